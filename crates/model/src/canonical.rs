@@ -1,0 +1,145 @@
+//! The canonical form of a description: native syntax, every default spelled out,
+//! DEmOS shorthands expanded, durations in exact units. Loading it gives back an
+//! identical [`System`].
+
+use crate::types::*;
+use crate::units::format_duration as dur;
+use std::fmt::Write;
+
+/// Prints `system` as canonical YAML.
+pub fn to_canonical_yaml(system: &System) -> String {
+    let mut out = String::new();
+    match &system.cpus {
+        Some(cpus) => writeln!(out, "system: {{cpus: {}}}", quote(&cpus.to_string())),
+        None => writeln!(out, "system: {{}}"),
+    }
+    .unwrap();
+    writeln!(out, "set_cwd: {}", system.set_cwd).unwrap();
+    if let Some(cpus) = &system.supervisor_cpus {
+        writeln!(out, "demos_cpu: {}", quote(&cpus.to_string())).unwrap();
+    }
+    section(&mut out, "partitions", &system.partitions, partition);
+    section(&mut out, "windows", &system.windows, window);
+    section(&mut out, "channels", &system.channels, |c| vec![channel(c)]);
+    out
+}
+
+/// Writes `key:` and one list item per element; each item is a list of lines.
+fn section<T>(out: &mut String, key: &str, items: &[T], lines: impl Fn(&T) -> Vec<String>) {
+    if items.is_empty() {
+        return;
+    }
+    writeln!(out, "{key}:").unwrap();
+    for item in items {
+        for (i, line) in lines(item).iter().enumerate() {
+            let bullet = if i == 0 { "- " } else { "  " };
+            writeln!(out, "  {bullet}{line}").unwrap();
+        }
+    }
+}
+
+fn partition(p: &Partition) -> Vec<String> {
+    let kind = match p.kind {
+        PartitionKind::Rt => "rt",
+        PartitionKind::Be => "be",
+    };
+    let mut lines = vec![format!("name: {}", quote(&p.name)), format!("kind: {kind}")];
+    if let Some(cpus) = &p.cpus {
+        lines.push(format!("cpus: {}", cpus_text(cpus)));
+    }
+    if p.kind == PartitionKind::Rt {
+        let sched = match p.scheduler {
+            Scheduler::FixedPriority => "fixed-priority",
+            Scheduler::Edf => "edf",
+        };
+        lines.push(format!("scheduler: {sched}"));
+    }
+    if let Some(bytes) = p.memory {
+        lines.push(format!("memory: {bytes}B"));
+    }
+    if !p.tasks.is_empty() {
+        lines.push("tasks:".into());
+        lines.extend(p.tasks.iter().map(|t| format!("  - {}", task(t))));
+    }
+    if !p.processes.is_empty() {
+        lines.push("processes:".into());
+        lines.extend(p.processes.iter().map(|q| format!("  - {}", process(q))));
+    }
+    lines
+}
+
+fn task(t: &Task) -> String {
+    let priority = t.priority.map(|p| format!(", priority: {p}")).unwrap_or_default();
+    let resume = match t.resume {
+        Resume::Continuable => "continuable",
+        Resume::Restartable => "restartable",
+    };
+    format!(
+        "{{name: {}, cmd: {}, budget: {}, period: {}, deadline: {}{priority}, release_jitter: {}, blocking: {}, resume: {resume}}}",
+        quote(&t.name),
+        quote(&t.cmd),
+        dur(t.budget),
+        dur(t.period),
+        dur(t.deadline),
+        dur(t.release_jitter),
+        dur(t.blocking),
+    )
+}
+
+fn process(q: &Process) -> String {
+    format!("{{cmd: {}, budget: {}, jitter: {}, init: {}}}", quote(&q.cmd), dur(q.budget), dur(q.jitter), q.init)
+}
+
+fn window(w: &Window) -> Vec<String> {
+    let mut lines = vec![format!("length: {}", dur(w.length))];
+    if !w.slices.is_empty() {
+        lines.push("slices:".into());
+    }
+    for s in &w.slices {
+        let mut fields = vec![format!("cpu: {}", cpus_text(&s.cpus))];
+        fields.extend(s.sc_partition.as_ref().map(|p| format!("sc_partition: {}", quote(p))));
+        fields.extend(s.be_partition.as_ref().map(|p| format!("be_partition: {}", quote(p))));
+        lines.push(format!("  - {{{}}}", fields.join(", ")));
+    }
+    lines
+}
+
+fn channel(c: &Channel) -> String {
+    let kind = match c.kind {
+        ChannelKind::Fifo => "fifo",
+        ChannelKind::Latest => "latest",
+    };
+    let depth = if c.kind == ChannelKind::Fifo { format!(", depth: {}", c.depth) } else { String::new() };
+    let readers: Vec<String> = c.readers.iter().map(|r| quote(r)).collect();
+    format!(
+        "{{name: {}, kind: {kind}, message_size: {}{depth}, writer: {}, readers: [{}]}}",
+        quote(&c.name),
+        c.message_size,
+        quote(&c.writer),
+        readers.join(", ")
+    )
+}
+
+fn cpus_text(cpus: &Cpus) -> String {
+    match cpus {
+        Cpus::All => "all".into(),
+        Cpus::Set(set) => quote(&set.to_string()),
+    }
+}
+
+/// A YAML double-quoted scalar.
+fn quote(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => write!(out, "\\u{:04x}", c as u32).unwrap(),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}

@@ -1,0 +1,126 @@
+//! CPU sets in the kernel's cpulist syntax: `0`, `0-2`, `0,2,5-7`.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// Highest CPU number accepted (the kernel's default NR_CPUS on x86-64 is 8192).
+pub const MAX_CPU: u32 = 8191;
+
+/// A non-empty set of CPU numbers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CpuSet(BTreeSet<u32>);
+
+impl CpuSet {
+    /// Parses a cpulist such as `0,2,5-7`.
+    pub fn parse(text: &str) -> Result<CpuSet, String> {
+        let mut cpus = BTreeSet::new();
+        for part in text.split(',').map(str::trim) {
+            let (lo, hi) = match part.split_once('-') {
+                Some((lo, hi)) => (parse_cpu(lo, text)?, parse_cpu(hi, text)?),
+                None => {
+                    let cpu = parse_cpu(part, text)?;
+                    (cpu, cpu)
+                }
+            };
+            if lo > hi {
+                return Err(format!("`{text}`: range {part} runs backwards"));
+            }
+            cpus.extend(lo..=hi);
+        }
+        Ok(CpuSet(cpus))
+    }
+
+    /// A set from CPU numbers; `None` if empty.
+    pub fn from_cpus(cpus: impl IntoIterator<Item = u32>) -> Option<CpuSet> {
+        let set: BTreeSet<u32> = cpus.into_iter().collect();
+        (!set.is_empty()).then_some(CpuSet(set))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().copied()
+    }
+
+    pub fn contains(&self, cpu: u32) -> bool {
+        self.0.contains(&cpu)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Always false: a `CpuSet` is never empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn is_subset(&self, other: &CpuSet) -> bool {
+        self.0.is_subset(&other.0)
+    }
+
+    pub fn intersects(&self, other: &CpuSet) -> bool {
+        !self.0.is_disjoint(&other.0)
+    }
+}
+
+fn parse_cpu(s: &str, whole: &str) -> Result<u32, String> {
+    let cpu: u32 = s.trim().parse().map_err(|_| format!("`{whole}` is not a CPU list (e.g. 0, 0-2, 0,2,5-7 or all)"))?;
+    if cpu > MAX_CPU {
+        return Err(format!("CPU {cpu} is beyond the largest supported CPU number {MAX_CPU}"));
+    }
+    Ok(cpu)
+}
+
+impl fmt::Display for CpuSet {
+    /// The kernel's cpulist format: ascending, ranges for runs (`0-2,5`, `0-1`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cpus: Vec<u32> = self.iter().collect();
+        let mut parts = Vec::new();
+        let mut start = 0;
+        while start < cpus.len() {
+            let mut end = start;
+            while end + 1 < cpus.len() && cpus[end + 1] == cpus[end] + 1 {
+                end += 1;
+            }
+            parts.push(match end - start {
+                0 => cpus[start].to_string(),
+                _ => format!("{}-{}", cpus[start], cpus[end]),
+            });
+            start = end + 1;
+        }
+        f.write_str(&parts.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_the_demos_forms() {
+        assert_eq!(CpuSet::parse("1").unwrap().iter().collect::<Vec<_>>(), [1]);
+        assert_eq!(CpuSet::parse("0-2").unwrap().iter().collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(CpuSet::parse("0,2,5-7").unwrap().iter().collect::<Vec<_>>(), [0, 2, 5, 6, 7]);
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for bad in ["", "a", "1-", "3-1", "1,,2", "-1", "99999"] {
+            assert!(CpuSet::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn displays_as_cpulist() {
+        assert_eq!(CpuSet::parse("7,5,6,0,2").unwrap().to_string(), "0,2,5-7");
+        assert_eq!(CpuSet::parse("0,1").unwrap().to_string(), "0-1");
+    }
+
+    proptest! {
+        #[test]
+        fn display_parses_back(cpus in proptest::collection::btree_set(0u32..64, 1..20)) {
+            let set = CpuSet::from_cpus(cpus).unwrap();
+            prop_assert_eq!(CpuSet::parse(&set.to_string()).unwrap(), set);
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The bulkhead system model: typed structs for a system description, loaded from
+//! YAML with errors that name file, line, column and key path, validated, and
+//! printable in canonical form.
+//!
+//! Native descriptions (with a `system` section) and every DEmOS configuration
+//! (canonical and simplified forms, DEmOS thesis Appendix 2) load into the same
+//! [`System`]. Needs no privileges and no Linux specifics.
+
+mod canonical;
+pub mod cpuset;
+mod de;
+mod normalize;
+mod raw;
+pub mod types;
+pub mod units;
+mod validate;
+mod yaml;
+
+pub use canonical::to_canonical_yaml;
+pub use cpuset::CpuSet;
+pub use types::*;
+
+use std::fmt;
+use std::path::Path;
+use yaml::{Mark, Node};
+
+/// A loaded, valid description and its warnings.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub system: System,
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// An error or warning about a place in a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub file: String,
+    /// 1-based line and column; 0 when the problem is the file itself (unreadable).
+    pub line: usize,
+    pub column: usize,
+    /// Key path such as `partitions[1].tasks[0].budget`; empty for the whole document.
+    pub path: String,
+    pub message: String,
+}
+
+/// Why a description could not be loaded.
+pub type LoadError = Diagnostic;
+
+impl fmt::Display for Diagnostic {
+    /// `file:line:col: key.path: message`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if self.line > 0 {
+            write!(f, ":{}:{}", self.line, self.column)?;
+        }
+        if !self.path.is_empty() {
+            write!(f, ": {}", self.path)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for Diagnostic {}
+
+/// Loads and validates the description in `path`.
+pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
+    let file = path.display().to_string();
+    let src = std::fs::read_to_string(path).map_err(|e| Diagnostic {
+        file: file.clone(),
+        line: 0,
+        column: 0,
+        path: String::new(),
+        message: format!("cannot read: {e}"),
+    })?;
+    load_str(&src, &file)
+}
+
+/// Loads and validates a description from `src`; `file_name` is used in messages.
+pub fn load_str(src: &str, file_name: &str) -> Result<Loaded, LoadError> {
+    let at = |mark: Mark, path: String, message: String| Diagnostic {
+        file: file_name.to_string(),
+        line: mark.line,
+        column: mark.col,
+        path,
+        message,
+    };
+    let root = yaml::parse(src).map_err(|e| at(e.mark, String::new(), e.message))?;
+    check_document(&root).map_err(|(mark, path, msg)| at(mark, path, msg))?;
+    let raw: raw::RawFile = de::from_node(&root, "").map_err(|e| at(e.mark.unwrap_or(root.mark), e.path, e.message))?;
+    let locate = |e: normalize::PathError| at(locate(&root, &e.path), e.path, e.message);
+    let normalized = normalize::normalize(raw).map_err(locate)?;
+    let warnings = validate::validate(&normalized).map_err(locate)?;
+    Ok(Loaded { system: normalized.system, warnings: warnings.into_iter().map(locate).collect() })
+}
+
+/// The document must be a mapping and must not use a section that is not implemented yet.
+fn check_document(root: &Node) -> Result<(), (Mark, String, String)> {
+    if !matches!(root.value, yaml::Value::Map(_)) {
+        return Err((root.mark, String::new(), "a system description must be a YAML mapping".into()));
+    }
+    for section in raw::RESERVED_SECTIONS {
+        if let Some(node) = root.get(section) {
+            let msg = format!("`{section}` is not supported yet by this version of bulkhead");
+            return Err((node.mark, section.to_string(), msg));
+        }
+    }
+    Ok(())
+}
+
+/// The position of the node at `path` (`a.b[2].c`), or of its deepest existing ancestor.
+fn locate(root: &Node, path: &str) -> Mark {
+    let mut node = root;
+    for segment in path.split('.').filter(|s| !s.is_empty()) {
+        let (key, indices) = segment.split_once('[').map_or((segment, ""), |(k, rest)| (k, rest));
+        if !key.is_empty() {
+            match node.get(key) {
+                Some(n) => node = n,
+                None => return node.mark,
+            }
+        }
+        for index in indices.split('[').map(|i| i.trim_end_matches(']')).filter(|i| !i.is_empty()) {
+            match (&node.value, index.parse::<usize>()) {
+                (yaml::Value::Seq(items), Ok(i)) if i < items.len() => node = &items[i],
+                _ => return node.mark,
+            }
+        }
+    }
+    node.mark
+}

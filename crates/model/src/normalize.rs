@@ -1,0 +1,390 @@
+//! From the file as written ([`crate::raw`]) to the model ([`crate::types`]):
+//! units, defaults, DEmOS simplified forms expanded to the canonical form.
+//!
+//! DEmOS rules implemented here (DEmOS thesis, Appendix 2 and `config.cpp`):
+//! a window without `slices` is one slice on `cpu` (default `all`); partitions
+//! defined inline in a slice are appended to the partition list, named
+//! `anonymous_N` when unnamed (one counter for the whole file); `xx_processes`
+//! defines an anonymous partition; a missing process budget defaults to
+//! `0.6 * length / count` in an SC slot and `length / count` in a BE slot, where
+//! `count` is the number of processes of that list; a window with only `length` is
+//! idle; a bare number is milliseconds. Computed in integer nanoseconds (DEmOS
+//! truncates to whole milliseconds).
+//!
+//! Unlike DEmOS, these are errors: a non-list where a list is required, both
+//! `processes` and `cmd` in one partition, an empty command, a window length <= 0.
+
+use crate::cpuset::CpuSet;
+use crate::raw::*;
+use crate::types::*;
+use crate::units::{parse_duration, parse_size};
+
+/// An error or warning about the node at `path` (e.g. `windows[0].slices[1].cpu`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathError {
+    pub path: String,
+    pub message: String,
+}
+
+pub type Result<T> = std::result::Result<T, PathError>;
+
+pub fn err<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T> {
+    Err(PathError { path: path.into(), message: message.into() })
+}
+
+/// A partition referenced by name from a slice, checked once all partitions are known.
+#[derive(Debug, Clone)]
+pub struct Reference {
+    pub name: String,
+    pub path: String,
+}
+
+/// The model plus where each of its parts was written, for validation messages.
+#[derive(Debug, Default)]
+pub struct Normalized {
+    pub system: System,
+    /// Path of each partition's definition, parallel to `system.partitions`.
+    pub partition_paths: Vec<String>,
+    /// Path of each window's slices, parallel to `system.windows[i].slices`.
+    pub slice_paths: Vec<Vec<String>>,
+    /// Slice references by name.
+    pub references: Vec<Reference>,
+}
+
+const MS: u64 = 1_000_000;
+
+/// Normalizes a whole file. DEmOS-style files (no `system` section) read bare numbers as milliseconds.
+pub fn normalize(raw: RawFile) -> Result<Normalized> {
+    let mut n = Normalizer { bare_unit: raw.system.is_none().then_some(MS), anonymous: 0, out: Normalized::default() };
+    n.out.system.set_cwd = raw.set_cwd.unwrap_or(true);
+    n.out.system.cpus = opt_cpuset(raw.system.and_then(|s| s.cpus), "system.cpus")?;
+    n.out.system.supervisor_cpus = opt_cpuset(raw.demos_cpu, "demos_cpu")?;
+    for (i, spec) in raw.partitions.unwrap_or_default().into_iter().enumerate() {
+        n.top_level_partition(spec, &format!("partitions[{i}]"))?;
+    }
+    if let Some(windows) = raw.windows {
+        if windows.is_empty() {
+            return err("windows", "must not be empty (omit `windows` for a system without a window schedule)");
+        }
+        for (i, w) in windows.into_iter().enumerate() {
+            n.window(w, &format!("windows[{i}]"))?;
+        }
+    }
+    for (i, c) in raw.channels.unwrap_or_default().into_iter().enumerate() {
+        let channel = channel(c, &format!("channels[{i}]"))?;
+        n.out.system.channels.push(channel);
+    }
+    Ok(n.out)
+}
+
+struct Normalizer {
+    bare_unit: Option<u64>,
+    anonymous: usize,
+    out: Normalized,
+}
+
+/// Which slot of a slice a partition fills; decides default process budgets.
+#[derive(Clone, Copy)]
+enum Slot {
+    Sc,
+    Be,
+}
+
+impl Normalizer {
+    fn duration(&self, text: &str, path: &str) -> Result<Nanos> {
+        parse_duration(text, self.bare_unit).or_else(|e| err(path, e))
+    }
+
+    fn positive_duration(&self, text: &str, path: &str) -> Result<Nanos> {
+        match self.duration(text, path)? {
+            0 => err(path, "must be a positive duration"),
+            ns => Ok(ns),
+        }
+    }
+
+    fn top_level_partition(&mut self, spec: PartitionSpec, path: &str) -> Result<()> {
+        match spec {
+            PartitionSpec::Name(name) => {
+                err(path, format!("expected a partition definition (a mapping with name and processes), found `{name}`"))
+            }
+            spec => self.define_partition(spec, path, None).map(drop),
+        }
+    }
+
+    /// Adds the partition `spec` defines; returns its name. `default_budget` is the
+    /// total budget shared by processes without one (`None`: budgets are required).
+    fn define_partition(&mut self, spec: PartitionSpec, path: &str, default_budget: Option<Nanos>) -> Result<String> {
+        let def = match spec {
+            PartitionSpec::Name(name) => return Ok(name),
+            PartitionSpec::Processes(list) => {
+                Box::new(RawPartition { processes: Some(list), ..RawPartition::default() })
+            }
+            PartitionSpec::Def(def) => def,
+        };
+        let partition = self.partition(*def, path, default_budget)?;
+        let name = partition.name.clone();
+        self.out.system.partitions.push(partition);
+        self.out.partition_paths.push(path.to_string());
+        Ok(name)
+    }
+
+    fn partition(&mut self, def: RawPartition, path: &str, default_budget: Option<Nanos>) -> Result<Partition> {
+        let name = match def.name {
+            Some(name) if name.trim().is_empty() => return err(format!("{path}.name"), "must not be empty"),
+            Some(name) => name,
+            None => self.anonymous_name(),
+        };
+        let kind = def.kind.unwrap_or(if def.tasks.is_some() { PartitionKind::Rt } else { PartitionKind::Be });
+        let processes = self.partition_processes(def.processes, def.cmd, def.budget, def.jitter, def.init, path, default_budget)?;
+        let tasks = def.tasks.unwrap_or_default();
+        let tasks = tasks.into_iter().enumerate().map(|(i, t)| self.task(t, &format!("{path}.tasks[{i}]"))).collect::<Result<Vec<_>>>()?;
+        check_kind(kind, &tasks, &processes, def.scheduler.is_some(), path)?;
+        Ok(Partition {
+            name,
+            kind,
+            cpus: def.cpus.map(|c| cpus(&c, &format!("{path}.cpus"))).transpose()?,
+            scheduler: def.scheduler.unwrap_or(Scheduler::FixedPriority),
+            memory: def.memory.map(|m| memory(&m, &format!("{path}.memory"))).transpose()?,
+            tasks,
+            processes,
+        })
+    }
+
+    fn anonymous_name(&mut self) -> String {
+        let name = format!("anonymous_{}", self.anonymous);
+        self.anonymous += 1;
+        name
+    }
+
+    /// Processes from `processes`, or the single process given by `cmd` etc. in the partition mapping.
+    #[allow(clippy::too_many_arguments)]
+    fn partition_processes(
+        &self,
+        list: Option<Vec<ProcessSpec>>,
+        cmd: Option<String>,
+        budget: Option<String>,
+        jitter: Option<String>,
+        init: Option<bool>,
+        path: &str,
+        default_budget: Option<Nanos>,
+    ) -> Result<Vec<Process>> {
+        let inline = cmd.is_some() || budget.is_some() || jitter.is_some() || init.is_some();
+        match (list, inline) {
+            (Some(_), true) => err(path, "give either `processes` or a single process (`cmd`, `budget`...), not both"),
+            (Some(list), false) => self.processes(list, &format!("{path}.processes"), default_budget),
+            (None, true) => {
+                let single = ProcessSpec::Def(RawProcess { cmd, budget, jitter, init });
+                Ok(vec![self.process(single, path, default_budget)?])
+            }
+            (None, false) => Ok(Vec::new()),
+        }
+    }
+
+    fn processes(&self, list: Vec<ProcessSpec>, path: &str, total_budget: Option<Nanos>) -> Result<Vec<Process>> {
+        let each = total_budget.map(|total| total / list.len().max(1) as u64);
+        list.into_iter().enumerate().map(|(i, p)| self.process(p, &format!("{path}[{i}]"), each)).collect()
+    }
+
+    fn process(&self, spec: ProcessSpec, path: &str, default_budget: Option<Nanos>) -> Result<Process> {
+        let raw = match spec {
+            ProcessSpec::Cmd(cmd) => RawProcess { cmd: Some(cmd), ..RawProcess::default() },
+            ProcessSpec::Def(raw) => raw,
+        };
+        let cmd = match raw.cmd {
+            None => return err(path, "missing `cmd`"),
+            Some(cmd) if cmd.trim().is_empty() => return err(child(path, "cmd"), "must not be an empty command"),
+            Some(cmd) => cmd,
+        };
+        let budget = match (raw.budget, default_budget) {
+            (Some(b), _) => self.positive_duration(&b, &child(path, "budget"))?,
+            (None, Some(0)) => return err(path, "the default budget (a share of the window length) is zero: give `budget`"),
+            (None, Some(d)) => d,
+            (None, None) => return err(path, "missing `budget`"),
+        };
+        let jitter = raw.jitter.map(|j| self.duration(&j, &child(path, "jitter"))).transpose()?.unwrap_or(0);
+        if jitter > 2 * budget {
+            return err(child(path, "jitter"), "must be at most twice the budget (budget - jitter/2 must not be negative)");
+        }
+        Ok(Process { cmd, budget, jitter, init: raw.init.unwrap_or(false) })
+    }
+
+    fn task(&self, t: RawTask, path: &str) -> Result<Task> {
+        if t.name.trim().is_empty() {
+            return err(child(path, "name"), "must not be empty");
+        }
+        if t.cmd.trim().is_empty() {
+            return err(child(path, "cmd"), "must not be an empty command");
+        }
+        let period = self.positive_duration(&t.period, &child(path, "period"))?;
+        let deadline = match t.deadline {
+            Some(d) => self.positive_duration(&d, &child(path, "deadline"))?,
+            None => period,
+        };
+        if t.priority == Some(0) {
+            return err(child(path, "priority"), "must be at least 1 (1 is the highest priority)");
+        }
+        let optional = |v: Option<String>, key: &str| v.map(|v| self.duration(&v, &child(path, key))).transpose();
+        Ok(Task {
+            name: t.name,
+            cmd: t.cmd,
+            budget: self.positive_duration(&t.budget, &child(path, "budget"))?,
+            period,
+            deadline,
+            priority: t.priority,
+            release_jitter: optional(t.release_jitter, "release_jitter")?.unwrap_or(0),
+            blocking: optional(t.blocking, "blocking")?.unwrap_or(0),
+            resume: t.resume.unwrap_or_default(),
+        })
+    }
+
+    fn window(&mut self, mut w: RawWindow, path: &str) -> Result<()> {
+        let length = self.positive_duration(&w.length, &child(path, "length"))?;
+        if w.slices.is_some() && w.has_inline_slice() {
+            return err(path, "give either `slices` or one slice inline (`cpu`, `sc_partition`...), not both");
+        }
+        let inline = w.has_inline_slice();
+        let raw_slices = match w.slices.take() {
+            Some(list) => list,
+            None if inline => {
+                let mut slice = w.take_inline_slice();
+                slice.cpu.get_or_insert_with(|| "all".to_string());
+                vec![slice]
+            }
+            None => Vec::new(),
+        };
+        let slice_path = |j| if inline { path.to_string() } else { format!("{path}.slices[{j}]") };
+        let mut slices = Vec::new();
+        let mut paths = Vec::new();
+        for (j, s) in raw_slices.into_iter().enumerate() {
+            let spath = slice_path(j);
+            slices.push(self.slice(s, &spath, length)?);
+            paths.push(spath);
+        }
+        check_slices(&slices, &paths)?;
+        self.out.system.windows.push(Window { length, slices });
+        self.out.slice_paths.push(paths);
+        Ok(())
+    }
+
+    fn slice(&mut self, s: RawSlice, path: &str, length: Nanos) -> Result<Slice> {
+        let Some(cpu) = s.cpu else { return err(path, "missing `cpu` (the CPUs of this slice, e.g. 0, 0-2 or all)") };
+        Ok(Slice {
+            cpus: cpus(&cpu, &child(path, "cpu"))?,
+            sc_partition: self.slot(s.sc_partition, s.sc_processes, Slot::Sc, path, length)?,
+            be_partition: self.slot(s.be_partition, s.be_processes, Slot::Be, path, length)?,
+        })
+    }
+
+    /// The partition filling one slot of a slice, given as `xx_partition` or `xx_processes`.
+    fn slot(
+        &mut self,
+        partition: Option<PartitionSpec>,
+        processes: Option<Vec<ProcessSpec>>,
+        slot: Slot,
+        path: &str,
+        length: Nanos,
+    ) -> Result<Option<String>> {
+        let (prefix, total) = match slot {
+            Slot::Sc => ("sc", length / 5 * 3 + length % 5 * 3 / 5),
+            Slot::Be => ("be", length),
+        };
+        let (spec, key) = match (partition, processes) {
+            (Some(_), Some(_)) => return err(path, format!("give either `{prefix}_partition` or `{prefix}_processes`, not both")),
+            (Some(p), None) => (p, format!("{prefix}_partition")),
+            (None, Some(list)) => (PartitionSpec::Processes(list), format!("{prefix}_processes")),
+            (None, None) => return Ok(None),
+        };
+        let spath = child(path, &key);
+        if let PartitionSpec::Name(name) = &spec {
+            self.out.references.push(Reference { name: name.clone(), path: spath.clone() });
+        }
+        if let PartitionSpec::Processes(list) = &spec {
+            if list.is_empty() {
+                return err(spath, "must list at least one process");
+            }
+        }
+        self.define_partition(spec, &spath, Some(total)).map(Some)
+    }
+}
+
+fn child(path: &str, key: &str) -> String {
+    crate::de::child_path(path, key)
+}
+
+fn check_kind(kind: PartitionKind, tasks: &[Task], processes: &[Process], has_scheduler: bool, path: &str) -> Result<()> {
+    match kind {
+        PartitionKind::Rt if !processes.is_empty() => {
+            err(path, "an rt partition runs periodic `tasks`; windowed `processes` belong to be partitions")
+        }
+        PartitionKind::Be if !tasks.is_empty() => err(child(path, "tasks"), "periodic tasks need `kind: rt`"),
+        PartitionKind::Be if has_scheduler => err(child(path, "scheduler"), "applies to rt partitions only"),
+        _ => Ok(()),
+    }
+}
+
+/// Within one window: no partition twice, no CPU in two slices.
+fn check_slices(slices: &[Slice], paths: &[String]) -> Result<()> {
+    let mut seen: Vec<&str> = Vec::new();
+    for (slice, path) in slices.iter().zip(paths) {
+        for name in [&slice.sc_partition, &slice.be_partition].into_iter().flatten() {
+            if seen.contains(&name.as_str()) {
+                return err(path, format!("partition `{name}` appears twice in this window"));
+            }
+            seen.push(name);
+        }
+    }
+    for (j, a) in slices.iter().enumerate() {
+        for b in &slices[..j] {
+            if overlap(&a.cpus, &b.cpus) {
+                return err(child(&paths[j], "cpu"), "overlaps the CPUs of another slice of this window");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// True if two CPU specifications share a CPU (`all` shares every CPU).
+pub fn overlap(a: &Cpus, b: &Cpus) -> bool {
+    match (a, b) {
+        (Cpus::Set(a), Cpus::Set(b)) => a.intersects(b),
+        _ => true,
+    }
+}
+
+fn cpus(text: &str, path: &str) -> Result<Cpus> {
+    if text.trim() == "all" {
+        return Ok(Cpus::All);
+    }
+    CpuSet::parse(text).map(Cpus::Set).or_else(|e| err(path, e))
+}
+
+fn opt_cpuset(text: Option<String>, path: &str) -> Result<Option<CpuSet>> {
+    text.map(|t| CpuSet::parse(&t).or_else(|e| err(path, e))).transpose()
+}
+
+fn memory(text: &str, path: &str) -> Result<u64> {
+    match parse_size(text) {
+        Ok(0) => err(path, "must be a positive size"),
+        Ok(bytes) => Ok(bytes),
+        Err(e) => err(path, e),
+    }
+}
+
+fn channel(c: RawChannel, path: &str) -> Result<Channel> {
+    if c.name.trim().is_empty() {
+        return err(child(path, "name"), "must not be empty");
+    }
+    if c.message_size == 0 {
+        return err(child(path, "message_size"), "must be at least 1 byte");
+    }
+    let depth = match (c.kind, c.depth) {
+        (ChannelKind::Fifo, None) => return err(path, "missing `depth` (ring capacity in messages)"),
+        (ChannelKind::Fifo, Some(0)) => return err(child(path, "depth"), "must be at least 1"),
+        (ChannelKind::Fifo, Some(d)) => d,
+        (ChannelKind::Latest, None | Some(1)) => 1,
+        (ChannelKind::Latest, Some(_)) => {
+            return err(child(path, "depth"), "a `latest` channel holds one message (four-slot): omit depth")
+        }
+    };
+    Ok(Channel { name: c.name, kind: c.kind, message_size: c.message_size, depth, writer: c.writer, readers: c.readers })
+}

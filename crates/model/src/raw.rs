@@ -1,0 +1,199 @@
+//! The file as written: serde structures mirroring both the native form and every
+//! DEmOS form (canonical and simplified, DEmOS thesis Appendix 2). Durations, sizes
+//! and CPU lists stay text here; [`crate::normalize`] interprets them.
+//!
+//! Every struct denies unknown keys.
+
+use crate::types::{ChannelKind, PartitionKind, Resume, Scheduler};
+use serde::de::{self, value::MapAccessDeserializer, value::SeqAccessDeserializer, Deserializer, Visitor};
+use serde::Deserialize;
+use std::fmt;
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawFile {
+    pub system: Option<RawSystem>,
+    pub set_cwd: Option<bool>,
+    pub demos_cpu: Option<String>,
+    pub partitions: Option<Vec<PartitionSpec>>,
+    pub windows: Option<Vec<RawWindow>>,
+    pub channels: Option<Vec<RawChannel>>,
+}
+
+/// Top-level sections reserved for later capabilities; using one is an error, never ignored.
+pub const RESERVED_SECTIONS: [&str; 5] = ["buses", "pipelines", "modes", "stop_start", "power"];
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawSystem {
+    pub cpus: Option<String>,
+}
+
+/// A partition where one is defined or referenced: a name (a reference, only inside
+/// windows), a list of processes (an anonymous partition), or a mapping.
+#[derive(Debug)]
+pub enum PartitionSpec {
+    Name(String),
+    Processes(Vec<ProcessSpec>),
+    Def(Box<RawPartition>),
+}
+
+/// A partition mapping. `cmd`/`budget`/`jitter`/`init` define a single-process
+/// partition inline (a DEmOS simplified form).
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawPartition {
+    pub name: Option<String>,
+    pub kind: Option<PartitionKind>,
+    pub cpus: Option<String>,
+    pub scheduler: Option<Scheduler>,
+    pub memory: Option<String>,
+    pub tasks: Option<Vec<RawTask>>,
+    pub processes: Option<Vec<ProcessSpec>>,
+    pub cmd: Option<String>,
+    pub budget: Option<String>,
+    pub jitter: Option<String>,
+    pub init: Option<bool>,
+}
+
+/// A process: a command string, or a mapping.
+#[derive(Debug)]
+pub enum ProcessSpec {
+    Cmd(String),
+    Def(RawProcess),
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawProcess {
+    pub cmd: Option<String>,
+    pub budget: Option<String>,
+    pub jitter: Option<String>,
+    pub init: Option<bool>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawTask {
+    pub name: String,
+    pub cmd: String,
+    pub budget: String,
+    pub period: String,
+    pub deadline: Option<String>,
+    pub priority: Option<u32>,
+    pub release_jitter: Option<String>,
+    pub blocking: Option<String>,
+    pub resume: Option<Resume>,
+}
+
+/// A window: canonical (`slices`) or simplified (one slice given inline).
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawWindow {
+    pub length: String,
+    pub slices: Option<Vec<RawSlice>>,
+    pub cpu: Option<String>,
+    pub sc_partition: Option<PartitionSpec>,
+    pub be_partition: Option<PartitionSpec>,
+    pub sc_processes: Option<Vec<ProcessSpec>>,
+    pub be_processes: Option<Vec<ProcessSpec>>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawSlice {
+    pub cpu: Option<String>,
+    pub sc_partition: Option<PartitionSpec>,
+    pub be_partition: Option<PartitionSpec>,
+    pub sc_processes: Option<Vec<ProcessSpec>>,
+    pub be_processes: Option<Vec<ProcessSpec>>,
+}
+
+impl RawWindow {
+    /// True if the window defines a slice inline (any slice key at window level).
+    pub fn has_inline_slice(&self) -> bool {
+        self.cpu.is_some()
+            || self.sc_partition.is_some()
+            || self.be_partition.is_some()
+            || self.sc_processes.is_some()
+            || self.be_processes.is_some()
+    }
+
+    /// Moves the inline slice keys out into a slice.
+    pub fn take_inline_slice(&mut self) -> RawSlice {
+        RawSlice {
+            cpu: self.cpu.take(),
+            sc_partition: self.sc_partition.take(),
+            be_partition: self.be_partition.take(),
+            sc_processes: self.sc_processes.take(),
+            be_processes: self.be_processes.take(),
+        }
+    }
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawChannel {
+    pub name: String,
+    pub kind: ChannelKind,
+    pub message_size: u32,
+    pub depth: Option<u32>,
+    pub writer: String,
+    pub readers: Vec<String>,
+}
+
+impl<'de> Deserialize<'de> for PartitionSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(PartitionSpecVisitor)
+    }
+}
+
+struct PartitionSpecVisitor;
+
+impl<'de> Visitor<'de> for PartitionSpecVisitor {
+    type Value = PartitionSpec;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a partition name, a list of processes or a partition mapping")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(PartitionSpec::Name(v.to_string()))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(PartitionSpec::Name(v.to_string()))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Vec::deserialize(SeqAccessDeserializer::new(seq)).map(PartitionSpec::Processes)
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        RawPartition::deserialize(MapAccessDeserializer::new(map)).map(|p| PartitionSpec::Def(Box::new(p)))
+    }
+}
+
+impl<'de> Deserialize<'de> for ProcessSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ProcessSpecVisitor)
+    }
+}
+
+struct ProcessSpecVisitor;
+
+impl<'de> Visitor<'de> for ProcessSpecVisitor {
+    type Value = ProcessSpec;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a command string or a process mapping {cmd, budget, jitter, init}")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(ProcessSpec::Cmd(v.to_string()))
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        RawProcess::deserialize(MapAccessDeserializer::new(map)).map(ProcessSpec::Def)
+    }
+}

@@ -1,0 +1,181 @@
+//! The system model: what a system description says, after loading, normalization
+//! and validation. Every duration is an integer number of nanoseconds ([`Nanos`]).
+//!
+//! The model is the single input of `check`, `analyze`, `sim` and `run`.
+
+use crate::cpuset::CpuSet;
+
+/// A duration or instant in integer nanoseconds.
+pub type Nanos = u64;
+
+/// A whole system description.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct System {
+    /// `system.cpus`: the CPUs bulkhead may use; `None` = whatever the machine offers.
+    pub cpus: Option<CpuSet>,
+    /// DEmOS `set_cwd`: run processes in the directory of the configuration file (default true).
+    pub set_cwd: bool,
+    /// DEmOS `demos_cpu`: CPUs the scheduler itself runs on, if pinned.
+    pub supervisor_cpus: Option<CpuSet>,
+    /// Partitions in declaration order; inline (anonymous) DEmOS partitions follow,
+    /// in the order their windows define them.
+    pub partitions: Vec<Partition>,
+    /// The static window schedule (major frame = sum of lengths); empty = no window schedule.
+    pub windows: Vec<Window>,
+    /// Shared-memory channels between partitions.
+    pub channels: Vec<Channel>,
+}
+
+/// Criticality class of a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PartitionKind {
+    /// Real-time: periodic tasks under reservations, admitted by analysis.
+    Rt,
+    /// Best-effort: ordinary Linux processes (optionally windowed, DEmOS style).
+    Be,
+}
+
+/// Scheduling policy inside an rt partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheduler {
+    FixedPriority,
+    Edf,
+}
+
+/// A CPU set as written in a description: an explicit list, or `all`
+/// (every CPU the system may use, resolved at run time).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Cpus {
+    All,
+    Set(CpuSet),
+}
+
+/// A partition: a group of tasks or processes isolated from the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partition {
+    pub name: String,
+    pub kind: PartitionKind,
+    /// Static CPU assignment (rt partitions, unwindowed be partitions); windowed
+    /// partitions get their CPUs from the slices they appear in.
+    pub cpus: Option<Cpus>,
+    /// Policy for `tasks` (meaningful for rt partitions; default fixed priority).
+    pub scheduler: Scheduler,
+    /// Memory limit in bytes.
+    pub memory: Option<u64>,
+    /// Periodic real-time tasks (rt partitions).
+    pub tasks: Vec<Task>,
+    /// Windowed processes (DEmOS semantics).
+    pub processes: Vec<Process>,
+}
+
+/// What a task does after a system suspension (JuMP2start 2.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Resume {
+    /// Keeps its state, used and unused budget; its replenishments shift by the suspension.
+    #[default]
+    Continuable,
+    /// Restarts from its checkpoint with a full budget at the resume time.
+    Restartable,
+}
+
+/// A periodic (or sporadic, with `period` as minimum inter-arrival time) real-time task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    pub name: String,
+    pub cmd: String,
+    /// Worst-case execution time C, also the reservation budget.
+    pub budget: Nanos,
+    /// Period (or minimum inter-arrival time) T.
+    pub period: Nanos,
+    /// Relative deadline D (defaults to the period; may exceed it).
+    pub deadline: Nanos,
+    /// Explicit priority, 1 = highest; `None` = deadline monotonic.
+    pub priority: Option<u32>,
+    /// Release jitter J (default 0).
+    pub release_jitter: Nanos,
+    /// Worst-case blocking B by lower-priority tasks (default 0).
+    pub blocking: Nanos,
+    pub resume: Resume,
+}
+
+/// A process of a windowed partition (DEmOS `processes` entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    /// Command line; exec'd directly, or through `/bin/sh -c` when it needs a shell.
+    pub cmd: String,
+    /// Budget per window.
+    pub budget: Nanos,
+    /// Budget jitter: each budget is drawn uniformly in `budget ± jitter/2`; `jitter <= 2*budget`.
+    pub jitter: Nanos,
+    /// Initializes before the schedule starts, until it signals completion.
+    pub init: bool,
+}
+
+/// One window of the static schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    pub length: Nanos,
+    /// Slices run in parallel on disjoint CPU sets; empty = an idle window.
+    pub slices: Vec<Slice>,
+}
+
+/// A slice binds at most one safety-critical and one best-effort partition to CPUs for a window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slice {
+    pub cpus: Cpus,
+    /// Name of the safety-critical partition (an entry of [`System::partitions`]).
+    pub sc_partition: Option<String>,
+    /// Name of the best-effort partition run after all SC partitions of the window finish.
+    pub be_partition: Option<String>,
+}
+
+/// Buffering semantics of a channel (Boomerang II-B, DriveOS 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChannelKind {
+    /// Lossless single-producer single-consumer ring.
+    Fifo,
+    /// Simpson's four-slot: the reader gets the latest complete message.
+    Latest,
+}
+
+/// A shared-memory channel with fixed message size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Channel {
+    pub name: String,
+    pub kind: ChannelKind,
+    pub message_size: u32,
+    /// Ring capacity in messages (fifo); 1 for `latest`.
+    pub depth: u32,
+    /// Partition that writes.
+    pub writer: String,
+    /// Partitions that read.
+    pub readers: Vec<String>,
+}
+
+impl System {
+    /// The partition named `name`, if any.
+    pub fn partition(&self, name: &str) -> Option<&Partition> {
+        self.partitions.iter().find(|p| p.name == name)
+    }
+
+    /// Index of the partition named `name` in [`System::partitions`].
+    pub fn partition_index(&self, name: &str) -> Option<usize> {
+        self.partitions.iter().position(|p| p.name == name)
+    }
+
+    /// Length of the major frame: the sum of all window lengths.
+    pub fn major_frame(&self) -> Nanos {
+        self.windows.iter().map(|w| w.length).sum()
+    }
+}
+
+impl Task {
+    /// Utilization C/T.
+    pub fn utilization(&self) -> f64 {
+        self.budget as f64 / self.period as f64
+    }
+}

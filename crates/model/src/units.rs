@@ -1,0 +1,150 @@
+//! Durations and sizes as written in a system description, parsed exactly
+//! (decimal arithmetic, no floating point) into integer nanoseconds and bytes.
+
+use crate::types::Nanos;
+
+const UNITS_NS: [(&str, u64); 6] =
+    [("ns", 1), ("us", 1_000), ("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000), ("min", 60_000_000_000)];
+
+const UNITS_BYTES: [(&str, u64); 10] = [
+    ("B", 1),
+    ("kB", 1_000),
+    ("KB", 1_000),
+    ("KiB", 1 << 10),
+    ("MB", 1_000_000),
+    ("MiB", 1 << 20),
+    ("GB", 1_000_000_000),
+    ("GiB", 1 << 30),
+    ("TB", 1_000_000_000_000),
+    ("TiB", 1 << 40),
+];
+
+/// Parses a duration: a non-negative decimal number and a unit (`ns`, `us`, `ms`, `s`,
+/// `min`), e.g. `500us`, `1.5ms`. A bare number is taken in `bare_unit_ns` units if
+/// given (DEmOS files: milliseconds), and is an error otherwise.
+pub fn parse_duration(text: &str, bare_unit_ns: Option<u64>) -> Result<Nanos, String> {
+    let text = text.trim();
+    let (number, unit) = split_unit(text);
+    let scale = match unit {
+        "" => bare_unit_ns.ok_or_else(|| format!("`{text}` needs a unit, e.g. 500us, 2ms, 1s"))?,
+        u => lookup(&UNITS_NS, u).ok_or_else(|| format!("unknown time unit `{u}` (use ns, us, ms, s or min)"))?,
+    };
+    scale_decimal(number, scale).map_err(|e| format!("`{text}`: {e}"))
+}
+
+/// Parses a size: a non-negative decimal number and a unit (`B`, `KiB`, `MiB`, `GiB`,
+/// `kB`, `MB`, `GB`...). A bare integer means bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (number, unit) = split_unit(text);
+    let scale = match unit {
+        "" => 1,
+        u => lookup(&UNITS_BYTES, u).ok_or_else(|| format!("unknown size unit `{u}` (use B, KiB, MiB, GiB, kB, MB, GB)"))?,
+    };
+    scale_decimal(number, scale).map_err(|e| format!("`{text}`: {e}"))
+}
+
+/// Formats a duration with the largest unit that represents it exactly: `2ms`, `500us`.
+pub fn format_duration(ns: Nanos) -> String {
+    let unit = [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)]
+        .into_iter()
+        .find(|(_, scale)| ns != 0 && ns % scale == 0);
+    match unit {
+        Some((name, scale)) => format!("{}{name}", ns / scale),
+        None => format!("{ns}ns"),
+    }
+}
+
+fn lookup(units: &[(&str, u64)], unit: &str) -> Option<u64> {
+    units.iter().find(|(name, _)| *name == unit).map(|(_, scale)| *scale)
+}
+
+fn split_unit(text: &str) -> (&str, &str) {
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(text.len());
+    (text[..split].trim(), text[split..].trim())
+}
+
+/// `number * scale` exactly, for a decimal `number` such as `1.25`.
+fn scale_decimal(number: &str, scale: u64) -> Result<u64, String> {
+    if number.starts_with('-') {
+        return Err("must not be negative".into());
+    }
+    let number = number.strip_prefix('+').unwrap_or(number);
+    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
+    let digits_ok = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (int_part.is_empty() && frac_part.is_empty()) || !digits_ok(int_part) || !digits_ok(frac_part) {
+        return Err("not a number".into());
+    }
+    let too_big = || "too large".to_string();
+    let int: u64 = if int_part.is_empty() { 0 } else { int_part.parse().map_err(|_| too_big())? };
+    let frac_part = frac_part.trim_end_matches('0');
+    if frac_part.len() > 18 {
+        return Err("finer than the smallest unit (1 ns or 1 byte)".into());
+    }
+    // frac_part = f / 10^len; its share of `scale` must be a whole number.
+    let f: u128 = if frac_part.is_empty() { 0 } else { frac_part.parse().map_err(|_| too_big())? };
+    let scaled = f * u128::from(scale);
+    let denominator = 10u128.pow(frac_part.len() as u32);
+    if scaled % denominator != 0 {
+        return Err("finer than the smallest unit (1 ns or 1 byte)".into());
+    }
+    let frac = u64::try_from(scaled / denominator).map_err(|_| too_big())?;
+    int.checked_mul(scale).and_then(|t| t.checked_add(frac)).ok_or_else(too_big)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn durations_with_units() {
+        assert_eq!(parse_duration("500us", None), Ok(500_000));
+        assert_eq!(parse_duration("2ms", None), Ok(2_000_000));
+        assert_eq!(parse_duration("1s", None), Ok(1_000_000_000));
+        assert_eq!(parse_duration("1.5ms", None), Ok(1_500_000));
+        assert_eq!(parse_duration("0.000001ms", None), Ok(1));
+        assert_eq!(parse_duration("250 ns", None), Ok(250));
+    }
+
+    #[test]
+    fn bare_numbers_need_a_context() {
+        assert!(parse_duration("5", None).unwrap_err().contains("needs a unit"));
+        assert_eq!(parse_duration("5", Some(1_000_000)), Ok(5_000_000));
+        assert_eq!(parse_duration("0.5", Some(1_000_000)), Ok(500_000));
+    }
+
+    #[test]
+    fn bad_durations() {
+        assert!(parse_duration("-1ms", None).is_err());
+        assert!(parse_duration("1.5ns", None).is_err());
+        assert!(parse_duration("abc", None).is_err());
+        assert!(parse_duration("3 parsecs", None).unwrap_err().contains("unknown time unit"));
+        assert!(parse_duration("99999999999999999999s", None).is_err());
+        assert!(parse_duration("ms", None).is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("1.5KiB"), Ok(1536));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("1.5").is_err());
+        assert!(parse_size("3 bananas").is_err());
+    }
+
+    #[test]
+    fn formatting_picks_the_largest_exact_unit() {
+        assert_eq!(format_duration(2_000_000), "2ms");
+        assert_eq!(format_duration(1_500_000), "1500us");
+        assert_eq!(format_duration(7), "7ns");
+        assert_eq!(format_duration(0), "0ns");
+    }
+
+    proptest! {
+        #[test]
+        fn format_then_parse_is_identity(ns in any::<u64>()) {
+            prop_assert_eq!(parse_duration(&format_duration(ns), None), Ok(ns));
+        }
+    }
+}

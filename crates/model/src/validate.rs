@@ -1,0 +1,142 @@
+//! Whole-system checks that need every partition known: names, references, CPU
+//! exclusivity, channels; and warnings that do not make a description invalid.
+
+use crate::normalize::{err, overlap, Normalized, PathError, Result};
+use crate::types::*;
+use std::collections::{HashMap, HashSet};
+
+/// Partition index by name.
+type Names<'a> = HashMap<&'a str, usize>;
+
+/// Checks a normalized description; returns its warnings. Linear in the size of the
+/// description (hash lookups by name), so 10000 partitions validate in milliseconds.
+pub fn validate(n: &Normalized) -> Result<Vec<PathError>> {
+    let names = partition_names(n)?;
+    check_references(n, &names)?;
+    check_tasks(n)?;
+    check_cpus(n)?;
+    check_channels(&n.system, &names)?;
+    Ok(warnings(n, &names))
+}
+
+fn partition_names(n: &Normalized) -> Result<Names<'_>> {
+    let mut names = Names::new();
+    for (i, (p, path)) in n.system.partitions.iter().zip(&n.partition_paths).enumerate() {
+        if let Some(first) = names.insert(&p.name, i) {
+            let other = &n.partition_paths[first];
+            return err(path, format!("duplicate partition name `{}` (first defined at {other})", p.name));
+        }
+    }
+    Ok(names)
+}
+
+fn check_references(n: &Normalized, names: &Names) -> Result<()> {
+    for r in &n.references {
+        match names.get(r.name.as_str()).map(|&i| &n.system.partitions[i]) {
+            None => return err(&r.path, format!("unknown partition `{}`", r.name)),
+            Some(p) if p.kind == PartitionKind::Rt => {
+                return err(&r.path, format!("`{}` is an rt partition: its tasks run under reservations, not in windows", r.name))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn check_tasks(n: &Normalized) -> Result<()> {
+    for (p, path) in n.system.partitions.iter().zip(&n.partition_paths) {
+        if p.kind == PartitionKind::Rt && p.cpus.is_none() {
+            return err(path, "an rt partition needs `cpus` (the CPUs it owns exclusively)");
+        }
+        for (i, t) in p.tasks.iter().enumerate() {
+            if p.tasks[..i].iter().any(|o| o.name == t.name) {
+                return err(format!("{path}.tasks[{i}].name"), format!("duplicate task name `{}` in partition `{}`", t.name, p.name));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// CPUs within `system.cpus`; rt partitions own theirs exclusively.
+fn check_cpus(n: &Normalized) -> Result<()> {
+    let sys = &n.system;
+    let all_cpus = sys.partitions.iter().zip(&n.partition_paths).map(|(p, path)| (p.cpus.as_ref(), format!("{path}.cpus")));
+    let slice_cpus = sys.windows.iter().zip(&n.slice_paths).flat_map(|(w, paths)| {
+        w.slices.iter().zip(paths).map(|(s, path)| (Some(&s.cpus), format!("{path}.cpu")))
+    });
+    if let Some(allowed) = &sys.cpus {
+        for (cpus, path) in all_cpus.chain(slice_cpus) {
+            if let Some(Cpus::Set(set)) = cpus {
+                if !set.is_subset(allowed) {
+                    return err(path, format!("CPUs {set} are not all in system.cpus ({allowed})"));
+                }
+            }
+        }
+    }
+    let rt: Vec<usize> = (0..sys.partitions.len()).filter(|&i| sys.partitions[i].kind == PartitionKind::Rt).collect();
+    for (i, p) in sys.partitions.iter().enumerate() {
+        let Some(cpus) = &p.cpus else { continue };
+        let others: Box<dyn Iterator<Item = usize>> =
+            if p.kind == PartitionKind::Rt { Box::new(0..i) } else { Box::new(rt.iter().copied().filter(|&o| o < i)) };
+        let clash = others.map(|o| &sys.partitions[o]).find(|o| o.cpus.as_ref().is_some_and(|c| overlap(c, cpus)));
+        if let Some(o) = clash {
+            let path = format!("{}.cpus", n.partition_paths[i]);
+            return err(path, format!("overlaps the CPUs of partition `{}`; an rt partition owns its CPUs exclusively", o.name));
+        }
+    }
+    Ok(())
+}
+
+fn check_channels(sys: &System, names: &Names) -> Result<()> {
+    for (i, c) in sys.channels.iter().enumerate() {
+        let path = format!("channels[{i}]");
+        if sys.channels[..i].iter().any(|o| o.name == c.name) {
+            return err(format!("{path}.name"), format!("duplicate channel name `{}`", c.name));
+        }
+        if !names.contains_key(c.writer.as_str()) {
+            return err(format!("{path}.writer"), format!("unknown partition `{}`", c.writer));
+        }
+        if c.readers.len() != 1 {
+            return err(
+                format!("{path}.readers"),
+                "a channel has exactly one reader (fifo and four-slot are single-reader): declare one channel per reader",
+            );
+        }
+        for (j, r) in c.readers.iter().enumerate() {
+            if !names.contains_key(r.as_str()) {
+                return err(format!("{path}.readers[{j}]"), format!("unknown partition `{r}`"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn warnings(n: &Normalized, names: &Names) -> Vec<PathError> {
+    let mut out = Vec::new();
+    for (w, paths) in n.system.windows.iter().zip(&n.slice_paths) {
+        for (s, path) in w.slices.iter().zip(paths) {
+            let Some(&i) = s.sc_partition.as_deref().and_then(|name| names.get(name)) else { continue };
+            let p = &n.system.partitions[i];
+            let worst: Nanos = p.processes.iter().map(|q| q.budget + q.jitter / 2).sum();
+            if worst > w.length {
+                out.push(PathError {
+                    path: path.clone(),
+                    message: format!(
+                        "SC partition `{}` needs up to {} per window but the window is {} long: its processes cannot all complete",
+                        p.name,
+                        crate::units::format_duration(worst),
+                        crate::units::format_duration(w.length)
+                    ),
+                });
+            }
+        }
+    }
+    let slices = n.system.windows.iter().flat_map(|w| &w.slices);
+    let windowed: HashSet<&str> = slices.flat_map(|s| [s.sc_partition.as_deref(), s.be_partition.as_deref()]).flatten().collect();
+    for (p, path) in n.system.partitions.iter().zip(&n.partition_paths) {
+        if !n.system.windows.is_empty() && !p.processes.is_empty() && !windowed.contains(p.name.as_str()) {
+            out.push(PathError { path: path.clone(), message: format!("partition `{}` has processes but appears in no window: they never run", p.name) });
+        }
+    }
+    out
+}
