@@ -69,7 +69,10 @@ fn partition(p: &Partition) -> Vec<String> {
 }
 
 fn task(t: &Task) -> String {
-    let priority = t.priority.map(|p| format!(", priority: {p}")).unwrap_or_default();
+    let priority = t
+        .priority
+        .map(|p| format!(", priority: {p}"))
+        .unwrap_or_default();
     let resume = match t.resume {
         Resume::Continuable => "continuable",
         Resume::Restartable => "restartable",
@@ -87,7 +90,13 @@ fn task(t: &Task) -> String {
 }
 
 fn process(q: &Process) -> String {
-    format!("{{cmd: {}, budget: {}, jitter: {}, init: {}}}", quote(&q.cmd), dur(q.budget), dur(q.jitter), q.init)
+    format!(
+        "{{cmd: {}, budget: {}, jitter: {}, init: {}}}",
+        quote(&q.cmd),
+        dur(q.budget),
+        dur(q.jitter),
+        q.init
+    )
 }
 
 fn window(w: &Window) -> Vec<String> {
@@ -97,8 +106,16 @@ fn window(w: &Window) -> Vec<String> {
     }
     for s in &w.slices {
         let mut fields = vec![format!("cpu: {}", cpus_text(&s.cpus))];
-        fields.extend(s.sc_partition.as_ref().map(|p| format!("sc_partition: {}", quote(p))));
-        fields.extend(s.be_partition.as_ref().map(|p| format!("be_partition: {}", quote(p))));
+        fields.extend(
+            s.sc_partition
+                .as_ref()
+                .map(|p| format!("sc_partition: {}", quote(p))),
+        );
+        fields.extend(
+            s.be_partition
+                .as_ref()
+                .map(|p| format!("be_partition: {}", quote(p))),
+        );
         lines.push(format!("  - {{{}}}", fields.join(", ")));
     }
     lines
@@ -109,7 +126,11 @@ fn channel(c: &Channel) -> String {
         ChannelKind::Fifo => "fifo",
         ChannelKind::Latest => "latest",
     };
-    let depth = if c.kind == ChannelKind::Fifo { format!(", depth: {}", c.depth) } else { String::new() };
+    let depth = if c.kind == ChannelKind::Fifo {
+        format!(", depth: {}", c.depth)
+    } else {
+        String::new()
+    };
     let readers: Vec<String> = c.readers.iter().map(|r| quote(r)).collect();
     format!(
         "{{name: {}, kind: {kind}, message_size: {}{depth}, writer: {}, readers: [{}]}}",

@@ -63,9 +63,14 @@ impl CpuSet {
 }
 
 fn parse_cpu(s: &str, whole: &str) -> Result<u32, String> {
-    let cpu: u32 = s.trim().parse().map_err(|_| format!("`{whole}` is not a CPU list (e.g. 0, 0-2, 0,2,5-7 or all)"))?;
+    let cpu: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{whole}` is not a CPU list (e.g. 0, 0-2, 0,2,5-7 or all)"))?;
     if cpu > MAX_CPU {
-        return Err(format!("CPU {cpu} is beyond the largest supported CPU number {MAX_CPU}"));
+        return Err(format!(
+            "CPU {cpu} is beyond the largest supported CPU number {MAX_CPU}"
+        ));
     }
     Ok(cpu)
 }
@@ -99,8 +104,14 @@ mod tests {
     #[test]
     fn parses_the_demos_forms() {
         assert_eq!(CpuSet::parse("1").unwrap().iter().collect::<Vec<_>>(), [1]);
-        assert_eq!(CpuSet::parse("0-2").unwrap().iter().collect::<Vec<_>>(), [0, 1, 2]);
-        assert_eq!(CpuSet::parse("0,2,5-7").unwrap().iter().collect::<Vec<_>>(), [0, 2, 5, 6, 7]);
+        assert_eq!(
+            CpuSet::parse("0-2").unwrap().iter().collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
+        assert_eq!(
+            CpuSet::parse("0,2,5-7").unwrap().iter().collect::<Vec<_>>(),
+            [0, 2, 5, 6, 7]
+        );
     }
 
     #[test]

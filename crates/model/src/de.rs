@@ -21,7 +21,11 @@ pub struct Error {
 
 impl de::Error for Error {
     fn custom<T: fmt::Display>(msg: T) -> Self {
-        Error { message: msg.to_string(), mark: None, path: String::new() }
+        Error {
+            message: msg.to_string(),
+            mark: None,
+            path: String::new(),
+        }
     }
 }
 
@@ -35,7 +39,10 @@ impl std::error::Error for Error {}
 
 /// Deserializes `T` from `node`, whose key path is `path` (empty at the root).
 pub fn from_node<'de, T: de::Deserialize<'de>>(node: &'de Node, path: &str) -> Result<T, Error> {
-    T::deserialize(NodeDe { node, path: path.to_string() })
+    T::deserialize(NodeDe {
+        node,
+        path: path.to_string(),
+    })
 }
 
 /// The key path of entry `key` below `path`.
@@ -93,8 +100,16 @@ impl<'de> de::Deserializer<'de> for NodeDe<'de> {
         let result = match &self.node.value {
             Value::Scalar { text, plain: true } => visit_plain(text, self.node.is_null(), visitor),
             Value::Scalar { text, plain: false } => visitor.visit_str(text),
-            Value::Seq(items) => visitor.visit_seq(SeqAcc { items: items.iter(), path: &self.path, index: 0 }),
-            Value::Map(entries) => visitor.visit_map(MapAcc { entries: entries.iter(), path: &self.path, value: None }),
+            Value::Seq(items) => visitor.visit_seq(SeqAcc {
+                items: items.iter(),
+                path: &self.path,
+                index: 0,
+            }),
+            Value::Map(entries) => visitor.visit_map(MapAcc {
+                entries: entries.iter(),
+                path: &self.path,
+                value: None,
+            }),
         };
         result.map_err(|e| self.locate(e))
     }
@@ -108,7 +123,9 @@ impl<'de> de::Deserializer<'de> for NodeDe<'de> {
 
     fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match self.scalar() {
-            Some(text) if !self.node.is_null() => visitor.visit_str(text).map_err(|e| self.locate(e)),
+            Some(text) if !self.node.is_null() => {
+                visitor.visit_str(text).map_err(|e| self.locate(e))
+            }
             _ => Err(self.expected("a string")),
         }
     }
@@ -159,7 +176,9 @@ impl<'de> de::Deserializer<'de> for NodeDe<'de> {
         visitor: V,
     ) -> Result<V::Value, Error> {
         match self.scalar() {
-            Some(text) => visitor.visit_enum(text.into_deserializer()).map_err(|e| self.locate(e)),
+            Some(text) => visitor
+                .visit_enum(text.into_deserializer())
+                .map_err(|e| self.locate(e)),
             None => Err(self.expected(&format!("one of {}", variants.join(", ")))),
         }
     }
@@ -175,7 +194,11 @@ impl<'de> de::Deserializer<'de> for NodeDe<'de> {
 }
 
 /// Resolves a plain scalar: null, boolean, integer, float, else string.
-fn visit_plain<'de, V: Visitor<'de>>(text: &str, null: bool, visitor: V) -> Result<V::Value, Error> {
+fn visit_plain<'de, V: Visitor<'de>>(
+    text: &str,
+    null: bool,
+    visitor: V,
+) -> Result<V::Value, Error> {
     if null {
         return visitor.visit_unit();
     }
@@ -206,8 +229,13 @@ struct SeqAcc<'a, 'p> {
 impl<'de> de::SeqAccess<'de> for SeqAcc<'de, '_> {
     type Error = Error;
 
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Error> {
-        let Some(node) = self.items.next() else { return Ok(None) };
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, Error> {
+        let Some(node) = self.items.next() else {
+            return Ok(None);
+        };
         let path = format!("{}[{}]", self.path, self.index);
         self.index += 1;
         seed.deserialize(NodeDe { node, path }).map(Some)
@@ -227,15 +255,23 @@ struct MapAcc<'a, 'p> {
 impl<'de> de::MapAccess<'de> for MapAcc<'de, '_> {
     type Error = Error;
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
-        let Some((key, value)) = self.entries.next() else { return Ok(None) };
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
+        let Some((key, value)) = self.entries.next() else {
+            return Ok(None);
+        };
         let path = child_path(self.path, key.as_scalar().unwrap_or_default());
         self.value = Some((value, path.clone()));
         seed.deserialize(NodeDe { node: key, path }).map(Some)
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
-        let (node, path) = self.value.take().expect("serde calls next_value after next_key");
+        let (node, path) = self
+            .value
+            .take()
+            .expect("serde calls next_value after next_key");
         seed.deserialize(NodeDe { node, path })
     }
 }
@@ -272,7 +308,11 @@ mod tests {
         let e = err("items:\n  - {name: a, count: 1}\n  - {name: b, count: 2, colour: red}\n");
         assert_eq!(e.path, "items[1].colour");
         assert_eq!(e.mark, Some(Mark { line: 3, col: 25 }));
-        assert!(e.message.contains("unknown field `colour`"), "{}", e.message);
+        assert!(
+            e.message.contains("unknown field `colour`"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

@@ -86,17 +86,25 @@ pub fn load_str(src: &str, file_name: &str) -> Result<Loaded, LoadError> {
     };
     let root = yaml::parse(src).map_err(|e| at(e.mark, String::new(), e.message))?;
     check_document(&root).map_err(|(mark, path, msg)| at(mark, path, msg))?;
-    let raw: raw::RawFile = de::from_node(&root, "").map_err(|e| at(e.mark.unwrap_or(root.mark), e.path, e.message))?;
+    let raw: raw::RawFile =
+        de::from_node(&root, "").map_err(|e| at(e.mark.unwrap_or(root.mark), e.path, e.message))?;
     let locate = |e: normalize::PathError| at(locate(&root, &e.path), e.path, e.message);
     let normalized = normalize::normalize(raw).map_err(locate)?;
     let warnings = validate::validate(&normalized).map_err(locate)?;
-    Ok(Loaded { system: normalized.system, warnings: warnings.into_iter().map(locate).collect() })
+    Ok(Loaded {
+        system: normalized.system,
+        warnings: warnings.into_iter().map(locate).collect(),
+    })
 }
 
 /// The document must be a mapping and must not use a section that is not implemented yet.
 fn check_document(root: &Node) -> Result<(), (Mark, String, String)> {
     if !matches!(root.value, yaml::Value::Map(_)) {
-        return Err((root.mark, String::new(), "a system description must be a YAML mapping".into()));
+        return Err((
+            root.mark,
+            String::new(),
+            "a system description must be a YAML mapping".into(),
+        ));
     }
     for section in raw::RESERVED_SECTIONS {
         if let Some(node) = root.get(section) {
@@ -111,14 +119,20 @@ fn check_document(root: &Node) -> Result<(), (Mark, String, String)> {
 fn locate(root: &Node, path: &str) -> Mark {
     let mut node = root;
     for segment in path.split('.').filter(|s| !s.is_empty()) {
-        let (key, indices) = segment.split_once('[').map_or((segment, ""), |(k, rest)| (k, rest));
+        let (key, indices) = segment
+            .split_once('[')
+            .map_or((segment, ""), |(k, rest)| (k, rest));
         if !key.is_empty() {
             match node.get(key) {
                 Some(n) => node = n,
                 None => return node.mark,
             }
         }
-        for index in indices.split('[').map(|i| i.trim_end_matches(']')).filter(|i| !i.is_empty()) {
+        for index in indices
+            .split('[')
+            .map(|i| i.trim_end_matches(']'))
+            .filter(|i| !i.is_empty())
+        {
             match (&node.value, index.parse::<usize>()) {
                 (yaml::Value::Seq(items), Ok(i)) if i < items.len() => node = &items[i],
                 _ => return node.mark,

@@ -29,7 +29,10 @@ pub struct PathError {
 pub type Result<T> = std::result::Result<T, PathError>;
 
 pub fn err<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T> {
-    Err(PathError { path: path.into(), message: message.into() })
+    Err(PathError {
+        path: path.into(),
+        message: message.into(),
+    })
 }
 
 /// A partition referenced by name from a slice, checked once all partitions are known.
@@ -55,7 +58,11 @@ const MS: u64 = 1_000_000;
 
 /// Normalizes a whole file. DEmOS-style files (no `system` section) read bare numbers as milliseconds.
 pub fn normalize(raw: RawFile) -> Result<Normalized> {
-    let mut n = Normalizer { bare_unit: raw.system.is_none().then_some(MS), anonymous: 0, out: Normalized::default() };
+    let mut n = Normalizer {
+        bare_unit: raw.system.is_none().then_some(MS),
+        anonymous: 0,
+        out: Normalized::default(),
+    };
     n.out.system.set_cwd = raw.set_cwd.unwrap_or(true);
     n.out.system.cpus = opt_cpuset(raw.system.and_then(|s| s.cpus), "system.cpus")?;
     n.out.system.supervisor_cpus = opt_cpuset(raw.demos_cpu, "demos_cpu")?;
@@ -64,7 +71,10 @@ pub fn normalize(raw: RawFile) -> Result<Normalized> {
     }
     if let Some(windows) = raw.windows {
         if windows.is_empty() {
-            return err("windows", "must not be empty (omit `windows` for a system without a window schedule)");
+            return err(
+                "windows",
+                "must not be empty (omit `windows` for a system without a window schedule)",
+            );
         }
         for (i, w) in windows.into_iter().enumerate() {
             n.window(w, &format!("windows[{i}]"))?;
@@ -113,12 +123,18 @@ impl Normalizer {
 
     /// Adds the partition `spec` defines; returns its name. `default_budget` is the
     /// total budget shared by processes without one (`None`: budgets are required).
-    fn define_partition(&mut self, spec: PartitionSpec, path: &str, default_budget: Option<Nanos>) -> Result<String> {
+    fn define_partition(
+        &mut self,
+        spec: PartitionSpec,
+        path: &str,
+        default_budget: Option<Nanos>,
+    ) -> Result<String> {
         let def = match spec {
             PartitionSpec::Name(name) => return Ok(name),
-            PartitionSpec::Processes(list) => {
-                Box::new(RawPartition { processes: Some(list), ..RawPartition::default() })
-            }
+            PartitionSpec::Processes(list) => Box::new(RawPartition {
+                processes: Some(list),
+                ..RawPartition::default()
+            }),
             PartitionSpec::Def(def) => def,
         };
         let partition = self.partition(*def, path, default_budget)?;
@@ -128,23 +144,52 @@ impl Normalizer {
         Ok(name)
     }
 
-    fn partition(&mut self, def: RawPartition, path: &str, default_budget: Option<Nanos>) -> Result<Partition> {
+    fn partition(
+        &mut self,
+        def: RawPartition,
+        path: &str,
+        default_budget: Option<Nanos>,
+    ) -> Result<Partition> {
         let name = match def.name {
-            Some(name) if name.trim().is_empty() => return err(format!("{path}.name"), "must not be empty"),
+            Some(name) if name.trim().is_empty() => {
+                return err(format!("{path}.name"), "must not be empty")
+            }
             Some(name) => name,
             None => self.anonymous_name(),
         };
-        let kind = def.kind.unwrap_or(if def.tasks.is_some() { PartitionKind::Rt } else { PartitionKind::Be });
-        let processes = self.partition_processes(def.processes, def.cmd, def.budget, def.jitter, def.init, path, default_budget)?;
+        let kind = def.kind.unwrap_or(if def.tasks.is_some() {
+            PartitionKind::Rt
+        } else {
+            PartitionKind::Be
+        });
+        let processes = self.partition_processes(
+            def.processes,
+            def.cmd,
+            def.budget,
+            def.jitter,
+            def.init,
+            path,
+            default_budget,
+        )?;
         let tasks = def.tasks.unwrap_or_default();
-        let tasks = tasks.into_iter().enumerate().map(|(i, t)| self.task(t, &format!("{path}.tasks[{i}]"))).collect::<Result<Vec<_>>>()?;
+        let tasks = tasks
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| self.task(t, &format!("{path}.tasks[{i}]")))
+            .collect::<Result<Vec<_>>>()?;
         check_kind(kind, &tasks, &processes, def.scheduler.is_some(), path)?;
         Ok(Partition {
             name,
             kind,
-            cpus: def.cpus.map(|c| cpus(&c, &format!("{path}.cpus"))).transpose()?,
+            cpus: def
+                .cpus
+                .map(|c| cpus(&c, &format!("{path}.cpus")))
+                .transpose()?,
             scheduler: def.scheduler.unwrap_or(Scheduler::FixedPriority),
-            memory: def.memory.map(|m| memory(&m, &format!("{path}.memory"))).transpose()?,
+            memory: def
+                .memory
+                .map(|m| memory(&m, &format!("{path}.memory")))
+                .transpose()?,
             tasks,
             processes,
         })
@@ -170,42 +215,87 @@ impl Normalizer {
     ) -> Result<Vec<Process>> {
         let inline = cmd.is_some() || budget.is_some() || jitter.is_some() || init.is_some();
         match (list, inline) {
-            (Some(_), true) => err(path, "give either `processes` or a single process (`cmd`, `budget`...), not both"),
-            (Some(list), false) => self.processes(list, &format!("{path}.processes"), default_budget),
+            (Some(_), true) => err(
+                path,
+                "give either `processes` or a single process (`cmd`, `budget`...), not both",
+            ),
+            (Some(list), false) => {
+                self.processes(list, &format!("{path}.processes"), default_budget)
+            }
             (None, true) => {
-                let single = ProcessSpec::Def(RawProcess { cmd, budget, jitter, init });
+                let single = ProcessSpec::Def(RawProcess {
+                    cmd,
+                    budget,
+                    jitter,
+                    init,
+                });
                 Ok(vec![self.process(single, path, default_budget)?])
             }
             (None, false) => Ok(Vec::new()),
         }
     }
 
-    fn processes(&self, list: Vec<ProcessSpec>, path: &str, total_budget: Option<Nanos>) -> Result<Vec<Process>> {
+    fn processes(
+        &self,
+        list: Vec<ProcessSpec>,
+        path: &str,
+        total_budget: Option<Nanos>,
+    ) -> Result<Vec<Process>> {
         let each = total_budget.map(|total| total / list.len().max(1) as u64);
-        list.into_iter().enumerate().map(|(i, p)| self.process(p, &format!("{path}[{i}]"), each)).collect()
+        list.into_iter()
+            .enumerate()
+            .map(|(i, p)| self.process(p, &format!("{path}[{i}]"), each))
+            .collect()
     }
 
-    fn process(&self, spec: ProcessSpec, path: &str, default_budget: Option<Nanos>) -> Result<Process> {
+    fn process(
+        &self,
+        spec: ProcessSpec,
+        path: &str,
+        default_budget: Option<Nanos>,
+    ) -> Result<Process> {
         let raw = match spec {
-            ProcessSpec::Cmd(cmd) => RawProcess { cmd: Some(cmd), ..RawProcess::default() },
+            ProcessSpec::Cmd(cmd) => RawProcess {
+                cmd: Some(cmd),
+                ..RawProcess::default()
+            },
             ProcessSpec::Def(raw) => raw,
         };
         let cmd = match raw.cmd {
             None => return err(path, "missing `cmd`"),
-            Some(cmd) if cmd.trim().is_empty() => return err(child(path, "cmd"), "must not be an empty command"),
+            Some(cmd) if cmd.trim().is_empty() => {
+                return err(child(path, "cmd"), "must not be an empty command")
+            }
             Some(cmd) => cmd,
         };
         let budget = match (raw.budget, default_budget) {
             (Some(b), _) => self.positive_duration(&b, &child(path, "budget"))?,
-            (None, Some(0)) => return err(path, "the default budget (a share of the window length) is zero: give `budget`"),
+            (None, Some(0)) => {
+                return err(
+                    path,
+                    "the default budget (a share of the window length) is zero: give `budget`",
+                )
+            }
             (None, Some(d)) => d,
             (None, None) => return err(path, "missing `budget`"),
         };
-        let jitter = raw.jitter.map(|j| self.duration(&j, &child(path, "jitter"))).transpose()?.unwrap_or(0);
+        let jitter = raw
+            .jitter
+            .map(|j| self.duration(&j, &child(path, "jitter")))
+            .transpose()?
+            .unwrap_or(0);
         if jitter > 2 * budget {
-            return err(child(path, "jitter"), "must be at most twice the budget (budget - jitter/2 must not be negative)");
+            return err(
+                child(path, "jitter"),
+                "must be at most twice the budget (budget - jitter/2 must not be negative)",
+            );
         }
-        Ok(Process { cmd, budget, jitter, init: raw.init.unwrap_or(false) })
+        Ok(Process {
+            cmd,
+            budget,
+            jitter,
+            init: raw.init.unwrap_or(false),
+        })
     }
 
     fn task(&self, t: RawTask, path: &str) -> Result<Task> {
@@ -221,9 +311,14 @@ impl Normalizer {
             None => period,
         };
         if t.priority == Some(0) {
-            return err(child(path, "priority"), "must be at least 1 (1 is the highest priority)");
+            return err(
+                child(path, "priority"),
+                "must be at least 1 (1 is the highest priority)",
+            );
         }
-        let optional = |v: Option<String>, key: &str| v.map(|v| self.duration(&v, &child(path, key))).transpose();
+        let optional = |v: Option<String>, key: &str| {
+            v.map(|v| self.duration(&v, &child(path, key))).transpose()
+        };
         Ok(Task {
             name: t.name,
             cmd: t.cmd,
@@ -240,7 +335,10 @@ impl Normalizer {
     fn window(&mut self, mut w: RawWindow, path: &str) -> Result<()> {
         let length = self.positive_duration(&w.length, &child(path, "length"))?;
         if w.slices.is_some() && w.has_inline_slice() {
-            return err(path, "give either `slices` or one slice inline (`cpu`, `sc_partition`...), not both");
+            return err(
+                path,
+                "give either `slices` or one slice inline (`cpu`, `sc_partition`...), not both",
+            );
         }
         let inline = w.has_inline_slice();
         let raw_slices = match w.slices.take() {
@@ -252,7 +350,13 @@ impl Normalizer {
             }
             None => Vec::new(),
         };
-        let slice_path = |j| if inline { path.to_string() } else { format!("{path}.slices[{j}]") };
+        let slice_path = |j| {
+            if inline {
+                path.to_string()
+            } else {
+                format!("{path}.slices[{j}]")
+            }
+        };
         let mut slices = Vec::new();
         let mut paths = Vec::new();
         for (j, s) in raw_slices.into_iter().enumerate() {
@@ -267,7 +371,12 @@ impl Normalizer {
     }
 
     fn slice(&mut self, s: RawSlice, path: &str, length: Nanos) -> Result<Slice> {
-        let Some(cpu) = s.cpu else { return err(path, "missing `cpu` (the CPUs of this slice, e.g. 0, 0-2 or all)") };
+        let Some(cpu) = s.cpu else {
+            return err(
+                path,
+                "missing `cpu` (the CPUs of this slice, e.g. 0, 0-2 or all)",
+            );
+        };
         Ok(Slice {
             cpus: cpus(&cpu, &child(path, "cpu"))?,
             sc_partition: self.slot(s.sc_partition, s.sc_processes, Slot::Sc, path, length)?,
@@ -289,14 +398,25 @@ impl Normalizer {
             Slot::Be => ("be", length),
         };
         let (spec, key) = match (partition, processes) {
-            (Some(_), Some(_)) => return err(path, format!("give either `{prefix}_partition` or `{prefix}_processes`, not both")),
+            (Some(_), Some(_)) => {
+                return err(
+                    path,
+                    format!("give either `{prefix}_partition` or `{prefix}_processes`, not both"),
+                )
+            }
             (Some(p), None) => (p, format!("{prefix}_partition")),
-            (None, Some(list)) => (PartitionSpec::Processes(list), format!("{prefix}_processes")),
+            (None, Some(list)) => (
+                PartitionSpec::Processes(list),
+                format!("{prefix}_processes"),
+            ),
             (None, None) => return Ok(None),
         };
         let spath = child(path, &key);
         if let PartitionSpec::Name(name) = &spec {
-            self.out.references.push(Reference { name: name.clone(), path: spath.clone() });
+            self.out.references.push(Reference {
+                name: name.clone(),
+                path: spath.clone(),
+            });
         }
         if let PartitionSpec::Processes(list) = &spec {
             if list.is_empty() {
@@ -311,13 +431,24 @@ fn child(path: &str, key: &str) -> String {
     crate::de::child_path(path, key)
 }
 
-fn check_kind(kind: PartitionKind, tasks: &[Task], processes: &[Process], has_scheduler: bool, path: &str) -> Result<()> {
+fn check_kind(
+    kind: PartitionKind,
+    tasks: &[Task],
+    processes: &[Process],
+    has_scheduler: bool,
+    path: &str,
+) -> Result<()> {
     match kind {
-        PartitionKind::Rt if !processes.is_empty() => {
-            err(path, "an rt partition runs periodic `tasks`; windowed `processes` belong to be partitions")
+        PartitionKind::Rt if !processes.is_empty() => err(
+            path,
+            "an rt partition runs periodic `tasks`; windowed `processes` belong to be partitions",
+        ),
+        PartitionKind::Be if !tasks.is_empty() => {
+            err(child(path, "tasks"), "periodic tasks need `kind: rt`")
         }
-        PartitionKind::Be if !tasks.is_empty() => err(child(path, "tasks"), "periodic tasks need `kind: rt`"),
-        PartitionKind::Be if has_scheduler => err(child(path, "scheduler"), "applies to rt partitions only"),
+        PartitionKind::Be if has_scheduler => {
+            err(child(path, "scheduler"), "applies to rt partitions only")
+        }
         _ => Ok(()),
     }
 }
@@ -326,9 +457,15 @@ fn check_kind(kind: PartitionKind, tasks: &[Task], processes: &[Process], has_sc
 fn check_slices(slices: &[Slice], paths: &[String]) -> Result<()> {
     let mut seen: Vec<&str> = Vec::new();
     for (slice, path) in slices.iter().zip(paths) {
-        for name in [&slice.sc_partition, &slice.be_partition].into_iter().flatten() {
+        for name in [&slice.sc_partition, &slice.be_partition]
+            .into_iter()
+            .flatten()
+        {
             if seen.contains(&name.as_str()) {
-                return err(path, format!("partition `{name}` appears twice in this window"));
+                return err(
+                    path,
+                    format!("partition `{name}` appears twice in this window"),
+                );
             }
             seen.push(name);
         }
@@ -336,7 +473,10 @@ fn check_slices(slices: &[Slice], paths: &[String]) -> Result<()> {
     for (j, a) in slices.iter().enumerate() {
         for b in &slices[..j] {
             if overlap(&a.cpus, &b.cpus) {
-                return err(child(&paths[j], "cpu"), "overlaps the CPUs of another slice of this window");
+                return err(
+                    child(&paths[j], "cpu"),
+                    "overlaps the CPUs of another slice of this window",
+                );
             }
         }
     }
@@ -359,7 +499,8 @@ fn cpus(text: &str, path: &str) -> Result<Cpus> {
 }
 
 fn opt_cpuset(text: Option<String>, path: &str) -> Result<Option<CpuSet>> {
-    text.map(|t| CpuSet::parse(&t).or_else(|e| err(path, e))).transpose()
+    text.map(|t| CpuSet::parse(&t).or_else(|e| err(path, e)))
+        .transpose()
 }
 
 fn memory(text: &str, path: &str) -> Result<u64> {
@@ -378,13 +519,25 @@ fn channel(c: RawChannel, path: &str) -> Result<Channel> {
         return err(child(path, "message_size"), "must be at least 1 byte");
     }
     let depth = match (c.kind, c.depth) {
-        (ChannelKind::Fifo, None) => return err(path, "missing `depth` (ring capacity in messages)"),
+        (ChannelKind::Fifo, None) => {
+            return err(path, "missing `depth` (ring capacity in messages)")
+        }
         (ChannelKind::Fifo, Some(0)) => return err(child(path, "depth"), "must be at least 1"),
         (ChannelKind::Fifo, Some(d)) => d,
         (ChannelKind::Latest, None | Some(1)) => 1,
         (ChannelKind::Latest, Some(_)) => {
-            return err(child(path, "depth"), "a `latest` channel holds one message (four-slot): omit depth")
+            return err(
+                child(path, "depth"),
+                "a `latest` channel holds one message (four-slot): omit depth",
+            )
         }
     };
-    Ok(Channel { name: c.name, kind: c.kind, message_size: c.message_size, depth, writer: c.writer, readers: c.readers })
+    Ok(Channel {
+        name: c.name,
+        kind: c.kind,
+        message_size: c.message_size,
+        depth,
+        writer: c.writer,
+        readers: c.readers,
+    })
 }

@@ -5,7 +5,9 @@
 //! Every struct denies unknown keys.
 
 use crate::types::{ChannelKind, PartitionKind, Resume, Scheduler};
-use serde::de::{self, value::MapAccessDeserializer, value::SeqAccessDeserializer, Deserializer, Visitor};
+use serde::de::{
+    self, value::MapAccessDeserializer, value::SeqAccessDeserializer, Deserializer, Visitor,
+};
 use serde::Deserialize;
 use std::fmt;
 
@@ -170,7 +172,8 @@ impl<'de> Visitor<'de> for PartitionSpecVisitor {
     }
 
     fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        RawPartition::deserialize(MapAccessDeserializer::new(map)).map(|p| PartitionSpec::Def(Box::new(p)))
+        RawPartition::deserialize(MapAccessDeserializer::new(map))
+            .map(|p| PartitionSpec::Def(Box::new(p)))
     }
 }
 

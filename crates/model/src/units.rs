@@ -3,8 +3,14 @@
 
 use crate::types::Nanos;
 
-const UNITS_NS: [(&str, u64); 6] =
-    [("ns", 1), ("us", 1_000), ("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000), ("min", 60_000_000_000)];
+const UNITS_NS: [(&str, u64); 6] = [
+    ("ns", 1),
+    ("us", 1_000),
+    ("µs", 1_000),
+    ("ms", 1_000_000),
+    ("s", 1_000_000_000),
+    ("min", 60_000_000_000),
+];
 
 const UNITS_BYTES: [(&str, u64); 10] = [
     ("B", 1),
@@ -27,7 +33,8 @@ pub fn parse_duration(text: &str, bare_unit_ns: Option<u64>) -> Result<Nanos, St
     let (number, unit) = split_unit(text);
     let scale = match unit {
         "" => bare_unit_ns.ok_or_else(|| format!("`{text}` needs a unit, e.g. 500us, 2ms, 1s"))?,
-        u => lookup(&UNITS_NS, u).ok_or_else(|| format!("unknown time unit `{u}` (use ns, us, ms, s or min)"))?,
+        u => lookup(&UNITS_NS, u)
+            .ok_or_else(|| format!("unknown time unit `{u}` (use ns, us, ms, s or min)"))?,
     };
     scale_decimal(number, scale).map_err(|e| format!("`{text}`: {e}"))
 }
@@ -39,7 +46,8 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let (number, unit) = split_unit(text);
     let scale = match unit {
         "" => 1,
-        u => lookup(&UNITS_BYTES, u).ok_or_else(|| format!("unknown size unit `{u}` (use B, KiB, MiB, GiB, kB, MB, GB)"))?,
+        u => lookup(&UNITS_BYTES, u)
+            .ok_or_else(|| format!("unknown size unit `{u}` (use B, KiB, MiB, GiB, kB, MB, GB)"))?,
     };
     scale_decimal(number, scale).map_err(|e| format!("`{text}`: {e}"))
 }
@@ -56,11 +64,16 @@ pub fn format_duration(ns: Nanos) -> String {
 }
 
 fn lookup(units: &[(&str, u64)], unit: &str) -> Option<u64> {
-    units.iter().find(|(name, _)| *name == unit).map(|(_, scale)| *scale)
+    units
+        .iter()
+        .find(|(name, _)| *name == unit)
+        .map(|(_, scale)| *scale)
 }
 
 fn split_unit(text: &str) -> (&str, &str) {
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .unwrap_or(text.len());
     (text[..split].trim(), text[split..].trim())
 }
 
@@ -72,24 +85,37 @@ fn scale_decimal(number: &str, scale: u64) -> Result<u64, String> {
     let number = number.strip_prefix('+').unwrap_or(number);
     let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
     let digits_ok = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if (int_part.is_empty() && frac_part.is_empty()) || !digits_ok(int_part) || !digits_ok(frac_part) {
+    if (int_part.is_empty() && frac_part.is_empty())
+        || !digits_ok(int_part)
+        || !digits_ok(frac_part)
+    {
         return Err("not a number".into());
     }
     let too_big = || "too large".to_string();
-    let int: u64 = if int_part.is_empty() { 0 } else { int_part.parse().map_err(|_| too_big())? };
+    let int: u64 = if int_part.is_empty() {
+        0
+    } else {
+        int_part.parse().map_err(|_| too_big())?
+    };
     let frac_part = frac_part.trim_end_matches('0');
     if frac_part.len() > 18 {
         return Err("finer than the smallest unit (1 ns or 1 byte)".into());
     }
     // frac_part = f / 10^len; its share of `scale` must be a whole number.
-    let f: u128 = if frac_part.is_empty() { 0 } else { frac_part.parse().map_err(|_| too_big())? };
+    let f: u128 = if frac_part.is_empty() {
+        0
+    } else {
+        frac_part.parse().map_err(|_| too_big())?
+    };
     let scaled = f * u128::from(scale);
     let denominator = 10u128.pow(frac_part.len() as u32);
     if scaled % denominator != 0 {
         return Err("finer than the smallest unit (1 ns or 1 byte)".into());
     }
     let frac = u64::try_from(scaled / denominator).map_err(|_| too_big())?;
-    int.checked_mul(scale).and_then(|t| t.checked_add(frac)).ok_or_else(too_big)
+    int.checked_mul(scale)
+        .and_then(|t| t.checked_add(frac))
+        .ok_or_else(too_big)
 }
 
 #[cfg(test)]
@@ -109,7 +135,9 @@ mod tests {
 
     #[test]
     fn bare_numbers_need_a_context() {
-        assert!(parse_duration("5", None).unwrap_err().contains("needs a unit"));
+        assert!(parse_duration("5", None)
+            .unwrap_err()
+            .contains("needs a unit"));
         assert_eq!(parse_duration("5", Some(1_000_000)), Ok(5_000_000));
         assert_eq!(parse_duration("0.5", Some(1_000_000)), Ok(500_000));
     }
@@ -119,7 +147,9 @@ mod tests {
         assert!(parse_duration("-1ms", None).is_err());
         assert!(parse_duration("1.5ns", None).is_err());
         assert!(parse_duration("abc", None).is_err());
-        assert!(parse_duration("3 parsecs", None).unwrap_err().contains("unknown time unit"));
+        assert!(parse_duration("3 parsecs", None)
+            .unwrap_err()
+            .contains("unknown time unit"));
         assert!(parse_duration("99999999999999999999s", None).is_err());
         assert!(parse_duration("ms", None).is_err());
     }

@@ -21,10 +21,22 @@ pub fn validate(n: &Normalized) -> Result<Vec<PathError>> {
 
 fn partition_names(n: &Normalized) -> Result<Names<'_>> {
     let mut names = Names::new();
-    for (i, (p, path)) in n.system.partitions.iter().zip(&n.partition_paths).enumerate() {
+    for (i, (p, path)) in n
+        .system
+        .partitions
+        .iter()
+        .zip(&n.partition_paths)
+        .enumerate()
+    {
         if let Some(first) = names.insert(&p.name, i) {
             let other = &n.partition_paths[first];
-            return err(path, format!("duplicate partition name `{}` (first defined at {other})", p.name));
+            return err(
+                path,
+                format!(
+                    "duplicate partition name `{}` (first defined at {other})",
+                    p.name
+                ),
+            );
         }
     }
     Ok(names)
@@ -35,7 +47,13 @@ fn check_references(n: &Normalized, names: &Names) -> Result<()> {
         match names.get(r.name.as_str()).map(|&i| &n.system.partitions[i]) {
             None => return err(&r.path, format!("unknown partition `{}`", r.name)),
             Some(p) if p.kind == PartitionKind::Rt => {
-                return err(&r.path, format!("`{}` is an rt partition: its tasks run under reservations, not in windows", r.name))
+                return err(
+                    &r.path,
+                    format!(
+                        "`{}` is an rt partition: its tasks run under reservations, not in windows",
+                        r.name
+                    ),
+                )
             }
             Some(_) => {}
         }
@@ -46,11 +64,17 @@ fn check_references(n: &Normalized, names: &Names) -> Result<()> {
 fn check_tasks(n: &Normalized) -> Result<()> {
     for (p, path) in n.system.partitions.iter().zip(&n.partition_paths) {
         if p.kind == PartitionKind::Rt && p.cpus.is_none() {
-            return err(path, "an rt partition needs `cpus` (the CPUs it owns exclusively)");
+            return err(
+                path,
+                "an rt partition needs `cpus` (the CPUs it owns exclusively)",
+            );
         }
         for (i, t) in p.tasks.iter().enumerate() {
             if p.tasks[..i].iter().any(|o| o.name == t.name) {
-                return err(format!("{path}.tasks[{i}].name"), format!("duplicate task name `{}` in partition `{}`", t.name, p.name));
+                return err(
+                    format!("{path}.tasks[{i}].name"),
+                    format!("duplicate task name `{}` in partition `{}`", t.name, p.name),
+                );
             }
         }
     }
@@ -60,25 +84,46 @@ fn check_tasks(n: &Normalized) -> Result<()> {
 /// CPUs within `system.cpus`; rt partitions own theirs exclusively.
 fn check_cpus(n: &Normalized) -> Result<()> {
     let sys = &n.system;
-    let all_cpus = sys.partitions.iter().zip(&n.partition_paths).map(|(p, path)| (p.cpus.as_ref(), format!("{path}.cpus")));
-    let slice_cpus = sys.windows.iter().zip(&n.slice_paths).flat_map(|(w, paths)| {
-        w.slices.iter().zip(paths).map(|(s, path)| (Some(&s.cpus), format!("{path}.cpu")))
-    });
+    let all_cpus = sys
+        .partitions
+        .iter()
+        .zip(&n.partition_paths)
+        .map(|(p, path)| (p.cpus.as_ref(), format!("{path}.cpus")));
+    let slice_cpus = sys
+        .windows
+        .iter()
+        .zip(&n.slice_paths)
+        .flat_map(|(w, paths)| {
+            w.slices
+                .iter()
+                .zip(paths)
+                .map(|(s, path)| (Some(&s.cpus), format!("{path}.cpu")))
+        });
     if let Some(allowed) = &sys.cpus {
         for (cpus, path) in all_cpus.chain(slice_cpus) {
             if let Some(Cpus::Set(set)) = cpus {
                 if !set.is_subset(allowed) {
-                    return err(path, format!("CPUs {set} are not all in system.cpus ({allowed})"));
+                    return err(
+                        path,
+                        format!("CPUs {set} are not all in system.cpus ({allowed})"),
+                    );
                 }
             }
         }
     }
-    let rt: Vec<usize> = (0..sys.partitions.len()).filter(|&i| sys.partitions[i].kind == PartitionKind::Rt).collect();
+    let rt: Vec<usize> = (0..sys.partitions.len())
+        .filter(|&i| sys.partitions[i].kind == PartitionKind::Rt)
+        .collect();
     for (i, p) in sys.partitions.iter().enumerate() {
         let Some(cpus) = &p.cpus else { continue };
-        let others: Box<dyn Iterator<Item = usize>> =
-            if p.kind == PartitionKind::Rt { Box::new(0..i) } else { Box::new(rt.iter().copied().filter(|&o| o < i)) };
-        let clash = others.map(|o| &sys.partitions[o]).find(|o| o.cpus.as_ref().is_some_and(|c| overlap(c, cpus)));
+        let others: Box<dyn Iterator<Item = usize>> = if p.kind == PartitionKind::Rt {
+            Box::new(0..i)
+        } else {
+            Box::new(rt.iter().copied().filter(|&o| o < i))
+        };
+        let clash = others
+            .map(|o| &sys.partitions[o])
+            .find(|o| o.cpus.as_ref().is_some_and(|c| overlap(c, cpus)));
         if let Some(o) = clash {
             let path = format!("{}.cpus", n.partition_paths[i]);
             return err(path, format!("overlaps the CPUs of partition `{}`; an rt partition owns its CPUs exclusively", o.name));
@@ -91,10 +136,16 @@ fn check_channels(sys: &System, names: &Names) -> Result<()> {
     for (i, c) in sys.channels.iter().enumerate() {
         let path = format!("channels[{i}]");
         if sys.channels[..i].iter().any(|o| o.name == c.name) {
-            return err(format!("{path}.name"), format!("duplicate channel name `{}`", c.name));
+            return err(
+                format!("{path}.name"),
+                format!("duplicate channel name `{}`", c.name),
+            );
         }
         if !names.contains_key(c.writer.as_str()) {
-            return err(format!("{path}.writer"), format!("unknown partition `{}`", c.writer));
+            return err(
+                format!("{path}.writer"),
+                format!("unknown partition `{}`", c.writer),
+            );
         }
         if c.readers.len() != 1 {
             return err(
@@ -104,7 +155,10 @@ fn check_channels(sys: &System, names: &Names) -> Result<()> {
         }
         for (j, r) in c.readers.iter().enumerate() {
             if !names.contains_key(r.as_str()) {
-                return err(format!("{path}.readers[{j}]"), format!("unknown partition `{r}`"));
+                return err(
+                    format!("{path}.readers[{j}]"),
+                    format!("unknown partition `{r}`"),
+                );
             }
         }
     }
@@ -115,7 +169,9 @@ fn warnings(n: &Normalized, names: &Names) -> Vec<PathError> {
     let mut out = Vec::new();
     for (w, paths) in n.system.windows.iter().zip(&n.slice_paths) {
         for (s, path) in w.slices.iter().zip(paths) {
-            let Some(&i) = s.sc_partition.as_deref().and_then(|name| names.get(name)) else { continue };
+            let Some(&i) = s.sc_partition.as_deref().and_then(|name| names.get(name)) else {
+                continue;
+            };
             let p = &n.system.partitions[i];
             let worst: Nanos = p.processes.iter().map(|q| q.budget + q.jitter / 2).sum();
             if worst > w.length {
@@ -132,10 +188,22 @@ fn warnings(n: &Normalized, names: &Names) -> Vec<PathError> {
         }
     }
     let slices = n.system.windows.iter().flat_map(|w| &w.slices);
-    let windowed: HashSet<&str> = slices.flat_map(|s| [s.sc_partition.as_deref(), s.be_partition.as_deref()]).flatten().collect();
+    let windowed: HashSet<&str> = slices
+        .flat_map(|s| [s.sc_partition.as_deref(), s.be_partition.as_deref()])
+        .flatten()
+        .collect();
     for (p, path) in n.system.partitions.iter().zip(&n.partition_paths) {
-        if !n.system.windows.is_empty() && !p.processes.is_empty() && !windowed.contains(p.name.as_str()) {
-            out.push(PathError { path: path.clone(), message: format!("partition `{}` has processes but appears in no window: they never run", p.name) });
+        if !n.system.windows.is_empty()
+            && !p.processes.is_empty()
+            && !windowed.contains(p.name.as_str())
+        {
+            out.push(PathError {
+                path: path.clone(),
+                message: format!(
+                    "partition `{}` has processes but appears in no window: they never run",
+                    p.name
+                ),
+            });
         }
     }
     out

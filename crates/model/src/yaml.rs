@@ -18,7 +18,10 @@ pub struct Mark {
 
 impl From<Marker> for Mark {
     fn from(m: Marker) -> Self {
-        Mark { line: m.line(), col: m.col() + 1 }
+        Mark {
+            line: m.line(),
+            col: m.col() + 1,
+        }
     }
 }
 
@@ -32,7 +35,10 @@ pub struct Node {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     /// A scalar; `plain` is false for quoted and block scalars, which are always strings.
-    Scalar { text: String, plain: bool },
+    Scalar {
+        text: String,
+        plain: bool,
+    },
     Seq(Vec<Node>),
     /// Entries in source order; keys are scalars (checked on load).
     Map(Vec<(Node, Node)>),
@@ -62,7 +68,10 @@ impl Node {
     /// The value of key `key` if this node is a mapping that has it.
     pub fn get(&self, key: &str) -> Option<&Node> {
         match &self.value {
-            Value::Map(entries) => entries.iter().find(|(k, _)| k.as_scalar() == Some(key)).map(|(_, v)| v),
+            Value::Map(entries) => entries
+                .iter()
+                .find(|(k, _)| k.as_scalar() == Some(key))
+                .map(|(_, v)| v),
             _ => None,
         }
     }
@@ -103,7 +112,11 @@ struct Frame {
 
 impl Builder {
     fn open(&mut self, node: Node, anchor: usize) {
-        self.stack.push(Frame { node, anchor, key: None });
+        self.stack.push(Frame {
+            node,
+            anchor,
+            key: None,
+        });
     }
 
     fn push_value(&mut self, node: Node, anchor: usize) {
@@ -132,10 +145,16 @@ impl Builder {
 /// A key must be a scalar not already present in the mapping.
 fn check_key(entries: &[(Node, Node)], key: &Node) -> Option<SyntaxError> {
     let Some(text) = key.as_scalar() else {
-        return Some(SyntaxError { mark: key.mark, message: "mapping keys must be plain strings".into() });
+        return Some(SyntaxError {
+            mark: key.mark,
+            message: "mapping keys must be plain strings".into(),
+        });
     };
     let duplicate = entries.iter().any(|(k, _)| k.as_scalar() == Some(text));
-    duplicate.then(|| SyntaxError { mark: key.mark, message: format!("duplicate key `{text}`") })
+    duplicate.then(|| SyntaxError {
+        mark: key.mark,
+        message: format!("duplicate key `{text}`"),
+    })
 }
 
 impl MarkedEventReceiver for Builder {
@@ -144,13 +163,31 @@ impl MarkedEventReceiver for Builder {
         match ev {
             Event::Scalar(text, style, anchor, _tag) => {
                 let plain = style == TScalarStyle::Plain;
-                self.push_value(Node { mark, value: Value::Scalar { text, plain } }, anchor);
+                self.push_value(
+                    Node {
+                        mark,
+                        value: Value::Scalar { text, plain },
+                    },
+                    anchor,
+                );
             }
             Event::SequenceStart(anchor, _) => {
-                self.open(Node { mark, value: Value::Seq(Vec::new()) }, anchor);
+                self.open(
+                    Node {
+                        mark,
+                        value: Value::Seq(Vec::new()),
+                    },
+                    anchor,
+                );
             }
             Event::MappingStart(anchor, _) => {
-                self.open(Node { mark, value: Value::Map(Vec::new()) }, anchor);
+                self.open(
+                    Node {
+                        mark,
+                        value: Value::Map(Vec::new()),
+                    },
+                    anchor,
+                );
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 if let Some(frame) = self.stack.pop() {
@@ -177,7 +214,9 @@ mod tests {
     fn positions_are_one_based() {
         let doc = parse("a: 1\nb:\n  - x\n").unwrap();
         let b = doc.get("b").unwrap();
-        let Value::Seq(items) = &b.value else { panic!("not a seq") };
+        let Value::Seq(items) = &b.value else {
+            panic!("not a seq")
+        };
         assert_eq!(items[0].mark, Mark { line: 3, col: 5 });
         assert_eq!(doc.get("a").unwrap().mark, Mark { line: 1, col: 4 });
     }
@@ -192,13 +231,22 @@ mod tests {
     #[test]
     fn aliases_copy_the_anchored_node() {
         let doc = parse("a: &x {c: 1}\nb: *x\n").unwrap();
-        assert_eq!(doc.get("b").unwrap().get("c").unwrap().as_scalar(), Some("1"));
+        assert_eq!(
+            doc.get("b").unwrap().get("c").unwrap().as_scalar(),
+            Some("1")
+        );
     }
 
     #[test]
     fn quoted_scalars_are_not_plain() {
         let doc = parse("a: '1'\nb: 1\n").unwrap();
-        assert!(matches!(doc.get("a").unwrap().value, Value::Scalar { plain: false, .. }));
-        assert!(matches!(doc.get("b").unwrap().value, Value::Scalar { plain: true, .. }));
+        assert!(matches!(
+            doc.get("a").unwrap().value,
+            Value::Scalar { plain: false, .. }
+        ));
+        assert!(matches!(
+            doc.get("b").unwrap().value,
+            Value::Scalar { plain: true, .. }
+        ));
     }
 }

@@ -8,11 +8,15 @@ use std::time::{Duration, Instant};
 fn description(n: usize) -> String {
     let mut s = String::from("partitions:\n");
     for i in 0..n {
-        s.push_str(&format!("  - name: p{i}\n    processes: [{{cmd: ./work {i}, budget: 1}}]\n"));
+        s.push_str(&format!(
+            "  - name: p{i}\n    processes: [{{cmd: ./work {i}, budget: 1}}]\n"
+        ));
     }
     s.push_str("windows:\n");
     for i in 0..n {
-        s.push_str(&format!("  - {{length: 2, slices: [{{cpu: 0, sc_partition: p{i}}}]}}\n"));
+        s.push_str(&format!(
+            "  - {{length: 2, slices: [{{cpu: 0, sc_partition: p{i}}}]}}\n"
+        ));
     }
     s
 }
@@ -40,7 +44,11 @@ fn main() {
         });
         let ratio = load.as_secs_f64() / parse.as_secs_f64();
         println!("{n:>6} partitions: load+validate {load:>10.2?}  yaml parse only {parse:>10.2?}  ratio {ratio:.2}");
-        fields.push(format!("\"load_{n}_ms\": {:.3}, \"yaml_parse_{n}_ms\": {:.3}", load.as_secs_f64() * 1e3, parse.as_secs_f64() * 1e3));
+        fields.push(format!(
+            "\"load_{n}_ms\": {:.3}, \"yaml_parse_{n}_ms\": {:.3}",
+            load.as_secs_f64() * 1e3,
+            parse.as_secs_f64() * 1e3
+        ));
     }
     println!("{{{}}}", fields.join(", "));
 }
