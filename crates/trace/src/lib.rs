@@ -1,0 +1,199 @@
+//! The trace-event vocabulary that `bulkhead sim` and `bulkhead run` both emit, the
+//! schedule-log line format they share, and an exporter to Chrome/Perfetto
+//! trace-event JSON.
+//!
+//! A low layer: partitions, tasks, channels and modes are named by string, so this
+//! crate does not depend on the system model. Time is integer nanoseconds of
+//! *system time* (monotonic time minus time spent suspended, JuMP2start 2.2).
+//!
+//! ```
+//! use bulkhead_trace::{Event, EventKind, perfetto};
+//! let events = vec![
+//!     Event::new(0, EventKind::JobStart { cpu: 0, partition: "ctl".into(), task: "t1".into(), job: 0 }),
+//!     Event::new(1_000, EventKind::JobComplete { cpu: 0, partition: "ctl".into(), task: "t1".into(), job: 0, response_ns: 1_000 }),
+//! ];
+//! let json = perfetto::export(&events);
+//! assert!(json.to_string().contains("\"ph\":\"X\""));
+//! ```
+//!
+//! The mapping of events onto Perfetto tracks is documented in `docs/trace.md` and
+//! in [`perfetto`].
+
+mod cpulist;
+pub mod perfetto;
+pub mod schedule_log;
+
+pub use cpulist::CpuList;
+pub use schedule_log::{read_schedule_log, ScheduleLogWriter};
+
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Nanoseconds of system time (or a duration in nanoseconds).
+pub type Nanos = u64;
+
+/// A name (partition, task, channel, mode, command): shared, cheap to clone.
+pub type Name = Arc<str>;
+
+/// One trace event: a timestamp and what happened.
+///
+/// Serializes as one flat JSON object, `{"t_ns": .., "event": "<kind>", <fields>}`;
+/// this is also the schedule-log line (see [`schedule_log`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// System time in nanoseconds.
+    pub t_ns: Nanos,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+impl Event {
+    pub fn new(t_ns: Nanos, kind: EventKind) -> Event {
+        Event { t_ns, kind }
+    }
+}
+
+/// Why a process stopped running (the end of a [`EventKind::Run`] grant).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// It used up the budget of its grant.
+    Budget,
+    /// It signalled completion for this window (DEmOS `yield`).
+    Yield,
+    /// The window ended first.
+    WindowEnd,
+    /// The process exited.
+    Exit,
+}
+
+/// What happened. Job events identify a job by partition, task and job index
+/// (0 = the first job of the task); `cpu` is the CPU it executes on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventKind {
+    /// A job becomes ready; `deadline_ns` is its absolute deadline.
+    JobRelease {
+        cpu: u32,
+        partition: Name,
+        task: Name,
+        job: u64,
+        deadline_ns: Nanos,
+    },
+    /// A job starts, or resumes after a preemption, executing on `cpu`.
+    JobStart {
+        cpu: u32,
+        partition: Name,
+        task: Name,
+        job: u64,
+    },
+    /// A running job stops executing without completing (preempted, or out of budget).
+    JobPreempt {
+        cpu: u32,
+        partition: Name,
+        task: Name,
+        job: u64,
+    },
+    /// A job completes; `response_ns` is completion minus release.
+    JobComplete {
+        cpu: u32,
+        partition: Name,
+        task: Name,
+        job: u64,
+        response_ns: Nanos,
+    },
+    /// A job passes its absolute deadline `deadline_ns` without having completed.
+    DeadlineMiss {
+        cpu: u32,
+        partition: Name,
+        task: Name,
+        job: u64,
+        deadline_ns: Nanos,
+    },
+    /// The remaining budget of a task's reservation (server) changed.
+    Budget {
+        cpu: u32,
+        partition: Name,
+        task: Name,
+        remaining_ns: Nanos,
+    },
+    /// Window `window` (index in the major frame) of the static schedule starts.
+    WindowStart { window: u32, length_ns: Nanos },
+    /// Window `window` ends.
+    WindowEnd { window: u32 },
+    /// A partition is frozen (none of its processes may run) on `cpus`.
+    PartitionFreeze { partition: Name, cpus: CpuList },
+    /// A partition is thawed (its processes may run) on `cpus`.
+    PartitionThaw { partition: Name, cpus: CpuList },
+    /// A process of a windowed partition is granted `cpus` for at most `budget_ns`
+    /// (the schedule-log `run` line).
+    Run {
+        cpus: CpuList,
+        partition: Name,
+        cmd: Name,
+        budget_ns: Nanos,
+    },
+    /// The process of the last `run` grant of `partition`/`cmd` stops running.
+    Stop {
+        cpus: CpuList,
+        partition: Name,
+        cmd: Name,
+        reason: StopReason,
+    },
+    /// A task running on `cpu` writes message `msg` (a per-channel sequence number) to `channel`.
+    ChannelWrite {
+        cpu: u32,
+        channel: Name,
+        partition: Name,
+        task: Name,
+        msg: u64,
+    },
+    /// A task running on `cpu` reads message `msg` from `channel`.
+    ChannelRead {
+        cpu: u32,
+        channel: Name,
+        partition: Name,
+        task: Name,
+        msg: u64,
+    },
+    /// Message `msg` of `channel` is lost: overwritten before any read (latest),
+    /// or rejected because the ring is full (fifo).
+    ChannelLoss { channel: Name, msg: u64 },
+    /// A transition from mode `from` to mode `to` begins.
+    ModeChangeStart { from: Name, to: Name },
+    /// The system is in mode `mode`; the transition that led there is over.
+    ModeChangeEnd { mode: Name },
+    /// The clock frequency of `cpu` is now `khz` (power policies).
+    CpuFrequency { cpu: u32, khz: u64 },
+    /// The system suspends (stop-start). System time stops while suspended.
+    Suspend {},
+    /// The system resumes after `suspended_ns` of wall-clock time; `t_ns` equals that of
+    /// the matching [`EventKind::Suspend`] because system time excludes the suspension.
+    Resume { suspended_ns: Nanos },
+}
+
+/// Where producers put events.
+pub trait Sink {
+    /// Whether events are wanted at all; producers may skip building them when false.
+    fn enabled(&self) -> bool {
+        true
+    }
+    fn emit(&mut self, event: Event);
+}
+
+impl Sink for Vec<Event> {
+    fn emit(&mut self, event: Event) {
+        self.push(event);
+    }
+}
+
+/// A sink that wants nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Discard;
+
+impl Sink for Discard {
+    fn enabled(&self) -> bool {
+        false
+    }
+    fn emit(&mut self, _event: Event) {}
+}

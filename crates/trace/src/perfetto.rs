@@ -1,0 +1,572 @@
+//! Export to the Chrome trace-event JSON format, which Perfetto (ui.perfetto.dev)
+//! and chrome://tracing open.
+//!
+//! Mapping (see also `docs/trace.md`):
+//!
+//! | event | Perfetto |
+//! |---|---|
+//! | `job_start` .. `job_preempt` / `job_complete` | `"X"` slice `partition/task` on the track of its CPU |
+//! | `run` .. `stop` | `"X"` slice `partition: cmd` on the track of each CPU of the grant |
+//! | `job_release` | instant (`"i"`, thread scope) `release partition/task` on the CPU track |
+//! | `deadline_miss` | instant `deadline miss partition/task` on the CPU track |
+//! | `budget` | counter (`"C"`) `budget partition/task`, value `remaining_ns` |
+//! | `cpu_frequency` | counter `CPU n frequency`, value `khz` |
+//! | `channel_write` .. `channel_read` | flow (`"s"` at the write, `"f"` at the read) named after the channel |
+//! | `channel_loss` | instant on the `channels` track |
+//! | `window_start` .. `window_end` | `"X"` slice `window i` on the `windows` track |
+//! | `partition_thaw` .. `partition_freeze` | `"X"` slice `thawed (cpus)` on the partition's track |
+//! | `mode_change_start` .. `mode_change_end` | `"X"` slice `from -> to` on the `modes` track |
+//! | `suspend`, `resume` | global instants |
+//!
+//! Tracks: process 1 "CPUs" has one thread per CPU (`tid` = CPU + 1); process 2
+//! "Schedule" has the `windows`, `modes`, `system` and `channels` tracks; process 3
+//! "Partitions" has one thread per partition. Slices on one track always nest:
+//! a slice that would overlap another without nesting inside it (only possible if a
+//! producer reports overlapping execution on one CPU) goes to an extra lane,
+//! `CPU n (lane k)`. Slices still open at the end of the trace end at its last timestamp.
+
+use crate::{CpuList, Event, EventKind, Name, Nanos};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+const PID_CPUS: u32 = 1;
+const PID_SCHEDULE: u32 = 2;
+const PID_PARTITIONS: u32 = 3;
+const TID_WINDOWS: u32 = 1;
+const TID_MODES: u32 = 2;
+const TID_SYSTEM: u32 = 3;
+const TID_CHANNELS: u32 = 4;
+/// Thread ids of extra lanes are `lane * LANE_STRIDE + tid`.
+const LANE_STRIDE: u32 = 100_000;
+
+/// A track before lane assignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Track {
+    pid: u32,
+    tid: u32,
+}
+
+/// What identifies an open slice, so that its closing event finds it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum OpenKey {
+    Job {
+        cpu: u32,
+        partition: Name,
+        task: Name,
+        job: u64,
+    },
+    Process {
+        cpu: u32,
+        partition: Name,
+        cmd: Name,
+    },
+    Window(u32),
+    Mode,
+    Partition(Name),
+}
+
+#[derive(Debug, Clone)]
+struct Slice {
+    track: Track,
+    start: Nanos,
+    end: Nanos,
+    name: String,
+    cat: &'static str,
+    args: Value,
+}
+
+struct Open {
+    track: Track,
+    start: Nanos,
+    name: String,
+    cat: &'static str,
+    args: Value,
+}
+
+/// Builds the export from a stream of events.
+#[derive(Default)]
+struct Exporter {
+    open: BTreeMap<OpenKey, Open>,
+    slices: Vec<Slice>,
+    /// Instants, counters and flows: (timestamp, JSON without `ts`).
+    points: Vec<(Nanos, Value)>,
+    partitions: Vec<Name>,
+    cpus: Vec<u32>,
+    writes: BTreeMap<(Name, u64), (Nanos, u32)>,
+    next_flow: u64,
+    now: Nanos,
+}
+
+/// The Chrome trace-event JSON document for `events` (`{"traceEvents": [..], ..}`).
+pub fn export(events: &[Event]) -> Value {
+    let mut exporter = Exporter::default();
+    for event in events {
+        exporter.add(event);
+    }
+    exporter.finish()
+}
+
+/// Writes [`export`]`(events)` to `out`.
+pub fn write(events: &[Event], out: impl Write) -> io::Result<()> {
+    serde_json::to_writer(out, &export(events)).map_err(io::Error::other)
+}
+
+fn cpu_track(cpu: u32) -> Track {
+    Track {
+        pid: PID_CPUS,
+        tid: cpu + 1,
+    }
+}
+
+fn job_name(partition: &str, task: &str) -> String {
+    format!("{partition}/{task}")
+}
+
+impl Exporter {
+    fn add(&mut self, event: &Event) {
+        let t = event.t_ns;
+        self.now = self.now.max(t);
+        match &event.kind {
+            EventKind::JobRelease {
+                cpu,
+                partition,
+                task,
+                job,
+                deadline_ns,
+            } => {
+                let args = json!({"job": job, "deadline_ns": deadline_ns});
+                self.instant(
+                    t,
+                    cpu_track(*cpu),
+                    format!("release {}", job_name(partition, task)),
+                    args,
+                );
+                self.see_cpu(*cpu);
+            }
+            EventKind::JobStart {
+                cpu,
+                partition,
+                task,
+                job,
+            } => {
+                let key = OpenKey::Job {
+                    cpu: *cpu,
+                    partition: partition.clone(),
+                    task: task.clone(),
+                    job: *job,
+                };
+                let args = json!({"partition": &**partition, "task": &**task, "job": job});
+                self.begin(
+                    t,
+                    key,
+                    cpu_track(*cpu),
+                    job_name(partition, task),
+                    "job",
+                    args,
+                );
+                self.see_cpu(*cpu);
+            }
+            EventKind::JobPreempt {
+                cpu,
+                partition,
+                task,
+                job,
+            }
+            | EventKind::JobComplete {
+                cpu,
+                partition,
+                task,
+                job,
+                ..
+            } => {
+                self.end(
+                    t,
+                    &OpenKey::Job {
+                        cpu: *cpu,
+                        partition: partition.clone(),
+                        task: task.clone(),
+                        job: *job,
+                    },
+                );
+            }
+            EventKind::DeadlineMiss {
+                cpu,
+                partition,
+                task,
+                job,
+                deadline_ns,
+            } => {
+                let args = json!({"job": job, "deadline_ns": deadline_ns});
+                self.instant(
+                    t,
+                    cpu_track(*cpu),
+                    format!("deadline miss {}", job_name(partition, task)),
+                    args,
+                );
+                self.see_cpu(*cpu);
+            }
+            EventKind::Budget {
+                partition,
+                task,
+                remaining_ns,
+                ..
+            } => {
+                let name = format!("budget {}", job_name(partition, task));
+                self.counter(t, name, json!({"remaining_ns": remaining_ns}));
+            }
+            EventKind::WindowStart { window, length_ns } => {
+                let track = Track {
+                    pid: PID_SCHEDULE,
+                    tid: TID_WINDOWS,
+                };
+                let args = json!({"window": window, "length_ns": length_ns});
+                self.begin(
+                    t,
+                    OpenKey::Window(*window),
+                    track,
+                    format!("window {window}"),
+                    "window",
+                    args,
+                );
+            }
+            EventKind::WindowEnd { window } => self.end(t, &OpenKey::Window(*window)),
+            EventKind::PartitionThaw { partition, cpus } => {
+                let track = self.partition_track(partition);
+                let args = json!({"cpus": cpus.to_string()});
+                self.begin(
+                    t,
+                    OpenKey::Partition(partition.clone()),
+                    track,
+                    format!("thawed ({cpus})"),
+                    "partition",
+                    args,
+                );
+            }
+            EventKind::PartitionFreeze { partition, .. } => {
+                self.end(t, &OpenKey::Partition(partition.clone()))
+            }
+            EventKind::Run {
+                cpus,
+                partition,
+                cmd,
+                budget_ns,
+            } => self.run(t, cpus, partition, cmd, *budget_ns),
+            EventKind::Stop {
+                cpus,
+                partition,
+                cmd,
+                ..
+            } => {
+                for cpu in cpus.iter() {
+                    self.end(
+                        t,
+                        &OpenKey::Process {
+                            cpu,
+                            partition: partition.clone(),
+                            cmd: cmd.clone(),
+                        },
+                    );
+                }
+            }
+            EventKind::ChannelWrite {
+                cpu, channel, msg, ..
+            } => {
+                self.writes.insert((channel.clone(), *msg), (t, *cpu));
+                self.see_cpu(*cpu);
+            }
+            EventKind::ChannelRead {
+                cpu, channel, msg, ..
+            } => self.flow(t, *cpu, channel, *msg),
+            EventKind::ChannelLoss { channel, msg } => {
+                let track = Track {
+                    pid: PID_SCHEDULE,
+                    tid: TID_CHANNELS,
+                };
+                self.instant(t, track, format!("loss {channel}"), json!({"msg": msg}));
+            }
+            EventKind::ModeChangeStart { from, to } => {
+                let track = Track {
+                    pid: PID_SCHEDULE,
+                    tid: TID_MODES,
+                };
+                let args = json!({"from": &**from, "to": &**to});
+                self.begin(
+                    t,
+                    OpenKey::Mode,
+                    track,
+                    format!("{from} -> {to}"),
+                    "mode",
+                    args,
+                );
+            }
+            EventKind::ModeChangeEnd { mode } => {
+                self.end(t, &OpenKey::Mode);
+                self.global(t, format!("mode {mode}"), json!({}));
+            }
+            EventKind::CpuFrequency { cpu, khz } => {
+                self.counter(t, format!("CPU {cpu} frequency"), json!({"khz": khz}))
+            }
+            EventKind::Suspend {} => self.global(t, "suspend".into(), json!({})),
+            EventKind::Resume { suspended_ns } => {
+                self.global(t, "resume".into(), json!({"suspended_ns": suspended_ns}))
+            }
+        }
+    }
+
+    fn run(&mut self, t: Nanos, cpus: &CpuList, partition: &Name, cmd: &Name, budget_ns: Nanos) {
+        for cpu in cpus.iter() {
+            let key = OpenKey::Process {
+                cpu,
+                partition: partition.clone(),
+                cmd: cmd.clone(),
+            };
+            let args = json!({"partition": &**partition, "cmd": &**cmd, "budget_ns": budget_ns, "cpus": cpus.to_string()});
+            self.begin(
+                t,
+                key,
+                cpu_track(cpu),
+                format!("{partition}: {cmd}"),
+                "process",
+                args,
+            );
+            self.see_cpu(cpu);
+        }
+    }
+
+    fn see_cpu(&mut self, cpu: u32) {
+        if let Err(i) = self.cpus.binary_search(&cpu) {
+            self.cpus.insert(i, cpu);
+        }
+    }
+
+    fn partition_track(&mut self, partition: &Name) -> Track {
+        let index = match self.partitions.iter().position(|p| p == partition) {
+            Some(i) => i,
+            None => {
+                self.partitions.push(partition.clone());
+                self.partitions.len() - 1
+            }
+        };
+        Track {
+            pid: PID_PARTITIONS,
+            tid: index as u32 + 1,
+        }
+    }
+
+    /// Opens a slice; an open slice with the same key ends here first.
+    fn begin(
+        &mut self,
+        t: Nanos,
+        key: OpenKey,
+        track: Track,
+        name: String,
+        cat: &'static str,
+        args: Value,
+    ) {
+        self.end(t, &key);
+        self.open.insert(
+            key,
+            Open {
+                track,
+                start: t,
+                name,
+                cat,
+                args,
+            },
+        );
+    }
+
+    /// Closes the slice `key`, if open.
+    fn end(&mut self, t: Nanos, key: &OpenKey) {
+        if let Some(open) = self.open.remove(key) {
+            let Open {
+                track,
+                start,
+                name,
+                cat,
+                args,
+            } = open;
+            self.slices.push(Slice {
+                track,
+                start,
+                end: t.max(start),
+                name,
+                cat,
+                args,
+            });
+        }
+    }
+
+    fn instant(&mut self, t: Nanos, track: Track, name: String, args: Value) {
+        let value = json!({"ph": "i", "s": "t", "name": name, "pid": track.pid, "tid": track.tid, "args": args});
+        self.points.push((t, value));
+    }
+
+    fn global(&mut self, t: Nanos, name: String, args: Value) {
+        let value = json!({"ph": "i", "s": "g", "name": name, "pid": PID_SCHEDULE, "tid": TID_SYSTEM, "args": args});
+        self.points.push((t, value));
+    }
+
+    fn counter(&mut self, t: Nanos, name: String, args: Value) {
+        self.points.push((
+            t,
+            json!({"ph": "C", "name": name, "pid": PID_CPUS, "args": args}),
+        ));
+    }
+
+    /// A flow arrow from the write of `channel`/`msg` to this read.
+    fn flow(&mut self, t: Nanos, cpu: u32, channel: &Name, msg: u64) {
+        self.see_cpu(cpu);
+        let Some(&(written, writer_cpu)) = self.writes.get(&(channel.clone(), msg)) else {
+            return;
+        };
+        let id = self.next_flow;
+        self.next_flow += 1;
+        let (from, to) = (cpu_track(writer_cpu), cpu_track(cpu));
+        let common = json!({"name": &**channel, "cat": "channel", "id": id, "args": {"msg": msg}});
+        let mut start = common.clone();
+        extend(
+            &mut start,
+            json!({"ph": "s", "pid": from.pid, "tid": from.tid}),
+        );
+        let mut finish = common;
+        extend(
+            &mut finish,
+            json!({"ph": "f", "bp": "e", "pid": to.pid, "tid": to.tid}),
+        );
+        self.points.push((written, start));
+        self.points.push((t, finish));
+    }
+
+    fn finish(mut self) -> Value {
+        let keys: Vec<OpenKey> = self.open.keys().cloned().collect();
+        for key in keys {
+            self.end(self.now, &key);
+        }
+        let lanes = assign_lanes(&mut self.slices);
+        let mut events = self.metadata(&lanes);
+        let mut timed: Vec<(Nanos, u8, Nanos, Value)> =
+            Vec::with_capacity(self.slices.len() + self.points.len());
+        for (slice, lane) in self.slices.into_iter().zip(lanes.iter().map(|l| l.1)) {
+            let tid = slice.track.tid + lane * LANE_STRIDE;
+            let value = json!({"ph": "X", "name": slice.name, "cat": slice.cat, "pid": slice.track.pid, "tid": tid,
+                "dur": micros(slice.end - slice.start), "args": slice.args});
+            // Longer slices first at equal start, so parents precede children.
+            timed.push((
+                slice.start,
+                0,
+                Nanos::MAX - (slice.end - slice.start),
+                value,
+            ));
+        }
+        for (t, value) in self.points {
+            timed.push((t, 1, 0, value));
+        }
+        timed.sort_by_key(|e| (e.0, e.1, e.2));
+        for (t, _, _, mut value) in timed {
+            extend(&mut value, json!({"ts": micros(t)}));
+            events.push(value);
+        }
+        json!({"traceEvents": events, "displayTimeUnit": "ns"})
+    }
+
+    /// Process and thread names, and a sort order that lists CPUs first and in order.
+    fn metadata(&self, lanes: &[(Track, u32)]) -> Vec<Value> {
+        let mut events = vec![
+            process_name(PID_CPUS, "CPUs"),
+            process_name(PID_SCHEDULE, "Schedule"),
+            process_name(PID_PARTITIONS, "Partitions"),
+        ];
+        for &cpu in &self.cpus {
+            events.push(thread_name(PID_CPUS, cpu + 1, &format!("CPU {cpu}")));
+        }
+        for (tid, name) in [
+            (TID_WINDOWS, "windows"),
+            (TID_MODES, "modes"),
+            (TID_SYSTEM, "system"),
+            (TID_CHANNELS, "channels"),
+        ] {
+            events.push(thread_name(PID_SCHEDULE, tid, name));
+        }
+        for (i, partition) in self.partitions.iter().enumerate() {
+            events.push(thread_name(PID_PARTITIONS, i as u32 + 1, partition));
+        }
+        let mut extra: Vec<(Track, u32)> = lanes.iter().copied().filter(|l| l.1 > 0).collect();
+        extra.sort();
+        extra.dedup();
+        for (track, lane) in extra {
+            let base = match track.pid {
+                PID_CPUS => format!("CPU {}", track.tid - 1),
+                PID_PARTITIONS => self.partitions[track.tid as usize - 1].to_string(),
+                _ => ["windows", "modes", "system", "channels"][track.tid as usize - 1].to_string(),
+            };
+            events.push(thread_name(
+                track.pid,
+                track.tid + lane * LANE_STRIDE,
+                &format!("{base} (lane {lane})"),
+            ));
+        }
+        events
+    }
+}
+
+/// Assigns each slice the first lane of its track in which it nests (contains or is
+/// disjoint from every other slice of that lane). Returns (track, lane) per slice,
+/// in the order of `slices`.
+fn assign_lanes(slices: &mut [Slice]) -> Vec<(Track, u32)> {
+    let mut order: Vec<usize> = (0..slices.len()).collect();
+    order.sort_by_key(|&i| (slices[i].track, slices[i].start, Nanos::MAX - slices[i].end));
+    let mut result = vec![(Track { pid: 0, tid: 0 }, 0); slices.len()];
+    // Per lane of the current track: the stack of enclosing slice ends.
+    let mut stacks: Vec<Vec<Nanos>> = Vec::new();
+    let mut current: Option<Track> = None;
+    for i in order {
+        let slice = &slices[i];
+        if current != Some(slice.track) {
+            current = Some(slice.track);
+            stacks.clear();
+        }
+        let lane = place(&mut stacks, slice.start, slice.end);
+        result[i] = (slice.track, lane as u32);
+    }
+    result
+}
+
+/// Puts [start, end] on the first lane where it nests, opening a lane if none fits.
+fn place(stacks: &mut Vec<Vec<Nanos>>, start: Nanos, end: Nanos) -> usize {
+    for (lane, stack) in stacks.iter_mut().enumerate() {
+        while stack.last().is_some_and(|&top| top <= start) {
+            stack.pop();
+        }
+        if stack.last().is_none_or(|&top| end <= top) {
+            stack.push(end);
+            return lane;
+        }
+    }
+    stacks.push(vec![end]);
+    stacks.len() - 1
+}
+
+fn micros(ns: Nanos) -> Value {
+    if ns % 1000 == 0 {
+        json!(ns / 1000)
+    } else {
+        json!(ns as f64 / 1000.0)
+    }
+}
+
+fn extend(value: &mut Value, more: Value) {
+    if let (Value::Object(target), Value::Object(more)) = (value, more) {
+        let more: Map<String, Value> = more;
+        target.extend(more);
+    }
+}
+
+fn process_name(pid: u32, name: &str) -> Value {
+    json!({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": name}})
+}
+
+fn thread_name(pid: u32, tid: u32, name: &str) -> Value {
+    json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+}
