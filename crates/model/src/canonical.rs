@@ -55,7 +55,7 @@ fn partition(p: &Partition) -> Vec<String> {
         lines.push(format!("scheduler: {sched}"));
     }
     if let Some(bytes) = p.memory {
-        lines.push(format!("memory: {bytes}B"));
+        lines.push(format!("memory: {}", crate::units::format_size(bytes)));
     }
     if !p.tasks.is_empty() {
         lines.push("tasks:".into());
@@ -90,13 +90,11 @@ fn task(t: &Task) -> String {
 }
 
 fn process(q: &Process) -> String {
-    format!(
-        "{{cmd: {}, budget: {}, jitter: {}, init: {}}}",
-        quote(&q.cmd),
-        dur(q.budget),
-        dur(q.jitter),
-        q.init
-    )
+    let budget = match q.budget {
+        0 => String::new(),
+        b => format!(", budget: {}, jitter: {}", dur(b), dur(q.jitter)),
+    };
+    format!("{{cmd: {}{budget}, init: {}}}", quote(&q.cmd), q.init)
 }
 
 fn window(w: &Window) -> Vec<String> {

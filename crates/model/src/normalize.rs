@@ -129,15 +129,19 @@ impl Normalizer {
         path: &str,
         default_budget: Option<Nanos>,
     ) -> Result<String> {
-        let def = match spec {
+        let partition = match spec {
             PartitionSpec::Name(name) => return Ok(name),
-            PartitionSpec::Processes(list) => Box::new(RawPartition {
-                processes: Some(list),
-                ..RawPartition::default()
-            }),
-            PartitionSpec::Def(def) => def,
+            PartitionSpec::Processes(list) => Partition {
+                name: self.anonymous_name(),
+                kind: PartitionKind::Be,
+                cpus: None,
+                scheduler: Scheduler::FixedPriority,
+                memory: None,
+                tasks: Vec::new(),
+                processes: self.processes(list, path, default_budget)?,
+            },
+            PartitionSpec::Def(def) => self.partition(*def, path, default_budget)?,
         };
-        let partition = self.partition(*def, path, default_budget)?;
         let name = partition.name.clone();
         self.out.system.partitions.push(partition);
         self.out.partition_paths.push(path.to_string());
@@ -277,7 +281,7 @@ impl Normalizer {
                 )
             }
             (None, Some(d)) => d,
-            (None, None) => return err(path, "missing `budget`"),
+            (None, None) => 0,
         };
         let jitter = raw
             .jitter

@@ -106,7 +106,8 @@ pub struct Task {
 pub struct Process {
     /// Command line; exec'd directly, or through `/bin/sh -c` when it needs a shell.
     pub cmd: String,
-    /// Budget per window.
+    /// Budget per window; 0 = none given, allowed only for processes of a partition
+    /// that appears in no window (they run as ordinary processes on the partition's CPUs).
     pub budget: Nanos,
     /// Budget jitter: each budget is drawn uniformly in `budget ± jitter/2`; `jitter <= 2*budget`.
     pub jitter: Nanos,

@@ -63,6 +63,22 @@ pub fn format_duration(ns: Nanos) -> String {
     }
 }
 
+/// Formats a size with the largest binary unit that represents it exactly: `256MiB`.
+pub fn format_size(bytes: u64) -> String {
+    let unit = [
+        ("TiB", 1u64 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ]
+    .into_iter()
+    .find(|(_, scale)| bytes != 0 && bytes % scale == 0);
+    match unit {
+        Some((name, scale)) => format!("{}{name}", bytes / scale),
+        None => format!("{bytes}B"),
+    }
+}
+
 fn lookup(units: &[(&str, u64)], unit: &str) -> Option<u64> {
     units
         .iter()
@@ -171,7 +187,19 @@ mod tests {
         assert_eq!(format_duration(0), "0ns");
     }
 
+    #[test]
+    fn sizes_format_exactly() {
+        assert_eq!(format_size(256 << 20), "256MiB");
+        assert_eq!(format_size(1536), "1536B");
+        assert_eq!(format_size(3 << 30), "3GiB");
+    }
+
     proptest! {
+        #[test]
+        fn format_size_then_parse_is_identity(bytes in any::<u64>()) {
+            prop_assert_eq!(parse_size(&format_size(bytes)), Ok(bytes));
+        }
+
         #[test]
         fn format_then_parse_is_identity(ns in any::<u64>()) {
             prop_assert_eq!(parse_duration(&format_duration(ns), None), Ok(ns));

@@ -44,7 +44,18 @@ fn partition_names(n: &Normalized) -> Result<Names<'_>> {
 
 fn check_references(n: &Normalized, names: &Names) -> Result<()> {
     for r in &n.references {
-        match names.get(r.name.as_str()).map(|&i| &n.system.partitions[i]) {
+        let partition = names
+            .get(r.name.as_str())
+            .map(|&i| (&n.system.partitions[i], &n.partition_paths[i]));
+        if let Some((p, path)) = partition {
+            if let Some(i) = p.processes.iter().position(|q| q.budget == 0) {
+                return err(
+                    format!("{path}.processes[{i}]"),
+                    format!("missing `budget` (partition `{}` runs in windows)", p.name),
+                );
+            }
+        }
+        match partition.map(|(p, _)| p) {
             None => return err(&r.path, format!("unknown partition `{}`", r.name)),
             Some(p) if p.kind == PartitionKind::Rt => {
                 return err(

@@ -142,6 +142,22 @@ impl Builder {
     }
 }
 
+/// Where a collection starts. The parser marks a block collection at its first
+/// value; its first key or item is where a reader looks for it.
+fn start_mark(node: &Node) -> Mark {
+    let first = match &node.value {
+        Value::Seq(items) => items.first().map(|n| n.mark),
+        Value::Map(entries) => entries.first().map(|(k, _)| k.mark),
+        Value::Scalar { .. } => None,
+    };
+    let key = |m: &Mark| (m.line, m.col);
+    first
+        .into_iter()
+        .chain([node.mark])
+        .min_by_key(key)
+        .unwrap_or(node.mark)
+}
+
 /// A key must be a scalar not already present in the mapping.
 fn check_key(entries: &[(Node, Node)], key: &Node) -> Option<SyntaxError> {
     let Some(text) = key.as_scalar() else {
@@ -190,7 +206,8 @@ impl MarkedEventReceiver for Builder {
                 );
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                if let Some(frame) = self.stack.pop() {
+                if let Some(mut frame) = self.stack.pop() {
+                    frame.node.mark = start_mark(&frame.node);
                     self.push_value(frame.node, frame.anchor);
                 }
             }
@@ -219,6 +236,20 @@ mod tests {
         };
         assert_eq!(items[0].mark, Mark { line: 3, col: 5 });
         assert_eq!(doc.get("a").unwrap().mark, Mark { line: 1, col: 4 });
+    }
+
+    #[test]
+    fn block_mappings_start_at_their_first_key() {
+        let doc = parse("items:\n  - name: c\n    kind: rt\n").unwrap();
+        let Value::Seq(items) = &doc.get("items").unwrap().value else {
+            panic!("not a seq")
+        };
+        assert_eq!(items[0].mark, Mark { line: 2, col: 5 });
+        let flow = parse("items: [ {name: c} ]").unwrap();
+        let Value::Seq(items) = &flow.get("items").unwrap().value else {
+            panic!("not a seq")
+        };
+        assert_eq!(items[0].mark, Mark { line: 1, col: 10 });
     }
 
     #[test]

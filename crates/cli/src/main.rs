@@ -1,0 +1,48 @@
+//! `bulkhead`: the one command-line tool.
+//!
+//! Exit codes: 0 ok, 1 invalid input (or a failed verdict), 2 usage error.
+//! Each subcommand lives in its own module exposing `Args` (clap) and
+//! `run(args) -> ExitCode`.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod check;
+mod common;
+// subcommand modules: one `mod` line each, in alphabetical order
+
+#[derive(Parser)]
+#[command(
+    name = "bulkhead",
+    version,
+    about = "Mixed-criticality vehicle management runtime for Linux"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate a system description and print a summary (or its canonical form)
+    Check(check::Args),
+    // subcommands: one variant each, in alphabetical order
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match cli.command {
+        Command::Check(args) => check::run(args),
+        // dispatch: one arm each, in alphabetical order
+    }
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what bulkhead needs on a Debian machine, only what is missing:
+# Debian packages (C compiler for the C API tests, pkg-config, curl) and a Rust
+# toolchain through rustup. Safe to run again. Sourced by demo.sh and test.sh.
+set -euo pipefail
+
+apt_packages=(build-essential pkg-config curl ca-certificates git util-linux procps)
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: installing the Rust toolchain with rustup"
+  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+  . "$HOME/.cargo/env"
+fi
+# rust-toolchain.toml names the channel and components (rustfmt, clippy); rustup
+# installs them on first use.
+cargo --version

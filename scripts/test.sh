@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite: set up, build (release binaries are used by integration
+# tests that spawn them), then every test of every crate. Benchmarks are not run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/setup.sh
+cargo fmt --all -- --check
+cargo build --release --workspace --exclude 'bulkhead-bench-*'
+cargo test --workspace --exclude 'bulkhead-bench-*'
