@@ -155,14 +155,29 @@ fn usage_errors_exit_2() {
     }
 }
 
+/// The subcommands `bulkhead --help` lists.
+fn subcommands() -> Vec<String> {
+    let help = text(&bulkhead(&["--help"]).stdout);
+    let commands = help.split("Commands:").nth(1).expect("a Commands section");
+    let section = commands.split("\n\n").next().unwrap();
+    section
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(String::from)
+        .collect()
+}
+
 #[test]
-fn version_and_help() {
+fn version_and_help_on_every_subcommand() {
     let out = bulkhead(&["--version"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).starts_with("bulkhead "));
-    for sub in ["check"] {
-        let out = bulkhead(&[sub, "--help"]);
+    let subs = subcommands();
+    assert!(subs.contains(&"check".to_string()), "{subs:?}");
+    for sub in subs {
+        let out = bulkhead(&[&sub, "--help"]);
         assert_eq!(out.status.code(), Some(0), "{sub} --help");
-        assert!(text(&out.stdout).contains("Usage:"));
+        assert!(text(&out.stdout).contains("Usage:"), "{sub} --help");
     }
 }
