@@ -1,0 +1,105 @@
+//! Reservations: SCHED_DEADLINE admission and the I/O reservation of Quest.
+
+use crate::task::{Task, Time};
+use serde::Serialize;
+
+/// Linux's bandwidth fixed point: `to_ratio(period, runtime) = (runtime << 20) / period`
+/// (kernel/sched/core.c, `BW_SHIFT = 20`).
+pub const BW_SHIFT: u32 = 20;
+
+/// The kernel's default cap: `sched_rt_runtime_us / sched_rt_period_us = 950000 / 1000000`.
+pub const DEFAULT_CAP: (Time, Time) = (950_000, 1_000_000);
+
+/// A SCHED_DEADLINE reservation (runtime, deadline, period), all in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Reservation {
+    pub runtime: Time,
+    pub deadline: Time,
+    pub period: Time,
+}
+
+/// Why the kernel would refuse a reservation set on one CPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Admission {
+    pub admitted: bool,
+    /// Sum of bandwidths in the kernel's fixed point (`1 << 20` = one CPU).
+    pub total_bw: u64,
+    /// The cap in the same unit.
+    pub cap_bw: u64,
+    /// Index of the first reservation that breaks `runtime <= deadline <= period`.
+    pub invalid: Option<usize>,
+}
+
+/// `(runtime << 20) / period`, as the kernel's `to_ratio`.
+pub fn to_ratio(period: Time, runtime: Time) -> u64 {
+    if period == 0 {
+        return 1 << BW_SHIFT;
+    }
+    ((runtime as u128) << BW_SHIFT).div_euclid(period as u128) as u64
+}
+
+/// SCHED_DEADLINE admission of `reservations` on `cpus` CPUs of one root domain, as the
+/// kernel enforces it (Documentation/scheduler/sched-deadline.rst, Sec. 5 "Bandwidth
+/// management"; kernel/sched/deadline.c `__dl_overflow`): each reservation must satisfy
+/// `0 < runtime <= deadline <= period`, and `Σ to_ratio(period, runtime) <= cpus ×
+/// to_ratio(cap.1, cap.0)`. With one CPU per partition's cpuset this is the per-CPU cap.
+pub fn admit(reservations: &[Reservation], cpus: u64, cap: (Time, Time)) -> Admission {
+    let invalid = reservations
+        .iter()
+        .position(|r| r.runtime == 0 || r.runtime > r.deadline || r.deadline > r.period);
+    let total_bw = reservations.iter().map(|r| to_ratio(r.period, r.runtime)).sum();
+    let cap_bw = cpus * to_ratio(cap.1, cap.0);
+    Admission {
+        admitted: invalid.is_none() && total_bw <= cap_bw,
+        total_bw,
+        cap_bw,
+        invalid,
+    }
+}
+
+/// The reservation a task runs under: runtime = C, deadline = D, period = T.
+pub fn reservation_of(task: &Task) -> Reservation {
+    Reservation {
+        runtime: task.wcet,
+        deadline: task.deadline,
+        period: task.period,
+    }
+}
+
+/// The I/O reservation for the task it serves, as Quest's I/O VCPUs: an I/O VCPU of
+/// utilization `U_io = io_num / io_den` that serves a Main VCPU (task) of period T runs
+/// with budget `U_io × T` and period T (Danish, Li, West, "Virtual-CPU Scheduling in the
+/// Quest Operating System", RTAS 2011, Sec. 3 (I/O VCPUs); DriveOS, ACM TECS 2023,
+/// Sec. 3.2: "I/O is handled at the priority and budget of the task that waits for it").
+/// The budget is rounded up to a whole tick so the reservation never under-provisions.
+pub fn io_reservation(served: &Task, io_num: Time, io_den: Time) -> Task {
+    let budget = (served.period as u128 * io_num as u128).div_ceil(io_den as u128) as Time;
+    Task::new(budget.max(1), served.period, served.period)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_cap_at_95_percent() {
+        let ms = 1_000_000;
+        let r = |rt: Time, p: Time| Reservation { runtime: rt, deadline: p, period: p };
+        assert!(admit(&[r(45 * ms / 100, ms), r(50 * ms / 100, ms)], 1, DEFAULT_CAP).admitted);
+        let over = admit(&[r(50 * ms / 100, ms), r(46 * ms / 100, ms)], 1, DEFAULT_CAP);
+        assert!(!over.admitted);
+        assert!(over.total_bw > over.cap_bw);
+        assert!(admit(&[r(50 * ms / 100, ms), r(46 * ms / 100, ms)], 2, DEFAULT_CAP).admitted);
+        let bad = Reservation { runtime: 3, deadline: 2, period: 10 };
+        assert_eq!(admit(&[bad], 1, DEFAULT_CAP).invalid, Some(0));
+    }
+
+    /// DriveOS TECS 2023, Sec. 3.2 / Quest RTAS 2011: an I/O VCPU with U_io = 10% serving
+    /// a task of period 1 ms gets a 100 µs budget every 1 ms.
+    #[test]
+    fn io_budget_follows_the_served_task() {
+        let served = Task::new(200_000, 1_000_000, 1_000_000);
+        let io = io_reservation(&served, 1, 10);
+        assert_eq!((io.wcet, io.period), (100_000, 1_000_000));
+    }
+}

@@ -1,0 +1,482 @@
+//! The adapter from a [`System`] to the tests of this crate, and the verdicts.
+
+use crate::assign::{first_fit_decreasing, CpuPolicy};
+use crate::bounds::{hyperbolic, liu_layland, Quick};
+use crate::edf::qpa;
+use crate::prm::{minimal_budget, Bound, Policy};
+use crate::reservation::{admit, reservation_of, DEFAULT_CAP};
+use crate::rta::{response_time, ResponseTime};
+use crate::supply::PeriodicSupply;
+use crate::task::{Task, Time};
+use crate::windows::{analyze_windows, WindowReport};
+use bulkhead_model::{units::format_duration, Cpus, Partition, PartitionKind, Resume, Scheduler, System};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The verdict on one task.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskVerdict {
+    pub partition: String,
+    pub name: String,
+    /// The CPU the task runs on (a cpulist when it fits on none of its partition's CPUs).
+    pub cpu: String,
+    /// Worst-case response time; `null` when unbounded or not established.
+    pub wcrt_ns: Option<Time>,
+    pub deadline_ns: Time,
+    pub schedulable: bool,
+    /// `deadline - wcrt` (negative = miss); `null` with `wcrt_ns`.
+    pub slack_ns: Option<i64>,
+    pub wcet_ns: Time,
+    pub period_ns: Time,
+    /// Priority position on its CPU, 1 = highest (fixed priority only).
+    pub priority: Option<usize>,
+    /// The test that decided: `rta`, `edf-qpa`, `placement`.
+    pub test: &'static str,
+    /// The binding constraint in words (equation and the job that attains it).
+    pub binding: String,
+}
+
+/// The verdict on one partition.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionVerdict {
+    pub name: String,
+    pub kind: &'static str,
+    pub scheduler: &'static str,
+    pub cpus: String,
+    pub schedulable: bool,
+    pub utilization: f64,
+    pub liu_layland: Quick,
+    pub hyperbolic: Quick,
+    /// The binding constraint (least slack or first failure).
+    pub binding: String,
+    /// The smallest periodic-resource interface that keeps each CPU's share schedulable.
+    pub interfaces: Vec<Interface>,
+}
+
+/// A periodic resource interface Γ(Π, Θ) of one CPU's share of a partition (Shin & Lee).
+#[derive(Debug, Clone, Serialize)]
+pub struct Interface {
+    pub cpu: String,
+    pub period_ns: Time,
+    pub budget_ns: Option<Time>,
+    pub bandwidth: Option<f64>,
+}
+
+/// The verdict on one CPU.
+#[derive(Debug, Clone, Serialize)]
+pub struct CpuVerdict {
+    pub cpu: String,
+    pub schedulable: bool,
+    /// Σ C/T of the real-time tasks placed on it.
+    pub rt_utilization: f64,
+    /// SCHED_DEADLINE bandwidth requested and the kernel cap (EDF partitions).
+    pub deadline_bandwidth: Option<f64>,
+    pub deadline_cap: f64,
+    /// Share of the major frame SC windows may use on this CPU.
+    pub window_load: Option<f64>,
+    pub binding: String,
+}
+
+/// Everything `bulkhead analyze` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schedulable: bool,
+    pub tasks: Vec<TaskVerdict>,
+    pub partitions: Vec<PartitionVerdict>,
+    pub cpus: Vec<CpuVerdict>,
+    pub windows: Option<WindowReport>,
+    pub warnings: Vec<String>,
+}
+
+impl Report {
+    /// The report as one JSON document.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("report serializes")
+    }
+}
+
+/// Analyses every partition, CPU and window of `system`.
+///
+/// rt partitions: tasks become (C = budget, T = period, D = deadline, J, B); a partition
+/// on several CPUs is partitioned by [`first_fit_decreasing`]; fixed priority uses
+/// explicit priorities first, then deadline monotonic; each task's WCRT comes from
+/// [`response_time`]; EDF partitions are checked by [`qpa`] and SCHED_DEADLINE admission
+/// ([`admit`], 95% per CPU), and a schedulable EDF task's WCRT is bounded by its
+/// deadline (CBS guarantee). Windowed partitions: [`analyze_windows`].
+pub fn analyze_system(system: &System) -> Report {
+    let mut report = Report {
+        schedulable: true,
+        tasks: Vec::new(),
+        partitions: Vec::new(),
+        cpus: Vec::new(),
+        windows: None,
+        warnings: Vec::new(),
+    };
+    let mut per_cpu: BTreeMap<String, CpuAcc> = BTreeMap::new();
+    for p in system.partitions.iter().filter(|p| p.kind == PartitionKind::Rt) {
+        analyze_partition(system, p, &mut report, &mut per_cpu);
+    }
+    if !system.windows.is_empty() {
+        let w = analyze_windows(system);
+        for (cpu, load) in &w.cpu_load {
+            per_cpu.entry(cpu.clone()).or_default().window_load = Some(*load);
+        }
+        report.warnings.extend(w.warnings.iter().cloned());
+        if w.slices.iter().any(|s| s.verdict != crate::windows::Fit::Fits) {
+            report.schedulable = false;
+        }
+        report.windows = Some(w);
+    }
+    for (cpu, acc) in per_cpu {
+        let v = acc.verdict(cpu);
+        report.schedulable &= v.schedulable;
+        report.cpus.push(v);
+    }
+    report.schedulable &= report.tasks.iter().all(|t| t.schedulable);
+    report.schedulable &= report.partitions.iter().all(|p| p.schedulable);
+    report
+}
+
+#[derive(Default)]
+struct CpuAcc {
+    utilization: f64,
+    dl_bw: Option<(u64, u64)>,
+    window_load: Option<f64>,
+    tightest: Option<(i64, String)>,
+    failures: Vec<String>,
+}
+
+impl CpuAcc {
+    fn verdict(self, cpu: String) -> CpuVerdict {
+        let cap = DEFAULT_CAP.0 as f64 / DEFAULT_CAP.1 as f64;
+        let mut failures = self.failures;
+        if let Some(load) = self.window_load {
+            if self.utilization > 0.0 && load > 0.0 {
+                failures.push(format!("CPU {cpu} is used both by rt tasks and by SC windows"));
+            }
+        }
+        let binding = match (failures.first(), &self.tightest) {
+            (Some(f), _) => f.clone(),
+            (None, Some((slack, what))) => format!("least slack {} ({what})", fmt_signed(*slack)),
+            (None, None) => "no real-time tasks".to_string(),
+        };
+        CpuVerdict {
+            schedulable: failures.is_empty(),
+            rt_utilization: self.utilization,
+            deadline_bandwidth: self.dl_bw.map(|(bw, _)| bw as f64 / (1u64 << 20) as f64),
+            deadline_cap: cap,
+            window_load: self.window_load,
+            binding,
+            cpu,
+        }
+    }
+}
+
+fn cpu_names(system: &System, p: &Partition) -> Vec<String> {
+    match &p.cpus {
+        Some(Cpus::Set(set)) => set.iter().map(|c| c.to_string()).collect(),
+        Some(Cpus::All) | None => match &system.cpus {
+            Some(set) => set.iter().map(|c| c.to_string()).collect(),
+            None => vec!["all".to_string()],
+        },
+    }
+}
+
+fn to_task(t: &bulkhead_model::Task) -> Task {
+    Task {
+        wcet: t.budget,
+        period: t.period,
+        deadline: t.deadline,
+        jitter: t.release_jitter,
+        blocking: t.blocking,
+    }
+}
+
+/// Priority rank of each task (0 = highest): explicit priorities first (1 = highest),
+/// then the others deadline monotonic; ties keep declaration order.
+fn ranks(p: &Partition) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..p.tasks.len()).collect();
+    order.sort_by_key(|&i| (p.tasks[i].priority.unwrap_or(u32::MAX), p.tasks[i].deadline));
+    let mut rank = vec![0; order.len()];
+    for (r, &i) in order.iter().enumerate() {
+        rank[i] = r;
+    }
+    rank
+}
+
+fn analyze_partition(system: &System, p: &Partition, report: &mut Report, per_cpu: &mut BTreeMap<String, CpuAcc>) {
+    let cpus = cpu_names(system, p);
+    if cpus == ["all"] {
+        report.warnings.push(format!(
+            "partition `{}` uses `cpus: all` but system.cpus is not set: analysed as one CPU",
+            p.name
+        ));
+    }
+    let tasks: Vec<Task> = p.tasks.iter().map(to_task).collect();
+    let rank = ranks(p);
+    let edf = p.scheduler == Scheduler::Edf;
+    let policy = if edf { CpuPolicy::Edf } else { CpuPolicy::FixedPriority };
+    let placed = if cpus.len() == 1 {
+        vec![Some(0); tasks.len()]
+    } else {
+        first_fit_decreasing(&tasks, &rank, cpus.len(), policy)
+    };
+    let first_task = report.tasks.len();
+    let mut interfaces = Vec::new();
+    for (ci, cpu) in cpus.iter().enumerate() {
+        let members: Vec<usize> = (0..tasks.len()).filter(|&i| placed[i] == Some(ci)).collect();
+        if members.is_empty() {
+            continue;
+        }
+        let acc = per_cpu.entry(cpu.clone()).or_default();
+        let verdicts = if edf {
+            edf_cpu(p, &tasks, &members, cpu, acc)
+        } else {
+            fp_cpu(p, &tasks, &rank, &members, cpu)
+        };
+        for v in &verdicts {
+            acc.utilization += tasks[index_of(p, &v.name)].utilization();
+            if let Some(s) = v.slack_ns {
+                if acc.tightest.as_ref().is_none_or(|(old, _)| s < *old) {
+                    acc.tightest = Some((s, format!("task `{}` of `{}`", v.name, p.name)));
+                }
+            }
+            if !v.schedulable {
+                acc.failures.push(format!("task `{}` of `{}`: {}", v.name, p.name, v.binding));
+            }
+        }
+        interfaces.push(interface(&tasks, &rank, &members, edf, cpu));
+        report.tasks.extend(verdicts);
+    }
+    for (i, t) in p.tasks.iter().enumerate().filter(|(i, _)| placed[*i].is_none()) {
+        report.tasks.push(unplaced(p, t, &tasks[i], &cpus));
+    }
+    let mine = &report.tasks[first_task..];
+    resume_warnings(p, mine, &mut report.warnings);
+    report.partitions.push(partition_verdict(p, &tasks, &cpus, mine, interfaces, edf));
+}
+
+fn index_of(p: &Partition, name: &str) -> usize {
+    p.tasks.iter().position(|t| t.name == name).expect("task of this partition")
+}
+
+fn fp_cpu(p: &Partition, tasks: &[Task], rank: &[usize], members: &[usize], cpu: &str) -> Vec<TaskVerdict> {
+    let mut order = members.to_vec();
+    order.sort_by_key(|&i| rank[i]);
+    let local: Vec<Task> = order.iter().map(|&i| tasks[i]).collect();
+    let local_order: Vec<usize> = (0..local.len()).collect();
+    let supply = PeriodicSupply::dedicated();
+    order
+        .iter()
+        .enumerate()
+        .map(|(pos, &i)| {
+            let r = response_time(&local, &local_order, pos, &supply);
+            fp_verdict(p, i, &tasks[i], r, pos, cpu)
+        })
+        .collect()
+}
+
+fn fp_verdict(p: &Partition, i: usize, t: &Task, r: ResponseTime, pos: usize, cpu: &str) -> TaskVerdict {
+    let model = &p.tasks[i];
+    let (schedulable, binding) = match r.wcrt {
+        Some(w) => (
+            w <= t.deadline,
+            format!(
+                "RTA w(q) = B + (q+1)C + Σhp ⌈(w+J)/T⌉C: job q={} of {} in the level-{} busy period gives R = {} {} D = {}",
+                r.worst_job,
+                r.jobs,
+                pos + 1,
+                fmt(w),
+                if w <= t.deadline { "<=" } else { ">" },
+                fmt(t.deadline)
+            ),
+        ),
+        None => (
+            false,
+            format!(
+                "RTA: the level-{} busy period is unbounded (utilization of priority >= {} reaches 100%)",
+                pos + 1,
+                pos + 1
+            ),
+        ),
+    };
+    TaskVerdict {
+        partition: p.name.clone(),
+        name: model.name.clone(),
+        cpu: cpu.to_string(),
+        wcrt_ns: r.wcrt,
+        deadline_ns: t.deadline,
+        schedulable,
+        slack_ns: r.wcrt.map(|w| t.deadline as i64 - w as i64),
+        wcet_ns: t.wcet,
+        period_ns: t.period,
+        priority: Some(pos + 1),
+        test: "rta",
+        binding,
+    }
+}
+
+fn edf_cpu(p: &Partition, tasks: &[Task], members: &[usize], cpu: &str, acc: &mut CpuAcc) -> Vec<TaskVerdict> {
+    let local: Vec<Task> = members.iter().map(|&i| tasks[i]).collect();
+    let reservations: Vec<_> = local.iter().map(reservation_of).collect();
+    let adm = admit(&reservations, 1, DEFAULT_CAP);
+    let prev = acc.dl_bw.unwrap_or((0, adm.cap_bw));
+    acc.dl_bw = Some((prev.0 + adm.total_bw, adm.cap_bw));
+    if prev.0 + adm.total_bw > adm.cap_bw {
+        acc.failures.push(format!(
+            "SCHED_DEADLINE admission: Σ runtime/period = {:.4} exceeds the kernel cap {:.2}",
+            (prev.0 + adm.total_bw) as f64 / (1u64 << 20) as f64,
+            DEFAULT_CAP.0 as f64 / DEFAULT_CAP.1 as f64
+        ));
+    }
+    let demand = qpa(&local);
+    let miss = demand.violation.map(|v| {
+        if v.utilization {
+            "EDF: utilization exceeds 100%".to_string()
+        } else {
+            format!(
+                "EDF demand (QPA): dbf({}) = {} > {}",
+                fmt(v.interval),
+                fmt(v.demand),
+                fmt(v.supply)
+            )
+        }
+    });
+    members
+        .iter()
+        .zip(&local)
+        .map(|(&i, t)| {
+            let invalid = t.wcet > t.deadline || t.deadline > t.period;
+            let ok = demand.schedulable && !invalid && adm.total_bw <= adm.cap_bw;
+            let binding = if invalid {
+                "SCHED_DEADLINE requires runtime <= deadline <= period".to_string()
+            } else if let Some(m) = &miss {
+                m.clone()
+            } else {
+                format!(
+                    "EDF demand (QPA): dbf(t) <= t for all t <= {}; CBS bounds R by D",
+                    fmt(demand.checked_up_to)
+                )
+            };
+            let wcrt = ok.then_some(t.deadline);
+            TaskVerdict {
+                partition: p.name.clone(),
+                name: p.tasks[i].name.clone(),
+                cpu: cpu.to_string(),
+                wcrt_ns: wcrt,
+                deadline_ns: t.deadline,
+                schedulable: ok,
+                slack_ns: wcrt.map(|w| t.deadline as i64 - w as i64),
+                wcet_ns: t.wcet,
+                period_ns: t.period,
+                priority: None,
+                test: "edf-qpa",
+                binding,
+            }
+        })
+        .collect()
+}
+
+fn unplaced(p: &Partition, model: &bulkhead_model::Task, t: &Task, cpus: &[String]) -> TaskVerdict {
+    TaskVerdict {
+        partition: p.name.clone(),
+        name: model.name.clone(),
+        cpu: cpus.join(","),
+        wcrt_ns: None,
+        deadline_ns: t.deadline,
+        schedulable: false,
+        slack_ns: None,
+        wcet_ns: t.wcet,
+        period_ns: t.period,
+        priority: None,
+        test: "placement",
+        binding: format!(
+            "fits on none of CPUs {} (first-fit decreasing utilization with the exact test on each CPU)",
+            cpus.join(",")
+        ),
+    }
+}
+
+/// The PRM interface at Π = half the shortest period (Shin & Lee 2003, Sec. 5).
+fn interface(tasks: &[Task], rank: &[usize], members: &[usize], edf: bool, cpu: &str) -> Interface {
+    let local: Vec<Task> = members.iter().map(|&i| tasks[i]).collect();
+    let period = (local.iter().map(|t| t.period).min().unwrap_or(1) / 2).max(1);
+    let policy = if edf {
+        Policy::Edf
+    } else {
+        let mut order: Vec<usize> = (0..members.len()).collect();
+        order.sort_by_key(|&k| rank[members[k]]);
+        Policy::FixedPriority(order)
+    };
+    let budget = minimal_budget(&local, &policy, period, Bound::Exact);
+    Interface {
+        cpu: cpu.to_string(),
+        period_ns: period,
+        budget_ns: budget,
+        bandwidth: budget.map(|b| b as f64 / period as f64),
+    }
+}
+
+fn partition_verdict(
+    p: &Partition,
+    tasks: &[Task],
+    cpus: &[String],
+    mine: &[TaskVerdict],
+    interfaces: Vec<Interface>,
+    edf: bool,
+) -> PartitionVerdict {
+    let rm = !edf && p.tasks.iter().all(|t| t.priority.is_none()) && cpus.len() == 1;
+    let quick = |q: Quick| if rm { q } else { Quick::NotApplicable };
+    let failed = mine.iter().find(|t| !t.schedulable);
+    let tightest = mine.iter().filter(|t| t.slack_ns.is_some()).min_by_key(|t| t.slack_ns);
+    let binding = match (failed, tightest) {
+        (Some(t), _) => format!("task `{}` on CPU {}: {}", t.name, t.cpu, t.binding),
+        (None, Some(t)) => format!(
+            "task `{}` on CPU {} has the least slack, {}",
+            t.name,
+            t.cpu,
+            fmt_signed(t.slack_ns.unwrap_or(0))
+        ),
+        (None, None) => "no tasks".to_string(),
+    };
+    PartitionVerdict {
+        name: p.name.clone(),
+        kind: "rt",
+        scheduler: if edf { "edf" } else { "fixed-priority" },
+        cpus: cpus.join(","),
+        schedulable: failed.is_none(),
+        utilization: crate::task::utilization(tasks),
+        liu_layland: quick(liu_layland(tasks)),
+        hyperbolic: quick(hyperbolic(tasks)),
+        binding,
+        interfaces,
+    }
+}
+
+/// JuMP2start (Sec. 2.2): at resume every task is re-released at the new time reference,
+/// i.e. a synchronous release, which the critical-instant analysis covers as long as each
+/// task has at most one pending job at suspension. A continuable task whose WCRT exceeds
+/// its period may carry several jobs across a resume.
+fn resume_warnings(p: &Partition, mine: &[TaskVerdict], warnings: &mut Vec<String>) {
+    for v in mine {
+        let model = &p.tasks[index_of(p, &v.name)];
+        if model.resume == Resume::Continuable && v.wcrt_ns.is_some_and(|w| w > model.period) {
+            warnings.push(format!(
+                "task `{}` of `{}` is continuable and its WCRT exceeds its period: a stop-start may carry more than one pending job into the resume, which this analysis does not cover",
+                v.name, p.name
+            ));
+        }
+    }
+}
+
+fn fmt(ns: Time) -> String {
+    format_duration(ns)
+}
+
+fn fmt_signed(ns: i64) -> String {
+    if ns < 0 {
+        format!("-{}", fmt(ns.unsigned_abs()))
+    } else {
+        fmt(ns as Time)
+    }
+}

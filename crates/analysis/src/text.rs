@@ -1,0 +1,135 @@
+//! The human-readable report of `bulkhead analyze`.
+
+use crate::bounds::Quick;
+use crate::system::Report;
+use crate::task::Time;
+use bulkhead_model::units::format_duration;
+use std::fmt::Write;
+
+/// Renders `report` as the text an RT engineer reads: per CPU and partition, each task's
+/// C, T, D, priority, WCRT, slack and verdict, then the binding constraints and warnings.
+pub fn render_text(report: &Report, file: &str) -> String {
+    let mut out = String::new();
+    let verdict = if report.schedulable { "SCHEDULABLE" } else { "NOT SCHEDULABLE" };
+    let _ = writeln!(out, "{file}: {verdict}");
+    for p in &report.partitions {
+        let _ = writeln!(
+            out,
+            "\npartition {} ({}, {}) on CPU {}: U = {:.1}%{}  {}",
+            p.name,
+            p.kind,
+            p.scheduler,
+            p.cpus,
+            p.utilization * 100.0,
+            quick_text(p.liu_layland, p.hyperbolic),
+            if p.schedulable { "ok" } else { "FAILS" }
+        );
+        let _ = writeln!(
+            out,
+            "  {:<20} {:>4} {:>10} {:>10} {:>10} {:>4} {:>10} {:>10}  verdict",
+            "task", "cpu", "C", "T", "D", "prio", "WCRT", "slack"
+        );
+        for t in report.tasks.iter().filter(|t| t.partition == p.name) {
+            let _ = writeln!(
+                out,
+                "  {:<20} {:>4} {:>10} {:>10} {:>10} {:>4} {:>10} {:>10}  {}",
+                t.name,
+                t.cpu,
+                fmt(t.wcet_ns),
+                fmt(t.period_ns),
+                fmt(t.deadline_ns),
+                t.priority.map_or("-".to_string(), |p| p.to_string()),
+                t.wcrt_ns.map_or("unbounded".to_string(), fmt),
+                t.slack_ns.map_or("-".to_string(), signed),
+                if t.schedulable { "ok" } else { "MISS" }
+            );
+        }
+        let _ = writeln!(out, "  binding: {}", p.binding);
+        for t in report.tasks.iter().filter(|t| t.partition == p.name && !t.schedulable) {
+            let _ = writeln!(out, "  {}: {}", t.name, t.binding);
+        }
+        for i in &p.interfaces {
+            let budget = i.budget_ns.map_or("none suffices".to_string(), fmt);
+            let bw = i.bandwidth.map_or(String::new(), |b| format!(" (bandwidth {:.1}%)", b * 100.0));
+            let _ = writeln!(
+                out,
+                "  interface on CPU {}: periodic resource Π = {}, minimal Θ = {}{}",
+                i.cpu,
+                fmt(i.period_ns),
+                budget,
+                bw
+            );
+        }
+    }
+    if let Some(w) = &report.windows {
+        let _ = writeln!(out, "\nwindow schedule: major frame {}", fmt(w.major_frame_ns));
+        for s in &w.slices {
+            let _ = writeln!(
+                out,
+                "  window {} slice {} CPU {}: SC `{}` needs {} (completes by {}) of {}: {:?}",
+                s.window,
+                s.slice,
+                s.cpus,
+                s.partition,
+                fmt(s.demand_ns),
+                fmt(s.completion_ns),
+                fmt(s.window_ns),
+                s.verdict
+            );
+        }
+        for s in &w.supply {
+            let _ = writeln!(
+                out,
+                "  supply to `{}` on CPU {}: {} per frame ({:.1}%), longest gap {}",
+                s.partition,
+                s.cpu,
+                fmt(s.per_frame_ns),
+                s.share * 100.0,
+                fmt(s.max_blackout_ns)
+            );
+        }
+    }
+    let _ = writeln!(out, "\nCPUs:");
+    for c in &report.cpus {
+        let dl = c
+            .deadline_bandwidth
+            .map_or(String::new(), |b| format!(", SCHED_DEADLINE {:.1}% of cap {:.0}%", b * 100.0, c.deadline_cap * 100.0));
+        let win = c.window_load.map_or(String::new(), |l| format!(", SC windows {:.1}%", l * 100.0));
+        let _ = writeln!(
+            out,
+            "  CPU {}: rt U = {:.1}%{dl}{win}: {} ({})",
+            c.cpu,
+            c.rt_utilization * 100.0,
+            if c.schedulable { "ok" } else { "FAILS" },
+            c.binding
+        );
+    }
+    for w in &report.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    out
+}
+
+fn quick_text(ll: Quick, hb: Quick) -> String {
+    let name = |q: Quick| match q {
+        Quick::Passed => "passed",
+        Quick::Inconclusive => "inconclusive",
+        Quick::NotApplicable => "n/a",
+    };
+    if ll == Quick::NotApplicable && hb == Quick::NotApplicable {
+        return String::new();
+    }
+    format!(", Liu & Layland {}, hyperbolic {}", name(ll), name(hb))
+}
+
+fn fmt(ns: Time) -> String {
+    format_duration(ns)
+}
+
+fn signed(ns: i64) -> String {
+    if ns < 0 {
+        format!("-{}", fmt(ns.unsigned_abs()))
+    } else {
+        fmt(ns as Time)
+    }
+}
