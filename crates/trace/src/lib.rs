@@ -102,6 +102,14 @@ pub enum EventKind {
         job: u64,
         response_ns: Nanos,
     },
+    /// A job is discarded unfinished: a restartable task resumes from its checkpoint
+    /// after a suspension (JuMP2start 2.2).
+    JobAbort {
+        cpu: u32,
+        partition: Name,
+        task: Name,
+        job: u64,
+    },
     /// A job passes its absolute deadline `deadline_ns` without having completed.
     DeadlineMiss {
         cpu: u32,

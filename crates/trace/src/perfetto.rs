@@ -5,7 +5,7 @@
 //!
 //! | event | Perfetto |
 //! |---|---|
-//! | `job_start` .. `job_preempt` / `job_complete` | `"X"` slice `partition/task` on the track of its CPU |
+//! | `job_start` .. `job_preempt` / `job_complete` / `job_abort` | `"X"` slice `partition/task` on the track of its CPU |
 //! | `run` .. `stop` | `"X"` slice `partition: cmd` on the track of each CPU of the grant |
 //! | `job_release` | instant (`"i"`, thread scope) `release partition/task` on the CPU track |
 //! | `deadline_miss` | instant `deadline miss partition/task` on the CPU track |
@@ -168,6 +168,12 @@ impl Exporter {
                 self.see_cpu(*cpu);
             }
             EventKind::JobPreempt {
+                cpu,
+                partition,
+                task,
+                job,
+            }
+            | EventKind::JobAbort {
                 cpu,
                 partition,
                 task,

@@ -1,0 +1,261 @@
+//! From a loaded system description to a [`Spec`].
+
+use crate::spec::*;
+use bulkhead_model::{Cpus, PartitionKind, Scheduler, System, Task};
+use bulkhead_trace::Name;
+
+/// Choices the description leaves to the simulation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildOptions {
+    /// The reservation every rt task runs under (budget = its budget, period = its period).
+    pub server: ServerKind,
+    pub exec: ExecModel,
+    pub arrivals: Arrivals,
+    /// Which tasks write and read each channel.
+    pub links: Vec<Link>,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            server: ServerKind::Unlimited,
+            exec: ExecModel::Wcet,
+            arrivals: Arrivals::Periodic,
+            links: Vec::new(),
+        }
+    }
+}
+
+/// Execution time of each job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecModel {
+    /// Every job runs for exactly its task's budget.
+    Wcet,
+    /// Uniform in `[min_pct, max_pct]` percent of the budget (above 100 overruns it).
+    Uniform { min_pct: u32, max_pct: u32 },
+}
+
+/// Release pattern of every task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrivals {
+    /// Every period (plus the task's release jitter, drawn in `[0, J]`).
+    Periodic,
+    /// Gaps of the period plus up to `max_extra_pct` percent of it.
+    Sporadic { max_extra_pct: u32 },
+}
+
+/// Binds a channel to tasks: `writer` is a task of the channel's writer partition,
+/// `readers` tasks of its reader partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub channel: String,
+    pub writer: String,
+    pub readers: Vec<String>,
+}
+
+impl Link {
+    /// Parses `CHANNEL=WRITER>READER[,READER...]`.
+    pub fn parse(text: &str) -> Result<Link, String> {
+        let usage =
+            || format!("`{text}`: expected CHANNEL=WRITER_TASK>READER_TASK[,READER_TASK...]");
+        let (channel, rest) = text.split_once('=').ok_or_else(usage)?;
+        let (writer, readers) = rest.split_once('>').ok_or_else(usage)?;
+        let readers: Vec<String> = readers.split(',').map(|r| r.trim().to_string()).collect();
+        if channel.trim().is_empty()
+            || writer.trim().is_empty()
+            || readers.iter().any(String::is_empty)
+        {
+            return Err(usage());
+        }
+        Ok(Link {
+            channel: channel.trim().into(),
+            writer: writer.trim().into(),
+            readers,
+        })
+    }
+}
+
+/// Builds the simulation of the rt partitions of `system`: one domain per rt partition,
+/// one server per task. Channels connect the tasks named by `options.links`; a channel
+/// without a link connects the first task of its writer partition to the first task of
+/// each reader partition (partitions without tasks are outside the task simulation).
+pub fn from_system(system: &System, options: &BuildOptions) -> Result<Spec, String> {
+    let mut spec = Spec::default();
+    let mut first_task: Vec<Option<usize>> = Vec::new();
+    for p in &system.partitions {
+        first_task
+            .push((p.kind == PartitionKind::Rt && !p.tasks.is_empty()).then_some(spec.tasks.len()));
+        if p.kind != PartitionKind::Rt || p.tasks.is_empty() {
+            continue;
+        }
+        let cpus: Vec<u32> = match (&p.cpus, &system.cpus) {
+            (Some(Cpus::Set(set)), _) | (Some(Cpus::All), Some(set)) => set.iter().collect(),
+            _ => {
+                return Err(format!(
+                    "partition `{}`: `cpus: all` needs `system.cpus` to be simulated",
+                    p.name
+                ))
+            }
+        };
+        let policy = match p.scheduler {
+            Scheduler::FixedPriority => Policy::FixedPriority,
+            Scheduler::Edf => Policy::Edf,
+        };
+        let domain = spec.domains.len();
+        let partition: Name = p.name.as_str().into();
+        spec.domains.push(Domain {
+            name: partition.clone(),
+            cpus,
+            policy,
+        });
+        let ranks = priority_ranks(&p.tasks);
+        for (task, rank) in p.tasks.iter().zip(ranks) {
+            spec.servers.push(Server {
+                domain,
+                kind: options.server,
+                budget: task.budget,
+                period: task.period,
+                priority: rank,
+            });
+            spec.tasks.push(TaskSpec {
+                partition: partition.clone(),
+                name: task.name.as_str().into(),
+                server: spec.servers.len() - 1,
+                priority: 1,
+                deadline: task.deadline,
+                release: release(task, options.arrivals),
+                exec: exec(task, options.exec),
+                resume: task.resume,
+                inputs: Vec::new(),
+                outputs: Vec::new(),
+            });
+        }
+    }
+    link_channels(system, options, &first_task, &mut spec)?;
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// Fixed priorities, 1 = highest: explicit priorities first (ties by declaration
+/// order), then the others deadline-monotonic (Leung & Whitehead 1982; ties by
+/// declaration order).
+pub fn priority_ranks(tasks: &[Task]) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..tasks.len()).collect();
+    order.sort_by_key(|&i| match tasks[i].priority {
+        Some(p) => (p, 0, i),
+        None => (u32::MAX, tasks[i].deadline, i),
+    });
+    let mut ranks = vec![0; tasks.len()];
+    for (rank, i) in order.into_iter().enumerate() {
+        ranks[i] = rank as u32 + 1;
+    }
+    ranks
+}
+
+fn release(task: &Task, arrivals: Arrivals) -> Release {
+    match arrivals {
+        Arrivals::Periodic => Release::Periodic {
+            period: task.period,
+            offset: 0,
+            jitter: task.release_jitter,
+        },
+        Arrivals::Sporadic { max_extra_pct } => {
+            let max_extra = (task.period as u128 * max_extra_pct as u128 / 100) as Nanos;
+            Release::Sporadic {
+                min_gap: task.period,
+                offset: 0,
+                max_extra,
+            }
+        }
+    }
+}
+
+fn exec(task: &Task, model: ExecModel) -> Exec {
+    match model {
+        ExecModel::Wcet => Exec::Fixed(task.budget),
+        ExecModel::Uniform { min_pct, max_pct } => {
+            let pct = |p: u32| ((task.budget as u128 * p as u128 / 100) as Nanos).max(1);
+            Exec::Uniform {
+                min: pct(min_pct),
+                max: pct(max_pct),
+            }
+        }
+    }
+}
+
+fn link_channels(
+    system: &System,
+    options: &BuildOptions,
+    first_task: &[Option<usize>],
+    spec: &mut Spec,
+) -> Result<(), String> {
+    for link in &options.links {
+        if !system.channels.iter().any(|c| c.name == link.channel) {
+            return Err(format!(
+                "--link {}: no channel `{}`",
+                link.channel, link.channel
+            ));
+        }
+    }
+    for channel in &system.channels {
+        let index = spec.channels.len();
+        spec.channels.push(ChannelSpec {
+            name: channel.name.as_str().into(),
+            kind: channel.kind,
+            depth: channel.depth.max(1),
+        });
+        let link = options.links.iter().find(|l| l.channel == channel.name);
+        let writer = match link {
+            Some(l) => Some(find_task(
+                spec,
+                &[channel.writer.as_str()],
+                &l.writer,
+                &channel.name,
+            )?),
+            None => system
+                .partition_index(&channel.writer)
+                .and_then(|p| first_task[p]),
+        };
+        let readers: Vec<usize> = match link {
+            Some(l) => {
+                let partitions: Vec<&str> = channel.readers.iter().map(String::as_str).collect();
+                l.readers
+                    .iter()
+                    .map(|r| find_task(spec, &partitions, r, &channel.name))
+                    .collect::<Result<_, _>>()?
+            }
+            None => channel
+                .readers
+                .iter()
+                .filter_map(|r| system.partition_index(r).and_then(|p| first_task[p]))
+                .collect(),
+        };
+        if let Some(w) = writer {
+            spec.tasks[w].outputs.push(index);
+        }
+        for r in readers {
+            spec.tasks[r].inputs.push(index);
+        }
+    }
+    Ok(())
+}
+
+/// The task named `name` (`task` or `partition/task`) in one of `partitions`.
+fn find_task(spec: &Spec, partitions: &[&str], name: &str, channel: &str) -> Result<usize, String> {
+    let (partition, task) = name
+        .split_once('/')
+        .map_or((None, name), |(p, t)| (Some(p), t));
+    spec.tasks
+        .iter()
+        .position(|t| {
+            partitions.contains(&&*t.partition)
+                && partition.is_none_or(|p| p == &*t.partition)
+                && &*t.name == task
+        })
+        .ok_or_else(|| {
+            format!(
+                "--link {channel}: no task `{name}` in partition(s) {}",
+                partitions.join(", ")
+            )
+        })
+}

@@ -1,0 +1,263 @@
+//! Channels between tasks carrying message ids, and the end-to-end statistics of
+//! the chains they form (Boomerang Sec. III-E: delay, throughput, loss).
+//!
+//! Every message carries its *origins*: for each source task upstream (a task that
+//! reads no channel), which job of that source produced the data and when that job
+//! was released (when the data was sampled). A stage's output inherits the origins
+//! of everything its job read. When a sink (a task that writes no channel) completes
+//! a job, each origin it sees for the first time is delivered: its end-to-end delay
+//! is the completion time minus the origin's release.
+
+use crate::spec::{ChannelSpec, Nanos};
+use bulkhead_model::ChannelKind;
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+
+/// Where the data of a message came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    /// The source task.
+    pub source: u32,
+    /// Job index of the source task.
+    pub seq: u64,
+    /// Release time of that job.
+    pub t: Nanos,
+}
+
+#[derive(Debug, Clone)]
+pub struct Message {
+    /// Per-channel sequence number (0 = first written), the message id in traces.
+    pub id: u64,
+    pub origins: Rc<[Origin]>,
+}
+
+struct Reader {
+    task: u32,
+    /// fifo: id of the next message to read. latest: id of the last message read + 1.
+    next: u64,
+}
+
+struct ChannelState {
+    spec: ChannelSpec,
+    /// fifo: unread messages (by the slowest reader), oldest first; latest: at most one.
+    buffer: VecDeque<Message>,
+    readers: Vec<Reader>,
+    written: u64,
+    reads: u64,
+    lost: u64,
+    /// latest: whether any reader read the current message.
+    latest_read: bool,
+}
+
+/// Outcome of a write.
+pub enum Write {
+    Stored(u64),
+    /// The message (id) was rejected by a full fifo.
+    Rejected(u64),
+    /// Stored (first id), overwriting the unread message (second id) of a latest channel.
+    Overwrote(u64, u64),
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ChannelStats {
+    pub name: String,
+    pub kind: String,
+    pub written: u64,
+    pub read: u64,
+    pub lost: u64,
+}
+
+/// End-to-end statistics of the data flowing from one source task to one sink task.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ChainStats {
+    /// `source -> sink`, each as `partition/task`.
+    pub name: String,
+    pub source: String,
+    pub sink: String,
+    /// Source jobs whose data entered a channel.
+    pub produced: u64,
+    /// Source jobs whose data reached the sink.
+    pub delivered: u64,
+    /// Source jobs older than the newest delivered one that never reached the sink.
+    pub lost: u64,
+    pub min_delay_ns: Option<Nanos>,
+    pub max_delay_ns: Option<Nanos>,
+    pub mean_delay_ns: Option<f64>,
+    /// Delivered messages per second of simulated time.
+    pub throughput_per_s: f64,
+}
+
+#[derive(Default)]
+struct Chain {
+    delivered: u64,
+    lost: u64,
+    last_seq: Option<u64>,
+    min: Option<Nanos>,
+    max: Option<Nanos>,
+    sum: u128,
+}
+
+/// All channels and chain bookkeeping.
+pub struct Channels {
+    channels: Vec<ChannelState>,
+    chains: BTreeMap<(u32, u32), Chain>,
+    produced: BTreeMap<u32, u64>,
+}
+
+impl Channels {
+    /// `readers[c]`: the tasks that read channel `c`.
+    pub fn new(specs: &[ChannelSpec], readers: Vec<Vec<u32>>) -> Channels {
+        let channels = specs
+            .iter()
+            .zip(readers)
+            .map(|(spec, readers)| ChannelState {
+                spec: spec.clone(),
+                buffer: VecDeque::new(),
+                readers: readers
+                    .into_iter()
+                    .map(|task| Reader { task, next: 0 })
+                    .collect(),
+                written: 0,
+                reads: 0,
+                lost: 0,
+                latest_read: false,
+            })
+            .collect();
+        Channels {
+            channels,
+            chains: BTreeMap::new(),
+            produced: BTreeMap::new(),
+        }
+    }
+
+    pub fn name(&self, channel: usize) -> &bulkhead_trace::Name {
+        &self.channels[channel].spec.name
+    }
+
+    /// `task` reads `channel`: the next fifo message, or the newest latest message
+    /// (possibly one it read before). `None` when there is nothing to read.
+    pub fn read(&mut self, channel: usize, task: u32) -> Option<Message> {
+        let ch = &mut self.channels[channel];
+        let r = ch.readers.iter().position(|r| r.task == task)?;
+        let message = match ch.spec.kind {
+            ChannelKind::Fifo => {
+                let first = ch.buffer.front()?.id;
+                let next = ch.readers[r].next;
+                let message = ch.buffer.get((next - first) as usize)?.clone();
+                ch.readers[r].next = next + 1;
+                let slowest = ch.readers.iter().map(|r| r.next).min().unwrap_or(next + 1);
+                while ch.buffer.front().is_some_and(|m| m.id < slowest) {
+                    ch.buffer.pop_front();
+                }
+                message
+            }
+            ChannelKind::Latest => {
+                let message = ch.buffer.back()?.clone();
+                ch.readers[r].next = message.id + 1;
+                ch.latest_read = true;
+                message
+            }
+        };
+        ch.reads += 1;
+        Some(message)
+    }
+
+    /// Writes a message with `origins` to `channel`.
+    pub fn write(&mut self, channel: usize, origins: Rc<[Origin]>) -> Write {
+        let ch = &mut self.channels[channel];
+        let id = ch.written;
+        ch.written += 1;
+        match ch.spec.kind {
+            ChannelKind::Fifo => {
+                let oldest_unread = ch.readers.iter().map(|r| r.next).min().unwrap_or(id);
+                if id - oldest_unread >= ch.spec.depth as u64 {
+                    ch.lost += 1;
+                    return Write::Rejected(id);
+                }
+                if ch.readers.is_empty() {
+                    return Write::Stored(id);
+                }
+                ch.buffer.push_back(Message { id, origins });
+                Write::Stored(id)
+            }
+            ChannelKind::Latest => {
+                let previous = ch.buffer.pop_back();
+                ch.buffer.push_back(Message { id, origins });
+                let unread = !std::mem::replace(&mut ch.latest_read, false);
+                match previous {
+                    Some(p) if unread => {
+                        ch.lost += 1;
+                        Write::Overwrote(id, p.id)
+                    }
+                    _ => Write::Stored(id),
+                }
+            }
+        }
+    }
+
+    /// A source task's job produced data that entered a channel.
+    pub fn produced(&mut self, source: u32) {
+        *self.produced.entry(source).or_default() += 1;
+    }
+
+    /// A sink task completed a job at `t` that read data of `origins`.
+    pub fn deliver(&mut self, sink: u32, origins: &[Origin], t: Nanos) {
+        for o in origins {
+            let chain = self.chains.entry((o.source, sink)).or_default();
+            if chain.last_seq.is_some_and(|last| o.seq <= last) {
+                continue;
+            }
+            chain.lost += o.seq - chain.last_seq.map_or(0, |l| l + 1);
+            chain.last_seq = Some(o.seq);
+            let delay = t - o.t;
+            chain.delivered += 1;
+            chain.min = Some(chain.min.map_or(delay, |m| m.min(delay)));
+            chain.max = Some(chain.max.map_or(delay, |m| m.max(delay)));
+            chain.sum += delay as u128;
+        }
+    }
+
+    pub fn channel_stats(&self) -> Vec<ChannelStats> {
+        self.channels
+            .iter()
+            .map(|c| ChannelStats {
+                name: c.spec.name.to_string(),
+                kind: match c.spec.kind {
+                    ChannelKind::Fifo => "fifo".into(),
+                    ChannelKind::Latest => "latest".into(),
+                },
+                written: c.written,
+                read: c.reads,
+                lost: c.lost,
+            })
+            .collect()
+    }
+
+    /// Chain statistics; `name(task)` renders a task as `partition/task`.
+    pub fn chain_stats(&self, duration: Nanos, name: impl Fn(u32) -> String) -> Vec<ChainStats> {
+        self.chains
+            .iter()
+            .map(|(&(source, sink), c)| {
+                let produced = self.produced.get(&source).copied().unwrap_or(0);
+                let (source, sink) = (name(source), name(sink));
+                ChainStats {
+                    name: format!("{source} -> {sink}"),
+                    produced,
+                    source,
+                    sink,
+                    delivered: c.delivered,
+                    lost: c.lost,
+                    min_delay_ns: c.min,
+                    max_delay_ns: c.max,
+                    mean_delay_ns: (c.delivered > 0).then(|| c.sum as f64 / c.delivered as f64),
+                    throughput_per_s: if duration == 0 {
+                        0.0
+                    } else {
+                        c.delivered as f64 * 1e9 / duration as f64
+                    },
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,1123 @@
+//! The discrete-event engine: integer-nanosecond time, a heap of timed events, and
+//! per-domain dispatching of servers onto CPUs.
+//!
+//! Determinism: the only randomness is a `XorShiftRng` seeded from
+//! [`Options::seed`], drawn in a fixed order (one draw per job for a ranged
+//! execution time, one per release with jitter or sporadic gaps). Events at the same
+//! instant are applied in a fixed order (CPU completions, replenishments, releases,
+//! deadline checks, suspensions), then every touched domain is dispatched once.
+
+use crate::channels::{Channels, Origin, Write};
+use crate::report::{Report, TaskStats};
+use crate::spec::*;
+use bulkhead_model::Resume;
+use bulkhead_trace::{Event, EventKind, Sink};
+use rand::{RngExt, SeedableRng};
+use rand_xorshift::XorShiftRng;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::rc::Rc;
+
+/// A system suspension at system time `at` lasting `duration` of wall-clock time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Suspension {
+    pub at: Nanos,
+    pub duration: Nanos,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// Releases happen before this time; the simulation ends here unless `drain`.
+    pub until: Nanos,
+    /// Keep simulating after `until`, without new releases, until no work is left
+    /// (to observe every response of the jobs released before `until`).
+    pub drain: bool,
+    pub seed: u64,
+    /// JuMP2start suspensions (`--suspend AT:DURATION`), in system time.
+    pub suspensions: Vec<Suspension>,
+}
+
+impl Options {
+    pub fn until(until: Nanos) -> Options {
+        Options {
+            until,
+            drain: false,
+            seed: 0,
+            suspensions: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Done { domain: u32, slot: u32 },
+    Replenish(u32),
+    Release(u32),
+    Check { task: u32, job: u64 },
+    Suspend(u32),
+}
+
+#[derive(Debug, Clone)]
+struct Job {
+    index: u64,
+    release: Nanos,
+    deadline: Nanos,
+    remaining: Nanos,
+    started: bool,
+}
+
+struct TaskState {
+    jobs: VecDeque<Job>,
+    /// Nominal time of the next release (before jitter), and its heap generation.
+    next_nominal: Nanos,
+    next_at: usize,
+    /// When the next release is due, if one is scheduled.
+    pending_release: Option<Nanos>,
+    gen: u64,
+    released: u64,
+    last_release: Option<Nanos>,
+    /// Origins of everything the current job read.
+    inputs: Vec<Origin>,
+    stats: TaskStats,
+}
+
+struct ServerState {
+    /// Tasks served, highest priority first.
+    tasks: Vec<u32>,
+    pending: u32,
+    budget: Nanos,
+    used: Nanos,
+    active_since: Option<Nanos>,
+    /// Sporadic: future replenishments (amount, time), by time.
+    repl: VecDeque<(Nanos, Nanos)>,
+    /// Deferrable: end of the current period (the budget is full again there).
+    period_end: Nanos,
+    /// CBS: scheduling deadline; throttled until it.
+    deadline: Nanos,
+    throttled: bool,
+    /// I/O: eligible again from this time.
+    eligible_at: Nanos,
+    gen: u64,
+    slot: Option<u32>,
+}
+
+#[derive(Clone, Copy)]
+struct Running {
+    server: u32,
+    task: u32,
+    job: u64,
+}
+
+struct Slot {
+    cpu: u32,
+    running: Option<Running>,
+    since: Nanos,
+    gen: u64,
+}
+
+struct DomainState {
+    servers: Vec<u32>,
+    slots: Vec<Slot>,
+    dirty: bool,
+}
+
+/// A running simulation.
+pub struct Sim<'a> {
+    spec: &'a Spec,
+    opts: Options,
+    rng: XorShiftRng,
+    heap: BinaryHeap<Reverse<(Nanos, Ev, u64)>>,
+    now: Nanos,
+    tasks: Vec<TaskState>,
+    servers: Vec<ServerState>,
+    domains: Vec<DomainState>,
+    dirty: Vec<u32>,
+    /// Reused by `dispatch`: the chosen servers' keys.
+    scratch: Vec<(Nanos, u32)>,
+    channels: Channels,
+    tracing: bool,
+    events: Vec<Event>,
+    jobs_done: u64,
+    finished: bool,
+}
+
+impl<'a> Sim<'a> {
+    /// Prepares a simulation of `spec`; `tracing` says whether to record events.
+    pub fn new(spec: &'a Spec, opts: Options, tracing: bool) -> Result<Sim<'a>, String> {
+        spec.validate()?;
+        let mut sim = Sim {
+            spec,
+            rng: XorShiftRng::seed_from_u64(opts.seed),
+            heap: BinaryHeap::new(),
+            now: 0,
+            tasks: Vec::new(),
+            servers: Vec::new(),
+            domains: Vec::new(),
+            dirty: Vec::new(),
+            scratch: Vec::new(),
+            channels: Channels::new(&spec.channels, readers(spec)),
+            tracing,
+            events: Vec::new(),
+            jobs_done: 0,
+            finished: false,
+            opts,
+        };
+        sim.init();
+        Ok(sim)
+    }
+
+    fn init(&mut self) {
+        let spec = self.spec;
+        self.domains = spec
+            .domains
+            .iter()
+            .map(|d| DomainState {
+                servers: Vec::new(),
+                slots: d
+                    .cpus
+                    .iter()
+                    .map(|&cpu| Slot {
+                        cpu,
+                        running: None,
+                        since: 0,
+                        gen: 0,
+                    })
+                    .collect(),
+                dirty: false,
+            })
+            .collect();
+        for (i, s) in spec.servers.iter().enumerate() {
+            self.domains[s.domain].servers.push(i as u32);
+            let mut tasks: Vec<u32> = (0..spec.tasks.len() as u32)
+                .filter(|&t| spec.tasks[t as usize].server == i)
+                .collect();
+            tasks.sort_by_key(|&t| spec.tasks[t as usize].priority);
+            self.servers.push(ServerState {
+                tasks,
+                pending: 0,
+                budget: if s.kind == ServerKind::Unlimited {
+                    Nanos::MAX
+                } else {
+                    s.budget
+                },
+                used: 0,
+                active_since: None,
+                repl: VecDeque::new(),
+                period_end: s.period,
+                deadline: 0,
+                throttled: false,
+                eligible_at: 0,
+                gen: 0,
+                slot: None,
+            });
+        }
+        for (i, t) in spec.tasks.iter().enumerate() {
+            let first = match &t.release {
+                Release::Periodic { offset, .. } | Release::Sporadic { offset, .. } => {
+                    Some(*offset)
+                }
+                Release::At(times) => times.first().copied(),
+            };
+            self.tasks.push(TaskState {
+                jobs: VecDeque::new(),
+                next_nominal: first.unwrap_or(Nanos::MAX),
+                next_at: 1,
+                pending_release: None,
+                gen: 0,
+                released: 0,
+                last_release: None,
+                inputs: Vec::new(),
+                stats: TaskStats {
+                    partition: t.partition.to_string(),
+                    name: t.name.to_string(),
+                    ..Default::default()
+                },
+            });
+            if let Some(first) = first {
+                self.schedule_release(i, first);
+            }
+        }
+        for (i, s) in self.opts.suspensions.iter().enumerate() {
+            self.heap.push(Reverse((s.at, Ev::Suspend(i as u32), 0)));
+        }
+    }
+
+    /// Current simulated time.
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// Jobs completed so far.
+    pub fn jobs_done(&self) -> u64 {
+        self.jobs_done
+    }
+
+    /// Whether the simulation has reached its end.
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Runs until simulated time `limit` (or the end of the simulation); events
+    /// recorded so far are moved to `sink`.
+    pub fn run_until(&mut self, limit: Nanos, sink: &mut dyn Sink) {
+        let end = if self.opts.drain {
+            Nanos::MAX
+        } else {
+            self.opts.until
+        };
+        while let Some(&Reverse((t, _, _))) = self.heap.peek() {
+            if t >= end || t > limit {
+                break;
+            }
+            self.step(t);
+        }
+        if self.heap.peek().is_none_or(|&Reverse((t, _, _))| t >= end) {
+            self.finish(if self.opts.drain { self.now } else { end });
+        }
+        for event in self.events.drain(..) {
+            sink.emit(event);
+        }
+    }
+
+    /// Runs to the end and returns the statistics.
+    pub fn run(mut self, sink: &mut dyn Sink) -> Report {
+        self.run_until(Nanos::MAX, sink);
+        self.report()
+    }
+
+    fn step(&mut self, t: Nanos) {
+        self.now = t;
+        while let Some(&Reverse((at, ev, gen))) = self.heap.peek() {
+            if at != t {
+                break;
+            }
+            self.heap.pop();
+            self.apply(t, ev, gen);
+        }
+        while let Some(d) = self.dirty.pop() {
+            self.domains[d as usize].dirty = false;
+            self.sync(d as usize, t);
+            self.dispatch(d as usize, t);
+        }
+    }
+
+    fn touch(&mut self, domain: usize, t: Nanos) {
+        if !self.domains[domain].dirty {
+            self.domains[domain].dirty = true;
+            self.dirty.push(domain as u32);
+            self.sync(domain, t);
+        }
+    }
+
+    fn apply(&mut self, t: Nanos, ev: Ev, gen: u64) {
+        match ev {
+            Ev::Done { domain, slot } => {
+                if self.domains[domain as usize].slots[slot as usize].gen == gen {
+                    self.touch(domain as usize, t);
+                }
+            }
+            Ev::Replenish(s) => {
+                if self.servers[s as usize].gen == gen {
+                    let domain = self.spec.servers[s as usize].domain;
+                    self.touch(domain, t);
+                    self.replenish(s as usize, t);
+                }
+            }
+            Ev::Release(task) => {
+                if self.tasks[task as usize].gen == gen {
+                    self.tasks[task as usize].pending_release = None;
+                    let domain = self.spec.servers[self.spec.tasks[task as usize].server].domain;
+                    self.touch(domain, t);
+                    self.release(task as usize, t);
+                }
+            }
+            Ev::Check { task, job } => self.check_deadline(task as usize, job, t),
+            Ev::Suspend(i) => self.suspend(i as usize, t),
+        }
+    }
+
+    // ----- releases and completions -----
+
+    fn schedule_release(&mut self, task: usize, nominal: Nanos) {
+        let jitter = match self.spec.tasks[task].release {
+            Release::Periodic { jitter, .. } if jitter > 0 => self.rng.random_range(0..=jitter),
+            _ => 0,
+        };
+        let at = nominal.saturating_add(jitter);
+        if self.opts.drain && at >= self.opts.until {
+            return;
+        }
+        let state = &mut self.tasks[task];
+        state.next_nominal = nominal;
+        state.pending_release = Some(at);
+        state.gen += 1;
+        self.heap
+            .push(Reverse((at, Ev::Release(task as u32), state.gen)));
+    }
+
+    fn release(&mut self, task: usize, t: Nanos) {
+        let spec = self.task_spec(task);
+        let exec = match spec.exec {
+            Exec::Fixed(c) => c,
+            Exec::Uniform { min, max } => self.rng.random_range(min..=max),
+        };
+        let state = &mut self.tasks[task];
+        let index = state.released;
+        state.released += 1;
+        state.stats.released += 1;
+        state.last_release = Some(t);
+        let deadline = t.saturating_add(spec.deadline);
+        state.jobs.push_back(Job {
+            index,
+            release: t,
+            deadline,
+            remaining: exec.max(1),
+            started: false,
+        });
+        let next = match &spec.release {
+            Release::Periodic { period, .. } => Some(state.next_nominal + period),
+            Release::Sporadic {
+                min_gap, max_extra, ..
+            } => {
+                let extra = if *max_extra > 0 {
+                    self.rng.random_range(0..=*max_extra)
+                } else {
+                    0
+                };
+                Some(t + min_gap + extra)
+            }
+            Release::At(times) => {
+                let next = times.get(state.next_at).copied();
+                state.next_at += 1;
+                next
+            }
+        };
+        if let Some(next) = next {
+            self.schedule_release(task, next);
+        }
+        if self.tracing {
+            let cpu = self.task_cpu(task);
+            let (partition, name) = (spec.partition.clone(), spec.name.clone());
+            self.emit(
+                t,
+                EventKind::JobRelease {
+                    cpu,
+                    partition,
+                    task: name,
+                    job: index,
+                    deadline_ns: deadline,
+                },
+            );
+            self.heap.push(Reverse((
+                deadline,
+                Ev::Check {
+                    task: task as u32,
+                    job: index,
+                },
+                0,
+            )));
+        }
+        let s = spec.server;
+        self.servers[s].pending += 1;
+        if self.servers[s].pending == 1 {
+            self.activate(s, t);
+        }
+    }
+
+    fn complete(&mut self, task: usize, t: Nanos) {
+        let job = self.tasks[task]
+            .jobs
+            .pop_front()
+            .expect("a completing job is queued");
+        let spec = self.task_spec(task);
+        let response = t - job.release;
+        let missed = t > job.deadline;
+        let stats = &mut self.tasks[task].stats;
+        stats.jobs += 1;
+        stats.max_response_ns = stats.max_response_ns.max(response);
+        stats.total_response_ns += response as u128;
+        stats.misses += missed as u64;
+        self.jobs_done += 1;
+        if self.tracing {
+            let cpu = self.task_cpu(task);
+            let kind = EventKind::JobComplete {
+                cpu,
+                partition: spec.partition.clone(),
+                task: spec.name.clone(),
+                job: job.index,
+                response_ns: response,
+            };
+            self.emit(t, kind);
+        }
+        if !spec.outputs.is_empty() || !spec.inputs.is_empty() {
+            self.write_outputs(task, &job, t);
+        }
+        let s = spec.server;
+        self.servers[s].pending -= 1;
+        if self.servers[s].pending == 0 {
+            self.idle(s, t);
+        }
+    }
+
+    fn check_deadline(&mut self, task: usize, job: u64, t: Nanos) {
+        let missed = self.tasks[task]
+            .jobs
+            .iter()
+            .any(|j| j.index == job && j.deadline == t);
+        if missed {
+            let spec = &self.spec.tasks[task];
+            let kind = EventKind::DeadlineMiss {
+                cpu: self.task_cpu(task),
+                partition: spec.partition.clone(),
+                task: spec.name.clone(),
+                job,
+                deadline_ns: t,
+            };
+            self.emit(t, kind);
+        }
+    }
+
+    // ----- channels -----
+
+    fn read_inputs(&mut self, task: usize, t: Nanos) {
+        self.tasks[task].inputs.clear();
+        for &c in &self.spec.tasks[task].inputs {
+            if let Some(message) = self.channels.read(c, task as u32) {
+                if self.tracing {
+                    let spec = &self.spec.tasks[task];
+                    let kind = EventKind::ChannelRead {
+                        cpu: self.task_cpu(task),
+                        channel: self.channels.name(c).clone(),
+                        partition: spec.partition.clone(),
+                        task: spec.name.clone(),
+                        msg: message.id,
+                    };
+                    self.emit(t, kind);
+                }
+                merge_origins(&mut self.tasks[task].inputs, &message.origins);
+            }
+        }
+    }
+
+    fn write_outputs(&mut self, task: usize, job: &Job, t: Nanos) {
+        let spec = self.task_spec(task);
+        if spec.outputs.is_empty() {
+            let inputs = std::mem::take(&mut self.tasks[task].inputs);
+            self.channels.deliver(task as u32, &inputs, t);
+            self.tasks[task].inputs = inputs;
+            return;
+        }
+        let origins: Rc<[Origin]> = if spec.inputs.is_empty() {
+            self.channels.produced(task as u32);
+            Rc::new([Origin {
+                source: task as u32,
+                seq: job.index,
+                t: job.release,
+            }])
+        } else if self.tasks[task].inputs.is_empty() {
+            return;
+        } else {
+            self.tasks[task].inputs.as_slice().into()
+        };
+        for &c in &spec.outputs {
+            let written = self.channels.write(c, origins.clone());
+            if self.tracing {
+                let channel = self.channels.name(c).clone();
+                let (id, lost) = match written {
+                    Write::Stored(id) => (id, None),
+                    Write::Rejected(id) => (id, Some(id)),
+                    Write::Overwrote(id, old) => (id, Some(old)),
+                };
+                let kind = EventKind::ChannelWrite {
+                    cpu: self.task_cpu(task),
+                    channel: channel.clone(),
+                    partition: spec.partition.clone(),
+                    task: spec.name.clone(),
+                    msg: id,
+                };
+                self.emit(t, kind);
+                if let Some(msg) = lost {
+                    self.emit(t, EventKind::ChannelLoss { channel, msg });
+                }
+            }
+        }
+    }
+
+    // ----- servers -----
+
+    /// The server got work while it had none.
+    fn activate(&mut self, s: usize, t: Nanos) {
+        let spec = &self.spec.servers[s];
+        let server = &mut self.servers[s];
+        match spec.kind {
+            ServerKind::Unlimited | ServerKind::Deferrable => {}
+            ServerKind::Sporadic => {
+                if server.budget > 0 && server.active_since.is_none() {
+                    server.active_since = Some(t);
+                }
+            }
+            ServerKind::Cbs => {
+                // CBS arrival rule: keep (q, d) unless q > (d - t) * Q / T (Abeni & Buttazzo, Sec. 4).
+                if !server.throttled {
+                    let lhs = server.budget as u128 * spec.period as u128;
+                    let rhs = server.deadline.saturating_sub(t) as u128 * spec.budget as u128;
+                    if server.deadline <= t || lhs >= rhs {
+                        server.deadline = t + spec.period;
+                        server.budget = spec.budget;
+                    }
+                }
+            }
+            ServerKind::Io => {
+                if t >= server.eligible_at {
+                    server.active_since = Some(t);
+                }
+            }
+        }
+    }
+
+    /// The server has no work left.
+    fn idle(&mut self, s: usize, t: Nanos) {
+        match self.spec.servers[s].kind {
+            ServerKind::Sporadic => self.post_used(s),
+            ServerKind::Io => self.post_io(s, t),
+            _ => {}
+        }
+    }
+
+    /// The server ran out of budget with work pending.
+    fn exhausted(&mut self, s: usize, t: Nanos) {
+        let spec = &self.spec.servers[s];
+        match spec.kind {
+            ServerKind::Unlimited => {}
+            ServerKind::Sporadic => self.post_used(s),
+            ServerKind::Deferrable => {
+                let next = self.servers[s].period_end;
+                self.wake(s, next);
+            }
+            ServerKind::Cbs => {
+                self.servers[s].throttled = true;
+                let at = self.servers[s].deadline;
+                self.wake(s, at.max(t));
+            }
+            ServerKind::Io => self.post_io(s, t),
+        }
+    }
+
+    /// Sporadic server: the budget consumed since activation returns one period after it.
+    fn post_used(&mut self, s: usize) {
+        let period = self.spec.servers[s].period;
+        let server = &mut self.servers[s];
+        if let (Some(since), true) = (server.active_since, server.used > 0) {
+            let at = since + period;
+            let pos = server.repl.partition_point(|&(_, time)| time <= at);
+            server.repl.insert(pos, (server.used, at));
+            if pos == 0 {
+                self.wake(s, at);
+            }
+        }
+        let server = &mut self.servers[s];
+        server.used = 0;
+        server.active_since = None;
+    }
+
+    /// I/O server: a single replenishment of the full budget at `a + used * T / C`.
+    fn post_io(&mut self, s: usize, t: Nanos) {
+        let spec = &self.spec.servers[s];
+        let server = &mut self.servers[s];
+        let since = server.active_since.unwrap_or(t);
+        let delay =
+            (server.used as u128 * spec.period as u128).div_ceil(spec.budget as u128) as Nanos;
+        server.eligible_at = since + delay;
+        server.budget = spec.budget;
+        server.used = 0;
+        server.active_since = None;
+        let at = server.eligible_at;
+        self.wake(s, at);
+    }
+
+    fn wake(&mut self, s: usize, at: Nanos) {
+        let server = &mut self.servers[s];
+        server.gen += 1;
+        self.heap
+            .push(Reverse((at, Ev::Replenish(s as u32), server.gen)));
+    }
+
+    /// A replenishment time of server `s` has come.
+    fn replenish(&mut self, s: usize, t: Nanos) {
+        let spec = &self.spec.servers[s];
+        match spec.kind {
+            ServerKind::Sporadic => {
+                let server = &mut self.servers[s];
+                let mut added = 0;
+                while let Some(&(amount, _)) = server.repl.front().filter(|&&(_, at)| at <= t) {
+                    server.repl.pop_front();
+                    added += amount;
+                }
+                if added > 0 && server.pending > 0 {
+                    // Budget arriving during an active period opens a new one, so no
+                    // window of length T ever sees more than C (Stanovich et al., Sec. 4).
+                    if server.active_since.is_some() {
+                        self.post_used(s);
+                    }
+                    self.servers[s].active_since = Some(t);
+                }
+                let server = &mut self.servers[s];
+                server.budget = (server.budget + added).min(spec.budget);
+                if let Some(&(_, at)) = server.repl.front() {
+                    self.wake(s, at);
+                }
+            }
+            ServerKind::Cbs => {
+                let server = &mut self.servers[s];
+                if server.throttled && t >= server.deadline {
+                    server.throttled = false;
+                    server.budget = spec.budget;
+                    server.deadline += spec.period;
+                }
+            }
+            ServerKind::Io => {
+                let server = &mut self.servers[s];
+                if server.pending > 0 && t >= server.eligible_at {
+                    server.active_since = Some(t);
+                }
+            }
+            ServerKind::Deferrable | ServerKind::Unlimited => {}
+        }
+        self.trace_budget(s, t);
+    }
+
+    /// Deferrable server: the budget is full again at each period boundary.
+    fn refresh(&mut self, s: usize, t: Nanos) {
+        let spec = &self.spec.servers[s];
+        let server = &mut self.servers[s];
+        if spec.kind == ServerKind::Deferrable && t >= server.period_end {
+            server.period_end += ((t - server.period_end) / spec.period + 1) * spec.period;
+            server.budget = spec.budget;
+        }
+    }
+
+    fn eligible(&mut self, s: usize, t: Nanos) -> bool {
+        self.refresh(s, t);
+        let server = &self.servers[s];
+        server.pending > 0 && server.budget > 0 && !server.throttled && t >= server.eligible_at
+    }
+
+    /// The task of server `s` whose job runs next: the highest-priority one with work
+    /// (under EDF, the earliest job deadline).
+    fn current_task(&self, s: usize) -> u32 {
+        let server = &self.servers[s];
+        if server.tasks.len() == 1 {
+            return server.tasks[0];
+        }
+        let with_work = server
+            .tasks
+            .iter()
+            .copied()
+            .filter(|&t| !self.tasks[t as usize].jobs.is_empty());
+        match self.spec.domains[self.spec.servers[s].domain].policy {
+            Policy::FixedPriority => {
+                with_work.min_by_key(|&t| self.spec.tasks[t as usize].priority)
+            }
+            Policy::Edf => with_work.min_by_key(|&t| self.tasks[t as usize].jobs[0].deadline),
+        }
+        .expect("an eligible server has a task with work")
+    }
+
+    /// Dispatch order: lower first.
+    fn key(&self, s: usize) -> (Nanos, u32) {
+        let spec = &self.spec.servers[s];
+        match self.spec.domains[spec.domain].policy {
+            Policy::FixedPriority => (spec.priority as Nanos, s as u32),
+            Policy::Edf => {
+                let server = &self.servers[s];
+                let deadline = match spec.kind {
+                    ServerKind::Cbs => server.deadline,
+                    ServerKind::Deferrable => server.period_end,
+                    _ => self.tasks[self.current_task(s) as usize].jobs[0].deadline,
+                };
+                (deadline, s as u32)
+            }
+        }
+    }
+
+    // ----- dispatching -----
+
+    /// Accounts the execution on every CPU of `domain` up to `t`; completes jobs and
+    /// notices exhausted budgets. Afterwards no slot runs a finished job or an
+    /// exhausted server.
+    fn sync(&mut self, domain: usize, t: Nanos) {
+        for k in 0..self.domains[domain].slots.len() {
+            let slot = &mut self.domains[domain].slots[k];
+            let Some(run) = slot.running else { continue };
+            let elapsed = t - slot.since;
+            slot.since = t;
+            let s = run.server as usize;
+            let job = &mut self.tasks[run.task as usize].jobs[0];
+            job.remaining -= elapsed;
+            let job_done = job.remaining == 0;
+            if self.spec.servers[s].kind != ServerKind::Unlimited {
+                let server = &mut self.servers[s];
+                server.budget -= elapsed;
+                server.used += elapsed;
+                if elapsed > 0 {
+                    self.trace_budget(s, t);
+                }
+            }
+            if job_done {
+                self.stop(domain, k, t, false);
+                self.complete(run.task as usize, t);
+            }
+            if self.servers[s].budget == 0 && self.servers[s].pending > 0 {
+                if !job_done {
+                    self.stop(domain, k, t, true);
+                }
+                self.exhausted(s, t);
+            }
+        }
+    }
+
+    /// Chooses what runs on the CPUs of `domain` from `t` on.
+    fn dispatch(&mut self, domain: usize, t: Nanos) {
+        let m = self.domains[domain].slots.len();
+        let mut chosen = std::mem::take(&mut self.scratch);
+        chosen.clear();
+        for i in 0..self.domains[domain].servers.len() {
+            let s = self.domains[domain].servers[i] as usize;
+            if !self.eligible(s, t) {
+                continue;
+            }
+            let key = self.key(s);
+            if chosen.len() == m && key >= chosen[m - 1] {
+                continue;
+            }
+            let pos = chosen.partition_point(|&k| k < key);
+            chosen.insert(pos, key);
+            chosen.truncate(m);
+        }
+        // Stop what should not run (or should run another of its tasks).
+        for k in 0..m {
+            if let Some(run) = self.domains[domain].slots[k].running {
+                let keep = chosen.iter().any(|&(_, s)| s == run.server)
+                    && self.current_task(run.server as usize) == run.task;
+                if !keep {
+                    self.stop(domain, k, t, true);
+                }
+            }
+        }
+        for &(_, s) in &chosen {
+            if self.servers[s as usize].slot.is_none() {
+                let k = (0..m)
+                    .find(|&k| self.domains[domain].slots[k].running.is_none())
+                    .expect("a free CPU");
+                self.start(domain, k, s as usize, t);
+            }
+        }
+        self.scratch = chosen;
+        for k in 0..m {
+            self.arm(domain, k, t);
+        }
+    }
+
+    fn start(&mut self, domain: usize, k: usize, s: usize, t: Nanos) {
+        let task = self.current_task(s);
+        let job = &mut self.tasks[task as usize].jobs[0];
+        let first = !job.started;
+        job.started = true;
+        let index = job.index;
+        let slot = &mut self.domains[domain].slots[k];
+        slot.running = Some(Running {
+            server: s as u32,
+            task,
+            job: index,
+        });
+        slot.since = t;
+        self.servers[s].slot = Some(k as u32);
+        if self.tracing {
+            let spec = &self.spec.tasks[task as usize];
+            let kind = EventKind::JobStart {
+                cpu: self.domains[domain].slots[k].cpu,
+                partition: spec.partition.clone(),
+                task: spec.name.clone(),
+                job: index,
+            };
+            self.emit(t, kind);
+        }
+        if first && !self.spec.tasks[task as usize].inputs.is_empty() {
+            self.read_inputs(task as usize, t);
+        }
+    }
+
+    /// Takes the job off CPU slot `k`; `preempted` when it has not completed.
+    fn stop(&mut self, domain: usize, k: usize, t: Nanos, preempted: bool) {
+        let slot = &mut self.domains[domain].slots[k];
+        let Some(run) = slot.running.take() else {
+            return;
+        };
+        slot.gen += 1;
+        self.servers[run.server as usize].slot = None;
+        if preempted && self.tracing {
+            let spec = &self.spec.tasks[run.task as usize];
+            let kind = EventKind::JobPreempt {
+                cpu: slot.cpu,
+                partition: spec.partition.clone(),
+                task: spec.name.clone(),
+                job: run.job,
+            };
+            self.emit(t, kind);
+        }
+    }
+
+    /// Schedules the next decision point of slot `k`: its job's completion, its
+    /// server's exhaustion, or (deferrable) the end of the server's period.
+    fn arm(&mut self, domain: usize, k: usize, t: Nanos) {
+        let slot = &self.domains[domain].slots[k];
+        let Some(run) = slot.running else { return };
+        let s = run.server as usize;
+        let remaining = self.tasks[run.task as usize].jobs[0].remaining;
+        let mut at = t + remaining.min(self.servers[s].budget);
+        let spec = &self.spec.servers[s];
+        if spec.kind == ServerKind::Deferrable {
+            at = at.min(self.servers[s].period_end);
+        }
+        let slot = &mut self.domains[domain].slots[k];
+        slot.gen += 1;
+        self.heap.push(Reverse((
+            at,
+            Ev::Done {
+                domain: domain as u32,
+                slot: k as u32,
+            },
+            slot.gen,
+        )));
+    }
+
+    // ----- suspend and resume (JuMP2start 2.2) -----
+
+    /// Suspends the whole system at system time `t` and resumes it at the same system
+    /// time (time is stitched: the suspension does not exist for the schedule).
+    fn suspend(&mut self, i: usize, t: Nanos) {
+        for d in 0..self.domains.len() {
+            self.touch(d, t);
+            for k in 0..self.domains[d].slots.len() {
+                self.stop(d, k, t, true);
+            }
+        }
+        let duration = self.opts.suspensions[i].duration;
+        self.emit(t, EventKind::Suspend {});
+        self.emit(
+            t,
+            EventKind::Resume {
+                suspended_ns: duration,
+            },
+        );
+        let mut shifted_servers = vec![false; self.servers.len()];
+        for task in 0..self.tasks.len() {
+            match self.spec.tasks[task].resume {
+                Resume::Restartable => self.restart(task, t),
+                Resume::Continuable => self.continue_task(task, t, &mut shifted_servers),
+            }
+        }
+    }
+
+    /// Restartable task: the replenishment list is purged, the current work
+    /// discarded, and a fresh job with a full budget is released at `t`.
+    fn restart(&mut self, task: usize, t: Nanos) {
+        let spec = self.task_spec(task);
+        let s = spec.server;
+        let dropped: Vec<Job> = self.tasks[task].jobs.drain(..).collect();
+        self.tasks[task].stats.aborted += dropped.len() as u64;
+        if self.tracing {
+            for job in &dropped {
+                let kind = EventKind::JobAbort {
+                    cpu: self.task_cpu(task),
+                    partition: spec.partition.clone(),
+                    task: spec.name.clone(),
+                    job: job.index,
+                };
+                self.emit(t, kind);
+            }
+        }
+        self.servers[s].pending -= dropped.len() as u32;
+        let server_spec: &'a Server = &self.spec_ref().servers[s];
+        let server = &mut self.servers[s];
+        server.repl.clear();
+        server.used = 0;
+        server.active_since = None;
+        server.budget = if server_spec.kind == ServerKind::Unlimited {
+            Nanos::MAX
+        } else {
+            server_spec.budget
+        };
+        server.period_end = t + server_spec.period;
+        server.deadline = t;
+        server.throttled = false;
+        server.eligible_at = t;
+        server.gen += 1;
+        if self.tasks[task].last_release.is_none() {
+            return;
+        }
+        // The fresh job's period starts at `t`; an explicit arrival list goes on as it was.
+        let state = &mut self.tasks[task];
+        match spec.release {
+            Release::Periodic { .. } => state.next_nominal = t,
+            Release::At(_) => state.next_at -= 1,
+            Release::Sporadic { .. } => {}
+        }
+        state.pending_release = None;
+        state.gen += 1;
+        self.release(task, t);
+    }
+
+    /// Continuable task: keeps its job and budget; its period restarts at the resume
+    /// time, so releases, deadlines and replenishment times move by `t - r`, where
+    /// `r` is the release of its latest job.
+    fn continue_task(&mut self, task: usize, t: Nanos, shifted_servers: &mut [bool]) {
+        let Some(last) = self.tasks[task].last_release else {
+            return;
+        };
+        let delta = t - last;
+        if delta == 0 {
+            return;
+        }
+        let state = &mut self.tasks[task];
+        for job in state.jobs.iter_mut() {
+            job.deadline += delta;
+            if self.tracing {
+                self.heap.push(Reverse((
+                    job.deadline,
+                    Ev::Check {
+                        task: task as u32,
+                        job: job.index,
+                    },
+                    0,
+                )));
+            }
+        }
+        if let Some(at) = state.pending_release {
+            state.next_nominal += delta;
+            state.pending_release = Some(at + delta);
+            state.gen += 1;
+            self.heap
+                .push(Reverse((at + delta, Ev::Release(task as u32), state.gen)));
+        }
+        let s = self.spec.tasks[task].server;
+        if std::mem::replace(&mut shifted_servers[s], true) {
+            return;
+        }
+        let server = &mut self.servers[s];
+        for entry in server.repl.iter_mut() {
+            entry.1 += delta;
+        }
+        server.active_since = server.active_since.map(|a| a + delta);
+        server.period_end += delta;
+        server.deadline += delta;
+        server.eligible_at += delta;
+        let next = server
+            .repl
+            .front()
+            .map(|e| e.1)
+            .or(server.throttled.then_some(server.deadline))
+            .or((server.eligible_at > t).then_some(server.eligible_at));
+        if let Some(at) = next {
+            self.wake(s, at);
+        } else {
+            self.servers[s].gen += 1;
+        }
+    }
+
+    // ----- output -----
+
+    fn spec_ref(&self) -> &'a Spec {
+        self.spec
+    }
+
+    fn task_spec(&self, task: usize) -> &'a TaskSpec {
+        &self.spec_ref().tasks[task]
+    }
+
+    fn task_cpu(&self, task: usize) -> u32 {
+        let s = self.spec.tasks[task].server;
+        let domain = self.spec.servers[s].domain;
+        match self.servers[s].slot {
+            Some(k) => self.domains[domain].slots[k as usize].cpu,
+            None => self.spec.domains[domain].cpus[0],
+        }
+    }
+
+    fn trace_budget(&mut self, s: usize, t: Nanos) {
+        if !self.tracing || self.spec.servers[s].kind == ServerKind::Unlimited {
+            return;
+        }
+        for i in 0..self.servers[s].tasks.len() {
+            let task = self.servers[s].tasks[i] as usize;
+            let spec = &self.spec.tasks[task];
+            let kind = EventKind::Budget {
+                cpu: self.task_cpu(task),
+                partition: spec.partition.clone(),
+                task: spec.name.clone(),
+                remaining_ns: self.servers[s].budget,
+            };
+            self.emit(t, kind);
+        }
+    }
+
+    fn emit(&mut self, t: Nanos, kind: EventKind) {
+        if self.tracing {
+            self.events.push(Event::new(t, kind));
+        }
+    }
+
+    fn finish(&mut self, end: Nanos) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        self.now = end;
+        for d in 0..self.domains.len() {
+            self.sync(d, end);
+        }
+        for state in &mut self.tasks {
+            state.stats.misses += state.jobs.iter().filter(|j| j.deadline <= end).count() as u64;
+            state.stats.pending = state.jobs.len() as u64;
+        }
+    }
+
+    /// The statistics of the simulation so far.
+    pub fn report(&self) -> Report {
+        let name = |t: u32| {
+            let spec = &self.spec.tasks[t as usize];
+            format!("{}/{}", spec.partition, spec.name)
+        };
+        Report {
+            duration_ns: self.now,
+            seed: self.opts.seed,
+            jobs: self.jobs_done,
+            tasks: self.tasks.iter().map(|t| t.stats.finished()).collect(),
+            chains: self.channels.chain_stats(self.now, name),
+            channels: self.channels.channel_stats(),
+            windows: None,
+        }
+    }
+}
+
+/// The readers of each channel.
+fn readers(spec: &Spec) -> Vec<Vec<u32>> {
+    let mut readers = vec![Vec::new(); spec.channels.len()];
+    for (i, t) in spec.tasks.iter().enumerate() {
+        for &c in &t.inputs {
+            readers[c].push(i as u32);
+        }
+    }
+    readers
+}
+
+/// Adds `more` to `origins`, keeping the newest origin per source.
+fn merge_origins(origins: &mut Vec<Origin>, more: &[Origin]) {
+    for o in more {
+        match origins.iter_mut().find(|x| x.source == o.source) {
+            Some(x) if x.seq < o.seq => *x = *o,
+            Some(_) => {}
+            None => origins.push(*o),
+        }
+    }
+}

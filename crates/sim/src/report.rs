@@ -1,0 +1,62 @@
+//! What a simulation measured (`bulkhead sim --stats-json`).
+
+use crate::channels::{ChainStats, ChannelStats};
+use crate::spec::Nanos;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Report {
+    /// Simulated system time covered.
+    pub duration_ns: Nanos,
+    pub seed: u64,
+    /// Jobs completed, all tasks together.
+    pub jobs: u64,
+    pub tasks: Vec<TaskStats>,
+    /// End-to-end statistics per source -> sink pair of tasks connected by channels.
+    pub chains: Vec<ChainStats>,
+    pub channels: Vec<ChannelStats>,
+    /// The window schedule, if the system has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows: Option<WindowStats>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct TaskStats {
+    pub partition: String,
+    pub name: String,
+    /// Jobs completed.
+    pub jobs: u64,
+    pub released: u64,
+    /// Largest completion minus release over completed jobs.
+    pub max_response_ns: Nanos,
+    pub mean_response_ns: Option<f64>,
+    /// Jobs that completed after their deadline, or had not completed at a deadline
+    /// before the end of the simulation.
+    pub misses: u64,
+    /// Jobs discarded by a restart after a suspension.
+    pub aborted: u64,
+    /// Jobs still queued at the end.
+    pub pending: u64,
+    #[serde(skip)]
+    pub total_response_ns: u128,
+}
+
+impl TaskStats {
+    /// A copy with the mean filled in.
+    pub fn finished(&self) -> TaskStats {
+        let mean = (self.jobs > 0).then(|| self.total_response_ns as f64 / self.jobs as f64);
+        TaskStats {
+            mean_response_ns: mean,
+            ..self.clone()
+        }
+    }
+}
+
+/// Counts from the DEmOS window schedule.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct WindowStats {
+    /// Major frames started.
+    pub frames: u64,
+    /// Process run grants (`run` lines of the schedule log).
+    pub grants: u64,
+}

@@ -1,0 +1,201 @@
+//! What the simulator executes: scheduling domains (an rt partition and its CPUs),
+//! servers (reservations), tasks and channels. [`Spec::from_system`] builds it from a
+//! loaded `bulkhead_model::System`; tests and benchmarks may also build one directly,
+//! for set-ups the description language has no words for yet (a server shared by
+//! several tasks, explicit arrival times, I/O servers).
+
+use bulkhead_model::{ChannelKind, Resume};
+use bulkhead_trace::Name;
+
+pub type Nanos = u64;
+
+/// An rt partition: its CPUs and its scheduling policy. With several CPUs the
+/// policy is global (the m highest-priority eligible servers run), as Linux does
+/// for SCHED_FIFO and SCHED_DEADLINE threads sharing an exclusive cpuset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Domain {
+    pub name: Name,
+    pub cpus: Vec<u32>,
+    pub policy: Policy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Fixed priority: lower `priority` number first (1 = highest), ties by index.
+    FixedPriority,
+    /// Earliest deadline first on the server's deadline (see [`ServerKind`]).
+    Edf,
+}
+
+/// How a server (a reservation of `budget` every `period`) hands out CPU time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerKind {
+    /// No reservation: jobs run to completion (plain periodic tasks).
+    Unlimited,
+    /// Sporadic server with a replenishment list: consumed budget returns one period
+    /// after the server became active (Sprunt, Sha, Lehoczky 1989; corrected POSIX
+    /// semantics of Stanovich, Baker, Wang, Gonzalez Harbour, RTAS 2010; the Main
+    /// VCPUs of Quest, Danish, Li, West, RTAS 2011, Sec. III-A).
+    Sporadic,
+    /// Deferrable server: the budget is refilled to full at every period boundary and
+    /// unused budget is kept until then (Strosnider, Lehoczky, Sha 1995; Xen RTDS,
+    /// M2-Xen Sec. II-B). Under EDF its deadline is the end of the current period.
+    Deferrable,
+    /// Constant bandwidth server with hard reservation, as Linux SCHED_DEADLINE:
+    /// a server throttled at zero budget is replenished at its deadline, which moves
+    /// one period on (Abeni, Buttazzo, RTSS 1998; Linux `Documentation/scheduler/sched-deadline.rst`).
+    Cbs,
+    /// Quest I/O VCPU with a single replenishment: after running for `c` from its
+    /// activation at `a`, it is eligible again with a full budget at `a + c*T/C`
+    /// (Danish, Li, West, RTAS 2011, Sec. III-B; DriveOS 4.1: budget = U_io x T of
+    /// the task it serves).
+    Io,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    pub domain: usize,
+    pub kind: ServerKind,
+    /// Budget per period (ignored by [`ServerKind::Unlimited`]).
+    pub budget: Nanos,
+    pub period: Nanos,
+    /// Fixed priority (1 = highest) under [`Policy::FixedPriority`].
+    pub priority: u32,
+}
+
+impl Server {
+    /// An I/O server for a task of period `period`: budget `utilization_permille/1000 * period`.
+    pub fn io(domain: usize, utilization_permille: u32, period: Nanos, priority: u32) -> Server {
+        let budget = (period as u128 * utilization_permille as u128 / 1000) as Nanos;
+        Server {
+            domain,
+            kind: ServerKind::Io,
+            budget: budget.max(1),
+            period,
+            priority,
+        }
+    }
+}
+
+/// When jobs of a task arrive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Release {
+    /// Every `period` from `offset`, each release delayed by a draw in `[0, jitter]`.
+    Periodic {
+        period: Nanos,
+        offset: Nanos,
+        jitter: Nanos,
+    },
+    /// Sporadic: the first at `offset`, then gaps of `min_gap` plus a draw in `[0, max_extra]`.
+    Sporadic {
+        min_gap: Nanos,
+        offset: Nanos,
+        max_extra: Nanos,
+    },
+    /// Exactly at these (sorted) times.
+    At(Vec<Nanos>),
+}
+
+/// How long each job executes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exec {
+    Fixed(Nanos),
+    /// Drawn uniformly in `[min, max]` from the seeded generator.
+    Uniform {
+        min: Nanos,
+        max: Nanos,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskSpec {
+    pub partition: Name,
+    pub name: Name,
+    /// Index into [`Spec::servers`]; the server's domain is the task's.
+    pub server: usize,
+    /// Rank among the tasks of its server (1 = first), for servers shared by several tasks.
+    pub priority: u32,
+    /// Relative deadline.
+    pub deadline: Nanos,
+    pub release: Release,
+    pub exec: Exec,
+    pub resume: Resume,
+    /// Channels read at the first start of each job (index into [`Spec::channels`]).
+    pub inputs: Vec<usize>,
+    /// Channels written at the completion of each job.
+    pub outputs: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelSpec {
+    pub name: Name,
+    /// `fifo`: lossless ring of `depth` messages, one read per job and input; a write to
+    /// a full ring is lost. `latest`: the reader gets the newest message (Simpson's
+    /// four-slot); a message overwritten before any read is lost.
+    pub kind: ChannelKind,
+    pub depth: u32,
+}
+
+/// A complete simulation set-up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Spec {
+    pub domains: Vec<Domain>,
+    pub servers: Vec<Server>,
+    pub tasks: Vec<TaskSpec>,
+    pub channels: Vec<ChannelSpec>,
+}
+
+impl Spec {
+    /// Checks the references and parameters a hand-built spec could get wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        for (i, d) in self.domains.iter().enumerate() {
+            if d.cpus.is_empty() {
+                return Err(format!("domain {i} (`{}`) has no CPUs", d.name));
+            }
+        }
+        for (i, s) in self.servers.iter().enumerate() {
+            if s.domain >= self.domains.len() {
+                return Err(format!("server {i}: no domain {}", s.domain));
+            }
+            if s.kind != ServerKind::Unlimited
+                && (s.budget == 0 || s.period == 0 || s.budget > s.period)
+            {
+                return Err(format!("server {i}: needs 0 < budget <= period"));
+            }
+        }
+        for t in &self.tasks {
+            let who = format!("task {}/{}", t.partition, t.name);
+            if t.server >= self.servers.len() {
+                return Err(format!("{who}: no server {}", t.server));
+            }
+            if let Some(&c) = t
+                .inputs
+                .iter()
+                .chain(&t.outputs)
+                .find(|&&c| c >= self.channels.len())
+            {
+                return Err(format!("{who}: no channel {c}"));
+            }
+            match &t.release {
+                Release::Periodic { period: 0, .. } | Release::Sporadic { min_gap: 0, .. } => {
+                    return Err(format!("{who}: period must be positive"))
+                }
+                Release::At(times) if times.windows(2).any(|w| w[0] > w[1]) => {
+                    return Err(format!("{who}: arrival times must be sorted"))
+                }
+                _ => {}
+            }
+            if let Exec::Uniform { min, max } = t.exec {
+                if min > max {
+                    return Err(format!("{who}: execution time range is empty"));
+                }
+            }
+        }
+        for c in &self.channels {
+            if c.depth == 0 {
+                return Err(format!("channel `{}`: depth must be positive", c.name));
+            }
+        }
+        Ok(())
+    }
+}
