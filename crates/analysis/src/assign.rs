@@ -22,7 +22,12 @@ pub enum CpuPolicy {
 /// (lower = higher priority) and is ignored under EDF.
 ///
 /// Returns the CPU index of each task, `None` for tasks that fit nowhere.
-pub fn first_fit_decreasing(tasks: &[Task], rank: &[usize], cpus: usize, policy: CpuPolicy) -> Vec<Option<usize>> {
+pub fn first_fit_decreasing(
+    tasks: &[Task],
+    rank: &[usize],
+    cpus: usize,
+    policy: CpuPolicy,
+) -> Vec<Option<usize>> {
     let mut by_util: Vec<usize> = (0..tasks.len()).collect();
     by_util.sort_by(|&a, &b| tasks[b].utilization().total_cmp(&tasks[a].utilization()));
     let mut bins: Vec<Vec<usize>> = vec![Vec::new(); cpus];
@@ -61,7 +66,11 @@ mod tests {
 
     #[test]
     fn spreads_what_does_not_fit_on_one_cpu() {
-        let ts = [Task::new(6, 10, 10), Task::new(6, 10, 10), Task::new(2, 10, 10)];
+        let ts = [
+            Task::new(6, 10, 10),
+            Task::new(6, 10, 10),
+            Task::new(2, 10, 10),
+        ];
         let placed = first_fit_decreasing(&ts, &[0, 1, 2], 2, CpuPolicy::FixedPriority);
         assert_eq!(placed, vec![Some(0), Some(1), Some(0)]);
         let too_much = first_fit_decreasing(&ts, &[0, 1, 2], 1, CpuPolicy::Edf);

@@ -179,7 +179,11 @@ fn interval_bound(tasks: &[Task]) -> Time {
             .map(|k| (k.period as f64 + k.jitter as f64 - k.deadline as f64) * k.utilization())
             .sum();
         let la = (s / (1.0 - u)).ceil();
-        let la = if la >= Time::MAX as f64 { Time::MAX } else { (la as Time).max(d_max) };
+        let la = if la >= Time::MAX as f64 {
+            Time::MAX
+        } else {
+            (la as Time).max(d_max)
+        };
         la.min(lb)
     } else {
         lb

@@ -14,7 +14,10 @@ use rand_xorshift::XorShiftRng;
 /// Multiprocessor Real-Time Systems", RTSS 2009, Sec. 6.1.
 /// Precondition: `n >= 1` and `0 <= total <= n` (otherwise no draw can succeed).
 pub fn uunifast_discard<R: rand::Rng + ?Sized>(rng: &mut R, n: usize, total: f64) -> Vec<f64> {
-    assert!(n >= 1 && (0.0..=n as f64).contains(&total), "need n >= 1 and 0 <= total <= n");
+    assert!(
+        n >= 1 && (0.0..=n as f64).contains(&total),
+        "need n >= 1 and 0 <= total <= n"
+    );
     loop {
         let mut out = Vec::with_capacity(n);
         let mut sum = total;
@@ -108,6 +111,8 @@ mod tests {
         let a = random_task_set(&mut seeded(1), &cfg);
         let b = random_task_set(&mut seeded(1), &cfg);
         assert_eq!(a, b);
-        assert!(a.iter().all(|t| t.wcet <= t.deadline && t.deadline <= t.period && t.period % 1_000 == 0));
+        assert!(a
+            .iter()
+            .all(|t| t.wcet <= t.deadline && t.deadline <= t.period && t.period % 1_000 == 0));
     }
 }

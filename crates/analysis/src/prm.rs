@@ -126,7 +126,11 @@ mod tests {
 
     #[test]
     fn single_cpu_mpr_is_prm() {
-        let mpr = Mpr { period: 7, budget: 3, cpus: 1 };
+        let mpr = Mpr {
+            period: 7,
+            budget: 3,
+            cpus: 1,
+        };
         let prm = PeriodicSupply::prm(7, 3);
         for t in 0..60 {
             assert_eq!(mpr.sbf(t), prm.sbf(t), "t={t}");
@@ -137,7 +141,11 @@ mod tests {
     fn mpr_supply_and_servers() {
         // μ = <10, 15, 2>: ⌈Θ/m⌉ = 8, no supply before Π - 8 = 2. At t = 1000:
         // k = ⌊998/10⌋ = 99, m(I - kΠ) + Θ = 2(1000 + 8 - 1010) + 15 = 11 -> 99·15 + 11.
-        let mpr = Mpr { period: 10, budget: 15, cpus: 2 };
+        let mpr = Mpr {
+            period: 10,
+            budget: 15,
+            cpus: 2,
+        };
         assert_eq!(mpr.sbf(2), 0);
         assert_eq!(mpr.sbf(1000), 1496);
         let mut prev = 0;

@@ -47,7 +47,10 @@ pub fn admit(reservations: &[Reservation], cpus: u64, cap: (Time, Time)) -> Admi
     let invalid = reservations
         .iter()
         .position(|r| r.runtime == 0 || r.runtime > r.deadline || r.deadline > r.period);
-    let total_bw = reservations.iter().map(|r| to_ratio(r.period, r.runtime)).sum();
+    let total_bw = reservations
+        .iter()
+        .map(|r| to_ratio(r.period, r.runtime))
+        .sum();
     let cap_bw = cpus * to_ratio(cap.1, cap.0);
     Admission {
         admitted: invalid.is_none() && total_bw <= cap_bw,
@@ -84,13 +87,39 @@ mod tests {
     #[test]
     fn kernel_cap_at_95_percent() {
         let ms = 1_000_000;
-        let r = |rt: Time, p: Time| Reservation { runtime: rt, deadline: p, period: p };
-        assert!(admit(&[r(45 * ms / 100, ms), r(50 * ms / 100, ms)], 1, DEFAULT_CAP).admitted);
-        let over = admit(&[r(50 * ms / 100, ms), r(46 * ms / 100, ms)], 1, DEFAULT_CAP);
+        let r = |rt: Time, p: Time| Reservation {
+            runtime: rt,
+            deadline: p,
+            period: p,
+        };
+        assert!(
+            admit(
+                &[r(45 * ms / 100, ms), r(50 * ms / 100, ms)],
+                1,
+                DEFAULT_CAP
+            )
+            .admitted
+        );
+        let over = admit(
+            &[r(50 * ms / 100, ms), r(46 * ms / 100, ms)],
+            1,
+            DEFAULT_CAP,
+        );
         assert!(!over.admitted);
         assert!(over.total_bw > over.cap_bw);
-        assert!(admit(&[r(50 * ms / 100, ms), r(46 * ms / 100, ms)], 2, DEFAULT_CAP).admitted);
-        let bad = Reservation { runtime: 3, deadline: 2, period: 10 };
+        assert!(
+            admit(
+                &[r(50 * ms / 100, ms), r(46 * ms / 100, ms)],
+                2,
+                DEFAULT_CAP
+            )
+            .admitted
+        );
+        let bad = Reservation {
+            runtime: 3,
+            deadline: 2,
+            period: 10,
+        };
         assert_eq!(admit(&[bad], 1, DEFAULT_CAP).invalid, Some(0));
     }
 

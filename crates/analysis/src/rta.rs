@@ -38,7 +38,12 @@ pub struct ResponseTime {
 /// RTSS 2003, Theorem 4 (Sec. 5.1), and of Davis & Burns, RTSS 2005, Sec. 5.
 ///
 /// Tasks of equal priority must be ordered by `order`; an earlier one is treated as higher.
-pub fn response_time(tasks: &[Task], order: &[usize], pos: usize, supply: &impl Supply) -> ResponseTime {
+pub fn response_time(
+    tasks: &[Task],
+    order: &[usize],
+    pos: usize,
+    supply: &impl Supply,
+) -> ResponseTime {
     let me = tasks[order[pos]];
     let hp: Vec<Task> = order[..pos].iter().map(|&k| tasks[k]).collect();
     let unbounded = ResponseTime {
@@ -79,7 +84,14 @@ pub fn response_time(tasks: &[Task], order: &[usize], pos: usize, supply: &impl 
 
 /// Least fixed point of the job-q recurrence, starting from `start` (a lower bound);
 /// `None` when it exceeds `horizon`.
-fn window(hp: &[Task], me: &Task, q: u64, start: Time, horizon: Time, supply: &impl Supply) -> Option<Time> {
+fn window(
+    hp: &[Task],
+    me: &Task,
+    q: u64,
+    start: Time,
+    horizon: Time,
+    supply: &impl Supply,
+) -> Option<Time> {
     let own = me.blocking.checked_add((q + 1).checked_mul(me.wcet)?)?;
     let mut w = start;
     loop {
@@ -111,7 +123,8 @@ fn busy_period_horizon(hp: &[Task], me: &Task, supply: &impl Supply) -> Option<T
     match utilization_cmp(all.clone(), num, den) {
         Ordering::Greater => None,
         Ordering::Equal => {
-            let clean = supply.is_dedicated() && me.blocking == 0 && all.clone().all(|t| t.jitter == 0);
+            let clean =
+                supply.is_dedicated() && me.blocking == 0 && all.clone().all(|t| t.jitter == 0);
             let tasks: Vec<Task> = all.copied().collect();
             clean.then(|| hyperperiod(&tasks).unwrap_or(Time::MAX / 4))
         }
@@ -122,9 +135,14 @@ fn busy_period_horizon(hp: &[Task], me: &Task, supply: &impl Supply) -> Option<T
                 + all
                     .map(|t| t.wcet as f64 * (1.0 + t.jitter as f64 / t.period as f64))
                     .sum::<f64>();
-            let bound = (fixed + rho * supply.linear_delay() as f64) / (rho - u).max(f64::MIN_POSITIVE);
+            let bound =
+                (fixed + rho * supply.linear_delay() as f64) / (rho - u).max(f64::MIN_POSITIVE);
             let bound = 2.0 * bound + 2.0 * den as f64 + me.period as f64;
-            Some(if bound >= (Time::MAX / 4) as f64 { Time::MAX / 4 } else { bound as Time })
+            Some(if bound >= (Time::MAX / 4) as f64 {
+                Time::MAX / 4
+            } else {
+                bound as Time
+            })
         }
     }
 }
@@ -135,7 +153,9 @@ pub fn response_times(tasks: &[Task], order: &[usize], supply: &impl Supply) -> 
     for pos in 0..order.len() {
         out[order[pos]] = Some(response_time(tasks, order, pos, supply));
     }
-    out.into_iter().map(|r| r.expect("order is a permutation")).collect()
+    out.into_iter()
+        .map(|r| r.expect("order is a permutation"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -170,8 +190,15 @@ mod tests {
     /// Programming Languages, Sec. 11.5): (3,7), (3,12), (5,20) -> 3, 6, 20.
     #[test]
     fn burns_wellings_example() {
-        let ts = [Task::new(3, 7, 7), Task::new(3, 12, 12), Task::new(5, 20, 20)];
-        assert_eq!(wcrts(&ts, PriorityRule::RateMonotonic), vec![Some(3), Some(6), Some(20)]);
+        let ts = [
+            Task::new(3, 7, 7),
+            Task::new(3, 12, 12),
+            Task::new(5, 20, 20),
+        ];
+        assert_eq!(
+            wcrts(&ts, PriorityRule::RateMonotonic),
+            vec![Some(3), Some(6), Some(20)]
+        );
     }
 
     #[test]
@@ -183,15 +210,25 @@ mod tests {
     #[test]
     fn full_utilization_is_bounded_by_the_hyperperiod() {
         let ts = [Task::new(2, 4, 4), Task::new(3, 6, 4)];
-        assert_eq!(wcrts(&ts, PriorityRule::RateMonotonic), vec![Some(2), Some(7)]);
+        assert_eq!(
+            wcrts(&ts, PriorityRule::RateMonotonic),
+            vec![Some(2), Some(7)]
+        );
     }
 
     #[test]
     fn jitter_and_blocking_are_added() {
         // Tindell et al. 1994: a higher-priority task with jitter J interferes
         // ceil((w + J)/T) times; the own jitter adds to the response.
-        let hi = Task { jitter: 4, ..Task::new(2, 10, 10) };
-        let lo = Task { jitter: 1, blocking: 1, ..Task::new(5, 20, 20) };
+        let hi = Task {
+            jitter: 4,
+            ..Task::new(2, 10, 10)
+        };
+        let lo = Task {
+            jitter: 1,
+            blocking: 1,
+            ..Task::new(5, 20, 20)
+        };
         // w = 1 + 5 + ceil((w+4)/10)*2: w=8 -> ceil(12/10)=2 -> 10 -> ceil(14/10)=2 -> 10.
         let ts = [hi, lo];
         let r = response_times(&ts, &[0, 1], &PeriodicSupply::dedicated());

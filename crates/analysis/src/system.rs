@@ -9,7 +9,9 @@ use crate::rta::{response_time, ResponseTime};
 use crate::supply::PeriodicSupply;
 use crate::task::{Task, Time};
 use crate::windows::{analyze_windows, WindowReport};
-use bulkhead_model::{units::format_duration, Cpus, Partition, PartitionKind, Resume, Scheduler, System};
+use bulkhead_model::{
+    units::format_duration, Cpus, Partition, PartitionKind, Resume, Scheduler, System,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -104,6 +106,27 @@ impl Report {
 /// ([`admit`], 95% per CPU), and a schedulable EDF task's WCRT is bounded by its
 /// deadline (CBS guarantee). Windowed partitions: [`analyze_windows`].
 pub fn analyze_system(system: &System) -> Report {
+    analyze_system_with(system, &Options::default())
+}
+
+/// Knobs of [`analyze_system_with`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// SCHED_DEADLINE bandwidth cap per CPU as (runtime, period), the kernel's
+    /// `sched_rt_runtime_us / sched_rt_period_us`; default 950000/1000000.
+    pub deadline_cap: (Time, Time),
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            deadline_cap: DEFAULT_CAP,
+        }
+    }
+}
+
+/// [`analyze_system`] with explicit [`Options`].
+pub fn analyze_system_with(system: &System, options: &Options) -> Report {
     let mut report = Report {
         schedulable: true,
         tasks: Vec::new(),
@@ -113,8 +136,12 @@ pub fn analyze_system(system: &System) -> Report {
         warnings: Vec::new(),
     };
     let mut per_cpu: BTreeMap<String, CpuAcc> = BTreeMap::new();
-    for p in system.partitions.iter().filter(|p| p.kind == PartitionKind::Rt) {
-        analyze_partition(system, p, &mut report, &mut per_cpu);
+    for p in system
+        .partitions
+        .iter()
+        .filter(|p| p.kind == PartitionKind::Rt)
+    {
+        analyze_partition(system, p, options, &mut report, &mut per_cpu);
     }
     if !system.windows.is_empty() {
         let w = analyze_windows(system);
@@ -122,13 +149,16 @@ pub fn analyze_system(system: &System) -> Report {
             per_cpu.entry(cpu.clone()).or_default().window_load = Some(*load);
         }
         report.warnings.extend(w.warnings.iter().cloned());
-        if w.slices.iter().any(|s| s.verdict != crate::windows::Fit::Fits) {
+        if w.slices
+            .iter()
+            .any(|s| s.verdict != crate::windows::Fit::Fits)
+        {
             report.schedulable = false;
         }
         report.windows = Some(w);
     }
     for (cpu, acc) in per_cpu {
-        let v = acc.verdict(cpu);
+        let v = acc.verdict(cpu, options.deadline_cap);
         report.schedulable &= v.schedulable;
         report.cpus.push(v);
     }
@@ -147,12 +177,14 @@ struct CpuAcc {
 }
 
 impl CpuAcc {
-    fn verdict(self, cpu: String) -> CpuVerdict {
-        let cap = DEFAULT_CAP.0 as f64 / DEFAULT_CAP.1 as f64;
+    fn verdict(self, cpu: String, cap: (Time, Time)) -> CpuVerdict {
+        let cap = cap.0 as f64 / cap.1 as f64;
         let mut failures = self.failures;
         if let Some(load) = self.window_load {
             if self.utilization > 0.0 && load > 0.0 {
-                failures.push(format!("CPU {cpu} is used both by rt tasks and by SC windows"));
+                failures.push(format!(
+                    "CPU {cpu} is used both by rt tasks and by SC windows"
+                ));
             }
         }
         let binding = match (failures.first(), &self.tightest) {
@@ -204,7 +236,13 @@ fn ranks(p: &Partition) -> Vec<usize> {
     rank
 }
 
-fn analyze_partition(system: &System, p: &Partition, report: &mut Report, per_cpu: &mut BTreeMap<String, CpuAcc>) {
+fn analyze_partition(
+    system: &System,
+    p: &Partition,
+    options: &Options,
+    report: &mut Report,
+    per_cpu: &mut BTreeMap<String, CpuAcc>,
+) {
     let cpus = cpu_names(system, p);
     if cpus == ["all"] {
         report.warnings.push(format!(
@@ -215,7 +253,11 @@ fn analyze_partition(system: &System, p: &Partition, report: &mut Report, per_cp
     let tasks: Vec<Task> = p.tasks.iter().map(to_task).collect();
     let rank = ranks(p);
     let edf = p.scheduler == Scheduler::Edf;
-    let policy = if edf { CpuPolicy::Edf } else { CpuPolicy::FixedPriority };
+    let policy = if edf {
+        CpuPolicy::Edf
+    } else {
+        CpuPolicy::FixedPriority
+    };
     let placed = if cpus.len() == 1 {
         vec![Some(0); tasks.len()]
     } else {
@@ -224,13 +266,15 @@ fn analyze_partition(system: &System, p: &Partition, report: &mut Report, per_cp
     let first_task = report.tasks.len();
     let mut interfaces = Vec::new();
     for (ci, cpu) in cpus.iter().enumerate() {
-        let members: Vec<usize> = (0..tasks.len()).filter(|&i| placed[i] == Some(ci)).collect();
+        let members: Vec<usize> = (0..tasks.len())
+            .filter(|&i| placed[i] == Some(ci))
+            .collect();
         if members.is_empty() {
             continue;
         }
         let acc = per_cpu.entry(cpu.clone()).or_default();
         let verdicts = if edf {
-            edf_cpu(p, &tasks, &members, cpu, acc)
+            edf_cpu(p, &tasks, &members, cpu, options.deadline_cap, acc)
         } else {
             fp_cpu(p, &tasks, &rank, &members, cpu)
         };
@@ -242,25 +286,42 @@ fn analyze_partition(system: &System, p: &Partition, report: &mut Report, per_cp
                 }
             }
             if !v.schedulable {
-                acc.failures.push(format!("task `{}` of `{}`: {}", v.name, p.name, v.binding));
+                acc.failures
+                    .push(format!("task `{}` of `{}`: {}", v.name, p.name, v.binding));
             }
         }
         interfaces.push(interface(&tasks, &rank, &members, edf, cpu));
         report.tasks.extend(verdicts);
     }
-    for (i, t) in p.tasks.iter().enumerate().filter(|(i, _)| placed[*i].is_none()) {
+    for (i, t) in p
+        .tasks
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| placed[*i].is_none())
+    {
         report.tasks.push(unplaced(p, t, &tasks[i], &cpus));
     }
     let mine = &report.tasks[first_task..];
     resume_warnings(p, mine, &mut report.warnings);
-    report.partitions.push(partition_verdict(p, &tasks, &cpus, mine, interfaces, edf));
+    report
+        .partitions
+        .push(partition_verdict(p, &tasks, &cpus, mine, interfaces, edf));
 }
 
 fn index_of(p: &Partition, name: &str) -> usize {
-    p.tasks.iter().position(|t| t.name == name).expect("task of this partition")
+    p.tasks
+        .iter()
+        .position(|t| t.name == name)
+        .expect("task of this partition")
 }
 
-fn fp_cpu(p: &Partition, tasks: &[Task], rank: &[usize], members: &[usize], cpu: &str) -> Vec<TaskVerdict> {
+fn fp_cpu(
+    p: &Partition,
+    tasks: &[Task],
+    rank: &[usize],
+    members: &[usize],
+    cpu: &str,
+) -> Vec<TaskVerdict> {
     let mut order = members.to_vec();
     order.sort_by_key(|&i| rank[i]);
     let local: Vec<Task> = order.iter().map(|&i| tasks[i]).collect();
@@ -276,7 +337,14 @@ fn fp_cpu(p: &Partition, tasks: &[Task], rank: &[usize], members: &[usize], cpu:
         .collect()
 }
 
-fn fp_verdict(p: &Partition, i: usize, t: &Task, r: ResponseTime, pos: usize, cpu: &str) -> TaskVerdict {
+fn fp_verdict(
+    p: &Partition,
+    i: usize,
+    t: &Task,
+    r: ResponseTime,
+    pos: usize,
+    cpu: &str,
+) -> TaskVerdict {
     let model = &p.tasks[i];
     let (schedulable, binding) = match r.wcrt {
         Some(w) => (
@@ -316,18 +384,29 @@ fn fp_verdict(p: &Partition, i: usize, t: &Task, r: ResponseTime, pos: usize, cp
     }
 }
 
-fn edf_cpu(p: &Partition, tasks: &[Task], members: &[usize], cpu: &str, acc: &mut CpuAcc) -> Vec<TaskVerdict> {
+fn edf_cpu(
+    p: &Partition,
+    tasks: &[Task],
+    members: &[usize],
+    cpu: &str,
+    cap: (Time, Time),
+    acc: &mut CpuAcc,
+) -> Vec<TaskVerdict> {
     let local: Vec<Task> = members.iter().map(|&i| tasks[i]).collect();
     let reservations: Vec<_> = local.iter().map(reservation_of).collect();
-    let adm = admit(&reservations, 1, DEFAULT_CAP);
+    let adm = admit(&reservations, 1, cap);
     let prev = acc.dl_bw.unwrap_or((0, adm.cap_bw));
-    acc.dl_bw = Some((prev.0 + adm.total_bw, adm.cap_bw));
-    if prev.0 + adm.total_bw > adm.cap_bw {
-        acc.failures.push(format!(
-            "SCHED_DEADLINE admission: Σ runtime/period = {:.4} exceeds the kernel cap {:.2}",
-            (prev.0 + adm.total_bw) as f64 / (1u64 << 20) as f64,
-            DEFAULT_CAP.0 as f64 / DEFAULT_CAP.1 as f64
-        ));
+    let total = prev.0 + adm.total_bw;
+    acc.dl_bw = Some((total, adm.cap_bw));
+    let over_cap = (total > adm.cap_bw).then(|| {
+        format!(
+            "SCHED_DEADLINE admission: Σ runtime/period = {:.4} exceeds the kernel cap {:.2} (the kernel refuses the last reservation)",
+            total as f64 / (1u64 << 20) as f64,
+            cap.0 as f64 / cap.1 as f64
+        )
+    });
+    if let Some(msg) = &over_cap {
+        acc.failures.push(msg.clone());
     }
     let demand = qpa(&local);
     let miss = demand.violation.map(|v| {
@@ -347,10 +426,10 @@ fn edf_cpu(p: &Partition, tasks: &[Task], members: &[usize], cpu: &str, acc: &mu
         .zip(&local)
         .map(|(&i, t)| {
             let invalid = t.wcet > t.deadline || t.deadline > t.period;
-            let ok = demand.schedulable && !invalid && adm.total_bw <= adm.cap_bw;
+            let ok = demand.schedulable && !invalid && over_cap.is_none();
             let binding = if invalid {
                 "SCHED_DEADLINE requires runtime <= deadline <= period".to_string()
-            } else if let Some(m) = &miss {
+            } else if let Some(m) = over_cap.as_ref().or(miss.as_ref()) {
                 m.clone()
             } else {
                 format!(
@@ -428,7 +507,10 @@ fn partition_verdict(
     let rm = !edf && p.tasks.iter().all(|t| t.priority.is_none()) && cpus.len() == 1;
     let quick = |q: Quick| if rm { q } else { Quick::NotApplicable };
     let failed = mine.iter().find(|t| !t.schedulable);
-    let tightest = mine.iter().filter(|t| t.slack_ns.is_some()).min_by_key(|t| t.slack_ns);
+    let tightest = mine
+        .iter()
+        .filter(|t| t.slack_ns.is_some())
+        .min_by_key(|t| t.slack_ns);
     let binding = match (failed, tightest) {
         (Some(t), _) => format!("task `{}` on CPU {}: {}", t.name, t.cpu, t.binding),
         (None, Some(t)) => format!(

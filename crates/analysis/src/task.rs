@@ -48,7 +48,11 @@ pub fn utilization(tasks: &[Task]) -> f64 {
 
 /// Compares sum(C/T) of `tasks` with `num/den` exactly (rational arithmetic on u128),
 /// falling back to floating point only when the common denominator overflows.
-pub fn utilization_cmp<'a>(tasks: impl IntoIterator<Item = &'a Task>, num: Time, den: Time) -> Ordering {
+pub fn utilization_cmp<'a>(
+    tasks: impl IntoIterator<Item = &'a Task>,
+    num: Time,
+    den: Time,
+) -> Ordering {
     let mut acc: Option<(u128, u128)> = Some((0, 1));
     let mut float = 0.0;
     for t in tasks {
@@ -67,7 +71,9 @@ pub fn utilization_cmp<'a>(tasks: impl IntoIterator<Item = &'a Task>, num: Time,
 fn add_fraction(n1: u128, d1: u128, n2: u128, d2: u128) -> Option<(u128, u128)> {
     let g = gcd(d1, d2);
     let d = (d1 / g).checked_mul(d2)?;
-    let n = n1.checked_mul(d2 / g)?.checked_add(n2.checked_mul(d1 / g)?)?;
+    let n = n1
+        .checked_mul(d2 / g)?
+        .checked_add(n2.checked_mul(d1 / g)?)?;
     let r = gcd(n, d).max(1);
     Some((n / r, d / r))
 }
@@ -170,8 +176,14 @@ mod tests {
     #[test]
     fn orders_break_ties_by_input() {
         let ts = [Task::new(1, 10, 5), Task::new(1, 5, 5), Task::new(1, 10, 3)];
-        assert_eq!(priority_order(&ts, PriorityRule::RateMonotonic), vec![1, 0, 2]);
-        assert_eq!(priority_order(&ts, PriorityRule::DeadlineMonotonic), vec![2, 0, 1]);
+        assert_eq!(
+            priority_order(&ts, PriorityRule::RateMonotonic),
+            vec![1, 0, 2]
+        );
+        assert_eq!(
+            priority_order(&ts, PriorityRule::DeadlineMonotonic),
+            vec![2, 0, 1]
+        );
         assert_eq!(explicit_order(&[2, 1, 2]), vec![1, 0, 2]);
     }
 

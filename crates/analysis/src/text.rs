@@ -3,6 +3,7 @@
 use crate::bounds::Quick;
 use crate::system::Report;
 use crate::task::Time;
+use crate::windows::Fit;
 use bulkhead_model::units::format_duration;
 use std::fmt::Write;
 
@@ -10,7 +11,11 @@ use std::fmt::Write;
 /// C, T, D, priority, WCRT, slack and verdict, then the binding constraints and warnings.
 pub fn render_text(report: &Report, file: &str) -> String {
     let mut out = String::new();
-    let verdict = if report.schedulable { "SCHEDULABLE" } else { "NOT SCHEDULABLE" };
+    let verdict = if report.schedulable {
+        "SCHEDULABLE"
+    } else {
+        "NOT SCHEDULABLE"
+    };
     let _ = writeln!(out, "{file}: {verdict}");
     for p in &report.partitions {
         let _ = writeln!(
@@ -39,18 +44,27 @@ pub fn render_text(report: &Report, file: &str) -> String {
                 fmt(t.period_ns),
                 fmt(t.deadline_ns),
                 t.priority.map_or("-".to_string(), |p| p.to_string()),
-                t.wcrt_ns.map_or("unbounded".to_string(), fmt),
+                t.wcrt_ns.map_or(
+                    if t.test == "rta" { "unbounded" } else { "-" }.to_string(),
+                    fmt
+                ),
                 t.slack_ns.map_or("-".to_string(), signed),
                 if t.schedulable { "ok" } else { "MISS" }
             );
         }
         let _ = writeln!(out, "  binding: {}", p.binding);
-        for t in report.tasks.iter().filter(|t| t.partition == p.name && !t.schedulable) {
+        for t in report
+            .tasks
+            .iter()
+            .filter(|t| t.partition == p.name && !t.schedulable)
+        {
             let _ = writeln!(out, "  {}: {}", t.name, t.binding);
         }
         for i in &p.interfaces {
             let budget = i.budget_ns.map_or("none suffices".to_string(), fmt);
-            let bw = i.bandwidth.map_or(String::new(), |b| format!(" (bandwidth {:.1}%)", b * 100.0));
+            let bw = i
+                .bandwidth
+                .map_or(String::new(), |b| format!(" (bandwidth {:.1}%)", b * 100.0));
             let _ = writeln!(
                 out,
                 "  interface on CPU {}: periodic resource Π = {}, minimal Θ = {}{}",
@@ -62,11 +76,15 @@ pub fn render_text(report: &Report, file: &str) -> String {
         }
     }
     if let Some(w) = &report.windows {
-        let _ = writeln!(out, "\nwindow schedule: major frame {}", fmt(w.major_frame_ns));
+        let _ = writeln!(
+            out,
+            "\nwindow schedule: major frame {}",
+            fmt(w.major_frame_ns)
+        );
         for s in &w.slices {
             let _ = writeln!(
                 out,
-                "  window {} slice {} CPU {}: SC `{}` needs {} (completes by {}) of {}: {:?}",
+                "  window {} slice {} CPU {}: SC `{}` needs {} (completes by {}) of {}: {}",
                 s.window,
                 s.slice,
                 s.cpus,
@@ -74,7 +92,12 @@ pub fn render_text(report: &Report, file: &str) -> String {
                 fmt(s.demand_ns),
                 fmt(s.completion_ns),
                 fmt(s.window_ns),
-                s.verdict
+                match s.verdict {
+                    Fit::Fits => "fits",
+                    Fit::MayOverrun =>
+                        "MAY OVERRUN (depends on how the processes share the slice's CPUs)",
+                    Fit::Overruns => "OVERRUNS",
+                }
             );
         }
         for s in &w.supply {
@@ -91,10 +114,16 @@ pub fn render_text(report: &Report, file: &str) -> String {
     }
     let _ = writeln!(out, "\nCPUs:");
     for c in &report.cpus {
-        let dl = c
-            .deadline_bandwidth
-            .map_or(String::new(), |b| format!(", SCHED_DEADLINE {:.1}% of cap {:.0}%", b * 100.0, c.deadline_cap * 100.0));
-        let win = c.window_load.map_or(String::new(), |l| format!(", SC windows {:.1}%", l * 100.0));
+        let dl = c.deadline_bandwidth.map_or(String::new(), |b| {
+            format!(
+                ", SCHED_DEADLINE {:.1}% of cap {:.0}%",
+                b * 100.0,
+                c.deadline_cap * 100.0
+            )
+        });
+        let win = c
+            .window_load
+            .map_or(String::new(), |l| format!(", SC windows {:.1}%", l * 100.0));
         let _ = writeln!(
             out,
             "  CPU {}: rt U = {:.1}%{dl}{win}: {} ({})",
@@ -122,8 +151,18 @@ fn quick_text(ll: Quick, hb: Quick) -> String {
     format!(", Liu & Layland {}, hyperbolic {}", name(ll), name(hb))
 }
 
+/// A duration in the model's notation, or with three decimals when it is not round.
 fn fmt(ns: Time) -> String {
-    format_duration(ns)
+    let exact = format_duration(ns);
+    if !exact.ends_with("ns") || ns < 1_000 {
+        return exact;
+    }
+    let (unit, div) = match ns {
+        n if n >= 1_000_000_000 => ("s", 1e9),
+        n if n >= 1_000_000 => ("ms", 1e6),
+        _ => ("us", 1e3),
+    };
+    format!("{:.3}{unit}", ns as f64 / div)
 }
 
 fn signed(ns: i64) -> String {

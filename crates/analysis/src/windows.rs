@@ -103,8 +103,12 @@ pub fn analyze_windows(system: &System) -> WindowReport {
                 let check = sc_check(system, name, wi, si, w.length, &cpus);
                 sc_done = check.completion_ns.min(w.length);
                 for c in &cpus {
-                    *sc_busy.entry(c.clone()).or_default() += check.demand_ns.div_ceil(cpus.len() as Time).min(w.length);
-                    intervals.entry((name.clone(), c.clone())).or_default().push((start, w.length));
+                    *sc_busy.entry(c.clone()).or_default() +=
+                        check.demand_ns.div_ceil(cpus.len() as Time).min(w.length);
+                    intervals
+                        .entry((name.clone(), c.clone()))
+                        .or_default()
+                        .push((start, w.length));
                 }
                 report.slices.push(check);
             }
@@ -113,14 +117,19 @@ pub fn analyze_windows(system: &System) -> WindowReport {
                 for c in &cpus {
                     // BE runs after the SC partition's guaranteed completion.
                     let (from, len) = (start + sc_done, w.length - sc_done);
-                    intervals.entry((name.clone(), c.clone())).or_default().push((from, len));
+                    intervals
+                        .entry((name.clone(), c.clone()))
+                        .or_default()
+                        .push((from, len));
                 }
             }
         }
         start += w.length;
     }
     for (cpu, busy) in sc_busy {
-        report.cpu_load.insert(cpu, busy as f64 / frame.max(1) as f64);
+        report
+            .cpu_load
+            .insert(cpu, busy as f64 / frame.max(1) as f64);
     }
     for ((partition, cpu), iv) in intervals {
         let supply = WindowSupply::new(frame, iv);
@@ -133,7 +142,9 @@ pub fn analyze_windows(system: &System) -> WindowReport {
         });
     }
     for (name, time) in be_time {
-        let need: Time = system.partition(&name).map_or(0, |p| p.processes.iter().map(|q| q.budget).sum());
+        let need: Time = system
+            .partition(&name)
+            .map_or(0, |p| p.processes.iter().map(|q| q.budget).sum());
         if time == 0 {
             report.warnings.push(format!(
                 "best-effort partition `{name}` is starved: the SC partitions before it may use every window it appears in"
@@ -149,10 +160,22 @@ pub fn analyze_windows(system: &System) -> WindowReport {
     report
 }
 
-fn sc_check(system: &System, name: &str, wi: usize, si: usize, length: Time, cpus: &[String]) -> SliceCheck {
+fn sc_check(
+    system: &System,
+    name: &str,
+    wi: usize,
+    si: usize,
+    length: Time,
+    cpus: &[String],
+) -> SliceCheck {
     let budgets: Vec<Time> = system
         .partition(name)
-        .map(|p| p.processes.iter().map(|q| q.budget + q.jitter / 2).collect())
+        .map(|p| {
+            p.processes
+                .iter()
+                .map(|q| q.budget + q.jitter / 2)
+                .collect()
+        })
         .unwrap_or_default();
     let (necessary, guaranteed) = completion_bound(&budgets, cpus.len() as u64);
     let verdict = if guaranteed <= length {

@@ -23,7 +23,10 @@ fn task(max_d_factor: u64) -> impl Strategy<Value = Task> {
 fn tasks(max_d_factor: u64) -> impl Strategy<Value = (Vec<Task>, Vec<usize>)> {
     prop::collection::vec(task(max_d_factor), 1..=5).prop_flat_map(|ts| {
         let n = ts.len();
-        (Just(ts), Just((0..n).collect::<Vec<usize>>()).prop_shuffle())
+        (
+            Just(ts),
+            Just((0..n).collect::<Vec<usize>>()).prop_shuffle(),
+        )
     })
 }
 

@@ -34,7 +34,10 @@ fn sets() -> Vec<Set> {
         .iter()
         .map(|s| {
             let ts = s["tasks"].as_array().expect("tasks");
-            let values: Vec<f64> = ts.iter().flat_map(|t| [num(&t["C"]), num(&t["T"]), num(&t["D"])]).collect();
+            let values: Vec<f64> = ts
+                .iter()
+                .flat_map(|t| [num(&t["C"]), num(&t["T"]), num(&t["D"])])
+                .collect();
             let scale = decimal_scale(&values).expect("at most 9 decimals");
             let tasks = ts
                 .iter()
@@ -43,7 +46,10 @@ fn sets() -> Vec<Set> {
                     Task::new(c("C"), c("T"), c("D"))
                 })
                 .collect();
-            let prios: Vec<u32> = ts.iter().map(|t| t["priority"].as_u64().expect("priority") as u32).collect();
+            let prios: Vec<u32> = ts
+                .iter()
+                .map(|t| t["priority"].as_u64().expect("priority") as u32)
+                .collect();
             Set {
                 name: s["name"].as_str().expect("name").to_string(),
                 tasks,
@@ -80,7 +86,10 @@ fn every_numeric_wcrt_matches_exactly() {
 fn schedulability_verdicts_match() {
     for set in sets() {
         let ours = response_times(&set.tasks, &set.order, &PeriodicSupply::dedicated());
-        let ok = ours.iter().zip(&set.tasks).all(|(r, t)| r.wcrt.is_some_and(|w| w <= t.deadline));
+        let ok = ours
+            .iter()
+            .zip(&set.tasks)
+            .all(|(r, t)| r.wcrt.is_some_and(|w| w <= t.deadline));
         assert_eq!(ok, set.schedulable, "set {}", set.name);
     }
 }
@@ -121,18 +130,34 @@ fn prm_minimal_budgets() {
         .as_array()
         .expect("tasks")
         .iter()
-        .map(|t| Task::new(to_ticks(num(&t["C"]), scale), to_ticks(num(&t["T"]), scale), to_ticks(num(&t["D"]), scale)))
+        .map(|t| {
+            Task::new(
+                to_ticks(num(&t["C"]), scale),
+                to_ticks(num(&t["T"]), scale),
+                to_ticks(num(&t["D"]), scale),
+            )
+        })
         .collect();
     let rm = Policy::FixedPriority(vec![0, 1, 2]);
-    let cases = [("fp_exact", &rm, Bound::Exact), ("fp_linear", &rm, Bound::Linear), ("edf_exact", &Policy::Edf, Bound::Exact), ("edf_linear", &Policy::Edf, Bound::Linear)];
+    let cases = [
+        ("fp_exact", &rm, Bound::Exact),
+        ("fp_linear", &rm, Bound::Linear),
+        ("edf_exact", &Policy::Edf, Bound::Exact),
+        ("edf_linear", &Policy::Edf, Bound::Linear),
+    ];
     let results = doc["results"].as_array().expect("results");
     assert_eq!(results.len(), 4);
     for r in results {
         let period = to_ticks(num(&r["Pi"]), scale);
         for (key, policy, bound) in cases {
-            let theta = minimal_budget(&tasks, policy, period, bound).expect("feasible") as f64 / scale as f64;
+            let theta = minimal_budget(&tasks, policy, period, bound).expect("feasible") as f64
+                / scale as f64;
             let expected = num(&r[key]);
-            assert!((theta - expected).abs() <= 1e-3, "Π = {} {key}: ours {theta}, vector {expected}", r["Pi"]);
+            assert!(
+                (theta - expected).abs() <= 1e-3,
+                "Π = {} {key}: ours {theta}, vector {expected}",
+                r["Pi"]
+            );
         }
     }
 }

@@ -7,6 +7,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod analyze;
 mod check;
 mod common;
 // subcommand modules: one `mod` line each, in alphabetical order
@@ -24,6 +25,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Schedulability analysis: WCRT, slack and the binding constraint per task, partition and CPU
+    Analyze(analyze::Args),
     /// Validate a system description and print a summary (or its canonical form)
     Check(check::Args),
     // subcommands: one variant each, in alphabetical order
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
+        Command::Analyze(args) => analyze::run(args),
         Command::Check(args) => check::run(args),
         // dispatch: one arm each, in alphabetical order
     }

@@ -29,7 +29,12 @@ pub fn simulate(tasks: &[Task], rank: &[usize], edf: bool) -> (Vec<Time>, bool) 
                 if next[i] < h {
                     pending_in_window += 1;
                 }
-                active.push(Job { task: i, release: next[i], deadline: next[i] + t.deadline, left: t.wcet });
+                active.push(Job {
+                    task: i,
+                    release: next[i],
+                    deadline: next[i] + t.deadline,
+                    left: t.wcet,
+                });
                 next[i] += t.period;
             }
         }
@@ -58,7 +63,11 @@ pub fn simulate(tasks: &[Task], rank: &[usize], edf: bool) -> (Vec<Time>, bool) 
 fn pick(active: &[Job], rank: &[usize], edf: bool) -> Option<usize> {
     (0..active.len()).min_by_key(|&k| {
         let j = &active[k];
-        let key = if edf { j.deadline } else { rank[j.task] as Time };
+        let key = if edf {
+            j.deadline
+        } else {
+            rank[j.task] as Time
+        };
         // Within a task, the older job first (jobs of one task run in order).
         (key, rank[j.task] as Time, j.release)
     })

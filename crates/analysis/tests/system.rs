@@ -1,0 +1,190 @@
+//! The adapter from a system description to verdicts, observed through the report.
+
+use bulkhead_analysis::system::{analyze_system, Report};
+use bulkhead_analysis::text::render_text;
+use serde_json::Value;
+
+fn analyze(yaml: &str) -> Report {
+    let loaded = bulkhead_model::load_str(yaml, "test.yaml").expect("valid description");
+    analyze_system(&loaded.system)
+}
+
+fn example(name: &str) -> Report {
+    let path = format!("{}/../../examples/{name}", env!("CARGO_MANIFEST_DIR"));
+    let loaded = bulkhead_model::load_file(std::path::Path::new(&path)).expect("example loads");
+    analyze_system(&loaded.system)
+}
+
+fn wcrt(report: &Report, name: &str) -> Option<u64> {
+    report
+        .tasks
+        .iter()
+        .find(|t| t.name == name)
+        .expect("task")
+        .wcrt_ns
+}
+
+/// DriveOS (ACM TECS 2023) Table 3 on one CPU, rate monotonic: the 1 ms services run
+/// first, then the 2 ms mappers; every job fits before the next 1 ms release.
+#[test]
+fn driveos_table3_response_times() {
+    let r = example("driveos.yaml");
+    assert!(r.schedulable);
+    let us = 1_000;
+    let expect = [
+        ("usb_bh", 100),
+        ("mhydra_rx", 300),
+        ("long_controller", 350),
+        ("mhydra_tx", 550),
+        ("ivi_read_mapper", 650),
+        ("ivi_write_mapper", 750),
+        ("adas_read_mapper", 850),
+        ("adas_write_mapper", 950),
+    ];
+    for (name, w) in expect {
+        assert_eq!(wcrt(&r, name), Some(w * us), "{name}");
+    }
+    let q = &r.partitions[0];
+    assert!(q.binding.contains("mhydra_tx"), "{}", q.binding);
+    assert_eq!(r.cpus.len(), 1);
+}
+
+const MIXED: &str = r#"
+system: {cpus: 0-3}
+partitions:
+  - name: ctrl
+    kind: rt
+    cpus: 0
+    tasks:
+      - {name: fast, cmd: x, budget: 26ms, period: 70ms}
+      - {name: slow, cmd: x, budget: 62ms, period: 100ms, deadline: 200ms}
+  - name: dl
+    kind: rt
+    cpus: 1
+    scheduler: edf
+    tasks:
+      - {name: a, cmd: x, budget: 5ms, period: 10ms}
+      - {name: b, cmd: x, budget: 4600us, period: 10ms}
+  - name: multi
+    kind: rt
+    cpus: 2-3
+    tasks:
+      - {name: m1, cmd: x, budget: 6ms, period: 10ms}
+      - {name: m2, cmd: x, budget: 6ms, period: 10ms}
+      - {name: m3, cmd: x, budget: 6ms, period: 10ms}
+"#;
+
+#[test]
+fn verdicts_name_the_binding_constraint() {
+    let r = analyze(MIXED);
+    assert!(!r.schedulable);
+    // Lehoczky's arbitrary-deadline example in milliseconds: R = 118 ms, job q = 4.
+    assert_eq!(wcrt(&r, "slow"), Some(118_000_000));
+    let slow = r.tasks.iter().find(|t| t.name == "slow").unwrap();
+    assert!(
+        slow.schedulable && slow.binding.contains("job q=4 of 7"),
+        "{}",
+        slow.binding
+    );
+    // 96% of SCHED_DEADLINE bandwidth on CPU 1: the kernel's 95% cap refuses it.
+    let cpu1 = r.cpus.iter().find(|c| c.cpu == "1").unwrap();
+    assert!(
+        !cpu1.schedulable && cpu1.binding.contains("cap"),
+        "{}",
+        cpu1.binding
+    );
+    assert!(r
+        .tasks
+        .iter()
+        .filter(|t| t.partition == "dl")
+        .all(|t| !t.schedulable && t.wcrt_ns.is_none()));
+    // Three 60% tasks on two CPUs: one fits nowhere.
+    let multi: Vec<_> = r.tasks.iter().filter(|t| t.partition == "multi").collect();
+    assert_eq!(multi.iter().filter(|t| t.schedulable).count(), 2);
+    let m3 = multi.iter().find(|t| !t.schedulable).unwrap();
+    assert_eq!(m3.cpu, "2,3");
+    assert!(m3.binding.contains("fits on none"));
+    let p = r.partitions.iter().find(|p| p.name == "multi").unwrap();
+    assert!(!p.schedulable && p.binding.contains("m3"));
+}
+
+#[test]
+fn json_has_the_tasks_array_of_the_issue() {
+    let r = analyze(MIXED);
+    let doc: Value = serde_json::from_str(&r.to_json()).unwrap();
+    let tasks = doc["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 7);
+    for t in tasks {
+        assert!(t["partition"].is_string() && t["name"].is_string() && t["cpu"].is_string());
+        assert!(t["wcrt_ns"].is_u64() || t["wcrt_ns"].is_null());
+        assert!(t["deadline_ns"].is_u64() && t["schedulable"].is_boolean());
+    }
+    let a = tasks.iter().find(|t| t["name"] == "a").unwrap();
+    assert!(a["wcrt_ns"].is_null());
+    assert_eq!(doc["schedulable"], Value::Bool(false));
+}
+
+#[test]
+fn overload_leaves_higher_levels_bounded() {
+    let r = analyze(
+        r#"
+partitions:
+  - name: p
+    kind: rt
+    cpus: 0
+    tasks:
+      - {name: hi, cmd: x, budget: 3ms, period: 4ms}
+      - {name: lo, cmd: x, budget: 2ms, period: 6ms}
+"#,
+    );
+    assert_eq!(wcrt(&r, "hi"), Some(3_000_000));
+    assert_eq!(wcrt(&r, "lo"), None);
+    let text = render_text(&r, "p.yaml");
+    assert!(
+        text.contains("NOT SCHEDULABLE") && text.contains("unbounded"),
+        "{text}"
+    );
+}
+
+#[test]
+fn windows_overrun_and_starvation() {
+    let r = analyze(
+        r#"
+windows:
+  - length: 100
+    slices:
+      - {cpu: 0, sc_partition: SC, be_partition: BE}
+partitions:
+  - name: SC
+    processes:
+      - {budget: 80, cmd: a}
+      - {budget: 30, cmd: b}
+  - name: BE
+    processes:
+      - {budget: 10, cmd: c}
+"#,
+    );
+    assert!(!r.schedulable);
+    let w = r.windows.as_ref().unwrap();
+    assert_eq!(w.slices[0].demand_ns, 110_000_000);
+    assert_eq!(
+        w.slices[0].verdict,
+        bulkhead_analysis::windows::Fit::Overruns
+    );
+    assert!(
+        r.warnings.iter().any(|m| m.contains("`BE` is starved")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn demos_example_fits_and_gives_be_its_share() {
+    let r = example("demos-window-schedule.yaml");
+    assert!(r.schedulable, "{}", render_text(&r, "demos"));
+    let w = r.windows.as_ref().unwrap();
+    let be = w.supply.iter().find(|s| s.partition == "BE1").unwrap();
+    // SC1 needs 150 ms of the 200 ms window on CPU 0: BE1 gets the last 50 ms.
+    assert_eq!(be.per_frame_ns, 50_000_000);
+    assert_eq!(be.max_blackout_ns, 150_000_000);
+}

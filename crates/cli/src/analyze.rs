@@ -1,0 +1,86 @@
+//! `bulkhead analyze`: prove what can be proved about a system description.
+
+use crate::common::load_system;
+use bulkhead_analysis::system::{analyze_system_with, Options};
+use bulkhead_analysis::text::render_text;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Exit status: 0 when every task, partition, CPU and window is schedulable; \
+1 when a verdict fails or the description is invalid; 2 on a usage error.\n\
+See docs/analysis.md for the tests behind each verdict."
+)]
+pub struct Args {
+    /// System description (YAML; native or DEmOS configuration)
+    file: PathBuf,
+    /// Print one JSON document (`tasks`, `partitions`, `cpus`, `windows`, `warnings`) instead of text
+    #[arg(long)]
+    json: bool,
+    /// SCHED_DEADLINE bandwidth cap per CPU in percent (the kernel's sched_rt_runtime_us/sched_rt_period_us)
+    #[arg(long, value_name = "PERCENT", default_value_t = 95, value_parser = clap::value_parser!(u64).range(1..=100))]
+    deadline_cap: u64,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let loaded = match load_system(&args.file) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
+    };
+    let options = Options {
+        deadline_cap: (args.deadline_cap * 10_000, 1_000_000),
+    };
+    let report = analyze_system_with(&loaded.system, &options);
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", render_text(&report, &args.file.display().to_string()));
+    }
+    if report.schedulable {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(crate::common::INVALID)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    /// Runs `analyze` on `yaml` written to a temporary file; returns the exit code's Debug form.
+    fn exit_of(yaml: &str, name: &str, extra: &[&str]) -> String {
+        let path = std::env::temp_dir().join(format!(
+            "bulkhead-analyze-{}-{name}.yaml",
+            std::process::id()
+        ));
+        std::fs::write(&path, yaml).unwrap();
+        let mut argv = vec!["analyze", path.to_str().unwrap()];
+        argv.extend_from_slice(extra);
+        let code = run(Cli::parse_from(argv).args);
+        std::fs::remove_file(&path).unwrap();
+        format!("{code:?}")
+    }
+
+    const OK: &str = "partitions:\n  - {name: p, kind: rt, cpus: 0, tasks: [{name: t, cmd: x, budget: 1ms, period: 10ms}]}\n";
+    const MISS: &str = "partitions:\n  - {name: p, kind: rt, cpus: 0, tasks: [{name: t, cmd: x, budget: 11ms, period: 10ms}]}\n";
+    const EDF_96: &str = "partitions:\n  - {name: p, kind: rt, cpus: 0, scheduler: edf, tasks: [{name: t, cmd: x, budget: 96ms, period: 100ms}]}\n";
+
+    #[test]
+    fn exit_codes_follow_the_verdict() {
+        let ok = format!("{:?}", ExitCode::SUCCESS);
+        let fail = format!("{:?}", ExitCode::from(1));
+        assert_eq!(exit_of(OK, "ok", &[]), ok);
+        assert_eq!(exit_of(MISS, "miss", &["--json"]), fail);
+        assert_eq!(exit_of(EDF_96, "edf", &[]), fail);
+        assert_eq!(exit_of(EDF_96, "edf-cap", &["--deadline-cap", "100"]), ok);
+        assert_eq!(exit_of("partitions: 3\n", "invalid", &[]), fail);
+    }
+}
