@@ -1,0 +1,306 @@
+//! candump log format (`candump -L`, read by `canplayer`): one frame a line,
+//! `(seconds.micros) iface ID#DATA`.
+//!
+//! `ID` is 3 hex digits for an 11-bit id and 8 for a 29-bit id; `DATA` is 0..8 bytes
+//! in hex; `ID#R` (optionally `ID#R<len>`) is a remote frame and `ID##<flags>DATA`
+//! a CAN FD frame (flags nibble: 1 = bit-rate switch). Logs compressed with gzip are
+//! read transparently ([`open_log`]).
+
+use crate::frame::{CanId, Frame, Kind};
+use flate2::read::MultiGzDecoder;
+use std::fmt::{self, Write as _};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::Path;
+
+/// One line of a candump log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Timestamp, nanoseconds (of the Unix epoch in real logs).
+    pub t_ns: u64,
+    pub iface: String,
+    pub frame: Frame,
+}
+
+impl Record {
+    /// Timestamp in seconds.
+    pub fn t_secs(&self) -> f64 {
+        self.t_ns as f64 / 1e9
+    }
+}
+
+impl fmt::Display for Record {
+    /// The candump log line, without newline; timestamps have microsecond resolution.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.t_ns / 1_000_000_000;
+        let micros = (self.t_ns % 1_000_000_000) / 1_000;
+        write!(
+            f,
+            "({secs}.{micros:06}) {} {}",
+            self.iface,
+            format_frame(&self.frame)
+        )
+    }
+}
+
+/// `ID#DATA` (or `ID#R`, `ID##<flags>DATA`) of one frame.
+pub fn format_frame(frame: &Frame) -> String {
+    let mut out = frame.id().to_string();
+    match frame.kind() {
+        Kind::Classic if frame.is_remote() => {
+            out.push_str("#R");
+            if !frame.is_empty() {
+                let _ = write!(out, "{}", frame.len());
+            }
+        }
+        Kind::Classic => out.push('#'),
+        Kind::Fd { brs } => {
+            let _ = write!(out, "##{}", u8::from(brs));
+        }
+    }
+    for byte in frame.data() {
+        let _ = write!(out, "{byte:02X}");
+    }
+    out
+}
+
+/// A line that is not a candump log record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// 1-based line number.
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Parses one log line (without its newline). `line_no` is used in errors.
+pub fn parse_line(text: &str, line_no: usize) -> Result<Record, ParseError> {
+    let err = |message: String| ParseError {
+        line: line_no,
+        message,
+    };
+    let mut fields = text.split_ascii_whitespace();
+    let (Some(ts), Some(iface), Some(body), None) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return Err(err(format!(
+            "expected `(seconds) iface ID#DATA`, found {text:?}"
+        )));
+    };
+    let t_ns = parse_timestamp(ts).ok_or_else(|| err(format!("bad timestamp {ts:?}")))?;
+    let frame = parse_frame(body).map_err(err)?;
+    Ok(Record {
+        t_ns,
+        iface: iface.to_string(),
+        frame,
+    })
+}
+
+/// `(1533224087.000013)` to nanoseconds.
+fn parse_timestamp(ts: &str) -> Option<u64> {
+    let inner = ts.strip_prefix('(')?.strip_suffix(')')?;
+    let (secs, frac) = inner.split_once('.').unwrap_or((inner, ""));
+    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let secs: u64 = secs.parse().ok()?;
+    let frac_ns: u64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32)
+    };
+    secs.checked_mul(1_000_000_000)?.checked_add(frac_ns)
+}
+
+/// Parses `ID#DATA`, `ID#R[len]` or `ID##<flags>DATA`.
+pub fn parse_frame(body: &str) -> Result<Frame, String> {
+    let (id_text, rest) = body
+        .split_once('#')
+        .ok_or_else(|| format!("{body:?} lacks the `#` between id and data"))?;
+    let id = parse_id(id_text)?;
+    let bad = |e: crate::frame::FrameError| format!("{body:?}: {e}");
+    if let Some(fd) = rest.strip_prefix('#') {
+        let mut chars = fd.chars();
+        let flags = chars
+            .next()
+            .and_then(|c| c.to_digit(16))
+            .ok_or_else(|| format!("{body:?}: CAN FD frame lacks its flags digit"))?;
+        let data = parse_hex(chars.as_str()).map_err(|e| format!("{body:?}: {e}"))?;
+        return Frame::fd(id, flags & 1 != 0, &data).map_err(bad);
+    }
+    if let Some(len) = rest.strip_prefix(['R', 'r']) {
+        let len = if len.is_empty() {
+            0
+        } else {
+            len.parse::<u8>()
+                .map_err(|_| format!("{body:?}: bad remote length {len:?}"))?
+        };
+        return Frame::remote(id, len).map_err(bad);
+    }
+    let data = parse_hex(rest).map_err(|e| format!("{body:?}: {e}"))?;
+    Frame::new(id, &data).map_err(bad)
+}
+
+fn parse_id(text: &str) -> Result<CanId, String> {
+    let value = u32::from_str_radix(text, 16).map_err(|_| format!("bad CAN id {text:?}"))?;
+    let id = if text.len() <= 3 {
+        CanId::standard(value)
+    } else {
+        CanId::extended(value)
+    };
+    id.ok_or_else(|| format!("CAN id {text:?} out of range"))
+}
+
+fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
+    if text.len() % 2 != 0 {
+        return Err(format!("odd number of hex digits in {text:?}"));
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+                .ok_or_else(|| format!("bad hex data {text:?}"))
+        })
+        .collect()
+}
+
+/// Opens a candump log, decompressing it when it starts with the gzip magic bytes.
+pub fn open_log(path: &Path) -> io::Result<Box<dyn BufRead>> {
+    let mut file = BufReader::new(File::open(path)?);
+    let gz = file.fill_buf()?.starts_with(&[0x1f, 0x8b]);
+    Ok(if gz {
+        Box::new(BufReader::new(MultiGzDecoder::new(file)))
+    } else {
+        Box::new(file)
+    })
+}
+
+/// Reads records line by line; blank lines and `#` comments are skipped.
+pub struct Reader<R> {
+    input: R,
+    line_no: usize,
+    buf: String,
+}
+
+/// A read failure: I/O (fatal) or a malformed line (the caller may go on).
+#[derive(Debug)]
+pub enum ReadError {
+    Io(io::Error),
+    Parse(ParseError),
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Io(e) => e.fmt(f),
+            ReadError::Parse(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+impl<R: BufRead> Reader<R> {
+    pub fn new(input: R) -> Reader<R> {
+        Reader {
+            input,
+            line_no: 0,
+            buf: String::new(),
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for Reader<R> {
+    type Item = Result<Record, ReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            self.buf.clear();
+            match self.input.read_line(&mut self.buf) {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(e) => return Some(Err(ReadError::Io(e))),
+            }
+            self.line_no += 1;
+            let text = self.buf.trim();
+            if text.is_empty() || text.starts_with('#') {
+                continue;
+            }
+            return Some(parse_line(text, self.line_no).map_err(ReadError::Parse));
+        }
+    }
+}
+
+/// Reads a whole log from any reader (e.g. a decompressed buffer).
+pub fn read_all(input: impl Read) -> Result<Vec<Record>, ReadError> {
+    Reader::new(BufReader::new(input)).collect()
+}
+
+/// Writes one record as a log line.
+pub fn write_record(out: &mut impl Write, record: &Record) -> io::Result<()> {
+    writeln!(out, "{record}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_prints_candump_lines() {
+        for line in [
+            "(1533224087.000013) can0 2C1#0014DF14BBCA3A91",
+            "(1533224087.000018) can0 2E4#BE000000A9",
+            "(0.000001) vcan1 1ABCDEF0#",
+            "(12.500000) can0 123#R",
+            "(12.500000) can0 123#R3",
+            "(12.500000) can0 123##1000102030405060708090A0B",
+        ] {
+            let record = parse_line(line, 1).unwrap();
+            assert_eq!(record.to_string(), line);
+        }
+        let r = parse_line("(1533224087.000013) can0 2C1#0014DF14BBCA3A91", 1).unwrap();
+        assert_eq!(r.t_ns, 1_533_224_087_000_013_000);
+        assert_eq!(r.frame.id(), CanId::Standard(0x2C1));
+        assert_eq!(r.frame.data()[..3], [0x00, 0x14, 0xDF]);
+        let ext = parse_line("(1.0) can0 00000123#11", 1).unwrap();
+        assert_eq!(ext.frame.id(), CanId::Extended(0x123));
+    }
+
+    #[test]
+    fn malformed_lines_name_their_line() {
+        for bad in [
+            "can0 123#00",
+            "(1.0) can0 123",
+            "(1.0) can0 123#0",
+            "(1.0) can0 800#00",
+            "(1.0) can0 123#001122334455667788",
+            "(x) can0 123#00",
+            "(1.0) can0 12G#00",
+            "(1.0) can0 123#00 extra",
+        ] {
+            let e = parse_line(bad, 7).unwrap_err();
+            assert_eq!(e.line, 7, "{bad}");
+            assert!(e.to_string().starts_with("line 7: "), "{e}");
+        }
+    }
+
+    #[test]
+    fn reader_skips_blank_lines_and_counts_lines() {
+        let text = "\n(1.0) can0 123#00\n# note\n(2.0) can0 bad\n";
+        let items: Vec<_> = Reader::new(text.as_bytes()).collect();
+        assert_eq!(items.len(), 2);
+        assert!(items[0].is_ok());
+        match &items[1] {
+            Err(ReadError::Parse(e)) => assert_eq!(e.line, 4),
+            other => panic!("{other:?}"),
+        }
+    }
+}

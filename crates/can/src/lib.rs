@@ -1,0 +1,26 @@
+//! CAN I/O for bulkhead: frames in the SocketCAN layout, candump logs, DBC
+//! decoding, a SocketCAN backend, a virtual timed bus, the CAN gateway core and
+//! the CAN mapper for best-effort partitions. See `docs/can.md`.
+//!
+//! ```
+//! use bulkhead_can::{candump, Database};
+//! let db = Database::parse(r#"
+//! BO_ 180 SPEED: 8 XXX
+//!  SG_ SPEED : 47|16@0+ (0.01,0) [0|250] "kph" XXX
+//! "#).unwrap();
+//! let record = candump::parse_line("(1.5) can0 0B4#000000001D0B7A5E", 1).unwrap();
+//! let decoded = db.decode(&record.frame).unwrap();
+//! assert_eq!(decoded.message, "SPEED");
+//! assert!((decoded.signals[0].1 - 29.38).abs() < 1e-9); // km/h
+//! ```
+
+pub mod candump;
+pub mod dbc;
+pub mod decode;
+pub mod frame;
+pub mod socketcan_bus;
+pub mod timing;
+pub mod vbus;
+
+pub use dbc::Database;
+pub use frame::{CanId, Frame};

@@ -1,0 +1,132 @@
+//! The virtual bus: arbitration order, transmission times, delivery, errors.
+
+use bulkhead_can::timing::{bits_to_ns, frame_bits};
+use bulkhead_can::vbus::{Bus, BusError, Node};
+use bulkhead_can::{CanId, Frame};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// A bus name unique to this test process and call.
+fn bus_name(tag: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "test-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn std_frame(id: u16, data: &[u8]) -> Frame {
+    Frame::new(CanId::Standard(id), data).unwrap()
+}
+
+fn recv_ids(node: &mut Node, n: usize) -> Vec<(u64, u32)> {
+    (0..n)
+        .map(|_| {
+            let r = node
+                .recv(Some(Duration::from_secs(5)))
+                .unwrap()
+                .expect("frame within 5 s");
+            (r.t_ns, r.frame.id().raw())
+        })
+        .collect()
+}
+
+#[test]
+fn lowest_id_wins_among_frames_pending_when_the_bus_frees() {
+    // 10 kbit/s: an 8-byte frame occupies the bus for 13.5 ms, long enough for the
+    // three later frames to be queued before arbitration.
+    let name = bus_name("arb");
+    let _bus = Bus::bind(&name, 10_000).unwrap().spawn();
+    let sender = Node::attach(&name).unwrap();
+    let mut receiver = Node::attach(&name).unwrap();
+    std::thread::sleep(Duration::from_millis(50)); // both attached
+    for id in [0x700, 0x300, 0x200, 0x100] {
+        sender.send(&std_frame(id, &[0; 8])).unwrap();
+    }
+    let got: Vec<u32> = recv_ids(&mut receiver, 4)
+        .into_iter()
+        .map(|x| x.1)
+        .collect();
+    assert_eq!(got, vec![0x700, 0x100, 0x200, 0x300]);
+}
+
+#[test]
+fn back_to_back_frames_are_spaced_by_their_worst_case_length() {
+    let name = bus_name("timing");
+    let bitrate = 20_000;
+    let _bus = Bus::bind(&name, bitrate).unwrap().spawn();
+    let sender = Node::attach(&name).unwrap();
+    let mut receiver = Node::attach(&name).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let t0 = Instant::now();
+    for i in 0..10u16 {
+        sender.send(&std_frame(0x10 + i, &[0xAA; 8])).unwrap();
+    }
+    sender
+        .send(&Frame::new(CanId::Extended(0x1FFF_FFFF), &[1, 2]).unwrap())
+        .unwrap();
+    let got = recv_ids(&mut receiver, 11);
+    let elapsed = t0.elapsed();
+    let c8 = bits_to_ns(frame_bits(false, 8), bitrate); // 6.75 ms
+    let c_ext2 = bits_to_ns(frame_bits(true, 2), bitrate);
+    for w in got[..10].windows(2) {
+        assert_eq!(w[1].0 - w[0].0, c8, "timestamps {w:?}");
+    }
+    assert_eq!(got[10].0 - got[9].0, c_ext2);
+    // Delivered no earlier than the bus could carry them.
+    assert!(
+        elapsed >= Duration::from_nanos(10 * c8 + c_ext2),
+        "{elapsed:?}"
+    );
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+}
+
+#[test]
+fn every_other_node_receives_and_the_sender_does_not() {
+    let name = bus_name("fanout");
+    let bus = Bus::bind(&name, 500_000).unwrap().spawn();
+    let mut a = Node::attach(&name).unwrap();
+    let mut b = Node::attach(&name).unwrap();
+    let mut c = Node::attach(&name).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let frame = Frame::new(CanId::Extended(0x18DA_F110), &[1, 2, 3]).unwrap();
+    a.send(&frame).unwrap();
+    for node in [&mut b, &mut c] {
+        let r = node.recv(Some(Duration::from_secs(5))).unwrap().unwrap();
+        assert_eq!(r.frame, frame);
+    }
+    assert!(a.recv(Some(Duration::from_millis(100))).unwrap().is_none());
+    assert_eq!(bus.stats().transmitted.load(Ordering::Relaxed), 1);
+    assert_eq!(
+        bus.stats().bits.load(Ordering::Relaxed),
+        frame_bits(true, 3)
+    );
+}
+
+#[test]
+fn names_in_use_missing_and_malformed_are_errors() {
+    let name = bus_name("err");
+    let bus = Bus::bind(&name, 500_000).unwrap().spawn();
+    assert!(matches!(Bus::bind(&name, 500_000), Err(BusError::InUse(_))));
+    drop(bus);
+    let missing = Node::attach(&name).err().unwrap();
+    assert!(matches!(missing, BusError::NoBus(_)));
+    assert!(missing.to_string().contains("bulkhead can bus"));
+    assert!(matches!(Node::attach("a/b"), Err(BusError::BadName(_))));
+    assert!(matches!(
+        Bus::bind(&bus_name("rate"), 2_000_000),
+        Err(BusError::BadBitrate(2_000_000))
+    ));
+}
+
+#[test]
+fn nodes_see_the_bus_go_away() {
+    let name = bus_name("gone");
+    let bus = Bus::bind(&name, 500_000).unwrap().spawn();
+    let mut node = Node::attach(&name).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    drop(bus);
+    let err = node.recv(Some(Duration::from_secs(5))).unwrap_err();
+    assert!(err.to_string().contains("went away"), "{err}");
+}
