@@ -84,8 +84,8 @@ impl Supply for PeriodicSupply {
     }
 
     fn time_for(&self, demand: Time) -> Option<Time> {
-        if demand == 0 {
-            return Some(0);
+        if self.is_dedicated() || demand == 0 {
+            return Some(demand);
         }
         if self.budget == 0 {
             return None;

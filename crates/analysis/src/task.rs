@@ -49,22 +49,26 @@ pub fn utilization(tasks: &[Task]) -> f64 {
 /// Compares sum(C/T) of `tasks` with `num/den` exactly (rational arithmetic on u128),
 /// falling back to floating point only when the common denominator overflows.
 pub fn utilization_cmp<'a>(
-    tasks: impl IntoIterator<Item = &'a Task>,
+    tasks: impl IntoIterator<Item = &'a Task> + Clone,
     num: Time,
     den: Time,
 ) -> Ordering {
+    let float: f64 = tasks.clone().into_iter().map(Task::utilization).sum();
+    let target = num as f64 / den as f64;
+    // Each term is exact to 1 ulp: a margin of 1e-9 separates clear cases safely.
+    if (float - target).abs() > 1e-9 * target.max(1.0) {
+        return float.total_cmp(&target);
+    }
     let mut acc: Option<(u128, u128)> = Some((0, 1));
-    let mut float = 0.0;
     for t in tasks {
-        float += t.utilization();
         acc = acc.and_then(|(n, d)| add_fraction(n, d, t.wcet as u128, t.period as u128));
     }
     match acc {
         Some((n, d)) => match (n.checked_mul(den as u128), (num as u128).checked_mul(d)) {
             (Some(l), Some(r)) => l.cmp(&r),
-            _ => float.total_cmp(&(num as f64 / den as f64)),
+            _ => float.total_cmp(&target),
         },
-        None => float.total_cmp(&(num as f64 / den as f64)),
+        None => float.total_cmp(&target),
     }
 }
 

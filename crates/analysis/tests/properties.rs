@@ -4,7 +4,8 @@
 mod reference;
 
 use bulkhead_analysis::edf::qpa;
-use bulkhead_analysis::rta::response_times;
+use bulkhead_analysis::rta::{fp_schedulable, response_times};
+use bulkhead_analysis::task::{priority_order, PriorityRule};
 use bulkhead_analysis::task::{utilization_cmp, Task};
 use bulkhead_analysis::{PeriodicSupply, Supply, WindowSupply};
 use proptest::prelude::*;
@@ -49,6 +50,19 @@ proptest! {
                 prop_assert_eq!(ours[i].wcrt, Some(sim[pos]), "task {} of {:?}", i, ts);
             }
         }
+    }
+
+    /// The verdict-only path (hyperbolic bound, then RTA with early exit) agrees with the
+    /// full analysis, with rate-monotonic and with arbitrary priorities.
+    #[test]
+    fn verdict_path_agrees_with_full_rta((ts, order) in tasks(2)) {
+        let full = |o: &[usize]| response_times(&ts, o, &PeriodicSupply::dedicated())
+            .iter()
+            .zip(&ts)
+            .all(|(r, t)| r.wcrt.is_some_and(|w| w <= t.deadline));
+        let rm = priority_order(&ts, PriorityRule::RateMonotonic);
+        prop_assert_eq!(fp_schedulable(&ts, &rm, true), full(&rm));
+        prop_assert_eq!(fp_schedulable(&ts, &order, false), full(&order));
     }
 
     /// QPA's verdict equals "no deadline miss" in the synchronous EDF schedule
