@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod analyze;
+mod can;
 mod check;
 mod common;
 // subcommand modules: one `mod` line each, in alphabetical order
@@ -27,6 +28,8 @@ struct Cli {
 enum Command {
     /// Schedulability analysis: WCRT, slack and the binding constraint per task, partition and CPU
     Analyze(analyze::Args),
+    /// CAN: decode logs with a DBC, serve a virtual bus, replay and dump
+    Can(can::Args),
     /// Validate a system description and print a summary (or its canonical form)
     Check(check::Args),
     // subcommands: one variant each, in alphabetical order
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Analyze(args) => analyze::run(args),
+        Command::Can(args) => can::run(args),
         Command::Check(args) => check::run(args),
         // dispatch: one arm each, in alphabetical order
     }
