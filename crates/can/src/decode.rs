@@ -48,6 +48,8 @@ pub fn json_line(record: &Record, decoded: &Decoded<'_>) -> String {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Summary {
     pub decoded: u64,
+    /// Records of other interfaces (when decoding one interface).
+    pub skipped: u64,
     /// Frames whose id is not in the DBC, by id (candump spelling).
     pub unknown_ids: BTreeMap<String, u64>,
     /// Frames of a known message that could not be decoded, by message and reason.
@@ -69,12 +71,14 @@ impl fmt::Display for Summary {
         let unknown: u64 = self.unknown_ids.values().sum();
         writeln!(
             f,
-            "decoded {} frames; {} undecodable ({} with {} ids not in the DBC); {} malformed lines",
+            "decoded {} frames; {} undecodable ({} with {} ids not in the DBC); {} malformed lines; \
+             {} of other interfaces skipped",
             self.decoded,
             self.undecodable(),
             unknown,
             self.unknown_ids.len(),
-            self.malformed
+            self.malformed,
+            self.skipped
         )?;
         for (reason, count) in &self.failed {
             writeln!(f, "  {count} x {reason}")?;
@@ -88,10 +92,15 @@ impl fmt::Display for Summary {
 
 const MAX_EXAMPLES: usize = 5;
 
-/// Decodes every record of `input`, writing one JSON line per decodable frame to
-/// `out`. Malformed lines and undecodable frames are counted, never fatal; only
-/// I/O errors end the run.
-pub fn decode_log(db: &Database, input: impl BufRead, out: &mut impl Write) -> io::Result<Summary> {
+/// Decodes every record of `input` (of interface `iface`, if given), writing one
+/// JSON line per decodable frame to `out`. Malformed lines and undecodable frames
+/// are counted, never fatal; only I/O errors end the run.
+pub fn decode_log(
+    db: &Database,
+    input: impl BufRead,
+    iface: Option<&str>,
+    out: &mut impl Write,
+) -> io::Result<Summary> {
     let mut summary = Summary::default();
     for item in Reader::new(input) {
         let record = match item {
@@ -105,6 +114,10 @@ pub fn decode_log(db: &Database, input: impl BufRead, out: &mut impl Write) -> i
                 continue;
             }
         };
+        if iface.is_some_and(|i| i != record.iface) {
+            summary.skipped += 1;
+            continue;
+        }
         match db.decode(&record.frame) {
             Ok(decoded) => {
                 summary.decoded += 1;
@@ -129,9 +142,10 @@ mod tests {
             "BO_ 16 M: 2 XXX\n SG_ B : 8|8@1+ (1,0) [0|0] \"\" XXX\n SG_ A : 0|8@1- (0.5,0) [0|0] \"\" XXX\n",
         )
         .unwrap();
-        let log = "(1.250000) can0 010#FE07\n(2.0) can0 011#00\n(3.0) can0 010#01\nnot a line\n";
+        let log = "(1.250000) can0 010#FE07\n(2.0) can0 011#00\n(3.0) can0 010#01\nnot a line\n\
+                   (4.0) can1 010#FE07\n";
         let mut out = Vec::new();
-        let summary = decode_log(&db, log.as_bytes(), &mut out).unwrap();
+        let summary = decode_log(&db, log.as_bytes(), Some("can0"), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
             text,
@@ -144,6 +158,7 @@ mod tests {
             Some(&1)
         );
         assert_eq!(summary.malformed, 1);
+        assert_eq!(summary.skipped, 1);
         assert_eq!(summary.undecodable(), 2);
         assert!(summary.to_string().contains("2 undecodable"));
     }

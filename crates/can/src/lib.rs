@@ -14,13 +14,16 @@
 //! assert!((decoded.signals[0].1 - 29.38).abs() < 1e-9); // km/h
 //! ```
 
+pub mod bus;
 pub mod candump;
 pub mod dbc;
 pub mod decode;
 pub mod frame;
+pub mod replay;
 pub mod socketcan_bus;
 pub mod timing;
 pub mod vbus;
 
+pub use bus::{CanBus, Received};
 pub use dbc::Database;
 pub use frame::{CanId, Frame};

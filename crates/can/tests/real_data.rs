@@ -87,7 +87,7 @@ fn steering_angle_is_in_range() {
 fn whole_excerpt_decodes_with_undecodable_frames_counted() {
     let db = db();
     let mut out = Vec::new();
-    let summary = decode_log(&db, open_log(&data(LOG)).unwrap(), &mut out).unwrap();
+    let summary = decode_log(&db, open_log(&data(LOG)).unwrap(), None, &mut out).unwrap();
     let lines = String::from_utf8(out).unwrap();
     assert_eq!(lines.lines().count() as u64, summary.decoded);
     assert_eq!(summary.malformed, 0);
