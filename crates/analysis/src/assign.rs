@@ -17,8 +17,8 @@ pub enum CpuPolicy {
 /// Assigns tasks to `cpus` CPUs by first-fit decreasing utilization, admitting a task
 /// on a CPU only if the exact test (RTA for fixed priority, QPA for EDF) still passes
 /// for every task already there (Dhall & Liu, "On a Real-Time Scheduling Problem",
-/// Operations Research 26(1), 1978, Sec. 4, RMFF; with an exact admission test as in
-/// Audsley et al.'s partitioned analyses). `rank` gives the fixed-priority order
+/// Operations Research 26(1), 1978: rate-monotonic first fit, here with an exact
+/// admission test instead of a utilization bound). `rank` gives the fixed-priority order
 /// (lower = higher priority) and is ignored under EDF.
 ///
 /// Returns the CPU index of each task, `None` for tasks that fit nowhere.

@@ -15,7 +15,8 @@ pub enum Quick {
 }
 
 /// The Liu & Layland bound `n (2^(1/n) - 1)`: Liu & Layland, "Scheduling Algorithms for
-/// Multiprogramming in a Hard-Real-Time Environment", JACM 20(1), 1973, Sec. 5, Theorem 5.
+/// Multiprogramming in a Hard-Real-Time Environment", JACM 20(1), 1973, Theorem 5.
+/// Boomerang (II-A, III-E) admits tuned pipes with exactly this bound.
 pub fn liu_layland_bound(n: usize) -> f64 {
     let n = n.max(1) as f64;
     n * (2f64.powf(1.0 / n) - 1.0)
@@ -38,7 +39,7 @@ pub fn liu_layland(tasks: &[Task]) -> Quick {
 }
 
 /// Hyperbolic bound `Π (U_i + 1) <= 2`: Bini, Buttazzo, Buttazzo, "Rate Monotonic
-/// Analysis: the Hyperbolic Bound", IEEE Trans. Computers 52(7), 2003, Sec. 3, Theorem 1.
+/// Analysis: the Hyperbolic Bound", IEEE Trans. Computers 52(7), 2003 (the hyperbolic bound theorem).
 /// It dominates the Liu & Layland bound.
 pub fn hyperbolic(tasks: &[Task]) -> Quick {
     if !quick_tests_apply(tasks) {
@@ -66,7 +67,7 @@ mod tests {
         assert!((liu_layland_bound(3) - 0.779763).abs() < 1e-6);
     }
 
-    /// Bini et al. 2003, Sec. 3: U1 = 0.6, U2 = 0.25 gives U = 0.85 > 0.828 (L&L
+    /// U1 = 0.6, U2 = 0.25 gives U = 0.85 > 0.828 (L&L
     /// inconclusive) but (1.6)(1.25) = 2 <= 2 (hyperbolic passes).
     #[test]
     fn hyperbolic_dominates_liu_layland() {

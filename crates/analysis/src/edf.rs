@@ -30,7 +30,7 @@ pub struct Violation {
 
 /// Processor demand `dbf(t) = Σ max(0, ⌊(t - D_i)/T_i⌋ + 1) C_i` (Baruah, Rosier, Howell,
 /// "Algorithms and Complexity Concerning the Preemptive Scheduling of Periodic,
-/// Real-Time Tasks on One Processor", Real-Time Systems 2(4), 1990, Sec. 3, Lemma 3).
+/// Real-Time Tasks on One Processor", Real-Time Systems 2(4), 1990, the processor demand criterion).
 /// Release jitter enlarges it to `⌊(t + J_i - D_i)/T_i⌋ + 1` (Spuri 1996).
 pub fn dbf(tasks: &[Task], t: Time) -> Time {
     tasks
@@ -48,12 +48,12 @@ pub fn dbf(tasks: &[Task], t: Time) -> Time {
 
 /// Exact EDF test on a dedicated processor for constrained deadlines (`D <= T`):
 /// Quick Processor-demand Analysis, Zhang & Burns, "Schedulability Analysis for
-/// Real-Time Systems with EDF Scheduling", IEEE Trans. Computers 58(9), 2009, Sec. 5,
-/// Theorem 6 and its algorithm (Fig. 3): starting from the last absolute deadline
+/// Real-Time Systems with EDF Scheduling", IEEE Trans. Computers 58(9):1250–1258, 2009,
+/// the QPA algorithm: starting from the last absolute deadline
 /// before `L`, `t <- dbf(t)` if `dbf(t) < t`, else `t <-` the previous deadline,
 /// until `dbf(t) <= d_min` (schedulable) or `dbf(t) > t` (a miss at `t`).
 /// `L = min(L_a, L_b)`: `L_a = max(D_max, Σ (T_i - D_i) U_i / (1 - U))` (Zhang & Burns
-/// Theorem 1, from George, Rivierre, Spuri 1996) when `U < 1`, and the synchronous busy
+/// 2009, after George, Rivierre, Spuri 1996) when `U < 1`, and the synchronous busy
 /// period `L_b` (Spuri 1996; Ripoll et al.).
 pub fn qpa(tasks: &[Task]) -> DemandVerdict {
     let mut verdict = DemandVerdict {
@@ -105,8 +105,9 @@ pub fn qpa(tasks: &[Task]) -> DemandVerdict {
 
 /// The EDF demand test against any supply: `dbf(t) <= sbf(t)` at every absolute
 /// deadline `t` up to `L = (Σ U_i (T_i - D_i) + ρ Δ) / (ρ - U)` where `sbf(t) >= ρ (t - Δ)`
-/// (Shin & Lee, RTSS 2003, Sec. 5.2, Theorem 3, EDF schedulability over a periodic
-/// resource, with the interval bound of Sec. 5.2 generalized to any linear lower bound).
+/// (Shin & Lee, RTSS 2003, EDF schedulability over a periodic resource,
+/// `∀t: dbf(t) <= sbf(t)`, with the interval bound derived from the linear bound lsbf
+/// and generalized to any supply with a linear lower bound).
 pub fn demand_test(tasks: &[Task], supply: &impl Supply) -> DemandVerdict {
     let mut verdict = DemandVerdict {
         schedulable: true,
@@ -239,8 +240,7 @@ mod tests {
     use super::*;
     use crate::supply::PeriodicSupply;
 
-    /// Zhang & Burns 2009, the worked example of Sec. 5 (Table 2 style): a
-    /// constrained-deadline set with U < 1 that is not schedulable; QPA finds the miss.
+    /// A constrained-deadline set with U < 1 that is not schedulable; QPA finds the miss.
     #[test]
     fn qpa_detects_miss_with_low_utilization() {
         // C=(1,2), T=(4,6), D=(1,2): dbf(2) = 1 + 2 = 3 > 2.

@@ -8,10 +8,10 @@ use rand_xorshift::XorShiftRng;
 /// `Σ u_i = total`, redrawn until every `u_i <= 1`.
 ///
 /// UUniFast: Bini & Buttazzo, "Measuring the Performance of Schedulability Tests",
-/// Real-Time Systems 30(1–2), 2005, Sec. 4 (Fig. 2): `s_i = s_{i-1} · r^{1/(n-i)}`,
+/// Real-Time Systems 30(1–2), 2005 (the UUniFast algorithm): `s_i = s_{i-1} · r^{1/(n-i)}`,
 /// `u_i = s_{i-1} - s_i`. The discard variant for totals above 1: Davis & Burns,
 /// "Priority Assignment for Global Fixed Priority Pre-emptive Scheduling in
-/// Multiprocessor Real-Time Systems", RTSS 2009, Sec. 6.1.
+/// Multiprocessor Real-Time Systems", RTSS 2009 (task-set generation).
 /// Precondition: `n >= 1` and `0 <= total <= n` (otherwise no draw can succeed).
 pub fn uunifast_discard<R: rand::Rng + ?Sized>(rng: &mut R, n: usize, total: f64) -> Vec<f64> {
     assert!(
@@ -58,7 +58,7 @@ pub struct SetConfig {
 
 /// A random task set: utilizations by [`uunifast_discard`], periods log-uniform in
 /// `[period_min, period_max]` (Emberson, Stafford, Davis, "Techniques for the Synthesis
-/// of Multiprocessor Tasksets", WATERS 2010, Sec. 4), `C = max(1, round(u T))`.
+/// of Multiprocessor Tasksets", WATERS 2010, log-uniform periods), `C = max(1, round(u T))`.
 pub fn random_task_set<R: rand::Rng + ?Sized>(rng: &mut R, cfg: &SetConfig) -> Vec<Task> {
     let us = uunifast_discard(rng, cfg.tasks, cfg.utilization);
     let (lo, hi) = ((cfg.period_min as f64).ln(), (cfg.period_max as f64).ln());

@@ -43,7 +43,7 @@ pub fn schedulable_on(tasks: &[Task], policy: &Policy, supply: &impl Supply) -> 
 /// `policy`; `None` if even Θ = Π does not suffice.
 ///
 /// Shin & Lee, "Periodic Resource Model for Compositional Real-Time Guarantees",
-/// RTSS 2003, Sec. 5 (component abstraction): the schedulability conditions are
+/// RTSS 2003 (component abstraction): the schedulability conditions are
 /// `∀i ∃t ∈ (0, D_i]: rbf_i(t) <= sbf_Γ(t)` (fixed priority) and
 /// `∀t: dbf(t) <= sbf_Γ(t)` (EDF), with `sbf_Γ(t) = yΘ + max(0, t - 2(Π-Θ) - yΠ)`,
 /// `y = ⌊(t - (Π-Θ))/Π⌋`, or the linear bound `lsbf_Γ(t) = (Θ/Π)(t - 2(Π-Θ))`.

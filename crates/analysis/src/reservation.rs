@@ -72,8 +72,9 @@ pub fn reservation_of(task: &Task) -> Reservation {
 /// The I/O reservation for the task it serves, as Quest's I/O VCPUs: an I/O VCPU of
 /// utilization `U_io = io_num / io_den` that serves a Main VCPU (task) of period T runs
 /// with budget `U_io × T` and period T (Danish, Li, West, "Virtual-CPU Scheduling in the
-/// Quest Operating System", RTAS 2011, Sec. 3 (I/O VCPUs); DriveOS, ACM TECS 2023,
-/// Sec. 3.2: "I/O is handled at the priority and budget of the task that waits for it").
+/// Quest Operating System", RTAS 2011, I/O VCPUs; Boomerang, Sec. II-A: budget
+/// `U_IO × T_Main`, period `T_Main`; DriveOS, ACM TECS 2023, Sec. 4.1: the bottom-half
+/// thread gets the waiting task's period and `U_io ×` that period as budget).
 /// The budget is rounded up to a whole tick so the reservation never under-provisions.
 pub fn io_reservation(served: &Task, io_num: Time, io_den: Time) -> Task {
     let budget = (served.period as u128 * io_num as u128).div_ceil(io_den as u128) as Time;
@@ -123,7 +124,7 @@ mod tests {
         assert_eq!(admit(&[bad], 1, DEFAULT_CAP).invalid, Some(0));
     }
 
-    /// DriveOS TECS 2023, Sec. 3.2 / Quest RTAS 2011: an I/O VCPU with U_io = 10% serving
+    /// DriveOS TECS 2023, Sec. 4.1 worked example: an I/O VCPU with U_io = 10% serving
     /// a task of period 1 ms gets a 100 µs budget every 1 ms.
     #[test]
     fn io_budget_follows_the_served_task() {

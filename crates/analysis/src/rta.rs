@@ -27,9 +27,9 @@ pub struct ResponseTime {
 /// Exact for preemptive fixed priority with constrained *and* arbitrary deadlines:
 /// the level-i busy period holds several jobs of task i, each analysed in turn
 /// (Lehoczky, "Fixed Priority Scheduling of Periodic Task Sets with Arbitrary
-/// Deadlines", RTSS 1990, Sec. 3, Theorem 1), with release jitter and blocking as in
+/// Deadlines", RTSS 1990, the level-i busy period analysis), with release jitter and blocking as in
 /// Tindell, Burns, Wellings, "An Extendible Approach for Analysing Fixed Priority Hard
-/// Real-Time Tasks", Real-Time Systems 6(2), 1994, Eq. (7)–(9):
+/// Real-Time Tasks", Real-Time Systems 6(2), 1994 (window with jitter and blocking):
 ///
 /// `w_i(q) = sbf⁻¹( B_i + (q+1) C_i + Σ_{j ∈ hp(i)} ⌈(w_i(q) + J_j) / T_j⌉ C_j )`,
 /// `R_i = max_q ( w_i(q) - q T_i + J_i )`, for `q = 0, 1, ...` until
@@ -37,7 +37,8 @@ pub struct ResponseTime {
 /// one job this is the recurrence of Joseph & Pandya, "Finding Response Times in a
 /// Real-Time System", The Computer Journal 29(5), 1986. Using the inverse supply bound
 /// function `sbf⁻¹` for a partition's resource is the compositional form of Shin & Lee,
-/// RTSS 2003, Theorem 4 (Sec. 5.1), and of Davis & Burns, RTSS 2005, Sec. 5.
+/// RTSS 2003 (fixed priority over a periodic resource), and of Davis & Burns,
+/// RTSS 2005.
 ///
 /// Tasks of equal priority must be ordered by `order`; an earlier one is treated as higher.
 pub fn response_time(
@@ -163,7 +164,7 @@ fn busy_period_horizon(hp: &[Task], me: &Task, supply: &impl Supply) -> Option<T
 /// Level by level, the iteration of job 0 starts from the previous level's `w(0)`
 /// whenever `B_i + C_i >= B_{i-1}`: then `f_i(w) >= f_{i-1}(w)` pointwise, so the least
 /// fixed point can only grow (the start value of Sjödin & Hansson, "Improved
-/// Response-Time Analysis Calculations", RTSS 1998, Sec. 3).
+/// Response-Time Analysis Calculations", RTSS 1998).
 pub fn response_times(tasks: &[Task], order: &[usize], supply: &impl Supply) -> Vec<ResponseTime> {
     let sorted: Vec<Task> = order.iter().map(|&k| tasks[k]).collect();
     let mut out = vec![None; tasks.len()];
@@ -223,7 +224,7 @@ mod tests {
             .collect()
     }
 
-    /// Lehoczky RTSS 1990, Sec. 3 example (also Tindell et al. 1994): C1 = 26, T1 = 70;
+    /// Lehoczky's RTSS 1990 example (also Tindell et al. 1994): C1 = 26, T1 = 70;
     /// C2 = 62, T2 = 100, D2 = 200. The busy period holds 7 jobs of task 2 with
     /// responses 114, 102, 116, 104, 118, 106, 94: the fifth (q = 4) is the worst, R2 = 118.
     #[test]
@@ -237,8 +238,8 @@ mod tests {
         assert_eq!(r[1].jobs, 7);
     }
 
-    /// Joseph & Pandya style textbook set (Burns & Wellings, Real-Time Systems and
-    /// Programming Languages, Sec. 11.5): (3,7), (3,12), (5,20) -> 3, 6, 20.
+    /// The classic textbook set (Burns & Wellings, Real-Time Systems and Programming
+    /// Languages): (3,7), (3,12), (5,20) -> 3, 6, 20.
     #[test]
     fn burns_wellings_example() {
         let ts = [

@@ -30,11 +30,11 @@ pub trait Supply {
 ///
 /// * a dedicated processor: `blackout = 0`, `budget = period` ([`PeriodicSupply::dedicated`]);
 /// * the periodic resource model Γ(Π, Θ) of Shin & Lee, "Periodic Resource Model for
-///   Compositional Real-Time Guarantees", RTSS 2003, Sec. 4, Eq. (1):
+///   Compositional Real-Time Guarantees", RTSS 2003, the supply bound function sbf_Γ:
 ///   `blackout = 2(Π - Θ)` ([`PeriodicSupply::prm`]);
 /// * a periodic, sporadic or deferrable server (budget Q, period P) whose budget is
 ///   served with worst-case response time R: `blackout = P + R - 2Q` (Davis & Burns,
-///   "Hierarchical Fixed Priority Pre-emptive Scheduling", RTSS 2005, Sec. 4: the budget
+///   "Hierarchical Fixed Priority Pre-emptive Scheduling", RTSS 2005: the budget
 ///   is supplied as early as possible in one period and as late as possible in the next)
 ///   ([`PeriodicSupply::server`]); with R = P this is the PRM bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -111,7 +111,7 @@ impl Supply for PeriodicSupply {
 }
 
 /// The linear lower bound of a periodic supply, `lsbf(t) = (Θ/Π)(t - Δ)`; for the PRM,
-/// Shin & Lee RTSS 2003, Sec. 4, Eq. (2): `lsbf(t) = (Θ/Π)(t - 2(Π - Θ))`. Evaluated
+/// Shin & Lee RTSS 2003, the linear bound lsbf_Γ: `lsbf(t) = (Θ/Π)(t - 2(Π - Θ))`. Evaluated
 /// exactly on integers (`floor`, which is exact against integral demands).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LinearSupply(pub PeriodicSupply);
@@ -149,8 +149,9 @@ impl Supply for LinearSupply {
 /// sbf(t) is the minimum over all interval starts of the supply in `[a, a + t)`, which
 /// is attained where a gap begins (the standard TDMA/ARINC 653 supply bound, e.g.
 /// Easwaran, Lee, Shin, Sokolsky, "Compositional Analysis Framework Using EDP Resource
-/// Models", RTSS 2007, Sec. 3; Mok, Feng, Chen, "Resource Partition for Real-Time
-/// Systems", RTAS 2001, Def. 3 (supply function of a static partition)).
+/// Models", RTSS 2007; Mok, Feng, Chen, "Resource Partition for Real-Time
+/// Systems", RTAS 2001, the supply function of a static partition). The windows
+/// come from the DEmOS schedule (thesis Sec. 3.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WindowSupply {
     frame: Time,

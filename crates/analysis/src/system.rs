@@ -190,6 +190,7 @@ impl CpuAcc {
         let binding = match (failures.first(), &self.tightest) {
             (Some(f), _) => f.clone(),
             (None, Some((slack, what))) => format!("least slack {} ({what})", fmt_signed(*slack)),
+            (None, None) if self.window_load.is_some() => "window schedule only".to_string(),
             (None, None) => "no real-time tasks".to_string(),
         };
         CpuVerdict {
@@ -476,7 +477,9 @@ fn unplaced(p: &Partition, model: &bulkhead_model::Task, t: &Task, cpus: &[Strin
     }
 }
 
-/// The PRM interface at Π = half the shortest period (Shin & Lee 2003, Sec. 5).
+/// The PRM interface at Π = half the shortest period (Shin & Lee 2003, minimal budget),
+/// the per-CPU resource interface (N = 1, B, P) of M2-Xen Sec. II-B/III whose bandwidth
+/// B/P a host must reserve.
 fn interface(tasks: &[Task], rank: &[usize], members: &[usize], edf: bool, cpu: &str) -> Interface {
     let local: Vec<Task> = members.iter().map(|&i| tasks[i]).collect();
     let period = (local.iter().map(|t| t.period).min().unwrap_or(1) / 2).max(1);

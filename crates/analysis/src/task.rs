@@ -108,7 +108,7 @@ pub fn hyperperiod(tasks: &[Task]) -> Option<Time> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PriorityRule {
-    /// Shorter period = higher priority (Liu & Layland 1973, Sec. 4).
+    /// Shorter period = higher priority (Liu & Layland 1973).
     RateMonotonic,
     /// Shorter relative deadline = higher priority (Leung & Whitehead 1982).
     DeadlineMonotonic,

@@ -84,18 +84,15 @@ pub fn render_text(report: &Report, file: &str) -> String {
         for s in &w.slices {
             let _ = writeln!(
                 out,
-                "  window {} slice {} CPU {}: SC `{}` needs {} (completes by {}) of {}: {}",
+                "  window {} slice {} CPU {}: SC `{}` needs up to {} of {}: {}",
                 s.window,
                 s.slice,
                 s.cpus,
                 s.partition,
                 fmt(s.demand_ns),
-                fmt(s.completion_ns),
                 fmt(s.window_ns),
                 match s.verdict {
                     Fit::Fits => "fits",
-                    Fit::MayOverrun =>
-                        "MAY OVERRUN (depends on how the processes share the slice's CPUs)",
                     Fit::Overruns => "OVERRUNS",
                 }
             );
@@ -114,22 +111,23 @@ pub fn render_text(report: &Report, file: &str) -> String {
     }
     let _ = writeln!(out, "\nCPUs:");
     for c in &report.cpus {
-        let dl = c.deadline_bandwidth.map_or(String::new(), |b| {
-            format!(
-                ", SCHED_DEADLINE {:.1}% of cap {:.0}%",
-                b * 100.0,
-                c.deadline_cap * 100.0
-            )
-        });
-        let win = c
-            .window_load
-            .map_or(String::new(), |l| format!(", SC windows {:.1}%", l * 100.0));
+        let mut parts = Vec::new();
+        if c.rt_utilization > 0.0 || c.window_load.is_none() {
+            parts.push(format!("rt U = {:.1}%", c.rt_utilization * 100.0));
+        }
+        if let Some(b) = c.deadline_bandwidth {
+            let cap = c.deadline_cap * 100.0;
+            parts.push(format!("SCHED_DEADLINE {:.1}% of cap {cap:.0}%", b * 100.0));
+        }
+        if let Some(l) = c.window_load {
+            parts.push(format!("SC windows {:.1}%", l * 100.0));
+        }
+        let verdict = if c.schedulable { "ok" } else { "FAILS" };
         let _ = writeln!(
             out,
-            "  CPU {}: rt U = {:.1}%{dl}{win}: {} ({})",
+            "  CPU {}: {}: {verdict} ({})",
             c.cpu,
-            c.rt_utilization * 100.0,
-            if c.schedulable { "ok" } else { "FAILS" },
+            parts.join(", "),
             c.binding
         );
     }

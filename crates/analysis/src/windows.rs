@@ -8,6 +8,12 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// How an SC partition's processes fit into one window slice.
+///
+/// DEmOS (thesis, Sec. 3.2 and 3.5.1): an SC partition starts at the beginning of its
+/// window and all its processes must complete before the window ends; at most one
+/// process of a partition runs at a time, across all the slice's CPUs, in FIFO order,
+/// each up to its budget (drawn in `budget ± jitter/2`). So the SC partition holds its
+/// slice for up to `Σ (budget + jitter/2)`.
 #[derive(Debug, Clone, Serialize)]
 pub struct SliceCheck {
     pub window: usize,
@@ -15,10 +21,8 @@ pub struct SliceCheck {
     pub partition: String,
     pub cpus: String,
     pub window_ns: Time,
-    /// Σ (budget + jitter/2) of the partition's processes.
+    /// Σ (budget + jitter/2) of the partition's processes: its worst completion time.
     pub demand_ns: Time,
-    /// Finishing time bound of the SC processes in the window (see [`completion_bound`]).
-    pub completion_ns: Time,
     pub verdict: Fit,
 }
 
@@ -26,25 +30,10 @@ pub struct SliceCheck {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fit {
-    /// Guaranteed to complete within the window.
+    /// Every process completes within the window even with its largest budget.
     Fits,
-    /// Completes only under a favourable distribution over the slice's CPUs.
-    MayOverrun,
-    /// Cannot complete: demand exceeds the window even with perfect packing.
+    /// The processes' worst-case budgets exceed the window.
     Overruns,
-}
-
-/// Bounds on when `budgets` complete on `cpus` CPUs under a work-conserving scheduler:
-/// `(necessary, guaranteed)` = `(max(max b, Σb / m), Σb / m + (1 - 1/m) max b)`
-/// (Graham, "Bounds on Multiprocessing Timing Anomalies", SIAM J. Appl. Math. 17(2),
-/// 1969, Sec. 2: list scheduling finishes within `Σb/m + (1 - 1/m) max b`).
-pub fn completion_bound(budgets: &[Time], cpus: u64) -> (Time, Time) {
-    let m = cpus.max(1);
-    let sum: Time = budgets.iter().sum();
-    let max = budgets.iter().copied().max().unwrap_or(0);
-    let necessary = max.max(sum.div_ceil(m));
-    let guaranteed = (sum + (m - 1) * max).div_ceil(m);
-    (necessary, guaranteed)
 }
 
 /// The window analysis of a system.
@@ -96,32 +85,31 @@ pub fn analyze_windows(system: &System) -> WindowReport {
     let mut sc_busy: BTreeMap<String, Time> = BTreeMap::new();
     let mut start = 0;
     for (wi, w) in system.windows.iter().enumerate() {
+        // Best-effort partitions start once every SC partition of the window is done.
+        let mut sc_done = 0;
         for (si, s) in w.slices.iter().enumerate() {
+            let Some(name) = &s.sc_partition else {
+                continue;
+            };
             let cpus = slice_cpus(system, &s.cpus);
-            let mut sc_done = 0;
-            if let Some(name) = &s.sc_partition {
-                let check = sc_check(system, name, wi, si, w.length, &cpus);
-                sc_done = check.completion_ns.min(w.length);
-                for c in &cpus {
-                    *sc_busy.entry(c.clone()).or_default() +=
-                        check.demand_ns.div_ceil(cpus.len() as Time).min(w.length);
-                    intervals
-                        .entry((name.clone(), c.clone()))
-                        .or_default()
-                        .push((start, w.length));
-                }
-                report.slices.push(check);
+            let check = sc_check(system, name, wi, si, w.length, &cpus);
+            let held = check.demand_ns.min(w.length);
+            sc_done = sc_done.max(held);
+            for c in &cpus {
+                *sc_busy.entry(c.clone()).or_default() += held;
+                let iv = intervals.entry((name.clone(), c.clone())).or_default();
+                iv.push((start, held));
             }
-            if let Some(name) = &s.be_partition {
-                *be_time.entry(name.clone()).or_default() += w.length - sc_done;
-                for c in &cpus {
-                    // BE runs after the SC partition's guaranteed completion.
-                    let (from, len) = (start + sc_done, w.length - sc_done);
-                    intervals
-                        .entry((name.clone(), c.clone()))
-                        .or_default()
-                        .push((from, len));
-                }
+            report.slices.push(check);
+        }
+        for s in &w.slices {
+            let Some(name) = &s.be_partition else {
+                continue;
+            };
+            *be_time.entry(name.clone()).or_default() += w.length - sc_done;
+            for c in slice_cpus(system, &s.cpus) {
+                let iv = intervals.entry((name.clone(), c)).or_default();
+                iv.push((start + sc_done, w.length - sc_done));
             }
         }
         start += w.length;
@@ -168,47 +156,25 @@ fn sc_check(
     length: Time,
     cpus: &[String],
 ) -> SliceCheck {
-    let budgets: Vec<Time> = system
+    let demand: Time = system
         .partition(name)
-        .map(|p| {
-            p.processes
-                .iter()
-                .map(|q| q.budget + q.jitter / 2)
-                .collect()
-        })
+        .map(|p| p.processes.iter().map(|q| q.budget + q.jitter / 2).sum())
         .unwrap_or_default();
-    let (necessary, guaranteed) = completion_bound(&budgets, cpus.len() as u64);
-    let verdict = if guaranteed <= length {
-        Fit::Fits
-    } else if necessary <= length {
-        Fit::MayOverrun
-    } else {
-        Fit::Overruns
-    };
     SliceCheck {
         window: wi,
         slice: si,
         partition: name.to_string(),
         cpus: cpus.join(","),
         window_ns: length,
-        demand_ns: budgets.iter().sum(),
-        completion_ns: guaranteed,
-        verdict,
+        demand_ns: demand,
+        verdict: if demand <= length {
+            Fit::Fits
+        } else {
+            Fit::Overruns
+        },
     }
 }
 
 fn fmt(ns: Time) -> String {
     bulkhead_model::units::format_duration(ns)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn graham_bounds() {
-        assert_eq!(completion_bound(&[100, 50], 1), (150, 150));
-        // Two CPUs: at least max(100, 75) = 100, at most 75 + 50 = 125.
-        assert_eq!(completion_bound(&[100, 50], 2), (100, 125));
-    }
 }
