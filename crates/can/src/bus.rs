@@ -68,3 +68,34 @@ pub fn open(spec: &str) -> Result<Box<dyn CanBus>, OpenError> {
         None => Ok(Box::new(Node::attach(spec).map_err(OpenError::Virtual)?)),
     }
 }
+
+impl CanBus for std::sync::Arc<SocketCan> {
+    fn send(&mut self, frame: &Frame) -> io::Result<()> {
+        SocketCan::send(self, frame)
+    }
+    fn recv(&mut self, timeout: Option<Duration>) -> io::Result<Option<Received>> {
+        SocketCan::recv(self, timeout)
+    }
+}
+
+/// A reader's and a writer's handle on one bus.
+pub type BusPair = (Box<dyn CanBus>, Box<dyn CanBus>);
+
+/// Two handles on one connection to `spec`, for a reader thread and a writer
+/// thread: frames sent through either are not received by either (like one
+/// SocketCAN socket, which does not receive its own frames).
+pub fn open_pair(spec: &str) -> Result<BusPair, OpenError> {
+    match spec.strip_prefix(SOCKETCAN_PREFIX) {
+        Some(iface) => {
+            let socket = std::sync::Arc::new(SocketCan::open(iface).map_err(OpenError::SocketCan)?);
+            Ok((Box::new(socket.clone()), Box::new(socket)))
+        }
+        None => {
+            let node = Node::attach(spec).map_err(OpenError::Virtual)?;
+            let twin = node
+                .try_clone()
+                .map_err(|e| OpenError::Virtual(BusError::Io(e)))?;
+            Ok((Box::new(node), Box::new(twin)))
+        }
+    }
+}

@@ -19,6 +19,8 @@ pub mod candump;
 pub mod dbc;
 pub mod decode;
 pub mod frame;
+pub mod gateway;
+pub mod mapper;
 pub mod replay;
 pub mod socketcan_bus;
 pub mod timing;

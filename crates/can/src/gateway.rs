@@ -1,0 +1,322 @@
+//! The CAN gateway core: the only holder of a bus, it connects each partition to
+//! it through a pair of `bulkhead-chan` channels, as DriveOS's CAN Gateway Service
+//! does with shmcomm channels (DriveOS section 6.4.1, Programs 3-5).
+//!
+//! Per bus channel there is a reader (CAN to channels, Program 4) and a writer
+//! (channels to CAN, Program 5), each a *step function*: one call does one job's
+//! work (at most `max_frames` frames) without blocking, so a reserved periodic task
+//! (budget C, period T; DriveOS uses 100 µs every 2 ms) can call it once per period.
+//! Unlike Program 4, which blocks in `shmcomm_write` when a partition's ring is full,
+//! the reader never waits for a partition: a frame for a full ring is dropped and
+//! counted, so one slow partition cannot stall the others. The writer sends a
+//! partition's frame only if its id is on that partition's allowlist; others are
+//! dropped and counted (DriveOS 3.3.2: no malicious frame reaches the bus).
+//!
+//! Messages on the channels are [`WIRE_SIZE`] bytes ([`encode`], [`decode`]): the
+//! reception timestamp (u64 ns, little-endian), a per-bus sequence number (u64,
+//! little-endian; gaps reveal drops) and the Linux `struct can_frame`; the
+//! timestamp and sequence number of partition-to-gateway messages are ignored.
+
+use crate::bus::CanBus;
+use crate::frame::{CanId, Frame, RawFrameError, CAN_FRAME_SIZE};
+use bulkhead_chan::{Error as ChanError, Receiver, Sender};
+use bulkhead_trace::{Event, EventKind, Sink};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Bytes of one gateway channel message.
+pub const WIRE_SIZE: usize = 16 + CAN_FRAME_SIZE;
+
+/// A gateway channel message: timestamp, sequence number, frame.
+pub fn encode(t_ns: u64, seq: u64, frame: &Frame) -> Option<[u8; WIRE_SIZE]> {
+    let raw = frame.to_can_frame_bytes().ok()?;
+    let mut msg = [0u8; WIRE_SIZE];
+    msg[..8].copy_from_slice(&t_ns.to_le_bytes());
+    msg[8..16].copy_from_slice(&seq.to_le_bytes());
+    msg[16..].copy_from_slice(&raw);
+    Some(msg)
+}
+
+/// The timestamp, sequence number and frame of a gateway channel message.
+pub fn decode(msg: &[u8; WIRE_SIZE]) -> Result<(u64, u64, Frame), RawFrameError> {
+    let t_ns = u64::from_le_bytes(msg[..8].try_into().expect("8 bytes"));
+    let seq = u64::from_le_bytes(msg[8..16].try_into().expect("8 bytes"));
+    let raw: &[u8; CAN_FRAME_SIZE] = msg[16..].try_into().expect("16 bytes");
+    Ok((t_ns, seq, Frame::from_can_frame_bytes(raw)?))
+}
+
+/// Counters of one partition's link to one bus. Updated by the gateway's steps,
+/// readable at any time (relaxed atomics: each counter is exact, a snapshot of
+/// several is not atomic).
+#[derive(Debug, Default)]
+pub struct LinkCounters {
+    /// Frames from the bus written to the partition's channel.
+    pub rx_forwarded: AtomicU64,
+    /// Frames from the bus dropped because the partition's channel was full.
+    pub rx_dropped: AtomicU64,
+    /// Frames from the partition sent to the bus.
+    pub tx_sent: AtomicU64,
+    /// Frames from the partition dropped because their id is not on its allowlist.
+    pub tx_denied: AtomicU64,
+    /// Messages from the partition that were not valid classic CAN frames.
+    pub tx_malformed: AtomicU64,
+}
+
+/// One partition's connection to a bus.
+pub struct PartitionLink {
+    /// Partition name.
+    pub partition: String,
+    /// Channel from the gateway to the partition (CAN to partition).
+    pub to_partition: Sender,
+    /// Channel from the partition to the gateway (partition to CAN).
+    pub from_partition: Receiver,
+    /// Ids the partition may send.
+    pub allow: HashSet<CanId>,
+}
+
+/// A snapshot of one link's counters, named for traces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterSnapshot {
+    pub bus: String,
+    pub partition: String,
+    pub rx_forwarded: u64,
+    pub rx_dropped: u64,
+    pub tx_sent: u64,
+    pub tx_denied: u64,
+    pub tx_malformed: u64,
+}
+
+/// Read access to the counters of every link of a gateway bus.
+#[derive(Clone)]
+pub struct Counters {
+    bus: String,
+    links: Vec<(String, Arc<LinkCounters>)>,
+}
+
+impl Counters {
+    pub fn snapshot(&self) -> Vec<CounterSnapshot> {
+        self.links
+            .iter()
+            .map(|(partition, c)| CounterSnapshot {
+                bus: self.bus.clone(),
+                partition: partition.clone(),
+                rx_forwarded: c.rx_forwarded.load(Relaxed),
+                rx_dropped: c.rx_dropped.load(Relaxed),
+                tx_sent: c.tx_sent.load(Relaxed),
+                tx_denied: c.tx_denied.load(Relaxed),
+                tx_malformed: c.tx_malformed.load(Relaxed),
+            })
+            .collect()
+    }
+
+    /// The counters as Chrome/Perfetto trace-event counters (`"ph": "C"`) at time
+    /// `t_ns`, one track `can gateway BUS/PARTITION` per link, on the "Schedule"
+    /// process (pid 2) of `bulkhead_trace::perfetto`'s layout. Append them to the
+    /// `traceEvents` of an exported trace.
+    pub fn perfetto_counters(&self, t_ns: u64) -> Vec<Value> {
+        self.snapshot()
+            .into_iter()
+            .map(|s| {
+                json!({
+                    "ph": "C",
+                    "name": format!("can gateway {}/{}", s.bus, s.partition),
+                    "pid": 2,
+                    "ts": t_ns as f64 / 1e3,
+                    "args": {
+                        "rx_forwarded": s.rx_forwarded,
+                        "rx_dropped": s.rx_dropped,
+                        "tx_sent": s.tx_sent,
+                        "tx_denied": s.tx_denied,
+                    }
+                })
+            })
+            .collect()
+    }
+}
+
+/// Builds the reader and writer of one bus.
+pub struct Gateway {
+    bus: String,
+    links: Vec<PartitionLink>,
+}
+
+impl Gateway {
+    /// A gateway for the bus called `bus` (used in counters and traces).
+    pub fn new(bus: &str) -> Gateway {
+        Gateway {
+            bus: bus.to_string(),
+            links: Vec::new(),
+        }
+    }
+
+    /// Connects a partition. Its channels must carry [`WIRE_SIZE`]-byte messages.
+    pub fn add_partition(&mut self, link: PartitionLink) -> Result<(), String> {
+        for (end, size) in [
+            ("to_partition", link.to_partition.meta().msg_size),
+            ("from_partition", link.from_partition.meta().msg_size),
+        ] {
+            if size as usize != WIRE_SIZE {
+                return Err(format!(
+                    "partition {}: channel {end} carries {size}-byte messages, the gateway needs {WIRE_SIZE}",
+                    link.partition
+                ));
+            }
+        }
+        if self.links.iter().any(|l| l.partition == link.partition) {
+            return Err(format!("partition {} is already connected", link.partition));
+        }
+        self.links.push(link);
+        Ok(())
+    }
+
+    /// Splits into the reader (owning `rx_bus`), the writer (owning `tx_bus`) and
+    /// the counters. `rx_bus` and `tx_bus` are two handles on the same bus
+    /// ([`crate::bus::open_pair`]).
+    pub fn split(
+        self,
+        rx_bus: Box<dyn CanBus>,
+        tx_bus: Box<dyn CanBus>,
+    ) -> (BusReader, BusWriter, Counters) {
+        let mut to = Vec::new();
+        let mut from = Vec::new();
+        let mut counters = Vec::new();
+        for link in self.links {
+            let c = Arc::new(LinkCounters::default());
+            counters.push((link.partition.clone(), c.clone()));
+            to.push((link.to_partition, c.clone()));
+            from.push((link.from_partition, link.allow, c));
+        }
+        let reader = BusReader {
+            bus: rx_bus,
+            links: to,
+            seq: 0,
+            bus_name: self.bus.clone(),
+        };
+        let writer = BusWriter {
+            bus: tx_bus,
+            links: from,
+        };
+        let counters = Counters {
+            bus: self.bus,
+            links: counters,
+        };
+        (reader, writer, counters)
+    }
+}
+
+/// CAN to partitions (DriveOS Program 4, one job per call).
+pub struct BusReader {
+    bus: Box<dyn CanBus>,
+    links: Vec<(Sender, Arc<LinkCounters>)>,
+    seq: u64,
+    bus_name: String,
+}
+
+impl BusReader {
+    /// Forwards at most `max_frames` frames already received from the bus to every
+    /// partition, without waiting for the bus or for a partition. A frame for a
+    /// partition whose channel is full is dropped, counted and reported to `sink`
+    /// as a `channel_loss` of that channel. Returns the number of frames taken from
+    /// the bus.
+    pub fn step(&mut self, max_frames: usize, sink: &mut dyn Sink) -> io::Result<usize> {
+        let mut taken = 0;
+        while taken < max_frames {
+            let Some(received) = self.bus.recv(Some(Duration::ZERO))? else {
+                break;
+            };
+            taken += 1;
+            let seq = self.seq;
+            self.seq += 1;
+            let Some(msg) = encode(received.t_ns, seq, &received.frame) else {
+                continue;
+            };
+            for (tx, counters) in &mut self.links {
+                match tx.try_write(&msg) {
+                    Ok(()) => {
+                        counters.rx_forwarded.fetch_add(1, Relaxed);
+                    }
+                    Err(ChanError::Full) | Err(ChanError::Closed) => {
+                        counters.rx_dropped.fetch_add(1, Relaxed);
+                        if sink.enabled() {
+                            let channel = tx.meta().name.as_str().into();
+                            sink.emit(Event::new(
+                                received.t_ns,
+                                EventKind::ChannelLoss { channel, msg: seq },
+                            ));
+                        }
+                    }
+                    Err(e) => return Err(io::Error::other(e)),
+                }
+            }
+        }
+        Ok(taken)
+    }
+
+    pub fn bus_name(&self) -> &str {
+        &self.bus_name
+    }
+}
+
+/// Partitions to CAN (DriveOS Program 5 plus the allowlist, one job per call).
+pub struct BusWriter {
+    bus: Box<dyn CanBus>,
+    links: Vec<(Receiver, HashSet<CanId>, Arc<LinkCounters>)>,
+}
+
+impl BusWriter {
+    /// Takes at most `max_frames` messages in total from the partitions' channels
+    /// (round robin, so no partition starves another), sends those whose id is on
+    /// the sender's allowlist and drops (and counts) the others. Returns the number
+    /// of messages taken.
+    pub fn step(&mut self, max_frames: usize) -> io::Result<usize> {
+        let mut taken = 0;
+        let mut idle = 0;
+        let mut buf = [0u8; WIRE_SIZE];
+        let n = self.links.len();
+        let mut i = 0;
+        while taken < max_frames && idle < n {
+            let (rx, allow, counters) = &mut self.links[i % n];
+            i += 1;
+            match rx.try_read(&mut buf) {
+                Ok(()) => idle = 0,
+                Err(ChanError::Empty) | Err(ChanError::Closed) => {
+                    idle += 1;
+                    continue;
+                }
+                Err(e) => return Err(io::Error::other(e)),
+            }
+            taken += 1;
+            match decode(&buf) {
+                Ok((_, _, frame)) if allow.contains(&frame.id()) => {
+                    self.bus.send(&frame)?;
+                    counters.tx_sent.fetch_add(1, Relaxed);
+                }
+                Ok(_) => {
+                    counters.tx_denied.fetch_add(1, Relaxed);
+                }
+                Err(_) => {
+                    counters.tx_malformed.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        Ok(taken)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_messages_round_trip() {
+        let frame = Frame::new(CanId::Extended(0x1ABC), &[9, 8, 7]).unwrap();
+        let msg = encode(123, 7, &frame).unwrap();
+        assert_eq!(decode(&msg), Ok((123, 7, frame)));
+        let fd = Frame::fd(CanId::Standard(1), true, &[0; 16]).unwrap();
+        assert!(encode(0, 0, &fd).is_none());
+    }
+}
