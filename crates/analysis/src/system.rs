@@ -3,7 +3,7 @@
 use crate::assign::{first_fit_decreasing, CpuPolicy};
 use crate::bounds::{hyperbolic, liu_layland, Quick};
 use crate::edf::qpa;
-use crate::prm::{minimal_budget, Bound, Policy};
+use crate::prm::{gedf_schedulable, minimal_budget, minimal_mpr_budget, Bound, Mpr, Policy};
 use crate::reservation::{admit, reservation_of, DEFAULT_CAP};
 use crate::rta::{response_time, ResponseTime};
 use crate::supply::PeriodicSupply;
@@ -59,6 +59,8 @@ pub struct PartitionVerdict {
 #[derive(Debug, Clone, Serialize)]
 pub struct Interface {
     pub cpu: String,
+    /// m of the multiprocessor periodic resource ⟨Π, Θ, m⟩ (1 = Shin & Lee's PRM).
+    pub concurrency: u64,
     pub period_ns: Time,
     pub budget_ns: Option<Time>,
     pub bandwidth: Option<f64>,
@@ -174,6 +176,8 @@ struct CpuAcc {
     window_load: Option<f64>,
     tightest: Option<(i64, String)>,
     failures: Vec<String>,
+    /// What proved an EDF CPU schedulable (no per-task slack there).
+    note: Option<String>,
 }
 
 impl CpuAcc {
@@ -190,6 +194,7 @@ impl CpuAcc {
         let binding = match (failures.first(), &self.tightest) {
             (Some(f), _) => f.clone(),
             (None, Some((slack, what))) => format!("least slack {} ({what})", fmt_signed(*slack)),
+            (None, None) if self.note.is_some() => self.note.clone().unwrap_or_default(),
             (None, None) if self.window_load.is_some() => "window schedule only".to_string(),
             (None, None) => "no real-time tasks".to_string(),
         };
@@ -254,6 +259,10 @@ fn analyze_partition(
     let tasks: Vec<Task> = p.tasks.iter().map(to_task).collect();
     let rank = ranks(p);
     let edf = p.scheduler == Scheduler::Edf;
+    if edf && cpus.len() > 1 {
+        global_edf(p, &tasks, &cpus, options.deadline_cap, report, per_cpu);
+        return;
+    }
     let policy = if edf {
         CpuPolicy::Edf
     } else {
@@ -410,6 +419,11 @@ fn edf_cpu(
         acc.failures.push(msg.clone());
     }
     let demand = qpa(&local);
+    acc.note = Some(format!(
+        "EDF demand (QPA) of partition `{}` passes up to {}",
+        p.name,
+        fmt(demand.checked_up_to)
+    ));
     let miss = demand.violation.map(|v| {
         if v.utilization {
             "EDF: utilization exceeds 100%".to_string()
@@ -446,7 +460,7 @@ fn edf_cpu(
                 wcrt_ns: wcrt,
                 deadline_ns: t.deadline,
                 schedulable: ok,
-                slack_ns: wcrt.map(|w| t.deadline as i64 - w as i64),
+                slack_ns: None,
                 wcet_ns: t.wcet,
                 period_ns: t.period,
                 priority: None,
@@ -455,6 +469,102 @@ fn edf_cpu(
             }
         })
         .collect()
+}
+
+/// SCHED_DEADLINE on a partition of m > 1 CPUs is global EDF over its exclusive cpuset
+/// (one root domain): admission is `Σ bw <= m × cap`, schedulability the MPR demand test
+/// on m dedicated CPUs (Θ = mΠ), and the interface the minimal MPR budget.
+fn global_edf(
+    p: &Partition,
+    tasks: &[Task],
+    cpus: &[String],
+    cap: (Time, Time),
+    report: &mut Report,
+    per_cpu: &mut BTreeMap<String, CpuAcc>,
+) {
+    let m = cpus.len() as Time;
+    let cpulist = cpus.join(",");
+    let reservations: Vec<_> = tasks.iter().map(reservation_of).collect();
+    let adm = admit(&reservations, m, cap);
+    let period = tasks.iter().map(|t| t.period).min().unwrap_or(1);
+    let dedicated = Mpr {
+        period,
+        budget: period * m,
+        cpus: m,
+    };
+    let invalid = tasks.iter().any(|t| t.deadline > t.period);
+    let test = if invalid {
+        None
+    } else {
+        gedf_schedulable(tasks, &dedicated)
+    };
+    let failure = if adm.invalid.is_some() || invalid {
+        Some("SCHED_DEADLINE requires runtime <= deadline <= period".to_string())
+    } else if !adm.admitted {
+        Some(format!(
+            "SCHED_DEADLINE admission: Σ runtime/period = {:.4} exceeds {m} × cap {:.2}",
+            adm.total_bw as f64 / (1u64 << 20) as f64,
+            cap.0 as f64 / cap.1 as f64
+        ))
+    } else {
+        match test {
+            None => Some(format!("global EDF on CPUs {cpulist}: the MPR demand test is inconclusive (utilization or evaluation limit)")),
+            Some(v) => v.violation.map(|x| {
+                format!(
+                    "global EDF on CPUs {cpulist} (MPR demand test, Shin-Easwaran-Lee ECRTS 2008 Thm 1): for `{}`, DEM({}) = {} >= {} supplied",
+                    p.tasks[x.task].name,
+                    fmt(x.interval),
+                    fmt(x.demand),
+                    fmt(x.supply)
+                )
+            }),
+        }
+    };
+    for (i, t) in tasks.iter().enumerate() {
+        let ok = failure.is_none();
+        let wcrt = ok.then_some(t.deadline);
+        report.tasks.push(TaskVerdict {
+            partition: p.name.clone(),
+            name: p.tasks[i].name.clone(),
+            cpu: cpulist.clone(),
+            wcrt_ns: wcrt,
+            deadline_ns: t.deadline,
+            schedulable: ok,
+            slack_ns: None,
+            wcet_ns: t.wcet,
+            period_ns: t.period,
+            priority: None,
+            test: "gedf-mpr",
+            binding: failure.clone().unwrap_or_else(|| {
+                format!("global EDF on CPUs {cpulist}: DEM(A_k + D_k) < m·t for every task and A_k (sufficient test); CBS bounds R by D")
+            }),
+        });
+    }
+    let share = crate::task::utilization(tasks) / m as f64;
+    for cpu in cpus {
+        let acc = per_cpu.entry(cpu.clone()).or_default();
+        acc.utilization += share;
+        acc.dl_bw = Some((adm.total_bw / m, adm.cap_bw / m));
+        acc.note = Some(format!("global EDF of partition `{}` passes", p.name));
+        if let Some(f) = &failure {
+            acc.failures.push(format!("partition `{}`: {f}", p.name));
+        }
+    }
+    let half = (period / 2).max(1);
+    let budget = minimal_mpr_budget(tasks, half, m);
+    let interfaces = vec![Interface {
+        cpu: cpulist,
+        concurrency: m,
+        period_ns: half,
+        budget_ns: budget,
+        bandwidth: budget.map(|b| b as f64 / half as f64),
+    }];
+    let first = report.tasks.len() - tasks.len();
+    let mine = &report.tasks[first..];
+    resume_warnings(p, mine, &mut report.warnings);
+    report
+        .partitions
+        .push(partition_verdict(p, tasks, cpus, mine, interfaces, true));
 }
 
 fn unplaced(p: &Partition, model: &bulkhead_model::Task, t: &Task, cpus: &[String]) -> TaskVerdict {
@@ -493,6 +603,7 @@ fn interface(tasks: &[Task], rank: &[usize], members: &[usize], edf: bool, cpu: 
     let budget = minimal_budget(&local, &policy, period, Bound::Exact);
     Interface {
         cpu: cpu.to_string(),
+        concurrency: 1,
         period_ns: period,
         budget_ns: budget,
         bandwidth: budget.map(|b| b as f64 / period as f64),
@@ -522,7 +633,9 @@ fn partition_verdict(
             t.cpu,
             fmt_signed(t.slack_ns.unwrap_or(0))
         ),
-        (None, None) => "no tasks".to_string(),
+        (None, None) => mine
+            .first()
+            .map_or("no tasks".to_string(), |t| t.binding.clone()),
     };
     PartitionVerdict {
         name: p.name.clone(),

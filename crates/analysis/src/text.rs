@@ -65,9 +65,14 @@ pub fn render_text(report: &Report, file: &str) -> String {
             let bw = i
                 .bandwidth
                 .map_or(String::new(), |b| format!(" (bandwidth {:.1}%)", b * 100.0));
+            let model = if i.concurrency > 1 {
+                format!("multiprocessor periodic resource (m = {})", i.concurrency)
+            } else {
+                "periodic resource".to_string()
+            };
             let _ = writeln!(
                 out,
-                "  interface on CPU {}: periodic resource Π = {}, minimal Θ = {}{}",
+                "  interface on CPU {}: {model} Π = {}, minimal Θ = {}{}",
                 i.cpu,
                 fmt(i.period_ns),
                 budget,

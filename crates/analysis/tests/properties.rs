@@ -4,6 +4,7 @@
 mod reference;
 
 use bulkhead_analysis::edf::qpa;
+use bulkhead_analysis::prm::{gedf_schedulable, Mpr};
 use bulkhead_analysis::rta::{fp_schedulable, response_times};
 use bulkhead_analysis::task::{priority_order, PriorityRule};
 use bulkhead_analysis::task::{utilization_cmp, Task};
@@ -76,6 +77,18 @@ proptest! {
             let rank: Vec<usize> = (0..ts.len()).collect();
             let (_, missed) = reference::simulate(&ts, &rank, true);
             prop_assert_eq!(verdict.schedulable, !missed, "{:?}", ts);
+        }
+    }
+
+    /// The global-EDF test on an MPR is sufficient: whenever it accepts a set on two
+    /// dedicated CPUs (Θ = 2Π), the synchronous global-EDF schedule has no miss.
+    #[test]
+    fn gedf_acceptance_implies_no_miss((ts, _) in tasks(1)) {
+        let two = Mpr { period: 1, budget: 2, cpus: 2 };
+        if let Some(v) = gedf_schedulable(&ts, &two) {
+            if v.schedulable {
+                prop_assert!(!reference::global_edf_misses(&ts, 2), "{:?}", ts);
+            }
         }
     }
 

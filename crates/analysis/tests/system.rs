@@ -190,3 +190,33 @@ fn demos_example_fits_and_gives_be_its_share() {
     assert_eq!(be.max_blackout_ns, 175_000_000);
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 }
+
+/// SCHED_DEADLINE on two CPUs of one partition is global EDF: 130% passes the MPR demand
+/// test on two CPUs; Dhall's set (two light tasks, one with C close to T) fails and the
+/// binding names the heavy task.
+#[test]
+fn global_edf_on_a_two_cpu_partition() {
+    let part = |tasks: &str| {
+        format!(
+            "partitions:\n  - {{name: g, kind: rt, cpus: 0-1, scheduler: edf, tasks: [{tasks}]}}\n"
+        )
+    };
+    let ok = analyze(&part(
+        "{name: a, cmd: x, budget: 6ms, period: 10ms}, {name: b, cmd: x, budget: 6ms, period: 10ms}, {name: c, cmd: x, budget: 1ms, period: 10ms}",
+    ));
+    assert!(ok.schedulable);
+    assert!(ok
+        .tasks
+        .iter()
+        .all(|t| t.cpu == "0,1" && t.test == "gedf-mpr" && t.wcrt_ns == Some(10_000_000)));
+    assert_eq!(ok.partitions[0].interfaces[0].concurrency, 2);
+    let dhall = analyze(&part(
+        "{name: l1, cmd: x, budget: 2ms, period: 20ms}, {name: l2, cmd: x, budget: 2ms, period: 20ms}, {name: heavy, cmd: x, budget: 20ms, period: 21ms}",
+    ));
+    assert!(!dhall.schedulable);
+    assert!(
+        dhall.partitions[0].binding.contains("`heavy`"),
+        "{}",
+        dhall.partitions[0].binding
+    );
+}

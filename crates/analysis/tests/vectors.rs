@@ -1,5 +1,6 @@
 //! The analysis against the shared test vectors (tests/data, see its README).
 
+#[allow(dead_code)] // shared with tests/properties.rs; this binary uses `simulate` only
 mod reference;
 
 use bulkhead_analysis::prm::{minimal_budget, Bound, Policy};

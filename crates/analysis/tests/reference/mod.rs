@@ -72,3 +72,52 @@ fn pick(active: &[Job], rank: &[usize], edf: bool) -> Option<usize> {
         (key, rank[j.task] as Time, j.release)
     })
 }
+
+/// Global preemptive EDF on `cpus` identical CPUs, synchronous periodic release: whether
+/// any job released in `[0, H)` misses its deadline (U <= cpus).
+pub fn global_edf_misses(tasks: &[Task], cpus: usize) -> bool {
+    let h = hyperperiod(tasks).expect("small hyperperiod");
+    let mut next: Vec<Time> = vec![0; tasks.len()];
+    let mut active: Vec<Job> = Vec::new();
+    let mut now = 0;
+    loop {
+        for (i, t) in tasks.iter().enumerate() {
+            while next[i] <= now && next[i] < h {
+                active.push(Job {
+                    task: i,
+                    release: next[i],
+                    deadline: next[i] + t.deadline,
+                    left: t.wcet,
+                });
+                next[i] += t.period;
+            }
+        }
+        if active.iter().any(|j| j.deadline <= now && j.left > 0) {
+            return true;
+        }
+        if active.is_empty() && next.iter().all(|&n| n >= h) {
+            return false;
+        }
+        active.sort_by_key(|j| (j.deadline, j.task, j.release));
+        let release = next
+            .iter()
+            .copied()
+            .filter(|&n| n < h)
+            .min()
+            .unwrap_or(Time::MAX);
+        let running = active.len().min(cpus);
+        let Some(step) = active[..running].iter().map(|j| j.left).min() else {
+            now = release;
+            continue;
+        };
+        let step = step.min(release - now);
+        now += step;
+        for j in &mut active[..running] {
+            j.left -= step;
+        }
+        if active.iter().any(|j| j.left == 0 && now > j.deadline) {
+            return true;
+        }
+        active.retain(|j| j.left > 0);
+    }
+}
