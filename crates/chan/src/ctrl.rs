@@ -1,0 +1,47 @@
+//! Control words: each side of a channel owns one [`Side`], alone on its own
+//! page, and is the only one to write it. The peer maps that page read-only.
+
+use crate::sync::AtomicU32;
+
+/// Bit 31 of [`Side::seq`]: the side has closed its endpoint.
+pub const CLOSED: u32 = 1 << 31;
+/// Bits 0..=30 of [`Side::seq`]: the index or count.
+pub const INDEX: u32 = CLOSED - 1;
+
+/// The control words of one side (writer or reader). All-zero is the initial
+/// state, so a freshly truncated file is a valid empty channel.
+#[repr(C)]
+pub struct Side {
+    /// fifo: next index to write (writer) or read (reader), in `0..2*depth`;
+    /// latest writer: number of messages published (wrapping, 31 bits).
+    /// Bit 31 is [`CLOSED`]. This is the futex word the peer sleeps on.
+    pub seq: AtomicU32,
+    /// 1 while this side sleeps, or is about to sleep, on the peer's `seq`.
+    /// Only the sleeper sets and clears it.
+    pub waiting: AtomicU32,
+    /// pid of the attached endpoint, 0 when none is attached.
+    pub owner: AtomicU32,
+    /// four-slot: the writer's `latest` pair, or the reader's `reading` pair.
+    pub pair: AtomicU32,
+    /// four-slot writer: `slot[pair]`, the most recently written slot of each pair.
+    pub slot: [AtomicU32; 2],
+}
+
+impl Side {
+    /// The all-zero initial state (used by model checks; shared memory starts zeroed).
+    pub fn new() -> Side {
+        Side {
+            seq: AtomicU32::new(0),
+            waiting: AtomicU32::new(0),
+            owner: AtomicU32::new(0),
+            pair: AtomicU32::new(0),
+            slot: [AtomicU32::new(0), AtomicU32::new(0)],
+        }
+    }
+}
+
+impl Default for Side {
+    fn default() -> Self {
+        Side::new()
+    }
+}

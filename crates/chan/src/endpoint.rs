@@ -1,0 +1,300 @@
+//! Sender and Receiver: a mapped channel plus the fifo or four-slot algorithm.
+
+use crate::ctrl::Side;
+use crate::error::{Error, Result};
+use crate::fifo::{Consumer, Producer};
+use crate::fourslot;
+use crate::layout::{Kind, Layout, Meta};
+use crate::shm::{start_time, Map};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// How long an operation may wait.
+#[derive(Clone, Copy)]
+enum Wait {
+    Never,
+    Until(Option<Instant>),
+}
+
+fn deadline(timeout: Duration) -> Wait {
+    Wait::Until(Instant::now().checked_add(timeout))
+}
+
+fn my_pid() -> u32 {
+    rustix::process::getpid().as_raw_nonzero().get() as u32
+}
+
+/// Attaches this process as the owner of `side`. A previous owner that died
+/// without detaching is replaced; a live one makes this fail with `Busy`.
+fn claim(side: &Side) -> Result<()> {
+    let me = my_pid();
+    let prev = match side
+        .owner
+        .compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire)
+    {
+        Ok(_) => return Ok(()),
+        Err(p) => p,
+    };
+    if prev == me || start_time(prev).is_some() {
+        return Err(Error::Busy(prev));
+    }
+    match side
+        .owner
+        .compare_exchange(prev, me, Ordering::AcqRel, Ordering::Acquire)
+    {
+        Ok(_) => Ok(()),
+        Err(p) => Err(Error::Busy(p)),
+    }
+}
+
+fn release(side: &Side) {
+    side.owner.store(0, Ordering::Release);
+}
+
+fn check_len(len: usize, msg_size: u32) -> Result<()> {
+    if len != msg_size as usize {
+        return Err(Error::Invalid(format!(
+            "buffer of {len} bytes, messages are {msg_size} bytes"
+        )));
+    }
+    Ok(())
+}
+
+enum Tx {
+    Fifo(Producer),
+    Latest(fourslot::Writer),
+}
+
+/// The writing end of a channel (one per channel at a time).
+pub struct Sender {
+    tx: Tx,
+    meta: Meta,
+    data: *mut u8,
+    stride: usize,
+    side: *const Side,
+    // Unmapped last: `tx`, `data` and `side` point into it.
+    _map: Map,
+}
+
+// SAFETY: all pointers point into the owned mapping.
+unsafe impl Send for Sender {}
+
+impl Sender {
+    pub(crate) fn new(map: Map, meta: Meta, l: Layout) -> Result<Sender> {
+        let (mine, peer) = (map.side(l.writer_off), map.side(l.reader_off));
+        // SAFETY: `mine` points into the live mapping we own.
+        claim(unsafe { &*mine })?;
+        // SAFETY: both sides lie in `map`, which the Sender owns and unmaps
+        // only after dropping `tx`; this process now owns the writer side.
+        let tx = unsafe {
+            match meta.kind {
+                Kind::Fifo => Producer::new(mine, peer, meta.depth).map(Tx::Fifo),
+                Kind::Latest => fourslot::Writer::new(mine, peer).map(Tx::Latest),
+            }
+        };
+        let tx = tx.inspect_err(|_| release(unsafe { &*mine }))?;
+        // SAFETY: data_off < total_len = map.len.
+        let data = unsafe { map.ptr.add(l.data_off as usize) };
+        Ok(Sender {
+            tx,
+            meta,
+            data,
+            stride: l.stride as usize,
+            side: mine,
+            _map: map,
+        })
+    }
+
+    /// Name, kind, message size and depth of the channel.
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// Writes one message, blocking while a fifo is full (latest never blocks).
+    pub fn write(&mut self, msg: &[u8]) -> Result<()> {
+        self.write_with(msg, Wait::Until(None))
+    }
+
+    /// Like [`Self::write`], giving up with [`Error::Timeout`] after `timeout`.
+    pub fn write_timeout(&mut self, msg: &[u8], timeout: Duration) -> Result<()> {
+        self.write_with(msg, deadline(timeout))
+    }
+
+    /// Writes one message or fails at once with [`Error::Full`].
+    pub fn try_write(&mut self, msg: &[u8]) -> Result<()> {
+        self.write_with(msg, Wait::Never)
+    }
+
+    fn write_with(&mut self, msg: &[u8], wait: Wait) -> Result<()> {
+        check_len(msg.len(), self.meta.msg_size)?;
+        let slot = match (&mut self.tx, wait) {
+            (Tx::Fifo(p), Wait::Never) => p.try_reserve()?,
+            (Tx::Fifo(p), Wait::Until(d)) => p.reserve(d)?,
+            (Tx::Latest(w), _) => w.begin()?,
+        };
+        // SAFETY: slot < number of slots (depth or 4) by construction of the
+        // algorithms, so the write stays inside the message area; the
+        // algorithm guarantees the reader is not reading this slot.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                msg.as_ptr(),
+                self.data.add(slot * self.stride),
+                msg.len(),
+            )
+        };
+        match &mut self.tx {
+            Tx::Fifo(p) => p.commit(),
+            Tx::Latest(w) => w.commit(),
+        }
+        Ok(())
+    }
+
+    /// Spin iterations before a blocking write sleeps (fifo only).
+    pub fn set_spin(&mut self, spins: u32) {
+        if let Tx::Fifo(p) = &mut self.tx {
+            p.spin = spins;
+        }
+    }
+
+    /// How many times a blocking write slept on the futex.
+    pub fn sleeps(&self) -> u64 {
+        match &self.tx {
+            Tx::Fifo(p) => p.sleeps,
+            Tx::Latest(_) => 0,
+        }
+    }
+}
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        match &mut self.tx {
+            Tx::Fifo(p) => p.close(),
+            Tx::Latest(w) => w.close(),
+        }
+        // SAFETY: `side` points into the still-mapped `_map`.
+        release(unsafe { &*self.side });
+    }
+}
+
+enum Rx {
+    Fifo(Consumer),
+    Latest(fourslot::Reader),
+}
+
+/// The reading end of a channel (one per channel at a time).
+pub struct Receiver {
+    rx: Rx,
+    meta: Meta,
+    data: *const u8,
+    stride: usize,
+    side: *const Side,
+    _map: Map,
+}
+
+// SAFETY: all pointers point into the owned mapping.
+unsafe impl Send for Receiver {}
+
+impl Receiver {
+    pub(crate) fn new(map: Map, meta: Meta, l: Layout) -> Result<Receiver> {
+        let (mine, peer) = (map.side(l.reader_off), map.side(l.writer_off));
+        // SAFETY: `mine` points into the live mapping we own.
+        claim(unsafe { &*mine })?;
+        // SAFETY: as in Sender::new.
+        let rx = unsafe {
+            match meta.kind {
+                Kind::Fifo => Consumer::new(mine, peer, meta.depth).map(Rx::Fifo),
+                Kind::Latest => Ok(Rx::Latest(fourslot::Reader::new(mine, peer))),
+            }
+        };
+        let rx = rx.inspect_err(|_| release(unsafe { &*mine }))?;
+        // SAFETY: data_off < total_len = map.len.
+        let data = unsafe { map.ptr.add(l.data_off as usize) };
+        Ok(Receiver {
+            rx,
+            meta,
+            data,
+            stride: l.stride as usize,
+            side: mine,
+            _map: map,
+        })
+    }
+
+    /// Name, kind, message size and depth of the channel.
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// Reads one message into `buf` (exactly the message size). A fifo blocks
+    /// while empty and returns [`Error::Closed`] once the writer closed and
+    /// the ring is drained; latest returns the most recent message at once,
+    /// or [`Error::Empty`] if none was ever written.
+    pub fn read(&mut self, buf: &mut [u8]) -> Result<()> {
+        self.read_with(buf, Wait::Until(None))
+    }
+
+    /// Like [`Self::read`], giving up with [`Error::Timeout`] after `timeout`.
+    pub fn read_timeout(&mut self, buf: &mut [u8], timeout: Duration) -> Result<()> {
+        self.read_with(buf, deadline(timeout))
+    }
+
+    /// Reads one message or fails at once with [`Error::Empty`].
+    pub fn try_read(&mut self, buf: &mut [u8]) -> Result<()> {
+        self.read_with(buf, Wait::Never)
+    }
+
+    fn read_with(&mut self, buf: &mut [u8], wait: Wait) -> Result<()> {
+        check_len(buf.len(), self.meta.msg_size)?;
+        let slot = match (&mut self.rx, wait) {
+            (Rx::Fifo(c), Wait::Never) => c.try_acquire()?,
+            (Rx::Fifo(c), Wait::Until(d)) => c.acquire(d)?,
+            (Rx::Latest(r), _) => r.begin()?.ok_or(Error::Empty)?,
+        };
+        // SAFETY: slot is in range by construction (see Sender::write_with);
+        // the algorithm guarantees the writer is not writing this slot.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.data.add(slot * self.stride),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        if let Rx::Fifo(c) = &mut self.rx {
+            c.release();
+        }
+        Ok(())
+    }
+
+    /// Number of messages published so far on a latest channel (wrapping at
+    /// 2^31); for a fifo, 0.
+    pub fn published(&self) -> u32 {
+        match &self.rx {
+            Rx::Fifo(_) => 0,
+            Rx::Latest(r) => r.published(),
+        }
+    }
+
+    /// Spin iterations before a blocking read sleeps (fifo only).
+    pub fn set_spin(&mut self, spins: u32) {
+        if let Rx::Fifo(c) = &mut self.rx {
+            c.spin = spins;
+        }
+    }
+
+    /// How many times a blocking read slept on the futex.
+    pub fn sleeps(&self) -> u64 {
+        match &self.rx {
+            Rx::Fifo(c) => c.sleeps,
+            Rx::Latest(_) => 0,
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        if let Rx::Fifo(c) = &mut self.rx {
+            c.close();
+        }
+        // SAFETY: `side` points into the still-mapped `_map`.
+        release(unsafe { &*self.side });
+    }
+}

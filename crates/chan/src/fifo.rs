@@ -1,0 +1,272 @@
+//! The `fifo` algorithm: a lossless single-producer single-consumer ring.
+//!
+//! This is the synchronous shmcomm channel of DriveOS (section 5.1.4: "a FIFO
+//! ring buffer for synchronous communication", Programs 1-2) and Boomerang's
+//! `RT_FIFO` buffering (sections II-B and III-B: "the sender must block when
+//! the buffer is full, and the receiver must block when the buffer is empty").
+//!
+//! Indices run over `0..2*depth` (one extra wrap bit), so `head == tail` means
+//! empty and `head - tail == depth` (mod `2*depth`) means full, for any depth.
+//! The writer owns `head` (its [`Side::seq`]), the reader owns `tail`. Every
+//! value read from the peer is bounds-checked before use: a corrupt index
+//! yields [`Error::Corrupt`], never an out-of-bounds slot.
+//!
+//! Blocking spins `spin` times, then sleeps on the futex of the peer's `seq`
+//! word. No wake-up is lost: the sleeper sets its own `waiting` flag, issues a
+//! SeqCst fence, re-reads the peer's word and sleeps only while that word still
+//! holds the value it re-read (the kernel compares atomically); the waker
+//! publishes its index, issues a SeqCst fence, then reads the sleeper's flag
+//! and wakes if it is set. By the two fences at least one of them sees the
+//! other's store (Dekker). Only the sleeper clears its flag.
+
+use crate::ctrl::{Side, CLOSED, INDEX};
+use crate::error::{Error, Result};
+use crate::sync::{self, fence, Ordering::*};
+use std::time::Instant;
+
+/// Largest supported depth (indices need `2*depth` values below bit 31).
+pub const MAX_DEPTH: u32 = 1 << 24;
+
+/// Shared state of one end: its own words, the peer's words, the depth.
+struct Ends {
+    mine: *const Side,
+    peer: *const Side,
+    depth: u32,
+}
+
+impl Ends {
+    fn mine(&self) -> &Side {
+        // SAFETY: `new_*` require both pointers valid for the lifetime of self.
+        unsafe { &*self.mine }
+    }
+    fn peer(&self) -> &Side {
+        // SAFETY: as in `mine`.
+        unsafe { &*self.peer }
+    }
+    fn next(&self, i: u32) -> u32 {
+        if i + 1 == 2 * self.depth {
+            0
+        } else {
+            i + 1
+        }
+    }
+    fn slot(&self, i: u32) -> usize {
+        (if i >= self.depth { i - self.depth } else { i }) as usize
+    }
+    /// Number of messages in the ring between `tail` and `head`, or an error
+    /// if the peer's index is out of range.
+    fn used(&self, head: u32, tail: u32) -> Result<u32> {
+        let n = 2 * self.depth;
+        if head >= n || tail >= n {
+            return Err(Error::Corrupt("fifo index out of range"));
+        }
+        let used = (head + n - tail) % n;
+        if used > self.depth {
+            return Err(Error::Corrupt("fifo indices more than depth apart"));
+        }
+        Ok(used)
+    }
+    /// Publishes `index` as this side's position and wakes a sleeping peer.
+    fn publish(&self, index: u32) {
+        self.mine().seq.store(index, Release);
+        fence(SeqCst);
+        if self.peer().waiting.load(Relaxed) != 0 {
+            sync::wake(&self.mine().seq);
+        }
+    }
+    /// Marks this side closed and wakes the peer unconditionally.
+    fn close(&self, index: u32) {
+        self.mine().seq.store(index | CLOSED, Release);
+        fence(SeqCst);
+        sync::wake(&self.mine().seq);
+    }
+    /// Sleeps until the peer's `seq` differs from `seen` (or spuriously).
+    /// Returns whether it actually called the futex.
+    fn sleep(&self, seen: u32, deadline: Option<Instant>) -> Result<bool> {
+        let word = &self.peer().seq;
+        self.mine().waiting.store(1, Relaxed);
+        fence(SeqCst);
+        let now = word.load(Relaxed);
+        let slept = now == seen;
+        let r = if slept {
+            sync::wait(word, now, deadline)
+        } else {
+            Ok(())
+        };
+        self.mine().waiting.store(0, Relaxed);
+        match r {
+            Ok(()) => Ok(slept),
+            Err(sync::TimedOut) => Err(Error::Timeout),
+        }
+    }
+}
+
+/// Spin iterations before sleeping, by default.
+pub const DEFAULT_SPIN: u32 = 2000;
+
+/// Writer end of the fifo algorithm.
+pub struct Producer {
+    ends: Ends,
+    head: u32,
+    tail_seen: u32,
+    /// Spin iterations before sleeping.
+    pub spin: u32,
+    /// Number of futex sleeps so far.
+    pub sleeps: u64,
+}
+
+// SAFETY: the pointed-to words are atomics in memory that outlives the
+// Producer (constructor contract); nothing is thread-local.
+unsafe impl Send for Producer {}
+
+impl Producer {
+    /// Attaches the writer, continuing from the index it last published.
+    ///
+    /// # Safety
+    /// `mine` and `peer` must point to [`Side`]s valid (and never unmapped)
+    /// for the lifetime of the returned value; only this producer may write
+    /// `mine` while it lives. `depth` must be in `1..=MAX_DEPTH`.
+    pub unsafe fn new(mine: *const Side, peer: *const Side, depth: u32) -> Result<Producer> {
+        let ends = Ends { mine, peer, depth };
+        let head = ends.mine().seq.load(Acquire) & INDEX;
+        let tail = ends.peer().seq.load(Acquire) & INDEX;
+        ends.used(head, tail)?;
+        ends.mine().seq.store(head, Release);
+        Ok(Producer {
+            ends,
+            head,
+            tail_seen: tail,
+            spin: DEFAULT_SPIN,
+            sleeps: 0,
+        })
+    }
+
+    /// Slot number free for the next message, or `Full` / `Closed`.
+    pub fn try_reserve(&mut self) -> Result<usize> {
+        if self.ends.used(self.head, self.tail_seen)? < self.ends.depth {
+            return Ok(self.ends.slot(self.head));
+        }
+        let t = self.ends.peer().seq.load(Acquire);
+        let used = self.ends.used(self.head, t & INDEX)?;
+        self.tail_seen = t & INDEX;
+        if used < self.ends.depth {
+            Ok(self.ends.slot(self.head))
+        } else if t & CLOSED != 0 {
+            Err(Error::Closed)
+        } else {
+            Err(Error::Full)
+        }
+    }
+
+    /// Like [`Self::try_reserve`] but waits for room: spins, then sleeps.
+    pub fn reserve(&mut self, deadline: Option<Instant>) -> Result<usize> {
+        for _ in 0..self.spin {
+            match self.try_reserve() {
+                Err(Error::Full) => sync::spin_hint(),
+                r => return r,
+            }
+        }
+        loop {
+            match self.try_reserve() {
+                Err(Error::Full) => {}
+                r => return r,
+            }
+            if self.ends.sleep(self.tail_seen, deadline)? {
+                self.sleeps += 1;
+            }
+        }
+    }
+
+    /// Publishes the message written into the reserved slot.
+    pub fn commit(&mut self) {
+        self.head = self.ends.next(self.head);
+        self.ends.publish(self.head);
+    }
+
+    /// Marks the writer closed; the reader drains what is left, then gets `Closed`.
+    pub fn close(&mut self) {
+        self.ends.close(self.head);
+    }
+}
+
+/// Reader end of the fifo algorithm.
+pub struct Consumer {
+    ends: Ends,
+    tail: u32,
+    head_seen: u32,
+    /// Spin iterations before sleeping.
+    pub spin: u32,
+    /// Number of futex sleeps so far.
+    pub sleeps: u64,
+}
+
+// SAFETY: as for Producer.
+unsafe impl Send for Consumer {}
+
+impl Consumer {
+    /// Attaches the reader, continuing from the index it last published.
+    ///
+    /// # Safety
+    /// Same contract as [`Producer::new`], with the roles swapped.
+    pub unsafe fn new(mine: *const Side, peer: *const Side, depth: u32) -> Result<Consumer> {
+        let ends = Ends { mine, peer, depth };
+        let tail = ends.mine().seq.load(Acquire) & INDEX;
+        let head = ends.peer().seq.load(Acquire) & INDEX;
+        ends.used(head, tail)?;
+        ends.mine().seq.store(tail, Release);
+        Ok(Consumer {
+            ends,
+            tail,
+            head_seen: tail,
+            spin: DEFAULT_SPIN,
+            sleeps: 0,
+        })
+    }
+
+    /// Slot number of the oldest unread message, or `Empty` / `Closed`.
+    pub fn try_acquire(&mut self) -> Result<usize> {
+        if self.head_seen != self.tail {
+            return Ok(self.ends.slot(self.tail));
+        }
+        let h = self.ends.peer().seq.load(Acquire);
+        self.ends.used(h & INDEX, self.tail)?;
+        self.head_seen = h & INDEX;
+        if self.head_seen != self.tail {
+            Ok(self.ends.slot(self.tail))
+        } else if h & CLOSED != 0 {
+            Err(Error::Closed)
+        } else {
+            Err(Error::Empty)
+        }
+    }
+
+    /// Like [`Self::try_acquire`] but waits for a message: spins, then sleeps.
+    pub fn acquire(&mut self, deadline: Option<Instant>) -> Result<usize> {
+        for _ in 0..self.spin {
+            match self.try_acquire() {
+                Err(Error::Empty) => sync::spin_hint(),
+                r => return r,
+            }
+        }
+        loop {
+            match self.try_acquire() {
+                Err(Error::Empty) => {}
+                r => return r,
+            }
+            if self.ends.sleep(self.head_seen, deadline)? {
+                self.sleeps += 1;
+            }
+        }
+    }
+
+    /// Frees the slot returned by the last acquire.
+    pub fn release(&mut self) {
+        self.tail = self.ends.next(self.tail);
+        self.ends.publish(self.tail);
+    }
+
+    /// Marks the reader closed; a writer blocked on a full ring gets `Closed`.
+    pub fn close(&mut self) {
+        self.ends.close(self.tail);
+    }
+}

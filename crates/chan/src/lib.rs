@@ -1,0 +1,59 @@
+//! bulkhead-chan: shared-memory channels between processes, without a supervisor.
+//!
+//! This is DriveOS's `shmcomm` (section 5, Fig. 4 and Programs 1-2) on Linux:
+//! a channel is a memfd (or a named `/dev/shm` object) holding a header, each
+//! side's control words on its own page, and a fixed-size message area. Two
+//! kinds, as in DriveOS section 5.1.4 and Boomerang sections II-B/III-B:
+//!
+//! * [`Kind::Fifo`]: lossless single-producer single-consumer ring
+//!   (shmcomm's synchronous channel, Boomerang's `RT_FIFO`); writes block
+//!   while full, reads while empty: a short spin, then a futex sleep with no
+//!   lost wake-up ([`fifo`]).
+//! * [`Kind::Latest`]: Simpson's four-slot mechanism (Simpson 1990;
+//!   shmcomm's asynchronous channel, Boomerang's `RT_ASYNC`): wait-free on
+//!   both sides; the reader gets the most recent complete message ([`fourslot`]).
+//!
+//! Each side writes only its own control words; the reader maps the message
+//! area read-only. Everything read from the peer is bounds-checked: a peer that
+//! corrupts the shared memory can only make the other side's calls fail
+//! ([`Error::Corrupt`], [`Error::BadHeader`]), and every blocking call has a
+//! timeout variant. A channel passed as a file descriptor must be a memfd
+//! sealed against shrinking, so no peer can make mapped pages vanish.
+//!
+//! ```no_run
+//! use bulkhead_chan::{Channel, Spec};
+//! // DriveOS Program 1/2: struct packet {int X; int Y}, channel 101, ring length 10.
+//! let chan = Channel::create_named(&Spec::fifo("101", 8, 10))?;
+//! let mut tx = chan.sender()?;
+//! let mut rx = Channel::open_named("101")?.receiver()?;
+//! tx.write(&[10, 0, 0, 0, 20, 0, 0, 0])?;
+//! let mut p_rec = [0u8; 8];
+//! rx.read(&mut p_rec)?;
+//! chan.destroy()?;
+//! # Ok::<(), bulkhead_chan::Error>(())
+//! ```
+//!
+//! The C API is in `include/bulkhead/chan.h` (static and shared library).
+
+pub mod ctrl;
+mod error;
+pub mod fifo;
+pub mod fourslot;
+pub mod sync;
+
+#[cfg(not(loom))]
+pub mod capi;
+#[cfg(not(loom))]
+mod endpoint;
+#[cfg(not(loom))]
+pub mod layout;
+#[cfg(not(loom))]
+mod shm;
+
+#[cfg(not(loom))]
+pub use endpoint::{Receiver, Sender};
+pub use error::{Error, Result};
+#[cfg(not(loom))]
+pub use layout::{Kind, Meta};
+#[cfg(not(loom))]
+pub use shm::{cleanup_stale, named_exists, recv_fd, send_fd, Channel, Spec, PREFIX};

@@ -1,0 +1,448 @@
+//! Channel files: memfd (sealed, passable by `SCM_RIGHTS`) or named
+//! `/dev/shm/bulkhead-chan-<name>` objects; their mapping; stale cleanup.
+
+use crate::ctrl::Side;
+use crate::endpoint::{Receiver, Sender};
+use crate::error::{Error, Result};
+use crate::layout::{self, check_name, Kind, Layout, Meta, HEADER_LEN, MAGIC};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{Mode, SealFlags};
+use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
+use std::io::{IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Prefix of every channel object in `/dev/shm` and of every memfd name.
+pub const PREFIX: &str = "bulkhead-chan-";
+
+/// What to create: the arguments of shmcomm's `open_send`/`open_receive`
+/// with `SHMCOMM_CREATE_CH` (DriveOS section 5.1.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    pub name: String,
+    pub kind: Kind,
+    pub msg_size: u32,
+    pub depth: u32,
+}
+
+impl Spec {
+    /// A lossless ring of `depth` messages of `msg_size` bytes.
+    pub fn fifo(name: &str, msg_size: u32, depth: u32) -> Spec {
+        Spec {
+            name: name.into(),
+            kind: Kind::Fifo,
+            msg_size,
+            depth,
+        }
+    }
+    /// A four-slot register of one `msg_size`-byte message.
+    pub fn latest(name: &str, msg_size: u32) -> Spec {
+        Spec {
+            name: name.into(),
+            kind: Kind::Latest,
+            msg_size,
+            depth: 1,
+        }
+    }
+}
+
+/// A channel object: an open file holding the header, both sides' control
+/// words and the message area. Cheap to hold; map it with
+/// [`Channel::sender`] or [`Channel::receiver`].
+#[derive(Debug)]
+pub struct Channel {
+    fd: OwnedFd,
+    meta: Meta,
+    layout: Layout,
+    named: bool,
+}
+
+impl AsFd for Channel {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl From<Channel> for OwnedFd {
+    /// The channel's file descriptor, e.g. to hand to a child process.
+    fn from(c: Channel) -> OwnedFd {
+        c.fd
+    }
+}
+
+pub(crate) fn page_size() -> u64 {
+    rustix::param::page_size() as u64
+}
+
+/// An `mmap` of a whole channel file, unmapped on drop.
+pub(crate) struct Map {
+    pub ptr: *mut u8,
+    pub len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory, usable from any thread.
+unsafe impl Send for Map {}
+
+impl Map {
+    fn new(fd: BorrowedFd<'_>, len: u64, prot: ProtFlags) -> Result<Map> {
+        let len = usize::try_from(len).map_err(|_| Error::Invalid("channel too large".into()))?;
+        // SAFETY: a fresh shared mapping at an address the kernel chooses
+        // aliases no Rust object; the file is at least `len` bytes (validated
+        // or just truncated), and memfds are sealed against shrinking.
+        let ptr =
+            unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }
+                .map_err(|e| Error::io("mmap channel", e))?;
+        Ok(Map {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    /// Makes `[off, off+len)` read-only (both page-aligned, inside the map).
+    fn read_only(&self, off: u64, len: u64) -> Result<()> {
+        // SAFETY: the range lies inside this mapping (layout offsets are page
+        // multiples below total_len); only protections change.
+        unsafe {
+            rustix::mm::mprotect(
+                self.ptr.add(off as usize).cast(),
+                len as usize,
+                MprotectFlags::READ,
+            )
+        }
+        .map_err(|e| Error::io("mprotect channel", e))
+    }
+
+    /// The control words at `off` (a page offset inside the map).
+    pub fn side(&self, off: u64) -> *const Side {
+        // SAFETY: off + size_of::<Side>() <= len by the validated layout, and
+        // page alignment satisfies Side's alignment.
+        unsafe { self.ptr.add(off as usize) as *const Side }
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len come from our own successful mmap; every pointer
+        // derived from it lives in the endpoint that owns (and drops) this Map.
+        let _ = unsafe { rustix::mm::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+fn read_header(fd: BorrowedFd<'_>, file_len: u64) -> Result<(Meta, Layout)> {
+    let page = page_size();
+    if file_len < page {
+        return Err(Error::BadHeader(format!(
+            "file is {file_len} bytes, shorter than a page"
+        )));
+    }
+    let map = Map::new(fd, page, ProtFlags::READ)?;
+    // SAFETY: page 0 is mapped and 8-aligned; the creator stores the magic
+    // last with Release, so Acquire here makes the rest of the header visible.
+    let magic = unsafe { &*(map.ptr as *const AtomicU64) }.load(Ordering::Acquire);
+    if magic != MAGIC {
+        return Err(Error::BadHeader(format!(
+            "magic {magic:#018x}, want {MAGIC:#018x}"
+        )));
+    }
+    let mut b = [0u8; HEADER_LEN];
+    for (i, byte) in b.iter_mut().enumerate() {
+        // SAFETY: i < HEADER_LEN <= page, inside the mapping. Volatile: a peer
+        // may write concurrently; the copy is validated, never trusted.
+        *byte = unsafe { map.ptr.add(i).read_volatile() };
+    }
+    layout::validate(&b, file_len, page)
+}
+
+fn write_header(fd: BorrowedFd<'_>, meta: &Meta, l: &Layout) -> Result<()> {
+    let map = Map::new(fd, l.page, ProtFlags::READ | ProtFlags::WRITE)?;
+    let b = layout::encode(meta, l);
+    // SAFETY: the page is ours alone (nobody can validate it before the
+    // magic is set); bytes 8.. first, then the magic with Release.
+    unsafe {
+        std::ptr::copy_nonoverlapping(b[8..].as_ptr(), map.ptr.add(8), HEADER_LEN - 8);
+        (*(map.ptr as *const AtomicU64)).store(MAGIC, Ordering::Release);
+    }
+    Ok(())
+}
+
+/// Start time of `pid` in clock ticks since boot (field 22 of /proc/pid/stat),
+/// or None if it does not exist or is a zombie.
+pub(crate) fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    if fields.next()? == "Z" {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
+}
+
+fn alive(pid: u32, start: Option<u64>) -> bool {
+    match (start_time(pid), start) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(t), Some(s)) => t == s,
+    }
+}
+
+fn shm_path(name: &str) -> String {
+    format!("/{PREFIX}{name}")
+}
+
+impl Channel {
+    /// Creates an anonymous channel in a memfd sealed against resizing, ready
+    /// to be granted to other processes with [`Channel::send_over`].
+    pub fn create(spec: &Spec) -> Result<Channel> {
+        check_name(&spec.name)?;
+        let flags = rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING;
+        let fd = rustix::fs::memfd_create(format!("{PREFIX}{}", spec.name), flags)
+            .map_err(|e| Error::io("memfd_create", e))?;
+        Channel::init(fd, spec, true)
+    }
+
+    /// Creates a named channel `/dev/shm/bulkhead-chan-<name>` (shmcomm's
+    /// `SHMCOMM_CREATE_CH` with a key). A stale object of that name (creator
+    /// and endpoints dead) is replaced; a live one gives [`Error::Exists`].
+    pub fn create_named(spec: &Spec) -> Result<Channel> {
+        check_name(&spec.name)?;
+        let path = shm_path(&spec.name);
+        let flags =
+            rustix::shm::OFlags::CREATE | rustix::shm::OFlags::EXCL | rustix::shm::OFlags::RDWR;
+        let mode = Mode::RUSR | Mode::WUSR;
+        let fd = match rustix::shm::open(path.as_str(), flags, mode) {
+            Err(rustix::io::Errno::EXIST) if is_stale(&spec.name) => {
+                let _ = rustix::shm::unlink(path.as_str());
+                rustix::shm::open(path.as_str(), flags, mode)
+            }
+            r => r,
+        };
+        let fd = match fd {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::EXIST) => return Err(Error::Exists(spec.name.clone())),
+            Err(e) => return Err(Error::io("shm_open", e)),
+        };
+        Channel::init(fd, spec, false).inspect_err(|_| {
+            let _ = rustix::shm::unlink(path.as_str());
+        })
+    }
+
+    fn init(fd: OwnedFd, spec: &Spec, memfd: bool) -> Result<Channel> {
+        let layout = Layout::compute(spec.kind, spec.msg_size, spec.depth, page_size())?;
+        rustix::fs::ftruncate(&fd, layout.total_len)
+            .map_err(|e| Error::io("ftruncate channel", e))?;
+        if memfd {
+            let seals = SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL;
+            rustix::fs::fcntl_add_seals(&fd, seals).map_err(|e| Error::io("seal memfd", e))?;
+        }
+        let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+        let meta = Meta {
+            name: spec.name.clone(),
+            kind: spec.kind,
+            msg_size: spec.msg_size,
+            depth: spec.depth,
+            creator_pid: pid,
+            creator_start: start_time(pid).unwrap_or(0),
+        };
+        write_header(fd.as_fd(), &meta, &layout)?;
+        Ok(Channel {
+            fd,
+            meta,
+            layout,
+            named: !memfd,
+        })
+    }
+
+    /// Connects to an existing named channel (shmcomm's `SHMCOMM_CONNECT_CH`):
+    /// kind, sizes and depth come from its header, which is validated.
+    pub fn open_named(name: &str) -> Result<Channel> {
+        check_name(name)?;
+        let fd = match rustix::shm::open(
+            shm_path(name).as_str(),
+            rustix::shm::OFlags::RDWR,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Err(Error::NotFound(name.into())),
+            Err(e) => return Err(Error::io("shm_open", e)),
+        };
+        Channel::open(fd, false, true)
+    }
+
+    /// Takes a channel granted as a file descriptor (e.g. received by
+    /// `SCM_RIGHTS`). The file must be a memfd sealed against shrinking, so
+    /// that no peer can make a mapped page vanish; its header is validated.
+    pub fn from_fd(fd: OwnedFd) -> Result<Channel> {
+        Channel::open(fd, true, false)
+    }
+
+    fn open(fd: OwnedFd, require_seal: bool, named: bool) -> Result<Channel> {
+        if require_seal {
+            let seals = rustix::fs::fcntl_get_seals(&fd).map_err(|e| Error::io("get seals", e))?;
+            if !seals.contains(SealFlags::SHRINK) {
+                return Err(Error::BadHeader(
+                    "channel fd is not sealed against shrinking".into(),
+                ));
+            }
+        }
+        let st = rustix::fs::fstat(&fd).map_err(|e| Error::io("fstat channel", e))?;
+        let (meta, layout) = read_header(fd.as_fd(), st.st_size as u64)?;
+        Ok(Channel {
+            fd,
+            meta,
+            layout,
+            named,
+        })
+    }
+
+    /// Name, kind, message size, depth and creator.
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// Maps the channel as its (single) writer.
+    pub fn sender(&self) -> Result<Sender> {
+        let map = Map::new(
+            self.fd.as_fd(),
+            self.layout.total_len,
+            ProtFlags::READ | ProtFlags::WRITE,
+        )?;
+        let l = &self.layout;
+        map.read_only(0, l.page)?;
+        map.read_only(l.reader_off, l.page)?;
+        Sender::new(map, self.meta.clone(), *l)
+    }
+
+    /// Maps the channel as its (single) reader: everything but the reader's
+    /// own control page is read-only, the message area included.
+    pub fn receiver(&self) -> Result<Receiver> {
+        let map = Map::new(
+            self.fd.as_fd(),
+            self.layout.total_len,
+            ProtFlags::READ | ProtFlags::WRITE,
+        )?;
+        let l = &self.layout;
+        map.read_only(0, l.reader_off)?;
+        map.read_only(l.data_off, l.total_len - l.data_off)?;
+        Receiver::new(map, self.meta.clone(), *l)
+    }
+
+    /// Grants the channel to the process at the other end of a Unix socket
+    /// (`SCM_RIGHTS`); it takes it with [`Channel::receive_from`].
+    pub fn send_over(&self, socket: impl AsFd) -> Result<()> {
+        send_fd(socket.as_fd(), self.fd.as_fd())
+    }
+
+    /// Receives a channel granted with [`Channel::send_over`] and validates it.
+    pub fn receive_from(socket: impl AsFd) -> Result<Channel> {
+        Channel::from_fd(recv_fd(socket.as_fd())?)
+    }
+
+    /// Destroys the channel (shmcomm's `destroy`): a named channel's object is
+    /// unlinked; the memory is freed once every endpoint has unmapped it.
+    pub fn destroy(self) -> Result<()> {
+        if self.named {
+            rustix::shm::unlink(shm_path(&self.meta.name).as_str())
+                .map_err(|e| Error::io("shm_unlink", e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Sends one file descriptor over a Unix socket with `SCM_RIGHTS`.
+pub fn send_fd(socket: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let fds = [fd];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    control.push(SendAncillaryMessage::ScmRights(&fds));
+    rustix::net::sendmsg(
+        socket,
+        &[IoSlice::new(b"C")],
+        &mut control,
+        SendFlags::empty(),
+    )
+    .map_err(|e| Error::io("sendmsg SCM_RIGHTS", e))?;
+    Ok(())
+}
+
+/// Receives one file descriptor sent with [`send_fd`] (close-on-exec).
+pub fn recv_fd(socket: BorrowedFd<'_>) -> Result<OwnedFd> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut byte = [0u8; 1];
+    let got = rustix::net::recvmsg(
+        socket,
+        &mut [IoSliceMut::new(&mut byte)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )
+    .map_err(|e| Error::io("recvmsg SCM_RIGHTS", e))?;
+    for msg in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(mut fds) = msg {
+            if let Some(fd) = fds.next() {
+                return Ok(fd);
+            }
+        }
+    }
+    if got.bytes == 0 {
+        return Err(Error::Closed);
+    }
+    Err(Error::Invalid("message carried no file descriptor".into()))
+}
+
+/// Whether the named channel is stale: its header is valid, its creator is
+/// dead (or its pid was reused) and no endpoint is attached by a live process.
+/// An unreadable or invalid object is never called stale.
+fn is_stale(name: &str) -> bool {
+    let Ok(fd) = rustix::shm::open(
+        shm_path(name).as_str(),
+        rustix::shm::OFlags::RDONLY,
+        Mode::empty(),
+    ) else {
+        return false;
+    };
+    let Ok(st) = rustix::fs::fstat(&fd) else {
+        return false;
+    };
+    let Ok((meta, l)) = read_header(fd.as_fd(), st.st_size as u64) else {
+        return false;
+    };
+    if alive(meta.creator_pid, Some(meta.creator_start)) {
+        return false;
+    }
+    let Ok(map) = Map::new(fd.as_fd(), l.data_off, ProtFlags::READ) else {
+        return false;
+    };
+    [l.writer_off, l.reader_off].iter().all(|&off| {
+        // SAFETY: the side page lies inside the mapping (off < data_off).
+        let owner = unsafe { &*map.side(off) }.owner.load(Ordering::Acquire);
+        owner == 0 || !alive(owner, None)
+    })
+}
+
+/// Removes every stale named channel from `/dev/shm` (creator dead, no live
+/// endpoint; see DriveOS section 5.1.2 on destroying channels) and returns
+/// their names. Live, foreign or unreadable objects are left alone.
+pub fn cleanup_stale() -> Result<Vec<String>> {
+    let dir = std::fs::read_dir("/dev/shm").map_err(|e| Error::io("read /dev/shm", e))?;
+    let mut removed = Vec::new();
+    for entry in dir.flatten() {
+        let file = entry.file_name();
+        let Some(name) = file.to_str().and_then(|f| f.strip_prefix(PREFIX)) else {
+            continue;
+        };
+        if check_name(name).is_ok()
+            && is_stale(name)
+            && rustix::shm::unlink(shm_path(name).as_str()).is_ok()
+        {
+            removed.push(name.to_string());
+        }
+    }
+    Ok(removed)
+}
+
+/// Whether a named channel exists (for tests and tools).
+pub fn named_exists(name: &str) -> bool {
+    std::path::Path::new(&format!("/dev/shm/{PREFIX}{name}")).exists()
+}
