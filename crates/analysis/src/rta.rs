@@ -211,6 +211,22 @@ pub fn fp_schedulable(tasks: &[Task], order: &[usize], rate_monotonic: bool) -> 
     true
 }
 
+/// The worst-case supply a periodic, sporadic or deferrable server (budget `budget` per
+/// `period`) gives the tasks it serves when it runs as a task of its own below the
+/// higher-priority tasks `higher` on a dedicated CPU: its budget completes within
+/// `R_s` (the server's response time as the task (Q, P, P), by [`response_time`]), so the
+/// supply is [`PeriodicSupply::server`] with blackout `P + R_s - 2Q` (Davis & Burns,
+/// "Hierarchical Fixed Priority Pre-emptive Scheduling", RTSS 2005). `None` when the
+/// server itself is not schedulable (`R_s > P`).
+///
+/// The deferrable server's back-to-back effect on *lower*-priority tasks is not modelled
+/// here: to analyse those, treat the deferrable server as a task with jitter `P - Q`.
+pub fn server_supply(higher: &[Task], budget: Time, period: Time) -> Option<PeriodicSupply> {
+    let server = Task::new(budget, period, period);
+    let r = level(higher, &server, &PeriodicSupply::dedicated(), 0).wcrt?;
+    (r <= period).then(|| PeriodicSupply::server(period, budget, r))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +302,21 @@ mod tests {
         let r = response_times(&ts, &[0, 1], &PeriodicSupply::dedicated());
         assert_eq!(r[0].wcrt, Some(2 + 4));
         assert_eq!(r[1].wcrt, Some(10 + 1));
+    }
+
+    /// A server (Q = 2, P = 10) below a task (2, 5): R_s = 4, so its supply has a
+    /// blackout of 10 + 4 - 2·2 = 10; a served task with C = 3 needs one full budget and
+    /// one more unit: R = 10 + 10 + 1 = 21.
+    #[test]
+    fn server_below_a_higher_task() {
+        let supply = server_supply(&[Task::new(2, 5, 5)], 2, 10).unwrap();
+        assert_eq!(supply.blackout, 10);
+        let served = [Task::new(3, 40, 40)];
+        let r = response_times(&served, &[0], &supply);
+        assert_eq!(r[0].wcrt, Some(21));
+        // At the top priority the server's own response is Q: blackout P - Q.
+        assert_eq!(server_supply(&[], 2, 10).unwrap().blackout, 8);
+        assert!(server_supply(&[Task::new(9, 10, 10)], 2, 10).is_none());
     }
 
     #[test]
