@@ -6,7 +6,7 @@ mod reference;
 use bulkhead_analysis::edf::qpa;
 use bulkhead_analysis::prm::{gedf_schedulable, Mpr};
 use bulkhead_analysis::rta::{fp_schedulable, response_times};
-use bulkhead_analysis::task::{priority_order, PriorityRule};
+use bulkhead_analysis::task::{hyperperiod, priority_order, PriorityRule};
 use bulkhead_analysis::task::{utilization_cmp, Task};
 use bulkhead_analysis::{PeriodicSupply, Supply, WindowSupply};
 use proptest::prelude::*;
@@ -24,6 +24,21 @@ fn task(max_d_factor: u64) -> impl Strategy<Value = Task> {
 
 fn tasks(max_d_factor: u64) -> impl Strategy<Value = (Vec<Task>, Vec<usize>)> {
     prop::collection::vec(task(max_d_factor), 1..=5).prop_flat_map(|ts| {
+        let n = ts.len();
+        (
+            Just(ts),
+            Just((0..n).collect::<Vec<usize>>()).prop_shuffle(),
+        )
+    })
+}
+
+/// One to three light tasks (C <= T/3), D in [C, 2T], in a random priority order.
+fn light_tasks() -> impl Strategy<Value = (Vec<Task>, Vec<usize>)> {
+    let light = prop::sample::select(PERIODS.to_vec())
+        .prop_flat_map(|t| (Just(t), 1..=(t / 3).max(1)))
+        .prop_flat_map(|(t, c)| (Just(t), Just(c), c..=2 * t))
+        .prop_map(|(t, c, d)| Task::new(c, t, d));
+    prop::collection::vec(light, 1..=3).prop_flat_map(|ts| {
         let n = ts.len();
         (
             Just(ts),
@@ -89,6 +104,30 @@ proptest! {
             if v.schedulable {
                 prop_assert!(!reference::global_edf_misses(&ts, 2), "{:?}", ts);
             }
+        }
+    }
+
+    /// RTA over a periodic resource Γ(Π, Θ) is exact: it equals the largest response in a
+    /// tick-by-tick schedule whose supply follows the worst-case pattern from time 0
+    /// (blackout 2(Π - Θ), then Θ every Π), which attains sbf for every interval length.
+    #[test]
+    fn rta_on_prm_equals_worst_pattern_schedule(
+        (ts, order) in light_tasks(),
+        (period, budget) in (2u64..7).prop_flat_map(|p| (Just(p), 1..=p)),
+    ) {
+        let prm = PeriodicSupply::prm(period, budget);
+        prop_assume!(utilization_cmp(&ts, budget, period) == Ordering::Less);
+        let ours = response_times(&ts, &order, &prm);
+        let mut rank = vec![0; ts.len()];
+        for (r, &i) in order.iter().enumerate() {
+            rank[i] = r;
+        }
+        let frame = bulkhead_analysis::task::lcm(hyperperiod(&ts).unwrap(), period).unwrap();
+        let blackout = prm.blackout;
+        let available = |t: u64| t >= blackout && (t - blackout) % period < budget;
+        let sim = reference::simulate_fp_on_supply(&ts, &rank, 2 * frame, available);
+        for i in 0..ts.len() {
+            prop_assert_eq!(ours[i].wcrt, Some(sim[i]), "task {} of {:?} on Γ({}, {})", i, ts, period, budget);
         }
     }
 

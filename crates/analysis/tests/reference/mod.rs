@@ -121,3 +121,45 @@ pub fn global_edf_misses(tasks: &[Task], cpus: usize) -> bool {
         active.retain(|j| j.left > 0);
     }
 }
+
+/// Fixed priority, synchronous release at 0, on a processor that is available only at
+/// the ticks where `available(t)` holds; unit-tick simulation. Returns the largest response
+/// of each task over the jobs released in `[0, horizon)` (all of them are run to completion).
+pub fn simulate_fp_on_supply(
+    tasks: &[Task],
+    rank: &[usize],
+    horizon: Time,
+    available: impl Fn(Time) -> bool,
+) -> Vec<Time> {
+    let mut active: Vec<Job> = Vec::new();
+    let mut worst = vec![0; tasks.len()];
+    let mut pending = 0usize;
+    let mut now: Time = 0;
+    loop {
+        for (i, t) in tasks.iter().enumerate() {
+            if now < horizon && now % t.period == 0 {
+                pending += 1;
+                active.push(Job {
+                    task: i,
+                    release: now,
+                    deadline: now + t.deadline,
+                    left: t.wcet,
+                });
+            }
+        }
+        if pending == 0 && now >= horizon {
+            return worst;
+        }
+        if available(now) {
+            if let Some(k) = pick(&active, rank, false) {
+                active[k].left -= 1;
+                if active[k].left == 0 {
+                    let job = active.swap_remove(k);
+                    pending -= 1;
+                    worst[job.task] = worst[job.task].max(now + 1 - job.release);
+                }
+            }
+        }
+        now += 1;
+    }
+}
