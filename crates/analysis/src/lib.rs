@@ -14,12 +14,14 @@
 //!   ([`supply::WindowSupply`], [`windows`]);
 //! * an adapter from the system model with verdicts per task, partition and CPU
 //!   ([`system::analyze_system`]) and its text form ([`text::render_text`]);
+//! * end-to-end bounds of stage chains and tuned-pipe buffer sizes ([`pipeline`]);
 //! * UUniFast-discard task-set generation ([`generate`]).
 
 pub mod assign;
 pub mod bounds;
 pub mod edf;
 pub mod generate;
+pub mod pipeline;
 pub mod prm;
 pub mod reservation;
 pub mod rta;
