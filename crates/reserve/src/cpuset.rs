@@ -1,0 +1,600 @@
+//! Exclusive cpuset root domains, which SCHED_DEADLINE needs.
+//!
+//! The kernel admits a SCHED_DEADLINE thread only if its allowed CPUs cover its whole
+//! *root domain* (kernel/sched/syscalls.c, `__sched_setscheduler`: "Don't allow tasks with
+//! an affinity mask smaller than the entire root_domain to become SCHED_DEADLINE"), and it
+//! checks the bandwidth of each root domain separately. A partition's tasks are pinned to
+//! the partition's CPUs, so those CPUs must form a root domain of their own
+//! (Documentation/scheduler/sched-deadline.rst, section 5.1):
+//!
+//! * cgroup v1: the partition's cpuset has `cpuset.cpu_exclusive = 1` and
+//!   `cpuset.sched_load_balance = 1`; every ancestor is exclusive (the kernel requires it)
+//!   and does not balance load itself (`sched_load_balance = 0`, including the top cpuset),
+//!   so the kernel builds a separate scheduling domain, hence root domain, per balancing
+//!   cpuset. The top cpuset's original `sched_load_balance` is saved in [`ROOT_MARK`] and
+//!   restored by [`restore_root_if_unused`] once no bulkhead exclusive domain is left
+//!   (also after a crash, when the next bulkhead calls it).
+//! * cgroup v2: `cpuset.cpus.partition = root` on the partition's cgroup, after granting its
+//!   CPUs through `cpuset.cpus.exclusive` of every ancestor (a "remote partition",
+//!   Documentation/admin-guide/cgroup-v2.rst, "Cpuset Interface Files"). The kernel reports
+//!   an invalid partition as `root invalid (reason)`: that reason is the error.
+//!
+//! Every change is undone when the domain is removed or dropped, and a failed creation is
+//! rolled back: nothing is left half-applied. Creations and removals are serialized between
+//! processes with a lock file, because they read and write shared state (the top cpuset).
+
+use crate::error::{Error, Result};
+use bulkhead_model::CpuSet;
+use std::fs;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Where the top cpuset's original `sched_load_balance` is kept while bulkhead changed it.
+pub const ROOT_MARK: &str = "/run/bulkhead-cpuset-root-load-balance";
+const LOCK_FILE: &str = "/run/bulkhead-cpuset.lock";
+
+/// The cgroup hierarchy that holds the cpuset controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hierarchy {
+    /// A cgroup v1 hierarchy with the cpuset controller, at this mount point.
+    V1(PathBuf),
+    /// The cgroup v2 hierarchy, at this mount point, with cpuset available.
+    V2(PathBuf),
+}
+
+impl Hierarchy {
+    /// The mount point.
+    pub fn mount(&self) -> &Path {
+        match self {
+            Hierarchy::V1(p) | Hierarchy::V2(p) => p,
+        }
+    }
+}
+
+/// Finds the cpuset controller: a v1 hierarchy mounted with `cpuset`, else a cgroup2 mount
+/// whose root lists `cpuset` in `cgroup.controllers`.
+pub fn detect() -> Result<Hierarchy> {
+    let mounts = read("/proc/self/mounts")?;
+    let (v1, v2) = parse_mounts(&mounts);
+    if let Some(p) = v1 {
+        return Ok(Hierarchy::V1(p));
+    }
+    for p in v2 {
+        if read(p.join("cgroup.controllers"))?
+            .split_whitespace()
+            .any(|c| c == "cpuset")
+        {
+            return Ok(Hierarchy::V2(p));
+        }
+    }
+    Err(Error::Invalid(
+        "no cpuset controller: mount a cgroup v1 hierarchy with -o cpuset, or enable cpuset in cgroup v2 \
+         (it must not be bound to a v1 hierarchy)"
+            .into(),
+    ))
+}
+
+/// The v1 cpuset mount (if any) and every cgroup2 mount, from `/proc/self/mounts` text.
+fn parse_mounts(text: &str) -> (Option<PathBuf>, Vec<PathBuf>) {
+    let mut v1 = None;
+    let mut v2 = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 4 {
+            continue;
+        }
+        match f[2] {
+            "cgroup" if f[3].split(',').any(|o| o == "cpuset") => {
+                v1 = v1.or(Some(PathBuf::from(f[1])))
+            }
+            "cgroup2" => v2.push(PathBuf::from(f[1])),
+            _ => {}
+        }
+    }
+    (v1, v2)
+}
+
+/// A cpuset cgroup made an exclusive root domain on a set of CPUs. Removing it (or dropping
+/// it) kills processes still inside, removes the cgroups it created and undoes every setting
+/// it changed.
+#[derive(Debug)]
+pub struct ExclusiveDomain {
+    hierarchy: Hierarchy,
+    dir: PathBuf,
+    cpus: CpuSet,
+    /// Files to restore on removal, in the order they were changed.
+    undo: Vec<(PathBuf, String)>,
+    /// Directories this domain created, parents first.
+    created: Vec<PathBuf>,
+    removed: bool,
+}
+
+impl ExclusiveDomain {
+    /// Makes the cgroup `rel` (relative to the hierarchy's mount, e.g.
+    /// `bulkhead-1234/rt-control`; it must contain "bulkhead") an exclusive root domain on
+    /// `cpus`, creating it and missing ancestors. Existing ancestors must already include
+    /// `cpus`. On error nothing is left changed.
+    pub fn create(hierarchy: &Hierarchy, rel: &Path, cpus: &CpuSet) -> Result<ExclusiveDomain> {
+        check_rel(rel)?;
+        let _lock = Lock::take()?;
+        let mut d = ExclusiveDomain {
+            hierarchy: hierarchy.clone(),
+            dir: hierarchy.mount().join(rel),
+            cpus: cpus.clone(),
+            undo: Vec::new(),
+            created: Vec::new(),
+            removed: false,
+        };
+        let r = match hierarchy {
+            Hierarchy::V1(_) => d.setup_v1(rel),
+            Hierarchy::V2(_) => d.setup_v2(rel),
+        };
+        if let Err(e) = r {
+            d.removed = true;
+            let _ = d.teardown();
+            drop(_lock);
+            if let Hierarchy::V1(m) = hierarchy {
+                let _ = restore_root_if_unused(m);
+            }
+            return Err(e);
+        }
+        Ok(d)
+    }
+
+    /// The cgroup directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The CPUs of the domain.
+    pub fn cpus(&self) -> &CpuSet {
+        &self.cpus
+    }
+
+    /// Moves process `pid` (all its threads) into the domain.
+    pub fn add_process(&self, pid: i32) -> Result<()> {
+        write(&self.dir.join("cgroup.procs"), &pid.to_string())
+    }
+
+    /// The processes in the domain.
+    pub fn processes(&self) -> Result<Vec<i32>> {
+        Ok(read(self.dir.join("cgroup.procs"))?
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect())
+    }
+
+    /// Kills what is still inside, removes the cgroups this domain created and undoes its
+    /// settings.
+    pub fn remove(mut self) -> Result<()> {
+        self.removed = true;
+        self.kill_and_remove()
+    }
+
+    fn kill_and_remove(&mut self) -> Result<()> {
+        let lock = Lock::take()?;
+        let r = self.teardown();
+        drop(lock);
+        if let Hierarchy::V1(m) = &self.hierarchy {
+            restore_root_if_unused(m)?;
+        }
+        r
+    }
+
+    fn setup_v1(&mut self, rel: &Path) -> Result<()> {
+        let mount = self.hierarchy.mount().to_path_buf();
+        let mut dir = mount.clone();
+        let comps: Vec<_> = rel.components().collect();
+        for (i, c) in comps.iter().enumerate() {
+            let parent = dir.clone();
+            dir.push(c);
+            let last = i + 1 == comps.len();
+            self.make_dir_v1(&parent, &dir)?;
+            self.set(&dir.join("cpuset.cpu_exclusive"), "1")
+                .map_err(|e| explain_overlap(e, &dir, &self.cpus))?;
+            self.set(
+                &dir.join("cpuset.sched_load_balance"),
+                if last { "1" } else { "0" },
+            )?;
+        }
+        // The top cpuset must not balance over all CPUs, or its one domain would contain ours.
+        let top = mount.join("cpuset.sched_load_balance");
+        let was = read(&top)?;
+        if was != "0" {
+            if !Path::new(ROOT_MARK).exists() {
+                write(Path::new(ROOT_MARK), &was)?;
+            }
+            write(&top, "0")?;
+        }
+        Ok(())
+    }
+
+    /// Creates `dir` if missing (cpus = ours, mems = the parent's), else checks that it
+    /// holds our CPUs.
+    fn make_dir_v1(&mut self, parent: &Path, dir: &Path) -> Result<()> {
+        if dir.exists() {
+            if dir != self.dir {
+                let have = cpuset_of(&dir.join("cpuset.cpus"))?;
+                if !have.as_ref().is_some_and(|h| self.cpus.is_subset(h)) {
+                    return Err(Error::Invalid(format!(
+                        "cpuset {} has CPUs `{}`, which do not include {}",
+                        dir.display(),
+                        have.map(|h| h.to_string()).unwrap_or_default(),
+                        self.cpus
+                    )));
+                }
+                return Ok(());
+            }
+        } else {
+            fs::create_dir(dir)
+                .map_err(|e| Error::os(format!("creating cpuset {}", dir.display()), e, ""))?;
+            self.created.push(dir.to_path_buf());
+        }
+        let mems = read(parent.join("cpuset.mems"))?;
+        if read(dir.join("cpuset.mems"))?.is_empty() {
+            write(&dir.join("cpuset.mems"), &mems)?;
+        }
+        self.set(&dir.join("cpuset.cpus"), &self.cpus.to_string())
+            .map_err(|e| explain_overlap(e, dir, &self.cpus))
+    }
+
+    fn setup_v2(&mut self, rel: &Path) -> Result<()> {
+        let mut dir = self.hierarchy.mount().to_path_buf();
+        let comps: Vec<_> = rel.components().collect();
+        let cpus = self.cpus.to_string();
+        for (i, c) in comps.iter().enumerate() {
+            let parent = dir.clone();
+            dir.push(c);
+            self.enable_cpuset_v2(&parent)?;
+            if !dir.exists() {
+                fs::create_dir(&dir)
+                    .map_err(|e| Error::os(format!("creating cgroup {}", dir.display()), e, ""))?;
+                self.created.push(dir.clone());
+            }
+            if i + 1 == comps.len() {
+                self.set(&dir.join("cpuset.cpus"), &cpus)?;
+            }
+            let excl = dir.join("cpuset.cpus.exclusive");
+            if excl.exists() {
+                let have = cpuset_of(&excl)?;
+                let want = union(have.as_ref(), &self.cpus);
+                self.set(&excl, &want.to_string())
+                    .map_err(|e| explain_overlap(e, &dir, &self.cpus))?;
+            }
+        }
+        self.set(&dir.join("cpuset.cpus.partition"), "root")?;
+        let state = read(dir.join("cpuset.cpus.partition"))?;
+        if state != "root" {
+            return Err(Error::Invalid(format!(
+                "the kernel did not make {} a root partition on CPUs {}: it reports `{state}`",
+                dir.display(),
+                self.cpus
+            )));
+        }
+        Ok(())
+    }
+
+    fn enable_cpuset_v2(&mut self, parent: &Path) -> Result<()> {
+        let control = parent.join("cgroup.subtree_control");
+        if read(&control)?.split_whitespace().any(|c| c == "cpuset") {
+            return Ok(());
+        }
+        write(&control, "+cpuset")?;
+        self.undo.push((control, "-cpuset".into()));
+        Ok(())
+    }
+
+    /// Writes `value` to `file`, remembering the old value for the undo.
+    fn set(&mut self, file: &Path, value: &str) -> Result<()> {
+        let old = read(file)?;
+        if old == value {
+            return Ok(());
+        }
+        write(file, value)?;
+        self.undo.push((file.to_path_buf(), old));
+        Ok(())
+    }
+
+    /// Kills what is inside, then walks from the domain up towards the mount: each
+    /// directory this domain created is removed, each other one gets its old settings back,
+    /// until a directory that still holds other cgroups (another domain sharing the
+    /// ancestor) is reached; that one and those above it stay as they are.
+    fn teardown(&mut self) -> Result<()> {
+        let mut first_err = None;
+        if self.dir.exists() {
+            if let Err(e) = kill_all(&self.dir) {
+                first_err.get_or_insert(e);
+            }
+        }
+        // v2: leave the partition before the undo makes its CPUs non-exclusive.
+        let partition = self.dir.join("cpuset.cpus.partition");
+        if matches!(self.hierarchy, Hierarchy::V2(_)) && partition.exists() {
+            let _ = write(&partition, "member");
+        }
+        let mount = self.hierarchy.mount().to_path_buf();
+        let mut dir = Some(self.dir.clone());
+        while let Some(d) = dir.filter(|d| d.starts_with(&mount)) {
+            if d != self.dir && has_child_cgroups(&d) {
+                break;
+            }
+            let r = if self.created.contains(&d) {
+                fs::remove_dir(&d)
+                    .map_err(|e| Error::os(format!("removing cgroup {}", d.display()), e, ""))
+            } else {
+                self.restore_dir(&d)
+            };
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+            dir = d.parent().map(Path::to_path_buf);
+        }
+        self.undo.clear();
+        self.created.clear();
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Writes back the old values of the files of `dir` this domain changed, newest first.
+    fn restore_dir(&mut self, dir: &Path) -> Result<()> {
+        let mut first_err = None;
+        for (file, old) in self
+            .undo
+            .iter()
+            .rev()
+            .filter(|(f, _)| f.parent() == Some(dir))
+        {
+            match write(file, old) {
+                // Another cgroup still uses the controller: leave it enabled.
+                Err(e)
+                    if file.ends_with("cgroup.subtree_control")
+                        && e.errno() == Some(libc::EBUSY) => {}
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+                Ok(()) => {}
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+fn has_child_cgroups(dir: &Path) -> bool {
+    fs::read_dir(dir)
+        .map(|entries| entries.flatten().any(|e| e.path().is_dir()))
+        .unwrap_or(false)
+}
+
+impl Drop for ExclusiveDomain {
+    fn drop(&mut self) {
+        if !self.removed {
+            self.removed = true;
+            if let Err(e) = self.kill_and_remove() {
+                eprintln!("bulkhead-reserve: cleaning up {}: {e}", self.dir.display());
+            }
+        }
+    }
+}
+
+/// Restores the top cpuset's `sched_load_balance` saved in [`ROOT_MARK`] when no bulkhead
+/// exclusive domain (a cpuset whose path contains "bulkhead" with `cpu_exclusive = 1` and
+/// `sched_load_balance = 1`) remains under `mount`. Call it at start-up to repair what a
+/// bulkhead killed by SIGKILL left. Returns whether it restored the value.
+pub fn restore_root_if_unused(mount: &Path) -> Result<bool> {
+    let _lock = Lock::take()?;
+    let Ok(saved) = fs::read_to_string(ROOT_MARK) else {
+        return Ok(false);
+    };
+    if any_bulkhead_domain(mount, 0)? {
+        return Ok(false);
+    }
+    write(&mount.join("cpuset.sched_load_balance"), saved.trim())?;
+    fs::remove_file(ROOT_MARK).map_err(|e| Error::os(format!("removing {ROOT_MARK}"), e, ""))?;
+    Ok(true)
+}
+
+fn any_bulkhead_domain(dir: &Path, depth: u32) -> Result<bool> {
+    if depth > 8 {
+        return Ok(false);
+    }
+    let entries =
+        fs::read_dir(dir).map_err(|e| Error::os(format!("reading {}", dir.display()), e, ""))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !path.is_dir() || !path.to_string_lossy().contains("bulkhead") {
+            continue;
+        }
+        let flag = |f: &str| read(path.join(f)).map(|v| v == "1").unwrap_or(false);
+        if (flag("cpuset.cpu_exclusive") && flag("cpuset.sched_load_balance"))
+            || any_bulkhead_domain(&path, depth + 1)?
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn check_rel(rel: &Path) -> Result<()> {
+    let ok =
+        !rel.as_os_str().is_empty() && rel.components().all(|c| matches!(c, Component::Normal(_)));
+    if !ok {
+        return Err(Error::Invalid(format!(
+            "cgroup path `{}` must be relative, without `..`",
+            rel.display()
+        )));
+    }
+    if !rel.to_string_lossy().contains("bulkhead") {
+        return Err(Error::Invalid(format!(
+            "cgroup path `{}` must contain \"bulkhead\" so leftovers can be recognized",
+            rel.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Turns the kernel's bare EINVAL on an exclusive cpuset into the sibling that overlaps.
+fn explain_overlap(e: Error, dir: &Path, cpus: &CpuSet) -> Error {
+    if e.errno() != Some(libc::EINVAL) {
+        return e;
+    }
+    let Some(parent) = dir.parent() else { return e };
+    let mut clashes = Vec::new();
+    for entry in fs::read_dir(parent).into_iter().flatten().flatten() {
+        let sib = entry.path();
+        if sib == dir || !sib.is_dir() {
+            continue;
+        }
+        for f in ["cpuset.cpus", "cpuset.cpus.exclusive"] {
+            if let Ok(Some(set)) = cpuset_of(&sib.join(f)) {
+                if set.intersects(cpus) {
+                    clashes.push(format!("{} ({f} {set})", sib.display()));
+                    break;
+                }
+            }
+        }
+    }
+    if clashes.is_empty() {
+        return e;
+    }
+    Error::Invalid(format!(
+        "cannot make {} exclusive on CPUs {cpus}: sibling cpuset(s) {} use some of them; \
+         an exclusive cpuset's CPUs may belong to no sibling",
+        dir.display(),
+        clashes.join(", ")
+    ))
+}
+
+fn union(a: Option<&CpuSet>, b: &CpuSet) -> CpuSet {
+    let all = a
+        .into_iter()
+        .flat_map(|s| s.iter().collect::<Vec<_>>())
+        .chain(b.iter());
+    CpuSet::from_cpus(all).expect("b is not empty")
+}
+
+/// The CPU set in a cpuset file; `None` when empty.
+fn cpuset_of(file: &Path) -> Result<Option<CpuSet>> {
+    let text = read(file)?;
+    if text.is_empty() {
+        return Ok(None);
+    }
+    CpuSet::parse(&text)
+        .map(Some)
+        .map_err(|e| Error::Invalid(format!("{}: {e}", file.display())))
+}
+
+/// SIGKILLs every process in cgroup `dir` and waits (up to 2 s) until it is empty.
+fn kill_all(dir: &Path) -> Result<()> {
+    let procs = dir.join("cgroup.procs");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let pids: Vec<i32> = read(&procs)?
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        if pids.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(Error::Invalid(format!(
+                "processes {pids:?} are still in {} 2 s after SIGKILL",
+                dir.display()
+            )));
+        }
+        for pid in pids {
+            // SAFETY: kill(2) has no memory-safety preconditions.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn read(path: impl AsRef<Path>) -> Result<String> {
+    let path = path.as_ref();
+    fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| {
+            let hint = access_hint(&e);
+            Error::os(format!("reading {}", path.display()), e, hint)
+        })
+}
+
+fn write(path: &Path, value: &str) -> Result<()> {
+    fs::write(path, value).map_err(|e| {
+        let hint = access_hint(&e);
+        Error::os(format!("writing `{value}` to {}", path.display()), e, hint)
+    })
+}
+
+fn access_hint(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            "run as root, or get a delegated cgroup (systemd-run --scope -p Delegate=yes)".into()
+        }
+        _ => String::new(),
+    }
+}
+
+/// An exclusive `flock` on [`LOCK_FILE`], held while shared cpuset state changes; closing
+/// the file (dropping the value) releases it.
+struct Lock {
+    _file: fs::File,
+}
+
+impl Lock {
+    fn take() -> Result<Lock> {
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(LOCK_FILE)
+            .map_err(|e| Error::os(format!("opening {LOCK_FILE}"), e, "run as root"))?;
+        // SAFETY: flock on a valid open descriptor; the lock lives as long as the file.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(Error::os(
+                format!("locking {LOCK_FILE}"),
+                io::Error::last_os_error(),
+                "",
+            ));
+        }
+        Ok(Lock { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_cpuset_mounts() {
+        let hybrid = "cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n\
+                      cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n\
+                      cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
+        let (v1, v2) = parse_mounts(hybrid);
+        assert_eq!(v1, Some(PathBuf::from("/sys/fs/cgroup/cpuset")));
+        assert_eq!(v2, vec![PathBuf::from("/sys/fs/cgroup/unified")]);
+        let (v1, v2) = parse_mounts("cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n");
+        assert_eq!((v1, v2), (None, vec![PathBuf::from("/sys/fs/cgroup")]));
+    }
+
+    #[test]
+    fn rejects_bad_paths() {
+        assert!(check_rel(Path::new("bulkhead-1/rt")).is_ok());
+        assert!(check_rel(Path::new("/bulkhead")).is_err());
+        assert!(check_rel(Path::new("bulkhead/../x")).is_err());
+        assert!(check_rel(Path::new("rt"))
+            .unwrap_err()
+            .to_string()
+            .contains("bulkhead"));
+    }
+
+    #[test]
+    fn unions_cpu_sets() {
+        let a = CpuSet::parse("0,2").unwrap();
+        assert_eq!(
+            union(Some(&a), &CpuSet::parse("1").unwrap()).to_string(),
+            "0-2"
+        );
+        assert_eq!(union(None, &a).to_string(), "0,2");
+    }
+}

@@ -1,0 +1,126 @@
+//! Fixed priorities for SCHED_FIFO reservations.
+//!
+//! Rate-monotonic priorities (Liu & Layland, "Scheduling Algorithms for Multiprogramming
+//! in a Hard-Real-Time Environment", JACM 1973, section 4: the shorter the period, the
+//! higher the priority) are what Quest uses for its Main VCPUs (DriveOS section 4.1:
+//! "Using the RMS policy, Quest assigns the highest priority level to the task with the
+//! smallest period"; Boomerang II-A). With deadlines shorter than periods bulkhead uses
+//! deadline-monotonic priorities (Leung & Whitehead, "On the complexity of fixed-priority
+//! scheduling of periodic, real-time tasks", Performance Evaluation 1982), which reduce to
+//! rate monotonic when D = T. Explicit priorities of the description (1 = highest) come
+//! first. This is the order `bulkhead-analysis` analyses, so the response-time analysis
+//! holds for the priorities the kernel is given.
+//!
+//! Each task gets its own SCHED_FIFO level, from [`TOP`] downwards: equal levels would run
+//! first-in first-out, which the response-time analysis of a total order does not model.
+
+use crate::error::{Error, Result};
+use bulkhead_model::Task;
+
+/// The highest SCHED_FIFO priority given to a task. 99 is kept for the budget enforcer
+/// ([`crate::enforce`]), which must preempt the tasks it polices.
+pub const TOP: u32 = 98;
+/// The lowest SCHED_FIFO priority.
+pub const BOTTOM: u32 = 1;
+
+/// Rank of each task (0 = highest priority): explicit priorities first (1 = highest), then
+/// deadline monotonic (shorter relative deadline first), ties by shorter period, then by
+/// declaration order.
+pub fn rm_dm_ranks(tasks: &[Task]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..tasks.len()).collect();
+    order.sort_by_key(|&i| {
+        (
+            tasks[i].priority.unwrap_or(u32::MAX),
+            tasks[i].deadline,
+            tasks[i].period,
+        )
+    });
+    let mut rank = vec![0; tasks.len()];
+    for (r, &i) in order.iter().enumerate() {
+        rank[i] = r;
+    }
+    rank
+}
+
+/// SCHED_FIFO priority for each rank: rank 0 gets `top`, rank 1 `top - 1`, and so on.
+/// Fails when there are more ranks than levels in `BOTTOM..=top`.
+pub fn fifo_priorities(ranks: &[usize], top: u32) -> Result<Vec<u32>> {
+    let levels = top.saturating_sub(BOTTOM) as usize + 1;
+    if !(BOTTOM..=99).contains(&top) {
+        return Err(Error::Invalid(format!(
+            "top SCHED_FIFO priority {top} is outside 1..=99"
+        )));
+    }
+    ranks
+        .iter()
+        .map(|&r| {
+            if r >= levels {
+                Err(Error::Invalid(format!(
+                    "{} tasks need distinct SCHED_FIFO priorities but only {levels} levels ({BOTTOM}..={top}) exist",
+                    ranks.len()
+                )))
+            } else {
+                Ok(top - r as u32)
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(name: &str, budget_us: u64, period_us: u64) -> Task {
+        Task {
+            name: name.into(),
+            cmd: String::new(),
+            budget: budget_us * 1000,
+            period: period_us * 1000,
+            deadline: period_us * 1000,
+            priority: None,
+            release_jitter: 0,
+            blocking: 0,
+            resume: Default::default(),
+        }
+    }
+
+    /// DriveOS Table 3, the Quest tasks A-H (budget, period in ms).
+    fn driveos_table3() -> Vec<Task> {
+        vec![
+            task("A usb-bh", 100, 1000),
+            task("B mhydra_rx", 200, 1000),
+            task("C ic-read", 100, 2000),
+            task("D ic-write", 100, 2000),
+            task("E adas-read", 100, 2000),
+            task("F adas-write", 100, 2000),
+            task("G controller", 50, 1000),
+            task("H mhydra_tx", 200, 1000),
+        ]
+    }
+
+    #[test]
+    fn driveos_table3_is_rate_monotonic() {
+        let tasks = driveos_table3();
+        let prio = fifo_priorities(&rm_dm_ranks(&tasks), TOP).unwrap();
+        // Every 1 ms task (A, B, G, H) outranks every 2 ms task (C-F); ties keep table order.
+        assert_eq!(prio, vec![98, 97, 94, 93, 92, 91, 96, 95]);
+    }
+
+    #[test]
+    fn deadline_monotonic_and_explicit_priorities() {
+        let mut tasks = vec![task("a", 1, 10), task("b", 1, 20), task("c", 1, 30)];
+        tasks[2].deadline = 5_000; // c: D = 5 us < a's 10 us
+        assert_eq!(rm_dm_ranks(&tasks), vec![1, 2, 0]);
+        tasks[1].priority = Some(1);
+        assert_eq!(rm_dm_ranks(&tasks), vec![2, 0, 1]);
+    }
+
+    #[test]
+    fn too_many_tasks_for_the_levels() {
+        let ranks: Vec<usize> = (0..4).collect();
+        assert_eq!(fifo_priorities(&ranks, 4).unwrap(), vec![4, 3, 2, 1]);
+        let e = fifo_priorities(&ranks, 3).unwrap_err().to_string();
+        assert!(e.contains("only 3 levels"), "{e}");
+        assert!(fifo_priorities(&ranks, 100).is_err());
+    }
+}

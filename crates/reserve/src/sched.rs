@@ -1,0 +1,379 @@
+//! Scheduling policies of threads: `sched_setattr(2)` / `sched_getattr(2)`, and reading
+//! them back as the kernel reports them in `/proc/PID/sched`.
+//!
+//! Real-time policies are always set with `SCHED_FLAG_RESET_ON_FORK`: a reserved task may
+//! fork (a SCHED_DEADLINE task without the flag cannot), and its children start as
+//! SCHED_OTHER, so a task cannot hand its reservation or priority to processes it spawns.
+
+use crate::error::{Error, Result};
+use bulkhead_model::Nanos;
+use std::io;
+use std::mem::size_of;
+
+/// `SCHED_DEADLINE` (include/uapi/linux/sched.h).
+pub const SCHED_DEADLINE: u32 = 6;
+/// `SCHED_FLAG_RESET_ON_FORK`.
+const RESET_ON_FORK: u64 = 0x01;
+/// The smallest runtime the kernel accepts (`1 << DL_SCALE` ns, kernel/sched/deadline.c).
+pub const MIN_RUNTIME: Nanos = 1024;
+
+/// SCHED_DEADLINE parameters: the thread gets `runtime` ns of CPU time every `period` ns,
+/// within `deadline` ns of each period's start.
+///
+/// Invariant (checked by [`DeadlineParams::new`]): `MIN_RUNTIME <= runtime <= deadline <= period`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadlineParams {
+    pub runtime: Nanos,
+    pub deadline: Nanos,
+    pub period: Nanos,
+}
+
+impl DeadlineParams {
+    /// Checks `MIN_RUNTIME <= runtime <= deadline <= period`, as the kernel will.
+    pub fn new(runtime: Nanos, deadline: Nanos, period: Nanos) -> Result<DeadlineParams> {
+        if runtime < MIN_RUNTIME || runtime > deadline || deadline > period {
+            return Err(Error::Invalid(format!(
+                "SCHED_DEADLINE needs {MIN_RUNTIME} ns <= runtime <= deadline <= period, \
+                 got runtime {runtime} ns, deadline {deadline} ns, period {period} ns"
+            )));
+        }
+        Ok(DeadlineParams {
+            runtime,
+            deadline,
+            period,
+        })
+    }
+
+    /// The reservation of a task with budget C, relative deadline D and period T.
+    /// A deadline beyond the period is clamped to the period: the kernel requires
+    /// `deadline <= period`, and finishing by T also finishes by D > T.
+    pub fn for_task(budget: Nanos, deadline: Nanos, period: Nanos) -> Result<DeadlineParams> {
+        DeadlineParams::new(budget, deadline.min(period), period)
+    }
+}
+
+/// A thread's scheduling policy and its parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    Other {
+        nice: i32,
+    },
+    Batch {
+        nice: i32,
+    },
+    Idle,
+    /// SCHED_FIFO at `priority` (1..=99, 99 highest).
+    Fifo {
+        priority: u32,
+    },
+    RoundRobin {
+        priority: u32,
+    },
+    Deadline(DeadlineParams),
+}
+
+impl Policy {
+    /// The kernel's name of the policy, as `chrt -p` prints it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Policy::Other { .. } => "SCHED_OTHER",
+            Policy::Batch { .. } => "SCHED_BATCH",
+            Policy::Idle => "SCHED_IDLE",
+            Policy::Fifo { .. } => "SCHED_FIFO",
+            Policy::RoundRobin { .. } => "SCHED_RR",
+            Policy::Deadline(_) => "SCHED_DEADLINE",
+        }
+    }
+
+    fn to_attr(self) -> libc::sched_attr {
+        let mut a = empty_attr();
+        match self {
+            Policy::Other { nice } | Policy::Batch { nice } => {
+                a.sched_policy = if matches!(self, Policy::Other { .. }) {
+                    0
+                } else {
+                    3
+                };
+                a.sched_nice = nice;
+            }
+            Policy::Idle => a.sched_policy = 5,
+            Policy::Fifo { priority } | Policy::RoundRobin { priority } => {
+                a.sched_policy = if matches!(self, Policy::Fifo { .. }) {
+                    1
+                } else {
+                    2
+                };
+                a.sched_priority = priority;
+                a.sched_flags = RESET_ON_FORK;
+            }
+            Policy::Deadline(d) => {
+                a.sched_policy = SCHED_DEADLINE;
+                a.sched_runtime = d.runtime;
+                a.sched_deadline = d.deadline;
+                a.sched_period = d.period;
+                a.sched_flags = RESET_ON_FORK;
+            }
+        }
+        a
+    }
+
+    fn from_attr(a: &libc::sched_attr) -> Result<Policy> {
+        Ok(match a.sched_policy {
+            0 => Policy::Other { nice: a.sched_nice },
+            3 => Policy::Batch { nice: a.sched_nice },
+            5 => Policy::Idle,
+            1 => Policy::Fifo {
+                priority: a.sched_priority,
+            },
+            2 => Policy::RoundRobin {
+                priority: a.sched_priority,
+            },
+            SCHED_DEADLINE => Policy::Deadline(DeadlineParams {
+                runtime: a.sched_runtime,
+                deadline: a.sched_deadline,
+                period: a.sched_period,
+            }),
+            p => return Err(Error::Invalid(format!("unknown scheduling policy {p}"))),
+        })
+    }
+}
+
+fn empty_attr() -> libc::sched_attr {
+    libc::sched_attr {
+        size: size_of::<libc::sched_attr>() as u32,
+        sched_policy: 0,
+        sched_flags: 0,
+        sched_nice: 0,
+        sched_priority: 0,
+        sched_runtime: 0,
+        sched_deadline: 0,
+        sched_period: 0,
+    }
+}
+
+/// Sets the policy of the calling thread with one system call and no allocation, so it
+/// may run in a forked child before `exec` (e.g. from `CommandExt::pre_exec`): the
+/// program then starts under its reservation. Precondition for SCHED_DEADLINE: the
+/// thread is already in its exclusive cpuset (see [`crate::cpuset`]).
+pub fn set_current(policy: &Policy) -> io::Result<()> {
+    let attr = policy.to_attr();
+    // SAFETY: `attr` is a valid, initialized sched_attr whose `size` field is its size;
+    // the kernel only reads it. tid 0 = the calling thread.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setattr,
+            0,
+            &attr as *const libc::sched_attr,
+            0,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sets the policy of thread `tid` (0 = the calling thread).
+pub fn set(tid: i32, policy: &Policy) -> Result<()> {
+    let attr = policy.to_attr();
+    // SAFETY: as in `set_current`.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setattr,
+            tid,
+            &attr as *const libc::sched_attr,
+            0,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    let hint = hint(policy, e.raw_os_error().unwrap_or(0));
+    Err(Error::os(
+        format!("sched_setattr({}) on thread {tid}", describe(policy)),
+        e,
+        hint,
+    ))
+}
+
+/// The policy of thread `tid` (0 = the calling thread), from `sched_getattr(2)`.
+pub fn get(tid: i32) -> Result<Policy> {
+    let mut attr = empty_attr();
+    // SAFETY: the kernel writes at most `size` bytes into `attr`, which is that large.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            tid,
+            &mut attr as *mut libc::sched_attr,
+            size_of::<libc::sched_attr>() as u32,
+            0,
+        )
+    };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return Err(Error::os(format!("sched_getattr on thread {tid}"), e, ""));
+    }
+    Policy::from_attr(&attr)
+}
+
+/// The thread ids of process `pid` (from `/proc/PID/task`).
+pub fn threads(pid: i32) -> Result<Vec<i32>> {
+    let dir = format!("/proc/{pid}/task");
+    let entries = std::fs::read_dir(&dir)
+        .map_err(|e| Error::os(format!("reading {dir}"), e, "no such process?"))?;
+    let mut tids: Vec<i32> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    Ok(tids)
+}
+
+/// Sets the policy of every thread of process `pid`; returns how many threads it set.
+/// Threads created concurrently inherit the policy of their creator (for real-time
+/// policies: SCHED_OTHER, as the reset-on-fork flag applies to threads too).
+pub fn set_process(pid: i32, policy: &Policy) -> Result<usize> {
+    let tids = threads(pid)?;
+    for &tid in &tids {
+        match set(tid, policy) {
+            // A thread that exited between listing and setting needs nothing.
+            Err(e) if e.errno() == Some(libc::ESRCH) && tid != pid => continue,
+            r => r?,
+        }
+    }
+    Ok(tids.len())
+}
+
+fn describe(policy: &Policy) -> String {
+    match policy {
+        Policy::Deadline(d) => format!(
+            "SCHED_DEADLINE runtime {} ns, deadline {} ns, period {} ns",
+            d.runtime, d.deadline, d.period
+        ),
+        Policy::Fifo { priority } | Policy::RoundRobin { priority } => {
+            format!("{} {priority}", policy.name())
+        }
+        Policy::Other { nice } | Policy::Batch { nice } => format!("{} nice {nice}", policy.name()),
+        Policy::Idle => policy.name().to_string(),
+    }
+}
+
+/// The usual cause of `errno` from sched_setattr for `policy`.
+fn hint(policy: &Policy, errno: i32) -> String {
+    let dl = matches!(policy, Policy::Deadline(_));
+    match errno {
+        libc::EPERM if dl => "SCHED_DEADLINE needs CAP_SYS_NICE (run as root) and a thread whose allowed CPUs \
+             cover its whole root domain: put it in an exclusive cpuset (bulkhead_reserve::cpuset::ExclusiveDomain)"
+            .into(),
+        libc::EPERM => "real-time policies need CAP_SYS_NICE (run as root) or RLIMIT_RTPRIO; with \
+             CONFIG_RT_GROUP_SCHED the thread's cpu cgroup also needs cpu.rt_runtime_us > 0"
+            .into(),
+        libc::EBUSY if dl => "the kernel refused admission: the root domain's SCHED_DEADLINE bandwidth \
+             (sched_rt_runtime_us / sched_rt_period_us of each CPU) is used up"
+            .into(),
+        libc::EINVAL if dl => "the kernel rejected the parameters: it needs 1024 ns <= runtime <= deadline <= \
+             period, with period within /proc/sys/kernel/sched_deadline_period_{min,max}_us; or it lacks SCHED_DEADLINE"
+            .into(),
+        libc::EINVAL => "the kernel rejected the policy or priority (SCHED_FIFO/SCHED_RR: 1..=99)".into(),
+        libc::ESRCH => "no such thread".into(),
+        _ => String::new(),
+    }
+}
+
+/// What `/proc/PID/sched` reports about a thread's policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcSched {
+    /// The policy number (0 other, 1 fifo, 2 rr, 3 batch, 5 idle, 6 deadline).
+    pub policy: u32,
+    /// The kernel's internal priority (`-1` for SCHED_DEADLINE, `99 - rt_priority` for FIFO/RR).
+    pub prio: i32,
+    /// SCHED_DEADLINE: runtime left in the current period, ns: at most the configured
+    /// runtime, negative after an overrun (until the replenishment).
+    pub dl_runtime: Option<i64>,
+    /// SCHED_DEADLINE: the current absolute deadline, ns of the kernel's clock.
+    pub dl_deadline: Option<u64>,
+}
+
+/// Parses `/proc/PID/sched` (the main thread of `pid`).
+pub fn proc_sched(pid: i32) -> Result<ProcSched> {
+    let path = format!("/proc/{pid}/sched");
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| Error::os(format!("reading {path}"), e, ""))?;
+    parse_proc_sched(&text)
+        .ok_or_else(|| Error::Invalid(format!("{path}: no `policy` or `prio` line")))
+}
+
+fn parse_proc_sched(text: &str) -> Option<ProcSched> {
+    let field = |key: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == key).then(|| v.trim().to_string())
+        })
+    };
+    Some(ProcSched {
+        policy: field("policy")?.parse().ok()?,
+        prio: field("prio")?.parse().ok()?,
+        dl_runtime: field("dl.runtime").and_then(|v| v.parse().ok()),
+        dl_deadline: field("dl.deadline").and_then(|v| v.parse().ok()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_params_follow_the_kernel_rules() {
+        assert!(DeadlineParams::new(100_000, 1_000_000, 1_000_000).is_ok());
+        assert!(DeadlineParams::new(1000, 1_000_000, 1_000_000).is_err());
+        assert!(DeadlineParams::new(200, 100, 1000).is_err());
+        assert!(DeadlineParams::new(2000, 3000, 2500).is_err());
+        let clamped = DeadlineParams::for_task(50_000, 3_000_000, 1_000_000).unwrap();
+        assert_eq!(clamped.deadline, 1_000_000);
+    }
+
+    #[test]
+    fn attr_round_trips() {
+        let policies = [
+            Policy::Other { nice: 5 },
+            Policy::Batch { nice: -3 },
+            Policy::Idle,
+            Policy::Fifo { priority: 42 },
+            Policy::RoundRobin { priority: 7 },
+            Policy::Deadline(DeadlineParams::new(100_000, 900_000, 1_000_000).unwrap()),
+        ];
+        for p in policies {
+            assert_eq!(Policy::from_attr(&p.to_attr()).unwrap(), p);
+        }
+        assert_eq!(
+            Policy::Fifo { priority: 1 }.to_attr().sched_flags,
+            RESET_ON_FORK
+        );
+    }
+
+    #[test]
+    fn parses_proc_sched() {
+        let text = "sleep (24570, #threads: 1)\n----\nse.sum_exec_runtime  :  1.812391\n\
+                    policy                                       :                    6\n\
+                    prio                                         :                   -1\n\
+                    dl.runtime                                   :                12531\n\
+                    dl.deadline                                  :        1626200757541\n";
+        let s = parse_proc_sched(text).unwrap();
+        assert_eq!(
+            (s.policy, s.prio, s.dl_runtime, s.dl_deadline),
+            (6, -1, Some(12531), Some(1626200757541))
+        );
+        let overrun = text.replace("12531", "-20481");
+        assert_eq!(parse_proc_sched(&overrun).unwrap().dl_runtime, Some(-20481));
+        assert!(parse_proc_sched("nothing here").is_none());
+    }
+
+    #[test]
+    fn hints_name_the_cause() {
+        let dl = Policy::Deadline(DeadlineParams::new(100_000, 1_000_000, 1_000_000).unwrap());
+        assert!(hint(&dl, libc::EPERM).contains("exclusive cpuset"));
+        assert!(hint(&dl, libc::EBUSY).contains("bandwidth"));
+        assert!(hint(&Policy::Fifo { priority: 3 }, libc::EPERM).contains("rt_runtime_us"));
+    }
+}
