@@ -1,0 +1,64 @@
+/* bulkhead task library: periodic real-time tasks under a bulkhead supervisor.
+ *
+ * Link with -lbulkhead_task (static: libbulkhead_task.a, plus -lpthread -ldl -lm;
+ * shared: libbulkhead_task.so). One task per process. Every function returns 0 or a
+ * negative errno unless stated otherwise.
+ *
+ *   if (bulkhead_task_attach() != 0) exit(1);     // BULKHEAD_TASK from the supervisor
+ *   struct bulkhead_activation a;
+ *   while (bulkhead_wait_next_period(&a) == 0) {   // completes the previous activation
+ *       do_work(&a);                               // a.release_ns, a.deadline_ns, a.flags
+ *   }                                              // -ESHUTDOWN: asked to stop
+ *   bulkhead_task_detach();
+ */
+#ifndef BULKHEAD_TASK_H
+#define BULKHEAD_TASK_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Activation flags. */
+#define BULKHEAD_OVERRUN   1u /* started late: the previous activation ran past this release */
+#define BULKHEAD_SKIPPED   2u /* whole periods were skipped; see `skipped` */
+#define BULKHEAD_RESTARTED 4u /* first activation of a restarted process */
+
+struct bulkhead_activation {
+    uint64_t index;       /* k: release = epoch + k * period */
+    uint64_t release_ns;  /* CLOCK_MONOTONIC */
+    uint64_t deadline_ns; /* release + relative deadline */
+    uint32_t flags;
+    uint32_t skipped;     /* releases skipped just before this one */
+};
+
+/* Attaches to the control block and trace ring named by BULKHEAD_TASK. Idempotent.
+ * -ENOENT when not started by bulkhead. */
+int bulkhead_task_attach(void);
+
+/* Completes the current activation (its timestamps go to the trace ring, no system
+ * call), sleeps until the next release and fills *out (may be NULL).
+ * -ESHUTDOWN once the supervisor asks the task to stop; -ENOTCONN if not attached. */
+int bulkhead_wait_next_period(struct bulkhead_activation *out);
+
+/* Reports the current activation complete now (optional: waiting completes it too). */
+int bulkhead_complete(void);
+
+/* 1 if the supervisor asked the task to stop, 0 if not, negative if not attached. */
+int bulkhead_stop_requested(void);
+
+/* Budget C, period T and relative deadline D in ns; pointers may be NULL. */
+int bulkhead_task_params(uint64_t *budget_ns, uint64_t *period_ns, uint64_t *deadline_ns);
+
+/* CLOCK_MONOTONIC in ns (vDSO, no system call). */
+uint64_t bulkhead_now_ns(void);
+
+/* Completes the current activation and detaches. */
+void bulkhead_task_detach(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

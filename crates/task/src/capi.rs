@@ -1,0 +1,128 @@
+//! The C API (`include/bulkhead/task.h`): one task per process, attached from the
+//! environment. Every function returns 0 or a negative errno.
+
+use crate::clock::now_ns;
+use crate::task::{Activation, Task};
+use std::sync::Mutex;
+
+/// The process's task. An uncontended mutex costs no system call.
+static TASK: Mutex<Option<Task>> = Mutex::new(None);
+
+/// C mirror of [`Activation`].
+#[repr(C)]
+pub struct bulkhead_activation {
+    pub index: u64,
+    pub release_ns: u64,
+    pub deadline_ns: u64,
+    pub flags: u32,
+    pub skipped: u32,
+}
+
+impl From<Activation> for bulkhead_activation {
+    fn from(a: Activation) -> Self {
+        bulkhead_activation {
+            index: a.index,
+            release_ns: a.release_ns,
+            deadline_ns: a.deadline_ns,
+            flags: a.flags,
+            skipped: a.skipped,
+        }
+    }
+}
+
+fn with_task(f: impl FnOnce(&mut Task) -> i32) -> i32 {
+    let mut guard = TASK.lock().unwrap_or_else(|p| p.into_inner());
+    match guard.as_mut() {
+        Some(t) => f(t),
+        None => -libc::ENOTCONN,
+    }
+}
+
+/// Attaches to the supervisor (environment variable `BULKHEAD_TASK`). Idempotent.
+#[no_mangle]
+pub extern "C" fn bulkhead_task_attach() -> i32 {
+    let mut guard = TASK.lock().unwrap_or_else(|p| p.into_inner());
+    if guard.is_some() {
+        return 0;
+    }
+    match Task::attach() {
+        Ok(t) => {
+            *guard = Some(t);
+            0
+        }
+        Err(e) => e.errno(),
+    }
+}
+
+/// Completes the current activation, sleeps until the next release and fills `out`.
+/// Returns `-ESHUTDOWN` when the supervisor asks the task to stop.
+///
+/// # Safety
+/// `out` is null or points to a writable `bulkhead_activation`.
+#[no_mangle]
+pub unsafe extern "C" fn bulkhead_wait_next_period(out: *mut bulkhead_activation) -> i32 {
+    with_task(|t| match t.wait_next_period() {
+        Ok(a) => {
+            if !out.is_null() {
+                // SAFETY: the caller guarantees `out` is writable when not null.
+                unsafe { out.write(a.into()) };
+            }
+            0
+        }
+        Err(e) => e.errno(),
+    })
+}
+
+/// Reports the current activation complete (before doing non-periodic work, say).
+#[no_mangle]
+pub extern "C" fn bulkhead_complete() -> i32 {
+    with_task(|t| {
+        t.complete();
+        0
+    })
+}
+
+/// 1 if the supervisor asked the task to stop, 0 if not, negative if not attached.
+#[no_mangle]
+pub extern "C" fn bulkhead_stop_requested() -> i32 {
+    with_task(|t| t.stop_requested() as i32)
+}
+
+/// The task's budget, period and deadline in ns (any pointer may be null).
+///
+/// # Safety
+/// Each non-null pointer points to a writable `uint64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn bulkhead_task_params(
+    budget_ns: *mut u64,
+    period_ns: *mut u64,
+    deadline_ns: *mut u64,
+) -> i32 {
+    with_task(|t| {
+        let p = t.params();
+        for (ptr, v) in [
+            (budget_ns, p.budget_ns),
+            (period_ns, p.period_ns),
+            (deadline_ns, p.deadline_ns),
+        ] {
+            if !ptr.is_null() {
+                // SAFETY: the caller guarantees non-null pointers are writable.
+                unsafe { ptr.write(v) };
+            }
+        }
+        0
+    })
+}
+
+/// CLOCK_MONOTONIC now, ns (no system call).
+#[no_mangle]
+pub extern "C" fn bulkhead_now_ns() -> u64 {
+    now_ns()
+}
+
+/// Completes the current activation and detaches.
+#[no_mangle]
+pub extern "C" fn bulkhead_task_detach() {
+    let mut guard = TASK.lock().unwrap_or_else(|p| p.into_inner());
+    guard.take();
+}

@@ -1,0 +1,74 @@
+//! CLOCK_MONOTONIC, the clock every bulkhead time is on.
+
+/// CLOCK_MONOTONIC now, ns. Served by the vDSO: no system call.
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sleeps until CLOCK_MONOTONIC reaches `t_ns` (absolute, so no drift accumulates),
+/// resuming after signals.
+pub fn sleep_until(t_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (t_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (t_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: clock_nanosleep reads `ts`; the remainder pointer may be null with TIMER_ABSTIME.
+    while unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    } == libc::EINTR
+    {}
+}
+
+/// CPU time of the calling thread, ns.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Busy-computes until the calling thread has used `ns` of CPU time (time it is preempted
+/// does not count), as a task's execution time.
+pub fn burn_cpu(ns: u64) {
+    let end = thread_cpu_ns() + ns;
+    let mut x = 0u64;
+    while thread_cpu_ns() < end {
+        for i in 0..64 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+        }
+    }
+    std::hint::black_box(x);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn burns_at_least_the_cpu_time_asked() {
+        let t0 = thread_cpu_ns();
+        burn_cpu(2_000_000);
+        assert!(thread_cpu_ns() - t0 >= 2_000_000);
+    }
+
+    #[test]
+    fn sleeps_until_an_absolute_time() {
+        let until = now_ns() + 3_000_000;
+        sleep_until(until);
+        assert!(now_ns() >= until);
+    }
+}

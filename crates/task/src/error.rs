@@ -1,0 +1,67 @@
+use std::fmt;
+use std::io;
+
+/// Everything the task library can fail with.
+#[derive(Debug)]
+pub enum Error {
+    /// The task was not started by a bulkhead supervisor, or its environment is malformed.
+    NotAttached(String),
+    /// The control block is not one this library understands.
+    BadControl(String),
+    /// A system call failed; `what` names the operation.
+    Io {
+        what: &'static str,
+        source: io::Error,
+    },
+    /// The trace channel failed.
+    Chan(bulkhead_chan::Error),
+    /// Invalid parameters given to the supervisor side.
+    Invalid(String),
+    /// The supervisor asked the task to stop: it should clean up and exit.
+    Stopped,
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub(crate) fn io(what: &'static str, source: io::Error) -> Error {
+        Error::Io { what, source }
+    }
+
+    pub(crate) fn last_os(what: &'static str) -> Error {
+        Error::io(what, io::Error::last_os_error())
+    }
+
+    /// The negative errno the C API returns for this error.
+    pub fn errno(&self) -> i32 {
+        -match self {
+            Error::NotAttached(_) => libc::ENOENT,
+            Error::BadControl(_) => libc::EPROTO,
+            Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            Error::Chan(e) => -e.errno(),
+            Error::Invalid(_) => libc::EINVAL,
+            Error::Stopped => libc::ESHUTDOWN,
+        }
+    }
+}
+
+impl From<bulkhead_chan::Error> for Error {
+    fn from(e: bulkhead_chan::Error) -> Error {
+        Error::Chan(e)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NotAttached(m) => write!(f, "not attached to a bulkhead supervisor: {m}"),
+            Error::BadControl(m) => write!(f, "bad control block: {m}"),
+            Error::Io { what, source } => write!(f, "{what}: {source}"),
+            Error::Chan(e) => write!(f, "trace ring: {e}"),
+            Error::Invalid(m) => write!(f, "{m}"),
+            Error::Stopped => write!(f, "the supervisor asked the task to stop"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

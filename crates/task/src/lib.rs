@@ -1,0 +1,38 @@
+//! bulkhead-task: the library a real-time task of an `rt` partition links against, and the
+//! supervisor's side of it.
+//!
+//! A task is a periodic service (DriveOS section 3.2, "Real-time Task as a Service": budget
+//! C, period T). The supervisor hands each task two memfds, named by the environment
+//! variable [`ENV`] (`BULKHEAD_TASK=<control fd>,<trace fd>`):
+//!
+//! * the **control block** ([`control`]): the task's parameters (C, T, D, name), the
+//!   release epoch (CLOCK_MONOTONIC time of activation 0; the supervisor may move it, e.g.
+//!   to stitch out suspended time), its restart count and a stop request, plus counters the
+//!   task writes;
+//! * the **trace ring**: a `bulkhead-chan` fifo channel of [`Record`]s, one per completed
+//!   activation, written with `try_write` (no system call: the fifo wakes its reader only
+//!   when the reader sleeps, and the supervisor never does, it drains with `try_read`). A
+//!   full ring drops the record and counts it; a task never blocks on its trace.
+//!
+//! The task calls [`Task::wait_next_period`] (C: `bulkhead_wait_next_period`), which
+//! completes the current activation (if [`Task::complete`] did not already), sleeps until
+//! the next release and returns the [`Activation`]: index, release time, absolute deadline
+//! and flags ([`flags::OVERRUN`], [`flags::SKIPPED`], [`flags::RESTARTED`]).
+//!
+//! The supervisor creates both with [`supervisor::TaskLink`], passes them to the task's
+//! process, and drains the ring into the schedule log and the trace.
+
+pub mod capi;
+pub mod clock;
+pub mod control;
+mod error;
+mod record;
+pub mod supervisor;
+mod task;
+
+pub use error::{Error, Result};
+pub use record::{flags, Record, RECORD_SIZE};
+pub use task::{Activation, Params, Task};
+
+/// The environment variable naming the task's control and trace file descriptors.
+pub const ENV: &str = "BULKHEAD_TASK";

@@ -1,0 +1,271 @@
+//! The supervisor's side: create a task's control block and trace ring, hand them to the
+//! task's process, drain its records.
+
+use crate::control::{Mapping, CONTROL_LEN, MAGIC, NAME_LEN, VERSION};
+use crate::error::{Error, Result};
+use crate::record::{Record, RECORD_SIZE};
+use crate::ENV;
+use bulkhead_chan::{Channel, Receiver, Spec};
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+/// What the supervisor knows about a task when it creates its link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkSpec {
+    pub name: String,
+    pub task_index: u32,
+    pub budget_ns: u64,
+    pub period_ns: u64,
+    pub deadline_ns: u64,
+    /// CLOCK_MONOTONIC time of release 0.
+    pub epoch_ns: u64,
+    /// Trace ring capacity in records: the supervisor must drain at least this often
+    /// (in activations) or records are dropped (and counted).
+    pub ring_depth: u32,
+}
+
+/// The task's counters, as it reported them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counters {
+    pub pid: u32,
+    pub activations: u64,
+    pub dropped: u64,
+    pub restarts: u32,
+}
+
+/// A task's control block and trace ring, owned by the supervisor.
+pub struct TaskLink {
+    spec: LinkSpec,
+    ctl_fd: OwnedFd,
+    ctl: Mapping,
+    trace: Channel,
+    rx: Receiver,
+}
+
+impl TaskLink {
+    /// Creates the control block (a sealed memfd) and the trace ring (a `bulkhead-chan`
+    /// fifo of [`Record`]s).
+    pub fn create(spec: &LinkSpec) -> Result<TaskLink> {
+        check(spec)?;
+        let ctl_fd = memfd(&format!("bulkhead-task-{}", spec.name))?;
+        let mut ctl = Mapping::map(ctl_fd.as_fd())?;
+        // SAFETY: the memfd was just created; no other process can have mapped it.
+        let c = unsafe { ctl.get_mut() };
+        c.version = VERSION;
+        c.task_index = spec.task_index;
+        c.budget_ns = spec.budget_ns;
+        c.period_ns = spec.period_ns;
+        c.deadline_ns = spec.deadline_ns;
+        c.epoch_ns.store(spec.epoch_ns, Relaxed);
+        let n = spec.name.len().min(NAME_LEN);
+        c.name[..n].copy_from_slice(&spec.name.as_bytes()[..n]);
+        c.magic.store(MAGIC, Release);
+        let (trace, rx) = ring(spec)?;
+        Ok(TaskLink {
+            spec: spec.clone(),
+            ctl_fd,
+            ctl,
+            trace,
+            rx,
+        })
+    }
+
+    /// The two descriptors the task's process must inherit (control, trace). They are
+    /// close-on-exec in the supervisor; [`TaskLink::prepare`] clears that in the child.
+    pub fn fds(&self) -> [RawFd; 2] {
+        [self.ctl_fd.as_raw_fd(), self.trace.as_fd().as_raw_fd()]
+    }
+
+    /// The environment entry that names them: ([`ENV`], `"<control>,<trace>"`).
+    pub fn env(&self) -> (&'static str, String) {
+        let [c, t] = self.fds();
+        (ENV, format!("{c},{t}"))
+    }
+
+    /// Sets up `cmd` to start the task: the environment entry, and a `pre_exec` step that
+    /// lets exactly the two descriptors survive `exec` (async-signal-safe: two fcntl calls).
+    pub fn prepare(&self, cmd: &mut Command) {
+        let (key, value) = self.env();
+        cmd.env(key, value);
+        let fds = self.fds();
+        // SAFETY: the closure only calls fcntl on descriptors that are open in the child
+        // (inherited from the supervisor), which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || inherit(&fds));
+        }
+    }
+
+    /// Moves every record waiting in the ring into `out`; returns how many.
+    pub fn drain(&mut self, out: &mut Vec<Record>) -> usize {
+        let mut buf = [0u8; RECORD_SIZE as usize];
+        let mut n = 0;
+        while self.rx.try_read(&mut buf).is_ok() {
+            out.push(Record::from_bytes(&buf));
+            n += 1;
+        }
+        n
+    }
+
+    /// What the task reported through its counters.
+    pub fn counters(&self) -> Counters {
+        let c = self.ctl.get();
+        Counters {
+            pid: c.pid.load(Relaxed),
+            activations: c.activations.load(Relaxed),
+            dropped: c.dropped.load(Relaxed),
+            restarts: c.restarts.load(Relaxed),
+        }
+    }
+
+    /// The parameters the link was created with (the epoch as created).
+    pub fn spec(&self) -> &LinkSpec {
+        &self.spec
+    }
+
+    /// The current release epoch.
+    pub fn epoch_ns(&self) -> u64 {
+        self.ctl.get().epoch_ns.load(Acquire)
+    }
+
+    /// Moves the release grid: later activations are released at `epoch + k * T`.
+    pub fn set_epoch_ns(&self, epoch_ns: u64) {
+        self.ctl.get().epoch_ns.store(epoch_ns, Release);
+    }
+
+    /// Asks the task to stop: its next `wait_next_period` returns `Stopped`.
+    pub fn request_stop(&self) {
+        self.ctl.get().stop.store(1, Release);
+    }
+
+    /// Prepares the link for a new process of the same task after the old one died: drains
+    /// the old ring into `out`, creates a fresh ring (the old writer closed it), counts the
+    /// restart (the new process's first activation carries `RESTARTED`) and clears a stop
+    /// request. Pass [`TaskLink::fds`] anew to the new process.
+    pub fn restart(&mut self, out: &mut Vec<Record>) -> Result<()> {
+        self.drain(out);
+        let (trace, rx) = ring(&self.spec)?;
+        self.rx = rx;
+        self.trace = trace;
+        let c = self.ctl.get();
+        c.restarts.fetch_add(1, Release);
+        c.stop.store(0, Release);
+        Ok(())
+    }
+}
+
+fn check(spec: &LinkSpec) -> Result<()> {
+    if spec.period_ns == 0 || spec.deadline_ns == 0 || spec.budget_ns > spec.period_ns {
+        return Err(Error::Invalid(format!(
+            "task `{}`: needs period > 0, deadline > 0 and budget <= period (C {} ns, T {} ns, D {} ns)",
+            spec.name, spec.budget_ns, spec.period_ns, spec.deadline_ns
+        )));
+    }
+    if spec.ring_depth == 0 {
+        return Err(Error::Invalid(format!(
+            "task `{}`: trace ring depth must be > 0",
+            spec.name
+        )));
+    }
+    Ok(())
+}
+
+fn ring(spec: &LinkSpec) -> Result<(Channel, Receiver)> {
+    let name = format!("task-{}", spec.task_index);
+    let trace = Channel::create(&Spec::fifo(&name, RECORD_SIZE, spec.ring_depth))?;
+    let rx = trace.receiver()?;
+    Ok((trace, rx))
+}
+
+/// A close-on-exec memfd of [`CONTROL_LEN`] bytes, sealed against resizing.
+fn memfd(name: &str) -> Result<OwnedFd> {
+    let cname = CString::new(name.replace('\0', "_")).expect("no NUL");
+    // SAFETY: memfd_create reads a NUL-terminated name.
+    let fd =
+        unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(Error::last_os("memfd_create"));
+    }
+    // SAFETY: fd was just returned by memfd_create and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ftruncate and F_ADD_SEALS on our own descriptor.
+    unsafe {
+        if libc::ftruncate(fd.as_raw_fd(), CONTROL_LEN as libc::off_t) != 0 {
+            return Err(Error::last_os("ftruncate control block"));
+        }
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        if libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) != 0 {
+            return Err(Error::last_os("sealing control block"));
+        }
+    }
+    Ok(fd)
+}
+
+/// In a forked child: clears close-on-exec on `fds` so they reach the task program.
+fn inherit(fds: &[RawFd; 2]) -> std::io::Result<()> {
+    for &fd in fds {
+        // SAFETY: fcntl on inherited descriptors; async-signal-safe.
+        if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> LinkSpec {
+        LinkSpec {
+            name: "ctl".into(),
+            task_index: 3,
+            budget_ns: 100_000,
+            period_ns: 1_000_000,
+            deadline_ns: 900_000,
+            epoch_ns: 5,
+            ring_depth: 4,
+        }
+    }
+
+    #[test]
+    fn rejects_impossible_parameters() {
+        let mut s = spec();
+        s.budget_ns = 2_000_000;
+        let e = TaskLink::create(&s).err().expect("refused").to_string();
+        assert!(e.contains("budget <= period"), "{e}");
+        let mut s = spec();
+        s.ring_depth = 0;
+        assert!(TaskLink::create(&s).is_err());
+    }
+
+    #[test]
+    fn in_process_round_trip() {
+        let mut link = TaskLink::create(&spec()).unwrap();
+        let dup = |fd: RawFd| {
+            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
+            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
+        };
+        let [c, t] = link.fds();
+        link.set_epoch_ns(crate::clock::now_ns());
+        let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        assert_eq!(task.params().deadline_ns, 900_000);
+        assert_eq!(task.params().name, "ctl");
+        for _ in 0..6 {
+            task.wait_next_period().unwrap();
+        }
+        task.complete();
+        let mut out = Vec::new();
+        // Depth 4: two of the six records were dropped, and counted.
+        assert_eq!(link.drain(&mut out), 4);
+        assert_eq!(link.counters().dropped, 2);
+        assert_eq!(
+            out.iter().map(|r| r.index).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3]
+        );
+        link.request_stop();
+        assert!(matches!(task.wait_next_period(), Err(Error::Stopped)));
+    }
+}

@@ -1,0 +1,248 @@
+//! The task's side: attach, wait for each period, report completions.
+
+use crate::clock::{now_ns, sleep_until};
+use crate::control::Mapping;
+use crate::error::{Error, Result};
+use crate::record::{flags, Record, RECORD_SIZE};
+use crate::ENV;
+use bulkhead_chan::{Channel, Sender};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+
+/// The task's parameters, as the supervisor configured them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Params {
+    pub name: String,
+    pub task_index: u32,
+    /// Budget C, ns.
+    pub budget_ns: u64,
+    /// Period T, ns.
+    pub period_ns: u64,
+    /// Relative deadline D, ns.
+    pub deadline_ns: u64,
+}
+
+/// One activation (job) of the task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Activation {
+    /// k: the release is `epoch + k * period`.
+    pub index: u64,
+    /// Planned release time, CLOCK_MONOTONIC ns.
+    pub release_ns: u64,
+    /// Absolute deadline: release + D.
+    pub deadline_ns: u64,
+    /// [`flags`] bits.
+    pub flags: u32,
+    /// Releases skipped before this one (with [`flags::SKIPPED`]).
+    pub skipped: u32,
+}
+
+/// The activation in progress.
+#[derive(Clone, Copy)]
+struct Current {
+    act: Activation,
+    start_ns: u64,
+}
+
+/// A task attached to its supervisor.
+pub struct Task {
+    ctl: Mapping,
+    tx: Sender,
+    params: Params,
+    next: u64,
+    current: Option<Current>,
+    started: bool,
+    pid: u32,
+}
+
+impl Task {
+    /// Attaches to what the supervisor provides through [`ENV`] (`<control fd>,<trace fd>`).
+    /// The descriptors are taken over (and closed with the task).
+    pub fn attach() -> Result<Task> {
+        let value = std::env::var(ENV).map_err(|_| {
+            Error::NotAttached(format!(
+                "{ENV} is not set: start the task with bulkhead run"
+            ))
+        })?;
+        let (ctl, trace) = parse_env(&value)?;
+        // SAFETY: the supervisor passed these descriptors to this process for the task
+        // library alone; nothing else in the process owns them.
+        let (ctl, trace) = unsafe { (OwnedFd::from_raw_fd(ctl), OwnedFd::from_raw_fd(trace)) };
+        Task::from_fds(ctl, trace)
+    }
+
+    /// Attaches to a control block and a trace channel given as descriptors.
+    pub fn from_fds(ctl: OwnedFd, trace: OwnedFd) -> Result<Task> {
+        set_cloexec(&ctl)?;
+        set_cloexec(&trace)?;
+        let map = Mapping::open(std::os::fd::AsFd::as_fd(&ctl))?;
+        let channel = Channel::from_fd(trace)?;
+        if channel.meta().msg_size != RECORD_SIZE {
+            return Err(Error::BadControl(format!(
+                "trace ring carries {}-byte messages, want {RECORD_SIZE}",
+                channel.meta().msg_size
+            )));
+        }
+        let tx = channel.sender()?;
+        let c = map.get();
+        let params = Params {
+            name: c.name(),
+            task_index: c.task_index,
+            budget_ns: c.budget_ns,
+            period_ns: c.period_ns,
+            deadline_ns: c.deadline_ns,
+        };
+        let pid = std::process::id();
+        c.pid.store(pid, Relaxed);
+        Ok(Task {
+            ctl: map,
+            tx,
+            params,
+            next: 0,
+            current: None,
+            started: false,
+            pid,
+        })
+    }
+
+    /// The task's parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// Whether the supervisor asked the task to stop.
+    pub fn stop_requested(&self) -> bool {
+        self.ctl.get().stop.load(Acquire) != 0
+    }
+
+    /// Completes the activation in progress (if any): its record goes to the trace ring.
+    /// No system call: the end time comes from the vDSO and the ring write only wakes a
+    /// sleeping reader, and the supervisor never sleeps on it.
+    pub fn complete(&mut self) {
+        let Some(cur) = self.current.take() else {
+            return;
+        };
+        let rec = Record {
+            index: cur.act.index,
+            release_ns: cur.act.release_ns,
+            start_ns: cur.start_ns,
+            end_ns: now_ns(),
+            flags: cur.act.flags,
+            skipped: cur.act.skipped,
+            pid: self.pid,
+        };
+        if self.tx.try_write(&rec.to_bytes()).is_err() {
+            self.ctl.get().dropped.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Completes the current activation, sleeps until the next release and returns it.
+    ///
+    /// Releases are `epoch + k * T`. If the next release has already passed, the new
+    /// activation starts at once with [`flags::OVERRUN`]; if one or more whole periods
+    /// passed too, their releases are skipped (counted in `skipped`, [`flags::SKIPPED`]),
+    /// so the task works on the latest release instead of falling further behind.
+    /// Returns [`Error::Stopped`] once the supervisor asks the task to stop.
+    pub fn wait_next_period(&mut self) -> Result<Activation> {
+        self.complete();
+        if self.stop_requested() {
+            return Err(Error::Stopped);
+        }
+        let c = self.ctl.get();
+        let (epoch, period) = (c.epoch_ns.load(Acquire), self.params.period_ns);
+        let mut act = Activation {
+            index: self.next,
+            release_ns: epoch + self.next * period,
+            deadline_ns: 0,
+            flags: 0,
+            skipped: 0,
+        };
+        if !self.started && c.restarts.load(Acquire) > 0 {
+            act.flags |= flags::RESTARTED;
+        }
+        let now = now_ns();
+        if now < act.release_ns {
+            sleep_until(act.release_ns);
+        } else {
+            let latest = (now - epoch) / period;
+            if latest > act.index {
+                act.skipped = (latest - act.index).min(u32::MAX as u64) as u32;
+                act.flags |= flags::SKIPPED;
+                act.index = latest;
+                act.release_ns = epoch + latest * period;
+            }
+            if self.started {
+                act.flags |= flags::OVERRUN;
+            }
+        }
+        act.deadline_ns = act.release_ns + self.params.deadline_ns;
+        self.current = Some(Current {
+            act,
+            start_ns: now_ns(),
+        });
+        self.next = act.index + 1;
+        self.started = true;
+        c.activations.fetch_add(1, Relaxed);
+        if self.stop_requested() {
+            return Err(Error::Stopped);
+        }
+        Ok(act)
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.complete();
+    }
+}
+
+/// Parses `<control fd>,<trace fd>`.
+fn parse_env(value: &str) -> Result<(i32, i32)> {
+    let bad = || Error::NotAttached(format!("{ENV}={value:?}: want `<control fd>,<trace fd>`"));
+    let (a, b) = value.split_once(',').ok_or_else(bad)?;
+    let fd = |s: &str| {
+        s.trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|&fd| fd > 2)
+            .ok_or_else(bad)
+    };
+    let (ctl, trace) = (fd(a)?, fd(b)?);
+    if ctl == trace {
+        return Err(bad());
+    }
+    for fd in [ctl, trace] {
+        // SAFETY: F_GETFD only inspects the descriptor table.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            return Err(Error::NotAttached(format!(
+                "{ENV}: descriptor {fd} is not open"
+            )));
+        }
+    }
+    Ok((ctl, trace))
+}
+
+/// Keeps the descriptor from leaking into programs the task executes.
+fn set_cloexec(fd: &OwnedFd) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: F_SETFD on a descriptor we own.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+        return Err(Error::last_os("fcntl(F_SETFD)"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_must_name_two_open_descriptors() {
+        assert!(parse_env("3").is_err());
+        assert!(parse_env("a,b").is_err());
+        assert!(parse_env("5,5").is_err());
+        assert!(parse_env("0,1").is_err());
+        let e = parse_env("900,901").unwrap_err().to_string();
+        assert!(e.contains("not open"), "{e}");
+    }
+}
