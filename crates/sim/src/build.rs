@@ -1,8 +1,10 @@
 //! From a loaded system description to a [`Spec`].
 
 use crate::spec::*;
-use bulkhead_model::{Cpus, PartitionKind, Scheduler, System, Task};
+use crate::windows::{Behaviour, WindowsSpec};
+use bulkhead_model::{CpuSet, Cpus, PartitionKind, Scheduler, System, Task};
 use bulkhead_trace::Name;
+use bulkhead_windows::Schedule;
 
 /// Choices the description leaves to the simulation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,6 +15,10 @@ pub struct BuildOptions {
     pub arrivals: Arrivals,
     /// Which tasks write and read each channel.
     pub links: Vec<Link>,
+    /// What windowed processes do when they run, by command (others are busy).
+    pub behaviours: Vec<(String, Behaviour)>,
+    /// The CPUs a slice with `cpu: all` gets when the description has no `system.cpus`.
+    pub all_cpus: CpuSet,
 }
 
 impl Default for BuildOptions {
@@ -22,6 +28,8 @@ impl Default for BuildOptions {
             exec: ExecModel::Wcet,
             arrivals: Arrivals::Periodic,
             links: Vec::new(),
+            behaviours: Vec::new(),
+            all_cpus: CpuSet::from_cpus([0, 1]).expect("two CPUs"),
         }
     }
 }
@@ -132,8 +140,69 @@ pub fn from_system(system: &System, options: &BuildOptions) -> Result<Spec, Stri
         }
     }
     link_channels(system, options, &first_task, &mut spec)?;
+    spec.windows = windows(system, options)?;
     spec.validate()?;
     Ok(spec)
+}
+
+/// The window schedule, if the description has one, with the processes' behaviours.
+fn windows(system: &System, options: &BuildOptions) -> Result<Option<WindowsSpec>, String> {
+    if system.windows.is_empty() {
+        return Ok(None);
+    }
+    let schedule = Schedule::from_system(system, &options.all_cpus).map_err(|e| e.to_string())?;
+    for (cmd, _) in &options.behaviours {
+        if !schedule.processes.iter().any(|p| &p.cmd == cmd) {
+            return Err(format!(
+                "--process {cmd}: no windowed process has this command"
+            ));
+        }
+    }
+    let behaviours = schedule
+        .processes
+        .iter()
+        .map(|p| {
+            options
+                .behaviours
+                .iter()
+                .rev()
+                .find(|(cmd, _)| cmd == &p.cmd)
+                .map_or(Behaviour::Busy, |&(_, b)| b)
+        })
+        .collect();
+    Ok(Some(WindowsSpec {
+        schedule,
+        behaviours,
+    }))
+}
+
+/// The default length of a simulation: one hyperperiod of the rt tasks and the
+/// major frame; `None` when it overflows or there is nothing periodic.
+pub fn hyperperiod(spec: &Spec) -> Option<Nanos> {
+    let periods = spec.tasks.iter().filter_map(|t| match t.release {
+        Release::Periodic { period, .. } => Some(period),
+        Release::Sporadic { min_gap, .. } => Some(min_gap),
+        Release::At(_) => None,
+    });
+    let frame = spec
+        .windows
+        .as_ref()
+        .map(|w| w.schedule.major_frame())
+        .filter(|&f| f > 0);
+    periods
+        .chain(frame)
+        .try_fold(None, |acc: Option<Nanos>, p| match acc {
+            None => Some(Some(p)),
+            Some(a) => lcm(a, p).map(Some),
+        })?
+}
+
+fn lcm(a: Nanos, b: Nanos) -> Option<Nanos> {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    (a / x).checked_mul(b)
 }
 
 /// Fixed priorities, 1 = highest: explicit priorities first (ties by declaration

@@ -34,7 +34,7 @@ pub struct Message {
 
 struct Reader {
     task: u32,
-    /// fifo: id of the next message to read. latest: id of the last message read + 1.
+    /// fifo: position (count of stored messages before it) of the next message to read.
     next: u64,
 }
 
@@ -42,6 +42,10 @@ struct ChannelState {
     spec: ChannelSpec,
     /// fifo: unread messages (by the slowest reader), oldest first; latest: at most one.
     buffer: VecDeque<Message>,
+    /// fifo: position of the first message of `buffer` (messages stored before it).
+    first: u64,
+    /// fifo: messages stored so far (written and not rejected).
+    stored: u64,
     readers: Vec<Reader>,
     written: u64,
     reads: u64,
@@ -114,6 +118,8 @@ impl Channels {
             .map(|(spec, readers)| ChannelState {
                 spec: spec.clone(),
                 buffer: VecDeque::new(),
+                first: 0,
+                stored: 0,
                 readers: readers
                     .into_iter()
                     .map(|task| Reader { task, next: 0 })
@@ -142,19 +148,18 @@ impl Channels {
         let r = ch.readers.iter().position(|r| r.task == task)?;
         let message = match ch.spec.kind {
             ChannelKind::Fifo => {
-                let first = ch.buffer.front()?.id;
                 let next = ch.readers[r].next;
-                let message = ch.buffer.get((next - first) as usize)?.clone();
+                let message = ch.buffer.get((next - ch.first) as usize)?.clone();
                 ch.readers[r].next = next + 1;
                 let slowest = ch.readers.iter().map(|r| r.next).min().unwrap_or(next + 1);
-                while ch.buffer.front().is_some_and(|m| m.id < slowest) {
+                while ch.first < slowest {
                     ch.buffer.pop_front();
+                    ch.first += 1;
                 }
                 message
             }
             ChannelKind::Latest => {
                 let message = ch.buffer.back()?.clone();
-                ch.readers[r].next = message.id + 1;
                 ch.latest_read = true;
                 message
             }
@@ -170,12 +175,14 @@ impl Channels {
         ch.written += 1;
         match ch.spec.kind {
             ChannelKind::Fifo => {
-                let oldest_unread = ch.readers.iter().map(|r| r.next).min().unwrap_or(id);
-                if id - oldest_unread >= ch.spec.depth as u64 {
+                let oldest_unread = ch.readers.iter().map(|r| r.next).min().unwrap_or(ch.stored);
+                if ch.stored - oldest_unread >= ch.spec.depth as u64 {
                     ch.lost += 1;
                     return Write::Rejected(id);
                 }
+                ch.stored += 1;
                 if ch.readers.is_empty() {
+                    ch.first = ch.stored;
                     return Write::Stored(id);
                 }
                 ch.buffer.push_back(Message { id, origins });

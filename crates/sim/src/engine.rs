@@ -10,6 +10,7 @@
 use crate::channels::{Channels, Origin, Write};
 use crate::report::{Report, TaskStats};
 use crate::spec::*;
+use crate::windows::Driver;
 use bulkhead_model::Resume;
 use bulkhead_trace::{Event, EventKind, Sink};
 use rand::{RngExt, SeedableRng};
@@ -48,13 +49,68 @@ impl Options {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// A timed event. At one instant they apply in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ev {
-    Done { domain: u32, slot: u32 },
+    /// The job on a CPU (global slot index) completes or its server runs dry.
+    Done(u32),
     Replenish(u32),
     Release(u32),
-    Check { task: u32, job: u64 },
+    /// Deadline of job `job` (low 32 bits of its index) of a task; only when tracing.
+    Check {
+        task: u32,
+        job: u32,
+    },
     Suspend(u32),
+    /// The window schedule's next event.
+    Windows,
+}
+
+/// The event queue: a binary heap of `(time, class | index | generation)` packed in
+/// two words, so that comparisons are cheap. An event whose 32-bit generation no
+/// longer matches its owner's is stale and skipped.
+#[derive(Default)]
+struct Queue(BinaryHeap<Reverse<(Nanos, u64)>>);
+
+impl Queue {
+    fn push(&mut self, at: Nanos, ev: Ev, gen: u64) {
+        let (class, index, gen) = match ev {
+            Ev::Done(i) => (0u64, i, gen as u32),
+            Ev::Replenish(i) => (1, i, gen as u32),
+            Ev::Release(i) => (2, i, gen as u32),
+            Ev::Check { task, job } => (3, task, job),
+            Ev::Suspend(i) => (4, i, 0),
+            Ev::Windows => (5, 0, gen as u32),
+        };
+        debug_assert!(index < 1 << 29);
+        self.0.push(Reverse((
+            at,
+            class << 61 | (index as u64) << 32 | gen as u64,
+        )));
+    }
+
+    fn peek_time(&self) -> Option<Nanos> {
+        self.0.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// The next event: time, event and generation.
+    fn pop(&mut self) -> Option<(Nanos, Ev, u32)> {
+        let Reverse((t, packed)) = self.0.pop()?;
+        let index = (packed >> 32) as u32 & ((1 << 29) - 1);
+        let gen = packed as u32;
+        let ev = match packed >> 61 {
+            0 => Ev::Done(index),
+            1 => Ev::Replenish(index),
+            2 => Ev::Release(index),
+            3 => Ev::Check {
+                task: index,
+                job: gen,
+            },
+            4 => Ev::Suspend(index),
+            _ => Ev::Windows,
+        };
+        Some((t, ev, gen))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -110,6 +166,10 @@ struct Running {
 
 struct Slot {
     cpu: u32,
+    /// Index in `Sim::slot_ids`.
+    id: u32,
+    /// When the pending `Done` event of this slot fires.
+    armed: Option<Nanos>,
     running: Option<Running>,
     since: Nanos,
     gen: u64,
@@ -126,7 +186,9 @@ pub struct Sim<'a> {
     spec: &'a Spec,
     opts: Options,
     rng: XorShiftRng,
-    heap: BinaryHeap<Reverse<(Nanos, Ev, u64)>>,
+    heap: Queue,
+    /// Global slot index -> (domain, slot in domain).
+    slot_ids: Vec<(u32, u32)>,
     now: Nanos,
     tasks: Vec<TaskState>,
     servers: Vec<ServerState>,
@@ -139,6 +201,8 @@ pub struct Sim<'a> {
     events: Vec<Event>,
     jobs_done: u64,
     finished: bool,
+    windows: Option<Driver>,
+    windows_gen: u64,
 }
 
 impl<'a> Sim<'a> {
@@ -148,7 +212,8 @@ impl<'a> Sim<'a> {
         let mut sim = Sim {
             spec,
             rng: XorShiftRng::seed_from_u64(opts.seed),
-            heap: BinaryHeap::new(),
+            heap: Queue::default(),
+            slot_ids: Vec::new(),
             now: 0,
             tasks: Vec::new(),
             servers: Vec::new(),
@@ -160,6 +225,8 @@ impl<'a> Sim<'a> {
             events: Vec::new(),
             jobs_done: 0,
             finished: false,
+            windows: None,
+            windows_gen: 0,
             opts,
         };
         sim.init();
@@ -178,19 +245,29 @@ impl<'a> Sim<'a> {
                     .iter()
                     .map(|&cpu| Slot {
                         cpu,
+                        id: 0,
                         running: None,
                         since: 0,
+                        armed: None,
                         gen: 0,
                     })
                     .collect(),
                 dirty: false,
             })
             .collect();
+        for (d, domain) in self.domains.iter_mut().enumerate() {
+            for (k, slot) in domain.slots.iter_mut().enumerate() {
+                slot.id = self.slot_ids.len() as u32;
+                self.slot_ids.push((d as u32, k as u32));
+            }
+        }
+        let mut served: Vec<Vec<u32>> = vec![Vec::new(); spec.servers.len()];
+        for (t, task) in spec.tasks.iter().enumerate() {
+            served[task.server].push(t as u32);
+        }
         for (i, s) in spec.servers.iter().enumerate() {
             self.domains[s.domain].servers.push(i as u32);
-            let mut tasks: Vec<u32> = (0..spec.tasks.len() as u32)
-                .filter(|&t| spec.tasks[t as usize].server == i)
-                .collect();
+            let mut tasks = std::mem::take(&mut served[i]);
             tasks.sort_by_key(|&t| spec.tasks[t as usize].priority);
             self.servers.push(ServerState {
                 tasks,
@@ -210,6 +287,13 @@ impl<'a> Sim<'a> {
                 gen: 0,
                 slot: None,
             });
+        }
+        for (d, domain) in self.domains.iter_mut().enumerate() {
+            if spec.domains[d].policy == Policy::FixedPriority {
+                domain
+                    .servers
+                    .sort_by_key(|&s| (spec.servers[s as usize].priority, s));
+            }
         }
         for (i, t) in spec.tasks.iter().enumerate() {
             let first = match &t.release {
@@ -238,7 +322,39 @@ impl<'a> Sim<'a> {
             }
         }
         for (i, s) in self.opts.suspensions.iter().enumerate() {
-            self.heap.push(Reverse((s.at, Ev::Suspend(i as u32), 0)));
+            self.heap.push(s.at, Ev::Suspend(i as u32), 0);
+        }
+        if let Some(windows) = &spec.windows {
+            let mut driver = Driver::new(windows, self.opts.seed, self.opts.until);
+            let mut out = Vec::new();
+            driver.start(&mut out);
+            self.windows = Some(driver);
+            self.emit_windows(out);
+            self.arm_windows();
+        }
+    }
+
+    /// Handles the window schedule's event at `t` and waits for its next one.
+    fn advance_windows(&mut self, t: Nanos) {
+        let Some(driver) = &mut self.windows else {
+            return;
+        };
+        let mut out = Vec::new();
+        driver.advance(t, &mut out);
+        self.emit_windows(out);
+        self.arm_windows();
+    }
+
+    fn arm_windows(&mut self) {
+        if let Some(t) = self.windows.as_ref().and_then(Driver::next_time) {
+            self.windows_gen += 1;
+            self.heap.push(t, Ev::Windows, self.windows_gen);
+        }
+    }
+
+    fn emit_windows(&mut self, out: Vec<(Nanos, EventKind)>) {
+        for (t, kind) in out {
+            self.emit(t, kind);
         }
     }
 
@@ -265,14 +381,17 @@ impl<'a> Sim<'a> {
         } else {
             self.opts.until
         };
-        while let Some(&Reverse((t, _, _))) = self.heap.peek() {
+        while let Some(t) = self.heap.peek_time() {
             if t >= end || t > limit {
                 break;
             }
             self.step(t);
         }
-        if self.heap.peek().is_none_or(|&Reverse((t, _, _))| t >= end) {
+        if self.heap.peek_time().is_none_or(|t| t >= end) {
             self.finish(if self.opts.drain { self.now } else { end });
+        } else {
+            // Nothing happens before the next event: time has reached `limit`.
+            self.now = self.now.max(limit);
         }
         for event in self.events.drain(..) {
             sink.emit(event);
@@ -287,16 +406,13 @@ impl<'a> Sim<'a> {
 
     fn step(&mut self, t: Nanos) {
         self.now = t;
-        while let Some(&Reverse((at, ev, gen))) = self.heap.peek() {
-            if at != t {
-                break;
-            }
-            self.heap.pop();
+        while self.heap.peek_time() == Some(t) {
+            let (_, ev, gen) = self.heap.pop().expect("peeked");
             self.apply(t, ev, gen);
         }
+        // Every dirty domain was synchronized to `t` when it was first touched.
         while let Some(d) = self.dirty.pop() {
             self.domains[d as usize].dirty = false;
-            self.sync(d as usize, t);
             self.dispatch(d as usize, t);
         }
     }
@@ -309,22 +425,23 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn apply(&mut self, t: Nanos, ev: Ev, gen: u64) {
+    fn apply(&mut self, t: Nanos, ev: Ev, gen: u32) {
         match ev {
-            Ev::Done { domain, slot } => {
-                if self.domains[domain as usize].slots[slot as usize].gen == gen {
+            Ev::Done(id) => {
+                let (domain, slot) = self.slot_ids[id as usize];
+                if self.domains[domain as usize].slots[slot as usize].gen as u32 == gen {
                     self.touch(domain as usize, t);
                 }
             }
             Ev::Replenish(s) => {
-                if self.servers[s as usize].gen == gen {
+                if self.servers[s as usize].gen as u32 == gen {
                     let domain = self.spec.servers[s as usize].domain;
                     self.touch(domain, t);
                     self.replenish(s as usize, t);
                 }
             }
             Ev::Release(task) => {
-                if self.tasks[task as usize].gen == gen {
+                if self.tasks[task as usize].gen as u32 == gen {
                     self.tasks[task as usize].pending_release = None;
                     let domain = self.spec.servers[self.spec.tasks[task as usize].server].domain;
                     self.touch(domain, t);
@@ -333,6 +450,11 @@ impl<'a> Sim<'a> {
             }
             Ev::Check { task, job } => self.check_deadline(task as usize, job, t),
             Ev::Suspend(i) => self.suspend(i as usize, t),
+            Ev::Windows => {
+                if self.windows_gen as u32 == gen {
+                    self.advance_windows(t);
+                }
+            }
         }
     }
 
@@ -351,8 +473,7 @@ impl<'a> Sim<'a> {
         state.next_nominal = nominal;
         state.pending_release = Some(at);
         state.gen += 1;
-        self.heap
-            .push(Reverse((at, Ev::Release(task as u32), state.gen)));
+        self.heap.push(at, Ev::Release(task as u32), state.gen);
     }
 
     fn release(&mut self, task: usize, t: Nanos) {
@@ -408,14 +529,11 @@ impl<'a> Sim<'a> {
                     deadline_ns: deadline,
                 },
             );
-            self.heap.push(Reverse((
-                deadline,
-                Ev::Check {
-                    task: task as u32,
-                    job: index,
-                },
-                0,
-            )));
+            let check = Ev::Check {
+                task: task as u32,
+                job: index as u32,
+            };
+            self.heap.push(deadline, check, 0);
         }
         let s = spec.server;
         self.servers[s].pending += 1;
@@ -424,7 +542,8 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn complete(&mut self, task: usize, t: Nanos) {
+    /// The head job of `task` completes at `t` on `cpu`.
+    fn complete(&mut self, task: usize, cpu: u32, t: Nanos) {
         let job = self.tasks[task]
             .jobs
             .pop_front()
@@ -439,7 +558,6 @@ impl<'a> Sim<'a> {
         stats.misses += missed as u64;
         self.jobs_done += 1;
         if self.tracing {
-            let cpu = self.task_cpu(task);
             let kind = EventKind::JobComplete {
                 cpu,
                 partition: spec.partition.clone(),
@@ -450,7 +568,7 @@ impl<'a> Sim<'a> {
             self.emit(t, kind);
         }
         if !spec.outputs.is_empty() || !spec.inputs.is_empty() {
-            self.write_outputs(task, &job, t);
+            self.write_outputs(task, &job, cpu, t);
         }
         let s = spec.server;
         self.servers[s].pending -= 1;
@@ -459,12 +577,12 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn check_deadline(&mut self, task: usize, job: u64, t: Nanos) {
+    fn check_deadline(&mut self, task: usize, job: u32, t: Nanos) {
         let missed = self.tasks[task]
             .jobs
             .iter()
-            .any(|j| j.index == job && j.deadline == t);
-        if missed {
+            .find(|j| j.index as u32 == job && j.deadline == t);
+        if let Some(job) = missed.map(|j| j.index) {
             let spec = &self.spec.tasks[task];
             let kind = EventKind::DeadlineMiss {
                 cpu: self.task_cpu(task),
@@ -499,7 +617,7 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn write_outputs(&mut self, task: usize, job: &Job, t: Nanos) {
+    fn write_outputs(&mut self, task: usize, job: &Job, cpu: u32, t: Nanos) {
         let spec = self.task_spec(task);
         if spec.outputs.is_empty() {
             let inputs = std::mem::take(&mut self.tasks[task].inputs);
@@ -529,7 +647,7 @@ impl<'a> Sim<'a> {
                     Write::Overwrote(id, old) => (id, Some(old)),
                 };
                 let kind = EventKind::ChannelWrite {
-                    cpu: self.task_cpu(task),
+                    cpu,
                     channel: channel.clone(),
                     partition: spec.partition.clone(),
                     task: spec.name.clone(),
@@ -638,8 +756,7 @@ impl<'a> Sim<'a> {
     fn wake(&mut self, s: usize, at: Nanos) {
         let server = &mut self.servers[s];
         server.gen += 1;
-        self.heap
-            .push(Reverse((at, Ev::Replenish(s as u32), server.gen)));
+        self.heap.push(at, Ev::Replenish(s as u32), server.gen);
     }
 
     /// A replenishment time of server `s` has come.
@@ -764,8 +881,9 @@ impl<'a> Sim<'a> {
                 }
             }
             if job_done {
+                let cpu = self.domains[domain].slots[k].cpu;
                 self.stop(domain, k, t, false);
-                self.complete(run.task as usize, t);
+                self.complete(run.task as usize, cpu, t);
             }
             if self.servers[s].budget == 0 && self.servers[s].pending > 0 {
                 if !job_done {
@@ -781,6 +899,7 @@ impl<'a> Sim<'a> {
         let m = self.domains[domain].slots.len();
         let mut chosen = std::mem::take(&mut self.scratch);
         chosen.clear();
+        let fixed_priority = self.spec.domains[domain].policy == Policy::FixedPriority;
         for i in 0..self.domains[domain].servers.len() {
             let s = self.domains[domain].servers[i] as usize;
             if !self.eligible(s, t) {
@@ -793,6 +912,11 @@ impl<'a> Sim<'a> {
             let pos = chosen.partition_point(|&k| k < key);
             chosen.insert(pos, key);
             chosen.truncate(m);
+            // Fixed-priority domains keep their servers by priority: the first m
+            // eligible ones are the ones to run.
+            if fixed_priority && chosen.len() == m {
+                break;
+            }
         }
         // Stop what should not run (or should run another of its tasks).
         for k in 0..m {
@@ -854,6 +978,7 @@ impl<'a> Sim<'a> {
             return;
         };
         slot.gen += 1;
+        slot.armed = None;
         self.servers[run.server as usize].slot = None;
         if preempted && self.tracing {
             let spec = &self.spec.tasks[run.task as usize];
@@ -880,15 +1005,12 @@ impl<'a> Sim<'a> {
             at = at.min(self.servers[s].period_end);
         }
         let slot = &mut self.domains[domain].slots[k];
+        if slot.armed == Some(at) {
+            return;
+        }
+        slot.armed = Some(at);
         slot.gen += 1;
-        self.heap.push(Reverse((
-            at,
-            Ev::Done {
-                domain: domain as u32,
-                slot: k as u32,
-            },
-            slot.gen,
-        )));
+        self.heap.push(at, Ev::Done(slot.id), slot.gen);
     }
 
     // ----- suspend and resume (JuMP2start 2.2) -----
@@ -983,14 +1105,11 @@ impl<'a> Sim<'a> {
         for job in state.jobs.iter_mut() {
             job.deadline += delta;
             if self.tracing {
-                self.heap.push(Reverse((
-                    job.deadline,
-                    Ev::Check {
-                        task: task as u32,
-                        job: job.index,
-                    },
-                    0,
-                )));
+                let check = Ev::Check {
+                    task: task as u32,
+                    job: job.index as u32,
+                };
+                self.heap.push(job.deadline, check, 0);
             }
         }
         if let Some(at) = state.pending_release {
@@ -998,7 +1117,7 @@ impl<'a> Sim<'a> {
             state.pending_release = Some(at + delta);
             state.gen += 1;
             self.heap
-                .push(Reverse((at + delta, Ev::Release(task as u32), state.gen)));
+                .push(at + delta, Ev::Release(task as u32), state.gen);
         }
         let s = self.spec.tasks[task].server;
         if std::mem::replace(&mut shifted_servers[s], true) {
@@ -1072,6 +1191,16 @@ impl<'a> Sim<'a> {
             return;
         }
         self.finished = true;
+        // The window schedule handles what is planned at the end itself (a window
+        // starting exactly then is started, as DEmOS does at its timeout).
+        while let Some(t) = self
+            .windows
+            .as_ref()
+            .and_then(Driver::next_time)
+            .filter(|&t| t <= end)
+        {
+            self.advance_windows(t);
+        }
         self.now = end;
         for d in 0..self.domains.len() {
             self.sync(d, end);
@@ -1095,7 +1224,7 @@ impl<'a> Sim<'a> {
             tasks: self.tasks.iter().map(|t| t.stats.finished()).collect(),
             chains: self.channels.chain_stats(self.now, name),
             channels: self.channels.channel_stats(),
-            windows: None,
+            windows: self.windows.as_ref().map(Driver::stats),
         }
     }
 }

@@ -16,14 +16,23 @@
 mod build;
 mod channels;
 mod engine;
+#[cfg(feature = "progress")]
+pub mod progress;
 pub mod report;
 pub mod spec;
+mod windows;
 
-pub use build::{from_system, priority_ranks, Arrivals, BuildOptions, ExecModel, Link};
+pub use build::{
+    from_system, hyperperiod, priority_ranks, Arrivals, BuildOptions, ExecModel, Link,
+};
 pub use channels::{ChainStats, ChannelStats};
 pub use engine::{Options, Sim, Suspension};
 pub use report::{Report, TaskStats, WindowStats};
 pub use spec::*;
+pub use windows::{Behaviour, WindowsSpec};
+
+/// The trace vocabulary and writers, re-exported for the CLI.
+pub use bulkhead_trace as trace;
 
 use bulkhead_trace::Sink;
 
@@ -32,4 +41,25 @@ use bulkhead_trace::Sink;
 pub fn simulate(spec: &Spec, options: Options, sink: &mut dyn Sink) -> Result<Report, String> {
     let tracing = sink.enabled();
     Ok(Sim::new(spec, options, tracing)?.run(sink))
+}
+
+/// Whether an event belongs in the schedule log (`--schedule-log`): the process run
+/// grants (`run`, the lines `bulkhead run` writes too, so that DEmOS schedules compare
+/// byte for byte), the rt jobs' releases, starts, preemptions, completions, aborts and
+/// deadline misses, and suspensions. Budgets, windows, channels and the rest are in
+/// the Perfetto trace only.
+pub fn in_schedule_log(kind: &bulkhead_trace::EventKind) -> bool {
+    use bulkhead_trace::EventKind as K;
+    matches!(
+        kind,
+        K::Run { .. }
+            | K::JobRelease { .. }
+            | K::JobStart { .. }
+            | K::JobPreempt { .. }
+            | K::JobComplete { .. }
+            | K::JobAbort { .. }
+            | K::DeadlineMiss { .. }
+            | K::Suspend {}
+            | K::Resume { .. }
+    )
 }

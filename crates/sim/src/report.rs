@@ -20,6 +20,13 @@ pub struct Report {
     pub windows: Option<WindowStats>,
 }
 
+impl Report {
+    /// The report as pretty-printed JSON (`--stats-json`).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report always serializes")
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct TaskStats {
     pub partition: String,

@@ -143,6 +143,8 @@ pub struct Spec {
     pub servers: Vec<Server>,
     pub tasks: Vec<TaskSpec>,
     pub channels: Vec<ChannelSpec>,
+    /// A DEmOS window schedule for the windowed partitions' processes.
+    pub windows: Option<crate::windows::WindowsSpec>,
 }
 
 impl Spec {

@@ -1,0 +1,461 @@
+//! `bulkhead sim`: execute a system description in deterministic simulated time.
+
+use crate::common::{load_system, INVALID};
+use bulkhead_model::units::{format_duration, parse_duration};
+use bulkhead_model::CpuSet;
+use bulkhead_sim::trace::{perfetto, Event, ScheduleLogWriter, Sink};
+use bulkhead_sim::{
+    Arrivals, Behaviour, BuildOptions, ExecModel, Link, Options, Report, ServerKind, Sim,
+    Suspension,
+};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Exit status: 0 after a complete simulation; 1 when the description is invalid \
+or an output cannot be written; 2 on a usage error.\nSee docs/sim.md for the semantics and docs/trace.md for the outputs."
+)]
+pub struct Args {
+    /// System description (YAML; native or DEmOS configuration)
+    file: PathBuf,
+    /// Simulated time to cover, e.g. 100ms or 10s [default: one hyperperiod of the tasks and the major frame]
+    #[arg(long = "for", value_name = "DURATION", value_parser = duration)]
+    duration: Option<u64>,
+    /// Seed of every random draw (execution times, sporadic gaps, release and budget jitter)
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Suspend the whole system at system time AT for DURATION of wall-clock time (repeatable)
+    #[arg(long, value_name = "AT:DURATION", value_parser = suspension)]
+    suspend: Vec<Suspension>,
+    /// Write the schedule log (JSON lines: run grants and job events) to PATH
+    #[arg(long, value_name = "PATH")]
+    schedule_log: Option<PathBuf>,
+    /// Write a Chrome/Perfetto trace-event JSON file to PATH
+    #[arg(long, value_name = "PATH")]
+    trace: Option<PathBuf>,
+    /// Write per-task, per-chain and per-channel statistics as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    stats_json: Option<PathBuf>,
+    /// Reservation every rt task runs under (budget and period of the task)
+    #[arg(long, value_enum, default_value_t = ServerArg::None)]
+    server: ServerArg,
+    /// Execution time of each job: `wcet` (the budget) or `uniform:MIN-MAX` in percent of the budget
+    #[arg(long, value_name = "MODEL", default_value = "wcet", value_parser = exec_model)]
+    exec: ExecModel,
+    /// Releases: `periodic` or `sporadic:PCT` (gaps of the period plus up to PCT percent of it)
+    #[arg(long, value_name = "PATTERN", default_value = "periodic", value_parser = arrivals)]
+    arrivals: Arrivals,
+    /// Bind a channel to tasks: CHANNEL=WRITER>READER[,READER...] (repeatable) [default: the first task of each partition]
+    #[arg(long, value_name = "BINDING", value_parser = Link::parse)]
+    link: Vec<Link>,
+    /// What a windowed process does: CMD=busy|yield:DURATION|exit:DURATION|init:DURATION (repeatable) [default: busy]
+    #[arg(long, value_name = "CMD=BEHAVIOUR", value_parser = behaviour)]
+    process: Vec<(String, Behaviour)>,
+    /// CPUs that `cpu: all` means when the description has no system.cpus
+    #[arg(long, value_name = "CPULIST", default_value = "0-1", value_parser = CpuSet::parse)]
+    all_cpus: CpuSet,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ServerArg {
+    /// No reservation: jobs run to completion
+    None,
+    /// Sporadic server with replenishment lists (Quest main VCPU)
+    Sporadic,
+    /// Deferrable server (Xen RTDS)
+    Deferrable,
+    /// Constant bandwidth server (SCHED_DEADLINE)
+    Cbs,
+}
+
+fn duration(text: &str) -> Result<u64, String> {
+    parse_duration(text, None)
+}
+
+fn suspension(text: &str) -> Result<Suspension, String> {
+    let (at, duration) = text
+        .split_once(':')
+        .ok_or("expected AT:DURATION, e.g. 5ms:7ms")?;
+    Ok(Suspension {
+        at: parse_duration(at, None)?,
+        duration: parse_duration(duration, None)?,
+    })
+}
+
+fn exec_model(text: &str) -> Result<ExecModel, String> {
+    let usage = || {
+        format!("`{text}`: expected wcet or uniform:MIN-MAX (percent of the budget, e.g. uniform:50-100)")
+    };
+    if text == "wcet" {
+        return Ok(ExecModel::Wcet);
+    }
+    let range = text.strip_prefix("uniform:").ok_or_else(usage)?;
+    let (min, max) = range.split_once('-').ok_or_else(usage)?;
+    let (min_pct, max_pct): (u32, u32) = (
+        min.parse().map_err(|_| usage())?,
+        max.parse().map_err(|_| usage())?,
+    );
+    if min_pct == 0 || min_pct > max_pct || max_pct > 1000 {
+        return Err(format!("`{text}`: need 0 < MIN <= MAX <= 1000"));
+    }
+    Ok(ExecModel::Uniform { min_pct, max_pct })
+}
+
+fn arrivals(text: &str) -> Result<Arrivals, String> {
+    match text.strip_prefix("sporadic:") {
+        _ if text == "periodic" => Ok(Arrivals::Periodic),
+        Some(pct) => {
+            let max_extra_pct = pct
+                .parse()
+                .map_err(|_| format!("`{pct}` is not a percentage"))?;
+            Ok(Arrivals::Sporadic { max_extra_pct })
+        }
+        None => Err(format!("`{text}`: expected periodic or sporadic:PCT")),
+    }
+}
+
+fn behaviour(text: &str) -> Result<(String, Behaviour), String> {
+    let (cmd, behaviour) = text
+        .rsplit_once('=')
+        .ok_or("expected CMD=BEHAVIOUR, e.g. './ctl=yield:2ms'")?;
+    Ok((cmd.to_string(), Behaviour::parse(behaviour)?))
+}
+
+/// Writes schedule-log lines as events arrive and keeps them for the trace.
+struct Outputs {
+    log: Option<ScheduleLogWriter<BufWriter<File>>>,
+    keep: bool,
+    events: Vec<Event>,
+    error: Option<std::io::Error>,
+}
+
+impl Sink for Outputs {
+    fn enabled(&self) -> bool {
+        self.log.is_some() || self.keep
+    }
+
+    fn emit(&mut self, event: Event) {
+        if let Some(log) = &mut self.log {
+            if bulkhead_sim::in_schedule_log(&event.kind) && self.error.is_none() {
+                self.error = log.write(&event).err();
+            }
+        }
+        if self.keep {
+            self.events.push(event);
+        }
+    }
+}
+
+pub fn run(args: Args) -> ExitCode {
+    match simulate(&args) {
+        Ok(report) => {
+            print!("{}", summary(&report));
+            ExitCode::SUCCESS
+        }
+        Err(code) => code,
+    }
+}
+
+fn fail(message: String) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(INVALID)
+}
+
+fn simulate(args: &Args) -> Result<Report, ExitCode> {
+    let loaded = load_system(&args.file)?;
+    let file = args.file.display();
+    let options = BuildOptions {
+        server: match args.server {
+            ServerArg::None => ServerKind::Unlimited,
+            ServerArg::Sporadic => ServerKind::Sporadic,
+            ServerArg::Deferrable => ServerKind::Deferrable,
+            ServerArg::Cbs => ServerKind::Cbs,
+        },
+        exec: args.exec,
+        arrivals: args.arrivals,
+        links: args.link.clone(),
+        behaviours: args.process.clone(),
+        all_cpus: args.all_cpus.clone(),
+    };
+    let spec = bulkhead_sim::from_system(&loaded.system, &options)
+        .map_err(|e| fail(format!("{file}: {e}")))?;
+    if spec.tasks.is_empty() && spec.windows.is_none() {
+        return Err(fail(format!(
+            "{file}: nothing to simulate: no rt tasks and no window schedule"
+        )));
+    }
+    let until = match args.duration.or_else(|| bulkhead_sim::hyperperiod(&spec)) {
+        Some(until) => until,
+        None => {
+            return Err(fail(format!(
+                "{file}: the hyperperiod overflows or is undefined; give --for DURATION"
+            )))
+        }
+    };
+    let log = match &args.schedule_log {
+        Some(path) => Some(ScheduleLogWriter::new(BufWriter::new(create(path)?))),
+        None => None,
+    };
+    let trace = args
+        .trace
+        .as_ref()
+        .map(|path| create(path).map(|f| (path, f)))
+        .transpose()?;
+    let mut outputs = Outputs {
+        log,
+        keep: trace.is_some(),
+        events: Vec::new(),
+        error: None,
+    };
+    let sim_options = Options {
+        until,
+        drain: false,
+        seed: args.seed,
+        suspensions: args.suspend.clone(),
+    };
+    let sim = Sim::new(&spec, sim_options, outputs.enabled())
+        .map_err(|e| fail(format!("{file}: {e}")))?;
+    let report = bulkhead_sim::progress::run_with_progress(sim, until, &mut outputs);
+    finish_outputs(outputs, trace, args.schedule_log.as_deref())?;
+    if let Some(path) = &args.stats_json {
+        std::fs::write(path, report.to_json() + "\n")
+            .map_err(|e| fail(format!("{}: {e}", path.display())))?;
+    }
+    Ok(report)
+}
+
+fn create(path: &Path) -> Result<File, ExitCode> {
+    File::create(path).map_err(|e| fail(format!("{}: {e}", path.display())))
+}
+
+fn finish_outputs(
+    outputs: Outputs,
+    trace: Option<(&PathBuf, File)>,
+    log_path: Option<&Path>,
+) -> Result<(), ExitCode> {
+    let log_error = match (outputs.error, outputs.log) {
+        (Some(e), _) => Some(e),
+        (None, Some(log)) => log.into_inner().flush().err(),
+        (None, None) => None,
+    };
+    if let (Some(e), Some(path)) = (log_error, log_path) {
+        return Err(fail(format!("{}: {e}", path.display())));
+    }
+    if let Some((path, file)) = trace {
+        let mut out = BufWriter::new(file);
+        perfetto::write(&outputs.events, &mut out)
+            .and_then(|_| out.flush())
+            .map_err(|e| fail(format!("{}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// The text printed after a simulation.
+fn summary(report: &Report) -> String {
+    let mut text = format!(
+        "simulated {} (seed {}): {} jobs completed\n",
+        format_duration(report.duration_ns),
+        report.seed,
+        report.jobs
+    );
+    if !report.tasks.is_empty() {
+        text += &format!(
+            "{:<32} {:>8} {:>14} {:>7}\n",
+            "task", "jobs", "max response", "misses"
+        );
+        for t in &report.tasks {
+            let name = format!("{}/{}", t.partition, t.name);
+            text += &format!(
+                "{name:<32} {:>8} {:>14} {:>7}\n",
+                t.jobs,
+                format_duration(t.max_response_ns),
+                t.misses
+            );
+        }
+    }
+    for c in &report.chains {
+        let max = c.max_delay_ns.map_or("-".to_string(), format_duration);
+        text += &format!(
+            "chain {}: {} of {} delivered, {} lost, max delay {max}\n",
+            c.name, c.delivered, c.produced, c.lost
+        );
+    }
+    if let Some(w) = &report.windows {
+        text += &format!(
+            "windows: {} major frames, {} run grants\n",
+            w.frames, w.grants
+        );
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            let dir =
+                std::env::temp_dir().join(format!("bulkhead-sim-{}-{name}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+        fn file(&self, name: &str, content: &str) -> String {
+            let path = self.0.join(name);
+            std::fs::write(&path, content).unwrap();
+            path.display().to_string()
+        }
+        fn path(&self, name: &str) -> String {
+            self.0.join(name).display().to_string()
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn code(argv: &[&str]) -> String {
+        let mut full = vec!["sim"];
+        full.extend_from_slice(argv);
+        format!("{:?}", run(Cli::parse_from(full).args))
+    }
+
+    const RM: &str = "partitions:\n  - name: p\n    kind: rt\n    cpus: 0\n    tasks:\n      \
+        - {name: t1, cmd: a, budget: 1ms, period: 4ms}\n      \
+        - {name: t2, cmd: b, budget: 2ms, period: 6ms}\n      \
+        - {name: t3, cmd: c, budget: 3ms, period: 12ms}\n";
+
+    #[test]
+    fn writes_stats_schedule_log_and_trace() {
+        let dir = TempDir::new("outputs");
+        let file = dir.file("rm.yaml", RM);
+        let (stats, log, trace) = (
+            dir.path("stats.json"),
+            dir.path("log.jsonl"),
+            dir.path("trace.json"),
+        );
+        let ok = format!("{:?}", ExitCode::SUCCESS);
+        assert_eq!(
+            code(&[
+                &file,
+                "--stats-json",
+                &stats,
+                "--schedule-log",
+                &log,
+                "--trace",
+                &trace
+            ]),
+            ok
+        );
+        let stats = std::fs::read_to_string(&stats).unwrap();
+        assert!(
+            stats.contains("\"duration_ns\": 12000000,"),
+            "one hyperperiod by default: {stats}"
+        );
+        let t3 = &stats[stats.find("\"name\": \"t3\"").unwrap()..];
+        let t3 = &t3[..t3.find('}').unwrap()];
+        for field in [
+            "\"jobs\": 1,",
+            "\"max_response_ns\": 10000000,",
+            "\"misses\": 0,",
+        ] {
+            assert!(t3.contains(field), "{field} in {t3}");
+        }
+        let log = std::fs::read_to_string(&log).unwrap();
+        assert!(log.starts_with("{\"t_ns\":0,\"event\":\"job_release\",\"cpu\":0,\"partition\":\"p\",\"task\":\"t1\""), "{log}");
+        assert_eq!(
+            log.lines()
+                .filter(|l| l.contains("\"event\":\"job_complete\""))
+                .count(),
+            6
+        );
+        let trace = std::fs::read_to_string(&trace).unwrap();
+        assert!(trace.contains("\"traceEvents\":["), "{trace}");
+        assert_eq!(
+            trace.matches("\"ph\":\"X\"").count(),
+            8,
+            "eight execution segments in [0, 12ms)"
+        );
+    }
+
+    #[test]
+    fn for_seed_and_suspend_are_honoured() {
+        let dir = TempDir::new("flags");
+        let file = dir.file("rm.yaml", RM);
+        let stats = dir.path("stats.json");
+        let args = [
+            file.as_str(),
+            "--for",
+            "24ms",
+            "--suspend",
+            "5ms:7ms",
+            "--exec",
+            "uniform:50-100",
+            "--seed",
+            "3",
+            "--stats-json",
+            &stats,
+        ];
+        assert_eq!(code(&args), format!("{:?}", ExitCode::SUCCESS));
+        let first = std::fs::read_to_string(&stats).unwrap();
+        assert!(
+            first.contains("\"duration_ns\": 24000000,") && first.contains("\"seed\": 3,"),
+            "{first}"
+        );
+        code(&args);
+        assert_eq!(
+            std::fs::read_to_string(&stats).unwrap(),
+            first,
+            "same seed, same statistics"
+        );
+    }
+
+    #[test]
+    fn invalid_inputs_exit_1_with_a_message() {
+        let dir = TempDir::new("invalid");
+        let fail = format!("{:?}", ExitCode::from(1));
+        let bad = dir.file("bad.yaml", "partitions: [{name: p, kind: rt, cpus: 0, tasks: [{name: t, cmd: x, budget: 0ms, period: 1ms}]}]\n");
+        assert_eq!(code(&[&bad]), fail);
+        let be_only = dir.file(
+            "be.yaml",
+            "partitions: [{name: p, kind: be, cpus: 0, processes: [{cmd: x}]}]\n",
+        );
+        assert_eq!(code(&[&be_only]), fail, "nothing to simulate");
+        let rm = dir.file("rm.yaml", RM);
+        assert_eq!(code(&[&rm, "--link", "nochannel=t1>t2"]), fail);
+        let unwritable = dir.path("missing-dir/log.jsonl");
+        assert_eq!(code(&[&rm, "--schedule-log", &unwritable]), fail);
+    }
+
+    #[test]
+    fn bad_flag_values_are_usage_errors() {
+        for argv in [
+            vec!["sim", "x.yaml", "--for", "ten"],
+            vec!["sim", "x.yaml", "--suspend", "5ms"],
+            vec!["sim", "x.yaml", "--exec", "uniform:90-10"],
+            vec!["sim", "x.yaml", "--arrivals", "bursty"],
+            vec!["sim", "x.yaml", "--server", "magic"],
+            vec!["sim", "x.yaml", "--process", "cmd=dance"],
+            vec!["sim", "x.yaml", "--all-cpus", "3-1"],
+        ] {
+            let err = Cli::try_parse_from(&argv)
+                .err()
+                .unwrap_or_else(|| panic!("{argv:?} accepted"));
+            assert_eq!(err.exit_code(), 2, "{argv:?}");
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! DEmOS window schedules in the simulator: the `bulkhead-windows` state machine
+//! (the one `bulkhead run` drives, so both write the same schedule log) driven in
+//! simulated time, with a model of what each process does when it runs.
+
+use crate::report::WindowStats;
+use crate::spec::Nanos;
+use bulkhead_trace::{CpuList, EventKind, Name, StopReason};
+use bulkhead_windows::{Action, Config, Event, Machine, ProcessId, Schedule};
+
+/// What a simulated process does when it runs (a real one runs its command).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Behaviour {
+    /// Uses all the CPU time it is granted.
+    #[default]
+    Busy,
+    /// Signals completion (DEmOS `completed()`) after running this long in a grant.
+    YieldAfter(Nanos),
+    /// Exits after running this long in total.
+    ExitAfter(Nanos),
+    /// Initializes for this long (an `init: true` process), then is busy.
+    InitFor(Nanos),
+}
+
+impl Behaviour {
+    /// Parses `busy`, `yield:DUR`, `exit:DUR` or `init:DUR` (DUR with a unit, e.g. `2ms`).
+    pub fn parse(text: &str) -> Result<Behaviour, String> {
+        let duration = |d: &str| {
+            bulkhead_model::units::parse_duration(d, None).map_err(|e| format!("`{text}`: {e}"))
+        };
+        match text.split_once(':') {
+            None if text == "busy" => Ok(Behaviour::Busy),
+            Some(("yield", d)) => Ok(Behaviour::YieldAfter(duration(d)?)),
+            Some(("exit", d)) => Ok(Behaviour::ExitAfter(duration(d)?)),
+            Some(("init", d)) => Ok(Behaviour::InitFor(duration(d)?)),
+            _ => Err(format!(
+                "`{text}`: expected busy, yield:DURATION, exit:DURATION or init:DURATION"
+            )),
+        }
+    }
+}
+
+/// A window schedule to simulate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowsSpec {
+    pub schedule: Schedule,
+    /// Per process of `schedule.processes`.
+    pub behaviours: Vec<Behaviour>,
+}
+
+/// Runs the state machine: feeds it timer, completion and exit events at simulated
+/// times and turns its actions into trace events.
+pub(crate) struct Driver {
+    machine: Machine,
+    behaviours: Vec<Behaviour>,
+    cmds: Vec<Name>,
+    partitions: Vec<Name>,
+    actions: Vec<Action>,
+    /// Per process: the time its current grant started, if it runs.
+    granted_at: Vec<Option<Nanos>>,
+    /// Per process: the CPUs of its current grant.
+    cpus: Vec<CpuList>,
+    /// Per process: run time so far, accounted up to `accounted`.
+    used: Vec<Nanos>,
+    accounted: Nanos,
+    stats: WindowStats,
+}
+
+impl Driver {
+    pub fn new(spec: &WindowsSpec, seed: u64, stop_at: Nanos) -> Driver {
+        let schedule = &spec.schedule;
+        let n = schedule.processes.len();
+        Driver {
+            cmds: schedule
+                .processes
+                .iter()
+                .map(|p| Name::from(p.cmd.as_str()))
+                .collect(),
+            partitions: schedule
+                .partitions
+                .iter()
+                .map(|p| Name::from(p.name.as_str()))
+                .collect(),
+            machine: Machine::new(
+                schedule.clone(),
+                Config {
+                    seed,
+                    stop_at: Some(stop_at),
+                },
+            ),
+            behaviours: spec.behaviours.clone(),
+            actions: Vec::new(),
+            granted_at: vec![None; n],
+            cpus: vec![CpuList::default(); n],
+            used: vec![0; n],
+            accounted: 0,
+            stats: WindowStats::default(),
+        }
+    }
+
+    /// Starts the machine; the init phase (before schedule time 0) ends as the
+    /// processes finish initializing, shortest first.
+    pub fn start(&mut self, out: &mut Vec<(Nanos, EventKind)>) {
+        self.machine.start(&mut self.actions);
+        if let Some(Action::InitStart { processes }) = self.actions.first().cloned() {
+            let mut order: Vec<(Nanos, ProcessId)> = processes
+                .iter()
+                .map(|&p| match self.behaviours[p] {
+                    Behaviour::InitFor(d) => (d, p),
+                    _ => (0, p),
+                })
+                .collect();
+            order.sort();
+            for (_, process) in order {
+                self.machine
+                    .handle(Event::Completed { process, t: 0 }, &mut self.actions);
+            }
+        }
+        self.translate(None, out);
+    }
+
+    /// The next time something happens: a planned timer, or a process yielding or exiting.
+    pub fn next_time(&self) -> Option<Nanos> {
+        let timer = self.machine.next_timer()?;
+        Some(
+            self.next_process_event()
+                .map_or(timer, |(t, _)| t.min(timer)),
+        )
+    }
+
+    /// The earliest completion or exit a running process brings about itself.
+    fn next_process_event(&self) -> Option<(Nanos, Event)> {
+        (0..self.behaviours.len())
+            .filter_map(|p| {
+                let since = self.granted_at[p]?;
+                match self.behaviours[p] {
+                    Behaviour::YieldAfter(d) => Some((
+                        since + d,
+                        Event::Completed {
+                            process: p,
+                            t: since + d,
+                        },
+                    )),
+                    Behaviour::ExitAfter(d) => {
+                        let t = self.accounted.max(since) + d.saturating_sub(self.used[p]);
+                        Some((t, Event::Exited { process: p, t }))
+                    }
+                    _ => None,
+                }
+            })
+            .min_by_key(|&(t, e)| (t, process_of(e)))
+    }
+
+    /// Handles what happens at `t` (which must be [`Driver::next_time`]).
+    pub fn advance(&mut self, t: Nanos, out: &mut Vec<(Nanos, EventKind)>) {
+        self.account(t);
+        let timer = self.machine.next_timer();
+        let event = match self.next_process_event() {
+            // Timers win ties, as in DEmOS.
+            Some((at, event)) if timer.is_none_or(|timer| at < timer) => event,
+            _ => Event::Timer { t },
+        };
+        self.machine.handle(event, &mut self.actions);
+        let cause = match event {
+            Event::Completed { .. } => Some(StopReason::Yield),
+            Event::Exited { .. } => Some(StopReason::Exit),
+            _ => None,
+        };
+        self.translate(cause, out);
+    }
+
+    fn account(&mut self, t: Nanos) {
+        for p in 0..self.used.len() {
+            if let Some(since) = self.granted_at[p] {
+                self.used[p] += t - self.accounted.max(since);
+            }
+        }
+        self.accounted = t;
+    }
+
+    /// Trace events for the actions the machine took; `cause` says why a process
+    /// the driver reported on stopped.
+    fn translate(&mut self, cause: Option<StopReason>, out: &mut Vec<(Nanos, EventKind)>) {
+        let actions = std::mem::take(&mut self.actions);
+        let window_ended = actions
+            .iter()
+            .any(|a| matches!(a, Action::WindowEnd { .. }));
+        for action in &actions {
+            match action {
+                Action::FrameStart { .. } => self.stats.frames += 1,
+                Action::WindowStart { t, window } => {
+                    let length_ns = self.machine.schedule().windows[*window].length;
+                    out.push((
+                        *t,
+                        EventKind::WindowStart {
+                            window: *window as u32,
+                            length_ns,
+                        },
+                    ));
+                }
+                Action::WindowEnd { t, window } => out.push((
+                    *t,
+                    EventKind::WindowEnd {
+                        window: *window as u32,
+                    },
+                )),
+                Action::Grant(g) => {
+                    self.stats.grants += 1;
+                    self.granted_at[g.process] = Some(g.t);
+                    self.cpus[g.process] = CpuList::new(g.cpus.iter());
+                    let kind = EventKind::Run {
+                        cpus: self.cpus[g.process].clone(),
+                        partition: self.partitions[g.partition].clone(),
+                        cmd: self.cmds[g.process].clone(),
+                        budget_ns: g.budget,
+                    };
+                    out.push((g.t, kind));
+                }
+                Action::Freeze { process } => {
+                    if self.granted_at[*process].take().is_some() {
+                        let reason = cause.unwrap_or(if window_ended {
+                            StopReason::WindowEnd
+                        } else {
+                            StopReason::Budget
+                        });
+                        self.stop(*process, reason, out);
+                    }
+                }
+                Action::Stop { t, .. } => {
+                    for p in 0..self.granted_at.len() {
+                        if self.granted_at[p].take().is_some() {
+                            self.stop_at(*t, p, StopReason::Exit, out);
+                        }
+                    }
+                }
+                Action::InitStart { .. }
+                | Action::ScheduleStart
+                | Action::SetCpus { .. }
+                | Action::Thaw { .. } => {}
+            }
+        }
+        // A process that exited while running is not frozen: its grant ends now.
+        if cause == Some(StopReason::Exit) {
+            for p in 0..self.granted_at.len() {
+                let exited =
+                    matches!(self.behaviours[p], Behaviour::ExitAfter(d) if self.used[p] >= d);
+                if exited && self.granted_at[p].take().is_some() {
+                    self.stop(p, StopReason::Exit, out);
+                }
+            }
+        }
+        self.actions = actions;
+        self.actions.clear();
+    }
+
+    fn stop(&self, process: ProcessId, reason: StopReason, out: &mut Vec<(Nanos, EventKind)>) {
+        self.stop_at(self.accounted, process, reason, out);
+    }
+
+    fn stop_at(
+        &self,
+        t: Nanos,
+        process: ProcessId,
+        reason: StopReason,
+        out: &mut Vec<(Nanos, EventKind)>,
+    ) {
+        let partition = self.machine.schedule().processes[process].partition;
+        let kind = EventKind::Stop {
+            cpus: self.cpus[process].clone(),
+            partition: self.partitions[partition].clone(),
+            cmd: self.cmds[process].clone(),
+            reason,
+        };
+        out.push((t, kind));
+    }
+
+    pub fn stats(&self) -> WindowStats {
+        self.stats.clone()
+    }
+}
+
+fn process_of(event: Event) -> ProcessId {
+    match event {
+        Event::Completed { process, .. } | Event::Exited { process, .. } => process,
+        _ => usize::MAX,
+    }
+}
