@@ -405,6 +405,7 @@ impl<'a> Sim<'a> {
     }
 
     fn step(&mut self, t: Nanos) {
+        debug_assert!(t >= self.now, "time goes backwards: {t} < {}", self.now);
         self.now = t;
         while self.heap.peek_time() == Some(t) {
             let (_, ev, gen) = self.heap.pop().expect("peeked");
@@ -721,7 +722,9 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// Sporadic server: the budget consumed since activation returns one period after it.
+    /// Sporadic server: the budget consumed since the server became active (ready with
+    /// budget) returns one period after that activation, as in JuMP2start's Fig. 5
+    /// (Quest VCPUs) and POSIX SCHED_SPORADIC; at once if that time has passed.
     fn post_used(&mut self, s: usize) {
         let period = self.spec.servers[s].period;
         let server = &mut self.servers[s];
@@ -753,10 +756,13 @@ impl<'a> Sim<'a> {
         self.wake(s, at);
     }
 
+    /// Schedules the next replenishment event of server `s` at `at`, or now if that
+    /// time has passed (a server kept from running for more than a period).
     fn wake(&mut self, s: usize, at: Nanos) {
         let server = &mut self.servers[s];
         server.gen += 1;
-        self.heap.push(at, Ev::Replenish(s as u32), server.gen);
+        self.heap
+            .push(at.max(self.now), Ev::Replenish(s as u32), server.gen);
     }
 
     /// A replenishment time of server `s` has come.
@@ -771,8 +777,9 @@ impl<'a> Sim<'a> {
                     added += amount;
                 }
                 if added > 0 && server.pending > 0 {
-                    // Budget arriving during an active period opens a new one, so no
-                    // window of length T ever sees more than C (Stanovich et al., Sec. 4).
+                    // Budget arriving during an active period closes it and opens a new
+                    // one, so replenishments never merge into more than was consumed
+                    // (budget amplification, Stanovich et al., RTAS 2010).
                     if server.active_since.is_some() {
                         self.post_used(s);
                     }
@@ -787,9 +794,14 @@ impl<'a> Sim<'a> {
             ServerKind::Cbs => {
                 let server = &mut self.servers[s];
                 if server.throttled && t >= server.deadline {
+                    // Linux replenish_dl_entity: one period on; a server lagging
+                    // behind the clock gets a fresh deadline from now instead.
                     server.throttled = false;
                     server.budget = spec.budget;
                     server.deadline += spec.period;
+                    if server.deadline <= t {
+                        server.deadline = t + spec.period;
+                    }
                 }
             }
             ServerKind::Io => {

@@ -33,9 +33,12 @@ pub enum ServerKind {
     /// No reservation: jobs run to completion (plain periodic tasks).
     Unlimited,
     /// Sporadic server with a replenishment list: consumed budget returns one period
-    /// after the server became active (Sprunt, Sha, Lehoczky 1989; corrected POSIX
-    /// semantics of Stanovich, Baker, Wang, Gonzalez Harbour, RTAS 2010; the Main
-    /// VCPUs of Quest, Danish, Li, West, RTAS 2011, Sec. III-A).
+    /// after the server became active, i.e. ready with budget (Sprunt, Sha, Lehoczky
+    /// 1989; POSIX SCHED_SPORADIC; the Main VCPUs of Quest, Danish, Li, West, RTAS 2011,
+    /// and JuMP2start Sec. 2.2, Fig. 5). Budget that arrives while the server is active
+    /// closes the activation and opens a new one, so replenishments never merge into
+    /// more than was consumed (the budget-amplification defect of Stanovich, Baker,
+    /// Wang, Gonzalez Harbour, RTAS 2010).
     Sporadic,
     /// Deferrable server: the budget is refilled to full at every period boundary and
     /// unused budget is kept until then (Strosnider, Lehoczky, Sha 1995; Xen RTDS,

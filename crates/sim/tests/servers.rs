@@ -271,3 +271,48 @@ fn continuable_tasks_without_a_suspension_run_unchanged() {
         "events in system-time order"
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Whatever the task set, server, policy and resume mode, events come in time
+    /// order and a CPU never runs two jobs at once: the Perfetto export of a
+    /// simulation needs no extra lanes, and its slices nest.
+    #[test]
+    fn simulated_traces_export_one_track_per_cpu(
+        tasks in proptest::collection::vec((1u64..5, 5u64..20, any::<bool>()), 1..6),
+        kind in prop_oneof![Just(ServerKind::Unlimited), Just(ServerKind::Sporadic), Just(ServerKind::Deferrable), Just(ServerKind::Cbs)],
+        edf in any::<bool>(),
+        two_cpus in any::<bool>(),
+        seed in 0u64..100,
+    ) {
+        let mut spec = one_cpu(if edf { Policy::Edf } else { Policy::FixedPriority });
+        if two_cpus {
+            spec.domains[0].cpus = vec![0, 1];
+        }
+        for (i, &(c, t, restartable)) in tasks.iter().enumerate() {
+            let task = add_task(&mut spec, &format!("t{i}"), kind, c * MS, t * MS, i as u32 + 1);
+            spec.tasks[task].exec = Exec::Uniform { min: c * MS / 2, max: c * MS * 3 / 2 };
+            if restartable {
+                spec.tasks[task].resume = bulkhead_model::Resume::Restartable;
+            }
+        }
+        let options = Options { seed, suspensions: vec![Suspension { at: 7 * MS, duration: MS }], ..Options::until(100 * MS) };
+        let (_, events) = run(&spec, options);
+        prop_assert!(events.windows(2).all(|w| w[0].t_ns <= w[1].t_ns), "events in time order");
+        let json = bulkhead_trace::perfetto::export(&events);
+        let slices: Vec<(u64, f64, f64)> = json["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["pid"] == 1)
+            .map(|e| (e["tid"].as_u64().unwrap(), e["ts"].as_f64().unwrap(), e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap()))
+            .collect();
+        prop_assert!(slices.iter().all(|s| s.0 <= 2), "an extra lane was needed");
+        for (i, a) in slices.iter().enumerate() {
+            for b in &slices[i + 1..] {
+                prop_assert!(a.0 != b.0 || a.2 <= b.1 + 1e-9 || b.2 <= a.1 + 1e-9, "{a:?} overlaps {b:?}");
+            }
+        }
+    }
+}
