@@ -49,11 +49,11 @@ impl Options {
     }
 }
 
-/// A timed event. At one instant they apply in this order.
+/// A timed event in the queue. At one instant, CPU decision points (a job's
+/// completion or its server running dry, kept in the slots, not in the queue) apply
+/// first, then these in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ev {
-    /// The job on a CPU (global slot index) completes or its server runs dry.
-    Done(u32),
     Replenish(u32),
     Release(u32),
     /// Deadline of job `job` (low 32 bits of its index) of a task; only when tracing.
@@ -75,8 +75,7 @@ struct Queue(BinaryHeap<Reverse<(Nanos, u64)>>);
 impl Queue {
     fn push(&mut self, at: Nanos, ev: Ev, gen: u64) {
         let (class, index, gen) = match ev {
-            Ev::Done(i) => (0u64, i, gen as u32),
-            Ev::Replenish(i) => (1, i, gen as u32),
+            Ev::Replenish(i) => (1u64, i, gen as u32),
             Ev::Release(i) => (2, i, gen as u32),
             Ev::Check { task, job } => (3, task, job),
             Ev::Suspend(i) => (4, i, 0),
@@ -99,7 +98,6 @@ impl Queue {
         let index = (packed >> 32) as u32 & ((1 << 29) - 1);
         let gen = packed as u32;
         let ev = match packed >> 61 {
-            0 => Ev::Done(index),
             1 => Ev::Replenish(index),
             2 => Ev::Release(index),
             3 => Ev::Check {
@@ -166,13 +164,11 @@ struct Running {
 
 struct Slot {
     cpu: u32,
-    /// Index in `Sim::slot_ids`.
-    id: u32,
-    /// When the pending `Done` event of this slot fires.
+    /// When the running job completes or its server runs dry (or, for a deferrable
+    /// server, its period ends): the slot's next decision point.
     armed: Option<Nanos>,
     running: Option<Running>,
     since: Nanos,
-    gen: u64,
 }
 
 struct DomainState {
@@ -187,8 +183,6 @@ pub struct Sim<'a> {
     opts: Options,
     rng: XorShiftRng,
     heap: Queue,
-    /// Global slot index -> (domain, slot in domain).
-    slot_ids: Vec<(u32, u32)>,
     now: Nanos,
     tasks: Vec<TaskState>,
     servers: Vec<ServerState>,
@@ -213,7 +207,6 @@ impl<'a> Sim<'a> {
             spec,
             rng: XorShiftRng::seed_from_u64(opts.seed),
             heap: Queue::default(),
-            slot_ids: Vec::new(),
             now: 0,
             tasks: Vec::new(),
             servers: Vec::new(),
@@ -245,22 +238,14 @@ impl<'a> Sim<'a> {
                     .iter()
                     .map(|&cpu| Slot {
                         cpu,
-                        id: 0,
                         running: None,
                         since: 0,
                         armed: None,
-                        gen: 0,
                     })
                     .collect(),
                 dirty: false,
             })
             .collect();
-        for (d, domain) in self.domains.iter_mut().enumerate() {
-            for (k, slot) in domain.slots.iter_mut().enumerate() {
-                slot.id = self.slot_ids.len() as u32;
-                self.slot_ids.push((d as u32, k as u32));
-            }
-        }
         let mut served: Vec<Vec<u32>> = vec![Vec::new(); spec.servers.len()];
         for (t, task) in spec.tasks.iter().enumerate() {
             served[task.server].push(t as u32);
@@ -381,13 +366,13 @@ impl<'a> Sim<'a> {
         } else {
             self.opts.until
         };
-        while let Some(t) = self.heap.peek_time() {
+        while let Some(t) = self.next_time() {
             if t >= end || t > limit {
                 break;
             }
             self.step(t);
         }
-        if self.heap.peek_time().is_none_or(|t| t >= end) {
+        if self.next_time().is_none_or(|t| t >= end) {
             self.finish(if self.opts.drain { self.now } else { end });
         } else {
             // Nothing happens before the next event: time has reached `limit`.
@@ -404,9 +389,28 @@ impl<'a> Sim<'a> {
         self.report()
     }
 
+    /// The earliest pending event: a queued one or a CPU decision point.
+    fn next_time(&self) -> Option<Nanos> {
+        let done = self
+            .domains
+            .iter()
+            .flat_map(|d| &d.slots)
+            .filter_map(|s| s.armed)
+            .min();
+        match (self.heap.peek_time(), done) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     fn step(&mut self, t: Nanos) {
         debug_assert!(t >= self.now, "time goes backwards: {t} < {}", self.now);
         self.now = t;
+        for d in 0..self.domains.len() {
+            if self.domains[d].slots.iter().any(|s| s.armed == Some(t)) {
+                self.touch(d, t);
+            }
+        }
         while self.heap.peek_time() == Some(t) {
             let (_, ev, gen) = self.heap.pop().expect("peeked");
             self.apply(t, ev, gen);
@@ -428,12 +432,6 @@ impl<'a> Sim<'a> {
 
     fn apply(&mut self, t: Nanos, ev: Ev, gen: u32) {
         match ev {
-            Ev::Done(id) => {
-                let (domain, slot) = self.slot_ids[id as usize];
-                if self.domains[domain as usize].slots[slot as usize].gen as u32 == gen {
-                    self.touch(domain as usize, t);
-                }
-            }
             Ev::Replenish(s) => {
                 if self.servers[s as usize].gen as u32 == gen {
                     let domain = self.spec.servers[s as usize].domain;
@@ -989,7 +987,6 @@ impl<'a> Sim<'a> {
         let Some(run) = slot.running.take() else {
             return;
         };
-        slot.gen += 1;
         slot.armed = None;
         self.servers[run.server as usize].slot = None;
         if preempted && self.tracing {
@@ -1017,12 +1014,7 @@ impl<'a> Sim<'a> {
             at = at.min(self.servers[s].period_end);
         }
         let slot = &mut self.domains[domain].slots[k];
-        if slot.armed == Some(at) {
-            return;
-        }
         slot.armed = Some(at);
-        slot.gen += 1;
-        self.heap.push(at, Ev::Done(slot.id), slot.gen);
     }
 
     // ----- suspend and resume (JuMP2start 2.2) -----
