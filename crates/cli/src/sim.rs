@@ -425,6 +425,60 @@ mod tests {
     }
 
     #[test]
+    fn window_schedules_log_run_grants_with_process_behaviour() {
+        let dir = TempDir::new("windows");
+        let yaml = "windows: [{cpu: 0, length: 10, sc_partition: [{cmd: ./a, budget: 4}, {cmd: ./b, budget: 3}]}]\n";
+        let file = dir.file("demos.yaml", yaml);
+        let log = dir.path("log.jsonl");
+        let args = [
+            file.as_str(),
+            "--for",
+            "20ms",
+            "--process",
+            "./a=yield:1ms",
+            "--schedule-log",
+            &log,
+        ];
+        assert_eq!(code(&args), format!("{:?}", ExitCode::SUCCESS));
+        let times: Vec<(String, String)> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                assert!(l.contains("\"event\":\"run\""), "{l}");
+                let t = l[l.find("\"t_ns\":").unwrap() + 7..]
+                    .split(',')
+                    .next()
+                    .unwrap()
+                    .to_string();
+                let cmd = l[l.find("\"cmd\":").unwrap() + 6..]
+                    .split(',')
+                    .next()
+                    .unwrap()
+                    .to_string();
+                (t, cmd)
+            })
+            .collect();
+        let expected = [
+            ("0", "./a"),
+            ("1000000", "./b"),
+            ("10000000", "./a"),
+            ("11000000", "./b"),
+            ("20000000", "./a"),
+        ];
+        let expected: Vec<(String, String)> = expected
+            .iter()
+            .map(|(t, c)| (t.to_string(), format!("\"{c}\"")))
+            .collect();
+        assert_eq!(times, expected);
+        let fail = format!("{:?}", ExitCode::from(1));
+        assert_eq!(
+            code(&[&file, "--process", "./nothing=busy"]),
+            fail,
+            "a behaviour for no process"
+        );
+    }
+
+    #[test]
     fn invalid_inputs_exit_1_with_a_message() {
         let dir = TempDir::new("invalid");
         let fail = format!("{:?}", ExitCode::from(1));
