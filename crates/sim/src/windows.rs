@@ -207,13 +207,9 @@ impl Driver {
                     self.stats.grants += 1;
                     self.granted_at[g.process] = Some(g.t);
                     self.cpus[g.process] = CpuList::new(g.cpus.iter());
-                    let kind = EventKind::Run {
-                        cpus: self.cpus[g.process].clone(),
-                        partition: self.partitions[g.partition].clone(),
-                        cmd: self.cmds[g.process].clone(),
-                        budget_ns: g.budget,
-                    };
-                    out.push((g.t, kind));
+                    // The very function `bulkhead run` uses: identical `run` lines.
+                    let event = bulkhead_windows::run_event(self.machine.schedule(), g);
+                    out.push((event.t_ns, event.kind));
                 }
                 Action::Freeze { process } => {
                     if self.granted_at[*process].take().is_some() {
