@@ -214,6 +214,12 @@ impl ExclusiveDomain {
     /// Creates `dir` if missing (cpus = ours, mems = the parent's), else checks that it
     /// holds our CPUs.
     fn make_dir_v1(&mut self, parent: &Path, dir: &Path) -> Result<()> {
+        if dir.exists() && !dir.is_dir() {
+            return Err(Error::Invalid(format!(
+                "{} is a file: a cgroup cannot be named like a control file",
+                dir.display()
+            )));
+        }
         if dir.exists() {
             if dir != self.dir {
                 let have = cpuset_of(&dir.join("cpuset.cpus"))?;

@@ -142,7 +142,9 @@ impl Task {
     /// activation starts at once with [`flags::OVERRUN`]; if one or more whole periods
     /// passed too, their releases are skipped (counted in `skipped`, [`flags::SKIPPED`]),
     /// so the task works on the latest release instead of falling further behind.
-    /// Returns [`Error::Stopped`] once the supervisor asks the task to stop.
+    /// The first activation of a restarted process is the first release after it starts,
+    /// with [`flags::RESTARTED`]. Returns [`Error::Stopped`] once the supervisor asks the
+    /// task to stop.
     pub fn wait_next_period(&mut self) -> Result<Activation> {
         self.complete();
         if self.stop_requested() {
@@ -157,10 +159,14 @@ impl Task {
             flags: 0,
             skipped: 0,
         };
-        if !self.started && c.restarts.load(Acquire) > 0 {
-            act.flags |= flags::RESTARTED;
-        }
         let now = now_ns();
+        if !self.started && c.restarts.load(Acquire) > 0 {
+            // A restarted process begins at the first release after now: the releases its
+            // predecessor may have served are not run twice.
+            act.flags |= flags::RESTARTED;
+            act.index = now.saturating_sub(epoch) / period + 1;
+            act.release_ns = epoch + act.index * period;
+        }
         if now < act.release_ns {
             sleep_until(act.release_ns);
         } else {

@@ -16,10 +16,12 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::FromRawFd;
 use std::path::Path;
 
-/// `threads` busy loops, forever.
+/// `threads` busy loops, forever (as many as the partition's pids.max lets it start).
 pub fn cpu(threads: u32) -> ! {
     for _ in 1..threads.max(1) {
-        std::thread::spawn(spin);
+        if std::thread::Builder::new().spawn(|| spin()).is_err() {
+            break;
+        }
     }
     spin()
 }

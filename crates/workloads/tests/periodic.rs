@@ -1,11 +1,9 @@
-//! Real processes under a TaskLink: the bulkhead-periodic program and a C program use the
-//! task library; the supervisor side drains their trace rings.
+//! Real processes under a TaskLink: the bulkhead-periodic program uses the task library;
+//! the supervisor side drains its trace ring.
 
 use bulkhead_task::clock::now_ns;
 use bulkhead_task::flags;
 use bulkhead_task::supervisor::{LinkSpec, TaskLink};
-use bulkhead_task::Record;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 const MS: u64 = 1_000_000;
@@ -60,13 +58,17 @@ fn every_activation_reaches_the_supervisor() {
     let mut recs = Vec::new();
     link.drain(&mut recs);
     assert_eq!(recs.len(), 30, "{recs:?}");
-    for (k, r) in recs.iter().enumerate() {
-        assert_eq!(r.index, k as u64);
-        assert_eq!(r.release_ns, epoch + k as u64 * 10 * MS);
+    // Each record is on the release grid, and consecutive indices differ by one plus the
+    // releases skipped (a loaded machine can delay this SCHED_OTHER task by a period).
+    let mut expect = 0;
+    for r in &recs {
+        assert_eq!(r.index, expect + r.skipped as u64, "{r:?}");
+        assert_eq!(r.release_ns, epoch + r.index * 10 * MS);
         assert!(
             r.start_ns >= r.release_ns && r.end_ns >= r.start_ns + 300_000,
             "{r:?}"
         );
+        expect = r.index + 1;
     }
     let c = link.counters();
     assert_eq!((c.activations, c.dropped), (30, 0));
@@ -129,7 +131,7 @@ fn a_restarted_task_says_so_once() {
 fn a_stop_request_ends_the_task() {
     let link = TaskLink::create(&spec("stoppable", MS, 5 * MS, 5 * MS, 0)).unwrap();
     let mut child = periodic(&link, &["--exec-us", "100"]).spawn().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    std::thread::sleep(std::time::Duration::from_millis(200));
     link.request_stop();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
@@ -150,62 +152,4 @@ fn without_a_supervisor_the_program_says_why() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--exec-us"));
-}
-
-fn static_lib() -> PathBuf {
-    std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("libbulkhead_task.a")
-}
-
-#[test]
-fn a_c_task_uses_the_header_and_static_library() {
-    if Command::new("cc").arg("--version").output().is_err() {
-        eprintln!("skipping: no C compiler `cc`");
-        return;
-    }
-    let lib = static_lib();
-    assert!(
-        lib.exists(),
-        "static library not built at {}",
-        lib.display()
-    );
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::temp_dir().join(format!("bulkhead-task-ctest-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("task_test");
-    let cc = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
-        .arg(root.join("include"))
-        .arg(root.join("tests/c/task_test.c"))
-        .arg(&lib)
-        .args(["-lpthread", "-ldl", "-lm", "-lrt", "-lgcc_s", "-o"])
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        cc.status.success(),
-        "cc failed:\n{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
-    let mut link = TaskLink::create(&spec("c-task", MS, 4 * MS, 3 * MS, 5 * MS)).unwrap();
-    let mut cmd = Command::new(&exe);
-    cmd.arg("6");
-    link.prepare(&mut cmd);
-    let out = cmd.output().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(
-        stdout.contains("params 1000000 4000000 3000000"),
-        "{stdout}"
-    );
-    let mut recs: Vec<Record> = Vec::new();
-    link.drain(&mut recs);
-    assert_eq!(
-        recs.iter().map(|r| r.index).collect::<Vec<_>>(),
-        (0..6).collect::<Vec<_>>()
-    );
 }

@@ -1,0 +1,78 @@
+//! Compiles tests/c/task_test.c against include/bulkhead/task.h and the static library,
+//! and runs it as a task under a TaskLink: the C API end to end.
+
+use bulkhead_task::clock::now_ns;
+use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+use bulkhead_task::Record;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const MS: u64 = 1_000_000;
+
+/// The static library cargo built with this test (both live in target/<profile>/deps/).
+fn static_lib() -> PathBuf {
+    std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("libbulkhead_task.a")
+}
+
+#[test]
+fn a_c_task_uses_the_header_and_static_library() {
+    if Command::new("cc").arg("--version").output().is_err() {
+        eprintln!("skipping: no C compiler `cc`");
+        return;
+    }
+    let lib = static_lib();
+    assert!(
+        lib.exists(),
+        "static library not built at {}",
+        lib.display()
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::temp_dir().join(format!("bulkhead-task-ctest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("task_test");
+    let cc = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(root.join("include"))
+        .arg(root.join("tests/c/task_test.c"))
+        .arg(&lib)
+        .args(["-lpthread", "-ldl", "-lm", "-lrt", "-lgcc_s", "-o"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        cc.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let spec = LinkSpec {
+        name: "c-task".into(),
+        task_index: 0,
+        budget_ns: MS,
+        period_ns: 4 * MS,
+        deadline_ns: 3 * MS,
+        epoch_ns: now_ns() + 5 * MS,
+        ring_depth: 16,
+    };
+    let mut link = TaskLink::create(&spec).unwrap();
+    let mut cmd = Command::new(&exe);
+    cmd.arg("6");
+    link.prepare(&mut cmd);
+    let out = cmd.output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("params 1000000 4000000 3000000"),
+        "{stdout}"
+    );
+    let mut recs: Vec<Record> = Vec::new();
+    link.drain(&mut recs);
+    assert_eq!(
+        recs.iter().map(|r| r.index).collect::<Vec<_>>(),
+        (0..6).collect::<Vec<_>>()
+    );
+}
