@@ -36,7 +36,7 @@ pub fn dbf(tasks: &[Task], t: Time) -> Time {
     tasks
         .iter()
         .map(|k| {
-            let reach = t + k.jitter;
+            let reach = t.saturating_add(k.jitter);
             if reach < k.deadline {
                 0
             } else {
@@ -71,9 +71,19 @@ pub fn qpa(tasks: &[Task]) -> DemandVerdict {
         return verdict;
     }
     let d_min = tasks.iter().map(|k| k.deadline).min().expect("non-empty");
-    let limit = interval_bound(tasks);
+    let Some(limit) = interval_bound(tasks) else {
+        // U = 1 with release jitter: the demand is never bounded away from supply.
+        verdict.schedulable = false;
+        verdict.violation = Some(Violation {
+            interval: 0,
+            demand: 0,
+            supply: 0,
+            utilization: true,
+        });
+        return verdict;
+    };
     verdict.checked_up_to = limit;
-    let Some(mut t) = last_deadline_before(tasks, limit + 1) else {
+    let Some(mut t) = last_deadline_before(tasks, limit.saturating_add(1)) else {
         return verdict;
     };
     loop {
@@ -169,9 +179,9 @@ fn utilization_violation(tasks: &[Task], num: Time, den: Time) -> Option<Violati
     })
 }
 
-/// `min(L_a, L_b)` for QPA (see [`qpa`]); precondition `U <= 1`.
-fn interval_bound(tasks: &[Task]) -> Time {
-    let lb = synchronous_busy_period(tasks);
+/// `min(L_a, L_b)` for QPA (see [`qpa`]); `None` when both are unbounded.
+fn interval_bound(tasks: &[Task]) -> Option<Time> {
+    let lb = synchronous_busy_period(tasks)?;
     let u = utilization(tasks);
     if utilization_cmp(tasks, 1, 1) == Ordering::Less {
         let d_max = tasks.iter().map(|k| k.deadline).max().unwrap_or(0);
@@ -185,22 +195,33 @@ fn interval_bound(tasks: &[Task]) -> Time {
         } else {
             (la as Time).max(d_max)
         };
-        la.min(lb)
+        Some(la.min(lb))
     } else {
-        lb
+        Some(lb)
     }
 }
 
-/// Length of the synchronous busy period `L = Σ ⌈(L + J_i)/T_i⌉ C_i`; precondition `U <= 1`.
-pub fn synchronous_busy_period(tasks: &[Task]) -> Time {
-    let mut w: Time = tasks.iter().map(|k| k.wcet).sum();
+/// Length of the synchronous busy period `L = Σ ⌈(L + J_i)/T_i⌉ C_i`; `None` when it is
+/// unbounded (`U > 1`, or `U = 1` with release jitter). With `U = 1` and no jitter it ends
+/// by the hyperperiod.
+pub fn synchronous_busy_period(tasks: &[Task]) -> Option<Time> {
+    match utilization_cmp(tasks, 1, 1) {
+        Ordering::Greater => return None,
+        Ordering::Equal if tasks.iter().any(|k| k.jitter > 0) => return None,
+        _ => {}
+    }
+    let mut w: Time = tasks.iter().map(|k| k.wcet).fold(0, Time::saturating_add);
     loop {
         let next = tasks
             .iter()
-            .map(|k| (w + k.jitter).div_ceil(k.period).saturating_mul(k.wcet))
+            .map(|k| {
+                w.saturating_add(k.jitter)
+                    .div_ceil(k.period)
+                    .saturating_mul(k.wcet)
+            })
             .fold(0, Time::saturating_add);
         if next <= w {
-            return w;
+            return Some(w);
         }
         w = next;
     }
@@ -227,7 +248,10 @@ fn deadlines_up_to(tasks: &[Task], limit: Time) -> Vec<Time> {
         let mut d = k.deadline.saturating_sub(k.jitter).max(1);
         while d <= limit {
             all.push(d);
-            d += k.period;
+            let Some(next) = d.checked_add(k.period) else {
+                break;
+            };
+            d = next;
         }
     }
     all.sort_unstable();
@@ -257,6 +281,23 @@ mod tests {
         assert!(qpa(&ts).schedulable);
         let over = [Task::new(3, 4, 4), Task::new(2, 6, 6)];
         assert!(qpa(&over).violation.unwrap().utilization);
+    }
+
+    #[test]
+    fn full_utilization_with_jitter_is_not_provable() {
+        let ts = [
+            Task {
+                jitter: 1,
+                ..Task::new(2, 4, 4)
+            },
+            Task::new(3, 6, 6),
+        ];
+        assert_eq!(synchronous_busy_period(&ts), None);
+        assert!(qpa(&ts).violation.unwrap().utilization);
+        assert_eq!(
+            synchronous_busy_period(&[Task::new(2, 4, 4), Task::new(3, 6, 6)]),
+            Some(12)
+        );
     }
 
     #[test]

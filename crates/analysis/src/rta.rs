@@ -19,7 +19,14 @@ pub struct ResponseTime {
     pub busy_period: Option<Time>,
     /// `w_i(0)`, the window of the first job (a lower bound for the next level's).
     pub first_window: Option<Time>,
+    /// False when the busy period held more than [`MAX_JOBS`] jobs: `wcrt` is then the
+    /// safe bound `L_i + J_i` (no job of the busy period finishes after its end).
+    pub exact: bool,
 }
+
+/// The most jobs of one task examined in a level-i busy period before falling back to
+/// the bound `L_i + J_i` (keeps pathological inputs, such as a huge blocking term, fast).
+pub const MAX_JOBS: u64 = 100_000;
 
 /// Worst-case response time of the task at position `pos` of `order` (task indices,
 /// highest priority first) on `supply`.
@@ -61,6 +68,7 @@ fn level(hp: &[Task], me: &Task, supply: &impl Supply, start: Time) -> ResponseT
         worst_job: 0,
         busy_period: None,
         first_window: None,
+        exact: true,
     };
     let Some(horizon) = busy_period_horizon(hp, &me, supply) else {
         return unbounded;
@@ -71,27 +79,61 @@ fn level(hp: &[Task], me: &Task, supply: &impl Supply, start: Time) -> ResponseT
         worst_job: 0,
         busy_period: None,
         first_window: None,
+        exact: true,
     };
     let mut w: Time = start;
     for q in 0.. {
+        if q == MAX_JOBS {
+            let Some(busy) = busy_period(hp, &me, horizon, supply) else {
+                return unbounded;
+            };
+            return ResponseTime {
+                wcrt: Some(busy.saturating_add(me.jitter)),
+                jobs: busy.saturating_add(me.jitter).div_ceil(me.period),
+                busy_period: Some(busy),
+                exact: false,
+                ..best
+            };
+        }
         let Some(next) = window(hp, &me, q, w, horizon, supply) else {
             return unbounded;
         };
         w = next;
         best.first_window.get_or_insert(w);
-        let release = q * me.period;
-        let response = (w + me.jitter).saturating_sub(release);
+        let release = q.saturating_mul(me.period);
+        let response = w.saturating_add(me.jitter).saturating_sub(release);
         best.jobs = q + 1;
         if Some(response) > best.wcrt {
             best.wcrt = Some(response);
             best.worst_job = q;
         }
-        if w + me.jitter <= (q + 1) * me.period {
+        if w.saturating_add(me.jitter) <= (q + 1).saturating_mul(me.period) {
             best.busy_period = Some(w);
             return best;
         }
     }
     unreachable!("the loop returns")
+}
+
+/// The level-i busy period `L = sbf⁻¹(B_i + Σ_{j ∈ hep(i)} ⌈(L + J_j)/T_j⌉ C_j)`
+/// (Tindell et al. 1994); `None` past `horizon`.
+fn busy_period(hp: &[Task], me: &Task, horizon: Time, supply: &impl Supply) -> Option<Time> {
+    let mut l: Time = 0;
+    loop {
+        let mut demand = me.blocking;
+        for t in hp.iter().chain(std::iter::once(me)) {
+            let jobs = l.checked_add(t.jitter)?.div_ceil(t.period).max(1);
+            demand = demand.checked_add(jobs.checked_mul(t.wcet)?)?;
+        }
+        let next = supply.time_for(demand)?;
+        if next > horizon {
+            return None;
+        }
+        if next <= l {
+            return Some(l);
+        }
+        l = next;
+    }
 }
 
 /// Least fixed point of the job-q recurrence, starting from `start` (a lower bound);
@@ -109,7 +151,8 @@ fn window(
     loop {
         let mut demand = own;
         for t in hp {
-            demand = demand.checked_add((w + t.jitter).div_ceil(t.period).checked_mul(t.wcet)?)?;
+            let jobs = w.checked_add(t.jitter)?.div_ceil(t.period);
+            demand = demand.checked_add(jobs.checked_mul(t.wcet)?)?;
         }
         let next = supply.time_for(demand)?;
         if next > horizon {
@@ -317,6 +360,23 @@ mod tests {
         // At the top priority the server's own response is Q: blackout P - Q.
         assert_eq!(server_supply(&[], 2, 10).unwrap().blackout, 8);
         assert!(server_supply(&[Task::new(9, 10, 10)], 2, 10).is_none());
+    }
+
+    /// A blocking term of 10^16 puts ~3·10^15 jobs in the busy period: the analysis falls
+    /// back to the bound L + J instead of enumerating them, and stays fast.
+    #[test]
+    fn huge_busy_period_falls_back_to_a_bound() {
+        let b = 10_000_000_000_000_000;
+        let t = Task {
+            blocking: b,
+            ..Task::new(1, 3, 3)
+        };
+        let r = response_times(&[t], &[0], &PeriodicSupply::dedicated())[0];
+        assert!(!r.exact);
+        let l = r.busy_period.unwrap();
+        assert_eq!(r.wcrt, Some(l));
+        // L = B + ⌈L/3⌉, so L ≈ 1.5 B; the exact WCRT (job 0) is B + 1 <= L.
+        assert!(l > b && l <= b / 2 * 3 + 2, "L = {l}");
     }
 
     #[test]

@@ -59,7 +59,7 @@ impl PeriodicSupply {
         PeriodicSupply {
             period,
             budget,
-            blackout: 2 * (period - budget),
+            blackout: (period - budget).saturating_mul(2),
         }
     }
 
@@ -212,7 +212,7 @@ impl WindowSupply {
             let (s, l) = self.intervals[j - 1];
             self.before[j - 1] + (r - s).min(l)
         };
-        k * self.total + within
+        k.saturating_mul(self.total).saturating_add(within)
     }
 
     /// Least x with F(x) >= v (v >= 1).

@@ -357,6 +357,19 @@ fn fp_verdict(
 ) -> TaskVerdict {
     let model = &p.tasks[i];
     let (schedulable, binding) = match r.wcrt {
+        Some(w) if !r.exact => (
+            w <= t.deadline,
+            format!(
+                "RTA bound: the level-{} busy period L = {} holds {} jobs (more than {} examined), so R <= L + J = {} {} D = {}",
+                pos + 1,
+                fmt(r.busy_period.unwrap_or(w)),
+                r.jobs,
+                crate::rta::MAX_JOBS,
+                fmt(w),
+                if w <= t.deadline { "<=" } else { ">" },
+                fmt(t.deadline)
+            ),
+        ),
         Some(w) => (
             w <= t.deadline,
             format!(
@@ -426,7 +439,8 @@ fn edf_cpu(
     ));
     let miss = demand.violation.map(|v| {
         if v.utilization {
-            "EDF: utilization exceeds 100%".to_string()
+            "EDF: utilization exceeds 100% (or reaches it with release jitter): demand is unbounded"
+                .to_string()
         } else {
             format!(
                 "EDF demand (QPA): dbf({}) = {} > {}",
