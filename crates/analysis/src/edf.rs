@@ -16,7 +16,13 @@ pub struct DemandVerdict {
     pub checked_up_to: Time,
     /// Number of `dbf` evaluations (QPA's cost).
     pub evaluations: u64,
+    /// True when the test gave up (more than [`MAX_DEADLINES`] deadlines to check):
+    /// then `schedulable` is false without a violation.
+    pub inconclusive: bool,
 }
+
+/// The most absolute deadlines [`demand_test`] enumerates before giving up.
+pub const MAX_DEADLINES: u64 = 1_000_000;
 
 /// A witness of unschedulability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -61,6 +67,7 @@ pub fn qpa(tasks: &[Task]) -> DemandVerdict {
         violation: None,
         checked_up_to: 0,
         evaluations: 0,
+        inconclusive: false,
     };
     if tasks.is_empty() {
         return verdict;
@@ -124,6 +131,7 @@ pub fn demand_test(tasks: &[Task], supply: &impl Supply) -> DemandVerdict {
         violation: None,
         checked_up_to: 0,
         evaluations: 0,
+        inconclusive: false,
     };
     if tasks.is_empty() {
         return verdict;
@@ -152,6 +160,15 @@ pub fn demand_test(tasks: &[Task], supply: &impl Supply) -> DemandVerdict {
     let d_max = tasks.iter().map(|k| k.deadline).max().expect("non-empty");
     let limit = (bound.ceil() as Time).max(d_max);
     verdict.checked_up_to = limit;
+    let count = tasks
+        .iter()
+        .map(|k| limit.saturating_sub(k.deadline.saturating_sub(k.jitter)) / k.period + 1)
+        .fold(0, Time::saturating_add);
+    if count > MAX_DEADLINES {
+        verdict.schedulable = false;
+        verdict.inconclusive = true;
+        return verdict;
+    }
     for t in deadlines_up_to(tasks, limit) {
         let demand = dbf(tasks, t);
         verdict.evaluations += 1;
@@ -305,6 +322,12 @@ mod tests {
         let ts = [Task::new(1, 10, 10)];
         // Γ(4, 2): blackout 4, sbf(10) = 2 + 2 = 4 >= 1.
         assert!(demand_test(&ts, &PeriodicSupply::prm(4, 2)).schedulable);
+        let many = [
+            Task::new(1, 10, 10),
+            Task::new(1_000_000, 100_000_000, 100_000_000),
+        ];
+        let v = demand_test(&many, &PeriodicSupply::prm(5, 4));
+        assert!(v.inconclusive && !v.schedulable && v.violation.is_none());
         let tight = [Task::new(3, 10, 5)];
         let v = demand_test(&tight, &PeriodicSupply::prm(4, 2));
         assert!(!v.schedulable);

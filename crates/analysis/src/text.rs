@@ -61,7 +61,10 @@ pub fn render_text(report: &Report, file: &str) -> String {
             let _ = writeln!(out, "  {}: {}", t.name, t.binding);
         }
         for i in &p.interfaces {
-            let budget = i.budget_ns.map_or("none suffices".to_string(), fmt);
+            let budget = i.budget_ns.map_or(
+                "not established (no Θ up to full capacity passes)".to_string(),
+                fmt,
+            );
             let bw = i
                 .bandwidth
                 .map_or(String::new(), |b| format!(" (bandwidth {:.1}%)", b * 100.0));
