@@ -180,6 +180,9 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         behaviours: args.process.clone(),
         all_cpus: args.all_cpus.clone(),
     };
+    for warning in bulkhead_sim::link_warnings(&loaded.system, &options) {
+        eprintln!("warning: {warning}");
+    }
     let spec = bulkhead_sim::from_system(&loaded.system, &options)
         .map_err(|e| fail(format!("{file}: {e}")))?;
     if spec.tasks.is_empty() && spec.windows.is_none() {

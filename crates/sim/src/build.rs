@@ -309,6 +309,42 @@ fn link_channels(
     Ok(())
 }
 
+/// Warnings about channels bound by default to the first task of a partition that
+/// has several (`--link` names the tasks instead).
+pub fn link_warnings(system: &System, options: &BuildOptions) -> Vec<String> {
+    let tasks_of = |name: &str| {
+        system
+            .partition(name)
+            .filter(|p| p.kind == PartitionKind::Rt)
+            .map_or(0, |p| p.tasks.len())
+    };
+    let first = |name: &str| {
+        system
+            .partition(name)
+            .and_then(|p| p.tasks.first())
+            .map_or("", |t| t.name.as_str())
+            .to_string()
+    };
+    let mut warnings = Vec::new();
+    for channel in system
+        .channels
+        .iter()
+        .filter(|c| !options.links.iter().any(|l| l.channel == c.name))
+    {
+        for partition in std::iter::once(&channel.writer).chain(&channel.readers) {
+            let n = tasks_of(partition);
+            if n > 1 {
+                warnings.push(format!(
+                    "channel `{}`: partition `{partition}` has {n} tasks; the simulation binds its first, `{}` (choose with --link)",
+                    channel.name,
+                    first(partition)
+                ));
+            }
+        }
+    }
+    warnings
+}
+
 /// The task named `name` (`task` or `partition/task`) in one of `partitions`.
 fn find_task(spec: &Spec, partitions: &[&str], name: &str, channel: &str) -> Result<usize, String> {
     let (partition, task) = name

@@ -2,7 +2,7 @@
 //! the chains they form (Boomerang Sec. III-E: delay, throughput, loss).
 //!
 //! Every message carries its *origins*: for each source task upstream (a task that
-//! reads no channel), which job of that source produced the data and when that job
+//! reads no channel some simulated task writes), which job of that source produced the data and when that job
 //! was released (when the data was sampled). A stage's output inherits the origins
 //! of everything its job read. When a sink (a task that writes no channel) completes
 //! a job, each origin it sees for the first time is delivered: its end-to-end delay

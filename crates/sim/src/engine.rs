@@ -191,6 +191,9 @@ pub struct Sim<'a> {
     /// Reused by `dispatch`: the chosen servers' keys.
     scratch: Vec<(Nanos, u32)>,
     channels: Channels,
+    /// Per task: whether it originates data (none of its inputs has a writer task in
+    /// the simulation), so that every job writes its outputs.
+    sources: Vec<bool>,
     tracing: bool,
     events: Vec<Event>,
     jobs_done: u64,
@@ -214,6 +217,7 @@ impl<'a> Sim<'a> {
             dirty: Vec::new(),
             scratch: Vec::new(),
             channels: Channels::new(&spec.channels, readers(spec)),
+            sources: sources(spec),
             tracing,
             events: Vec::new(),
             jobs_done: 0,
@@ -624,7 +628,7 @@ impl<'a> Sim<'a> {
             self.tasks[task].inputs = inputs;
             return;
         }
-        let origins: Rc<[Origin]> = if spec.inputs.is_empty() {
+        let origins: Rc<[Origin]> = if self.sources[task] {
             self.channels.produced(task as u32);
             Rc::new([Origin {
                 source: task as u32,
@@ -1242,6 +1246,20 @@ fn readers(spec: &Spec) -> Vec<Vec<u32>> {
         }
     }
     readers
+}
+
+/// Whether each task originates data: no channel it reads is written by a task.
+fn sources(spec: &Spec) -> Vec<bool> {
+    let mut written = vec![false; spec.channels.len()];
+    for t in &spec.tasks {
+        for &c in &t.outputs {
+            written[c] = true;
+        }
+    }
+    spec.tasks
+        .iter()
+        .map(|t| t.inputs.iter().all(|&c| !written[c]))
+        .collect()
 }
 
 /// Adds `more` to `origins`, keeping the newest origin per source.

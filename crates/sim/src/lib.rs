@@ -23,7 +23,8 @@ pub mod spec;
 mod windows;
 
 pub use build::{
-    from_system, hyperperiod, priority_ranks, Arrivals, BuildOptions, ExecModel, Link,
+    from_system, hyperperiod, link_warnings, priority_ranks, Arrivals, BuildOptions, ExecModel,
+    Link,
 };
 pub use channels::{ChainStats, ChannelStats};
 pub use engine::{Options, Sim, Suspension};
