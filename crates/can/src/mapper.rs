@@ -113,6 +113,14 @@ impl Mapper {
         self
     }
 
+    /// Spin iterations before a blocking receive sleeps on the channel's futex
+    /// (`bulkhead-chan`'s default suits a dedicated CPU; a task under a CPU
+    /// reservation should not burn its budget spinning: use 0).
+    pub fn set_spin(&mut self, spins: u32) {
+        self.rx.set_spin(spins);
+        self.tx.set_spin(spins);
+    }
+
     /// Delivers frames with this id.
     pub fn subscribe_id(&mut self, id: CanId) {
         self.subs.entry(id).or_insert(Wanted::Frame);

@@ -3,10 +3,12 @@
 
 use crate::frame::{CanId, Frame};
 use crate::vbus::Received;
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
 use socketcan::{CanFrame, CanSocket, EmbeddedFrame, ExtendedId, Id, Socket, StandardId};
 use std::fmt;
 use std::io;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Why a SocketCAN interface cannot be used.
 #[derive(Debug)]
@@ -81,22 +83,18 @@ impl SocketCan {
         self.socket.write_frame(&frame)
     }
 
-    /// Receives a frame, waiting at most `timeout` (for ever if None); Ok(None) on
-    /// timeout. Error frames are skipped. Timestamps are taken on reception.
+    /// Receives a frame, waiting at most `timeout` (for ever if None; a zero
+    /// timeout never blocks); Ok(None) on timeout. Error frames are skipped.
+    /// Timestamps are taken on reception.
     pub fn recv(&self, timeout: Option<Duration>) -> io::Result<Option<Received>> {
-        self.socket
-            .set_read_timeout(timeout.map(|t| t.max(Duration::from_micros(1))))?;
+        let deadline = timeout.map(|t| Instant::now() + t);
         loop {
+            if !self.wait_readable(deadline)? {
+                return Ok(None);
+            }
             let raw = match self.socket.read_frame() {
                 Ok(raw) => raw,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Ok(None)
-                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
             if let Some(frame) = from_socketcan(&raw) {
@@ -104,6 +102,25 @@ impl SocketCan {
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_nanos() as u64);
                 return Ok(Some(Received { t_ns, frame }));
+            }
+        }
+    }
+
+    /// Waits until a frame can be read or `deadline` passes (false). Polls once
+    /// without waiting when the deadline has passed already.
+    fn wait_readable(&self, deadline: Option<Instant>) -> io::Result<bool> {
+        loop {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let timeout = left.map(|l| Timespec {
+                tv_sec: l.as_secs() as _,
+                tv_nsec: l.subsec_nanos() as _,
+            });
+            let mut fds = [PollFd::new(&self.socket, PollFlags::IN)];
+            match poll(&mut fds, timeout.as_ref()) {
+                Ok(0) => return Ok(false),
+                Ok(_) => return Ok(true),
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
             }
         }
     }

@@ -20,6 +20,9 @@
 
 use crate::frame::{Frame, CAN_FRAME_SIZE};
 use crate::timing;
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
+use rustix::net::RecvFlags;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -494,38 +497,27 @@ impl Node {
     }
 
     /// Receives the next frame another node sent, waiting at most `timeout`
-    /// (for ever if None). Ok(None) on timeout; an error once the bus is gone.
+    /// (for ever if None; a zero timeout never blocks). Ok(None) on timeout; an
+    /// error once the bus is gone.
     pub fn recv(&mut self, timeout: Option<Duration>) -> io::Result<Option<Received>> {
         let deadline = timeout.map(|t| Instant::now() + t);
         while self.filled < FROM_BUS_RECORD {
-            let wait = match deadline {
-                None => None,
-                Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => Some(left),
-                    _ => Some(Duration::from_micros(1)),
-                },
-            };
-            self.stream.set_read_timeout(wait)?;
-            match (&self.stream).read(&mut self.buf[self.filled..]) {
-                Ok(0) => {
+            let flags = RecvFlags::DONTWAIT;
+            match rustix::net::recv(&self.stream, &mut self.buf[self.filled..], flags) {
+                Ok((0, _)) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         format!("virtual CAN bus {:?} went away", self.bus),
                     ))
                 }
-                Ok(n) => self.filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                Ok((n, _)) => self.filled += n,
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => {
+                    if !self.wait_readable(deadline)? {
                         return Ok(None);
                     }
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
         }
         self.filled = 0;
@@ -534,6 +526,30 @@ impl Node {
         let frame = Frame::from_can_frame_bytes(raw)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         Ok(Some(Received { t_ns, frame }))
+    }
+
+    /// Waits until the connection is readable or `deadline` passes (false).
+    fn wait_readable(&self, deadline: Option<Instant>) -> io::Result<bool> {
+        loop {
+            let left = match deadline {
+                None => None,
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return Ok(false),
+                },
+            };
+            let timeout = left.map(|l| Timespec {
+                tv_sec: l.as_secs() as _,
+                tv_nsec: l.subsec_nanos() as _,
+            });
+            let mut fds = [PollFd::new(&self.stream, PollFlags::IN)];
+            match poll(&mut fds, timeout.as_ref()) {
+                Ok(0) => {}
+                Ok(_) => return Ok(true),
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Receives a frame if one is already there.
