@@ -342,7 +342,8 @@ fn fp_cpu(
         .enumerate()
         .map(|(pos, &i)| {
             let r = response_time(&local, &local_order, pos, &supply);
-            fp_verdict(p, i, &tasks[i], r, pos, cpu)
+            let hep_utilization = crate::task::utilization(&local[..=pos]);
+            fp_verdict(p, i, &tasks[i], r, (pos, hep_utilization), cpu)
         })
         .collect()
 }
@@ -352,7 +353,7 @@ fn fp_verdict(
     i: usize,
     t: &Task,
     r: ResponseTime,
-    pos: usize,
+    (pos, hep_utilization): (usize, f64),
     cpu: &str,
 ) -> TaskVerdict {
     let model = &p.tasks[i];
@@ -382,11 +383,19 @@ fn fp_verdict(
                 fmt(t.deadline)
             ),
         ),
+        None if hep_utilization >= 1.0 - 1e-9 => (
+            false,
+            format!(
+                "RTA: the level-{} busy period is unbounded (utilization of priority >= {} is {:.1}%)",
+                pos + 1,
+                pos + 1,
+                hep_utilization * 100.0
+            ),
+        ),
         None => (
             false,
             format!(
-                "RTA: the level-{} busy period is unbounded (utilization of priority >= {} reaches 100%)",
-                pos + 1,
+                "RTA: the level-{} busy period exceeds the range of the analysis (2^62 ns, about 146 years)",
                 pos + 1
             ),
         ),
