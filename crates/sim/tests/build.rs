@@ -1,0 +1,134 @@
+//! From a system description to a simulation: priorities, channel bindings, defaults.
+
+use bulkhead_sim::*;
+
+const PIPELINE: &str = "
+system: {cpus: 0-1}
+partitions:
+  - name: sensors
+    kind: rt
+    cpus: 0
+    tasks:
+      - {name: camera, cmd: cam, budget: 1ms, period: 10ms}
+  - name: control
+    kind: rt
+    cpus: 1
+    tasks:
+      - {name: logger, cmd: log, budget: 1ms, period: 5ms, priority: 2}
+      - {name: planner, cmd: plan, budget: 2ms, period: 10ms, priority: 1}
+channels:
+  - {name: frames, kind: latest, message_size: 64, writer: sensors, readers: [control]}
+";
+
+fn system(yaml: &str) -> bulkhead_model::System {
+    bulkhead_model::load_str(yaml, "pipeline.yaml")
+        .unwrap()
+        .system
+}
+
+#[test]
+fn explicit_priorities_win_then_deadline_monotonic_with_ties_in_order() {
+    let spec = from_system(&system(PIPELINE), &BuildOptions::default()).unwrap();
+    let prio: Vec<(String, u32)> = spec
+        .tasks
+        .iter()
+        .map(|t| (t.name.to_string(), spec.servers[t.server].priority))
+        .collect();
+    assert_eq!(
+        prio,
+        [
+            ("camera".into(), 1),
+            ("logger".into(), 2),
+            ("planner".into(), 1)
+        ]
+    );
+    let dm = "partitions: [{name: p, kind: rt, cpus: 0, tasks: [{name: a, cmd: x, budget: 1ms, period: 10ms}, \
+              {name: b, cmd: x, budget: 1ms, period: 10ms, deadline: 5ms}, {name: c, cmd: x, budget: 1ms, period: 10ms}]}]";
+    let spec = from_system(&system(dm), &BuildOptions::default()).unwrap();
+    let ranks: Vec<u32> = spec
+        .tasks
+        .iter()
+        .map(|t| spec.servers[t.server].priority)
+        .collect();
+    assert_eq!(ranks, [2, 1, 3]);
+    assert_eq!(hyperperiod(&spec), Some(10_000_000));
+}
+
+#[test]
+fn channels_bind_the_first_task_by_default_and_the_linked_one_on_request() {
+    let sys = system(PIPELINE);
+    let spec = from_system(&sys, &BuildOptions::default()).unwrap();
+    assert_eq!(
+        spec.tasks[1].inputs,
+        [0],
+        "logger, the first task of control, reads by default"
+    );
+    assert_eq!(link_warnings(&sys, &BuildOptions::default()).len(), 1);
+    let options = BuildOptions {
+        links: vec![Link::parse("frames=camera>planner").unwrap()],
+        ..BuildOptions::default()
+    };
+    let spec = from_system(&sys, &options).unwrap();
+    assert!(spec.tasks[1].inputs.is_empty());
+    assert_eq!(
+        (
+            spec.tasks[0].outputs.as_slice(),
+            spec.tasks[2].inputs.as_slice()
+        ),
+        (&[0][..], &[0][..])
+    );
+    assert!(link_warnings(&sys, &options).is_empty());
+    let report = simulate(
+        &spec,
+        Options::until(100_000_000),
+        &mut bulkhead_trace::Discard,
+    )
+    .unwrap();
+    let chain = &report.chains[0];
+    assert_eq!(chain.name, "sensors/camera -> control/planner");
+    // The camera (CPU 0) samples at 0, 10, ... and writes at 1 ms; the planner
+    // (CPU 1) reads when it starts, at 0, 10, ...: each frame waits one period.
+    assert_eq!(
+        (chain.min_delay_ns, chain.max_delay_ns),
+        (Some(12_000_000), Some(12_000_000))
+    );
+    assert_eq!(chain.delivered, 9);
+}
+
+#[test]
+fn bad_links_name_what_is_missing() {
+    let sys = system(PIPELINE);
+    let bad = |link: &str| {
+        from_system(
+            &sys,
+            &BuildOptions {
+                links: vec![Link::parse(link).unwrap()],
+                ..BuildOptions::default()
+            },
+        )
+        .unwrap_err()
+    };
+    assert_eq!(bad("nope=camera>planner"), "--link nope: no channel `nope`");
+    assert_eq!(
+        bad("frames=planner>logger"),
+        "--link frames: no task `planner` in partition(s) sensors"
+    );
+    assert!(Link::parse("frames=camera").is_err());
+    assert!(Link::parse("=a>b").is_err());
+}
+
+#[test]
+fn a_partition_on_all_cpus_needs_system_cpus() {
+    let yaml = "partitions: [{name: p, kind: rt, cpus: all, tasks: [{name: a, cmd: x, budget: 1ms, period: 10ms}]}]";
+    let err = from_system(&system(yaml), &BuildOptions::default()).unwrap_err();
+    assert_eq!(
+        err,
+        "partition `p`: `cpus: all` needs `system.cpus` to be simulated"
+    );
+    let spec = from_system(
+        &system(&format!("system: {{cpus: 2-3}}\n{yaml}")),
+        &BuildOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(spec.domains[0].cpus, [2, 3]);
+}
