@@ -1,0 +1,309 @@
+//! The library processes under `bulkhead run` link to cooperate with the window
+//! scheduler: [`initialization_completed`] ends an `init: true` process's
+//! initialization, [`completed`] yields the rest of the current window. Both block
+//! until the scheduler runs the process again.
+//!
+//! It speaks the DEmOS protocol (DEmOS thesis 4.5, `lib/demos-sch.c`), so DEmOS
+//! programs run unchanged: the scheduler passes `DEMOS_PARAMETERS=<completed
+//! fd>,<continue fd>,<has init>`; a completion writes the 8-byte integer 1 to the
+//! first fd and blocks reading 8 bytes from the second. (bulkhead passes one
+//! socket as both fds.) The C ABI exports the DEmOS names (`demos_init`,
+//! `demos_completed`, `demos_initialization_completed`) and `bulkhead_*`
+//! equivalents; see `include/bulkhead/client.h`. They return 0, or -1 with `errno`
+//! set (`ENOKEY`: not started by a scheduler; `EBADMSG`: malformed parameters).
+
+use std::sync::Mutex;
+
+/// Why a call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// `DEMOS_PARAMETERS` is not set: the process was not started by bulkhead (or DEmOS).
+    NotScheduled,
+    /// `DEMOS_PARAMETERS` is malformed.
+    BadParameters,
+    /// Reading or writing the channel failed (errno).
+    Io(i32),
+}
+
+impl Error {
+    /// The errno value the C ABI reports.
+    pub fn errno(self) -> i32 {
+        match self {
+            Error::NotScheduled => libc::ENOKEY,
+            Error::BadParameters => libc::EBADMSG,
+            Error::Io(e) => e,
+        }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::NotScheduled => {
+                f.write_str("DEMOS_PARAMETERS is not set: not running under bulkhead run")
+            }
+            Error::BadParameters => {
+                f.write_str("DEMOS_PARAMETERS is malformed (expected FD,FD,0|1)")
+            }
+            Error::Io(e) => write!(
+                f,
+                "scheduler channel: {}",
+                std::io::Error::from_raw_os_error(*e)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The parsed `DEMOS_PARAMETERS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parameters {
+    pub completed_fd: i32,
+    pub continue_fd: i32,
+    pub init: bool,
+}
+
+/// Parses `FD,FD,INIT` (`INIT` 0 or 1; DEmOS's helper program accepts it missing).
+pub fn parse_parameters(text: &str) -> Result<Parameters, Error> {
+    let mut parts = text.trim().split(',');
+    let mut fd = || {
+        parts
+            .next()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+            .filter(|&f| f >= 0)
+            .ok_or(Error::BadParameters)
+    };
+    let (completed_fd, continue_fd) = (fd()?, fd()?);
+    let init = match parts.next().map(str::trim) {
+        None | Some("") | Some("0") => false,
+        Some(v) => v.parse::<i32>().map_err(|_| Error::BadParameters)? != 0,
+    };
+    Ok(Parameters {
+        completed_fd,
+        continue_fd,
+        init,
+    })
+}
+
+#[derive(Debug)]
+struct State {
+    params: Parameters,
+    init_pending: bool,
+}
+
+static STATE: Mutex<Option<State>> = Mutex::new(None);
+
+fn with_state<T>(f: impl FnOnce(&mut State) -> Result<T, Error>) -> Result<T, Error> {
+    let mut guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
+    if guard.is_none() {
+        let text = std::env::var("DEMOS_PARAMETERS").map_err(|_| Error::NotScheduled)?;
+        let params = parse_parameters(&text)?;
+        *guard = Some(State {
+            params,
+            init_pending: params.init,
+        });
+    }
+    f(guard.as_mut().expect("set above"))
+}
+
+/// Reads the parameters (done automatically by the other calls).
+pub fn init() -> Result<(), Error> {
+    with_state(|_| Ok(()))
+}
+
+/// Whether this process has an initialization phase that has not ended yet.
+pub fn initialization_pending() -> Result<bool, Error> {
+    with_state(|s| Ok(s.init_pending))
+}
+
+/// Signals completion of the work of this window and blocks until the process is
+/// scheduled again. During a pending initialization it does nothing (as DEmOS).
+pub fn completed() -> Result<(), Error> {
+    let params = with_state(|s| Ok((!s.init_pending).then_some(s.params)))?;
+    match params {
+        Some(p) => signal(p),
+        None => Ok(()),
+    }
+}
+
+/// Signals that initialization is over and blocks until the schedule runs the
+/// process (for a process without `init: true` it acts like [`completed`]).
+pub fn initialization_completed() -> Result<(), Error> {
+    let params = with_state(|s| {
+        s.init_pending = false;
+        Ok(s.params)
+    })?;
+    signal(params)
+}
+
+/// One round of the protocol: [`notify`], then [`wait`].
+pub fn signal(params: Parameters) -> Result<(), Error> {
+    notify(params)?;
+    wait(params)
+}
+
+/// Writes the completion message (the 8-byte integer 1).
+pub fn notify(params: Parameters) -> Result<(), Error> {
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: writing 8 bytes from a valid buffer to an fd number; an invalid fd only fails.
+    if unsafe { libc::write(params.completed_fd, one.as_ptr().cast(), 8) } != 8 {
+        return Err(Error::Io(last_errno()));
+    }
+    Ok(())
+}
+
+/// Blocks until the continue message (8 bytes) arrives.
+pub fn wait(params: Parameters) -> Result<(), Error> {
+    let mut buf = [0u8; 8];
+    loop {
+        // SAFETY: reading 8 bytes into a valid buffer.
+        let n = unsafe { libc::read(params.continue_fd, buf.as_mut_ptr().cast(), 8) };
+        if n == 8 {
+            return Ok(());
+        }
+        if n < 0 && last_errno() == libc::EINTR {
+            continue;
+        }
+        return Err(Error::Io(if n < 0 { last_errno() } else { libc::EPIPE }));
+    }
+}
+
+fn last_errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn c_result(r: Result<(), Error>) -> libc::c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            // SAFETY: __errno_location returns the calling thread's errno slot.
+            unsafe { *libc::__errno_location() = e.errno() };
+            -1
+        }
+    }
+}
+
+/// C: reads `DEMOS_PARAMETERS`. 0 or -1 with errno.
+#[no_mangle]
+pub extern "C" fn demos_init() -> libc::c_int {
+    c_result(init())
+}
+
+/// C: yields the rest of this window; blocks until scheduled again.
+#[no_mangle]
+pub extern "C" fn demos_completed() -> libc::c_int {
+    c_result(completed())
+}
+
+/// C: ends initialization; blocks until the schedule runs the process.
+#[no_mangle]
+pub extern "C" fn demos_initialization_completed() -> libc::c_int {
+    c_result(initialization_completed())
+}
+
+/// C: same as `demos_init`.
+#[no_mangle]
+pub extern "C" fn bulkhead_init() -> libc::c_int {
+    c_result(init())
+}
+
+/// C: same as `demos_completed`.
+#[no_mangle]
+pub extern "C" fn bulkhead_completed() -> libc::c_int {
+    c_result(completed())
+}
+
+/// C: same as `demos_initialization_completed`.
+#[no_mangle]
+pub extern "C" fn bulkhead_initialization_completed() -> libc::c_int {
+    c_result(initialization_completed())
+}
+
+/// The helper programs (`demos-signal-completion`, `bulkhead-signal-completion`):
+/// one protocol round; exit codes as DEmOS's: 100 no parameters, 101 malformed,
+/// 1 write failed, 2 read failed.
+pub fn signal_completion_main() -> std::process::ExitCode {
+    let Ok(text) = std::env::var("DEMOS_PARAMETERS") else {
+        return 100.into();
+    };
+    let Ok(params) = parse_parameters(&text) else {
+        return 101.into();
+    };
+    if notify(params).is_err() {
+        return 1.into();
+    }
+    match wait(params) {
+        Ok(()) => 0.into(),
+        Err(_) => 2.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_demos_parameters() {
+        assert_eq!(
+            parse_parameters("5,6,1"),
+            Ok(Parameters {
+                completed_fd: 5,
+                continue_fd: 6,
+                init: true
+            })
+        );
+        assert_eq!(
+            parse_parameters("3,3,0"),
+            Ok(Parameters {
+                completed_fd: 3,
+                continue_fd: 3,
+                init: false
+            })
+        );
+        assert_eq!(
+            parse_parameters("3,4,"),
+            Ok(Parameters {
+                completed_fd: 3,
+                continue_fd: 4,
+                init: false
+            })
+        );
+        for bad in ["", "3", "a,b,0", "3,-1,0", "3,3,x"] {
+            assert_eq!(parse_parameters(bad), Err(Error::BadParameters), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn one_round_over_a_socket() {
+        let mut fds = [0; 2];
+        // SAFETY: valid array for socketpair.
+        assert_eq!(
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) },
+            0
+        );
+        let scheduler = std::thread::spawn(move || {
+            let mut buf = [0u8; 8];
+            // SAFETY: reading/writing valid buffers on our socket end.
+            unsafe {
+                assert_eq!(libc::read(fds[1], buf.as_mut_ptr().cast(), 8), 8);
+                assert_eq!(u64::from_ne_bytes(buf), 1);
+                libc::write(fds[1], 1u64.to_ne_bytes().as_ptr().cast(), 8);
+            }
+        });
+        signal(Parameters {
+            completed_fd: fds[0],
+            continue_fd: fds[0],
+            init: false,
+        })
+        .unwrap();
+        scheduler.join().unwrap();
+        // SAFETY: closing fds we own.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+    }
+}

@@ -1,0 +1,491 @@
+//! cgroup backends: v1 (freezer + cpuset hierarchies, as in systemd's hybrid or
+//! legacy mode) and v2 (one unified hierarchy: `cgroup.freeze`, `cpuset.cpus`,
+//! `cgroup.kill`), detected at run time, nested under the cgroup bulkhead runs in.
+//!
+//! Layout (the same names in every hierarchy used):
+//! `<own cgroup>/bulkhead-<pid>-<start>-<n>/<partition>/proc<i>`: `<pid>` and `<start>`
+//! (start time in clock ticks, `/proc/<pid>/stat` field 22) identify the supervisor,
+//! so an instance whose supervisor died can be told from a live one even after the
+//! pid was reused. v1: the cpuset is set per partition (`cpuset/.../<partition>`,
+//! processes join it directly) and the freezer per process
+//! (`freezer/.../<partition>/proc<i>`); v2: `cpuset.cpus` on the partition cgroup
+//! (enabled in the subtree of the instance), `cgroup.freeze` on the process cgroups.
+
+use bulkhead_model::CpuSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Which cgroup version is in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V1,
+    V2,
+}
+
+/// Where bulkhead creates its cgroups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hierarchy {
+    pub version: Version,
+    /// v1: the supervisor's cgroup in the freezer hierarchy; v2: in the unified one.
+    pub freezer_base: PathBuf,
+    /// v1: the supervisor's cgroup in the cpuset hierarchy; v2: `Some(freezer_base)`
+    /// when the cpuset controller is available there, else `None` (CPU pinning is
+    /// then impossible; only [`Hierarchy::v2_at`] builds such a hierarchy, for tests
+    /// of the v2 freezer and kill on hybrid machines).
+    pub cpuset_base: Option<PathBuf>,
+}
+
+/// A cgroup operation failed.
+#[derive(Debug)]
+pub struct CgroupError {
+    pub path: PathBuf,
+    pub what: &'static str,
+    pub source: io::Error,
+}
+
+impl std::fmt::Display for CgroupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot {} {}: {}",
+            self.what,
+            self.path.display(),
+            self.source
+        )?;
+        let denied = matches!(
+            self.source.raw_os_error(),
+            Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EROFS)
+        );
+        if denied {
+            write!(
+                f,
+                "\nbulkhead run needs a writable cgroup hierarchy with the freezer and cpuset \
+                 controllers. Run it as root (sudo bulkhead run ...), or, on a cgroup v2 system, \
+                 let systemd delegate a cgroup to you: \
+                 systemd-run --user --scope -p Delegate=yes bulkhead run FILE"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CgroupError {}
+
+pub type Result<T> = std::result::Result<T, CgroupError>;
+
+fn err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> CgroupError + 'a {
+    move |source| CgroupError {
+        path: path.to_path_buf(),
+        what,
+        source,
+    }
+}
+
+/// Writes `value` to a cgroup file.
+pub fn write_file(path: &Path, value: &str) -> Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(err("open", path))?;
+    file.write_all(value.as_bytes()).map_err(err("write", path))
+}
+
+fn read_file(path: &Path) -> Result<String> {
+    let mut text = String::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_string(&mut text))
+        .map_err(err("read", path))?;
+    Ok(text)
+}
+
+/// The pids listed in `<dir>/cgroup.procs` (empty if the cgroup is gone).
+pub fn procs(dir: &Path) -> Vec<i32> {
+    fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+impl Hierarchy {
+    /// Detects the cgroup setup of this machine from `/proc/self/mountinfo` and
+    /// `/proc/self/cgroup`: v2 when `/sys/fs/cgroup` is a cgroup2 mount (the cpuset
+    /// controller must be available to the supervisor's cgroup), else v1 when the
+    /// freezer and cpuset controllers are mounted.
+    pub fn detect() -> std::result::Result<Hierarchy, String> {
+        let mounts = fs::read_to_string("/proc/self/mountinfo")
+            .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+        let own = fs::read_to_string("/proc/self/cgroup")
+            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+        let mut v1: Vec<(PathBuf, String)> = Vec::new(); // (mount point, super options)
+        let mut unified_root: Option<PathBuf> = None;
+        for line in mounts.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let Some(dash) = fields.iter().position(|&f| f == "-") else {
+                continue;
+            };
+            let (Some(&mount), Some(&fstype), Some(&opts)) =
+                (fields.get(4), fields.get(dash + 1), fields.get(dash + 3))
+            else {
+                continue;
+            };
+            match fstype {
+                "cgroup2" if mount == "/sys/fs/cgroup" => unified_root = Some(PathBuf::from(mount)),
+                "cgroup" => v1.push((PathBuf::from(mount), opts.to_string())),
+                _ => {}
+            }
+        }
+        let own_path = |controller: &str| -> Option<String> {
+            own.lines().find_map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+                let matches = if controller.is_empty() {
+                    ctrls.is_empty()
+                } else {
+                    ctrls.split(',').any(|c| c == controller)
+                };
+                matches.then(|| path.trim_start_matches('/').to_string())
+            })
+        };
+        if let Some(root) = unified_root {
+            let rel = own_path("").ok_or("no cgroup v2 entry in /proc/self/cgroup")?;
+            let base = root.join(rel);
+            let controllers =
+                fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
+            if !controllers.split_whitespace().any(|c| c == "cpuset") {
+                return Err(format!(
+                    "the cpuset controller is not available in {} (cgroup.controllers: `{}`): \
+                     enable it for this cgroup (as root: echo +cpuset > <parent>/cgroup.subtree_control), \
+                     or run under systemd-run --user --scope -p Delegate=yes",
+                    base.display(),
+                    controllers.trim()
+                ));
+            }
+            return Ok(Hierarchy {
+                version: Version::V2,
+                freezer_base: base.clone(),
+                cpuset_base: Some(base),
+            });
+        }
+        let mount_of = |controller: &str| {
+            v1.iter()
+                .find(|(_, opts)| opts.split(',').any(|o| o == controller))
+                .map(|(m, _)| m.clone())
+        };
+        let (Some(freezer), Some(cpuset)) = (mount_of("freezer"), mount_of("cpuset")) else {
+            return Err(
+                "no usable cgroups: neither a cgroup v2 hierarchy at /sys/fs/cgroup nor the v1 \
+                        freezer and cpuset controllers are mounted"
+                    .into(),
+            );
+        };
+        let freezer_rel = own_path("freezer").unwrap_or_default();
+        let cpuset_rel = own_path("cpuset").unwrap_or_default();
+        Ok(Hierarchy {
+            version: Version::V1,
+            freezer_base: freezer.join(freezer_rel),
+            cpuset_base: Some(cpuset.join(cpuset_rel)),
+        })
+    }
+
+    /// A v2 hierarchy rooted at `base` (e.g. the cgroup2 mount of a hybrid
+    /// machine, `/sys/fs/cgroup/unified`), with CPU pinning only if `cpuset`.
+    pub fn v2_at(base: &Path, cpuset: bool) -> Hierarchy {
+        Hierarchy {
+            version: Version::V2,
+            freezer_base: base.to_path_buf(),
+            cpuset_base: cpuset.then(|| base.to_path_buf()),
+        }
+    }
+
+    /// The directories instances are created in (one per hierarchy used).
+    pub fn bases(&self) -> Vec<&Path> {
+        let mut bases = vec![self.freezer_base.as_path()];
+        if let Some(cpuset) = &self.cpuset_base {
+            if cpuset != &self.freezer_base {
+                bases.push(cpuset);
+            }
+        }
+        bases
+    }
+}
+
+/// The cgroups of one run.
+#[derive(Debug)]
+pub struct Instance {
+    pub hierarchy: Hierarchy,
+    pub name: String,
+    /// Instance directories, one per hierarchy (freezer first).
+    pub dirs: Vec<PathBuf>,
+    /// Created partition and process cgroups, for removal (deepest last).
+    created: Vec<PathBuf>,
+}
+
+/// A partition's cgroups.
+#[derive(Debug, Clone)]
+pub struct PartitionCgroup {
+    /// Where its processes' freezer cgroups live.
+    pub freezer_dir: PathBuf,
+    /// Its cpuset cgroup (v1: in the cpuset hierarchy; v2: the same as `freezer_dir`).
+    pub cpuset_dir: Option<PathBuf>,
+}
+
+/// A process's cgroup, with the open freeze file (the supervisor's one cgroup fd per process).
+#[derive(Debug)]
+pub struct ProcessCgroup {
+    pub dir: PathBuf,
+    freeze: File,
+    version: Version,
+}
+
+impl ProcessCgroup {
+    /// Freezes (`true`) or thaws the process cgroup. The kernel stops every task of
+    /// the cgroup before it returns to user space; the write returns at once.
+    pub fn set_frozen(&mut self, frozen: bool) -> Result<()> {
+        let value: &[u8] = match (self.version, frozen) {
+            (Version::V1, true) => b"FROZEN",
+            (Version::V1, false) => b"THAWED",
+            (Version::V2, true) => b"1",
+            (Version::V2, false) => b"0",
+        };
+        self.freeze
+            .write_all(value)
+            .map_err(err("write the freezer state of", &self.dir))
+    }
+
+    /// Kills every process in the cgroup (v2 `cgroup.kill`; v1: freeze, SIGKILL each, thaw).
+    pub fn kill(&mut self) {
+        kill_cgroup(&self.dir, self.version);
+    }
+}
+
+/// Kills the processes of the cgroup `dir` (and, on v2, of its descendants).
+pub fn kill_cgroup(dir: &Path, version: Version) {
+    if version == Version::V2 && write_file(&dir.join("cgroup.kill"), "1").is_ok() {
+        return;
+    }
+    // v1 (or a kernel without cgroup.kill): freeze so that nothing forks meanwhile,
+    // signal every member, thaw so that the signals are delivered.
+    let state = match version {
+        Version::V1 => ("freezer.state", "FROZEN", "THAWED"),
+        Version::V2 => ("cgroup.freeze", "1", "0"),
+    };
+    let _ = write_file(&dir.join(state.0), state.1);
+    for pid in procs(dir) {
+        // SAFETY: kill(2) has no memory-safety preconditions; `pid` is a member of
+        // a cgroup this supervisor owns.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    let _ = write_file(&dir.join(state.0), state.2);
+}
+
+impl Instance {
+    /// Creates `<base>/<name>` in every hierarchy. v1: the cpuset copies its parent's
+    /// CPUs and memory nodes; v2: the cpuset controller is enabled for its subtree.
+    pub fn create(hierarchy: &Hierarchy, name: &str) -> Result<Instance> {
+        let mut instance = Instance {
+            hierarchy: hierarchy.clone(),
+            name: name.to_string(),
+            dirs: Vec::new(),
+            created: Vec::new(),
+        };
+        for base in hierarchy.bases() {
+            let dir = base.join(name);
+            fs::create_dir(&dir).map_err(err("create cgroup", &dir))?;
+            instance.dirs.push(dir);
+        }
+        match hierarchy.version {
+            Version::V1 => {
+                let cpuset = instance
+                    .cpuset_dir()
+                    .expect("v1 has a cpuset")
+                    .to_path_buf();
+                let parent = cpuset.parent().expect("has a parent").to_path_buf();
+                inherit_cpuset(&parent, &cpuset)?;
+            }
+            Version::V2 => {
+                if hierarchy.cpuset_base.is_some() {
+                    enable_cpuset(hierarchy.freezer_base.as_path())?;
+                    enable_cpuset(&instance.dirs[0])?;
+                }
+            }
+        }
+        Ok(instance)
+    }
+
+    fn cpuset_dir(&self) -> Option<&Path> {
+        self.hierarchy
+            .cpuset_base
+            .as_ref()
+            .map(|_| self.dirs.last().expect("created").as_path())
+    }
+
+    /// Creates the cgroup of a partition (named `name`) on `cpus`.
+    pub fn add_partition(&mut self, name: &str, cpus: &CpuSet) -> Result<PartitionCgroup> {
+        let freezer_dir = self.dirs[0].join(name);
+        fs::create_dir(&freezer_dir).map_err(err("create cgroup", &freezer_dir))?;
+        self.created.push(freezer_dir.clone());
+        let instance_cpuset = self.cpuset_dir().map(Path::to_path_buf);
+        let cpuset_dir = match (self.hierarchy.version, instance_cpuset) {
+            (_, None) => None,
+            (Version::V2, Some(_)) => Some(freezer_dir.clone()),
+            (Version::V1, Some(instance)) => {
+                let dir = instance.join(name);
+                fs::create_dir(&dir).map_err(err("create cgroup", &dir))?;
+                self.created.push(dir.clone());
+                let mems = read_file(&instance.join("cpuset.mems"))?;
+                write_file(&dir.join("cpuset.mems"), mems.trim())?;
+                Some(dir)
+            }
+        };
+        let partition = PartitionCgroup {
+            freezer_dir,
+            cpuset_dir,
+        };
+        set_cpus(&partition, cpus)?;
+        Ok(partition)
+    }
+
+    /// Creates the (frozen) cgroup `proc<index>` of a process of `partition`.
+    pub fn add_process(
+        &mut self,
+        partition: &PartitionCgroup,
+        index: usize,
+    ) -> Result<ProcessCgroup> {
+        let dir = partition.freezer_dir.join(format!("proc{index}"));
+        fs::create_dir(&dir).map_err(err("create cgroup", &dir))?;
+        self.created.push(dir.clone());
+        let version = self.hierarchy.version;
+        let file = dir.join(match version {
+            Version::V1 => "freezer.state",
+            Version::V2 => "cgroup.freeze",
+        });
+        let freeze = OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .map_err(err("open", &file))?;
+        let mut process = ProcessCgroup {
+            dir,
+            freeze,
+            version,
+        };
+        process.set_frozen(true)?;
+        Ok(process)
+    }
+
+    /// Kills every process of the instance (v2: `cgroup.kill` on the instance).
+    pub fn kill_all<'a>(&self, processes: impl Iterator<Item = &'a mut ProcessCgroup>) {
+        if self.hierarchy.version == Version::V2
+            && write_file(&self.dirs[0].join("cgroup.kill"), "1").is_ok()
+        {
+            return;
+        }
+        for p in processes {
+            p.kill();
+        }
+    }
+
+    /// Removes the cgroups, deepest first; fails if a cgroup still has members.
+    pub fn remove(&mut self) -> Result<()> {
+        while let Some(dir) = self.created.pop() {
+            if let Err(e) = remove_dir(&dir) {
+                self.created.push(dir);
+                return Err(e);
+            }
+        }
+        while let Some(dir) = self.dirs.pop() {
+            if let Err(e) = remove_dir(&dir) {
+                self.dirs.push(dir);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn remove_dir(dir: &Path) -> Result<()> {
+    match fs::remove_dir(dir) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(err("remove cgroup", dir)(e)),
+        _ => Ok(()),
+    }
+}
+
+/// v1: a new cpuset has no CPUs and no memory nodes; give it its parent's.
+fn inherit_cpuset(parent: &Path, dir: &Path) -> Result<()> {
+    for file in ["cpuset.cpus", "cpuset.mems"] {
+        let value = read_file(&parent.join(file))?;
+        write_file(&dir.join(file), value.trim())?;
+    }
+    Ok(())
+}
+
+/// v2: enables the cpuset controller for the children of `dir` (if not already).
+fn enable_cpuset(dir: &Path) -> Result<()> {
+    let control = dir.join("cgroup.subtree_control");
+    if read_file(&control)?
+        .split_whitespace()
+        .any(|c| c == "cpuset")
+    {
+        return Ok(());
+    }
+    write_file(&control, "+cpuset")
+}
+
+/// Pins the partition to `cpus` (no-op without a cpuset).
+pub fn set_cpus(partition: &PartitionCgroup, cpus: &CpuSet) -> Result<()> {
+    match &partition.cpuset_dir {
+        Some(dir) => write_file(&dir.join("cpuset.cpus"), &cpus.to_string()),
+        None => Ok(()),
+    }
+}
+
+/// A cgroup-safe name for a partition: letters, digits, `-`, `_` and `.` kept,
+/// anything else replaced by `_`; prefixed with its index so that names stay unique.
+pub fn partition_dir_name(index: usize, name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("p{index}-{clean}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permission_errors_say_how_to_get_rights() {
+        let e = CgroupError {
+            path: PathBuf::from("/sys/fs/cgroup/freezer/bulkhead-1-2-0"),
+            what: "create cgroup",
+            source: io::Error::from_raw_os_error(libc::EACCES),
+        };
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "cannot create cgroup /sys/fs/cgroup/freezer/bulkhead-1-2-0: Permission denied"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("as root") && text.contains("systemd-run --user --scope -p Delegate=yes"),
+            "{text}"
+        );
+        let other = CgroupError {
+            source: io::Error::from_raw_os_error(libc::ENOSPC),
+            ..e
+        };
+        assert!(!other.to_string().contains("systemd-run"));
+    }
+
+    #[test]
+    fn partition_names_are_cgroup_safe() {
+        assert_eq!(partition_dir_name(3, "SC1"), "p3-SC1");
+        assert_eq!(partition_dir_name(0, "a/b c"), "p0-a_b_c");
+    }
+}

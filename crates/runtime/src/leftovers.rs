@@ -1,0 +1,129 @@
+//! Instances left behind by a supervisor that died (SIGKILL, crash, power loss of
+//! a container): their cgroups and the processes still in them.
+//!
+//! An instance directory is named `bulkhead-<pid>-<start>-<n>` (see [`instance_name`]).
+//! It is left over when no process `<pid>` with start time `<start>` runs: the
+//! supervisor is gone, even if the pid was reused since. A live instance is never
+//! touched.
+
+use crate::cgroup::{kill_cgroup, procs, Hierarchy, Version};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The start time (clock ticks since boot) of process `pid`, if it runs.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 2 (comm) may contain spaces and parentheses: parse after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+/// A new instance name for the calling process: `bulkhead-<pid>-<start>-<n>`, `n`
+/// counting the runs of this process (a library user may run several at once).
+pub fn instance_name() -> String {
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let pid = std::process::id();
+    format!("bulkhead-{pid}-{}-{n}", start_time(pid).unwrap_or(0))
+}
+
+/// Whether an instance name belongs to a supervisor that no longer runs.
+pub fn is_leftover(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("bulkhead-") else {
+        return false;
+    };
+    let mut fields = rest.split('-');
+    let (Some(pid), Some(start)) = (fields.next(), fields.next()) else {
+        return false;
+    };
+    let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
+        return false;
+    };
+    start_time(pid) != Some(start)
+}
+
+/// Removes every leftover instance under the hierarchy's bases: kills the
+/// processes in its cgroups and removes the cgroups. Returns the removed
+/// directories; failures are reported as warnings in the second list.
+pub fn clean(hierarchy: &Hierarchy) -> (Vec<PathBuf>, Vec<String>) {
+    let mut removed = Vec::new();
+    let mut warnings = Vec::new();
+    for base in hierarchy.bases() {
+        let Ok(entries) = fs::read_dir(base) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !entry.path().is_dir() || !is_leftover(&name) {
+                continue;
+            }
+            match remove_tree(&entry.path(), hierarchy.version) {
+                Ok(()) => removed.push(entry.path()),
+                Err(e) => warnings.push(format!(
+                    "cannot remove leftover cgroup {}: {e}",
+                    entry.path().display()
+                )),
+            }
+        }
+    }
+    (removed, warnings)
+}
+
+/// Kills the members of every cgroup under `dir` and removes them, deepest first.
+fn remove_tree(dir: &Path, version: Version) -> std::io::Result<()> {
+    let children: Vec<PathBuf> = fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    for child in &children {
+        remove_tree(child, version)?;
+    }
+    let has_freezer = dir.join("freezer.state").exists() || dir.join("cgroup.freeze").exists();
+    if has_freezer {
+        kill_cgroup(dir, version);
+    } else {
+        // A cpuset-only (v1) cgroup: its members are killed through the freezer
+        // tree; signal any that are left directly.
+        for pid in procs(dir) {
+            // SAFETY: kill(2) has no memory-safety preconditions.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_instance_is_live() {
+        let name = instance_name();
+        assert!(name.starts_with(&format!("bulkhead-{}-", std::process::id())));
+        assert!(!is_leftover(&name));
+    }
+
+    #[test]
+    fn dead_or_reused_pids_are_leftovers() {
+        let pid = std::process::id();
+        let start = start_time(pid).unwrap();
+        assert!(
+            is_leftover(&format!("bulkhead-{pid}-{}-0", start + 1)),
+            "pid reused by another process"
+        );
+        assert!(is_leftover("bulkhead-999999999-1-0"), "no such pid");
+        assert!(!is_leftover("other-123-4"), "not ours");
+        assert!(!is_leftover("bulkhead-abc"), "not an instance name");
+    }
+}

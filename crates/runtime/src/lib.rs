@@ -1,0 +1,104 @@
+//! bulkhead's supervisor for DEmOS window schedules (`bulkhead run`).
+//!
+//! [`run`] executes a system description's window schedule on this machine:
+//! every windowed partition becomes a cgroup with a cpuset, every process a frozen
+//! child cgroup (see [`cgroup`] for both layouts); processes are spawned straight
+//! into their cgroups ([`spawn`]); the DEmOS semantics come from the pure state
+//! machine of `bulkhead-windows`, driven by a timerfd and an epoll loop; the
+//! processes talk to the supervisor through the client library (`bulkhead-client`,
+//! the DEmOS protocol: `DEMOS_PARAMETERS`). Cgroups and processes left by a
+//! supervisor that died are removed first ([`leftovers`]); everything a run
+//! creates is killed and removed when it ends, also on errors.
+
+pub mod cgroup;
+pub mod command;
+pub mod leftovers;
+mod signals;
+pub mod spawn;
+mod supervisor;
+
+pub use cgroup::Hierarchy;
+pub use supervisor::Outcome;
+
+use bulkhead_model::System;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How to run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Seed of the budget jitter (`--seed`).
+    pub seed: u64,
+    /// Stop this long after the schedule starts (`--timeout`); also bounds the init phase.
+    pub timeout: Option<Duration>,
+    /// Printed as a line on stdout at each window start (`--window-message`).
+    pub window_message: Option<String>,
+    /// Printed as a line on stdout at each major-frame start, before the window line.
+    pub frame_message: Option<String>,
+    /// JSON-lines schedule log (`--schedule-log`).
+    pub schedule_log: Option<PathBuf>,
+    /// Perfetto JSON trace (`--trace`).
+    pub trace: Option<PathBuf>,
+    /// Working directory of the processes (the description's directory when `set_cwd`).
+    pub workdir: PathBuf,
+    /// The cgroups to use; `None` = detect ([`Hierarchy::detect`]).
+    pub hierarchy: Option<Hierarchy>,
+    /// Stop on SIGINT/SIGTERM (the CLI); tests leave the process's handlers alone.
+    pub handle_signals: bool,
+    /// Where the window and frame messages go; `None` = stdout (flushed per line).
+    pub messages: Option<Messages>,
+}
+
+/// A shared buffer receiving the window/frame message lines (for embedding and tests).
+pub type Messages = std::sync::Arc<std::sync::Mutex<Vec<u8>>>;
+
+/// Why a run could not be carried out.
+#[derive(Debug)]
+pub enum RunError {
+    /// The description cannot run here (no windows, CPUs missing, bad command).
+    Invalid(String),
+    /// No usable cgroup hierarchy.
+    Cgroups(String),
+    /// A cgroup operation failed (typically: no permission).
+    Cgroup(cgroup::CgroupError),
+    /// A process could not be spawned.
+    Spawn(String),
+    /// Files, timers, the event loop.
+    Io(String),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Invalid(m) => write!(f, "{m}"),
+            RunError::Cgroups(m) => write!(f, "{m}"),
+            RunError::Cgroup(e) => write!(f, "{e}"),
+            RunError::Spawn(m) => write!(f, "cannot spawn {m}"),
+            RunError::Io(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// Runs `system`'s window schedule until every process exited, a stop signal
+/// (with [`RunOptions::handle_signals`]) or the timeout. Kills every process and
+/// removes every cgroup it created before returning, also on errors.
+pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
+    supervisor::run(system, options)
+}
+
+/// A short phrase for why a run stopped.
+pub trait StopReasonText {
+    fn text(&self) -> &'static str;
+}
+
+impl StopReasonText for bulkhead_windows::StopReason {
+    fn text(&self) -> &'static str {
+        match self {
+            bulkhead_windows::StopReason::AllExited => "every process exited",
+            bulkhead_windows::StopReason::Timeout => "timeout reached",
+            bulkhead_windows::StopReason::Requested => "stopped by a signal",
+        }
+    }
+}

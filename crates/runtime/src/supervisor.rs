@@ -1,0 +1,744 @@
+//! The supervisor: spawns the processes into their cgroups and drives the window
+//! state machine ([`bulkhead_windows::Machine`]) from a timerfd and an epoll loop.
+
+use crate::cgroup::{self, Hierarchy, Instance, PartitionCgroup, ProcessCgroup, Version};
+use crate::command;
+use crate::spawn::{self, Environment, Prepared, Target};
+use crate::{leftovers, signals, RunError, RunOptions};
+use bulkhead_model::{CpuSet, Nanos, System};
+use bulkhead_trace::{Event as TraceEvent, EventKind, StopReason as TraceStop};
+use bulkhead_windows::{Action, Config, Event, Grant, Machine, Phase, Schedule, StopReason};
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub reason: StopReason,
+    /// Grants made (schedule-log `run` lines).
+    pub grants: u64,
+    /// Windows started.
+    pub windows: u64,
+    /// From the start of [`crate::run`] to schedule time 0 (after the init phase).
+    pub startup: Duration,
+    /// File descriptors the supervisor held at schedule start beyond those it had before.
+    pub fds_held: usize,
+    /// Non-fatal problems (leftovers removed, processes that failed, ...).
+    pub warnings: Vec<String>,
+}
+
+struct Proc {
+    pid: i32,
+    cgroup: ProcessCgroup,
+    /// The supervisor's end of the channel; `None` once the other end closed.
+    channel: Option<OwnedFd>,
+    /// Blocked in the client library after a completion: release it at its next thaw.
+    blocked: bool,
+    reaped: bool,
+    exited: bool,
+}
+
+/// Everything a run owns; dropping it kills the processes and removes the cgroups.
+struct Run {
+    instance: Instance,
+    procs: Vec<Proc>,
+    partitions: Vec<PartitionCgroup>,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        for p in &mut self.procs {
+            p.channel = None;
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            // Kill (again: members may have forked meanwhile), reap, until empty.
+            self.instance
+                .kill_all(self.procs.iter_mut().map(|p| &mut p.cgroup));
+            for p in &mut self.procs {
+                reap(p);
+            }
+            let busy = self
+                .procs
+                .iter()
+                .any(|p| !cgroup::procs(&p.cgroup.dir).is_empty());
+            if !busy || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.procs.clear();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while let Err(e) = self.instance.remove() {
+            if Instant::now() > deadline {
+                eprintln!("bulkhead: warning: {e}");
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+fn reap(p: &mut Proc) {
+    if !p.reaped {
+        // SAFETY: waitpid on our own child with a null status pointer.
+        let r = unsafe { libc::waitpid(p.pid, std::ptr::null_mut(), libc::WNOHANG) };
+        p.reaped = r == p.pid || r < 0;
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn count_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// The CPUs this process may run on.
+fn own_cpus() -> CpuSet {
+    // SAFETY: `set` is a valid cpu_set_t for sched_getaffinity to fill.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; pid 0 = the calling thread.
+    unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    // SAFETY: CPU_ISSET reads the set filled above.
+    let cpus = (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) });
+    CpuSet::from_cpus(cpus.map(|c| c as u32)).unwrap_or_else(|| CpuSet::parse("0").expect("valid"))
+}
+
+/// Raises the soft fd limit to the hard limit (2 fds per process are needed).
+fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid rlimit pointers for get/setrlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+/// Runs `system`'s window schedule; see [`crate::run`].
+pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
+    let launch = Instant::now();
+    let fds_before = count_fds();
+    raise_fd_limit();
+    let hierarchy = match &options.hierarchy {
+        Some(h) => h.clone(),
+        None => Hierarchy::detect().map_err(RunError::Cgroups)?,
+    };
+    let mut warnings = Vec::new();
+    let (removed, failed) = leftovers::clean(&hierarchy);
+    for dir in removed {
+        warnings.push(format!(
+            "removed cgroups left by a bulkhead that died: {}",
+            dir.display()
+        ));
+    }
+    warnings.extend(failed);
+    let schedule =
+        Schedule::from_system(system, &own_cpus()).map_err(|e| RunError::Invalid(e.to_string()))?;
+    check_cpus(&schedule)?;
+    let plans = plan_commands(&schedule, options)?;
+    let mut run = Run {
+        instance: Instance::create(&hierarchy, &leftovers::instance_name())
+            .map_err(RunError::Cgroup)?,
+        procs: Vec::new(),
+        partitions: Vec::new(),
+    };
+    spawn_all(&mut run, &schedule, &plans)?;
+    let mut sup = Supervisor::new(schedule, options, run)?;
+    let fds_held = count_fds().saturating_sub(fds_before);
+    let reason = sup.run_loop(launch)?;
+    sup.finish()?;
+    warnings.extend(sup.warnings);
+    Ok(Outcome {
+        reason,
+        grants: sup.grants,
+        windows: sup.windows,
+        startup: sup.startup,
+        fds_held,
+        warnings,
+    })
+}
+
+fn check_cpus(schedule: &Schedule) -> Result<(), RunError> {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let Ok(online) = CpuSet::parse(online.trim()) else {
+        return Ok(());
+    };
+    for (w, window) in schedule.windows.iter().enumerate() {
+        for (s, slice) in window.slices.iter().enumerate() {
+            if !slice.cpus.is_subset(&online) {
+                return Err(RunError::Invalid(format!(
+                    "windows[{w}].slices[{s}]: CPUs {} are not all online on this machine (online: {online})",
+                    slice.cpus
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn plan_commands(schedule: &Schedule, options: &RunOptions) -> Result<Vec<Prepared>, RunError> {
+    schedule
+        .processes
+        .iter()
+        .map(|p| {
+            let partition = &schedule.partitions[p.partition].name;
+            let where_ = || format!("partition `{partition}`, process {} (`{}`)", p.index, p.cmd);
+            let exec = command::plan(&p.cmd, &options.workdir)
+                .map_err(|e| RunError::Invalid(format!("{}: {e}", where_())))?;
+            Prepared::new(&exec.path, &exec.argv, Some(&options.workdir))
+                .map_err(|e| RunError::Invalid(format!("{}: {e}", where_())))
+        })
+        .collect()
+}
+
+fn spawn_all(run: &mut Run, schedule: &Schedule, plans: &[Prepared]) -> Result<(), RunError> {
+    let envs = [Environment::demos(false), Environment::demos(true)];
+    for (i, partition) in schedule.partitions.iter().enumerate() {
+        let cg = run
+            .instance
+            .add_partition(
+                &cgroup::partition_dir_name(i, &partition.name),
+                &partition.widest_cpus,
+            )
+            .map_err(RunError::Cgroup)?;
+        run.partitions.push(cg);
+    }
+    for (id, process) in schedule.processes.iter().enumerate() {
+        let partition = run.partitions[process.partition].clone();
+        let mut cg = run
+            .instance
+            .add_process(&partition, process.index)
+            .map_err(RunError::Cgroup)?;
+        let env = &envs[usize::from(process.init)];
+        let spawned = match run.instance.hierarchy.version {
+            Version::V2 => spawn::spawn(&plans[id], env, Target::V2 { cgroup: &cg.dir }),
+            Version::V1 => {
+                let mut join: Vec<CString> = Vec::new();
+                if let Some(dir) = &partition.cpuset_dir {
+                    join.push(cstring(&dir.join("cgroup.procs")));
+                }
+                join.push(cstring(&cg.dir.join("cgroup.procs")));
+                cg.set_frozen(false).map_err(RunError::Cgroup)?;
+                let mut freeze = || cg.set_frozen(true).map_err(std::io::Error::other);
+                spawn::spawn(
+                    &plans[id],
+                    env,
+                    Target::V1 {
+                        join: &join,
+                        freeze: &mut freeze,
+                    },
+                )
+            }
+        };
+        let child = spawned.map_err(|e| RunError::Spawn(format!("`{}`: {e}", process.cmd)))?;
+        run.procs.push(Proc {
+            pid: child.pid,
+            cgroup: cg,
+            channel: Some(child.channel),
+            blocked: false,
+            reaped: false,
+            exited: false,
+        });
+    }
+    Ok(())
+}
+
+fn cstring(path: &std::path::Path) -> CString {
+    CString::new(path.as_os_str().as_encoded_bytes()).expect("cgroup paths have no NUL")
+}
+
+const TOKEN_TIMER: u64 = u64::MAX;
+const TOKEN_SIGNAL: u64 = u64::MAX - 1;
+
+struct Supervisor {
+    machine: Machine,
+    run: Run,
+    epoll: OwnedFd,
+    timer: OwnedFd,
+    armed: Option<Nanos>,
+    t0: Option<u64>,
+    options: RunOptions,
+    log: Option<BufWriter<File>>,
+    trace: Option<Vec<TraceEvent>>,
+    /// Per process: the grant it runs under (for trace stop events).
+    granted: Vec<Option<Grant>>,
+    lingering: Vec<usize>,
+    actions: Vec<Action>,
+    grants: u64,
+    windows: u64,
+    startup: Duration,
+    warnings: Vec<String>,
+    signals: Option<signals::StopSignals>,
+    stop_reason: Option<StopReason>,
+}
+
+fn check(r: i32) -> std::io::Result<i32> {
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn owned(fd: i32) -> std::io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `fd` was just returned by a successful system call and is owned by nobody else.
+    check(fd).map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+impl Supervisor {
+    fn new(schedule: Schedule, options: &RunOptions, run: Run) -> Result<Supervisor, RunError> {
+        let io = |e: std::io::Error| RunError::Io(format!("event loop: {e}"));
+        // SAFETY: plain system calls creating new fds.
+        let epoll = owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(io)?;
+        // SAFETY: as above.
+        let timer = owned(unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
+            )
+        })
+        .map_err(io)?;
+        let open =
+            |path: &Option<std::path::PathBuf>| -> Result<Option<BufWriter<File>>, RunError> {
+                path.as_ref()
+                    .map(|p| {
+                        File::create(p)
+                            .map(BufWriter::new)
+                            .map_err(|e| RunError::Io(format!("{}: {e}", p.display())))
+                    })
+                    .transpose()
+            };
+        let log = open(&options.schedule_log)?;
+        let n = schedule.processes.len();
+        let stop_at = options.timeout.map(|d| d.as_nanos() as Nanos);
+        let signals = if options.handle_signals {
+            Some(signals::StopSignals::install().map_err(io)?)
+        } else {
+            None
+        };
+        let sup = Supervisor {
+            machine: Machine::new(
+                schedule,
+                Config {
+                    seed: options.seed,
+                    stop_at,
+                },
+            ),
+            run,
+            epoll,
+            timer,
+            armed: None,
+            t0: None,
+            options: options.clone(),
+            log,
+            trace: options.trace.as_ref().map(|_| Vec::new()),
+            granted: vec![None; n],
+            lingering: Vec::new(),
+            actions: Vec::new(),
+            grants: 0,
+            windows: 0,
+            startup: Duration::ZERO,
+            warnings: Vec::new(),
+            signals,
+            stop_reason: None,
+        };
+        sup.watch(sup.timer.as_raw_fd(), TOKEN_TIMER).map_err(io)?;
+        if let Some(s) = &sup.signals {
+            sup.watch(s.fd(), TOKEN_SIGNAL).map_err(io)?;
+        }
+        for (i, p) in sup.run.procs.iter().enumerate() {
+            let fd = p.channel.as_ref().expect("just spawned").as_raw_fd();
+            sup.watch(fd, i as u64).map_err(io)?;
+        }
+        Ok(sup)
+    }
+
+    fn watch(&self, fd: i32, token: u64) -> std::io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
+            u64: token,
+        };
+        // SAFETY: valid epoll fd, watched fd and event pointer.
+        check(unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })
+            .map(|_| ())
+    }
+
+    fn now(&self) -> Nanos {
+        self.t0.map_or(0, |t0| monotonic_ns().saturating_sub(t0))
+    }
+
+    fn run_loop(&mut self, launch: Instant) -> Result<StopReason, RunError> {
+        self.machine.start(&mut self.actions);
+        self.execute(None, launch)?;
+        let init_deadline = self.options.timeout.map(|d| Instant::now() + d);
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
+        loop {
+            if let Some(reason) = self.stopped() {
+                return Ok(reason);
+            }
+            let mut wait_ms: i32 = -1;
+            if !self.lingering.is_empty() {
+                wait_ms = 10;
+            }
+            if self.machine.phase() == Phase::Init {
+                if let Some(deadline) = init_deadline {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        self.warnings
+                            .push("--timeout reached during the init phase".into());
+                        let t = self.now();
+                        self.machine.handle(Event::Stop { t }, &mut self.actions);
+                        self.execute(None, launch)?;
+                        continue;
+                    }
+                    let ms = left.as_millis().min(i32::MAX as u128) as i32 + 1;
+                    wait_ms = if wait_ms < 0 { ms } else { wait_ms.min(ms) };
+                }
+            }
+            // SAFETY: `events` is a valid buffer of `len` epoll_event entries.
+            let n = unsafe {
+                libc::epoll_wait(
+                    self.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as i32,
+                    wait_ms,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(RunError::Io(format!("epoll_wait: {e}")));
+            }
+            let ready: Vec<(u64, u32)> = events[..n as usize]
+                .iter()
+                .map(|e| (e.u64, e.events))
+                .collect();
+            // Timers first (DEmOS gives them priority), then signals, then processes.
+            if ready.iter().any(|&(t, _)| t == TOKEN_TIMER) {
+                self.on_timer(launch)?;
+            }
+            if ready.iter().any(|&(t, _)| t == TOKEN_SIGNAL) {
+                self.signals.as_ref().expect("watched").drain();
+                let t = self.now();
+                self.machine.handle(Event::Stop { t }, &mut self.actions);
+                self.execute(None, launch)?;
+            }
+            for &(token, flags) in &ready {
+                if token < TOKEN_SIGNAL {
+                    self.on_channel(token as usize, flags, launch)?;
+                }
+            }
+            self.check_lingering(launch)?;
+        }
+    }
+
+    fn stopped(&self) -> Option<StopReason> {
+        // The last Stop action tells why; the machine is then in Phase::Stopped.
+        (self.machine.phase() == Phase::Stopped)
+            .then_some(self.stop_reason.unwrap_or(StopReason::Requested))
+    }
+
+    fn on_timer(&mut self, launch: Instant) -> Result<(), RunError> {
+        let mut buf = [0u8; 8];
+        // SAFETY: reading 8 bytes into a valid buffer from our timerfd (non-blocking).
+        unsafe { libc::read(self.timer.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        if let Some(t) = self.armed.take() {
+            if self.now() >= t {
+                self.machine.handle(Event::Timer { t }, &mut self.actions);
+            }
+            self.execute(None, launch)?;
+        }
+        Ok(())
+    }
+
+    /// A process wrote completions, or closed its end.
+    fn on_channel(&mut self, i: usize, flags: u32, launch: Instant) -> Result<(), RunError> {
+        let Some(fd) = self.run.procs[i].channel.as_ref().map(|c| c.as_raw_fd()) else {
+            return Ok(());
+        };
+        let mut buf = [0u8; 64];
+        // SAFETY: reading into a valid 64-byte buffer from an fd we own (non-blocking).
+        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+        if n > 0 {
+            for _ in 0..(n as usize / 8).max(1) {
+                self.run.procs[i].blocked = true;
+                let t = self.now();
+                self.machine
+                    .handle(Event::Completed { process: i, t }, &mut self.actions);
+                self.execute(Some(TraceStop::Yield), launch)?;
+            }
+            return Ok(());
+        }
+        let closed = n == 0 || flags & (libc::EPOLLHUP | libc::EPOLLRDHUP) as u32 != 0;
+        if closed {
+            // SAFETY: removing an fd we own from our epoll set.
+            unsafe {
+                libc::epoll_ctl(
+                    self.epoll.as_raw_fd(),
+                    libc::EPOLL_CTL_DEL,
+                    fd,
+                    std::ptr::null_mut(),
+                )
+            };
+            self.run.procs[i].channel = None;
+            if !self.lingering.contains(&i) {
+                self.lingering.push(i);
+            }
+        }
+        Ok(())
+    }
+
+    /// Processes whose channel closed: exited once their cgroup is empty.
+    fn check_lingering(&mut self, launch: Instant) -> Result<(), RunError> {
+        let mut k = 0;
+        while k < self.lingering.len() {
+            let i = self.lingering[k];
+            reap(&mut self.run.procs[i]);
+            if cgroup::procs(&self.run.procs[i].cgroup.dir).is_empty() {
+                self.lingering.swap_remove(k);
+                self.run.procs[i].exited = true;
+                let t = self.now();
+                self.machine
+                    .handle(Event::Exited { process: i, t }, &mut self.actions);
+                self.execute(Some(TraceStop::Exit), launch)?;
+            } else {
+                k += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Carries out the machine's actions, then re-arms the timer.
+    fn execute(&mut self, cause: Option<TraceStop>, launch: Instant) -> Result<(), RunError> {
+        let actions = std::mem::take(&mut self.actions);
+        let window_ended = actions
+            .iter()
+            .any(|a| matches!(a, Action::WindowEnd { .. }));
+        for action in &actions {
+            self.act(action, cause, window_ended, launch)?;
+        }
+        self.actions = actions;
+        self.actions.clear();
+        self.arm()
+    }
+
+    fn act(
+        &mut self,
+        action: &Action,
+        cause: Option<TraceStop>,
+        window_ended: bool,
+        launch: Instant,
+    ) -> Result<(), RunError> {
+        let cg_err = RunError::Cgroup;
+        match action {
+            Action::InitStart { processes } => {
+                for &p in processes {
+                    self.thaw(p).map_err(cg_err)?;
+                }
+            }
+            Action::ScheduleStart => {
+                self.t0 = Some(monotonic_ns());
+                self.startup = launch.elapsed();
+            }
+            Action::FrameStart { .. } => {
+                if let Some(m) = &self.options.frame_message {
+                    print_line(m, &self.options.messages);
+                }
+            }
+            Action::WindowStart { t, window } => {
+                self.windows += 1;
+                if let Some(m) = &self.options.window_message {
+                    print_line(m, &self.options.messages);
+                }
+                let length_ns = self.machine.schedule().windows[*window].length;
+                self.trace(
+                    *t,
+                    EventKind::WindowStart {
+                        window: *window as u32,
+                        length_ns,
+                    },
+                );
+            }
+            Action::WindowEnd { t, window } => self.trace(
+                *t,
+                EventKind::WindowEnd {
+                    window: *window as u32,
+                },
+            ),
+            Action::SetCpus { partition, cpus } => {
+                cgroup::set_cpus(&self.run.partitions[*partition], cpus).map_err(cg_err)?
+            }
+            Action::Thaw { process } => self.thaw(*process).map_err(cg_err)?,
+            Action::Freeze { process } => {
+                self.run.procs[*process]
+                    .cgroup
+                    .set_frozen(true)
+                    .map_err(cg_err)?;
+                let reason = cause.unwrap_or(if window_ended {
+                    TraceStop::WindowEnd
+                } else {
+                    TraceStop::Budget
+                });
+                self.end_grant(*process, reason);
+            }
+            Action::Grant(g) => {
+                self.grants += 1;
+                let event = bulkhead_windows::run_event(self.machine.schedule(), g);
+                if let Some(log) = &mut self.log {
+                    log.write_all(bulkhead_trace::schedule_log::line(&event).as_bytes())
+                        .map_err(|e| RunError::Io(format!("schedule log: {e}")))?;
+                }
+                if let Some(trace) = &mut self.trace {
+                    trace.push(event);
+                }
+                self.granted[g.process] = Some(g.clone());
+            }
+            Action::Stop { reason, .. } => {
+                for p in 0..self.granted.len() {
+                    let why = if self.run.procs[p].exited {
+                        TraceStop::Exit
+                    } else {
+                        TraceStop::WindowEnd
+                    };
+                    self.end_grant(p, why);
+                }
+                self.stop_reason = Some(*reason);
+            }
+        }
+        Ok(())
+    }
+
+    fn end_grant(&mut self, process: usize, reason: TraceStop) {
+        let Some(g) = self.granted[process].take() else {
+            return;
+        };
+        let schedule = self.machine.schedule();
+        let kind = EventKind::Stop {
+            cpus: bulkhead_trace::CpuList::new(g.cpus.iter()),
+            partition: schedule.partitions[g.partition].name.as_str().into(),
+            cmd: schedule.processes[process].cmd.as_str().into(),
+            reason,
+        };
+        let t = self.now();
+        self.trace(t, kind);
+    }
+
+    fn trace(&mut self, t: Nanos, kind: EventKind) {
+        if let Some(trace) = &mut self.trace {
+            trace.push(TraceEvent::new(t, kind));
+        }
+    }
+
+    /// Releases a process blocked in the client library, then thaws its cgroup.
+    fn thaw(&mut self, process: usize) -> cgroup::Result<()> {
+        let p = &mut self.run.procs[process];
+        if p.blocked {
+            p.blocked = false;
+            if let Some(channel) = &p.channel {
+                let one = 1u64.to_ne_bytes();
+                // SAFETY: sending 8 bytes from a valid buffer on an fd we own; a
+                // process that is gone makes this fail with EPIPE (no signal).
+                unsafe {
+                    libc::send(
+                        channel.as_raw_fd(),
+                        one.as_ptr().cast(),
+                        8,
+                        libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+                    )
+                };
+            }
+        }
+        p.cgroup.set_frozen(false)
+    }
+
+    fn arm(&mut self) -> Result<(), RunError> {
+        let next = self.machine.next_timer();
+        if next == self.armed {
+            return Ok(());
+        }
+        self.armed = next;
+        let abs = next.map_or(0, |t| self.t0.expect("timers only while running") + t);
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (abs / 1_000_000_000) as i64,
+                tv_nsec: (abs % 1_000_000_000) as i64,
+            },
+        };
+        // An absolute time of 0 disarms; a planned time of 0 (schedule start) is in the past: fires at once.
+        let spec = if next.is_some() && abs == 0 {
+            libc::itimerspec {
+                it_value: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 1,
+                },
+                ..spec
+            }
+        } else {
+            spec
+        };
+        // SAFETY: valid timerfd and itimerspec.
+        let r = unsafe {
+            libc::timerfd_settime(
+                self.timer.as_raw_fd(),
+                libc::TFD_TIMER_ABSTIME,
+                &spec,
+                std::ptr::null_mut(),
+            )
+        };
+        check(r)
+            .map(|_| ())
+            .map_err(|e| RunError::Io(format!("timerfd_settime: {e}")))
+    }
+
+    fn finish(&mut self) -> Result<(), RunError> {
+        if let Some(log) = &mut self.log {
+            log.flush()
+                .map_err(|e| RunError::Io(format!("schedule log: {e}")))?;
+        }
+        if let (Some(path), Some(events)) = (&self.options.trace, &self.trace) {
+            let file =
+                File::create(path).map_err(|e| RunError::Io(format!("{}: {e}", path.display())))?;
+            bulkhead_trace::perfetto::write(events, BufWriter::new(file))
+                .map_err(|e| RunError::Io(format!("{}: {e}", path.display())))?;
+        }
+        Ok(())
+    }
+}
+
+/// Prints a synchronization message as one line, flushed at once (DEmOS -m/-M).
+fn print_line(message: &str, to: &Option<crate::Messages>) {
+    if let Some(buffer) = to {
+        let mut buffer = buffer.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(buffer, "{message}");
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{message}");
+    let _ = out.flush();
+}

@@ -1,0 +1,600 @@
+//! `bulkhead run` on real cgroups: every DEmOS scheduling scenario as an exact
+//! expected schedule log, processes really frozen and really pinned, no escapes,
+//! no leaks, leftovers removed, and the v2 code path on the machine's cgroup2 mount.
+//!
+//! Needs root and cgroups; each test prints why it skips otherwise.
+
+use bulkhead_runtime::{Hierarchy, Outcome, RunOptions};
+use bulkhead_trace::{EventKind, Nanos};
+use bulkhead_windows::StopReason;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const MS: Nanos = 1_000_000;
+const SPIN: &str = env!("CARGO_BIN_EXE_bulkhead-spin");
+const PROBE: &str = env!("CARGO_BIN_EXE_bulkhead-probe");
+
+/// Why these tests cannot run here, if they cannot.
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    Hierarchy::detect().err()
+}
+
+/// The tests run one at a time: they share 2 CPUs and check for leftovers of this process.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+macro_rules! require_cgroups {
+    () => {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(reason) = skip_reason() {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bulkhead-runtime-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+struct Ran {
+    outcome: Outcome,
+    log: Vec<String>,
+    messages: String,
+}
+
+fn run_with(yaml: &str, name: &str, edit: impl FnOnce(&mut RunOptions)) -> Ran {
+    let yaml = yaml.replace("SPIN", SPIN).replace("PROBE", PROBE);
+    let system = bulkhead_model::load_str(&yaml, "test.yaml")
+        .expect("valid description")
+        .system;
+    let log_path = tmp(&format!("{name}.jsonl"));
+    let messages = Arc::new(Mutex::new(Vec::new()));
+    let mut options = RunOptions {
+        schedule_log: Some(log_path.clone()),
+        workdir: std::env::temp_dir(),
+        messages: Some(messages.clone()),
+        ..RunOptions::default()
+    };
+    edit(&mut options);
+    let outcome = bulkhead_runtime::run(&system, &options).expect("run");
+    let file = std::io::BufReader::new(std::fs::File::open(&log_path).unwrap());
+    let log = bulkhead_trace::read_schedule_log(file)
+        .unwrap()
+        .into_iter()
+        .map(|e| match e.kind {
+            EventKind::Run {
+                cpus,
+                cmd,
+                budget_ns,
+                ..
+            } => {
+                let cmd = cmd.replace(SPIN, "SPIN").replace(PROBE, "PROBE");
+                format!(
+                    "{:>6}: cpus={cpus} cmd='{cmd}' budget={}",
+                    ms(e.t_ns),
+                    ms(budget_ns)
+                )
+            }
+            other => panic!("unexpected schedule-log event {other:?}"),
+        })
+        .collect();
+    let messages = String::from_utf8(messages.lock().unwrap().clone()).unwrap();
+    Ran {
+        outcome,
+        log,
+        messages,
+    }
+}
+
+fn run(yaml: &str, name: &str, timeout_ms: u64) -> Ran {
+    run_with(yaml, name, |o| {
+        o.timeout = Some(Duration::from_millis(timeout_ms))
+    })
+}
+
+fn ms(t: Nanos) -> String {
+    if t % MS == 0 {
+        (t / MS).to_string()
+    } else {
+        format!("{}", t as f64 / MS as f64)
+    }
+}
+
+fn expect(ran: &Ran, expected: &str) {
+    let expected: Vec<&str> = expected.lines().collect();
+    assert_eq!(ran.log, expected, "\nactual:\n{}\n", ran.log.join("\n"));
+}
+
+#[test]
+fn sc_budget_below_window() {
+    require_cgroups!();
+    let ran = run(
+        "{windows: [{cpu: 0, length: 10, sc_partition: [{cmd: SPIN, budget: 5}]}]}",
+        "sc-below",
+        20,
+    );
+    expect(&ran, "     0: cpus=0 cmd='SPIN' budget=5\n    10: cpus=0 cmd='SPIN' budget=5\n    20: cpus=0 cmd='SPIN' budget=5");
+    assert_eq!(ran.outcome.reason, StopReason::Timeout);
+}
+
+#[test]
+fn sc_budget_above_window() {
+    require_cgroups!();
+    let ran = run(
+        "{windows: [{cpu: 0, length: 10, sc_partition: [{cmd: SPIN, budget: 15}]}]}",
+        "sc-above",
+        20,
+    );
+    expect(&ran, "     0: cpus=0 cmd='SPIN' budget=15\n    10: cpus=0 cmd='SPIN' budget=15\n    20: cpus=0 cmd='SPIN' budget=15");
+}
+
+#[test]
+fn two_sc_processes() {
+    require_cgroups!();
+    let yaml = "{windows: [{cpu: 0, length: 10, sc_partition: [{cmd: SPIN, budget: 2}, {cmd: PROBE /dev/null, budget: 3}]}]}";
+    let ran = run(yaml, "two-sc", 20);
+    expect(
+        &ran,
+        "     0: cpus=0 cmd='SPIN' budget=2
+     2: cpus=0 cmd='PROBE /dev/null' budget=3
+    10: cpus=0 cmd='SPIN' budget=2
+    12: cpus=0 cmd='PROBE /dev/null' budget=3
+    20: cpus=0 cmd='SPIN' budget=2",
+    );
+}
+
+#[test]
+fn be_carried_over_to_the_next_window() {
+    require_cgroups!();
+    let ran = run(
+        "{windows: [{cpu: 0, length: 10, be_partition: [{cmd: SPIN, budget: 15}]}]}",
+        "be-carry",
+        20,
+    );
+    expect(&ran, "     0: cpus=0 cmd='SPIN' budget=15\n    10: cpus=0 cmd='SPIN' budget=5\n    20: cpus=0 cmd='SPIN' budget=15");
+}
+
+#[test]
+fn two_be_processes() {
+    require_cgroups!();
+    let yaml = "{windows: [{cpu: 1, length: 10, be_partition: [{cmd: SPIN, budget: 2}, {cmd: PROBE /dev/null, budget: 3}]}]}";
+    let ran = run(yaml, "two-be", 20);
+    expect(
+        &ran,
+        "     0: cpus=1 cmd='SPIN' budget=2
+     2: cpus=1 cmd='PROBE /dev/null' budget=3
+    10: cpus=1 cmd='SPIN' budget=2
+    12: cpus=1 cmd='PROBE /dev/null' budget=3
+    20: cpus=1 cmd='SPIN' budget=2",
+    );
+}
+
+#[test]
+fn be_waits_for_sc_on_all_slices() {
+    require_cgroups!();
+    let yaml = "
+windows:
+  - length: 10
+    slices:
+      - cpu: 0
+        sc_partition: {cmd: SPIN, budget: 5}
+      - cpu: 1
+        sc_partition: {cmd: PROBE /dev/null, budget: 3}
+        be_partition: {cmd: PROBE /dev/zero, budget: 2}
+";
+    let ran = run(yaml, "be-waits", 20);
+    expect(
+        &ran,
+        "     0: cpus=0 cmd='SPIN' budget=5
+     0: cpus=1 cmd='PROBE /dev/null' budget=3
+     5: cpus=1 cmd='PROBE /dev/zero' budget=2
+    10: cpus=0 cmd='SPIN' budget=5
+    10: cpus=1 cmd='PROBE /dev/null' budget=3
+    15: cpus=1 cmd='PROBE /dev/zero' budget=2
+    20: cpus=0 cmd='SPIN' budget=5
+    20: cpus=1 cmd='PROBE /dev/null' budget=3",
+    );
+}
+
+#[test]
+fn be_across_windows_of_different_lengths() {
+    require_cgroups!();
+    let yaml = "
+partitions:
+  - name: BE
+    processes: [{cmd: SPIN, budget: 9}]
+windows:
+  - {length: 2, cpu: 0, be_partition: BE}
+  - {length: 3, cpu: 0, be_partition: BE}
+";
+    let ran = run(yaml, "be-lengths", 20);
+    expect(
+        &ran,
+        "     0: cpus=0 cmd='SPIN' budget=9
+     2: cpus=0 cmd='SPIN' budget=7
+     5: cpus=0 cmd='SPIN' budget=4
+     7: cpus=0 cmd='SPIN' budget=2
+    10: cpus=0 cmd='SPIN' budget=9
+    12: cpus=0 cmd='SPIN' budget=7
+    15: cpus=0 cmd='SPIN' budget=4
+    17: cpus=0 cmd='SPIN' budget=2
+    20: cpus=0 cmd='SPIN' budget=9",
+    );
+}
+
+#[test]
+fn jitter_with_a_fixed_seed() {
+    require_cgroups!();
+    let yaml = "windows: [{length: 2, cpu: 0, sc_processes: [{cmd: SPIN, budget: 1, jitter: 2}]}]";
+    let ran = run_with(yaml, "jitter", |o| {
+        o.seed = 2;
+        o.timeout = Some(Duration::from_millis(10));
+    });
+    // The same log as bulkhead-windows' jitter scenario (and `bulkhead sim --seed 2`).
+    expect(
+        &ran,
+        "     0: cpus=0 cmd='SPIN' budget=1.266716
+     2: cpus=0 cmd='SPIN' budget=0.411837
+     4: cpus=0 cmd='SPIN' budget=0.767094
+     6: cpus=0 cmd='SPIN' budget=1.873287
+     8: cpus=0 cmd='SPIN' budget=1.343053
+    10: cpus=0 cmd='SPIN' budget=0.02422",
+    );
+}
+
+#[test]
+fn init_phase_before_the_schedule() {
+    require_cgroups!();
+    let out = tmp("init.txt");
+    let _ = std::fs::remove_file(&out);
+    let yaml = format!(
+        "
+partitions:
+  - name: SC
+    processes: [{{cmd: PROBE {}, budget: 3, init: true}}, {{cmd: SPIN, budget: 2}}]
+windows:
+  - {{length: 10, cpu: 0, sc_partition: SC}}
+",
+        out.display()
+    );
+    let ran = run(&yaml, "init", 20);
+    let probe = format!("PROBE {}", out.display());
+    expect(
+        &ran,
+        &format!(
+            "     0: cpus=0 cmd='{probe}' budget=3
+     3: cpus=0 cmd='SPIN' budget=2
+    10: cpus=0 cmd='{probe}' budget=3
+    13: cpus=0 cmd='SPIN' budget=2
+    20: cpus=0 cmd='{probe}' budget=3"
+        ),
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let init_line = text
+        .lines()
+        .position(|l| l.starts_with("init "))
+        .expect("initialization completed");
+    let samples = text
+        .lines()
+        .filter(|l| l.split(' ').count() == 3 && !l.starts_with("fd"))
+        .count();
+    assert!(
+        samples > 0 && init_line < text.lines().count() - 1,
+        "it ran in its windows after init:\n{text}"
+    );
+}
+
+#[test]
+fn yield_starts_the_next_process_early() {
+    require_cgroups!();
+    let out = tmp("yield.txt");
+    let _ = std::fs::remove_file(&out);
+    let yaml = format!("{{windows: [{{cpu: 0, length: 20, sc_partition: [{{cmd: PROBE {} 1, budget: 8}}, {{cmd: SPIN, budget: 5}}]}}]}}", out.display());
+    let ran = run(&yaml, "yield", 40);
+    let lines: Vec<(f64, String)> = ran
+        .log
+        .iter()
+        .map(|l| {
+            let (t, rest) = l.split_once(':').unwrap();
+            (t.trim().parse::<f64>().unwrap(), rest.to_string())
+        })
+        .collect();
+    assert_eq!(lines.len(), 5, "{:?}", ran.log);
+    // Each window: the probe at the window start, SPIN as soon as the probe yields
+    // (after ~1 ms of its CPU time, well before its 8 ms budget).
+    for (k, window) in [0.0, 20.0].iter().enumerate() {
+        let (t_probe, probe) = &lines[2 * k];
+        let (t_spin, spin) = &lines[2 * k + 1];
+        assert_eq!(t_probe, window);
+        assert!(
+            probe.contains("PROBE") && spin.contains("SPIN"),
+            "{:?}",
+            ran.log
+        );
+        assert!(
+            *t_spin > window + 0.9 && *t_spin < window + 8.0,
+            "SPIN at {t_spin}: {:?}",
+            ran.log
+        );
+    }
+    assert_eq!(lines[4].0, 40.0);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.contains("yield ") && text.contains("resumed "),
+        "{text}"
+    );
+}
+
+#[test]
+fn window_and_frame_messages_in_order() {
+    require_cgroups!();
+    let yaml = "
+partitions:
+  - name: P
+    processes: [{cmd: SPIN, budget: 1}]
+windows:
+  - {length: 2, cpu: 0, sc_partition: P}
+  - {length: 3}
+";
+    let ran = run_with(yaml, "messages", |o| {
+        o.timeout = Some(Duration::from_millis(10));
+        o.window_message = Some("window".into());
+        o.frame_message = Some("frame".into());
+    });
+    assert_eq!(
+        ran.messages,
+        "frame\nwindow\nwindow\nframe\nwindow\nwindow\nframe\nwindow\n"
+    );
+}
+
+#[test]
+fn exits_when_every_process_exited() {
+    require_cgroups!();
+    // `SPIN 1` does a million iterations (about a millisecond) and exits.
+    let ran = run_with(
+        "{windows: [{cpu: 0, length: 100, sc_partition: [{cmd: SPIN 1, budget: 50}]}]}",
+        "exit",
+        |_| {},
+    );
+    expect(&ran, "     0: cpus=0 cmd='SPIN 1' budget=50");
+    assert_eq!(ran.outcome.reason, StopReason::AllExited);
+}
+
+/// The probe's samples: (monotonic ns, CPU ns, allowed CPUs).
+fn samples(text: &str) -> Vec<(u64, u64, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let (a, b, c) = (f.next()?, f.next()?, f.next()?);
+            Some((a.parse().ok()?, b.parse().ok()?, c.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn processes_are_really_frozen_and_pinned() {
+    require_cgroups!();
+    let out = tmp("frozen.txt");
+    let _ = std::fs::remove_file(&out);
+    // 5 ms of every 20 ms, alternately on CPU 0 and CPU 1 (a BE partition moving).
+    let yaml = format!(
+        "
+partitions:
+  - name: P
+    processes: [{{cmd: PROBE {}, budget: 5}}]
+windows:
+  - {{length: 20, cpu: 0, sc_partition: P}}
+  - {{length: 20, cpu: 1, sc_partition: P}}
+",
+        out.display()
+    );
+    run(&yaml, "frozen", 400);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let s = samples(&text);
+    assert!(s.len() > 50, "{} samples", s.len());
+    let wall = s.last().unwrap().0 - s[0].0;
+    let cpu = s.last().unwrap().1 - s[0].1;
+    // Granted 25% of the time: CPU time must stay far below wall time.
+    assert!(
+        cpu * 10 < wall * 5,
+        "cpu {cpu} ns over {wall} ns: not frozen outside its windows"
+    );
+    assert!(
+        cpu * 10 > wall,
+        "cpu {cpu} ns over {wall} ns: it hardly ran"
+    );
+    // Whenever it ran, it was allowed exactly its slice's CPU.
+    assert!(
+        s.iter().all(|(_, _, cpus)| cpus == "0" || cpus == "1"),
+        "{text}"
+    );
+    assert!(s.iter().any(|(_, _, c)| c == "0") && s.iter().any(|(_, _, c)| c == "1"));
+    // Between two consecutive samples with a long wall gap (frozen), CPU time hardly moved.
+    for w in s.windows(2) {
+        let (dw, dc) = (w[1].0 - w[0].0, w[1].1 - w[0].1);
+        if dw > 10 * MS {
+            assert!(
+                dc < 2 * MS,
+                "CPU time advanced {dc} ns during a {dw} ns pause"
+            );
+        }
+    }
+}
+
+#[test]
+fn children_inherit_only_their_channel() {
+    require_cgroups!();
+    let out = tmp("fds.txt");
+    let _ = std::fs::remove_file(&out);
+    let yaml = format!(
+        "{{windows: [{{cpu: 0, length: 10, sc_partition: [{{cmd: PROBE {}, budget: 5}}]}}]}}",
+        out.display()
+    );
+    run(&yaml, "fds", 30);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let fds: Vec<&str> = text.lines().filter(|l| l.starts_with("fd ")).collect();
+    let numbers: Vec<&str> = fds.iter().map(|l| l.split(' ').nth(1).unwrap()).collect();
+    assert_eq!(numbers, ["0", "1", "2", "3"], "{fds:?}");
+    assert!(fds[3].contains("socket:"), "fd 3 is the channel: {fds:?}");
+}
+
+/// Pids of running processes whose executable is `exe`.
+fn running(exe: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == Path::new(exe))
+        })
+        .collect()
+}
+
+fn our_instances() -> Vec<PathBuf> {
+    let h = Hierarchy::detect().unwrap();
+    let prefix = format!("bulkhead-{}-", std::process::id());
+    h.bases()
+        .iter()
+        .flat_map(|b| std::fs::read_dir(b).unwrap().flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+#[test]
+fn two_hundred_short_runs_leave_nothing_behind() {
+    require_cgroups!();
+    // A whole process tree per partition: the shell stays (compound command) and
+    // forks two spinners; all of it must die with the run.
+    let yaml = "
+windows:
+  - length: 1
+    slices:
+      - {cpu: 0, sc_partition: [{cmd: 'SPIN & SPIN & wait', budget: 1}]}
+      - {cpu: 1, be_partition: [{cmd: SPIN, budget: 1}]}
+";
+    let start = std::time::Instant::now();
+    for i in 0..200 {
+        let ran = run(yaml, "many", 3);
+        assert_eq!(ran.outcome.reason, StopReason::Timeout, "run {i}");
+        assert!(
+            running(SPIN).is_empty(),
+            "run {i} left processes: {:?}",
+            running(SPIN)
+        );
+    }
+    assert!(
+        our_instances().is_empty(),
+        "left cgroups: {:?}",
+        our_instances()
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn leftovers_of_a_dead_supervisor_are_removed_and_live_ones_kept() {
+    require_cgroups!();
+    let h = Hierarchy::detect().unwrap();
+    // A "dead" instance: pid 999999999 never runs; a process inside it.
+    let dead = h.freezer_base.join("bulkhead-999999999-1-0");
+    let leaf = dead.join("p0-x").join("proc0");
+    std::fs::create_dir_all(&leaf).unwrap();
+    let mut child = std::process::Command::new(SPIN).spawn().unwrap();
+    std::fs::write(leaf.join("cgroup.procs"), child.id().to_string()).unwrap();
+    // A "live" instance: named after this very process.
+    let live = h.freezer_base.join(format!(
+        "{}-x",
+        bulkhead_runtime::leftovers::instance_name()
+    ));
+    std::fs::create_dir(&live).unwrap();
+    run(
+        "{windows: [{cpu: 0, length: 2, sc_partition: [{cmd: SPIN, budget: 1}]}]}",
+        "leftovers",
+        4,
+    );
+    let killed = child.wait().unwrap();
+    assert!(!dead.exists(), "leftover instance removed");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&killed),
+        Some(libc::SIGKILL)
+    );
+    assert!(live.exists(), "a live instance is never touched");
+    std::fs::remove_dir(&live).unwrap();
+}
+
+#[test]
+fn cgroup_v2_freeze_spawn_and_kill_on_the_unified_mount() {
+    require_cgroups!();
+    let unified = Path::new("/sys/fs/cgroup/unified");
+    if !unified.join("cgroup.procs").exists() {
+        eprintln!("skipped: no cgroup2 mount at {}", unified.display());
+        return;
+    }
+    let out = tmp("v2.txt");
+    let _ = std::fs::remove_file(&out);
+    // No cpuset controller on a hybrid machine's cgroup2 mount: freezing, clone3
+    // into the cgroup and cgroup.kill are what this exercises.
+    let yaml = format!(
+        "{{windows: [{{cpu: 0, length: 20, sc_partition: [{{cmd: PROBE {}, budget: 5}}, {{cmd: 'SPIN & SPIN & wait', budget: 5}}]}}]}}",
+        out.display()
+    );
+    let ran = run_with(&yaml, "v2", |o| {
+        o.timeout = Some(Duration::from_millis(300));
+        o.hierarchy = Some(Hierarchy::v2_at(unified, false));
+    });
+    assert_eq!(ran.log.len(), 31, "{:?}", ran.log);
+    let s = samples(&std::fs::read_to_string(&out).unwrap());
+    let wall = s.last().unwrap().0 - s[0].0;
+    let cpu = s.last().unwrap().1 - s[0].1;
+    assert!(
+        cpu * 10 < wall * 5,
+        "v2 freezer: cpu {cpu} ns over {wall} ns"
+    );
+    assert!(
+        running(SPIN).is_empty(),
+        "cgroup.kill left {:?}",
+        running(SPIN)
+    );
+    let prefix = format!("bulkhead-{}-", std::process::id());
+    let left: Vec<_> = std::fs::read_dir(unified)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty());
+}
+
+#[test]
+fn a_missing_command_is_a_clear_error_and_leaves_nothing() {
+    require_cgroups!();
+    let system = bulkhead_model::load_str(
+        "{windows: [{cpu: 0, length: 10, sc_partition: [{cmd: no-such-program-bulkhead, budget: 5}]}]}",
+        "t.yaml",
+    )
+    .unwrap()
+    .system;
+    let e = bulkhead_runtime::run(
+        &system,
+        &RunOptions {
+            workdir: std::env::temp_dir(),
+            ..RunOptions::default()
+        },
+    )
+    .expect_err("must fail");
+    assert!(
+        e.to_string()
+            .contains("`no-such-program-bulkhead`: command not found"),
+        "{e}"
+    );
+}
