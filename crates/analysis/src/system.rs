@@ -230,11 +230,16 @@ fn to_task(t: &bulkhead_model::Task) -> Task {
     }
 }
 
-/// Priority rank of each task (0 = highest): explicit priorities first (1 = highest),
-/// then the others deadline monotonic; ties keep declaration order.
-fn ranks(p: &Partition) -> Vec<usize> {
+/// Priority rank of each task of `p` (0 = highest): explicit priorities first
+/// (1 = highest), then deadline monotonic (Leung & Whitehead 1982), ties by shorter period
+/// (rate monotonic), then declaration order. The runtime (`bulkhead-reserve`) gives
+/// SCHED_FIFO levels in this same order, so the analysis holds for the kernel's priorities.
+pub fn priority_ranks(p: &Partition) -> Vec<usize> {
     let mut order: Vec<usize> = (0..p.tasks.len()).collect();
-    order.sort_by_key(|&i| (p.tasks[i].priority.unwrap_or(u32::MAX), p.tasks[i].deadline));
+    order.sort_by_key(|&i| {
+        let t = &p.tasks[i];
+        (t.priority.unwrap_or(u32::MAX), t.deadline, t.period)
+    });
     let mut rank = vec![0; order.len()];
     for (r, &i) in order.iter().enumerate() {
         rank[i] = r;
@@ -257,7 +262,7 @@ fn analyze_partition(
         ));
     }
     let tasks: Vec<Task> = p.tasks.iter().map(to_task).collect();
-    let rank = ranks(p);
+    let rank = priority_ranks(p);
     let edf = p.scheduler == Scheduler::Edf;
     if edf && cpus.len() > 1 {
         global_edf(p, &tasks, &cpus, options.deadline_cap, report, per_cpu);

@@ -220,3 +220,23 @@ fn global_edf_on_a_two_cpu_partition() {
         dhall.partitions[0].binding
     );
 }
+
+/// Equal deadlines: the shorter period gets the higher priority (the order the runtime
+/// gives SCHED_FIFO levels), whatever the declaration order.
+#[test]
+fn equal_deadlines_break_ties_by_period() {
+    let r = analyze(
+        r#"
+partitions:
+  - name: p
+    kind: rt
+    cpus: 0
+    tasks:
+      - {name: long, cmd: x, budget: 2ms, period: 20ms, deadline: 5ms}
+      - {name: short, cmd: x, budget: 2ms, period: 10ms, deadline: 5ms}
+"#,
+    );
+    let prio = |n: &str| r.tasks.iter().find(|t| t.name == n).unwrap().priority;
+    assert_eq!((prio("short"), prio("long")), (Some(1), Some(2)));
+    assert_eq!(wcrt(&r, "long"), Some(4_000_000));
+}
