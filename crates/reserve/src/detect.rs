@@ -12,6 +12,18 @@ use std::fmt;
 pub struct Unavailable {
     pub policy: &'static str,
     pub reason: String,
+    /// The error of the probe's sched_setattr.
+    pub errno: i32,
+}
+
+impl Unavailable {
+    /// Whether the policy can never work in this process: the kernel lacks it, or the
+    /// process lacks CAP_SYS_NICE (as opposed to a full root domain or a CPU affinity,
+    /// which a dedicated exclusive cpuset does not share).
+    pub fn is_permanent(&self) -> bool {
+        matches!(self.errno, libc::ENOSYS | libc::EINVAL)
+            || (self.errno == libc::EPERM && !has_cap_sys_nice())
+    }
 }
 
 impl fmt::Display for Unavailable {
@@ -50,6 +62,7 @@ fn probe_policy(policy: Policy) -> Result<(), Unavailable> {
     outcome.map_err(|errno| Unavailable {
         policy: policy.name(),
         reason: explain(&policy, errno),
+        errno,
     })
 }
 

@@ -20,6 +20,7 @@ pub mod cpuset;
 pub mod detect;
 pub mod enforce;
 mod error;
+pub mod partition;
 pub mod prio;
 pub mod sched;
 

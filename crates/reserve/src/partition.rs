@@ -1,0 +1,499 @@
+//! rt partitions of a system description, started and watched for the supervisor
+//! (`bulkhead run`). This is the hook the window supervisor calls:
+//!
+//! ```text
+//! let rt = RtPartitions::start(&system, &RtOptions { instance, epoch_ns, .. })?; // admit, spawn
+//! loop { ...; rt.drain(&mut |event| log(event)); ... }                          // each tick
+//! let summary = rt.stop(&mut |event| log(event));                                // at the end
+//! ```
+//!
+//! * Admission: [`admit`] runs `bulkhead-analysis` over the system and refuses it, naming
+//!   the first failing task and the test that failed (or the CPU and its binding
+//!   constraint).
+//! * Each CPU of an rt partition becomes an exclusive cpuset root domain
+//!   (`<instance>/<partition>-cpu<N>`, [`crate::cpuset::ExclusiveDomain`]); each task runs
+//!   on the CPU the analysis placed it on.
+//! * `scheduler: edf` partitions run their tasks under SCHED_DEADLINE (runtime C, deadline
+//!   min(D, T), period T); `fixed-priority` partitions, and EDF partitions where
+//!   SCHED_DEADLINE is unavailable (then re-admitted as fixed priority), run under
+//!   SCHED_FIFO at their RM/DM priority ([`crate::prio`]) with a budget enforcer per CPU
+//!   ([`crate::enforce`]).
+//! * Each task process gets its control block and trace ring (`bulkhead-task`); it joins
+//!   its domain and takes its reservation before `exec`, so the program starts reserved.
+//! * [`RtPartitions::drain`] turns the tasks' records into trace events (job release,
+//!   start, completion, deadline miss) on the schedule's time line (ns since `epoch_ns`).
+
+use crate::cpuset::{self, ExclusiveDomain, Hierarchy};
+use crate::enforce::{Budgeted, Enforcer};
+use crate::error::{Error, Result};
+use crate::sched::{self, DeadlineParams, Policy};
+use crate::{detect, prio};
+use bulkhead_analysis::system::{analyze_system, Report};
+use bulkhead_model::{CpuSet, Cpus, PartitionKind, Scheduler, System};
+use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+use bulkhead_task::Record;
+use bulkhead_trace::{Event, EventKind, Name};
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+/// How to start the rt partitions.
+#[derive(Debug, Clone)]
+pub struct RtOptions {
+    /// The instance's cgroup name under the cpuset mount (contains "bulkhead"); the
+    /// partitions' domains are created below it.
+    pub instance: PathBuf,
+    /// CLOCK_MONOTONIC time of every task's release 0 (the schedule start).
+    pub epoch_ns: u64,
+    /// Working directory of the task processes.
+    pub workdir: PathBuf,
+    /// Trace ring capacity per task, in records.
+    pub ring_depth: u32,
+}
+
+/// Refuses a system whose rt partitions fail the analysis; the message names the first
+/// failing task and the test that failed it, or the CPU and why.
+pub fn admit(system: &System) -> Result<Report> {
+    let report = analyze_system(system);
+    if let Some(t) = report.tasks.iter().find(|t| !t.schedulable) {
+        return Err(Error::Invalid(format!(
+            "admission refused: task `{}` of partition `{}` fails the {} test on CPU {}: {}",
+            t.name, t.partition, t.test, t.cpu, t.binding
+        )));
+    }
+    if let Some(c) = report.cpus.iter().find(|c| !c.schedulable) {
+        return Err(Error::Invalid(format!(
+            "admission refused: CPU {}: {}",
+            c.cpu, c.binding
+        )));
+    }
+    if let Some(p) = report.partitions.iter().find(|p| !p.schedulable) {
+        return Err(Error::Invalid(format!(
+            "admission refused: partition `{}`: {}",
+            p.name, p.binding
+        )));
+    }
+    Ok(report)
+}
+
+/// One running task.
+struct Running {
+    partition: Name,
+    task: Name,
+    cpu: u32,
+    deadline_ns: u64,
+    policy: Policy,
+    link: TaskLink,
+    child: Child,
+    exited: bool,
+    /// Next job index whose release was not yet reported.
+    reported: u64,
+    stats: TaskSummary,
+}
+
+/// Per-task figures of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskSummary {
+    pub partition: String,
+    pub task: String,
+    pub pid: u32,
+    /// The reservation, as `chrt` names the policy.
+    pub policy: &'static str,
+    pub jobs: u64,
+    pub max_response_ns: u64,
+    /// Jobs completed after their deadline plus releases skipped.
+    pub misses: u64,
+    /// Trace records the task could not write (ring full).
+    pub dropped: u64,
+}
+
+/// The rt partitions of a running system.
+pub struct RtPartitions {
+    epoch_ns: u64,
+    tasks: Vec<Running>,
+    enforcers: Vec<Enforcer>,
+    /// One domain per (partition, CPU), removed in reverse order of creation.
+    domains: Vec<ExclusiveDomain>,
+    /// The instance's cpuset on every rt CPU, created first and removed last when this
+    /// run created it (the window supervisor may own it instead).
+    instance: Option<ExclusiveDomain>,
+}
+
+impl RtPartitions {
+    /// Admits `system`, creates the domains and starts every rt task. On error everything
+    /// started so far is stopped and removed.
+    pub fn start(system: &System, options: &RtOptions) -> Result<RtPartitions> {
+        let mut system = system.clone();
+        // Only a kernel without SCHED_DEADLINE or a supervisor without CAP_SYS_NICE makes
+        // EDF partitions fall back; a busy or affinity-restricted probe says nothing about
+        // the tasks' own exclusive domains.
+        if let Some(why) = detect::deadline().err().filter(|u| u.is_permanent()) {
+            for p in system
+                .partitions
+                .iter_mut()
+                .filter(|p| p.scheduler == Scheduler::Edf)
+            {
+                eprintln!(
+                    "bulkhead: partition `{}`: {why}; using SCHED_FIFO with budget enforcement",
+                    p.name
+                );
+                p.scheduler = Scheduler::FixedPriority;
+            }
+        }
+        let report = admit(&system)?;
+        let hierarchy = cpuset::detect()?;
+        let mut rt = RtPartitions {
+            epoch_ns: options.epoch_ns,
+            tasks: Vec::new(),
+            enforcers: Vec::new(),
+            domains: Vec::new(),
+            instance: None,
+        };
+        let dir = hierarchy.mount().join(&options.instance);
+        if let (false, Some(cpus)) = (dir.exists(), rt_cpus(&system, &report)?) {
+            rt.instance = Some(ExclusiveDomain::create(
+                &hierarchy,
+                &options.instance,
+                &cpus,
+            )?);
+        }
+        rt.spawn_all(&system, &report, &hierarchy, options)?;
+        rt.start_enforcers()?;
+        Ok(rt)
+    }
+
+    fn spawn_all(
+        &mut self,
+        system: &System,
+        report: &Report,
+        h: &Hierarchy,
+        options: &RtOptions,
+    ) -> Result<()> {
+        let mut domains: BTreeMap<(String, u32), usize> = BTreeMap::new();
+        let mut index = 0u32;
+        for p in system
+            .partitions
+            .iter()
+            .filter(|p| p.kind == PartitionKind::Rt)
+        {
+            let ranks = prio::rm_dm_ranks(&p.tasks);
+            for (ti, task) in p.tasks.iter().enumerate() {
+                let verdict = report
+                    .tasks
+                    .iter()
+                    .find(|v| v.partition == p.name && v.name == task.name)
+                    .ok_or_else(|| {
+                        Error::Invalid(format!("no analysis verdict for task `{}`", task.name))
+                    })?;
+                let cpu = task_cpu(system, &p.cpus, &verdict.cpu)?;
+                let key = (p.name.clone(), cpu);
+                let d = match domains.get(&key) {
+                    Some(&d) => d,
+                    None => {
+                        let rel = options.instance.join(format!("{}-cpu{cpu}", p.name));
+                        let set = CpuSet::from_cpus([cpu]).expect("one CPU");
+                        self.domains.push(ExclusiveDomain::create(h, &rel, &set)?);
+                        domains.insert(key, self.domains.len() - 1);
+                        self.domains.len() - 1
+                    }
+                };
+                let policy = match p.scheduler {
+                    Scheduler::Edf => Policy::Deadline(DeadlineParams::for_task(
+                        task.budget,
+                        task.deadline,
+                        task.period,
+                    )?),
+                    Scheduler::FixedPriority => {
+                        let rank = verdict.priority.map_or(ranks[ti], |r| r.saturating_sub(1));
+                        Policy::Fifo {
+                            priority: prio::fifo_priorities(&[rank], prio::TOP)?[0],
+                        }
+                    }
+                };
+                let spec = LinkSpec {
+                    name: task.name.clone(),
+                    task_index: index,
+                    budget_ns: task.budget,
+                    period_ns: task.period,
+                    deadline_ns: task.deadline,
+                    epoch_ns: options.epoch_ns,
+                    ring_depth: options.ring_depth,
+                };
+                let link = TaskLink::create(&spec)
+                    .map_err(|e| Error::Invalid(format!("task `{}`: {e}", task.name)))?;
+                let child = spawn(
+                    &task.cmd,
+                    &link,
+                    self.domains[d].dir(),
+                    policy,
+                    &options.workdir,
+                )
+                .map_err(|e| {
+                    Error::os(
+                        format!("starting task `{}` ({})", task.name, task.cmd),
+                        e,
+                        "",
+                    )
+                })?;
+                self.tasks.push(Running {
+                    partition: Arc::from(p.name.as_str()),
+                    task: Arc::from(task.name.as_str()),
+                    cpu,
+                    deadline_ns: task.deadline,
+                    policy,
+                    link,
+                    stats: TaskSummary {
+                        partition: p.name.clone(),
+                        task: task.name.clone(),
+                        pid: child.id(),
+                        policy: policy.name(),
+                        jobs: 0,
+                        max_response_ns: 0,
+                        misses: 0,
+                        dropped: 0,
+                    },
+                    child,
+                    exited: false,
+                    reported: 0,
+                });
+                index += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn start_enforcers(&mut self) -> Result<()> {
+        let mut per_cpu: BTreeMap<u32, Vec<Budgeted>> = BTreeMap::new();
+        for t in &self.tasks {
+            if let Policy::Fifo { priority } = t.policy {
+                per_cpu.entry(t.cpu).or_default().push(Budgeted {
+                    pid: t.child.id() as i32,
+                    priority,
+                    budget: t.link.spec().budget_ns,
+                    period: t.link.spec().period_ns,
+                    first_release: self.epoch_ns,
+                });
+            }
+        }
+        for (cpu, tasks) in per_cpu {
+            self.enforcers.push(Enforcer::start(Some(cpu), tasks)?);
+        }
+        Ok(())
+    }
+
+    /// The task processes' pids, in declaration order.
+    pub fn pids(&self) -> Vec<u32> {
+        self.tasks.iter().map(|t| t.child.id()).collect()
+    }
+
+    /// Whether every task process has exited.
+    pub fn all_exited(&mut self) -> bool {
+        for t in &mut self.tasks {
+            t.exited |= matches!(t.child.try_wait(), Ok(Some(_)));
+        }
+        self.tasks.iter().all(|t| t.exited)
+    }
+
+    /// Moves the tasks' new records into `sink` as trace events.
+    pub fn drain(&mut self, sink: &mut impl FnMut(Event)) {
+        let epoch = self.epoch_ns;
+        for t in &mut self.tasks {
+            let mut recs = Vec::new();
+            t.link.drain(&mut recs);
+            for r in recs {
+                t.report(&r, epoch, sink);
+            }
+        }
+    }
+
+    /// Asks every task to stop, waits up to 1 s, kills what remains, drains the last
+    /// records, stops the enforcers and removes the domains. Returns per-task figures.
+    pub fn stop(mut self, sink: &mut impl FnMut(Event)) -> Vec<TaskSummary> {
+        for t in &self.tasks {
+            t.link.request_stop();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while !self.all_exited() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        self.drain(sink);
+        self.shutdown();
+        self.tasks.iter().map(|t| t.stats.clone()).collect()
+    }
+
+    fn shutdown(&mut self) {
+        for t in &mut self.tasks {
+            let _ = t.child.kill();
+            let _ = t.child.wait();
+            t.stats.dropped = t.link.counters().dropped;
+        }
+        self.enforcers.clear();
+        while let Some(d) = self.domains.pop() {
+            if let Err(e) = d.remove() {
+                eprintln!("bulkhead: {e}");
+            }
+        }
+        if let Some(Err(e)) = self.instance.take().map(ExclusiveDomain::remove) {
+            eprintln!("bulkhead: {e}");
+        }
+    }
+}
+
+impl Drop for RtPartitions {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Running {
+    /// Emits release/start/complete (and miss) events for one record.
+    fn report(&mut self, r: &Record, epoch: u64, sink: &mut impl FnMut(Event)) {
+        let (p, task, cpu, d) = (
+            self.partition.clone(),
+            self.task.clone(),
+            self.cpu,
+            self.deadline_ns,
+        );
+        let rel = |t: u64| t.saturating_sub(epoch);
+        let period = self.link.spec().period_ns;
+        // Releases skipped before this job: each is a missed deadline.
+        for job in self.reported.max(r.index.saturating_sub(r.skipped as u64))..r.index {
+            let release = epoch + job * period;
+            sink(Event::new(
+                rel(release + d),
+                EventKind::DeadlineMiss {
+                    cpu,
+                    partition: p.clone(),
+                    task: task.clone(),
+                    job,
+                    deadline_ns: rel(release + d),
+                },
+            ));
+            self.stats.misses += 1;
+        }
+        let job = r.index;
+        let deadline_ns = rel(r.release_ns + d);
+        sink(Event::new(
+            rel(r.release_ns),
+            EventKind::JobRelease {
+                cpu,
+                partition: p.clone(),
+                task: task.clone(),
+                job,
+                deadline_ns,
+            },
+        ));
+        sink(Event::new(
+            rel(r.start_ns),
+            EventKind::JobStart {
+                cpu,
+                partition: p.clone(),
+                task: task.clone(),
+                job,
+            },
+        ));
+        if r.missed(d) {
+            sink(Event::new(
+                deadline_ns,
+                EventKind::DeadlineMiss {
+                    cpu,
+                    partition: p.clone(),
+                    task: task.clone(),
+                    job,
+                    deadline_ns,
+                },
+            ));
+            self.stats.misses += 1;
+        }
+        let response_ns = r.response_ns();
+        sink(Event::new(
+            rel(r.end_ns),
+            EventKind::JobComplete {
+                cpu,
+                partition: p,
+                task,
+                job,
+                response_ns,
+            },
+        ));
+        self.stats.jobs += 1;
+        self.stats.max_response_ns = self.stats.max_response_ns.max(response_ns);
+        self.reported = job + 1;
+    }
+}
+
+/// Every CPU an rt task was placed on; `None` when there are no rt tasks.
+fn rt_cpus(system: &System, report: &Report) -> Result<Option<CpuSet>> {
+    let mut cpus = Vec::new();
+    for p in system
+        .partitions
+        .iter()
+        .filter(|p| p.kind == PartitionKind::Rt)
+    {
+        for v in report.tasks.iter().filter(|v| v.partition == p.name) {
+            cpus.push(task_cpu(system, &p.cpus, &v.cpu)?);
+        }
+    }
+    Ok(CpuSet::from_cpus(cpus))
+}
+
+/// The CPU the analysis placed a task on, resolving `all` against the system's CPUs.
+fn task_cpu(system: &System, cpus: &Option<Cpus>, placed: &str) -> Result<u32> {
+    if let Ok(cpu) = placed.parse::<u32>() {
+        return Ok(cpu);
+    }
+    let set = match cpus {
+        Some(Cpus::Set(s)) => Some(s.clone()),
+        _ => system.cpus.clone(),
+    };
+    set.and_then(|s| s.iter().next()).ok_or_else(|| {
+        Error::Invalid(format!(
+            "cannot place a task on CPU `{placed}`: give the partition `cpus`"
+        ))
+    })
+}
+
+/// Starts `cmd` (a shell only when it needs one) in `domain` under `policy`, with the
+/// task link's descriptors.
+fn spawn(
+    cmd: &str,
+    link: &TaskLink,
+    domain: &Path,
+    policy: Policy,
+    workdir: &Path,
+) -> std::io::Result<Child> {
+    let needs_shell = cmd.chars().any(|c| "|&;<>()$`\\\"'*?[]#~=%{}".contains(c));
+    let mut command = if needs_shell {
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c").arg(format!("exec {cmd}"));
+        c
+    } else {
+        let mut words = cmd.split_whitespace();
+        let mut c = Command::new(words.next().unwrap_or_default());
+        c.args(words);
+        c
+    };
+    command.current_dir(workdir).stdin(Stdio::null());
+    link.prepare(&mut command);
+    let procs = fs::OpenOptions::new()
+        .write(true)
+        .open(domain.join("cgroup.procs"))?;
+    let fd = procs.as_raw_fd();
+    // SAFETY: write(2) and sched_setattr(2) in the forked child: async-signal-safe; `fd`
+    // stays open in the parent until spawn returns.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            sched::set_current(&policy)
+        });
+    }
+    let child = command.spawn();
+    drop(procs);
+    child
+}
