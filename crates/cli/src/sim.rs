@@ -481,6 +481,70 @@ mod tests {
         );
     }
 
+    fn is_root() -> bool {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status
+            .lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    }
+
+    /// Issue 6, item 7: on DEmOS scenarios, `bulkhead run` (real cgroups, real
+    /// processes burning their budgets) and `bulkhead sim` write byte-identical
+    /// schedule logs.
+    #[test]
+    fn run_and_sim_write_the_same_schedule_log() {
+        if !is_root() {
+            eprintln!("skipped: bulkhead run needs root for its cgroups");
+            return;
+        }
+        #[derive(Parser)]
+        struct RunCli {
+            #[command(flatten)]
+            args: crate::run::Args,
+        }
+        let dir = TempDir::new("conformance");
+        let busy = "sha256sum /dev/zero";
+        let scenarios = [
+            format!("windows: [{{cpu: 0, length: 20, sc_partition: [{{cmd: {busy}, budget: 5}}, {{cmd: {busy} -b, budget: 7}}]}}]"),
+            format!(
+                "windows:\n  - length: 20\n    slices:\n      - {{cpu: 0, sc_partition: {{cmd: {busy}, budget: 10}}}}\n      \
+                 - {{cpu: 1, sc_partition: {{cmd: {busy} -b, budget: 6}}, be_partition: {{cmd: {busy} -t, budget: 30}}}}\n  \
+                 - {{length: 10, cpu: 0-1, be_partition: [{{cmd: {busy} -z, budget: 4}}]}}\n"
+            ),
+        ];
+        for (i, yaml) in scenarios.iter().enumerate() {
+            let file = dir.file(&format!("s{i}.yaml"), yaml);
+            let (run_log, sim_log) = (
+                dir.path(&format!("run{i}.jsonl")),
+                dir.path(&format!("sim{i}.jsonl")),
+            );
+            let run_args = RunCli::parse_from([
+                "run",
+                &file,
+                "--timeout",
+                "100ms",
+                "--schedule-log",
+                &run_log,
+            ])
+            .args;
+            assert_eq!(
+                format!("{:?}", crate::run::run(run_args)),
+                format!("{:?}", ExitCode::SUCCESS),
+                "bulkhead run {yaml}"
+            );
+            assert_eq!(
+                code(&[&file, "--for", "100ms", "--schedule-log", &sim_log]),
+                format!("{:?}", ExitCode::SUCCESS)
+            );
+            let (run_log, sim_log) = (
+                std::fs::read_to_string(&run_log).unwrap(),
+                std::fs::read_to_string(&sim_log).unwrap(),
+            );
+            assert!(sim_log.lines().count() >= 10, "{sim_log}");
+            assert_eq!(run_log, sim_log, "scenario {i}: {yaml}");
+        }
+    }
+
     #[test]
     fn invalid_inputs_exit_1_with_a_message() {
         let dir = TempDir::new("invalid");
