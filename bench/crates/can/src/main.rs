@@ -4,8 +4,8 @@
 //! Two loads: the real RAV4 powertrain log (comma2k19, opendbc) replayed at 1x, and
 //! a saturated 500 kbit/s bus (8-byte frames back to back). Two configurations of
 //! the same processes: "reserved" (gateway reader and writer threads and the mapper
-//! under SCHED_DEADLINE, budget 250 µs every 1 ms period) and the baseline
-//! "sched_other" (the same threads as SCHED_OTHER, sleeping to the next 1 ms
+//! under SCHED_DEADLINE, budget 250 µs every 2 ms period) and the baseline
+//! "sched_other" (the same threads as SCHED_OTHER, sleeping to the next 2 ms
 //! period). The bus server and the load generator (the "vehicle") run SCHED_FIFO in
 //! both, so that the wire is the same. Reported: frames sent, received, lost,
 //! throughput, and bus-to-mapper latency (mapper reception minus the bus's
@@ -31,7 +31,10 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const PERIOD: Duration = Duration::from_millis(1);
+/// Gateway task period: DriveOS Table 3 gives its CAN mapper tasks in the gateway
+/// (C, D) a 2 ms period with a 0.1 ms budget; our jobs make system calls into the
+/// virtual bus and the channels, so they get 0.25 ms.
+const PERIOD: Duration = Duration::from_millis(2);
 const BUDGET: Duration = Duration::from_micros(250);
 const BITRATE: u64 = 500_000;
 /// The mapper stops after this long without a frame.
@@ -337,10 +340,28 @@ fn run(load: &str, mode: &str, log: &str, seconds: f64) -> Value {
         "replay" => vec!["replay", &bus_name, log, &secs],
         _ => vec!["saturate", &bus_name, &secs],
     };
+    let steal_before = steal_ms();
     let sent = json_of(me(&load_args).stdout(Stdio::piped()).spawn().unwrap());
     let got = json_of(mapper);
+    let steal = steal_ms() - steal_before;
     drop(cleanup);
-    summarize(load, mode, &sent, &got, hogs)
+    let mut result = summarize(load, mode, &sent, &got, hogs);
+    result["steal_ms"] = json!(steal);
+    result
+}
+
+/// CPU time stolen by the hypervisor so far, all CPUs (`/proc/stat` `steal`), ms.
+fn steal_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: f64 = stat
+        .lines()
+        .next()
+        .and_then(|cpu| cpu.split_whitespace().nth(8))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0.0);
+    // SAFETY: sysconf has no memory effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    ticks * 1e3 / hz
 }
 
 fn wait_for_bus(name: &str) {
@@ -386,8 +407,17 @@ fn orchestrate(args: &[String]) {
         BITRATE / 1000
     );
     println!(
-        "{:<9} {:<12} {:>7} {:>7} {:>5} {:>9} {:>9} {:>9} {:>9}",
-        "load", "mode", "sent", "recv", "lost", "frames/s", "med ms", "p99 ms", "max ms"
+        "{:<9} {:<12} {:>7} {:>7} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "load",
+        "mode",
+        "sent",
+        "recv",
+        "lost",
+        "frames/s",
+        "med ms",
+        "p99 ms",
+        "max ms",
+        "steal ms"
     );
     let mut results = Vec::new();
     for (load, secs) in [("replay", replay_s), ("saturate", saturate_s)] {
@@ -423,7 +453,7 @@ fn orchestrate(args: &[String]) {
 fn print_row(r: &Value) {
     let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
     println!(
-        "{:<9} {:<12} {:>7} {:>7} {:>5} {:>9.0} {:>9.3} {:>9.3} {:>9.3}",
+        "{:<9} {:<12} {:>7} {:>7} {:>5} {:>9.0} {:>9.3} {:>9.3} {:>9.3} {:>9.0}",
         r["load"].as_str().unwrap_or(""),
         r["mode"].as_str().unwrap_or(""),
         r["sent"],
@@ -433,5 +463,6 @@ fn print_row(r: &Value) {
         f(&r["latency_ms"]["median"]),
         f(&r["latency_ms"]["p99"]),
         f(&r["latency_ms"]["max"]),
+        f(&r["steal_ms"]),
     );
 }
