@@ -330,7 +330,7 @@ fn run(load: &str, mode: &str, log: &str, seconds: f64) -> Value {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let hogs = thread::available_parallelism().map_or(2, |n| n.get());
+    let hogs = hog_count();
     for _ in 0..hogs {
         spawn(&mut cleanup, &["hog"]);
     }
@@ -362,6 +362,14 @@ fn steal_ms() -> f64 {
     // SAFETY: sysconf has no memory effects.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     ticks * 1e3 / hz
+}
+
+/// Hog processes: env `HOGS`, else one per CPU.
+fn hog_count() -> usize {
+    std::env::var("HOGS")
+        .ok()
+        .and_then(|h| h.parse().ok())
+        .unwrap_or_else(|| thread::available_parallelism().map_or(2, |n| n.get()))
 }
 
 fn wait_for_bus(name: &str) {
@@ -401,7 +409,7 @@ fn orchestrate(args: &[String]) {
     let saturate_s: f64 = args.get(3).map_or(10.0, |s| s.parse().unwrap());
     println!(
         "CAN gateway path under {} CPU hogs; gateway period {} ms, budget {} us; bus {} kbit/s",
-        thread::available_parallelism().map_or(2, |n| n.get()),
+        hog_count(),
         PERIOD.as_millis(),
         BUDGET.as_micros(),
         BITRATE / 1000
