@@ -25,6 +25,7 @@ pub mod pipeline;
 pub mod prm;
 pub mod reservation;
 pub mod rta;
+pub mod sensitivity;
 pub mod supply;
 pub mod system;
 pub mod task;

@@ -6,6 +6,7 @@ use crate::edf::qpa;
 use crate::prm::{gedf_schedulable, minimal_budget, minimal_mpr_budget, Bound, Mpr, Policy};
 use crate::reservation::{admit, reservation_of, DEFAULT_CAP};
 use crate::rta::{response_time, ResponseTime};
+use crate::sensitivity::max_wcet;
 use crate::supply::PeriodicSupply;
 use crate::task::{Task, Time};
 use crate::windows::{analyze_windows, WindowReport};
@@ -36,6 +37,9 @@ pub struct TaskVerdict {
     pub test: &'static str,
     /// The binding constraint in words (equation and the job that attains it).
     pub binding: String,
+    /// The largest WCET this task may have with its CPU still schedulable (others
+    /// unchanged; sensitivity analysis); `null` where not computed or none suffices.
+    pub wcet_limit_ns: Option<Time>,
 }
 
 /// The verdict on one partition.
@@ -348,7 +352,11 @@ fn fp_cpu(
         .map(|(pos, &i)| {
             let r = response_time(&local, &local_order, pos, &supply);
             let hep_utilization = crate::task::utilization(&local[..=pos]);
-            fp_verdict(p, i, &tasks[i], r, (pos, hep_utilization), cpu)
+            let fp = Policy::FixedPriority(local_order.clone());
+            TaskVerdict {
+                wcet_limit_ns: max_wcet(&local, pos, &fp, &supply),
+                ..fp_verdict(p, i, &tasks[i], r, (pos, hep_utilization), cpu)
+            }
         })
         .collect()
 }
@@ -418,6 +426,7 @@ fn fp_verdict(
         priority: Some(pos + 1),
         test: "rta",
         binding,
+        wcet_limit_ns: None,
     }
 }
 
@@ -467,7 +476,8 @@ fn edf_cpu(
     members
         .iter()
         .zip(&local)
-        .map(|(&i, t)| {
+        .enumerate()
+        .map(|(k, (&i, t))| {
             let invalid = t.wcet > t.deadline || t.deadline > t.period;
             let ok = demand.schedulable && !invalid && over_cap.is_none();
             let binding = if invalid {
@@ -494,6 +504,7 @@ fn edf_cpu(
                 priority: None,
                 test: "edf-qpa",
                 binding,
+                wcet_limit_ns: edf_wcet_limit(&local, k, &adm),
             }
         })
         .collect()
@@ -563,6 +574,7 @@ fn global_edf(
             period_ns: t.period,
             priority: None,
             test: "gedf-mpr",
+            wcet_limit_ns: None,
             binding: failure.clone().unwrap_or_else(|| {
                 format!("global EDF on CPUs {cpulist}: DEM(A_k + D_k) < m·t for every task and A_k (sufficient test); CBS bounds R by D")
             }),
@@ -595,6 +607,18 @@ fn global_edf(
         .push(partition_verdict(p, tasks, cpus, mine, interfaces, true));
 }
 
+/// The largest runtime task `k` may have on its CPU: the EDF demand test (QPA) still
+/// passes ([`max_wcet`]) and the kernel still admits the reservations under the cap.
+fn edf_wcet_limit(local: &[Task], k: usize, adm: &crate::reservation::Admission) -> Option<Time> {
+    let by_demand = max_wcet(local, k, &Policy::Edf, &PeriodicSupply::dedicated())?;
+    let own = crate::reservation::to_ratio(local[k].period, local[k].wcet);
+    let room = adm.cap_bw.checked_sub(adm.total_bw - own)?;
+    // Largest C with (C << 20) / T <= room.
+    let by_cap = (((room as u128 + 1) * local[k].period as u128 - 1)
+        >> crate::reservation::BW_SHIFT) as Time;
+    Some(by_demand.min(by_cap).min(local[k].deadline))
+}
+
 fn unplaced(p: &Partition, model: &bulkhead_model::Task, t: &Task, cpus: &[String]) -> TaskVerdict {
     TaskVerdict {
         partition: p.name.clone(),
@@ -608,6 +632,7 @@ fn unplaced(p: &Partition, model: &bulkhead_model::Task, t: &Task, cpus: &[Strin
         period_ns: t.period,
         priority: None,
         test: "placement",
+        wcet_limit_ns: None,
         binding: format!(
             "fits on none of CPUs {} (first-fit decreasing utilization with the exact test on each CPU)",
             cpus.join(",")

@@ -31,13 +31,13 @@ pub fn render_text(report: &Report, file: &str) -> String {
         );
         let _ = writeln!(
             out,
-            "  {:<20} {:>4} {:>10} {:>10} {:>10} {:>4} {:>10} {:>10}  verdict",
-            "task", "cpu", "C", "T", "D", "prio", "WCRT", "slack"
+            "  {:<20} {:>4} {:>10} {:>10} {:>10} {:>4} {:>10} {:>10} {:>10}  verdict",
+            "task", "cpu", "C", "T", "D", "prio", "WCRT", "slack", "C max"
         );
         for t in report.tasks.iter().filter(|t| t.partition == p.name) {
             let _ = writeln!(
                 out,
-                "  {:<20} {:>4} {:>10} {:>10} {:>10} {:>4} {:>10} {:>10}  {}",
+                "  {:<20} {:>4} {:>10} {:>10} {:>10} {:>4} {:>10} {:>10} {:>10}  {}",
                 t.name,
                 t.cpu,
                 fmt(t.wcet_ns),
@@ -49,6 +49,7 @@ pub fn render_text(report: &Report, file: &str) -> String {
                     fmt
                 ),
                 t.slack_ns.map_or("-".to_string(), signed),
+                t.wcet_limit_ns.map_or("-".to_string(), fmt),
                 if t.schedulable { "ok" } else { "MISS" }
             );
         }

@@ -46,6 +46,10 @@ fn driveos_table3_response_times() {
     }
     let q = &r.partitions[0];
     assert!(q.binding.contains("mhydra_tx"), "{}", q.binding);
+    // Sensitivity: the USB bottom half may grow to 350 us; at 351 us the last 2 ms mapper
+    // finishes at 400 + 2·801 = 2002 us > 2 ms.
+    let usb = r.tasks.iter().find(|t| t.name == "usb_bh").unwrap();
+    assert_eq!(usb.wcet_limit_ns, Some(350 * us));
     assert_eq!(r.cpus.len(), 1);
 }
 
