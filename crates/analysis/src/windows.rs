@@ -130,16 +130,16 @@ pub fn analyze_windows(system: &System) -> WindowReport {
         });
     }
     for (name, time) in be_time {
-        let need: Time = system
-            .partition(&name)
-            .map_or(0, |p| p.processes.iter().map(|q| q.budget).sum());
+        let need: Time = system.partition(&name).map_or(0, |p| {
+            p.processes.iter().map(|q| q.budget + q.jitter / 2).sum()
+        });
         if time == 0 {
             report.warnings.push(format!(
                 "best-effort partition `{name}` is starved: the SC partitions before it may use every window it appears in"
             ));
         } else if time < need {
             report.warnings.push(format!(
-                "best-effort partition `{name}` is guaranteed only {} per major frame but its processes' budgets sum to {}",
+                "best-effort partition `{name}` is guaranteed only {} per major frame but its processes' budgets (with jitter) sum to up to {}",
                 fmt(time),
                 fmt(need)
             ));
