@@ -108,7 +108,8 @@ pub fn hyperperiod(tasks: &[Task]) -> Option<Time> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PriorityRule {
-    /// Shorter period = higher priority (Liu & Layland 1973).
+    /// Shorter period = higher priority (Liu & Layland 1973); how Quest schedules the
+    /// real-time services of DriveOS (§3.2, §4.1) and Boomerang's VCPUs (§II-A).
     RateMonotonic,
     /// Shorter relative deadline = higher priority (Leung & Whitehead 1982).
     DeadlineMonotonic,
