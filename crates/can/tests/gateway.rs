@@ -209,8 +209,15 @@ fn a_partition_process_reaches_the_bus_only_through_its_allowlist() {
         ecu.send(&frame(OTHER, &[i as u8])).unwrap();
     }
     // What the partition put on the bus, as the ECU sees it.
+    // Up to N frames (waiting up to 20 s for the child), then anything that follows.
     let mut seen = Vec::new();
-    while let Some(r) = ecu.recv(Some(Duration::from_millis(500))).unwrap() {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while seen.len() < N && Instant::now() < deadline {
+        if let Some(r) = ecu.recv(Some(Duration::from_millis(100))).unwrap() {
+            seen.push(r.frame);
+        }
+    }
+    while let Some(r) = ecu.recv(Some(Duration::from_millis(300))).unwrap() {
         seen.push(r.frame);
     }
     let output = child.0.take().unwrap().wait_with_output().unwrap();

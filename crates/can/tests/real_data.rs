@@ -1,9 +1,10 @@
 //! Decoding real vehicle CAN (comma2k19 RAV4 excerpt, opendbc DBC; see tests/data/README.md).
 
-use bulkhead_can::candump::{open_log, Reader};
+use bulkhead_can::candump::{open_log, Reader, Record};
 use bulkhead_can::decode::decode_log;
 use bulkhead_can::{CanId, Database};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -17,11 +18,21 @@ fn db() -> Database {
 
 const LOG: &str = "comma2k19_rav4_seg40_excerpt.log.gz";
 
+/// The excerpt's records, read once per test binary.
+fn records() -> &'static [Record] {
+    static RECORDS: OnceLock<Vec<Record>> = OnceLock::new();
+    RECORDS.get_or_init(|| {
+        Reader::new(open_log(&data(LOG)).unwrap())
+            .map(|r| r.unwrap())
+            .collect()
+    })
+}
+
 /// Values of `message.signal` over the excerpt's can0 frames.
 fn series(db: &Database, message: &str, signal: &str) -> Vec<f64> {
     let id = db.message_by_name(message).unwrap().id;
-    Reader::new(open_log(&data(LOG)).unwrap())
-        .map(|r| r.unwrap())
+    records()
+        .iter()
         .filter(|r| r.iface == "can0" && r.frame.id() == id)
         .map(|r| {
             let decoded = db.decode(&r.frame).unwrap();
