@@ -23,9 +23,14 @@ pub struct Record {
 }
 
 impl Record {
-    /// Timestamp in seconds.
+    /// Timestamp in seconds: the f64 nearest to the exact decimal (dividing by 1e9
+    /// in floating point can be off by one unit in the last place).
     pub fn t_secs(&self) -> f64 {
-        self.t_ns as f64 / 1e9
+        let secs = self.t_ns / 1_000_000_000;
+        let nanos = self.t_ns % 1_000_000_000;
+        format!("{secs}.{nanos:09}")
+            .parse()
+            .expect("digits and a dot parse")
     }
 }
 
@@ -270,6 +275,7 @@ mod tests {
         assert_eq!(r.t_ns, 1_533_224_087_000_013_000);
         assert_eq!(r.frame.id(), CanId::Standard(0x2C1));
         assert_eq!(r.frame.data()[..3], [0x00, 0x14, 0xDF]);
+        assert_eq!(r.t_secs(), 1533224087.000013);
         let ext = parse_line("(1.0) can0 00000123#11", 1).unwrap();
         assert_eq!(ext.frame.id(), CanId::Extended(0x123));
     }

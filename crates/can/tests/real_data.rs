@@ -112,3 +112,32 @@ fn whole_excerpt_decodes_with_undecodable_frames_counted() {
     let steer = CanId::Standard(0x25);
     assert_eq!(db.message(steer).unwrap().name, "STEER_ANGLE_SENSOR");
 }
+
+/// `cantools_decoded_excerpt.jsonl`: the first 400 can0 frames of the excerpt that
+/// cantools 45.1 decodes (non-strict load; opendbc's DBC has overlapping signals, e.g.
+/// PCS_HUD, which cantools cannot unpack), with cantools' physical values. Ours agree.
+#[test]
+fn decoding_agrees_with_cantools() {
+    let db = db();
+    let golden = std::fs::read_to_string(data("cantools_decoded_excerpt.jsonl")).unwrap();
+    let mut messages = std::collections::BTreeSet::new();
+    for (i, line) in golden.lines().enumerate() {
+        let want: serde_json::Value = serde_json::from_str(line).unwrap();
+        let record =
+            bulkhead_can::candump::parse_line(want["line"].as_str().unwrap(), i + 1).unwrap();
+        let got = db.decode(&record.frame).unwrap();
+        assert_eq!(got.message, want["message"], "{line}");
+        let signals = want["signals"].as_object().unwrap();
+        assert_eq!(got.signals.len(), signals.len(), "{line}");
+        for (name, value) in &got.signals {
+            let expected = signals[*name].as_f64().unwrap();
+            assert!(
+                (value - expected).abs() <= 1e-9 * expected.abs().max(1.0),
+                "{name}: {value} vs cantools {expected} in {line}"
+            );
+        }
+        messages.insert(got.message.to_string());
+    }
+    assert_eq!(golden.lines().count(), 400);
+    assert!(messages.len() >= 20, "{messages:?}");
+}
