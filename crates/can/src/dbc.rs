@@ -76,6 +76,60 @@ impl SignalDef {
         Some(value)
     }
 
+    /// Writes the low `size` bits of `raw` into `data` where [`SignalDef::raw_bits`]
+    /// reads them; None if they lie beyond `data`.
+    pub fn set_raw_bits(&self, data: &mut [u8], raw: u64) -> Option<()> {
+        let mut put = |pos: u32, bit: u64| -> Option<()> {
+            let byte = data.get_mut((pos / 8) as usize)?;
+            let mask = 1u8 << (pos % 8);
+            *byte = if bit & 1 == 1 {
+                *byte | mask
+            } else {
+                *byte & !mask
+            };
+            Some(())
+        };
+        if self.little_endian {
+            for i in 0..self.size {
+                put(self.start_bit + i, raw >> i)?;
+            }
+        } else {
+            let mut pos = self.start_bit;
+            for i in (0..self.size).rev() {
+                put(pos, raw >> i)?;
+                pos = if pos % 8 == 0 { pos + 15 } else { pos - 1 };
+            }
+        }
+        Some(())
+    }
+
+    /// The raw bits for physical value `value`: `(value - offset) / factor`, rounded
+    /// to the nearest integer for integer signals; None if that does not fit.
+    pub fn raw_for(&self, value: f64) -> Option<u64> {
+        let scaled = (value - self.offset) / self.factor;
+        if !scaled.is_finite() {
+            return None;
+        }
+        let mask = if self.size == 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.size) - 1
+        };
+        match self.encoding {
+            Encoding::Unsigned => {
+                let r = scaled.round();
+                (r >= 0.0 && r <= mask as f64).then_some(r as u64)
+            }
+            Encoding::Signed => {
+                let r = scaled.round();
+                let half = (1u64 << (self.size - 1)) as f64;
+                (r >= -half && r < half).then_some((r as i64 as u64) & mask)
+            }
+            Encoding::Float32 => Some(u64::from((scaled as f32).to_bits())),
+            Encoding::Float64 => Some(scaled.to_bits()),
+        }
+    }
+
     /// The physical value: the raw value (sign-extended or IEEE 754 per
     /// [`Encoding`]) times factor plus offset.
     pub fn physical(&self, raw: u64) -> f64 {
@@ -139,6 +193,37 @@ impl fmt::Display for DecodeError {
 }
 
 impl std::error::Error for DecodeError {}
+
+/// Why signal values cannot be encoded into a frame.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EncodeError {
+    UnknownMessage(String),
+    UnknownSignal {
+        message: String,
+        signal: String,
+    },
+    /// The value is not finite or does not fit the signal's bits.
+    OutOfRange {
+        signal: String,
+        value: f64,
+    },
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EncodeError::UnknownMessage(m) => write!(f, "no message {m:?} in the DBC"),
+            EncodeError::UnknownSignal { message, signal } => {
+                write!(f, "message {message:?} has no signal {signal:?}")
+            }
+            EncodeError::OutOfRange { signal, value } => {
+                write!(f, "{value} does not fit signal {signal:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for EncodeError {}
 
 /// Why a DBC file cannot be loaded.
 #[derive(Debug)]
@@ -248,6 +333,42 @@ impl Database {
         Ok(Decoded {
             message: &message.name,
             signals,
+        })
+    }
+}
+
+impl Database {
+    /// A frame of message `message` carrying `values` (physical); signals not given
+    /// are raw 0. For a multiplexed message, give the multiplexor's value too.
+    pub fn encode(&self, message: &str, values: &[(&str, f64)]) -> Result<Frame, EncodeError> {
+        let def = self
+            .message_by_name(message)
+            .ok_or_else(|| EncodeError::UnknownMessage(message.to_string()))?;
+        let mut data = vec![0u8; def.size];
+        for &(name, value) in values {
+            let signal = def.signals.iter().find(|s| s.name == name).ok_or_else(|| {
+                EncodeError::UnknownSignal {
+                    message: message.to_string(),
+                    signal: name.to_string(),
+                }
+            })?;
+            let out_of_range = || EncodeError::OutOfRange {
+                signal: name.to_string(),
+                value,
+            };
+            let raw = signal.raw_for(value).ok_or_else(out_of_range)?;
+            signal
+                .set_raw_bits(&mut data, raw)
+                .ok_or_else(out_of_range)?;
+        }
+        let frame = if data.len() <= crate::frame::CLASSIC_MAX_LEN {
+            Frame::new(def.id, &data)
+        } else {
+            Frame::fd(def.id, false, &data)
+        };
+        frame.map_err(|_| EncodeError::OutOfRange {
+            signal: message.to_string(),
+            value: def.size as f64,
         })
     }
 }
@@ -430,6 +551,40 @@ SIG_VALTYPE_ 100 F32 : 1;
             db.decode(&short).unwrap_err().to_string(),
             "BE: frame has 2 bytes, the DBC says 4"
         );
+    }
+
+    #[test]
+    fn encoding_inverts_decoding() {
+        let db = db();
+        let frame = db
+            .encode("LE", &[("U12", 100.5), ("S4", -3.0), ("F32", -2.25)])
+            .unwrap();
+        let v = values(&db.decode(&frame).unwrap());
+        assert_eq!(
+            v,
+            vec![
+                ("U12".into(), 100.5),
+                ("S4".into(), -3.0),
+                ("F32".into(), -2.25)
+            ]
+        );
+        let frame = db.encode("BE", &[("B16", 4660.0), ("S10", -1.2)]).unwrap();
+        assert_eq!(frame.data(), &[0x12, 0x34, 0b0011_1111, 0b1110_0000]);
+        assert_eq!(
+            db.encode("BE", &[("S10", 1000.0)]),
+            Err(EncodeError::OutOfRange {
+                signal: "S10".into(),
+                value: 1000.0
+            })
+        );
+        assert!(matches!(
+            db.encode("BE", &[("X", 1.0)]),
+            Err(EncodeError::UnknownSignal { .. })
+        ));
+        assert!(matches!(
+            db.encode("NONE", &[]),
+            Err(EncodeError::UnknownMessage(_))
+        ));
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub enum MapperError {
     },
     /// The gateway sent something that is not a classic CAN frame.
     Malformed(String),
+    /// Signal values that do not encode (see [`crate::dbc::EncodeError`]).
+    Encode(String),
 }
 
 impl fmt::Display for MapperError {
@@ -41,6 +43,7 @@ impl fmt::Display for MapperError {
                 write!(f, "message {message:?} has no signal {signal:?}")
             }
             MapperError::Malformed(e) => write!(f, "malformed frame from the gateway: {e}"),
+            MapperError::Encode(e) => f.write_str(e),
         }
     }
 }
@@ -166,6 +169,20 @@ impl Mapper {
         Ok(self.tx.write(&msg)?)
     }
 
+    /// Encodes `values` (physical, by signal name) into a frame of DBC message
+    /// `message` and publishes it.
+    pub fn publish_signals(
+        &mut self,
+        message: &str,
+        values: &[(&str, f64)],
+    ) -> Result<(), MapperError> {
+        let db = self.db.as_ref().ok_or(MapperError::NoDbc)?;
+        let frame = db
+            .encode(message, values)
+            .map_err(|e| MapperError::Encode(e.to_string()))?;
+        self.publish(&frame)
+    }
+
     /// The next subscribed frame, waiting at most `timeout`; frames of other ids
     /// are skipped. Ok(None) on timeout.
     pub fn recv(&mut self, timeout: Duration) -> Result<Option<Delivery>, MapperError> {
@@ -260,5 +277,30 @@ mod tests {
             Err(MapperError::UnknownSignal { .. })
         ));
         assert!(matches!(mapper(8), Err(MapperError::BadChannel(_))));
+    }
+
+    #[test]
+    fn published_signals_arrive_encoded_on_the_gateway_side() {
+        let to_gw = Channel::create(&Spec::fifo("mapper-tx", WIRE_SIZE as u32, 4)).unwrap();
+        let from_gw = Channel::create(&Spec::fifo("mapper-rx", WIRE_SIZE as u32, 4)).unwrap();
+        let db = Database::parse(
+            "BO_ 835 ACC_CONTROL: 8 DSU\n SG_ ACCEL_CMD : 7|16@0- (0.001,0) [-20|20] \"m/s^2\" HCU\n",
+        )
+        .unwrap();
+        let mut m = Mapper::new(from_gw.receiver().unwrap(), to_gw.sender().unwrap())
+            .unwrap()
+            .with_dbc(db);
+        m.publish_signals("ACC_CONTROL", &[("ACCEL_CMD", -1.5)])
+            .unwrap();
+        let mut gateway_end = to_gw.receiver().unwrap();
+        let mut buf = [0u8; WIRE_SIZE];
+        gateway_end.try_read(&mut buf).unwrap();
+        let (_, _, frame) = gateway::decode(&buf).unwrap();
+        assert_eq!(frame.id(), CanId::Standard(835));
+        assert_eq!(&frame.data()[..2], &(-1500i16).to_be_bytes());
+        let err = m
+            .publish_signals("ACC_CONTROL", &[("ACCEL_CMD", 99.0)])
+            .unwrap_err();
+        assert!(err.to_string().contains("does not fit"), "{err}");
     }
 }
