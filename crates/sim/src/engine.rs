@@ -19,6 +19,11 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 
+/// Jobs a task may have queued; releases beyond this backlog (a heavily overloaded
+/// task over a long simulation) are dropped and counted as misses, so that memory
+/// stays bounded.
+pub const MAX_BACKLOG: usize = 100_000;
+
 /// A system suspension at system time `at` lasting `duration` of wall-clock time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Suspension {
@@ -491,15 +496,21 @@ impl<'a> Sim<'a> {
         state.stats.released += 1;
         state.last_release = Some(t);
         let deadline = t.saturating_add(spec.deadline);
-        state.jobs.push_back(Job {
-            index,
-            release: t,
-            deadline,
-            remaining: exec.max(1),
-            started: false,
-        });
+        let dropped = state.jobs.len() >= MAX_BACKLOG;
+        if dropped {
+            state.stats.dropped += 1;
+            state.stats.misses += 1;
+        } else {
+            state.jobs.push_back(Job {
+                index,
+                release: t,
+                deadline,
+                remaining: exec.max(1),
+                started: false,
+            });
+        }
         let next = match &spec.release {
-            Release::Periodic { period, .. } => Some(state.next_nominal + period),
+            Release::Periodic { period, .. } => Some(state.next_nominal.saturating_add(*period)),
             Release::Sporadic {
                 min_gap, max_extra, ..
             } => {
@@ -508,7 +519,7 @@ impl<'a> Sim<'a> {
                 } else {
                     0
                 };
-                Some(t + min_gap + extra)
+                Some(t.saturating_add(min_gap + extra))
             }
             Release::At(times) => {
                 let next = times.get(state.next_at).copied();
@@ -518,6 +529,9 @@ impl<'a> Sim<'a> {
         };
         if let Some(next) = next {
             self.schedule_release(task, next);
+        }
+        if dropped {
+            return;
         }
         if self.tracing {
             let cpu = self.task_cpu(task);

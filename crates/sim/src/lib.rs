@@ -27,7 +27,7 @@ pub use build::{
     Link,
 };
 pub use channels::{ChainStats, ChannelStats};
-pub use engine::{Options, Sim, Suspension};
+pub use engine::{Options, Sim, Suspension, MAX_BACKLOG};
 pub use report::{Report, TaskStats, WindowStats};
 pub use spec::*;
 pub use windows::{Behaviour, WindowsSpec};

@@ -42,6 +42,9 @@ pub struct TaskStats {
     pub misses: u64,
     /// Jobs discarded by a restart after a suspension.
     pub aborted: u64,
+    /// Releases dropped because the task already had [`crate::MAX_BACKLOG`] jobs
+    /// queued (each also counts as a miss).
+    pub dropped: u64,
     /// Jobs still queued at the end.
     pub pending: u64,
     #[serde(skip)]

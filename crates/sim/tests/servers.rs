@@ -316,3 +316,22 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_overloaded_task_drops_releases_beyond_the_backlog_instead_of_growing_without_bound() {
+    let mut spec = one_cpu(Policy::FixedPriority);
+    add_task(&mut spec, "a", ServerKind::Unlimited, 2_000, 1_000, 1); // U = 2
+    let report = simulate(
+        &spec,
+        Options::until(1_000 * (2 * MAX_BACKLOG as u64 + 10)),
+        &mut bulkhead_trace::Discard,
+    )
+    .unwrap();
+    let a = stats(&report, "a");
+    assert!(
+        (MAX_BACKLOG as u64 - 1..=MAX_BACKLOG as u64).contains(&a.pending),
+        "{a:?}"
+    );
+    assert!(a.dropped > 0);
+    assert_eq!(a.released, a.jobs + a.pending + a.dropped);
+}
