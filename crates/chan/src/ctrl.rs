@@ -10,12 +10,18 @@ pub const INDEX: u32 = CLOSED - 1;
 
 /// The control words of one side (writer or reader). All-zero is the initial
 /// state, so a freshly truncated file is a valid empty channel.
+///
+/// `seq` changes with every message and sits alone on its cache line; the
+/// words the peer reads on every message but this side rarely writes
+/// (`waiting`) are on the next line, so publishing a message does not steal
+/// the line the peer polls for the sleeping flag.
 #[repr(C)]
 pub struct Side {
     /// fifo: next index to write (writer) or read (reader), in `0..2*depth`;
     /// latest writer: number of messages published (wrapping, 31 bits).
     /// Bit 31 is [`CLOSED`]. This is the futex word the peer sleeps on.
     pub seq: AtomicU32,
+    _line: [u32; 15],
     /// 1 while this side sleeps, or is about to sleep, on the peer's `seq`.
     /// Only the sleeper sets and clears it.
     pub waiting: AtomicU32,
@@ -32,6 +38,7 @@ impl Side {
     pub fn new() -> Side {
         Side {
             seq: AtomicU32::new(0),
+            _line: [0; 15],
             waiting: AtomicU32::new(0),
             owner: AtomicU32::new(0),
             pair: AtomicU32::new(0),

@@ -32,6 +32,7 @@ pub enum Error {
 }
 
 impl Error {
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn io(what: &'static str, source: impl Into<io::Error>) -> Error {
         Error::Io {
             what,

@@ -60,7 +60,12 @@ impl Ends {
         if head >= n || tail >= n {
             return Err(Error::Corrupt("fifo index out of range"));
         }
-        let used = (head + n - tail) % n;
+        // (head - tail) mod n without a division: both are below n.
+        let used = if head >= tail {
+            head - tail
+        } else {
+            head + n - tail
+        };
         if used > self.depth {
             return Err(Error::Corrupt("fifo indices more than depth apart"));
         }

@@ -5,6 +5,11 @@
 //! on a message slot (a torn message), a deadlock (a lost wake-up: both
 //! sides asleep) or a failed assertion (loss, reordering, stale data).
 //!
+//! Each model was checked to fail when its algorithm is broken on purpose:
+//! dropping the sleeper's fence gives a deadlock, and dropping either
+//! four-slot fence or letting the writer pick the pair being read gives a
+//! causality violation on a slot.
+//!
 //! Run: RUSTFLAGS="--cfg loom" cargo test -p bulkhead-chan --release --test loom
 #![cfg(loom)]
 
@@ -123,7 +128,7 @@ fn four_slot_never_torn_and_fresh() {
     model(|| {
         const WRITES: u64 = 3;
         let s = shared(4);
-        let w = s.clone();
+        let (w, r) = (s.clone(), s.clone());
         let writer = thread::spawn(move || {
             // SAFETY: the Sides live in the Arc.
             let mut wr = unsafe { Writer::new(&w.writer, &w.reader) }.unwrap();
@@ -134,22 +139,28 @@ fn four_slot_never_torn_and_fresh() {
                 wr.commit();
             }
         });
-        // SAFETY: as above.
-        let mut rd = unsafe { Reader::new(&s.reader, &s.writer) };
-        let mut last = 0;
-        for _ in 0..2 {
-            if let Some(slot) = rd.begin().unwrap() {
-                let v = s.slots[slot].with(|d| unsafe { *d });
-                assert!(v >= last && v >= 1, "freshness went back: {last} -> {v}");
-                last = v;
+        let reader = thread::spawn(move || {
+            // SAFETY: as above.
+            let mut rd = unsafe { Reader::new(&r.reader, &r.writer) };
+            let (mut last, mut reads) = (0, 0);
+            while reads < 2 {
+                match rd.begin().unwrap() {
+                    None => thread::yield_now(),
+                    Some(slot) => {
+                        // SAFETY: loom reports a race if the writer writes this slot now.
+                        let v = r.slots[slot].with(|d| unsafe { *d });
+                        assert!(v >= last && v >= 1, "freshness went back: {last} -> {v}");
+                        (last, reads) = (v, reads + 1);
+                    }
+                }
             }
-        }
+            rd
+        });
         writer.join().unwrap();
+        let mut rd = reader.join().unwrap();
         let slot = rd.begin().unwrap().expect("published");
-        assert_eq!(
-            s.slots[slot].with(|d| unsafe { *d }),
-            WRITES,
-            "after the writer finished, the latest value"
-        );
+        // SAFETY: both threads have finished.
+        let v = s.slots[slot].with(|d| unsafe { *d });
+        assert_eq!(v, WRITES, "after the writer finished, the latest value");
     });
 }

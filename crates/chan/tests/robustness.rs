@@ -12,7 +12,7 @@ const WRITER: usize = PAGE;
 const READER: usize = 2 * PAGE;
 // Offsets of the words inside a side's page (see ctrl::Side).
 const SEQ: usize = 0;
-const PAIR: usize = 12;
+const PAIR: usize = 72;
 
 /// A read-write mapping of the whole channel, unmapped on drop.
 struct Hostile {
