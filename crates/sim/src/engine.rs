@@ -697,7 +697,7 @@ impl<'a> Sim<'a> {
                     let lhs = server.budget as u128 * spec.period as u128;
                     let rhs = server.deadline.saturating_sub(t) as u128 * spec.budget as u128;
                     if server.deadline <= t || lhs >= rhs {
-                        server.deadline = t + spec.period;
+                        server.deadline = t.saturating_add(spec.period);
                         server.budget = spec.budget;
                     }
                 }
@@ -745,7 +745,7 @@ impl<'a> Sim<'a> {
         let period = self.spec.servers[s].period;
         let server = &mut self.servers[s];
         if let (Some(since), true) = (server.active_since, server.used > 0) {
-            let at = since + period;
+            let at = since.saturating_add(period);
             let pos = server.repl.partition_point(|&(_, time)| time <= at);
             server.repl.insert(pos, (server.used, at));
             if pos == 0 {
@@ -764,7 +764,7 @@ impl<'a> Sim<'a> {
         let since = server.active_since.unwrap_or(t);
         let delay =
             (server.used as u128 * spec.period as u128).div_ceil(spec.budget as u128) as Nanos;
-        server.eligible_at = since + delay;
+        server.eligible_at = since.saturating_add(delay);
         server.budget = spec.budget;
         server.used = 0;
         server.active_since = None;
@@ -814,9 +814,9 @@ impl<'a> Sim<'a> {
                     // behind the clock gets a fresh deadline from now instead.
                     server.throttled = false;
                     server.budget = spec.budget;
-                    server.deadline += spec.period;
+                    server.deadline = server.deadline.saturating_add(spec.period);
                     if server.deadline <= t {
-                        server.deadline = t + spec.period;
+                        server.deadline = t.saturating_add(spec.period);
                     }
                 }
             }
@@ -836,7 +836,10 @@ impl<'a> Sim<'a> {
         let spec = &self.spec.servers[s];
         let server = &mut self.servers[s];
         if spec.kind == ServerKind::Deferrable && t >= server.period_end {
-            server.period_end += ((t - server.period_end) / spec.period + 1) * spec.period;
+            let periods = (t - server.period_end) / spec.period + 1;
+            server.period_end = server
+                .period_end
+                .saturating_add(periods.saturating_mul(spec.period));
             server.budget = spec.budget;
         }
     }
@@ -1026,7 +1029,7 @@ impl<'a> Sim<'a> {
         let Some(run) = slot.running else { return };
         let s = run.server as usize;
         let remaining = self.tasks[run.task as usize].jobs[0].remaining;
-        let mut at = t + remaining.min(self.servers[s].budget);
+        let mut at = t.saturating_add(remaining.min(self.servers[s].budget));
         let spec = &self.spec.servers[s];
         if spec.kind == ServerKind::Deferrable {
             at = at.min(self.servers[s].period_end);
@@ -1125,7 +1128,7 @@ impl<'a> Sim<'a> {
         }
         let state = &mut self.tasks[task];
         for job in state.jobs.iter_mut() {
-            job.deadline += delta;
+            job.deadline = job.deadline.saturating_add(delta);
             if self.tracing {
                 let check = Ev::Check {
                     task: task as u32,
@@ -1135,11 +1138,14 @@ impl<'a> Sim<'a> {
             }
         }
         if let Some(at) = state.pending_release {
-            state.next_nominal += delta;
-            state.pending_release = Some(at + delta);
+            state.next_nominal = state.next_nominal.saturating_add(delta);
+            state.pending_release = Some(at.saturating_add(delta));
             state.gen += 1;
-            self.heap
-                .push(at + delta, Ev::Release(task as u32), state.gen);
+            self.heap.push(
+                at.saturating_add(delta),
+                Ev::Release(task as u32),
+                state.gen,
+            );
         }
         let s = self.spec.tasks[task].server;
         if std::mem::replace(&mut shifted_servers[s], true) {
@@ -1149,10 +1155,10 @@ impl<'a> Sim<'a> {
         for entry in server.repl.iter_mut() {
             entry.1 += delta;
         }
-        server.active_since = server.active_since.map(|a| a + delta);
-        server.period_end += delta;
-        server.deadline += delta;
-        server.eligible_at += delta;
+        server.active_since = server.active_since.map(|a| a.saturating_add(delta));
+        server.period_end = server.period_end.saturating_add(delta);
+        server.deadline = server.deadline.saturating_add(delta);
+        server.eligible_at = server.eligible_at.saturating_add(delta);
         let next = server
             .repl
             .front()
