@@ -382,6 +382,78 @@ impl Drop for ExclusiveDomain {
     }
 }
 
+/// A shield (cgroup v1): every process of the top cpuset except the caller moved to a cpuset
+/// on other CPUs, so that nothing but the real-time tasks (and per-CPU kernel threads) runs
+/// on the shielded CPUs. This is what an *exclusive* CPU means in practice: on a kernel
+/// without full preemption, any process in kernel mode on an rt CPU delays the rt tasks.
+/// Dropping it moves the processes back and removes the cpuset.
+#[derive(Debug)]
+pub struct Shield {
+    mount: PathBuf,
+    dir: PathBuf,
+}
+
+impl Shield {
+    /// Moves the top cpuset's processes (not this one) to `<mount>/<name>` on `cpus`.
+    /// Returns the shield and how many processes it moved (kernel threads bound to a CPU
+    /// cannot move and stay).
+    pub fn create(hierarchy: &Hierarchy, name: &str, cpus: &CpuSet) -> Result<(Shield, usize)> {
+        let Hierarchy::V1(mount) = hierarchy else {
+            return Err(Error::Invalid(
+                "a shield needs the cgroup v1 cpuset layout".into(),
+            ));
+        };
+        check_rel(Path::new(name))?;
+        let dir = mount.join(name);
+        fs::create_dir(&dir)
+            .map_err(|e| Error::os(format!("creating cpuset {}", dir.display()), e, ""))?;
+        let shield = Shield {
+            mount: mount.clone(),
+            dir,
+        };
+        write(
+            &shield.dir.join("cpuset.mems"),
+            &read(mount.join("cpuset.mems"))?,
+        )?;
+        write(&shield.dir.join("cpuset.cpus"), &cpus.to_string())?;
+        let moved = move_procs(mount, &shield.dir);
+        Ok((shield, moved))
+    }
+}
+
+impl Drop for Shield {
+    /// Moves the processes back (again and again: they may fork meanwhile) until the
+    /// cpuset is empty, for up to 2 s, then removes it.
+    fn drop(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            move_procs(&self.dir, &self.mount);
+            let empty = read(self.dir.join("cgroup.procs")).is_ok_and(|p| p.is_empty());
+            if (empty && fs::remove_dir(&self.dir).is_ok()) || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if self.dir.exists() {
+            eprintln!(
+                "bulkhead-reserve: could not empty and remove {}",
+                self.dir.display()
+            );
+        }
+    }
+}
+
+/// Moves every process of cpuset `from` except this one to `to`; returns how many moved.
+fn move_procs(from: &Path, to: &Path) -> usize {
+    let me = std::process::id().to_string();
+    let procs = read(from.join("cgroup.procs")).unwrap_or_default();
+    procs
+        .lines()
+        .filter(|p| *p != me)
+        .filter(|p| fs::write(to.join("cgroup.procs"), p).is_ok())
+        .count()
+}
+
 /// Restores the top cpuset's `sched_load_balance` saved in [`ROOT_MARK`] when no bulkhead
 /// exclusive domain (a cpuset whose path contains "bulkhead" with `cpu_exclusive = 1` and
 /// `sched_load_balance = 1`) remains under `mount`. Call it at start-up to repair what a

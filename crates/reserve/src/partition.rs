@@ -23,7 +23,7 @@
 //! * [`RtPartitions::drain`] turns the tasks' records into trace events (job release,
 //!   start, completion, deadline miss) on the schedule's time line (ns since `epoch_ns`).
 
-use crate::cpuset::{self, ExclusiveDomain, Hierarchy};
+use crate::cpuset::{self, ExclusiveDomain, Hierarchy, Shield};
 use crate::enforce::{Budgeted, Enforcer};
 use crate::error::{Error, Result};
 use crate::sched::{self, DeadlineParams, Policy};
@@ -53,6 +53,10 @@ pub struct RtOptions {
     pub workdir: PathBuf,
     /// Trace ring capacity per task, in records.
     pub ring_depth: u32,
+    /// Move every other process of the top cpuset off the rt CPUs while the partitions
+    /// run ([`crate::cpuset::Shield`], cgroup v1). Off by default: it affects the whole
+    /// machine.
+    pub shield: bool,
 }
 
 /// Refuses a system whose rt partitions fail the analysis; the message names the first
@@ -121,6 +125,7 @@ pub struct RtPartitions {
     /// The instance's cpuset on every rt CPU, created first and removed last when this
     /// run created it (the window supervisor may own it instead).
     instance: Option<ExclusiveDomain>,
+    shield: Option<Shield>,
 }
 
 impl RtPartitions {
@@ -152,6 +157,7 @@ impl RtPartitions {
             enforcers: Vec::new(),
             domains: Vec::new(),
             instance: None,
+            shield: None,
         };
         let dir = hierarchy.mount().join(&options.instance);
         if let (false, Some(cpus)) = (dir.exists(), rt_cpus(&system, &report)?) {
@@ -160,6 +166,9 @@ impl RtPartitions {
                 &options.instance,
                 &cpus,
             )?);
+        }
+        if options.shield {
+            rt.shield = Some(shield(&hierarchy, &system, &report, options)?);
         }
         rt.spawn_all(&system, &report, &hierarchy, options)?;
         rt.start_enforcers()?;
@@ -337,6 +346,7 @@ impl RtPartitions {
                 eprintln!("bulkhead: {e}");
             }
         }
+        self.shield = None;
         if let Some(Err(e)) = self.instance.take().map(ExclusiveDomain::remove) {
             eprintln!("bulkhead: {e}");
         }
@@ -424,6 +434,26 @@ impl Running {
         self.stats.max_response_ns = self.stats.max_response_ns.max(response_ns);
         self.reported = job + 1;
     }
+}
+
+/// Moves everything else to the online CPUs no rt task uses.
+fn shield(h: &Hierarchy, system: &System, report: &Report, options: &RtOptions) -> Result<Shield> {
+    let online = fs::read_to_string("/sys/devices/system/cpu/online")
+        .map_err(|e| Error::os("reading /sys/devices/system/cpu/online", e, ""))?;
+    let online = CpuSet::parse(online.trim()).map_err(Error::Invalid)?;
+    let rt = rt_cpus(system, report)?;
+    let rest = CpuSet::from_cpus(
+        online
+            .iter()
+            .filter(|c| !rt.as_ref().is_some_and(|r| r.contains(*c))),
+    )
+    .ok_or_else(|| {
+        Error::Invalid("no CPU is left outside the rt partitions for the shield".into())
+    })?;
+    let name = format!("{}-shield", options.instance.display());
+    let (shield, moved) = Shield::create(h, &name, &rest)?;
+    eprintln!("bulkhead: shield: moved {moved} processes to CPUs {rest}");
+    Ok(shield)
 }
 
 /// Every CPU an rt task was placed on; `None` when there are no rt tasks.

@@ -75,6 +75,7 @@ fn rt_tasks_run_with_their_reservations_and_report_every_job() {
         epoch_ns: now_ns() + 50_000_000,
         workdir: std::env::temp_dir(),
         ring_depth: 1024,
+        shield: false,
     };
     // Other bulkhead instances (other test suites) may hold these CPUs for a moment: an
     // exclusive cpuset cannot overlap them. Wait for them, up to a minute.
