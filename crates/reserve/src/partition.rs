@@ -126,6 +126,8 @@ pub struct RtPartitions {
     /// run created it (the window supervisor may own it instead).
     instance: Option<ExclusiveDomain>,
     shield: Option<Shield>,
+    /// v1 memory cgroups of partitions with a memory limit.
+    memory: Vec<MemoryLimit>,
 }
 
 impl RtPartitions {
@@ -158,6 +160,7 @@ impl RtPartitions {
             domains: Vec::new(),
             instance: None,
             shield: None,
+            memory: Vec::new(),
         };
         let dir = hierarchy.mount().join(&options.instance);
         if let (false, Some(cpus)) = (dir.exists(), rt_cpus(&system, &report)?) {
@@ -190,6 +193,14 @@ impl RtPartitions {
             .filter(|p| p.kind == PartitionKind::Rt)
         {
             let ranks = prio::rm_dm_ranks(&p.tasks);
+            let memory = match p.memory {
+                Some(bytes) if matches!(h, Hierarchy::V1(_)) => {
+                    let name = format!("{}-{}", options.instance.display(), p.name);
+                    self.memory.push(MemoryLimit::create(&name, bytes)?);
+                    self.memory.last().map(|m| m.dir.clone())
+                }
+                _ => None,
+            };
             for (ti, task) in p.tasks.iter().enumerate() {
                 let verdict = report
                     .tasks
@@ -205,7 +216,11 @@ impl RtPartitions {
                     None => {
                         let rel = options.instance.join(format!("{}-cpu{cpu}", p.name));
                         let set = CpuSet::from_cpus([cpu]).expect("one CPU");
-                        self.domains.push(ExclusiveDomain::create(h, &rel, &set)?);
+                        let domain = ExclusiveDomain::create(h, &rel, &set)?;
+                        if let (Hierarchy::V2(_), Some(bytes)) = (h, p.memory) {
+                            limit_v2(domain.dir(), bytes)?;
+                        }
+                        self.domains.push(domain);
                         domains.insert(key, self.domains.len() - 1);
                         self.domains.len() - 1
                     }
@@ -234,20 +249,15 @@ impl RtPartitions {
                 };
                 let link = TaskLink::create(&spec)
                     .map_err(|e| Error::Invalid(format!("task `{}`: {e}", task.name)))?;
-                let child = spawn(
-                    &task.cmd,
-                    &link,
-                    self.domains[d].dir(),
-                    policy,
-                    &options.workdir,
-                )
-                .map_err(|e| {
-                    Error::os(
-                        format!("starting task `{}` ({})", task.name, task.cmd),
-                        e,
-                        "",
-                    )
-                })?;
+                let cgroups = [Some(self.domains[d].dir()), memory.as_deref()];
+                let child =
+                    spawn(&task.cmd, &link, &cgroups, policy, &options.workdir).map_err(|e| {
+                        Error::os(
+                            format!("starting task `{}` ({})", task.name, task.cmd),
+                            e,
+                            "",
+                        )
+                    })?;
                 self.tasks.push(Running {
                     partition: Arc::from(p.name.as_str()),
                     task: Arc::from(task.name.as_str()),
@@ -341,6 +351,7 @@ impl RtPartitions {
             t.stats.dropped = t.link.counters().dropped;
         }
         self.enforcers.clear();
+        self.memory.clear();
         while let Some(d) = self.domains.pop() {
             if let Err(e) = d.remove() {
                 eprintln!("bulkhead: {e}");
@@ -487,12 +498,12 @@ fn task_cpu(system: &System, cpus: &Option<Cpus>, placed: &str) -> Result<u32> {
     })
 }
 
-/// Starts `cmd` (a shell only when it needs one) in `domain` under `policy`, with the
+/// Starts `cmd` (a shell only when it needs one) in `cgroups` under `policy`, with the
 /// task link's descriptors.
 fn spawn(
     cmd: &str,
     link: &TaskLink,
-    domain: &Path,
+    cgroups: &[Option<&Path>],
     policy: Policy,
     workdir: &Path,
 ) -> std::io::Result<Child> {
@@ -509,21 +520,81 @@ fn spawn(
     };
     command.current_dir(workdir).stdin(Stdio::null());
     link.prepare(&mut command);
-    let procs = fs::OpenOptions::new()
-        .write(true)
-        .open(domain.join("cgroup.procs"))?;
-    let fd = procs.as_raw_fd();
-    // SAFETY: write(2) and sched_setattr(2) in the forked child: async-signal-safe; `fd`
-    // stays open in the parent until spawn returns.
+    let files = cgroups
+        .iter()
+        .flatten()
+        .map(|dir| {
+            fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join("cgroup.procs"))
+        })
+        .collect::<std::io::Result<Vec<fs::File>>>()?;
+    let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
+    // SAFETY: write(2) and sched_setattr(2) in the forked child: async-signal-safe; the
+    // descriptors stay open in the parent until spawn returns. The cpuset comes first, so
+    // the reservation is set inside the exclusive domain.
     unsafe {
         command.pre_exec(move || {
-            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                return Err(std::io::Error::last_os_error());
+            for &fd in &fds {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             sched::set_current(&policy)
         });
     }
     let child = command.spawn();
-    drop(procs);
+    drop(files);
     child
+}
+
+/// A partition's memory limit on cgroup v1: a memory cgroup `<mount>/<name>` with
+/// `memory.limit_in_bytes`, removed on drop (after the tasks are gone).
+struct MemoryLimit {
+    dir: PathBuf,
+}
+
+impl MemoryLimit {
+    fn create(name: &str, bytes: u64) -> Result<MemoryLimit> {
+        let mounts = fs::read_to_string("/proc/self/mounts")
+            .map_err(|e| Error::os("reading /proc/self/mounts", e, ""))?;
+        let mount = mounts
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|f| f.len() > 3 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "memory"))
+            .map(|f| PathBuf::from(f[1]))
+            .ok_or_else(|| Error::Invalid("a memory limit needs the memory controller".into()))?;
+        let dir = mount.join(name);
+        fs::create_dir(&dir)
+            .map_err(|e| Error::os(format!("creating memory cgroup {}", dir.display()), e, ""))?;
+        let limit = MemoryLimit { dir };
+        let file = limit.dir.join("memory.limit_in_bytes");
+        fs::write(&file, bytes.to_string())
+            .map_err(|e| Error::os(format!("writing {bytes} to {}", file.display()), e, ""))?;
+        Ok(limit)
+    }
+}
+
+impl Drop for MemoryLimit {
+    fn drop(&mut self) {
+        for _ in 0..200 {
+            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        eprintln!("bulkhead: could not remove {}", self.dir.display());
+    }
+}
+
+/// cgroup v2: the memory limit goes on the task's one cgroup, the domain.
+fn limit_v2(domain: &Path, bytes: u64) -> Result<()> {
+    let file = domain.join("memory.max");
+    fs::write(&file, bytes.to_string()).map_err(|e| {
+        Error::os(
+            format!("writing {bytes} to {}", file.display()),
+            e,
+            "enable the memory controller in the parent's cgroup.subtree_control",
+        )
+    })
 }

@@ -63,7 +63,7 @@ fn rt_tasks_run_with_their_reservations_and_report_every_job() {
     let bin = env!("CARGO_BIN_EXE_bulkhead-periodic");
     let sys = system(&format!(
         "system: {{cpus: 0-1}}\npartitions:\n\
-         \x20 - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n\
+         \x20 - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    memory: 64MiB\n    tasks:\n\
          \x20     - {{name: a, cmd: {bin} --exec-us 500, budget: 2ms, period: 10ms}}\n\
          \x20     - {{name: b, cmd: {bin} --exec-us 1000, budget: 5ms, period: 50ms, deadline: 40ms}}\n\
          \x20 - name: fp\n    kind: rt\n    cpus: 1\n    tasks:\n\
@@ -93,6 +93,11 @@ fn rt_tasks_run_with_their_reservations_and_report_every_job() {
     std::thread::sleep(Duration::from_millis(100));
     let pids = rt.pids();
     let shown: Vec<String> = pids.iter().map(|&p| chrt(p)).collect();
+    let memcg = format!("{}-ctl", instance.display());
+    let in_memcg = std::fs::read_to_string(format!("/proc/{}/cgroup", pids[0])).unwrap();
+    let limit = std::fs::read_to_string(format!(
+        "/sys/fs/cgroup/memory/{memcg}/memory.limit_in_bytes"
+    ));
     std::thread::sleep(Duration::from_millis(1000));
     let mut events: Vec<Event> = Vec::new();
     rt.drain(&mut |e| events.push(e));
@@ -135,6 +140,14 @@ fn rt_tasks_run_with_their_reservations_and_report_every_job() {
         first.t_ns, 0,
         "release 0 is at the schedule start: {first:?}"
     );
+    if std::path::Path::new("/sys/fs/cgroup/memory").exists() {
+        assert!(
+            in_memcg.contains(&format!(":memory:/{memcg}\n")),
+            "{in_memcg}"
+        );
+        assert_eq!(limit.unwrap().trim(), (64u64 << 20).to_string());
+        assert!(!std::path::Path::new(&format!("/sys/fs/cgroup/memory/{memcg}")).exists());
+    }
     let mount = cpuset::detect().unwrap().mount().to_path_buf();
     assert!(
         !mount.join(&instance).exists(),
