@@ -5,8 +5,8 @@ use bulkhead_model::units::{format_duration, parse_duration};
 use bulkhead_model::CpuSet;
 use bulkhead_sim::trace::{perfetto, Event, ScheduleLogWriter, Sink};
 use bulkhead_sim::{
-    Arrivals, Behaviour, BuildOptions, ExecModel, Link, Options, Report, ServerKind, Sim,
-    Suspension,
+    Arrivals, Behaviour, BuildOptions, ExecModel, Link, Options, Report, ServerChoice, ServerKind,
+    Sim, Suspension,
 };
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -42,6 +42,9 @@ pub struct Args {
     /// Reservation every rt task runs under (budget and period of the task)
     #[arg(long, value_enum, default_value_t = ServerArg::None)]
     server: ServerArg,
+    /// Server of one task, overriding --server: TASK=none|sporadic|deferrable|cbs|io:PERMILLE (repeatable; TASK or PARTITION/TASK)
+    #[arg(long, value_name = "TASK=KIND", value_parser = task_server)]
+    task_server: Vec<(String, ServerChoice)>,
     /// Execution time of each job: `wcet` (the budget) or `uniform:MIN-MAX` in percent of the budget
     #[arg(long, value_name = "MODEL", default_value = "wcet", value_parser = exec_model)]
     exec: ExecModel,
@@ -117,6 +120,13 @@ fn arrivals(text: &str) -> Result<Arrivals, String> {
     }
 }
 
+fn task_server(text: &str) -> Result<(String, ServerChoice), String> {
+    let (task, kind) = text
+        .rsplit_once('=')
+        .ok_or("expected TASK=KIND, e.g. quest/usb_bh=io:100")?;
+    Ok((task.to_string(), ServerChoice::parse(kind)?))
+}
+
 fn behaviour(text: &str) -> Result<(String, Behaviour), String> {
     let (cmd, behaviour) = text
         .rsplit_once('=')
@@ -179,6 +189,7 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         links: args.link.clone(),
         behaviours: args.process.clone(),
         all_cpus: args.all_cpus.clone(),
+        task_servers: args.task_server.clone(),
     };
     for warning in bulkhead_sim::link_warnings(&loaded.system, &options) {
         eprintln!("warning: {warning}");
@@ -543,6 +554,34 @@ mod tests {
             assert!(sim_log.lines().count() >= 10, "{sim_log}");
             assert_eq!(run_log, sim_log, "scenario {i}: {yaml}");
         }
+    }
+
+    #[test]
+    fn a_task_can_run_under_an_io_server() {
+        let dir = TempDir::new("io");
+        let yaml = "partitions: [{name: q, kind: rt, cpus: 0, tasks: [{name: bh, cmd: x, budget: 300us, period: 1ms}]}]\n";
+        let file = dir.file("io.yaml", yaml);
+        let stats = dir.path("stats.json");
+        let jobs = |extra: &[&str]| {
+            let mut args = vec![file.as_str(), "--for", "10ms", "--stats-json", &stats];
+            args.extend_from_slice(extra);
+            assert_eq!(code(&args), format!("{:?}", ExitCode::SUCCESS));
+            let text = std::fs::read_to_string(&stats).unwrap();
+            let field = |name: &str| {
+                let at = text.find(&format!("\"{name}\": ")).unwrap() + name.len() + 4;
+                text[at..].split(',').next().unwrap().to_string()
+            };
+            (field("jobs"), field("misses"))
+        };
+        assert_eq!(jobs(&[]), ("10".to_string(), "0".to_string()));
+        // DriveOS 4.1: an I/O server of 10 % of the task's 1 ms period gives it 1 ms of
+        // CPU in 10 ms: three 300 us jobs complete, the rest miss.
+        let (done, misses) = jobs(&["--task-server", "q/bh=io:100"]);
+        assert_eq!(done, "3");
+        assert_ne!(misses, "0");
+        let fail = format!("{:?}", ExitCode::from(1));
+        assert_eq!(code(&[&file, "--task-server", "nobody=cbs"]), fail);
+        assert!(Cli::try_parse_from(["sim", "x.yaml", "--task-server", "bh=io:0"]).is_err());
     }
 
     #[test]

@@ -19,6 +19,57 @@ pub struct BuildOptions {
     pub behaviours: Vec<(String, Behaviour)>,
     /// The CPUs a slice with `cpu: all` gets when the description has no `system.cpus`.
     pub all_cpus: CpuSet,
+    /// Per-task servers overriding `server`: `(task or partition/task, choice)`.
+    pub task_servers: Vec<(String, ServerChoice)>,
+}
+
+/// The server of one task (`--task-server TASK=KIND`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerChoice {
+    /// A server with the task's budget and period.
+    Kind(ServerKind),
+    /// A Quest I/O server for the task: budget `permille/1000 * T` of its period T
+    /// (DriveOS 4.1: the device class's utilization times the waiting task's period).
+    Io { permille: u32 },
+}
+
+impl ServerChoice {
+    /// Parses `none`, `sporadic`, `deferrable`, `cbs` or `io:PERMILLE` (1..=1000).
+    pub fn parse(text: &str) -> Result<ServerChoice, String> {
+        match text {
+            "none" => Ok(ServerChoice::Kind(ServerKind::Unlimited)),
+            "sporadic" => Ok(ServerChoice::Kind(ServerKind::Sporadic)),
+            "deferrable" => Ok(ServerChoice::Kind(ServerKind::Deferrable)),
+            "cbs" => Ok(ServerChoice::Kind(ServerKind::Cbs)),
+            _ => match text.strip_prefix("io:").map(str::parse::<u32>) {
+                Some(Ok(permille)) if (1..=1000).contains(&permille) => {
+                    Ok(ServerChoice::Io { permille })
+                }
+                _ => Err(format!(
+                    "`{text}`: expected none, sporadic, deferrable, cbs or io:PERMILLE (1-1000)"
+                )),
+            },
+        }
+    }
+}
+
+impl BuildOptions {
+    /// The server chosen for `partition`/`task` by `task_servers` (the last match wins).
+    fn task_server(&self, partition: &str, task: &str) -> Option<ServerChoice> {
+        self.task_servers
+            .iter()
+            .rev()
+            .find(|(name, _)| names_task(name, partition, task))
+            .map(|&(_, choice)| choice)
+    }
+}
+
+/// Whether `name` (`task` or `partition/task`) names `partition`/`task`.
+fn names_task(name: &str, partition: &str, task: &str) -> bool {
+    match name.split_once('/') {
+        Some((p, t)) => p == partition && t == task,
+        None => name == task,
+    }
 }
 
 impl Default for BuildOptions {
@@ -30,6 +81,7 @@ impl Default for BuildOptions {
             links: Vec::new(),
             behaviours: Vec::new(),
             all_cpus: CpuSet::from_cpus([0, 1]).expect("two CPUs"),
+            task_servers: Vec::new(),
         }
     }
 }
@@ -118,13 +170,26 @@ pub fn from_system(system: &System, options: &BuildOptions) -> Result<Spec, Stri
         });
         let ranks = priority_ranks(&p.tasks);
         for (task, rank) in p.tasks.iter().zip(ranks) {
-            spec.servers.push(Server {
-                domain,
-                kind: options.server,
-                budget: task.budget,
-                period: task.period,
-                priority: rank,
-            });
+            let server = match options.task_server(&p.name, &task.name) {
+                Some(ServerChoice::Io { permille }) => {
+                    Server::io(domain, permille, task.period, rank)
+                }
+                Some(ServerChoice::Kind(kind)) => Server {
+                    domain,
+                    kind,
+                    budget: task.budget,
+                    period: task.period,
+                    priority: rank,
+                },
+                None => Server {
+                    domain,
+                    kind: options.server,
+                    budget: task.budget,
+                    period: task.period,
+                    priority: rank,
+                },
+            };
+            spec.servers.push(server);
             spec.tasks.push(TaskSpec {
                 partition: partition.clone(),
                 name: task.name.as_str().into(),
@@ -137,6 +202,15 @@ pub fn from_system(system: &System, options: &BuildOptions) -> Result<Spec, Stri
                 inputs: Vec::new(),
                 outputs: Vec::new(),
             });
+        }
+    }
+    for (name, _) in &options.task_servers {
+        if !spec
+            .tasks
+            .iter()
+            .any(|t| names_task(name, &t.partition, &t.name))
+        {
+            return Err(format!("--task-server {name}: no rt task `{name}`"));
         }
     }
     link_channels(system, options, &first_task, &mut spec)?;

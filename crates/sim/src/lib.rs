@@ -24,7 +24,7 @@ mod windows;
 
 pub use build::{
     from_system, hyperperiod, link_warnings, priority_ranks, Arrivals, BuildOptions, ExecModel,
-    Link,
+    Link, ServerChoice,
 };
 pub use channels::{ChainStats, ChannelStats};
 pub use engine::{Options, Sim, Suspension, MAX_BACKLOG};
