@@ -1,5 +1,5 @@
 //! What the simulator executes: scheduling domains (an rt partition and its CPUs),
-//! servers (reservations), tasks and channels. [`Spec::from_system`] builds it from a
+//! servers (reservations), tasks and channels. [`crate::from_system`] builds it from a
 //! loaded `bulkhead_model::System`; tests and benchmarks may also build one directly,
 //! for set-ups the description language has no words for yet (a server shared by
 //! several tasks, explicit arrival times, I/O servers).
