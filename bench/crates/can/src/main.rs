@@ -451,10 +451,18 @@ fn orchestrate(args: &[String]) {
             "NOT met"
         }
     );
+    let p99 = |r: &Value| r["latency_ms"]["p99"].as_f64().unwrap_or(f64::NAN);
+    let gain = |i: usize| p99(&results[i + 1]) / p99(&results[i]);
+    println!(
+        "p99 baseline / reserved: replay {:.1}x, saturate {:.1}x",
+        gain(0),
+        gain(2)
+    );
     println!(
         "{}",
         json!({"bench": "can", "period_ms": period_ms, "budget_us": BUDGET.as_micros() as u64,
-               "runs": results, "target_met_reserved_saturation": verdict(reserved_sat)})
+               "runs": results, "target_met_reserved_saturation": verdict(reserved_sat),
+               "p99_gain": {"replay": gain(0), "saturate": gain(2)}})
     );
 }
 
