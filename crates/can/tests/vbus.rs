@@ -136,3 +136,41 @@ fn nodes_see_the_bus_go_away() {
     let err = node.recv(Some(Duration::from_secs(5))).unwrap_err();
     assert!(err.to_string().contains("went away"), "{err}");
 }
+
+#[test]
+fn replay_keeps_log_timing_skips_bad_lines_and_dump_writes_candump() {
+    use bulkhead_can::candump::Reader;
+    use bulkhead_can::replay::{dump, replay};
+    let name = bus_name("replay");
+    let _bus = Bus::bind(&name, 500_000).unwrap().spawn();
+    let mut player = Node::attach(&name).unwrap();
+    let mut listener = Node::attach(&name).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let log =
+        "(10.000000) can0 123#01\n(10.100000) can1 124#02\nbad line\n(10.200000) can0 125#03\n";
+    let t0 = Instant::now();
+    let stats = replay(Reader::new(log.as_bytes()), &mut player, Some("can0"), 1.0).unwrap();
+    assert!(
+        t0.elapsed() >= Duration::from_millis(200),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!((stats.sent, stats.skipped, stats.malformed), (2, 1, 1));
+    let mut out = Vec::new();
+    let n = dump(
+        &mut listener,
+        "vcan",
+        Some(2),
+        Some(Duration::from_secs(5)),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(n, 2);
+    let text = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].ends_with(") vcan 123#01"), "{text}");
+    assert!(lines[1].ends_with(") vcan 125#03"), "{text}");
+    let t = |l: &str| bulkhead_can::candump::parse_line(l, 1).unwrap().t_ns;
+    let gap = t(lines[1]) - t(lines[0]);
+    assert!((190_000_000..1_000_000_000).contains(&gap), "{gap}");
+}
