@@ -411,6 +411,7 @@ impl Shield {
             mount: mount.clone(),
             dir,
         };
+        register_shield(name)?;
         write(
             &shield.dir.join("cpuset.mems"),
             &read(mount.join("cpuset.mems"))?,
@@ -425,6 +426,12 @@ impl Drop for Shield {
     /// Moves the processes back (again and again: they may fork meanwhile) until the
     /// cpuset is empty, for up to 2 s, then removes it.
     fn drop(&mut self) {
+        if !self.dir.exists() {
+            if let Some(name) = self.dir.file_name() {
+                let _ = fs::remove_file(Path::new(SHIELDS).join(name));
+            }
+            return;
+        }
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
             move_procs(&self.dir, &self.mount);
@@ -439,8 +446,54 @@ impl Drop for Shield {
                 "bulkhead-reserve: could not empty and remove {}",
                 self.dir.display()
             );
+        } else if let Some(name) = self.dir.file_name() {
+            let _ = fs::remove_file(Path::new(SHIELDS).join(name));
         }
     }
+}
+
+/// Where live shields are registered: one file per shield holding its owner's pid and
+/// start time, so that [`release_stale_shields`] can tell a dead owner's shield.
+const SHIELDS: &str = "/run/bulkhead-shields";
+
+fn register_shield(name: &str) -> Result<()> {
+    fs::create_dir_all(SHIELDS).map_err(|e| Error::os(format!("creating {SHIELDS}"), e, ""))?;
+    let me = std::process::id();
+    let entry = format!("{me} {}", start_time(me).unwrap_or(0));
+    write(&Path::new(SHIELDS).join(name), &entry)
+}
+
+/// Start time of `pid` (field 22 of /proc/PID/stat), `None` if it does not exist.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.get(stat.rfind(')')? + 2..)?
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// Releases the shields of supervisors that died without dropping them (SIGKILL): their
+/// processes go back to the top cpuset and the shield cpusets are removed. Returns the
+/// names released. Call it at start-up, with the leftover cleanup.
+pub fn release_stale_shields(mount: &Path) -> Vec<String> {
+    let mut released = Vec::new();
+    for entry in fs::read_dir(SHIELDS).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let owner = fs::read_to_string(entry.path()).unwrap_or_default();
+        let mut f = owner.split_whitespace().map(|v| v.parse::<u64>().ok());
+        let (pid, start) = (f.next().flatten(), f.next().flatten());
+        let alive = pid.is_some_and(|p| start.is_some() && start_time(p as u32) == start);
+        if alive {
+            continue;
+        }
+        drop(Shield {
+            mount: mount.to_path_buf(),
+            dir: mount.join(&name),
+        });
+        released.push(name);
+    }
+    released
 }
 
 /// Moves every process of cpuset `from` except this one to `to`; returns how many moved.
