@@ -229,11 +229,12 @@ pub struct PartitionCgroup {
     pub cpuset_dir: Option<PathBuf>,
 }
 
-/// A process's cgroup, with the open freeze file (the supervisor's one cgroup fd per process).
+/// A process's cgroup, with its freeze file kept open (the supervisor's one cgroup
+/// fd per process) unless descriptors are scarce.
 #[derive(Debug)]
 pub struct ProcessCgroup {
     pub dir: PathBuf,
-    freeze: File,
+    freeze: Option<File>,
     version: Version,
 }
 
@@ -247,8 +248,20 @@ impl ProcessCgroup {
             (Version::V2, true) => b"1",
             (Version::V2, false) => b"0",
         };
-        self.freeze
-            .write_all(value)
+        let path;
+        let mut opened;
+        let file = match &mut self.freeze {
+            Some(file) => file,
+            None => {
+                path = self.dir.join(freeze_file(self.version));
+                opened = OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(err("open", &path))?;
+                &mut opened
+            }
+        };
+        file.write_all(value)
             .map_err(err("write the freezer state of", &self.dir))
     }
 
@@ -279,37 +292,45 @@ pub fn kill_cgroup(dir: &Path, version: Version) {
 }
 
 impl Instance {
-    /// Creates `<base>/<name>` in every hierarchy. v1: the cpuset copies its parent's
-    /// CPUs and memory nodes; v2: the cpuset controller is enabled for its subtree.
-    pub fn create(hierarchy: &Hierarchy, name: &str) -> Result<Instance> {
+    /// Creates `<base>/<name>` in every hierarchy. v1: its cpuset gets `cpus` (the
+    /// CPUs the schedule uses) and its parent's memory nodes; v2: the cpuset
+    /// controller is enabled for its subtree. On failure nothing is left behind.
+    pub fn create(hierarchy: &Hierarchy, name: &str, cpus: &CpuSet) -> Result<Instance> {
         let mut instance = Instance {
             hierarchy: hierarchy.clone(),
             name: name.to_string(),
             dirs: Vec::new(),
             created: Vec::new(),
         };
-        for base in hierarchy.bases() {
-            let dir = base.join(name);
-            fs::create_dir(&dir).map_err(err("create cgroup", &dir))?;
-            instance.dirs.push(dir);
+        let setup = instance.setup(cpus);
+        if setup.is_err() {
+            let _ = instance.remove();
         }
-        match hierarchy.version {
+        setup.map(|()| instance)
+    }
+
+    fn setup(&mut self, cpus: &CpuSet) -> Result<()> {
+        for base in self.hierarchy.bases() {
+            let dir = base.join(&self.name);
+            fs::create_dir(&dir).map_err(err("create cgroup", &dir))?;
+            self.dirs.push(dir);
+        }
+        match self.hierarchy.version {
             Version::V1 => {
-                let cpuset = instance
-                    .cpuset_dir()
-                    .expect("v1 has a cpuset")
-                    .to_path_buf();
+                let cpuset = self.cpuset_dir().expect("v1 has a cpuset").to_path_buf();
                 let parent = cpuset.parent().expect("has a parent").to_path_buf();
-                inherit_cpuset(&parent, &cpuset)?;
+                let mems = read_file(&parent.join("cpuset.mems"))?;
+                write_cpus(&cpuset, cpus)?;
+                write_file(&cpuset.join("cpuset.mems"), mems.trim())?;
             }
             Version::V2 => {
-                if hierarchy.cpuset_base.is_some() {
-                    enable_cpuset(hierarchy.freezer_base.as_path())?;
-                    enable_cpuset(&instance.dirs[0])?;
+                if self.hierarchy.cpuset_base.is_some() {
+                    enable_cpuset(&self.hierarchy.freezer_base)?;
+                    enable_cpuset(&self.dirs[0])?;
                 }
             }
         }
-        Ok(instance)
+        Ok(())
     }
 
     fn cpuset_dir(&self) -> Option<&Path> {
@@ -345,24 +366,28 @@ impl Instance {
         Ok(partition)
     }
 
-    /// Creates the (frozen) cgroup `proc<index>` of a process of `partition`.
+    /// Creates the (frozen) cgroup `proc<index>` of a process of `partition`;
+    /// `keep_open`: keep its freeze file open (fast switches, one fd).
     pub fn add_process(
         &mut self,
         partition: &PartitionCgroup,
         index: usize,
+        keep_open: bool,
     ) -> Result<ProcessCgroup> {
         let dir = partition.freezer_dir.join(format!("proc{index}"));
         fs::create_dir(&dir).map_err(err("create cgroup", &dir))?;
         self.created.push(dir.clone());
         let version = self.hierarchy.version;
-        let file = dir.join(match version {
-            Version::V1 => "freezer.state",
-            Version::V2 => "cgroup.freeze",
-        });
-        let freeze = OpenOptions::new()
-            .write(true)
-            .open(&file)
-            .map_err(err("open", &file))?;
+        let file = dir.join(freeze_file(version));
+        let freeze = match keep_open {
+            true => Some(
+                OpenOptions::new()
+                    .write(true)
+                    .open(&file)
+                    .map_err(err("open", &file))?,
+            ),
+            false => None,
+        };
         let mut process = ProcessCgroup {
             dir,
             freeze,
@@ -402,20 +427,18 @@ impl Instance {
     }
 }
 
+fn freeze_file(version: Version) -> &'static str {
+    match version {
+        Version::V1 => "freezer.state",
+        Version::V2 => "cgroup.freeze",
+    }
+}
+
 fn remove_dir(dir: &Path) -> Result<()> {
     match fs::remove_dir(dir) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(err("remove cgroup", dir)(e)),
         _ => Ok(()),
     }
-}
-
-/// v1: a new cpuset has no CPUs and no memory nodes; give it its parent's.
-fn inherit_cpuset(parent: &Path, dir: &Path) -> Result<()> {
-    for file in ["cpuset.cpus", "cpuset.mems"] {
-        let value = read_file(&parent.join(file))?;
-        write_file(&dir.join(file), value.trim())?;
-    }
-    Ok(())
 }
 
 /// v2: enables the cpuset controller for the children of `dir` (if not already).
@@ -433,9 +456,21 @@ fn enable_cpuset(dir: &Path) -> Result<()> {
 /// Pins the partition to `cpus` (no-op without a cpuset).
 pub fn set_cpus(partition: &PartitionCgroup, cpus: &CpuSet) -> Result<()> {
     match &partition.cpuset_dir {
-        Some(dir) => write_file(&dir.join("cpuset.cpus"), &cpus.to_string()),
+        Some(dir) => write_cpus(dir, cpus),
         None => Ok(()),
     }
+}
+
+/// Writes `cpuset.cpus`; the kernel refuses CPUs another cgroup owns exclusively.
+fn write_cpus(dir: &Path, cpus: &CpuSet) -> Result<()> {
+    let path = dir.join("cpuset.cpus");
+    write_file(&path, &cpus.to_string()).map_err(|e| match e.source.raw_os_error() {
+        Some(libc::EINVAL) => CgroupError {
+            what: "give CPUs (another cgroup may own them exclusively: cpuset.cpu_exclusive) to",
+            ..e
+        },
+        _ => e,
+    })
 }
 
 /// A cgroup-safe name for a partition: letters, digits, `-`, `_` and `.` kept,

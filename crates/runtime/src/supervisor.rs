@@ -53,22 +53,31 @@ impl Drop for Run {
         for p in &mut self.procs {
             p.channel = None;
         }
+        self.instance
+            .kill_all(self.procs.iter_mut().map(|p| &mut p.cgroup));
+        // Wait until every process cgroup is empty; kill again what is still
+        // populated now and then (a member may have forked while being killed).
+        let mut busy: Vec<usize> = (0..self.procs.len()).collect();
         let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            // Kill (again: members may have forked meanwhile), reap, until empty.
-            self.instance
-                .kill_all(self.procs.iter_mut().map(|p| &mut p.cgroup));
-            for p in &mut self.procs {
+        let mut rounds = 0u32;
+        while !busy.is_empty() && Instant::now() < deadline {
+            busy.retain(|&i| {
+                let p = &mut self.procs[i];
                 reap(p);
+                !cgroup::procs(&p.cgroup.dir).is_empty()
+            });
+            rounds += 1;
+            if rounds % 50 == 0 {
+                for &i in &busy {
+                    self.procs[i].cgroup.kill();
+                }
             }
-            let busy = self
-                .procs
-                .iter()
-                .any(|p| !cgroup::procs(&p.cgroup.dir).is_empty());
-            if !busy || Instant::now() > deadline {
-                break;
+            if !busy.is_empty() {
+                std::thread::sleep(Duration::from_millis(1));
             }
-            std::thread::sleep(Duration::from_millis(1));
+        }
+        for p in &mut self.procs {
+            reap(p);
         }
         self.procs.clear();
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -117,27 +126,35 @@ fn own_cpus() -> CpuSet {
     CpuSet::from_cpus(cpus.map(|c| c as u32)).unwrap_or_else(|| CpuSet::parse("0").expect("valid"))
 }
 
-/// Raises the soft fd limit to the hard limit (2 fds per process are needed).
-fn raise_fd_limit() {
+/// Raises the soft fd limit to the hard limit; returns the limit in force.
+fn raise_fd_limit() -> u64 {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: valid rlimit pointers for get/setrlimit.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
         }
     }
+    limit.rlim_cur
 }
 
 /// Runs `system`'s window schedule; see [`crate::run`].
 pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let launch = Instant::now();
     let fds_before = count_fds();
-    raise_fd_limit();
+    let fd_limit = raise_fd_limit();
     let hierarchy = match &options.hierarchy {
         Some(h) => h.clone(),
         None => Hierarchy::detect().map_err(RunError::Cgroups)?,
@@ -156,12 +173,26 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     check_cpus(&schedule)?;
     let plans = plan_commands(&schedule, options)?;
     let mut run = Run {
-        instance: Instance::create(&hierarchy, &leftovers::instance_name())
-            .map_err(RunError::Cgroup)?,
+        instance: Instance::create(
+            &hierarchy,
+            &leftovers::instance_name(),
+            &schedule_cpus(&schedule),
+        )
+        .map_err(RunError::Cgroup)?,
         procs: Vec::new(),
         partitions: Vec::new(),
     };
-    spawn_all(&mut run, &schedule, &plans)?;
+    // Two fds per process (channel, freeze file) when they fit; else one (the
+    // freeze file is then opened at each switch).
+    let keep_open = 2 * schedule.processes.len() as u64 + 64 + fds_before as u64 <= fd_limit;
+    if schedule.processes.len() as u64 + 64 + fds_before as u64 > fd_limit {
+        return Err(RunError::Invalid(format!(
+            "{} processes need at least {} file descriptors, the limit is {fd_limit} (raise it with ulimit -n)",
+            schedule.processes.len(),
+            schedule.processes.len() + 64
+        )));
+    }
+    spawn_all(&mut run, &schedule, &plans, keep_open)?;
     let mut sup = Supervisor::new(schedule, options, run)?;
     let fds_held = count_fds().saturating_sub(fds_before);
     let reason = sup.run_loop(launch)?;
@@ -175,6 +206,16 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         fds_held,
         warnings,
     })
+}
+
+/// Every CPU a slice of the schedule uses.
+fn schedule_cpus(schedule: &Schedule) -> CpuSet {
+    let cpus = schedule
+        .windows
+        .iter()
+        .flat_map(|w| &w.slices)
+        .flat_map(|s| s.cpus.iter());
+    CpuSet::from_cpus(cpus).unwrap_or_else(own_cpus)
 }
 
 fn check_cpus(schedule: &Schedule) -> Result<(), RunError> {
@@ -210,7 +251,12 @@ fn plan_commands(schedule: &Schedule, options: &RunOptions) -> Result<Vec<Prepar
         .collect()
 }
 
-fn spawn_all(run: &mut Run, schedule: &Schedule, plans: &[Prepared]) -> Result<(), RunError> {
+fn spawn_all(
+    run: &mut Run,
+    schedule: &Schedule,
+    plans: &[Prepared],
+    keep_open: bool,
+) -> Result<(), RunError> {
     let envs = [Environment::demos(false), Environment::demos(true)];
     for (i, partition) in schedule.partitions.iter().enumerate() {
         let cg = run
@@ -226,7 +272,7 @@ fn spawn_all(run: &mut Run, schedule: &Schedule, plans: &[Prepared]) -> Result<(
         let partition = run.partitions[process.partition].clone();
         let mut cg = run
             .instance
-            .add_process(&partition, process.index)
+            .add_process(&partition, process.index, keep_open)
             .map_err(RunError::Cgroup)?;
         let env = &envs[usize::from(process.init)];
         let spawned = match run.instance.hierarchy.version {

@@ -406,10 +406,8 @@ windows:
         cpu * 10 < wall * 5,
         "cpu {cpu} ns over {wall} ns: not frozen outside its windows"
     );
-    assert!(
-        cpu * 10 > wall,
-        "cpu {cpu} ns over {wall} ns: it hardly ran"
-    );
+    // (Other work on the machine may take part of its windows: a loose lower bound.)
+    assert!(cpu * 50 > wall, "cpu {cpu} ns over {wall} ns: it hardly ran");
     // Whenever it ran, it was allowed exactly its slice's CPU.
     assert!(
         s.iter().all(|(_, _, cpus)| cpus == "0" || cpus == "1"),

@@ -1,0 +1,139 @@
+//! Window-switch overhead of `bulkhead run` (issue 3, item 8a; DEmOS thesis 5.5).
+//!
+//! A fixed-work CPU-bound program (`bulkhead-spin WORK`, which prints its own wall
+//! time) runs pinned alone on CPU 1 (baseline), then under `bulkhead run` in one
+//! repeating window of 100, 10, 5, 2 and 1 ms on CPU 1 with a budget of the whole
+//! window, so that it is frozen and thawed at every window boundary. Overhead per
+//! switch = (time under the scheduler - baseline) / switches, switches = time
+//! under the scheduler / window length, each scheduled run paired with a baseline
+//! run just before it. Min and median of 5 runs. With
+//! `demos-sched` on PATH the same workload runs under DEmOS too.
+//!
+//! Usage: bulkhead-bench-window-switch BULKHEAD SPIN. Last line: one JSON object.
+
+use std::process::Command;
+
+const RUNS: usize = 5;
+const WINDOWS_MS: [u64; 5] = [100, 10, 5, 2, 1];
+
+fn spin_ns(output: &[u8]) -> f64 {
+    let text = String::from_utf8_lossy(output);
+    let line = text
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().parse::<f64>().ok());
+    line.unwrap_or_else(|| panic!("no elapsed time in output: {text}"))
+}
+
+fn baseline(spin: &str, work: u64) -> f64 {
+    let out = Command::new("taskset")
+        .args(["-c", "1", spin, &work.to_string()])
+        .output()
+        .expect("taskset");
+    assert!(out.status.success(), "baseline run failed");
+    spin_ns(&out.stdout)
+}
+
+fn config(spin: &str, work: u64, window_ms: u64) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("bulkhead-bench-window-{window_ms}.yaml"));
+    let yaml = format!("windows: [{{length: {window_ms}, cpu: 1, sc_partition: [{{cmd: {spin} {work}, budget: {window_ms}}}]}}]\n");
+    std::fs::write(&path, yaml).expect("write config");
+    path
+}
+
+fn under(program: &str, args: &[&str]) -> Option<f64> {
+    let out = Command::new(program).args(args).output().ok()?;
+    if !out.status.success() {
+        eprintln!("{program} failed: {}", String::from_utf8_lossy(&out.stderr));
+        return None;
+    }
+    Some(spin_ns(&out.stdout))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn min(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (bulkhead, spin) = (&args[1], &args[2]);
+    // Calibrate the work to about 300 ms pinned alone.
+    let probe = baseline(spin, 20);
+    let work = ((20.0 * 300e6 / probe).round() as u64).max(1);
+    let base: Vec<f64> = (0..RUNS).map(|_| baseline(spin, work)).collect();
+    let base_ns = median(base.clone());
+    println!(
+        "work: {work}M iterations; baseline pinned alone: min {:.1} ms, median {:.1} ms",
+        min(&base) / 1e6,
+        base_ns / 1e6
+    );
+    let demos = which("demos-sched");
+    let mut json = Vec::new();
+    for w in WINDOWS_MS {
+        let cfg = config(spin, work, w);
+        let cfg = cfg.to_str().expect("utf-8 path");
+        let per_switch = |t: f64, base: f64| (t - base) / (t / (w as f64 * 1e6)) / 1e3;
+        // Each run is paired with a baseline run just before it, so that a change
+        // of the machine's load between runs does not count as overhead.
+        let ours: Vec<f64> = (0..RUNS)
+            .filter_map(|_| {
+                let base = baseline(spin, work);
+                under(bulkhead, &["run", cfg]).map(|t| per_switch(t, base))
+            })
+            .collect();
+        if ours.is_empty() {
+            println!("window {w:>3} ms: bulkhead run failed");
+            continue;
+        }
+        let (lo, med) = (min(&ours), median(ours.clone()));
+        print!("window {w:>3} ms: overhead per switch min {lo:8.2} us, median {med:8.2} us");
+        let mut entry = format!("\"{w}\":{{\"min_us\":{lo:.3},\"median_us\":{med:.3}");
+        if demos.is_some() {
+            let theirs: Vec<f64> = (0..RUNS)
+                .filter_map(|_| {
+                    let base = baseline(spin, work);
+                    under("demos-sched", &["-c", cfg]).map(|t| per_switch(t, base))
+                })
+                .collect();
+            if !theirs.is_empty() {
+                let their_med = median(theirs);
+                print!(
+                    "; DEmOS median {their_med:8.2} us (ratio {:.2})",
+                    med / their_med
+                );
+                entry += &format!(
+                    ",\"demos_median_us\":{their_med:.3},\"ratio_to_demos\":{:.3}",
+                    med / their_med
+                );
+            }
+        }
+        println!();
+        entry.push('}');
+        json.push(entry);
+    }
+    if demos.is_none() {
+        println!("demos-sched is not on PATH: no DEmOS comparison");
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load1 = load.split_whitespace().next().unwrap_or("0").to_string();
+    println!(
+        "load average (1 min) at the end: {load1} (other work on the CPUs inflates every figure)"
+    );
+    println!(
+        "{{\"bench\":\"window-switch\",\"loadavg_1min\":{load1},\"baseline_ns\":{base_ns:.0},\"work_million_iterations\":{work},\"per_switch_us\":{{{}}},\"target_us_at_1ms\":20,\"demos_installed\":{}}}",
+        json.join(","),
+        demos.is_some()
+    );
+}
+
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
