@@ -286,8 +286,8 @@ fn be_hogs_cause_no_rt_miss_and_cannot_touch_the_rt_partition() {
         hogs.push(be.spawn(Command::new(hog).args(args)).expect("hog starts"));
     }
     // The probe ran before the fork bomb could take the partition's pids (it must fail
-    // for want of permission, not of a process slot). Now the hogs run for 4 s.
-    std::thread::sleep(Duration::from_secs(4));
+    // for want of permission, not of a process slot). Now the hogs run for 10 s (issue 7: "no rt deadline miss in a 10 s run").
+    std::thread::sleep(Duration::from_secs(10));
 
     let failcnt = fs::read_to_string(be.dirs[1].join("memory.failcnt")).unwrap_or_default();
     let pids_peak = fs::read_to_string(be.dirs[2].join("pids.current")).unwrap_or_default();
@@ -332,7 +332,7 @@ fn be_hogs_cause_no_rt_miss_and_cannot_touch_the_rt_partition() {
 
     let periods = [50 * MS, 100 * MS];
     for (recs, period) in records.iter().zip(periods) {
-        let expected = (4 * 1000 * MS / period) as usize;
+        let expected = (10 * 1000 * MS / period) as usize;
         assert!(
             recs.len() * 10 >= expected * 8,
             "{} of ~{expected} activations",
