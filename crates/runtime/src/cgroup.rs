@@ -218,6 +218,8 @@ pub struct Instance {
     pub dirs: Vec<PathBuf>,
     /// Created partition and process cgroups, for removal (deepest last).
     created: Vec<PathBuf>,
+    /// v1: the CPUs of the instance cpuset, which new partitions inherit.
+    cpus: Option<CpuSet>,
 }
 
 /// A partition's cgroups.
@@ -301,6 +303,7 @@ impl Instance {
             name: name.to_string(),
             dirs: Vec::new(),
             created: Vec::new(),
+            cpus: None,
         };
         let setup = instance.setup(cpus);
         if setup.is_err() {
@@ -322,6 +325,11 @@ impl Instance {
                 let mems = read_file(&parent.join("cpuset.mems"))?;
                 write_cpus(&cpuset, cpus)?;
                 write_file(&cpuset.join("cpuset.mems"), mems.trim())?;
+                // Partitions are born with the instance's CPUs and memory nodes, so
+                // that most need no cpuset write at all: each write is checked
+                // against every sibling, which makes many writes quadratic.
+                write_file(&cpuset.join("cgroup.clone_children"), "1")?;
+                self.cpus = Some(cpus.clone());
             }
             Version::V2 => {
                 if self.hierarchy.cpuset_base.is_some() {
@@ -353,8 +361,6 @@ impl Instance {
                 let dir = instance.join(name);
                 fs::create_dir(&dir).map_err(err("create cgroup", &dir))?;
                 self.created.push(dir.clone());
-                let mems = read_file(&instance.join("cpuset.mems"))?;
-                write_file(&dir.join("cpuset.mems"), mems.trim())?;
                 Some(dir)
             }
         };
@@ -362,7 +368,9 @@ impl Instance {
             freezer_dir,
             cpuset_dir,
         };
-        set_cpus(&partition, cpus)?;
+        if self.cpus.as_ref() != Some(cpus) {
+            set_cpus(&partition, cpus)?;
+        }
         Ok(partition)
     }
 

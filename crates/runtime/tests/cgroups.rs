@@ -407,7 +407,10 @@ windows:
         "cpu {cpu} ns over {wall} ns: not frozen outside its windows"
     );
     // (Other work on the machine may take part of its windows: a loose lower bound.)
-    assert!(cpu * 50 > wall, "cpu {cpu} ns over {wall} ns: it hardly ran");
+    assert!(
+        cpu * 50 > wall,
+        "cpu {cpu} ns over {wall} ns: it hardly ran"
+    );
     // Whenever it ran, it was allowed exactly its slice's CPU.
     assert!(
         s.iter().all(|(_, _, cpus)| cpus == "0" || cpus == "1"),
