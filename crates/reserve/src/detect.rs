@@ -129,12 +129,17 @@ mod tests {
     /// prints why they do not instead of failing.
     #[test]
     fn probes_without_leaving_a_policy_behind() {
+        let before = sched::get(0).unwrap();
         for (name, r) in [("SCHED_DEADLINE", deadline()), ("SCHED_FIFO", fifo())] {
             match r {
                 Ok(()) => {}
                 Err(e) => eprintln!("skipping {name}: {e}"),
             }
         }
-        assert_eq!(sched::get(0).unwrap(), Policy::Other { nice: 0 });
+        assert_eq!(
+            sched::get(0).unwrap(),
+            before,
+            "the probe restores the caller's policy and nice value"
+        );
     }
 }
