@@ -35,6 +35,8 @@ struct Proc {
     cgroup: ProcessCgroup,
     /// The supervisor's end of the channel; `None` once the other end closed.
     channel: Option<OwnedFd>,
+    /// What a v1 child reads until it execs (shared memory): freed after it died.
+    memory: Option<spawn::ChildMemory>,
     /// Blocked in the client library after a completion: release it at its next thaw.
     blocked: bool,
     reaped: bool,
@@ -42,10 +44,16 @@ struct Proc {
 }
 
 /// Everything a run owns; dropping it kills the processes and removes the cgroups.
+///
+/// Field order matters: `Drop` first waits until every process is dead; the
+/// commands and environments (`plans`, `envs`) and each process's spawn memory,
+/// which a v1 child reads until it execs, are freed only after that.
 struct Run {
     instance: Instance,
     procs: Vec<Proc>,
     partitions: Vec<PartitionCgroup>,
+    plans: Vec<Prepared>,
+    envs: [Environment; 2],
 }
 
 impl Drop for Run {
@@ -78,6 +86,15 @@ impl Drop for Run {
         }
         for p in &mut self.procs {
             reap(p);
+        }
+        if !busy.is_empty() {
+            // Not confirmed dead: what they may still read must never be freed.
+            for &i in &busy {
+                std::mem::forget(self.procs[i].memory.take());
+            }
+            std::mem::forget(std::mem::take(&mut self.plans));
+            let fresh = [Environment::demos(false), Environment::demos(true)];
+            std::mem::forget(std::mem::replace(&mut self.envs, fresh));
         }
         self.procs.clear();
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -173,6 +190,8 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     check_cpus(&schedule)?;
     let plans = plan_commands(&schedule, options)?;
     let mut run = Run {
+        plans,
+        envs: [Environment::demos(false), Environment::demos(true)],
         instance: Instance::create(
             &hierarchy,
             &leftovers::instance_name(),
@@ -192,7 +211,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
             schedule.processes.len() + 64
         )));
     }
-    spawn_all(&mut run, &schedule, &plans, keep_open)?;
+    spawn_all(&mut run, &schedule, keep_open)?;
     let mut sup = Supervisor::new(schedule, options, run)?;
     let fds_held = count_fds().saturating_sub(fds_before);
     let reason = sup.run_loop(launch)?;
@@ -251,13 +270,7 @@ fn plan_commands(schedule: &Schedule, options: &RunOptions) -> Result<Vec<Prepar
         .collect()
 }
 
-fn spawn_all(
-    run: &mut Run,
-    schedule: &Schedule,
-    plans: &[Prepared],
-    keep_open: bool,
-) -> Result<(), RunError> {
-    let envs = [Environment::demos(false), Environment::demos(true)];
+fn spawn_all(run: &mut Run, schedule: &Schedule, keep_open: bool) -> Result<(), RunError> {
     for (i, partition) in schedule.partitions.iter().enumerate() {
         let cg = run
             .instance
@@ -274,9 +287,9 @@ fn spawn_all(
             .instance
             .add_process(&partition, process.index, keep_open)
             .map_err(RunError::Cgroup)?;
-        let env = &envs[usize::from(process.init)];
+        let (plan, env) = (&run.plans[id], &run.envs[usize::from(process.init)]);
         let spawned = match run.instance.hierarchy.version {
-            Version::V2 => spawn::spawn(&plans[id], env, Target::V2 { cgroup: &cg.dir }),
+            Version::V2 => spawn::spawn(plan, env, Target::V2 { cgroup: &cg.dir }),
             Version::V1 => {
                 let mut join: Vec<CString> = Vec::new();
                 if let Some(dir) = &partition.cpuset_dir {
@@ -286,7 +299,7 @@ fn spawn_all(
                 cg.set_frozen(false).map_err(RunError::Cgroup)?;
                 let mut freeze = || cg.set_frozen(true).map_err(std::io::Error::other);
                 spawn::spawn(
-                    &plans[id],
+                    plan,
                     env,
                     Target::V1 {
                         join: &join,
@@ -300,6 +313,7 @@ fn spawn_all(
             pid: child.pid,
             cgroup: cg,
             channel: Some(child.channel),
+            memory: child.memory,
             blocked: false,
             reaped: false,
             exited: false,
