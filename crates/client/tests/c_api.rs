@@ -1,0 +1,87 @@
+//! The C API: a DEmOS-style C program built against `include/bulkhead/client.h`
+//! and the static library, outside a scheduler (DEmOS test/0100-api.t: it must
+//! fail) and under `bulkhead run` (root and cgroups; skipped otherwise): it prints
+//! one argument per window.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Builds the C program; `None` (with the reason printed) when no C compiler or
+/// static library is at hand.
+fn build(name: &str) -> Option<PathBuf> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // target/<profile>/deps/c_api-<hash> -> target/<profile>/libbulkhead_client.a
+    let profile_dir = std::env::current_exe()
+        .ok()?
+        .parent()?
+        .parent()?
+        .to_path_buf();
+    let lib = profile_dir.join("libbulkhead_client.a");
+    if !lib.exists() {
+        eprintln!("skipped: {} not built", lib.display());
+        return None;
+    }
+    let out = std::env::temp_dir().join(format!("bulkhead-api-test-{}-{name}", std::process::id()));
+    let status = Command::new("cc")
+        .arg(manifest.join("tests/c/api_test.c"))
+        .arg("-I")
+        .arg(manifest.join("include"))
+        .arg(&lib)
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(&out)
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(out),
+        other => {
+            eprintln!("skipped: cannot compile the C test program: {other:?}");
+            None
+        }
+    }
+}
+
+#[test]
+fn outside_a_scheduler_the_c_api_fails_with_enokey() {
+    let Some(program) = build("outside") else {
+        return;
+    };
+    let out = Command::new(&program)
+        .env_remove("DEMOS_PARAMETERS")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("errno {}", libc::ENOKEY)));
+    let _ = std::fs::remove_file(program);
+}
+
+#[test]
+fn a_demos_program_runs_unchanged_under_bulkhead_run() {
+    let Some(program) = build("under") else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || bulkhead_runtime::Hierarchy::detect().is_err() {
+        eprintln!("skipped: needs root and cgroups");
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("bulkhead-api-test-{}.txt", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    let yaml = format!(
+        "{{windows: [{{length: 5, slices: [{{cpu: 0, sc_partition: SC1}}]}}], partitions: [{{name: SC1, processes: [{{cmd: {} {} first second, budget: 4}}]}}]}}",
+        program.display(),
+        out.display()
+    );
+    let system = bulkhead_model::load_str(&yaml, "api.yaml").unwrap().system;
+    let options = bulkhead_runtime::RunOptions {
+        timeout: Some(std::time::Duration::from_millis(40)),
+        workdir: std::env::temp_dir(),
+        ..Default::default()
+    };
+    bulkhead_runtime::run(&system, &options).unwrap();
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "first\nsecond\n");
+    let _ = std::fs::remove_file(program);
+}
