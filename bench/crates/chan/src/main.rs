@@ -256,6 +256,35 @@ impl Link for Futex {
 
 // ---------- iceoryx2 and the Unix socket ----------
 
+/// iceoryx2 files of this benchmark: their own root and prefix, so that
+/// [`remove_ice_files`] removes exactly them.
+const ICE_ROOT: &str = "/tmp/bulkhead-bench-iceoryx2/";
+const ICE_PREFIX: &str = "bulkhead_bench_iox2_";
+
+fn ice_config() -> Config {
+    let mut config = Config::default();
+    config.global.prefix = FileName::new(ICE_PREFIX.as_bytes()).expect("prefix");
+    config
+        .global
+        .set_root_path(&Path::new(ICE_ROOT.as_bytes()).expect("root"));
+    config
+}
+
+/// Removes what iceoryx2 keeps after its last node is gone (its global
+/// management segment in /dev/shm and its directories).
+fn remove_ice_files() {
+    let _ = std::fs::remove_dir_all(ICE_ROOT);
+    for entry in std::fs::read_dir("/dev/shm")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if entry.file_name().to_string_lossy().starts_with(ICE_PREFIX) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Fields drop in order: the ports before the node that owns their resources.
 struct Ice {
     publisher: Option<iceoryx2::port::publisher::Publisher<ipc::Service, Msg, ()>>,
@@ -266,6 +295,7 @@ struct Ice {
 impl Ice {
     fn new(tag: &str, out: Option<&str>, inp: Option<&str>) -> Ice {
         let node = NodeBuilder::new()
+            .config(&ice_config())
             .create::<ipc::Service>()
             .expect("iceoryx2 node");
         let service = |dir: &str| {
@@ -658,6 +688,7 @@ fn main() {
                 t.unwrap_or(0.0) / 1e6
             );
         }
+        remove_ice_files();
         return;
     }
     for (key, label, samples) in transports {
@@ -709,6 +740,7 @@ fn main() {
             "fifo >= 10 M msg/s",
         ),
     ];
+    remove_ice_files();
     println!("targets (issue 5):");
     for (key, value, limit, text) in checks {
         let met = if limit < 0.0 {
