@@ -57,6 +57,15 @@ impl std::fmt::Display for CgroupError {
             self.source.raw_os_error(),
             Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EROFS)
         );
+        let busy_control = self.source.raw_os_error() == Some(libc::EBUSY)
+            && self.path.ends_with("cgroup.subtree_control");
+        if busy_control {
+            write!(
+                f,
+                "\ncgroup v2 enables controllers only for cgroups without processes of their own: \
+                 start bulkhead in a cgroup of its own, e.g. systemd-run --scope -p Delegate=yes bulkhead run FILE"
+            )?;
+        }
         if denied {
             write!(
                 f,

@@ -482,15 +482,24 @@ windows:
       - {cpu: 1, be_partition: [{cmd: SPIN, budget: 1}]}
 ";
     let start = std::time::Instant::now();
-    for i in 0..200 {
-        let ran = run(yaml, "many", 3);
-        assert_eq!(ran.outcome.reason, StopReason::Timeout, "run {i}");
-        assert!(
-            running(SPIN).is_empty(),
-            "run {i} left processes: {:?}",
-            running(SPIN)
-        );
-    }
+    // The runs happen on another thread so that a hang fails the test instead of
+    // blocking the suite.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for i in 0..200 {
+            let ran = run(yaml, "many", 3);
+            assert_eq!(ran.outcome.reason, StopReason::Timeout, "run {i}");
+            assert!(
+                running(SPIN).is_empty(),
+                "run {i} left processes: {:?}",
+                running(SPIN)
+            );
+        }
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(Duration::from_secs(90))
+        .expect("200 runs finished (a run hung or failed)");
     assert!(
         our_instances().is_empty(),
         "left cgroups: {:?}",
