@@ -36,6 +36,9 @@ pub struct Args {
     trace: Option<PathBuf>,
 }
 
+/// SCHED_FIFO priority of the supervisor (below the kernel's threaded IRQs at 50).
+const REALTIME_PRIORITY: i32 = 40;
+
 /// A positive duration with a unit (`500us`, `2ms`, `1s`).
 fn duration(text: &str) -> Result<Duration, String> {
     match parse_duration(text, None)? {
@@ -69,6 +72,7 @@ pub fn run(args: Args) -> ExitCode {
         workdir: std::path::absolute(&workdir).unwrap_or(workdir),
         hierarchy: None,
         handle_signals: true,
+        realtime_priority: Some(REALTIME_PRIORITY),
         messages: None,
     };
     match bulkhead_runtime::run(&loaded.system, &options) {

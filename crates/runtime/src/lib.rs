@@ -45,6 +45,10 @@ pub struct RunOptions {
     pub hierarchy: Option<Hierarchy>,
     /// Stop on SIGINT/SIGTERM (the CLI); tests leave the process's handlers alone.
     pub handle_signals: bool,
+    /// Run the supervisor under SCHED_FIFO at this priority (as DEmOS does), so that
+    /// window switches are not delayed by other work; processes it spawns get the
+    /// normal policy (SCHED_RESET_ON_FORK). `None`: leave the policy alone.
+    pub realtime_priority: Option<i32>,
     /// Where the window and frame messages go; `None` = stdout (flushed per line).
     pub messages: Option<Messages>,
 }

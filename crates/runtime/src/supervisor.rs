@@ -212,6 +212,9 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         )));
     }
     spawn_all(&mut run, &schedule, keep_open)?;
+    let _realtime = options
+        .realtime_priority
+        .map(|p| Realtime::enter(p, &mut warnings));
     let mut sup = Supervisor::new(schedule, options, run)?;
     let fds_held = count_fds().saturating_sub(fds_before);
     let reason = sup.run_loop(launch)?;
@@ -788,6 +791,43 @@ impl Supervisor {
                 .map_err(|e| RunError::Io(format!("{}: {e}", path.display())))?;
         }
         Ok(())
+    }
+}
+
+/// The calling thread under SCHED_FIFO with SCHED_RESET_ON_FORK (children start
+/// with the normal policy); the previous policy is restored on drop.
+struct Realtime {
+    policy: i32,
+    param: libc::sched_param,
+}
+
+impl Realtime {
+    fn enter(priority: i32, warnings: &mut Vec<String>) -> Option<Realtime> {
+        // SAFETY: querying and setting the calling thread's policy with valid params.
+        unsafe {
+            let policy = libc::sched_getscheduler(0);
+            let mut param: libc::sched_param = std::mem::zeroed();
+            libc::sched_getparam(0, &mut param);
+            let fifo = libc::sched_param {
+                sched_priority: priority,
+            };
+            if libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &fifo) != 0
+            {
+                let e = std::io::Error::last_os_error();
+                warnings.push(format!(
+                    "the supervisor runs without real-time priority (SCHED_FIFO {priority}): {e}"
+                ));
+                return None;
+            }
+            Some(Realtime { policy, param })
+        }
+    }
+}
+
+impl Drop for Realtime {
+    fn drop(&mut self) {
+        // SAFETY: restoring the policy saved in `enter`.
+        unsafe { libc::sched_setscheduler(0, self.policy, &self.param) };
     }
 }
 

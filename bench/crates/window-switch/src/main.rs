@@ -61,7 +61,14 @@ fn min(v: &[f64]) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let (bulkhead, spin) = (&args[1], &args[2]);
+    // Absolute paths: the description's processes run in its directory (set_cwd).
+    let absolute = |p: &str| {
+        std::fs::canonicalize(p)
+            .expect("program exists")
+            .display()
+            .to_string()
+    };
+    let (bulkhead, spin) = (&absolute(&args[1]), &absolute(&args[2]));
     // Calibrate the work to about 300 ms pinned alone.
     let probe = baseline(spin, 20);
     let work = ((20.0 * 300e6 / probe).round() as u64).max(1);
