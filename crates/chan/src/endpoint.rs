@@ -20,6 +20,38 @@ fn deadline(timeout: Duration) -> Wait {
     Wait::Until(Instant::now().checked_add(timeout))
 }
 
+/// A blocking call without deadline wakes this often to check that the peer
+/// process is still alive, so a crashed peer cannot make it hang.
+const LIVENESS_SLICE: Duration = Duration::from_millis(100);
+
+/// The pid of the peer's attached process if that process is dead.
+fn peer_died(peer: *const Side) -> Option<u32> {
+    // SAFETY: `peer` points into the endpoint's live mapping.
+    let owner = unsafe { &*peer }.owner.load(Ordering::Acquire);
+    (owner != 0 && start_time(owner).is_none()).then_some(owner)
+}
+
+/// Runs `op` with deadlines of at most one liveness slice until it succeeds,
+/// fails otherwise, reaches `deadline`, or the peer process died.
+fn blocking<T>(
+    peer: *const Side,
+    deadline: Option<Instant>,
+    mut op: impl FnMut(Option<Instant>) -> Result<T>,
+) -> Result<T> {
+    loop {
+        let slice = Instant::now() + LIVENESS_SLICE;
+        let until = deadline.map_or(slice, |d| d.min(slice));
+        match op(Some(until)) {
+            Err(Error::Timeout) if deadline.is_none_or(|d| Instant::now() < d) => {
+                if let Some(pid) = peer_died(peer) {
+                    return Err(Error::PeerDied(pid));
+                }
+            }
+            r => return r,
+        }
+    }
+}
+
 fn my_pid() -> u32 {
     rustix::process::getpid().as_raw_nonzero().get() as u32
 }
@@ -72,6 +104,7 @@ pub struct Sender {
     data: *mut u8,
     stride: usize,
     side: *const Side,
+    peer: *const Side,
     // Unmapped last: `tx`, `data` and `side` point into it.
     _map: Map,
 }
@@ -101,6 +134,7 @@ impl Sender {
             data,
             stride: l.stride as usize,
             side: mine,
+            peer,
             _map: map,
         })
     }
@@ -129,7 +163,7 @@ impl Sender {
         check_len(msg.len(), self.meta.msg_size)?;
         let slot = match (&mut self.tx, wait) {
             (Tx::Fifo(p), Wait::Never) => p.try_reserve()?,
-            (Tx::Fifo(p), Wait::Until(d)) => p.reserve(d)?,
+            (Tx::Fifo(p), Wait::Until(d)) => blocking(self.peer, d, |until| p.reserve(until))?,
             (Tx::Latest(w), _) => w.begin()?,
         };
         // SAFETY: slot < number of slots (depth or 4) by construction of the
@@ -188,6 +222,7 @@ pub struct Receiver {
     data: *const u8,
     stride: usize,
     side: *const Side,
+    peer: *const Side,
     _map: Map,
 }
 
@@ -215,6 +250,7 @@ impl Receiver {
             data,
             stride: l.stride as usize,
             side: mine,
+            peer,
             _map: map,
         })
     }
@@ -246,7 +282,7 @@ impl Receiver {
         check_len(buf.len(), self.meta.msg_size)?;
         let slot = match (&mut self.rx, wait) {
             (Rx::Fifo(c), Wait::Never) => c.try_acquire()?,
-            (Rx::Fifo(c), Wait::Until(d)) => c.acquire(d)?,
+            (Rx::Fifo(c), Wait::Until(d)) => blocking(self.peer, d, |until| c.acquire(until))?,
             (Rx::Latest(r), _) => r.begin()?.ok_or(Error::Empty)?,
         };
         // SAFETY: slot is in range by construction (see Sender::write_with);

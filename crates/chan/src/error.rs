@@ -23,6 +23,8 @@ pub enum Error {
     Timeout,
     /// The peer closed its endpoint and nothing more can be transferred.
     Closed,
+    /// The peer process (this pid) died without closing, while this side waited.
+    PeerDied(u32),
     /// Another live process (this pid) already holds this end of the channel.
     Busy(u32),
     /// A named channel with this name exists and its creator is alive.
@@ -50,6 +52,7 @@ impl Error {
             Error::Full | Error::Empty => 11, // EAGAIN
             Error::Timeout => 110,            // ETIMEDOUT
             Error::Closed => 32,              // EPIPE
+            Error::PeerDied(_) => 130,        // EOWNERDEAD
             Error::Busy(_) => 16,             // EBUSY
             Error::Exists(_) => 17,           // EEXIST
             Error::NotFound(_) => 2,          // ENOENT
@@ -69,6 +72,7 @@ impl fmt::Display for Error {
             Error::Empty => write!(f, "channel empty"),
             Error::Timeout => write!(f, "timed out"),
             Error::Closed => write!(f, "peer closed the channel"),
+            Error::PeerDied(pid) => write!(f, "peer process {pid} died"),
             Error::Busy(pid) => write!(f, "this end of the channel is held by live process {pid}"),
             Error::Exists(n) => write!(f, "channel {n:?} already exists and its creator is alive"),
             Error::NotFound(n) => write!(f, "no channel named {n:?}"),

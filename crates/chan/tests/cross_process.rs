@@ -267,3 +267,39 @@ fn create_named_replaces_a_stale_channel() {
     chan.destroy().unwrap();
     assert!(!bulkhead_chan::named_exists(&name));
 }
+
+#[test]
+fn a_blocking_read_without_timeout_returns_when_the_writer_dies() {
+    let _serial = serial();
+    let ping = Channel::create(&Spec::fifo("xp-died-ping", 32, 1)).unwrap();
+    let pong = Channel::create(&Spec::fifo("xp-died-pong", 32, 1)).unwrap();
+    let peer = Peer::spawn(&["echo", "1000", "0"]);
+    ping.send_over(&peer.sock).unwrap();
+    pong.send_over(&peer.sock).unwrap();
+    let (mut tx, mut rx) = (ping.sender().unwrap(), pong.receiver().unwrap());
+    let mut m = [0u8; 32];
+    tx.write_timeout(&message(1), Duration::from_secs(30))
+        .unwrap();
+    rx.read_timeout(&mut m, Duration::from_secs(30)).unwrap(); // the peer is attached
+    let pid = peer.child.id();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success());
+    });
+    // The read has no timeout: only noticing the peer's death can end it. It
+    // runs on its own thread so that a hang fails the test instead.
+    let (done, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(rx.read(&mut m));
+    });
+    let r = result
+        .recv_timeout(Duration::from_secs(20))
+        .expect("read still blocked 20 s after the peer died");
+    killer.join().unwrap();
+    assert!(matches!(r, Err(Error::PeerDied(p)) if p == pid), "{r:?}");
+    drop(peer);
+}

@@ -17,6 +17,7 @@
  *
  * Conventions: int results are >= 0 on success and -errno on failure
  * (-EAGAIN full/empty on a non-blocking call, -ETIMEDOUT, -EPIPE peer closed,
+ * -EOWNERDEAD peer process died while this side waited,
  * -EBADMSG peer corrupted the channel, -EPROTO bad header, -EINVAL bad
  * argument, -EBUSY end already held by a live process, -EEXIST, -ENOENT).
  * Handle-returning functions return NULL and set errno.
