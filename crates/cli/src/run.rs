@@ -86,6 +86,18 @@ pub fn run(args: Args) -> ExitCode {
                 outcome.windows,
                 outcome.grants
             );
+            for t in &outcome.rt_tasks {
+                eprintln!(
+                    "  task `{}` of `{}` ({}, pid {}): {} jobs, max response {:.3} ms, {} misses",
+                    t.task,
+                    t.partition,
+                    t.policy,
+                    t.pid,
+                    t.jobs,
+                    t.max_response_ns as f64 / 1e6,
+                    t.misses
+                );
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -13,6 +13,7 @@
 pub mod cgroup;
 pub mod command;
 pub mod leftovers;
+mod rt;
 mod signals;
 pub mod spawn;
 mod supervisor;

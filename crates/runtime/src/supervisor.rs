@@ -3,9 +3,11 @@
 
 use crate::cgroup::{self, Hierarchy, Instance, PartitionCgroup, ProcessCgroup, Version};
 use crate::command;
+use crate::rt::{self, Drained, RtRun};
 use crate::spawn::{self, Environment, Prepared, Target};
 use crate::{leftovers, signals, RunError, RunOptions};
 use bulkhead_model::{CpuSet, Nanos, System};
+use bulkhead_reserve::partition::TaskSummary;
 use bulkhead_trace::{Event as TraceEvent, EventKind, StopReason as TraceStop};
 use bulkhead_windows::{Action, Config, Event, Grant, Machine, Phase, Schedule, StopReason};
 use std::ffi::CString;
@@ -28,6 +30,8 @@ pub struct Outcome {
     pub fds_held: usize,
     /// Non-fatal problems (leftovers removed, processes that failed, ...).
     pub warnings: Vec<String>,
+    /// Per-task figures of the rt partitions (jobs, worst response, misses).
+    pub rt_tasks: Vec<TaskSummary>,
 }
 
 struct Proc {
@@ -116,7 +120,7 @@ fn reap(p: &mut Proc) {
     }
 }
 
-fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -185,6 +189,14 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         ));
     }
     warnings.extend(failed);
+    warnings.extend(rt::clean_leftovers());
+    let rt = rt::start(system, hierarchy.cpuset_base.as_deref(), &options.workdir)?;
+    let rt = match rt {
+        Some(rt) if system.windows.is_empty() => {
+            return run_rt_only(rt, options, launch, fds_before, warnings)
+        }
+        other => other,
+    };
     let schedule =
         Schedule::from_system(system, &own_cpus()).map_err(|e| RunError::Invalid(e.to_string()))?;
     check_cpus(&schedule)?;
@@ -218,6 +230,10 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let mut sup = Supervisor::new(schedule, options, run)?;
     let fds_held = count_fds().saturating_sub(fds_before);
     let reason = sup.run_loop(launch)?;
+    let rt_tasks = rt
+        .map(|rt| sup.merge_rt(rt))
+        .transpose()?
+        .unwrap_or_default();
     sup.finish()?;
     warnings.extend(sup.warnings);
     Ok(Outcome {
@@ -227,7 +243,50 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         startup: sup.startup,
         fds_held,
         warnings,
+        rt_tasks,
     })
+}
+
+/// A system of rt partitions only: runs them until the timeout, a signal or their exit.
+fn run_rt_only(
+    rt: RtRun,
+    options: &RunOptions,
+    launch: Instant,
+    fds_before: usize,
+    warnings: Vec<String>,
+) -> Result<Outcome, RunError> {
+    let startup = launch.elapsed();
+    let fds_held = count_fds().saturating_sub(fds_before);
+    let reason = rt::wait(&rt, options.timeout, options.handle_signals)?;
+    let drained = rt.finish();
+    write_rt_outputs(options, &drained.events)?;
+    Ok(Outcome {
+        reason,
+        grants: 0,
+        windows: 0,
+        startup,
+        fds_held,
+        warnings,
+        rt_tasks: drained.summaries,
+    })
+}
+
+/// The job events of rt partitions are the schedule log and the trace.
+fn write_rt_outputs(options: &RunOptions, events: &[TraceEvent]) -> Result<(), RunError> {
+    let io = |p: &std::path::Path, e: std::io::Error| RunError::Io(format!("{}: {e}", p.display()));
+    if let Some(path) = &options.schedule_log {
+        let file = File::create(path).map_err(|e| io(path, e))?;
+        let mut log = bulkhead_trace::schedule_log::ScheduleLogWriter::new(BufWriter::new(file));
+        for e in events {
+            log.write(e).map_err(|e| io(path, e))?;
+        }
+        log.flush().map_err(|e| io(path, e))?;
+    }
+    if let Some(path) = &options.trace {
+        let file = File::create(path).map_err(|e| io(path, e))?;
+        bulkhead_trace::perfetto::write(events, BufWriter::new(file)).map_err(|e| io(path, e))?;
+    }
+    Ok(())
 }
 
 /// Every CPU a slice of the schedule uses.
@@ -777,6 +836,23 @@ impl Supervisor {
         check(r)
             .map(|_| ())
             .map_err(|e| RunError::Io(format!("timerfd_settime: {e}")))
+    }
+
+    /// Stops the rt partitions and adds their job events to the schedule log (after the
+    /// window lines) and the trace, on the window schedule's time axis.
+    fn merge_rt(&mut self, rt: RtRun) -> Result<Vec<TaskSummary>, RunError> {
+        let epoch = rt.epoch_ns;
+        let Drained { events, summaries } = rt.finish();
+        let t0 = self.t0.unwrap_or(epoch);
+        for mut e in events {
+            e.t_ns = (e.t_ns + epoch).saturating_sub(t0);
+            if let Some(log) = &mut self.log {
+                writeln!(log, "{}", bulkhead_trace::schedule_log::line(&e))
+                    .map_err(|e| RunError::Io(format!("schedule log: {e}")))?;
+            }
+            self.trace(e.t_ns, e.kind);
+        }
+        Ok(summaries)
     }
 
     fn finish(&mut self) -> Result<(), RunError> {

@@ -1,0 +1,187 @@
+//! `bulkhead run` with rt partitions (issue 7), observed from outside: the reservation
+//! the kernel reports for each task, the schedule log, the exit code and message of a
+//! refused admission, and nothing left behind.
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn is_root() -> bool {
+    // SAFETY: getuid has no preconditions.
+    unsafe { libc::getuid() == 0 }
+}
+
+/// Serializes the suites that take CPUs exclusively (as bulkhead-reserve's tests do).
+fn exclusive_cpus_lock() -> std::fs::File {
+    let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
+    // SAFETY: flock on an open descriptor.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    lock
+}
+
+fn write_description(name: &str, tasks: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("bulkhead-rt-{name}-{}.yaml", std::process::id()));
+    let src = format!("system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n{tasks}");
+    std::fs::write(&path, src).unwrap();
+    path
+}
+
+fn children(pid: u32) -> Vec<u32> {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn leftover_cgroups() -> Vec<String> {
+    let mut found = Vec::new();
+    for ctrl in ["cpuset", "freezer", "memory", "unified"] {
+        if let Ok(entries) = std::fs::read_dir(format!("/sys/fs/cgroup/{ctrl}")) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&format!("bulkhead-{}-", std::process::id())) {
+                    found.push(format!("{ctrl}/{name}"));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn rt_tasks_run_with_the_configured_sched_deadline_reservation() {
+    if !is_root() {
+        eprintln!("skipping: needs root for SCHED_DEADLINE and cpusets");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let periodic = bin_dir().join("bulkhead-periodic");
+    if !periodic.exists() {
+        eprintln!(
+            "skipping: {} is not built (cargo build -p bulkhead-workloads)",
+            periodic.display()
+        );
+        return;
+    }
+    let periodic = periodic.display();
+    let file = write_description(
+        "deadline",
+        &format!(
+            "      - {{name: a, cmd: {periodic} --exec-us 500, budget: 2ms, period: 10ms}}\n      - {{name: b, cmd: {periodic} --exec-us 1000, budget: 5ms, period: 50ms, deadline: 40ms}}\n"
+        ),
+    );
+    let log = file.with_extension("jsonl");
+    let run = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--timeout",
+            "3s",
+            "--schedule-log",
+            log.to_str().unwrap(),
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut tasks = Vec::new();
+    while tasks.len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        tasks = children(run.id());
+    }
+    let shown: Vec<String> = tasks
+        .iter()
+        .map(|pid| {
+            String::from_utf8_lossy(
+                &Command::new("chrt")
+                    .args(["-p", &pid.to_string()])
+                    .output()
+                    .unwrap()
+                    .stdout,
+            )
+            .into_owned()
+        })
+        .collect();
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let schedule = std::fs::read_to_string(&log).unwrap_or_default();
+    std::fs::remove_file(&file).unwrap();
+    let _ = std::fs::remove_file(&log);
+
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(shown.len(), 2, "two task processes: {shown:?}");
+    assert!(
+        shown.iter().all(|s| s.contains("SCHED_DEADLINE")),
+        "{shown:?}"
+    );
+    assert!(
+        shown
+            .iter()
+            .any(|s| s.contains("2000000/10000000/10000000")),
+        "task a's runtime/deadline/period: {shown:?}"
+    );
+    assert!(
+        shown
+            .iter()
+            .any(|s| s.contains("5000000/40000000/50000000")),
+        "task b's runtime/deadline/period: {shown:?}"
+    );
+    let completed = |task: &str| {
+        schedule
+            .lines()
+            .filter(|l| {
+                l.contains("\"event\":\"job_complete\"")
+                    && l.contains(&format!("\"task\":\"{task}\""))
+            })
+            .count()
+    };
+    // ~3 s of 10 ms and 50 ms periods: about 300 and 60 jobs; wide margins for a loaded machine.
+    assert!(
+        completed("a") >= 100,
+        "task a completed {} jobs\n{stderr}",
+        completed("a")
+    );
+    assert!(
+        completed("b") >= 20,
+        "task b completed {} jobs\n{stderr}",
+        completed("b")
+    );
+    assert!(
+        stderr.contains("task `a` of `ctl` (SCHED_DEADLINE"),
+        "{stderr}"
+    );
+    assert!(
+        tasks
+            .iter()
+            .all(|p| !Path::new(&format!("/proc/{p}")).exists()),
+        "tasks left running"
+    );
+    assert_eq!(leftover_cgroups(), Vec::<String>::new());
+}
+
+#[test]
+fn admission_refuses_an_overloaded_set_and_names_the_task() {
+    let file = write_description(
+        "overload",
+        "      - {name: fast, cmd: sleep 1, budget: 6ms, period: 10ms}\n      - {name: slow, cmd: sleep 1, budget: 9ms, period: 20ms}\n",
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["run", file.to_str().unwrap(), "--timeout", "1s"])
+        .output()
+        .unwrap();
+    std::fs::remove_file(&file).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("admission refused: task `"), "{stderr}");
+    assert!(stderr.contains("of partition `ctl`"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

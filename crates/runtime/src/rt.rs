@@ -1,0 +1,185 @@
+//! The rt partitions of a run (issue 7): admitted by analysis, started with their
+//! reservations through `bulkhead-reserve`, and drained by a thread of their own while
+//! the window supervisor (or [`wait`], for a system without windows) runs.
+//!
+//! Preconditions: root (or CAP_SYS_NICE and a writable cpuset hierarchy). Postcondition
+//! of [`RtRun::finish`] and of dropping an [`RtRun`]: every task process has been killed
+//! and every cgroup it used removed.
+
+use crate::signals::StopSignals;
+use crate::supervisor::monotonic_ns;
+use crate::{leftovers, RunError};
+use bulkhead_model::{PartitionKind, System};
+use bulkhead_reserve::cpuset;
+use bulkhead_reserve::partition::{self, RtOptions, RtPartitions, TaskSummary};
+use bulkhead_trace::Event;
+use bulkhead_windows::StopReason;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How often the tasks' trace rings are drained.
+const DRAIN_PERIOD: Duration = Duration::from_millis(10);
+/// Release 0 of every task lies this far after the tasks are started.
+const START_DELAY_NS: u64 = 50_000_000;
+
+/// What the drain thread collected: job events, and per-task figures at the end.
+pub struct Drained {
+    pub events: Vec<Event>,
+    pub summaries: Vec<TaskSummary>,
+}
+
+/// Running rt partitions and the thread that drains them.
+pub struct RtRun {
+    /// CLOCK_MONOTONIC time of release 0; event times count from it.
+    pub epoch_ns: u64,
+    stop: Arc<AtomicBool>,
+    all_exited: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Drained>>,
+}
+
+/// True if `system` has rt partitions with tasks.
+pub fn has_rt(system: &System) -> bool {
+    system
+        .partitions
+        .iter()
+        .any(|p| p.kind == PartitionKind::Rt && !p.tasks.is_empty())
+}
+
+/// Repairs what a killed bulkhead left on the cpuset hierarchy (v1): processes confined
+/// off rt CPUs by a shield, a top cpuset without load balancing. Returns warnings.
+pub fn clean_leftovers() -> Vec<String> {
+    let Ok(h) = cpuset::detect() else {
+        return Vec::new();
+    };
+    let mut warnings = cpuset::release_stale_shields(h.mount());
+    if let Err(e) = cpuset::restore_root_if_unused(h.mount()) {
+        warnings.push(format!("restoring the top cpuset: {e}"));
+    }
+    warnings
+}
+
+/// Admits `system`'s rt partitions (a failing task is an [`RunError::Invalid`] naming it
+/// and the test) and starts them; `None` when the system has none.
+pub fn start(
+    system: &System,
+    cpuset_base: Option<&Path>,
+    workdir: &Path,
+) -> Result<Option<RtRun>, RunError> {
+    if !has_rt(system) {
+        return Ok(None);
+    }
+    partition::admit(system).map_err(|e| RunError::Invalid(e.to_string()))?;
+    let hierarchy = cpuset::detect().map_err(|e| RunError::Cgroups(e.to_string()))?;
+    let epoch_ns = monotonic_ns() + START_DELAY_NS;
+    let options = RtOptions {
+        instance: instance_path(hierarchy.mount(), cpuset_base),
+        epoch_ns,
+        workdir: workdir.to_path_buf(),
+        ring_depth: 4096,
+        shield: false,
+    };
+    let rt = RtPartitions::start(system, &options).map_err(|e| match e {
+        bulkhead_reserve::Error::Invalid(m) => RunError::Invalid(m),
+        e => RunError::Spawn(format!("rt partitions: {e}")),
+    })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let all_exited = Arc::new(AtomicBool::new(false));
+    let (s, a) = (stop.clone(), all_exited.clone());
+    let thread = std::thread::Builder::new()
+        .name("bulkhead-rt-drain".into())
+        .spawn(move || drain_until_stopped(rt, &s, &a))
+        .map_err(|e| RunError::Io(format!("rt drain thread: {e}")))?;
+    Ok(Some(RtRun {
+        epoch_ns,
+        stop,
+        all_exited,
+        thread: Some(thread),
+    }))
+}
+
+/// The rt instance: nested under bulkhead's own cpuset cgroup, named like the window
+/// instance so that leftover cleanup recognises it.
+fn instance_path(mount: &Path, cpuset_base: Option<&Path>) -> PathBuf {
+    let parent = cpuset_base
+        .and_then(|b| b.strip_prefix(mount).ok())
+        .unwrap_or(Path::new(""));
+    parent.join(leftovers::instance_name())
+}
+
+fn drain_until_stopped(
+    mut rt: RtPartitions,
+    stop: &AtomicBool,
+    all_exited: &AtomicBool,
+) -> Drained {
+    let mut events = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(DRAIN_PERIOD);
+        rt.drain(&mut |e| events.push(e));
+        if rt.all_exited() {
+            all_exited.store(true, Ordering::Release);
+        }
+    }
+    let summaries = rt.stop(&mut |e| events.push(e));
+    Drained { events, summaries }
+}
+
+impl RtRun {
+    /// True once every task process has exited.
+    pub fn all_exited(&self) -> bool {
+        self.all_exited.load(Ordering::Acquire)
+    }
+
+    /// Stops every task, removes the cgroups, and returns what was drained.
+    pub fn finish(mut self) -> Drained {
+        self.join().unwrap_or(Drained {
+            events: Vec::new(),
+            summaries: Vec::new(),
+        })
+    }
+
+    fn join(&mut self) -> Option<Drained> {
+        self.stop.store(true, Ordering::Release);
+        self.thread.take().and_then(|t| t.join().ok())
+    }
+}
+
+impl Drop for RtRun {
+    fn drop(&mut self) {
+        self.join();
+    }
+}
+
+/// A system without windows: waits for `timeout`, SIGINT/SIGTERM (when `signals`) or the
+/// exit of every task.
+pub fn wait(rt: &RtRun, timeout: Option<Duration>, signals: bool) -> Result<StopReason, RunError> {
+    let signals = signals
+        .then(StopSignals::install)
+        .transpose()
+        .map_err(|e| RunError::Io(format!("signals: {e}")))?;
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        if rt.all_exited() {
+            return Ok(StopReason::AllExited);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(StopReason::Timeout);
+        }
+        if let Some(s) = &signals {
+            let mut pfd = libc::pollfd {
+                fd: s.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the signalfd we own.
+            if unsafe { libc::poll(&mut pfd, 1, DRAIN_PERIOD.as_millis() as i32) } > 0 {
+                s.drain();
+                return Ok(StopReason::Requested);
+            }
+        } else {
+            std::thread::sleep(DRAIN_PERIOD);
+        }
+    }
+}
