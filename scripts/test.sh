@@ -7,3 +7,5 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo build --release --workspace --exclude 'bulkhead-bench-*'
 cargo test --workspace --exclude 'bulkhead-bench-*'
+# Model checking of the channel algorithms (loom explores every interleaving).
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-chan --release --test loom
