@@ -196,7 +196,7 @@ fn run(tasks: Vec<Budgeted>, stop: &AtomicBool) -> Vec<Stats> {
         for w in watches.iter_mut().filter(|w| !w.gone) {
             wake = wake.min(w.step(now));
         }
-        sleep_until(wake);
+        bulkhead_task::clock::sleep_until(wake);
     }
     for w in watches.iter_mut().filter(|w| w.throttled && !w.gone) {
         let _ = sched::set_process(
@@ -270,33 +270,8 @@ pub fn cpu_time(pid: i32) -> Option<Nanos> {
     (r == 0).then(|| ts.tv_sec as Nanos * 1_000_000_000 + ts.tv_nsec as Nanos)
 }
 
-/// CLOCK_MONOTONIC now, in ns.
-pub fn monotonic_ns() -> Nanos {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as Nanos * 1_000_000_000 + ts.tv_nsec as Nanos
-}
-
-fn sleep_until(t: Nanos) {
-    let ts = libc::timespec {
-        tv_sec: (t / 1_000_000_000) as libc::time_t,
-        tv_nsec: (t % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: clock_nanosleep reads `ts`; the remainder pointer may be null with TIMER_ABSTIME.
-    while unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    } == libc::EINTR
-    {}
-}
+/// CLOCK_MONOTONIC now, in ns (the task library's clock, shared by every crate).
+pub use bulkhead_task::clock::now_ns as monotonic_ns;
 
 #[cfg(test)]
 mod tests {

@@ -120,15 +120,7 @@ fn reap(p: &mut Proc) {
     }
 }
 
-pub(crate) fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub(crate) use bulkhead_task::clock::now_ns as monotonic_ns;
 
 fn count_fds() -> usize {
     std::fs::read_dir("/proc/self/fd")
