@@ -11,7 +11,7 @@ use crate::supervisor::monotonic_ns;
 use crate::{leftovers, RunError};
 use bulkhead_model::{PartitionKind, System};
 use bulkhead_reserve::cpuset;
-use bulkhead_reserve::partition::{self, RtOptions, RtPartitions, TaskSummary};
+use bulkhead_reserve::partition::{RtOptions, RtPartitions, TaskSummary};
 use bulkhead_trace::Event;
 use bulkhead_windows::StopReason;
 use std::path::{Path, PathBuf};
@@ -61,8 +61,9 @@ pub fn clean_leftovers() -> Vec<String> {
     warnings
 }
 
-/// Admits `system`'s rt partitions (a failing task is an [`RunError::Invalid`] naming it
-/// and the test) and starts them; `None` when the system has none.
+/// Admits `system`'s rt partitions and starts them (`RtPartitions::start` does both: a
+/// failing task is an [`RunError::Invalid`] naming it and the test, and nothing is left
+/// started); `None` when the system has none.
 pub fn start(
     system: &System,
     cpuset_base: Option<&Path>,
@@ -71,7 +72,6 @@ pub fn start(
     if !has_rt(system) {
         return Ok(None);
     }
-    partition::admit(system).map_err(|e| RunError::Invalid(e.to_string()))?;
     let hierarchy = cpuset::detect().map_err(|e| RunError::Cgroups(e.to_string()))?;
     let epoch_ns = monotonic_ns() + START_DELAY_NS;
     let options = RtOptions {
