@@ -29,7 +29,7 @@ fn exclusive_cpus_lock() -> std::fs::File {
 
 fn write_description(name: &str, tasks: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("bulkhead-rt-{name}-{}.yaml", std::process::id()));
-    let src = format!("system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n{tasks}");
+    let src = format!("system: {{cpus: 0-1}}\npartitions:\n  - {{name: ivi, kind: be, cpus: 1, processes: [sleep 5]}}\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n{tasks}");
     std::fs::write(&path, src).unwrap();
     path
 }

@@ -48,6 +48,29 @@ pub fn has_rt(system: &System) -> bool {
         .any(|p| p.kind == PartitionKind::Rt && !p.tasks.is_empty())
 }
 
+/// Warnings for partitions whose processes `run` does not start: those in no window
+/// (best-effort partitions outside a window schedule are not supported by `run` yet).
+pub fn unscheduled_processes(system: &System) -> Vec<String> {
+    let windowed = |name: &str| {
+        let mut slices = system.windows.iter().flat_map(|w| &w.slices);
+        slices.any(|s| {
+            s.sc_partition.as_deref() == Some(name) || s.be_partition.as_deref() == Some(name)
+        })
+    };
+    system
+        .partitions
+        .iter()
+        .filter(|p| !p.processes.is_empty() && !windowed(&p.name))
+        .map(|p| {
+            format!(
+                "partition `{}`: its {} process(es) appear in no window and are not started (run starts windowed processes and rt tasks only)",
+                p.name,
+                p.processes.len()
+            )
+        })
+        .collect()
+}
+
 /// Repairs what a killed bulkhead left on the cpuset hierarchy (v1): processes confined
 /// off rt CPUs by a shield, a top cpuset without load balancing. Returns warnings.
 pub fn clean_leftovers() -> Vec<String> {

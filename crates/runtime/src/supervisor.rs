@@ -182,6 +182,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     }
     warnings.extend(failed);
     warnings.extend(rt::clean_leftovers());
+    warnings.extend(rt::unscheduled_processes(system));
     let rt = rt::start(system, hierarchy.cpuset_base.as_deref(), &options.workdir)?;
     let rt = match rt {
         Some(rt) if system.windows.is_empty() => {
