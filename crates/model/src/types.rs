@@ -168,6 +168,15 @@ impl System {
         self.partitions.iter().position(|p| p.name == name)
     }
 
+    /// Names of the partitions some window slice schedules (SC or BE).
+    pub fn windowed_partitions(&self) -> std::collections::HashSet<&str> {
+        let slices = self.windows.iter().flat_map(|w| &w.slices);
+        slices
+            .flat_map(|s| [s.sc_partition.as_deref(), s.be_partition.as_deref()])
+            .flatten()
+            .collect()
+    }
+
     /// Length of the major frame: the sum of all window lengths.
     pub fn major_frame(&self) -> Nanos {
         self.windows.iter().map(|w| w.length).sum()

@@ -3,7 +3,7 @@
 
 use crate::normalize::{err, overlap, Normalized, PathError, Result};
 use crate::types::*;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Partition index by name.
 type Names<'a> = HashMap<&'a str, usize>;
@@ -198,11 +198,7 @@ fn warnings(n: &Normalized, names: &Names) -> Vec<PathError> {
             }
         }
     }
-    let slices = n.system.windows.iter().flat_map(|w| &w.slices);
-    let windowed: HashSet<&str> = slices
-        .flat_map(|s| [s.sc_partition.as_deref(), s.be_partition.as_deref()])
-        .flatten()
-        .collect();
+    let windowed = n.system.windowed_partitions();
     for (p, path) in n.system.partitions.iter().zip(&n.partition_paths) {
         if !n.system.windows.is_empty()
             && !p.processes.is_empty()

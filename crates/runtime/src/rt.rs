@@ -51,16 +51,11 @@ pub fn has_rt(system: &System) -> bool {
 /// Warnings for partitions whose processes `run` does not start: those in no window
 /// (best-effort partitions outside a window schedule are not supported by `run` yet).
 pub fn unscheduled_processes(system: &System) -> Vec<String> {
-    let windowed = |name: &str| {
-        let mut slices = system.windows.iter().flat_map(|w| &w.slices);
-        slices.any(|s| {
-            s.sc_partition.as_deref() == Some(name) || s.be_partition.as_deref() == Some(name)
-        })
-    };
+    let windowed = system.windowed_partitions();
     system
         .partitions
         .iter()
-        .filter(|p| !p.processes.is_empty() && !windowed(&p.name))
+        .filter(|p| !p.processes.is_empty() && !windowed.contains(p.name.as_str()))
         .map(|p| {
             format!(
                 "partition `{}`: its {} process(es) appear in no window and are not started (run starts windowed processes and rt tasks only)",
