@@ -21,6 +21,19 @@ pub struct DemandVerdict {
     pub inconclusive: bool,
 }
 
+impl DemandVerdict {
+    /// The verdict before any interval was examined: schedulable, no evaluation yet.
+    fn not_yet_violated() -> DemandVerdict {
+        DemandVerdict {
+            schedulable: true,
+            violation: None,
+            checked_up_to: 0,
+            evaluations: 0,
+            inconclusive: false,
+        }
+    }
+}
+
 /// The most absolute deadlines [`demand_test`] enumerates before giving up.
 pub const MAX_DEADLINES: u64 = 1_000_000;
 
@@ -62,13 +75,7 @@ pub fn dbf(tasks: &[Task], t: Time) -> Time {
 /// 2009, after George, Rivierre, Spuri 1996) when `U < 1`, and the synchronous busy
 /// period `L_b` (Spuri 1996; Ripoll et al.).
 pub fn qpa(tasks: &[Task]) -> DemandVerdict {
-    let mut verdict = DemandVerdict {
-        schedulable: true,
-        violation: None,
-        checked_up_to: 0,
-        evaluations: 0,
-        inconclusive: false,
-    };
+    let mut verdict = DemandVerdict::not_yet_violated();
     if tasks.is_empty() {
         return verdict;
     }
@@ -126,13 +133,7 @@ pub fn qpa(tasks: &[Task]) -> DemandVerdict {
 /// `∀t: dbf(t) <= sbf(t)`, with the interval bound derived from the linear bound lsbf
 /// and generalized to any supply with a linear lower bound).
 pub fn demand_test(tasks: &[Task], supply: &impl Supply) -> DemandVerdict {
-    let mut verdict = DemandVerdict {
-        schedulable: true,
-        violation: None,
-        checked_up_to: 0,
-        evaluations: 0,
-        inconclusive: false,
-    };
+    let mut verdict = DemandVerdict::not_yet_violated();
     if tasks.is_empty() {
         return verdict;
     }

@@ -4,7 +4,7 @@
 use crate::edf::demand_test;
 use crate::rta::response_times;
 use crate::supply::{LinearSupply, PeriodicSupply, Supply};
-use crate::task::{Task, Time};
+use crate::task::{first_passing, Task, Time};
 use serde::Serialize;
 
 /// Scheduling policy of the tasks inside a resource.
@@ -59,16 +59,7 @@ pub fn minimal_budget(tasks: &[Task], policy: &Policy, period: Time, bound: Boun
     if !ok(period) {
         return None;
     }
-    let (mut lo, mut hi) = (0, period);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if ok(mid) {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    Some(hi)
+    Some(first_passing(0, period, ok))
 }
 
 /// The multiprocessor periodic resource μ = ⟨Π, Θ, m⟩: Θ units of execution every Π
@@ -267,16 +258,7 @@ pub fn minimal_mpr_budget(tasks: &[Task], period: Time, cpus: Time) -> Option<Ti
     if !ok(full) {
         return None;
     }
-    let (mut lo, mut hi) = (0, full);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if ok(mid) {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    Some(hi * step)
+    Some(first_passing(0, full, ok) * step)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use crate::prm::{schedulable_on, Policy};
 use crate::supply::Supply;
-use crate::task::{Task, Time};
+use crate::task::{first_passing, Task, Time};
 
 /// The largest WCET task `i` may have while every task of `tasks` still meets its
 /// deadline under `policy` on `supply`, the other tasks unchanged; `None` when even one
@@ -21,16 +21,8 @@ pub fn max_wcet(tasks: &[Task], i: usize, policy: &Policy, supply: &impl Supply)
     if !ok(1) {
         return None;
     }
-    let (mut lo, mut hi) = (1, tasks[i].deadline + 1);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if ok(mid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    Some(lo)
+    // The first WCET that fails, taking D_i + 1 as failing (C_i > D_i always misses).
+    Some(first_passing(1, tasks[i].deadline + 1, |c| !ok(c)) - 1)
 }
 
 #[cfg(test)]

@@ -82,6 +82,21 @@ fn add_fraction(n1: u128, d1: u128, n2: u128, d2: u128) -> Option<(u128, u128)> 
     Some((n / r, d / r))
 }
 
+/// The smallest `x` in `(lo, hi]` with `ok(x)`, for a test that is monotone on that range
+/// (false up to some point, true from there on) and holds at `hi`. `ok` is evaluated only
+/// strictly between `lo` and `hi`, by bisection: `O(log(hi - lo))` evaluations.
+pub fn first_passing(mut lo: Time, mut hi: Time, mut ok: impl FnMut(Time) -> bool) -> Time {
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if ok(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
 /// Greatest common divisor (Euclid).
 pub fn gcd(mut a: u128, mut b: u128) -> u128 {
     while b != 0 {
@@ -159,6 +174,24 @@ pub fn to_ticks(value: f64, scale: Time) -> Time {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn first_passing_finds_the_threshold_and_never_evaluates_the_ends() {
+        let mut seen = Vec::new();
+        let mut ok = |x: Time| {
+            seen.push(x);
+            x >= 37
+        };
+        assert_eq!(first_passing(0, 100, &mut ok), 37);
+        assert!(seen.iter().all(|&x| x > 0 && x < 100), "{seen:?}");
+        assert!(seen.len() <= 7, "bisection: {} evaluations", seen.len());
+        assert_eq!(
+            first_passing(0, 100, |_| false),
+            100,
+            "`ok(hi)` is taken as given"
+        );
+        assert_eq!(first_passing(0, 100, |_| true), 1);
+    }
 
     #[test]
     fn hyperperiod_and_overflow() {
