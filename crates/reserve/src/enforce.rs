@@ -260,14 +260,7 @@ pub fn cpu_time(pid: i32) -> Option<Nanos> {
         return None; // pid 0 would encode the calling process's own clock
     }
     // The kernel's encoding of a process CPU clock: ((~pid) << 3) | CPUCLOCK_SCHED (2).
-    let clock = ((!pid) << 3) | 2;
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into `ts`.
-    let r = unsafe { libc::clock_gettime(clock as libc::clockid_t, &mut ts) };
-    (r == 0).then(|| ts.tv_sec as Nanos * 1_000_000_000 + ts.tv_nsec as Nanos)
+    bulkhead_task::clock::read_ns(((!pid) << 3) | 2)
 }
 
 /// CLOCK_MONOTONIC now, in ns (the task library's clock, shared by every crate).

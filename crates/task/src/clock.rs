@@ -1,14 +1,20 @@
 //! CLOCK_MONOTONIC, the clock every bulkhead time is on.
 
-/// CLOCK_MONOTONIC now, ns. Served by the vDSO: no system call.
-pub fn now_ns() -> u64 {
+/// Clock `clock` now, ns; `None` if the kernel refuses it (e.g. the CPU clock of a
+/// process that has exited).
+pub fn read_ns(clock: libc::clockid_t) -> Option<u64> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes one timespec into `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// CLOCK_MONOTONIC now, ns. Served by the vDSO: no system call.
+pub fn now_ns() -> u64 {
+    read_ns(libc::CLOCK_MONOTONIC).unwrap_or(0)
 }
 
 /// Sleeps until CLOCK_MONOTONIC reaches `t_ns` (absolute, so no drift accumulates),
@@ -32,13 +38,7 @@ pub fn sleep_until(t_ns: u64) {
 
 /// CPU time of the calling thread, ns.
 pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    read_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
 }
 
 /// Busy-computes until the calling thread has used `ns` of CPU time (time it is preempted

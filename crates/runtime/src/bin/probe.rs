@@ -9,13 +9,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 
 fn clock(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to fill.
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    bulkhead_task::clock::read_ns(id).unwrap_or(0)
 }
 
 fn allowed_cpus() -> String {
