@@ -12,6 +12,8 @@
 //! The real-time tasks' counterpart is `bulkhead-periodic` in bulkhead-task. Every hog
 //! runs until it is killed; the supervisor kills it with its partition.
 
+pub mod be;
+
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::FromRawFd;
 use std::path::Path;

@@ -16,130 +16,25 @@ use bulkhead_task::clock::now_ns;
 use bulkhead_task::flags;
 use bulkhead_task::supervisor::{LinkSpec, TaskLink};
 use bulkhead_task::Record;
+use bulkhead_workloads::be::{BeCgroups, BeLimits};
 use std::fs;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const MS: u64 = 1_000_000;
-const NOBODY: u32 = 65534;
+/// The be partition: CPU 1, 64 MiB, 64 pids.
+const BE_LIMITS: BeLimits = BeLimits {
+    cpus: Some("1"),
+    memory: Some(64 << 20),
+    pids_max: 64,
+};
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
-}
-
-/// The be partition's v1 cgroups (cpuset on CPU 1, memory, pids, freezer). Dropping it
-/// freezes the partition, kills everything in it, thaws it and removes the cgroups.
-struct BeCgroups {
-    dirs: Vec<PathBuf>,
-    freezer: PathBuf,
-}
-
-impl BeCgroups {
-    fn create(name: &str) -> std::io::Result<BeCgroups> {
-        let root = Path::new("/sys/fs/cgroup");
-        let mut be = BeCgroups {
-            dirs: Vec::new(),
-            freezer: root.join("freezer").join(name),
-        };
-        for ctrl in ["cpuset", "memory", "pids", "freezer"] {
-            let dir = root.join(ctrl).join(name);
-            fs::create_dir(&dir)?;
-            be.dirs.push(dir);
-        }
-        let cpuset = &be.dirs[0];
-        fs::write(cpuset.join("cpuset.cpus"), "1")?;
-        fs::write(
-            cpuset.join("cpuset.mems"),
-            fs::read_to_string(root.join("cpuset/cpuset.mems"))?.trim(),
-        )?;
-        fs::write(
-            be.dirs[1].join("memory.limit_in_bytes"),
-            (64u64 << 20).to_string(),
-        )?;
-        fs::write(be.dirs[2].join("pids.max"), "64")?;
-        Ok(be)
-    }
-
-    fn procs(&self) -> Vec<i32> {
-        fs::read_to_string(self.freezer.join("cgroup.procs"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect()
-    }
-
-    /// Spawns `cmd` inside every cgroup, as uid/gid nobody, before it runs its program.
-    fn spawn(&self, cmd: &mut Command) -> std::io::Result<Child> {
-        let files: Vec<fs::File> = self
-            .dirs
-            .iter()
-            .map(|d| {
-                fs::OpenOptions::new()
-                    .write(true)
-                    .open(d.join("cgroup.procs"))
-            })
-            .collect::<std::io::Result<_>>()?;
-        let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
-        // SAFETY: the closure runs in the forked child and only makes system calls
-        // (write, setgroups, setgid, setuid) on data prepared before the fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                for &fd in &fds {
-                    if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                if libc::setgroups(0, std::ptr::null()) != 0
-                    || libc::setgid(NOBODY) != 0
-                    || libc::setuid(NOBODY) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = cmd.stdin(Stdio::null()).spawn();
-        drop(files);
-        child
-    }
-}
-
-impl Drop for BeCgroups {
-    fn drop(&mut self) {
-        let state = self.freezer.join("freezer.state");
-        let _ = fs::write(&state, "FROZEN");
-        for _ in 0..200 {
-            if fs::read_to_string(&state).unwrap_or_default().trim() != "FREEZING" {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        for pid in self.procs() {
-            // SAFETY: kill has no memory-safety preconditions.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        let _ = fs::write(&state, "THAWED");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !self.procs().is_empty() && Instant::now() < deadline {
-            for pid in self.procs() {
-                // SAFETY: as above.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        for dir in &self.dirs {
-            for _ in 0..100 {
-                if fs::remove_dir(dir).is_ok() || !dir.exists() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
 }
 
 /// A periodic rt task process; killed and reaped when dropped.
@@ -238,7 +133,7 @@ fn be_hogs_cause_no_rt_miss_and_cannot_touch_the_rt_partition() {
             r => break r.expect("rt domain"),
         }
     };
-    let be = BeCgroups::create(&format!("{name}-be")).expect("be cgroups");
+    let be = BeCgroups::create(&format!("{name}-be"), BE_LIMITS).expect("be cgroups");
 
     let epoch = now_ns() + 50 * MS;
     let link = |task_index: u32, c: u64, t: u64| {
@@ -268,8 +163,8 @@ fn be_hogs_cause_no_rt_miss_and_cannot_touch_the_rt_partition() {
             Command::new("sh")
                 .args(["-c", PROBE])
                 .env("RT", rt_pid.to_string())
-                .env("CPUSET", &be.dirs[0])
-                .env("MEMORY", &be.dirs[1])
+                .env("CPUSET", be.dir("cpuset").unwrap())
+                .env("MEMORY", be.dir("memory").unwrap())
                 .env("RTDOMAIN", domain.dir())
                 .stdout(Stdio::piped()),
         )
@@ -289,8 +184,10 @@ fn be_hogs_cause_no_rt_miss_and_cannot_touch_the_rt_partition() {
     // for want of permission, not of a process slot). Now the hogs run for 10 s (issue 7: "no rt deadline miss in a 10 s run").
     std::thread::sleep(Duration::from_secs(10));
 
-    let failcnt = fs::read_to_string(be.dirs[1].join("memory.failcnt")).unwrap_or_default();
-    let pids_peak = fs::read_to_string(be.dirs[2].join("pids.current")).unwrap_or_default();
+    let failcnt =
+        fs::read_to_string(be.dir("memory").unwrap().join("memory.failcnt")).unwrap_or_default();
+    let pids_peak =
+        fs::read_to_string(be.dir("pids").unwrap().join("pids.current")).unwrap_or_default();
     let rt_policy = sched::get(rt_pid as i32);
     let mut records: Vec<Vec<Record>> = Vec::new();
     for mut t in tasks {

@@ -17,10 +17,8 @@ use bulkhead_reserve::partition::{admit, RtOptions, RtPartitions};
 use bulkhead_task::clock::now_ns;
 use bulkhead_task::supervisor::{LinkSpec, TaskLink};
 use bulkhead_task::Record;
+use bulkhead_workloads::be::{BeCgroups, BeLimits};
 use std::fmt::Write as _;
-use std::fs;
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -135,125 +133,29 @@ fn hog_args(i: usize) -> Vec<&'static str> {
     }
 }
 
-/// be cgroups (v1): cpuset on `cpus` (None: no cpuset), memory, pids, freezer. Drop kills
-/// everything inside and removes them.
-struct Be {
-    dirs: Vec<PathBuf>,
-    freezer: PathBuf,
-}
-
-impl Be {
-    fn create(name: &str, cpus: Option<&str>) -> std::io::Result<Be> {
-        let root = Path::new("/sys/fs/cgroup");
-        let ctrls: &[&str] = if cpus.is_some() {
-            &["freezer", "pids", "memory", "cpuset"]
-        } else {
-            &["freezer", "pids"]
-        };
-        let mut be = Be {
-            dirs: Vec::new(),
-            freezer: root.join("freezer").join(name),
-        };
-        for c in ctrls {
-            let d = root.join(c).join(name);
-            fs::create_dir(&d)?;
-            be.dirs.push(d);
-        }
-        fs::write(be.dirs[1].join("pids.max"), "256")?;
-        if let Some(cpus) = cpus {
-            fs::write(
-                be.dirs[2].join("memory.limit_in_bytes"),
-                (512u64 << 20).to_string(),
-            )?;
-            fs::write(be.dirs[3].join("cpuset.cpus"), cpus)?;
-            fs::write(
-                be.dirs[3].join("cpuset.mems"),
-                fs::read_to_string(root.join("cpuset/cpuset.mems"))?.trim(),
-            )?;
-        }
-        Ok(be)
-    }
-
-    fn spawn(&self, cmd: &mut Command) -> std::io::Result<Child> {
-        let files: Vec<fs::File> = self
-            .dirs
-            .iter()
-            .map(|d| {
-                fs::OpenOptions::new()
-                    .write(true)
-                    .open(d.join("cgroup.procs"))
-            })
-            .collect::<std::io::Result<_>>()?;
-        let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
-        // SAFETY: only write/setgroups/setgid/setuid in the forked child (async-signal-safe).
-        unsafe {
-            cmd.pre_exec(move || {
-                for &fd in &fds {
-                    if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                if libc::setgroups(0, std::ptr::null()) != 0
-                    || libc::setgid(65534) != 0
-                    || libc::setuid(65534) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-    }
-
-    fn procs(&self) -> Vec<i32> {
-        fs::read_to_string(self.freezer.join("cgroup.procs"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect()
-    }
-}
-
-impl Drop for Be {
-    fn drop(&mut self) {
-        let state = self.freezer.join("freezer.state");
-        let _ = fs::write(&state, "FROZEN");
-        for pid in self.procs() {
-            // SAFETY: kill has no memory-safety preconditions.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        let _ = fs::write(&state, "THAWED");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !self.procs().is_empty() && Instant::now() < deadline {
-            for pid in self.procs() {
-                // SAFETY: as above.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        for d in self.dirs.iter().rev() {
-            for _ in 0..200 {
-                if fs::remove_dir(d).is_ok() || !d.exists() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
-}
-
-fn start_hogs(be: &Be, hog: &Path, n: usize) -> Vec<Child> {
+fn start_hogs(be: &BeCgroups, hog: &Path, n: usize) -> Vec<Child> {
     (0..n)
-        .filter_map(|i| be.spawn(Command::new(hog).args(hog_args(i))).ok())
+        .filter_map(|i| {
+            let mut cmd = Command::new(hog);
+            cmd.args(hog_args(i))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            be.spawn(&mut cmd).ok()
+        })
         .collect()
 }
 
 fn run_bulkhead(system: &System, hog: &Path, hogs: usize, secs: Duration) -> Vec<Figures> {
     let name = format!("bulkhead-bench-rt-{}", std::process::id());
-    let be = Be::create(&format!("{name}-be"), Some("1")).expect("be cgroups");
+    let be = BeCgroups::create(
+        &format!("{name}-be"),
+        BeLimits {
+            cpus: Some("1"),
+            memory: Some(512 << 20),
+            pids_max: 256,
+        },
+    )
+    .expect("be cgroups");
     let mut children = start_hogs(&be, hog, hogs);
     let options = RtOptions {
         instance: PathBuf::from(format!("{name}-rt")),
@@ -287,7 +189,15 @@ fn run_bulkhead(system: &System, hog: &Path, hogs: usize, secs: Duration) -> Vec
 
 fn run_baseline(system: &System, hog: &Path, hogs: usize, secs: Duration) -> Vec<Figures> {
     let name = format!("bulkhead-bench-rt-{}-baseline", std::process::id());
-    let be = Be::create(&name, None).expect("pids cgroup");
+    let be = BeCgroups::create(
+        &name,
+        BeLimits {
+            cpus: None,
+            memory: None,
+            pids_max: 256,
+        },
+    )
+    .expect("pids cgroup");
     let mut children = start_hogs(&be, hog, hogs);
     let epoch = now_ns() + 100_000_000;
     let mut tasks: Vec<(TaskLink, Child, Figures)> = Vec::new();
