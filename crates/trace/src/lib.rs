@@ -178,6 +178,15 @@ pub enum EventKind {
     /// The system resumes after `suspended_ns` of wall-clock time; `t_ns` equals that of
     /// the matching [`EventKind::Suspend`] because system time excludes the suspension.
     Resume { suspended_ns: Nanos },
+    /// A named counter that task `task` of `partition` publishes (e.g. the CAN
+    /// gateway's `ctl.rx_forwarded`) now has `value`. Producers emit it when the
+    /// value changed; counters only grow unless a producer documents otherwise.
+    Counter {
+        partition: Name,
+        task: Name,
+        name: Name,
+        value: u64,
+    },
 }
 
 /// Where producers put events.

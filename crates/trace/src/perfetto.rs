@@ -11,6 +11,7 @@
 //! | `deadline_miss` | instant `deadline miss partition/task` on the CPU track |
 //! | `budget` | counter (`"C"`) `budget partition/task`, value `remaining_ns` |
 //! | `cpu_frequency` | counter `CPU n frequency`, value `khz` |
+//! | `counter` | counter `partition/task name` in the "Partitions" process, value `value` |
 //! | `channel_write` .. `channel_read` | flow (`"s"` at the write, `"f"` at the read) named after the channel |
 //! | `channel_loss` | instant on the `channels` track |
 //! | `window_start` .. `window_end` | `"X"` slice `window i` on the `windows` track |
@@ -316,6 +317,18 @@ impl Exporter {
             EventKind::Suspend {} => self.global(t, "suspend".into(), json!({})),
             EventKind::Resume { suspended_ns } => {
                 self.global(t, "resume".into(), json!({"suspended_ns": suspended_ns}))
+            }
+            EventKind::Counter {
+                partition,
+                task,
+                name,
+                value,
+            } => {
+                let track = format!("{} {name}", job_name(partition, task));
+                self.points.push((
+                    t,
+                    json!({"ph": "C", "name": track, "pid": PID_PARTITIONS, "args": {"value": value}}),
+                ));
             }
         }
     }

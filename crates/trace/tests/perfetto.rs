@@ -111,6 +111,39 @@ fn execution_becomes_x_slices_on_one_track_per_cpu() {
 }
 
 #[test]
+fn named_counters_are_counter_tracks_of_the_partitions_process() {
+    let counter = |t, value| {
+        Event::new(
+            t,
+            EventKind::Counter {
+                partition: "gw".into(),
+                task: "reader".into(),
+                name: "ctl.rx_dropped".into(),
+                value,
+            },
+        )
+    };
+    let json = perfetto::export(&[counter(1_000, 3), counter(3_000, 7)]);
+    let counters: Vec<(String, u64, u64, u64)> = trace_events(&json)
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["pid"].as_u64().unwrap(),
+                ns(&e["ts"]),
+                e["args"]["value"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let name = "gw/reader ctl.rx_dropped".to_string();
+    assert_eq!(
+        counters,
+        vec![(name.clone(), 3, 1_000, 3), (name, 3, 3_000, 7)]
+    );
+}
+
+#[test]
 fn misses_are_instants_budgets_are_counters_messages_are_flows() {
     let events = vec![
         start(0, 0, "w", 0),

@@ -79,6 +79,15 @@ fn every_event_kind_round_trips_through_a_line() {
         Event::new(5, EventKind::Resume { suspended_ns: 100 }),
         Event::new(
             6,
+            EventKind::Counter {
+                partition: "gw".into(),
+                task: "can0-reader".into(),
+                name: "ctl.rx_forwarded".into(),
+                value: u64::MAX,
+            },
+        ),
+        Event::new(
+            6,
             EventKind::ModeChangeStart {
                 from: "drive".into(),
                 to: "park".into(),
@@ -102,6 +111,10 @@ fn every_event_kind_round_trips_through_a_line() {
     assert!(text.contains("\"event\":\"stop\",\"cpus\":\"1\",\"partition\":\"p\",\"cmd\":\"c\",\"reason\":\"window_end\""), "{text}");
     assert!(
         text.contains("{\"t_ns\":5,\"event\":\"suspend\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("{\"t_ns\":6,\"event\":\"counter\",\"partition\":\"gw\",\"task\":\"can0-reader\",\"name\":\"ctl.rx_forwarded\",\"value\":18446744073709551615}\n"),
         "{text}"
     );
 }
