@@ -2,7 +2,7 @@
 //! environment. Every function returns 0 or a negative errno.
 
 use crate::clock::now_ns;
-use crate::task::{Activation, Task};
+use crate::task::{Activation, Counter, Task};
 use std::sync::Mutex;
 
 /// The process's task. An uncontended mutex costs no system call.
@@ -111,6 +111,50 @@ pub unsafe extern "C" fn bulkhead_task_params(
             }
         }
         0
+    })
+}
+
+/// The named counter `name` (NUL-terminated, 1 to 23 bytes): its handle (>= 0), created
+/// at 0 on first use; `-EINVAL` for a bad name or when all 32 slots are used.
+///
+/// # Safety
+/// `name` is null or points to a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn bulkhead_counter(name: *const std::ffi::c_char) -> i32 {
+    if name.is_null() {
+        return -libc::EINVAL;
+    }
+    // SAFETY: the caller guarantees a NUL-terminated string.
+    let name = unsafe { std::ffi::CStr::from_ptr(name) };
+    let Ok(name) = name.to_str() else {
+        return -libc::EINVAL;
+    };
+    with_task(|t| match t.counter(name) {
+        Ok(c) => c.slot() as i32,
+        Err(e) => e.errno(),
+    })
+}
+
+/// Sets named counter `counter` (from `bulkhead_counter`) to `value`.
+#[no_mangle]
+pub extern "C" fn bulkhead_counter_set(counter: i32, value: u64) -> i32 {
+    with_counter(counter, |t, c| t.set_counter(c, value))
+}
+
+/// Adds `delta` to named counter `counter` (wrapping).
+#[no_mangle]
+pub extern "C" fn bulkhead_counter_add(counter: i32, delta: u64) -> i32 {
+    with_counter(counter, |t, c| t.add_counter(c, delta))
+}
+
+/// Runs `f` on the task's counter of handle `counter`; `-EINVAL` if it has none.
+fn with_counter(counter: i32, f: impl FnOnce(&Task, Counter)) -> i32 {
+    with_task(|t| match t.counter_at(counter) {
+        Some(c) => {
+            f(t, c);
+            0
+        }
+        None => -libc::EINVAL,
     })
 }
 

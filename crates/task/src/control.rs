@@ -5,18 +5,42 @@
 //! the task maps the page read-write, so a faulty task can corrupt its own block, which
 //! only affects itself: the supervisor treats the task's counters as reports, never as
 //! inputs to a decision about another task.
-
+//!
+//! **Named counters** ([`NamedCounter`], [`NAMED_COUNTERS`] slots after the name): values
+//! a task publishes under a name of at most [`COUNTER_NAME_LEN`] bytes (e.g. the CAN
+//! gateway's `ctl.rx_forwarded`). The task claims a slot by writing its name, then
+//! publishes it by storing `named_count` = slot + 1 (Release); the supervisor loads
+//! `named_count` (Acquire) and reads only the slots below it, so it never sees a half-
+//! written name. Only the task writes names and values (one writer: the `Task` handle),
+//! a name is never changed once published, and every byte is accessed through relaxed
+//! atomics, so a concurrent read is never undefined behaviour; a value read is exact,
+//! a snapshot of several is not atomic. The slots survive a restart of the task's
+//! process: the new process finds its counters by name and continues them.
 use crate::error::{Error, Result};
 use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// `b"BHTASK01"` as a little-endian integer.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"BHTASK01");
-pub const VERSION: u32 = 1;
+/// 2: named counters.
+pub const VERSION: u32 = 2;
 /// Size of the mapped control block (one page on every Linux platform bulkhead targets).
 pub const CONTROL_LEN: usize = 4096;
 /// Longest task name stored (bytes, UTF-8, NUL padded).
 pub const NAME_LEN: usize = 64;
+/// Named counter slots in a control block.
+pub const NAMED_COUNTERS: usize = 32;
+/// Longest counter name (bytes, UTF-8); a slot stores it NUL padded in 24 bytes.
+pub const COUNTER_NAME_LEN: usize = 23;
+
+/// One named counter slot: the name (24 bytes, NUL padded, as three native-endian
+/// u64 words) and the value. Written by the task only.
+#[repr(C)]
+pub struct NamedCounter {
+    pub name: [AtomicU64; 3],
+    pub value: AtomicU64,
+}
 
 /// The shared control block.
 #[repr(C)]
@@ -45,6 +69,11 @@ pub struct Control {
     pub dropped: AtomicU64,
     /// Task name, NUL padded (supervisor).
     pub name: [u8; NAME_LEN],
+    /// Named counter slots published so far (task; Release after the slot's name).
+    pub named_count: AtomicU32,
+    _pad2: u32,
+    /// Named counters (task).
+    pub named: [NamedCounter; NAMED_COUNTERS],
 }
 
 const _: () = assert!(std::mem::size_of::<Control>() <= CONTROL_LEN);
@@ -146,7 +175,69 @@ impl Drop for Mapping {
     }
 }
 
+impl NamedCounter {
+    /// The slot's name (as published; lossy if a faulty task wrote invalid UTF-8).
+    pub fn name(&self) -> String {
+        let mut bytes = [0u8; 24];
+        for (chunk, word) in bytes.chunks_mut(8).zip(&self.name) {
+            chunk.copy_from_slice(&word.load(Relaxed).to_ne_bytes());
+        }
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(24);
+        String::from_utf8_lossy(&bytes[..end]).into_owned()
+    }
+
+    /// Writes `name` (at most [`COUNTER_NAME_LEN`] bytes, checked by the caller).
+    fn set_name(&self, name: &str) {
+        let mut bytes = [0u8; 24];
+        bytes[..name.len()].copy_from_slice(name.as_bytes());
+        for (chunk, word) in bytes.chunks(8).zip(&self.name) {
+            word.store(
+                u64::from_ne_bytes(chunk.try_into().expect("8 bytes")),
+                Relaxed,
+            );
+        }
+    }
+}
+
+/// Checks a counter name: 1..=[`COUNTER_NAME_LEN`] bytes, no NUL.
+pub fn check_counter_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > COUNTER_NAME_LEN || name.contains('\0') {
+        return Err(Error::Invalid(format!(
+            "counter name {name:?}: want 1 to {COUNTER_NAME_LEN} bytes without NUL"
+        )));
+    }
+    Ok(())
+}
+
 impl Control {
+    /// The published named counters, in slot order (supervisor side).
+    pub fn named_counters(&self) -> Vec<(String, u64)> {
+        let n = (self.named_count.load(Acquire) as usize).min(NAMED_COUNTERS);
+        self.named[..n]
+            .iter()
+            .map(|c| (c.name(), c.value.load(Relaxed)))
+            .collect()
+    }
+
+    /// The slot of counter `name`, claiming and publishing a new one if the task has
+    /// none of that name yet (task side; the only writer of the slots).
+    pub fn claim_counter(&self, name: &str) -> Result<usize> {
+        check_counter_name(name)?;
+        let n = (self.named_count.load(Acquire) as usize).min(NAMED_COUNTERS);
+        if let Some(i) = self.named[..n].iter().position(|c| c.name() == name) {
+            return Ok(i);
+        }
+        if n == NAMED_COUNTERS {
+            return Err(Error::Invalid(format!(
+                "counter {name:?}: all {NAMED_COUNTERS} named counter slots are used"
+            )));
+        }
+        self.named[n].set_name(name);
+        self.named[n].value.store(0, Relaxed);
+        self.named_count.store(n as u32 + 1, Release);
+        Ok(n)
+    }
+
     /// The task name.
     pub fn name(&self) -> String {
         let end = self.name.iter().position(|&b| b == 0).unwrap_or(NAME_LEN);

@@ -8,7 +8,9 @@
 //! * the **control block** ([`control`]): the task's parameters (C, T, D, name), the
 //!   release epoch (CLOCK_MONOTONIC time of activation 0; the supervisor may move it, e.g.
 //!   to stitch out suspended time), its restart count and a stop request, plus counters the
-//!   task writes;
+//!   task writes, among them up to 32 *named counters* ([`Task::counter`], C:
+//!   `bulkhead_counter`) that the supervisor reads by name
+//!   ([`supervisor::TaskLink::named_counters`]) and exports to the trace;
 //! * the **trace ring**: a `bulkhead-chan` fifo channel of [`Record`]s, one per completed
 //!   activation, written with `try_write` (no system call: the fifo wakes its reader only
 //!   when the reader sleeps, and the supervisor never does, it drains with `try_read`). A
@@ -32,7 +34,7 @@ mod task;
 
 pub use error::{Error, Result};
 pub use record::{flags, Record, RECORD_SIZE};
-pub use task::{Activation, Params, Task};
+pub use task::{Activation, Counter, Params, Task};
 
 /// The environment variable naming the task's control and trace file descriptors.
 pub const ENV: &str = "BULKHEAD_TASK";

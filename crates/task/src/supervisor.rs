@@ -120,6 +120,12 @@ impl TaskLink {
         }
     }
 
+    /// The task's named counters as (name, value), in the order the task created them
+    /// (see [`crate::control`] for how they are published).
+    pub fn named_counters(&self) -> Vec<(String, u64)> {
+        self.ctl.get().named_counters()
+    }
+
     /// The parameters the link was created with (the epoch as created).
     pub fn spec(&self) -> &LinkSpec {
         &self.spec
@@ -269,5 +275,47 @@ mod tests {
         }
         link.request_stop();
         assert!(matches!(task.wait_next_period(), Err(Error::Stopped)));
+    }
+
+    #[test]
+    fn named_counters_reach_the_supervisor_by_name_and_survive_a_restart() {
+        let mut link = TaskLink::create(&spec()).unwrap();
+        assert_eq!(link.named_counters(), vec![]);
+        let dup = |fd: RawFd| {
+            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
+            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
+        };
+        let [c, t] = link.fds();
+        let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        let sent = task.counter("can0.tx_sent").unwrap();
+        let denied = task.counter("can0.tx_denied").unwrap();
+        task.set_counter(sent, 41);
+        task.add_counter(sent, 1);
+        task.add_counter(denied, 3);
+        assert_eq!(task.counter("can0.tx_sent").unwrap(), sent);
+        assert_eq!(
+            link.named_counters(),
+            vec![("can0.tx_sent".into(), 42), ("can0.tx_denied".into(), 3)]
+        );
+        for bad in ["", "a-name-of-24-bytes-long!", "nul\0"] {
+            let e = task.counter(bad).unwrap_err().to_string();
+            assert!(e.contains("1 to 23 bytes"), "{e}");
+        }
+        drop(task);
+        let mut out = Vec::new();
+        link.restart(&mut out).unwrap();
+        let [c, t] = link.fds();
+        let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        let sent = task.counter("can0.tx_sent").unwrap();
+        task.add_counter(sent, 1);
+        for i in 2..crate::control::NAMED_COUNTERS {
+            task.counter(&format!("c{i}")).unwrap();
+        }
+        let e = task.counter("one-too-many").unwrap_err().to_string();
+        assert!(e.contains("all 32"), "{e}");
+        let named = link.named_counters();
+        assert_eq!(named.len(), 32);
+        assert_eq!(named[0], ("can0.tx_sent".into(), 43));
+        assert_eq!(named[31], ("c31".into(), 0));
     }
 }

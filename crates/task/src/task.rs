@@ -37,6 +37,19 @@ pub struct Activation {
     pub skipped: u32,
 }
 
+/// One of the task's named counters (a slot of its control block), from
+/// [`Task::counter`]. The supervisor reads them with
+/// [`crate::supervisor::TaskLink::named_counters`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counter(usize);
+
+impl Counter {
+    /// The slot index (what the C API calls the counter).
+    pub fn slot(self) -> usize {
+        self.0
+    }
+}
+
 /// The activation in progress.
 #[derive(Clone, Copy)]
 struct Current {
@@ -108,6 +121,32 @@ impl Task {
     /// The task's parameters.
     pub fn params(&self) -> &Params {
         &self.params
+    }
+
+    /// The named counter `name` (1 to 23 bytes), created at 0 on first use; a restarted
+    /// process gets its predecessor's counter back, value included. At most
+    /// [`crate::control::NAMED_COUNTERS`] names per task.
+    pub fn counter(&mut self, name: &str) -> Result<Counter> {
+        self.ctl.get().claim_counter(name).map(Counter)
+    }
+
+    /// The counter of slot `slot` if the task created one there (C handles).
+    pub fn counter_at(&self, slot: i32) -> Option<Counter> {
+        let n = self.ctl.get().named_count.load(Acquire) as usize;
+        let slot = usize::try_from(slot).ok()?;
+        (slot < n.min(crate::control::NAMED_COUNTERS)).then_some(Counter(slot))
+    }
+
+    /// Sets a named counter (a relaxed store in shared memory: no system call).
+    pub fn set_counter(&self, counter: Counter, value: u64) {
+        self.ctl.get().named[counter.0].value.store(value, Relaxed);
+    }
+
+    /// Adds `delta` to a named counter (wrapping).
+    pub fn add_counter(&self, counter: Counter, delta: u64) {
+        self.ctl.get().named[counter.0]
+            .value
+            .fetch_add(delta, Relaxed);
     }
 
     /// Whether the supervisor asked the task to stop.

@@ -69,6 +69,10 @@ fn a_c_task_uses_the_header_and_static_library() {
         stdout.contains("params 1000000 4000000 3000000"),
         "{stdout}"
     );
+    assert_eq!(
+        link.named_counters(),
+        vec![("can0.rx_forwarded".to_string(), 60)]
+    );
     let mut recs: Vec<Record> = Vec::new();
     link.drain(&mut recs);
     assert_eq!(
