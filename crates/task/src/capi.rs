@@ -114,7 +114,7 @@ pub unsafe extern "C" fn bulkhead_task_params(
     })
 }
 
-/// The named counter `name` (NUL-terminated, 1 to 23 bytes): its handle (>= 0), created
+/// The named counter `name` (NUL-terminated, 1 to 47 bytes): its handle (>= 0), created
 /// at 0 on first use; `-EINVAL` for a bad name or when all 32 slots are used.
 ///
 /// # Safety

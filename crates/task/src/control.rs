@@ -31,14 +31,15 @@ pub const CONTROL_LEN: usize = 4096;
 pub const NAME_LEN: usize = 64;
 /// Named counter slots in a control block.
 pub const NAMED_COUNTERS: usize = 32;
-/// Longest counter name (bytes, UTF-8); a slot stores it NUL padded in 24 bytes.
-pub const COUNTER_NAME_LEN: usize = 23;
+/// Longest counter name (bytes, UTF-8; room for `<partition>.tx_malformed`); a slot
+/// stores it NUL padded in 48 bytes.
+pub const COUNTER_NAME_LEN: usize = 47;
 
-/// One named counter slot: the name (24 bytes, NUL padded, as three native-endian
+/// One named counter slot: the name (48 bytes, NUL padded, as six native-endian
 /// u64 words) and the value. Written by the task only.
 #[repr(C)]
 pub struct NamedCounter {
-    pub name: [AtomicU64; 3],
+    pub name: [AtomicU64; 6],
     pub value: AtomicU64,
 }
 
@@ -178,17 +179,17 @@ impl Drop for Mapping {
 impl NamedCounter {
     /// The slot's name (as published; lossy if a faulty task wrote invalid UTF-8).
     pub fn name(&self) -> String {
-        let mut bytes = [0u8; 24];
+        let mut bytes = [0u8; 48];
         for (chunk, word) in bytes.chunks_mut(8).zip(&self.name) {
             chunk.copy_from_slice(&word.load(Relaxed).to_ne_bytes());
         }
-        let end = bytes.iter().position(|&b| b == 0).unwrap_or(24);
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(48);
         String::from_utf8_lossy(&bytes[..end]).into_owned()
     }
 
     /// Writes `name` (at most [`COUNTER_NAME_LEN`] bytes, checked by the caller).
     fn set_name(&self, name: &str) {
-        let mut bytes = [0u8; 24];
+        let mut bytes = [0u8; 48];
         bytes[..name.len()].copy_from_slice(name.as_bytes());
         for (chunk, word) in bytes.chunks(8).zip(&self.name) {
             word.store(

@@ -123,7 +123,7 @@ impl Task {
         &self.params
     }
 
-    /// The named counter `name` (1 to 23 bytes), created at 0 on first use; a restarted
+    /// The named counter `name` (1 to 47 bytes), created at 0 on first use; a restarted
     /// process gets its predecessor's counter back, value included. At most
     /// [`crate::control::NAMED_COUNTERS`] names per task.
     pub fn counter(&mut self, name: &str) -> Result<Counter> {

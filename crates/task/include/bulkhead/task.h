@@ -51,7 +51,7 @@ int bulkhead_stop_requested(void);
 /* Budget C, period T and relative deadline D in ns; pointers may be NULL. */
 int bulkhead_task_params(uint64_t *budget_ns, uint64_t *period_ns, uint64_t *deadline_ns);
 
-/* Named counters: up to 32 per task, names of 1 to 23 bytes, values the supervisor
+/* Named counters: up to 32 per task, names of 1 to 47 bytes, values the supervisor
  * reads by name and exports to the trace (`counter` events). bulkhead_counter returns
  * the counter's handle (>= 0), creating it at 0 on first use (a restarted process gets
  * its predecessor's value back), or -EINVAL (bad name, all slots used). Set and add are
