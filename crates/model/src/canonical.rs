@@ -21,6 +21,7 @@ pub fn to_canonical_yaml(system: &System) -> String {
     section(&mut out, "partitions", &system.partitions, partition);
     section(&mut out, "windows", &system.windows, window);
     section(&mut out, "channels", &system.channels, |c| vec![channel(c)]);
+    section(&mut out, "buses", &system.buses, bus);
     out
 }
 
@@ -57,9 +58,19 @@ fn partition(p: &Partition) -> Vec<String> {
     if let Some(bytes) = p.memory {
         lines.push(format!("memory: {}", crate::units::format_size(bytes)));
     }
-    if !p.tasks.is_empty() {
+    if let Some(user) = &p.user {
+        lines.push(format!("user: {}", quote(user)));
+    }
+    // Service tasks come back from the section that generates them (e.g. `buses`).
+    let tasks: Vec<String> = p
+        .tasks
+        .iter()
+        .filter(|t| t.service.is_none())
+        .map(|t| format!("  - {}", task(t)))
+        .collect();
+    if !tasks.is_empty() {
         lines.push("tasks:".into());
-        lines.extend(p.tasks.iter().map(|t| format!("  - {}", task(t))));
+        lines.extend(tasks);
     }
     if !p.processes.is_empty() {
         lines.push("processes:".into());
@@ -137,6 +148,30 @@ fn channel(c: &Channel) -> String {
         quote(&c.writer),
         readers.join(", ")
     )
+}
+
+fn bus(b: &Bus) -> Vec<String> {
+    let mut lines = vec![format!("name: {}", quote(&b.name))];
+    if let Some(interface) = &b.interface {
+        lines.push(format!("interface: {}", quote(interface)));
+    }
+    lines.push(format!("gateway: {}", quote(&b.gateway)));
+    lines.push(format!("period: {}", dur(b.period)));
+    lines.push(format!("reader_budget: {}", dur(b.reader_budget)));
+    lines.push(format!("writer_budget: {}", dur(b.writer_budget)));
+    lines.push(format!("depth: {}", b.depth));
+    if !b.clients.is_empty() {
+        lines.push("clients:".into());
+    }
+    for c in &b.clients {
+        let ids: Vec<String> = c.allow.iter().map(|id| format!("{id:#x}")).collect();
+        lines.push(format!(
+            "  - {{partition: {}, allow: [{}]}}",
+            quote(&c.partition),
+            ids.join(", ")
+        ));
+    }
+    lines
 }
 
 fn cpus_text(cpus: &Cpus) -> String {

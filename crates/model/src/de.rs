@@ -205,6 +205,16 @@ fn visit_plain<'de, V: Visitor<'de>>(
     if let Ok(n) = text.parse::<u64>() {
         return visitor.visit_u64(n);
     }
+    // YAML 1.2 core schema: hexadecimal and octal integers (CAN ids are written in hex).
+    let radix = [("0x", 16), ("0o", 8)]
+        .into_iter()
+        .find_map(|(prefix, radix)| {
+            text.strip_prefix(prefix)
+                .and_then(|digits| u64::from_str_radix(digits, radix).ok())
+        });
+    if let Some(n) = radix {
+        return visitor.visit_u64(n);
+    }
     if let Ok(n) = text.parse::<i64>() {
         return visitor.visit_i64(n);
     }

@@ -89,8 +89,9 @@ pub fn load_str(src: &str, file_name: &str) -> Result<Loaded, LoadError> {
     let raw: raw::RawFile =
         de::from_node(&root, "").map_err(|e| at(e.mark.unwrap_or(root.mark), e.path, e.message))?;
     let locate = |e: normalize::PathError| at(locate(&root, &e.path), e.path, e.message);
-    let normalized = normalize::normalize(raw).map_err(locate)?;
+    let mut normalized = normalize::normalize(raw).map_err(locate)?;
     let warnings = validate::validate(&normalized).map_err(locate)?;
+    normalize::add_gateway_tasks(&mut normalized.system);
     Ok(Loaded {
         system: normalized.system,
         warnings: warnings.into_iter().map(locate).collect(),

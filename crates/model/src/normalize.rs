@@ -56,6 +56,9 @@ pub struct Normalized {
 
 const MS: u64 = 1_000_000;
 
+/// Frames each gateway channel holds when a bus gives no `depth`.
+pub const DEFAULT_BUS_DEPTH: u32 = 256;
+
 /// Normalizes a whole file. DEmOS-style files (no `system` section) read bare numbers as milliseconds.
 pub fn normalize(raw: RawFile) -> Result<Normalized> {
     let mut n = Normalizer {
@@ -83,6 +86,10 @@ pub fn normalize(raw: RawFile) -> Result<Normalized> {
     for (i, c) in raw.channels.unwrap_or_default().into_iter().enumerate() {
         let channel = channel(c, &format!("channels[{i}]"))?;
         n.out.system.channels.push(channel);
+    }
+    for (i, b) in raw.buses.unwrap_or_default().into_iter().enumerate() {
+        let bus = n.bus(b, &format!("buses[{i}]"))?;
+        n.out.system.buses.push(bus);
     }
     Ok(n.out)
 }
@@ -139,6 +146,7 @@ impl Normalizer {
                 memory: None,
                 tasks: Vec::new(),
                 processes: self.processes(list, path, default_budget)?,
+                user: None,
             },
             PartitionSpec::Def(def) => self.partition(*def, path, default_budget)?,
         };
@@ -175,12 +183,7 @@ impl Normalizer {
             path,
             default_budget,
         )?;
-        let tasks = def.tasks.unwrap_or_default();
-        let tasks = tasks
-            .into_iter()
-            .enumerate()
-            .map(|(i, t)| self.task(t, &format!("{path}.tasks[{i}]")))
-            .collect::<Result<Vec<_>>>()?;
+        let tasks = self.tasks(def.tasks.unwrap_or_default(), path)?;
         check_kind(kind, &tasks, &processes, def.scheduler.is_some(), path)?;
         Ok(Partition {
             name,
@@ -196,6 +199,10 @@ impl Normalizer {
                 .transpose()?,
             tasks,
             processes,
+            user: def
+                .user
+                .map(|u| non_empty(u, &format!("{path}.user")))
+                .transpose()?,
         })
     }
 
@@ -302,14 +309,96 @@ impl Normalizer {
         })
     }
 
-    fn task(&self, t: RawTask, path: &str) -> Result<Task> {
+    /// A partition's tasks; an I/O task (`serves`) gets its reservation from the task it
+    /// serves, which must be a task of the same partition with its own budget.
+    fn tasks(&self, raw: Vec<RawTask>, path: &str) -> Result<Vec<Task>> {
+        let paths: Vec<String> = (0..raw.len())
+            .map(|i| format!("{path}.tasks[{i}]"))
+            .collect();
+        let periods: Vec<(String, Option<String>)> = raw
+            .iter()
+            .map(|t| (t.name.clone(), t.period.clone()))
+            .collect();
+        raw.into_iter()
+            .zip(&paths)
+            .map(|(t, path)| {
+                let reservation = match (&t.serves, t.io_utilization) {
+                    (None, None) => self.reservation(&t, path)?,
+                    (Some(served), Some(u)) => self.io_reservation(served, u, &periods, path)?,
+                    (Some(_), None) => return err(path.as_str(), "missing `io_utilization` (an I/O task's budget is U_io x T of the task it serves)"),
+                    (None, Some(_)) => return err(path.as_str(), "missing `serves` (the task whose period the I/O task takes)"),
+                };
+                self.task(t, path, reservation)
+            })
+            .collect()
+    }
+
+    /// (budget, period) of an ordinary task.
+    fn reservation(&self, t: &RawTask, path: &str) -> Result<(Nanos, Nanos)> {
+        let (Some(budget), Some(period)) = (&t.budget, &t.period) else {
+            let key = if t.budget.is_none() {
+                "budget"
+            } else {
+                "period"
+            };
+            return err(path, format!("missing `{key}`"));
+        };
+        Ok((
+            self.positive_duration(budget, &child(path, "budget"))?,
+            self.positive_duration(period, &child(path, "period"))?,
+        ))
+    }
+
+    /// The reservation of an I/O task serving `served` with I/O utilization `u`:
+    /// budget U_io x T, period T, where T is the served task's period (DriveOS section
+    /// 4.1, "Real-time I/O in Quest": the bottom-half thread gets the period of the task
+    /// it serves and the device class's utilization times that period as budget; USB-CAN
+    /// at 10% serving a 1 ms task gets 0.1 ms every 1 ms).
+    fn io_reservation(
+        &self,
+        served: &str,
+        u: f64,
+        periods: &[(String, Option<String>)],
+        path: &str,
+    ) -> Result<(Nanos, Nanos)> {
+        if !(u > 0.0 && u <= 1.0) {
+            return err(child(path, "io_utilization"), "must be in (0, 1]");
+        }
+        let period = match periods.iter().find(|(name, _)| name == served) {
+            Some((_, Some(period))) => self.positive_duration(period, &child(path, "serves"))?,
+            _ => {
+                return err(
+                    child(path, "serves"),
+                    format!("no task `{served}` with a period in this partition"),
+                )
+            }
+        };
+        let budget = (u * period as f64).round() as Nanos;
+        if budget == 0 {
+            return err(child(path, "io_utilization"), "gives a zero budget");
+        }
+        Ok((budget, period))
+    }
+
+    fn task(&self, t: RawTask, path: &str, (budget, period): (Nanos, Nanos)) -> Result<Task> {
         if t.name.trim().is_empty() {
             return err(child(path, "name"), "must not be empty");
         }
         if t.cmd.trim().is_empty() {
             return err(child(path, "cmd"), "must not be an empty command");
         }
-        let period = self.positive_duration(&t.period, &child(path, "period"))?;
+        if t.serves.is_some() && t.budget.is_some() {
+            return err(
+                child(path, "budget"),
+                "an I/O task takes its budget from `io_utilization`",
+            );
+        }
+        if t.serves.is_some() && t.period.is_some() {
+            return err(
+                child(path, "period"),
+                "an I/O task takes the period of the task it serves",
+            );
+        }
         let deadline = match t.deadline {
             Some(d) => self.positive_duration(&d, &child(path, "deadline"))?,
             None => period,
@@ -326,13 +415,43 @@ impl Normalizer {
         Ok(Task {
             name: t.name,
             cmd: t.cmd,
-            budget: self.positive_duration(&t.budget, &child(path, "budget"))?,
+            budget,
             period,
             deadline,
             priority: t.priority,
             release_jitter: optional(t.release_jitter, "release_jitter")?.unwrap_or(0),
             blocking: optional(t.blocking, "blocking")?.unwrap_or(0),
             resume: t.resume.unwrap_or_default(),
+            service: None,
+        })
+    }
+
+    fn bus(&self, b: RawBus, path: &str) -> Result<Bus> {
+        let clients = b
+            .clients
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| BusClient {
+                partition: c.partition,
+                allow: c.allow.unwrap_or_default(),
+            });
+        Ok(Bus {
+            name: non_empty(b.name, &child(path, "name"))?,
+            interface: b
+                .interface
+                .map(|i| non_empty(i, &child(path, "interface")))
+                .transpose()?,
+            gateway: b.gateway,
+            period: self.positive_duration(&b.period, &child(path, "period"))?,
+            reader_budget: self
+                .positive_duration(&b.reader_budget, &child(path, "reader_budget"))?,
+            writer_budget: self
+                .positive_duration(&b.writer_budget, &child(path, "writer_budget"))?,
+            depth: match b.depth {
+                Some(0) => return err(child(path, "depth"), "must be at least 1"),
+                d => d.unwrap_or(DEFAULT_BUS_DEPTH),
+            },
+            clients: clients.collect(),
         })
     }
 
@@ -500,6 +619,53 @@ fn cpus(text: &str, path: &str) -> Result<Cpus> {
         return Ok(Cpus::All);
     }
     CpuSet::parse(text).map(Cpus::Set).or_else(|e| err(path, e))
+}
+
+/// Adds each bus's reader and writer tasks to its gateway partition (after validation:
+/// the partition exists, is rt, and has no task of those names).
+pub fn add_gateway_tasks(system: &mut System) {
+    for b in &system.buses {
+        let Some(p) = system.partitions.iter_mut().find(|p| p.name == b.gateway) else {
+            continue;
+        };
+        let services = [
+            (
+                b.reader_task(),
+                b.reader_budget,
+                Service::CanReader {
+                    bus: b.name.clone(),
+                },
+            ),
+            (
+                b.writer_task(),
+                b.writer_budget,
+                Service::CanWriter {
+                    bus: b.name.clone(),
+                },
+            ),
+        ];
+        for (name, budget, service) in services {
+            p.tasks.push(Task {
+                name,
+                cmd: String::new(),
+                budget,
+                period: b.period,
+                deadline: b.period,
+                priority: None,
+                release_jitter: 0,
+                blocking: 0,
+                resume: Resume::Restartable,
+                service: Some(service),
+            });
+        }
+    }
+}
+
+fn non_empty(text: String, path: &str) -> Result<String> {
+    if text.trim().is_empty() {
+        return err(path, "must not be empty");
+    }
+    Ok(text)
 }
 
 fn opt_cpuset(text: Option<String>, path: &str) -> Result<Option<CpuSet>> {

@@ -20,10 +20,11 @@ pub struct RawFile {
     pub partitions: Option<Vec<PartitionSpec>>,
     pub windows: Option<Vec<RawWindow>>,
     pub channels: Option<Vec<RawChannel>>,
+    pub buses: Option<Vec<RawBus>>,
 }
 
 /// Top-level sections reserved for later capabilities; using one is an error, never ignored.
-pub const RESERVED_SECTIONS: [&str; 5] = ["buses", "pipelines", "modes", "stop_start", "power"];
+pub const RESERVED_SECTIONS: [&str; 4] = ["pipelines", "modes", "stop_start", "power"];
 
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
@@ -50,6 +51,7 @@ pub struct RawPartition {
     pub cpus: Option<String>,
     pub scheduler: Option<Scheduler>,
     pub memory: Option<String>,
+    pub user: Option<String>,
     pub tasks: Option<Vec<RawTask>>,
     pub processes: Option<Vec<ProcessSpec>>,
     pub cmd: Option<String>,
@@ -79,8 +81,12 @@ pub struct RawProcess {
 pub struct RawTask {
     pub name: String,
     pub cmd: String,
-    pub budget: String,
-    pub period: String,
+    pub budget: Option<String>,
+    pub period: Option<String>,
+    /// An I/O task: the task of the same partition it serves ...
+    pub serves: Option<String>,
+    /// ... and its I/O utilization U_io; budget = U_io x T, period = T of that task.
+    pub io_utilization: Option<f64>,
     pub deadline: Option<String>,
     pub priority: Option<u32>,
     pub release_jitter: Option<String>,
@@ -142,6 +148,26 @@ pub struct RawChannel {
     pub depth: Option<u32>,
     pub writer: String,
     pub readers: Vec<String>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawBus {
+    pub name: String,
+    pub interface: Option<String>,
+    pub gateway: String,
+    pub period: String,
+    pub reader_budget: String,
+    pub writer_budget: String,
+    pub depth: Option<u32>,
+    pub clients: Option<Vec<RawBusClient>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawBusClient {
+    pub partition: String,
+    pub allow: Option<Vec<u32>>,
 }
 
 impl<'de> Deserialize<'de> for PartitionSpec {

@@ -24,6 +24,8 @@ pub struct System {
     pub windows: Vec<Window>,
     /// Shared-memory channels between partitions.
     pub channels: Vec<Channel>,
+    /// CAN buses, each owned by the gateway service of one rt partition.
+    pub buses: Vec<Bus>,
 }
 
 /// Criticality class of a partition.
@@ -68,6 +70,9 @@ pub struct Partition {
     pub tasks: Vec<Task>,
     /// Windowed processes (DEmOS semantics).
     pub processes: Vec<Process>,
+    /// User (name or numeric uid) the partition's processes and tasks run as;
+    /// `None` = the supervisor's user. Resolved at run time.
+    pub user: Option<String>,
 }
 
 /// What a task does after a system suspension (JuMP2start 2.2).
@@ -99,6 +104,58 @@ pub struct Task {
     /// Worst-case blocking B by lower-priority tasks (default 0).
     pub blocking: Nanos,
     pub resume: Resume,
+    /// A service bulkhead provides itself (its `cmd` is empty; `run` supplies the program).
+    pub service: Option<Service>,
+}
+
+/// A task bulkhead itself provides, generated from another section of the description.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Service {
+    /// The CAN gateway's reader of bus `bus` (CAN to partitions; DriveOS 6.4.1, Program 4).
+    CanReader { bus: String },
+    /// The CAN gateway's writer of bus `bus` (partitions to CAN, allowlisted; Program 5).
+    CanWriter { bus: String },
+}
+
+/// A CAN bus and the gateway service that alone holds it (DriveOS 3.3.2, 6.4.1).
+///
+/// The gateway is two rt tasks of partition `gateway`, named `<bus>-reader` and
+/// `<bus>-writer`, each with its own reservation (`*_budget` every `period`); they are
+/// added to that partition's `tasks`, so analysis admits them like any other task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bus {
+    pub name: String,
+    /// SocketCAN interface (e.g. `can0`); `None` = the virtual bus called `name`.
+    pub interface: Option<String>,
+    /// The rt partition whose gateway tasks own the bus.
+    pub gateway: String,
+    pub period: Nanos,
+    pub reader_budget: Nanos,
+    pub writer_budget: Nanos,
+    /// Capacity, in frames, of each channel between the gateway and a client.
+    pub depth: u32,
+    /// Partitions connected to the bus through the gateway.
+    pub clients: Vec<BusClient>,
+}
+
+/// A partition's connection to a bus.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BusClient {
+    pub partition: String,
+    /// CAN ids the partition may send (ids above 0x7FF are 29-bit); others are dropped.
+    pub allow: Vec<u32>,
+}
+
+impl Bus {
+    /// Name of the gateway task that reads the bus.
+    pub fn reader_task(&self) -> String {
+        format!("{}-reader", self.name)
+    }
+
+    /// Name of the gateway task that writes the bus.
+    pub fn writer_task(&self) -> String {
+        format!("{}-writer", self.name)
+    }
 }
 
 /// A process of a windowed partition (DEmOS `processes` entry).

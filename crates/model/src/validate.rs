@@ -16,6 +16,7 @@ pub fn validate(n: &Normalized) -> Result<Vec<PathError>> {
     check_tasks(n)?;
     check_cpus(n)?;
     check_channels(&n.system, &names)?;
+    check_buses(n, &names)?;
     Ok(warnings(n, &names))
 }
 
@@ -174,6 +175,111 @@ fn check_channels(sys: &System, names: &Names) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Largest 29-bit CAN identifier.
+const MAX_EXTENDED_ID: u32 = 0x1FFF_FFFF;
+
+fn check_buses(n: &Normalized, names: &Names) -> Result<()> {
+    for (i, b) in n.system.buses.iter().enumerate() {
+        let path = format!("buses[{i}]");
+        if n.system.buses[..i].iter().any(|o| o.name == b.name) {
+            return err(
+                format!("{path}.name"),
+                format!("duplicate bus name `{}`", b.name),
+            );
+        }
+        if !b
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return err(
+                format!("{path}.name"),
+                "a bus name uses only letters, digits, `-`, `_` and `.`",
+            );
+        }
+        let gateway = match names.get(b.gateway.as_str()) {
+            None => {
+                return err(
+                    format!("{path}.gateway"),
+                    format!("unknown partition `{}`", b.gateway),
+                )
+            }
+            Some(&g) => (&n.system.partitions[g], &n.partition_paths[g]),
+        };
+        check_gateway(b, gateway, &path)?;
+        for (j, c) in b.clients.iter().enumerate() {
+            check_client(b, c, names, &format!("{path}.clients[{j}]"))?;
+            if b.clients[..j].iter().any(|o| o.partition == c.partition) {
+                return err(
+                    format!("{path}.clients[{j}].partition"),
+                    format!(
+                        "partition `{}` is already a client of this bus",
+                        c.partition
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_gateway(b: &Bus, (p, p_path): (&Partition, &String), path: &str) -> Result<()> {
+    if p.kind != PartitionKind::Rt {
+        return err(
+            format!("{path}.gateway"),
+            format!(
+                "`{}` is not an rt partition: the gateway runs as reserved tasks",
+                p.name
+            ),
+        );
+    }
+    for (t, budget) in [
+        (b.reader_task(), b.reader_budget),
+        (b.writer_task(), b.writer_budget),
+    ] {
+        if p.tasks.iter().any(|o| o.name == t) {
+            return err(
+                format!("{p_path}.tasks"),
+                format!(
+                    "task name `{t}` is taken by the gateway of bus `{}`",
+                    b.name
+                ),
+            );
+        }
+        if budget > b.period {
+            let key = if t.ends_with("reader") {
+                "reader_budget"
+            } else {
+                "writer_budget"
+            };
+            return err(format!("{path}.{key}"), "exceeds the period");
+        }
+    }
+    Ok(())
+}
+
+fn check_client(b: &Bus, c: &BusClient, names: &Names, path: &str) -> Result<()> {
+    if !names.contains_key(c.partition.as_str()) {
+        return err(
+            format!("{path}.partition"),
+            format!("unknown partition `{}`", c.partition),
+        );
+    }
+    if c.partition == b.gateway {
+        return err(
+            format!("{path}.partition"),
+            "the gateway's own partition holds the bus; it is not a client",
+        );
+    }
+    match c.allow.iter().position(|&id| id > MAX_EXTENDED_ID) {
+        Some(k) => err(
+            format!("{path}.allow[{k}]"),
+            format!("{:#x} is not a CAN id (at most 0x1FFFFFFF)", c.allow[k]),
+        ),
+        None => Ok(()),
+    }
 }
 
 fn warnings(n: &Normalized, names: &Names) -> Vec<PathError> {

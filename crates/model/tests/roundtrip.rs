@@ -39,8 +39,9 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
         cpus,
         memory,
         proptest::collection::vec(process(), 1..3),
+        proptest::option::of(text()),
     )
-        .prop_map(move |(prefix, cpus, memory, processes)| Partition {
+        .prop_map(move |(prefix, cpus, memory, processes, user)| Partition {
             name: format!("{prefix}{i}"),
             kind: PartitionKind::Be,
             cpus,
@@ -48,6 +49,7 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
             memory,
             tasks: Vec::new(),
             processes,
+            user: user.map(|u| format!("u{u}")),
         })
 }
 
@@ -75,6 +77,7 @@ fn task(j: usize) -> impl Strategy<Value = Task> {
                     release_jitter,
                     blocking,
                     resume,
+                    service: None,
                 }
             },
         )
@@ -91,7 +94,55 @@ fn rt_partition(i: usize) -> impl Strategy<Value = Partition> {
         memory: None,
         tasks,
         processes: Vec::new(),
+        user: None,
     })
+}
+
+/// A bus owned by `gateway` (an rt partition) with `clients`, and its two gateway tasks.
+fn bus(gateway: String, clients: Vec<String>) -> impl Strategy<Value = (Bus, [Task; 2])> {
+    let ids = proptest::collection::vec(0u32..0x2000_0000, 0..4);
+    let allows = proptest::collection::vec(ids, clients.len());
+    let interface = proptest::option::of(Just("can0".to_string()));
+    (duration(), duration(), 1u32..1000, interface, allows).prop_map(
+        move |(extra, budget, depth, interface, allows)| {
+            let period = budget + extra;
+            let clients = clients
+                .iter()
+                .zip(allows)
+                .map(|(partition, allow)| BusClient {
+                    partition: partition.clone(),
+                    allow,
+                })
+                .collect();
+            let bus = Bus {
+                name: "pt".into(),
+                interface,
+                gateway: gateway.clone(),
+                period,
+                reader_budget: budget,
+                writer_budget: budget,
+                depth,
+                clients,
+            };
+            let task = |name: String, service| Task {
+                name,
+                cmd: String::new(),
+                budget,
+                period,
+                deadline: period,
+                priority: None,
+                release_jitter: 0,
+                blocking: 0,
+                resume: Resume::Restartable,
+                service: Some(service),
+            };
+            let tasks = [
+                task(bus.reader_task(), Service::CanReader { bus: "pt".into() }),
+                task(bus.writer_task(), Service::CanWriter { bus: "pt".into() }),
+            ];
+            (bus, tasks)
+        },
+    )
 }
 
 /// A window over distinct be partitions `names`, in one or two slices.
@@ -143,13 +194,17 @@ fn system() -> impl Strategy<Value = System> {
     partitions
         .prop_flat_map(|(be, rt)| {
             let be_names: Vec<String> = be.iter().map(|p| p.name.clone()).collect();
+            let windows = proptest::collection::vec(window(be_names.clone()), 0..4);
             let all_names: Vec<String> = be.iter().chain(&rt).map(|p| p.name.clone()).collect();
-            let windows = proptest::collection::vec(window(be_names), 0..4);
             let channels = (0usize..3).prop_flat_map(move |n| {
                 (0..n)
                     .map(|k| channel(k, all_names.clone()))
                     .collect::<Vec<_>>()
             });
+            let buses = match rt.first() {
+                Some(g) => proptest::option::of(bus(g.name.clone(), be_names.clone())).boxed(),
+                None => Just(None).boxed(),
+            };
             let partitions: Vec<Partition> = be.into_iter().chain(rt).collect();
             let cpus = proptest::option::of(Just(CpuSet::parse("0-127").unwrap()));
             (
@@ -159,16 +214,26 @@ fn system() -> impl Strategy<Value = System> {
                 any::<bool>(),
                 cpus,
                 proptest::option::of(cpuset(4)),
+                buses,
             )
         })
         .prop_map(
-            |(partitions, windows, channels, set_cwd, cpus, supervisor_cpus)| System {
-                cpus,
-                set_cwd,
-                supervisor_cpus,
-                partitions,
-                windows,
-                channels,
+            |(mut partitions, windows, channels, set_cwd, cpus, supervisor_cpus, bus)| {
+                let mut buses = Vec::new();
+                if let Some((bus, tasks)) = bus {
+                    let gateway = partitions.iter_mut().find(|p| p.name == bus.gateway);
+                    gateway.expect("rt partition").tasks.extend(tasks);
+                    buses.push(bus);
+                }
+                System {
+                    cpus,
+                    set_cwd,
+                    supervisor_cpus,
+                    partitions,
+                    windows,
+                    channels,
+                    buses,
+                }
             },
         )
 }

@@ -81,6 +81,7 @@ mod tests {
             release_jitter: 0,
             blocking: 0,
             resume: Default::default(),
+            service: None,
         }
     }
 

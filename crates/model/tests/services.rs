@@ -1,0 +1,169 @@
+//! Buses (the CAN gateway's tasks), I/O tasks with derived reservations, and partition users.
+
+use bulkhead_model::{load_str, Service};
+
+const MS: u64 = 1_000_000;
+
+fn load(src: &str) -> bulkhead_model::System {
+    match load_str(src, "t.yaml") {
+        Ok(l) => l.system,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn error(src: &str) -> String {
+    load_str(src, "t.yaml").expect_err("invalid").to_string()
+}
+
+/// DriveOS section 4.1: "the utilization percentage of USB-CAN devices in DriveOS is 10%. If a
+/// task with a period of 1 ms waits for a USB-CAN read, then the USB-CAN BH will receive
+/// 0.1 ms budget in every 1 ms".
+#[test]
+fn io_task_gets_u_io_times_the_served_period() {
+    let s = load(
+        "system: {}
+partitions:
+  - name: adas
+    kind: rt
+    cpus: 0
+    tasks:
+      - {name: ctl, cmd: c, budget: 200us, period: 1ms}
+      - {name: can-bh, cmd: b, serves: ctl, io_utilization: 0.1}
+",
+    );
+    let bh = &s.partitions[0].tasks[1];
+    assert_eq!((bh.budget, bh.period, bh.deadline), (MS / 10, MS, MS));
+}
+
+#[test]
+fn io_task_errors_name_the_key() {
+    let base = "system: {}\npartitions:\n  - name: a\n    kind: rt\n    cpus: 0\n    tasks:\n      - {name: ctl, cmd: c, budget: 1ms, period: 10ms}\n";
+    let cases = [
+        (
+            "{name: io, cmd: b, serves: nope, io_utilization: 0.1}",
+            "partitions[0].tasks[1].serves: no task `nope`",
+        ),
+        (
+            "{name: io, cmd: b, serves: ctl, io_utilization: 1.5}",
+            "partitions[0].tasks[1].io_utilization: must be in (0, 1]",
+        ),
+        (
+            "{name: io, cmd: b, serves: ctl}",
+            "partitions[0].tasks[1]: missing `io_utilization`",
+        ),
+        (
+            "{name: io, cmd: b, serves: ctl, io_utilization: 0.1, period: 1ms}",
+            "partitions[0].tasks[1].period: an I/O task takes the period",
+        ),
+        (
+            "{name: io, cmd: b, budget: 1ms}",
+            "partitions[0].tasks[1]: missing `period`",
+        ),
+    ];
+    for (task, expect) in cases {
+        let e = error(&format!("{base}      - {task}\n"));
+        assert!(e.contains(expect), "{task}: {e}");
+        assert!(e.starts_with("t.yaml:8:"), "{task}: {e}");
+    }
+}
+
+const BUS: &str = "system: {}
+partitions:
+  - name: gw
+    kind: rt
+    cpus: 0
+    scheduler: edf
+    tasks: []
+  - name: ic
+    cpus: 1
+    user: nobody
+    processes: [{cmd: dash}]
+buses:
+  - name: pt
+    gateway: gw
+    period: 2ms
+    reader_budget: 100us
+    writer_budget: 150us
+    clients:
+      - {partition: ic, allow: [0x1A0, 416, 0x18FF50E5]}
+";
+
+#[test]
+fn a_bus_adds_the_gateway_tasks_to_its_partition() {
+    let s = load(BUS);
+    let gw = &s.partitions[0];
+    let tasks: Vec<_> = gw
+        .tasks
+        .iter()
+        .map(|t| (t.name.as_str(), t.budget, t.period, t.service.clone()))
+        .collect();
+    let bus = |b: &str| b.to_string();
+    assert_eq!(
+        tasks,
+        [
+            (
+                "pt-reader",
+                MS / 10,
+                2 * MS,
+                Some(Service::CanReader { bus: bus("pt") })
+            ),
+            (
+                "pt-writer",
+                3 * MS / 20,
+                2 * MS,
+                Some(Service::CanWriter { bus: bus("pt") })
+            ),
+        ]
+    );
+    assert_eq!(s.buses[0].clients[0].allow, [0x1A0, 0x1A0, 0x18FF_50E5]);
+    assert_eq!(s.buses[0].depth, 256);
+    assert_eq!(s.partitions[1].user.as_deref(), Some("nobody"));
+    let canonical = bulkhead_model::to_canonical_yaml(&s);
+    assert_eq!(load(&canonical), s, "{canonical}");
+}
+
+#[test]
+fn bus_errors_name_the_key() {
+    let cases = [
+        (
+            "gateway: gw",
+            "gateway: ic",
+            "buses[0].gateway: `ic` is not an rt partition",
+        ),
+        (
+            "gateway: gw",
+            "gateway: x",
+            "buses[0].gateway: unknown partition `x`",
+        ),
+        (
+            "partition: ic,",
+            "partition: gw,",
+            "buses[0].clients[0].partition: the gateway's own partition",
+        ),
+        (
+            "0x18FF50E5",
+            "0x20000000",
+            "buses[0].clients[0].allow[2]: 0x20000000 is not a CAN id",
+        ),
+        (
+            "writer_budget: 150us",
+            "writer_budget: 3ms",
+            "buses[0].writer_budget: exceeds the period",
+        ),
+        (
+            "name: pt",
+            "name: p/t",
+            "buses[0].name: a bus name uses only",
+        ),
+        (
+            "tasks: []",
+            "tasks: [{name: pt-reader, cmd: x, budget: 1ms, period: 2ms}]",
+            "task name `pt-reader` is taken",
+        ),
+    ];
+    for (from, to, expect) in cases {
+        let src = BUS.replacen(from, to, 1);
+        let e = error(&src);
+        assert!(e.contains(expect), "{to}: {e}");
+    }
+}
