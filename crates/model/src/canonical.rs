@@ -61,6 +61,11 @@ fn partition(p: &Partition) -> Vec<String> {
     if let Some(user) = &p.user {
         lines.push(format!("user: {}", quote(user)));
     }
+    match p.network {
+        Some(Network::Host) => lines.push("network: host".into()),
+        Some(Network::Private) => lines.push("network: private".into()),
+        None => {}
+    }
     // Service tasks come back from the section that generates them (e.g. `buses`).
     let tasks: Vec<String> = p
         .tasks

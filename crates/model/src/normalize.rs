@@ -147,6 +147,7 @@ impl Normalizer {
                 tasks: Vec::new(),
                 processes: self.processes(list, path, default_budget)?,
                 user: None,
+                network: None,
             },
             PartitionSpec::Def(def) => self.partition(*def, path, default_budget)?,
         };
@@ -203,6 +204,7 @@ impl Normalizer {
                 .user
                 .map(|u| non_empty(u, &format!("{path}.user")))
                 .transpose()?,
+            network: def.network,
         })
     }
 

@@ -4,7 +4,7 @@
 //!
 //! Every struct denies unknown keys.
 
-use crate::types::{ChannelKind, PartitionKind, Resume, Scheduler};
+use crate::types::{ChannelKind, Network, PartitionKind, Resume, Scheduler};
 use serde::de::{
     self, value::MapAccessDeserializer, value::SeqAccessDeserializer, Deserializer, Visitor,
 };
@@ -52,6 +52,7 @@ pub struct RawPartition {
     pub scheduler: Option<Scheduler>,
     pub memory: Option<String>,
     pub user: Option<String>,
+    pub network: Option<Network>,
     pub tasks: Option<Vec<RawTask>>,
     pub processes: Option<Vec<ProcessSpec>>,
     pub cmd: Option<String>,

@@ -73,6 +73,20 @@ pub struct Partition {
     /// User (name or numeric uid) the partition's processes and tasks run as;
     /// `None` = the supervisor's user. Resolved at run time.
     pub user: Option<String>,
+    /// `network`: which network namespace the partition's processes and tasks run in;
+    /// `None` = the default, [`System::network_of`].
+    pub network: Option<Network>,
+}
+
+/// The network a partition's processes see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Network {
+    /// The machine's network namespace.
+    Host,
+    /// A network namespace of the partition's own with only a loopback interface: it
+    /// reaches no CAN interface, no virtual bus and no other partition's sockets.
+    Private,
 }
 
 /// What a task does after a system suspension (JuMP2start 2.2).
@@ -232,6 +246,17 @@ impl System {
             .flat_map(|s| [s.sc_partition.as_deref(), s.be_partition.as_deref()])
             .flatten()
             .collect()
+    }
+
+    /// The network partition `p` runs in: as configured, else private in a system with
+    /// buses (so that only the gateways reach a bus; DriveOS 3.3.2) and host otherwise.
+    pub fn network_of(&self, p: &Partition) -> Network {
+        let gateway = self.buses.iter().any(|b| b.gateway == p.name);
+        match p.network {
+            Some(n) => n,
+            None if self.buses.is_empty() || gateway => Network::Host,
+            None => Network::Private,
+        }
     }
 
     /// Length of the major frame: the sum of all window lengths.

@@ -226,6 +226,15 @@ fn check_buses(n: &Normalized, names: &Names) -> Result<()> {
 }
 
 fn check_gateway(b: &Bus, (p, p_path): (&Partition, &String), path: &str) -> Result<()> {
+    if p.network == Some(Network::Private) {
+        return err(
+            format!("{p_path}.network"),
+            format!(
+                "the gateway of bus `{}` must reach the bus: it cannot have a private network",
+                b.name
+            ),
+        );
+    }
     if p.kind != PartitionKind::Rt {
         return err(
             format!("{path}.gateway"),
@@ -302,6 +311,15 @@ fn warnings(n: &Normalized, names: &Names) -> Vec<PathError> {
                     ),
                 });
             }
+        }
+    }
+    for (p, path) in n.system.partitions.iter().zip(&n.partition_paths) {
+        let gateway = n.system.buses.iter().any(|b| b.gateway == p.name);
+        if !n.system.buses.is_empty() && !gateway && p.network == Some(Network::Host) {
+            out.push(PathError {
+                path: format!("{path}.network"),
+                message: format!("partition `{}` shares the host network: it can reach the buses without their gateway", p.name),
+            });
         }
     }
     let windowed = n.system.windowed_partitions();

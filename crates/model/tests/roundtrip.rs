@@ -40,17 +40,21 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
         memory,
         proptest::collection::vec(process(), 1..3),
         proptest::option::of(text()),
+        proptest::option::of(prop_oneof![Just(Network::Host), Just(Network::Private)]),
     )
-        .prop_map(move |(prefix, cpus, memory, processes, user)| Partition {
-            name: format!("{prefix}{i}"),
-            kind: PartitionKind::Be,
-            cpus,
-            scheduler: Scheduler::FixedPriority,
-            memory,
-            tasks: Vec::new(),
-            processes,
-            user: user.map(|u| format!("u{u}")),
-        })
+        .prop_map(
+            move |(prefix, cpus, memory, processes, user, network)| Partition {
+                name: format!("{prefix}{i}"),
+                kind: PartitionKind::Be,
+                cpus,
+                scheduler: Scheduler::FixedPriority,
+                memory,
+                tasks: Vec::new(),
+                processes,
+                user: user.map(|u| format!("u{u}")),
+                network,
+            },
+        )
 }
 
 fn task(j: usize) -> impl Strategy<Value = Task> {
@@ -95,6 +99,7 @@ fn rt_partition(i: usize) -> impl Strategy<Value = Partition> {
         tasks,
         processes: Vec::new(),
         user: None,
+        network: None,
     })
 }
 

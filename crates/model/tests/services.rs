@@ -1,6 +1,6 @@
 //! Buses (the CAN gateway's tasks), I/O tasks with derived reservations, and partition users.
 
-use bulkhead_model::{load_str, Service};
+use bulkhead_model::{load_str, Network, Service};
 
 const MS: u64 = 1_000_000;
 
@@ -118,6 +118,8 @@ fn a_bus_adds_the_gateway_tasks_to_its_partition() {
     assert_eq!(s.buses[0].clients[0].allow, [0x1A0, 0x1A0, 0x18FF_50E5]);
     assert_eq!(s.buses[0].depth, 256);
     assert_eq!(s.partitions[1].user.as_deref(), Some("nobody"));
+    assert_eq!(s.network_of(&s.partitions[0]), Network::Host, "the gateway");
+    assert_eq!(s.network_of(&s.partitions[1]), Network::Private, "a client");
     let canonical = bulkhead_model::to_canonical_yaml(&s);
     assert_eq!(load(&canonical), s, "{canonical}");
 }
@@ -157,6 +159,11 @@ fn bus_errors_name_the_key() {
         ),
         (
             "tasks: []",
+            "network: private\n    tasks: []",
+            "partitions[0].network: the gateway of bus `pt` must reach the bus",
+        ),
+        (
+            "tasks: []",
             "tasks: [{name: pt-reader, cmd: x, budget: 1ms, period: 2ms}]",
             "task name `pt-reader` is taken",
         ),
@@ -166,4 +173,25 @@ fn bus_errors_name_the_key() {
         let e = error(&src);
         assert!(e.contains(expect), "{to}: {e}");
     }
+}
+
+#[test]
+fn a_host_network_client_is_warned_about() {
+    let src = BUS.replace("user: nobody", "user: nobody\n    network: host");
+    let loaded = load_str(&src, "t.yaml").unwrap();
+    let w: Vec<String> = loaded.warnings.iter().map(|w| w.to_string()).collect();
+    assert!(
+        w.iter()
+            .any(|w| w.contains("partitions[1].network: partition `ic` shares the host network")),
+        "{w:?}"
+    );
+    let plain = load_str(
+        "system: {}\npartitions: [{name: a, cpus: 1, processes: [x]}]\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(
+        plain.system.network_of(&plain.system.partitions[0]),
+        Network::Host
+    );
 }
