@@ -98,6 +98,30 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// The counters `role` updates, named `<partition>.<counter>` as the gateway
+    /// service publishes them: `rx_forwarded`, `rx_dropped` (reader); `tx_sent`,
+    /// `tx_denied`, `tx_malformed` (writer).
+    pub fn named(&self, role: Role) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        for s in self.snapshot() {
+            let values: &[(&str, u64)] = match role {
+                Role::Reader => &[
+                    ("rx_forwarded", s.rx_forwarded),
+                    ("rx_dropped", s.rx_dropped),
+                ],
+                Role::Writer => &[
+                    ("tx_sent", s.tx_sent),
+                    ("tx_denied", s.tx_denied),
+                    ("tx_malformed", s.tx_malformed),
+                ],
+            };
+            for (name, value) in values {
+                out.push((format!("{}.{name}", s.partition), *value));
+            }
+        }
+        out
+    }
+
     pub fn snapshot(&self) -> Vec<CounterSnapshot> {
         self.links
             .iter()
@@ -155,20 +179,18 @@ impl Gateway {
 
     /// Connects a partition. Its channels must carry [`WIRE_SIZE`]-byte messages.
     pub fn add_partition(&mut self, link: PartitionLink) -> Result<(), String> {
-        for (end, size) in [
-            ("to_partition", link.to_partition.meta().msg_size),
-            ("from_partition", link.from_partition.meta().msg_size),
-        ] {
-            if size as usize != WIRE_SIZE {
-                return Err(format!(
-                    "partition {}: channel {end} carries {size}-byte messages, the gateway needs {WIRE_SIZE}",
-                    link.partition
-                ));
-            }
-        }
-        if self.links.iter().any(|l| l.partition == link.partition) {
-            return Err(format!("partition {} is already connected", link.partition));
-        }
+        check_channel(
+            &link.partition,
+            "to_partition",
+            link.to_partition.meta().msg_size,
+        )?;
+        check_channel(
+            &link.partition,
+            "from_partition",
+            link.from_partition.meta().msg_size,
+        )?;
+        let names = self.links.iter().map(|l| l.partition.as_str());
+        check_unique(names.chain([link.partition.as_str()]))?;
         self.links.push(link);
         Ok(())
     }
@@ -208,6 +230,35 @@ impl Gateway {
     }
 }
 
+/// Checks that a channel of `partition`'s end `end` carries gateway messages.
+fn check_channel(partition: &str, end: &str, msg_size: u32) -> Result<(), String> {
+    if msg_size as usize != WIRE_SIZE {
+        return Err(format!(
+            "partition {partition}: channel {end} carries {msg_size}-byte messages, the gateway needs {WIRE_SIZE}"
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a partition named twice.
+fn check_unique<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), String> {
+    let mut seen = HashSet::new();
+    for name in names {
+        if !seen.insert(name) {
+            return Err(format!("partition {name} is already connected"));
+        }
+    }
+    Ok(())
+}
+
+/// The two jobs of a gateway, for per-role counter names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// CAN to partitions ([`BusReader`]).
+    Reader,
+    /// Partitions to CAN ([`BusWriter`]).
+    Writer,
+}
 /// CAN to partitions (DriveOS Program 4, one job per call).
 pub struct BusReader {
     bus: Box<dyn CanBus>,
@@ -217,6 +268,36 @@ pub struct BusReader {
 }
 
 impl BusReader {
+    /// A reader alone (the gateway service runs reader and writer as separate
+    /// tasks): forwards frames of `bus` (called `bus_name`) to each partition's
+    /// channel, `(partition, sender)`.
+    pub fn new(
+        bus_name: &str,
+        bus: Box<dyn CanBus>,
+        links: Vec<(String, Sender)>,
+    ) -> Result<(BusReader, Counters), String> {
+        check_unique(links.iter().map(|l| l.0.as_str()))?;
+        let mut to = Vec::new();
+        let mut counters = Vec::new();
+        for (partition, tx) in links {
+            check_channel(&partition, "to_partition", tx.meta().msg_size)?;
+            let c = Arc::new(LinkCounters::default());
+            counters.push((partition, c.clone()));
+            to.push((tx, c));
+        }
+        let reader = BusReader {
+            bus,
+            links: to,
+            seq: 0,
+            bus_name: bus_name.to_string(),
+        };
+        let counters = Counters {
+            bus: bus_name.to_string(),
+            links: counters,
+        };
+        Ok((reader, counters))
+    }
+
     /// Forwards at most `max_frames` frames already received from the bus to every
     /// partition, without waiting for the bus or for a partition. A frame for a
     /// partition whose channel is full is dropped, counted and reported to `sink`
@@ -268,6 +349,31 @@ pub struct BusWriter {
 }
 
 impl BusWriter {
+    /// A writer alone: sends to `bus` (called `bus_name`) the frames each partition
+    /// writes to its channel whose ids are on its allowlist, `(partition, receiver,
+    /// allowlist)`.
+    pub fn new(
+        bus_name: &str,
+        bus: Box<dyn CanBus>,
+        links: Vec<(String, Receiver, HashSet<CanId>)>,
+    ) -> Result<(BusWriter, Counters), String> {
+        check_unique(links.iter().map(|l| l.0.as_str()))?;
+        let mut from = Vec::new();
+        let mut counters = Vec::new();
+        for (partition, rx, allow) in links {
+            check_channel(&partition, "from_partition", rx.meta().msg_size)?;
+            let c = Arc::new(LinkCounters::default());
+            counters.push((partition, c.clone()));
+            from.push((rx, allow, c));
+        }
+        let writer = BusWriter { bus, links: from };
+        let counters = Counters {
+            bus: bus_name.to_string(),
+            links: counters,
+        };
+        Ok((writer, counters))
+    }
+
     /// Takes at most `max_frames` messages in total from the partitions' channels
     /// (round robin, so no partition starves another), sends those whose id is on
     /// the sender's allowlist and drops (and counts) the others. Returns the number

@@ -1,6 +1,7 @@
 //! CAN I/O for bulkhead: frames in the SocketCAN layout, candump logs, DBC
-//! decoding, a SocketCAN backend, a virtual timed bus, the CAN gateway core and
-//! the CAN mapper for best-effort partitions. See `docs/can.md`.
+//! decoding, a SocketCAN backend, a virtual timed bus, the CAN gateway core, the
+//! gateway service (its reader and writer as rt tasks) and the CAN mapper for
+//! best-effort partitions. See `docs/can.md`.
 //!
 //! ```
 //! use bulkhead_can::{candump, Database};
@@ -22,6 +23,7 @@ pub mod frame;
 pub mod gateway;
 pub mod mapper;
 pub mod replay;
+pub mod service;
 pub mod socketcan_bus;
 pub mod timing;
 pub mod vbus;

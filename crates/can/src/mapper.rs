@@ -8,7 +8,7 @@
 use crate::dbc::Database;
 use crate::frame::{CanId, Frame};
 use crate::gateway::{self, WIRE_SIZE};
-use bulkhead_chan::{Error as ChanError, Receiver, Sender};
+use bulkhead_chan::{Channel, Error as ChanError, Receiver, Sender};
 use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -30,6 +30,9 @@ pub enum MapperError {
     Malformed(String),
     /// Signal values that do not encode (see [`crate::dbc::EncodeError`]).
     Encode(String),
+    /// [`Mapper::from_env`]: the partition's channels to the bus are not in the
+    /// environment, or are not there.
+    Env(String),
 }
 
 impl fmt::Display for MapperError {
@@ -44,6 +47,7 @@ impl fmt::Display for MapperError {
             }
             MapperError::Malformed(e) => write!(f, "malformed frame from the gateway: {e}"),
             MapperError::Encode(e) => f.write_str(e),
+            MapperError::Env(e) => f.write_str(e),
         }
     }
 }
@@ -85,8 +89,29 @@ pub struct Mapper {
     tx: Sender,
     db: Option<Database>,
     subs: HashMap<CanId, Wanted>,
+    all: bool,
     next_seq: Option<u64>,
     missed: u64,
+}
+
+/// The environment variable through which `bulkhead run` gives the processes of a
+/// partition connected to bus `bus` their two channels: `BULKHEAD_CAN_<BUS>`, where
+/// `<BUS>` is the bus name uppercased with every character other than A-Z and 0-9
+/// replaced by `_` (bus `can0` -> `BULKHEAD_CAN_CAN0`, `body-1` -> `BULKHEAD_CAN_BODY_1`).
+/// Its value is `<gateway-to-partition channel>,<partition-to-gateway channel>`
+/// (named `bulkhead-chan` fifos of [`WIRE_SIZE`]-byte messages).
+pub fn env_var(bus: &str) -> String {
+    let upper: String = bus
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("BULKHEAD_CAN_{upper}")
 }
 
 impl Mapper {
@@ -105,9 +130,33 @@ impl Mapper {
             tx: to_gateway,
             db: None,
             subs: HashMap::new(),
+            all: false,
             next_seq: None,
             missed: 0,
         })
+    }
+
+    /// Connects to bus `bus` through the channels named by [`env_var`]`(bus)`, as
+    /// `bulkhead run` provides them to the processes of a client partition.
+    pub fn from_env(bus: &str) -> Result<Mapper, MapperError> {
+        let var = env_var(bus);
+        let value = std::env::var(&var).map_err(|_| {
+            MapperError::Env(format!(
+                "{var} is not set: this process is not in a partition connected to CAN bus \
+                 {bus:?} (bulkhead run sets it for the bus's client partitions)"
+            ))
+        })?;
+        let (to_partition, to_gateway) = value.split_once(',').ok_or_else(|| {
+            MapperError::Env(format!(
+                "{var}={value:?}: want `<gateway-to-partition channel>,<partition-to-gateway channel>`"
+            ))
+        })?;
+        let open = |name: &str| {
+            Channel::open_named(name.trim())
+                .map_err(|e| MapperError::Env(format!("{var}: channel {:?}: {e}", name.trim())))
+        };
+        let (rx, tx) = (open(to_partition)?, open(to_gateway)?);
+        Mapper::new(rx.receiver()?, tx.sender()?)
     }
 
     /// Uses `db` to subscribe by name and decode.
@@ -122,6 +171,11 @@ impl Mapper {
     pub fn set_spin(&mut self, spins: u32) {
         self.rx.set_spin(spins);
         self.tx.set_spin(spins);
+    }
+
+    /// Delivers every frame (as frames, but for ids subscribed by name).
+    pub fn subscribe_all(&mut self) {
+        self.all = true;
     }
 
     /// Delivers frames with this id.
@@ -218,7 +272,11 @@ impl Mapper {
     }
 
     fn deliver(&self, t_ns: u64, seq: u64, frame: Frame) -> Option<Delivery> {
-        let wanted = self.subs.get(&frame.id())?;
+        let wanted = match self.subs.get(&frame.id()) {
+            Some(wanted) => wanted,
+            None if self.all => &Wanted::Frame,
+            None => return None,
+        };
         let mut delivery = Delivery {
             t_ns,
             seq,
@@ -244,7 +302,21 @@ impl Mapper {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bulkhead_chan::{Channel, Spec};
+    use bulkhead_chan::Spec;
+
+    #[test]
+    fn the_environment_variable_is_the_bus_name_uppercased() {
+        assert_eq!(env_var("can0"), "BULKHEAD_CAN_CAN0");
+        assert_eq!(env_var("body-1.x"), "BULKHEAD_CAN_BODY_1_X");
+        let err = Mapper::from_env("bulkhead-unset-bus-4711")
+            .err()
+            .expect("no such variable")
+            .to_string();
+        assert!(
+            err.starts_with("BULKHEAD_CAN_BULKHEAD_UNSET_BUS_4711 is not set"),
+            "{err}"
+        );
+    }
 
     fn mapper(size: u32) -> Result<Mapper, MapperError> {
         let a = Channel::create(&Spec::fifo("mapper-a", size, 4)).unwrap();

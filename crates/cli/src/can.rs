@@ -1,17 +1,22 @@
 //! `bulkhead can`: decode candump logs with a DBC, serve a virtual CAN bus, replay
-//! a log onto a bus, dump a bus. The logic lives in `bulkhead-can`.
+//! a log onto a bus, dump a bus, run the gateway's reader or writer, talk to the
+//! gateway from a partition. The logic lives in `bulkhead-can`.
 
 use bulkhead_can::bus::{self, SOCKETCAN_PREFIX};
-use bulkhead_can::candump::{open_log, Reader};
+use bulkhead_can::candump::{self, open_log, Reader, Record};
 use bulkhead_can::decode::decode_log;
+use bulkhead_can::gateway::Role;
+use bulkhead_can::mapper::Mapper;
 use bulkhead_can::replay::{dump, replay};
+use bulkhead_can::service::{self, ServiceError};
 use bulkhead_can::vbus::{self, Bus};
 use bulkhead_can::Database;
+use bulkhead_can::{CanId, Frame};
 use clap::Subcommand;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -29,6 +34,60 @@ enum CanCommand {
     Replay(ReplayArgs),
     /// Print the frames received from a bus in candump log format
     Dump(DumpArgs),
+    /// Run the CAN gateway's reader (bus to partitions) or writer (partitions to bus)
+    /// job: as a bulkhead task under `bulkhead run`, else every --period
+    Gateway(GatewayArgs),
+    /// From a partition connected to a bus (BULKHEAD_CAN_<BUS>): send frames through
+    /// the gateway and print the frames it forwards, in candump log format
+    Map(MapArgs),
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum RoleArg {
+    Reader,
+    Writer,
+}
+
+#[derive(clap::Args)]
+struct GatewayArgs {
+    /// reader: bus to --to channels; writer: --from channels to bus (allowlisted)
+    #[arg(long, value_enum)]
+    role: RoleArg,
+    /// The bus: a virtual bus name, or socketcan:IFACE
+    #[arg(long, value_parser = parse_bus_spec)]
+    bus: String,
+    /// Reader: a partition and the named channel the gateway writes its frames to
+    #[arg(long = "to", value_name = "PARTITION=CHAN", value_parser = parse_link)]
+    to: Vec<(String, String)>,
+    /// Writer: a partition and the named channel it writes frames to send to
+    #[arg(long = "from", value_name = "PARTITION=CHAN", value_parser = parse_link)]
+    from: Vec<(String, String)>,
+    /// Writer: ids the partition may send, hex (0x1A0) or decimal; above 0x7FF = 29-bit.
+    /// A partition without --allow sends nothing
+    #[arg(long, value_name = "PARTITION=ID,ID,...", value_parser = parse_allow)]
+    allow: Vec<(String, Vec<CanId>)>,
+    /// Frames handled per job, at most
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_frames: u64,
+    /// Job period when not run by bulkhead (e.g. 2ms; a bare number is seconds)
+    #[arg(long, default_value = "2ms", value_parser = parse_period)]
+    period: Duration,
+}
+
+#[derive(clap::Args)]
+struct MapArgs {
+    /// The bus, by its name in the system description
+    #[arg(long)]
+    bus: String,
+    /// A frame to send through the gateway first, candump style: 123#DEADBEEF, 1ABCDEF0#00
+    #[arg(long, value_name = "ID#DATA", value_parser = candump::parse_frame)]
+    send: Vec<Frame>,
+    /// Stop after receiving this many frames
+    #[arg(long)]
+    count: Option<u64>,
+    /// Stop after this long (e.g. 2s, 500ms; a bare number is seconds)
+    #[arg(long, value_parser = parse_timeout)]
+    timeout: Option<Duration>,
 }
 
 #[derive(clap::Args)]
@@ -102,6 +161,27 @@ fn parse_speed(text: &str) -> Result<f64, String> {
     }
 }
 
+fn parse_link(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((p, c)) if !p.is_empty() && !c.is_empty() => Ok((p.to_string(), c.to_string())),
+        _ => Err(format!("`{text}`: want PARTITION=CHANNEL")),
+    }
+}
+
+fn parse_allow(text: &str) -> Result<(String, Vec<CanId>), String> {
+    match text.split_once('=') {
+        Some((p, ids)) if !p.is_empty() => Ok((p.to_string(), service::parse_ids(ids)?)),
+        _ => Err(format!("`{text}`: want PARTITION=ID,ID,...")),
+    }
+}
+
+fn parse_period(text: &str) -> Result<Duration, String> {
+    match parse_timeout(text)? {
+        d if d.is_zero() => Err("the period must be positive".into()),
+        d => Ok(d),
+    }
+}
+
 fn parse_timeout(text: &str) -> Result<Duration, String> {
     bulkhead_model::units::parse_duration(text, Some(1_000_000_000)).map(Duration::from_nanos)
 }
@@ -112,6 +192,8 @@ pub fn run(args: Args) -> ExitCode {
         CanCommand::Bus(a) => run_bus(a),
         CanCommand::Replay(a) => run_replay(a),
         CanCommand::Dump(a) => run_dump(a),
+        CanCommand::Gateway(a) => return run_gateway(a),
+        CanCommand::Map(a) => run_map(a),
     };
     match result {
         Ok(code) => code,
@@ -173,6 +255,105 @@ fn run_dump(a: DumpArgs) -> Result<ExitCode, String> {
     let mut out = io::stdout().lock();
     let n = dump(bus.as_mut(), iface, a.count, a.timeout, &mut out)
         .map_err(|e| format!("--bus {}: {e}", a.bus))?;
+    match a.count {
+        Some(count) if n < count => {
+            eprintln!("timeout: received {n} of {count} frames");
+            Ok(ExitCode::from(1))
+        }
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+fn run_gateway(a: GatewayArgs) -> ExitCode {
+    let role = match a.role {
+        RoleArg::Reader => Role::Reader,
+        RoleArg::Writer => Role::Writer,
+    };
+    let config = service::Config {
+        role,
+        bus: a.bus,
+        to: a.to,
+        from: a.from,
+        allow: a.allow,
+        max_frames: a.max_frames as usize,
+        period: a.period,
+    };
+    let stop = match service::stop_on_signals() {
+        Ok(stop) => stop,
+        Err(e) => {
+            eprintln!("error: installing signal handlers: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match service::run(&config, stop) {
+        Ok(counters) => {
+            let list: Vec<String> = counters.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            eprintln!(
+                "gateway {} of {} stopped: {}",
+                a.role.name(),
+                config.bus,
+                list.join(" ")
+            );
+            ExitCode::SUCCESS
+        }
+        Err(ServiceError::Usage(m)) => {
+            eprintln!("error: {m}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: gateway {} of {}: {e}", a.role.name(), config.bus);
+            ExitCode::from(1)
+        }
+    }
+}
+
+impl RoleArg {
+    fn name(self) -> &'static str {
+        match self {
+            RoleArg::Reader => "reader",
+            RoleArg::Writer => "writer",
+        }
+    }
+}
+
+fn run_map(a: MapArgs) -> Result<ExitCode, String> {
+    let mut mapper = Mapper::from_env(&a.bus).map_err(|e| e.to_string())?;
+    mapper.subscribe_all();
+    for frame in &a.send {
+        mapper
+            .publish(frame)
+            .map_err(|e| format!("--send {}: {e}", candump::format_frame(frame)))?;
+    }
+    let deadline = a.timeout.map(|t| Instant::now() + t);
+    let mut out = io::stdout().lock();
+    let mut n = 0u64;
+    while a.count.is_none_or(|c| n < c) {
+        let wait = match deadline {
+            Some(d) => d.saturating_duration_since(Instant::now()),
+            None => Duration::from_secs(1),
+        };
+        if deadline.is_some() && wait.is_zero() {
+            break;
+        }
+        let Some(d) = mapper.recv(wait).map_err(|e| e.to_string())? else {
+            continue;
+        };
+        let record = Record {
+            t_ns: d.t_ns,
+            iface: a.bus.clone(),
+            frame: d.frame,
+        };
+        writeln!(out, "{record}")
+            .and_then(|_| out.flush())
+            .map_err(|e| e.to_string())?;
+        n += 1;
+    }
+    if mapper.missed() > 0 {
+        eprintln!(
+            "{} frames of the bus were not forwarded to this partition (its channel was full)",
+            mapper.missed()
+        );
+    }
     match a.count {
         Some(count) if n < count => {
             eprintln!("timeout: received {n} of {count} frames");

@@ -238,3 +238,305 @@ fn dump_times_out_with_exit_1_when_fewer_frames_came() {
     assert!(t0.elapsed() < Duration::from_secs(5));
     assert!(text(&out.stderr).contains("received 0 of 1"));
 }
+
+// ---- the gateway service and the map tool -------------------------------------
+
+use bulkhead_can::gateway::WIRE_SIZE;
+use bulkhead_chan::{Channel, Spec};
+use std::io::Read;
+use std::sync::mpsc;
+
+/// Named channels destroyed when dropped.
+struct Chans(Vec<String>);
+
+impl Chans {
+    /// Creates a named fifo of gateway messages.
+    fn fifo(&mut self, name: &str, depth: u32) -> Channel {
+        let c = Channel::create_named(&Spec::fifo(name, WIRE_SIZE as u32, depth)).unwrap();
+        self.0.push(name.to_string());
+        c
+    }
+}
+
+impl Drop for Chans {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            if let Ok(c) = Channel::open_named(name) {
+                let _ = c.destroy();
+            }
+        }
+    }
+}
+
+fn gateway(args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.args(["can", "gateway"]).args(args);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    cmd
+}
+
+/// Waits until the gateway process holds the sending end of `channel` (it attached
+/// to the bus before opening its channels), or panics after 10 s.
+fn wait_until_claimed(channel: &Channel, gateway: &mut Reaped) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while channel.sender().is_ok() {
+        assert!(
+            gateway.0.try_wait().unwrap().is_none(),
+            "the gateway exited early"
+        );
+        assert!(Instant::now() < end, "the gateway did not open its channel");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends SIGTERM and returns the exit code and stderr.
+fn terminate(mut child: Reaped) -> (Option<i32>, String) {
+    // SAFETY: kill(2) on our own child, which we have not reaped yet.
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) };
+    let status = child.0.wait().unwrap();
+    let mut err = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status.code(), err)
+}
+
+#[test]
+fn the_gateway_forwards_bus_frames_to_a_mapper_and_only_allowed_ids_to_the_bus() {
+    let bus = unique("gw");
+    let _bus = start_bus(&bus, "500000");
+    let mut chans = Chans(Vec::new());
+    let (to, from) = (unique("gw-to"), unique("gw-from"));
+    let to_channel = chans.fifo(&to, 256);
+    chans.fifo(&from, 16);
+    let mut reader = Reaped(
+        gateway(&["--role", "reader", "--bus", &bus, "--period", "1ms"])
+            .arg(format!("--to=ctl={to}"))
+            .spawn()
+            .unwrap(),
+    );
+    let writer = Reaped(
+        gateway(&["--role", "writer", "--bus", &bus, "--period", "1ms"])
+            .arg(format!("--from=ctl={from}"))
+            .args(["--allow", "ctl=0x123,0x1ABCDE"])
+            .spawn()
+            .unwrap(),
+    );
+    wait_until_claimed(&to_channel, &mut reader);
+    // A dump node, and a node standing for the rest of the vehicle: it pings until
+    // the dump shows it is attached.
+    let mut dump = Reaped(
+        Command::new(bin())
+            .args(["can", "dump", "--bus", &bus, "--timeout", "20s"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let (lines_tx, lines) = mpsc::channel();
+    let dump_out = BufReader::new(dump.0.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in dump_out.lines() {
+            if lines_tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let vehicle = bulkhead_can::vbus::Node::attach(&bus).unwrap();
+    let ping = bulkhead_can::Frame::new(bulkhead_can::CanId::Standard(0x7FF), &[1]).unwrap();
+    let mut pings = 0;
+    let end = Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        vehicle.send(&ping).unwrap();
+        pings += 1;
+        if let Ok(line) = lines.recv_timeout(Duration::from_millis(50)) {
+            break line;
+        }
+        assert!(Instant::now() < end, "the dump saw no ping");
+    };
+    assert!(first.ends_with(" 7FF#01"), "{first}");
+    // The partition's side: the pings come through the reader, in order and all of
+    // them (its channel has room); of the two frames it sends, only the allowed one
+    // reaches the bus, and it comes back like any bus frame.
+    let env = bulkhead_can::mapper::env_var("body bus");
+    assert_eq!(env, "BULKHEAD_CAN_BODY_BUS");
+    let count = (pings + 1).to_string();
+    let map = Command::new(bin())
+        .args(["can", "map", "--bus", "body bus", "--send", "666#22"])
+        .args(["--send", "123#11", "--count", &count, "--timeout", "20s"])
+        .env(&env, format!("{to},{from}"))
+        .output()
+        .unwrap();
+    assert_eq!(map.status.code(), Some(0), "{}", text(&map.stderr));
+    let got: Vec<String> = text(&map.stdout).lines().map(str::to_string).collect();
+    assert_eq!(got.len(), pings + 1, "{got:?}");
+    for line in &got[..pings] {
+        assert!(line.ends_with(" body bus 7FF#01"), "{line}");
+    }
+    assert!(got[pings].ends_with(" body bus 123#11"), "{got:?}");
+    // The dump: the remaining pings, then 0x123; 0x666 (sent first) never.
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains("123#")) {
+        seen.push(
+            lines
+                .recv_timeout(Duration::from_secs(10))
+                .expect("0x123 on the bus"),
+        );
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    seen.extend(lines.try_iter());
+    assert!(seen.iter().all(|l| !l.contains("666#")), "{seen:?}");
+    assert!(seen.iter().any(|l| l.ends_with(" 123#11")), "{seen:?}");
+    drop(dump);
+    let (code, err) = terminate(writer);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("ctl.tx_sent=1 ctl.tx_denied=1 ctl.tx_malformed=0"),
+        "{err}"
+    );
+    let (code, err) = terminate(reader);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(&format!("ctl.rx_forwarded={}", pings + 1)),
+        "{err}"
+    );
+}
+
+#[test]
+fn gateway_and_map_report_bad_flags_and_missing_pieces() {
+    for args in [
+        &["can", "gateway", "--role", "reader", "--bus", "b"][..],
+        &[
+            "can", "gateway", "--role", "writer", "--bus", "b", "--to", "a=x",
+        ],
+        &[
+            "can", "gateway", "--role", "reader", "--bus", "b", "--to", "a",
+        ],
+        &[
+            "can", "gateway", "--role", "writer", "--bus", "b", "--from", "a=x", "--allow", "b=1",
+        ],
+        &[
+            "can", "gateway", "--role", "writer", "--bus", "b", "--from", "a=x", "--allow",
+            "a=0xZZ",
+        ],
+        &[
+            "can", "gateway", "--role", "reader", "--bus", "b", "--to", "a=x", "--period", "0ms",
+        ],
+        &[
+            "can", "gateway", "--role", "sideways", "--bus", "b", "--to", "a=x",
+        ],
+        &["can", "map", "--bus", "b", "--send", "XYZ#00"],
+    ] {
+        let out = bulkhead(args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let bus = unique("gw-missing");
+    let out = bulkhead(&[
+        "can", "gateway", "--role", "reader", "--bus", &bus, "--to", "a=x",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no virtual CAN bus"),
+        "{}",
+        text(&out.stderr)
+    );
+    let _bus = start_bus(&bus, "500000");
+    let chan = unique("gw-nochan");
+    let flag = format!("a={chan}");
+    let out = bulkhead(&[
+        "can", "gateway", "--role", "writer", "--bus", &bus, "--from", &flag,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!("--from {flag}: no channel named")),
+        "{err}"
+    );
+    let out = Command::new(bin())
+        .args(["can", "map", "--bus", "can0", "--timeout", "1s"])
+        .env_remove("BULKHEAD_CAN_CAN0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("BULKHEAD_CAN_CAN0 is not set"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn under_a_supervisor_the_writer_runs_one_job_per_period_and_publishes_its_counters() {
+    use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+    let bus = unique("gw-task");
+    let _bus = start_bus(&bus, "500000");
+    let mut chans = Chans(Vec::new());
+    let from = unique("gw-task-from");
+    let from_channel = chans.fifo(&from, 16);
+    const MS: u64 = 1_000_000;
+    let mut link = TaskLink::create(&LinkSpec {
+        name: format!("{bus}-writer"),
+        task_index: 0,
+        budget_ns: MS,
+        period_ns: 2 * MS,
+        deadline_ns: 2 * MS,
+        epoch_ns: bulkhead_task::clock::now_ns(),
+        ring_depth: 4096,
+    })
+    .unwrap();
+    let mut cmd = gateway(&["--role", "writer", "--bus", &bus, "--max-frames", "2"]);
+    cmd.args([format!("--from=be={from}"), "--allow=be=0x100".into()]);
+    link.prepare(&mut cmd);
+    let writer = Reaped(cmd.spawn().unwrap());
+    // The partition: one allowed frame, two denied, one malformed message.
+    let mut tx = from_channel.sender().unwrap();
+    let frame = |id| bulkhead_can::Frame::new(bulkhead_can::CanId::Standard(id), &[7]).unwrap();
+    for id in [0x100, 0x101, 0x7FF] {
+        tx.write(&bulkhead_can::gateway::encode(0, 0, &frame(id)).unwrap())
+            .unwrap();
+    }
+    let mut malformed = [0u8; WIRE_SIZE];
+    malformed[16 + 4] = 9; // a data length of 9
+    tx.write(&malformed).unwrap();
+    let want = vec![
+        ("be.tx_sent".to_string(), 1),
+        ("be.tx_denied".to_string(), 2),
+        ("be.tx_malformed".to_string(), 1),
+    ];
+    let end = Instant::now() + Duration::from_secs(10);
+    while link.named_counters() != want {
+        assert!(Instant::now() < end, "{:?}", link.named_counters());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    link.request_stop();
+    let mut writer = writer;
+    let end = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = writer.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < end, "the writer did not stop");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(0));
+    let mut records = Vec::new();
+    link.drain(&mut records);
+    // Two frames per job at most: the four messages took at least two jobs, each
+    // reported complete, one per release of the 2 ms grid.
+    assert!(records.len() >= 2, "{records:?}");
+    for pair in records.windows(2) {
+        assert!(pair[1].index > pair[0].index, "{records:?}");
+        assert_eq!(
+            pair[1].release_ns - pair[0].release_ns,
+            (pair[1].index - pair[0].index) * 2 * MS
+        );
+    }
+}

@@ -1,0 +1,325 @@
+//! The CAN gateway service: one program per gateway job, `bulkhead can gateway
+//! --role reader|writer`, run by `bulkhead run` as an rt task of the gateway's
+//! partition (its own SCHED_DEADLINE reservation and `bulkhead-task` link), or
+//! standalone.
+//!
+//! DriveOS section 6.4.1 (Programs 3-5) runs, per bus channel, a reader task (CAN to
+//! shmcomm channels) and a writer task (channels to CAN). Here:
+//!
+//! * the **reader** opens every partition's gateway-to-partition channel by name and
+//!   runs [`BusReader::step`] once per job;
+//! * the **writer** opens every partition-to-gateway channel by name and runs
+//!   [`BusWriter::step`] once per job, sending only allowlisted ids.
+//!
+//! Each job handles at most `max_frames` frames and never waits for the bus or a
+//! partition. Under a supervisor (the [`bulkhead_task::ENV`] variable is set) a job is
+//! one activation: [`Task::wait_next_period`] releases it and reports the previous
+//! one complete, and after each job the service copies its counters into the task's
+//! named counters (`<partition>.rx_forwarded`, `.rx_dropped`; `.tx_sent`,
+//! `.tx_denied`, `.tx_malformed`), which the supervisor exports to the trace.
+//! Standalone, jobs are released every `period` on an absolute CLOCK_MONOTONIC
+//! grid. Either way the service ends after the job in progress on SIGINT, SIGTERM or
+//! the supervisor's stop request.
+//!
+//! Both roles attach to the bus as separate nodes, so the reader also receives the
+//! frames the writer sends, as a SocketCAN socket receives the frames other sockets of
+//! its host send: every partition sees what any partition sent to the bus.
+
+use crate::bus::{self, CanBus};
+use crate::frame::CanId;
+use crate::gateway::{BusReader, BusWriter, Counters, Role};
+use bulkhead_chan::Channel;
+use bulkhead_task::clock::{now_ns, sleep_until};
+use bulkhead_task::{Counter, Task};
+use bulkhead_trace::Discard;
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// What one gateway job program does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub role: Role,
+    /// A virtual bus name or `socketcan:IFACE`.
+    pub bus: String,
+    /// Reader: (partition, gateway-to-partition channel name).
+    pub to: Vec<(String, String)>,
+    /// Writer: (partition, partition-to-gateway channel name).
+    pub from: Vec<(String, String)>,
+    /// Writer: (partition, ids it may send); a partition without one sends nothing.
+    pub allow: Vec<(String, Vec<CanId>)>,
+    /// Frames per job, at most.
+    pub max_frames: usize,
+    /// Standalone job period (ignored under a supervisor, which sets the period).
+    pub period: Duration,
+}
+
+/// Why the service did not run or stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceError {
+    /// Flags that do not fit together (the CLI exits 2).
+    Usage(String),
+    /// A missing channel or bus, or a failure while running (the CLI exits 1).
+    Failed(String),
+}
+
+impl fmt::Display for ServiceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServiceError::Usage(m) | ServiceError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ServiceError {}
+
+/// Checks that the flags of `config` fit its role.
+pub fn check(config: &Config) -> Result<(), ServiceError> {
+    let usage = |m: String| Err(ServiceError::Usage(m));
+    match config.role {
+        Role::Reader if !config.from.is_empty() || !config.allow.is_empty() => {
+            return usage("--from and --allow are for --role writer".into())
+        }
+        Role::Reader if config.to.is_empty() => {
+            return usage("--role reader needs at least one --to PARTITION=CHANNEL".into())
+        }
+        Role::Writer if !config.to.is_empty() => return usage("--to is for --role reader".into()),
+        Role::Writer if config.from.is_empty() => {
+            return usage("--role writer needs at least one --from PARTITION=CHANNEL".into())
+        }
+        _ => {}
+    }
+    let mut seen = HashSet::new();
+    for (partition, _) in config.to.iter().chain(&config.from) {
+        if !seen.insert(partition) {
+            return usage(format!("partition {partition} is given twice"));
+        }
+    }
+    let mut allowed = HashSet::new();
+    for (partition, _) in &config.allow {
+        if !config.from.iter().any(|(p, _)| p == partition) {
+            return usage(format!(
+                "--allow {partition}=...: no --from {partition}=CHANNEL"
+            ));
+        }
+        if !allowed.insert(partition) {
+            return usage(format!("--allow {partition}=... is given twice"));
+        }
+    }
+    if config.max_frames == 0 || config.period.is_zero() {
+        return usage("--max-frames and --period must be positive".into());
+    }
+    Ok(())
+}
+
+/// One gateway job: the reader's or the writer's step.
+enum Job {
+    Reader(BusReader),
+    Writer(BusWriter),
+}
+
+impl Job {
+    fn step(&mut self, max_frames: usize) -> Result<usize, ServiceError> {
+        let result = match self {
+            Job::Reader(r) => r.step(max_frames, &mut Discard),
+            Job::Writer(w) => w.step(max_frames),
+        };
+        result.map_err(|e| ServiceError::Failed(format!("bus: {e}")))
+    }
+}
+
+/// Opens the channels and the bus and builds the job with its counters.
+fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
+    let failed = ServiceError::Failed;
+    let channel = |flag: &str, partition: &str, name: &str| {
+        Channel::open_named(name).map_err(|e| failed(format!("--{flag} {partition}={name}: {e}")))
+    };
+    let bus: Box<dyn CanBus> =
+        bus::open(&config.bus).map_err(|e| failed(format!("--bus {}: {e}", config.bus)))?;
+    let built = match config.role {
+        Role::Reader => {
+            let mut links = Vec::new();
+            for (partition, name) in &config.to {
+                let tx = channel("to", partition, name)?
+                    .sender()
+                    .map_err(|e| failed(format!("--to {partition}={name}: {e}")))?;
+                links.push((partition.clone(), tx));
+            }
+            BusReader::new(&config.bus, bus, links).map(|(r, c)| (Job::Reader(r), c))
+        }
+        Role::Writer => {
+            let mut links = Vec::new();
+            for (partition, name) in &config.from {
+                let rx = channel("from", partition, name)?
+                    .receiver()
+                    .map_err(|e| failed(format!("--from {partition}={name}: {e}")))?;
+                let allow: HashSet<CanId> = config
+                    .allow
+                    .iter()
+                    .filter(|(p, _)| p == partition)
+                    .flat_map(|(_, ids)| ids.iter().copied())
+                    .collect();
+                links.push((partition.clone(), rx, allow));
+            }
+            BusWriter::new(&config.bus, bus, links).map(|(w, c)| (Job::Writer(w), c))
+        }
+    };
+    built.map_err(failed)
+}
+
+/// Runs the service until `stop` is set, the supervisor asks it to stop, or the bus
+/// fails. Returns the final counters, named as published.
+pub fn run(config: &Config, stop: &AtomicBool) -> Result<Vec<(String, u64)>, ServiceError> {
+    check(config)?;
+    let (mut job, counters) = open(config)?;
+    if std::env::var_os(bulkhead_task::ENV).is_some() {
+        run_task(config, &mut job, &counters, stop)?;
+    } else {
+        run_standalone(config, &mut job, stop)?;
+    }
+    Ok(counters.named(config.role))
+}
+
+/// One job per activation of the supervisor's task; counters published after each.
+fn run_task(
+    config: &Config,
+    job: &mut Job,
+    counters: &Counters,
+    stop: &AtomicBool,
+) -> Result<(), ServiceError> {
+    let failed = |e: bulkhead_task::Error| ServiceError::Failed(e.to_string());
+    let mut task = Task::attach().map_err(failed)?;
+    let slots = counters
+        .named(config.role)
+        .iter()
+        .map(|(name, _)| task.counter(name))
+        .collect::<Result<Vec<Counter>, _>>()
+        .map_err(failed)?;
+    while !stop.load(Ordering::Relaxed) {
+        match task.wait_next_period() {
+            Ok(_) => {}
+            Err(bulkhead_task::Error::Stopped) => break,
+            Err(e) => return Err(failed(e)),
+        }
+        let result = job.step(config.max_frames);
+        for (slot, (_, value)) in slots.iter().zip(counters.named(config.role)) {
+            task.set_counter(*slot, value);
+        }
+        result?;
+    }
+    Ok(())
+}
+
+/// One job every `config.period` on an absolute grid; releases that passed while a
+/// job ran late are skipped, not run back to back.
+fn run_standalone(config: &Config, job: &mut Job, stop: &AtomicBool) -> Result<(), ServiceError> {
+    let period = config.period.as_nanos().min(u64::MAX as u128) as u64;
+    let mut release = now_ns();
+    while !stop.load(Ordering::Relaxed) {
+        job.step(config.max_frames)?;
+        release += period;
+        let now = now_ns();
+        if release < now {
+            release += (now - release).div_ceil(period) * period;
+        }
+        sleep_until(release);
+    }
+    Ok(())
+}
+
+/// Parses `--allow` ids: `0x1A0` (hex) or `416` (decimal), comma separated; ids above
+/// 0x7FF are 29-bit (extended).
+pub fn parse_ids(text: &str) -> Result<Vec<CanId>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let value = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+                Some(hex) => u32::from_str_radix(hex, 16),
+                None => s.parse::<u32>(),
+            }
+            .map_err(|_| format!("`{s}` is not a CAN id (hex 0x1A0 or decimal)"))?;
+            if value <= 0x7FF {
+                Ok(CanId::Standard(value as u16))
+            } else {
+                CanId::extended(value).ok_or_else(|| format!("CAN id {s} is above 0x1FFFFFFF"))
+            }
+        })
+        .collect()
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Installs SIGINT and SIGTERM handlers that set the returned flag (the service then
+/// ends after its current job and its sleep).
+pub fn stop_on_signals() -> std::io::Result<&'static AtomicBool> {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction with a handler that only stores an atomic
+        // (async-signal-safe) and an empty mask; sigaction reads it during the call.
+        let rc = unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(&STOP)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(role: Role) -> Config {
+        Config {
+            role,
+            bus: "b".into(),
+            to: vec![],
+            from: vec![],
+            allow: vec![],
+            max_frames: 8,
+            period: Duration::from_millis(2),
+        }
+    }
+
+    #[test]
+    fn allow_ids_are_hex_or_decimal_and_long_ones_extended() {
+        assert_eq!(
+            parse_ids("0x1A0,416, 0x800").unwrap(),
+            vec![
+                CanId::Standard(0x1A0),
+                CanId::Standard(416),
+                CanId::Extended(0x800)
+            ]
+        );
+        assert!(parse_ids("0x2000_0000").is_err());
+        assert!(parse_ids("0x20000000").unwrap_err().contains("above"));
+        assert!(parse_ids("speed").unwrap_err().contains("`speed`"));
+    }
+
+    #[test]
+    fn flags_must_fit_the_role() {
+        let mut c = config(Role::Reader);
+        assert!(matches!(check(&c), Err(ServiceError::Usage(_))));
+        c.to = vec![("a".into(), "ch".into())];
+        assert_eq!(check(&c), Ok(()));
+        c.allow = vec![("a".into(), vec![])];
+        assert!(check(&c).unwrap_err().to_string().contains("--role writer"));
+        let mut c = config(Role::Writer);
+        c.from = vec![("a".into(), "x".into()), ("b".into(), "y".into())];
+        c.allow = vec![("c".into(), vec![])];
+        assert!(check(&c).unwrap_err().to_string().contains("no --from c"));
+        c.from[1].0 = "a".into();
+        c.allow.clear();
+        assert!(check(&c).unwrap_err().to_string().contains("twice"));
+    }
+}
