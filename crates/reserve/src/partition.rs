@@ -23,6 +23,7 @@
 //! * [`RtPartitions::drain`] turns the tasks' records into trace events (job release,
 //!   start, completion, deadline miss) on the schedule's time line (ns since `epoch_ns`).
 
+use crate::confine::Confinement;
 use crate::cpuset::{self, ExclusiveDomain, Hierarchy, Shield};
 use crate::enforce::{Budgeted, Enforcer};
 use crate::error::{Error, Result};
@@ -134,6 +135,16 @@ impl RtPartitions {
     /// Admits `system`, creates the domains and starts every rt task. On error everything
     /// started so far is stopped and removed.
     pub fn start(system: &System, options: &RtOptions) -> Result<RtPartitions> {
+        RtPartitions::start_confined(system, options, &BTreeMap::new())
+    }
+
+    /// [`RtPartitions::start`], each partition's tasks confined by `confine[partition]`
+    /// (user, network namespace, environment; none where absent).
+    pub fn start_confined(
+        system: &System,
+        options: &RtOptions,
+        confine: &BTreeMap<String, Confinement>,
+    ) -> Result<RtPartitions> {
         let mut system = system.clone();
         // Only a kernel without SCHED_DEADLINE or a supervisor without CAP_SYS_NICE makes
         // EDF partitions fall back; a busy or affinity-restricted probe says nothing about
@@ -173,7 +184,7 @@ impl RtPartitions {
         if options.shield {
             rt.shield = Some(shield(&hierarchy, &system, &report, options)?);
         }
-        rt.spawn_all(&system, &report, &hierarchy, options)?;
+        rt.spawn_all(&system, &report, &hierarchy, options, confine)?;
         rt.start_enforcers()?;
         Ok(rt)
     }
@@ -184,7 +195,9 @@ impl RtPartitions {
         report: &Report,
         h: &Hierarchy,
         options: &RtOptions,
+        confine: &BTreeMap<String, Confinement>,
     ) -> Result<()> {
+        let unconfined = Confinement::default();
         let mut domains: BTreeMap<(String, u32), usize> = BTreeMap::new();
         let mut index = 0u32;
         for p in system
@@ -250,14 +263,20 @@ impl RtPartitions {
                 let link = TaskLink::create(&spec)
                     .map_err(|e| Error::Invalid(format!("task `{}`: {e}", task.name)))?;
                 let cgroups = [Some(self.domains[d].dir()), memory.as_deref()];
-                let child =
-                    spawn(&task.cmd, &link, &cgroups, policy, &options.workdir).map_err(|e| {
-                        Error::os(
-                            format!("starting task `{}` ({})", task.name, task.cmd),
-                            e,
-                            "",
-                        )
-                    })?;
+                let confinement = confine.get(&p.name).unwrap_or(&unconfined);
+                let target = Target {
+                    cgroups: &cgroups,
+                    policy,
+                    workdir: &options.workdir,
+                    confine: confinement,
+                };
+                let child = spawn(&task.cmd, &link, &target).map_err(|e| {
+                    Error::os(
+                        format!("starting task `{}` ({})", task.name, task.cmd),
+                        e,
+                        "",
+                    )
+                })?;
                 self.tasks.push(Running {
                     partition: Arc::from(p.name.as_str()),
                     task: Arc::from(task.name.as_str()),
@@ -498,15 +517,17 @@ fn task_cpu(system: &System, cpus: &Option<Cpus>, placed: &str) -> Result<u32> {
     })
 }
 
-/// Starts `cmd` (a shell only when it needs one) in `cgroups` under `policy`, with the
-/// task link's descriptors.
-fn spawn(
-    cmd: &str,
-    link: &TaskLink,
-    cgroups: &[Option<&Path>],
+/// Where and how a task process starts.
+struct Target<'a> {
+    cgroups: &'a [Option<&'a Path>],
     policy: Policy,
-    workdir: &Path,
-) -> std::io::Result<Child> {
+    workdir: &'a Path,
+    confine: &'a Confinement,
+}
+
+/// Starts `cmd` (a shell only when it needs one) in its cgroups under its policy and
+/// confinement, with the task link's descriptors.
+fn spawn(cmd: &str, link: &TaskLink, target: &Target) -> std::io::Result<Child> {
     let needs_shell = cmd.chars().any(|c| "|&;<>()$`\\\"'*?[]#~=%{}".contains(c));
     let mut command = if needs_shell {
         let mut c = Command::new("/bin/sh");
@@ -518,9 +539,11 @@ fn spawn(
         c.args(words);
         c
     };
-    command.current_dir(workdir).stdin(Stdio::null());
+    command.current_dir(target.workdir).stdin(Stdio::null());
+    command.envs(target.confine.env.iter().map(|(k, v)| (k, v)));
     link.prepare(&mut command);
-    let files = cgroups
+    let files = target
+        .cgroups
         .iter()
         .flatten()
         .map(|dir| {
@@ -530,9 +553,11 @@ fn spawn(
         })
         .collect::<std::io::Result<Vec<fs::File>>>()?;
     let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
-    // SAFETY: write(2) and sched_setattr(2) in the forked child: async-signal-safe; the
-    // descriptors stay open in the parent until spawn returns. The cpuset comes first, so
-    // the reservation is set inside the exclusive domain.
+    let (policy, confine) = (target.policy, target.confine.clone());
+    // SAFETY: write(2), sched_setattr(2) and the confinement's calls in the forked child:
+    // async-signal-safe; the descriptors (cgroup files, the netns) stay open in the parent
+    // until spawn returns. The cpuset comes first, so the reservation is set inside the
+    // exclusive domain; root is given up last, after everything that needs it.
     unsafe {
         command.pre_exec(move || {
             for &fd in &fds {
@@ -540,7 +565,10 @@ fn spawn(
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            sched::set_current(&policy)
+            sched::set_current(&policy)?;
+            confine
+                .apply_in_child()
+                .map_err(std::io::Error::from_raw_os_error)
         });
     }
     let child = command.spawn();
@@ -549,20 +577,16 @@ fn spawn(
 }
 
 /// A partition's memory limit on cgroup v1: a memory cgroup `<mount>/<name>` with
-/// `memory.limit_in_bytes`, removed on drop (after the tasks are gone).
-struct MemoryLimit {
+/// `memory.limit_in_bytes`, removed on drop (after its processes are gone). `name`
+/// starts with the run's instance name, so that leftover cleanup recognises it.
+pub struct MemoryLimit {
     dir: PathBuf,
 }
 
 impl MemoryLimit {
-    fn create(name: &str, bytes: u64) -> Result<MemoryLimit> {
-        let mounts = fs::read_to_string("/proc/self/mounts")
-            .map_err(|e| Error::os("reading /proc/self/mounts", e, ""))?;
-        let mount = mounts
-            .lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|f| f.len() > 3 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "memory"))
-            .map(|f| PathBuf::from(f[1]))
+    /// Creates the memory cgroup `name` limited to `bytes`.
+    pub fn create(name: &str, bytes: u64) -> Result<MemoryLimit> {
+        let mount = v1_memory_mount()
             .ok_or_else(|| Error::Invalid("a memory limit needs the memory controller".into()))?;
         let dir = mount.join(name);
         fs::create_dir(&dir)
@@ -572,6 +596,23 @@ impl MemoryLimit {
         fs::write(&file, bytes.to_string())
             .map_err(|e| Error::os(format!("writing {bytes} to {}", file.display()), e, ""))?;
         Ok(limit)
+    }
+}
+
+/// Where the cgroup v1 memory controller is mounted, if it is.
+pub fn v1_memory_mount() -> Option<PathBuf> {
+    let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 3 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "memory"))
+        .map(|f| PathBuf::from(f[1]))
+}
+
+impl MemoryLimit {
+    /// The cgroup directory (its `cgroup.procs` is what a process joins).
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 }
 

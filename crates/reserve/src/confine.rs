@@ -1,0 +1,181 @@
+//! What confines a partition's processes besides cgroups: the user they run as and the
+//! network namespace they see (DESIGN: "its own uid where configured, optionally its own
+//! namespaces"; DriveOS 3.3.2: only the CAN gateway reaches the bus).
+//!
+//! A [`Confinement`] is prepared before fork ([`resolve_user`], [`private_netns`]) and
+//! applied in the child between fork and exec by [`Confinement::apply_in_child`], which
+//! makes only async-signal-safe system calls.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// How a partition's processes are confined (besides their cgroups).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Confinement {
+    /// uid and gid to run as (supplementary groups are dropped); `None` = unchanged.
+    pub identity: Option<(u32, u32)>,
+    /// A network namespace to enter (an fd the caller keeps open until the child has
+    /// exec'd); `None` = the supervisor's.
+    pub netns: Option<RawFd>,
+    /// Variables added to the environment.
+    pub env: Vec<(String, String)>,
+}
+
+impl Confinement {
+    /// Enters the network namespace, then gives up root for the identity. Returns the
+    /// errno of the first call that failed.
+    ///
+    /// # Safety
+    /// Only in a child between fork and exec (it changes the calling process's
+    /// credentials and namespace); `netns`, if any, must be an open namespace fd.
+    /// Makes only async-signal-safe system calls and touches no heap memory.
+    pub unsafe fn apply_in_child(&self) -> Result<(), i32> {
+        let check = |r: libc::c_int| {
+            if r == 0 {
+                Ok(())
+            } else {
+                Err(*libc::__errno_location())
+            }
+        };
+        if let Some(fd) = self.netns {
+            check(libc::setns(fd, libc::CLONE_NEWNET))?;
+        }
+        if let Some((uid, gid)) = self.identity {
+            check(libc::setgroups(0, std::ptr::null()))?;
+            check(libc::setgid(gid))?;
+            check(libc::setuid(uid))?;
+        }
+        Ok(())
+    }
+}
+
+/// uid and primary gid of `user`: a user name, or a numeric uid (its gid is the
+/// account's if it has one, else the same number).
+pub fn resolve_user(user: &str) -> Result<(u32, u32), String> {
+    let numeric = user.parse::<u32>().ok();
+    let entry = match numeric {
+        Some(uid) => lookup(|pw, buf, len, out| {
+            // SAFETY: valid out-pointers and a buffer of `len` bytes.
+            unsafe { libc::getpwuid_r(uid, pw, buf, len, out) }
+        }),
+        None => {
+            let name = CString::new(user).map_err(|_| format!("user `{user}`: NUL byte"))?;
+            lookup(|pw, buf, len, out| {
+                // SAFETY: as above; `name` is NUL-terminated.
+                unsafe { libc::getpwnam_r(name.as_ptr(), pw, buf, len, out) }
+            })
+        }
+    };
+    match (entry, numeric) {
+        (Some(ids), _) => Ok(ids),
+        (None, Some(uid)) => Ok((uid, uid)),
+        (None, None) => Err(format!("no user `{user}` on this machine")),
+    }
+}
+
+fn lookup(
+    get: impl Fn(*mut libc::passwd, *mut libc::c_char, usize, *mut *mut libc::passwd) -> i32,
+) -> Option<(u32, u32)> {
+    // SAFETY: passwd is plain data; getpw*_r fills it and points `out` at it on success.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    let r = get(&mut pw, buf.as_mut_ptr(), buf.len(), &mut out);
+    (r == 0 && !out.is_null()).then_some((pw.pw_uid, pw.pw_gid))
+}
+
+/// A new network namespace holding only a loopback interface (up). Made on a thread of
+/// its own (`unshare(CLONE_NEWNET)` changes the calling thread only), which ends after
+/// opening it: the returned fd keeps it alive. Needs CAP_SYS_ADMIN.
+pub fn private_netns() -> io::Result<OwnedFd> {
+    std::thread::spawn(|| {
+        // SAFETY: unshare affects only this short-lived thread.
+        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let ns = std::fs::File::open("/proc/thread-self/ns/net")?;
+        loopback_up()?;
+        Ok(OwnedFd::from(ns))
+    })
+    .join()
+    .map_err(|_| io::Error::other("netns thread panicked"))?
+}
+
+/// Sets `lo` up in the calling thread's network namespace.
+fn loopback_up() -> io::Result<()> {
+    // SAFETY: a fresh datagram socket, owned below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by socket and is owned by nobody else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain data.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write `req`, a valid ifreq naming `lo`.
+    unsafe {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
+
+    #[test]
+    fn users_resolve_by_name_and_number() {
+        assert_eq!(resolve_user("root"), Ok((0, 0)));
+        assert_eq!(resolve_user("0"), Ok((0, 0)));
+        assert_eq!(resolve_user("4000000"), Ok((4_000_000, 4_000_000)));
+        let e = resolve_user("no-such-user-bulkhead").unwrap_err();
+        assert_eq!(e, "no user `no-such-user-bulkhead` on this machine");
+    }
+
+    fn is_root() -> bool {
+        // SAFETY: geteuid has no preconditions.
+        unsafe { libc::geteuid() == 0 }
+    }
+
+    /// A child confined to a private network namespace and uid 65534 sees only `lo`
+    /// and runs as that uid, without supplementary groups.
+    #[test]
+    fn a_confined_child_has_its_own_network_and_uid() {
+        if !is_root() {
+            eprintln!("skipped: needs root (CAP_SYS_ADMIN for namespaces, setuid)");
+            return;
+        }
+        let ns = private_netns().expect("private netns");
+        let c = Confinement {
+            identity: Some((65534, 65534)),
+            netns: Some(ns.as_raw_fd()),
+            env: Vec::new(),
+        };
+        let mut cmd = Command::new("/bin/sh");
+        // /proc/net/dev lists the interfaces of the reader's network namespace.
+        cmd.args([
+            "-c",
+            "id -u; id -G; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '",
+        ]);
+        // SAFETY: apply_in_child only makes async-signal-safe calls; `ns` outlives the spawn.
+        unsafe {
+            cmd.pre_exec(move || c.apply_in_child().map_err(io::Error::from_raw_os_error));
+        }
+        let out = cmd.output().expect("runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines, ["65534", "65534", "lo"], "{text}");
+    }
+}
