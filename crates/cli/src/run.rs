@@ -80,12 +80,14 @@ pub fn run(args: Args) -> ExitCode {
             for w in &outcome.warnings {
                 eprintln!("warning: {w}");
             }
-            eprintln!(
-                "bulkhead run: {} after {} windows and {} grants",
-                outcome.reason.text(),
-                outcome.windows,
-                outcome.grants
-            );
+            match outcome.windows {
+                0 => eprintln!("bulkhead run: {}", outcome.reason.text()),
+                n => eprintln!(
+                    "bulkhead run: {} after {n} windows and {} grants",
+                    outcome.reason.text(),
+                    outcome.grants
+                ),
+            }
             for t in &outcome.rt_tasks {
                 eprintln!(
                     "  task `{}` of `{}` ({}, pid {}): {} jobs, max response {:.3} ms, {} misses",

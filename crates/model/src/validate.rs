@@ -322,20 +322,5 @@ fn warnings(n: &Normalized, names: &Names) -> Vec<PathError> {
             });
         }
     }
-    let windowed = n.system.windowed_partitions();
-    for (p, path) in n.system.partitions.iter().zip(&n.partition_paths) {
-        if !n.system.windows.is_empty()
-            && !p.processes.is_empty()
-            && !windowed.contains(p.name.as_str())
-        {
-            out.push(PathError {
-                path: path.clone(),
-                message: format!(
-                    "partition `{}` has processes but appears in no window: they never run",
-                    p.name
-                ),
-            });
-        }
-    }
     out
 }

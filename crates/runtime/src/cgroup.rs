@@ -276,6 +276,11 @@ impl ProcessCgroup {
             .map_err(err("write the freezer state of", &self.dir))
     }
 
+    /// The cgroup version of this process cgroup.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
     /// Kills every process in the cgroup (v2 `cgroup.kill`; v1: freeze, SIGKILL each, thaw).
     pub fn kill(&mut self) {
         kill_cgroup(&self.dir, self.version);
@@ -460,14 +465,19 @@ fn remove_dir(dir: &Path) -> Result<()> {
 
 /// v2: enables the cpuset controller for the children of `dir` (if not already).
 fn enable_cpuset(dir: &Path) -> Result<()> {
+    enable_controller(dir, "cpuset")
+}
+
+/// v2: enables `controller` for the children of `dir` (if not already).
+pub fn enable_controller(dir: &Path, controller: &str) -> Result<()> {
     let control = dir.join("cgroup.subtree_control");
     if read_file(&control)?
         .split_whitespace()
-        .any(|c| c == "cpuset")
+        .any(|c| c == controller)
     {
         return Ok(());
     }
-    write_file(&control, "+cpuset")
+    write_file(&control, &format!("+{controller}"))
 }
 
 /// Pins the partition to `cpus` (no-op without a cpuset).

@@ -43,14 +43,20 @@ pub fn is_leftover(name: &str) -> bool {
     start_time(pid) != Some(start)
 }
 
-/// Removes every leftover instance under the hierarchy's bases: kills the
-/// processes in its cgroups and removes the cgroups. Returns the removed
+/// Removes every leftover instance under the hierarchy's bases (and, on v1, the
+/// memory cgroups `<instance>-<partition>` at the root of the memory hierarchy): kills
+/// the processes in its cgroups and removes the cgroups. Returns the removed
 /// directories; failures are reported as warnings in the second list.
 pub fn clean(hierarchy: &Hierarchy) -> (Vec<PathBuf>, Vec<String>) {
     let mut removed = Vec::new();
     let mut warnings = Vec::new();
-    for base in hierarchy.bases() {
-        let Ok(entries) = fs::read_dir(base) else {
+    let memory = match hierarchy.version {
+        Version::V1 => bulkhead_reserve::partition::v1_memory_mount(),
+        Version::V2 => None,
+    };
+    let bases = hierarchy.bases().into_iter().map(Path::to_path_buf);
+    for base in bases.chain(memory) {
+        let Ok(entries) = fs::read_dir(&base) else {
             continue;
         };
         for entry in entries.flatten() {

@@ -10,8 +10,11 @@
 //! supervisor that died are removed first ([`leftovers`]); everything a run
 //! creates is killed and removed when it ends, also on errors.
 
+mod buses;
 pub mod cgroup;
 pub mod command;
+mod free;
+mod isolation;
 pub mod leftovers;
 mod rt;
 mod signals;

@@ -6,6 +6,7 @@
 //! of [`RtRun::finish`] and of dropping an [`RtRun`]: every task process has been killed
 //! and every cgroup it used removed.
 
+use crate::isolation::Confinements;
 use crate::signals::StopSignals;
 use crate::supervisor::monotonic_ns;
 use crate::{leftovers, RunError};
@@ -48,24 +49,6 @@ pub fn has_rt(system: &System) -> bool {
         .any(|p| p.kind == PartitionKind::Rt && !p.tasks.is_empty())
 }
 
-/// Warnings for partitions whose processes `run` does not start: those in no window
-/// (best-effort partitions outside a window schedule are not supported by `run` yet).
-pub fn unscheduled_processes(system: &System) -> Vec<String> {
-    let windowed = system.windowed_partitions();
-    system
-        .partitions
-        .iter()
-        .filter(|p| !p.processes.is_empty() && !windowed.contains(p.name.as_str()))
-        .map(|p| {
-            format!(
-                "partition `{}`: its {} process(es) appear in no window and are not started (run starts windowed processes and rt tasks only)",
-                p.name,
-                p.processes.len()
-            )
-        })
-        .collect()
-}
-
 /// Repairs what a killed bulkhead left on the cpuset hierarchy (v1): processes confined
 /// off rt CPUs by a shield, a top cpuset without load balancing. Returns warnings.
 pub fn clean_leftovers() -> Vec<String> {
@@ -86,6 +69,7 @@ pub fn start(
     system: &System,
     cpuset_base: Option<&Path>,
     workdir: &Path,
+    confinements: &Confinements,
 ) -> Result<Option<RtRun>, RunError> {
     if !has_rt(system) {
         return Ok(None);
@@ -99,10 +83,12 @@ pub fn start(
         ring_depth: 4096,
         shield: false,
     };
-    let rt = RtPartitions::start(system, &options).map_err(|e| match e {
-        bulkhead_reserve::Error::Invalid(m) => RunError::Invalid(m),
-        e => RunError::Spawn(format!("rt partitions: {e}")),
-    })?;
+    let rt = RtPartitions::start_confined(system, &options, confinements.all()).map_err(
+        |e| match e {
+            bulkhead_reserve::Error::Invalid(m) => RunError::Invalid(m),
+            e => RunError::Spawn(format!("rt partitions: {e}")),
+        },
+    )?;
     let stop = Arc::new(AtomicBool::new(false));
     let all_exited = Arc::new(AtomicBool::new(false));
     let (s, a) = (stop.clone(), all_exited.clone());
@@ -170,16 +156,20 @@ impl Drop for RtRun {
     }
 }
 
-/// A system without windows: waits for `timeout`, SIGINT/SIGTERM (when `signals`) or the
-/// exit of every task.
-pub fn wait(rt: &RtRun, timeout: Option<Duration>, signals: bool) -> Result<StopReason, RunError> {
+/// A system without windows: waits for `timeout`, SIGINT/SIGTERM (when `signals`) or
+/// until `all_exited` (every task and process exited).
+pub fn wait(
+    all_exited: &mut dyn FnMut() -> bool,
+    timeout: Option<Duration>,
+    signals: bool,
+) -> Result<StopReason, RunError> {
     let signals = signals
         .then(StopSignals::install)
         .transpose()
         .map_err(|e| RunError::Io(format!("signals: {e}")))?;
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
-        if rt.all_exited() {
+        if all_exited() {
             return Ok(StopReason::AllExited);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {

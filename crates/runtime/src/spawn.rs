@@ -13,13 +13,16 @@
 //!   slower (10000 partitions: 35 s).
 //!
 //! In the child, between clone and exec, only async-signal-safe system calls run:
-//! SIGPIPE is reset (the Rust runtime ignores it), the channel becomes fd 3 (without
+//! SIGPIPE is reset (the Rust runtime ignores it), the process enters its network
+//! namespace and takes its user if confined, the channel becomes fd 3 (without
 //! close-on-exec), every other fd above 2 is closed (`close_range`), the working
 //! directory is set, the signal mask (all blocked from clone on) is cleared, then
 //! `execve`. (A `CLONE_VM` child shares the supervisor thread's `errno`: a call
 //! failing in the child right after its first thaw could change the code in a
 //! supervisor error message; nothing else is shared that either writes.)
 
+use crate::cgroup::{PartitionCgroup, ProcessCgroup, Version};
+use bulkhead_reserve::confine::Confinement;
 use std::ffi::{c_char, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -34,6 +37,9 @@ pub struct Prepared {
     _argv: Vec<CString>,
     argv_ptrs: Vec<*const c_char>,
     cwd: Option<CString>,
+    /// User and network namespace, applied after the cgroup join (its `env` is unused:
+    /// the environment is the [`Environment`]).
+    confine: Confinement,
 }
 
 /// An environment block (NUL-terminated pointer array) that outlives the spawns using it.
@@ -47,8 +53,15 @@ impl Environment {
     /// (completion fd, continue fd, has-initialization: the DEmOS protocol; both fds
     /// are the one channel).
     pub fn demos(init: bool) -> Environment {
+        Environment::demos_with(init, &[])
+    }
+
+    /// [`Environment::demos`] plus the variables `extra` (which override the
+    /// supervisor's of the same name).
+    pub fn demos_with(init: bool, extra: &[(String, String)]) -> Environment {
         let mut vars: Vec<CString> = std::env::vars_os()
             .filter(|(k, _)| k != "DEMOS_PARAMETERS")
+            .filter(|(k, _)| !extra.iter().any(|(e, _)| k == e.as_str()))
             .filter_map(|(k, v)| {
                 let mut kv = k.into_encoded_bytes();
                 kv.push(b'=');
@@ -61,6 +74,11 @@ impl Environment {
             u8::from(init)
         );
         vars.push(CString::new(value).expect("no NUL"));
+        vars.extend(
+            extra
+                .iter()
+                .filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok()),
+        );
         let mut ptrs: Vec<*const c_char> = vars.iter().map(|v| v.as_ptr()).collect();
         ptrs.push(std::ptr::null());
         Environment { _vars: vars, ptrs }
@@ -86,7 +104,19 @@ impl Prepared {
             cwd: cwd
                 .map(|c| cstr(c.as_os_str().as_encoded_bytes()))
                 .transpose()?,
+            confine: Confinement::default(),
         })
+    }
+
+    /// The command run as `confine`'s user in its network namespace (whose fd must stay
+    /// open until the child has exec'd).
+    pub fn confined(mut self, confine: &Confinement) -> Prepared {
+        self.confine = Confinement {
+            identity: confine.identity,
+            netns: confine.netns,
+            env: Vec::new(),
+        };
+        self
     }
 }
 
@@ -205,6 +235,42 @@ pub fn spawn(command: &Prepared, env: &Environment, target: Target<'_>) -> io::R
             Ok(child)
         }
     }
+}
+
+/// Spawns `command` into the frozen process cgroup `cg` of `partition`: on v2 straight
+/// into it (clone3); on v1 the child joins the partition's cpuset, `cg` and `extra` (the
+/// `cgroup.procs` of a further cgroup, e.g. a memory cgroup) before it execs. The child
+/// is frozen when this returns.
+pub fn spawn_into(
+    command: &Prepared,
+    env: &Environment,
+    partition: &PartitionCgroup,
+    cg: &mut ProcessCgroup,
+    extra: Option<&Path>,
+) -> io::Result<Child> {
+    if cg.version() == Version::V2 {
+        return spawn(command, env, Target::V2 { cgroup: &cg.dir });
+    }
+    let mut join: Vec<CString> = Vec::new();
+    if let Some(dir) = &partition.cpuset_dir {
+        join.push(cstring(&dir.join("cgroup.procs")));
+    }
+    join.push(cstring(&cg.dir.join("cgroup.procs")));
+    join.extend(extra.map(cstring));
+    cg.set_frozen(false).map_err(io::Error::other)?;
+    let mut freeze = || cg.set_frozen(true).map_err(io::Error::other);
+    spawn(
+        command,
+        env,
+        Target::V1 {
+            join: &join,
+            freeze: &mut freeze,
+        },
+    )
+}
+
+fn cstring(path: &Path) -> CString {
+    CString::new(path.as_os_str().as_encoded_bytes()).expect("cgroup paths have no NUL")
 }
 
 /// Stack size of a v1 child before it execs (it only makes system calls).
@@ -386,6 +452,9 @@ unsafe fn child_main(command: &Prepared, env: &Environment, channel: i32, join: 
         if libc::read(channel, (&mut release as *mut u8).cast(), 1) != 1 {
             libc::_exit(127);
         }
+    }
+    if command.confine.apply_in_child().is_err() {
+        libc::_exit(126);
     }
     if channel == CHILD_CHANNEL_FD {
         libc::fcntl(channel, libc::F_SETFD, 0);

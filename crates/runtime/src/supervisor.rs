@@ -1,16 +1,18 @@
 //! The supervisor: spawns the processes into their cgroups and drives the window
 //! state machine ([`bulkhead_windows::Machine`]) from a timerfd and an epoll loop.
 
-use crate::cgroup::{self, Hierarchy, Instance, PartitionCgroup, ProcessCgroup, Version};
+use crate::buses::BusChannels;
+use crate::cgroup::{self, Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::command;
+use crate::free::FreeRun;
+use crate::isolation::Confinements;
 use crate::rt::{self, Drained, RtRun};
-use crate::spawn::{self, Environment, Prepared, Target};
+use crate::spawn::{self, Environment, Prepared};
 use crate::{leftovers, signals, RunError, RunOptions};
 use bulkhead_model::{CpuSet, Nanos, System};
 use bulkhead_reserve::partition::TaskSummary;
 use bulkhead_trace::{Event as TraceEvent, EventKind, StopReason as TraceStop};
 use bulkhead_windows::{Action, Config, Event, Grant, Machine, Phase, Schedule, StopReason};
-use std::ffi::CString;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -57,7 +59,7 @@ struct Run {
     procs: Vec<Proc>,
     partitions: Vec<PartitionCgroup>,
     plans: Vec<Prepared>,
-    envs: [Environment; 2],
+    envs: Vec<Environment>,
 }
 
 impl Drop for Run {
@@ -97,8 +99,7 @@ impl Drop for Run {
                 std::mem::forget(self.procs[i].memory.take());
             }
             std::mem::forget(std::mem::take(&mut self.plans));
-            let fresh = [Environment::demos(false), Environment::demos(true)];
-            std::mem::forget(std::mem::replace(&mut self.envs, fresh));
+            std::mem::forget(std::mem::take(&mut self.envs));
         }
         self.procs.clear();
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -182,21 +183,36 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     }
     warnings.extend(failed);
     warnings.extend(rt::clean_leftovers());
-    warnings.extend(rt::unscheduled_processes(system));
-    let rt = rt::start(system, hierarchy.cpuset_base.as_deref(), &options.workdir)?;
-    let rt = match rt {
-        Some(rt) if system.windows.is_empty() => {
-            return run_rt_only(rt, options, launch, fds_before, warnings)
-        }
-        other => other,
-    };
+    let exe = std::env::current_exe()
+        .map_err(|e| RunError::Io(format!("the path of this program: {e}")))?;
+    let buses = BusChannels::create(system, &exe)?;
+    let confinements = Confinements::prepare(system, &buses.env)?;
+    buses.give_to_clients(&confinements)?;
+    let system = &buses.with_commands(system);
+    let rt = rt::start(
+        system,
+        hierarchy.cpuset_base.as_deref(),
+        &options.workdir,
+        &confinements,
+    )?;
+    let own = own_cpus();
+    let free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?;
+    if system.windows.is_empty() {
+        let started = Started {
+            rt,
+            free,
+            launch,
+            fds_before,
+        };
+        return run_services(started, options, warnings);
+    }
     let schedule =
-        Schedule::from_system(system, &own_cpus()).map_err(|e| RunError::Invalid(e.to_string()))?;
+        Schedule::from_system(system, &own).map_err(|e| RunError::Invalid(e.to_string()))?;
     check_cpus(&schedule)?;
-    let plans = plan_commands(&schedule, options)?;
+    let plans = plan_commands(&schedule, options, &confinements)?;
     let mut run = Run {
         plans,
-        envs: [Environment::demos(false), Environment::demos(true)],
+        envs: environments(&schedule, &confinements),
         instance: Instance::create(
             &hierarchy,
             &leftovers::instance_name(),
@@ -228,6 +244,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         .transpose()?
         .unwrap_or_default();
     sup.finish()?;
+    drop(free);
     warnings.extend(sup.warnings);
     Ok(Outcome {
         reason,
@@ -240,19 +257,37 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     })
 }
 
-/// A system of rt partitions only: runs them until the timeout, a signal or their exit.
-fn run_rt_only(
-    rt: RtRun,
-    options: &RunOptions,
+/// What a system without windows started: rt partitions and unwindowed be partitions.
+struct Started {
+    rt: Option<RtRun>,
+    free: Option<FreeRun>,
     launch: Instant,
     fds_before: usize,
+}
+
+/// A system without windows: runs its rt and best-effort partitions until the timeout,
+/// a signal or the exit of every task and process.
+fn run_services(
+    mut s: Started,
+    options: &RunOptions,
     warnings: Vec<String>,
 ) -> Result<Outcome, RunError> {
-    let startup = launch.elapsed();
-    let fds_held = count_fds().saturating_sub(fds_before);
-    let reason = rt::wait(&rt, options.timeout, options.handle_signals)?;
-    let drained = rt.finish();
-    write_rt_outputs(options, &drained.events)?;
+    if s.rt.is_none() && s.free.is_none() {
+        return Err(RunError::Invalid(
+            "nothing to run: no windows, no rt tasks and no best-effort processes".into(),
+        ));
+    }
+    let startup = s.launch.elapsed();
+    let fds_held = count_fds().saturating_sub(s.fds_before);
+    let mut all_exited = || {
+        s.rt.as_ref().is_none_or(|rt| rt.all_exited())
+            && s.free.as_mut().is_none_or(|f| f.all_exited())
+    };
+    let reason = rt::wait(&mut all_exited, options.timeout, options.handle_signals)?;
+    drop(s.free);
+    let drained = s.rt.map(RtRun::finish);
+    let (events, summaries) = drained.map_or((Vec::new(), Vec::new()), |d| (d.events, d.summaries));
+    write_rt_outputs(options, &events)?;
     Ok(Outcome {
         reason,
         grants: 0,
@@ -260,7 +295,7 @@ fn run_rt_only(
         startup,
         fds_held,
         warnings,
-        rt_tasks: drained.summaries,
+        rt_tasks: summaries,
     })
 }
 
@@ -310,7 +345,11 @@ fn check_cpus(schedule: &Schedule) -> Result<(), RunError> {
     Ok(())
 }
 
-fn plan_commands(schedule: &Schedule, options: &RunOptions) -> Result<Vec<Prepared>, RunError> {
+fn plan_commands(
+    schedule: &Schedule,
+    options: &RunOptions,
+    confinements: &Confinements,
+) -> Result<Vec<Prepared>, RunError> {
     schedule
         .processes
         .iter()
@@ -319,10 +358,19 @@ fn plan_commands(schedule: &Schedule, options: &RunOptions) -> Result<Vec<Prepar
             let where_ = || format!("partition `{partition}`, process {} (`{}`)", p.index, p.cmd);
             let exec = command::plan(&p.cmd, &options.workdir)
                 .map_err(|e| RunError::Invalid(format!("{}: {e}", where_())))?;
-            Prepared::new(&exec.path, &exec.argv, Some(&options.workdir))
-                .map_err(|e| RunError::Invalid(format!("{}: {e}", where_())))
+            let plan = Prepared::new(&exec.path, &exec.argv, Some(&options.workdir))
+                .map_err(|e| RunError::Invalid(format!("{}: {e}", where_())))?;
+            Ok(plan.confined(&confinements.of(partition)))
         })
         .collect()
+}
+
+/// Per schedule partition, the environments of its processes without and with an init
+/// phase (index `2 * partition + init`).
+fn environments(schedule: &Schedule, confinements: &Confinements) -> Vec<Environment> {
+    let env = |p: &str, init| Environment::demos_with(init, &confinements.of(p).env);
+    let per = |p: &bulkhead_windows::PartitionSpec| [env(&p.name, false), env(&p.name, true)];
+    schedule.partitions.iter().flat_map(per).collect()
 }
 
 fn spawn_all(run: &mut Run, schedule: &Schedule, keep_open: bool) -> Result<(), RunError> {
@@ -342,28 +390,9 @@ fn spawn_all(run: &mut Run, schedule: &Schedule, keep_open: bool) -> Result<(), 
             .instance
             .add_process(&partition, process.index, keep_open)
             .map_err(RunError::Cgroup)?;
-        let (plan, env) = (&run.plans[id], &run.envs[usize::from(process.init)]);
-        let spawned = match run.instance.hierarchy.version {
-            Version::V2 => spawn::spawn(plan, env, Target::V2 { cgroup: &cg.dir }),
-            Version::V1 => {
-                let mut join: Vec<CString> = Vec::new();
-                if let Some(dir) = &partition.cpuset_dir {
-                    join.push(cstring(&dir.join("cgroup.procs")));
-                }
-                join.push(cstring(&cg.dir.join("cgroup.procs")));
-                cg.set_frozen(false).map_err(RunError::Cgroup)?;
-                let mut freeze = || cg.set_frozen(true).map_err(std::io::Error::other);
-                spawn::spawn(
-                    plan,
-                    env,
-                    Target::V1 {
-                        join: &join,
-                        freeze: &mut freeze,
-                    },
-                )
-            }
-        };
-        let child = spawned.map_err(|e| RunError::Spawn(format!("`{}`: {e}", process.cmd)))?;
+        let env = &run.envs[2 * process.partition + usize::from(process.init)];
+        let child = spawn::spawn_into(&run.plans[id], env, &partition, &mut cg, None)
+            .map_err(|e| RunError::Spawn(format!("`{}`: {e}", process.cmd)))?;
         run.procs.push(Proc {
             pid: child.pid,
             cgroup: cg,
@@ -375,10 +404,6 @@ fn spawn_all(run: &mut Run, schedule: &Schedule, keep_open: bool) -> Result<(), 
         });
     }
     Ok(())
-}
-
-fn cstring(path: &std::path::Path) -> CString {
-    CString::new(path.as_os_str().as_encoded_bytes()).expect("cgroup paths have no NUL")
 }
 
 const TOKEN_TIMER: u64 = u64::MAX;

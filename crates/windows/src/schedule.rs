@@ -11,7 +11,7 @@ pub type ProcessId = usize;
 /// Everything the state machine needs from a system description.
 ///
 /// Only partitions that some slice names are scheduled: a partition that appears
-/// in no window never runs (the model warns about it), so it is left out.
+/// in no window is not part of the schedule (`run` starts it as a free-running partition).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
     /// Scheduled partitions, in the order of [`System::partitions`].

@@ -1,0 +1,278 @@
+//! `bulkhead run` confining partitions (issue 7): best-effort partitions in no window run
+//! for the whole run in their cgroups, as their user, in their own network namespace;
+//! I/O tasks get the derived reservation; a killed supervisor's cgroups (memory ones
+//! included) are removed by the next run. Observed from inside the processes (what they
+//! write about themselves) and from outside (`chrt`, cgroupfs).
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn is_root() -> bool {
+    // SAFETY: getuid has no preconditions.
+    unsafe { libc::getuid() == 0 }
+}
+
+/// Serializes the suites that take CPUs exclusively (as bulkhead-reserve's tests do).
+fn exclusive_cpus_lock() -> std::fs::File {
+    let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
+    // SAFETY: flock on an open descriptor.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    lock
+}
+
+/// A scratch directory every user may write (partitions run as `nobody`), removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("bulkhead-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        Command::new("chmod")
+            .arg("1777")
+            .arg(&dir)
+            .status()
+            .unwrap();
+        Scratch(dir)
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn bulkhead(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// cgroups named after supervisor `pid`, in every v1 controller and the unified tree.
+fn cgroups_of(pid: u32) -> Vec<String> {
+    let mut found = Vec::new();
+    for ctrl in ["cpuset", "freezer", "memory", "unified"] {
+        if let Ok(entries) = std::fs::read_dir(format!("/sys/fs/cgroup/{ctrl}")) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&format!("bulkhead-{pid}-")) {
+                    found.push(format!("{ctrl}/{name}"));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A script reporting about its process (uid, network interfaces, cgroups, CPUs) into
+/// the file `$1`, then sleeping.
+const REPORT: &str = "(id -u; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; cat /proc/self/cgroup; grep Cpus_allowed_list /proc/self/status) > \"$1\"\nexec sleep 30\n";
+
+#[test]
+fn an_unwindowed_be_partition_runs_confined_for_the_whole_run() {
+    if !is_root() {
+        eprintln!("skipping: needs root for cgroups, users and namespaces");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("free");
+    let out = dir.file("report");
+    let script = dir.file("report.sh");
+    std::fs::write(&script, REPORT).unwrap();
+    let desc = dir.file("system.yaml");
+    std::fs::write(
+        &desc,
+        format!(
+            "system: {{}}\npartitions:\n  - name: ic\n    cpus: 1\n    user: nobody\n    network: private\n    memory: 64MiB\n    processes: [\"sh {} {}\"]\n",
+            script.display(),
+            out.display()
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let run = bulkhead(&["run", desc.to_str().unwrap(), "--timeout", "1500ms"]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1400),
+        "ran to the timeout"
+    );
+    let report = std::fs::read_to_string(&out).expect("the process ran and reported");
+    let lines: Vec<&str> = report.lines().collect();
+    assert_eq!(lines[0], "65534", "runs as nobody: {report}");
+    assert_eq!(
+        lines[1], "lo",
+        "only a loopback in its network namespace: {report}"
+    );
+    assert_eq!(
+        lines.last().copied(),
+        Some("Cpus_allowed_list:\t1"),
+        "{report}"
+    );
+    let freezer = lines
+        .iter()
+        .find(|l| l.contains(":freezer:") || l.starts_with("0::/bulkhead"));
+    assert!(
+        freezer.is_some_and(|l| l.contains("/bulkhead-")),
+        "{report}"
+    );
+    let v1_memory = Path::new("/sys/fs/cgroup/memory/tasks").exists();
+    if v1_memory {
+        let memory = lines.iter().find(|l| l.contains(":memory:")).unwrap();
+        assert!(
+            memory.contains("/bulkhead-"),
+            "in a memory cgroup of the run: {report}"
+        );
+    }
+    assert!(
+        !Command::new("pgrep")
+            .args(["-f", &script.display().to_string()])
+            .status()
+            .unwrap()
+            .success(),
+        "the partition's process is left running"
+    );
+}
+
+/// DriveOS 4.1: a bottom-half I/O thread at 10% serving a task of period T gets 0.1 T
+/// every T. Here the served task has a 10 ms period: the I/O task's reservation must be
+/// 1 ms every 10 ms, as the kernel reports it.
+#[test]
+fn an_io_task_runs_with_the_derived_reservation() {
+    if !is_root() {
+        eprintln!("skipping: needs root for SCHED_DEADLINE and cpusets");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("io");
+    let desc = dir.file("system.yaml");
+    std::fs::write(
+        &desc,
+        "system: {}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n      - {name: main, cmd: sleep 3, budget: 2ms, period: 10ms}\n      - {name: can-bh, cmd: sleep 3, serves: main, io_utilization: 0.1}\n",
+    )
+    .unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["run", desc.to_str().unwrap(), "--timeout", "2s"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let shown = wait_for_reservations(&run, 2);
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        shown
+            .iter()
+            .any(|s| s.contains("1000000/10000000/10000000")),
+        "the I/O task's runtime/deadline/period: {shown:?}"
+    );
+    assert!(
+        shown
+            .iter()
+            .any(|s| s.contains("2000000/10000000/10000000")),
+        "the served task's: {shown:?}"
+    );
+}
+
+/// `chrt -p` of the supervisor's children once `n` of them run (at most 2 s).
+fn wait_for_reservations(run: &Child, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut shown = Vec::new();
+    while shown.len() < n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        let path = format!("/proc/{0}/task/{0}/children", run.id());
+        let children = std::fs::read_to_string(path).unwrap_or_default();
+        shown = children
+            .split_whitespace()
+            .map(|pid| {
+                let out = Command::new("chrt").args(["-p", pid]).output().unwrap();
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            })
+            .filter(|s| s.contains("SCHED_DEADLINE"))
+            .collect();
+    }
+    shown
+}
+
+#[test]
+fn the_next_run_removes_what_a_killed_supervisor_left_memory_cgroups_included() {
+    if !is_root() || !Path::new("/sys/fs/cgroup/memory/tasks").exists() {
+        eprintln!("skipping: needs root and the cgroup v1 memory controller");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("killed");
+    let desc = dir.file("system.yaml");
+    // A sleep no other process on the machine runs.
+    let sleep = format!("sleep 60.{}", std::process::id());
+    std::fs::write(
+        &desc,
+        format!("system: {{}}\npartitions:\n  - {{name: ivi, cpus: 1, memory: 32MiB, processes: [{sleep}]}}\n  - name: ctl\n    kind: rt\n    cpus: 0\n    memory: 32MiB\n    scheduler: edf\n    tasks:\n      - {{name: t, cmd: {sleep}, budget: 1ms, period: 10ms}}\n"),
+    )
+    .unwrap();
+    let mut victim = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["run", desc.to_str().unwrap(), "--timeout", "60s"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = victim.id();
+    let memory = |c: &Vec<String>| c.iter().filter(|c| c.starts_with("memory/")).count();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while memory(&cgroups_of(pid)) < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = cgroups_of(pid);
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    assert_eq!(
+        memory(&before),
+        2,
+        "the rt and the be partitions' memory cgroups: {before:?}"
+    );
+    assert_eq!(cgroups_of(pid), before, "SIGKILL leaves them");
+    let running = || {
+        Command::new("pgrep")
+            .args(["-x", "-f", &sleep])
+            .output()
+            .unwrap()
+            .stdout
+    };
+    assert_eq!(
+        running()
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count(),
+        2
+    );
+
+    let quick = dir.file("quick.yaml");
+    std::fs::write(
+        &quick,
+        "system: {}\npartitions: [{name: a, cpus: 1, processes: [/bin/true]}]\n",
+    )
+    .unwrap();
+    let next = bulkhead(&["run", quick.to_str().unwrap(), "--timeout", "1s"]);
+    let stderr = String::from_utf8_lossy(&next.stderr);
+    assert_eq!(next.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("removed cgroups left by a bulkhead that died"),
+        "{stderr}"
+    );
+    assert_eq!(cgroups_of(pid), Vec::<String>::new(), "{stderr}");
+    assert!(
+        running().is_empty(),
+        "the dead supervisor's processes are killed"
+    );
+}

@@ -1,0 +1,73 @@
+//! Each partition's confinement for a run: the user its processes run as (`user:`), the
+//! network namespace they see (`network:`, see [`System::network_of`]) and the
+//! environment variables bulkhead gives them (e.g. their CAN channels).
+//!
+//! Postcondition of [`Confinements::prepare`]: one private network namespace per
+//! partition that needs one, kept alive by an fd this value owns; the namespaces go away
+//! with the last process in them after this value is dropped.
+
+use crate::RunError;
+use bulkhead_model::{Network, System};
+use bulkhead_reserve::confine::{private_netns, resolve_user, Confinement};
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// Environment variables per partition name.
+pub type PartitionEnv = BTreeMap<String, Vec<(String, String)>>;
+
+/// The confinement of every partition of a run.
+pub struct Confinements {
+    by_partition: BTreeMap<String, Confinement>,
+    _netns: Vec<OwnedFd>,
+}
+
+impl Confinements {
+    /// Resolves users and creates the private network namespaces. A user that does not
+    /// exist is an [`RunError::Invalid`] naming the partition.
+    pub fn prepare(system: &System, env: &PartitionEnv) -> Result<Confinements, RunError> {
+        let mut netns = Vec::new();
+        let mut by_partition = BTreeMap::new();
+        for p in &system.partitions {
+            let identity = p
+                .user
+                .as_deref()
+                .map(resolve_user)
+                .transpose()
+                .map_err(|e| RunError::Invalid(format!("partition `{}`: {e}", p.name)))?;
+            let ns = match system.network_of(p) {
+                Network::Host => None,
+                Network::Private => {
+                    let fd = private_netns().map_err(|e| {
+                        RunError::Spawn(format!(
+                            "partition `{}`: a private network namespace: {e} (needs CAP_SYS_ADMIN)",
+                            p.name
+                        ))
+                    })?;
+                    let raw = fd.as_raw_fd();
+                    netns.push(fd);
+                    Some(raw)
+                }
+            };
+            let c = Confinement {
+                identity,
+                netns: ns,
+                env: env.get(&p.name).cloned().unwrap_or_default(),
+            };
+            by_partition.insert(p.name.clone(), c);
+        }
+        Ok(Confinements {
+            by_partition,
+            _netns: netns,
+        })
+    }
+
+    /// The confinement of partition `name` (none if unknown).
+    pub fn of(&self, name: &str) -> Confinement {
+        self.by_partition.get(name).cloned().unwrap_or_default()
+    }
+
+    /// Every partition's confinement, by name.
+    pub fn all(&self) -> &BTreeMap<String, Confinement> {
+        &self.by_partition
+    }
+}
