@@ -97,6 +97,8 @@ struct Running {
     exited: bool,
     /// Next job index whose release was not yet reported.
     reported: u64,
+    /// The named counters' values at the last drain.
+    counters: Vec<(String, u64)>,
     stats: TaskSummary,
 }
 
@@ -297,6 +299,7 @@ impl RtPartitions {
                     child,
                     exited: false,
                     reported: 0,
+                    counters: Vec::new(),
                 });
                 index += 1;
             }
@@ -336,15 +339,18 @@ impl RtPartitions {
         self.tasks.iter().all(|t| t.exited)
     }
 
-    /// Moves the tasks' new records into `sink` as trace events.
+    /// Moves the tasks' new records into `sink` as trace events, and each named counter
+    /// whose value changed since the last drain as a `counter` event (at the drain time).
     pub fn drain(&mut self, sink: &mut impl FnMut(Event)) {
         let epoch = self.epoch_ns;
+        let now = bulkhead_task::clock::now_ns().saturating_sub(epoch);
         for t in &mut self.tasks {
             let mut recs = Vec::new();
             t.link.drain(&mut recs);
             for r in recs {
                 t.report(&r, epoch, sink);
             }
+            t.report_counters(now, sink);
         }
     }
 
@@ -390,6 +396,26 @@ impl Drop for RtPartitions {
 }
 
 impl Running {
+    fn report_counters(&mut self, t_ns: u64, sink: &mut impl FnMut(Event)) {
+        let now = self.link.named_counters();
+        for (name, value) in &now {
+            let seen = self.counters.iter().find(|(n, _)| n == name);
+            if seen.is_some_and(|(_, v)| v == value) {
+                continue;
+            }
+            sink(Event::new(
+                t_ns,
+                EventKind::Counter {
+                    partition: self.partition.clone(),
+                    task: self.task.clone(),
+                    name: Arc::from(name.as_str()),
+                    value: *value,
+                },
+            ));
+        }
+        self.counters = now;
+    }
+
     /// Emits release/start/complete (and miss) events for one record.
     fn report(&mut self, r: &Record, epoch: u64, sink: &mut impl FnMut(Event)) {
         let (p, task, cpu, d) = (

@@ -1,0 +1,221 @@
+//! `bulkhead run` with a `buses:` section (issue 8, item 4): the CAN gateway's reader and
+//! writer run as reserved tasks of an rt partition; a best-effort partition reaches the
+//! bus only through its channels (its own network namespace hides the virtual bus),
+//! sends only the ids on its allowlist, and the gateway's counters reach the schedule log.
+//! Observed from outside: frames on the bus (`can dump`), frames the partition printed,
+//! the schedule log, `chrt`, what is left afterwards.
+
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn is_root() -> bool {
+    // SAFETY: getuid has no preconditions.
+    unsafe { libc::getuid() == 0 }
+}
+
+/// Serializes the suites that take CPUs exclusively (as bulkhead-reserve's tests do).
+fn exclusive_cpus_lock() -> std::fs::File {
+    let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
+    // SAFETY: flock on an open descriptor.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    lock
+}
+
+/// A child process killed on drop (the bus, a dump), even when the test fails.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn bulkhead() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+}
+
+/// A scratch directory every user may write, removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch() -> Scratch {
+    let dir = std::env::temp_dir().join(format!("bulkhead-buses-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    Command::new("chmod")
+        .arg("1777")
+        .arg(&dir)
+        .status()
+        .unwrap();
+    Scratch(dir)
+}
+
+fn description(bus: &str, dir: &Scratch) -> String {
+    let exe = env!("CARGO_BIN_EXE_bulkhead");
+    let d = dir.0.display();
+    format!(
+        "system: {{}}
+partitions:
+  - name: gw
+    kind: rt
+    cpus: 0
+    scheduler: edf
+    tasks: []
+  - name: ic
+    cpus: 1
+    user: nobody
+    processes:
+      - \"{exe} can map --bus {bus} --send 1A0#0102 --send 7FF#0304 --count 4 --timeout 4s > {d}/mapped 2> {d}/map.err\"
+      - \"sh -c '{exe} can dump --bus {bus} --count 1 --timeout 1s; echo $? > {d}/direct'\"
+buses:
+  - name: {bus}
+    gateway: gw
+    period: 2ms
+    reader_budget: 200us
+    writer_budget: 200us
+    clients:
+      - {{partition: ic, allow: [0x1A0]}}
+"
+    )
+}
+
+#[test]
+fn the_gateway_alone_holds_the_bus_and_filters_what_a_partition_sends() {
+    if !is_root() {
+        eprintln!("skipping: needs root for SCHED_DEADLINE, cgroups, users and namespaces");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = scratch();
+    let bus = format!("bh-test-{}", std::process::id());
+    let _bus = Killed(bulkhead().args(["can", "bus", &bus]).spawn().unwrap());
+    std::thread::sleep(Duration::from_millis(200));
+    // What reaches the bus from the partition, seen by a node of the host network.
+    let dump = bulkhead()
+        .args(["can", "dump", "--bus", &bus, "--timeout", "5s"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let desc = dir.0.join("system.yaml");
+    std::fs::write(&desc, description(&bus, &dir)).unwrap();
+    let log = dir.0.join("schedule.jsonl");
+    let run = bulkhead()
+        .args(["run", desc.to_str().unwrap(), "--timeout", "6s"])
+        .arg("--schedule-log")
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let run_pid = run.id();
+    let reservations = wait_for_deadline_children(&run, 2);
+    // Frames from the bus to the partition, once its mapper is connected.
+    let frames = dir.0.join("frames.log");
+    std::fs::write(
+        &frames,
+        "(0.000000) can0 123#11\n(0.010000) can0 456#22\n(0.020000) can0 18FF50E5#33\n",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let replay = bulkhead()
+        .args(["can", "replay", frames.to_str().unwrap(), "--bus", &bus])
+        .output()
+        .unwrap();
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let mut dump = Killed(dump);
+    let _ = dump.0.kill();
+    let mut on_bus = String::new();
+    std::io::Read::read_to_string(dump.0.stdout.as_mut().unwrap(), &mut on_bus).unwrap();
+    let read = |name: &str| std::fs::read_to_string(dir.0.join(name)).unwrap_or_default();
+
+    assert_eq!(
+        reservations.len(),
+        2,
+        "reader and writer reserved: {reservations:?}"
+    );
+    assert!(
+        reservations
+            .iter()
+            .all(|r| r.contains("200000/2000000/2000000")),
+        "{reservations:?}"
+    );
+    assert!(
+        on_bus.contains("1A0#0102"),
+        "the allowed frame is sent: {on_bus}"
+    );
+    assert!(
+        !on_bus.contains("7FF#"),
+        "the denied frame is dropped: {on_bus}"
+    );
+    // The partition sees the bus as every node does: its own sent frame included.
+    let mapped = read("mapped");
+    for frame in ["1A0#0102", "123#11", "456#22", "18FF50E5#33"] {
+        assert!(
+            mapped.contains(frame),
+            "{frame} reaches the partition: {mapped}\n{}",
+            read("map.err")
+        );
+    }
+    assert_ne!(
+        read("direct").trim(),
+        "0",
+        "the partition cannot attach to the bus itself"
+    );
+    assert!(!read("direct").trim().is_empty(), "the direct attempt ran");
+    let schedule = read("schedule.jsonl");
+    let counter = |name: &str, value: u64| {
+        schedule.lines().any(|l| {
+            l.contains("\"event\":\"counter\"")
+                && l.contains(&format!("\"name\":\"ic.{name}\""))
+                && l.contains(&format!("\"value\":{value}"))
+        })
+    };
+    assert!(counter("tx_sent", 1), "{schedule}");
+    assert!(counter("tx_denied", 1), "{schedule}");
+    assert!(counter("rx_forwarded", 4), "{schedule}");
+    let leftovers: Vec<_> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("bulkhead-chan-can{run_pid}-")))
+        .collect();
+    assert_eq!(
+        leftovers,
+        Vec::<String>::new(),
+        "gateway channels left behind"
+    );
+}
+
+/// `chrt -p` of the supervisor's SCHED_DEADLINE children once `n` of them run (≤ 10 s).
+fn wait_for_deadline_children(run: &Child, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut shown = Vec::new();
+    while shown.len() < n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        let path = format!("/proc/{0}/task/{0}/children", run.id());
+        let children = std::fs::read_to_string(path).unwrap_or_default();
+        shown = children
+            .split_whitespace()
+            .map(|pid| {
+                let out = Command::new("chrt").args(["-p", pid]).output().unwrap();
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            })
+            .filter(|s| s.contains("SCHED_DEADLINE"))
+            .collect();
+    }
+    shown
+}
