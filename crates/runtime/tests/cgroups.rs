@@ -608,3 +608,50 @@ fn a_missing_command_is_a_clear_error_and_leaves_nothing() {
         "{e}"
     );
 }
+
+/// A best-effort partition in no window runs for the whole run, never frozen, as its user:
+/// here on the v2 code path (clone3 into its cgroup, cgroup.kill at the end).
+#[test]
+fn cgroup_v2_an_unwindowed_partition_runs_unfrozen_as_its_user() {
+    require_cgroups!();
+    let unified = Path::new("/sys/fs/cgroup/unified");
+    if !unified.join("cgroup.procs").exists() {
+        eprintln!("skipped: no cgroup2 mount at {}", unified.display());
+        return;
+    }
+    let (uid, probe) = (tmp("free-uid.txt"), tmp("free-probe.txt"));
+    let _ = std::fs::remove_file(&probe);
+    let yaml = format!(
+        "{{partitions: [{{name: free, user: nobody, processes: [\"sh -c 'id -u > {}; exec PROBE {}'\"]}}], windows: [{{cpu: 0, length: 20, sc_partition: [{{cmd: SPIN, budget: 5}}]}}]}}",
+        uid.display(),
+        probe.display()
+    );
+    std::fs::set_permissions(
+        uid.parent().unwrap(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .unwrap();
+    let ran = run_with(&yaml, "v2-free", |o| {
+        o.timeout = Some(Duration::from_millis(400));
+        o.hierarchy = Some(Hierarchy::v2_at(unified, false));
+    });
+    assert!(
+        ran.log.len() >= 10,
+        "the window schedule ran: {:?}",
+        ran.log
+    );
+    assert_eq!(std::fs::read_to_string(&uid).unwrap().trim(), "65534");
+    let s = samples(&std::fs::read_to_string(&probe).unwrap());
+    let wall = s.last().unwrap().0 - s[0].0;
+    let cpu = s.last().unwrap().1 - s[0].1;
+    assert!(wall >= 200 * MS, "sampled for {wall} ns");
+    assert!(cpu * 10 > wall, "never frozen: cpu {cpu} ns over {wall} ns");
+    assert!(running(PROBE).is_empty(), "left {:?}", running(PROBE));
+    let prefix = format!("bulkhead-{}-", std::process::id());
+    let left: Vec<_> = std::fs::read_dir(unified)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
