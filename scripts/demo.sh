@@ -24,6 +24,19 @@ if [ "$(id -u)" -eq 0 ]; then
   echo "== bulkhead run examples/demos-window-schedule.yaml --timeout 1s (real cgroups)"
   "$bulkhead" run examples/demos-window-schedule.yaml --timeout 1s --schedule-log "$out/run.jsonl"
   head -n 8 "$out/run.jsonl"
+  echo "== the CAN gateway: bulkhead run examples/can-gateway.yaml while the RAV4 log is replayed"
+  export PATH="$PWD/target/release:$PATH"
+  "$bulkhead" can bus rav4 >/dev/null & bus=$!
+  sleep 0.2
+  "$bulkhead" run examples/can-gateway.yaml --timeout 4s --schedule-log "$out/can.jsonl" & run=$!
+  sleep 1
+  timeout 2 "$bulkhead" can replay crates/can/tests/data/comma2k19_rav4_seg40_excerpt.log.gz --bus rav4 || true
+  wait "$run"
+  kill "$bus"; wait "$bus" 2>/dev/null || true
+  echo "== the gateway's counters at the end (frames to the cluster are dropped once its mapper exits)"
+  for c in rx_forwarded rx_dropped tx_sent tx_denied; do
+    grep "\"name\":\"cluster.$c\"" "$out/can.jsonl" | tail -n 1
+  done
 else
   echo "== skipping bulkhead run: it needs root (or a delegated cgroup, see docs/runtime.md)"
 fi

@@ -61,5 +61,12 @@ fn summary(s: &System) -> String {
         ));
     }
     lines.push(format!("  channels:   {}", s.channels.len()));
+    if !s.buses.is_empty() {
+        let clients: usize = s.buses.iter().map(|b| b.clients.len()).sum();
+        lines.push(format!(
+            "  buses:      {} ({clients} client partitions)",
+            s.buses.len()
+        ));
+    }
     lines.join("\n")
 }
