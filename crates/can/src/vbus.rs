@@ -450,9 +450,16 @@ pub struct Received {
 pub struct Node {
     stream: UnixStream,
     bus: String,
-    buf: [u8; FROM_BUS_RECORD],
+    /// Received bytes: `buf[start..filled]` are not yet returned.
+    buf: Box<[u8; RECV_BUF]>,
+    start: usize,
     filled: usize,
 }
+
+/// Records one `recv` system call may fetch: a reader that polls once per period
+/// takes a period's frames with one or two calls instead of one per frame.
+const RECV_RECORDS: usize = 64;
+const RECV_BUF: usize = RECV_RECORDS * FROM_BUS_RECORD;
 
 impl Node {
     /// Attaches to the bus named `bus`.
@@ -468,7 +475,8 @@ impl Node {
         Ok(Node {
             stream,
             bus: bus.to_string(),
-            buf: [0; FROM_BUS_RECORD],
+            buf: Box::new([0; RECV_BUF]),
+            start: 0,
             filled: 0,
         })
     }
@@ -482,7 +490,8 @@ impl Node {
         Ok(Node {
             stream: self.stream.try_clone()?,
             bus: self.bus.clone(),
-            buf: [0; FROM_BUS_RECORD],
+            buf: Box::new([0; RECV_BUF]),
+            start: 0,
             filled: 0,
         })
     }
@@ -501,7 +510,13 @@ impl Node {
     /// error once the bus is gone.
     pub fn recv(&mut self, timeout: Option<Duration>) -> io::Result<Option<Received>> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        while self.filled < FROM_BUS_RECORD {
+        while self.filled - self.start < FROM_BUS_RECORD {
+            if self.start > 0 {
+                // Keep a partial record at the front, then fill the rest.
+                self.buf.copy_within(self.start..self.filled, 0);
+                self.filled -= self.start;
+                self.start = 0;
+            }
             let flags = RecvFlags::DONTWAIT;
             match rustix::net::recv(&self.stream, &mut self.buf[self.filled..], flags) {
                 Ok((0, _)) => {
@@ -520,9 +535,10 @@ impl Node {
                 Err(e) => return Err(e.into()),
             }
         }
-        self.filled = 0;
-        let t_ns = u64::from_le_bytes(self.buf[..8].try_into().expect("8 bytes"));
-        let raw: &[u8; CAN_FRAME_SIZE] = self.buf[8..].try_into().expect("16 bytes");
+        let record = &self.buf[self.start..self.start + FROM_BUS_RECORD];
+        self.start += FROM_BUS_RECORD;
+        let t_ns = u64::from_le_bytes(record[..8].try_into().expect("8 bytes"));
+        let raw: &[u8; CAN_FRAME_SIZE] = record[8..].try_into().expect("16 bytes");
         let frame = Frame::from_can_frame_bytes(raw)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         Ok(Some(Received { t_ns, frame }))
