@@ -425,4 +425,34 @@ mod tests {
         let fd = Frame::fd(CanId::Standard(1), true, &[0; 16]).unwrap();
         assert!(encode(0, 0, &fd).is_none());
     }
+
+    #[test]
+    fn a_lone_reader_or_writer_checks_its_channels_and_names_its_counters() {
+        use bulkhead_chan::{Channel, Spec};
+        let name = format!("gateway-unit-{}", std::process::id());
+        let _serving = crate::vbus::Bus::bind(&name, 500_000).unwrap().spawn();
+        let node = || -> Box<dyn CanBus> { Box::new(crate::vbus::Node::attach(&name).unwrap()) };
+        let good = Channel::create(&Spec::fifo("lone-a", WIRE_SIZE as u32, 4)).unwrap();
+        let small = Channel::create(&Spec::fifo("lone-b", 8, 4)).unwrap();
+        let err = BusReader::new("b", node(), vec![("ivi".into(), small.sender().unwrap())])
+            .err()
+            .unwrap();
+        assert!(
+            err.contains("partition ivi: channel to_partition carries 8-byte"),
+            "{err}"
+        );
+        let (_, counters) =
+            BusReader::new("b", node(), vec![("ivi".into(), good.sender().unwrap())]).unwrap();
+        assert_eq!(
+            counters.named(Role::Reader),
+            vec![("ivi.rx_forwarded".into(), 0), ("ivi.rx_dropped".into(), 0)]
+        );
+        let other = Channel::create(&Spec::fifo("lone-c", WIRE_SIZE as u32, 4)).unwrap();
+        let twice = vec![
+            ("ivi".into(), good.receiver().unwrap(), HashSet::new()),
+            ("ivi".into(), other.receiver().unwrap(), HashSet::new()),
+        ];
+        let err = BusWriter::new("b", node(), twice).err().unwrap();
+        assert_eq!(err, "partition ivi is already connected");
+    }
 }
