@@ -58,6 +58,9 @@ fn partition(p: &Partition) -> Vec<String> {
     if let Some(bytes) = p.memory {
         lines.push(format!("memory: {}", crate::units::format_size(bytes)));
     }
+    if let Some(n) = p.pids {
+        lines.push(format!("pids: {n}"));
+    }
     if let Some(user) = &p.user {
         lines.push(format!("user: {}", quote(user)));
     }

@@ -144,6 +144,7 @@ impl Normalizer {
                 cpus: None,
                 scheduler: Scheduler::FixedPriority,
                 memory: None,
+                pids: None,
                 tasks: Vec::new(),
                 processes: self.processes(list, path, default_budget)?,
                 user: None,
@@ -198,6 +199,10 @@ impl Normalizer {
                 .memory
                 .map(|m| memory(&m, &format!("{path}.memory")))
                 .transpose()?,
+            pids: match def.pids {
+                Some(0) => return err(format!("{path}.pids"), "must be at least 1"),
+                n => n,
+            },
             tasks,
             processes,
             user: def

@@ -51,6 +51,7 @@ pub struct RawPartition {
     pub cpus: Option<String>,
     pub scheduler: Option<Scheduler>,
     pub memory: Option<String>,
+    pub pids: Option<u32>,
     pub user: Option<String>,
     pub network: Option<Network>,
     pub tasks: Option<Vec<RawTask>>,

@@ -66,6 +66,8 @@ pub struct Partition {
     pub scheduler: Scheduler,
     /// Memory limit in bytes.
     pub memory: Option<u64>,
+    /// Limit on the number of processes and threads (`pids.max`): bounds a fork bomb.
+    pub pids: Option<u32>,
     /// Periodic real-time tasks (rt partitions).
     pub tasks: Vec<Task>,
     /// Windowed processes (DEmOS semantics).

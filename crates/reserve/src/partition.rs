@@ -27,6 +27,7 @@ use crate::confine::Confinement;
 use crate::cpuset::{self, ExclusiveDomain, Hierarchy, Shield};
 use crate::enforce::{Budgeted, Enforcer};
 use crate::error::{Error, Result};
+use crate::limit::V1Limit;
 use crate::sched::{self, DeadlineParams, Policy};
 use crate::{detect, prio};
 use bulkhead_analysis::system::{analyze_system, Report};
@@ -130,7 +131,7 @@ pub struct RtPartitions {
     instance: Option<ExclusiveDomain>,
     shield: Option<Shield>,
     /// v1 memory cgroups of partitions with a memory limit.
-    memory: Vec<MemoryLimit>,
+    memory: Vec<V1Limit>,
 }
 
 impl RtPartitions {
@@ -211,8 +212,13 @@ impl RtPartitions {
             let memory = match p.memory {
                 Some(bytes) if matches!(h, Hierarchy::V1(_)) => {
                     let name = format!("{}-{}", options.instance.display(), p.name);
-                    self.memory.push(MemoryLimit::create(&name, bytes)?);
-                    self.memory.last().map(|m| m.dir.clone())
+                    self.memory.push(V1Limit::create(
+                        "memory",
+                        &name,
+                        "memory.limit_in_bytes",
+                        bytes,
+                    )?);
+                    self.memory.last().map(|m| m.dir().to_path_buf())
                 }
                 _ => None,
             };
@@ -600,58 +606,6 @@ fn spawn(cmd: &str, link: &TaskLink, target: &Target) -> std::io::Result<Child> 
     let child = command.spawn();
     drop(files);
     child
-}
-
-/// A partition's memory limit on cgroup v1: a memory cgroup `<mount>/<name>` with
-/// `memory.limit_in_bytes`, removed on drop (after its processes are gone). `name`
-/// starts with the run's instance name, so that leftover cleanup recognises it.
-pub struct MemoryLimit {
-    dir: PathBuf,
-}
-
-impl MemoryLimit {
-    /// Creates the memory cgroup `name` limited to `bytes`.
-    pub fn create(name: &str, bytes: u64) -> Result<MemoryLimit> {
-        let mount = v1_memory_mount()
-            .ok_or_else(|| Error::Invalid("a memory limit needs the memory controller".into()))?;
-        let dir = mount.join(name);
-        fs::create_dir(&dir)
-            .map_err(|e| Error::os(format!("creating memory cgroup {}", dir.display()), e, ""))?;
-        let limit = MemoryLimit { dir };
-        let file = limit.dir.join("memory.limit_in_bytes");
-        fs::write(&file, bytes.to_string())
-            .map_err(|e| Error::os(format!("writing {bytes} to {}", file.display()), e, ""))?;
-        Ok(limit)
-    }
-}
-
-/// Where the cgroup v1 memory controller is mounted, if it is.
-pub fn v1_memory_mount() -> Option<PathBuf> {
-    let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
-    mounts
-        .lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|f| f.len() > 3 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "memory"))
-        .map(|f| PathBuf::from(f[1]))
-}
-
-impl MemoryLimit {
-    /// The cgroup directory (its `cgroup.procs` is what a process joins).
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-}
-
-impl Drop for MemoryLimit {
-    fn drop(&mut self) {
-        for _ in 0..200 {
-            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        eprintln!("bulkhead: could not remove {}", self.dir.display());
-    }
 }
 
 /// cgroup v2: the memory limit goes on the task's one cgroup, the domain.

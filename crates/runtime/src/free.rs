@@ -6,12 +6,12 @@
 //! Postcondition of dropping a [`FreeRun`]: every process it started is dead and every
 //! cgroup it created is removed.
 
-use crate::cgroup::{Hierarchy, Instance, PartitionCgroup, ProcessCgroup, Version};
+use crate::cgroup::{Hierarchy, Instance, ProcessCgroup};
 use crate::isolation::Confinements;
+use crate::limits::{self, Limits};
 use crate::spawn::{self, Environment, Prepared};
 use crate::{cgroup, command, leftovers, RunError};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, System};
-use bulkhead_reserve::partition::MemoryLimit;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -45,7 +45,7 @@ struct FreeProc {
 pub struct FreeRun {
     instance: Instance,
     procs: Vec<FreeProc>,
-    memory: Vec<MemoryLimit>,
+    limits: Vec<Limits>,
     plans: Vec<Prepared>,
     envs: Vec<Environment>,
 }
@@ -74,7 +74,7 @@ impl FreeRun {
         let mut run = FreeRun {
             instance,
             procs: Vec::new(),
-            memory: Vec::new(),
+            limits: Vec::new(),
             plans: Vec::new(),
             envs: Vec::new(),
         };
@@ -97,7 +97,7 @@ impl FreeRun {
             .instance
             .add_partition(&dir_name, cpus)
             .map_err(RunError::Cgroup)?;
-        let memory = self.limit_memory(p, &cg, &dir_name)?;
+        let limits = limits::apply(&self.instance, p, &cg, &dir_name)?;
         let confine = confinements.of(&p.name);
         self.envs.push(Environment::demos_with(false, &confine.env));
         for (k, process) in p.processes.iter().enumerate() {
@@ -116,7 +116,7 @@ impl FreeRun {
                 self.plans.last().expect("pushed"),
                 self.envs.last().expect("pushed"),
             );
-            let child = spawn::spawn_into(plan, env, &cg, &mut pcg, memory.as_deref())
+            let child = spawn::spawn_into(plan, env, &cg, &mut pcg, &limits.join)
                 .map_err(|e| RunError::Spawn(format!("{}: {e}", where_())))?;
             self.procs.push(FreeProc {
                 pid: child.pid,
@@ -128,43 +128,8 @@ impl FreeRun {
             let last = self.procs.last_mut().expect("pushed");
             last.cgroup.set_frozen(false).map_err(RunError::Cgroup)?;
         }
+        self.limits.push(limits);
         Ok(())
-    }
-
-    /// The partition's memory limit: v2 `memory.max` on its cgroup; v1 a memory cgroup
-    /// of its own, whose `cgroup.procs` (returned) its processes join.
-    fn limit_memory(
-        &mut self,
-        p: &Partition,
-        cg: &PartitionCgroup,
-        dir_name: &str,
-    ) -> Result<Option<std::path::PathBuf>, RunError> {
-        let Some(bytes) = p.memory else {
-            return Ok(None);
-        };
-        let io = |e: cgroup::CgroupError| RunError::Cgroup(e);
-        match self.instance.hierarchy.version {
-            Version::V2 => {
-                for dir in [
-                    &self.instance.hierarchy.freezer_base,
-                    &self.instance.dirs[0],
-                ] {
-                    cgroup::enable_controller(dir, "memory").map_err(io)?;
-                }
-                cgroup::write_file(&cg.freezer_dir.join("memory.max"), &bytes.to_string())
-                    .map_err(io)?;
-                Ok(None)
-            }
-            Version::V1 => {
-                let name = format!("{}-{dir_name}", self.instance.name);
-                let limit = MemoryLimit::create(&name, bytes).map_err(|e| {
-                    RunError::Cgroups(format!("partition `{}`: memory limit: {e}", p.name))
-                })?;
-                let procs = limit.dir().join("cgroup.procs");
-                self.memory.push(limit);
-                Ok(Some(procs))
-            }
-        }
     }
 
     /// True once every process has exited (and been reaped).

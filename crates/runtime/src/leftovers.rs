@@ -44,18 +44,18 @@ pub fn is_leftover(name: &str) -> bool {
 }
 
 /// Removes every leftover instance under the hierarchy's bases (and, on v1, the
-/// memory cgroups `<instance>-<partition>` at the root of the memory hierarchy): kills
+/// limit cgroups `<instance>-<partition>` at the root of the memory and pids hierarchies): kills
 /// the processes in its cgroups and removes the cgroups. Returns the removed
 /// directories; failures are reported as warnings in the second list.
 pub fn clean(hierarchy: &Hierarchy) -> (Vec<PathBuf>, Vec<String>) {
     let mut removed = Vec::new();
     let mut warnings = Vec::new();
-    let memory = match hierarchy.version {
-        Version::V1 => bulkhead_reserve::partition::v1_memory_mount(),
-        Version::V2 => None,
+    let limits = match hierarchy.version {
+        Version::V1 => ["memory", "pids"].map(bulkhead_reserve::limit::v1_mount),
+        Version::V2 => [None, None],
     };
     let bases = hierarchy.bases().into_iter().map(Path::to_path_buf);
-    for base in bases.chain(memory) {
+    for base in bases.chain(limits.into_iter().flatten()) {
         let Ok(entries) = fs::read_dir(&base) else {
             continue;
         };

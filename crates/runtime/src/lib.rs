@@ -16,6 +16,7 @@ pub mod command;
 mod free;
 mod isolation;
 pub mod leftovers;
+mod limits;
 mod rt;
 mod signals;
 pub mod spawn;

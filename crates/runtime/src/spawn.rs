@@ -26,7 +26,7 @@ use bulkhead_reserve::confine::Confinement;
 use std::ffi::{c_char, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The fd number of the channel in the child (`DEMOS_PARAMETERS=3,3,<init>`).
 pub const CHILD_CHANNEL_FD: i32 = 3;
@@ -239,14 +239,14 @@ pub fn spawn(command: &Prepared, env: &Environment, target: Target<'_>) -> io::R
 
 /// Spawns `command` into the frozen process cgroup `cg` of `partition`: on v2 straight
 /// into it (clone3); on v1 the child joins the partition's cpuset, `cg` and `extra` (the
-/// `cgroup.procs` of a further cgroup, e.g. a memory cgroup) before it execs. The child
-/// is frozen when this returns.
+/// `cgroup.procs` files of further cgroups: memory, pids) before it execs. The child is
+/// frozen when this returns.
 pub fn spawn_into(
     command: &Prepared,
     env: &Environment,
     partition: &PartitionCgroup,
     cg: &mut ProcessCgroup,
-    extra: Option<&Path>,
+    extra: &[PathBuf],
 ) -> io::Result<Child> {
     if cg.version() == Version::V2 {
         return spawn(command, env, Target::V2 { cgroup: &cg.dir });
@@ -256,7 +256,7 @@ pub fn spawn_into(
         join.push(cstring(&dir.join("cgroup.procs")));
     }
     join.push(cstring(&cg.dir.join("cgroup.procs")));
-    join.extend(extra.map(cstring));
+    join.extend(extra.iter().map(|p| cstring(p)));
     cg.set_frozen(false).map_err(io::Error::other)?;
     let mut freeze = || cg.set_frozen(true).map_err(io::Error::other);
     spawn(

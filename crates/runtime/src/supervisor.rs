@@ -6,6 +6,7 @@ use crate::cgroup::{self, Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::command;
 use crate::free::FreeRun;
 use crate::isolation::Confinements;
+use crate::limits::{self, Limits};
 use crate::rt::{self, Drained, RtRun};
 use crate::spawn::{self, Environment, Prepared};
 use crate::{leftovers, signals, RunError, RunOptions};
@@ -60,6 +61,8 @@ struct Run {
     partitions: Vec<PartitionCgroup>,
     plans: Vec<Prepared>,
     envs: Vec<Environment>,
+    /// Per partition: its memory and pids limits (removed after the processes died).
+    limits: Vec<Limits>,
 }
 
 impl Drop for Run {
@@ -221,6 +224,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         .map_err(RunError::Cgroup)?,
         procs: Vec::new(),
         partitions: Vec::new(),
+        limits: Vec::new(),
     };
     // Two fds per process (channel, freeze file) when they fit; else one (the
     // freeze file is then opened at each switch).
@@ -232,7 +236,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
             schedule.processes.len() + 64
         )));
     }
-    spawn_all(&mut run, &schedule, keep_open)?;
+    spawn_all(&mut run, system, &schedule, keep_open)?;
     let _realtime = options
         .realtime_priority
         .map(|p| Realtime::enter(p, &mut warnings));
@@ -373,15 +377,21 @@ fn environments(schedule: &Schedule, confinements: &Confinements) -> Vec<Environ
     schedule.partitions.iter().flat_map(per).collect()
 }
 
-fn spawn_all(run: &mut Run, schedule: &Schedule, keep_open: bool) -> Result<(), RunError> {
+fn spawn_all(
+    run: &mut Run,
+    system: &System,
+    schedule: &Schedule,
+    keep_open: bool,
+) -> Result<(), RunError> {
     for (i, partition) in schedule.partitions.iter().enumerate() {
+        let dir_name = cgroup::partition_dir_name(i, &partition.name);
         let cg = run
             .instance
-            .add_partition(
-                &cgroup::partition_dir_name(i, &partition.name),
-                &partition.widest_cpus,
-            )
+            .add_partition(&dir_name, &partition.widest_cpus)
             .map_err(RunError::Cgroup)?;
+        let model = &system.partitions[partition.model_index];
+        run.limits
+            .push(limits::apply(&run.instance, model, &cg, &dir_name)?);
         run.partitions.push(cg);
     }
     for (id, process) in schedule.processes.iter().enumerate() {
@@ -391,7 +401,8 @@ fn spawn_all(run: &mut Run, schedule: &Schedule, keep_open: bool) -> Result<(), 
             .add_process(&partition, process.index, keep_open)
             .map_err(RunError::Cgroup)?;
         let env = &run.envs[2 * process.partition + usize::from(process.init)];
-        let child = spawn::spawn_into(&run.plans[id], env, &partition, &mut cg, None)
+        let join = &run.limits[process.partition].join;
+        let child = spawn::spawn_into(&run.plans[id], env, &partition, &mut cg, join)
             .map_err(|e| RunError::Spawn(format!("`{}`: {e}", process.cmd)))?;
         run.procs.push(Proc {
             pid: child.pid,

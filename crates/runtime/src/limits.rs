@@ -1,0 +1,57 @@
+//! A partition's `memory` and `pids` limits on its cgroups: on v2 `memory.max` and
+//! `pids.max` of the partition's cgroup (the controllers enabled down to it); on v1 a
+//! cgroup per controller (`<instance>-<partition>` at the root of the memory and pids
+//! hierarchies) that the partition's processes join before they exec.
+
+use crate::cgroup::{self, Instance, PartitionCgroup, Version};
+use crate::RunError;
+use bulkhead_model::Partition;
+use bulkhead_reserve::limit::V1Limit;
+use std::path::PathBuf;
+
+/// The limits of one partition; dropping it removes its v1 cgroups (after the
+/// partition's processes are gone).
+pub struct Limits {
+    /// `cgroup.procs` files a v1 process joins.
+    pub join: Vec<PathBuf>,
+    _v1: Vec<V1Limit>,
+}
+
+/// Limits partition `p` (its cgroup `cg`, directory name `dir_name`) as configured.
+pub fn apply(
+    instance: &Instance,
+    p: &Partition,
+    cg: &PartitionCgroup,
+    dir_name: &str,
+) -> Result<Limits, RunError> {
+    let wanted = [
+        ("memory", p.memory, "memory.max", "memory.limit_in_bytes"),
+        ("pids", p.pids.map(u64::from), "pids.max", "pids.max"),
+    ];
+    let mut limits = Limits {
+        join: Vec::new(),
+        _v1: Vec::new(),
+    };
+    let cgroup_err = RunError::Cgroup;
+    for (controller, value, v2_file, v1_file) in wanted {
+        let Some(value) = value else { continue };
+        match instance.hierarchy.version {
+            Version::V2 => {
+                for dir in [&instance.hierarchy.freezer_base, &instance.dirs[0]] {
+                    cgroup::enable_controller(dir, controller).map_err(cgroup_err)?;
+                }
+                let file = cg.freezer_dir.join(v2_file);
+                cgroup::write_file(&file, &value.to_string()).map_err(cgroup_err)?;
+            }
+            Version::V1 => {
+                let name = format!("{}-{dir_name}", instance.name);
+                let limit = V1Limit::create(controller, &name, v1_file, value).map_err(|e| {
+                    RunError::Cgroups(format!("partition `{}`: {controller} limit: {e}", p.name))
+                })?;
+                limits.join.push(limit.dir().join("cgroup.procs"));
+                limits._v1.push(limit);
+            }
+        }
+    }
+    Ok(limits)
+}
