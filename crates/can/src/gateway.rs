@@ -102,24 +102,30 @@ impl Counters {
     /// service publishes them: `rx_forwarded`, `rx_dropped` (reader); `tx_sent`,
     /// `tx_denied`, `tx_malformed` (writer).
     pub fn named(&self, role: Role) -> Vec<(String, u64)> {
-        let mut out = Vec::new();
-        for s in self.snapshot() {
-            let values: &[(&str, u64)] = match role {
-                Role::Reader => &[
-                    ("rx_forwarded", s.rx_forwarded),
-                    ("rx_dropped", s.rx_dropped),
-                ],
-                Role::Writer => &[
-                    ("tx_sent", s.tx_sent),
-                    ("tx_denied", s.tx_denied),
-                    ("tx_malformed", s.tx_malformed),
-                ],
-            };
-            for (name, value) in values {
-                out.push((format!("{}.{name}", s.partition), *value));
+        let mut names = Vec::new();
+        for (partition, _) in &self.links {
+            for name in role.counter_names() {
+                names.push(format!("{partition}.{name}"));
             }
         }
-        out
+        let mut values = Vec::new();
+        self.for_each_value(role, |v| values.push(v));
+        names.into_iter().zip(values).collect()
+    }
+
+    /// Calls `f` with the value of each counter of [`Counters::named`], in its order,
+    /// without allocating (for a periodic task publishing them every job).
+    pub fn for_each_value(&self, role: Role, mut f: impl FnMut(u64)) {
+        for (_, c) in &self.links {
+            match role {
+                Role::Reader => [&c.rx_forwarded, &c.rx_dropped][..]
+                    .iter()
+                    .for_each(|v| f(v.load(Relaxed))),
+                Role::Writer => [&c.tx_sent, &c.tx_denied, &c.tx_malformed][..]
+                    .iter()
+                    .for_each(|v| f(v.load(Relaxed))),
+            }
+        }
     }
 
     pub fn snapshot(&self) -> Vec<CounterSnapshot> {
@@ -258,6 +264,16 @@ pub enum Role {
     Reader,
     /// Partitions to CAN ([`BusWriter`]).
     Writer,
+}
+
+impl Role {
+    /// The per-partition counters of the role, in publication order.
+    pub fn counter_names(self) -> &'static [&'static str] {
+        match self {
+            Role::Reader => &["rx_forwarded", "rx_dropped"],
+            Role::Writer => &["tx_sent", "tx_denied", "tx_malformed"],
+        }
+    }
 }
 /// CAN to partitions (DriveOS Program 4, one job per call).
 pub struct BusReader {

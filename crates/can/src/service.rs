@@ -203,9 +203,12 @@ fn run_task(
             Err(e) => return Err(failed(e)),
         }
         let result = job.step(config.max_frames);
-        for (slot, (_, value)) in slots.iter().zip(counters.named(config.role)) {
-            task.set_counter(*slot, value);
-        }
+        let mut slot = slots.iter();
+        counters.for_each_value(config.role, |value| {
+            if let Some(&counter) = slot.next() {
+                task.set_counter(counter, value);
+            }
+        });
         result?;
     }
     Ok(())
