@@ -56,4 +56,6 @@ pub use error::{Error, Result};
 #[cfg(not(loom))]
 pub use layout::{Kind, Meta};
 #[cfg(not(loom))]
-pub use shm::{cleanup_stale, named_exists, recv_fd, send_fd, Channel, Spec, PREFIX};
+pub use shm::{
+    cleanup_stale, env_name, env_var, named_exists, recv_fd, send_fd, Channel, Spec, PREFIX,
+};

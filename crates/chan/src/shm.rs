@@ -185,6 +185,24 @@ fn alive(pid: u32, start: Option<u64>) -> bool {
     }
 }
 
+/// `<prefix><NAME>`: `name` uppercased, every character other than A-Z and 0-9
+/// replaced by `_` (an environment variable name for any channel or bus name).
+pub fn env_name(prefix: &str, name: &str) -> String {
+    let upper = name.chars().map(|c| match c.is_ascii_alphanumeric() {
+        true => c.to_ascii_uppercase(),
+        false => '_',
+    });
+    std::iter::once(prefix.to_string())
+        .chain(upper.map(String::from))
+        .collect()
+}
+
+/// The variable through which `bulkhead run` gives a partition's processes the name of
+/// the description's channel `channel`: `BULKHEAD_CHAN_<CHANNEL>` (see [`env_name`]).
+pub fn env_var(channel: &str) -> String {
+    env_name("BULKHEAD_CHAN_", channel)
+}
+
 fn shm_path(name: &str) -> String {
     format!("/{PREFIX}{name}")
 }
@@ -266,6 +284,18 @@ impl Channel {
             Err(e) => return Err(Error::io("shm_open", e)),
         };
         Channel::open(fd, false, true)
+    }
+
+    /// Connects to the description's channel `channel` in a process started by
+    /// `bulkhead run`, which names it in the variable [`env_var`]`(channel)`.
+    pub fn open_env(channel: &str) -> Result<Channel> {
+        let var = env_var(channel);
+        match std::env::var(&var) {
+            Ok(name) => Channel::open_named(&name),
+            Err(_) => Err(Error::NotFound(format!(
+                "{channel} ({var} is not set: not started by bulkhead run?)"
+            ))),
+        }
     }
 
     /// Takes a channel granted as a file descriptor (e.g. received by

@@ -276,3 +276,63 @@ fn the_next_run_removes_what_a_killed_supervisor_left_memory_cgroups_included() 
         "the dead supervisor's processes are killed"
     );
 }
+
+/// A channel of the description (DriveOS 5, shmcomm) between two partitions running as
+/// different users: `run` creates it, names it to both in `BULKHEAD_CHAN_SPEED`, and
+/// destroys it at the end; 100000 messages arrive in order.
+#[test]
+fn a_described_channel_connects_two_partitions() {
+    if !is_root() {
+        eprintln!("skipping: needs root for cgroups and users");
+        return;
+    }
+    let peer = Path::new(env!("CARGO_BIN_EXE_bulkhead")).with_file_name("bulkhead-chan-peer");
+    if !peer.exists() {
+        eprintln!(
+            "skipping: {} is not built (cargo build -p bulkhead-chan)",
+            peer.display()
+        );
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("chan");
+    let (desc, got) = (dir.file("system.yaml"), dir.file("received"));
+    let peer = peer.display();
+    std::fs::write(
+        &desc,
+        format!(
+            "system: {{}}
+partitions:
+  - {{name: prod, cpus: 0, processes: [env PEER_CHANNEL=speed {peer} fifo-send 100000]}}
+  - {{name: cons, cpus: 1, user: nobody, processes: [\"sh -c 'PEER_CHANNEL=speed exec {peer} fifo-recv 100000 > {}'\"]}}
+channels:
+  - {{name: speed, kind: fifo, message_size: 32, depth: 64, writer: prod, readers: [cons]}}
+",
+            got.display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["run", desc.to_str().unwrap(), "--timeout", "60s"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let run = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("every process exited"), "{stderr}");
+    let got = std::fs::read_to_string(&got).unwrap_or_default();
+    assert!(
+        got.starts_with("received 100000 in order"),
+        "{got}\n{stderr}"
+    );
+    let ours = format!("bulkhead-chan-c{pid}-");
+    let left: Vec<String> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&ours))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "the run's channel is left behind");
+}

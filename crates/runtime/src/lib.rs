@@ -10,13 +10,13 @@
 //! supervisor that died are removed first ([`leftovers`]); everything a run
 //! creates is killed and removed when it ends, also on errors.
 
-mod buses;
 pub mod cgroup;
 pub mod command;
 mod free;
 mod isolation;
 pub mod leftovers;
 mod limits;
+mod links;
 mod rt;
 mod signals;
 pub mod spawn;

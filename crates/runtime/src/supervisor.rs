@@ -1,12 +1,12 @@
 //! The supervisor: spawns the processes into their cgroups and drives the window
 //! state machine ([`bulkhead_windows::Machine`]) from a timerfd and an epoll loop.
 
-use crate::buses::BusChannels;
 use crate::cgroup::{self, Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::command;
 use crate::free::FreeRun;
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
+use crate::links::Links;
 use crate::rt::{self, Drained, RtRun};
 use crate::spawn::{self, Environment, Prepared};
 use crate::{leftovers, signals, RunError, RunOptions};
@@ -188,10 +188,10 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     warnings.extend(rt::clean_leftovers());
     let exe = std::env::current_exe()
         .map_err(|e| RunError::Io(format!("the path of this program: {e}")))?;
-    let buses = BusChannels::create(system, &exe)?;
-    let confinements = Confinements::prepare(system, &buses.env)?;
-    buses.give_to_clients(&confinements)?;
-    let system = &buses.with_commands(system);
+    let links = Links::create(system, &exe)?;
+    let confinements = Confinements::prepare(system, &links.env)?;
+    links.give_to_partitions(&confinements)?;
+    let system = &links.with_commands(system);
     let rt = rt::start(
         system,
         hierarchy.cpuset_base.as_deref(),

@@ -13,6 +13,9 @@
 //! * `create-named`: create named channel `stale-COUNT`, attach, and exit
 //!   without cleaning up (a crashed creator; no socket needed).
 //!
+//! With `PEER_CHANNEL=NAME` in its environment, `fifo-recv` and `fifo-send` take the
+//! description's channel NAME from `bulkhead run` ([`Channel::open_env`]) instead.
+//!
 //! Prints one summary line and exits 0, or prints the failure and exits 1.
 
 #[cfg(not(loom))]
@@ -56,8 +59,17 @@ mod peer {
         unsafe { OwnedFd::from_raw_fd(3) }
     }
 
+    /// The channel given by `bulkhead run` (`PEER_CHANNEL`), else the one on fd 3.
+    fn channel() -> Result<Channel, String> {
+        match std::env::var("PEER_CHANNEL") {
+            Ok(name) => Channel::open_env(&name),
+            Err(_) => Channel::receive_from(socket()),
+        }
+        .map_err(|e| e.to_string())
+    }
+
     fn fifo_recv(count: u64) -> Result<String, String> {
-        let chan = Channel::receive_from(socket()).map_err(|e| e.to_string())?;
+        let chan = channel()?;
         let mut rx = chan.receiver().map_err(|e| e.to_string())?;
         let mut m = [0u8; 32];
         for want in 0..count {
@@ -75,7 +87,7 @@ mod peer {
     }
 
     fn fifo_send(count: u64) -> Result<String, String> {
-        let chan = Channel::receive_from(socket()).map_err(|e| e.to_string())?;
+        let chan = channel()?;
         let mut tx = chan.sender().map_err(|e| e.to_string())?;
         for n in 0..count {
             tx.write_timeout(&message(n), TIMEOUT)
