@@ -21,6 +21,7 @@ pub mod cpuset;
 pub mod detect;
 pub mod enforce;
 mod error;
+pub mod housekeeping;
 pub mod limit;
 pub mod partition;
 pub mod prio;
