@@ -5,23 +5,10 @@
 //! Observed from outside: frames on the bus (`can dump`), frames the partition printed,
 //! the schedule log, `chrt`, what is left afterwards.
 
-use std::os::fd::AsRawFd;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn is_root() -> bool {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc::getuid() == 0 }
-}
-
-/// Serializes the suites that take CPUs exclusively (as bulkhead-reserve's tests do).
-fn exclusive_cpus_lock() -> std::fs::File {
-    let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
-    // SAFETY: flock on an open descriptor.
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
-    lock
-}
+mod common;
+use common::{bulkhead, deadline_children, exclusive_cpus_lock, is_root, shm_objects, Scratch};
+use std::process::{Child, Stdio};
+use std::time::Duration;
 
 /// A child process killed on drop (the bus, a dump), even when the test fails.
 struct Killed(Child);
@@ -31,31 +18,6 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn bulkhead() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bulkhead"))
-}
-
-/// A scratch directory every user may write, removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch() -> Scratch {
-    let dir = std::env::temp_dir().join(format!("bulkhead-buses-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir(&dir).unwrap();
-    Command::new("chmod")
-        .arg("1777")
-        .arg(&dir)
-        .status()
-        .unwrap();
-    Scratch(dir)
 }
 
 fn description(bus: &str, dir: &Scratch) -> String {
@@ -94,7 +56,7 @@ fn the_gateway_alone_holds_the_bus_and_filters_what_a_partition_sends() {
         return;
     }
     let _lock = exclusive_cpus_lock();
-    let dir = scratch();
+    let dir = Scratch::new("buses");
     let bus = format!("bh-test-{}", std::process::id());
     let _bus = Killed(bulkhead().args(["can", "bus", &bus]).spawn().unwrap());
     std::thread::sleep(Duration::from_millis(200));
@@ -115,7 +77,7 @@ fn the_gateway_alone_holds_the_bus_and_filters_what_a_partition_sends() {
         .spawn()
         .unwrap();
     let run_pid = run.id();
-    let reservations = wait_for_deadline_children(&run, 2);
+    let reservations = deadline_children(&run, 2, Duration::from_secs(10));
     // Frames from the bus to the partition, once its mapper is connected.
     let frames = dir.0.join("frames.log");
     std::fs::write(
@@ -187,35 +149,10 @@ fn the_gateway_alone_holds_the_bus_and_filters_what_a_partition_sends() {
     assert!(counter("tx_sent", 1), "{schedule}");
     assert!(counter("tx_denied", 1), "{schedule}");
     assert!(counter("rx_forwarded", 4), "{schedule}");
-    let leftovers: Vec<_> = std::fs::read_dir("/dev/shm")
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&format!("bulkhead-chan-can{run_pid}-")))
-        .collect();
+    let leftovers = shm_objects(&format!("bulkhead-chan-can{run_pid}-"));
     assert_eq!(
         leftovers,
         Vec::<String>::new(),
         "gateway channels left behind"
     );
-}
-
-/// `chrt -p` of the supervisor's SCHED_DEADLINE children once `n` of them run (≤ 10 s).
-fn wait_for_deadline_children(run: &Child, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut shown = Vec::new();
-    while shown.len() < n && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-        let path = format!("/proc/{0}/task/{0}/children", run.id());
-        let children = std::fs::read_to_string(path).unwrap_or_default();
-        shown = children
-            .split_whitespace()
-            .map(|pid| {
-                let out = Command::new("chrt").args(["-p", pid]).output().unwrap();
-                String::from_utf8_lossy(&out.stdout).into_owned()
-            })
-            .filter(|s| s.contains("SCHED_DEADLINE"))
-            .collect();
-    }
-    shown
 }

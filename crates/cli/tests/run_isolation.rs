@@ -6,17 +6,11 @@
 //! every change to the rt tasks' scheduling, its own CPUs, memory limit and cgroups.
 //! Needs root, cgroup v1 and SCHED_DEADLINE; otherwise it prints why it skips.
 
-use std::os::fd::AsRawFd;
+mod common;
+use common::{bin, exclusive_cpus_lock, Scratch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-fn bin(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_bulkhead"))
-        .parent()
-        .unwrap()
-        .join(name)
-}
 
 /// What a be process tries against the rt partition and its own limits; each line names an
 /// attempt and whether the kernel refused it. `$1`: where to write the report.
@@ -40,8 +34,7 @@ echo "uid $(id -u)"
 "#;
 
 fn skip_reason() -> Option<&'static str> {
-    // SAFETY: getuid has no preconditions.
-    if unsafe { libc::getuid() } != 0 {
+    if !common::is_root() {
         return Some("needs root");
     }
     if !Path::new("/sys/fs/cgroup/memory/tasks").exists()
@@ -121,20 +114,12 @@ fn be_hogs_cause_no_rt_miss_and_cannot_touch_the_rt_partition() {
         eprintln!("skipping: {why}");
         return;
     }
-    let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
-    // SAFETY: flock on an open descriptor.
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
-    let dir = std::env::temp_dir().join(format!("bulkhead-isolation-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir(&dir).unwrap();
-    Command::new("chmod")
-        .arg("1777")
-        .arg(&dir)
-        .status()
-        .unwrap();
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("isolation");
+    let dir = &scratch.0;
     std::fs::write(dir.join("probe.sh"), PROBE).unwrap();
     let desc = dir.join("system.yaml");
-    std::fs::write(&desc, description(&dir)).unwrap();
+    std::fs::write(&desc, description(dir)).unwrap();
     let log = dir.join("schedule.jsonl");
 
     let run = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
@@ -150,7 +135,6 @@ fn be_hogs_cause_no_rt_miss_and_cannot_touch_the_rt_partition() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let probe = std::fs::read_to_string(dir.join("probe.txt")).unwrap_or_default();
     let schedule = std::fs::read_to_string(&log).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
     eprintln!("probe:\n{probe}memory.failcnt {failcnt}, pids.current {pids}\n{stderr}");
 
     assert_eq!(out.status.code(), Some(0), "{stderr}");

@@ -4,72 +4,17 @@
 //! included) are removed by the next run. Observed from inside the processes (what they
 //! write about themselves) and from outside (`chrt`, cgroupfs).
 
-use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+use common::{cgroups_of, deadline_children, exclusive_cpus_lock, is_root, shm_objects, Scratch};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn is_root() -> bool {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc::getuid() == 0 }
-}
-
-/// Serializes the suites that take CPUs exclusively (as bulkhead-reserve's tests do).
-fn exclusive_cpus_lock() -> std::fs::File {
-    let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
-    // SAFETY: flock on an open descriptor.
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
-    lock
-}
-
-/// A scratch directory every user may write (partitions run as `nobody`), removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("bulkhead-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
-        Command::new("chmod")
-            .arg("1777")
-            .arg(&dir)
-            .status()
-            .unwrap();
-        Scratch(dir)
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn bulkhead(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_bulkhead"))
         .args(args)
         .output()
         .unwrap()
-}
-
-/// cgroups named after supervisor `pid`, in every v1 controller and the unified tree.
-fn cgroups_of(pid: u32) -> Vec<String> {
-    let mut found = Vec::new();
-    for ctrl in ["cpuset", "freezer", "memory", "unified"] {
-        if let Ok(entries) = std::fs::read_dir(format!("/sys/fs/cgroup/{ctrl}")) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with(&format!("bulkhead-{pid}-")) {
-                    found.push(format!("{ctrl}/{name}"));
-                }
-            }
-        }
-    }
-    found
 }
 
 /// A script reporting about its process (uid, network interfaces, cgroups, CPUs) into
@@ -164,7 +109,7 @@ fn an_io_task_runs_with_the_derived_reservation() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let shown = wait_for_reservations(&run, 2);
+    let shown = deadline_children(&run, 2, Duration::from_secs(2));
     let out = run.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
@@ -184,26 +129,6 @@ fn an_io_task_runs_with_the_derived_reservation() {
             .any(|s| s.contains("2000000/10000000/10000000")),
         "the served task's: {shown:?}"
     );
-}
-
-/// `chrt -p` of the supervisor's children once `n` of them run (at most 2 s).
-fn wait_for_reservations(run: &Child, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let mut shown = Vec::new();
-    while shown.len() < n && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-        let path = format!("/proc/{0}/task/{0}/children", run.id());
-        let children = std::fs::read_to_string(path).unwrap_or_default();
-        shown = children
-            .split_whitespace()
-            .map(|pid| {
-                let out = Command::new("chrt").args(["-p", pid]).output().unwrap();
-                String::from_utf8_lossy(&out.stdout).into_owned()
-            })
-            .filter(|s| s.contains("SCHED_DEADLINE"))
-            .collect();
-    }
-    shown
 }
 
 #[test]
@@ -327,12 +252,10 @@ channels:
         got.starts_with("received 100000 in order"),
         "{got}\n{stderr}"
     );
-    let ours = format!("bulkhead-chan-c{pid}-");
-    let left: Vec<String> = std::fs::read_dir("/dev/shm")
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&ours))
-        .collect();
-    assert_eq!(left, Vec::<String>::new(), "the run's channel is left behind");
+    let left = shm_objects(&format!("bulkhead-chan-c{pid}-"));
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "the run's channel is left behind"
+    );
 }

@@ -2,59 +2,17 @@
 //! the kernel reports for each task, the schedule log, the exit code and message of a
 //! refused admission, and nothing left behind.
 
-use std::os::fd::AsRawFd;
+mod common;
+use common::{cgroups_of, children, chrt, exclusive_cpus_lock, is_root};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_bulkhead"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn is_root() -> bool {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc::getuid() == 0 }
-}
-
-/// Serializes the suites that take CPUs exclusively (as bulkhead-reserve's tests do).
-fn exclusive_cpus_lock() -> std::fs::File {
-    let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
-    // SAFETY: flock on an open descriptor.
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
-    lock
-}
 
 fn write_description(name: &str, tasks: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("bulkhead-rt-{name}-{}.yaml", std::process::id()));
     let src = format!("system: {{cpus: 0-1}}\npartitions:\n  - {{name: ivi, kind: be, cpus: 1, processes: [sleep 5]}}\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n{tasks}");
     std::fs::write(&path, src).unwrap();
     path
-}
-
-fn children(pid: u32) -> Vec<u32> {
-    let path = format!("/proc/{pid}/task/{pid}/children");
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
-
-fn leftover_cgroups() -> Vec<String> {
-    let mut found = Vec::new();
-    for ctrl in ["cpuset", "freezer", "memory", "unified"] {
-        if let Ok(entries) = std::fs::read_dir(format!("/sys/fs/cgroup/{ctrl}")) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with(&format!("bulkhead-{}-", std::process::id())) {
-                    found.push(format!("{ctrl}/{name}"));
-                }
-            }
-        }
-    }
-    found
 }
 
 #[test]
@@ -64,7 +22,7 @@ fn rt_tasks_run_with_the_configured_sched_deadline_reservation() {
         return;
     }
     let _lock = exclusive_cpus_lock();
-    let periodic = bin_dir().join("bulkhead-periodic");
+    let periodic = common::bin("bulkhead-periodic");
     if !periodic.exists() {
         eprintln!(
             "skipping: {} is not built (cargo build -p bulkhead-workloads)",
@@ -99,19 +57,8 @@ fn rt_tasks_run_with_the_configured_sched_deadline_reservation() {
         std::thread::sleep(Duration::from_millis(50));
         tasks = children(run.id());
     }
-    let all: Vec<String> = tasks
-        .iter()
-        .map(|pid| {
-            String::from_utf8_lossy(
-                &Command::new("chrt")
-                    .args(["-p", &pid.to_string()])
-                    .output()
-                    .unwrap()
-                    .stdout,
-            )
-            .into_owned()
-        })
-        .collect();
+    let all: Vec<String> = tasks.iter().map(|&pid| chrt(pid)).collect();
+    let supervisor = run.id();
     let (shown, others): (Vec<String>, Vec<String>) =
         all.into_iter().partition(|s| s.contains("SCHED_DEADLINE"));
     let out = run.wait_with_output().unwrap();
@@ -166,7 +113,7 @@ fn rt_tasks_run_with_the_configured_sched_deadline_reservation() {
             .all(|p| !Path::new(&format!("/proc/{p}")).exists()),
         "tasks left running"
     );
-    assert_eq!(leftover_cgroups(), Vec::<String>::new());
+    assert_eq!(cgroups_of(supervisor), Vec::<String>::new());
 }
 
 #[test]

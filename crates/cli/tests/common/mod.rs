@@ -1,0 +1,116 @@
+//! Helpers shared by the `bulkhead run` test suites (each suite uses some of them).
+#![allow(dead_code)]
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// A program built next to `bulkhead` (e.g. `bulkhead-periodic` of bulkhead-workloads).
+pub fn bin(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_bulkhead")).with_file_name(name)
+}
+
+pub fn bulkhead() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: getuid has no preconditions.
+    unsafe { libc::getuid() == 0 }
+}
+
+/// Serializes the suites that take CPUs exclusively (as bulkhead-reserve's tests do).
+pub fn exclusive_cpus_lock() -> std::fs::File {
+    let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
+    // SAFETY: flock on an open descriptor.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    lock
+}
+
+/// A scratch directory every user may write (partitions run as `nobody`), removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("bulkhead-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        Command::new("chmod")
+            .arg("1777")
+            .arg(&dir)
+            .status()
+            .unwrap();
+        Scratch(dir)
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The children of process `pid`.
+pub fn children(pid: u32) -> Vec<u32> {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// `chrt -p PID` as printed.
+pub fn chrt(pid: u32) -> String {
+    let out = Command::new("chrt")
+        .args(["-p", &pid.to_string()])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `chrt -p` of the supervisor's SCHED_DEADLINE children once `n` of them run (at most
+/// `within`).
+pub fn deadline_children(run: &Child, n: usize, within: Duration) -> Vec<String> {
+    let deadline = Instant::now() + within;
+    let mut shown = Vec::new();
+    while shown.len() < n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        shown = children(run.id())
+            .into_iter()
+            .map(chrt)
+            .filter(|s| s.contains("SCHED_DEADLINE"))
+            .collect();
+    }
+    shown
+}
+
+/// cgroups named after supervisor `pid`, in every v1 controller and the unified tree.
+pub fn cgroups_of(pid: u32) -> Vec<String> {
+    let mut found = Vec::new();
+    for ctrl in ["cpuset", "freezer", "memory", "pids", "unified"] {
+        if let Ok(entries) = std::fs::read_dir(format!("/sys/fs/cgroup/{ctrl}")) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&format!("bulkhead-{pid}-")) {
+                    found.push(format!("{ctrl}/{name}"));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Names in /dev/shm starting with `prefix`.
+pub fn shm_objects(prefix: &str) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
