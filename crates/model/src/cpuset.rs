@@ -96,6 +96,20 @@ impl fmt::Display for CpuSet {
     }
 }
 
+/// Serialized as its cpulist text (trace events, schedule-log lines).
+impl serde::Serialize for CpuSet {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CpuSet {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<CpuSet, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        CpuSet::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -787,7 +787,7 @@ impl Supervisor {
         };
         let schedule = self.machine.schedule();
         let kind = EventKind::Stop {
-            cpus: bulkhead_trace::CpuList::new(g.cpus.iter()),
+            cpus: g.cpus.clone(),
             partition: schedule.partitions[g.partition].name.as_str().into(),
             cmd: schedule.processes[process].cmd.as_str().into(),
             reason,

@@ -4,7 +4,7 @@
 
 use crate::report::WindowStats;
 use crate::spec::Nanos;
-use bulkhead_trace::{CpuList, EventKind, Name, StopReason};
+use bulkhead_trace::{CpuSet, EventKind, Name, StopReason};
 use bulkhead_windows::{Action, Config, Event, Machine, ProcessId, Schedule};
 
 /// What a simulated process does when it runs (a real one runs its command).
@@ -57,8 +57,8 @@ pub(crate) struct Driver {
     actions: Vec<Action>,
     /// Per process: the time its current grant started, if it runs.
     granted_at: Vec<Option<Nanos>>,
-    /// Per process: the CPUs of its current grant.
-    cpus: Vec<CpuList>,
+    /// Per process: the CPUs of its current (or last) grant.
+    cpus: Vec<Option<CpuSet>>,
     /// Per process: run time so far, accounted up to `accounted`.
     used: Vec<Nanos>,
     accounted: Nanos,
@@ -90,7 +90,7 @@ impl Driver {
             behaviours: spec.behaviours.clone(),
             actions: Vec::new(),
             granted_at: vec![None; n],
-            cpus: vec![CpuList::default(); n],
+            cpus: vec![None; n],
             used: vec![0; n],
             accounted: 0,
             stats: WindowStats::default(),
@@ -206,7 +206,7 @@ impl Driver {
                 Action::Grant(g) => {
                     self.stats.grants += 1;
                     self.granted_at[g.process] = Some(g.t);
-                    self.cpus[g.process] = CpuList::new(g.cpus.iter());
+                    self.cpus[g.process] = Some(g.cpus.clone());
                     // The very function `bulkhead run` uses: identical `run` lines.
                     let event = bulkhead_windows::run_event(self.machine.schedule(), g);
                     out.push((event.t_ns, event.kind));
@@ -260,8 +260,11 @@ impl Driver {
         out: &mut Vec<(Nanos, EventKind)>,
     ) {
         let partition = self.machine.schedule().processes[process].partition;
+        let Some(cpus) = self.cpus[process].clone() else {
+            return; // never granted: nothing to stop
+        };
         let kind = EventKind::Stop {
-            cpus: self.cpus[process].clone(),
+            cpus,
             partition: self.partitions[partition].clone(),
             cmd: self.cmds[process].clone(),
             reason,

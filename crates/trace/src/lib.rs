@@ -19,11 +19,10 @@
 //! The mapping of events onto Perfetto tracks is documented in `docs/trace.md` and
 //! in [`perfetto`].
 
-mod cpulist;
 pub mod perfetto;
 pub mod schedule_log;
 
-pub use cpulist::CpuList;
+pub use bulkhead_model::CpuSet;
 pub use schedule_log::{read_schedule_log, ScheduleLogWriter};
 
 use serde::{Deserialize, Serialize};
@@ -130,20 +129,20 @@ pub enum EventKind {
     /// Window `window` ends.
     WindowEnd { window: u32 },
     /// A partition is frozen (none of its processes may run) on `cpus`.
-    PartitionFreeze { partition: Name, cpus: CpuList },
+    PartitionFreeze { partition: Name, cpus: CpuSet },
     /// A partition is thawed (its processes may run) on `cpus`.
-    PartitionThaw { partition: Name, cpus: CpuList },
+    PartitionThaw { partition: Name, cpus: CpuSet },
     /// A process of a windowed partition is granted `cpus` for at most `budget_ns`
     /// (the schedule-log `run` line).
     Run {
-        cpus: CpuList,
+        cpus: CpuSet,
         partition: Name,
         cmd: Name,
         budget_ns: Nanos,
     },
     /// The process of the last `run` grant of `partition`/`cmd` stops running.
     Stop {
-        cpus: CpuList,
+        cpus: CpuSet,
         partition: Name,
         cmd: Name,
         reason: StopReason,

@@ -26,7 +26,7 @@
 //! producer reports overlapping execution on one CPU) goes to an extra lane,
 //! `CPU n (lane k)`. Slices still open at the end of the trace end at its last timestamp.
 
-use crate::{CpuList, Event, EventKind, Name, Nanos};
+use crate::{CpuSet, Event, EventKind, Name, Nanos};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -333,7 +333,7 @@ impl Exporter {
         }
     }
 
-    fn run(&mut self, t: Nanos, cpus: &CpuList, partition: &Name, cmd: &Name, budget_ns: Nanos) {
+    fn run(&mut self, t: Nanos, cpus: &CpuSet, partition: &Name, cmd: &Name, budget_ns: Nanos) {
         for cpu in cpus.iter() {
             let key = OpenKey::Process {
                 cpu,

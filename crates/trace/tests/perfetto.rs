@@ -1,6 +1,6 @@
 //! The Perfetto export: the documented mapping, and slices that always nest.
 
-use bulkhead_trace::{perfetto, CpuList, Event, EventKind, Name, StopReason};
+use bulkhead_trace::{perfetto, CpuSet, Event, EventKind, Name, StopReason};
 use proptest::prelude::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -218,7 +218,7 @@ fn misses_are_instants_budgets_are_counters_messages_are_flows() {
 
 #[test]
 fn windows_grants_and_partitions_have_their_tracks() {
-    let cpus = CpuList::new([0, 1]);
+    let cpus = CpuSet::from_cpus([0, 1]).unwrap();
     let events = vec![
         Event::new(
             0,
@@ -318,7 +318,7 @@ fn arb_events() -> impl Strategy<Value = Vec<Event>> {
             .map(|(kind, cpu, who, job, dt)| {
                 t += dt;
                 let (partition, task) = (name(who / 3), name(who));
-                let cpus = CpuList::new([cpu, (cpu + who as u32) % 3]);
+                let cpus = CpuSet::from_cpus([cpu, (cpu + who as u32) % 3]).unwrap();
                 let kind = match kind {
                     0 | 1 => EventKind::JobStart {
                         cpu,

@@ -1,10 +1,10 @@
 //! Schedule-log lines: exact bytes, round trip, and readable errors.
 
-use bulkhead_trace::{read_schedule_log, CpuList, Event, EventKind, ScheduleLogWriter, StopReason};
+use bulkhead_trace::{read_schedule_log, CpuSet, Event, EventKind, ScheduleLogWriter, StopReason};
 
 fn run(t_ns: u64, cpus: &[u32], partition: &str, cmd: &str, budget_ns: u64) -> Event {
     let kind = EventKind::Run {
-        cpus: CpuList::new(cpus.iter().copied()),
+        cpus: CpuSet::from_cpus(cpus.iter().copied()).unwrap(),
         partition: partition.into(),
         cmd: cmd.into(),
         budget_ns,
@@ -42,7 +42,7 @@ fn every_event_kind_round_trips_through_a_line() {
         Event::new(
             1,
             EventKind::Stop {
-                cpus: CpuList::new([1]),
+                cpus: CpuSet::from_cpus([1]).unwrap(),
                 partition: "p".into(),
                 cmd: "c".into(),
                 reason: StopReason::WindowEnd,
@@ -97,7 +97,7 @@ fn every_event_kind_round_trips_through_a_line() {
             7,
             EventKind::PartitionFreeze {
                 partition: "be".into(),
-                cpus: CpuList::new([1]),
+                cpus: CpuSet::from_cpus([1]).unwrap(),
             },
         ),
     ];

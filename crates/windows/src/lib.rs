@@ -63,7 +63,7 @@ mod schedule;
 /// Both executions (`run`, `sim`) write exactly these events for their grants.
 pub fn run_event(schedule: &Schedule, grant: &Grant) -> bulkhead_trace::Event {
     let kind = bulkhead_trace::EventKind::Run {
-        cpus: bulkhead_trace::CpuList::new(grant.cpus.iter()),
+        cpus: grant.cpus.clone(),
         partition: schedule.partitions[grant.partition].name.as_str().into(),
         cmd: schedule.processes[grant.process].cmd.as_str().into(),
         budget_ns: grant.budget,
