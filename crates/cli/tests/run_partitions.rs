@@ -259,3 +259,21 @@ channels:
         "the run's channel is left behind"
     );
 }
+
+#[test]
+fn an_unknown_user_is_refused_before_anything_starts() {
+    let dir = Scratch::new("nouser");
+    let desc = dir.file("system.yaml");
+    std::fs::write(
+        &desc,
+        "system: {}\npartitions: [{name: ic, cpus: 1, user: no-such-user-bulkhead, processes: [sleep 5]}]\n",
+    )
+    .unwrap();
+    let out = bulkhead(&["run", desc.to_str().unwrap(), "--timeout", "5s"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("partition `ic`: no user `no-such-user-bulkhead` on this machine"),
+        "{stderr}"
+    );
+}
