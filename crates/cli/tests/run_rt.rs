@@ -58,6 +58,18 @@ fn rt_tasks_run_with_the_configured_sched_deadline_reservation() {
         tasks = children(run.id());
     }
     let all: Vec<String> = tasks.iter().map(|&pid| chrt(pid)).collect();
+    // The scheduler's own view: policy 6 is SCHED_DEADLINE.
+    let policies: Vec<String> = tasks
+        .iter()
+        .map(|pid| {
+            let sched = std::fs::read_to_string(format!("/proc/{pid}/sched")).unwrap_or_default();
+            let line = sched.lines().find(|l| l.starts_with("policy"));
+            line.and_then(|l| l.split(':').nth(1))
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        })
+        .collect();
     let supervisor = run.id();
     let (shown, others): (Vec<String>, Vec<String>) =
         all.into_iter().partition(|s| s.contains("SCHED_DEADLINE"));
@@ -70,6 +82,11 @@ fn rt_tasks_run_with_the_configured_sched_deadline_reservation() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(shown.len(), 2, "two task processes: {shown:?}");
     assert_eq!(others.len(), 1, "the be process: {others:?}");
+    assert_eq!(
+        policies.iter().filter(|p| *p == "6").count(),
+        2,
+        "/proc/PID/sched policies: {policies:?}"
+    );
     assert!(others[0].contains("SCHED_OTHER"), "{others:?}");
     assert!(
         shown
