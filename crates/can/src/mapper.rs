@@ -101,17 +101,7 @@ pub struct Mapper {
 /// Its value is `<gateway-to-partition channel>,<partition-to-gateway channel>`
 /// (named `bulkhead-chan` fifos of [`WIRE_SIZE`]-byte messages).
 pub fn env_var(bus: &str) -> String {
-    let upper: String = bus
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("BULKHEAD_CAN_{upper}")
+    bulkhead_chan::env_name("BULKHEAD_CAN_", bus)
 }
 
 impl Mapper {
