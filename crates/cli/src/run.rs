@@ -34,6 +34,10 @@ pub struct Args {
     /// Write a Chrome/Perfetto trace-event JSON file to PATH
     #[arg(long, value_name = "PATH")]
     trace: Option<PathBuf>,
+    /// While rt partitions run, move IRQs, unbound workqueues and unbound kernel threads
+    /// off their CPUs (restored at the end; see docs/rt.md)
+    #[arg(long)]
+    isolate_housekeeping: bool,
 }
 
 /// SCHED_FIFO priority of the supervisor (below the kernel's threaded IRQs at 50).
@@ -73,6 +77,7 @@ pub fn run(args: Args) -> ExitCode {
         hierarchy: None,
         handle_signals: true,
         realtime_priority: Some(REALTIME_PRIORITY),
+        isolate_housekeeping: args.isolate_housekeeping,
         messages: None,
     };
     match bulkhead_runtime::run(&loaded.system, &options) {

@@ -150,3 +150,45 @@ fn admission_refuses_an_overloaded_set_and_names_the_task() {
     assert!(stderr.contains("of partition `ctl`"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `--isolate-housekeeping`: while the rt partition runs, unbound workqueues may not use
+/// its CPU; afterwards the machine's setting is back as it was.
+#[test]
+fn housekeeping_leaves_the_rt_cpu_while_the_run_lasts() {
+    let mask_file = Path::new("/sys/devices/virtual/workqueue/cpumask");
+    if !is_root() || !mask_file.exists() {
+        eprintln!("skipping: needs root and {}", mask_file.display());
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let read = || {
+        std::fs::read_to_string(mask_file)
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let before = read();
+    let file = write_description(
+        "housekeeping",
+        "      - {name: t, cmd: sleep 3, budget: 1ms, period: 10ms}\n",
+    );
+    let run = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["run", file.to_str().unwrap(), "--timeout", "1500ms"])
+        .arg("--isolate-housekeeping")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let during = read();
+    let out = run.wait_with_output().unwrap();
+    std::fs::remove_file(&file).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let cpu0 = |mask: &str| u64::from_str_radix(mask.trim_start_matches("0x"), 16).unwrap() & 1;
+    assert_eq!(
+        cpu0(&during),
+        0,
+        "workqueue cpumask {during} still has CPU 0\n{stderr}"
+    );
+    assert_eq!(read(), before, "restored");
+}

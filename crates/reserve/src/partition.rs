@@ -332,6 +332,11 @@ impl RtPartitions {
         Ok(())
     }
 
+    /// The CPUs the tasks run on.
+    pub fn cpus(&self) -> Option<CpuSet> {
+        CpuSet::from_cpus(self.tasks.iter().map(|t| t.cpu))
+    }
+
     /// The task processes' pids, in declaration order.
     pub fn pids(&self) -> Vec<u32> {
         self.tasks.iter().map(|t| t.child.id()).collect()

@@ -56,6 +56,9 @@ pub struct RunOptions {
     pub realtime_priority: Option<i32>,
     /// Where the window and frame messages go; `None` = stdout (flushed per line).
     pub messages: Option<Messages>,
+    /// While rt partitions run, move IRQs, unbound workqueues and unbound kernel threads
+    /// off their CPUs (`bulkhead_reserve::housekeeping`; restored at the end).
+    pub isolate_housekeeping: bool,
 }
 
 /// A shared buffer receiving the window/frame message lines (for embedding and tests).

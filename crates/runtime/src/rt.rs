@@ -9,9 +9,10 @@
 use crate::isolation::Confinements;
 use crate::signals::StopSignals;
 use crate::supervisor::monotonic_ns;
-use crate::{leftovers, RunError};
-use bulkhead_model::{PartitionKind, System};
+use crate::{leftovers, RunError, RunOptions};
+use bulkhead_model::{CpuSet, PartitionKind, System};
 use bulkhead_reserve::cpuset;
+use bulkhead_reserve::housekeeping::Housekeeping;
 use bulkhead_reserve::partition::{RtOptions, RtPartitions, TaskSummary};
 use bulkhead_trace::Event;
 use bulkhead_windows::StopReason;
@@ -39,6 +40,9 @@ pub struct RtRun {
     stop: Arc<AtomicBool>,
     all_exited: Arc<AtomicBool>,
     thread: Option<JoinHandle<Drained>>,
+    /// Kernel work moved off the rt CPUs; restored when this is dropped, after the
+    /// drain thread stopped the tasks.
+    _housekeeping: Option<Housekeeping>,
 }
 
 /// True if `system` has rt partitions with tasks.
@@ -53,9 +57,10 @@ pub fn has_rt(system: &System) -> bool {
 /// off rt CPUs by a shield, a top cpuset without load balancing. Returns warnings.
 pub fn clean_leftovers() -> Vec<String> {
     let Ok(h) = cpuset::detect() else {
-        return Vec::new();
+        return Housekeeping::restore_stale();
     };
-    let mut warnings = cpuset::release_stale_shields(h.mount());
+    let mut warnings = Housekeeping::restore_stale();
+    warnings.extend(cpuset::release_stale_shields(h.mount()));
     if let Err(e) = cpuset::restore_root_if_unused(h.mount()) {
         warnings.push(format!("restoring the top cpuset: {e}"));
     }
@@ -67,28 +72,34 @@ pub fn clean_leftovers() -> Vec<String> {
 /// started); `None` when the system has none.
 pub fn start(
     system: &System,
+    options: &RunOptions,
     cpuset_base: Option<&Path>,
-    workdir: &Path,
     confinements: &Confinements,
+    warnings: &mut Vec<String>,
 ) -> Result<Option<RtRun>, RunError> {
     if !has_rt(system) {
         return Ok(None);
     }
+    let workdir = &options.workdir;
     let hierarchy = cpuset::detect().map_err(|e| RunError::Cgroups(e.to_string()))?;
     let epoch_ns = monotonic_ns() + START_DELAY_NS;
-    let options = RtOptions {
+    let rt_options = RtOptions {
         instance: instance_path(hierarchy.mount(), cpuset_base),
         epoch_ns,
         workdir: workdir.to_path_buf(),
         ring_depth: 4096,
         shield: false,
     };
-    let rt = RtPartitions::start_confined(system, &options, confinements.all()).map_err(
+    let rt = RtPartitions::start_confined(system, &rt_options, confinements.all()).map_err(
         |e| match e {
             bulkhead_reserve::Error::Invalid(m) => RunError::Invalid(m),
             e => RunError::Spawn(format!("rt partitions: {e}")),
         },
     )?;
+    let housekeeping = match options.isolate_housekeeping {
+        true => Some(isolate_housekeeping(&rt.cpus(), warnings)?),
+        false => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let all_exited = Arc::new(AtomicBool::new(false));
     let (s, a) = (stop.clone(), all_exited.clone());
@@ -101,7 +112,21 @@ pub fn start(
         stop,
         all_exited,
         thread: Some(thread),
+        _housekeeping: housekeeping,
     }))
+}
+
+/// Moves kernel work off `cpus`; what could not be moved becomes a warning.
+fn isolate_housekeeping(
+    cpus: &Option<CpuSet>,
+    warnings: &mut Vec<String>,
+) -> Result<Housekeeping, RunError> {
+    let cpus = cpus
+        .as_ref()
+        .ok_or_else(|| RunError::Invalid("housekeeping isolation: no rt CPU".into()))?;
+    let hk = Housekeeping::isolate(cpus).map_err(|e| RunError::Invalid(e.to_string()))?;
+    warnings.extend(hk.warnings().iter().cloned());
+    Ok(hk)
 }
 
 /// The rt instance: nested under bulkhead's own cpuset cgroup, named like the window

@@ -194,9 +194,10 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let system = &links.with_commands(system);
     let rt = rt::start(
         system,
+        options,
         hierarchy.cpuset_base.as_deref(),
-        &options.workdir,
         &confinements,
+        &mut warnings,
     )?;
     let own = own_cpus();
     let free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?;
