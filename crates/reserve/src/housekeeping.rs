@@ -58,7 +58,8 @@ pub struct Housekeeping {
 
 impl Housekeeping {
     /// Moves IRQs, unbound workqueues and unbound kernel threads off `rt_cpus` and asks for
-    /// 0 µs CPU wake-up latency. What cannot be changed (missing file, managed IRQ, not root)
+    /// 0 µs CPU wake-up latency, after restoring what a killed owner left changed
+    /// ([`Housekeeping::restore_stale`], reported among the warnings). What cannot be changed (missing file, managed IRQ, not root)
     /// becomes a warning, never an error; the error cases are: no CPU would be left for the
     /// housekeeping work, or the record cannot be written (then nothing is changed).
     pub fn isolate(rt_cpus: &CpuSet) -> Result<Housekeeping> {
@@ -77,6 +78,12 @@ impl Housekeeping {
             record: None,
             _latency: None,
         };
+        // A killed owner's changes first: they would otherwise be recorded as originals.
+        hk.warnings.extend(
+            Self::restore_stale()
+                .into_iter()
+                .map(|l| format!("housekeeping: leftover of a killed run: {l}")),
+        );
         if let Some(owner) = live_owner() {
             hk.warnings.push(format!(
                 "housekeeping: already isolated by process {owner}; left as it is"
