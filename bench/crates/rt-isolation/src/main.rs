@@ -62,11 +62,12 @@ struct Options {
     scheduler: String,
     baseline: bool,
     housekeeping: bool,
+    reclaim: bool,
     misses: Option<PathBuf>,
 }
 
 const USAGE: &str = "usage: bulkhead-bench-rt-isolation [--duration SECONDS] [--hogs N] \
-     [--scheduler edf|fixed-priority] [--no-housekeeping] [--no-baseline] [--misses FILE]";
+     [--scheduler edf|fixed-priority] [--no-housekeeping] [--reclaim] [--no-baseline] [--misses FILE]";
 
 fn parse_args() -> Options {
     let mut o = Options {
@@ -75,6 +76,7 @@ fn parse_args() -> Options {
         scheduler: "edf".into(),
         baseline: true,
         housekeeping: true,
+        reclaim: false,
         misses: None,
     };
     let mut args = std::env::args().skip(1);
@@ -86,6 +88,10 @@ fn parse_args() -> Options {
             }
             "--no-housekeeping" => {
                 o.housekeeping = false;
+                true
+            }
+            "--reclaim" => {
+                o.reclaim = true;
                 true
             }
             _ => {
@@ -164,7 +170,7 @@ fn main() {
     let isolation = o.housekeeping.then(|| isolate(&rt_cpus));
     let mut misses = MissLog::default();
     let steal = cpu0_steal_ms();
-    let mut reserved = run_bulkhead(&system, &hog, hogs, secs, &mut misses);
+    let mut reserved = run_bulkhead(&system, &hog, hogs, secs, o.reclaim, &mut misses);
     let steal_ms = cpu0_steal_ms() - steal;
     drop(isolation);
     if let Some(path) = &o.misses {
@@ -190,6 +196,7 @@ fn main() {
         duration,
         hogs,
         housekeeping: o.housekeeping,
+        reclaim: o.reclaim,
         steal_ms,
     };
     println!("{}", json(&run, &reserved, &baseline));
@@ -247,6 +254,39 @@ impl Drop for Isolation {
             unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(own), own) };
         }
     }
+}
+
+/// Adds SCHED_FLAG_RECLAIM (GRUB bandwidth reclaiming, Documentation/scheduler/
+/// sched-deadline.rst section 2.2) to every SCHED_DEADLINE thread of `pids`, keeping their
+/// runtime, deadline and period: an experiment (`--reclaim`) for what `bulkhead-reserve`
+/// does not offer yet. Runs before release 0 (one second after the start).
+fn set_reclaim(pids: &[u32]) {
+    const SCHED_DEADLINE: u32 = 6;
+    const SCHED_FLAG_RECLAIM: u64 = 0x02;
+    let size = std::mem::size_of::<libc::sched_attr>();
+    let mut set = 0;
+    for &pid in pids {
+        for tid in bulkhead_reserve::sched::threads(pid as i32).unwrap_or_default() {
+            // SAFETY: sched_attr is plain data; all-zero is a valid value.
+            let mut attr: libc::sched_attr = unsafe { std::mem::zeroed() };
+            // SAFETY: sched_getattr writes at most `size` bytes into `attr`.
+            let got =
+                unsafe { libc::syscall(libc::SYS_sched_getattr, tid, &mut attr, size as u32, 0) };
+            if got != 0 || attr.sched_policy != SCHED_DEADLINE {
+                continue;
+            }
+            attr.size = size as u32;
+            attr.sched_flags |= SCHED_FLAG_RECLAIM;
+            // SAFETY: `attr` is a valid sched_attr of `size` bytes, read back above.
+            if unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr, 0) } == 0 {
+                set += 1;
+            } else {
+                let e = std::io::Error::last_os_error();
+                println!("reclaim: thread {tid}: {e}");
+            }
+        }
+    }
+    println!("reclaim: SCHED_FLAG_RECLAIM set on {set} SCHED_DEADLINE threads");
 }
 
 /// CPU 0's steal time so far, ms (the `steal` column of /proc/stat, in USER_HZ ticks).
@@ -359,6 +399,7 @@ fn run_bulkhead(
     hog: &Path,
     hogs: usize,
     secs: Duration,
+    reclaim: bool,
     misses: &mut MissLog,
 ) -> Vec<Figures> {
     let name = format!("bulkhead-bench-rt-{}", std::process::id());
@@ -383,6 +424,9 @@ fn run_bulkhead(
     };
     misses.epoch_ns = options.epoch_ns;
     let mut rt = RtPartitions::start(system, &options).expect("rt partition starts");
+    if reclaim {
+        set_reclaim(&rt.pids());
+    }
     let end = Instant::now() + secs + Duration::from_secs(1);
     while Instant::now() < end {
         std::thread::sleep(Duration::from_millis(100));
@@ -516,6 +560,7 @@ struct Run<'a> {
     duration: u64,
     hogs: usize,
     housekeeping: bool,
+    reclaim: bool,
     steal_ms: u64,
 }
 
@@ -547,10 +592,11 @@ fn json(run: &Run, reserved: &[Figures], baseline: &[Figures]) -> String {
         duration,
         hogs,
         housekeeping,
+        reclaim,
         steal_ms,
     } = run;
     format!(
-        "{{\"bench\":\"rt-isolation\",\"scheduler\":\"{scheduler}\",\"duration_s\":{duration},\"hogs\":{hogs},\"bulkhead\":{{\"housekeeping\":{housekeeping},\"cpu0_steal_ms\":{steal_ms},\"misses\":{},\"max_response_within_wcrt\":{within},\"tasks\":{}}},\"baseline\":{{\"misses\":{},\"tasks\":{}}}}}",
+        "{{\"bench\":\"rt-isolation\",\"scheduler\":\"{scheduler}\",\"duration_s\":{duration},\"hogs\":{hogs},\"bulkhead\":{{\"housekeeping\":{housekeeping},\"reclaim\":{reclaim},\"cpu0_steal_ms\":{steal_ms},\"misses\":{},\"max_response_within_wcrt\":{within},\"tasks\":{}}},\"baseline\":{{\"misses\":{},\"tasks\":{}}}}}",
         total(reserved),
         tasks(reserved),
         total(baseline),
