@@ -12,10 +12,10 @@
 //! unbound workqueues and unbound kthreads leave CPU 0 (`bulkhead_reserve::housekeeping`),
 //! and so does this supervisor. `--misses FILE` writes every missed job (CLOCK_MONOTONIC
 //! release, start, end) to lay beside a kernel trace (`trace-cpu0.sh` in this crate);
-//! `--no-baseline` skips the baseline.
+//! `--no-baseline` skips the baseline; `--reclaim` adds SCHED_FLAG_RECLAIM to the tasks.
 //!
 //! `bulkhead-bench-rt-isolation [--duration SECONDS] [--hogs N] [--scheduler S]
-//! [--no-housekeeping] [--no-baseline] [--misses FILE]` (root).
+//! [--no-housekeeping] [--reclaim] [--no-baseline] [--misses FILE]` (root).
 //! Prints a table per run and, last, one JSON object. The analytic WCRT is the analysis's:
 //! response-time analysis for fixed priority, the deadline for EDF (CBS guarantee).
 
