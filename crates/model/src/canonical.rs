@@ -54,6 +54,9 @@ fn partition(p: &Partition) -> Vec<String> {
             Scheduler::Edf => "edf",
         };
         lines.push(format!("scheduler: {sched}"));
+        if p.reclaim {
+            lines.push("reclaim: true".into());
+        }
     }
     if let Some(bytes) = p.memory {
         lines.push(format!("memory: {}", crate::units::format_size(bytes)));

@@ -143,6 +143,7 @@ impl Normalizer {
                 kind: PartitionKind::Be,
                 cpus: None,
                 scheduler: Scheduler::FixedPriority,
+                reclaim: false,
                 memory: None,
                 pids: None,
                 tasks: Vec::new(),
@@ -187,6 +188,8 @@ impl Normalizer {
         )?;
         let tasks = self.tasks(def.tasks.unwrap_or_default(), path)?;
         check_kind(kind, &tasks, &processes, def.scheduler.is_some(), path)?;
+        let scheduler = def.scheduler.unwrap_or(Scheduler::FixedPriority);
+        let reclaim = check_reclaim(def.reclaim, kind, scheduler, path)?;
         Ok(Partition {
             name,
             kind,
@@ -194,7 +197,8 @@ impl Normalizer {
                 .cpus
                 .map(|c| cpus(&c, &format!("{path}.cpus")))
                 .transpose()?,
-            scheduler: def.scheduler.unwrap_or(Scheduler::FixedPriority),
+            scheduler,
+            reclaim,
             memory: def
                 .memory
                 .map(|m| memory(&m, &format!("{path}.memory")))
@@ -580,6 +584,25 @@ fn check_kind(
             err(child(path, "scheduler"), "applies to rt partitions only")
         }
         _ => Ok(()),
+    }
+}
+
+/// `reclaim` is a SCHED_DEADLINE flag: it needs an rt partition with `scheduler: edf`.
+fn check_reclaim(
+    reclaim: Option<bool>,
+    kind: PartitionKind,
+    scheduler: Scheduler,
+    path: &str,
+) -> Result<bool> {
+    match reclaim {
+        Some(_) if kind != PartitionKind::Rt => {
+            err(child(path, "reclaim"), "applies to rt partitions only")
+        }
+        Some(true) if scheduler != Scheduler::Edf => err(
+            child(path, "reclaim"),
+            "needs `scheduler: edf` (SCHED_FLAG_RECLAIM is a SCHED_DEADLINE flag)",
+        ),
+        r => Ok(r.unwrap_or(false)),
     }
 }
 

@@ -50,6 +50,7 @@ pub struct RawPartition {
     pub kind: Option<PartitionKind>,
     pub cpus: Option<String>,
     pub scheduler: Option<Scheduler>,
+    pub reclaim: Option<bool>,
     pub memory: Option<String>,
     pub pids: Option<u32>,
     pub user: Option<String>,

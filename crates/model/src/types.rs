@@ -64,6 +64,15 @@ pub struct Partition {
     pub cpus: Option<Cpus>,
     /// Policy for `tasks` (meaningful for rt partitions; default fixed priority).
     pub scheduler: Scheduler,
+    /// `reclaim` (edf partitions only): the tasks' SCHED_DEADLINE reservations carry
+    /// `SCHED_FLAG_RECLAIM`, the kernel's GRUB bandwidth reclaiming (Lipari and Baruah,
+    /// "Greedy reclamation of unused bandwidth in constant-bandwidth servers", ECRTS 2000;
+    /// as implemented in Linux: Abeni, Lelli, Scordino and Palopoli, "Greedy CPU reclaiming
+    /// for SCHED_DEADLINE", RTLWS 2014, Eq. (2) with the bound of Documentation/scheduler/
+    /// sched-deadline.rst 2.2): a task may run past its runtime on bandwidth the other
+    /// tasks of its CPU leave unused, while each keeps its C-every-T guarantee, so the
+    /// admission test is unchanged.
+    pub reclaim: bool,
     /// Memory limit in bytes.
     pub memory: Option<u64>,
     /// Limit on the number of processes and threads (`pids.max`): bounds a fork bomb.

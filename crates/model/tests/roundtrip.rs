@@ -48,6 +48,7 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                 kind: PartitionKind::Be,
                 cpus,
                 scheduler: Scheduler::FixedPriority,
+                reclaim: false,
                 memory,
                 pids: memory.map(|m| (m % 1000) as u32 + 1),
                 tasks: Vec::new(),
@@ -89,13 +90,18 @@ fn task(j: usize) -> impl Strategy<Value = Task> {
 }
 
 fn rt_partition(i: usize) -> impl Strategy<Value = Partition> {
-    let scheduler = prop_oneof![Just(Scheduler::FixedPriority), Just(Scheduler::Edf)];
+    let scheduler = prop_oneof![
+        Just((Scheduler::FixedPriority, false)),
+        Just((Scheduler::Edf, false)),
+        Just((Scheduler::Edf, true))
+    ];
     let tasks = (1usize..4).prop_flat_map(|n| (0..n).map(task).collect::<Vec<_>>());
-    (scheduler, tasks).prop_map(move |(scheduler, tasks)| Partition {
+    (scheduler, tasks).prop_map(move |((scheduler, reclaim), tasks)| Partition {
         name: format!("rt{i}"),
         kind: PartitionKind::Rt,
         cpus: Some(Cpus::Set(CpuSet::from_cpus([100 + i as u32]).unwrap())),
         scheduler,
+        reclaim,
         memory: None,
         pids: None,
         tasks,

@@ -163,6 +163,7 @@ impl RtPartitions {
                     p.name
                 );
                 p.scheduler = Scheduler::FixedPriority;
+                p.reclaim = false;
             }
         }
         let report = admit(&system)?;
@@ -247,11 +248,10 @@ impl RtPartitions {
                     }
                 };
                 let policy = match p.scheduler {
-                    Scheduler::Edf => Policy::Deadline(DeadlineParams::for_task(
-                        task.budget,
-                        task.deadline,
-                        task.period,
-                    )?),
+                    Scheduler::Edf => Policy::Deadline(
+                        DeadlineParams::for_task(task.budget, task.deadline, task.period)?
+                            .reclaiming(p.reclaim),
+                    ),
                     Scheduler::FixedPriority => {
                         let rank = verdict.priority.map_or(ranks[ti], |r| r.saturating_sub(1));
                         Policy::Fifo {

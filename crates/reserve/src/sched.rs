@@ -14,6 +14,8 @@ use std::mem::size_of;
 pub const SCHED_DEADLINE: u32 = 6;
 /// `SCHED_FLAG_RESET_ON_FORK`.
 const RESET_ON_FORK: u64 = 0x01;
+/// `SCHED_FLAG_RECLAIM`: GRUB bandwidth reclaiming for a SCHED_DEADLINE thread.
+const RECLAIM: u64 = 0x02;
 /// The smallest runtime the kernel accepts (`1 << DL_SCALE` ns, kernel/sched/deadline.c).
 pub const MIN_RUNTIME: Nanos = 1024;
 
@@ -26,6 +28,13 @@ pub struct DeadlineParams {
     pub runtime: Nanos,
     pub deadline: Nanos,
     pub period: Nanos,
+    /// `SCHED_FLAG_RECLAIM`: GRUB (Lipari and Baruah, ECRTS 2000; in Linux: Abeni et al.,
+    /// "Greedy CPU reclaiming for SCHED_DEADLINE", RTLWS 2014, and
+    /// Documentation/scheduler/sched-deadline.rst 2.2). The runtime is depleted at the
+    /// rate of the CPU's active utilization rather than 1, so the thread may use bandwidth
+    /// the others leave idle; every thread keeps its runtime-per-period guarantee, so
+    /// admission is unchanged. Off by [`DeadlineParams::new`]; see [`Self::reclaiming`].
+    pub reclaim: bool,
 }
 
 impl DeadlineParams {
@@ -41,7 +50,13 @@ impl DeadlineParams {
             runtime,
             deadline,
             period,
+            reclaim: false,
         })
+    }
+
+    /// The same reservation with `SCHED_FLAG_RECLAIM` set or cleared.
+    pub fn reclaiming(self, reclaim: bool) -> DeadlineParams {
+        DeadlineParams { reclaim, ..self }
     }
 
     /// The reservation of a task with budget C, relative deadline D and period T.
@@ -111,7 +126,7 @@ impl Policy {
                 a.sched_runtime = d.runtime;
                 a.sched_deadline = d.deadline;
                 a.sched_period = d.period;
-                a.sched_flags = RESET_ON_FORK;
+                a.sched_flags = RESET_ON_FORK | if d.reclaim { RECLAIM } else { 0 };
             }
         }
         a
@@ -132,6 +147,7 @@ impl Policy {
                 runtime: a.sched_runtime,
                 deadline: a.sched_deadline,
                 period: a.sched_period,
+                reclaim: a.sched_flags & RECLAIM != 0,
             }),
             p => return Err(Error::Invalid(format!("unknown scheduling policy {p}"))),
         })
@@ -248,8 +264,15 @@ pub fn set_process(pid: i32, policy: &Policy) -> Result<usize> {
 fn describe(policy: &Policy) -> String {
     match policy {
         Policy::Deadline(d) => format!(
-            "SCHED_DEADLINE runtime {} ns, deadline {} ns, period {} ns",
-            d.runtime, d.deadline, d.period
+            "SCHED_DEADLINE runtime {} ns, deadline {} ns, period {} ns{}",
+            d.runtime,
+            d.deadline,
+            d.period,
+            if d.reclaim {
+                ", SCHED_FLAG_RECLAIM"
+            } else {
+                ""
+            }
         ),
         Policy::Fifo { priority } | Policy::RoundRobin { priority } => {
             format!("{} {priority}", policy.name())
@@ -342,6 +365,11 @@ mod tests {
             Policy::Fifo { priority: 42 },
             Policy::RoundRobin { priority: 7 },
             Policy::Deadline(DeadlineParams::new(100_000, 900_000, 1_000_000).unwrap()),
+            Policy::Deadline(
+                DeadlineParams::new(50_000, 1_000_000, 2_000_000)
+                    .unwrap()
+                    .reclaiming(true),
+            ),
         ];
         for p in policies {
             assert_eq!(Policy::from_attr(&p.to_attr()).unwrap(), p);
@@ -350,6 +378,10 @@ mod tests {
             Policy::Fifo { priority: 1 }.to_attr().sched_flags,
             RESET_ON_FORK
         );
+        let dl = DeadlineParams::new(50_000, 1_000_000, 1_000_000).unwrap();
+        let flags = |d: DeadlineParams| Policy::Deadline(d).to_attr().sched_flags;
+        assert_eq!(flags(dl), RESET_ON_FORK);
+        assert_eq!(flags(dl.reclaiming(true)), RESET_ON_FORK | RECLAIM);
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! rt partitions from a system description, through the supervisor hook
 //! `bulkhead_reserve::partition`: admission refuses an overloaded set and names the task;
 //! an `edf` partition's tasks run under SCHED_DEADLINE and a `fixed-priority` one's under
-//! SCHED_FIFO at their rate-monotonic priority, as `chrt -p` shows; their records become
+//! SCHED_FIFO at their rate-monotonic priority, as `chrt -p` shows (and `reclaim: true`
+//! adds SCHED_FLAG_RECLAIM, as `sched_getattr` shows); their records become
 //! trace events; nothing is left behind.
 
 use bulkhead_reserve::cpuset;
 use bulkhead_reserve::partition::{admit, RtOptions, RtPartitions};
+use bulkhead_reserve::sched::{self, Policy};
 use bulkhead_task::clock::now_ns;
 use bulkhead_trace::{Event, EventKind};
 use std::os::fd::AsRawFd;
@@ -63,7 +65,7 @@ fn rt_tasks_run_with_their_reservations_and_report_every_job() {
     let bin = env!("CARGO_BIN_EXE_bulkhead-periodic");
     let sys = system(&format!(
         "system: {{cpus: 0-1}}\npartitions:\n\
-         \x20 - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    memory: 64MiB\n    tasks:\n\
+         \x20 - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    reclaim: true\n    memory: 64MiB\n    tasks:\n\
          \x20     - {{name: a, cmd: {bin} --exec-us 500, budget: 2ms, period: 10ms}}\n\
          \x20     - {{name: b, cmd: {bin} --exec-us 1000, budget: 5ms, period: 50ms, deadline: 40ms}}\n\
          \x20 - name: fp\n    kind: rt\n    cpus: 1\n    tasks:\n\
@@ -97,6 +99,14 @@ fn rt_tasks_run_with_their_reservations_and_report_every_job() {
     std::thread::sleep(Duration::from_millis(100));
     let pids = rt.pids();
     let shown: Vec<String> = pids.iter().map(|&p| chrt(p)).collect();
+    // chrt does not print SCHED_FLAG_RECLAIM; sched_getattr reports it.
+    let flags: Vec<Option<bool>> = pids
+        .iter()
+        .map(|&p| match sched::get(p as i32) {
+            Ok(Policy::Deadline(d)) => Some(d.reclaim),
+            _ => None,
+        })
+        .collect();
     let memcg = format!("{}-ctl", instance.display());
     let in_memcg = std::fs::read_to_string(format!("/proc/{}/cgroup", pids[0])).unwrap();
     let limit = std::fs::read_to_string(format!(
@@ -121,6 +131,11 @@ fn rt_tasks_run_with_their_reservations_and_report_every_job() {
         shown[2].contains("SCHED_FIFO") && shown[2].contains("priority: 98"),
         "{}",
         shown[2]
+    );
+    assert_eq!(
+        flags,
+        [Some(true), Some(true), None],
+        "`reclaim: true` of ctl"
     );
     eprintln!("{summary:#?}");
     for s in &summary {

@@ -12,7 +12,8 @@
 //! unbound workqueues and unbound kthreads leave CPU 0 (`bulkhead_reserve::housekeeping`),
 //! and so does this supervisor. `--misses FILE` writes every missed job (CLOCK_MONOTONIC
 //! release, start, end) to lay beside a kernel trace (`trace-cpu0.sh` in this crate);
-//! `--no-baseline` skips the baseline; `--reclaim` adds SCHED_FLAG_RECLAIM to the tasks.
+//! `--no-baseline` skips the baseline; `--reclaim` gives the partition `reclaim: true`
+//! (SCHED_FLAG_RECLAIM, GRUB bandwidth reclaiming; edf only).
 //!
 //! `bulkhead-bench-rt-isolation [--duration SECONDS] [--hogs N] [--scheduler S]
 //! [--no-housekeeping] [--reclaim] [--no-baseline] [--misses FILE]` (root).
@@ -123,6 +124,10 @@ fn parse_args() -> Options {
             std::process::exit(2);
         }
     }
+    if o.reclaim && o.scheduler != "edf" {
+        eprintln!("--reclaim needs --scheduler edf (SCHED_FLAG_RECLAIM is a SCHED_DEADLINE flag)");
+        std::process::exit(2);
+    }
     o
 }
 
@@ -139,7 +144,7 @@ fn main() {
         .parent()
         .unwrap()
         .to_path_buf();
-    let system = quest_system(&bin.join("bulkhead-periodic"), &scheduler);
+    let system = quest_system(&bin.join("bulkhead-periodic"), &scheduler, o.reclaim);
     let report = match admit(&system) {
         Ok(r) => r,
         Err(e) => {
@@ -170,7 +175,7 @@ fn main() {
     let isolation = o.housekeeping.then(|| isolate(&rt_cpus));
     let mut misses = MissLog::default();
     let steal = cpu0_steal_ms();
-    let mut reserved = run_bulkhead(&system, &hog, hogs, secs, o.reclaim, &mut misses);
+    let mut reserved = run_bulkhead(&system, &hog, hogs, secs, &mut misses);
     let steal_ms = cpu0_steal_ms() - steal;
     drop(isolation);
     if let Some(path) = &o.misses {
@@ -256,39 +261,6 @@ impl Drop for Isolation {
     }
 }
 
-/// Adds SCHED_FLAG_RECLAIM (GRUB bandwidth reclaiming, Documentation/scheduler/
-/// sched-deadline.rst section 2.2) to every SCHED_DEADLINE thread of `pids`, keeping their
-/// runtime, deadline and period: an experiment (`--reclaim`) for what `bulkhead-reserve`
-/// does not offer yet. Runs before release 0 (one second after the start).
-fn set_reclaim(pids: &[u32]) {
-    const SCHED_DEADLINE: u32 = 6;
-    const SCHED_FLAG_RECLAIM: u64 = 0x02;
-    let size = std::mem::size_of::<libc::sched_attr>();
-    let mut set = 0;
-    for &pid in pids {
-        for tid in bulkhead_reserve::sched::threads(pid as i32).unwrap_or_default() {
-            // SAFETY: sched_attr is plain data; all-zero is a valid value.
-            let mut attr: libc::sched_attr = unsafe { std::mem::zeroed() };
-            // SAFETY: sched_getattr writes at most `size` bytes into `attr`.
-            let got =
-                unsafe { libc::syscall(libc::SYS_sched_getattr, tid, &mut attr, size as u32, 0) };
-            if got != 0 || attr.sched_policy != SCHED_DEADLINE {
-                continue;
-            }
-            attr.size = size as u32;
-            attr.sched_flags |= SCHED_FLAG_RECLAIM;
-            // SAFETY: `attr` is a valid sched_attr of `size` bytes, read back above.
-            if unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr, 0) } == 0 {
-                set += 1;
-            } else {
-                let e = std::io::Error::last_os_error();
-                println!("reclaim: thread {tid}: {e}");
-            }
-        }
-    }
-    println!("reclaim: SCHED_FLAG_RECLAIM set on {set} SCHED_DEADLINE threads");
-}
-
 /// CPU 0's steal time so far, ms (the `steal` column of /proc/stat, in USER_HZ ticks).
 fn cpu0_steal_ms() -> u64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
@@ -303,9 +275,9 @@ fn cpu0_steal_ms() -> u64 {
     ticks * 1000 / hz
 }
 
-fn quest_system(periodic: &Path, scheduler: &str) -> System {
+fn quest_system(periodic: &Path, scheduler: &str, reclaim: bool) -> System {
     let mut yaml = format!(
-        "system: {{cpus: 0-1}}\npartitions:\n  - name: quest\n    kind: rt\n    cpus: 0\n    scheduler: {scheduler}\n    tasks:\n",
+        "system: {{cpus: 0-1}}\npartitions:\n  - name: quest\n    kind: rt\n    cpus: 0\n    scheduler: {scheduler}\n    reclaim: {reclaim}\n    tasks:\n",
     );
     for (_, name, c, t) in TABLE3 {
         let exec = c / 2;
@@ -399,7 +371,6 @@ fn run_bulkhead(
     hog: &Path,
     hogs: usize,
     secs: Duration,
-    reclaim: bool,
     misses: &mut MissLog,
 ) -> Vec<Figures> {
     let name = format!("bulkhead-bench-rt-{}", std::process::id());
@@ -424,9 +395,6 @@ fn run_bulkhead(
     };
     misses.epoch_ns = options.epoch_ns;
     let mut rt = RtPartitions::start(system, &options).expect("rt partition starts");
-    if reclaim {
-        set_reclaim(&rt.pids());
-    }
     let end = Instant::now() + secs + Duration::from_secs(1);
     while Instant::now() < end {
         std::thread::sleep(Duration::from_millis(100));
