@@ -156,3 +156,117 @@ fn the_gateway_alone_holds_the_bus_and_filters_what_a_partition_sends() {
         "gateway channels left behind"
     );
 }
+
+/// `ip -o link show IFACE`, in the namespace pinned at `ns` if given; `None` if absent.
+fn link(iface: &str, ns: Option<&std::path::Path>) -> Option<String> {
+    let mut cmd = match ns {
+        Some(pin) => {
+            let mut c = std::process::Command::new("nsenter");
+            c.arg(format!("--net={}", pin.display())).arg("ip");
+            c
+        }
+        None => std::process::Command::new("ip"),
+    };
+    let out = cmd
+        .args(["-o", "link", "show", iface])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn a_socketcan_interface_is_only_in_the_gateways_namespace_while_it_runs() {
+    if !is_root() {
+        eprintln!("skipping: needs root for namespaces and interfaces");
+        return;
+    }
+    // This kernel has no CAN: one end of a veth pair stands in for can0 (an interface
+    // moves between namespaces the same way, whatever its kind).
+    let iface = format!("bhgw{}", std::process::id() % 100_000);
+    let made = std::process::Command::new("ip")
+        .args([
+            "link",
+            "add",
+            &iface,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &format!("{iface}p"),
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        eprintln!("skipping: `ip link add ... type veth` failed here");
+        return;
+    }
+    struct Deleted(String);
+    impl Drop for Deleted {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("ip")
+                .args(["link", "del", &self.0])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+    let _veth = Deleted(iface.clone());
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("socketcan");
+    let desc = dir.0.join("system.yaml");
+    std::fs::write(
+        &desc,
+        format!(
+            "system: {{}}
+partitions:
+  - {{name: gw, kind: rt, cpus: 0, scheduler: edf, tasks: []}}
+  - name: ic
+    cpus: 1
+    processes: [\"sh -c 'ip link show {iface} > /dev/null 2>&1; echo $? > {d}/seen; sleep 3'\"]
+buses:
+  - {{name: pt, interface: {iface}, gateway: gw, period: 2ms, reader_budget: 200us, writer_budget: 200us, clients: [{{partition: ic}}]}}
+",
+            d = dir.0.display()
+        ),
+    )
+    .unwrap();
+    let run = bulkhead()
+        .args(["run", desc.to_str().unwrap(), "--timeout", "2s"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pin = std::path::PathBuf::from(format!("/run/bulkhead/netns/{}-{iface}", run.id()));
+    let mut during = (None, None);
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(20));
+        during = (link(&iface, None), link(&iface, Some(&pin)));
+        if during.0.is_none() && during.1.is_some() {
+            break;
+        }
+    }
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (in_host, in_gateway_ns) = during;
+    assert_eq!(
+        in_host, None,
+        "the interface left the machine's namespace: {stderr}"
+    );
+    let inside = in_gateway_ns.unwrap_or_default();
+    assert!(
+        inside.contains(&iface) && inside.contains(",UP"),
+        "up in the gateway's namespace: {inside} {stderr}"
+    );
+    let seen = std::fs::read_to_string(dir.0.join("seen")).unwrap_or_default();
+    assert!(
+        !seen.trim().is_empty() && seen.trim() != "0",
+        "the client partition cannot see it: {seen:?}"
+    );
+    let back = link(&iface, None);
+    assert!(
+        back.is_some_and(|l| !l.contains(",UP")),
+        "back, down as before: {stderr}"
+    );
+    assert!(!pin.exists(), "the namespace's pin is removed");
+}

@@ -20,6 +20,7 @@
 //! kernel drops it when the descriptor closes, also on SIGKILL.
 
 use crate::error::{Error, Result};
+use crate::owner::{self, stat_fields};
 use bulkhead_model::CpuSet;
 use std::fs;
 use std::io::Write as _;
@@ -125,10 +126,10 @@ impl Housekeeping {
         let mut report = Vec::new();
         for entry in fs::read_dir(RECORD_DIR).into_iter().flatten().flatten() {
             let path = entry.path();
-            let Some(owner) = record_owner(&path) else {
+            let Some(owner) = owner::of_record(&path) else {
                 continue;
             };
-            if alive(owner) {
+            if owner::alive(owner) {
                 continue;
             }
             let text = fs::read_to_string(&path).unwrap_or_default();
@@ -237,20 +238,6 @@ fn movable_kthreads(rt: &CpuSet) -> Vec<(i32, u64, CpuSet)> {
     out
 }
 
-/// (ppid, flags, start time) from `/proc/PID/stat`.
-fn stat_fields(pid: i32) -> Option<(i32, u64, u64)> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let f: Vec<&str> = stat
-        .get(stat.rfind(')')? + 2..)?
-        .split_whitespace()
-        .collect();
-    Some((
-        f.get(1)?.parse().ok()?,
-        f.get(6)?.parse().ok()?,
-        f.get(19)?.parse().ok()?,
-    ))
-}
-
 fn affinity(pid: i32) -> Option<CpuSet> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size into it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -328,10 +315,8 @@ fn describe(c: &Change) -> String {
 fn write_record<'a>(changes: impl Iterator<Item = &'a Change>) -> Result<PathBuf> {
     fs::create_dir_all(RECORD_DIR)
         .map_err(|e| Error::os(format!("creating {RECORD_DIR}"), e, "run as root"))?;
-    let me = std::process::id() as i32;
-    let start = stat_fields(me).map_or(0, |f| f.2);
-    let path = Path::new(RECORD_DIR).join(format!("housekeeping-{me}"));
-    let mut text = format!("owner {me} {start}\n");
+    let path = Path::new(RECORD_DIR).join(format!("housekeeping-{}", std::process::id()));
+    let mut text = owner::line();
     for c in changes {
         text.push_str(&match c {
             Change::File { path, original } => format!("file {}\t{original}\n", path.display()),
@@ -367,29 +352,14 @@ fn parse_change(line: &str) -> Option<Change> {
     })
 }
 
-/// (pid, start time) of a record's owner.
-fn record_owner(path: &Path) -> Option<(i32, u64)> {
-    let text = fs::read_to_string(path).ok()?;
-    let mut f = text
-        .lines()
-        .next()?
-        .strip_prefix("owner ")?
-        .split_whitespace();
-    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
-}
-
-fn alive((pid, start): (i32, u64)) -> bool {
-    stat_fields(pid).is_some_and(|f| f.2 == start)
-}
-
 /// Another live process's isolation, if any.
 fn live_owner() -> Option<i32> {
     fs::read_dir(RECORD_DIR)
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| record_owner(&e.path()))
-        .find(|o| alive(*o))
+        .filter_map(|e| owner::of_record(&e.path()))
+        .find(|o| owner::alive(*o))
         .map(|o| o.0)
 }
 

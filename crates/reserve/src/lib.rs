@@ -23,6 +23,8 @@ pub mod enforce;
 mod error;
 pub mod housekeeping;
 pub mod limit;
+pub mod netdev;
+mod owner;
 pub mod partition;
 pub mod prio;
 pub mod sched;

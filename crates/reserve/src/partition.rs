@@ -31,7 +31,7 @@ use crate::limit::V1Limit;
 use crate::sched::{self, DeadlineParams, Policy};
 use crate::{detect, prio};
 use bulkhead_analysis::system::{analyze_system, Report};
-use bulkhead_model::{CpuSet, Cpus, PartitionKind, Scheduler, System};
+use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task};
 use bulkhead_task::supervisor::{LinkSpec, TaskLink};
 use bulkhead_task::Record;
 use bulkhead_trace::{Event, EventKind, Name};
@@ -138,15 +138,15 @@ impl RtPartitions {
     /// Admits `system`, creates the domains and starts every rt task. On error everything
     /// started so far is stopped and removed.
     pub fn start(system: &System, options: &RtOptions) -> Result<RtPartitions> {
-        RtPartitions::start_confined(system, options, &BTreeMap::new())
+        RtPartitions::start_confined(system, options, &|_, _| Confinement::default())
     }
 
-    /// [`RtPartitions::start`], each partition's tasks confined by `confine[partition]`
+    /// [`RtPartitions::start`], each task confined by `confine(partition, task)`
     /// (user, network namespace, environment; none where absent).
     pub fn start_confined(
         system: &System,
         options: &RtOptions,
-        confine: &BTreeMap<String, Confinement>,
+        confine: &dyn Fn(&Partition, &Task) -> Confinement,
     ) -> Result<RtPartitions> {
         let mut system = system.clone();
         // Only a kernel without SCHED_DEADLINE or a supervisor without CAP_SYS_NICE makes
@@ -199,9 +199,8 @@ impl RtPartitions {
         report: &Report,
         h: &Hierarchy,
         options: &RtOptions,
-        confine: &BTreeMap<String, Confinement>,
+        confine: &dyn Fn(&Partition, &Task) -> Confinement,
     ) -> Result<()> {
-        let unconfined = Confinement::default();
         let mut domains: BTreeMap<(String, u32), usize> = BTreeMap::new();
         let mut index = 0u32;
         for p in system
@@ -271,12 +270,12 @@ impl RtPartitions {
                 let link = TaskLink::create(&spec)
                     .map_err(|e| Error::Invalid(format!("task `{}`: {e}", task.name)))?;
                 let cgroups = [Some(self.domains[d].dir()), memory.as_deref()];
-                let confinement = confine.get(&p.name).unwrap_or(&unconfined);
+                let confinement = confine(p, task);
                 let target = Target {
                     cgroups: &cgroups,
                     policy,
                     workdir: &options.workdir,
-                    confine: confinement,
+                    confine: &confinement,
                 };
                 let child = spawn(&task.cmd, &link, &target).map_err(|e| {
                     Error::os(

@@ -4,11 +4,14 @@
 //!
 //! Postcondition of [`Confinements::prepare`]: one private network namespace per
 //! partition that needs one, kept alive by an fd this value owns; the namespaces go away
-//! with the last process in them after this value is dropped.
+//! with the last process in them after this value is dropped. Each SocketCAN interface of
+//! a bus is moved into a namespace of its own that only that bus's gateway tasks enter
+//! ([`Confinements::of_task`]); dropping this value moves the interfaces back.
 
 use crate::RunError;
-use bulkhead_model::{Network, System};
+use bulkhead_model::{Network, Partition, Service, System, Task};
 use bulkhead_reserve::confine::{private_netns, resolve_user, Confinement};
+use bulkhead_reserve::netdev::IsolatedInterface;
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -19,6 +22,8 @@ pub type PartitionEnv = BTreeMap<String, Vec<(String, String)>>;
 pub struct Confinements {
     by_partition: BTreeMap<String, Confinement>,
     _netns: Vec<OwnedFd>,
+    /// The SocketCAN interface of each bus that has one, by bus name.
+    interfaces: BTreeMap<String, IsolatedInterface>,
 }
 
 impl Confinements {
@@ -58,6 +63,7 @@ impl Confinements {
         Ok(Confinements {
             by_partition,
             _netns: netns,
+            interfaces: isolate_interfaces(system)?,
         })
     }
 
@@ -66,8 +72,31 @@ impl Confinements {
         self.by_partition.get(name).cloned().unwrap_or_default()
     }
 
-    /// Every partition's confinement, by name.
-    pub fn all(&self) -> &BTreeMap<String, Confinement> {
-        &self.by_partition
+    /// The confinement of task `task` of partition `p`: the partition's, except that the
+    /// gateway tasks of a bus with a SocketCAN interface run in the interface's namespace.
+    pub fn of_task(&self, p: &Partition, task: &Task) -> Confinement {
+        let mut c = self.of(&p.name);
+        let bus = match &task.service {
+            Some(Service::CanReader { bus } | Service::CanWriter { bus }) => bus,
+            None => return c,
+        };
+        if let Some(iface) = self.interfaces.get(bus) {
+            c.netns = Some(iface.netns());
+        }
+        c
     }
+}
+
+/// Moves every bus's SocketCAN interface into a namespace of its own (DriveOS 3.3.2: the
+/// gateway alone holds the bus). A missing interface is an error naming the bus.
+fn isolate_interfaces(system: &System) -> Result<BTreeMap<String, IsolatedInterface>, RunError> {
+    let mut taken = BTreeMap::new();
+    for bus in &system.buses {
+        if let Some(iface) = &bus.interface {
+            let held = IsolatedInterface::take(iface)
+                .map_err(|e| RunError::Spawn(format!("bus `{}`: {e}", bus.name)))?;
+            taken.insert(bus.name.clone(), held);
+        }
+    }
+    Ok(taken)
 }

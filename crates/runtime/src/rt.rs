@@ -10,9 +10,10 @@ use crate::isolation::Confinements;
 use crate::signals::StopSignals;
 use crate::supervisor::monotonic_ns;
 use crate::{leftovers, RunError, RunOptions};
-use bulkhead_model::{CpuSet, PartitionKind, System};
+use bulkhead_model::{CpuSet, Partition, PartitionKind, System, Task};
 use bulkhead_reserve::cpuset;
 use bulkhead_reserve::housekeeping::Housekeeping;
+use bulkhead_reserve::netdev::IsolatedInterface;
 use bulkhead_reserve::partition::{RtOptions, RtPartitions, TaskSummary};
 use bulkhead_trace::Event;
 use bulkhead_windows::StopReason;
@@ -53,13 +54,15 @@ pub fn has_rt(system: &System) -> bool {
         .any(|p| p.kind == PartitionKind::Rt && !p.tasks.is_empty())
 }
 
-/// Repairs what a killed bulkhead left on the cpuset hierarchy (v1): processes confined
-/// off rt CPUs by a shield, a top cpuset without load balancing. Returns warnings.
+/// Repairs what a killed bulkhead left: CAN interfaces in its namespaces, housekeeping
+/// settings, and on the cpuset hierarchy (v1) processes confined off rt CPUs by a shield
+/// and a top cpuset without load balancing. Returns warnings.
 pub fn clean_leftovers() -> Vec<String> {
+    let mut warnings = IsolatedInterface::restore_stale();
+    warnings.extend(Housekeeping::restore_stale());
     let Ok(h) = cpuset::detect() else {
-        return Housekeeping::restore_stale();
+        return warnings;
     };
-    let mut warnings = Housekeeping::restore_stale();
     warnings.extend(cpuset::release_stale_shields(h.mount()));
     if let Err(e) = cpuset::restore_root_if_unused(h.mount()) {
         warnings.push(format!("restoring the top cpuset: {e}"));
@@ -90,12 +93,11 @@ pub fn start(
         ring_depth: 4096,
         shield: false,
     };
-    let rt = RtPartitions::start_confined(system, &rt_options, confinements.all()).map_err(
-        |e| match e {
-            bulkhead_reserve::Error::Invalid(m) => RunError::Invalid(m),
-            e => RunError::Spawn(format!("rt partitions: {e}")),
-        },
-    )?;
+    let confine = |p: &Partition, t: &Task| confinements.of_task(p, t);
+    let rt = RtPartitions::start_confined(system, &rt_options, &confine).map_err(|e| match e {
+        bulkhead_reserve::Error::Invalid(m) => RunError::Invalid(m),
+        e => RunError::Spawn(format!("rt partitions: {e}")),
+    })?;
     let housekeeping = match options.isolate_housekeeping {
         true => Some(isolate_housekeeping(&rt.cpus(), warnings)?),
         false => None,
