@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what bulkhead needs on a Debian machine, only what is missing:
-# Debian packages (C compiler for the C API tests, pkg-config, curl) and a Rust
+# Debian packages (C compiler for the C API tests, pkg-config, curl, iproute2 for the
+# network-namespace tests) and a Rust
 # toolchain through rustup. Safe to run again. Sourced by demo.sh and test.sh.
 set -euo pipefail
 
-apt_packages=(build-essential pkg-config curl ca-certificates git util-linux procps)
+apt_packages=(build-essential pkg-config curl ca-certificates git util-linux procps iproute2)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
