@@ -316,7 +316,7 @@ fn start_hogs(be: &BeCgroups, hog: &Path, n: usize) -> Vec<Child> {
 
 /// The missed jobs of the bulkhead run, one line each, CLOCK_MONOTONIC ns:
 /// `task job release start end` (start and end `-` for a skipped release), to lay beside a
-/// kernel trace.
+/// kernel trace; first, a `# task NAME PID` line per task.
 #[derive(Default)]
 struct MissLog {
     epoch_ns: u64,
@@ -401,6 +401,12 @@ fn run_bulkhead(
         rt.drain(&mut |e| misses.record(&e));
     }
     let summary = rt.stop(&mut |e| misses.record(&e));
+    // Which pid is which task, for the trace classifier.
+    let pids: String = summary
+        .iter()
+        .map(|s| format!("# task {} {}\n", s.task, s.pid))
+        .collect();
+    misses.lines.insert_str(0, &pids);
     drop(be);
     for c in &mut children {
         let _ = c.wait();
