@@ -27,7 +27,7 @@ if [ "$(id -u)" -eq 0 ]; then
   echo "== the CAN gateway: bulkhead run examples/can-gateway.yaml while the RAV4 log is replayed"
   export PATH="$PWD/target/release:$PATH"
   "$bulkhead" can bus rav4 >/dev/null & bus=$!
-  trap 'kill "$bus" 2>/dev/null; rm -rf "$out"' EXIT
+  trap 'kill "$bus" 2>/dev/null || true; rm -rf "$out"' EXIT
   sleep 0.2
   "$bulkhead" run examples/can-gateway.yaml --timeout 4s --schedule-log "$out/can.jsonl" & run=$!
   sleep 1
