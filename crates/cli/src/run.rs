@@ -94,8 +94,12 @@ pub fn run(args: Args) -> ExitCode {
                 ),
             }
             for t in &outcome.rt_tasks {
+                let ended = match &t.ended_early {
+                    Some(how) => format!("; ended on its own before the stop ({how})"),
+                    None => String::new(),
+                };
                 eprintln!(
-                    "  task `{}` of `{}` ({}, pid {}): {} jobs, max response {:.3} ms, {} misses",
+                    "  task `{}` of `{}` ({}, pid {}): {} jobs, max response {:.3} ms, {} misses{ended}",
                     t.task,
                     t.partition,
                     t.policy,

@@ -263,6 +263,17 @@ buses:
         !seen.trim().is_empty() && seen.trim() != "0",
         "the client partition cannot see it: {seen:?}"
     );
+    // A veth end is no CAN interface (and this kernel has no CAN): the gateway's tasks
+    // fail to open it, and the run says so, task by task.
+    for task in ["pt-reader", "pt-writer"] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains(&format!("task `{task}` of `gw`"))
+                    && l.contains("ended on its own before the stop (exit status: 1)")),
+            "{stderr}"
+        );
+    }
     let back = link(&iface, None);
     assert!(
         back.is_some_and(|l| !l.contains(",UP")),

@@ -117,11 +117,16 @@ pub struct TaskSummary {
     pub misses: u64,
     /// Trace records the task could not write (ring full).
     pub dropped: u64,
+    /// How the task ended if it ended on its own, before it was asked to stop
+    /// (`exit status: 1`, `signal: 9 (SIGKILL)`); `None` if it ran until the stop.
+    pub ended_early: Option<String>,
 }
 
 /// The rt partitions of a running system.
 pub struct RtPartitions {
     epoch_ns: u64,
+    /// Set by [`RtPartitions::stop`]: exits from then on were asked for.
+    stopping: bool,
     tasks: Vec<Running>,
     enforcers: Vec<Enforcer>,
     /// One domain per (partition, CPU), removed in reverse order of creation.
@@ -170,6 +175,7 @@ impl RtPartitions {
         let hierarchy = cpuset::detect()?;
         let mut rt = RtPartitions {
             epoch_ns: options.epoch_ns,
+            stopping: false,
             tasks: Vec::new(),
             enforcers: Vec::new(),
             domains: Vec::new(),
@@ -300,6 +306,7 @@ impl RtPartitions {
                         max_response_ns: 0,
                         misses: 0,
                         dropped: 0,
+                        ended_early: None,
                     },
                     child,
                     exited: false,
@@ -341,10 +348,16 @@ impl RtPartitions {
         self.tasks.iter().map(|t| t.child.id()).collect()
     }
 
-    /// Whether every task process has exited.
+    /// Whether every task process has exited. A task seen to exit before [`Self::stop`]
+    /// asked it to has ended early: its summary says how.
     pub fn all_exited(&mut self) -> bool {
-        for t in &mut self.tasks {
-            t.exited |= matches!(t.child.try_wait(), Ok(Some(_)));
+        for t in self.tasks.iter_mut().filter(|t| !t.exited) {
+            if let Ok(Some(status)) = t.child.try_wait() {
+                t.exited = true;
+                if !self.stopping {
+                    t.stats.ended_early = Some(status.to_string());
+                }
+            }
         }
         self.tasks.iter().all(|t| t.exited)
     }
@@ -367,6 +380,8 @@ impl RtPartitions {
     /// Asks every task to stop, waits up to 1 s, kills what remains, drains the last
     /// records, stops the enforcers and removes the domains. Returns per-task figures.
     pub fn stop(mut self, sink: &mut impl FnMut(Event)) -> Vec<TaskSummary> {
+        self.all_exited();
+        self.stopping = true;
         for t in &self.tasks {
             t.link.request_stop();
         }
