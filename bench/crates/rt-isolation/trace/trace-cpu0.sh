@@ -2,13 +2,16 @@
 # Runs bulkhead-bench-rt-isolation (bulkhead run only) under an ftrace instance recording
 # CPU 0 (scheduler switches and wake-ups, timer interrupts and hrtimers, IRQs, softirqs,
 # IPIs, workqueue items; clock: CLOCK_MONOTONIC) and a sampler of /proc/stat steal, then
-# classifies every missed job with classify.py. Root; tracefs under /sys/kernel/debug/tracing.
+# classifies every missed job with classify.py. Root; mounts tracefs on /sys/kernel/tracing
+# if it is not mounted yet.
 # Usage: trace-cpu0.sh OUTDIR [bench flags...]   e.g. trace-cpu0.sh /tmp/t --duration 60
 set -euo pipefail
 out=$1; shift; mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
 bench="${CARGO_TARGET_DIR:-$here/../../../../target}/release/bulkhead-bench-rt-isolation"
-T=/sys/kernel/debug/tracing/instances/bulkhead-rt-isolation
+tracing=/sys/kernel/tracing
+[ -d "$tracing/instances" ] || mount -t tracefs nodev "$tracing"
+T=$tracing/instances/bulkhead-rt-isolation
 mkdir "$T"
 cleanup() { echo 0 > "$T/tracing_on"; echo 0 > "$T/events/enable"; rmdir "$T"; }
 trap cleanup EXIT
