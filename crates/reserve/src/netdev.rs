@@ -75,7 +75,12 @@ impl IsolatedInterface {
             pin,
         };
         // From here on, dropping `taken` undoes whatever was done.
-        set_link(iface, LinkAttribute::NetNsFd(taken.ns.as_raw_fd()), None).map_err(|e| {
+        set_link(
+            iface,
+            Some(LinkAttribute::NetNsFd(taken.ns.as_raw_fd())),
+            None,
+        )
+        .map_err(|e| {
             fail(
                 "moving it into its namespace",
                 e,
@@ -115,19 +120,12 @@ impl IsolatedInterface {
         }
         report
     }
-
-    fn give_back(&self) -> io::Result<()> {
-        let home = self.home.as_raw_fd();
-        in_netns(self.ns.as_raw_fd(), || {
-            set_link(&self.iface, LinkAttribute::NetNsFd(home), None)
-        })?;
-        set_up(&self.iface, self.was_up)
-    }
 }
 
 impl Drop for IsolatedInterface {
     fn drop(&mut self) {
-        if let Err(e) = self.give_back() {
+        let (ns, home) = (self.ns.as_raw_fd(), self.home.as_raw_fd());
+        if let Err(e) = move_back(&self.iface, ns, home, self.was_up) {
             eprintln!(
                 "bulkhead-reserve: moving interface `{}` back: {e}",
                 self.iface
@@ -193,10 +191,7 @@ fn restore_record(record: &Path) -> String {
     let pin = record.with_extension("");
     let moved = fs::File::open(&pin).and_then(|ns| {
         let home = fs::File::open("/proc/thread-self/ns/net")?;
-        in_netns(ns.as_raw_fd(), || {
-            set_link(iface, LinkAttribute::NetNsFd(home.as_raw_fd()), None)
-        })?;
-        set_up(iface, was_up)
+        move_back(iface, ns.as_raw_fd(), home.as_raw_fd(), was_up)
     });
     unpin(&pin);
     match moved {
@@ -206,6 +201,15 @@ fn restore_record(record: &Path) -> String {
             pin.display()
         ),
     }
+}
+
+/// Moves `iface` from namespace `ns` into `home`, then sets it up or down (`was_up`) in the
+/// calling thread's namespace, which must be `home`.
+fn move_back(iface: &str, ns: RawFd, home: RawFd, was_up: bool) -> io::Result<()> {
+    in_netns(ns, || {
+        set_link(iface, Some(LinkAttribute::NetNsFd(home)), None)
+    })?;
+    set_up(iface, was_up)
 }
 
 /// Runs `f` on a thread of its own that has entered the network namespace `ns`
@@ -225,24 +229,21 @@ fn in_netns<T: Send>(ns: RawFd, f: impl FnOnce() -> io::Result<T> + Send) -> io:
 }
 
 fn set_up(iface: &str, up: bool) -> io::Result<()> {
-    let flags = if up {
-        LinkFlags::Up
-    } else {
-        LinkFlags::empty()
-    };
-    set_link(iface, LinkAttribute::IfName(iface.into()), Some(flags))
+    set_link(iface, None, Some(up))
 }
 
 /// `RTM_NEWLINK` on the interface called `iface` in the calling thread's namespace:
-/// `attr` added (a name attribute is added anyway), the up flag set to `up` if given.
-fn set_link(iface: &str, attr: LinkAttribute, up: Option<LinkFlags>) -> io::Result<()> {
+/// `attr` added if given, the up flag set to `up` if given.
+fn set_link(iface: &str, attr: Option<LinkAttribute>, up: Option<bool>) -> io::Result<()> {
     let mut msg = LinkMessage::default();
     msg.attributes.push(LinkAttribute::IfName(iface.into()));
-    if !matches!(attr, LinkAttribute::IfName(_)) {
-        msg.attributes.push(attr);
-    }
-    if let Some(flags) = up {
-        msg.header.flags = flags;
+    msg.attributes.extend(attr);
+    if let Some(up) = up {
+        msg.header.flags = if up {
+            LinkFlags::Up
+        } else {
+            LinkFlags::empty()
+        };
         msg.header.change_mask = LinkFlags::Up;
     }
     request(RouteNetlinkMessage::SetLink(msg)).map(|_| ())
