@@ -278,6 +278,7 @@ fn request(payload: RouteNetlinkMessage) -> io::Result<Option<RouteNetlinkMessag
         let n = socket.recv(&mut rx, 0)?;
         let mut offset = 0;
         while offset < n {
+            // Fails on a length field below the 16-byte header, so `offset` always grows.
             let m = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rx[offset..n])
                 .map_err(io::Error::other)?;
             offset += m.header.length as usize;
@@ -286,9 +287,6 @@ fn request(payload: RouteNetlinkMessage) -> io::Result<Option<RouteNetlinkMessag
                 NetlinkPayload::Error(_) | NetlinkPayload::Done(_) => return Ok(answer),
                 NetlinkPayload::InnerMessage(inner) => answer = Some(inner),
                 _ => {}
-            }
-            if m.header.length == 0 {
-                break;
             }
         }
     }
