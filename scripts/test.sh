@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
 cargo fmt --all -- --check
-cargo build --release --workspace --exclude 'bulkhead-bench-*'
-cargo test --workspace --exclude 'bulkhead-bench-*'
+cargo clippy --workspace --all-targets -- -D warnings
+cargo build --release
+cargo test
 # Model checking of the channel algorithms (loom explores every interleaving).
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-chan --release --test loom

@@ -125,6 +125,7 @@ impl Sender {
                 Kind::Latest => fourslot::Writer::new(mine, peer).map(Tx::Latest),
             }
         };
+        // SAFETY: `mine` points into the live mapping we own (as above).
         let tx = tx.inspect_err(|_| release(unsafe { &*mine }))?;
         // SAFETY: data_off < total_len = map.len.
         let data = unsafe { map.ptr.add(l.data_off as usize) };
@@ -241,6 +242,7 @@ impl Receiver {
                 Kind::Latest => Ok(Rx::Latest(fourslot::Reader::new(mine, peer))),
             }
         };
+        // SAFETY: `mine` points into the live mapping we own (as above).
         let rx = rx.inspect_err(|_| release(unsafe { &*mine }))?;
         // SAFETY: data_off < total_len = map.len.
         let data = unsafe { map.ptr.add(l.data_off as usize) };

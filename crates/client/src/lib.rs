@@ -280,10 +280,8 @@ mod tests {
     fn one_round_over_a_socket() {
         let mut fds = [0; 2];
         // SAFETY: valid array for socketpair.
-        assert_eq!(
-            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) },
-            0
-        );
+        let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) };
+        assert_eq!(r, 0);
         let scheduler = std::thread::spawn(move || {
             let mut buf = [0u8; 8];
             // SAFETY: reading/writing valid buffers on our socket end.

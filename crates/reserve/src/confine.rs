@@ -35,16 +35,22 @@ impl Confinement {
             if r == 0 {
                 Ok(())
             } else {
-                Err(*libc::__errno_location())
+                // SAFETY: errno of the calling thread, read right after the failed call.
+                Err(unsafe { *libc::__errno_location() })
             }
         };
         if let Some(fd) = self.netns {
-            check(libc::setns(fd, libc::CLONE_NEWNET))?;
+            // SAFETY: the caller guarantees an open namespace fd; setns changes only this
+            // (single-threaded, forked) process.
+            check(unsafe { libc::setns(fd, libc::CLONE_NEWNET) })?;
         }
         if let Some((uid, gid)) = self.identity {
-            check(libc::setgroups(0, std::ptr::null()))?;
-            check(libc::setgid(gid))?;
-            check(libc::setuid(uid))?;
+            // SAFETY: credential calls with no pointers (an empty group list) in the child.
+            unsafe {
+                check(libc::setgroups(0, std::ptr::null()))?;
+                check(libc::setgid(gid))?;
+                check(libc::setuid(uid))?;
+            }
         }
         Ok(())
     }

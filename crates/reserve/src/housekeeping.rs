@@ -256,8 +256,8 @@ fn set_affinity(pid: i32, cpus: &CpuSet) -> std::io::Result<()> {
     // SAFETY: as in `affinity`.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for c in cpus.iter() {
-        // SAFETY: CPU_SET writes inside `set` for c < CPU_SETSIZE (checked).
         if (c as usize) < libc::CPU_SETSIZE as usize {
+            // SAFETY: CPU_SET writes inside `set` for c < CPU_SETSIZE (checked).
             unsafe { libc::CPU_SET(c as usize, &mut set) };
         }
     }

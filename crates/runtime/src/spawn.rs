@@ -371,6 +371,7 @@ impl ChildMemory {
         let top = self.stack.top();
         // SAFETY: sigset manipulation on valid local sets; the mask is restored below.
         let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
         let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
         unsafe {
@@ -430,52 +431,56 @@ fn v1_handshake(child: &Child, freeze: &mut dyn FnMut() -> io::Result<()>) -> io
 /// Must only be called in a freshly forked/cloned child. Uses only
 /// async-signal-safe system calls on memory prepared before the fork; never returns.
 unsafe fn child_main(command: &Prepared, env: &Environment, channel: i32, join: &[CString]) -> ! {
-    libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    if !join.is_empty() {
-        let mut errno: i32 = 0;
-        for file in join {
-            let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                errno = *libc::__errno_location();
-                break;
+    // SAFETY: the caller's contract: a fresh child, async-signal-safe calls only, on
+    // NUL-terminated strings and pointer arrays prepared (and kept alive) before the clone.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        if !join.is_empty() {
+            let mut errno: i32 = 0;
+            for file in join {
+                let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    errno = *libc::__errno_location();
+                    break;
+                }
+                libc::close(fd);
             }
-            libc::close(fd);
+            let report = errno.to_ne_bytes();
+            libc::write(channel, report.as_ptr().cast(), 4);
+            if errno != 0 {
+                libc::_exit(127);
+            }
+            // Blocks until the parent froze our freezer cgroup and released us; the
+            // read completes only once we are thawed.
+            let mut release = 0u8;
+            if libc::read(channel, (&mut release as *mut u8).cast(), 1) != 1 {
+                libc::_exit(127);
+            }
         }
-        let report = errno.to_ne_bytes();
-        libc::write(channel, report.as_ptr().cast(), 4);
-        if errno != 0 {
-            libc::_exit(127);
-        }
-        // Blocks until the parent froze our freezer cgroup and released us; the
-        // read completes only once we are thawed.
-        let mut release = 0u8;
-        if libc::read(channel, (&mut release as *mut u8).cast(), 1) != 1 {
-            libc::_exit(127);
-        }
-    }
-    if command.confine.apply_in_child().is_err() {
-        libc::_exit(126);
-    }
-    if channel == CHILD_CHANNEL_FD {
-        libc::fcntl(channel, libc::F_SETFD, 0);
-    } else if libc::dup2(channel, CHILD_CHANNEL_FD) < 0 {
-        libc::_exit(127);
-    }
-    libc::syscall(
-        libc::SYS_close_range,
-        (CHILD_CHANNEL_FD + 1) as u32,
-        u32::MAX,
-        0u32,
-    );
-    if let Some(cwd) = &command.cwd {
-        if libc::chdir(cwd.as_ptr()) < 0 {
+        if command.confine.apply_in_child().is_err() {
             libc::_exit(126);
         }
+        if channel == CHILD_CHANNEL_FD {
+            libc::fcntl(channel, libc::F_SETFD, 0);
+        } else if libc::dup2(channel, CHILD_CHANNEL_FD) < 0 {
+            libc::_exit(127);
+        }
+        libc::syscall(
+            libc::SYS_close_range,
+            (CHILD_CHANNEL_FD + 1) as u32,
+            u32::MAX,
+            0u32,
+        );
+        if let Some(cwd) = &command.cwd {
+            if libc::chdir(cwd.as_ptr()) < 0 {
+                libc::_exit(126);
+            }
+        }
+        libc::execve(
+            command.path.as_ptr(),
+            command.argv_ptrs.as_ptr(),
+            env.ptrs.as_ptr(),
+        );
+        libc::_exit(127)
     }
-    libc::execve(
-        command.path.as_ptr(),
-        command.argv_ptrs.as_ptr(),
-        env.ptrs.as_ptr(),
-    );
-    libc::_exit(127)
 }

@@ -87,6 +87,7 @@ pub struct Mapping {
 // SAFETY: the mapping is process-wide memory; all shared fields are atomics or written
 // only before the magic is published.
 unsafe impl Send for Mapping {}
+// SAFETY: as for Send: shared access goes through atomics or immutable fields.
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
@@ -94,8 +95,9 @@ impl Mapping {
     /// Precondition: the file is at least that long (checked) and sealed against shrinking
     /// (checked by [`Mapping::open`]; the creator seals it).
     pub fn map(fd: BorrowedFd<'_>) -> Result<Mapping> {
-        // SAFETY: fstat writes one stat struct.
+        // SAFETY: stat is plain data; all-zero is a valid value for fstat to overwrite.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes one stat struct into `st`.
         if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
             return Err(Error::last_os("fstat control block"));
         }
