@@ -6,6 +6,7 @@
 //! a CAN FD frame (flags nibble: 1 = bit-rate switch). Logs compressed with gzip are
 //! read transparently ([`open_log`]).
 
+use crate::excerpt::excerpt;
 use crate::frame::{CanId, Frame, Kind};
 use flate2::read::MultiGzDecoder;
 use std::fmt::{self, Write as _};
@@ -85,6 +86,14 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
+/// Longest excerpt of a line shown in an error message, in characters.
+const SHOWN: usize = 48;
+
+/// `"text"` escaped and cut short (see [`crate::excerpt`]).
+fn quoted(text: &str) -> String {
+    format!("\"{}\"", excerpt(text, SHOWN))
+}
+
 /// Parses one log line (without its newline). `line_no` is used in errors.
 pub fn parse_line(text: &str, line_no: usize) -> Result<Record, ParseError> {
     let err = |message: String| ParseError {
@@ -96,10 +105,11 @@ pub fn parse_line(text: &str, line_no: usize) -> Result<Record, ParseError> {
         (fields.next(), fields.next(), fields.next(), fields.next())
     else {
         return Err(err(format!(
-            "expected `(seconds) iface ID#DATA`, found {text:?}"
+            "expected `(seconds) iface ID#DATA`, found {}",
+            quoted(text)
         )));
     };
-    let t_ns = parse_timestamp(ts).ok_or_else(|| err(format!("bad timestamp {ts:?}")))?;
+    let t_ns = parse_timestamp(ts).ok_or_else(|| err(format!("bad timestamp {}", quoted(ts))))?;
     let frame = parse_frame(body).map_err(err)?;
     Ok(Record {
         t_ns,
@@ -128,16 +138,17 @@ fn parse_timestamp(ts: &str) -> Option<u64> {
 pub fn parse_frame(body: &str) -> Result<Frame, String> {
     let (id_text, rest) = body
         .split_once('#')
-        .ok_or_else(|| format!("{body:?} lacks the `#` between id and data"))?;
+        .ok_or_else(|| format!("{} lacks the `#` between id and data", quoted(body)))?;
     let id = parse_id(id_text)?;
-    let bad = |e: crate::frame::FrameError| format!("{body:?}: {e}");
+    let shown = quoted(body);
+    let bad = |e: crate::frame::FrameError| format!("{shown}: {e}");
     if let Some(fd) = rest.strip_prefix('#') {
         let mut chars = fd.chars();
         let flags = chars
             .next()
             .and_then(|c| c.to_digit(16))
-            .ok_or_else(|| format!("{body:?}: CAN FD frame lacks its flags digit"))?;
-        let data = parse_hex(chars.as_str()).map_err(|e| format!("{body:?}: {e}"))?;
+            .ok_or_else(|| format!("{shown}: CAN FD frame lacks its flags digit"))?;
+        let data = parse_hex(chars.as_str()).map_err(|e| format!("{shown}: {e}"))?;
         return Frame::fd(id, flags & 1 != 0, &data).map_err(bad);
     }
     if let Some(len) = rest.strip_prefix(['R', 'r']) {
@@ -145,34 +156,35 @@ pub fn parse_frame(body: &str) -> Result<Frame, String> {
             0
         } else {
             len.parse::<u8>()
-                .map_err(|_| format!("{body:?}: bad remote length {len:?}"))?
+                .map_err(|_| format!("{shown}: bad remote length {}", quoted(len)))?
         };
         return Frame::remote(id, len).map_err(bad);
     }
-    let data = parse_hex(rest).map_err(|e| format!("{body:?}: {e}"))?;
+    let data = parse_hex(rest).map_err(|e| format!("{shown}: {e}"))?;
     Frame::new(id, &data).map_err(bad)
 }
 
 fn parse_id(text: &str) -> Result<CanId, String> {
-    let value = u32::from_str_radix(text, 16).map_err(|_| format!("bad CAN id {text:?}"))?;
+    let value =
+        u32::from_str_radix(text, 16).map_err(|_| format!("bad CAN id {}", quoted(text)))?;
     let id = if text.len() <= 3 {
         CanId::standard(value)
     } else {
         CanId::extended(value)
     };
-    id.ok_or_else(|| format!("CAN id {text:?} out of range"))
+    id.ok_or_else(|| format!("CAN id {} out of range", quoted(text)))
 }
 
 fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
     if text.len() % 2 != 0 {
-        return Err(format!("odd number of hex digits in {text:?}"));
+        return Err(format!("odd number of hex digits in {}", quoted(text)));
     }
     (0..text.len())
         .step_by(2)
         .map(|i| {
             text.get(i..i + 2)
                 .and_then(|pair| u8::from_str_radix(pair, 16).ok())
-                .ok_or_else(|| format!("bad hex data {text:?}"))
+                .ok_or_else(|| format!("bad hex data {}", quoted(text)))
         })
         .collect()
 }
@@ -188,11 +200,12 @@ pub fn open_log(path: &Path) -> io::Result<Box<dyn BufRead>> {
     })
 }
 
-/// Reads records line by line; blank lines and `#` comments are skipped.
+/// Reads records line by line; blank lines and `#` comments are skipped. A line that
+/// is not UTF-8 is a malformed line like any other.
 pub struct Reader<R> {
     input: R,
     line_no: usize,
-    buf: String,
+    buf: Vec<u8>,
 }
 
 /// A read failure: I/O (fatal) or a malformed line (the caller may go on).
@@ -218,8 +231,13 @@ impl<R: BufRead> Reader<R> {
         Reader {
             input,
             line_no: 0,
-            buf: String::new(),
+            buf: Vec::new(),
         }
+    }
+
+    /// The number of the line read last (1-based; 0 before the first).
+    pub fn line(&self) -> usize {
+        self.line_no
     }
 }
 
@@ -229,13 +247,15 @@ impl<R: BufRead> Iterator for Reader<R> {
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             self.buf.clear();
-            match self.input.read_line(&mut self.buf) {
+            match self.input.read_until(b'\n', &mut self.buf) {
                 Ok(0) => return None,
                 Ok(_) => {}
                 Err(e) => return Some(Err(ReadError::Io(e))),
             }
             self.line_no += 1;
-            let text = self.buf.trim();
+            // Bytes that are not UTF-8 make the line malformed, not the log unreadable.
+            let line = String::from_utf8_lossy(&self.buf);
+            let text = line.trim();
             if text.is_empty() || text.starts_with('#') {
                 continue;
             }
@@ -296,6 +316,18 @@ mod tests {
             assert_eq!(e.line, 7, "{bad}");
             assert!(e.to_string().starts_with("line 7: "), "{e}");
         }
+    }
+
+    #[test]
+    fn errors_show_lines_escaped_and_cut_short() {
+        let long = format!("(1.0) can0 064#{}", "A".repeat(1 << 20));
+        let e = parse_line(&long, 3).unwrap_err().to_string();
+        assert!(e.len() < 200, "{} bytes", e.len());
+        assert!(e.contains("more bytes)"), "{e}");
+        let e = parse_line("(1.0) can0 \u{1b}[2J#00", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\\u{1b}[2J") && !e.contains('\u{1b}'), "{e}");
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //! signal its own switch and value ranges, and nested switches (`mNM`) are present
 //! only when their own condition holds.
 
+use crate::dbc_check::{self, MessageSource, Problem};
+use crate::excerpt::excerpt;
 use crate::frame::{CanId, Frame};
 use can_dbc::{ByteOrder, Dbc, MessageId, MultiplexIndicator, SignalExtendedValueType, ValueType};
 use std::collections::HashMap;
@@ -229,14 +231,32 @@ impl std::error::Error for EncodeError {}
 #[derive(Debug)]
 pub enum LoadError {
     Io(std::io::Error),
-    Parse(String),
+    /// Not DBC syntax: the line (when the parser knows it) and what was expected there,
+    /// with the line's start escaped and cut short.
+    Parse {
+        line: Option<usize>,
+        message: String,
+    },
+    /// Valid syntax, invalid content (see [`crate::dbc_check`]), each problem with its line.
+    Invalid(Vec<Problem>),
 }
 
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LoadError::Io(e) => e.fmt(f),
-            LoadError::Parse(e) => write!(f, "not a valid DBC: {e}"),
+            LoadError::Parse {
+                line: Some(line),
+                message,
+            } => write!(f, "line {line}: not a valid DBC: {message}"),
+            LoadError::Parse {
+                line: None,
+                message,
+            } => write!(f, "not a valid DBC: {message}"),
+            LoadError::Invalid(problems) => {
+                let list: Vec<String> = problems.iter().map(Problem::to_string).collect();
+                write!(f, "invalid DBC: {}", list.join("; "))
+            }
         }
     }
 }
@@ -249,6 +269,7 @@ pub struct Database {
     messages: Vec<MessageDef>,
     by_id: HashMap<CanId, usize>,
     by_name: HashMap<String, usize>,
+    warnings: Vec<Problem>,
 }
 
 fn can_id(id: MessageId) -> CanId {
@@ -261,22 +282,68 @@ fn can_id(id: MessageId) -> CanId {
     }
 }
 
+/// The pseudo-message in which Vector's tools keep signals of no message (id
+/// 0xC0000000); cantools skips it, and so does this crate.
+const INDEPENDENT_SIGNALS: &str = "VECTOR__INDEPENDENT_SIG_MSG";
+
 impl Database {
-    /// Reads and parses a DBC file. Non-UTF-8 bytes (cp1252 comments) are replaced.
+    /// Reads and parses a DBC file, not strict ([`Database::parse`]). Non-UTF-8 bytes
+    /// (cp1252 comments) are replaced.
     pub fn from_file(path: &Path) -> Result<Database, LoadError> {
+        Database::from_file_with(path, false)
+    }
+
+    /// Reads and parses a DBC file; `strict` as in [`Database::parse_with`].
+    pub fn from_file_with(path: &Path, strict: bool) -> Result<Database, LoadError> {
         let bytes = std::fs::read(path).map_err(LoadError::Io)?;
-        Database::parse(&String::from_utf8_lossy(&bytes))
+        Database::parse_with(&String::from_utf8_lossy(&bytes), strict)
     }
 
-    /// Parses DBC text.
+    /// Parses DBC text, not strict: what cantools rejects even with `strict=False` is
+    /// an error, what only its strict mode rejects is a warning ([`Database::warnings`]).
     pub fn parse(text: &str) -> Result<Database, LoadError> {
-        let dbc = Dbc::try_from(text).map_err(|e| LoadError::Parse(e.to_string()))?;
-        Ok(Database::from_dbc(&dbc))
+        Database::parse_with(text, false)
     }
 
-    /// Builds the decoding tables of a parsed DBC.
-    pub fn from_dbc(dbc: &Dbc) -> Database {
-        let messages: Vec<MessageDef> = dbc.messages.iter().map(|m| message_def(dbc, m)).collect();
+    /// Parses DBC text; with `strict` the warnings are errors too (see
+    /// [`crate::dbc_check`] for the checks).
+    pub fn parse_with(text: &str, strict: bool) -> Result<Database, LoadError> {
+        let dbc = Dbc::try_from(text).map_err(parse_error)?;
+        let scanned = dbc_check::scan(text);
+        let sources = dbc_check::locate(dbc.messages.iter().map(|m| m.name.as_str()), &scanned);
+        let mut errors = Vec::new();
+        let mut kept = Vec::new();
+        let mut messages = Vec::new();
+        for (m, source) in dbc.messages.iter().zip(sources) {
+            if m.name == INDEPENDENT_SIGNALS {
+                continue;
+            }
+            messages.push(message_def(&dbc, m, source.as_ref(), &mut errors));
+            kept.push(source);
+        }
+        let mut warnings: Vec<Problem> = messages
+            .iter()
+            .zip(&kept)
+            .flat_map(|(m, source)| dbc_check::layout_warnings(m, source.as_ref()))
+            .collect();
+        warnings.extend(dbc_check::duplicate_warnings(&messages, &kept));
+        if strict {
+            errors.append(&mut warnings);
+        }
+        if !errors.is_empty() {
+            errors.sort_by_key(|p| p.line);
+            return Err(LoadError::Invalid(errors));
+        }
+        warnings.sort_by_key(|p| p.line);
+        Ok(Database::index(messages, warnings))
+    }
+
+    /// What the DBC's strict check would reject but a lenient load accepts, by line.
+    pub fn warnings(&self) -> &[Problem] {
+        &self.warnings
+    }
+
+    fn index(messages: Vec<MessageDef>, warnings: Vec<Problem>) -> Database {
         let by_id = messages
             .iter()
             .enumerate()
@@ -291,6 +358,7 @@ impl Database {
             messages,
             by_id,
             by_name,
+            warnings,
         }
     }
 
@@ -389,69 +457,206 @@ fn present(message: &MessageDef, raws: &[Option<u64>], i: usize, depth: usize) -
     }
 }
 
-fn message_def(dbc: &Dbc, m: &can_dbc::Message) -> MessageDef {
-    let index_of = |name: &str| m.signals.iter().position(|s| s.name == name);
-    let main_switch = m
-        .signals
-        .iter()
-        .position(|s| s.multiplexer_indicator == MultiplexIndicator::Multiplexor);
+impl MessageDef {
+    /// Whether signals `i` and `j` can be present in one frame: not when both hang, at
+    /// some level, on the same switch with value ranges that do not meet.
+    pub fn can_coexist(&self, i: usize, j: usize) -> bool {
+        let (a, b) = (self.switch_chain(i), self.switch_chain(j));
+        !a.iter().any(|(switch, ra)| {
+            b.iter().any(|(other, rb)| {
+                switch == other
+                    && !ra
+                        .iter()
+                        .any(|&(lo, hi)| rb.iter().any(|&(l, h)| lo <= h && l <= hi))
+            })
+        })
+    }
+
+    /// The switches signal `i` depends on, nearest first, with the values each must have.
+    fn switch_chain(&self, mut i: usize) -> Vec<(usize, &[(u64, u64)])> {
+        let mut chain = Vec::new();
+        while let Presence::When { switch, ranges } = &self.signals[i].presence {
+            if chain.len() >= self.signals.len() {
+                break;
+            }
+            chain.push((*switch, ranges.as_slice()));
+            i = *switch;
+        }
+        chain
+    }
+}
+
+/// A syntax error: with its line and the line's start (escaped: a binary file is not
+/// echoed as raw bytes) when the grammar says where.
+fn parse_error(e: can_dbc::DbcError) -> LoadError {
+    use pest::error::LineColLocation;
+    match e {
+        can_dbc::DbcError::Pest(e) => {
+            let (line, column) = match e.line_col {
+                LineColLocation::Pos(at) | LineColLocation::Span(at, _) => at,
+            };
+            LoadError::Parse {
+                line: Some(line),
+                message: format!(
+                    "{} at column {column} of \"{}\"",
+                    e.variant.message(),
+                    excerpt(e.line(), 80)
+                ),
+            }
+        }
+        e => LoadError::Parse {
+            line: None,
+            message: excerpt(&e.to_string(), 200),
+        },
+    }
+}
+
+/// The message's id, or an error when it does not fit its kind (cantools: "Extended
+/// frame id ... is more than 29 bits", "Standard frame id ... is more than 11 bits").
+/// The parser masks extended ids to 29 bits and truncates standard ones to 16, so the
+/// id as written (`raw`) is checked.
+fn checked_id(m: &can_dbc::Message, raw: Option<u64>) -> Result<CanId, String> {
+    const EXTENDED_FLAG: u64 = 1 << 31;
+    let Some(raw) = raw else {
+        return Ok(can_id(m.id));
+    };
+    let (value, extended) = (raw & !EXTENDED_FLAG, raw & EXTENDED_FLAG != 0);
+    let id = if extended {
+        u32::try_from(value).ok().and_then(CanId::extended)
+    } else {
+        u32::try_from(value).ok().and_then(CanId::standard)
+    };
+    id.ok_or_else(|| {
+        let (kind, bits) = if extended {
+            ("extended", 29)
+        } else {
+            ("standard", 11)
+        };
+        format!(
+            "message {}: {kind} id {value:#x} has more than {bits} bits (ids with bit 31 set \
+             are extended; cantools rejects this too)",
+            m.name
+        )
+    })
+}
+
+/// The decoding table of message `m`; its content errors go to `errors`, each with the
+/// line of its `BO_` or `SG_` (from `source`).
+fn message_def(
+    dbc: &Dbc,
+    m: &can_dbc::Message,
+    source: Option<&MessageSource>,
+    errors: &mut Vec<Problem>,
+) -> MessageDef {
+    let id = checked_id(m, source.and_then(|s| s.raw_id)).unwrap_or_else(|message| {
+        errors.push(Problem {
+            line: source.map(|s| s.line),
+            message,
+        });
+        can_id(m.id)
+    });
+    let mut seen: HashMap<&str, usize> = HashMap::new();
     let signals = m
         .signals
         .iter()
         .map(|s| {
-            let extended = dbc
-                .extended_multiplex
-                .iter()
-                .find(|x| x.message_id == m.id && x.signal_name == s.name);
-            let presence = match (extended, s.multiplexer_indicator) {
-                (Some(x), _) => match index_of(&x.multiplexor_signal_name) {
-                    Some(switch) => Presence::When {
-                        switch,
-                        ranges: x
-                            .mappings
-                            .iter()
-                            .map(|r| (r.min_value, r.max_value))
-                            .collect(),
-                    },
-                    None => Presence::Always,
-                },
-                (
-                    None,
-                    MultiplexIndicator::MultiplexedSignal(v)
-                    | MultiplexIndicator::MultiplexorAndMultiplexedSignal(v),
-                ) => match main_switch {
-                    Some(switch) => Presence::When {
-                        switch,
-                        ranges: vec![(v, v)],
-                    },
-                    None => Presence::Always,
-                },
-                _ => Presence::Always,
-            };
-            let encoding = match dbc.extended_value_type_for_signal(m.id, &s.name) {
-                Some(SignalExtendedValueType::IEEEfloat32Bit) => Encoding::Float32,
-                Some(SignalExtendedValueType::IEEEdouble64bit) => Encoding::Float64,
-                _ if s.value_type == ValueType::Signed => Encoding::Signed,
-                _ => Encoding::Unsigned,
-            };
+            let nth = seen.entry(&s.name).or_default();
+            let line = source.and_then(|src| src.signal_line(&s.name, *nth));
+            *nth += 1;
+            let encoding = encoding(dbc, m, s);
+            if let Some(message) = signal_error(s, encoding) {
+                errors.push(Problem {
+                    line,
+                    message: format!("message {}, signal {}: {message}", m.name, s.name),
+                });
+            }
             SignalDef {
                 name: s.name.clone(),
-                start_bit: s.start_bit as u32,
+                start_bit: u32::try_from(s.start_bit).unwrap_or(u32::MAX),
                 size: (s.size as u32).clamp(1, 64),
                 little_endian: s.byte_order == ByteOrder::LittleEndian,
                 encoding,
                 factor: s.factor,
                 offset: s.offset,
                 unit: s.unit.clone(),
-                presence,
+                presence: presence(dbc, m, s),
             }
         })
         .collect();
     MessageDef {
-        id: can_id(m.id),
+        id,
         name: m.name.clone(),
         size: m.size as usize,
         signals,
+    }
+}
+
+/// What is wrong with a signal's size for its encoding, if anything.
+fn signal_error(s: &can_dbc::Signal, encoding: Encoding) -> Option<String> {
+    let need = match encoding {
+        Encoding::Float32 => Some((32, "SIG_VALTYPE_ 1 (IEEE float)")),
+        Encoding::Float64 => Some((64, "SIG_VALTYPE_ 2 (IEEE double)")),
+        _ => None,
+    };
+    match (s.size, need) {
+        (0, _) => Some("has 0 bits: a signal has 1 to 64 (cantools rejects this too)".into()),
+        (65.., _) => Some(format!(
+            "has {} bits: a signal has 1 to 64 (longer ones cannot be decoded)",
+            s.size
+        )),
+        (size, Some((bits, what))) if size != bits => Some(format!(
+            "{what} needs {bits} bits, the signal has {size} (the DBC format has no other \
+             float sizes; cantools would read 16 bits as a half float)"
+        )),
+        _ => None,
+    }
+}
+
+fn encoding(dbc: &Dbc, m: &can_dbc::Message, s: &can_dbc::Signal) -> Encoding {
+    match dbc.extended_value_type_for_signal(m.id, &s.name) {
+        Some(SignalExtendedValueType::IEEEfloat32Bit) => Encoding::Float32,
+        Some(SignalExtendedValueType::IEEEdouble64bit) => Encoding::Float64,
+        _ if s.value_type == ValueType::Signed => Encoding::Signed,
+        _ => Encoding::Unsigned,
+    }
+}
+
+/// When signal `s` of `m` is present: extended multiplexing (`SG_MUL_VAL_`) if given,
+/// else the message's multiplexor for `mN` signals.
+fn presence(dbc: &Dbc, m: &can_dbc::Message, s: &can_dbc::Signal) -> Presence {
+    let index_of = |name: &str| m.signals.iter().position(|s| s.name == name);
+    let main_switch = m
+        .signals
+        .iter()
+        .position(|s| s.multiplexer_indicator == MultiplexIndicator::Multiplexor);
+    let extended = dbc
+        .extended_multiplex
+        .iter()
+        .find(|x| x.message_id == m.id && x.signal_name == s.name);
+    match (extended, s.multiplexer_indicator) {
+        (Some(x), _) => match index_of(&x.multiplexor_signal_name) {
+            Some(switch) => Presence::When {
+                switch,
+                ranges: x
+                    .mappings
+                    .iter()
+                    .map(|r| (r.min_value, r.max_value))
+                    .collect(),
+            },
+            None => Presence::Always,
+        },
+        (
+            None,
+            MultiplexIndicator::MultiplexedSignal(v)
+            | MultiplexIndicator::MultiplexorAndMultiplexedSignal(v),
+        ) => match main_switch {
+            Some(switch) => Presence::When {
+                switch,
+                ranges: vec![(v, v)],
+            },
+            None => Presence::Always,
+        },
+        _ => Presence::Always,
     }
 }
 
@@ -587,8 +792,64 @@ SIG_VALTYPE_ 100 F32 : 1;
         ));
     }
 
+    fn problems(text: &str, strict: bool) -> Vec<(Option<usize>, String)> {
+        match Database::parse_with(text, strict) {
+            Ok(db) => panic!("accepted; warnings {:?}", db.warnings()),
+            Err(LoadError::Invalid(p)) => p.into_iter().map(|p| (p.line, p.message)).collect(),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn content_errors_name_their_line_whatever_the_strictness() {
+        let text = "BO_ 100 M: 8 X\n SG_ Z : 0|0@1+ (1,0) [0|0] \"\" X\n\
+                    SG_ W : 0|65@1+ (1,0) [0|0] \"\" X\n SG_ F : 0|16@1- (1,0) [0|0] \"\" X\n\
+                    BO_ 3758096384 HIGH: 1 X\n\nSIG_VALTYPE_ 100 F : 1;\n";
+        let got = problems(text, false);
+        let lines: Vec<_> = got.iter().map(|p| p.0).collect();
+        assert_eq!(lines, [Some(2), Some(3), Some(4), Some(5)], "{got:?}");
+        assert!(got[0].1.contains("signal Z: has 0 bits"), "{got:?}");
+        assert!(got[1].1.contains("signal W: has 65 bits"), "{got:?}");
+        assert!(
+            got[2].1.contains("needs 32 bits, the signal has 16"),
+            "{got:?}"
+        );
+        assert!(
+            got[3].1.contains("0x60000000 has more than 29 bits"),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn strict_only_problems_are_warnings_unless_strict() {
+        let text = "BO_ 100 A: 2 X\n SG_ S : 0|8@1+ (1,0) [0|0] \"\" X\n\
+                    SG_ T : 4|16@1+ (1,0) [0|0] \"\" X\nBO_ 100 B: 1 X\n";
+        let db = Database::parse(text).unwrap();
+        let warnings: Vec<_> = db.warnings().iter().map(|p| p.line).collect();
+        // T does not fit, S and T share bits, B takes A's id (and decodes it, as in cantools).
+        assert_eq!(warnings, [Some(3), Some(3), Some(4)], "{:?}", db.warnings());
+        assert_eq!(db.message(CanId::Standard(100)).unwrap().name, "B");
+        assert_eq!(problems(text, true).len(), 3);
+    }
+
+    #[test]
+    fn multiplexed_signals_may_share_bits_and_vector_pseudo_messages_are_skipped() {
+        let text = "BO_ 3221225472 VECTOR__INDEPENDENT_SIG_MSG: 0 Vector__XXX\n\
+                    SG_ LOOSE : 0|8@1+ (1,0) [0|0] \"\" X\n\
+                    BO_ 100 M: 2 X\n SG_ MUX M : 0|8@1+ (1,0) [0|0] \"\" X\n\
+                    SG_ A m1 : 8|8@1+ (1,0) [0|0] \"\" X\n SG_ B m2 : 8|8@1+ (1,0) [0|0] \"\" X\n";
+        let db = Database::parse_with(text, true).unwrap();
+        assert_eq!(db.messages().len(), 1);
+        assert!(db.message(CanId::Standard(0)).is_none());
+        let shared = text.replace("B m2", "B m1");
+        assert_eq!(problems(&shared, true).len(), 1);
+    }
+
     #[test]
     fn bad_dbc_is_an_error() {
-        assert!(matches!(Database::parse("BO_ x"), Err(LoadError::Parse(_))));
+        assert!(matches!(
+            Database::parse("BO_ x"),
+            Err(LoadError::Parse { line: Some(1), .. })
+        ));
     }
 }

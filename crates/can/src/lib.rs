@@ -18,9 +18,13 @@
 pub mod bus;
 pub mod candump;
 pub mod dbc;
+pub mod dbc_check;
 pub mod decode;
+pub mod dump;
+pub mod excerpt;
 pub mod frame;
 pub mod gateway;
+pub mod generate;
 pub mod mapper;
 pub mod replay;
 pub mod service;

@@ -1,20 +1,24 @@
-//! `bulkhead can`: decode candump logs with a DBC, serve a virtual CAN bus, replay
-//! a log onto a bus, dump a bus, run the gateway's reader or writer, talk to the
-//! gateway from a partition. The logic lives in `bulkhead-can`.
+//! `bulkhead can`: decode candump logs with a DBC, serve a virtual CAN bus (also over
+//! socketcand), run the gateway's reader or writer, talk to the gateway from a
+//! partition, and the can-utils tools on any bus: replay (canplayer), dump (candump),
+//! send (cansend), gen (cangen), in `can_utils.rs`. The logic lives in `bulkhead-can`.
 
-use bulkhead_can::bus::{self, SOCKETCAN_PREFIX};
-use bulkhead_can::candump::{self, open_log, Reader, Record};
+use crate::can_utils;
+use bulkhead_can::bus::SOCKETCAN_PREFIX;
+use bulkhead_can::candump::{self, open_log, Record};
+use bulkhead_can::dbc::LoadError;
+use bulkhead_can::dbc_check::Problem;
 use bulkhead_can::decode::decode_log;
 use bulkhead_can::gateway::Role;
 use bulkhead_can::mapper::Mapper;
-use bulkhead_can::replay::{dump, replay};
 use bulkhead_can::service::{self, ServiceError};
 use bulkhead_can::vbus::{self, Bus};
 use bulkhead_can::Database;
 use bulkhead_can::{CanId, Frame};
+use bulkhead_model::units::parse_duration;
 use clap::Subcommand;
 use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -26,14 +30,19 @@ pub struct Args {
 
 #[derive(Subcommand)]
 enum CanCommand {
+    /// Serve a virtual CAN bus that nodes attach to by name (runs until killed); with
+    /// --socketcand also over TCP for socketcand clients (python-can)
+    Bus(BusArgs),
+    /// Inject a candump log onto buses in real time (canplayer)
+    Replay(can_utils::ReplayArgs),
+    /// Print the frames of a bus, filtered by id, as candump's table or log (candump)
+    Dump(can_utils::DumpArgs),
+    /// Send frames given as ID#DATA (cansend)
+    Send(can_utils::SendArgs),
+    /// Send random, incrementing or fixed frames every gap (cangen)
+    Gen(can_utils::GenArgs),
     /// Decode a candump log (.gz too) with a DBC: one JSON line per decodable frame
     Decode(DecodeArgs),
-    /// Serve a virtual CAN bus that nodes attach to by name (runs until killed)
-    Bus(BusArgs),
-    /// Inject a candump log onto a bus in real time
-    Replay(ReplayArgs),
-    /// Print the frames received from a bus in candump log format
-    Dump(DumpArgs),
     /// Run the CAN gateway's reader (bus to partitions) or writer (partitions to bus)
     /// job: as a bulkhead task under `bulkhead run`, else every --period
     Gateway(GatewayArgs),
@@ -69,8 +78,8 @@ struct GatewayArgs {
     /// Frames handled per job, at most
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_frames: u64,
-    /// Job period when not run by bulkhead (e.g. 2ms; a bare number is seconds)
-    #[arg(long, default_value = "2ms", value_parser = parse_period)]
+    /// Job period when not run by bulkhead (e.g. 2ms)
+    #[arg(long, default_value = "2ms", value_parser = parse_timeout)]
     period: Duration,
 }
 
@@ -85,7 +94,7 @@ struct MapArgs {
     /// Stop after receiving this many frames
     #[arg(long)]
     count: Option<u64>,
-    /// Stop after this long (e.g. 2s, 500ms; a bare number is seconds)
+    /// Stop after this long (e.g. 2s, 500ms)
     #[arg(long, value_parser = parse_timeout)]
     timeout: Option<Duration>,
 }
@@ -100,6 +109,10 @@ struct DecodeArgs {
     /// Decode only the log's frames of this interface (default: all)
     #[arg(long)]
     iface: Option<String>,
+    /// Reject the DBC for what cantools' strict mode rejects (signals that overlap or
+    /// do not fit their message, messages sharing an id); without it these are warnings
+    #[arg(long)]
+    strict: bool,
 }
 
 #[derive(clap::Args)]
@@ -113,51 +126,16 @@ struct BusArgs {
     bitrate: u64,
 }
 
-#[derive(clap::Args)]
-struct ReplayArgs {
-    /// The candump log, plain or gzip-compressed
-    log: PathBuf,
-    /// The bus: a virtual bus name, or socketcan:IFACE
-    #[arg(long, value_parser = parse_bus_spec)]
-    bus: String,
-    /// Replay only the log's frames of this interface (default: all)
-    #[arg(long)]
-    iface: Option<String>,
-    /// Time scale: 2.0 replays twice as fast
-    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
-    speed: f64,
-}
-
-#[derive(clap::Args)]
-struct DumpArgs {
-    /// The bus: a virtual bus name, or socketcan:IFACE
-    #[arg(long, value_parser = parse_bus_spec)]
-    bus: String,
-    /// Stop after this many frames
-    #[arg(long)]
-    count: Option<u64>,
-    /// Stop after this long (e.g. 2s, 500ms; a bare number is seconds)
-    #[arg(long, value_parser = parse_timeout)]
-    timeout: Option<Duration>,
-}
-
-fn parse_bus_name(text: &str) -> Result<String, String> {
+pub(crate) fn parse_bus_name(text: &str) -> Result<String, String> {
     vbus::check_name(text).map_err(|e| e.to_string())?;
     Ok(text.to_string())
 }
 
-fn parse_bus_spec(text: &str) -> Result<String, String> {
+pub(crate) fn parse_bus_spec(text: &str) -> Result<String, String> {
     match text.strip_prefix(SOCKETCAN_PREFIX) {
         Some("") => Err("socketcan: needs an interface name, e.g. socketcan:can0".into()),
         Some(_) => Ok(text.to_string()),
         None => parse_bus_name(text),
-    }
-}
-
-fn parse_speed(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("`{text}` is not a positive number")),
     }
 }
 
@@ -175,23 +153,22 @@ fn parse_allow(text: &str) -> Result<(String, Vec<CanId>), String> {
     }
 }
 
-fn parse_period(text: &str) -> Result<Duration, String> {
-    match parse_timeout(text)? {
-        d if d.is_zero() => Err("the period must be positive".into()),
-        d => Ok(d),
+/// A positive duration with a unit (`500us`, `2ms`, `1s`): the syntax of `run --timeout`.
+pub(crate) fn parse_timeout(text: &str) -> Result<Duration, String> {
+    match parse_duration(text, None)? {
+        0 => Err("must be a positive duration".into()),
+        ns => Ok(Duration::from_nanos(ns)),
     }
-}
-
-fn parse_timeout(text: &str) -> Result<Duration, String> {
-    bulkhead_model::units::parse_duration(text, Some(1_000_000_000)).map(Duration::from_nanos)
 }
 
 pub fn run(args: Args) -> ExitCode {
     let result = match args.command {
         CanCommand::Decode(a) => run_decode(a),
         CanCommand::Bus(a) => run_bus(a),
-        CanCommand::Replay(a) => run_replay(a),
-        CanCommand::Dump(a) => run_dump(a),
+        CanCommand::Replay(a) => can_utils::run_replay(a),
+        CanCommand::Dump(a) => can_utils::run_dump(a),
+        CanCommand::Send(a) => can_utils::run_send(a),
+        CanCommand::Gen(a) => can_utils::run_gen(a),
         CanCommand::Gateway(a) => return run_gateway(a),
         CanCommand::Map(a) => run_map(a),
     };
@@ -204,8 +181,47 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
+/// Warnings of a DBC shown, at most; the rest are counted.
+const MAX_DBC_WARNINGS: usize = 5;
+
+/// Loads a DBC, printing its warnings (at most [`MAX_DBC_WARNINGS`]) on stderr. Errors
+/// name the file and the DBC line of each problem.
+fn load_dbc(path: &Path, strict: bool) -> Result<Database, String> {
+    let at = |p: &Problem| match p.line {
+        Some(line) => format!("{}:{line}: {}", path.display(), p.message),
+        None => format!("{}: {}", path.display(), p.message),
+    };
+    let db = Database::from_file_with(path, strict).map_err(|e| match e {
+        LoadError::Invalid(problems) => problems
+            .iter()
+            .map(at)
+            .collect::<Vec<_>>()
+            .join("\nerror: "),
+        LoadError::Parse { line, message } => at(&Problem {
+            line,
+            message: format!("not a valid DBC: {message}"),
+        }),
+        e => format!("{}: {e}", path.display()),
+    })?;
+    let warnings = db.warnings();
+    for w in warnings.iter().take(MAX_DBC_WARNINGS) {
+        eprintln!("warning: {}", at(w));
+    }
+    if warnings.len() > MAX_DBC_WARNINGS {
+        eprintln!(
+            "warning: {}: {} more warnings like these",
+            path.display(),
+            warnings.len() - MAX_DBC_WARNINGS
+        );
+    }
+    if !warnings.is_empty() {
+        eprintln!("note: --strict makes these warnings errors (as cantools' strict mode does)");
+    }
+    Ok(db)
+}
+
 fn run_decode(a: DecodeArgs) -> Result<ExitCode, String> {
-    let db = Database::from_file(&a.dbc).map_err(|e| format!("{}: {e}", a.dbc.display()))?;
+    let db = load_dbc(&a.dbc, a.strict)?;
     let input = open_log(&a.log).map_err(|e| format!("{}: {e}", a.log.display()))?;
     let stdout = io::stdout().lock();
     let mut out = BufWriter::new(stdout);
@@ -225,43 +241,6 @@ fn run_bus(a: BusArgs) -> Result<ExitCode, String> {
         vbus::socket_name(&a.name)
     );
     bus.run()
-}
-
-fn run_replay(a: ReplayArgs) -> Result<ExitCode, String> {
-    let input = open_log(&a.log).map_err(|e| format!("{}: {e}", a.log.display()))?;
-    let mut bus = bus::open(&a.bus).map_err(|e| format!("--bus {}: {e}", a.bus))?;
-    let stats = replay(
-        Reader::new(input),
-        bus.as_mut(),
-        a.iface.as_deref(),
-        a.speed,
-    )
-    .map_err(|e| format!("{}: {e}", a.log.display()))?;
-    eprintln!(
-        "replayed {} frames onto {} ({} of other interfaces skipped, {} malformed lines, \
-         at most {:.3} ms late)",
-        stats.sent,
-        a.bus,
-        stats.skipped,
-        stats.malformed,
-        stats.max_late.as_secs_f64() * 1e3
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-fn run_dump(a: DumpArgs) -> Result<ExitCode, String> {
-    let mut bus = bus::open(&a.bus).map_err(|e| format!("--bus {}: {e}", a.bus))?;
-    let iface = a.bus.strip_prefix(SOCKETCAN_PREFIX).unwrap_or(&a.bus);
-    let mut out = io::stdout().lock();
-    let n = dump(bus.as_mut(), iface, a.count, a.timeout, &mut out)
-        .map_err(|e| format!("--bus {}: {e}", a.bus))?;
-    match a.count {
-        Some(count) if n < count => {
-            eprintln!("timeout: received {n} of {count} frames");
-            Ok(ExitCode::from(1))
-        }
-        _ => Ok(ExitCode::SUCCESS),
-    }
 }
 
 fn run_gateway(a: GatewayArgs) -> ExitCode {

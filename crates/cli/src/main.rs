@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 mod analyze;
 mod can;
+mod can_utils;
 mod check;
 mod common;
 mod run;
@@ -30,7 +31,7 @@ struct Cli {
 enum Command {
     /// Schedulability analysis: WCRT, slack and the binding constraint per task, partition and CPU
     Analyze(analyze::Args),
-    /// CAN: decode logs with a DBC, serve a virtual bus, replay and dump
+    /// CAN: bus (virtual, socketcand), replay, dump, send, gen, decode, gateway, map
     Can(can::Args),
     /// Validate a system description and print a summary (or its canonical form)
     Check(check::Args),

@@ -160,6 +160,7 @@ fn replayed_log_arrives_at_a_dumping_node_in_order_of_arbitration_and_time() {
             .args([
                 "can",
                 "dump",
+                "-L",
                 "--bus",
                 &name,
                 "--count",
@@ -331,7 +332,7 @@ fn the_gateway_forwards_bus_frames_to_a_mapper_and_only_allowed_ids_to_the_bus()
     // the dump shows it is attached.
     let mut dump = Reaped(
         Command::new(bin())
-            .args(["can", "dump", "--bus", &bus, "--timeout", "20s"])
+            .args(["can", "dump", "-L", "--bus", &bus, "--timeout", "20s"])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -537,6 +538,355 @@ fn under_a_supervisor_the_writer_runs_one_job_per_period_and_publishes_its_count
         assert_eq!(
             pair[1].release_ns - pair[0].release_ns,
             (pair[1].index - pair[0].index) * 2 * MS
+        );
+    }
+}
+
+/// Every DBC of `tests/invalid-dbc` ends with `CM_ "expect: KIND LINE: FRAGMENT";`:
+/// KIND `error` is rejected with or without `--strict`, `warning` is a warning (exit 0)
+/// that `--strict` makes an error; both name the file and the DBC line.
+#[test]
+fn every_bad_dbc_of_the_corpus_is_reported_with_its_line() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/invalid-dbc");
+    let log = std::env::temp_dir().join(unique("corpus-log"));
+    std::fs::write(&log, "(1.0) can0 064#00\n").unwrap();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    for file in files {
+        let src = text(&std::fs::read(&file).unwrap());
+        let expect = src
+            .lines()
+            .last()
+            .and_then(|l| l.strip_prefix("CM_ \"expect: "))
+            .and_then(|l| l.strip_suffix("\";"))
+            .unwrap_or_else(|| panic!("{}: expect line", file.display()));
+        let (kind, rest) = expect.split_once(' ').unwrap();
+        let (line, fragment) = rest.split_once(": ").unwrap();
+        let run = |strict: bool| {
+            let mut args = vec!["can", "decode", "--dbc", file.to_str().unwrap()];
+            if strict {
+                args.push("--strict");
+            }
+            args.push(log.to_str().unwrap());
+            bulkhead(&args)
+        };
+        let located = format!("{}:{line}: ", file.display());
+        for strict in [false, true] {
+            let out = run(strict);
+            let stderr = text(&out.stderr);
+            let (code, word) = match (kind, strict) {
+                ("warning", false) => (0, "warning"),
+                _ => (1, "error"),
+            };
+            assert_eq!(
+                out.status.code(),
+                Some(code),
+                "{}: {stderr}",
+                file.display()
+            );
+            let shown = stderr
+                .lines()
+                .find(|l| l.starts_with(&format!("{word}: {located}")))
+                .unwrap_or_else(|| {
+                    panic!("{}: no `{word}: {located}` in {stderr}", file.display())
+                });
+            assert!(shown.contains(fragment), "{}: {shown}", file.display());
+            assert!(
+                stderr
+                    .chars()
+                    .all(|c| c == '\n' || (' '..='~').contains(&c)),
+                "{}: only printable ASCII on stderr: {stderr:?}",
+                file.display()
+            );
+            assert!(
+                stderr.len() < 2000,
+                "{}: {} bytes",
+                file.display(),
+                stderr.len()
+            );
+        }
+    }
+    let _ = std::fs::remove_file(&log);
+}
+
+#[test]
+fn decode_shows_a_huge_malformed_line_escaped_and_short() {
+    let path = std::env::temp_dir().join(unique("huge-line"));
+    let mut content = format!("(1.0) can0 064#{}\n", "A".repeat(30 << 20)).into_bytes();
+    content.extend_from_slice(b"(2.0) can0 0B4#\x1b[2J\xff\n");
+    std::fs::write(&path, content).unwrap();
+    let out = bulkhead(&["can", "decode", "--dbc", &data(DBC), path.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&path);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("2 malformed lines"), "{stderr}");
+    assert!(stderr.len() < 2000, "{} bytes of stderr", stderr.len());
+    assert!(
+        stderr.contains("line 1: ") && stderr.contains("more bytes)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("\\u{1b}[2J"), "{stderr}");
+    assert!(
+        !out.stderr.contains(&0x1b),
+        "no raw escape byte reaches the terminal"
+    );
+}
+
+// ---- the can-utils tools: replay (canplayer), dump (candump), send, gen -------------
+
+/// A dump of `bus` running in the background; `lines()` ends it and returns its output.
+struct Dump(Reaped);
+
+impl Dump {
+    fn start(bus: &str, extra: &[&str]) -> Dump {
+        let child = Command::new(bin())
+            .args(["can", "dump", "--bus", bus, "--timeout", "20s"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The dump attaches to the bus within this time; frames sent before are not its.
+        std::thread::sleep(Duration::from_millis(300));
+        Dump(Reaped(child))
+    }
+
+    /// Waits `settle` for frames in flight, then ends the dump and returns its lines.
+    fn lines(mut self, settle: Duration) -> Vec<String> {
+        std::thread::sleep(settle);
+        let _ = self.0 .0.kill();
+        let mut out = String::new();
+        self.0
+             .0
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        out.lines().map(str::to_string).collect()
+    }
+}
+
+fn write_log(tag: &str, content: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(unique(tag));
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+#[test]
+fn replay_skips_fd_records_and_long_gaps_and_restarts_time_on_backward_steps() {
+    let name = unique("replay-odd");
+    let _bus = start_bus(&name, "500000");
+    let dump = Dump::start(&name, &["-L"]);
+    // A valid CAN FD record, a 9e9 s jump, and a step back of 9e9 s after which two
+    // records keep their 400 ms spacing.
+    let log = write_log(
+        "odd.log",
+        "(1.000000) can0 025##100\n(1.001000) can0 101#01\n(9000000001.0) can0 102#02\n\
+         (2.000000) can0 103#03\n(2.400000) can0 104#04\nnot a record\n",
+    );
+    let t0 = Instant::now();
+    let out = bulkhead(&["can", "replay", log.to_str().unwrap(), "--bus", &name]);
+    let took = t0.elapsed();
+    let _ = std::fs::remove_file(&log);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("replayed 4 frames"), "{stderr}");
+    assert!(stderr.contains("1 CAN FD records skipped"), "{stderr}");
+    assert!(
+        stderr.contains("1 gaps longer than 10s skipped (the first before line 3"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("the first at line 4"), "{stderr}");
+    assert!(stderr.contains("first malformed: line 6:"), "{stderr}");
+    assert!(
+        took >= Duration::from_millis(390) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    let lines = dump.lines(Duration::from_millis(200));
+    let ids: Vec<&str> = lines.iter().map(|l| &l[l.len() - 6..l.len() - 3]).collect();
+    assert_eq!(ids, ["101", "102", "103", "104"], "{lines:?}");
+    let t = |l: &str| bulkhead_can::candump::parse_line(l, 0).unwrap().t_ns;
+    let spacing = t(&lines[3]) - t(&lines[2]);
+    assert!(
+        spacing >= 390_000_000,
+        "103 and 104 keep their spacing: {spacing} ns"
+    );
+}
+
+#[test]
+fn replay_maps_interfaces_to_buses_loops_and_ignores_timestamps_on_request() {
+    let (a, b) = (unique("map-a"), unique("map-b"));
+    let (_bus_a, _bus_b) = (start_bus(&a, "500000"), start_bus(&b, "500000"));
+    let (dump_a, dump_b) = (Dump::start(&a, &["-L"]), Dump::start(&b, &["-L"]));
+    let log = write_log(
+        "two-ifaces.log",
+        "(0.0) can0 100#00\n(50.0) can1 200#00\n(100.0) can2 300#00\n(150.0) can0 101#00\n",
+    );
+    let t0 = Instant::now();
+    let assign = (format!("{a}=can0"), format!("{b}=can1"));
+    let out = bulkhead(&[
+        "can",
+        "replay",
+        log.to_str().unwrap(),
+        &assign.0,
+        &assign.1,
+        "-t",
+        "-g",
+        "20ms",
+        "-l",
+        "3",
+    ]);
+    let took = t0.elapsed();
+    let _ = std::fs::remove_file(&log);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("replayed 9 frames"), "{stderr}");
+    assert!(stderr.contains("3 of other interfaces skipped"), "{stderr}");
+    assert!(stderr.contains("3 loops played"), "{stderr}");
+    // 150 s of log time with -t: 9 frames 20 ms apart (the first of each loop at once).
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let settle = Duration::from_millis(200);
+    let on_a: Vec<String> = dump_a
+        .lines(settle)
+        .iter()
+        .map(|l| l[l.len() - 6..].to_string())
+        .collect();
+    let on_b: Vec<String> = dump_b
+        .lines(settle)
+        .iter()
+        .map(|l| l[l.len() - 6..].to_string())
+        .collect();
+    assert_eq!(on_a, ["100#00", "101#00"].repeat(3));
+    assert_eq!(on_b, ["200#00"].repeat(3));
+}
+
+#[test]
+fn dump_filters_ids_and_prints_candumps_table_or_log() {
+    let name = unique("filters");
+    let _bus = start_bus(&name, "500000");
+    let table = Dump::start(&name, &["-f", "100:700", "-f", "1ABCDEF0:1FFFFFFF"]);
+    let inverted = Dump::start(&name, &["--filter", "100~700", "-L"]);
+    let out = bulkhead(&[
+        "can",
+        "send",
+        &name,
+        "123#1122",
+        "1ABCDEF0#FF",
+        "234#",
+        "1FF#R2",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let settle = Duration::from_millis(300);
+    // Sorted: the order on the bus is the arbitration's, which depends on when each
+    // frame reached the bus.
+    let mut shown = table.lines(settle);
+    shown.sort();
+    assert_eq!(
+        shown,
+        [
+            format!("  {name}  123   [2]  11 22"),
+            format!("  {name}  1ABCDEF0   [1]  FF"),
+            format!("  {name}  1FF   [2]  remote request"),
+        ]
+    );
+    let mut logged: Vec<String> = inverted
+        .lines(settle)
+        .iter()
+        .map(|l| l.split_once(") ").unwrap().1.to_string())
+        .collect();
+    logged.sort();
+    assert_eq!(
+        logged,
+        [format!("{name} 1ABCDEF0#FF"), format!("{name} 234#")]
+    );
+}
+
+#[test]
+fn gen_sends_frames_at_its_gap_as_cangen_does() {
+    let name = unique("gen");
+    let _bus = start_bus(&name, "1000000");
+    let dump = Dump::start(&name, &["-L"]);
+    let t0 = Instant::now();
+    let out = bulkhead(&[
+        "can", "gen", &name, "-g", "10ms", "-I", "i", "-D", "i", "-L", "2", "-n", "20",
+    ]);
+    let took = t0.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        took >= Duration::from_millis(190),
+        "20 frames 10 ms apart: {took:?}"
+    );
+    let lines = dump.lines(Duration::from_millis(200));
+    let want: Vec<String> = (0..20u32).map(|i| format!("{i:03X}#{:02X}00", i)).collect();
+    let got: Vec<String> = lines
+        .iter()
+        .map(|l| l.rsplit(' ').next().unwrap().to_string())
+        .collect();
+    assert_eq!(got, want);
+    let random = bulkhead(&[
+        "can", "gen", &name, "-g", "0ms", "-e", "-n", "50", "-v", "--seed", "9",
+    ]);
+    let shown = text(&random.stdout);
+    assert_eq!(shown.lines().count(), 50, "{shown}");
+    assert!(
+        shown
+            .lines()
+            .all(|l| l.len() > 8 + name.len() && l.contains("   [")),
+        "{shown}"
+    );
+    assert_eq!(
+        random.stdout,
+        bulkhead(&["can", "gen", &name, "-g", "0ms", "-e", "-n", "50", "-v", "--seed", "9"]).stdout
+    );
+}
+
+#[test]
+fn durations_need_a_unit_as_in_run_and_bad_tool_flags_are_usage_errors() {
+    let run = bulkhead(&["run", "x.yaml", "--timeout", "1"]);
+    let dump = bulkhead(&["can", "dump", "--bus", "b", "--timeout", "1"]);
+    assert_eq!((run.status.code(), dump.status.code()), (Some(2), Some(2)));
+    let needs_unit = "`1` needs a unit, e.g. 500us, 2ms, 1s";
+    assert!(
+        text(&run.stderr).contains(needs_unit),
+        "{}",
+        text(&run.stderr)
+    );
+    assert!(
+        text(&dump.stderr).contains(needs_unit),
+        "{}",
+        text(&dump.stderr)
+    );
+    for args in [
+        &["can", "map", "--bus", "b", "--timeout", "2"][..],
+        &[
+            "can", "gateway", "--role", "reader", "--bus", "b", "--to", "a=x", "--period", "2",
+        ],
+        &["can", "replay", "log"],
+        &["can", "replay", "log", "--bus", "b", "b=can0"],
+        &["can", "replay", "log", "x=can0", "y=can0"],
+        &["can", "replay", "log", "--bus", "b", "-g", "5ms"],
+        &["can", "replay", "log", "--bus", "b", "-l", "0"],
+        &["can", "replay", "log", "--bus", "b", "-s", "0s"],
+        &["can", "dump", "--bus", "b", "-f", "123"],
+        &["can", "dump", "--bus", "b", "-j"],
+        &["can", "send", "b"],
+        &["can", "send", "b", "123#0"],
+        &["can", "send", "b", "123##1001122"],
+        &["can", "gen", "b", "-I", "800"],
+        &["can", "gen", "b", "-L", "9"],
+        &["can", "gen", "b", "-D", "11", "-L", "2"],
+        &["can", "gen", "b", "-g", "5"],
+    ] {
+        let out = bulkhead(args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
         );
     }
 }

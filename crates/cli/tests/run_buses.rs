@@ -62,7 +62,7 @@ fn the_gateway_alone_holds_the_bus_and_filters_what_a_partition_sends() {
     std::thread::sleep(Duration::from_millis(200));
     // What reaches the bus from the partition, seen by a node of the host network.
     let dump = bulkhead()
-        .args(["can", "dump", "--bus", &bus, "--timeout", "5s"])
+        .args(["can", "dump", "-L", "--bus", &bus, "--timeout", "5s"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
