@@ -177,6 +177,89 @@ fn link(iface: &str, ns: Option<&std::path::Path>) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// One end of a veth pair, deleted (with its peer) when dropped.
+struct Veth(String);
+
+impl Veth {
+    /// A veth pair named after `tag` and this test process; None (after saying why)
+    /// when the kernel or the user cannot make one.
+    fn create(tag: &str) -> Option<Veth> {
+        let iface = format!("bh{tag}{}", std::process::id() % 100_000);
+        let made = std::process::Command::new("ip")
+            .args(["link", "add", &iface, "type", "veth", "peer", "name"])
+            .arg(format!("{iface}p"))
+            .status()
+            .is_ok_and(|s| s.success());
+        if !made {
+            eprintln!("skipping: `ip link add ... type veth` failed here");
+        }
+        made.then_some(Veth(iface))
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.0])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A description whose bus `pt` has the SocketCAN interface `iface`; `extra` goes
+/// into the bus's mapping (e.g. `allow_non_can: true, `).
+fn interface_description(iface: &str, extra: &str, dir: &Scratch) -> String {
+    format!(
+        "system: {{}}
+partitions:
+  - {{name: gw, kind: rt, cpus: 0, scheduler: edf, tasks: []}}
+  - name: ic
+    cpus: 1
+    processes: [\"sh -c 'ip link show {iface} > /dev/null 2>&1; echo $? > {d}/seen; sleep 3'\"]
+buses:
+  - {{name: pt, interface: {iface}, {extra}gateway: gw, period: 2ms, reader_budget: 200us, writer_budget: 200us, clients: [{{partition: ic}}]}}
+",
+        d = dir.0.display()
+    )
+}
+
+#[test]
+fn an_interface_that_is_not_can_is_refused_with_the_bus_position_before_anything_moves() {
+    if !is_root() {
+        eprintln!("skipping: needs root to make a veth pair");
+        return;
+    }
+    let Some(veth) = Veth::create("nc") else {
+        return;
+    };
+    let iface = veth.0.clone();
+    let before = link(&iface, None).expect("the veth is there");
+    let dir = Scratch::new("not-can");
+    let desc = dir.0.join("system.yaml");
+    std::fs::write(&desc, interface_description(&iface, "", &dir)).unwrap();
+    let out = bulkhead()
+        .args(["run", desc.to_str().unwrap(), "--timeout", "2s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let at = format!("error: {}:8:", desc.display());
+    assert!(
+        stderr.starts_with(&at)
+            && stderr.contains(&format!(
+                ": buses[0].interface: `{iface}` is not a CAN interface"
+            ))
+            && stderr.contains("allow_non_can: true"),
+        "{stderr}"
+    );
+    assert_eq!(
+        link(&iface, None),
+        Some(before),
+        "the interface did not move"
+    );
+    assert!(!dir.0.join("seen").exists(), "no process started");
+}
+
 #[test]
 fn a_socketcan_interface_is_only_in_the_gateways_namespace_while_it_runs() {
     if !is_root() {
@@ -184,54 +267,17 @@ fn a_socketcan_interface_is_only_in_the_gateways_namespace_while_it_runs() {
         return;
     }
     // This kernel has no CAN: one end of a veth pair stands in for can0 (an interface
-    // moves between namespaces the same way, whatever its kind).
-    let iface = format!("bhgw{}", std::process::id() % 100_000);
-    let made = std::process::Command::new("ip")
-        .args([
-            "link",
-            "add",
-            &iface,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &format!("{iface}p"),
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !made {
-        eprintln!("skipping: `ip link add ... type veth` failed here");
+    // moves between namespaces the same way, whatever its kind), which the bus allows
+    // with `allow_non_can`.
+    let Some(veth) = Veth::create("gw") else {
         return;
-    }
-    struct Deleted(String);
-    impl Drop for Deleted {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("ip")
-                .args(["link", "del", &self.0])
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-    let _veth = Deleted(iface.clone());
+    };
+    let iface = veth.0.clone();
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("socketcan");
     let desc = dir.0.join("system.yaml");
-    std::fs::write(
-        &desc,
-        format!(
-            "system: {{}}
-partitions:
-  - {{name: gw, kind: rt, cpus: 0, scheduler: edf, tasks: []}}
-  - name: ic
-    cpus: 1
-    processes: [\"sh -c 'ip link show {iface} > /dev/null 2>&1; echo $? > {d}/seen; sleep 3'\"]
-buses:
-  - {{name: pt, interface: {iface}, gateway: gw, period: 2ms, reader_budget: 200us, writer_budget: 200us, clients: [{{partition: ic}}]}}
-",
-            d = dir.0.display()
-        ),
-    )
-    .unwrap();
+    let text = interface_description(&iface, "allow_non_can: true, ", &dir);
+    std::fs::write(&desc, text).unwrap();
     let run = bulkhead()
         .args(["run", desc.to_str().unwrap(), "--timeout", "2s"])
         .stderr(Stdio::piped())

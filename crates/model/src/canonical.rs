@@ -166,6 +166,9 @@ fn bus(b: &Bus) -> Vec<String> {
     if let Some(interface) = &b.interface {
         lines.push(format!("interface: {}", quote(interface)));
     }
+    if b.allow_non_can {
+        lines.push("allow_non_can: true".into());
+    }
     lines.push(format!("gateway: {}", quote(&b.gateway)));
     lines.push(format!("period: {}", dur(b.period)));
     lines.push(format!("reader_budget: {}", dur(b.reader_budget)));

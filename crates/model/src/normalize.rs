@@ -452,6 +452,7 @@ impl Normalizer {
                 .interface
                 .map(|i| non_empty(i, &child(path, "interface")))
                 .transpose()?,
+            allow_non_can: b.allow_non_can.unwrap_or(false),
             gateway: b.gateway,
             period: self.positive_duration(&b.period, &child(path, "period"))?,
             reader_budget: self

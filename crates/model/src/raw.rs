@@ -158,6 +158,7 @@ pub struct RawChannel {
 pub struct RawBus {
     pub name: String,
     pub interface: Option<String>,
+    pub allow_non_can: Option<bool>,
     pub gateway: String,
     pub period: String,
     pub reader_budget: String,

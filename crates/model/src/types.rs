@@ -152,6 +152,10 @@ pub struct Bus {
     pub name: String,
     /// SocketCAN interface (e.g. `can0`); `None` = the virtual bus called `name`.
     pub interface: Option<String>,
+    /// Accept an `interface` that is not a CAN interface (link type `ARPHRD_CAN`), e.g.
+    /// a veth end in tests. Without it such an interface is refused: `run` takes the
+    /// bus's interface away from the machine for the run.
+    pub allow_non_can: bool,
     /// The rt partition whose gateway tasks own the bus.
     pub gateway: String,
     pub period: Nanos,

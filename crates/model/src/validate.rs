@@ -199,6 +199,7 @@ fn check_buses(n: &Normalized, names: &Names) -> Result<()> {
                 "a bus name uses only letters, digits, `-`, `_` and `.`",
             );
         }
+        check_interface(b, &path)?;
         let gateway = match names.get(b.gateway.as_str()) {
             None => {
                 return err(
@@ -223,6 +224,61 @@ fn check_buses(n: &Normalized, names: &Names) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `ARPHRD_CAN` of `linux/if_arp.h`: the link type of CAN interfaces (`can0`, `vcan0`).
+const ARPHRD_CAN: u32 = 280;
+
+/// A bus's interface must be a CAN interface unless the bus says `allow_non_can`:
+/// `bulkhead run` takes the interface away from every other process for the run, so a
+/// typo such as `eth0` would cut the machine off its network. This is the one fact of
+/// the host the model reads (`/sys/class/net/IFACE/type`); an interface that is not
+/// there (checking on another machine) is not judged, and `run` reports it missing.
+fn check_interface(b: &Bus, path: &str) -> Result<()> {
+    let key = format!("{path}.interface");
+    match (&b.interface, b.allow_non_can) {
+        (None, true) => err(
+            format!("{path}.allow_non_can"),
+            "applies to a bus with an `interface` only",
+        ),
+        (Some(iface), false) => match link_type(iface) {
+            Some(kind) if kind != ARPHRD_CAN => err(
+                key,
+                format!(
+                    "`{iface}` is not a CAN interface (link type {kind}{}, CAN is {ARPHRD_CAN}): \
+                     `bulkhead run` would take it away from the machine for the run; name a CAN \
+                     interface, or set `allow_non_can: true` on the bus",
+                    link_name(kind)
+                ),
+            ),
+            _ => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// The link type of network interface `iface` of this machine, if it has one by that
+/// name (a name that could not be an interface name is not looked up).
+fn link_type(iface: &str) -> Option<u32> {
+    let plain = !iface.is_empty()
+        && iface.len() <= 15
+        && iface != "."
+        && iface != ".."
+        && !iface.contains(['/', '\0'])
+        && !iface.chars().any(char::is_whitespace);
+    if !plain {
+        return None;
+    }
+    let text = std::fs::read_to_string(format!("/sys/class/net/{iface}/type")).ok()?;
+    text.trim().parse().ok()
+}
+
+fn link_name(kind: u32) -> &'static str {
+    match kind {
+        1 => ", Ethernet",
+        772 => ", loopback",
+        _ => "",
+    }
 }
 
 fn check_gateway(b: &Bus, (p, p_path): (&Partition, &String), path: &str) -> Result<()> {

@@ -129,6 +129,7 @@ fn bus(gateway: String, clients: Vec<String>) -> impl Strategy<Value = (Bus, [Ta
                 .collect();
             let bus = Bus {
                 name: "pt".into(),
+                allow_non_can: interface.is_some() && depth % 2 == 0,
                 interface,
                 gateway: gateway.clone(),
                 period,
