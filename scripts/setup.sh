@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs what bulkhead needs on a Debian machine, only what is missing:
 # Debian packages (C compiler for the C API tests, pkg-config, curl, iproute2 for the
-# network-namespace tests) and a Rust
-# toolchain through rustup. Safe to run again. Sourced by demo.sh and test.sh.
+# network-namespace tests, python3-venv for the Python test environment), a Rust
+# toolchain through rustup, and .venv: a Python virtual environment in the repository
+# with the pinned packages of python/requirements-test.txt (python-can, cantools).
+# Safe to run again. Sourced by demo.sh and test.sh.
 set -euo pipefail
 
-apt_packages=(build-essential pkg-config curl ca-certificates git util-linux procps iproute2)
+apt_packages=(build-essential pkg-config curl ca-certificates git util-linux procps iproute2
+  python3 python3-venv)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -32,3 +35,15 @@ fi
 # rust-toolchain.toml names the channel and components (rustfmt, clippy); rustup
 # installs them on first use.
 cargo --version
+
+# The Python test environment, made anew when the pinned requirements change.
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+requirements="$repo/python/requirements-test.txt"
+if ! cmp -s "$requirements" "$repo/.venv/requirements-test.txt"; then
+  echo "setup: making the Python test environment $repo/.venv"
+  rm -rf "$repo/.venv"
+  python3 -m venv "$repo/.venv"
+  "$repo/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  cp "$requirements" "$repo/.venv/requirements-test.txt"
+fi
+"$repo/.venv/bin/python" --version

@@ -94,16 +94,22 @@ fn quoted(text: &str) -> String {
     format!("\"{}\"", excerpt(text, SHOWN))
 }
 
-/// Parses one log line (without its newline). `line_no` is used in errors.
+/// Parses one log line (without its newline). `line_no` is used in errors. A trailing
+/// `R` or `T` (received or transmitted, which python-can's `can.Logger` writes) is
+/// accepted and ignored.
 pub fn parse_line(text: &str, line_no: usize) -> Result<Record, ParseError> {
     let err = |message: String| ParseError {
         line: line_no,
         message,
     };
     let mut fields = text.split_ascii_whitespace();
-    let (Some(ts), Some(iface), Some(body), None) =
-        (fields.next(), fields.next(), fields.next(), fields.next())
-    else {
+    let (Some(ts), Some(iface), Some(body), None | Some("R" | "T"), None) = (
+        fields.next(),
+        fields.next(),
+        fields.next(),
+        fields.next(),
+        fields.next(),
+    ) else {
         return Err(err(format!(
             "expected `(seconds) iface ID#DATA`, found {}",
             quoted(text)
@@ -298,6 +304,10 @@ mod tests {
         assert_eq!(r.t_secs(), 1533224087.000013);
         let ext = parse_line("(1.0) can0 00000123#11", 1).unwrap();
         assert_eq!(ext.frame.id(), CanId::Extended(0x123));
+        // python-can's can.Logger marks received and transmitted frames.
+        let rx = parse_line("(1795472244.028629) pyb 7FF#AABB R", 1).unwrap();
+        assert_eq!(rx.frame.data(), &[0xAA, 0xBB]);
+        assert!(parse_line("(1.0) can0 123#00 T", 1).is_ok());
     }
 
     #[test]
@@ -311,6 +321,7 @@ mod tests {
             "(x) can0 123#00",
             "(1.0) can0 12G#00",
             "(1.0) can0 123#00 extra",
+            "(1.0) can0 123#00 R R",
         ] {
             let e = parse_line(bad, 7).unwrap_err();
             assert_eq!(e.line, 7, "{bad}");

@@ -29,6 +29,7 @@ pub mod mapper;
 pub mod replay;
 pub mod service;
 pub mod socketcan_bus;
+pub mod socketcand;
 pub mod timing;
 pub mod vbus;
 

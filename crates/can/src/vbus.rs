@@ -2,8 +2,10 @@
 //! attach to it by name.
 //!
 //! The bus listens on the abstract Unix socket `@bulkhead-can-bus/NAME` (abstract:
-//! nothing to clean up in the file system; it vanishes with the process). A node
-//! sends frames as Linux `struct can_frame` records (16 bytes) over a stream
+//! nothing to clean up in the file system; it vanishes with the process). Once it has
+//! registered a new node it sends it one byte, [`ATTACHED`]; [`Node::attach`] returns
+//! after that byte, so a node receives every frame whose transmission ends after
+//! `attach` returned. A node sends frames as Linux `struct can_frame` records (16 bytes) over a stream
 //! connection and receives every frame the *other* nodes sent as 24-byte records:
 //! the timestamp (u64 nanoseconds of the Unix epoch, little-endian) then the
 //! `struct can_frame`.
@@ -42,6 +44,10 @@ pub const FROM_BUS_RECORD: usize = 8 + CAN_FRAME_SIZE;
 pub const MAX_PENDING_PER_NODE: usize = 64;
 /// Frames the bus buffers for one receiving node before dropping.
 pub const RX_BACKLOG: usize = 8192;
+/// The byte the bus sends a node once the node receives the bus's frames.
+pub const ATTACHED: u8 = 0xA5;
+/// How long [`Node::attach`] waits for [`ATTACHED`].
+const ATTACH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Highest classic CAN bit rate.
 pub const MAX_BITRATE: u64 = 1_000_000;
 
@@ -269,9 +275,9 @@ fn accept_nodes(listener: &UnixListener, shared: &Arc<Shared>) {
     while !shared.stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
-                if add_node(shared, stream, next_id).is_ok() {
-                    next_id += 1;
-                }
+                // A node that failed to attach took its id with it.
+                let _ = add_node(shared, stream, next_id);
+                next_id += 1;
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 thread::sleep(Duration::from_millis(5))
@@ -288,6 +294,12 @@ fn add_node(shared: &Arc<Shared>, stream: UnixStream, id: u64) -> io::Result<()>
     let mut writer = stream.try_clone()?;
     let reader = stream.try_clone()?;
     lock(&shared.nodes).push(NodeLink { id, stream, out });
+    // Registered first, then told (before the writer thread starts, so this is the
+    // first byte the node reads): no frame delivered after `attach` returns is missed.
+    if let Err(e) = writer.write_all(&[ATTACHED]) {
+        lock(&shared.nodes).retain(|n| n.id != id);
+        return Err(e);
+    }
     lock(&shared.threads).retain(|t| !t.is_finished());
     let w = thread::spawn(move || {
         for record in rx {
@@ -472,6 +484,16 @@ impl Node {
             }
             _ => BusError::Io(e),
         })?;
+        stream.set_read_timeout(Some(ATTACH_TIMEOUT))?;
+        let mut byte = [0u8];
+        (&stream).read_exact(&mut byte)?;
+        stream.set_read_timeout(None)?;
+        if byte[0] != ATTACHED {
+            return Err(BusError::Io(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("virtual CAN bus {bus:?} did not acknowledge the node"),
+            )));
+        }
         Ok(Node {
             stream,
             bus: bus.to_string(),

@@ -139,17 +139,20 @@ fn nodes_see_the_bus_go_away() {
 
 #[test]
 fn replay_keeps_log_timing_skips_bad_lines_and_dump_writes_candump() {
-    use bulkhead_can::candump::Reader;
-    use bulkhead_can::replay::{dump, replay};
+    use bulkhead_can::bus::CanBus;
+    use bulkhead_can::dump::{dump, Filters, Format, Limits, Printer};
+    use bulkhead_can::replay::{replay, Options};
+    use std::io::BufRead;
     let name = bus_name("replay");
     let _bus = Bus::bind(&name, 500_000).unwrap().spawn();
-    let mut player = Node::attach(&name).unwrap();
+    let mut buses: Vec<Box<dyn CanBus>> = vec![Box::new(Node::attach(&name).unwrap())];
     let mut listener = Node::attach(&name).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
     let log =
         "(10.000000) can0 123#01\n(10.100000) can1 124#02\nbad line\n(10.200000) can0 125#03\n";
+    let mut open = || Ok(Box::new(log.as_bytes()) as Box<dyn BufRead>);
+    let routes = [(Some("can0".to_string()), 0)];
     let t0 = Instant::now();
-    let stats = replay(Reader::new(log.as_bytes()), &mut player, Some("can0"), 1.0).unwrap();
+    let stats = replay(&mut open, &mut buses, &routes, &Options::default()).unwrap();
     assert!(
         t0.elapsed() >= Duration::from_millis(200),
         "{:?}",
@@ -157,11 +160,16 @@ fn replay_keeps_log_timing_skips_bad_lines_and_dump_writes_candump() {
     );
     assert_eq!((stats.sent, stats.skipped, stats.malformed), (2, 1, 1));
     let mut out = Vec::new();
+    let limits = Limits {
+        count: Some(2),
+        timeout: Some(Duration::from_secs(5)),
+    };
+    let mut printer = Printer::new(Format::Log, "vcan");
     let n = dump(
         &mut listener,
-        "vcan",
-        Some(2),
-        Some(Duration::from_secs(5)),
+        &Filters::default(),
+        &mut printer,
+        limits,
         &mut out,
     )
     .unwrap();
@@ -173,4 +181,17 @@ fn replay_keeps_log_timing_skips_bad_lines_and_dump_writes_candump() {
     let t = |l: &str| bulkhead_can::candump::parse_line(l, 1).unwrap().t_ns;
     let gap = t(lines[1]) - t(lines[0]);
     assert!((190_000_000..1_000_000_000).contains(&gap), "{gap}");
+}
+
+#[test]
+fn a_node_receives_every_frame_sent_after_attach_returns() {
+    let name = bus_name("attach");
+    let _bus = Bus::bind(&name, 1_000_000).unwrap().spawn();
+    let sender = Node::attach(&name).unwrap();
+    for round in 0..20u8 {
+        let mut late = Node::attach(&name).unwrap();
+        sender.send(&std_frame(0x10, &[round])).unwrap();
+        let got = late.recv(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(got.map(|r| r.frame), Some(std_frame(0x10, &[round])));
+    }
 }

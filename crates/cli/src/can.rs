@@ -12,12 +12,14 @@ use bulkhead_can::decode::decode_log;
 use bulkhead_can::gateway::Role;
 use bulkhead_can::mapper::Mapper;
 use bulkhead_can::service::{self, ServiceError};
+use bulkhead_can::socketcand::Server;
 use bulkhead_can::vbus::{self, Bus};
 use bulkhead_can::Database;
 use bulkhead_can::{CanId, Frame};
 use bulkhead_model::units::parse_duration;
 use clap::Subcommand;
 use std::io::{self, BufWriter, Write};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -124,6 +126,24 @@ struct BusArgs {
     #[arg(long, default_value_t = 500_000,
           value_parser = clap::value_parser!(u64).range(1..=vbus::MAX_BITRATE))]
     bitrate: u64,
+    /// Also serve the bus over the socketcand protocol (python-can's `socketcand`
+    /// interface) on [ADDR:]PORT; ADDR defaults to 127.0.0.1, port 0 picks a free one
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_listen)]
+    socketcand: Option<SocketAddr>,
+    /// Let --socketcand listen on an address other than loopback (socketcand has no
+    /// authentication: anyone who reaches the port can send on the bus)
+    #[arg(long, requires = "socketcand")]
+    socketcand_remote: bool,
+}
+
+/// `PORT` (on 127.0.0.1) or `ADDR:PORT`.
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    match text.parse::<u16>() {
+        Ok(port) => Ok(SocketAddr::from(([127, 0, 0, 1], port))),
+        Err(_) => text.parse().map_err(|_| {
+            format!("`{text}`: want PORT or ADDR:PORT, e.g. 29536 or 127.0.0.1:29536")
+        }),
+    }
 }
 
 pub(crate) fn parse_bus_name(text: &str) -> Result<String, String> {
@@ -233,14 +253,42 @@ fn run_decode(a: DecodeArgs) -> Result<ExitCode, String> {
 }
 
 fn run_bus(a: BusArgs) -> Result<ExitCode, String> {
+    if let Some(addr) = a.socketcand {
+        if !addr.ip().is_loopback() && !a.socketcand_remote {
+            eprintln!(
+                "error: --socketcand {addr}: not a loopback address; socketcand has no \
+                 authentication, so add --socketcand-remote to let other hosts send on the bus"
+            );
+            return Ok(ExitCode::from(2));
+        }
+    }
     let bus = Bus::bind(&a.name, a.bitrate).map_err(|e| e.to_string())?;
+    let server = a
+        .socketcand
+        .map(|addr| Server::bind(addr, &a.name).map_err(|e| format!("--socketcand {addr}: {e}")))
+        .transpose()?;
     eprintln!(
         "virtual CAN bus {:?} at {} bit/s on @{}; stop with Ctrl-C",
         a.name,
         a.bitrate,
         vbus::socket_name(&a.name)
     );
-    bus.run()
+    let _bus = bus.spawn();
+    let _server = match server {
+        Some(server) => {
+            let handle = server.spawn().map_err(|e| e.to_string())?;
+            eprintln!(
+                "socketcand on {} (channel {:?})",
+                handle.local_addr(),
+                a.name
+            );
+            Some(handle)
+        }
+        None => None,
+    };
+    loop {
+        std::thread::park();
+    }
 }
 
 fn run_gateway(a: GatewayArgs) -> ExitCode {
