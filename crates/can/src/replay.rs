@@ -48,8 +48,10 @@ impl Default for Options {
 }
 
 /// Where the records of a log interface go: `(log interface or None for all, index of
-/// the bus)`, first match wins.
-pub type Routes = [(Option<String>, usize)];
+/// the bus)`.
+pub type Route = (Option<String>, usize);
+/// Routes, the first match wins.
+pub type Routes = [Route];
 
 /// What a replay did. Line numbers are those of the last loop that saw the event.
 #[derive(Debug, Default, Clone, PartialEq)]

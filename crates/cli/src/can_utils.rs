@@ -7,7 +7,7 @@ use bulkhead_can::bus::{self, CanBus, SOCKETCAN_PREFIX};
 use bulkhead_can::candump::{self, open_log};
 use bulkhead_can::dump::{self, Filter, Filters, Format, Limits, Printer, Timestamps};
 use bulkhead_can::generate::{self, Generator, Mode, Spec};
-use bulkhead_can::replay::{self, Options, ReplayError, ReplayStats};
+use bulkhead_can::replay::{self, Options, ReplayError, ReplayStats, Route};
 use bulkhead_can::Frame;
 use bulkhead_model::units::{format_duration, parse_duration};
 use std::io::{self, Write};
@@ -97,7 +97,7 @@ fn parse_gap(text: &str) -> Result<Duration, String> {
 
 /// The buses to open (each spec once) and the routes onto them, from --bus/--iface and
 /// the assignments; Err is a usage error.
-fn routes(a: &ReplayArgs) -> Result<(Vec<String>, Vec<(Option<String>, usize)>), String> {
+fn routes(a: &ReplayArgs) -> Result<(Vec<String>, Vec<Route>), String> {
     let mut specs: Vec<String> = Vec::new();
     let mut routes = Vec::new();
     let mut add = |spec: &str, iface: Option<&str>| {

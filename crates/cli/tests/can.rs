@@ -676,6 +676,23 @@ fn write_log(tag: &str, content: &str) -> PathBuf {
     path
 }
 
+/// Runs `bulkhead can replay LOG ARGS...` (then removes LOG), expecting success;
+/// returns its stderr and how long it took.
+fn replay_timed(log: PathBuf, args: &[&str]) -> (String, Duration) {
+    let t0 = Instant::now();
+    let out = Command::new(bin())
+        .args(["can", "replay"])
+        .arg(&log)
+        .args(args)
+        .output()
+        .unwrap();
+    let took = t0.elapsed();
+    let _ = std::fs::remove_file(&log);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    (stderr, took)
+}
+
 #[test]
 fn replay_skips_fd_records_and_long_gaps_and_restarts_time_on_backward_steps() {
     let name = unique("replay-odd");
@@ -688,12 +705,7 @@ fn replay_skips_fd_records_and_long_gaps_and_restarts_time_on_backward_steps() {
         "(1.000000) can0 025##100\n(1.001000) can0 101#01\n(9000000001.0) can0 102#02\n\
          (2.000000) can0 103#03\n(2.400000) can0 104#04\nnot a record\n",
     );
-    let t0 = Instant::now();
-    let out = bulkhead(&["can", "replay", log.to_str().unwrap(), "--bus", &name]);
-    let took = t0.elapsed();
-    let _ = std::fs::remove_file(&log);
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let (stderr, took) = replay_timed(log, &["--bus", &name]);
     assert!(stderr.contains("replayed 4 frames"), "{stderr}");
     assert!(stderr.contains("1 CAN FD records skipped"), "{stderr}");
     assert!(
@@ -726,24 +738,9 @@ fn replay_maps_interfaces_to_buses_loops_and_ignores_timestamps_on_request() {
         "two-ifaces.log",
         "(0.0) can0 100#00\n(50.0) can1 200#00\n(100.0) can2 300#00\n(150.0) can0 101#00\n",
     );
-    let t0 = Instant::now();
     let assign = (format!("{a}=can0"), format!("{b}=can1"));
-    let out = bulkhead(&[
-        "can",
-        "replay",
-        log.to_str().unwrap(),
-        &assign.0,
-        &assign.1,
-        "-t",
-        "-g",
-        "20ms",
-        "-l",
-        "3",
-    ]);
-    let took = t0.elapsed();
-    let _ = std::fs::remove_file(&log);
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let args = [assign.0.as_str(), &assign.1, "-t", "-g", "20ms", "-l", "3"];
+    let (stderr, took) = replay_timed(log, &args);
     assert!(stderr.contains("replayed 9 frames"), "{stderr}");
     assert!(stderr.contains("3 of other interfaces skipped"), "{stderr}");
     assert!(stderr.contains("3 loops played"), "{stderr}");

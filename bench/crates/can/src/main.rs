@@ -29,10 +29,11 @@
 //! Usage: `bulkhead-bench-can BULKHEAD LOG [REPLAY_SECONDS] [SATURATE_SECONDS]`; the
 //! binary re-executes itself for each role but the gateway's.
 
+use bulkhead_can::bus::CanBus;
 use bulkhead_can::candump::{open_log, Reader};
 use bulkhead_can::gateway::WIRE_SIZE;
 use bulkhead_can::mapper::Mapper;
-use bulkhead_can::replay::replay;
+use bulkhead_can::replay::{replay, Options};
 use bulkhead_can::vbus::{Bus, Node};
 use bulkhead_can::{CanId, Frame};
 use bulkhead_chan::{Channel, Spec};
@@ -41,6 +42,7 @@ use bulkhead_task::supervisor::{LinkSpec, TaskLink};
 use bulkhead_task::Record;
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::io::BufRead;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -213,14 +215,21 @@ fn role_mapper(to: &str, from: &str, reserved: bool) {
 
 fn role_replay(bus_name: &str, log: &str, seconds: f64) {
     set_fifo(40);
-    let mut node = Node::attach(bus_name).unwrap();
+    let mut buses: Vec<Box<dyn CanBus>> = vec![Box::new(Node::attach(bus_name).unwrap())];
+    // The log's first `seconds`, as a log of its own.
     let input = open_log(std::path::Path::new(log)).unwrap();
     let mut t0 = None;
-    let records = Reader::new(input).take_while(|r| match r {
-        Ok(r) => (r.t_ns - *t0.get_or_insert(r.t_ns)) as f64 <= seconds * 1e9,
-        Err(_) => true,
-    });
-    let stats = replay(records, &mut node, Some("can0"), 1.0).unwrap();
+    let mut excerpt = String::new();
+    for record in Reader::new(input).filter_map(Result::ok) {
+        if (record.t_ns - *t0.get_or_insert(record.t_ns)) as f64 > seconds * 1e9 {
+            break;
+        }
+        excerpt.push_str(&record.to_string());
+        excerpt.push('\n');
+    }
+    let mut open = || Ok(Box::new(std::io::Cursor::new(excerpt.clone())) as Box<dyn BufRead>);
+    let routes = [(Some("can0".to_string()), 0)];
+    let stats = replay(&mut open, &mut buses, &routes, &Options::default()).unwrap();
     println!(
         "{}",
         json!({"sent": stats.sent, "max_late_ms": stats.max_late.as_secs_f64() * 1e3})
