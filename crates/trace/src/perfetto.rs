@@ -323,7 +323,12 @@ impl Exporter {
             } => {
                 let track = self.partition_track(partition);
                 let args = json!({"cpus": cpus.to_string(), "budget_ns": budget_ns, "period_ns": period_ns, "bandwidth_ppm": bandwidth_ppm});
-                self.instant(t, track, format!("interface {budget_ns}/{period_ns} ns"), args);
+                self.instant(
+                    t,
+                    track,
+                    format!("interface {budget_ns}/{period_ns} ns"),
+                    args,
+                );
                 self.bandwidth(t, &format!("CPUs {cpus}"), *load_ppm, *capacity_ppm);
             }
             EventKind::AgentRequest {
