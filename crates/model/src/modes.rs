@@ -27,7 +27,7 @@
 //! every `agent.period` (the minimum time between two mode requests) above all its tasks.
 
 use crate::normalize::{err, Result};
-use crate::types::{Nanos, Partition, PartitionKind, Resume, Service, System, Task};
+use crate::types::{Cpus, Nanos, Partition, PartitionKind, Resume, Service, System, Task};
 use crate::units::parse_duration;
 use serde::de::{self, value::MapAccessDeserializer, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -92,7 +92,8 @@ pub struct LocalMode {
     pub partition: String,
     /// The tasks that run, by name, with any changed parameters.
     pub tasks: Vec<ModeTask>,
-    /// The interface in this mode (server partitions only); `None`: the partition's.
+    /// The interface in this mode (server partitions only): what it gives replaces the
+    /// partition's `interface` value by value.
     pub interface: Option<ServerInterface>,
 }
 
@@ -187,7 +188,8 @@ impl Modes {
 
 impl System {
     /// The system as it runs in mode `name`: each partition with the task set and
-    /// interface of that mode and, if modal, its mode agent as its first task (priority
+    /// interface of that mode (the mode's period and budget where it gives them, the
+    /// partition's otherwise) and, if modal, its mode agent as its first task (priority
     /// 0, above every task); no `modes`. `None` for an unknown mode. A system without
     /// modes is returned unchanged for any name.
     pub fn in_mode(&self, name: &str) -> Option<System> {
@@ -201,8 +203,11 @@ impl System {
             let local = mode.partitions.iter().find(|l| l.partition == p.name);
             if let Some(local) = local {
                 p.tasks = local_tasks(p, local);
-                if local.interface.is_some() {
-                    p.interface = local.interface;
+                if let (Some(mine), Some(base)) = (local.interface, p.interface) {
+                    p.interface = Some(ServerInterface {
+                        period: mine.period.or(base.period),
+                        budget: mine.budget.or(base.budget),
+                    });
                 }
             }
             if modes.is_modal(&p.name) {
@@ -514,6 +519,12 @@ pub fn validate(system: &System, paths: &[String]) -> Result<()> {
             return err(
                 format!("{path}.interface"),
                 "only rt partitions are scheduled as servers",
+            );
+        }
+        if p.interface.is_some() && p.cpus == Some(Cpus::All) && system.cpus.is_none() {
+            return err(
+                format!("{path}.cpus"),
+                "a partition scheduled as a server on `all` CPUs needs `system.cpus` (the CPUs of its pool)",
             );
         }
     }

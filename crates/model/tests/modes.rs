@@ -117,11 +117,11 @@ fn in_mode_gives_each_partition_its_task_set_interface_and_agent() {
         (map.name.as_str(), map.period, map.deadline),
         ("map", 20 * MS, 20 * MS)
     );
-    // The mode's interface replaces the partition's as a whole.
+    // The mode's budget with the partition's period.
     assert_eq!(
         urban.partitions[1].interface,
         Some(ServerInterface {
-            period: None,
+            period: Some(5 * MS),
             budget: Some(3 * MS)
         })
     );
