@@ -355,7 +355,8 @@ impl Switch {
         (self.load.iter().sum(), self.capacity.iter().sum())
     }
 
-    /// The trace event of the request, given before the first step.
+    /// The trace event of the request: call it before [`Switch::start`], so that it
+    /// records the load before the first step.
     pub fn request_event(&self) -> EventKind {
         let (load_ppm, capacity_ppm) = self.total();
         EventKind::ModeRequest {
