@@ -37,7 +37,7 @@ impl fmt::Display for ClientError {
         match self {
             ClientError::NotRunning(p) => write!(
                 f,
-                "no bulkhead system is running at {} (no such socket; `bulkhead run` creates it)",
+                "no bulkhead system is running at {} (no such socket)",
                 p.display()
             ),
             ClientError::Stale(p) => write!(
@@ -163,7 +163,7 @@ pub fn discover(dir: &Path) -> Result<PathBuf, String> {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(format!(
-                "no bulkhead system is running ({} does not exist); `bulkhead run` creates its socket there",
+                "no bulkhead system is running ({} does not exist)",
                 dir.display()
             ))
         }
