@@ -29,6 +29,8 @@ const EMPTY_PERIOD: Time = 1_000_000;
 #[derive(Debug, Clone)]
 pub struct ServerSet {
     pub tasks: Vec<Task>,
+    /// The tasks' names, for the verdicts.
+    pub names: Vec<String>,
     /// Priority rank of each task (0 = highest), fixed priority only.
     pub rank: Vec<usize>,
     pub edf: bool,
@@ -65,6 +67,7 @@ impl ServerSet {
     pub fn of(p: &Partition, cpus: usize) -> ServerSet {
         ServerSet {
             tasks: p.tasks.iter().map(crate::system::to_task).collect(),
+            names: p.tasks.iter().map(|t| t.name.clone()).collect(),
             rank: crate::system::priority_ranks(p),
             edf: p.scheduler == Scheduler::Edf,
             cpus: cpus.max(1),
@@ -146,8 +149,8 @@ impl ServerSet {
             verdict.schedulable = false;
             verdict.test = "placement";
             verdict.binding = format!(
-                "task {i} fits on none of the {} CPUs (first-fit decreasing utilization)",
-                self.cpus
+                "task `{}` fits on none of the {} CPUs (first-fit decreasing utilization)",
+                self.names[i], self.cpus
             );
             return verdict;
         }
@@ -190,14 +193,16 @@ impl ServerSet {
                 verdict.schedulable = false;
                 verdict.binding = match r.wcrt {
                     Some(w) => format!(
-                        "task {i}: RTA over Γ({}, {}) gives R = {} > D = {}",
+                        "task `{}`: RTA over Γ({}, {}) gives R = {} > D = {}",
+                        self.names[i],
                         fmt(supply.period),
                         fmt(supply.budget),
                         fmt(w),
                         fmt(local[k].deadline)
                     ),
                     None => format!(
-                        "task {i}: its level-{} load exceeds the rate of Γ({}, {})",
+                        "task `{}`: its level-{} load exceeds the rate of Γ({}, {})",
+                        self.names[i],
                         pos + 1,
                         fmt(supply.period),
                         fmt(supply.budget)
@@ -254,10 +259,10 @@ impl ServerSet {
                 fmt(mpr.budget)
             ),
             Some(v) => format!(
-                "global EDF on ⟨{}, {}, {m}⟩: for task {}, DEM({}) = {} >= {} supplied",
+                "global EDF on ⟨{}, {}, {m}⟩: for task `{}`, DEM({}) = {} >= {} supplied",
                 fmt(period),
                 fmt(mpr.budget),
-                v.task,
+                self.names[v.task],
                 fmt(v.interval),
                 fmt(v.demand),
                 fmt(v.supply)
