@@ -81,53 +81,16 @@ fn a_budget_too_small_or_a_pool_too_full_fails() {
     );
 }
 
-const VEHICLE: &str = "system: {cpus: 0-2}
-partitions:
-  - name: control
-    kind: rt
-    cpus: 0-1
-    interface: {period: 1ms}
-    tasks:
-      - {name: can_rx, cmd: x, budget: 200us, period: 5ms}
-      - {name: lka, cmd: x, budget: 2ms, period: 10ms}
-  - name: nav
-    kind: rt
-    cpus: 0-1
-    interface: {period: 2ms}
-    tasks:
-      - {name: route, cmd: x, budget: 4ms, period: 20ms}
-      - {name: map, cmd: x, budget: 8ms, period: 40ms}
-  - name: safety
-    kind: rt
-    cpus: 2
-    tasks:
-      - {name: brake, cmd: x, budget: 1ms, period: 5ms}
-      - {name: park, cmd: x, budget: 1ms, period: 10ms}
-modes:
-  initial: urban
-  table:
-    - name: urban
-      partitions:
-        control: {tasks: [can_rx]}
-        nav: {tasks: [route, map]}
-        safety: {tasks: [brake, park]}
-    - name: highway
-      partitions:
-        control: {tasks: [can_rx, lka]}
-        nav: {tasks: [route]}
-        safety: {tasks: [brake]}
-  transitions:
-    - {from: urban, to: highway, policy: greedy}
-    - {from: highway, to: urban, policy: POLICY}
-";
+/// Two servers on CPUs 0-1, one partition on CPU 2, two modes (shared test data).
+const VEHICLE: &str = include_str!("../../modes/tests/data/vehicle.yaml");
 
-fn vehicle(policy: &str) -> System {
-    load(&VEHICLE.replace("POLICY", policy))
+fn vehicle(up: &str, down: &str) -> System {
+    load(&VEHICLE.replace("UP", up).replace("DOWN", down))
 }
 
 #[test]
 fn each_mode_is_analysed_with_its_agent_and_each_switch_is_replayed() {
-    let report = analyze_system(&vehicle("boost"));
+    let report = analyze_system(&vehicle("greedy", "boost"));
     let text = render_text(&report, "v.yaml");
     assert!(report.schedulable, "{text}");
     let modes = report.modes.as_ref().unwrap();
@@ -183,35 +146,15 @@ fn each_mode_is_analysed_with_its_agent_and_each_switch_is_replayed() {
 
 #[test]
 fn without_boost_no_reserve_is_held() {
-    let src = VEHICLE
-        .replace("POLICY", "sequential")
-        .replace("policy: greedy", "policy: batch");
-    let report = analyze_system(&load(&src));
+    let report = analyze_system(&vehicle("batch", "sequential"));
     assert!(report.schedulable);
     let modes = report.modes.unwrap();
     assert!(!modes.boost_reserved);
     assert_eq!(modes.pools[0].reserve_ppm, 0);
 }
 
-/// A partition whose fast task fits a short-period interface and whose slow task needs
-/// a long-period one with more bandwidth: at the instant the interface has changed and
-/// the tasks have not (or the reverse), the fast task's 2 ms deadline falls in the long
-/// interface's 12 ms blackout. No order of the two changes is safe.
-const UNSAFE: &str = "system: {cpus: 0}
-partitions:
-  - name: nav
-    kind: rt
-    cpus: 0
-    interface: {period: 1ms, budget: 600us}
-    tasks:
-      - {name: fast, cmd: x, budget: 200us, period: 2ms}
-      - {name: slow, cmd: x, budget: 5ms, period: 100ms}
-modes:
-  initial: a
-  table:
-    - {name: a, partitions: {nav: {tasks: [fast]}}}
-    - {name: b, partitions: {nav: {tasks: [slow], interface: {period: 20ms, budget: 14ms}}}}
-";
+/// No order of interface and task set change is safe (shared test data).
+const UNSAFE: &str = include_str!("../../modes/tests/data/unsafe.yaml");
 
 #[test]
 fn an_unsafe_switch_is_refused_naming_the_step_and_the_partition() {

@@ -2,11 +2,11 @@
 //! system, and a clear message when no system runs.
 
 use bulkhead_control::*;
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 fn bulkhead(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_bulkhead"))
@@ -117,14 +117,10 @@ impl Served {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
-            let tick = Timespec {
-                tv_sec: 0,
-                tv_nsec: 5_000_000,
-            };
             while !flag.load(Ordering::Relaxed) {
-                let mut fds = [PollFd::new(&server, PollFlags::IN)];
-                poll(&mut fds, Some(&tick)).unwrap();
-                server.poll(&mut Fake).unwrap();
+                server
+                    .poll_within(&mut Fake, Duration::from_millis(5))
+                    .unwrap();
             }
         });
         Served {

@@ -65,25 +65,7 @@ fn analyze_reports_every_mode_and_switch() {
 fn an_unsafe_switch_fails_the_analysis() {
     let dir = Temp::new("unsafe");
     let file = dir.path("u.yaml");
-    std::fs::write(
-        &file,
-        "system: {cpus: 0}
-partitions:
-  - name: nav
-    kind: rt
-    cpus: 0
-    interface: {period: 1ms, budget: 600us}
-    tasks:
-      - {name: fast, cmd: x, budget: 200us, period: 2ms}
-      - {name: slow, cmd: x, budget: 5ms, period: 100ms}
-modes:
-  initial: a
-  table:
-    - {name: a, partitions: {nav: {tasks: [fast]}}}
-    - {name: b, partitions: {nav: {tasks: [slow], interface: {period: 20ms, budget: 14ms}}}}
-",
-    )
-    .unwrap();
+    std::fs::write(&file, include_str!("../../modes/tests/data/unsafe.yaml")).unwrap();
     let out = bulkhead(&["analyze", &file]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1));

@@ -24,6 +24,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The longest request line accepted; a longer one gets a `too_long` reply.
 pub const MAX_REQUEST: usize = 64 * 1024;
@@ -210,16 +211,25 @@ impl Server {
     /// answers requests, sends waiting replies. Errors of one connection close it;
     /// only a failure of the server's own epoll instance is returned.
     pub fn poll(&mut self, handler: &mut impl Handler) -> io::Result<()> {
+        self.poll_within(handler, Duration::ZERO)
+    }
+
+    /// [`Server::poll`] after waiting up to `timeout` for something to do: for a thread
+    /// that serves the socket alone (tools, tests); an event loop uses `poll`.
+    pub fn poll_within(&mut self, handler: &mut impl Handler, timeout: Duration) -> io::Result<()> {
         let mut events: Vec<epoll::Event> = Vec::with_capacity(MAX_CONNECTIONS + 1);
-        let now = Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
+        let wait = Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: timeout.subsec_nanos() as i64,
         };
-        epoll::wait(
+        match epoll::wait(
             &self.epoll,
             rustix::buffer::spare_capacity(&mut events),
-            Some(&now),
-        )?;
+            Some(&wait),
+        ) {
+            Err(rustix::io::Errno::INTR) => return Ok(()),
+            other => other?,
+        };
         for event in events {
             match event.data.u64() {
                 LISTENER => self.accept_all(handler),

@@ -3,7 +3,6 @@
 //! socket's mode, and peers of another user refused (a forked child that setuid()s).
 
 use bulkhead_control::*;
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
@@ -21,6 +20,9 @@ struct Fake {
 }
 
 const SWITCH: Duration = Duration::from_millis(300);
+
+/// How long the serving thread waits for work before it looks at its stop flag.
+const TICK: Duration = Duration::from_millis(5);
 
 impl Handler for Fake {
     fn request(&mut self, request: Request, _peer: Peer, ticket: Ticket) -> Handled {
@@ -87,14 +89,8 @@ impl Running {
         };
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
-            let tick = Timespec {
-                tv_sec: 0,
-                tv_nsec: 5_000_000,
-            };
             while !flag.load(Ordering::Relaxed) {
-                let mut fds = [PollFd::new(&server, PollFlags::IN)];
-                poll(&mut fds, Some(&tick)).unwrap();
-                server.poll(&mut fake).unwrap();
+                server.poll_within(&mut fake, TICK).unwrap();
                 if let Some((ticket, to, since)) = fake.switching.take() {
                     if since.elapsed() < SWITCH {
                         fake.switching = Some((ticket, to, since));

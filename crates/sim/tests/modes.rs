@@ -54,6 +54,29 @@ fn steps(events: &[Event]) -> Vec<String> {
         .collect()
 }
 
+/// The times of `task`'s events of the kind `pick` accepts.
+fn times_of(events: &[Event], task: &str, pick: fn(&EventKind) -> Option<&str>) -> Vec<u64> {
+    events
+        .iter()
+        .filter(|e| pick(&e.kind) == Some(task))
+        .map(|e| e.t_ns)
+        .collect()
+}
+
+fn releases(events: &[Event], task: &str) -> Vec<u64> {
+    times_of(events, task, |k| match k {
+        EventKind::JobRelease { task, .. } => Some(task),
+        _ => None,
+    })
+}
+
+fn starts(events: &[Event], task: &str) -> Vec<u64> {
+    times_of(events, task, |k| match k {
+        EventKind::JobStart { task, .. } => Some(task),
+        _ => None,
+    })
+}
+
 /// M2-Xen Sec. VI-C and Fig. 3: a VM whose VCPU (4 ms every 10 ms) has used up its
 /// budget when the request comes waits for the replenishment, "up to P - B = 10ms - 4ms
 /// = 6ms"; a boosted agent runs at once. The VM's `hog` always has work.
@@ -99,19 +122,15 @@ fn an_agent_waits_for_its_budget_unless_boosted() {
             .unwrap();
         assert_eq!(done.t_ns, 4 * MS + latency);
         // hog stops at the acknowledgement, calm starts there.
-        let releases = |task: &str| -> Vec<u64> {
-            events
-                .iter()
-                .filter(
-                    |e| matches!(&e.kind, EventKind::JobRelease { task: t, .. } if &**t == task),
-                )
-                .map(|e| e.t_ns)
-                .collect()
-        };
         let ack = done.t_ns;
-        assert!(releases("hog").iter().all(|&t| t < ack), "{policy}");
-        assert_eq!(releases("calm")[0], ack);
-        assert!(releases("calm").windows(2).all(|w| w[1] - w[0] == 10 * MS));
+        assert!(
+            releases(&events, "hog").iter().all(|&t| t < ack),
+            "{policy}"
+        );
+        assert_eq!(releases(&events, "calm")[0], ack);
+        assert!(releases(&events, "calm")
+            .windows(2)
+            .all(|w| w[1] - w[0] == 10 * MS));
     }
 }
 
@@ -119,74 +138,30 @@ fn an_agent_waits_for_its_budget_unless_boosted() {
 fn a_boosted_agent_does_not_use_its_vcpu_budget() {
     let system = load(&FIG3.replace("POLICY", "boost"));
     let (_, events) = run(&system, 30 * MS, &[(4 * MS, "2")]);
-    let starts = |task: &str| -> Vec<u64> {
-        events
-            .iter()
-            .filter(|e| matches!(&e.kind, EventKind::JobStart { task: t, .. } if &**t == task))
-            .map(|e| e.t_ns)
-            .collect()
-    };
     // The agent runs at once on the exhausted VCPU; what the VCPU runs next waits for
     // its budget, which the boost did not touch.
-    assert_eq!(starts("mode-agent"), [4 * MS]);
-    assert_eq!(starts("calm")[0], 10 * MS);
+    assert_eq!(starts(&events, "mode-agent"), [4 * MS]);
+    assert_eq!(starts(&events, "calm")[0], 10 * MS);
     let sequential = load(&FIG3.replace("POLICY", "sequential"));
     let (_, events) = run(&sequential, 30 * MS, &[(4 * MS, "2")]);
-    let agent = events
-        .iter()
-        .find(|e| matches!(&e.kind, EventKind::JobStart { task, .. } if &**task == "mode-agent"))
-        .unwrap();
     assert_eq!(
-        agent.t_ns,
-        10 * MS,
+        starts(&events, "mode-agent"),
+        [10 * MS],
         "unboosted, it waits for the replenishment"
     );
 }
 
-const VEHICLE: &str = "system: {cpus: 0-2}
-partitions:
-  - name: control
-    kind: rt
-    cpus: 0-1
-    interface: {period: 1ms}
-    tasks:
-      - {name: can_rx, cmd: x, budget: 200us, period: 5ms}
-      - {name: lka, cmd: x, budget: 2ms, period: 10ms}
-  - name: nav
-    kind: rt
-    cpus: 0-1
-    interface: {period: 2ms}
-    tasks:
-      - {name: route, cmd: x, budget: 4ms, period: 20ms}
-      - {name: map, cmd: x, budget: 8ms, period: 40ms}
-  - name: safety
-    kind: rt
-    cpus: 2
-    tasks:
-      - {name: brake, cmd: x, budget: 1ms, period: 5ms}
-      - {name: park, cmd: x, budget: 1ms, period: 10ms}
-modes:
-  initial: urban
-  table:
-    - name: urban
-      partitions:
-        control: {tasks: [can_rx]}
-        nav: {tasks: [route, map]}
-        safety: {tasks: [brake, park]}
-    - name: highway
-      partitions:
-        control: {tasks: [can_rx, {name: lka, period: 20ms}]}
-        nav: {tasks: [route]}
-        safety: {tasks: [brake]}
-  transitions:
-    - {from: urban, to: highway, policy: POLICY}
-    - {from: highway, to: urban, policy: POLICY}
-";
+/// Two servers on CPUs 0-1, one partition on CPU 2, two modes (shared test data).
+const VEHICLE: &str = include_str!("../../modes/tests/data/vehicle.yaml");
+
+fn vehicle(policy: &str) -> System {
+    load(&VEHICLE.replace("UP", policy).replace("DOWN", policy))
+}
 
 #[test]
 fn the_trace_shows_the_analysed_step_order_and_never_an_overload() {
     for policy in ["sequential", "batch", "greedy", "boost"] {
-        let system = load(&VEHICLE.replace("POLICY", policy));
+        let system = vehicle(policy);
         let analysis = bulkhead_analysis::analyze_system(&system);
         assert!(analysis.schedulable, "{policy}");
         let (report, events) = run(
@@ -260,7 +235,7 @@ fn the_trace_shows_the_analysed_step_order_and_never_an_overload() {
 
 #[test]
 fn tasks_follow_their_mode() {
-    let system = load(&VEHICLE.replace("POLICY", "boost"));
+    let system = vehicle("boost");
     let (report, events) = run(
         &system,
         400 * MS,
@@ -272,21 +247,14 @@ fn tasks_follow_their_mode() {
         .map(|e| e.t_ns)
         .collect();
     assert_eq!(done.len(), 2);
-    let releases = |task: &str| -> Vec<u64> {
-        events
-            .iter()
-            .filter(|e| matches!(&e.kind, EventKind::JobRelease { task: t, .. } if &**t == task))
-            .map(|e| e.t_ns)
-            .collect()
-    };
     // lka runs only in highway, every 20 ms there.
-    let lka = releases("lka");
+    let lka = releases(&events, "lka");
     assert!(!lka.is_empty());
     assert!(lka.iter().all(|&t| t > 50 * MS && t < done[1]), "{lka:?}");
     assert!(lka.windows(2).all(|w| w[1] - w[0] == 20 * MS), "{lka:?}");
     // map and park stop in highway and come back in urban.
     for task in ["map", "park"] {
-        let r = releases(task);
+        let r = releases(&events, task);
         assert!(
             r.iter().all(|&t| t < done[0] || t >= 250 * MS),
             "{task}: {r:?}"
@@ -305,8 +273,8 @@ fn tasks_follow_their_mode() {
 #[test]
 fn requests_too_soon_in_progress_or_not_allowed_are_refused() {
     let src = VEHICLE
-        .replace("POLICY", "sequential")
-        .replace("    - {from: highway, to: urban, policy: sequential}\n", "");
+        .replace("UP", "sequential")
+        .replace("    - {from: highway, to: urban, policy: DOWN}\n", "");
     let system = load(&src);
     let (report, _) = run(
         &system,
