@@ -17,6 +17,12 @@ echo "== bulkhead analyze examples/driveos.yaml"
 "$bulkhead" analyze examples/driveos.yaml
 echo "== bulkhead sim examples/driveos.yaml --for 1s"
 "$bulkhead" sim examples/driveos.yaml --for 1s --trace "$out/driveos.json" --stats-json "$out/stats.json"
+echo "== bulkhead analyze examples/modes.yaml (every mode and mode switch)"
+"$bulkhead" analyze examples/modes.yaml | sed -n '/^modes:/,$p'
+echo "== bulkhead sim examples/modes.yaml with three mode switches (the steps in the schedule log)"
+"$bulkhead" sim examples/modes.yaml --for 1s --mode-switch 200ms:urban --mode-switch 600ms:highway \
+  --mode-switch 800ms:urban --schedule-log "$out/modes.jsonl" | grep '^mode switch'
+grep -E '"event":"(mode_request|interface_change|agent_request|agent_ack|mode_done)"' "$out/modes.jsonl" | tail -n 10
 echo "== bulkhead sim examples/demos-window-schedule.yaml --for 400ms (schedule log)"
 "$bulkhead" sim examples/demos-window-schedule.yaml --for 400ms --schedule-log "$out/schedule.jsonl"
 cat "$out/schedule.jsonl"

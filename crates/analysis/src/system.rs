@@ -82,6 +82,8 @@ pub struct CpuVerdict {
     pub deadline_cap: f64,
     /// Share of the major frame SC windows may use on this CPU.
     pub window_load: Option<f64>,
+    /// Σ B/P of the interfaces of the partitions scheduled as servers on this CPU.
+    pub server_load: Option<f64>,
     pub binding: String,
 }
 
@@ -94,6 +96,9 @@ pub struct Report {
     pub cpus: Vec<CpuVerdict>,
     pub windows: Option<WindowReport>,
     pub warnings: Vec<String>,
+    /// Every mode and allowed switch of a system with modes (the rest of the report is
+    /// its initial mode).
+    pub modes: Option<crate::modes::ModesReport>,
 }
 
 impl Report {
@@ -133,6 +138,9 @@ impl Default for Options {
 
 /// [`analyze_system`] with explicit [`Options`].
 pub fn analyze_system_with(system: &System, options: &Options) -> Report {
+    if system.modes.is_some() {
+        return crate::modes::analyze(system, options);
+    }
     let mut report = Report {
         schedulable: true,
         tasks: Vec::new(),
@@ -140,6 +148,7 @@ pub fn analyze_system_with(system: &System, options: &Options) -> Report {
         cpus: Vec::new(),
         windows: None,
         warnings: Vec::new(),
+        modes: None,
     };
     let mut per_cpu: BTreeMap<String, CpuAcc> = BTreeMap::new();
     for p in system
@@ -174,20 +183,30 @@ pub fn analyze_system_with(system: &System, options: &Options) -> Report {
 }
 
 #[derive(Default)]
-struct CpuAcc {
-    utilization: f64,
+pub(crate) struct CpuAcc {
+    pub(crate) utilization: f64,
+    /// Σ B/P of the server interfaces on this CPU, in ppm.
+    pub(crate) servers: Option<u64>,
     dl_bw: Option<(u64, u64)>,
     window_load: Option<f64>,
-    tightest: Option<(i64, String)>,
-    failures: Vec<String>,
+    pub(crate) tightest: Option<(i64, String)>,
+    pub(crate) failures: Vec<String>,
     /// What proved an EDF CPU schedulable (no per-task slack there).
-    note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 impl CpuAcc {
     fn verdict(self, cpu: String, cap: (Time, Time)) -> CpuVerdict {
-        let cap = cap.0 as f64 / cap.1 as f64;
         let mut failures = self.failures;
+        let cap_ppm = crate::modes::cap_ppm(cap);
+        if let Some(load) = self.servers.filter(|&l| l > cap_ppm) {
+            failures.push(format!(
+                "the interfaces of the partitions scheduled as servers take {:.2}% of CPU {cpu}, above the cap {:.2}%",
+                load as f64 / 1e4,
+                cap_ppm as f64 / 1e4
+            ));
+        }
+        let cap = cap.0 as f64 / cap.1 as f64;
         if let Some(load) = self.window_load {
             if self.utilization > 0.0 && load > 0.0 {
                 failures.push(format!(
@@ -208,13 +227,14 @@ impl CpuAcc {
             deadline_bandwidth: self.dl_bw.map(|(bw, _)| bw as f64 / (1u64 << 20) as f64),
             deadline_cap: cap,
             window_load: self.window_load,
+            server_load: self.servers.map(|l| l as f64 / 1e6),
             binding,
             cpu,
         }
     }
 }
 
-fn cpu_names(system: &System, p: &Partition) -> Vec<String> {
+pub(crate) fn cpu_names(system: &System, p: &Partition) -> Vec<String> {
     match &p.cpus {
         Some(Cpus::Set(set)) => set.iter().map(|c| c.to_string()).collect(),
         Some(Cpus::All) | None => match &system.cpus {
@@ -224,7 +244,7 @@ fn cpu_names(system: &System, p: &Partition) -> Vec<String> {
     }
 }
 
-fn to_task(t: &bulkhead_model::Task) -> Task {
+pub(crate) fn to_task(t: &bulkhead_model::Task) -> Task {
     Task {
         wcet: t.budget,
         period: t.period,
@@ -264,6 +284,10 @@ fn analyze_partition(
             "partition `{}` uses `cpus: all` but system.cpus is not set: analysed as one CPU",
             p.name
         ));
+    }
+    if p.interface.is_some() {
+        crate::servers::analyze(p, &cpus, report, per_cpu);
+        return;
     }
     let tasks: Vec<Task> = p.tasks.iter().map(to_task).collect();
     let rank = priority_ranks(p);
@@ -663,7 +687,7 @@ fn interface(tasks: &[Task], rank: &[usize], members: &[usize], edf: bool, cpu: 
     }
 }
 
-fn partition_verdict(
+pub(crate) fn partition_verdict(
     p: &Partition,
     tasks: &[Task],
     cpus: &[String],
@@ -708,7 +732,7 @@ fn partition_verdict(
 /// i.e. a synchronous release, which the critical-instant analysis covers as long as each
 /// task has at most one pending job at suspension. A continuable task whose WCRT exceeds
 /// its period may carry several jobs across a resume.
-fn resume_warnings(p: &Partition, mine: &[TaskVerdict], warnings: &mut Vec<String>) {
+pub(crate) fn resume_warnings(p: &Partition, mine: &[TaskVerdict], warnings: &mut Vec<String>) {
     for v in mine {
         let model = &p.tasks[index_of(p, &v.name)];
         if model.resume == Resume::Continuable && v.wcrt_ns.is_some_and(|w| w > model.period) {

@@ -131,6 +131,9 @@ pub fn render_text(report: &Report, file: &str) -> String {
         if let Some(l) = c.window_load {
             parts.push(format!("SC windows {:.1}%", l * 100.0));
         }
+        if let Some(l) = c.server_load {
+            parts.push(format!("server interfaces {:.1}%", l * 100.0));
+        }
         let verdict = if c.schedulable { "ok" } else { "FAILS" };
         let _ = writeln!(
             out,
@@ -139,6 +142,9 @@ pub fn render_text(report: &Report, file: &str) -> String {
             parts.join(", "),
             c.binding
         );
+    }
+    if let Some(modes) = &report.modes {
+        out += &crate::modes::render_text(modes);
     }
     for w in &report.warnings {
         let _ = writeln!(out, "warning: {w}");

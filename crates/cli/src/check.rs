@@ -61,6 +61,24 @@ fn summary(s: &System) -> String {
         ));
     }
     lines.push(format!("  channels:   {}", s.channels.len()));
+    let servers = s
+        .partitions
+        .iter()
+        .filter(|p| p.interface.is_some())
+        .count();
+    if servers > 0 {
+        lines.push(format!(
+            "  servers:    {servers} partitions with a resource interface"
+        ));
+    }
+    if let Some(m) = &s.modes {
+        lines.push(format!(
+            "  modes:      {} (initial {}), {} switches allowed",
+            m.table.len(),
+            m.initial,
+            m.allowed().len()
+        ));
+    }
     if !s.buses.is_empty() {
         let clients: usize = s.buses.iter().map(|b| b.clients.len()).sum();
         lines.push(format!(

@@ -12,6 +12,7 @@ mod can;
 mod can_utils;
 mod check;
 mod common;
+mod ctl;
 mod run;
 mod sim;
 // subcommand modules: one `mod` line each, in alphabetical order
@@ -35,6 +36,8 @@ enum Command {
     Can(can::Args),
     /// Validate a system description and print a summary (or its canonical form)
     Check(check::Args),
+    /// Talk to a running system: status, mode switches, suspend and resume
+    Ctl(ctl::Args),
     /// Run a window schedule for real: partitions as cgroups, frozen and thawed by the DEmOS semantics
     Run(run::Args),
     /// Execute a system description in deterministic simulated time (schedule log, trace, statistics)
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => analyze::run(args),
         Command::Can(args) => can::run(args),
         Command::Check(args) => check::run(args),
+        Command::Ctl(args) => ctl::run(args),
         Command::Run(args) => run::run(args),
         Command::Sim(args) => sim::run(args),
         // dispatch: one arm each, in alphabetical order

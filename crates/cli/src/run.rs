@@ -56,6 +56,10 @@ pub fn run(args: Args) -> ExitCode {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
+    if let Some(why) = not_run_yet(&loaded.system) {
+        eprintln!("error: {}: {why}", args.file.display());
+        return ExitCode::from(INVALID);
+    }
     let dir = args
         .file
         .parent()
@@ -116,6 +120,16 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::from(INVALID)
         }
     }
+}
+
+/// What `run` does not execute yet: modes and partitions scheduled as servers are
+/// analysed and simulated only.
+fn not_run_yet(system: &bulkhead_model::System) -> Option<String> {
+    if system.modes.is_some() {
+        return Some("`modes` are analysed and simulated (`bulkhead analyze`, `bulkhead sim --mode-switch`); `run` does not execute them yet (docs/modes.md)".into());
+    }
+    let server = system.partitions.iter().find(|p| p.interface.is_some())?;
+    Some(format!("partition `{}` is scheduled as a server (`interface`): analysed and simulated, not executed by `run` yet (docs/modes.md)", server.name))
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@ use bulkhead_model::units::{format_duration, parse_duration};
 use bulkhead_model::CpuSet;
 use bulkhead_sim::trace::{perfetto, Event, ScheduleLogWriter, Sink};
 use bulkhead_sim::{
-    Arrivals, Behaviour, BuildOptions, ExecModel, Link, Options, Report, ServerChoice, ServerKind,
-    Sim, Suspension,
+    Arrivals, Behaviour, BuildOptions, ExecModel, Link, ModeSwitch, Options, Report, ServerChoice,
+    ServerKind, Sim, Suspension,
 };
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -30,6 +30,9 @@ pub struct Args {
     /// Suspend the whole system at system time AT for DURATION of wall-clock time (repeatable)
     #[arg(long, value_name = "AT:DURATION", value_parser = suspension)]
     suspend: Vec<Suspension>,
+    /// Request a switch to mode MODE at system time AT (repeatable; see docs/modes.md)
+    #[arg(long, value_name = "AT:MODE", value_parser = ModeSwitch::parse)]
+    mode_switch: Vec<ModeSwitch>,
     /// Write the schedule log (JSON lines: run grants and job events) to PATH
     #[arg(long, value_name = "PATH")]
     schedule_log: Option<PathBuf>,
@@ -229,6 +232,7 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         drain: false,
         seed: args.seed,
         suspensions: args.suspend.clone(),
+        mode_switches: args.mode_switch.clone(),
     };
     let sim = Sim::new(&spec, sim_options, outputs.enabled())
         .map_err(|e| fail(format!("{file}: {e}")))?;
@@ -302,6 +306,23 @@ fn summary(report: &Report) -> String {
             "windows: {} major frames, {} run grants\n",
             w.frames, w.grants
         );
+    }
+    for s in &report.switches {
+        let at = format_duration(s.requested_ns);
+        text += &match (&s.refused, s.latency_ns) {
+            (Some(why), _) => format!(
+                "mode switch {} -> {} at {at}: refused: {why}\n",
+                s.from, s.to
+            ),
+            (None, Some(l)) => format!(
+                "mode switch {} -> {} at {at} ({}): done in {}\n",
+                s.from,
+                s.to,
+                s.policy.as_deref().unwrap_or(""),
+                format_duration(l)
+            ),
+            (None, None) => format!("mode switch {} -> {} at {at}: not finished\n", s.from, s.to),
+        };
     }
     text
 }
@@ -611,6 +632,8 @@ mod tests {
             vec!["sim", "x.yaml", "--server", "magic"],
             vec!["sim", "x.yaml", "--process", "cmd=dance"],
             vec!["sim", "x.yaml", "--all-cpus", "3-1"],
+            vec!["sim", "x.yaml", "--mode-switch", "5ms"],
+            vec!["sim", "x.yaml", "--mode-switch", "soon:highway"],
         ] {
             let err = Cli::try_parse_from(&argv)
                 .err()

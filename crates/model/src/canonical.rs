@@ -22,6 +22,12 @@ pub fn to_canonical_yaml(system: &System) -> String {
     section(&mut out, "windows", &system.windows, window);
     section(&mut out, "channels", &system.channels, |c| vec![channel(c)]);
     section(&mut out, "buses", &system.buses, bus);
+    if let Some(modes) = &system.modes {
+        writeln!(out, "modes:").unwrap();
+        for line in crate::modes::canonical_lines(modes, quote) {
+            writeln!(out, "  {line}").unwrap();
+        }
+    }
     out
 }
 
@@ -56,6 +62,9 @@ fn partition(p: &Partition) -> Vec<String> {
         lines.push(format!("scheduler: {sched}"));
         if p.reclaim {
             lines.push("reclaim: true".into());
+        }
+        if let Some(i) = &p.interface {
+            lines.push(format!("interface: {}", crate::modes::interface_text(i)));
         }
     }
     if let Some(bytes) = p.memory {

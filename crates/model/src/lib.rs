@@ -9,6 +9,7 @@
 mod canonical;
 pub mod cpuset;
 mod de;
+pub mod modes;
 mod normalize;
 mod raw;
 pub mod types;
@@ -18,6 +19,9 @@ mod yaml;
 
 pub use canonical::to_canonical_yaml;
 pub use cpuset::CpuSet;
+pub use modes::{
+    Agent, LocalMode, Mode, ModeTask, Modes, ServerInterface, SwitchPolicy, Transition,
+};
 pub use types::*;
 
 use std::fmt;

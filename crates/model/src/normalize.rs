@@ -91,6 +91,7 @@ pub fn normalize(raw: RawFile) -> Result<Normalized> {
         let bus = n.bus(b, &format!("buses[{i}]"))?;
         n.out.system.buses.push(bus);
     }
+    n.out.system.modes = crate::modes::normalize(raw.modes, n.bare_unit)?;
     Ok(n.out)
 }
 
@@ -150,6 +151,7 @@ impl Normalizer {
                 processes: self.processes(list, path, default_budget)?,
                 user: None,
                 network: None,
+                interface: None,
             },
             PartitionSpec::Def(def) => self.partition(*def, path, default_budget)?,
         };
@@ -214,6 +216,11 @@ impl Normalizer {
                 .map(|u| non_empty(u, &format!("{path}.user")))
                 .transpose()?,
             network: def.network,
+            interface: crate::modes::interface(
+                def.interface,
+                self.bare_unit,
+                &child(path, "interface"),
+            )?,
         })
     }
 

@@ -21,10 +21,11 @@ pub struct RawFile {
     pub windows: Option<Vec<RawWindow>>,
     pub channels: Option<Vec<RawChannel>>,
     pub buses: Option<Vec<RawBus>>,
+    pub modes: Option<crate::modes::RawModes>,
 }
 
 /// Top-level sections reserved for later capabilities; using one is an error, never ignored.
-pub const RESERVED_SECTIONS: [&str; 4] = ["pipelines", "modes", "stop_start", "power"];
+pub const RESERVED_SECTIONS: [&str; 3] = ["pipelines", "stop_start", "power"];
 
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
@@ -55,6 +56,7 @@ pub struct RawPartition {
     pub pids: Option<u32>,
     pub user: Option<String>,
     pub network: Option<Network>,
+    pub interface: Option<crate::modes::RawInterface>,
     pub tasks: Option<Vec<RawTask>>,
     pub processes: Option<Vec<ProcessSpec>>,
     pub cmd: Option<String>,

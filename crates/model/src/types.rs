@@ -26,6 +26,8 @@ pub struct System {
     pub channels: Vec<Channel>,
     /// CAN buses, each owned by the gateway service of one rt partition.
     pub buses: Vec<Bus>,
+    /// The global mode table (`modes:`); `None` for a system with one mode.
+    pub modes: Option<crate::modes::Modes>,
 }
 
 /// Criticality class of a partition.
@@ -87,6 +89,9 @@ pub struct Partition {
     /// `network`: which network namespace the partition's processes and tasks run in;
     /// `None` = the default, [`System::network_of`].
     pub network: Option<Network>,
+    /// `interface` (rt partitions): the partition is scheduled as a server with this
+    /// resource interface and may share its CPUs with other servers; `None`: it owns them.
+    pub interface: Option<crate::modes::ServerInterface>,
 }
 
 /// The network a partition's processes see.
@@ -140,6 +145,9 @@ pub enum Service {
     CanReader { bus: String },
     /// The CAN gateway's writer of bus `bus` (partitions to CAN, allowlisted; Program 5).
     CanWriter { bus: String },
+    /// The partition's mode agent (M2-Xen's DMM), in the view of one mode
+    /// ([`System::in_mode`]).
+    ModeAgent,
 }
 
 /// A CAN bus and the gateway service that alone holds it (DriveOS 3.3.2, 6.4.1).

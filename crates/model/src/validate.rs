@@ -17,6 +17,7 @@ pub fn validate(n: &Normalized) -> Result<Vec<PathError>> {
     check_cpus(n)?;
     check_channels(&n.system, &names)?;
     check_buses(n, &names)?;
+    crate::modes::validate(&n.system, &n.partition_paths)?;
     Ok(warnings(n, &names))
 }
 
@@ -135,10 +136,19 @@ fn check_cpus(n: &Normalized) -> Result<()> {
         };
         let clash = others
             .map(|o| &sys.partitions[o])
-            .find(|o| o.cpus.as_ref().is_some_and(|c| overlap(c, cpus)));
+            .find(|o| o.cpus.as_ref().is_some_and(|c| overlap(c, cpus)))
+            .filter(|o| !crate::modes::same_pool(o, p));
         if let Some(o) = clash {
             let path = format!("{}.cpus", n.partition_paths[i]);
-            return err(path, format!("overlaps the CPUs of partition `{}`; an rt partition owns its CPUs exclusively", o.name));
+            let why = match (o.interface.is_some() && p.interface.is_some(), o.kind == p.kind) {
+                (true, _) => "partitions scheduled as servers share CPUs only as a whole pool: give both the same `cpus`",
+                (false, true) => "an rt partition owns its CPUs exclusively unless both have an `interface`",
+                (false, false) => "an rt partition owns its CPUs exclusively",
+            };
+            return err(
+                path,
+                format!("overlaps the CPUs of partition `{}`; {why}", o.name),
+            );
         }
     }
     Ok(())

@@ -55,6 +55,7 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                 processes,
                 user: user.map(|u| format!("u{u}")),
                 network,
+                interface: None,
             },
         )
 }
@@ -96,19 +97,142 @@ fn rt_partition(i: usize) -> impl Strategy<Value = Partition> {
         Just((Scheduler::Edf, true))
     ];
     let tasks = (1usize..4).prop_flat_map(|n| (0..n).map(task).collect::<Vec<_>>());
-    (scheduler, tasks).prop_map(move |((scheduler, reclaim), tasks)| Partition {
-        name: format!("rt{i}"),
-        kind: PartitionKind::Rt,
-        cpus: Some(Cpus::Set(CpuSet::from_cpus([100 + i as u32]).unwrap())),
-        scheduler,
-        reclaim,
-        memory: None,
-        pids: None,
-        tasks,
-        processes: Vec::new(),
-        user: None,
-        network: None,
+    let interface = proptest::option::of(interface());
+    (scheduler, tasks, interface).prop_map(move |((scheduler, reclaim), tasks, interface)| {
+        Partition {
+            name: format!("rt{i}"),
+            kind: PartitionKind::Rt,
+            cpus: Some(Cpus::Set(CpuSet::from_cpus([100 + i as u32]).unwrap())),
+            scheduler,
+            reclaim,
+            memory: None,
+            pids: None,
+            tasks,
+            processes: Vec::new(),
+            user: None,
+            network: None,
+            interface,
+        }
     })
+}
+
+/// A server interface with any of its two values given (budget <= period).
+fn interface() -> impl Strategy<Value = ServerInterface> {
+    (
+        proptest::option::of(duration()),
+        proptest::option::of(duration()),
+    )
+        .prop_map(|(period, budget)| ServerInterface {
+            period,
+            budget: match (period, budget) {
+                (Some(p), Some(b)) => Some(b.min(p)),
+                (_, b) => b,
+            },
+        })
+}
+
+/// A task of a mode: one of `tasks`, with or without changed parameters.
+fn mode_task(tasks: Vec<String>) -> impl Strategy<Value = ModeTask> {
+    (
+        proptest::sample::select(tasks),
+        proptest::option::of(duration()),
+        proptest::option::of(duration()),
+        proptest::option::of(duration()),
+    )
+        .prop_map(|(name, budget, period, deadline)| ModeTask {
+            name,
+            budget,
+            period,
+            deadline,
+        })
+}
+
+/// What one rt partition runs in a mode.
+fn local_mode(p: &Partition) -> impl Strategy<Value = LocalMode> {
+    let names: Vec<String> = p.tasks.iter().map(|t| t.name.clone()).collect();
+    let tasks = proptest::collection::vec(mode_task(names), 0..3).prop_map(|mut list| {
+        let mut seen = std::collections::HashSet::new();
+        list.retain(|t| seen.insert(t.name.clone()));
+        list
+    });
+    let interface = if p.interface.is_some() {
+        proptest::option::of(interface()).boxed()
+    } else {
+        Just(None).boxed()
+    };
+    let partition = p.name.clone();
+    (tasks, interface).prop_map(move |(tasks, interface)| LocalMode {
+        partition: partition.clone(),
+        tasks,
+        interface,
+    })
+}
+
+/// A mode table over the rt partitions `rt`, with or without explicit transitions.
+fn modes(rt: Vec<Partition>) -> impl Strategy<Value = Option<Modes>> {
+    if rt.is_empty() {
+        return Just(None).boxed();
+    }
+    let mode = move |i: usize| {
+        let locals: Vec<_> = rt.iter().map(local_mode).collect();
+        (locals, proptest::collection::vec(any::<bool>(), rt.len())).prop_map(
+            move |(locals, keep)| Mode {
+                name: format!("m{i}"),
+                partitions: locals
+                    .into_iter()
+                    .zip(keep)
+                    .filter_map(|(l, k)| k.then_some(l))
+                    .collect(),
+            },
+        )
+    };
+    let policy = prop_oneof![
+        Just(SwitchPolicy::Sequential),
+        Just(SwitchPolicy::Batch),
+        Just(SwitchPolicy::Greedy),
+        Just(SwitchPolicy::Boost)
+    ];
+    (1usize..4)
+        .prop_flat_map(move |n| {
+            let table: Vec<_> = (0..n).map(&mode).collect();
+            let pairs: Vec<(usize, usize)> = (0..n)
+                .flat_map(|a| (0..n).filter(move |&b| b != a).map(move |b| (a, b)))
+                .collect();
+            let transitions = proptest::option::of(
+                subsequence(pairs.clone(), 0..=pairs.len())
+                    .prop_flat_map({
+                        let policy = policy.clone();
+                        move |pairs| {
+                            let policies = proptest::collection::vec(policy.clone(), pairs.len());
+                            (Just(pairs), policies)
+                        }
+                    })
+                    .prop_map(|(pairs, policies)| {
+                        pairs
+                            .into_iter()
+                            .zip(policies)
+                            .map(|((a, b), policy)| Transition {
+                                from: format!("m{a}"),
+                                to: format!("m{b}"),
+                                policy,
+                            })
+                            .collect::<Vec<_>>()
+                    }),
+            );
+            (table, 0..n, transitions, 1u64..1_000, 1u64..1_000)
+        })
+        .prop_map(|(table, initial, transitions, budget, extra)| {
+            Some(Modes {
+                initial: format!("m{initial}"),
+                agent: Agent {
+                    budget: budget * 1_000,
+                    period: (budget + extra) * 1_000,
+                },
+                table,
+                transitions,
+            })
+        })
+        .boxed()
 }
 
 /// A bus owned by `gateway` (an rt partition) with `clients`, and its two gateway tasks.
@@ -219,6 +343,7 @@ fn system() -> impl Strategy<Value = System> {
                 Some(g) => proptest::option::of(bus(g.name.clone(), be_names.clone())).boxed(),
                 None => Just(None).boxed(),
             };
+            let modes = modes(rt.clone());
             let partitions: Vec<Partition> = be.into_iter().chain(rt).collect();
             let cpus = proptest::option::of(Just(CpuSet::parse("0-127").unwrap()));
             (
@@ -229,10 +354,11 @@ fn system() -> impl Strategy<Value = System> {
                 cpus,
                 proptest::option::of(cpuset(4)),
                 buses,
+                modes,
             )
         })
         .prop_map(
-            |(mut partitions, windows, channels, set_cwd, cpus, supervisor_cpus, bus)| {
+            |(mut partitions, windows, channels, set_cwd, cpus, supervisor_cpus, bus, modes)| {
                 let mut buses = Vec::new();
                 if let Some((bus, tasks)) = bus {
                     let gateway = partitions.iter_mut().find(|p| p.name == bus.gateway);
@@ -247,6 +373,7 @@ fn system() -> impl Strategy<Value = System> {
                     windows,
                     channels,
                     buses,
+                    modes,
                 }
             },
         )

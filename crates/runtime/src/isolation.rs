@@ -78,7 +78,7 @@ impl Confinements {
         let mut c = self.of(&p.name);
         let bus = match &task.service {
             Some(Service::CanReader { bus } | Service::CanWriter { bus }) => bus,
-            None => return c,
+            Some(Service::ModeAgent) | None => return c,
         };
         if let Some(iface) = self.interfaces.get(bus) {
             c.netns = Some(iface.netns());

@@ -2,7 +2,7 @@
 
 use crate::spec::*;
 use crate::windows::{Behaviour, WindowsSpec};
-use bulkhead_model::{CpuSet, Cpus, PartitionKind, Scheduler, System, Task};
+use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task};
 use bulkhead_trace::Name;
 use bulkhead_windows::Schedule;
 
@@ -136,11 +136,33 @@ impl Link {
 }
 
 /// Builds the simulation of the rt partitions of `system`: one domain per rt partition,
-/// one server per task. Channels connect the tasks named by `options.links`; a channel
-/// without a link connects the first task of its writer partition to the first task of
-/// each reader partition (partitions without tasks are outside the task simulation).
+/// one server per task; partitions scheduled as servers share one domain per pool of
+/// CPUs ([`crate::pools`]). A system with modes starts in its initial mode, every task
+/// of every mode present ([`crate::modes`]). Channels connect the tasks named by
+/// `options.links`; a channel without a link connects the first task of its writer
+/// partition to the first task of each reader partition (partitions without tasks are
+/// outside the task simulation).
 pub fn from_system(system: &System, options: &BuildOptions) -> Result<Spec, String> {
+    if system.modes.is_some() {
+        return crate::modes::from_modal_system(system, options);
+    }
+    build(system, options, &|p, n| {
+        let r = bulkhead_analysis::servers::resolve(p, n);
+        (r.budget.unwrap_or(r.period), r.period)
+    })
+}
+
+/// The budget and period per CPU of a partition scheduled as a server on `n` CPUs.
+pub(crate) type InterfaceOf<'a> = dyn Fn(&Partition, usize) -> (Nanos, Nanos) + 'a;
+
+/// [`from_system`] with the interfaces of the partitions scheduled as servers given.
+pub(crate) fn build(
+    system: &System,
+    options: &BuildOptions,
+    interface: &InterfaceOf,
+) -> Result<Spec, String> {
     let mut spec = Spec::default();
+    let mut pools = crate::pools::Pools::default();
     let mut first_task: Vec<Option<usize>> = Vec::new();
     for p in &system.partitions {
         first_task
@@ -157,12 +179,25 @@ pub fn from_system(system: &System, options: &BuildOptions) -> Result<Spec, Stri
                 ))
             }
         };
+        let partition: Name = p.name.as_str().into();
+        if p.interface.is_some() {
+            let n = cpus.len();
+            let servers = pools.add(&mut spec, p, cpus, interface(p, n));
+            let ranks = priority_ranks(&p.tasks);
+            for ((task, rank), server) in p.tasks.iter().zip(ranks).zip(servers) {
+                let t = task_spec(task, &partition, server, options);
+                spec.tasks.push(TaskSpec {
+                    priority: rank,
+                    ..t
+                });
+            }
+            continue;
+        }
         let policy = match p.scheduler {
             Scheduler::FixedPriority => Policy::FixedPriority,
             Scheduler::Edf => Policy::Edf,
         };
         let domain = spec.domains.len();
-        let partition: Name = p.name.as_str().into();
         spec.domains.push(Domain {
             name: partition.clone(),
             cpus,
@@ -190,18 +225,9 @@ pub fn from_system(system: &System, options: &BuildOptions) -> Result<Spec, Stri
                 },
             };
             spec.servers.push(server);
-            spec.tasks.push(TaskSpec {
-                partition: partition.clone(),
-                name: task.name.as_str().into(),
-                server: spec.servers.len() - 1,
-                priority: 1,
-                deadline: task.deadline,
-                release: release(task, options.arrivals),
-                exec: exec(task, options.exec),
-                resume: task.resume,
-                inputs: Vec::new(),
-                outputs: Vec::new(),
-            });
+            let server = spec.servers.len() - 1;
+            spec.tasks
+                .push(task_spec(task, &partition, server, options));
         }
     }
     for (name, _) in &options.task_servers {
@@ -295,6 +321,22 @@ pub fn priority_ranks(tasks: &[Task]) -> Vec<u32> {
     ranks
 }
 
+/// The simulated task of `task`, alone on its `server`.
+fn task_spec(task: &Task, partition: &Name, server: usize, options: &BuildOptions) -> TaskSpec {
+    TaskSpec {
+        partition: partition.clone(),
+        name: task.name.as_str().into(),
+        server,
+        priority: 1,
+        deadline: task.deadline,
+        release: release(task, options.arrivals),
+        exec: exec(task, options.exec),
+        resume: task.resume,
+        inputs: Vec::new(),
+        outputs: Vec::new(),
+    }
+}
+
 fn release(task: &Task, arrivals: Arrivals) -> Release {
     match arrivals {
         Arrivals::Periodic => Release::Periodic {
@@ -313,7 +355,7 @@ fn release(task: &Task, arrivals: Arrivals) -> Release {
     }
 }
 
-fn exec(task: &Task, model: ExecModel) -> Exec {
+pub(crate) fn exec(task: &Task, model: ExecModel) -> Exec {
     match model {
         ExecModel::Wcet => Exec::Fixed(task.budget),
         ExecModel::Uniform { min_pct, max_pct } => {

@@ -18,6 +18,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 
+mod modes;
 mod resume;
 mod servers;
 
@@ -43,6 +44,8 @@ pub struct Options {
     pub seed: u64,
     /// JuMP2start suspensions (`--suspend AT:DURATION`), in system time.
     pub suspensions: Vec<Suspension>,
+    /// Mode switch requests (`--mode-switch AT:MODE`), in system time.
+    pub mode_switches: Vec<crate::modes::ModeSwitch>,
 }
 
 impl Options {
@@ -52,6 +55,7 @@ impl Options {
             drain: false,
             seed: 0,
             suspensions: Vec::new(),
+            mode_switches: Vec::new(),
         }
     }
 }
@@ -71,6 +75,10 @@ enum Ev {
     Suspend(u32),
     /// The window schedule's next event.
     Windows,
+    /// Mode request `i` arrives.
+    Mode(u32),
+    /// The agent of member `i` of the mode table has completed its job.
+    Ack(u32),
 }
 
 /// The event queue: a binary heap of `(time, class | index | generation)` packed in
@@ -87,6 +95,8 @@ impl Queue {
             Ev::Check { task, job } => (3, task, job),
             Ev::Suspend(i) => (4, i, 0),
             Ev::Windows => (5, 0, gen as u32),
+            Ev::Mode(i) => (6, i, 0),
+            Ev::Ack(i) => (7, i, 0),
         };
         debug_assert!(index < 1 << 29);
         self.0.push(Reverse((
@@ -112,7 +122,9 @@ impl Queue {
                 job: gen,
             },
             4 => Ev::Suspend(index),
-            _ => Ev::Windows,
+            5 => Ev::Windows,
+            6 => Ev::Mode(index),
+            _ => Ev::Ack(index),
         };
         Some((t, ev, gen))
     }
@@ -140,6 +152,10 @@ struct TaskState {
     /// Origins of everything the current job read.
     inputs: Vec<Origin>,
     stats: TaskStats,
+    /// Whether the task runs in the current mode (always, without modes).
+    active: bool,
+    /// Its parameters since a mode switch changed them (`None`: the spec's).
+    params: Option<crate::modes::TaskParams>,
 }
 
 struct ServerState {
@@ -160,6 +176,10 @@ struct ServerState {
     eligible_at: Nanos,
     gen: u64,
     slot: Option<u32>,
+    /// Budget and period since a mode switch changed them (`None`: the spec's).
+    params: Option<(Nanos, Nanos)>,
+    /// Boosted for this agent task: runs at once, above all, without using budget.
+    boost: Option<u32>,
 }
 
 #[derive(Clone, Copy)]
@@ -207,12 +227,16 @@ pub struct Sim<'a> {
     finished: bool,
     windows: Option<Driver>,
     windows_gen: u64,
+    modes: Option<modes::ModeState>,
+    /// Servers boosted now.
+    boosted: u32,
 }
 
 impl<'a> Sim<'a> {
     /// Prepares a simulation of `spec`; `tracing` says whether to record events.
     pub fn new(spec: &'a Spec, opts: Options, tracing: bool) -> Result<Sim<'a>, String> {
         spec.validate()?;
+        let modes = modes::ModeState::new(spec, &opts.mode_switches)?;
         let mut sim = Sim {
             spec,
             rng: XorShiftRng::seed_from_u64(opts.seed),
@@ -231,6 +255,8 @@ impl<'a> Sim<'a> {
             finished: false,
             windows: None,
             windows_gen: 0,
+            modes,
+            boosted: 0,
             opts,
         };
         sim.init();
@@ -282,6 +308,8 @@ impl<'a> Sim<'a> {
                 eligible_at: 0,
                 gen: 0,
                 slot: None,
+                params: None,
+                boost: None,
             });
         }
         for (d, domain) in self.domains.iter_mut().enumerate() {
@@ -292,12 +320,17 @@ impl<'a> Sim<'a> {
             }
         }
         for (i, t) in spec.tasks.iter().enumerate() {
+            let active = spec
+                .modes
+                .as_ref()
+                .is_none_or(|m| m.params[m.initial][i].is_some());
             let first = match &t.release {
                 Release::Periodic { offset, .. } | Release::Sporadic { offset, .. } => {
                     Some(*offset)
                 }
                 Release::At(times) => times.first().copied(),
-            };
+            }
+            .filter(|_| active);
             self.tasks.push(TaskState {
                 jobs: VecDeque::new(),
                 next_nominal: first.unwrap_or(Nanos::MAX),
@@ -312,6 +345,8 @@ impl<'a> Sim<'a> {
                     name: t.name.to_string(),
                     ..Default::default()
                 },
+                active,
+                params: None,
             });
             if let Some(first) = first {
                 self.schedule_release(i, first);
@@ -320,6 +355,7 @@ impl<'a> Sim<'a> {
         for (i, s) in self.opts.suspensions.iter().enumerate() {
             self.heap.push(s.at, Ev::Suspend(i as u32), 0);
         }
+        self.init_modes();
         if let Some(windows) = &spec.windows {
             let mut driver = Driver::new(windows, self.opts.seed, self.opts.until);
             let mut out = Vec::new();
@@ -465,6 +501,8 @@ impl<'a> Sim<'a> {
                     self.advance_windows(t);
                 }
             }
+            Ev::Mode(i) => self.mode_request(i as usize, t),
+            Ev::Ack(member) => self.agent_done(member as usize, t),
         }
     }
 
@@ -488,7 +526,8 @@ impl<'a> Sim<'a> {
 
     fn release(&mut self, task: usize, t: Nanos) {
         let spec = self.task_spec(task);
-        let exec = match spec.exec {
+        let params = self.tasks[task].params;
+        let exec = match params.map_or(spec.exec, |p| p.exec) {
             Exec::Fixed(c) => c,
             Exec::Uniform { min, max } => self.rng.random_range(min..=max),
         };
@@ -497,7 +536,7 @@ impl<'a> Sim<'a> {
         state.released += 1;
         state.stats.released += 1;
         state.last_release = Some(t);
-        let deadline = t.saturating_add(spec.deadline);
+        let deadline = t.saturating_add(params.map_or(spec.deadline, |p| p.deadline));
         let dropped = state.jobs.len() >= MAX_BACKLOG;
         if dropped {
             state.stats.dropped += 1;
@@ -512,10 +551,14 @@ impl<'a> Sim<'a> {
             });
         }
         let next = match &spec.release {
-            Release::Periodic { period, .. } => Some(state.next_nominal.saturating_add(*period)),
+            Release::Periodic { period, .. } => {
+                let period = params.map_or(*period, |p| p.period);
+                Some(state.next_nominal.saturating_add(period))
+            }
             Release::Sporadic {
                 min_gap, max_extra, ..
             } => {
+                let min_gap = params.map_or(*min_gap, |p| p.period);
                 let extra = if *max_extra > 0 {
                     self.rng.random_range(0..=*max_extra)
                 } else {
@@ -593,6 +636,9 @@ impl<'a> Sim<'a> {
         self.servers[s].pending -= 1;
         if self.servers[s].pending == 0 {
             self.idle(s, t);
+        }
+        if let Some(member) = self.spec.modes.as_ref().and_then(|m| m.agent_of(task)) {
+            self.heap.push(t, Ev::Ack(member as u32), 0);
         }
     }
 
@@ -695,7 +741,8 @@ impl<'a> Sim<'a> {
             let job = &mut self.tasks[run.task as usize].jobs[0];
             job.remaining -= elapsed;
             let job_done = job.remaining == 0;
-            if self.spec.servers[s].kind != ServerKind::Unlimited {
+            let boosted = self.servers[s].boost.is_some();
+            if self.spec.servers[s].kind != ServerKind::Unlimited && !boosted {
                 let server = &mut self.servers[s];
                 server.budget -= elapsed;
                 server.used += elapsed;
@@ -708,7 +755,7 @@ impl<'a> Sim<'a> {
                 self.stop(domain, k, t, false);
                 self.complete(run.task as usize, cpu, t);
             }
-            if self.servers[s].budget == 0 && self.servers[s].pending > 0 {
+            if self.servers[s].budget == 0 && self.servers[s].pending > 0 && !boosted {
                 if !job_done {
                     self.stop(domain, k, t, true);
                 }
@@ -737,7 +784,7 @@ impl<'a> Sim<'a> {
             chosen.truncate(m);
             // Fixed-priority domains keep their servers by priority: the first m
             // eligible ones are the ones to run.
-            if fixed_priority && chosen.len() == m {
+            if fixed_priority && chosen.len() == m && self.boosted == 0 {
                 break;
             }
         }
@@ -821,7 +868,11 @@ impl<'a> Sim<'a> {
         let Some(run) = slot.running else { return };
         let s = run.server as usize;
         let remaining = self.tasks[run.task as usize].jobs[0].remaining;
-        let mut at = t.saturating_add(remaining.min(self.servers[s].budget));
+        let budget = match self.servers[s].boost {
+            Some(_) => Nanos::MAX,
+            None => self.servers[s].budget,
+        };
+        let mut at = t.saturating_add(remaining.min(budget));
         let spec = &self.spec.servers[s];
         if spec.kind == ServerKind::Deferrable {
             at = at.min(self.servers[s].period_end);
@@ -911,6 +962,7 @@ impl<'a> Sim<'a> {
             chains: self.channels.chain_stats(self.now, name),
             channels: self.channels.channel_stats(),
             windows: self.windows.as_ref().map(Driver::stats),
+            switches: self.switch_stats(),
         }
     }
 }

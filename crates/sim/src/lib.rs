@@ -16,6 +16,8 @@
 mod build;
 mod channels;
 mod engine;
+pub mod modes;
+mod pools;
 #[cfg(feature = "progress")]
 pub mod progress;
 pub mod report;
@@ -28,7 +30,8 @@ pub use build::{
 };
 pub use channels::{ChainStats, ChannelStats};
 pub use engine::{Options, Sim, Suspension, MAX_BACKLOG};
-pub use report::{Report, TaskStats, WindowStats};
+pub use modes::{ModeSwitch, ModesSpec};
+pub use report::{Report, SwitchStats, TaskStats, WindowStats};
 pub use spec::*;
 pub use windows::{Behaviour, WindowsSpec};
 
@@ -47,8 +50,8 @@ pub fn simulate(spec: &Spec, options: Options, sink: &mut dyn Sink) -> Result<Re
 /// Whether an event belongs in the schedule log (`--schedule-log`): the process run
 /// grants (`run`, the lines `bulkhead run` writes too, so that DEmOS schedules compare
 /// byte for byte), the rt jobs' releases, starts, preemptions, completions, aborts and
-/// deadline misses, and suspensions. Budgets, windows, channels and the rest are in
-/// the Perfetto trace only.
+/// deadline misses, suspensions, and the steps of mode switches. Budgets, windows,
+/// channels and the rest are in the Perfetto trace only.
 pub fn in_schedule_log(kind: &bulkhead_trace::EventKind) -> bool {
     use bulkhead_trace::EventKind as K;
     matches!(
@@ -62,5 +65,10 @@ pub fn in_schedule_log(kind: &bulkhead_trace::EventKind) -> bool {
             | K::DeadlineMiss { .. }
             | K::Suspend {}
             | K::Resume { .. }
+            | K::ModeRequest { .. }
+            | K::InterfaceChange { .. }
+            | K::AgentRequest { .. }
+            | K::AgentAck { .. }
+            | K::ModeDone { .. }
     )
 }

@@ -18,6 +18,23 @@ pub struct Report {
     /// The window schedule, if the system has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub windows: Option<WindowStats>,
+    /// The mode switches requested (a system with modes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub switches: Vec<SwitchStats>,
+}
+
+/// One mode switch request and how it went.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct SwitchStats {
+    pub from: String,
+    pub to: String,
+    /// The policy it ran under (`null` when refused at once).
+    pub policy: Option<String>,
+    pub requested_ns: Nanos,
+    /// Request to the last step (`null` when refused or not finished).
+    pub latency_ns: Option<Nanos>,
+    /// Why it was refused or abandoned.
+    pub refused: Option<String>,
 }
 
 impl Report {
@@ -40,7 +57,8 @@ pub struct TaskStats {
     /// Jobs that completed after their deadline, or had not completed at a deadline
     /// before the end of the simulation.
     pub misses: u64,
-    /// Jobs discarded by a restart after a suspension.
+    /// Jobs discarded by a restart after a suspension, or because a mode switch
+    /// stopped the task.
     pub aborted: u64,
     /// Releases dropped because the task already had [`crate::MAX_BACKLOG`] jobs
     /// queued (each also counts as a miss).

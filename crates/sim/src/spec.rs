@@ -55,7 +55,7 @@ pub enum ServerKind {
     Io,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Server {
     pub domain: usize,
     pub kind: ServerKind,
@@ -148,6 +148,12 @@ pub struct Spec {
     pub channels: Vec<ChannelSpec>,
     /// A DEmOS window schedule for the windowed partitions' processes.
     pub windows: Option<crate::windows::WindowsSpec>,
+    /// Per server: the policy among its tasks when it serves several and it differs
+    /// from its domain's (a partition scheduled as a server: EDF among the servers of
+    /// its pool, its own scheduler inside); missing entries follow the domain.
+    pub inner: Vec<Option<Policy>>,
+    /// The modes, their table and the mode manager's set-up (a system with modes).
+    pub modes: Option<crate::modes::ModesSpec>,
 }
 
 impl Spec {

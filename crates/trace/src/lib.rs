@@ -166,10 +166,53 @@ pub enum EventKind {
     /// Message `msg` of `channel` is lost: overwritten before any read (latest),
     /// or rejected because the ring is full (fifo).
     ChannelLoss { channel: Name, msg: u64 },
-    /// A transition from mode `from` to mode `to` begins.
-    ModeChangeStart { from: Name, to: Name },
-    /// The system is in mode `mode`; the transition that led there is over.
-    ModeChangeEnd { mode: Name },
+    /// The mode manager accepts a switch from mode `from` to mode `to` and starts it
+    /// under `policy` (`sequential`, `batch`, `greedy` or `boost`; M2-Xen IV-B, V).
+    /// Bandwidths are in parts per million of one CPU: `load_ppm` is what the resource
+    /// interfaces of the partitions on shared CPUs (and the boost reserve) take now,
+    /// `capacity_ppm` what those CPUs offer.
+    ModeRequest {
+        from: Name,
+        to: Name,
+        policy: Name,
+        load_ppm: u64,
+        capacity_ppm: u64,
+    },
+    /// The resource interface of `partition` is now `budget_ns` every `period_ns` on each
+    /// of `cpus` (`bandwidth_ppm` in all); `load_ppm` is the bandwidth in use on `cpus`
+    /// afterwards, `capacity_ppm` what they offer.
+    InterfaceChange {
+        partition: Name,
+        cpus: CpuSet,
+        budget_ns: Nanos,
+        period_ns: Nanos,
+        bandwidth_ppm: u64,
+        load_ppm: u64,
+        capacity_ppm: u64,
+    },
+    /// The mode manager asks the mode agent of `partition` to switch to the task set of
+    /// `mode`; with `boost` the agent runs at the reserved boost priority until it
+    /// acknowledges (M2-Xen V-B).
+    AgentRequest {
+        partition: Name,
+        mode: Name,
+        boost: bool,
+    },
+    /// The mode agent of `partition` acknowledges: its new task set runs. `demand_ppm` is
+    /// the utilization of that task set (with the agent), `interface_ppm` the bandwidth
+    /// of the interface it runs in (`null` for a partition that owns its CPUs).
+    AgentAck {
+        partition: Name,
+        demand_ppm: u64,
+        interface_ppm: Option<u64>,
+    },
+    /// The switch is over: the system is in `mode`, `latency_ns` after the request.
+    ModeDone {
+        mode: Name,
+        latency_ns: Nanos,
+        load_ppm: u64,
+        capacity_ppm: u64,
+    },
     /// The clock frequency of `cpu` is now `khz` (power policies).
     CpuFrequency { cpu: u32, khz: u64 },
     /// The system suspends (stop-start). System time stops while suspended.

@@ -16,7 +16,10 @@
 //! | `channel_loss` | instant on the `channels` track |
 //! | `window_start` .. `window_end` | `"X"` slice `window i` on the `windows` track |
 //! | `partition_thaw` .. `partition_freeze` | `"X"` slice `thawed (cpus)` on the partition's track |
-//! | `mode_change_start` .. `mode_change_end` | `"X"` slice `from -> to` on the `modes` track |
+//! | `mode_request` .. `mode_done` | `"X"` slice `from -> to (policy)` on the `modes` track, a global instant `mode m` at the end |
+//! | `agent_request` .. `agent_ack` | `"X"` slice `mode agent -> m` on the partition's track |
+//! | `interface_change` | instant `interface B/P ns` on the partition's track |
+//! | `mode_request`, `interface_change` | counter `bandwidth <CPUs>` in the "Schedule" process, series `load_ppm`, `capacity_ppm` |
 //! | `suspend`, `resume` | global instants |
 //!
 //! Tracks: process 1 "CPUs" has one thread per CPU (`tid` = CPU + 1); process 2
@@ -65,6 +68,7 @@ enum OpenKey {
     Window(u32),
     Mode,
     Partition(Name),
+    Agent(Name),
 }
 
 #[derive(Debug, Clone)]
@@ -292,22 +296,57 @@ impl Exporter {
                 };
                 self.instant(t, track, format!("loss {channel}"), json!({"msg": msg}));
             }
-            EventKind::ModeChangeStart { from, to } => {
+            EventKind::ModeRequest {
+                from,
+                to,
+                policy,
+                load_ppm,
+                capacity_ppm,
+            } => {
                 let track = Track {
                     pid: PID_SCHEDULE,
                     tid: TID_MODES,
                 };
-                let args = json!({"from": &**from, "to": &**to});
-                self.begin(
+                let args = json!({"from": &**from, "to": &**to, "policy": &**policy});
+                let name = format!("{from} -> {to} ({policy})");
+                self.begin(t, OpenKey::Mode, track, name, "mode", args);
+                self.bandwidth(t, "all shared CPUs", *load_ppm, *capacity_ppm);
+            }
+            EventKind::InterfaceChange {
+                partition,
+                cpus,
+                budget_ns,
+                period_ns,
+                bandwidth_ppm,
+                load_ppm,
+                capacity_ppm,
+            } => {
+                let track = self.partition_track(partition);
+                let args = json!({"cpus": cpus.to_string(), "budget_ns": budget_ns, "period_ns": period_ns, "bandwidth_ppm": bandwidth_ppm});
+                self.instant(
                     t,
-                    OpenKey::Mode,
                     track,
-                    format!("{from} -> {to}"),
-                    "mode",
+                    format!("interface {budget_ns}/{period_ns} ns"),
                     args,
                 );
+                self.bandwidth(t, &format!("CPUs {cpus}"), *load_ppm, *capacity_ppm);
             }
-            EventKind::ModeChangeEnd { mode } => {
+            EventKind::AgentRequest {
+                partition,
+                mode,
+                boost,
+            } => {
+                let track = self.partition_track(partition);
+                let boosted = if *boost { " (boost)" } else { "" };
+                let args = json!({"mode": &**mode, "boost": boost});
+                let key = OpenKey::Agent(partition.clone());
+                let name = format!("mode agent -> {mode}{boosted}");
+                self.begin(t, key, track, name, "mode", args);
+            }
+            EventKind::AgentAck { partition, .. } => {
+                self.end(t, &OpenKey::Agent(partition.clone()))
+            }
+            EventKind::ModeDone { mode, .. } => {
                 self.end(t, &OpenKey::Mode);
                 self.global(t, format!("mode {mode}"), json!({}));
             }
@@ -425,6 +464,15 @@ impl Exporter {
     fn global(&mut self, t: Nanos, name: String, args: Value) {
         let value = json!({"ph": "i", "s": "g", "name": name, "pid": PID_SCHEDULE, "tid": TID_SYSTEM, "args": args});
         self.points.push((t, value));
+    }
+
+    /// The counter `bandwidth <what>` in the "Schedule" process: load and capacity in ppm.
+    fn bandwidth(&mut self, t: Nanos, what: &str, load_ppm: u64, capacity_ppm: u64) {
+        let args = json!({"load_ppm": load_ppm, "capacity_ppm": capacity_ppm});
+        self.points.push((
+            t,
+            json!({"ph": "C", "name": format!("bandwidth {what}"), "pid": PID_SCHEDULE, "args": args}),
+        ));
     }
 
     fn counter(&mut self, t: Nanos, name: String, args: Value) {

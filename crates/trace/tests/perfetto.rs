@@ -277,6 +277,92 @@ fn windows_grants_and_partitions_have_their_tracks() {
 }
 
 #[test]
+fn a_mode_switch_is_a_slice_with_agent_slices_and_bandwidth_counters() {
+    let cpus = CpuSet::from_cpus([0, 1]).unwrap();
+    let events = vec![
+        Event::new(
+            1_000,
+            EventKind::ModeRequest {
+                from: "urban".into(),
+                to: "highway".into(),
+                policy: "boost".into(),
+                load_ppm: 1_500_000,
+                capacity_ppm: 1_900_000,
+            },
+        ),
+        Event::new(
+            1_000,
+            EventKind::AgentRequest {
+                partition: "nav".into(),
+                mode: "highway".into(),
+                boost: true,
+            },
+        ),
+        Event::new(
+            1_200,
+            EventKind::AgentAck {
+                partition: "nav".into(),
+                demand_ppm: 200_000,
+                interface_ppm: Some(300_000),
+            },
+        ),
+        Event::new(
+            1_200,
+            EventKind::InterfaceChange {
+                partition: "nav".into(),
+                cpus,
+                budget_ns: 1_500,
+                period_ns: 5_000,
+                bandwidth_ppm: 600_000,
+                load_ppm: 1_400_000,
+                capacity_ppm: 1_900_000,
+            },
+        ),
+        Event::new(
+            1_200,
+            EventKind::ModeDone {
+                mode: "highway".into(),
+                latency_ns: 200,
+                load_ppm: 1_400_000,
+                capacity_ppm: 1_900_000,
+            },
+        ),
+    ];
+    let json = perfetto::export(&events);
+    let got = slices(&json);
+    assert!(
+        got.contains(&(2, 2, 1_000, 1_200, "urban -> highway (boost)".into())),
+        "{got:?}"
+    );
+    assert!(
+        got.contains(&(3, 1, 1_000, 1_200, "mode agent -> highway (boost)".into())),
+        "{got:?}"
+    );
+    let counters: Vec<(&str, u64)> = trace_events(&json)
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap(),
+                e["args"]["load_ppm"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        counters,
+        vec![
+            ("bandwidth all shared CPUs", 1_500_000),
+            ("bandwidth CPUs 0-1", 1_400_000)
+        ]
+    );
+    let done = trace_events(&json)
+        .iter()
+        .find(|e| e["name"] == "mode highway")
+        .unwrap();
+    assert_eq!(done["s"], "g");
+}
+
+#[test]
 fn open_slices_end_with_the_trace() {
     let events = vec![
         start(0, 0, "t", 0),

@@ -88,9 +88,20 @@ fn every_event_kind_round_trips_through_a_line() {
         ),
         Event::new(
             6,
-            EventKind::ModeChangeStart {
+            EventKind::ModeRequest {
                 from: "drive".into(),
                 to: "park".into(),
+                policy: "boost".into(),
+                load_ppm: 1_200_000,
+                capacity_ppm: 1_900_000,
+            },
+        ),
+        Event::new(
+            6,
+            EventKind::AgentAck {
+                partition: "ctl".into(),
+                demand_ppm: 310_000,
+                interface_ppm: None,
             },
         ),
         Event::new(

@@ -26,7 +26,11 @@ impl<'a> Sim<'a> {
             },
         );
         let mut shifted_servers = vec![false; self.servers.len()];
+        // Tasks that do not run in the current mode (and mode agents) stay as they are.
         for task in 0..self.tasks.len() {
+            if !self.tasks[task].active {
+                continue;
+            }
             match self.spec.tasks[task].resume {
                 Resume::Restartable => self.restart(task, t),
                 Resume::Continuable => self.continue_task(task, t, &mut shifted_servers),
@@ -53,7 +57,7 @@ impl<'a> Sim<'a> {
             }
         }
         self.servers[s].pending -= dropped.len() as u32;
-        let server_spec: &'a Server = &self.spec_ref().servers[s];
+        let server_spec = self.server_params(s);
         let server = &mut self.servers[s];
         server.repl.clear();
         server.used = 0;

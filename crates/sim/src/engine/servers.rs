@@ -5,9 +5,19 @@ use super::{Ev, Sim};
 use crate::spec::*;
 
 impl Sim<'_> {
+    /// Server `s` with the budget and period a mode switch gave it, if any.
+    pub(super) fn server_params(&self, s: usize) -> Server {
+        let mut server = self.spec.servers[s];
+        if let Some((budget, period)) = self.servers[s].params {
+            server.budget = budget;
+            server.period = period;
+        }
+        server
+    }
+
     /// The server got work while it had none.
     pub(super) fn activate(&mut self, s: usize, t: Nanos) {
-        let spec = &self.spec.servers[s];
+        let spec = self.server_params(s);
         let server = &mut self.servers[s];
         match spec.kind {
             ServerKind::Unlimited | ServerKind::Deferrable => {}
@@ -46,7 +56,7 @@ impl Sim<'_> {
 
     /// The server ran out of budget with work pending.
     pub(super) fn exhausted(&mut self, s: usize, t: Nanos) {
-        let spec = &self.spec.servers[s];
+        let spec = self.server_params(s);
         match spec.kind {
             ServerKind::Unlimited => {}
             ServerKind::Sporadic => self.post_used(s),
@@ -67,7 +77,7 @@ impl Sim<'_> {
     /// budget) returns one period after that activation, as in JuMP2start's Fig. 5
     /// (Quest VCPUs) and POSIX SCHED_SPORADIC; at once if that time has passed.
     pub(super) fn post_used(&mut self, s: usize) {
-        let period = self.spec.servers[s].period;
+        let period = self.server_params(s).period;
         let server = &mut self.servers[s];
         if let (Some(since), true) = (server.active_since, server.used > 0) {
             let at = since.saturating_add(period);
@@ -84,7 +94,7 @@ impl Sim<'_> {
 
     /// I/O server: a single replenishment of the full budget at `a + used * T / C`.
     pub(super) fn post_io(&mut self, s: usize, t: Nanos) {
-        let spec = &self.spec.servers[s];
+        let spec = self.server_params(s);
         let server = &mut self.servers[s];
         let since = server.active_since.unwrap_or(t);
         let delay =
@@ -108,7 +118,7 @@ impl Sim<'_> {
 
     /// A replenishment time of server `s` has come.
     pub(super) fn replenish(&mut self, s: usize, t: Nanos) {
-        let spec = &self.spec.servers[s];
+        let spec = self.server_params(s);
         match spec.kind {
             ServerKind::Sporadic => {
                 let server = &mut self.servers[s];
@@ -158,7 +168,7 @@ impl Sim<'_> {
 
     /// Deferrable server: the budget is full again at each period boundary.
     pub(super) fn refresh(&mut self, s: usize, t: Nanos) {
-        let spec = &self.spec.servers[s];
+        let spec = self.server_params(s);
         let server = &mut self.servers[s];
         if spec.kind == ServerKind::Deferrable && t >= server.period_end {
             let periods = (t - server.period_end) / spec.period + 1;
@@ -172,7 +182,9 @@ impl Sim<'_> {
     pub(super) fn eligible(&mut self, s: usize, t: Nanos) -> bool {
         self.refresh(s, t);
         let server = &self.servers[s];
-        server.pending > 0 && server.budget > 0 && !server.throttled && t >= server.eligible_at
+        server.pending > 0
+            && (server.boost.is_some()
+                || (server.budget > 0 && !server.throttled && t >= server.eligible_at))
     }
 
     /// The task of server `s` whose job runs next: the highest-priority one with work
@@ -182,12 +194,19 @@ impl Sim<'_> {
         if server.tasks.len() == 1 {
             return server.tasks[0];
         }
+        if let Some(agent) = server.boost {
+            if !self.tasks[agent as usize].jobs.is_empty() {
+                return agent;
+            }
+        }
         let with_work = server
             .tasks
             .iter()
             .copied()
             .filter(|&t| !self.tasks[t as usize].jobs.is_empty());
-        match self.spec.domains[self.spec.servers[s].domain].policy {
+        let domain = self.spec.domains[self.spec.servers[s].domain].policy;
+        let policy = self.spec.inner.get(s).copied().flatten().unwrap_or(domain);
+        match policy {
             Policy::FixedPriority => {
                 with_work.min_by_key(|&t| self.spec.tasks[t as usize].priority)
             }
@@ -198,6 +217,9 @@ impl Sim<'_> {
 
     /// Dispatch order: lower first.
     pub(super) fn key(&self, s: usize) -> (Nanos, u32) {
+        if self.servers[s].boost.is_some() {
+            return (0, s as u32);
+        }
         let spec = &self.spec.servers[s];
         match self.spec.domains[spec.domain].policy {
             Policy::FixedPriority => (spec.priority as Nanos, s as u32),

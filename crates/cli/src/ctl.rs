@@ -1,0 +1,238 @@
+//! `bulkhead ctl`: talk to a running system through its control socket (docs/control.md).
+
+use crate::common::INVALID;
+use bulkhead_control::{
+    discover, Client, ModeOutcome, PowerOutcome, Request, Response, Status, SOCKET_DIR,
+};
+use bulkhead_model::units::{format_duration, parse_duration};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Exit status: 0 when the system did what was asked; 1 when no system runs at the \
+socket, the request was refused or failed; 2 on a usage error.\nSee docs/control.md for the protocol."
+)]
+pub struct Args {
+    /// Control socket of the system [default: the only socket in /run/bulkhead]
+    #[arg(long, value_name = "PATH", global = true)]
+    control: Option<PathBuf>,
+    /// The system named NAME (its description's file name without extension): /run/bulkhead/NAME.sock
+    #[arg(long, value_name = "NAME", global = true, conflicts_with = "control")]
+    system: Option<String>,
+    /// Print the reply as one JSON object
+    #[arg(long, global = true)]
+    json: bool,
+    /// How long to wait for the reply, e.g. 500ms or 30s
+    #[arg(long, value_name = "DURATION", global = true, default_value = "10s", value_parser = duration)]
+    timeout: Duration,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// Partitions, tasks with their reservations, the current mode, channels with their counters
+    Status,
+    /// Switch to mode NAME; prints the outcome and the timing of each step
+    Mode {
+        /// The mode to switch to
+        name: String,
+    },
+    /// Suspend the whole system (stop-start)
+    Suspend,
+    /// Resume a suspended system
+    Resume,
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    match parse_duration(text, None)? {
+        0 => Err("must be a positive duration".into()),
+        ns => Ok(Duration::from_nanos(ns)),
+    }
+}
+
+pub fn run(args: Args) -> ExitCode {
+    match exchange(&args) {
+        Ok(reply) => show(&args, &reply),
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(INVALID)
+        }
+    }
+}
+
+/// The socket to use: `--control`, `--system`, or the only one running.
+fn socket(args: &Args) -> Result<PathBuf, String> {
+    match (&args.control, &args.system) {
+        (Some(path), _) => Ok(path.clone()),
+        (None, Some(name)) => Ok(Path::new(SOCKET_DIR).join(format!("{name}.sock"))),
+        (None, None) => discover(Path::new(SOCKET_DIR)),
+    }
+}
+
+fn exchange(args: &Args) -> Result<Response, String> {
+    let path = socket(args)?;
+    let request = match &args.command {
+        Command::Status => Request::Status,
+        Command::Mode { name } => Request::Mode { name: name.clone() },
+        Command::Suspend => Request::Suspend,
+        Command::Resume => Request::Resume,
+    };
+    let mut client = Client::connect(&path).map_err(|e| e.to_string())?;
+    client
+        .request(request, args.timeout)
+        .map_err(|e| e.to_string())
+}
+
+fn show(args: &Args, reply: &Response) -> ExitCode {
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(reply).expect("a reply serializes")
+        );
+    } else if let Some(e) = &reply.error {
+        eprintln!("error: {}: {}", e.code.name(), e.message);
+    } else if let Some(s) = &reply.status {
+        print!("{}", status_text(s));
+    } else if let Some(m) = &reply.mode {
+        print!("{}", mode_text(m));
+    } else if let Some(p) = &reply.power {
+        print!("{}", power_text(p));
+    }
+    if reply.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(INVALID)
+    }
+}
+
+fn status_text(s: &Status) -> String {
+    let mode = match (&s.mode, &s.switching_to) {
+        (Some(m), Some(to)) => format!(", mode {m} (switching to {to})"),
+        (Some(m), None) => format!(", mode {m}"),
+        _ => String::new(),
+    };
+    let mut out = format!(
+        "system {} (pid {}): {} for {}{mode}\n",
+        s.system,
+        s.pid,
+        s.state,
+        format_duration(s.uptime_ns)
+    );
+    for p in &s.partitions {
+        let interface = p.interface.map_or(String::new(), |i| {
+            format!(
+                ", interface {} every {}",
+                format_duration(i.budget_ns),
+                format_duration(i.period_ns)
+            )
+        });
+        out += &format!(
+            "partition {} ({}, CPUs {}{interface})\n",
+            p.name, p.kind, p.cpus
+        );
+        for t in &p.tasks {
+            let pid = t.pid.map_or("-".to_string(), |p| p.to_string());
+            let priority = t
+                .priority
+                .map_or(String::new(), |p| format!(" priority {p}"));
+            out += &format!(
+                "  task {:<16} {}{priority} {} every {} (deadline {}), pid {pid}, {} jobs, {} misses\n",
+                t.name,
+                t.policy,
+                format_duration(t.budget_ns),
+                format_duration(t.period_ns),
+                format_duration(t.deadline_ns),
+                t.jobs,
+                t.misses
+            );
+        }
+    }
+    for c in &s.channels {
+        out += &format!(
+            "channel {} ({}): {} -> {}, {} written, {} read, {} lost\n",
+            c.name,
+            c.kind,
+            c.writer,
+            c.readers.join(", "),
+            c.written,
+            c.read,
+            c.lost
+        );
+    }
+    out
+}
+
+fn mode_text(m: &ModeOutcome) -> String {
+    let mut out = format!(
+        "{} -> {} ({}): done in {}\n",
+        m.from,
+        m.to,
+        m.policy,
+        format_duration(m.latency_ns)
+    );
+    for s in &m.steps {
+        let who = s.partition.as_deref().unwrap_or("");
+        let boost = if s.boost { " (boost)" } else { "" };
+        out += &format!(
+            "  +{:<10} {} {who}{boost}\n",
+            format_duration(s.t_ns),
+            s.event
+        );
+    }
+    out
+}
+
+fn power_text(p: &PowerOutcome) -> String {
+    let mut out = format!("{} after {}\n", p.state, format_duration(p.latency_ns));
+    for q in &p.partitions {
+        let ack = if q.acknowledged {
+            ""
+        } else {
+            " (no acknowledgement in time)"
+        };
+        out += &format!(
+            "  {} after {}{ack}\n",
+            q.name,
+            format_duration(q.latency_ns)
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    #[test]
+    fn flags_go_before_or_after_the_request() {
+        let a = Cli::try_parse_from(["ctl", "--control", "/tmp/x.sock", "status", "--json"])
+            .unwrap()
+            .args;
+        assert!(a.json);
+        assert_eq!(socket(&a).unwrap(), Path::new("/tmp/x.sock"));
+        let b = Cli::try_parse_from(["ctl", "--system", "car", "mode", "highway"])
+            .unwrap()
+            .args;
+        assert_eq!(socket(&b).unwrap(), Path::new("/run/bulkhead/car.sock"));
+        for bad in [
+            &["ctl"][..],
+            &["ctl", "mode"],
+            &["ctl", "reboot"],
+            &["ctl", "--control", "a", "--system", "b", "status"],
+            &["ctl", "--timeout", "0s", "status"],
+        ] {
+            let e = Cli::try_parse_from(bad).err().unwrap();
+            assert_eq!(e.exit_code(), 2, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! The requests and replies of the control protocol: one JSON object per line
+//! (documented in `docs/control.md`).
+//!
+//! A request is `{"request": "<name>", ...}` with an optional `"id"` (an unsigned
+//! integer) that the reply echoes; a reply is `{"id": .., "ok": true, "<name>": {..}}`
+//! or `{"id": .., "ok": false, "error": {"code": "..", "message": ".."}}`.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the protocol, reported by `status`.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// What a client asks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "request", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Partitions, tasks and their reservations, the current mode, channels and counters.
+    Status,
+    /// Switch to mode `name`; the reply comes when the switch is over (or refused).
+    Mode { name: String },
+    /// Suspend the whole system (stop-start); the reply comes when it is suspended.
+    Suspend,
+    /// Resume a suspended system; the reply comes when it runs again.
+    Resume,
+}
+
+/// A request line: the request and its optional id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestLine {
+    pub id: Option<u64>,
+    pub request: Request,
+}
+
+impl RequestLine {
+    /// Parses one line. Errors are replies to send back (with the id, if it could be read).
+    pub fn parse(line: &str) -> Result<RequestLine, Response> {
+        let malformed = |id, message: String| Response::error(id, ErrorCode::Malformed, message);
+        let mut value: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| malformed(None, format!("not a JSON object: {e}")))?;
+        let Some(object) = value.as_object_mut() else {
+            return Err(malformed(None, "a request is a JSON object".into()));
+        };
+        let id = match object.remove("id") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .ok_or_else(|| malformed(None, "`id` must be an unsigned integer".into()))?,
+            ),
+        };
+        let name = object
+            .get("request")
+            .and_then(|r| r.as_str())
+            .map(str::to_string);
+        let keys: Vec<String> = object.keys().cloned().collect();
+        let request: Request = serde_json::from_value(value).map_err(|e| match name {
+            Some(n) if !KNOWN.contains(&n.as_str()) => Response::error(
+                id,
+                ErrorCode::UnknownRequest,
+                format!("unknown request `{n}` (known: {})", KNOWN.join(", ")),
+            ),
+            _ => malformed(id, e.to_string()),
+        })?;
+        // Serde ignores unknown keys of unit variants: compare with what the request has.
+        let known = serde_json::to_value(&request).expect("a request serializes");
+        if let Some(extra) = keys.iter().find(|k| known.get(k.as_str()).is_none()) {
+            return Err(malformed(id, format!("unknown field `{extra}`")));
+        }
+        Ok(RequestLine { id, request })
+    }
+
+    /// The line to send, newline included.
+    pub fn to_line(&self) -> String {
+        let mut value = serde_json::to_value(&self.request).expect("a request serializes");
+        if let (Some(id), Some(object)) = (self.id, value.as_object_mut()) {
+            object.insert("id".into(), id.into());
+        }
+        let mut line = value.to_string();
+        line.push('\n');
+        line
+    }
+}
+
+const KNOWN: [&str; 4] = ["status", "mode", "suspend", "resume"];
+
+/// A reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<u64>,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Box<Status>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Box<ModeOutcome>>,
+    /// The outcome of `suspend` or `resume`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<Box<PowerOutcome>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorReply>,
+}
+
+impl Response {
+    fn ok(id: Option<u64>) -> Response {
+        Response {
+            id,
+            ok: true,
+            status: None,
+            mode: None,
+            power: None,
+            error: None,
+        }
+    }
+
+    pub fn status(id: Option<u64>, status: Status) -> Response {
+        Response {
+            status: Some(Box::new(status)),
+            ..Response::ok(id)
+        }
+    }
+
+    pub fn mode(id: Option<u64>, outcome: ModeOutcome) -> Response {
+        Response {
+            mode: Some(Box::new(outcome)),
+            ..Response::ok(id)
+        }
+    }
+
+    pub fn power(id: Option<u64>, outcome: PowerOutcome) -> Response {
+        Response {
+            power: Some(Box::new(outcome)),
+            ..Response::ok(id)
+        }
+    }
+
+    pub fn error(id: Option<u64>, code: ErrorCode, message: impl Into<String>) -> Response {
+        Response {
+            ok: false,
+            error: Some(ErrorReply {
+                code,
+                message: message.into(),
+            }),
+            ..Response::ok(id)
+        }
+    }
+
+    /// The line to send, newline included.
+    pub fn to_line(&self) -> String {
+        let mut line = serde_json::to_string(self).expect("a reply serializes");
+        line.push('\n');
+        line
+    }
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Not a JSON object, or not a valid request.
+    Malformed,
+    /// A line longer than [`crate::MAX_REQUEST`].
+    TooLong,
+    UnknownRequest,
+    /// `mode` names no mode of the system.
+    UnknownMode,
+    /// The switch is not allowed from the current mode, or the system has no modes.
+    NotAllowed,
+    /// Another switch, suspension or resumption is in progress.
+    Busy,
+    /// The request was valid but the system refused it (e.g. too soon after the last).
+    Refused,
+    /// The peer is neither root nor the user the system runs as.
+    PermissionDenied,
+    /// This system does not do that (yet).
+    Unsupported,
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::Malformed => "malformed",
+            ErrorCode::TooLong => "too_long",
+            ErrorCode::UnknownRequest => "unknown_request",
+            ErrorCode::UnknownMode => "unknown_mode",
+            ErrorCode::NotAllowed => "not_allowed",
+            ErrorCode::Busy => "busy",
+            ErrorCode::Refused => "refused",
+            ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::Unsupported => "unsupported",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+/// The state of a running system (`status`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub protocol: u32,
+    /// The system's name (its description's file stem).
+    pub system: String,
+    /// The supervisor's process id.
+    pub pid: u32,
+    pub uptime_ns: u64,
+    /// `running` or `suspended`.
+    pub state: String,
+    /// The current mode (`null` for a system without modes).
+    pub mode: Option<String>,
+    /// The mode a switch in progress goes to.
+    pub switching_to: Option<String>,
+    pub partitions: Vec<PartitionStatus>,
+    pub channels: Vec<ChannelStatus>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PartitionStatus {
+    pub name: String,
+    /// `rt` or `be`.
+    pub kind: String,
+    pub cpus: String,
+    /// The resource interface in force (a partition scheduled as a server).
+    pub interface: Option<InterfaceStatus>,
+    pub tasks: Vec<TaskStatus>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterfaceStatus {
+    pub budget_ns: u64,
+    pub period_ns: u64,
+}
+
+/// An rt task and its reservation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskStatus {
+    pub name: String,
+    pub pid: Option<u32>,
+    /// `deadline` (SCHED_DEADLINE) or `fifo` (SCHED_FIFO with budget enforcement).
+    pub policy: String,
+    pub budget_ns: u64,
+    pub period_ns: u64,
+    pub deadline_ns: u64,
+    /// SCHED_FIFO priority.
+    pub priority: Option<u32>,
+    pub jobs: u64,
+    pub misses: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelStatus {
+    pub name: String,
+    /// `fifo` or `latest`.
+    pub kind: String,
+    pub writer: String,
+    pub readers: Vec<String>,
+    pub written: u64,
+    pub read: u64,
+    pub lost: u64,
+}
+
+/// How a mode switch went (`mode`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModeOutcome {
+    pub from: String,
+    pub to: String,
+    pub policy: String,
+    /// Request to the last acknowledgement.
+    pub latency_ns: u64,
+    /// The steps in order, each with its time since the request.
+    pub steps: Vec<StepRecord>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub t_ns: u64,
+    /// `interface_change`, `agent_request`, `agent_ack` or `mode_done`.
+    pub event: String,
+    pub partition: Option<String>,
+    #[serde(default)]
+    pub boost: bool,
+}
+
+/// How a suspension or resumption went (`suspend`, `resume`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PowerOutcome {
+    /// `suspended` or `running`.
+    pub state: String,
+    /// Request to the last partition done.
+    pub latency_ns: u64,
+    /// Per partition, in the order they were handled.
+    pub partitions: Vec<PartitionPower>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionPower {
+    pub name: String,
+    pub latency_ns: u64,
+    /// Whether its programs acknowledged before their deadline.
+    pub acknowledged: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_parse_with_and_without_id() {
+        let r = RequestLine::parse(r#"{"request":"status"}"#).unwrap();
+        assert_eq!((r.id, r.request), (None, Request::Status));
+        let r = RequestLine::parse(r#"{"id":7,"request":"mode","name":"highway"}"#).unwrap();
+        assert_eq!(r.id, Some(7));
+        assert_eq!(
+            r.request,
+            Request::Mode {
+                name: "highway".into()
+            }
+        );
+        assert_eq!(RequestLine::parse(&r.to_line()).unwrap(), r);
+    }
+
+    #[test]
+    fn bad_requests_are_replies() {
+        let code = |line: &str| RequestLine::parse(line).unwrap_err().error.unwrap().code;
+        assert_eq!(code("status"), ErrorCode::Malformed);
+        assert_eq!(code("[1]"), ErrorCode::Malformed);
+        assert_eq!(code(r#"{"request":"reboot"}"#), ErrorCode::UnknownRequest);
+        assert_eq!(code(r#"{"request":"mode"}"#), ErrorCode::Malformed);
+        assert_eq!(
+            code(r#"{"request":"status","extra":1}"#),
+            ErrorCode::Malformed
+        );
+        assert_eq!(
+            code(r#"{"id":-1,"request":"status"}"#),
+            ErrorCode::Malformed
+        );
+        let e = RequestLine::parse(r#"{"id":3,"request":"mode","name":7}"#).unwrap_err();
+        assert_eq!(e.id, Some(3), "the id is echoed when it could be read");
+    }
+
+    #[test]
+    fn replies_are_one_line_with_ok_and_their_part() {
+        let line = Response::error(Some(2), ErrorCode::UnknownMode, "no mode `x`").to_line();
+        assert_eq!(
+            line,
+            "{\"id\":2,\"ok\":false,\"error\":{\"code\":\"unknown_mode\",\"message\":\"no mode `x`\"}}\n"
+        );
+        let status = Response::status(None, Status::default()).to_line();
+        assert!(
+            status.starts_with("{\"ok\":true,\"status\":{\"protocol\":0,"),
+            "{status}"
+        );
+        assert!(serde_json::from_str::<Response>(&status).unwrap().ok);
+    }
+}
