@@ -105,16 +105,21 @@ pub struct Sender {
     stride: usize,
     side: *const Side,
     peer: *const Side,
-    // Unmapped last: `tx`, `data` and `side` point into it.
+    // Unmapped last: `tx`, `data`, `side` and `peer` point into them.
     _map: Map,
+    _region: Option<Map>,
 }
 
 // SAFETY: all pointers point into the owned mapping.
 unsafe impl Send for Sender {}
 
 impl Sender {
-    pub(crate) fn new(map: Map, meta: Meta, l: Layout) -> Result<Sender> {
-        let (mine, peer) = (map.side(l.writer_off), map.side(l.reader_off));
+    /// `region`: the reader region of a split channel (the reader's control words).
+    pub(crate) fn new(map: Map, region: Option<Map>, meta: Meta, l: Layout) -> Result<Sender> {
+        let mine = map.side(l.writer_off);
+        let peer = region
+            .as_ref()
+            .map_or(map.side(l.reader_off), |r| r.side(0));
         // SAFETY: `mine` points into the live mapping we own.
         claim(unsafe { &*mine })?;
         // SAFETY: both sides lie in `map`, which the Sender owns and unmaps
@@ -137,6 +142,7 @@ impl Sender {
             side: mine,
             peer,
             _map: map,
+            _region: region,
         })
     }
 
@@ -225,14 +231,19 @@ pub struct Receiver {
     side: *const Side,
     peer: *const Side,
     _map: Map,
+    _region: Option<Map>,
 }
 
-// SAFETY: all pointers point into the owned mapping.
+// SAFETY: all pointers point into the owned mappings.
 unsafe impl Send for Receiver {}
 
 impl Receiver {
-    pub(crate) fn new(map: Map, meta: Meta, l: Layout) -> Result<Receiver> {
-        let (mine, peer) = (map.side(l.reader_off), map.side(l.writer_off));
+    /// `region`: the reader region of a split channel (this side's control words).
+    pub(crate) fn new(map: Map, region: Option<Map>, meta: Meta, l: Layout) -> Result<Receiver> {
+        let mine = region
+            .as_ref()
+            .map_or(map.side(l.reader_off), |r| r.side(0));
+        let peer = map.side(l.writer_off);
         // SAFETY: `mine` points into the live mapping we own.
         claim(unsafe { &*mine })?;
         // SAFETY: as in Sender::new.
@@ -254,6 +265,7 @@ impl Receiver {
             side: mine,
             peer,
             _map: map,
+            _region: region,
         })
     }
 

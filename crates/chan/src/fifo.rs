@@ -9,7 +9,10 @@
 //! empty and `head - tail == depth` (mod `2*depth`) means full, for any depth.
 //! The writer owns `head` (its [`Side::seq`]), the reader owns `tail`. Every
 //! value read from the peer is bounds-checked before use: a corrupt index
-//! yields [`Error::Corrupt`], never an out-of-bounds slot.
+//! yields [`Error::Corrupt`] from that operation, never an out-of-bounds slot,
+//! and attaching never fails because of the peer's words (each side starts
+//! from its own index), so a peer that scribbles on its own words only loses
+//! its own messages.
 //!
 //! Blocking spins `spin` times, then sleeps on the futex of the peer's `seq`
 //! word. No wake-up is lost: the sleeper sets its own `waiting` flag, issues a
@@ -134,8 +137,17 @@ impl Producer {
     pub unsafe fn new(mine: *const Side, peer: *const Side, depth: u32) -> Result<Producer> {
         let ends = Ends { mine, peer, depth };
         let head = ends.mine().seq.load(Acquire) & INDEX;
+        if head >= 2 * depth {
+            return Err(Error::Corrupt("own fifo index out of range"));
+        }
         let tail = ends.peer().seq.load(Acquire) & INDEX;
-        ends.used(head, tail)?;
+        // A corrupt peer index is not this side's failure: it shows as an
+        // error on each operation until the peer repairs it.
+        let tail = if ends.used(head, tail).is_ok() {
+            tail
+        } else {
+            head
+        };
         ends.mine().seq.store(head, Release);
         Ok(Producer {
             ends,
@@ -216,8 +228,9 @@ impl Consumer {
     pub unsafe fn new(mine: *const Side, peer: *const Side, depth: u32) -> Result<Consumer> {
         let ends = Ends { mine, peer, depth };
         let tail = ends.mine().seq.load(Acquire) & INDEX;
-        let head = ends.peer().seq.load(Acquire) & INDEX;
-        ends.used(head, tail)?;
+        if tail >= 2 * depth {
+            return Err(Error::Corrupt("own fifo index out of range"));
+        }
         ends.mine().seq.store(tail, Release);
         Ok(Consumer {
             ends,

@@ -79,7 +79,9 @@ impl Writer {
         fence(SeqCst);
         // SAFETY: constructor contract.
         let reading = unsafe { &*self.peer }.pair.load(Acquire);
-        let pair = 1 - bit(reading, "four-slot reading")?;
+        // The reader's word is untrusted: only its low bit is used, so a reader
+        // that writes garbage there can only tear its own reads.
+        let pair = 1 - (reading & 1) as usize;
         let index = 1 - self.slot[pair];
         self.pending = (pair, index);
         Ok(pair * 2 + index as usize)

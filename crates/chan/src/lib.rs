@@ -20,6 +20,13 @@
 //! timeout variant. A channel passed as a file descriptor must be a memfd
 //! sealed against shrinking, so no peer can make mapped pages vanish.
 //!
+//! Between processes that do not trust each other, use a split channel
+//! ([`Channel::create_split`], [`Channel::handover`], [`Channel::open_handed`]):
+//! the reader's control words live in a region of their own and the reader gets
+//! the message file read-only (DriveOS section 5 and Boomerang II-B: the
+//! channel is mapped read-only into the reader), so it can lose its own
+//! messages but never damage the writer.
+//!
 //! ```no_run
 //! use bulkhead_chan::{Channel, Spec};
 //! // DriveOS Program 1/2: struct packet {int X; int Y}, channel 101, ring length 10.
@@ -57,5 +64,6 @@ pub use error::{Error, Result};
 pub use layout::{Kind, Meta};
 #[cfg(not(loom))]
 pub use shm::{
-    cleanup_stale, env_name, env_var, named_exists, recv_fd, send_fd, Channel, Spec, PREFIX,
+    cleanup_stale, env_name, env_var, handover_value, named_exists, recv_fd, send_fd, Channel, End,
+    Spec, PREFIX,
 };

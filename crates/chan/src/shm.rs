@@ -1,5 +1,13 @@
 //! Channel files: memfd (sealed, passable by `SCM_RIGHTS`) or named
 //! `/dev/shm/bulkhead-chan-<name>` objects; their mapping; stale cleanup.
+//!
+//! A *split* channel ([`Channel::create_split`]) keeps the reader's control words in
+//! a second memfd of one page, the reader region, so that a supervisor can hand each
+//! end only what it needs ([`Channel::handover`]): the writer the message file
+//! read-write and the reader region read-only, the reader the message file read-only
+//! and its own region read-write. Both files are sealed against resizing and are
+//! mode 0400, so a process of another uid cannot reopen them for writing through
+//! `/proc/self/fd`.
 
 use crate::ctrl::Side;
 use crate::endpoint::{Receiver, Sender};
@@ -52,6 +60,8 @@ impl Spec {
 #[derive(Debug)]
 pub struct Channel {
     fd: OwnedFd,
+    /// The reader region of a split channel (its reader's control words at offset 0).
+    region: Option<OwnedFd>,
     meta: Meta,
     layout: Layout,
     named: bool,
@@ -264,6 +274,7 @@ impl Channel {
         write_header(fd.as_fd(), &meta, &layout)?;
         Ok(Channel {
             fd,
+            region: None,
             meta,
             layout,
             named: !memfd,
@@ -287,11 +298,12 @@ impl Channel {
     }
 
     /// Connects to the description's channel `channel` in a process started by
-    /// `bulkhead run`, which names it in the variable [`env_var`]`(channel)`.
+    /// `bulkhead run`, which hands it over in the variable [`env_var`]`(channel)`
+    /// (see [`Channel::open_handed`]).
     pub fn open_env(channel: &str) -> Result<Channel> {
         let var = env_var(channel);
         match std::env::var(&var) {
-            Ok(name) => Channel::open_named(&name),
+            Ok(value) => Channel::open_handed(&value),
             Err(_) => Err(Error::NotFound(format!(
                 "{channel} ({var} is not set: not started by bulkhead run?)"
             ))),
@@ -305,19 +317,49 @@ impl Channel {
         Channel::open(fd, true, false)
     }
 
+    /// Takes a split channel handed over as its message file and reader region (see
+    /// [`Channel::handover`]). Both must be memfds sealed against shrinking; the
+    /// header is validated. Which end this process may take follows from the access
+    /// modes of the descriptors.
+    pub fn from_fds(data: OwnedFd, region: OwnedFd) -> Result<Channel> {
+        require_sealed(region.as_fd())?;
+        let st = rustix::fs::fstat(&region).map_err(|e| Error::io("fstat reader region", e))?;
+        if (st.st_size as u64) < page_size() {
+            return Err(Error::BadHeader(format!(
+                "reader region is {} bytes, shorter than a page",
+                st.st_size
+            )));
+        }
+        let mut chan = Channel::open(data, true, false)?;
+        chan.region = Some(region);
+        Ok(chan)
+    }
+
+    /// Connects to a channel handed to this process: `value` is what the supervisor
+    /// told it (an environment variable or an argument), either `fd:<data>:<region>`
+    /// (the descriptors of a split channel, inherited; see [`handover_value`]) or the
+    /// name of a named channel. Inherited descriptors are duplicated, not taken, so
+    /// the same value may be opened again.
+    pub fn open_handed(value: &str) -> Result<Channel> {
+        let Some(fds) = value.strip_prefix("fd:") else {
+            return Channel::open_named(value);
+        };
+        let bad = || Error::Invalid(format!("handed channel {value:?}: want fd:<data>:<region>"));
+        let (data, region) = fds.split_once(':').ok_or_else(bad)?;
+        let data: i32 = data.parse().map_err(|_| bad())?;
+        let region: i32 = region.parse().map_err(|_| bad())?;
+        Channel::from_fds(inherited(data)?, inherited(region)?)
+    }
+
     fn open(fd: OwnedFd, require_seal: bool, named: bool) -> Result<Channel> {
         if require_seal {
-            let seals = rustix::fs::fcntl_get_seals(&fd).map_err(|e| Error::io("get seals", e))?;
-            if !seals.contains(SealFlags::SHRINK) {
-                return Err(Error::BadHeader(
-                    "channel fd is not sealed against shrinking".into(),
-                ));
-            }
+            require_sealed(fd.as_fd())?;
         }
         let st = rustix::fs::fstat(&fd).map_err(|e| Error::io("fstat channel", e))?;
         let (meta, layout) = read_header(fd.as_fd(), st.st_size as u64)?;
         Ok(Channel {
             fd,
+            region: None,
             meta,
             layout,
             named,
@@ -329,31 +371,105 @@ impl Channel {
         &self.meta
     }
 
-    /// Maps the channel as its (single) writer.
+    /// Maps the channel as its (single) writer. Of a split channel the reader
+    /// region is mapped read-only; a message file held read-only is an error.
     pub fn sender(&self) -> Result<Sender> {
         let map = Map::new(
             self.fd.as_fd(),
             self.layout.total_len,
             ProtFlags::READ | ProtFlags::WRITE,
-        )?;
+        )
+        .map_err(|e| self.read_only_end(e, "write"))?;
         let l = &self.layout;
         map.read_only(0, l.page)?;
         map.read_only(l.reader_off, l.page)?;
-        Sender::new(map, self.meta.clone(), *l)
+        let region = self.map_region(ProtFlags::READ)?;
+        Sender::new(map, region, self.meta.clone(), *l)
     }
 
     /// Maps the channel as its (single) reader: everything but the reader's
-    /// own control page is read-only, the message area included.
+    /// own control words is read-only, the message area included. Of a split
+    /// channel the message file is mapped read-only as a whole and the control
+    /// words are in the reader region.
     pub fn receiver(&self) -> Result<Receiver> {
+        let l = &self.layout;
+        if self.region.is_some() {
+            let map = Map::new(self.fd.as_fd(), l.total_len, ProtFlags::READ)?;
+            let region = self
+                .map_region(ProtFlags::READ | ProtFlags::WRITE)
+                .map_err(|e| self.read_only_end(e, "read"))?;
+            return Receiver::new(map, region, self.meta.clone(), *l);
+        }
         let map = Map::new(
             self.fd.as_fd(),
-            self.layout.total_len,
+            l.total_len,
             ProtFlags::READ | ProtFlags::WRITE,
         )?;
-        let l = &self.layout;
         map.read_only(0, l.reader_off)?;
         map.read_only(l.data_off, l.total_len - l.data_off)?;
-        Receiver::new(map, self.meta.clone(), *l)
+        Receiver::new(map, None, self.meta.clone(), *l)
+    }
+
+    fn map_region(&self, prot: ProtFlags) -> Result<Option<Map>> {
+        self.region
+            .as_ref()
+            .map(|r| Map::new(r.as_fd(), page_size(), prot))
+            .transpose()
+    }
+
+    /// A mapping refused for lack of write access: this process holds the other end.
+    fn read_only_end(&self, e: Error, end: &str) -> Error {
+        match e {
+            Error::Io { source, .. } if source.raw_os_error() == Some(13) => {
+                Error::Invalid(format!(
+                    "channel {:?} was handed to this process without the right to {end} it",
+                    self.meta.name
+                ))
+            }
+            e => e,
+        }
+    }
+
+    /// Creates a split channel: the message file and the reader region, each a
+    /// memfd sealed against shrinking, growing and further seals, mode 0400. Hand
+    /// its ends to other processes with [`Channel::handover`]; this process may
+    /// also use both ends itself.
+    pub fn create_split(spec: &Spec) -> Result<Channel> {
+        let mut chan = Channel::create(spec)?;
+        let flags = rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING;
+        let region = rustix::fs::memfd_create(format!("{PREFIX}{}-reader", spec.name), flags)
+            .map_err(|e| Error::io("memfd_create", e))?;
+        rustix::fs::ftruncate(&region, page_size())
+            .map_err(|e| Error::io("ftruncate reader region", e))?;
+        let seals = SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL;
+        rustix::fs::fcntl_add_seals(&region, seals).map_err(|e| Error::io("seal memfd", e))?;
+        for fd in [&chan.fd, &region] {
+            rustix::fs::fchmod(fd, Mode::RUSR).map_err(|e| Error::io("fchmod channel", e))?;
+        }
+        chan.region = Some(region);
+        Ok(chan)
+    }
+
+    /// The descriptors to hand to a process that is `end` of this split channel,
+    /// with least rights: (message file, reader region), each close-on-exec and
+    /// numbered 10 or above (clear close-on-exec in the child; tell it the numbers
+    /// with [`handover_value`]). The writer gets the message file read-write and
+    /// the region read-only, the reader the message file read-only (reopened
+    /// through `/proc/self/fd`, so its mapping can never be made writable) and the
+    /// region read-write. Only the creator of a split channel can hand it over.
+    pub fn handover(&self, end: End) -> Result<(OwnedFd, OwnedFd)> {
+        let Some(region) = &self.region else {
+            return Err(Error::Invalid(format!(
+                "channel {:?} is not split: only a channel made by create_split is handed over",
+                self.meta.name
+            )));
+        };
+        let (data_rw, region_rw) = match end {
+            End::Writer => (true, false),
+            End::Reader => (false, true),
+            End::Both => (true, true),
+        };
+        Ok((grant(&self.fd, data_rw)?, grant(region, region_rw)?))
     }
 
     /// Grants the channel to the process at the other end of a Unix socket
@@ -376,6 +492,68 @@ impl Channel {
         }
         Ok(())
     }
+}
+
+/// Which end(s) of a split channel a process gets ([`Channel::handover`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    Writer,
+    Reader,
+    /// A process that both writes and reads the channel.
+    Both,
+}
+
+/// The value that tells a process its handed-over channel: `fd:<data>:<region>`
+/// (read by [`Channel::open_handed`]).
+pub fn handover_value(data: BorrowedFd<'_>, region: BorrowedFd<'_>) -> String {
+    use rustix::fd::AsRawFd;
+    format!("fd:{}:{}", data.as_raw_fd(), region.as_raw_fd())
+}
+
+/// Lowest descriptor number [`Channel::handover`] returns (above the standard and
+/// the DEmOS descriptors of a child).
+const HANDOVER_MIN_FD: i32 = 10;
+
+/// `fd` duplicated (`writable`) or reopened read-only, close-on-exec, at 10 or above.
+fn grant(fd: &OwnedFd, writable: bool) -> Result<OwnedFd> {
+    use rustix::fd::AsRawFd;
+    let reopened;
+    let src = match writable {
+        true => fd,
+        false => {
+            let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC;
+            reopened = rustix::fs::open(path.as_str(), flags, Mode::empty())
+                .map_err(|e| Error::io("reopen channel read-only", e))?;
+            &reopened
+        }
+    };
+    rustix::io::fcntl_dupfd_cloexec(src, HANDOVER_MIN_FD).map_err(|e| Error::io("dup channel", e))
+}
+
+/// A duplicate of descriptor `raw`, inherited from the supervisor.
+fn inherited(raw: i32) -> Result<OwnedFd> {
+    let missing = || Error::NotFound(format!("inherited descriptor {raw} (not open)"));
+    if raw < 0 {
+        return Err(missing());
+    }
+    // SAFETY: borrowed only to duplicate it, never closed here; a number that is not
+    // an open descriptor makes fcntl fail with EBADF.
+    let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+    rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(|e| match e {
+        rustix::io::Errno::BADF => missing(),
+        e => Error::io("dup handed channel", e),
+    })
+}
+
+fn require_sealed(fd: BorrowedFd<'_>) -> Result<()> {
+    let seals = rustix::fs::fcntl_get_seals(fd).map_err(|e| Error::io("get seals", e))?;
+    if !seals.contains(SealFlags::SHRINK) {
+        return Err(Error::BadHeader(
+            "channel fd is not sealed against shrinking".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Sends one file descriptor over a Unix socket with `SCM_RIGHTS`.

@@ -1,0 +1,117 @@
+//! Split channels: what each end is handed and what it can (not) do with it. The
+//! attacks of a reader on the message file must fail with the kernel's error; a
+//! reader that scribbles on its own region only loses its own messages.
+
+use bulkhead_chan::{handover_value, Channel, End, Error, Spec};
+use rustix::fd::{AsFd, AsRawFd, OwnedFd};
+use rustix::io::Errno;
+use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
+
+fn mmap(fd: &OwnedFd, len: usize, prot: ProtFlags) -> Result<*mut u8, Errno> {
+    // SAFETY: a fresh shared mapping chosen by the kernel, of a file at least `len` long.
+    unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }
+        .map(|p| p.cast())
+}
+
+fn unmap(ptr: *mut u8, len: usize) {
+    // SAFETY: our own mapping of `len` bytes.
+    unsafe { rustix::mm::munmap(ptr.cast(), len).unwrap() };
+}
+
+#[test]
+fn the_reader_cannot_write_resize_or_remap_the_message_file() {
+    let chan = Channel::create_split(&Spec::fifo("split-a", 32, 8)).unwrap();
+    let (data, region) = chan.handover(End::Reader).unwrap();
+    assert!(data.as_raw_fd() >= 10 && region.as_raw_fd() >= 10);
+    let len = rustix::fs::fstat(&data).unwrap().st_size as usize;
+    assert_eq!(rustix::io::pwrite(&data, b"x", 0), Err(Errno::BADF));
+    assert_eq!(rustix::io::pwrite(&data, b"x", 3 * 4096), Err(Errno::BADF));
+    assert!(rustix::fs::ftruncate(&data, 1).is_err());
+    assert_eq!(
+        mmap(&data, len, ProtFlags::READ | ProtFlags::WRITE).err(),
+        Some(Errno::ACCESS)
+    );
+    let ro = mmap(&data, len, ProtFlags::READ).unwrap();
+    // SAFETY: changing the protection of our own mapping (and expecting a refusal).
+    let up =
+        unsafe { rustix::mm::mprotect(ro.cast(), len, MprotectFlags::READ | MprotectFlags::WRITE) };
+    assert_eq!(up, Err(Errno::ACCESS), "mprotect to write must be refused");
+    unmap(ro, len);
+    // Its own region is writable but sealed: it cannot shrink or grow it.
+    assert_eq!(rustix::fs::ftruncate(&region, 1), Err(Errno::PERM));
+    assert_eq!(rustix::fs::ftruncate(&region, 1 << 20), Err(Errno::PERM));
+    // A reader's channel has no writing end.
+    let mine = Channel::from_fds(data, region).unwrap();
+    let e = mine
+        .sender()
+        .err()
+        .expect("a reader cannot write")
+        .to_string();
+    assert!(e.contains("without the right to write"), "{e}");
+}
+
+#[test]
+fn handed_ends_carry_messages_and_scribbling_hurts_only_the_reader() {
+    let chan = Channel::create_split(&Spec::fifo("split-b", 32, 4)).unwrap();
+    let (wd, wr) = chan.handover(End::Writer).unwrap();
+    let (rd, rr) = chan.handover(End::Reader).unwrap();
+    let value = handover_value(rd.as_fd(), rr.as_fd());
+    assert_eq!(value, format!("fd:{}:{}", rd.as_raw_fd(), rr.as_raw_fd()));
+    let mut tx = Channel::from_fds(wd, wr).unwrap().sender().unwrap();
+    let reader = Channel::open_handed(&value).unwrap();
+    let mut rx = reader.receiver().unwrap();
+    let mut m = [0u8; 32];
+    for i in 0..10u8 {
+        tx.write(&[i; 32]).unwrap();
+        rx.read(&mut m).unwrap();
+        assert_eq!(m, [i; 32]);
+    }
+    // The reader writes garbage over its whole region.
+    let region = mmap(&rr, 4096, ProtFlags::READ | ProtFlags::WRITE).unwrap();
+    // SAFETY: 4096 bytes of our own writable mapping.
+    unsafe { std::ptr::write_bytes(region, 0xa5, 4096) };
+    for _ in 0..100 {
+        match tx.try_write(&[7; 32]) {
+            Ok(()) | Err(Error::Corrupt(_)) | Err(Error::Full) => {}
+            Err(e) => panic!("the writer failed: {e}"),
+        }
+    }
+    // A writer attaching now is not refused either.
+    drop(tx);
+    let (wd, wr) = chan.handover(End::Writer).unwrap();
+    let mut tx = Channel::from_fds(wd, wr).unwrap().sender().unwrap();
+    // Once the reader repairs its words, the channel works again.
+    // SAFETY: as above.
+    unsafe { std::ptr::write_bytes(region, 0, 4096) };
+    unmap(region, 4096);
+    drop(rx);
+    let mut rx = reader.receiver().unwrap();
+    let _ = rx.try_read(&mut m);
+    assert!(tx.try_write(&[9; 32]).is_ok() || rx.try_read(&mut m).is_ok());
+}
+
+#[test]
+fn the_writer_gets_the_reader_region_read_only() {
+    let chan = Channel::create_split(&Spec::latest("split-c", 16)).unwrap();
+    let (_data, region) = chan.handover(End::Writer).unwrap();
+    assert_eq!(rustix::io::pwrite(&region, b"x", 0), Err(Errno::BADF));
+    assert_eq!(
+        mmap(&region, 4096, ProtFlags::READ | ProtFlags::WRITE).err(),
+        Some(Errno::ACCESS)
+    );
+}
+
+#[test]
+fn bad_handover_values_are_clear_errors() {
+    for v in ["fd:", "fd:1", "fd:x:2", "fd:3:-"] {
+        let e = Channel::open_handed(v).err().unwrap().to_string();
+        assert!(e.contains("fd:<data>:<region>"), "{v}: {e}");
+    }
+    let e = Channel::open_handed("fd:900:901")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("inherited descriptor 900"), "{e}");
+    let plain = Channel::create(&Spec::fifo("split-d", 8, 2)).unwrap();
+    assert!(plain.handover(End::Reader).is_err());
+}
