@@ -8,7 +8,8 @@
 //! (budget C, period T; DriveOS uses 100 µs every 2 ms) can call it once per period.
 //! Unlike Program 4, which blocks in `shmcomm_write` when a partition's ring is full,
 //! the reader never waits for a partition: a frame for a full ring is dropped and
-//! counted, so one slow partition cannot stall the others. The writer sends a
+//! counted, so one slow partition cannot stall the others, and a partition that
+//! corrupts its end of a channel loses only its own frames. The writer sends a
 //! partition's frame only if its id is on that partition's allowlist; others are
 //! dropped and counted (DriveOS 3.3.2: no malicious frame reaches the bus).
 //!
@@ -336,7 +337,9 @@ impl BusReader {
                     Ok(()) => {
                         counters.rx_forwarded.fetch_add(1, Relaxed);
                     }
-                    Err(ChanError::Full) | Err(ChanError::Closed) => {
+                    // Full, closed, or a partition that corrupted its own read
+                    // index: that partition loses the frame, the others do not.
+                    Err(_) => {
                         counters.rx_dropped.fetch_add(1, Relaxed);
                         if sink.enabled() {
                             let channel = tx.meta().name.as_str().into();
@@ -346,7 +349,6 @@ impl BusReader {
                             ));
                         }
                     }
-                    Err(e) => return Err(io::Error::other(e)),
                 }
             }
         }
@@ -409,7 +411,13 @@ impl BusWriter {
                     idle += 1;
                     continue;
                 }
-                Err(e) => return Err(io::Error::other(e)),
+                // The partition corrupted the channel it writes: its frames are
+                // lost until it repairs it; the bus and the others go on.
+                Err(_) => {
+                    counters.tx_malformed.fetch_add(1, Relaxed);
+                    idle += 1;
+                    continue;
+                }
             }
             taken += 1;
             match decode(&buf) {

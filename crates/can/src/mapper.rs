@@ -126,8 +126,9 @@ impl Mapper {
         })
     }
 
-    /// Connects to bus `bus` through the channels named by [`env_var`]`(bus)`, as
-    /// `bulkhead run` provides them to the processes of a client partition.
+    /// Connects to bus `bus` through the channels handed over in [`env_var`]`(bus)`
+    /// (two values of [`Channel::open_handed`], comma-separated), as `bulkhead run`
+    /// provides them to the processes of a client partition.
     pub fn from_env(bus: &str) -> Result<Mapper, MapperError> {
         let var = env_var(bus);
         let value = std::env::var(&var).map_err(|_| {
@@ -142,7 +143,7 @@ impl Mapper {
             ))
         })?;
         let open = |name: &str| {
-            Channel::open_named(name.trim())
+            Channel::open_handed(name.trim())
                 .map_err(|e| MapperError::Env(format!("{var}: channel {:?}: {e}", name.trim())))
         };
         let (rx, tx) = (open(to_partition)?, open(to_gateway)?);

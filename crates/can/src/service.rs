@@ -133,7 +133,7 @@ impl Job {
 fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
     let failed = ServiceError::Failed;
     let channel = |flag: &str, partition: &str, name: &str| {
-        Channel::open_named(name).map_err(|e| failed(format!("--{flag} {partition}={name}: {e}")))
+        Channel::open_handed(name).map_err(|e| failed(format!("--{flag} {partition}={name}: {e}")))
     };
     let bus: Box<dyn CanBus> =
         bus::open(&config.bus).map_err(|e| failed(format!("--bus {}: {e}", config.bus)))?;
@@ -151,9 +151,18 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
         Role::Writer => {
             let mut links = Vec::new();
             for (partition, name) in &config.from {
-                let rx = channel("from", partition, name)?
-                    .receiver()
-                    .map_err(|e| failed(format!("--from {partition}={name}: {e}")))?;
+                // The client writes this channel's file: one that it made unusable
+                // before the gateway started costs that client its link, not the bus.
+                let rx = match channel("from", partition, name).and_then(|c| {
+                    c.receiver()
+                        .map_err(|e| failed(format!("--from {partition}={name}: {e}")))
+                }) {
+                    Ok(rx) => rx,
+                    Err(e) => {
+                        eprintln!("bulkhead can gateway: warning: {e}; partition {partition} is not connected");
+                        continue;
+                    }
+                };
                 let allow: HashSet<CanId> = config
                     .allow
                     .iter()

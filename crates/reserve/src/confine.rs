@@ -20,6 +20,10 @@ pub struct Confinement {
     pub netns: Option<RawFd>,
     /// Variables added to the environment.
     pub env: Vec<(String, String)>,
+    /// Descriptors the child keeps open across exec, at the same numbers (e.g. its
+    /// channels); the caller keeps them open until the child has exec'd. Every other
+    /// descriptor of the caller is close-on-exec or closed by the launcher.
+    pub pass_fds: Vec<RawFd>,
 }
 
 impl Confinement {
@@ -50,6 +54,25 @@ impl Confinement {
                 check(libc::setgroups(0, std::ptr::null()))?;
                 check(libc::setgid(gid))?;
                 check(libc::setuid(uid))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Confinement {
+    /// Clears close-on-exec on each of [`Confinement::pass_fds`], so that exactly
+    /// those survive exec. Returns the errno of the first call that failed.
+    ///
+    /// # Safety
+    /// Only in a child between fork and exec; the descriptors must be open. Makes only
+    /// async-signal-safe system calls and touches no heap memory.
+    pub unsafe fn keep_passed_fds(&self) -> Result<(), i32> {
+        for &fd in &self.pass_fds {
+            // SAFETY: fcntl on an open descriptor of this (forked) process.
+            if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
+                // SAFETY: errno of the calling thread, read right after the failed call.
+                return Err(unsafe { *libc::__errno_location() });
             }
         }
         Ok(())
@@ -168,6 +191,7 @@ mod tests {
             identity: Some((65534, 65534)),
             netns: Some(ns.as_raw_fd()),
             env: Vec::new(),
+            pass_fds: Vec::new(),
         };
         let mut cmd = Command::new("/bin/sh");
         // /proc/net/dev lists the interfaces of the reader's network namespace.

@@ -606,7 +606,7 @@ fn spawn(cmd: &str, link: &TaskLink, target: &Target) -> std::io::Result<Child> 
     let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
     let (policy, confine) = (target.policy, target.confine.clone());
     // SAFETY: write(2), sched_setattr(2) and the confinement's calls in the forked child:
-    // async-signal-safe; the descriptors (cgroup files, the netns) stay open in the parent
+    // async-signal-safe; the descriptors (cgroup files, the netns, the passed fds) stay open in the parent
     // until spawn returns. The cpuset comes first, so the reservation is set inside the
     // exclusive domain; root is given up last, after everything that needs it.
     unsafe {
@@ -617,6 +617,9 @@ fn spawn(cmd: &str, link: &TaskLink, target: &Target) -> std::io::Result<Child> 
                 }
             }
             sched::set_current(&policy)?;
+            confine
+                .keep_passed_fds()
+                .map_err(std::io::Error::from_raw_os_error)?;
             confine
                 .apply_in_child()
                 .map_err(std::io::Error::from_raw_os_error)

@@ -13,7 +13,7 @@ use bulkhead_model::{Network, Partition, Service, System, Task};
 use bulkhead_reserve::confine::{private_netns, resolve_user, Confinement};
 use bulkhead_reserve::netdev::IsolatedInterface;
 use std::collections::BTreeMap;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// Environment variables per partition name.
 pub type PartitionEnv = BTreeMap<String, Vec<(String, String)>>;
@@ -57,6 +57,7 @@ impl Confinements {
                 identity,
                 netns: ns,
                 env: env.get(&p.name).cloned().unwrap_or_default(),
+                pass_fds: Vec::new(),
             };
             by_partition.insert(p.name.clone(), c);
         }
@@ -65,6 +66,14 @@ impl Confinements {
             _netns: netns,
             interfaces: isolate_interfaces(system)?,
         })
+    }
+
+    /// Gives each partition's processes the descriptors `fds` (by partition name) to
+    /// keep open across exec ([`Confinement::pass_fds`]).
+    pub fn pass_fds(&mut self, fds: &BTreeMap<String, Vec<RawFd>>) {
+        for (name, c) in &mut self.by_partition {
+            c.pass_fds = fds.get(name).cloned().unwrap_or_default();
+        }
     }
 
     /// The confinement of partition `name` (none if unknown).

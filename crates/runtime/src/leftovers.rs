@@ -1,5 +1,6 @@
 //! Instances left behind by a supervisor that died (SIGKILL, crash, power loss of
-//! a container): their cgroups and the processes still in them.
+//! a container): their cgroups and the processes still in them, and the named
+//! channels older versions created in `/dev/shm`.
 //!
 //! An instance directory is named `bulkhead-<pid>-<start>-<n>` (see [`instance_name`]).
 //! It is left over when no process `<pid>` with start time `<start>` runs: the
@@ -76,6 +77,51 @@ pub fn clean(hierarchy: &Hierarchy) -> (Vec<PathBuf>, Vec<String>) {
     (removed, warnings)
 }
 
+/// Removes the named channels (`/dev/shm/bulkhead-chan-c<pid>-*` and `...-can<pid>-*`)
+/// that a bulkhead which no longer runs created (older versions named their channels;
+/// a killed one left them behind), and every other stale named channel
+/// ([`bulkhead_chan::cleanup_stale`]). Returns the removed names; failures are warnings.
+pub fn clean_channels() -> (Vec<String>, Vec<String>) {
+    let (mut removed, mut warnings) = (Vec::new(), Vec::new());
+    let Ok(dir) = fs::read_dir("/dev/shm") else {
+        return (removed, warnings);
+    };
+    for entry in dir.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(name) = file.strip_prefix(bulkhead_chan::PREFIX) else {
+            continue;
+        };
+        if !run_channel_of_dead_supervisor(name) {
+            continue;
+        }
+        match fs::remove_file(entry.path()) {
+            Ok(()) => removed.push(name.to_string()),
+            Err(e) => warnings.push(format!(
+                "cannot remove leftover channel {}: {e}",
+                entry.path().display()
+            )),
+        }
+    }
+    match bulkhead_chan::cleanup_stale() {
+        Ok(names) => removed.extend(names),
+        Err(e) => warnings.push(format!("cleaning stale channels: {e}")),
+    }
+    (removed, warnings)
+}
+
+/// Whether `name` is a run's channel (`c<pid>-<n>` or `can<pid>-...`) whose
+/// supervisor `<pid>` no longer runs.
+fn run_channel_of_dead_supervisor(name: &str) -> bool {
+    let rest = name.strip_prefix("can").or_else(|| name.strip_prefix('c'));
+    let Some((pid, _)) = rest.and_then(|r| r.split_once('-')) else {
+        return false;
+    };
+    match pid.parse::<u32>() {
+        Ok(pid) => start_time(pid).is_none(),
+        Err(_) => false,
+    }
+}
+
 /// Kills the members of every cgroup under `dir` and removes them, deepest first.
 fn remove_tree(dir: &Path, version: Version) -> std::io::Result<()> {
     let children: Vec<PathBuf> = fs::read_dir(dir)?
@@ -131,5 +177,21 @@ mod tests {
         assert!(is_leftover("bulkhead-999999999-1-0"), "no such pid");
         assert!(!is_leftover("other-123-4"), "not ours");
         assert!(!is_leftover("bulkhead-abc"), "not an instance name");
+    }
+
+    #[test]
+    fn channels_of_dead_supervisors_are_recognised() {
+        let me = std::process::id();
+        assert!(run_channel_of_dead_supervisor("c999999999-0"));
+        assert!(run_channel_of_dead_supervisor("can999999999-0-1-to"));
+        assert!(!run_channel_of_dead_supervisor(&format!("c{me}-0")));
+        assert!(!run_channel_of_dead_supervisor(&format!(
+            "can{me}-0-0-from"
+        )));
+        assert!(
+            !run_channel_of_dead_supervisor("101"),
+            "a user's named channel"
+        );
+        assert!(!run_channel_of_dead_supervisor("cache-1"));
     }
 }

@@ -1,36 +1,42 @@
-//! What connects the partitions of a run: named shared-memory channels that the
-//! supervisor creates before anything starts and destroys at the end, and the environment
-//! variables that tell each partition's processes their names.
+//! What connects the partitions of a run: split shared-memory channels (sealed memfds)
+//! that the supervisor creates before anything starts and holds until the end, the
+//! descriptors each partition's processes inherit, and the environment variables that
+//! tell them which descriptors are which channel.
 //!
-//! * Each channel of the description (`channels:`; DriveOS 5, shmcomm) becomes a named
-//!   channel; its writer and reader partitions get `BULKHEAD_CHAN_<NAME>` naming it
-//!   ([`bulkhead_chan::env_var`], [`bulkhead_chan::Channel::open_env`]).
+//! * Each channel of the description (`channels:`; DriveOS 5, shmcomm) becomes a split
+//!   channel ([`Channel::create_split`]); its writer and reader partitions get their ends
+//!   with least rights ([`Channel::handover`]: the reader the message file read-only) and
+//!   `BULKHEAD_CHAN_<NAME>=fd:<data>:<region>` ([`bulkhead_chan::env_var`],
+//!   [`bulkhead_chan::Channel::open_env`]).
 //! * Each bus (DriveOS 6.4.1, Programs 3-5) gets, per client partition, two fifo channels
 //!   of gateway messages (gateway to partition, partition to gateway); the client gets
-//!   `BULKHEAD_CAN_<BUS>` naming both ([`bulkhead_can::mapper::env_var`]); the gateway's
+//!   `BULKHEAD_CAN_<BUS>` with both ([`bulkhead_can::mapper::env_var`]); the gateway's
 //!   reader and writer tasks get their command lines (`bulkhead can gateway`). Only the
 //!   gateway partition keeps the host network: the others run in private network
 //!   namespaces ([`crate::isolation`]), so the channels are their only way to a bus.
 //!
-//! A channel belongs to its writer's user and its reader's group (mode 0660), so that
-//! partitions running as different users can both map it.
+//! Nothing is named in `/dev/shm`: a channel exists only as descriptors, and goes away
+//! with the last process holding one.
 
-use crate::isolation::{Confinements, PartitionEnv};
+use crate::isolation::PartitionEnv;
 use crate::RunError;
 use bulkhead_can::gateway::WIRE_SIZE;
 use bulkhead_can::mapper::env_var;
-use bulkhead_chan::{Channel, Spec};
+use bulkhead_chan::{handover_value, Channel, End, Spec};
 use bulkhead_model::{Bus, Channel as ModelChannel, ChannelKind, System};
 use std::collections::BTreeMap;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
-/// The channels of a run; dropping it destroys them.
+/// The channels of a run; dropping it closes the supervisor's descriptors of them.
 pub struct Links {
     channels: Vec<Channel>,
-    /// (shm path, writer partition, reader partition) of every channel.
-    owners: Vec<(String, String, String)>,
+    /// The descriptors handed to partitions, held until their processes have exec'd.
+    handed: Vec<OwnedFd>,
     /// Per partition: the variables naming its channels.
     pub env: PartitionEnv,
+    /// Per partition: the descriptors its processes inherit.
+    pub fds: BTreeMap<String, Vec<RawFd>>,
     /// Command line of each gateway task, by (partition, task).
     pub commands: BTreeMap<(String, String), String>,
 }
@@ -41,8 +47,9 @@ impl Links {
     pub fn create(system: &System, exe: &Path) -> Result<Links, RunError> {
         let mut out = Links {
             channels: Vec::new(),
-            owners: Vec::new(),
+            handed: Vec::new(),
             env: PartitionEnv::new(),
+            fds: BTreeMap::new(),
             commands: BTreeMap::new(),
         };
         for (i, c) in system.channels.iter().enumerate() {
@@ -53,10 +60,11 @@ impl Links {
             let mut writer = gateway_command(exe, bus, "writer");
             for (k, client) in bus.clients.iter().enumerate() {
                 let p = &client.partition;
-                let to = out.bus_channel(b, k, "to", bus, p)?;
-                let from = out.bus_channel(b, k, "from", bus, p)?;
-                reader.push(format!("--to={p}={to}"));
-                writer.push(format!("--from={p}={from}"));
+                let gw = &bus.gateway;
+                let (to_gw, to) = out.bus_channel(b, k, "to", bus, gw, p)?;
+                let (from_gw, from) = out.bus_channel(b, k, "from", bus, p, gw)?;
+                reader.push(format!("--to={p}={to_gw}"));
+                writer.push(format!("--from={p}={from_gw}"));
                 let ids: Vec<String> = client.allow.iter().map(|id| format!("{id:#x}")).collect();
                 if !ids.is_empty() {
                     writer.push(format!("--allow={p}={}", ids.join(",")));
@@ -95,68 +103,70 @@ impl Links {
             ChannelKind::Latest => Spec::latest(&name, c.message_size),
         };
         let what = format!("channel `{}`", c.name);
-        self.create_named(&spec, &what, &c.writer, &c.readers[0])?;
-        for p in [&c.writer, &c.readers[0]] {
-            let vars = self.env.entry(p.clone()).or_default();
-            vars.push((bulkhead_chan::env_var(&c.name), name.clone()));
+        let handed = self.create_split(&spec, &what, &c.writer, &c.readers[0])?;
+        for (p, value) in handed {
+            let vars = self.env.entry(p).or_default();
+            vars.push((bulkhead_chan::env_var(&c.name), value));
         }
         Ok(())
     }
 
-    /// Creates channel `can<pid>-<bus>-<client>-<dir>` between a bus's gateway and client.
+    /// Creates channel `can<pid>-<bus>-<client>-<dir>` from `writer` to `reader` (the
+    /// gateway and a client); returns the values telling each of them their end.
     fn bus_channel(
         &mut self,
         bus: usize,
         k: usize,
         dir: &str,
         def: &Bus,
-        client: &str,
-    ) -> Result<String, RunError> {
+        writer: &str,
+        reader: &str,
+    ) -> Result<(String, String), RunError> {
         let name = format!("can{}-{bus}-{k}-{dir}", std::process::id());
         let spec = Spec::fifo(&name, WIRE_SIZE as u32, def.depth);
         let what = format!("bus `{}`", def.name);
-        self.create_named(&spec, &what, client, client)?;
-        Ok(name)
+        let handed = self.create_split(&spec, &what, writer, reader)?;
+        let value = |p: &str| {
+            handed
+                .iter()
+                .find(|(q, _)| q == p)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        let (gateway, client) = match dir {
+            "to" => (writer, reader),
+            _ => (reader, writer),
+        };
+        Ok((value(gateway), value(client)))
     }
 
-    fn create_named(
+    /// Creates a split channel and hands its ends to `writer` and `reader` (both ends
+    /// to a partition that is both); returns each partition's handover value.
+    fn create_split(
         &mut self,
         spec: &Spec,
         what: &str,
         writer: &str,
         reader: &str,
-    ) -> Result<(), RunError> {
-        let channel = Channel::create_named(spec)
-            .map_err(|e| RunError::Spawn(format!("{what}: channel {}: {e}", spec.name)))?;
+    ) -> Result<Vec<(String, String)>, RunError> {
+        let failed = |e: bulkhead_chan::Error| {
+            RunError::Spawn(format!("{what}: channel {}: {e}", spec.name))
+        };
+        let channel = Channel::create_split(spec).map_err(failed)?;
+        let ends = match writer == reader {
+            true => vec![(writer, End::Both)],
+            false => vec![(writer, End::Writer), (reader, End::Reader)],
+        };
+        let mut values = Vec::new();
+        for (p, end) in ends {
+            let (data, region) = channel.handover(end).map_err(failed)?;
+            values.push((p.to_string(), handover_value(data.as_fd(), region.as_fd())));
+            let fds = self.fds.entry(p.to_string()).or_default();
+            fds.extend([data.as_raw_fd(), region.as_raw_fd()]);
+            self.handed.extend([data, region]);
+        }
         self.channels.push(channel);
-        let path = format!("/dev/shm/{}{}", bulkhead_chan::PREFIX, spec.name);
-        self.owners
-            .push((path, writer.to_string(), reader.to_string()));
-        Ok(())
-    }
-
-    /// Gives each channel to its writer's user and its reader's group, mode 0660 (the
-    /// supervisor and the gateway, as root, open them all).
-    pub fn give_to_partitions(&self, confinements: &Confinements) -> Result<(), RunError> {
-        use std::os::unix::fs::PermissionsExt;
-        for (path, writer, reader) in &self.owners {
-            let uid = confinements.of(writer).identity.map(|(uid, _)| uid);
-            let gid = confinements.of(reader).identity.map(|(_, gid)| gid);
-            let io = |e: std::io::Error| RunError::Io(format!("{path}: {e}"));
-            std::os::unix::fs::chown(path, uid, gid).map_err(io)?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(io)?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Links {
-    fn drop(&mut self) {
-        for c in self.channels.drain(..) {
-            if let Err(e) = c.destroy() {
-                eprintln!("bulkhead: warning: destroying a bus channel: {e}");
-            }
-        }
+        Ok(values)
     }
 }
 

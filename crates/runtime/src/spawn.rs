@@ -15,7 +15,8 @@
 //! In the child, between clone and exec, only async-signal-safe system calls run:
 //! SIGPIPE is reset (the Rust runtime ignores it), the process enters its network
 //! namespace and takes its user if confined, the channel becomes fd 3 (without
-//! close-on-exec), every other fd above 2 is closed (`close_range`), the working
+//! close-on-exec), every other fd above 2 but the confinement's passed descriptors
+//! (its channels) is closed (`close_range`), the working
 //! directory is set, the signal mask (all blocked from clone on) is cleared, then
 //! `execve`. (A `CLONE_VM` child shares the supervisor thread's `errno`: a call
 //! failing in the child right after its first thaw could change the code in a
@@ -108,16 +109,50 @@ impl Prepared {
         })
     }
 
-    /// The command run as `confine`'s user in its network namespace (whose fd must stay
-    /// open until the child has exec'd).
+    /// The command run as `confine`'s user in its network namespace, keeping its passed
+    /// descriptors (all of which must stay open until the child has exec'd).
     pub fn confined(mut self, confine: &Confinement) -> Prepared {
         self.confine = Confinement {
             identity: confine.identity,
             netns: confine.netns,
             env: Vec::new(),
+            pass_fds: sorted(&confine.pass_fds),
         };
         self
     }
+}
+
+/// The descriptors above [`CHILD_CHANNEL_FD`] to keep, ascending, without duplicates.
+fn sorted(fds: &[i32]) -> Vec<i32> {
+    let mut fds: Vec<i32> = fds
+        .iter()
+        .copied()
+        .filter(|&f| f > CHILD_CHANNEL_FD)
+        .collect();
+    fds.sort_unstable();
+    fds.dedup();
+    fds
+}
+
+/// Closes every descriptor above [`CHILD_CHANNEL_FD`] except `keep` (ascending) and
+/// clears close-on-exec on those.
+///
+/// # Safety
+/// Only in a child between clone and exec: async-signal-safe calls, no heap memory.
+unsafe fn close_all_but(keep: &[i32]) {
+    let mut from = CHILD_CHANNEL_FD + 1;
+    for &fd in keep {
+        // SAFETY: close_range and fcntl on this (cloned) child's own descriptor table.
+        unsafe {
+            if fd > from {
+                libc::syscall(libc::SYS_close_range, from as u32, (fd - 1) as u32, 0u32);
+            }
+            libc::fcntl(fd, libc::F_SETFD, 0);
+        }
+        from = fd + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, from as u32, u32::MAX, 0u32) };
 }
 
 /// Where the child goes.
@@ -465,12 +500,7 @@ unsafe fn child_main(command: &Prepared, env: &Environment, channel: i32, join: 
         } else if libc::dup2(channel, CHILD_CHANNEL_FD) < 0 {
             libc::_exit(127);
         }
-        libc::syscall(
-            libc::SYS_close_range,
-            (CHILD_CHANNEL_FD + 1) as u32,
-            u32::MAX,
-            0u32,
-        );
+        close_all_but(&command.confine.pass_fds);
         if let Some(cwd) = &command.cwd {
             if libc::chdir(cwd.as_ptr()) < 0 {
                 libc::_exit(126);

@@ -185,12 +185,20 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         ));
     }
     warnings.extend(failed);
+    let (channels, failed) = leftovers::clean_channels();
+    for name in channels {
+        warnings.push(format!(
+            "removed channel left by a bulkhead that died: /dev/shm/{}{name}",
+            bulkhead_chan::PREFIX
+        ));
+    }
+    warnings.extend(failed);
     warnings.extend(rt::clean_leftovers());
     let exe = std::env::current_exe()
         .map_err(|e| RunError::Io(format!("the path of this program: {e}")))?;
     let links = Links::create(system, &exe)?;
-    let confinements = Confinements::prepare(system, &links.env)?;
-    links.give_to_partitions(&confinements)?;
+    let mut confinements = Confinements::prepare(system, &links.env)?;
+    confinements.pass_fds(&links.fds);
     let system = &links.with_commands(system);
     let rt = rt::start(
         system,

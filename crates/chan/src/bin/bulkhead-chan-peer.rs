@@ -13,8 +13,16 @@
 //! * `create-named`: create named channel `stale-COUNT`, attach, and exit
 //!   without cleaning up (a crashed creator; no socket needed).
 //!
-//! With `PEER_CHANNEL=NAME` in its environment, `fifo-recv` and `fifo-send` take the
-//! description's channel NAME from `bulkhead run` ([`Channel::open_env`]) instead.
+//! With `PEER_CHANNEL=NAME` in its environment, `fifo-recv`, `fifo-send` and
+//! `latest-recv` take the description's channel NAME from `bulkhead run`
+//! ([`Channel::open_env`]) instead. Roles only for `bulkhead run` (security tests):
+//!
+//! * `latest-send`: write COUNT messages to each latest channel of `PEER_CHANNEL`
+//!   (comma-separated), failing on the first error;
+//! * `attack-reader`: as a reader, try to open the message file read-write, pwrite
+//!   it, mprotect a read-only mapping to writable and truncate it (each printed as
+//!   refused or SUCCEEDED), then `fifo-recv` COUNT; fails if an attack succeeded;
+//! * `scribble`: write garbage over its own control words for COUNT ms.
 //!
 //! Prints one summary line and exits 0, or prints the failure and exits 1.
 
@@ -97,7 +105,7 @@ mod peer {
     }
 
     fn latest_recv(count: u64) -> Result<String, String> {
-        let chan = Channel::receive_from(socket()).map_err(|e| e.to_string())?;
+        let chan = channel()?;
         let mut rx = chan.receiver().map_err(|e| e.to_string())?;
         let (mut last, mut reads, mut distinct) = (0u64, 0u64, 0u64);
         let mut m = [0u8; 32];
@@ -120,6 +128,172 @@ mod peer {
         Ok(format!(
             "latest reached {last} in {reads} reads, {distinct} distinct"
         ))
+    }
+
+    /// Writes COUNT messages to each latest channel of `PEER_CHANNEL` (a
+    /// comma-separated list), about one per 20 µs; fails on the first error.
+    fn latest_send(count: u64) -> Result<String, String> {
+        let names = std::env::var("PEER_CHANNEL").map_err(|_| "PEER_CHANNEL is not set")?;
+        let mut txs = Vec::new();
+        for name in names.split(',') {
+            let chan = Channel::open_env(name).map_err(|e| e.to_string())?;
+            txs.push(chan.sender().map_err(|e| format!("{name}: {e}"))?);
+        }
+        for n in 0..count {
+            for tx in &mut txs {
+                tx.write(&message(n))
+                    .map_err(|e| format!("write {n}: {e}"))?;
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
+        Ok(format!("latest sent {count} to {} channels", txs.len()))
+    }
+
+    /// The message file and (split channels) reader region this process was handed
+    /// for `PEER_CHANNEL`: `/proc/self/fd/<data>` and the region's fd, or the
+    /// `/dev/shm` path of a named channel and no region.
+    fn handed_paths() -> Result<(String, Option<i32>), String> {
+        let name = std::env::var("PEER_CHANNEL").map_err(|_| "PEER_CHANNEL is not set")?;
+        let var = bulkhead_chan::env_var(&name);
+        let value = std::env::var(&var).map_err(|_| format!("{var} is not set"))?;
+        match value.strip_prefix("fd:").and_then(|v| v.split_once(':')) {
+            Some((data, region)) => Ok((format!("/proc/self/fd/{data}"), region.parse().ok())),
+            None => Ok((format!("/dev/shm/{}{value}", bulkhead_chan::PREFIX), None)),
+        }
+    }
+
+    /// One attack: prints whether the kernel refused it.
+    fn attack(what: &str, r: std::io::Result<()>) -> bool {
+        match &r {
+            Ok(()) => println!("attack {what}: SUCCEEDED"),
+            Err(e) => println!("attack {what}: refused ({e})"),
+        }
+        r.is_err()
+    }
+
+    /// A reader's attacks on the message file of its channel (open it read-write,
+    /// pwrite it, mprotect a read-only mapping to writable, truncate it), then the
+    /// COUNT messages of the fifo, in order. Fails if any attack succeeded.
+    fn attack_reader(count: u64) -> Result<String, String> {
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::FileExt;
+        let (path, _) = handed_paths()?;
+        let mut refused = 0;
+        let rw = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path);
+        refused += attack(
+            "open read-write",
+            rw.as_ref().map(|_| ()).map_err(clone_err),
+        ) as u32;
+        let file = match rw {
+            Ok(f) => f,
+            Err(_) => inherited_or_open(&path)?,
+        };
+        let mut page = [0u8; 64];
+        file.read_at(&mut page, 4096).map_err(|e| e.to_string())?;
+        // Writing the bytes just read proves the right without changing them.
+        refused += attack("pwrite", file.write_at(&page, 4096).map(|_| ())) as u32;
+        refused += attack("mprotect to write", remap_writable(file.as_fd())) as u32;
+        let cut = rustix::fs::ftruncate(&file, 1).map_err(std::io::Error::from);
+        refused += attack("ftruncate", cut) as u32;
+        let cut = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(1));
+        refused += attack("truncate by path", cut) as u32;
+        let got = fifo_recv(count)?;
+        if refused < 5 {
+            return Err(format!("{} of 5 attacks succeeded; {got}", 5 - refused));
+        }
+        Ok(format!("all 5 attacks refused; {got}"))
+    }
+
+    /// The inherited descriptor behind `/proc/self/fd/N` (duplicated), else `path` opened.
+    fn inherited_or_open(path: &str) -> Result<std::fs::File, String> {
+        use std::os::fd::BorrowedFd;
+        if let Some(n) = path
+            .strip_prefix("/proc/self/fd/")
+            .and_then(|n| n.parse().ok())
+        {
+            // SAFETY: the supervisor handed us this descriptor; only borrowed to dup it.
+            let fd = unsafe { BorrowedFd::borrow_raw(n) };
+            let fd = rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(|e| e.to_string())?;
+            return Ok(fd.into());
+        }
+        std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))
+    }
+
+    fn clone_err(e: &std::io::Error) -> std::io::Error {
+        std::io::Error::new(e.kind(), e.to_string())
+    }
+
+    /// Maps a page of `fd` read-only, then asks for write access.
+    fn remap_writable(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+        use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
+        // SAFETY: a fresh shared mapping chosen by the kernel; unmapped below.
+        let ptr = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                4096,
+                ProtFlags::READ,
+                MapFlags::SHARED,
+                fd,
+                0,
+            )
+        }?;
+        // SAFETY: our own mapping of 4096 bytes; only its protection changes.
+        let r =
+            unsafe { rustix::mm::mprotect(ptr, 4096, MprotectFlags::READ | MprotectFlags::WRITE) };
+        // SAFETY: our own mapping, no longer used.
+        unsafe { rustix::mm::munmap(ptr, 4096) }?;
+        r.map_err(std::io::Error::from)
+    }
+
+    /// A reader writes garbage over its own control words for COUNT milliseconds:
+    /// the reader region of a split channel, or the reader page of a named one.
+    fn scribble(count: u64) -> Result<String, String> {
+        use rustix::mm::{MapFlags, ProtFlags};
+        use std::os::fd::{BorrowedFd, OwnedFd};
+        let (path, region) = handed_paths()?;
+        let (fd, offset): (OwnedFd, u64) = match region {
+            Some(r) => {
+                // SAFETY: the supervisor handed us this descriptor; only borrowed to dup it.
+                let r = unsafe { BorrowedFd::borrow_raw(r) };
+                let fd = rustix::io::fcntl_dupfd_cloexec(r, 0).map_err(|e| e.to_string())?;
+                (fd, 0)
+            }
+            None => {
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&path);
+                (f.map_err(|e| format!("{path}: {e}"))?.into(), 2 * 4096)
+            }
+        };
+        // SAFETY: a fresh shared mapping of one page of the file.
+        let ptr = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                4096,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &fd,
+                offset,
+            )
+        }
+        .map_err(|e| format!("map the control words: {e}"))?;
+        let start = std::time::Instant::now();
+        let mut writes = 0u64;
+        while start.elapsed() < Duration::from_millis(count) {
+            let byte = (writes % 251) as u8 | 0x5a;
+            // SAFETY: inside our own one-page mapping (never unmapped: the process ends).
+            unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), byte, 4096) };
+            writes += 1;
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        Ok(format!("scribbled {writes} times over its control words"))
     }
 
     fn echo(count: u64, spin: u32) -> Result<String, String> {
@@ -157,7 +331,7 @@ mod peer {
 
     pub fn main() -> ExitCode {
         let args: Vec<String> = std::env::args().collect();
-        let usage = "usage: bulkhead-chan-peer fifo-recv|fifo-send|latest-recv|echo|create-named COUNT [SPIN] (socket on fd 3)";
+        let usage = "usage: bulkhead-chan-peer fifo-recv|fifo-send|latest-recv|latest-send|attack-reader|scribble|echo|create-named COUNT [SPIN] (socket on fd 3)";
         let count = args.get(2).and_then(|c| c.parse::<u64>().ok());
         let spin = args.get(3).map_or(Some(0), |s| s.parse::<u32>().ok());
         let (Some(role), Some(count), Some(spin)) = (args.get(1), count, spin) else {
@@ -168,6 +342,9 @@ mod peer {
             "fifo-recv" => fifo_recv(count),
             "fifo-send" => fifo_send(count),
             "latest-recv" => latest_recv(count),
+            "latest-send" => latest_send(count),
+            "attack-reader" => attack_reader(count),
+            "scribble" => scribble(count),
             "echo" => echo(count, spin),
             "create-named" => create_named(count),
             _ => {
