@@ -81,7 +81,7 @@ unsafe fn str_arg<'a>(name: *const c_char) -> Result<&'a str, Error> {
 fn open_named(name: &str, flags: c_uint, msg_size: usize, depth: c_uint) -> Result<Channel, Error> {
     let chan = match flags & (BULKHEAD_CHAN_CREATE | BULKHEAD_CHAN_CONNECT) {
         BULKHEAD_CHAN_CREATE => Channel::create_named(&spec(name, flags, msg_size, depth)?)?,
-        BULKHEAD_CHAN_CONNECT => Channel::open_named(name)?,
+        BULKHEAD_CHAN_CONNECT => Channel::open_handed(name)?,
         _ => {
             return Err(Error::Invalid(
                 "flags: want exactly one of CREATE and CONNECT".into(),

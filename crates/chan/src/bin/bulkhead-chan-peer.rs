@@ -22,7 +22,9 @@
 //! * `attack-reader`: as a reader, try to open the message file read-write, pwrite
 //!   it, mprotect a read-only mapping to writable and truncate it (each printed as
 //!   refused or SUCCEEDED), then `fifo-recv` COUNT; fails if an attack succeeded;
-//! * `scribble`: write garbage over its own control words for COUNT ms.
+//! * `scribble`: write garbage over its own control words for COUNT ms;
+//! * `attack-can`: a CAN client (bus `PEER_BUS`) tries to truncate its gateway
+//!   channels, then writes garbage over all it can write for COUNT ms.
 //!
 //! Prints one summary line and exits 0, or prints the failure and exits 1.
 
@@ -296,6 +298,60 @@ mod peer {
         Ok(format!("scribbled {writes} times over its control words"))
     }
 
+    /// A CAN client's attacks on its gateway channels (`BULKHEAD_CAN_<PEER_BUS>`):
+    /// truncate every handed file, then write garbage over everything it can write
+    /// (its reader region, the message file it writes) for COUNT ms. Fails if a
+    /// truncation succeeded.
+    fn attack_can(count: u64) -> Result<String, String> {
+        use std::os::fd::{BorrowedFd, OwnedFd};
+        use std::os::unix::fs::FileExt;
+        let bus = std::env::var("PEER_BUS").map_err(|_| "PEER_BUS is not set")?;
+        let var = bulkhead_chan::env_name("BULKHEAD_CAN_", &bus);
+        let value = std::env::var(&var).map_err(|_| format!("{var} is not set"))?;
+        let mut files = Vec::new();
+        for part in value.split(',') {
+            let Some(fds) = part.strip_prefix("fd:") else {
+                // A named channel (older bulkhead): its /dev/shm object.
+                let path = format!("/dev/shm/{}{part}", bulkhead_chan::PREFIX);
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&path);
+                files.push(f.map_err(|e| format!("{path}: {e}"))?);
+                continue;
+            };
+            for n in fds.split(':') {
+                let n: i32 = n.parse().map_err(|_| format!("{var}={value}"))?;
+                // SAFETY: the supervisor handed us this descriptor; only borrowed to dup it.
+                let fd = unsafe { BorrowedFd::borrow_raw(n) };
+                let fd: OwnedFd =
+                    rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(|e| e.to_string())?;
+                files.push(std::fs::File::from(fd));
+            }
+        }
+        let mut refused = 0;
+        for f in &files {
+            refused += attack("ftruncate", f.set_len(1)) as usize;
+        }
+        let garbage = [0xa5u8; 4096];
+        let start = std::time::Instant::now();
+        let mut writes = 0u64;
+        while start.elapsed() < Duration::from_millis(count) {
+            for f in &files {
+                for page in 0..4 {
+                    writes += u64::from(f.write_at(&garbage, page * 4096).is_ok());
+                }
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        if refused < files.len() {
+            return Err(format!("{} truncations succeeded", files.len() - refused));
+        }
+        Ok(format!(
+            "all {refused} truncations refused; {writes} garbage pages written"
+        ))
+    }
+
     fn echo(count: u64, spin: u32) -> Result<String, String> {
         let sock = socket();
         let input = Channel::receive_from(&sock).map_err(|e| e.to_string())?;
@@ -331,7 +387,7 @@ mod peer {
 
     pub fn main() -> ExitCode {
         let args: Vec<String> = std::env::args().collect();
-        let usage = "usage: bulkhead-chan-peer fifo-recv|fifo-send|latest-recv|latest-send|attack-reader|scribble|echo|create-named COUNT [SPIN] (socket on fd 3)";
+        let usage = "usage: bulkhead-chan-peer fifo-recv|fifo-send|latest-recv|latest-send|attack-reader|scribble|attack-can|echo|create-named COUNT [SPIN] (socket on fd 3)";
         let count = args.get(2).and_then(|c| c.parse::<u64>().ok());
         let spin = args.get(3).map_or(Some(0), |s| s.parse::<u32>().ok());
         let (Some(role), Some(count), Some(spin)) = (args.get(1), count, spin) else {
@@ -345,6 +401,7 @@ mod peer {
             "latest-send" => latest_send(count),
             "attack-reader" => attack_reader(count),
             "scribble" => scribble(count),
+            "attack-can" => attack_can(count),
             "echo" => echo(count, spin),
             "create-named" => create_named(count),
             _ => {
