@@ -9,7 +9,7 @@
 //! `child TRANSPORT PHASE COUNT TAG`) that receives its shared-memory fds
 //! over a Unix socket on fd 3.
 
-use bulkhead_chan::{Channel, Error, Receiver, Sender, Spec};
+use bulkhead_chan::{Channel, End, Error, Receiver, Sender, Spec};
 use iceoryx2::prelude::*;
 use rustix::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::io::{Read, Write};
@@ -457,12 +457,17 @@ fn chan_pair(peer: &Peer, latest: bool, tag: &str) -> (Sender, Receiver) {
             Spec::fifo(&name, 32, DEPTH)
         }
     };
+    // Split channels, as `bulkhead run` makes them: the child gets the reader's end
+    // of ping (message file read-only) and the writer's end of pong.
     let (ping, pong) = (
-        Channel::create(&spec("ping")).expect("chan"),
-        Channel::create(&spec("pong")).expect("chan"),
+        Channel::create_split(&spec("ping")).expect("chan"),
+        Channel::create_split(&spec("pong")).expect("chan"),
     );
-    peer.give(&ping);
-    peer.give(&pong);
+    for (chan, end) in [(&ping, End::Reader), (&pong, End::Writer)] {
+        let (data, region) = chan.handover(end).expect("handover");
+        peer.give(&data);
+        peer.give(&region);
+    }
     (
         ping.sender().expect("sender"),
         pong.receiver().expect("receiver"),
@@ -553,8 +558,8 @@ fn child_link(
     let fd = || bulkhead_chan::recv_fd(ctl.as_fd()).expect("receive fd");
     match transport {
         "fifo" | "fifo-blocking" | "latest" => {
-            let ping = Channel::from_fd(fd()).expect("ping");
-            let pong = Channel::from_fd(fd()).expect("pong");
+            let ping = Channel::from_fds(fd(), fd()).expect("ping");
+            let pong = Channel::from_fds(fd(), fd()).expect("pong");
             let (mut rx, mut tx) = (ping.receiver().expect("rx"), pong.sender().expect("tx"));
             rx.set_spin(0);
             tx.set_spin(0);
