@@ -5,7 +5,6 @@ bulkhead.client that reads it, observed through the schedule log and their outpu
 import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
