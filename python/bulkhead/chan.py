@@ -11,7 +11,7 @@ descriptor (``Channel.fileno()`` with ``subprocess``'s ``pass_fds``; the child c
 ``Channel.from_fd``).
 
 Reads and writes try at once while holding the GIL, then block with the GIL released
-(Ctrl-C interrupts them). ``read_into`` and ``write`` take any contiguous buffer
+(Ctrl-C interrupts them within 0.25 s; a peer process that dies is noticed). ``read_into`` and ``write`` take any contiguous buffer
 (``bytearray``, ``memoryview``, numpy arrays): the message is copied straight between the
 shared mapping and the caller's memory, with no intermediate copy.
 """

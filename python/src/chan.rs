@@ -21,8 +21,10 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
-/// The longest a blocked call stays away from Python (signal handlers, Ctrl-C).
-const SLICE: Duration = Duration::from_millis(50);
+/// The longest a blocked call stays away from Python (signal handlers, Ctrl-C). Longer
+/// than the channel's own liveness slice (100 ms), so that a call blocked in it still
+/// notices a peer that died (`PeerDiedError`).
+const SLICE: Duration = Duration::from_millis(250);
 /// How often a read of a `latest` channel that was never written looks again.
 const LATEST_POLL: Duration = Duration::from_micros(50);
 

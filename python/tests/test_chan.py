@@ -12,7 +12,8 @@ import pytest
 
 from bulkhead import chan
 from bulkhead.errors import (BufferSizeError, ChannelBusyError, ChannelClosedError,
-                             ChannelError, ChannelTimeoutError, NotAChannelError)
+                             ChannelError, ChannelTimeoutError, NotAChannelError,
+                             PeerDiedError)
 
 
 def test_fifo_round_trip_in_order():
@@ -204,3 +205,41 @@ def test_read_latest_drains_a_fifo():
         w.write(bytes([v]))
     assert r.read_latest() == b"c"
     assert r.try_read() is None
+
+
+def test_ctrl_c_interrupts_a_blocked_read():
+    import signal
+    c = chan.Channel.create("sigint", message_size=8, depth=1)
+    w, r = c.writer(), c.reader()
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        r.read()  # no timeout: only the signal ends it
+    assert time.monotonic() - start < 5
+    w.write(bytes(8))
+    assert r.read(1.0) == bytes(8), "the channel still works after the interruption"
+
+
+def test_a_writer_killed_while_the_reader_waits_raises_peer_died():
+    c = chan.Channel.create("crash", message_size=8, depth=2)
+    child = textwrap.dedent("""
+        import sys, time
+        from bulkhead import chan
+        w = chan.Channel.from_fd(int(sys.argv[1])).writer()
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", child, str(c.fileno())],
+                            pass_fds=(c.fileno(),), stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        r = c.reader()
+        threading.Timer(0.3, proc.kill).start()
+        start = time.monotonic()
+        with pytest.raises(PeerDiedError, match=f"peer process {proc.pid} died"):
+            r.read(timeout=20)
+        assert time.monotonic() - start < 10
+    finally:
+        proc.kill()
+        proc.wait()
