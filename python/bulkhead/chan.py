@@ -16,48 +16,13 @@ Reads and writes try at once while holding the GIL, then block with the GIL rele
 shared mapping and the caller's memory, with no intermediate copy.
 """
 
-import ctypes
 from typing import Optional, Union
 
 from . import _native
-from .errors import BufferSizeError
 
-Buffer = Union[bytes, bytearray, memoryview, "ctypes.Array[ctypes.c_char]", object]
-
-
-def _sizes(what: str, got: int, want: int) -> None:
-    if got != want:
-        raise BufferSizeError(
-            f"{what} of {got} bytes, the channel's messages are {want} bytes", want, got)
-
-
-class _Exported:
-    """A buffer's address, valid while the context is open (the buffer stays exported,
-    so it can neither move nor be freed)."""
-
-    def __init__(self, buffer: object, size: int, writable: bool) -> None:
-        self._view = memoryview(buffer)  # type: ignore[arg-type]
-        self._array: Optional[ctypes.Array] = None
-        _sizes("buffer", self._view.nbytes, size)
-        if writable and self._view.readonly:
-            self._view.release()
-            raise TypeError("read_into needs a writable buffer (bytearray, numpy array...)")
-        if not self._view.c_contiguous:
-            self._view.release()
-            raise TypeError("the buffer must be C-contiguous")
-        self.size = size
-
-    def __enter__(self) -> int:
-        if self._view.readonly:
-            # ctypes cannot point into read-only memory: copy the (small) message.
-            self._array = (ctypes.c_char * self.size).from_buffer_copy(self._view)
-        else:
-            self._array = (ctypes.c_char * self.size).from_buffer(self._view)
-        return ctypes.addressof(self._array)
-
-    def __exit__(self, *exc: object) -> None:
-        self._array = None
-        self._view.release()
+#: ``bytes`` or any object with the buffer protocol (``bytearray``, ``memoryview``, numpy
+#: arrays, ``array.array``...), C-contiguous.
+Buffer = Union[bytes, bytearray, memoryview, object]
 
 
 class Writer:
@@ -73,20 +38,14 @@ class Writer:
         blocks while full, up to ``timeout`` seconds (None: for ever); a latest channel
         never blocks.
 
-        Raises BufferSizeError, ChannelClosedError (the reader closed),
+        Raises BufferSizeError, TypeError (not a buffer, or not C-contiguous),
+        ChannelClosedError (the reader closed),
         ChannelTimeoutError, PeerDiedError."""
-        if type(data) is bytes:
-            self._tx.write(data, timeout)
-            return
-        with _Exported(data, self.message_size, writable=False) as address:
-            self._tx.write_address(address, self.message_size, timeout)
+        self._tx.write(data, timeout)
 
     def try_write(self, data: Buffer) -> bool:
         """Writes one message if there is room now; False when a fifo is full."""
-        if type(data) is bytes:
-            return self._tx.try_write(data)
-        with _Exported(data, self.message_size, writable=False) as address:
-            return self._tx.try_write_address(address, self.message_size)
+        return self._tx.try_write(data)
 
     def set_spin(self, spins: int) -> None:
         """Spin iterations before a blocking write sleeps on the futex (fifo)."""
@@ -138,14 +97,12 @@ class Reader:
         size: a ``bytearray``, a numpy array...), with no intermediate copy.
 
         Raises BufferSizeError for a buffer of another size, TypeError for a read-only
-        or non-contiguous one."""
-        with _Exported(buffer, self.message_size, writable=True) as address:
-            self._rx.read_into_address(address, self.message_size, timeout)
+        or non-contiguous one (or an object without the buffer protocol)."""
+        self._rx.read_into(buffer, timeout)
 
     def read_latest_into(self, buffer: Buffer) -> bool:
         """Like :meth:`read_latest`, into ``buffer``; False when there was no message."""
-        with _Exported(buffer, self.message_size, writable=True) as address:
-            return self._rx.read_latest_into_address(address, self.message_size)
+        return self._rx.read_latest_into(buffer)
 
     def published(self) -> int:
         """Messages published so far on a latest channel (wrapping at 2**31); 0 for a

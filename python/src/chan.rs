@@ -9,10 +9,10 @@
 //! gets `ChannelBusyError` instead of waiting for the GIL-less first one (which would
 //! deadlock on the GIL when the first returns).
 //!
-//! Buffers other than `bytes` arrive as an address and a length that the Python layer
-//! took from the buffer protocol (`ctypes.c_char.from_buffer`), which keeps the buffer
-//! exported, so neither moved nor freed, for the duration of the call.
+//! Buffers other than `bytes` are exported through the buffer protocol ([`Exported`])
+//! for the duration of the call, so they can neither move nor be freed meanwhile.
 
+use crate::buffer::Exported;
 use crate::errors::{chan as chan_err, raise};
 use bulkhead_chan::{Channel, Error, Kind, Receiver, Sender, Spec};
 use pyo3::prelude::*;
@@ -208,20 +208,6 @@ fn read_latest_waiting(rx: &mut Receiver, buf: &mut [u8], slice: Duration) -> Re
     }
 }
 
-/// A byte buffer at an address the Python layer took from the buffer protocol.
-///
-/// # Safety
-/// `addr` must point to `len` writable bytes that stay valid and are not otherwise
-/// accessed by Rust for the returned lifetime (the Python caller holds the buffer's
-/// export for the duration of the call).
-unsafe fn user_buffer<'a>(addr: usize, len: usize) -> &'a mut [u8] {
-    if len == 0 {
-        return &mut [];
-    }
-    // SAFETY: guaranteed by the caller (see above).
-    unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) }
-}
-
 /// The reading end, with a scratch buffer for reads that return `bytes`.
 struct Rx {
     rx: Receiver,
@@ -322,35 +308,28 @@ impl PyReceiver {
         bytes
     }
 
-    /// `read` into the buffer at `address` (see the module documentation).
-    #[pyo3(signature = (address, length, timeout=None))]
-    fn read_into_address(
+    /// `read` into `buffer` (writable, C-contiguous, of the message size) in place.
+    #[pyo3(signature = (buffer, timeout=None))]
+    fn read_into(
         &self,
         py: Python<'_>,
-        address: usize,
-        length: usize,
+        buffer: &Bound<'_, PyAny>,
         timeout: Option<f64>,
     ) -> PyResult<()> {
-        check_size(py, length, self.size)?;
+        let mut exported = Exported::new(buffer, true, "read_into")?;
+        check_size(py, exported.len(), self.size)?;
         let mut guard = lock(py, &self.inner)?;
-        // SAFETY: the Python layer passes the address and length of a writable buffer it
-        // holds exported for the duration of this call.
-        let buf = unsafe { user_buffer(address, length) };
-        guard.as_mut().expect("lock checks").read(py, buf, timeout)
+        let rx = guard.as_mut().expect("lock checks");
+        rx.read(py, exported.bytes_mut(), timeout)
     }
 
-    /// `read_latest` into the buffer at `address`; false when there was no message.
-    fn read_latest_into_address(
-        &self,
-        py: Python<'_>,
-        address: usize,
-        length: usize,
-    ) -> PyResult<bool> {
-        check_size(py, length, self.size)?;
+    /// `read_latest` into `buffer`; False when there was no message.
+    fn read_latest_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let mut exported = Exported::new(buffer, true, "read_latest_into")?;
+        check_size(py, exported.len(), self.size)?;
         let mut guard = lock(py, &self.inner)?;
-        // SAFETY: as in read_into_address.
-        let buf = unsafe { user_buffer(address, length) };
-        guard.as_mut().expect("lock checks").read_latest(py, buf)
+        let rx = guard.as_mut().expect("lock checks");
+        rx.read_latest(py, exported.bytes_mut())
     }
 
     /// Spin iterations before a blocking fifo read sleeps on the futex.
@@ -425,6 +404,12 @@ impl PySender {
             size,
         }
     }
+
+    fn write_bytes(&self, py: Python<'_>, msg: &[u8], timeout: Option<f64>) -> PyResult<()> {
+        check_size(py, msg.len(), self.size)?;
+        let mut guard = lock(py, &self.inner)?;
+        write(py, guard.as_mut().expect("lock checks"), msg, timeout)
+    }
 }
 
 #[pymethods]
@@ -434,44 +419,29 @@ impl PySender {
         self.size
     }
 
-    /// Writes `data` (exactly one message), waiting up to `timeout` seconds while a fifo
-    /// is full.
+    /// Writes `data` (`bytes` or any C-contiguous buffer of exactly one message),
+    /// waiting up to `timeout` seconds while a fifo is full.
     #[pyo3(signature = (data, timeout=None))]
-    fn write(&self, py: Python<'_>, data: &[u8], timeout: Option<f64>) -> PyResult<()> {
-        check_size(py, data.len(), self.size)?;
-        let mut guard = lock(py, &self.inner)?;
-        write(py, guard.as_mut().expect("lock checks"), data, timeout)
+    fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<()> {
+        if let Ok(bytes) = data.cast::<PyBytes>() {
+            return self.write_bytes(py, bytes.as_bytes(), timeout);
+        }
+        let exported = Exported::new(data, false, "write")?;
+        self.write_bytes(py, exported.bytes(), timeout)
     }
 
     /// Writes `data` if there is room now; False when a fifo is full.
-    fn try_write(&self, py: Python<'_>, data: &[u8]) -> PyResult<bool> {
-        check_size(py, data.len(), self.size)?;
+    fn try_write(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let exported;
+        let msg = match data.cast::<PyBytes>() {
+            Ok(bytes) => bytes.as_bytes(),
+            Err(_) => {
+                exported = Exported::new(data, false, "try_write")?;
+                exported.bytes()
+            }
+        };
+        check_size(py, msg.len(), self.size)?;
         let mut guard = lock(py, &self.inner)?;
-        try_write(py, guard.as_mut().expect("lock checks"), data)
-    }
-
-    /// `write` of the buffer at `address` (see the module documentation).
-    #[pyo3(signature = (address, length, timeout=None))]
-    fn write_address(
-        &self,
-        py: Python<'_>,
-        address: usize,
-        length: usize,
-        timeout: Option<f64>,
-    ) -> PyResult<()> {
-        check_size(py, length, self.size)?;
-        let mut guard = lock(py, &self.inner)?;
-        // SAFETY: as in PyReceiver::read_into_address; only read here.
-        let msg: &[u8] = unsafe { user_buffer(address, length) };
-        write(py, guard.as_mut().expect("lock checks"), msg, timeout)
-    }
-
-    /// `try_write` of the buffer at `address`.
-    fn try_write_address(&self, py: Python<'_>, address: usize, length: usize) -> PyResult<bool> {
-        check_size(py, length, self.size)?;
-        let mut guard = lock(py, &self.inner)?;
-        // SAFETY: as in write_address.
-        let msg: &[u8] = unsafe { user_buffer(address, length) };
         try_write(py, guard.as_mut().expect("lock checks"), msg)
     }
 

@@ -6,6 +6,7 @@
 //! exceptions, typed dataclasses) is in the pure-Python package; this module raises the
 //! exceptions of `bulkhead.errors` by name ([`errors`]).
 
+mod buffer;
 mod chan;
 mod client;
 mod errors;

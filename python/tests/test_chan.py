@@ -80,6 +80,12 @@ def test_wrong_size_buffers_raise_buffer_size_error():
         r.read_into(bytearray(17))
     with pytest.raises(TypeError, match="writable"):
         r.read_into(bytes(16))
+    with pytest.raises(TypeError, match="C-contiguous"):
+        r.read_into(np.zeros(4, dtype=np.float64)[::2])  # 16 bytes, but strided
+    with pytest.raises(TypeError):
+        w.write("sixteen chars!!!")  # text is not bytes
+    with pytest.raises(TypeError):
+        r.read_into(16)
     w.write(bytearray(16))
     assert r.read(1.0) == bytes(16)
 
