@@ -153,6 +153,19 @@ fn lock<'a, T>(py: Python<'_>, m: &'a Mutex<Option<T>>) -> PyResult<MutexGuard<'
     Ok(guard)
 }
 
+/// Drops the endpoint; `ChannelBusyError` while another thread is inside a call on it.
+fn close<T>(py: Python<'_>, m: &Mutex<Option<T>>) -> PyResult<()> {
+    match m.try_lock() {
+        Ok(mut g) => drop(g.take()),
+        Err(TryLockError::Poisoned(p)) => drop(p.into_inner().take()),
+        Err(TryLockError::WouldBlock) => {
+            let msg = "cannot close: the endpoint is in use by another thread".to_string();
+            return Err(raise(py, "ChannelBusyError", (msg, libc::EBUSY)));
+        }
+    }
+    Ok(())
+}
+
 fn check_size(py: Python<'_>, got: usize, want: usize) -> PyResult<()> {
     if got == want {
         return Ok(());
@@ -357,12 +370,10 @@ impl PyReceiver {
             .sleeps())
     }
 
-    /// Unmaps the endpoint (a fifo's writer then sees the channel closed).
+    /// Unmaps the endpoint (a fifo's writer then sees the channel closed); closing a
+    /// closed endpoint does nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        if let Ok(mut g) = lock(py, &self.inner) {
-            g.take();
-        }
-        Ok(())
+        close(py, &self.inner)
     }
 
     #[getter]
@@ -462,12 +473,10 @@ impl PySender {
             .sleeps())
     }
 
-    /// Unmaps the endpoint (the reader of a fifo then drains it and sees it closed).
+    /// Unmaps the endpoint (the reader of a fifo then drains it and sees it closed);
+    /// closing a closed endpoint does nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        if let Ok(mut g) = lock(py, &self.inner) {
-            g.take();
-        }
-        Ok(())
+        close(py, &self.inner)
     }
 
     #[getter]

@@ -102,6 +102,7 @@ def test_closed_channel_raises_channel_closed_error():
     with pytest.raises(ChannelClosedError, match="endpoint is closed"):
         w.write(b"more")
     r.close()
+    r.close()  # closing twice is fine
     with pytest.raises(ChannelClosedError):
         r.try_read()
 
@@ -185,6 +186,8 @@ def test_a_second_thread_gets_busy_not_a_deadlock():
     time.sleep(0.2)
     with pytest.raises(ChannelBusyError, match="another thread"):
         r.try_read()
+    with pytest.raises(ChannelBusyError, match="cannot close"):
+        r.close()
     w.write(b"12345678")
     t.join(5.0)
     assert got == [b"12345678"]
