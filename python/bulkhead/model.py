@@ -32,7 +32,8 @@ class Task:
     blocking_ns: int
     #: ``"continuable"`` or ``"restartable"``.
     resume: str
-    #: A service bulkhead provides itself (CAN gateway tasks, mode agents), else None.
+    #: A service bulkhead provides itself, else None: ``"can-reader:BUS"``,
+    #: ``"can-writer:BUS"`` (the CAN gateway of bus BUS) or ``"mode-agent"``.
     service: Optional[str]
 
 

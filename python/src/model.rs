@@ -5,7 +5,8 @@
 
 use crate::errors::raise;
 use bulkhead_model::{
-    units::parse_duration, Bus, Channel, Cpus, Diagnostic, Loaded, Partition, System, Window,
+    units::parse_duration, Bus, Channel, Cpus, Diagnostic, Loaded, Partition, Service, System,
+    Window,
 };
 use pyo3::prelude::*;
 use serde_json::{json, Value};
@@ -140,6 +141,15 @@ fn lower<T: std::fmt::Debug>(v: T) -> String {
     out
 }
 
+/// `can-reader:BUS`, `can-writer:BUS` or `mode-agent`.
+fn service_name(s: &Service) -> String {
+    match s {
+        Service::CanReader { bus } => format!("can-reader:{bus}"),
+        Service::CanWriter { bus } => format!("can-writer:{bus}"),
+        Service::ModeAgent => "mode-agent".into(),
+    }
+}
+
 fn partition_json(p: &Partition) -> Value {
     let tasks: Vec<Value> = p
         .tasks
@@ -149,7 +159,7 @@ fn partition_json(p: &Partition) -> Value {
                 "name": t.name, "cmd": t.cmd, "budget_ns": t.budget, "period_ns": t.period,
                 "deadline_ns": t.deadline, "priority": t.priority,
                 "release_jitter_ns": t.release_jitter, "blocking_ns": t.blocking,
-                "resume": lower(t.resume), "service": t.service.as_ref().map(|s| format!("{s:?}")),
+                "resume": lower(t.resume), "service": t.service.as_ref().map(service_name),
             })
         })
         .collect();

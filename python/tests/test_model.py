@@ -41,6 +41,18 @@ channels:
         "can2ivi", "latest", 32, "control", ("ivi",))
 
 
+def test_buses_and_their_gateway_tasks():
+    system = bulkhead.load(EXAMPLES / "can-gateway.yaml")
+    (bus,) = system.buses
+    assert (bus.name, bus.gateway, bus.interface, bus.period_ns) == ("rav4", "quest", None,
+                                                                     2_000_000)
+    assert bus.clients[0].partition == "cluster" and bus.clients[0].allow == (0x2E4,)
+    services = {t.name: t.service for t in system.partition("quest").tasks}
+    assert services == {"rav4-reader": "can-reader:rav4", "rav4-writer": "can-writer:rav4"}
+    cluster = system.partition("cluster")
+    assert (cluster.user, cluster.memory) == ("nobody", 256 * 1024 * 1024)
+
+
 def test_errors_carry_file_line_column_and_key_path(tmp_path):
     path = tmp_path / "vms.yaml"
     path.write_text(
