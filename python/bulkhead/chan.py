@@ -11,9 +11,10 @@ descriptor (``Channel.fileno()`` with ``subprocess``'s ``pass_fds``; the child c
 ``Channel.from_fd``).
 
 Reads and writes try at once while holding the GIL, then block with the GIL released
-(Ctrl-C interrupts them within 0.25 s; a peer process that dies is noticed). ``read_into`` and ``write`` take any contiguous buffer
-(``bytearray``, ``memoryview``, numpy arrays): the message is copied straight between the
-shared mapping and the caller's memory, with no intermediate copy.
+(Ctrl-C interrupts them within 0.25 s; a peer process that dies is noticed).
+``read_into`` and ``write`` take any C-contiguous buffer (``bytearray``, ``memoryview``,
+numpy arrays): the message is copied straight between the shared mapping and the
+caller's memory, with no intermediate copy.
 """
 
 from typing import Optional, Union
