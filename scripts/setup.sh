@@ -3,7 +3,8 @@
 # Debian packages (C compiler for the C API tests, pkg-config, curl, iproute2 for the
 # network-namespace tests, python3-venv for the Python test environment), a Rust
 # toolchain through rustup, and .venv: a Python virtual environment in the repository
-# with the pinned packages of python/requirements-test.txt (python-can, cantools).
+# with the pinned packages of python/requirements-test.txt (python-can, cantools, and
+# maturin, pytest, numpy, pandas) and the Python package bulkhead built from python/.
 # Safe to run again. Sourced by demo.sh and test.sh.
 set -euo pipefail
 
@@ -46,4 +47,8 @@ if ! cmp -s "$requirements" "$repo/.venv/requirements-test.txt"; then
   "$repo/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
   cp "$requirements" "$repo/.venv/requirements-test.txt"
 fi
+# The Python package bulkhead (python/), built from the Rust crates into .venv (an
+# editable install: the pure-Python modules are used from python/bulkhead).
+VIRTUAL_ENV="$repo/.venv" "$repo/.venv/bin/maturin" develop --release --quiet \
+  -m "$repo/python/Cargo.toml"
 "$repo/.venv/bin/python" --version

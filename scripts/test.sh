@@ -10,3 +10,5 @@ cargo build --release
 cargo test
 # Model checking of the channel algorithms (loom explores every interleaving).
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-chan --release --test loom
+# The Python package (python/tests; the root tests skip without root).
+.venv/bin/python -m pytest -q python/tests

@@ -348,3 +348,26 @@ fn cantools_decodes_the_replayed_rav4_log_as_bulkhead_decodes_python_cans_log_of
     let _ = std::fs::remove_file(&log);
     let _ = std::fs::remove_file(&decoded);
 }
+
+/// socketcand has no authentication: the bus serves it on loopback unless told otherwise,
+/// and refuses another address without `--socketcand-remote`, before binding anything.
+#[test]
+fn socketcand_listens_only_on_loopback_by_default() {
+    let name = unique("loopback");
+    let (_bus, port) = socketcand_bus(&name, 500_000);
+    assert!(port.parse::<u16>().is_ok_and(|p| p > 0), "{port}");
+    let out = Command::new(bin())
+        .args(["can", "bus", &unique("remote"), "--socketcand", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("not a loopback address") && stderr.contains("--socketcand-remote"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("socketcand on"),
+        "nothing may listen: {stderr}"
+    );
+}

@@ -1,0 +1,21 @@
+"""Outside ``bulkhead run``, the task and client APIs say so with NotAttachedError."""
+
+import pytest
+
+from bulkhead import client, task
+from bulkhead.errors import NotAttachedError
+
+
+def test_task_outside_bulkhead_run(monkeypatch):
+    monkeypatch.delenv("BULKHEAD_TASK", raising=False)
+    with pytest.raises(NotAttachedError, match="BULKHEAD_TASK is not set"):
+        task.Task()
+    monkeypatch.setenv("BULKHEAD_TASK", "900,901")
+    with pytest.raises(NotAttachedError, match="descriptor 900 is not open"):
+        task.Task()
+
+
+def test_client_outside_bulkhead_run(monkeypatch):
+    monkeypatch.delenv("DEMOS_PARAMETERS", raising=False)
+    with pytest.raises(NotAttachedError, match="DEMOS_PARAMETERS is not set"):
+        client.completed()

@@ -1,0 +1,122 @@
+"""Python programs under ``bulkhead run`` (root): an rt task written with bulkhead.task
+that publishes on a described channel, and a window-scheduled process written with
+bulkhead.client that reads it, observed through the schedule log and their outputs."""
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BULKHEAD = REPO / "target" / "release" / "bulkhead"
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: bulkhead run uses cgroups "
+                       "and SCHED_DEADLINE (run the suite as CI does, as root)"),
+    pytest.mark.skipif(not BULKHEAD.exists(), reason=f"{BULKHEAD} is not built "
+                       "(cargo build --release -p bulkhead-cli)"),
+]
+
+TASK = """
+import sys
+from bulkhead import chan, task
+tx = chan.Channel.open("speed").writer()
+t = task.current()
+with open(sys.argv[1], "w") as out:
+    print("params", t.params.name, t.params.budget_ns, t.params.period_ns, file=out, flush=True)
+    jobs = t.counter("jobs")
+    for act in t.periods():
+        tx.write(act.index.to_bytes(8, "little"))
+        jobs.add()
+        print("activation", act.index, act.release_ns, act.deadline_ns, act.flags, file=out,
+              flush=True)
+"""
+
+CLIENT = """
+import sys
+from bulkhead import chan, client
+with open(sys.argv[1], "w") as out:
+    assert client.initialization_pending()
+    rx = chan.Channel.open("speed").reader()
+    client.initialization_completed()
+    while True:
+        msg = rx.read_latest()
+        print("window", -1 if msg is None else int.from_bytes(msg, "little"), file=out,
+              flush=True)
+        client.completed()
+"""
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    lock = open("/run/bulkhead-rt-tests.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)  # the CPUs of the rt tests are exclusive
+    os.chmod(tmp_path, 0o1777)
+    yield tmp_path
+    lock.close()
+
+
+def test_python_rt_task_and_window_client_under_bulkhead_run(scratch):
+    (scratch / "task.py").write_text(TASK)
+    (scratch / "client.py").write_text(CLIENT)
+    task_out, client_out = scratch / "task.out", scratch / "client.out"
+    py = sys.executable
+    (scratch / "system.yaml").write_text(textwrap.dedent(f"""\
+        system: {{cpus: 0-1}}
+        partitions:
+          - name: ctl
+            kind: rt
+            cpus: 0
+            tasks:
+              - {{name: pytask, cmd: {py} {scratch}/task.py {task_out}, budget: 8ms, period: 20ms}}
+          - name: ivi
+            kind: be
+            processes:
+              - {{cmd: {py} {scratch}/client.py {client_out}, budget: 5ms, init: true}}
+        windows:
+          - {{length: 50ms, slices: [{{cpu: 1, be_partition: ivi}}]}}
+        channels:
+          - {{name: speed, kind: latest, message_size: 8, writer: ctl, readers: [ivi]}}
+        """))
+    log = scratch / "schedule.jsonl"
+    run = subprocess.run([str(BULKHEAD), "run", str(scratch / "system.yaml"), "--timeout",
+                          "3s", "--schedule-log", str(log)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+    # The rt task: parameters from the supervisor, activations one period apart, each
+    # completed into the schedule log.
+    lines = task_out.read_text().splitlines()
+    assert lines[0] == "params pytask 8000000 20000000", lines[:2]
+    acts = [list(map(int, l.split()[1:])) for l in lines[1:]]
+    assert len(acts) >= 50, f"{len(acts)} activations in 3 s of a 20 ms period\n{run.stderr}"
+    for (i, rel, dl, _), (j, rel2, _, _) in zip(acts, acts[1:]):
+        assert j > i and rel2 - rel == (j - i) * 20_000_000 and dl == rel + 20_000_000
+    done = [e for e in events if e["event"] == "job_complete" and e.get("task") == "pytask"]
+    assert len(done) >= 40, f"{len(done)} completions of pytask in the schedule log"
+
+    # The window-scheduled client: run grants in the log, one line per window it got,
+    # reading ever newer values the task published.
+    grants = [e for e in events if e["event"] == "run" and "client.py" in json.dumps(e)]
+    assert len(grants) >= 20, f"{len(grants)} run grants\n{run.stderr}"
+    seen = [int(l.split()[1]) for l in client_out.read_text().splitlines()]
+    assert len(seen) >= 20 and seen == sorted(seen) and seen[-1] > 20, seen
+    assert not _running(str(scratch)), "Python programs left running after the run"
+
+
+def _running(needle: str) -> list:
+    """Pids whose command line mentions ``needle``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and needle in (entry / "cmdline").read_bytes().decode():
+                pids.append(int(entry.name))
+        except OSError:
+            pass
+    return pids
