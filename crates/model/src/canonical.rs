@@ -125,7 +125,25 @@ fn process(q: &Process) -> String {
         0 => String::new(),
         b => format!(", budget: {}, jitter: {}", dur(b), dur(q.jitter)),
     };
-    format!("{{cmd: {}{budget}, init: {}}}", quote(&q.cmd), q.init)
+    let frequency = q
+        .frequency_khz
+        .map(|f| format!(", frequency: {}", mhz(f)))
+        .unwrap_or_default();
+    format!(
+        "{{cmd: {}{budget}, init: {}{frequency}}}",
+        quote(&q.cmd),
+        q.init
+    )
+}
+
+/// A frequency in kHz as DEmOS writes it: MHz, decimals only when needed (`345.6`).
+fn mhz(khz: u64) -> String {
+    match khz % 1000 {
+        0 => (khz / 1000).to_string(),
+        rest => format!("{}.{:03}", khz / 1000, rest)
+            .trim_end_matches('0')
+            .to_string(),
+    }
 }
 
 fn window(w: &Window) -> Vec<String> {
@@ -145,6 +163,7 @@ fn window(w: &Window) -> Vec<String> {
                 .as_ref()
                 .map(|p| format!("be_partition: {}", quote(p))),
         );
+        fields.extend(s.frequency_khz.map(|f| format!("frequency: {}", mhz(f))));
         lines.push(format!("  - {{{}}}", fields.join(", ")));
     }
     lines

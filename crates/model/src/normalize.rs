@@ -257,6 +257,7 @@ impl Normalizer {
                     budget,
                     jitter,
                     init,
+                    frequency: None,
                 });
                 Ok(vec![self.process(single, path, default_budget)?])
             }
@@ -324,6 +325,7 @@ impl Normalizer {
             budget,
             jitter,
             init: raw.init.unwrap_or(false),
+            frequency_khz: frequency(raw.frequency, &child(path, "frequency"))?,
         })
     }
 
@@ -523,6 +525,7 @@ impl Normalizer {
             cpus: cpus(&cpu, &child(path, "cpu"))?,
             sc_partition: self.slot(s.sc_partition, s.sc_processes, Slot::Sc, path, length)?,
             be_partition: self.slot(s.be_partition, s.be_processes, Slot::Be, path, length)?,
+            frequency_khz: frequency(s.frequency, &child(path, "frequency"))?,
         })
     }
 
@@ -748,4 +751,17 @@ fn channel(c: RawChannel, path: &str) -> Result<Channel> {
         writer: c.writer,
         readers: c.readers,
     })
+}
+
+/// A DEmOS `frequency` (MHz, may have decimals: `345.6`) in kHz, as CPUFreq counts.
+fn frequency(mhz: Option<f64>, path: &str) -> Result<Option<u64>> {
+    let Some(mhz) = mhz else { return Ok(None) };
+    let khz = (mhz * 1000.0).round();
+    if !mhz.is_finite() || !(1.0..=1e9).contains(&khz) {
+        return err(
+            path,
+            "must be a positive frequency in MHz (e.g. 1200 or 345.6), at most 1000000",
+        );
+    }
+    Ok(Some(khz as u64))
 }
