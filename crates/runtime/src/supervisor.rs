@@ -739,6 +739,7 @@ impl Supervisor {
                     window: *window as u32,
                 },
             ),
+            Action::BeStart { .. } => {}
             Action::SetCpus { partition, cpus } => {
                 cgroup::set_cpus(&self.run.partitions[*partition], cpus).map_err(cg_err)?
             }

@@ -230,6 +230,7 @@ impl Driver {
                 }
                 Action::InitStart { .. }
                 | Action::ScheduleStart
+                | Action::BeStart { .. }
                 | Action::SetCpus { .. }
                 | Action::Thaw { .. } => {}
             }
