@@ -283,11 +283,13 @@ impl Governor {
                 continue;
             }
             match chosen {
-                Some(other) if other != khz => return Err(format!(
+                Some(other) if other != khz => {
+                    return Err(format!(
                     "slices of window {window} ask for different frequencies on the CPUs {cpus} \
                          of cluster {}: {other} kHz and {khz} kHz",
                     self.clusters[cluster].name
-                )),
+                ))
+                }
                 _ => chosen = Some(khz),
             }
         }
