@@ -313,3 +313,95 @@ pub fn restore_stale(record_dir: &Path) -> Vec<String> {
     }
     report
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An Intel-like tree: `intel_pstate` active, one policy without a frequency list.
+    fn intel_tree(dir: &Path) {
+        let cpu = dir.join("devices/system/cpu");
+        let policy = cpu.join("cpufreq/policy0");
+        fs::create_dir_all(&policy).unwrap();
+        fs::create_dir_all(cpu.join("intel_pstate")).unwrap();
+        fs::write(cpu.join("intel_pstate/status"), "active\n").unwrap();
+        for (name, text) in [
+            ("affected_cpus", "0 1"),
+            ("cpuinfo_min_freq", "400000"),
+            ("cpuinfo_max_freq", "3000000"),
+            ("scaling_governor", "powersave"),
+            ("scaling_max_freq", "3000000"),
+            ("scaling_setspeed", "<unsupported>"),
+        ] {
+            fs::write(policy.join(name), format!("{text}\n")).unwrap();
+        }
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("bulkhead-cpufreq-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn intel_pstate_goes_passive_and_back_and_a_dead_owner_s_record_is_restored() {
+        let dir = scratch("intel");
+        intel_tree(&dir);
+        let records = dir.join("records");
+        let status = dir.join("devices/system/cpu/intel_pstate/status");
+        let governor = dir.join("devices/system/cpu/cpufreq/policy0/scaling_governor");
+        {
+            let c = Cpufreq::take(&dir, &records, "bulkhead-1-1-0").unwrap();
+            let clusters = c.clusters();
+            assert_eq!(clusters[0].available_khz, None);
+            assert_eq!(clusters[0].cpus.to_string(), "0-1");
+            assert_eq!(read(&status).unwrap(), "passive");
+            assert_eq!(read(&governor).unwrap(), "userspace");
+            c.set(0, 1_234_000).unwrap();
+            let record = fs::read_to_string(records.join("bulkhead-1-1-0")).unwrap();
+            assert!(
+                record.starts_with(&format!("owner {} ", std::process::id())),
+                "{record}"
+            );
+            // A live owner's record is left alone.
+            assert!(restore_stale(&records).is_empty());
+        }
+        assert_eq!(read(&status).unwrap(), "active");
+        assert_eq!(read(&governor).unwrap(), "powersave");
+        assert!(
+            fs::read_dir(&records).unwrap().next().is_none(),
+            "record removed"
+        );
+        // A record whose owner is gone (no pid 999999999) is restored, last change first.
+        fs::write(&governor, "userspace").unwrap();
+        fs::write(&status, "passive").unwrap();
+        fs::write(
+            records.join("x"),
+            format!(
+                "owner 999999999 1\n{}\tactive\n{}\tpowersave\n",
+                status.display(),
+                governor.display()
+            ),
+        )
+        .unwrap();
+        let report = restore_stale(&records);
+        assert_eq!(report.len(), 2, "{report:?}");
+        assert!(report[0].contains("scaling_governor"), "{report:?}");
+        assert_eq!(read(&status).unwrap(), "active");
+        assert_eq!(read(&governor).unwrap(), "powersave");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn intel_pstate_off_is_refused_naming_the_file() {
+        let dir = scratch("off");
+        intel_tree(&dir);
+        let status = dir.join("devices/system/cpu/intel_pstate/status");
+        fs::write(&status, "off\n").unwrap();
+        let e = Cpufreq::take(&dir, &dir.join("records"), "r").unwrap_err();
+        assert!(e.contains("intel_pstate/status is `off`"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
