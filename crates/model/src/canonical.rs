@@ -28,6 +28,12 @@ pub fn to_canonical_yaml(system: &System) -> String {
             writeln!(out, "  {line}").unwrap();
         }
     }
+    if let Some(power) = &system.power {
+        writeln!(out, "power:").unwrap();
+        for line in crate::power::canonical_lines(power, quote) {
+            writeln!(out, "  {line}").unwrap();
+        }
+    }
     out
 }
 
@@ -136,15 +142,7 @@ fn process(q: &Process) -> String {
     )
 }
 
-/// A frequency in kHz as DEmOS writes it: MHz, decimals only when needed (`345.6`).
-fn mhz(khz: u64) -> String {
-    match khz % 1000 {
-        0 => (khz / 1000).to_string(),
-        rest => format!("{}.{:03}", khz / 1000, rest)
-            .trim_end_matches('0')
-            .to_string(),
-    }
-}
+use crate::power::mhz;
 
 fn window(w: &Window) -> Vec<String> {
     let mut lines = vec![format!("length: {}", dur(w.length))];

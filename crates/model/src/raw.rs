@@ -22,10 +22,11 @@ pub struct RawFile {
     pub channels: Option<Vec<RawChannel>>,
     pub buses: Option<Vec<RawBus>>,
     pub modes: Option<crate::modes::RawModes>,
+    pub power: Option<crate::power::RawPower>,
 }
 
 /// Top-level sections reserved for later capabilities; using one is an error, never ignored.
-pub const RESERVED_SECTIONS: [&str; 3] = ["pipelines", "stop_start", "power"];
+pub const RESERVED_SECTIONS: [&str; 2] = ["pipelines", "stop_start"];
 
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]

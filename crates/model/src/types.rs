@@ -28,6 +28,8 @@ pub struct System {
     pub buses: Vec<Bus>,
     /// The global mode table (`modes:`); `None` for a system with one mode.
     pub modes: Option<crate::modes::Modes>,
+    /// The power model (`power:`): clusters and operating points; `None` = not given.
+    pub power: Option<crate::power::Power>,
 }
 
 /// Criticality class of a partition.

@@ -383,6 +383,7 @@ fn system() -> impl Strategy<Value = System> {
                     channels,
                     buses,
                     modes,
+                    power: None,
                 }
             },
         )
