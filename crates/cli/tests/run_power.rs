@@ -337,3 +337,46 @@ fn an_unknown_policy_is_a_usage_error_naming_the_flag() {
         "{stderr}"
     );
 }
+
+#[test]
+fn sim_reports_energy_per_cpu_in_stats_json() {
+    let dir = Scratch::new("power-sim");
+    let desc = dir.file("system.yaml");
+    std::fs::write(
+        &desc,
+        "power:\n  clusters:\n    - {cpus: 0, idle_power: 0.1, operating_points: [{frequency: 600, power: 0.2}, {frequency: 1200, power: 0.8}]}\n\
+         windows: [{length: 10, cpu: 0, sc_processes: [{cmd: sc, budget: 4}], be_processes: [{cmd: be, budget: 3}]}]\n",
+    )
+    .unwrap();
+    let stats = dir.file("stats.json");
+    let joules = |policy: &str| {
+        let out = bulkhead(&[
+            "sim",
+            desc.to_str().unwrap(),
+            "--for",
+            "20ms",
+            "--power-policy",
+            policy,
+            "--stats-json",
+            stats.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let energy = &json["energy"];
+        assert_eq!(energy["cpus"][0]["cpu"], 0);
+        assert!(energy["cpus"][0]["mean_frequency_hz"].as_f64().unwrap() > 0.0);
+        energy["total_joules"].as_f64().unwrap()
+    };
+    // 14 ms busy and 6 ms idle: 14 x 0.2 + 6 x 0.1 mJ at 600 MHz, 14 x 0.8 + 6 x 0.1 at 1200.
+    let (low, high) = (joules("low"), joules("high"));
+    assert!(
+        (low - 0.0034).abs() < 1e-9 && (high - 0.0118).abs() < 1e-9,
+        "{low} {high}"
+    );
+}
