@@ -380,3 +380,32 @@ fn sim_reports_energy_per_cpu_in_stats_json() {
         "{low} {high}"
     );
 }
+
+#[test]
+fn analyze_min_energy_prints_the_chosen_frequency_and_the_saving() {
+    let dir = Scratch::new("power-analyze");
+    let desc = dir.file("system.yaml");
+    std::fs::write(
+        &desc,
+        "system: {cpus: 0-1}\npower:\n  clusters:\n    - {cpus: 0, idle_power: 0.1, operating_points: [{frequency: 500, power: 0.5}, {frequency: 550, power: 0.6}, {frequency: 600, power: 0.7}, {frequency: 1000, power: 2}]}\n\
+         partitions:\n  - {name: ctl, kind: rt, cpus: 0, tasks: [{name: t, cmd: ./t, budget: 5ms, period: 10ms, deadline: 9.5ms}]}\n",
+    )
+    .unwrap();
+    let out = bulkhead(&["analyze", desc.to_str().unwrap(), "--min-energy", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let found = &json["min_energy"];
+    assert_eq!(found["clusters"][0]["frequency_hz"], 550_000_000u64);
+    assert!(found["saved_joules"].as_f64().unwrap() > 0.0049);
+    let out = bulkhead(&["analyze", desc.to_str().unwrap(), "--min-energy"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("cluster0 (CPUs 0): 550 MHz of 1000 MHz"),
+        "{text}"
+    );
+}
