@@ -20,6 +20,7 @@
 pub mod assign;
 pub mod bounds;
 pub mod edf;
+pub mod energy;
 pub mod generate;
 pub mod modes;
 pub mod pipeline;

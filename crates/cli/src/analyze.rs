@@ -21,6 +21,10 @@ pub struct Args {
     /// SCHED_DEADLINE bandwidth cap per CPU in percent (the kernel's sched_rt_runtime_us/sched_rt_period_us)
     #[arg(long, value_name = "PERCENT", default_value_t = 95, value_parser = clap::value_parser!(u64).range(1..=100))]
     deadline_cap: u64,
+    /// Find per CPU cluster of the power section the lowest static frequency at which
+    /// every verdict passes, and the energy per hyperperiod saved (docs/power.md)
+    #[arg(long)]
+    min_energy: bool,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -32,16 +36,66 @@ pub fn run(args: Args) -> ExitCode {
         deadline_cap: (args.deadline_cap * 10_000, 1_000_000),
     };
     let report = analyze_system_with(&loaded.system, &options);
+    let energy = match args.min_energy {
+        true => match bulkhead_analysis::energy::min_energy(&loaded.system, &options) {
+            Ok(found) => Some(found),
+            Err(e) => {
+                eprintln!("error: {}: {e}", args.file.display());
+                return ExitCode::from(crate::common::INVALID);
+            }
+        },
+        false => None,
+    };
     if args.json {
-        println!("{}", report.to_json());
+        let mut json: serde_json::Value =
+            serde_json::from_str(&report.to_json()).expect("the report is JSON");
+        if let Some(found) = &energy {
+            json["min_energy"] = serde_json::to_value(found).expect("serializes");
+        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json).expect("serializes")
+        );
     } else {
         print!("{}", render_text(&report, &args.file.display().to_string()));
+        if let Some(found) = &energy {
+            print!("{}", min_energy_text(found));
+        }
     }
-    if report.schedulable {
+    let all_found = energy
+        .as_ref()
+        .is_none_or(|f| f.clusters.iter().all(|c| c.frequency_hz.is_some()));
+    if report.schedulable && all_found {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(crate::common::INVALID)
     }
+}
+
+fn min_energy_text(found: &bulkhead_analysis::energy::MinEnergy) -> String {
+    let mut text = String::from("lowest static frequencies:\n");
+    for c in &found.clusters {
+        let mhz = |hz: u64| hz as f64 / 1e6;
+        text += &match c.frequency_hz {
+            Some(hz) => format!(
+                "  {} (CPUs {}): {} MHz of {} MHz\n",
+                c.cluster,
+                c.cpus,
+                mhz(hz),
+                mhz(c.max_frequency_hz)
+            ),
+            None => format!(
+                "  {} (CPUs {}): none passes, not even {} MHz\n",
+                c.cluster,
+                c.cpus,
+                mhz(c.max_frequency_hz)
+            ),
+        };
+    }
+    text + &format!(
+        "energy per hyperperiod ({} ns): {:.6} J, {:.6} J at the top frequencies, {:.6} J saved\n",
+        found.hyperperiod_ns, found.joules, found.joules_at_max, found.saved_joules
+    )
 }
 
 #[cfg(test)]

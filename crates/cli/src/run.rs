@@ -38,6 +38,14 @@ pub struct Args {
     /// off their CPUs (restored at the end; see docs/rt.md)
     #[arg(long)]
     isolate_housekeeping: bool,
+    /// Power policy (DEmOS's -p names): none, high, low, minbe, per_process, per_slice,
+    /// fixed:I,I,..., alternating:I,J,...; see docs/power.md
+    #[arg(long, short = 'p', value_name = "NAME", value_parser = bulkhead_power::Policy::parse)]
+    power_policy: Option<bulkhead_power::Policy>,
+    /// The directory standing for /sys when the power policy controls CPUFreq
+    /// (a tree imitating devices/system/cpu/cpufreq on machines without it)
+    #[arg(long, value_name = "DIR", default_value = "/sys")]
+    cpufreq_root: PathBuf,
 }
 
 /// SCHED_FIFO priority of the supervisor (below the kernel's threaded IRQs at 50).
@@ -83,6 +91,12 @@ pub fn run(args: Args) -> ExitCode {
         realtime_priority: Some(REALTIME_PRIORITY),
         isolate_housekeeping: args.isolate_housekeeping,
         messages: None,
+        power: args
+            .power_policy
+            .map(|policy| bulkhead_runtime::PowerOptions {
+                policy,
+                cpufreq_root: args.cpufreq_root,
+            }),
     };
     match bulkhead_runtime::run(&loaded.system, &options) {
         Ok(outcome) => {

@@ -63,6 +63,10 @@ pub struct Args {
     /// CPUs that `cpu: all` means when the description has no system.cpus
     #[arg(long, value_name = "CPULIST", default_value = "0-1", value_parser = CpuSet::parse)]
     all_cpus: CpuSet,
+    /// Power policy of the window schedule (as `run --power-policy`); energy needs the
+    /// description's power section (see docs/power.md)
+    #[arg(long, short = 'p', value_name = "NAME", value_parser = bulkhead_power::Policy::parse)]
+    power_policy: Option<bulkhead_power::Policy>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -166,7 +170,10 @@ pub fn run(args: Args) -> ExitCode {
     match simulate(&args) {
         Ok(report) => {
             print!("{}", summary(&report));
-            ExitCode::SUCCESS
+            match report.energy.as_ref().and_then(|e| e.policy_error.as_ref()) {
+                Some(e) => fail(format!("{}: power policy: {e}", args.file.display())),
+                None => ExitCode::SUCCESS,
+            }
         }
         Err(code) => code,
     }
@@ -193,6 +200,7 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         behaviours: args.process.clone(),
         all_cpus: args.all_cpus.clone(),
         task_servers: args.task_server.clone(),
+        power_policy: args.power_policy.clone(),
     };
     for warning in bulkhead_sim::link_warnings(&loaded.system, &options) {
         eprintln!("warning: {warning}");
@@ -306,6 +314,9 @@ fn summary(report: &Report) -> String {
             "windows: {} major frames, {} run grants\n",
             w.frames, w.grants
         );
+    }
+    if let Some(e) = &report.energy {
+        text += &format!("energy: {:.6} J\n", e.total_joules);
     }
     for s in &report.switches {
         let at = format_duration(s.requested_ns);

@@ -28,6 +28,12 @@ pub fn to_canonical_yaml(system: &System) -> String {
             writeln!(out, "  {line}").unwrap();
         }
     }
+    if let Some(power) = &system.power {
+        writeln!(out, "power:").unwrap();
+        for line in crate::power::canonical_lines(power, quote) {
+            writeln!(out, "  {line}").unwrap();
+        }
+    }
     out
 }
 
@@ -125,8 +131,18 @@ fn process(q: &Process) -> String {
         0 => String::new(),
         b => format!(", budget: {}, jitter: {}", dur(b), dur(q.jitter)),
     };
-    format!("{{cmd: {}{budget}, init: {}}}", quote(&q.cmd), q.init)
+    let frequency = q
+        .frequency_khz
+        .map(|f| format!(", frequency: {}", mhz(f)))
+        .unwrap_or_default();
+    format!(
+        "{{cmd: {}{budget}, init: {}{frequency}}}",
+        quote(&q.cmd),
+        q.init
+    )
 }
+
+use crate::power::mhz;
 
 fn window(w: &Window) -> Vec<String> {
     let mut lines = vec![format!("length: {}", dur(w.length))];
@@ -145,6 +161,7 @@ fn window(w: &Window) -> Vec<String> {
                 .as_ref()
                 .map(|p| format!("be_partition: {}", quote(p))),
         );
+        fields.extend(s.frequency_khz.map(|f| format!("frequency: {}", mhz(f))));
         lines.push(format!("  - {{{}}}", fields.join(", ")));
     }
     lines

@@ -11,6 +11,7 @@ pub mod cpuset;
 mod de;
 pub mod modes;
 mod normalize;
+pub mod power;
 mod raw;
 pub mod types;
 pub mod units;

@@ -69,6 +69,7 @@ pub fn normalize(raw: RawFile) -> Result<Normalized> {
     n.out.system.set_cwd = raw.set_cwd.unwrap_or(true);
     n.out.system.cpus = opt_cpuset(raw.system.and_then(|s| s.cpus), "system.cpus")?;
     n.out.system.supervisor_cpus = opt_cpuset(raw.demos_cpu, "demos_cpu")?;
+    n.out.system.power = crate::power::normalize(raw.power)?;
     for (i, spec) in raw.partitions.unwrap_or_default().into_iter().enumerate() {
         n.top_level_partition(spec, &format!("partitions[{i}]"))?;
     }
@@ -224,6 +225,41 @@ impl Normalizer {
         })
     }
 
+    /// A `frequency` key; with a `power:` section it must be an operating point of every
+    /// cluster a slice's CPUs meet (`Some(None)`: `cpu: all`), or of some cluster for a
+    /// process (`None`), whose slices come later.
+    fn frequency(
+        &self,
+        mhz: Option<f64>,
+        cpus: Option<Option<&CpuSet>>,
+        path: &str,
+    ) -> Result<Option<u64>> {
+        let khz = frequency(mhz, path)?;
+        let (Some(khz), Some(power)) = (khz, &self.out.system.power) else {
+            return Ok(khz);
+        };
+        let missing = match cpus {
+            Some(set) => power.clusters_of(set).find(|c| !c.offers(khz)),
+            None if power.clusters.iter().any(|c| c.offers(khz)) => None,
+            None => power.clusters.first(),
+        };
+        match missing {
+            Some(c) => {
+                let list: Vec<String> = c.points.iter().map(|p| crate::power::mhz(p.khz)).collect();
+                err(
+                    path,
+                    format!(
+                        "{} MHz is not an operating point of cluster `{}` ({} MHz)",
+                        crate::power::mhz(khz),
+                        c.name,
+                        list.join(", ")
+                    ),
+                )
+            }
+            None => Ok(Some(khz)),
+        }
+    }
+
     fn anonymous_name(&mut self) -> String {
         let name = format!("anonymous_{}", self.anonymous);
         self.anonymous += 1;
@@ -257,6 +293,7 @@ impl Normalizer {
                     budget,
                     jitter,
                     init,
+                    frequency: None,
                 });
                 Ok(vec![self.process(single, path, default_budget)?])
             }
@@ -324,6 +361,7 @@ impl Normalizer {
             budget,
             jitter,
             init: raw.init.unwrap_or(false),
+            frequency_khz: self.frequency(raw.frequency, None, &child(path, "frequency"))?,
         })
     }
 
@@ -519,10 +557,17 @@ impl Normalizer {
                 "missing `cpu` (the CPUs of this slice, e.g. 0, 0-2 or all)",
             );
         };
+        let cpus = cpus(&cpu, &child(path, "cpu"))?;
+        let set = match &cpus {
+            Cpus::Set(set) => Some(set),
+            Cpus::All => None,
+        };
+        let frequency_khz = self.frequency(s.frequency, Some(set), &child(path, "frequency"))?;
         Ok(Slice {
-            cpus: cpus(&cpu, &child(path, "cpu"))?,
+            cpus,
             sc_partition: self.slot(s.sc_partition, s.sc_processes, Slot::Sc, path, length)?,
             be_partition: self.slot(s.be_partition, s.be_processes, Slot::Be, path, length)?,
+            frequency_khz,
         })
     }
 
@@ -748,4 +793,17 @@ fn channel(c: RawChannel, path: &str) -> Result<Channel> {
         writer: c.writer,
         readers: c.readers,
     })
+}
+
+/// A DEmOS `frequency` (MHz, may have decimals: `345.6`) in kHz, as CPUFreq counts.
+fn frequency(mhz: Option<f64>, path: &str) -> Result<Option<u64>> {
+    let Some(mhz) = mhz else { return Ok(None) };
+    let khz = (mhz * 1000.0).round();
+    if !mhz.is_finite() || !(1.0..=1e9).contains(&khz) {
+        return err(
+            path,
+            "must be a positive frequency in MHz (e.g. 1200 or 345.6), at most 1000000",
+        );
+    }
+    Ok(Some(khz as u64))
 }

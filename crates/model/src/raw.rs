@@ -22,10 +22,11 @@ pub struct RawFile {
     pub channels: Option<Vec<RawChannel>>,
     pub buses: Option<Vec<RawBus>>,
     pub modes: Option<crate::modes::RawModes>,
+    pub power: Option<crate::power::RawPower>,
 }
 
 /// Top-level sections reserved for later capabilities; using one is an error, never ignored.
-pub const RESERVED_SECTIONS: [&str; 3] = ["pipelines", "stop_start", "power"];
+pub const RESERVED_SECTIONS: [&str; 2] = ["pipelines", "stop_start"];
 
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
@@ -79,6 +80,8 @@ pub struct RawProcess {
     pub budget: Option<String>,
     pub jitter: Option<String>,
     pub init: Option<bool>,
+    /// DEmOS: the CPU frequency in MHz this process asks for (`per_process` power policy).
+    pub frequency: Option<f64>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -116,6 +119,8 @@ pub struct RawWindow {
 #[serde(deny_unknown_fields)]
 pub struct RawSlice {
     pub cpu: Option<String>,
+    /// DEmOS: the CPU frequency in MHz this slice asks for (`per_slice` power policy).
+    pub frequency: Option<f64>,
     pub sc_partition: Option<PartitionSpec>,
     pub be_partition: Option<PartitionSpec>,
     pub sc_processes: Option<Vec<ProcessSpec>>,
@@ -136,6 +141,7 @@ impl RawWindow {
     pub fn take_inline_slice(&mut self) -> RawSlice {
         RawSlice {
             cpu: self.cpu.take(),
+            frequency: None,
             sc_partition: self.sc_partition.take(),
             be_partition: self.be_partition.take(),
             sc_processes: self.sc_processes.take(),

@@ -28,6 +28,8 @@ pub struct System {
     pub buses: Vec<Bus>,
     /// The global mode table (`modes:`); `None` for a system with one mode.
     pub modes: Option<crate::modes::Modes>,
+    /// The power model (`power:`): clusters and operating points; `None` = not given.
+    pub power: Option<crate::power::Power>,
 }
 
 /// Criticality class of a partition.
@@ -207,6 +209,9 @@ pub struct Process {
     pub jitter: Nanos,
     /// Initializes before the schedule starts, until it signals completion.
     pub init: bool,
+    /// The CPU frequency it asks for while it runs, in kHz (DEmOS `frequency`, given in
+    /// MHz; honoured by the `per_process` power policy, see docs/power.md).
+    pub frequency_khz: Option<u64>,
 }
 
 /// One window of the static schedule.
@@ -225,6 +230,9 @@ pub struct Slice {
     pub sc_partition: Option<String>,
     /// Name of the best-effort partition run after all SC partitions of the window finish.
     pub be_partition: Option<String>,
+    /// The CPU frequency its CPUs run at during its window, in kHz (DEmOS `frequency`,
+    /// given in MHz; honoured by the `per_slice` power policy, see docs/power.md).
+    pub frequency_khz: Option<u64>,
 }
 
 /// Buffering semantics of a channel (Boomerang II-B, DriveOS 5).

@@ -216,3 +216,42 @@ fn rejects_non_lists_where_lists_are_required() {
         "windows[0].slices"
     );
 }
+
+/// DEmOS `test_config/per_process_power_policy2.yaml` and `per_slice_power_policy.yaml`:
+/// `frequency` in MHz on processes and slices (DEmOS `config.cpp`, `1000 * 1000 * f` Hz).
+#[test]
+fn frequency_keys_of_processes_and_slices_in_khz() {
+    let s = load("partitions:\n  - name: SC1\n    processes:\n      - cmd: echo proc0\n        budget: 500\n        frequency: 1200\n  - name: BE\n    processes:\n      - {cmd: echo proc1, budget: 1000, frequency: 345.6}\n      - {cmd: echo proc2, budget: 1000}\nwindows:\n  - length: 1500\n    slices:\n      - {cpu: 0, sc_partition: SC1, frequency: 1200}\n      - {cpu: 4, be_partition: BE, frequency: 600}\n  - length: 1500\n    slices:\n      - {cpu: 0, frequency: 896}\n");
+    let khz = |p: usize, q: usize| s.partitions[p].processes[q].frequency_khz;
+    assert_eq!(
+        (khz(0, 0), khz(1, 0), khz(1, 1)),
+        (Some(1_200_000), Some(345_600), None)
+    );
+    let slices: Vec<_> = s
+        .windows
+        .iter()
+        .flat_map(|w| &w.slices)
+        .map(|s| s.frequency_khz)
+        .collect();
+    assert_eq!(slices, [Some(1_200_000), Some(600_000), Some(896_000)]);
+    let canonical = bulkhead_model::to_canonical_yaml(&s);
+    assert!(canonical.contains("frequency: 345.6"), "{canonical}");
+    assert_eq!(load(&canonical), s);
+}
+
+#[test]
+fn bad_frequencies_are_rejected_with_their_key() {
+    for bad in ["0", "-600", ".nan", "x"] {
+        let e = fails(&format!(
+            "windows: [{{length: 50, slices: [{{cpu: 0, frequency: {bad}, sc_processes: [{{cmd: a, budget: 10}}]}}]}}]"
+        ));
+        assert!(e.to_string().contains("frequency"), "{bad}: {e}");
+    }
+    let e =
+        fails("windows: [{length: 50, sc_processes: [{cmd: a, budget: 10, frequency: 0.0001}]}]");
+    assert!(
+        e.to_string()
+            .contains("windows[0].sc_processes[0].frequency"),
+        "{e}"
+    );
+}

@@ -23,12 +23,20 @@ fn cpuset(max: u32) -> impl Strategy<Value = CpuSet> {
 }
 
 fn process() -> impl Strategy<Value = Process> {
-    (text(), duration(), any::<bool>(), 0u64..=2).prop_map(|(cmd, budget, init, j)| Process {
-        cmd,
-        budget,
-        jitter: budget * j / 2,
-        init,
-    })
+    (
+        text(),
+        duration(),
+        any::<bool>(),
+        0u64..=2,
+        proptest::option::of(1u64..3_000_000),
+    )
+        .prop_map(|(cmd, budget, init, j, frequency_khz)| Process {
+            cmd,
+            budget,
+            jitter: budget * j / 2,
+            init,
+            frequency_khz,
+        })
 }
 
 fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
@@ -298,6 +306,7 @@ fn window(names: Vec<String>) -> impl Strategy<Value = Window> {
                 },
                 sc_partition: pair.first().cloned(),
                 be_partition: pair.get(1).cloned(),
+                frequency_khz: None,
             })
             .collect();
         Window { length, slices }
@@ -374,6 +383,7 @@ fn system() -> impl Strategy<Value = System> {
                     channels,
                     buses,
                     modes,
+                    power: None,
                 }
             },
         )

@@ -12,17 +12,20 @@
 
 pub mod cgroup;
 pub mod command;
+pub mod cpufreq;
 mod free;
 mod isolation;
 pub mod leftovers;
 mod limits;
 mod links;
+mod power;
 mod rt;
 mod signals;
 pub mod spawn;
 mod supervisor;
 
 pub use cgroup::Hierarchy;
+pub use power::PowerOptions;
 pub use supervisor::Outcome;
 
 use bulkhead_model::System;
@@ -59,6 +62,9 @@ pub struct RunOptions {
     /// While rt partitions run, move IRQs, unbound workqueues and unbound kernel threads
     /// off their CPUs (`bulkhead_reserve::housekeeping`; restored at the end).
     pub isolate_housekeeping: bool,
+    /// The power policy and the CPUFreq tree it controls (`--power-policy`,
+    /// `--cpufreq-root`); `None` leaves CPUFreq alone.
+    pub power: Option<PowerOptions>,
 }
 
 /// A shared buffer receiving the window/frame message lines (for embedding and tests).

@@ -194,6 +194,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     }
     warnings.extend(failed);
     warnings.extend(rt::clean_leftovers());
+    warnings.extend(crate::power::clean_leftovers());
     let exe = std::env::current_exe()
         .map_err(|e| RunError::Io(format!("the path of this program: {e}")))?;
     let links = Links::create(system, &exe)?;
@@ -245,11 +246,16 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
             schedule.processes.len() + 64
         )));
     }
+    let power = match &options.power {
+        Some(p) => crate::power::Power::start(p, &schedule, &mut warnings)?,
+        None => None,
+    };
     spawn_all(&mut run, system, &schedule, keep_open)?;
     let _realtime = options
         .realtime_priority
         .map(|p| Realtime::enter(p, &mut warnings));
     let mut sup = Supervisor::new(schedule, options, run)?;
+    sup.power = power;
     let fds_held = count_fds().saturating_sub(fds_before);
     let reason = sup.run_loop(launch)?;
     let rt_tasks = rt
@@ -439,6 +445,8 @@ struct Supervisor {
     options: RunOptions,
     log: Option<BufWriter<File>>,
     trace: Option<Vec<TraceEvent>>,
+    /// The power policy in force (restores CPUFreq on drop).
+    power: Option<crate::power::Power>,
     /// Per process: the grant it runs under (for trace stop events).
     granted: Vec<Option<Grant>>,
     lingering: Vec<usize>,
@@ -512,6 +520,7 @@ impl Supervisor {
             options: options.clone(),
             log,
             trace: options.trace.as_ref().map(|_| Vec::new()),
+            power: None,
             granted: vec![None; n],
             lingering: Vec::new(),
             actions: Vec::new(),
@@ -747,6 +756,7 @@ impl Supervisor {
                     window: *window as u32,
                 },
             ),
+            Action::BeStart { .. } => {}
             Action::SetCpus { partition, cpus } => {
                 cgroup::set_cpus(&self.run.partitions[*partition], cpus).map_err(cg_err)?
             }
@@ -785,6 +795,24 @@ impl Supervisor {
                     self.end_grant(p, why);
                 }
                 self.stop_reason = Some(*reason);
+            }
+        }
+        self.power_action(action)
+    }
+
+    /// The power policy's frequency changes for `action` (after it was carried out, as
+    /// DEmOS calls its policy after starting the partitions), logged and traced.
+    fn power_action(&mut self, action: &Action) -> Result<(), RunError> {
+        let Some(power) = &mut self.power else {
+            return Ok(());
+        };
+        for event in power.on_action(self.machine.schedule(), action)? {
+            if let Some(log) = &mut self.log {
+                log.write_all(bulkhead_trace::schedule_log::line(&event).as_bytes())
+                    .map_err(|e| RunError::Io(format!("schedule log: {e}")))?;
+            }
+            if let Some(trace) = &mut self.trace {
+                trace.push(event);
             }
         }
         Ok(())

@@ -21,6 +21,8 @@ pub struct BuildOptions {
     pub all_cpus: CpuSet,
     /// Per-task servers overriding `server`: `(task or partition/task, choice)`.
     pub task_servers: Vec<(String, ServerChoice)>,
+    /// The power policy of a window schedule (`--power-policy`); `None`: `none`.
+    pub power_policy: Option<bulkhead_power::Policy>,
 }
 
 /// The server of one task (`--task-server TASK=KIND`).
@@ -82,6 +84,7 @@ impl Default for BuildOptions {
             behaviours: Vec::new(),
             all_cpus: CpuSet::from_cpus([0, 1]).expect("two CPUs"),
             task_servers: Vec::new(),
+            power_policy: None,
         }
     }
 }
@@ -270,9 +273,24 @@ fn windows(system: &System, options: &BuildOptions) -> Result<Option<WindowsSpec
                 .map_or(Behaviour::Busy, |&(_, b)| b)
         })
         .collect();
+    let policy = options.power_policy.clone();
+    let power = match (&system.power, policy) {
+        (Some(model), policy) => Some(crate::energy::PowerSpec {
+            policy: policy.unwrap_or(bulkhead_power::Policy::None),
+            clusters: model.clusters.clone(),
+        }),
+        (None, None | Some(bulkhead_power::Policy::None)) => None,
+        (None, Some(_)) => {
+            return Err(
+                "a power policy needs the description's `power:` section (the clusters' operating points) to simulate"
+                    .into(),
+            )
+        }
+    };
     Ok(Some(WindowsSpec {
         schedule,
         behaviours,
+        power,
     }))
 }
 

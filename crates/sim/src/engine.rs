@@ -236,6 +236,9 @@ impl<'a> Sim<'a> {
     /// Prepares a simulation of `spec`; `tracing` says whether to record events.
     pub fn new(spec: &'a Spec, opts: Options, tracing: bool) -> Result<Sim<'a>, String> {
         spec.validate()?;
+        if let Some(windows) = &spec.windows {
+            windows.check()?;
+        }
         let modes = modes::ModeState::new(spec, &opts.mode_switches)?;
         let mut sim = Sim {
             spec,
@@ -963,6 +966,7 @@ impl<'a> Sim<'a> {
             channels: self.channels.channel_stats(),
             windows: self.windows.as_ref().map(Driver::stats),
             switches: self.switch_stats(),
+            energy: self.windows.as_ref().and_then(Driver::energy),
         }
     }
 }

@@ -15,6 +15,7 @@
 
 mod build;
 mod channels;
+mod energy;
 mod engine;
 pub mod modes;
 mod pools;
@@ -29,6 +30,7 @@ pub use build::{
     Link, ServerChoice,
 };
 pub use channels::{ChainStats, ChannelStats};
+pub use energy::{CpuEnergy, EnergyStats, PowerSpec};
 pub use engine::{Options, Sim, Suspension, MAX_BACKLOG};
 pub use modes::{ModeSwitch, ModesSpec};
 pub use report::{Report, SwitchStats, TaskStats, WindowStats};
@@ -70,5 +72,6 @@ pub fn in_schedule_log(kind: &bulkhead_trace::EventKind) -> bool {
             | K::AgentRequest { .. }
             | K::AgentAck { .. }
             | K::ModeDone { .. }
+            | K::CpuFrequency { .. }
     )
 }

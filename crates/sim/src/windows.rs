@@ -2,6 +2,7 @@
 //! (the one `bulkhead run` drives, so both write the same schedule log) driven in
 //! simulated time, with a model of what each process does when it runs.
 
+use crate::energy::{self, EnergyStats, Power, PowerSpec};
 use crate::report::WindowStats;
 use crate::spec::Nanos;
 use bulkhead_trace::{CpuSet, EventKind, Name, StopReason};
@@ -45,6 +46,18 @@ pub struct WindowsSpec {
     pub schedule: Schedule,
     /// Per process of `schedule.processes`.
     pub behaviours: Vec<Behaviour>,
+    /// The power policy and model (the description's `power:` section), if any.
+    pub power: Option<PowerSpec>,
+}
+
+impl WindowsSpec {
+    /// Whether the power policy accepts the schedule and the power model.
+    pub fn check(&self) -> Result<(), String> {
+        match &self.power {
+            Some(p) => Power::new(p, &self.schedule).map(|_| ()),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Runs the state machine: feeds it timer, completion and exit events at simulated
@@ -59,8 +72,12 @@ pub(crate) struct Driver {
     granted_at: Vec<Option<Nanos>>,
     /// Per process: the CPUs of its current (or last) grant.
     cpus: Vec<Option<CpuSet>>,
-    /// Per process: run time so far, accounted up to `accounted`.
+    /// Per process: work done so far (run time at the top frequency), accounted up to
+    /// `accounted`.
     used: Vec<Nanos>,
+    /// Per process: work done in its current grant.
+    grant_work: Vec<Nanos>,
+    power: Option<Power>,
     accounted: Nanos,
     stats: WindowStats,
 }
@@ -92,6 +109,11 @@ impl Driver {
             granted_at: vec![None; n],
             cpus: vec![None; n],
             used: vec![0; n],
+            grant_work: vec![0; n],
+            power: spec
+                .power
+                .as_ref()
+                .map(|p| Power::new(p, schedule).expect("checked by WindowsSpec::check")),
             accounted: 0,
             stats: WindowStats::default(),
         }
@@ -132,16 +154,17 @@ impl Driver {
         (0..self.behaviours.len())
             .filter_map(|p| {
                 let since = self.granted_at[p]?;
+                let from = self.accounted.max(since);
+                let speed = self.speed(p);
                 match self.behaviours[p] {
-                    Behaviour::YieldAfter(d) => Some((
-                        since + d,
-                        Event::Completed {
-                            process: p,
-                            t: since + d,
-                        },
-                    )),
+                    Behaviour::YieldAfter(d) => {
+                        let left = d.saturating_sub(self.grant_work[p]);
+                        let t = from + energy::time_for(left, speed);
+                        Some((t, Event::Completed { process: p, t }))
+                    }
                     Behaviour::ExitAfter(d) => {
-                        let t = self.accounted.max(since) + d.saturating_sub(self.used[p]);
+                        let left = d.saturating_sub(self.used[p]);
+                        let t = from + energy::time_for(left, speed);
                         Some((t, Event::Exited { process: p, t }))
                     }
                     _ => None,
@@ -169,12 +192,32 @@ impl Driver {
     }
 
     fn account(&mut self, t: Nanos) {
+        let mut busy = Vec::new();
         for p in 0..self.used.len() {
             if let Some(since) = self.granted_at[p] {
-                self.used[p] += t - self.accounted.max(since);
+                let done = energy::work(t - self.accounted.max(since), self.speed(p));
+                self.used[p] += done;
+                self.grant_work[p] += done;
+                busy.extend(self.cpus[p].iter().flat_map(|c| c.iter()));
             }
         }
+        if let Some(power) = &mut self.power {
+            power.account(t - self.accounted, &busy);
+        }
         self.accounted = t;
+    }
+
+    /// How fast process `p`'s work progresses on its CPUs (1 without a power model).
+    fn speed(&self, p: ProcessId) -> (u64, u64) {
+        match (&self.power, &self.cpus[p]) {
+            (Some(power), Some(cpus)) => power.speed(cpus),
+            _ => (1, 1),
+        }
+    }
+
+    /// Energy per CPU so far (with a power model).
+    pub fn energy(&self) -> Option<EnergyStats> {
+        self.power.as_ref().map(|p| p.stats(self.accounted))
     }
 
     /// Trace events for the actions the machine took; `cause` says why a process
@@ -206,6 +249,7 @@ impl Driver {
                 Action::Grant(g) => {
                     self.stats.grants += 1;
                     self.granted_at[g.process] = Some(g.t);
+                    self.grant_work[g.process] = 0;
                     self.cpus[g.process] = Some(g.cpus.clone());
                     // The very function `bulkhead run` uses: identical `run` lines.
                     let event = bulkhead_windows::run_event(self.machine.schedule(), g);
@@ -230,8 +274,12 @@ impl Driver {
                 }
                 Action::InitStart { .. }
                 | Action::ScheduleStart
+                | Action::BeStart { .. }
                 | Action::SetCpus { .. }
                 | Action::Thaw { .. } => {}
+            }
+            if let Some(power) = &mut self.power {
+                out.extend(power.on_action(self.machine.schedule(), action));
             }
         }
         // A process that exited while running is not frozen: its grant ends now.

@@ -78,6 +78,10 @@ pub enum Action {
     FrameStart { t: Nanos },
     /// Window `window` starts at `t`: print the window message.
     WindowStart { t: Nanos, window: usize },
+    /// Every slice of window `window` finished its safety-critical partition at `t`, and
+    /// the best-effort partitions were started (their grants precede this action, as
+    /// DEmOS calls its power policy's `on_be_start` after starting them, thesis 4.8).
+    BeStart { t: Nanos, window: usize },
     /// Window `window` ends at `t` (its running processes were frozen just before).
     WindowEnd { t: Nanos, window: usize },
     /// Restrict the partition's cgroup to `cpus` (emitted only on change).
@@ -530,6 +534,10 @@ impl Machine {
                 self.start_next(slice, out);
             }
         }
+        out.push(Action::BeStart {
+            t: self.now,
+            window: self.window,
+        });
     }
 
     fn slice_running(&self, process: ProcessId) -> Option<usize> {

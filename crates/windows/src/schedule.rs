@@ -47,6 +47,8 @@ pub struct ProcessSpec {
     pub budget: Nanos,
     pub jitter: Nanos,
     pub init: bool,
+    /// The CPU frequency it asks for, in kHz (DEmOS `frequency`; `per_process` policy).
+    pub frequency_khz: Option<u64>,
 }
 
 /// One window of the major frame.
@@ -62,6 +64,8 @@ pub struct SliceSpec {
     pub cpus: CpuSet,
     pub sc: Option<PartitionId>,
     pub be: Option<PartitionId>,
+    /// The CPU frequency it asks for, in kHz (DEmOS `frequency`; `per_slice` policy).
+    pub frequency_khz: Option<u64>,
 }
 
 /// Why a system has no runnable window schedule.
@@ -138,6 +142,7 @@ impl Schedule {
                     budget: p.budget,
                     jitter: p.jitter,
                     init: p.init,
+                    frequency_khz: p.frequency_khz,
                 });
             }
             schedule.partitions.push(PartitionSpec {
@@ -161,6 +166,7 @@ impl Schedule {
                     cpus: resolve(&s.cpus),
                     sc: id_of(&s.sc_partition),
                     be: id_of(&s.be_partition),
+                    frequency_khz: s.frequency_khz,
                 })
                 .collect();
             schedule.windows.push(WindowSpec {
