@@ -246,6 +246,18 @@ const ARPHRD_CAN: u32 = 280;
 /// there (checking on another machine) is not judged, and `run` reports it missing.
 fn check_interface(b: &Bus, path: &str) -> Result<()> {
     let key = format!("{path}.interface");
+    if let Some(iface) = &b.interface {
+        if !is_interface_name(iface) {
+            return err(
+                key,
+                format!(
+                    "`{}` cannot be a network interface name: 1 to 15 bytes, no `/` or `:`, no \
+                     whitespace, not `.` or `..`",
+                    iface.escape_debug()
+                ),
+            );
+        }
+    }
     match (&b.interface, b.allow_non_can) {
         (None, true) => err(
             format!("{path}.allow_non_can"),
@@ -270,17 +282,21 @@ fn check_interface(b: &Bus, path: &str) -> Result<()> {
 /// The link type of network interface `iface` of this machine, if it has one by that
 /// name (a name that could not be an interface name is not looked up).
 fn link_type(iface: &str) -> Option<u32> {
-    let plain = !iface.is_empty()
-        && iface.len() <= 15
-        && iface != "."
-        && iface != ".."
-        && !iface.contains(['/', '\0'])
-        && !iface.chars().any(char::is_whitespace);
-    if !plain {
+    if !is_interface_name(iface) {
         return None;
     }
     let text = std::fs::read_to_string(format!("/sys/class/net/{iface}/type")).ok()?;
     text.trim().parse().ok()
+}
+
+/// What Linux accepts as an interface name (`dev_valid_name`: at most IFNAMSIZ - 1 bytes).
+fn is_interface_name(iface: &str) -> bool {
+    !iface.is_empty()
+        && iface.len() <= 15
+        && iface != "."
+        && iface != ".."
+        && !iface.contains(['/', ':', '\0'])
+        && !iface.chars().any(char::is_whitespace)
 }
 
 fn link_name(kind: u32) -> &'static str {
