@@ -140,7 +140,10 @@ pub fn load_str(src: &str, file_name: &str) -> Result<Loaded, LoadError> {
     check_document(&root).map_err(|(mark, path, msg)| at(mark, path, msg))?;
     let raw: raw::RawFile =
         de::from_node(&root, "").map_err(|e| at(e.mark.unwrap_or(root.mark), e.path, e.message))?;
-    let locate = |e: normalize::PathError| at(locate(&root, &e.path), e.path, e.message);
+    let locate = |e: normalize::PathError| {
+        let message = other_positions(&root, &e.message);
+        at(locate(&root, &e.path), e.path, message)
+    };
     let mut normalized = normalize::normalize(raw).map_err(locate)?;
     let warnings = validate::validate(&normalized).map_err(locate)?;
     normalize::add_gateway_tasks(&mut normalized.system);
@@ -166,6 +169,24 @@ fn check_document(root: &Node) -> Result<(), (Mark, String, String)> {
         }
     }
     Ok(())
+}
+
+/// `message` with each `{at PATH}` replaced by the `line:col` of the node at PATH (a
+/// message about two places names the second this way).
+fn other_positions(root: &Node, message: &str) -> String {
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some((before, after)) = rest.split_once("{at ") {
+        let Some((path, tail)) = after.split_once('}') else {
+            break;
+        };
+        let mark = locate(root, path);
+        out.push_str(before);
+        out.push_str(&format!("line {}:{}", mark.line, mark.col));
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The position of the node at `path` (`a.b[2].c`), or of its deepest existing ancestor.
