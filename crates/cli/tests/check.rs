@@ -339,3 +339,22 @@ fn the_alias_bomb_fails_fast_in_little_memory() {
     assert!(start.elapsed() < std::time::Duration::from_secs(3));
     assert!(text(&out.stderr).contains("aliases expand to more than"));
 }
+
+/// Analysis users write task sets without programs: `cmd` is needed by `run` only.
+#[test]
+fn tasks_without_cmd_are_analysed_and_simulated_but_not_run() {
+    let yaml = "system: {cpus: 0}\npartitions:\n  - name: control\n    kind: rt\n    cpus: 0\n    tasks:\n      - {name: brake, budget: 1ms, period: 10ms}\n";
+    for sub in ["check", "analyze", "sim"] {
+        let out = bulkhead_with_input(&[sub, "-"], yaml.as_bytes());
+        assert_eq!(out.status.code(), Some(0), "{sub}: {}", text(&out.stderr));
+    }
+    let out = bulkhead_with_input(&["check", "--canonical", "-"], yaml.as_bytes());
+    assert!(!text(&out.stdout).contains("cmd"), "{}", text(&out.stdout));
+    let out = bulkhead_with_input(&["run", "-"], yaml.as_bytes());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("partition `control`, task `brake` has no `cmd`"),
+        "{}",
+        text(&out.stderr)
+    );
+}

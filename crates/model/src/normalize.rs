@@ -402,7 +402,9 @@ impl Normalizer {
         if t.name.trim().is_empty() {
             return err(child(path, "name"), "must not be empty");
         }
-        check_command(&t.cmd, &child(path, "cmd"))?;
+        if let Some(cmd) = &t.cmd {
+            check_command(cmd, &child(path, "cmd"))?;
+        }
         if t.serves.is_some() && t.budget.is_some() {
             return err(
                 child(path, "budget"),
@@ -430,7 +432,7 @@ impl Normalizer {
         };
         Ok(Task {
             name: t.name,
-            cmd: t.cmd,
+            cmd: t.cmd.unwrap_or_default(),
             budget,
             period,
             deadline,
