@@ -196,8 +196,23 @@ fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
 }
 
 /// Opens a candump log, decompressing it when it starts with the gzip magic bytes.
+/// Only a regular file is a log: a FIFO, a device or a directory is refused before it
+/// is opened (opening a FIFO blocks, a device may never end).
 pub fn open_log(path: &Path) -> io::Result<Box<dyn BufRead>> {
-    let mut file = BufReader::new(File::open(path)?);
+    let regular = |m: std::fs::Metadata| {
+        if m.is_file() {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ))
+        }
+    };
+    regular(std::fs::metadata(path)?)?;
+    let file = File::open(path)?;
+    regular(file.metadata()?)?;
+    let mut file = BufReader::new(file);
     let gz = file.fill_buf()?.starts_with(&[0x1f, 0x8b]);
     Ok(if gz {
         Box::new(BufReader::new(MultiGzDecoder::new(file)))
@@ -206,8 +221,12 @@ pub fn open_log(path: &Path) -> io::Result<Box<dyn BufRead>> {
     })
 }
 
+/// The longest log line read, in bytes (a CAN FD record takes about 200); the rest of a
+/// longer line is skipped without being kept.
+pub const MAX_LINE: usize = 4096;
+
 /// Reads records line by line; blank lines and `#` comments are skipped. A line that
-/// is not UTF-8 is a malformed line like any other.
+/// is not UTF-8 or longer than [`MAX_LINE`] is a malformed line like any other.
 pub struct Reader<R> {
     input: R,
     line_no: usize,
@@ -247,18 +266,48 @@ impl<R: BufRead> Reader<R> {
     }
 }
 
+impl<R: BufRead> Reader<R> {
+    /// Skips the rest of a line longer than [`MAX_LINE`]; the line is malformed.
+    fn skip_long_line(&mut self) -> Result<Record, ReadError> {
+        if self.buf.last() != Some(&b'\n') {
+            loop {
+                let chunk = self.input.fill_buf().map_err(ReadError::Io)?;
+                if chunk.is_empty() {
+                    break;
+                }
+                let (used, end) = match chunk.iter().position(|&b| b == b'\n') {
+                    Some(i) => (i + 1, true),
+                    None => (chunk.len(), false),
+                };
+                self.input.consume(used);
+                if end {
+                    break;
+                }
+            }
+        }
+        Err(ReadError::Parse(ParseError {
+            line: self.line_no,
+            message: format!("line longer than {MAX_LINE} bytes"),
+        }))
+    }
+}
+
 impl<R: BufRead> Iterator for Reader<R> {
     type Item = Result<Record, ReadError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             self.buf.clear();
-            match self.input.read_until(b'\n', &mut self.buf) {
+            let limited = (&mut self.input).take(MAX_LINE as u64 + 1);
+            match BufRead::read_until(&mut { limited }, b'\n', &mut self.buf) {
                 Ok(0) => return None,
                 Ok(_) => {}
                 Err(e) => return Some(Err(ReadError::Io(e))),
             }
             self.line_no += 1;
+            if self.buf.len() > MAX_LINE {
+                return Some(self.skip_long_line());
+            }
             // Bytes that are not UTF-8 make the line malformed, not the log unreadable.
             let line = String::from_utf8_lossy(&self.buf);
             let text = line.trim();
@@ -350,6 +399,29 @@ mod tests {
         match &items[1] {
             Err(ReadError::Parse(e)) => assert_eq!(e.line, 4),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_long_line_is_malformed_and_skipped_without_being_kept() {
+        let text = format!(
+            "(1.0) can0 123#{}\n(2.0) can0 124#00\n",
+            "0".repeat(100_000)
+        );
+        let items: Vec<_> = Reader::new(text.as_bytes()).collect();
+        assert_eq!(items.len(), 2);
+        match &items[0] {
+            Err(ReadError::Parse(e)) => assert!(e.message.contains("longer than"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(items[1].as_ref().unwrap().t_ns, 2_000_000_000);
+    }
+
+    #[test]
+    fn only_regular_files_are_logs() {
+        for path in ["/dev/zero", "/"] {
+            let e = open_log(Path::new(path)).err().expect("refused");
+            assert!(e.to_string().contains("not a regular file"), "{path}: {e}");
         }
     }
 }

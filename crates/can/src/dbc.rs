@@ -286,6 +286,27 @@ fn can_id(id: MessageId) -> CanId {
 /// 0xC0000000); cantools skips it, and so does this crate.
 const INDEPENDENT_SIGNALS: &str = "VECTOR__INDEPENDENT_SIG_MSG";
 
+/// The largest DBC file [`Database::from_file`] reads (real ones are a few MB at most).
+pub const MAX_FILE_SIZE: u64 = 16 << 20;
+
+/// Reads a regular file of at most [`MAX_FILE_SIZE`] bytes (a FIFO or a device is refused
+/// before it is opened).
+fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind, Read};
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE_SIZE + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_SIZE {
+        let message = format!("larger than {MAX_FILE_SIZE} bytes");
+        return Err(Error::new(ErrorKind::InvalidData, message));
+    }
+    Ok(bytes)
+}
+
 impl Database {
     /// Reads and parses a DBC file, not strict ([`Database::parse`]). Non-UTF-8 bytes
     /// (cp1252 comments) are replaced.
@@ -293,9 +314,10 @@ impl Database {
         Database::from_file_with(path, false)
     }
 
-    /// Reads and parses a DBC file; `strict` as in [`Database::parse_with`].
+    /// Reads and parses a DBC file (a regular file of at most [`MAX_FILE_SIZE`] bytes);
+    /// `strict` as in [`Database::parse_with`].
     pub fn from_file_with(path: &Path, strict: bool) -> Result<Database, LoadError> {
-        let bytes = std::fs::read(path).map_err(LoadError::Io)?;
+        let bytes = read_bounded(path).map_err(LoadError::Io)?;
         Database::parse_with(&String::from_utf8_lossy(&bytes), strict)
     }
 

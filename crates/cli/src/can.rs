@@ -211,7 +211,9 @@ fn load_dbc(path: &Path, strict: bool) -> Result<Database, String> {
         Some(line) => format!("{}:{line}: {}", path.display(), p.message),
         None => format!("{}: {}", path.display(), p.message),
     };
-    let db = Database::from_file_with(path, strict).map_err(|e| match e {
+    let bytes = crate::common::read_input(path)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let db = Database::parse_with(&text, strict).map_err(|e| match e {
         LoadError::Invalid(problems) => problems
             .iter()
             .map(at)

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// System description (YAML; native or DEmOS configuration)
+    /// System description (YAML; native or DEmOS configuration); `-` reads standard input
     file: PathBuf,
     /// Print the normalized description as YAML (loads back to the same model)
     #[arg(long)]
@@ -23,7 +23,7 @@ pub fn run(args: Args) -> ExitCode {
     if args.canonical {
         print!("{}", bulkhead_model::to_canonical_yaml(&loaded.system));
     } else {
-        println!("{}: ok", args.file.display());
+        println!("{}: ok", crate::common::name(&args.file));
         println!("{}", summary(&loaded.system));
     }
     ExitCode::SUCCESS

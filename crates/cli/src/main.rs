@@ -24,6 +24,10 @@ mod sim;
     about = "Mixed-criticality vehicle management runtime for Linux"
 )]
 struct Cli {
+    /// Largest file read whole (description, DBC, standard input), e.g. 64MiB
+    #[arg(long, global = true, value_name = "SIZE", default_value = "16MiB",
+          value_parser = bulkhead_model::units::parse_size)]
+    max_input_size: u64,
     #[command(subcommand)]
     command: Command,
 }
@@ -57,6 +61,7 @@ fn main() -> ExitCode {
             };
         }
     };
+    common::set_max_input_size(cli.max_input_size);
     match cli.command {
         Command::Analyze(args) => analyze::run(args),
         Command::Can(args) => can::run(args),

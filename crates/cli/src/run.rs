@@ -139,11 +139,28 @@ pub fn run(args: Args) -> ExitCode {
 /// What `run` does not execute yet: modes and partitions scheduled as servers are
 /// analysed and simulated only.
 fn not_run_yet(system: &bulkhead_model::System) -> Option<String> {
+    if let Some(why) = task_without_program(system) {
+        return Some(why);
+    }
     if system.modes.is_some() {
         return Some("`modes` are analysed and simulated (`bulkhead analyze`, `bulkhead sim --mode-switch`); `run` does not execute them yet (docs/modes.md)".into());
     }
     let server = system.partitions.iter().find(|p| p.interface.is_some())?;
     Some(format!("partition `{}` is scheduled as a server (`interface`): analysed and simulated, not executed by `run` yet (docs/modes.md)", server.name))
+}
+
+/// A task of the description with no `cmd` (gateway tasks get theirs from `run`).
+fn task_without_program(system: &bulkhead_model::System) -> Option<String> {
+    system.partitions.iter().find_map(|p| {
+        let t = p
+            .tasks
+            .iter()
+            .find(|t| t.service.is_none() && t.cmd.is_empty())?;
+        Some(format!(
+            "partition `{}`, task `{}` has no `cmd`: `run` starts a program per task (`check`, `analyze` and `sim` need none)",
+            p.name, t.name
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -114,6 +114,46 @@ fn decode_reports_bad_inputs_with_exit_1() {
     );
 }
 
+/// Devices and directories are refused, not read until memory runs out; a DBC above
+/// `--max-input-size` names the limit and the flag.
+#[test]
+fn decode_refuses_special_files_and_bounds_the_dbc() {
+    for (dbc, log, expect) in [
+        (
+            "/dev/zero",
+            data(LOG),
+            "/dev/zero: cannot read: a character device",
+        ),
+        ("/tmp", data(LOG), "/tmp: cannot read: a directory"),
+        (
+            &data(DBC),
+            "/dev/zero".into(),
+            "/dev/zero: not a regular file",
+        ),
+    ] {
+        let out = bulkhead(&["can", "decode", "--dbc", dbc, &log]);
+        assert_eq!(out.status.code(), Some(1), "{dbc} {log}");
+        assert!(text(&out.stderr).contains(expect), "{}", text(&out.stderr));
+    }
+    let out = bulkhead(&[
+        "can",
+        "decode",
+        "--max-input-size",
+        "1KiB",
+        "--dbc",
+        &data(DBC),
+        &data(LOG),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(
+            "larger than the input size limit of 1024 bytes; raise it with --max-input-size"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn bad_flags_are_usage_errors() {
     for args in [
@@ -626,7 +666,7 @@ fn decode_shows_a_huge_malformed_line_escaped_and_short() {
     assert!(stderr.contains("2 malformed lines"), "{stderr}");
     assert!(stderr.len() < 2000, "{} bytes of stderr", stderr.len());
     assert!(
-        stderr.contains("line 1: ") && stderr.contains("more bytes)"),
+        stderr.contains("line 1: line longer than 4096 bytes"),
         "{stderr}"
     );
     assert!(stderr.contains("\\u{1b}[2J"), "{stderr}");

@@ -181,3 +181,180 @@ fn version_and_help_on_every_subcommand() {
         assert!(text(&out.stdout).contains("Usage:"), "{sub} --help");
     }
 }
+
+/// Runs `bulkhead args` with `input` on standard input; kills it after 20 s (a hang).
+fn bulkhead_with_input(args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bulkhead runs");
+    let mut stdin = child.stdin.take().unwrap();
+    // A broken pipe is fine: bulkhead may stop reading at its limit.
+    let _ = stdin.write_all(input);
+    drop(stdin);
+    bulkhead_within(child, args)
+}
+
+/// Waits for `child` at most 20 s; a child still running then is killed and the test fails.
+fn bulkhead_within(mut child: std::process::Child, args: &[&str]) -> Output {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("bulkhead {args:?} still runs after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Runs `bulkhead args` with nothing on standard input, within 20 s.
+fn bulkhead_bounded(args: &[&str]) -> Output {
+    use std::process::Stdio;
+    let child = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bulkhead runs");
+    bulkhead_within(child, args)
+}
+
+/// A FIFO in a fresh directory, removed on drop.
+struct Fifo(PathBuf);
+
+impl Fifo {
+    fn new(tag: &str) -> Fifo {
+        let dir = std::env::temp_dir().join(format!("bulkhead-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("fifo");
+        let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: `c` is a NUL-terminated path that lives across the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        Fifo(path)
+    }
+}
+
+impl Drop for Fifo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(self.0.parent().unwrap());
+    }
+}
+
+#[test]
+fn special_files_are_refused_without_reading_them() {
+    let fifo = Fifo::new("fifo-check");
+    let cases = [
+        (fifo.0.to_str().unwrap(), "a FIFO, not a regular file"),
+        ("/dev/zero", "a character device, not a regular file"),
+        ("/tmp", "a directory, not a regular file"),
+    ];
+    for (path, why) in cases {
+        for sub in ["check", "analyze", "sim"] {
+            let out = bulkhead_bounded(&[sub, path]);
+            assert_eq!(out.status.code(), Some(1), "{sub} {path}");
+            let stderr = text(&out.stderr);
+            assert!(
+                stderr.contains(&format!("error: {path}: cannot read: {why}")),
+                "{sub} {path}: {stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_file_above_the_size_limit_names_the_limit_and_the_flag() {
+    let example = repo().join("examples/driveos.yaml");
+    let example = example.to_str().unwrap();
+    let out = bulkhead_bounded(&["check", "--max-input-size", "100B", example]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "larger than the input size limit of 100 bytes; raise it with --max-input-size"
+        ),
+        "{stderr}"
+    );
+    let out = bulkhead_bounded(&["check", example, "--max-input-size", "1MiB"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // Standard input is bounded the same way: 100 MB of input stop at the 16 MiB default.
+    let out = bulkhead_with_input(&["check", "-"], &vec![b'#'; 100 << 20]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr)
+            .contains("error: <stdin>: larger than the input size limit of 16777216 bytes"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn check_dash_reads_standard_input() {
+    let example = std::fs::read(repo().join("examples/driveos.yaml")).unwrap();
+    let out = bulkhead_with_input(&["check", "-"], &example);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("<stdin>: ok"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = bulkhead_with_input(&["check", "-"], b"partitions: 3\n");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("error: <stdin>:1:13: partitions: "),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_byte_order_mark_is_skipped_and_a_non_utf8_byte_is_located() {
+    let mut with_bom = b"\xef\xbb\xbf".to_vec();
+    with_bom.extend(std::fs::read(repo().join("examples/driveos.yaml")).unwrap());
+    let out = bulkhead_with_input(&["check", "-"], &with_bom);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = bulkhead_with_input(&["check", "-"], b"system:\n  cpus: \"0\xff\"\n");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("error: <stdin>:2:11: not UTF-8: byte 0xff at byte offset 18"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn the_alias_bomb_fails_fast_in_little_memory() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/invalid/alias-bomb.yaml");
+    let start = std::time::Instant::now();
+    let out = bulkhead_bounded(&["check", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    // Wide margin: the unbounded loader took 5 s and 1.9 GB for a smaller bomb.
+    assert!(start.elapsed() < std::time::Duration::from_secs(3));
+    assert!(text(&out.stderr).contains("aliases expand to more than"));
+}
+
+/// Analysis users write task sets without programs: `cmd` is needed by `run` only.
+#[test]
+fn tasks_without_cmd_are_analysed_and_simulated_but_not_run() {
+    let yaml = "system: {cpus: 0}\npartitions:\n  - name: control\n    kind: rt\n    cpus: 0\n    tasks:\n      - {name: brake, budget: 1ms, period: 10ms}\n";
+    for sub in ["check", "analyze", "sim"] {
+        let out = bulkhead_with_input(&[sub, "-"], yaml.as_bytes());
+        assert_eq!(out.status.code(), Some(0), "{sub}: {}", text(&out.stderr));
+    }
+    let out = bulkhead_with_input(&["check", "--canonical", "-"], yaml.as_bytes());
+    assert!(!text(&out.stdout).contains("cmd"), "{}", text(&out.stdout));
+    let out = bulkhead_with_input(&["run", "-"], yaml.as_bytes());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("partition `control`, task `brake` has no `cmd`"),
+        "{}",
+        text(&out.stderr)
+    );
+}

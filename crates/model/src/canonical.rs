@@ -114,10 +114,13 @@ fn task(t: &Task) -> String {
         Resume::Continuable => "continuable",
         Resume::Restartable => "restartable",
     };
+    let cmd = match t.cmd.as_str() {
+        "" => String::new(),
+        cmd => format!(", cmd: {}", quote(cmd)),
+    };
     format!(
-        "{{name: {}, cmd: {}, budget: {}, period: {}, deadline: {}{priority}, release_jitter: {}, blocking: {}, resume: {resume}}}",
+        "{{name: {}{cmd}, budget: {}, period: {}, deadline: {}{priority}, release_jitter: {}, blocking: {}, resume: {resume}}}",
         quote(&t.name),
-        quote(&t.cmd),
         dur(t.budget),
         dur(t.period),
         dur(t.deadline),

@@ -9,6 +9,7 @@
 mod canonical;
 pub mod cpuset;
 mod de;
+pub mod input;
 pub mod modes;
 mod normalize;
 pub mod power;
@@ -67,21 +68,68 @@ impl fmt::Display for Diagnostic {
 
 impl std::error::Error for Diagnostic {}
 
-/// Loads and validates the description in `path`.
+/// Loads and validates the description in `path` (a regular file of at most
+/// [`input::DEFAULT_MAX_INPUT_SIZE`] bytes).
 pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
+    load_file_with(path, input::DEFAULT_MAX_INPUT_SIZE)
+}
+
+/// Loads and validates the description in `path`, a regular file of at most `limit` bytes.
+pub fn load_file_with(path: &Path, limit: u64) -> Result<Loaded, LoadError> {
     let file = path.display().to_string();
-    let src = std::fs::read_to_string(path).map_err(|e| Diagnostic {
-        file: file.clone(),
+    let bytes = input::read_file(path, limit).map_err(|e| file_error(&file, e.to_string()))?;
+    load_bytes(&bytes, &file)
+}
+
+/// An error about a whole file (no position).
+fn file_error(file: &str, message: String) -> Diagnostic {
+    Diagnostic {
+        file: file.to_string(),
         line: 0,
         column: 0,
         path: String::new(),
-        message: format!("cannot read: {e}"),
-    })?;
-    load_str(&src, &file)
+        message,
+    }
+}
+
+/// Loads and validates a description from raw bytes: UTF-8, with or without a byte
+/// order mark; a byte that is not UTF-8 is reported at its line, column and offset.
+pub fn load_bytes(bytes: &[u8], file_name: &str) -> Result<Loaded, LoadError> {
+    match std::str::from_utf8(bytes) {
+        Ok(src) => load_str(src, file_name),
+        Err(e) => Err(not_utf8(bytes, e.valid_up_to(), file_name)),
+    }
+}
+
+/// The error for the first byte that is not UTF-8, at `offset`.
+fn not_utf8(bytes: &[u8], offset: usize, file_name: &str) -> Diagnostic {
+    let before = &bytes[..offset];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    // Valid UTF-8 up to `offset`: the column counts characters.
+    let column = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
+    Diagnostic {
+        file: file_name.to_string(),
+        line,
+        column,
+        path: String::new(),
+        message: format!(
+            "not UTF-8: byte {:#04x} at byte offset {offset}",
+            bytes[offset]
+        ),
+    }
 }
 
 /// Loads and validates a description from `src`; `file_name` is used in messages.
+/// A leading byte order mark is skipped.
 pub fn load_str(src: &str, file_name: &str) -> Result<Loaded, LoadError> {
+    let src = src.strip_prefix('\u{feff}').unwrap_or(src);
     let at = |mark: Mark, path: String, message: String| Diagnostic {
         file: file_name.to_string(),
         line: mark.line,
@@ -93,7 +141,10 @@ pub fn load_str(src: &str, file_name: &str) -> Result<Loaded, LoadError> {
     check_document(&root).map_err(|(mark, path, msg)| at(mark, path, msg))?;
     let raw: raw::RawFile =
         de::from_node(&root, "").map_err(|e| at(e.mark.unwrap_or(root.mark), e.path, e.message))?;
-    let locate = |e: normalize::PathError| at(locate(&root, &e.path), e.path, e.message);
+    let locate = |e: normalize::PathError| {
+        let message = other_positions(&root, &e.message);
+        at(locate(&root, &e.path), e.path, message)
+    };
     let mut normalized = normalize::normalize(raw).map_err(locate)?;
     let warnings = validate::validate(&normalized).map_err(locate)?;
     normalize::add_gateway_tasks(&mut normalized.system);
@@ -119,6 +170,24 @@ fn check_document(root: &Node) -> Result<(), (Mark, String, String)> {
         }
     }
     Ok(())
+}
+
+/// `message` with each `{at PATH}` replaced by the `line:col` of the node at PATH (a
+/// message about two places names the second this way).
+fn other_positions(root: &Node, message: &str) -> String {
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some((before, after)) = rest.split_once("{at ") {
+        let Some((path, tail)) = after.split_once('}') else {
+            break;
+        };
+        let mark = locate(root, path);
+        out.push_str(before);
+        out.push_str(&format!("line {}:{}", mark.line, mark.col));
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The position of the node at `path` (`a.b[2].c`), or of its deepest existing ancestor.

@@ -329,10 +329,10 @@ impl Normalizer {
         };
         let cmd = match raw.cmd {
             None => return err(path, "missing `cmd`"),
-            Some(cmd) if cmd.trim().is_empty() => {
-                return err(child(path, "cmd"), "must not be an empty command")
+            Some(cmd) => {
+                check_command(&cmd, &child(path, "cmd"))?;
+                cmd
             }
-            Some(cmd) => cmd,
         };
         let budget = match (raw.budget, default_budget) {
             (Some(b), _) => self.positive_duration(&b, &child(path, "budget"))?,
@@ -440,8 +440,8 @@ impl Normalizer {
         if t.name.trim().is_empty() {
             return err(child(path, "name"), "must not be empty");
         }
-        if t.cmd.trim().is_empty() {
-            return err(child(path, "cmd"), "must not be an empty command");
+        if let Some(cmd) = &t.cmd {
+            check_command(cmd, &child(path, "cmd"))?;
         }
         if t.serves.is_some() && t.budget.is_some() {
             return err(
@@ -470,7 +470,7 @@ impl Normalizer {
         };
         Ok(Task {
             name: t.name,
-            cmd: t.cmd,
+            cmd: t.cmd.unwrap_or_default(),
             budget,
             period,
             deadline,
@@ -506,6 +506,10 @@ impl Normalizer {
                 .positive_duration(&b.writer_budget, &child(path, "writer_budget"))?,
             depth: match b.depth {
                 Some(0) => return err(child(path, "depth"), "must be at least 1"),
+                Some(d) if d > MAX_FIFO_DEPTH => {
+                    let msg = format!("{d} frames: at most {MAX_FIFO_DEPTH}");
+                    return err(child(path, "depth"), msg);
+                }
                 d => d.unwrap_or(DEFAULT_BUS_DEPTH),
             },
             clients: clients.collect(),
@@ -764,6 +768,48 @@ fn memory(text: &str, path: &str) -> Result<u64> {
     }
 }
 
+/// A command must say something and cannot hold a NUL byte (no program argument can).
+fn check_command(cmd: &str, path: &str) -> Result<()> {
+    if cmd.trim().is_empty() {
+        return err(path, "must not be an empty command");
+    }
+    if cmd.contains('\0') {
+        return err(path, "must not contain a NUL byte (no command line can)");
+    }
+    Ok(())
+}
+
+/// The largest channel message, as the channel library allows (`bulkhead_chan::layout`).
+pub const MAX_MESSAGE_SIZE: u32 = 1 << 24;
+
+/// The deepest fifo, as the channel library allows (`bulkhead_chan::fifo::MAX_DEPTH`).
+pub const MAX_FIFO_DEPTH: u32 = 1 << 24;
+
+/// The largest message area of one channel (slots of 8-byte-aligned messages).
+const MAX_MESSAGE_AREA: u64 = 1 << 32;
+
+/// Message size and depth must make a channel the library can create: `check` says no
+/// where `run` would.
+fn check_capacity(message_size: u32, depth: u32, path: &str) -> Result<()> {
+    if message_size > MAX_MESSAGE_SIZE {
+        let msg = format!("{message_size} bytes: at most {MAX_MESSAGE_SIZE} (16 MiB)");
+        return err(child(path, "message_size"), msg);
+    }
+    if depth > MAX_FIFO_DEPTH {
+        let msg = format!("{depth} messages: at most {MAX_FIFO_DEPTH}");
+        return err(child(path, "depth"), msg);
+    }
+    let slots = if depth == 1 { 4 } else { u64::from(depth) };
+    let area = u64::from(message_size).div_ceil(8) * 8 * slots;
+    if area > MAX_MESSAGE_AREA {
+        let msg = format!(
+            "{depth} messages of {message_size} bytes need {area} bytes: a channel holds at most 4 GiB"
+        );
+        return err(child(path, "depth"), msg);
+    }
+    Ok(())
+}
+
 fn channel(c: RawChannel, path: &str) -> Result<Channel> {
     if c.name.trim().is_empty() {
         return err(child(path, "name"), "must not be empty");
@@ -785,6 +831,7 @@ fn channel(c: RawChannel, path: &str) -> Result<Channel> {
             )
         }
     };
+    check_capacity(c.message_size, depth, path)?;
     Ok(Channel {
         name: c.name,
         kind: c.kind,

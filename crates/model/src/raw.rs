@@ -88,7 +88,8 @@ pub struct RawProcess {
 #[serde(deny_unknown_fields)]
 pub struct RawTask {
     pub name: String,
-    pub cmd: String,
+    /// Optional: `check`, `analyze` and `sim` need no program; `run` requires one.
+    pub cmd: Option<String>,
     pub budget: Option<String>,
     pub period: Option<String>,
     /// An I/O task: the task of the same partition it serves ...

@@ -122,6 +122,8 @@ pub enum Resume {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Task {
     pub name: String,
+    /// The program; empty when the description gives none (analysis and simulation
+    /// need none, `run` refuses such a task) and for a gateway task until `run` fills it.
     pub cmd: String,
     /// Worst-case execution time C, also the reservation budget.
     pub budget: Nanos,

@@ -154,34 +154,68 @@ fn check_cpus(n: &Normalized) -> Result<()> {
     Ok(())
 }
 
+/// Channel names are unique, and so are the environment variables they become
+/// (`a-b` and `a_b` are both `BULKHEAD_CHAN_A_B`); one pass with hash maps.
 fn check_channels(sys: &System, names: &Names) -> Result<()> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    let mut vars: HashMap<String, usize> = HashMap::new();
     for (i, c) in sys.channels.iter().enumerate() {
         let path = format!("channels[{i}]");
-        if sys.channels[..i].iter().any(|o| o.name == c.name) {
+        if seen.insert(c.name.as_str(), i).is_some() {
             return err(
                 format!("{path}.name"),
                 format!("duplicate channel name `{}`", c.name),
             );
         }
-        if !names.contains_key(c.writer.as_str()) {
+        if let Some(j) = vars.insert(channel_var(&c.name), i) {
+            let other = &sys.channels[j].name;
             return err(
-                format!("{path}.writer"),
-                format!("unknown partition `{}`", c.writer),
+                format!("{path}.name"),
+                format!(
+                    "channels `{other}` ({{at channels[{j}].name}}) and `{}` both become the \
+                     variable {}: rename one",
+                    c.name,
+                    channel_var(&c.name)
+                ),
             );
         }
-        if c.readers.len() != 1 {
+        check_channel_ends(c, names, &path)?;
+    }
+    Ok(())
+}
+
+/// `BULKHEAD_CHAN_<NAME>`, as `bulkhead_chan::env_var` makes it: uppercase, every
+/// character other than A-Z and 0-9 replaced by `_`.
+fn channel_var(name: &str) -> String {
+    let upper: String = name
+        .chars()
+        .map(|c| match c.is_ascii_alphanumeric() {
+            true => c.to_ascii_uppercase(),
+            false => '_',
+        })
+        .collect();
+    format!("BULKHEAD_CHAN_{upper}")
+}
+
+fn check_channel_ends(c: &Channel, names: &Names, path: &str) -> Result<()> {
+    if !names.contains_key(c.writer.as_str()) {
+        return err(
+            format!("{path}.writer"),
+            format!("unknown partition `{}`", c.writer),
+        );
+    }
+    if c.readers.len() != 1 {
+        return err(
+            format!("{path}.readers"),
+            "a channel has exactly one reader (fifo and four-slot are single-reader): declare one channel per reader",
+        );
+    }
+    for (j, r) in c.readers.iter().enumerate() {
+        if !names.contains_key(r.as_str()) {
             return err(
-                format!("{path}.readers"),
-                "a channel has exactly one reader (fifo and four-slot are single-reader): declare one channel per reader",
+                format!("{path}.readers[{j}]"),
+                format!("unknown partition `{r}`"),
             );
-        }
-        for (j, r) in c.readers.iter().enumerate() {
-            if !names.contains_key(r.as_str()) {
-                return err(
-                    format!("{path}.readers[{j}]"),
-                    format!("unknown partition `{r}`"),
-                );
-            }
         }
     }
     Ok(())
@@ -246,6 +280,18 @@ const ARPHRD_CAN: u32 = 280;
 /// there (checking on another machine) is not judged, and `run` reports it missing.
 fn check_interface(b: &Bus, path: &str) -> Result<()> {
     let key = format!("{path}.interface");
+    if let Some(iface) = &b.interface {
+        if !is_interface_name(iface) {
+            return err(
+                key,
+                format!(
+                    "`{}` cannot be a network interface name: 1 to 15 bytes, no `/` or `:`, no \
+                     whitespace, not `.` or `..`",
+                    iface.escape_debug()
+                ),
+            );
+        }
+    }
     match (&b.interface, b.allow_non_can) {
         (None, true) => err(
             format!("{path}.allow_non_can"),
@@ -270,17 +316,21 @@ fn check_interface(b: &Bus, path: &str) -> Result<()> {
 /// The link type of network interface `iface` of this machine, if it has one by that
 /// name (a name that could not be an interface name is not looked up).
 fn link_type(iface: &str) -> Option<u32> {
-    let plain = !iface.is_empty()
-        && iface.len() <= 15
-        && iface != "."
-        && iface != ".."
-        && !iface.contains(['/', '\0'])
-        && !iface.chars().any(char::is_whitespace);
-    if !plain {
+    if !is_interface_name(iface) {
         return None;
     }
     let text = std::fs::read_to_string(format!("/sys/class/net/{iface}/type")).ok()?;
     text.trim().parse().ok()
+}
+
+/// What Linux accepts as an interface name (`dev_valid_name`: at most IFNAMSIZ - 1 bytes).
+fn is_interface_name(iface: &str) -> bool {
+    !iface.is_empty()
+        && iface.len() <= 15
+        && iface != "."
+        && iface != ".."
+        && !iface.contains(['/', ':', '\0'])
+        && !iface.chars().any(char::is_whitespace)
 }
 
 fn link_name(kind: u32) -> &'static str {

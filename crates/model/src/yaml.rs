@@ -3,10 +3,13 @@
 //! yaml-rust2's event parser gives every event a line and column; this module builds
 //! a tree from those events so that every later error (type, unknown key, semantic
 //! check) can name the line and column of the offending node. Duplicate mapping keys
-//! are rejected here, since a mapping type would silently keep only one of them.
+//! are rejected here, since a mapping type would silently keep only one of them, and
+//! so are inputs that would cost without bound: nesting deeper than [`MAX_DEPTH`]
+//! (the events are read in a loop, not by recursion) and aliases that expand to more
+//! than [`MAX_ALIAS_NODES`] nodes.
 
-use std::collections::HashMap;
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use std::collections::{HashMap, HashSet};
+use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 /// 1-based line and column of a node in its source.
@@ -77,67 +80,145 @@ impl Node {
     }
 }
 
-/// Parses one YAML document. An empty document is an empty mapping.
+/// At most this many nodes may be added by aliases in one document: each alias counts
+/// the nodes of the subtree it copies, so a "billion laughs" file (anchors of anchors)
+/// is refused after copying at most this many nodes.
+pub const MAX_ALIAS_NODES: usize = 100_000;
+
+/// Sequences and mappings may nest at most this deep (a description needs about ten).
+pub const MAX_DEPTH: usize = 100;
+
+/// Parses a file holding exactly one YAML document. An empty file (comments only) and
+/// a second document (after `---`) are errors.
 pub fn parse(src: &str) -> Result<Node, SyntaxError> {
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(src);
-    parser.load(&mut builder, false).map_err(|e| SyntaxError {
-        mark: (*e.marker()).into(),
-        message: e.info().to_string(),
-    })?;
-    if let Some(err) = builder.error {
-        return Err(err);
+    let mut documents = 0;
+    loop {
+        let (event, marker) = parser.next_token().map_err(|e| SyntaxError {
+            mark: (*e.marker()).into(),
+            message: e.info().to_string(),
+        })?;
+        let mark = Mark::from(marker);
+        match event {
+            Event::StreamEnd => break,
+            Event::DocumentStart => {
+                documents += 1;
+                if documents > 1 {
+                    let message = "a second YAML document; a description is one document".into();
+                    return Err(SyntaxError { mark, message });
+                }
+            }
+            event => builder.on_event(event, mark)?,
+        }
     }
-    Ok(builder.root.unwrap_or(Node {
+    builder.root.ok_or(SyntaxError {
         mark: Mark { line: 1, col: 1 },
-        value: Value::Map(Vec::new()),
-    }))
+        message: "the description is empty".into(),
+    })
 }
 
-/// Builds the tree from parser events; keeps anchors for aliases.
+/// Builds the tree from parser events; keeps anchors (with their sizes) for aliases.
 #[derive(Default)]
 struct Builder {
     stack: Vec<Frame>,
     root: Option<Node>,
-    anchors: HashMap<usize, Node>,
-    error: Option<SyntaxError>,
+    anchors: HashMap<usize, (Node, usize)>,
+    /// Nodes added by aliases so far.
+    aliased: usize,
 }
 
-/// An open sequence or mapping; `key` holds a mapping key until its value arrives.
+/// An open sequence or mapping; `key` holds a mapping key until its value arrives;
+/// `size` counts the nodes below it; `keys` are the keys seen (duplicates are errors).
 struct Frame {
     node: Node,
     anchor: usize,
     key: Option<Node>,
+    size: usize,
+    keys: HashSet<String>,
 }
 
 impl Builder {
-    fn open(&mut self, node: Node, anchor: usize) {
+    fn open(&mut self, node: Node, anchor: usize) -> Result<(), SyntaxError> {
+        if self.stack.len() >= MAX_DEPTH {
+            let message = format!("nested deeper than {MAX_DEPTH} levels");
+            return Err(SyntaxError {
+                mark: node.mark,
+                message,
+            });
+        }
         self.stack.push(Frame {
             node,
             anchor,
             key: None,
+            size: 0,
+            keys: HashSet::new(),
         });
+        Ok(())
     }
 
-    fn push_value(&mut self, node: Node, anchor: usize) {
+    /// Adds a finished node of `size` nodes to the open collection (or makes it the root).
+    fn push_value(&mut self, node: Node, anchor: usize, size: usize) -> Result<(), SyntaxError> {
         if anchor > 0 {
-            self.anchors.insert(anchor, node.clone());
+            self.anchors.insert(anchor, (node.clone(), size));
         }
         let Some(frame) = self.stack.last_mut() else {
             self.root = Some(node);
-            return;
+            return Ok(());
         };
+        frame.size += size;
         match (&mut frame.node.value, frame.key.take()) {
             (Value::Seq(items), _) => items.push(node),
             (Value::Map(entries), Some(key)) => entries.push((key, node)),
-            (Value::Map(entries), None) => {
-                let error = check_key(entries, &node);
-                if let Some(e) = error {
-                    self.error.get_or_insert(e);
-                }
+            (Value::Map(_), None) => {
+                check_key(&mut frame.keys, &node)?;
                 frame.key = Some(node);
             }
             (Value::Scalar { .. }, _) => unreachable!("scalars are never opened"),
+        }
+        Ok(())
+    }
+
+    /// Copies the node anchored as `id`, unless that takes the copies past [`MAX_ALIAS_NODES`].
+    fn alias(&mut self, id: usize, mark: Mark) -> Result<(), SyntaxError> {
+        let Some((node, size)) = self.anchors.get(&id) else {
+            let message = "unknown alias".to_string();
+            return Err(SyntaxError { mark, message });
+        };
+        let size = *size;
+        self.aliased = self.aliased.saturating_add(size);
+        if self.aliased > MAX_ALIAS_NODES {
+            let message = format!(
+                "aliases expand to more than {MAX_ALIAS_NODES} nodes (nested anchors copy \
+                 their nodes once per use)"
+            );
+            return Err(SyntaxError { mark, message });
+        }
+        let node = node.clone();
+        self.push_value(node, 0, size)
+    }
+
+    fn on_event(&mut self, ev: Event, mark: Mark) -> Result<(), SyntaxError> {
+        let collection = |value| Node { mark, value };
+        match ev {
+            Event::Scalar(text, style, anchor, _tag) => {
+                let plain = style == TScalarStyle::Plain;
+                let value = Value::Scalar { text, plain };
+                self.push_value(Node { mark, value }, anchor, 1)
+            }
+            Event::SequenceStart(anchor, _) => {
+                self.open(collection(Value::Seq(Vec::new())), anchor)
+            }
+            Event::MappingStart(anchor, _) => self.open(collection(Value::Map(Vec::new())), anchor),
+            Event::SequenceEnd | Event::MappingEnd => match self.stack.pop() {
+                Some(mut frame) => {
+                    frame.node.mark = start_mark(&frame.node);
+                    self.push_value(frame.node, frame.anchor, frame.size + 1)
+                }
+                None => Ok(()),
+            },
+            Event::Alias(id) => self.alias(id, mark),
+            _ => Ok(()),
         }
     }
 }
@@ -158,69 +239,21 @@ fn start_mark(node: &Node) -> Mark {
         .unwrap_or(node.mark)
 }
 
-/// A key must be a scalar not already present in the mapping.
-fn check_key(entries: &[(Node, Node)], key: &Node) -> Option<SyntaxError> {
+/// A key must be a scalar not already in `seen` (the mapping's keys so far).
+fn check_key(seen: &mut HashSet<String>, key: &Node) -> Result<(), SyntaxError> {
     let Some(text) = key.as_scalar() else {
-        return Some(SyntaxError {
+        return Err(SyntaxError {
             mark: key.mark,
             message: "mapping keys must be plain strings".into(),
         });
     };
-    let duplicate = entries.iter().any(|(k, _)| k.as_scalar() == Some(text));
-    duplicate.then(|| SyntaxError {
+    if seen.insert(text.to_string()) {
+        return Ok(());
+    }
+    Err(SyntaxError {
         mark: key.mark,
         message: format!("duplicate key `{text}`"),
     })
-}
-
-impl MarkedEventReceiver for Builder {
-    fn on_event(&mut self, ev: Event, marker: Marker) {
-        let mark = Mark::from(marker);
-        match ev {
-            Event::Scalar(text, style, anchor, _tag) => {
-                let plain = style == TScalarStyle::Plain;
-                self.push_value(
-                    Node {
-                        mark,
-                        value: Value::Scalar { text, plain },
-                    },
-                    anchor,
-                );
-            }
-            Event::SequenceStart(anchor, _) => {
-                self.open(
-                    Node {
-                        mark,
-                        value: Value::Seq(Vec::new()),
-                    },
-                    anchor,
-                );
-            }
-            Event::MappingStart(anchor, _) => {
-                self.open(
-                    Node {
-                        mark,
-                        value: Value::Map(Vec::new()),
-                    },
-                    anchor,
-                );
-            }
-            Event::SequenceEnd | Event::MappingEnd => {
-                if let Some(mut frame) = self.stack.pop() {
-                    frame.node.mark = start_mark(&frame.node);
-                    self.push_value(frame.node, frame.anchor);
-                }
-            }
-            Event::Alias(id) => match self.anchors.get(&id).cloned() {
-                Some(node) => self.push_value(node, 0),
-                None => {
-                    let message = "unknown alias".to_string();
-                    self.error.get_or_insert(SyntaxError { mark, message });
-                }
-            },
-            _ => {}
-        }
-    }
 }
 
 #[cfg(test)]
@@ -279,5 +312,51 @@ mod tests {
             doc.get("b").unwrap().value,
             Value::Scalar { plain: true, .. }
         ));
+    }
+
+    /// The "billion laughs" file: nine levels of ten aliases each would copy 10^9 nodes.
+    #[test]
+    fn nested_aliases_stop_at_the_alias_that_crosses_the_limit() {
+        let mut src = String::from("a0: &a0 [lol]\n");
+        for level in 1..10 {
+            let prev = format!("*a{}", level - 1);
+            let items = [prev.as_str(); 10].join(", ");
+            src.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+        }
+        let err = parse(&src).unwrap_err();
+        assert!(
+            err.message.contains("aliases expand to more than"),
+            "{}",
+            err.message
+        );
+        // 10^5 nodes are copied at level 5: the error is on line 6, at an alias.
+        assert_eq!(err.mark.line, 6, "{err:?}");
+        assert!(src.lines().nth(5).unwrap()[err.mark.col - 1..].starts_with("*a4"));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let err = parse(&"[".repeat(100_000)).unwrap_err();
+        assert!(err.message.contains("recursion limit"), "{}", err.message);
+        let err = parse(&format!("{}x\n", "- ".repeat(100_000))).unwrap_err();
+        assert!(
+            err.message.contains("nested deeper than"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn a_second_document_and_an_empty_file_are_errors() {
+        let err = parse("a: 1\n---\nb: 2\n").unwrap_err();
+        assert_eq!(err.mark.line, 2);
+        assert!(
+            err.message.contains("second YAML document"),
+            "{}",
+            err.message
+        );
+        let err = parse("# nothing\n").unwrap_err();
+        assert!(err.message.contains("empty"), "{}", err.message);
+        assert!(parse("---\na: 1\n...\n").is_ok());
     }
 }
