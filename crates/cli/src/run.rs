@@ -1,6 +1,7 @@
 //! `bulkhead run`: execute a system description's window schedule on real cgroups.
 
 use crate::common::{load_system, INVALID};
+use bulkhead_control::default_path;
 use bulkhead_model::units::parse_duration;
 use bulkhead_runtime::{RunOptions, StopReasonText};
 use std::path::PathBuf;
@@ -38,6 +39,10 @@ pub struct Args {
     /// off their CPUs (restored at the end; see docs/rt.md)
     #[arg(long)]
     isolate_housekeeping: bool,
+    /// Serve the control socket (`bulkhead ctl`, docs/control.md) at PATH
+    /// [default: /run/bulkhead/NAME.sock, NAME = the description's file name without extension]
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
 }
 
 /// SCHED_FIFO priority of the supervisor (below the kernel's threaded IRQs at 50).
@@ -70,6 +75,11 @@ pub fn run(args: Args) -> ExitCode {
     } else {
         PathBuf::from(".")
     };
+    let name = args
+        .file
+        .file_stem()
+        .map_or_else(|| "system".into(), |s| s.to_string_lossy().into_owned());
+    let control = args.control.unwrap_or_else(|| default_path(&args.file));
     let options = RunOptions {
         seed: args.seed,
         timeout: args.timeout,
@@ -83,6 +93,8 @@ pub fn run(args: Args) -> ExitCode {
         realtime_priority: Some(REALTIME_PRIORITY),
         isolate_housekeeping: args.isolate_housekeeping,
         messages: None,
+        control: Some(control),
+        name,
     };
     match bulkhead_runtime::run(&loaded.system, &options) {
         Ok(outcome) => {

@@ -12,6 +12,7 @@
 
 pub mod cgroup;
 pub mod command;
+mod control;
 mod free;
 mod isolation;
 pub mod leftovers;
@@ -59,6 +60,10 @@ pub struct RunOptions {
     /// While rt partitions run, move IRQs, unbound workqueues and unbound kernel threads
     /// off their CPUs (`bulkhead_reserve::housekeeping`; restored at the end).
     pub isolate_housekeeping: bool,
+    /// Serve the control socket at this path (`--control`; docs/control.md); `None`: no socket.
+    pub control: Option<PathBuf>,
+    /// The system's name in `status` (the description's file stem).
+    pub name: String,
 }
 
 /// A shared buffer receiving the window/frame message lines (for embedding and tests).
