@@ -185,3 +185,68 @@ fn ctl_talks_to_a_running_system_and_bad_peers_do_not_disturb_it() {
     );
     assert!(!socket.exists(), "the socket is removed at the end");
 }
+
+#[test]
+fn a_window_schedule_serves_the_socket_between_its_windows() {
+    if !is_root() {
+        eprintln!("skipping: needs root for cgroups");
+        return;
+    }
+    // CPU 0 is the other test's exclusive rt CPU: not at the same time.
+    let _lock = exclusive_cpus_lock();
+    let dir = Dir(std::env::temp_dir().join(format!("bulkhead-ctlwin-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("demo.yaml");
+    let socket = dir.0.join("demo.sock");
+    std::fs::write(
+        &file,
+        "windows:\n  - length: 20\n    slices:\n      - {cpu: 0, sc_partition: SC1}\npartitions:\n  - name: SC1\n    processes:\n      - {budget: 5, cmd: sleep 30}\n",
+    )
+    .unwrap();
+    let mut run = Running(Some(
+        common::bulkhead()
+            .args([
+                "run",
+                file.to_str().unwrap(),
+                "--timeout",
+                "3s",
+                "--control",
+            ])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    wait_for(&socket);
+    let status = ctl(&socket, &["status", "--json"]);
+    assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(doc["status"]["system"], "demo");
+    assert_eq!(doc["status"]["partitions"][0]["name"], "SC1");
+    assert_eq!(doc["status"]["mode"], serde_json::Value::Null);
+    // A flood of bad requests on one connection: each gets its error reply.
+    let mut s = UnixStream::connect(&socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for _ in 0..200 {
+        s.write_all(b"{\"request\":\n").unwrap();
+    }
+    let mut reader = BufReader::new(s);
+    for _ in 0..200 {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        assert!(line.contains("\"code\":\"malformed\""), "{line}");
+    }
+    let out = run.0.take().unwrap().wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // 3 s of 20 ms windows: about 150; wide margin for a loaded machine.
+    let windows: u64 = stderr
+        .split(" after ")
+        .nth(1)
+        .and_then(|s| s.split(" windows").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(windows >= 50, "{stderr}");
+    assert!(!socket.exists());
+}
