@@ -1,6 +1,7 @@
 //! `bulkhead run`: execute a system description's window schedule on real cgroups.
 
 use crate::common::{load_system, INVALID};
+use bulkhead_control::default_path;
 use bulkhead_model::units::parse_duration;
 use bulkhead_runtime::{RunOptions, StopReasonText};
 use std::path::PathBuf;
@@ -46,6 +47,10 @@ pub struct Args {
     /// (a tree imitating devices/system/cpu/cpufreq on machines without it)
     #[arg(long, value_name = "DIR", default_value = "/sys")]
     cpufreq_root: PathBuf,
+    /// Serve the control socket (`bulkhead ctl`, docs/control.md) at PATH
+    /// [default: /run/bulkhead/NAME.sock, NAME = the description's file name without extension]
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
 }
 
 /// SCHED_FIFO priority of the supervisor (below the kernel's threaded IRQs at 50).
@@ -78,6 +83,11 @@ pub fn run(args: Args) -> ExitCode {
     } else {
         PathBuf::from(".")
     };
+    let name = args
+        .file
+        .file_stem()
+        .map_or_else(|| "system".into(), |s| s.to_string_lossy().into_owned());
+    let control = args.control.unwrap_or_else(|| default_path(&args.file));
     let options = RunOptions {
         seed: args.seed,
         timeout: args.timeout,
@@ -97,6 +107,8 @@ pub fn run(args: Args) -> ExitCode {
                 policy,
                 cpufreq_root: args.cpufreq_root,
             }),
+        control: Some(control),
+        name,
     };
     match bulkhead_runtime::run(&loaded.system, &options) {
         Ok(outcome) => {

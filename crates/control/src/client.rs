@@ -103,7 +103,19 @@ impl Client {
         };
         let stream = self.reader.get_mut();
         stream.set_read_timeout(Some(timeout)).map_err(io)?;
-        stream.write_all(line.as_bytes()).map_err(io)?;
+        // A system that refuses this peer replies and closes at once: the request may
+        // then not be written, but the refusal is still there to read.
+        match stream.write_all(line.as_bytes()) {
+            Err(e)
+                if !matches!(
+                    e.kind(),
+                    io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                return Err(io(e))
+            }
+            _ => {}
+        }
         let mut reply = Vec::new();
         let n = (&mut self.reader)
             .take(MAX_REPLY as u64 + 1)

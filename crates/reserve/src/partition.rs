@@ -348,6 +348,11 @@ impl RtPartitions {
         self.tasks.iter().map(|t| t.child.id()).collect()
     }
 
+    /// Per-task figures so far (jobs, worst response, misses), in declaration order.
+    pub fn summaries(&self) -> Vec<TaskSummary> {
+        self.tasks.iter().map(|t| t.stats.clone()).collect()
+    }
+
     /// Whether every task process has exited. A task seen to exit before [`Self::stop`]
     /// asked it to has ended early: its summary says how.
     pub fn all_exited(&mut self) -> bool {

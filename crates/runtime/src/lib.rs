@@ -13,6 +13,7 @@
 pub mod cgroup;
 pub mod command;
 pub mod cpufreq;
+mod control;
 mod free;
 mod isolation;
 pub mod leftovers;
@@ -65,6 +66,10 @@ pub struct RunOptions {
     /// The power policy and the CPUFreq tree it controls (`--power-policy`,
     /// `--cpufreq-root`); `None` leaves CPUFreq alone.
     pub power: Option<PowerOptions>,
+    /// Serve the control socket at this path (`--control`; docs/control.md); `None`: no socket.
+    pub control: Option<PathBuf>,
+    /// The system's name in `status` (the description's file stem).
+    pub name: String,
 }
 
 /// A shared buffer receiving the window/frame message lines (for embedding and tests).

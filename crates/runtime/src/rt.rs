@@ -6,6 +6,7 @@
 //! of [`RtRun::finish`] and of dropping an [`RtRun`]: every task process has been killed
 //! and every cgroup it used removed.
 
+use crate::control::{Control, LiveTasks};
 use crate::isolation::Confinements;
 use crate::signals::StopSignals;
 use crate::supervisor::monotonic_ns;
@@ -19,7 +20,7 @@ use bulkhead_trace::Event;
 use bulkhead_windows::StopReason;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,8 @@ pub struct RtRun {
     pub epoch_ns: u64,
     stop: Arc<AtomicBool>,
     all_exited: Arc<AtomicBool>,
+    /// Per-task figures, refreshed at each drain (for the control socket's `status`).
+    pub live: LiveTasks,
     thread: Option<JoinHandle<Drained>>,
     /// Kernel work moved off the rt CPUs; restored when this is dropped, after the
     /// drain thread stopped the tasks.
@@ -104,15 +107,17 @@ pub fn start(
     };
     let stop = Arc::new(AtomicBool::new(false));
     let all_exited = Arc::new(AtomicBool::new(false));
-    let (s, a) = (stop.clone(), all_exited.clone());
+    let live = LiveTasks::new(Mutex::new(rt.summaries()));
+    let (s, a, l) = (stop.clone(), all_exited.clone(), live.clone());
     let thread = std::thread::Builder::new()
         .name("bulkhead-rt-drain".into())
-        .spawn(move || drain_until_stopped(rt, &s, &a))
+        .spawn(move || drain_until_stopped(rt, &s, &a, &l))
         .map_err(|e| RunError::Io(format!("rt drain thread: {e}")))?;
     Ok(Some(RtRun {
         epoch_ns,
         stop,
         all_exited,
+        live,
         thread: Some(thread),
         _housekeeping: housekeeping,
     }))
@@ -144,11 +149,13 @@ fn drain_until_stopped(
     mut rt: RtPartitions,
     stop: &AtomicBool,
     all_exited: &AtomicBool,
+    live: &LiveTasks,
 ) -> Drained {
     let mut events = Vec::new();
     while !stop.load(Ordering::Acquire) {
         std::thread::sleep(DRAIN_PERIOD);
         rt.drain(&mut |e| events.push(e));
+        *live.lock().unwrap_or_else(|e| e.into_inner()) = rt.summaries();
         if rt.all_exited() {
             all_exited.store(true, Ordering::Release);
         }
@@ -184,11 +191,12 @@ impl Drop for RtRun {
 }
 
 /// A system without windows: waits for `timeout`, SIGINT/SIGTERM (when `signals`) or
-/// until `all_exited` (every task and process exited).
+/// until `all_exited` (every task and process exited), serving the control socket.
 pub fn wait(
     all_exited: &mut dyn FnMut() -> bool,
     timeout: Option<Duration>,
     signals: bool,
+    mut control: Option<&mut Control>,
 ) -> Result<StopReason, RunError> {
     let signals = signals
         .then(StopSignals::install)
@@ -202,19 +210,27 @@ pub fn wait(
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Ok(StopReason::Timeout);
         }
-        if let Some(s) = &signals {
-            let mut pfd = libc::pollfd {
-                fd: s.fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd for the signalfd we own.
-            if unsafe { libc::poll(&mut pfd, 1, DRAIN_PERIOD.as_millis() as i32) } > 0 {
+        let watch = |fd: i32| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let mut fds = [
+            watch(signals.as_ref().map_or(-1, |s| s.fd())),
+            watch(control.as_ref().map_or(-1, |c| c.fd())),
+        ];
+        // SAFETY: two valid pollfds; negative fds are ignored by poll.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, DRAIN_PERIOD.as_millis() as i32) } <= 0 {
+            continue;
+        }
+        if fds[0].revents != 0 {
+            if let Some(s) = &signals {
                 s.drain();
-                return Ok(StopReason::Requested);
             }
-        } else {
-            std::thread::sleep(DRAIN_PERIOD);
+            return Ok(StopReason::Requested);
+        }
+        if let Some(c) = control.as_deref_mut().filter(|_| fds[1].revents != 0) {
+            c.poll()?;
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::cgroup::{self, Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::command;
+use crate::control::Control;
 use crate::free::FreeRun;
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
@@ -195,6 +196,11 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     warnings.extend(failed);
     warnings.extend(rt::clean_leftovers());
     warnings.extend(crate::power::clean_leftovers());
+    let mut control = options
+        .control
+        .as_deref()
+        .map(|path| Control::bind(path, &options.name, system))
+        .transpose()?;
     let exe = std::env::current_exe()
         .map_err(|e| RunError::Io(format!("the path of this program: {e}")))?;
     let links = Links::create(system, &exe)?;
@@ -208,6 +214,9 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         &confinements,
         &mut warnings,
     )?;
+    if let (Some(c), Some(rt)) = (&mut control, &rt) {
+        c.follow(rt.live.clone());
+    }
     let own = own_cpus();
     let free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?;
     if system.windows.is_empty() {
@@ -216,6 +225,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
             free,
             launch,
             fds_before,
+            control,
         };
         return run_services(started, options, warnings);
     }
@@ -254,7 +264,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let _realtime = options
         .realtime_priority
         .map(|p| Realtime::enter(p, &mut warnings));
-    let mut sup = Supervisor::new(schedule, options, run)?;
+    let mut sup = Supervisor::new(schedule, options, run, control)?;
     sup.power = power;
     let fds_held = count_fds().saturating_sub(fds_before);
     let reason = sup.run_loop(launch)?;
@@ -264,6 +274,9 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         .unwrap_or_default();
     sup.finish()?;
     drop(free);
+    if let Some(c) = &mut sup.control {
+        sup.warnings.extend(c.take_refused());
+    }
     warnings.extend(sup.warnings);
     Ok(Outcome {
         reason,
@@ -282,6 +295,7 @@ struct Started {
     free: Option<FreeRun>,
     launch: Instant,
     fds_before: usize,
+    control: Option<Control>,
 }
 
 /// A system without windows: runs its rt and best-effort partitions until the timeout,
@@ -289,7 +303,7 @@ struct Started {
 fn run_services(
     mut s: Started,
     options: &RunOptions,
-    warnings: Vec<String>,
+    mut warnings: Vec<String>,
 ) -> Result<Outcome, RunError> {
     if s.rt.is_none() && s.free.is_none() {
         return Err(RunError::Invalid(
@@ -302,7 +316,15 @@ fn run_services(
         s.rt.as_ref().is_none_or(|rt| rt.all_exited())
             && s.free.as_mut().is_none_or(|f| f.all_exited())
     };
-    let reason = rt::wait(&mut all_exited, options.timeout, options.handle_signals)?;
+    let reason = rt::wait(
+        &mut all_exited,
+        options.timeout,
+        options.handle_signals,
+        s.control.as_mut(),
+    )?;
+    if let Some(c) = &mut s.control {
+        warnings.extend(c.take_refused());
+    }
     drop(s.free);
     let drained = s.rt.map(RtRun::finish);
     let (events, summaries) = drained.map_or((Vec::new(), Vec::new()), |d| (d.events, d.summaries));
@@ -434,6 +456,7 @@ fn spawn_all(
 
 const TOKEN_TIMER: u64 = u64::MAX;
 const TOKEN_SIGNAL: u64 = u64::MAX - 1;
+const TOKEN_CONTROL: u64 = u64::MAX - 2;
 
 struct Supervisor {
     machine: Machine,
@@ -457,6 +480,7 @@ struct Supervisor {
     warnings: Vec<String>,
     signals: Option<signals::StopSignals>,
     stop_reason: Option<StopReason>,
+    control: Option<Control>,
 }
 
 fn check(r: i32) -> std::io::Result<i32> {
@@ -474,7 +498,12 @@ fn owned(fd: i32) -> std::io::Result<OwnedFd> {
 }
 
 impl Supervisor {
-    fn new(schedule: Schedule, options: &RunOptions, run: Run) -> Result<Supervisor, RunError> {
+    fn new(
+        schedule: Schedule,
+        options: &RunOptions,
+        run: Run,
+        control: Option<Control>,
+    ) -> Result<Supervisor, RunError> {
         let io = |e: std::io::Error| RunError::Io(format!("event loop: {e}"));
         // SAFETY: plain system calls creating new fds.
         let epoll = owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(io)?;
@@ -530,10 +559,14 @@ impl Supervisor {
             warnings: Vec::new(),
             signals,
             stop_reason: None,
+            control,
         };
         sup.watch(sup.timer.as_raw_fd(), TOKEN_TIMER).map_err(io)?;
         if let Some(s) = &sup.signals {
             sup.watch(s.fd(), TOKEN_SIGNAL).map_err(io)?;
+        }
+        if let Some(c) = &sup.control {
+            sup.watch(c.fd(), TOKEN_CONTROL).map_err(io)?;
         }
         for (i, p) in sup.run.procs.iter().enumerate() {
             let fd = p.channel.as_ref().expect("just spawned").as_raw_fd();
@@ -614,8 +647,13 @@ impl Supervisor {
                 self.machine.handle(Event::Stop { t }, &mut self.actions);
                 self.execute(None, launch)?;
             }
+            if ready.iter().any(|&(t, _)| t == TOKEN_CONTROL) {
+                if let Some(c) = &mut self.control {
+                    c.poll()?;
+                }
+            }
             for &(token, flags) in &ready {
-                if token < TOKEN_SIGNAL {
+                if token < TOKEN_CONTROL {
                     self.on_channel(token as usize, flags, launch)?;
                 }
             }

@@ -158,6 +158,45 @@ fn with_counter(counter: i32, f: impl FnOnce(&Task, Counter)) -> i32 {
     })
 }
 
+/// The current mode's index in the description's mode table (>= 0), or a negative errno.
+#[no_mangle]
+pub extern "C" fn bulkhead_current_mode() -> i32 {
+    with_task(|t| t.current_mode().min(i32::MAX as u32) as i32)
+}
+
+/// Waits up to `timeout_ns` (0: only look) for a mode request; on one returns 1 and
+/// fills `mode` and `seq` (either may be null), on timeout returns 0.
+///
+/// # Safety
+/// Each non-null pointer points to a writable `uint32_t`.
+#[no_mangle]
+pub unsafe extern "C" fn bulkhead_mode_wait(timeout_ns: u64, mode: *mut u32, seq: *mut u32) -> i32 {
+    with_task(|t| {
+        let timeout = std::time::Duration::from_nanos(timeout_ns);
+        let Some(change) = t.wait_mode_change(Some(timeout)) else {
+            return 0;
+        };
+        for (ptr, v) in [(mode, change.mode), (seq, change.seq)] {
+            if !ptr.is_null() {
+                // SAFETY: the caller guarantees non-null pointers are writable.
+                unsafe { ptr.write(v) };
+            }
+        }
+        1
+    })
+}
+
+/// Acknowledges the mode request `seq` (from `bulkhead_mode_wait`): the task runs in the
+/// new mode now.
+#[no_mangle]
+pub extern "C" fn bulkhead_mode_ack(seq: u32) -> i32 {
+    with_task(|t| {
+        let mode = t.current_mode();
+        t.ack_mode(crate::control::ModeChange { seq, mode });
+        0
+    })
+}
+
 /// CLOCK_MONOTONIC now, ns (no system call).
 #[no_mangle]
 pub extern "C" fn bulkhead_now_ns() -> u64 {

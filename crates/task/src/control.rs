@@ -16,6 +16,14 @@
 //! atomics, so a concurrent read is never undefined behaviour; a value read is exact,
 //! a snapshot of several is not atomic. The slots survive a restart of the task's
 //! process: the new process finds its counters by name and continues them.
+//!
+//! **Mode words** (M2-Xen IV-B: the DMM tells the programs of its domain the new mode
+//! and waits for them): the supervisor stores the new mode's index in `mode`, then the
+//! request's sequence number in `mode_seq` (Release) and wakes its futex waiters; the
+//! task loads `mode_seq` (Acquire), then `mode`, and when it has adapted stores that
+//! sequence number in `mode_ack` (Release). A request is pending while `mode_seq !=
+//! mode_ack`. A later request overtakes an earlier one: acknowledging the later
+//! acknowledges both.
 use crate::error::{Error, Result};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -23,8 +31,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// `b"BHTASK01"` as a little-endian integer.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"BHTASK01");
-/// 2: named counters.
-pub const VERSION: u32 = 2;
+/// 2: named counters; 3: mode words.
+pub const VERSION: u32 = 3;
 /// Size of the mapped control block (one page on every Linux platform bulkhead targets).
 pub const CONTROL_LEN: usize = 4096;
 /// Longest task name stored (bytes, UTF-8, NUL padded).
@@ -75,6 +83,20 @@ pub struct Control {
     _pad2: u32,
     /// Named counters (task).
     pub named: [NamedCounter; NAMED_COUNTERS],
+    /// Index of the current mode in the description's mode table (supervisor).
+    pub mode: AtomicU32,
+    /// Sequence number of the latest mode request, 0 = none (supervisor; futex word).
+    pub mode_seq: AtomicU32,
+    /// The latest mode request the task acknowledged (task).
+    pub mode_ack: AtomicU32,
+    _pad3: u32,
+}
+
+/// A mode request as the task saw it: acknowledge it with its `seq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModeChange {
+    pub seq: u32,
+    pub mode: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<Control>() <= CONTROL_LEN);
@@ -241,9 +263,125 @@ impl Control {
         Ok(n)
     }
 
+    /// The latest mode request (seq 0: the initial mode, nothing to acknowledge).
+    pub fn mode_change(&self) -> ModeChange {
+        let seq = self.mode_seq.load(Acquire);
+        ModeChange {
+            seq,
+            mode: self.mode.load(Relaxed),
+        }
+    }
+
+    /// Publishes a request to switch to `mode` and wakes the waiting task (supervisor
+    /// side). Returns its sequence number.
+    pub fn request_mode(&self, mode: u32) -> u32 {
+        self.mode.store(mode, Relaxed);
+        let seq = self.mode_seq.fetch_add(1, Release).wrapping_add(1);
+        futex_wake_all(&self.mode_seq);
+        seq
+    }
+
+    /// Waits until a mode request is pending (`mode_seq != mode_ack`) or `timeout`
+    /// passes (`None`: forever); returns the pending request, if any (task side).
+    pub fn wait_mode(&self, timeout: Option<std::time::Duration>) -> Option<ModeChange> {
+        let deadline = timeout.map(|t| crate::clock::now_ns() + t.as_nanos() as u64);
+        loop {
+            let change = self.mode_change();
+            if change.seq != self.mode_ack.load(Acquire) {
+                return Some(change);
+            }
+            let left = match deadline {
+                Some(d) => match d.checked_sub(crate::clock::now_ns()) {
+                    Some(left) if left > 0 => Some(left),
+                    _ => return None,
+                },
+                None => None,
+            };
+            futex_wait(&self.mode_seq, change.seq, left);
+        }
+    }
+
+    /// The task has adapted to `change` (task side).
+    pub fn ack_mode(&self, change: ModeChange) {
+        self.mode_ack.store(change.seq, Release);
+    }
+
     /// The task name.
     pub fn name(&self) -> String {
         let end = self.name.iter().position(|&b| b == 0).unwrap_or(NAME_LEN);
         String::from_utf8_lossy(&self.name[..end]).into_owned()
+    }
+}
+
+/// Sleeps while `word` holds `expected`, at most `timeout_ns` (`None`: no limit). The
+/// word is in shared memory: a process-shared (not private) futex.
+fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>) {
+    let ts = timeout_ns.map(|ns| libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as i64,
+        tv_nsec: (ns % 1_000_000_000) as i64,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `word` is a live, aligned u32 for the duration of the call; the timeout
+    // pointer is null or points to `ts`, alive until the call returns. Spurious wake-ups
+    // and EAGAIN are handled by the caller's loop.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            ts_ptr,
+        )
+    };
+}
+
+/// Wakes every waiter on `word`.
+fn futex_wake_all(word: &AtomicU32) {
+    // SAFETY: `word` is a live, aligned u32; FUTEX_WAKE only reads its address.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn block() -> Box<Control> {
+        // SAFETY: every field of Control is an integer, an atomic or an array of them:
+        // all-zero is a valid value (a fresh memfd page is all zero too).
+        unsafe { Box::new(std::mem::zeroed()) }
+    }
+
+    #[test]
+    fn a_mode_request_wakes_the_waiter_and_is_pending_until_acknowledged() {
+        let c = block();
+        assert_eq!(c.wait_mode(Some(Duration::from_millis(5))), None);
+        let change = std::thread::scope(|s| {
+            let waiter = s.spawn(|| c.wait_mode(Some(Duration::from_secs(5))));
+            std::thread::sleep(Duration::from_millis(20));
+            assert_eq!(c.request_mode(3), 1);
+            waiter.join().unwrap()
+        });
+        assert_eq!(change, Some(ModeChange { seq: 1, mode: 3 }));
+        // Still pending: a second wait returns at once.
+        let t = Instant::now();
+        assert_eq!(c.wait_mode(None), change);
+        assert!(t.elapsed() < Duration::from_secs(1));
+        c.ack_mode(change.unwrap());
+        assert_eq!(c.wait_mode(Some(Duration::ZERO)), None);
+    }
+
+    #[test]
+    fn a_later_request_overtakes_an_earlier_one() {
+        let c = block();
+        c.request_mode(1);
+        c.request_mode(2);
+        let change = c.wait_mode(Some(Duration::ZERO)).unwrap();
+        assert_eq!(change, ModeChange { seq: 2, mode: 2 });
+        c.ack_mode(change);
+        assert_eq!(c.mode_ack.load(Acquire), 2);
+        assert_eq!(c.wait_mode(Some(Duration::ZERO)), None);
     }
 }

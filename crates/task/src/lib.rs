@@ -21,6 +21,11 @@
 //! the next release and returns the [`Activation`]: index, release time, absolute deadline
 //! and flags ([`flags::OVERRUN`], [`flags::SKIPPED`], [`flags::RESTARTED`]).
 //!
+//! Multi-mode systems: [`Task::current_mode`] is the index of the current mode in the
+//! description's mode table; [`Task::wait_mode_change`] waits for the mode agent's
+//! request and [`Task::ack_mode`] acknowledges it (C: `bulkhead_current_mode`,
+//! `bulkhead_mode_wait`, `bulkhead_mode_ack`; the words are in [`control`]).
+//!
 //! The supervisor creates both with [`supervisor::TaskLink`], passes them to the task's
 //! process, and drains the ring into the schedule log and the trace.
 
@@ -32,6 +37,7 @@ mod record;
 pub mod supervisor;
 mod task;
 
+pub use control::ModeChange;
 pub use error::{Error, Result};
 pub use record::{flags, Record, RECORD_SIZE};
 pub use task::{Activation, Counter, Params, Task};

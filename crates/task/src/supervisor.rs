@@ -141,6 +141,18 @@ impl TaskLink {
         self.ctl.get().epoch_ns.store(epoch_ns, Release);
     }
 
+    /// Asks the task to adapt to mode `mode` (its index in the mode table) and wakes it
+    /// if it waits for a mode change; returns the request's sequence number.
+    pub fn request_mode(&self, mode: u32) -> u32 {
+        self.ctl.get().request_mode(mode)
+    }
+
+    /// Whether the task acknowledged the mode request `seq` (or a later one).
+    pub fn mode_acked(&self, seq: u32) -> bool {
+        let acked = self.ctl.get().mode_ack.load(Acquire);
+        acked.wrapping_sub(seq) as i32 >= 0
+    }
+
     /// Asks the task to stop: its next `wait_next_period` returns `Stopped`.
     pub fn request_stop(&self) {
         self.ctl.get().stop.store(1, Release);

@@ -1,7 +1,7 @@
 //! The task's side: attach, wait for each period, report completions.
 
 use crate::clock::{now_ns, sleep_until};
-use crate::control::Mapping;
+use crate::control::{Mapping, ModeChange};
 use crate::error::{Error, Result};
 use crate::record::{flags, Record, RECORD_SIZE};
 use crate::ENV;
@@ -147,6 +147,30 @@ impl Task {
         self.ctl.get().named[counter.0]
             .value
             .fetch_add(delta, Relaxed);
+    }
+
+    /// The current mode: its index in the description's mode table (`modes.table`),
+    /// as of the latest request (acknowledged or not).
+    pub fn current_mode(&self) -> u32 {
+        self.ctl.get().mode_change().mode
+    }
+
+    /// Waits until the supervisor's mode agent asks this task to change mode, at most
+    /// `timeout` (`None`: forever). Returns the request (acknowledge it with
+    /// [`Task::ack_mode`] once the task has adapted), or `None` on timeout. A request
+    /// already pending returns at once.
+    pub fn wait_mode_change(&self, timeout: Option<std::time::Duration>) -> Option<ModeChange> {
+        self.ctl.get().wait_mode(timeout)
+    }
+
+    /// The pending mode request, if any (never blocks).
+    pub fn mode_change_pending(&self) -> Option<ModeChange> {
+        self.wait_mode_change(Some(std::time::Duration::ZERO))
+    }
+
+    /// Tells the mode agent that the task runs in `change.mode` now.
+    pub fn ack_mode(&self, change: ModeChange) {
+        self.ctl.get().ack_mode(change)
     }
 
     /// Whether the supervisor asked the task to stop.

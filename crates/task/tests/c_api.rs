@@ -18,11 +18,11 @@ fn static_lib() -> PathBuf {
         .join("libbulkhead_task.a")
 }
 
-#[test]
-fn a_c_task_uses_the_header_and_static_library() {
+/// Compiles `tests/c/<name>.c` into `dir`; `None` without a C compiler.
+fn compile(name: &str, dir: &Path) -> Option<PathBuf> {
     if Command::new("cc").arg("--version").output().is_err() {
         eprintln!("skipping: no C compiler `cc`");
-        return;
+        return None;
     }
     let lib = static_lib();
     assert!(
@@ -31,13 +31,12 @@ fn a_c_task_uses_the_header_and_static_library() {
         lib.display()
     );
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::temp_dir().join(format!("bulkhead-task-ctest-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("task_test");
+    std::fs::create_dir_all(dir).unwrap();
+    let exe = dir.join(name);
     let cc = Command::new("cc")
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
         .arg(root.join("include"))
-        .arg(root.join("tests/c/task_test.c"))
+        .arg(root.join(format!("tests/c/{name}.c")))
         .arg(&lib)
         .args(["-lpthread", "-ldl", "-lm", "-lrt", "-lgcc_s", "-o"])
         .arg(&exe)
@@ -48,6 +47,15 @@ fn a_c_task_uses_the_header_and_static_library() {
         "cc failed:\n{}",
         String::from_utf8_lossy(&cc.stderr)
     );
+    Some(exe)
+}
+
+#[test]
+fn a_c_task_uses_the_header_and_static_library() {
+    let dir = std::env::temp_dir().join(format!("bulkhead-task-ctest-{}", std::process::id()));
+    let Some(exe) = compile("task_test", &dir) else {
+        return;
+    };
     let spec = LinkSpec {
         name: "c-task".into(),
         task_index: 0,
@@ -79,4 +87,52 @@ fn a_c_task_uses_the_header_and_static_library() {
         recs.iter().map(|r| r.index).collect::<Vec<_>>(),
         (0..6).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn a_c_task_follows_mode_requests_and_acknowledges_them() {
+    let dir = std::env::temp_dir().join(format!("bulkhead-task-cmode-{}", std::process::id()));
+    let Some(exe) = compile("mode_test", &dir) else {
+        return;
+    };
+    let spec = LinkSpec {
+        name: "c-modes".into(),
+        task_index: 0,
+        budget_ns: MS,
+        period_ns: 10 * MS,
+        deadline_ns: 10 * MS,
+        epoch_ns: now_ns(),
+        ring_depth: 16,
+    };
+    let link = TaskLink::create(&spec).unwrap();
+    let mut cmd = Command::new(&exe);
+    cmd.arg("2").stdout(std::process::Stdio::piped());
+    link.prepare(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    // The task first reports its initial mode, with no request pending.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert_eq!(line, "start in mode 0\n");
+    let mut acked = |seq: u32| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !link.mode_acked(seq) {
+            if std::time::Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+                let _ = child.kill();
+                let status = child.wait().unwrap();
+                panic!("request {seq} not acknowledged; the task: {status}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    };
+    let first = link.request_mode(2);
+    acked(first);
+    let second = link.request_mode(1);
+    acked(second);
+    let status = child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert_eq!(rest, "mode 2 seq 1\nmode 1 seq 2\n");
 }

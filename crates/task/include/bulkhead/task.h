@@ -60,6 +60,16 @@ int bulkhead_counter(const char *name);
 int bulkhead_counter_set(int counter, uint64_t value);
 int bulkhead_counter_add(int counter, uint64_t delta);
 
+/* Modes (multi-mode systems, docs/modes.md): bulkhead_current_mode returns the index of
+ * the current mode in the description's mode table (>= 0). bulkhead_mode_wait waits up
+ * to timeout_ns (0: only look) for the mode agent's request: 1 with *mode and *seq filled
+ * (pointers may be NULL), 0 on timeout; it holds the task (call it from the task's own
+ * thread, e.g. after each activation). bulkhead_mode_ack(seq) tells the agent the task
+ * runs in the new mode. */
+int bulkhead_current_mode(void);
+int bulkhead_mode_wait(uint64_t timeout_ns, uint32_t *mode, uint32_t *seq);
+int bulkhead_mode_ack(uint32_t seq);
+
 /* CLOCK_MONOTONIC in ns (vDSO, no system call). */
 uint64_t bulkhead_now_ns(void);
 

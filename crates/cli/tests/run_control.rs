@@ -1,0 +1,252 @@
+//! The control socket of a real `bulkhead run`: `ctl status` shows the live partitions
+//! and tasks with the reservations the kernel holds; malformed, over-long and unknown
+//! requests get errors; a peer of another user is refused and logged; the system keeps
+//! running through all of it.
+
+mod common;
+use common::{exclusive_cpus_lock, is_root};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A scratch directory with the description and the socket, removed on drop.
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A `bulkhead run` stopped on drop if a test fails before it ends (SIGTERM, so that it
+/// stops its tasks and removes its cgroups).
+struct Running(Option<Child>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            // SAFETY: signalling our own child, not yet reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+}
+
+fn ctl(socket: &Path, args: &[&str]) -> Output {
+    common::bulkhead()
+        .arg("ctl")
+        .arg("--control")
+        .arg(socket)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while UnixStream::connect(path).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "no control socket at {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends raw bytes as one request line and returns the reply line.
+fn raw(path: &Path, bytes: &[u8]) -> String {
+    let mut s = UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).unwrap();
+    line
+}
+
+#[test]
+fn ctl_talks_to_a_running_system_and_bad_peers_do_not_disturb_it() {
+    if !is_root() {
+        eprintln!("skipping: needs root for SCHED_DEADLINE and cpusets");
+        return;
+    }
+    let periodic = common::bin("bulkhead-periodic");
+    if !periodic.exists() {
+        eprintln!("skipping: {} is not built", periodic.display());
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Dir(std::env::temp_dir().join(format!("bulkhead-ctlrun-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let file = dir.0.join("car.yaml");
+    let socket = dir.0.join("car.sock");
+    std::fs::write(
+        &file,
+        format!(
+            "system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n      - {{name: a, cmd: {} --exec-us 300, budget: 2ms, period: 10ms}}\n",
+            periodic.display()
+        ),
+    )
+    .unwrap();
+    let mut run = Running(Some(
+        common::bulkhead()
+            .args([
+                "run",
+                file.to_str().unwrap(),
+                "--timeout",
+                "6s",
+                "--control",
+            ])
+            .arg(&socket)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    wait_for(&socket);
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "socket mode {mode:o}");
+
+    // Status: the task with the reservation the kernel holds.
+    let status = ctl(&socket, &["status", "--json"]);
+    assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let s = &doc["status"];
+    assert_eq!(s["system"], "car");
+    assert_eq!(s["state"], "running");
+    let task = &s["partitions"][0]["tasks"][0];
+    assert_eq!(s["partitions"][0]["name"], "ctl");
+    assert_eq!(task["name"], "a");
+    assert_eq!(task["policy"], "deadline");
+    assert_eq!(task["budget_ns"], 2_000_000);
+    assert_eq!(task["period_ns"], 10_000_000);
+    let pid = task["pid"].as_u64().unwrap();
+    let chrt = common::chrt(pid as u32);
+    assert!(chrt.contains("2000000/10000000/10000000"), "{chrt}");
+
+    // Bad requests: error replies, nothing else.
+    assert!(raw(&socket, b"status\n").contains("\"code\":\"malformed\""));
+    assert!(raw(&socket, b"{\"request\":\"reboot\"}\n").contains("unknown_request"));
+    let mut long = vec![b'x'; 100_000];
+    long.push(b'\n');
+    assert!(raw(&socket, &long).contains("too_long"));
+    let no_modes = ctl(&socket, &["mode", "highway"]);
+    assert_eq!(no_modes.status.code(), Some(1));
+    assert!(
+        text(&no_modes.stderr).contains("not_allowed"),
+        "{}",
+        text(&no_modes.stderr)
+    );
+
+    // Another user: kept out by the file mode, then by SO_PEERCRED.
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let other = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["ctl", "--control", socket.to_str().unwrap(), "status"])
+        .output()
+        .unwrap();
+    assert_eq!(other.status.code(), Some(1));
+    assert!(
+        text(&other.stderr).contains("permission_denied"),
+        "{}",
+        text(&other.stderr)
+    );
+
+    // Still running, still answering, and its jobs go on.
+    std::thread::sleep(Duration::from_millis(300));
+    let again = ctl(&socket, &["status", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    let jobs = doc["status"]["partitions"][0]["tasks"][0]["jobs"]
+        .as_u64()
+        .unwrap();
+    assert!(jobs > 0, "{doc}");
+    let human = ctl(&socket, &["status"]);
+    assert!(
+        text(&human.stdout).contains("partition ctl (rt, CPUs 0)"),
+        "{}",
+        text(&human.stdout)
+    );
+
+    let out = run.0.take().unwrap().wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("timeout reached"), "{stderr}");
+    assert!(
+        stderr.contains("refused a peer") && stderr.contains("uid 65534"),
+        "{stderr}"
+    );
+    assert!(!socket.exists(), "the socket is removed at the end");
+}
+
+#[test]
+fn a_window_schedule_serves_the_socket_between_its_windows() {
+    if !is_root() {
+        eprintln!("skipping: needs root for cgroups");
+        return;
+    }
+    // CPU 0 is the other test's exclusive rt CPU: not at the same time.
+    let _lock = exclusive_cpus_lock();
+    let dir = Dir(std::env::temp_dir().join(format!("bulkhead-ctlwin-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("demo.yaml");
+    let socket = dir.0.join("demo.sock");
+    std::fs::write(
+        &file,
+        "windows:\n  - length: 20\n    slices:\n      - {cpu: 0, sc_partition: SC1}\npartitions:\n  - name: SC1\n    processes:\n      - {budget: 5, cmd: sleep 30}\n",
+    )
+    .unwrap();
+    let mut run = Running(Some(
+        common::bulkhead()
+            .args([
+                "run",
+                file.to_str().unwrap(),
+                "--timeout",
+                "3s",
+                "--control",
+            ])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    wait_for(&socket);
+    let status = ctl(&socket, &["status", "--json"]);
+    assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(doc["status"]["system"], "demo");
+    assert_eq!(doc["status"]["partitions"][0]["name"], "SC1");
+    assert_eq!(doc["status"]["mode"], serde_json::Value::Null);
+    // A flood of bad requests on one connection: each gets its error reply.
+    let mut s = UnixStream::connect(&socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for _ in 0..200 {
+        s.write_all(b"{\"request\":\n").unwrap();
+    }
+    let mut reader = BufReader::new(s);
+    for _ in 0..200 {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        assert!(line.contains("\"code\":\"malformed\""), "{line}");
+    }
+    let out = run.0.take().unwrap().wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // 3 s of 20 ms windows: about 150; wide margin for a loaded machine.
+    let windows: u64 = stderr
+        .split(" after ")
+        .nth(1)
+        .and_then(|s| s.split(" windows").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(windows >= 50, "{stderr}");
+    assert!(!socket.exists());
+}
