@@ -11,7 +11,6 @@
 //! creates is killed and removed when it ends, also on errors.
 
 pub mod cgroup;
-pub mod command;
 mod free;
 mod isolation;
 pub mod leftovers;
@@ -22,6 +21,7 @@ mod signals;
 pub mod spawn;
 mod supervisor;
 
+pub use bulkhead_reserve::command;
 pub use cgroup::Hierarchy;
 pub use supervisor::Outcome;
 
