@@ -626,7 +626,8 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<Child
         .collect::<std::io::Result<Vec<fs::File>>>()?;
     let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
     let (policy, confine) = (target.policy, target.confine.clone());
-    // SAFETY: write(2), sched_setattr(2) and the confinement's calls in the forked child:
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: write(2), sched_setattr(2), the confinement's calls and prctl in the forked child:
     // async-signal-safe; the descriptors (cgroup files, the netns) stay open in the parent
     // until spawn returns. The cpuset comes first, so the reservation is set inside the
     // exclusive domain; root is given up last, after everything that needs it.
@@ -640,7 +641,8 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<Child
             sched::set_current(&policy)?;
             confine
                 .apply_in_child()
-                .map_err(std::io::Error::from_raw_os_error)
+                .map_err(std::io::Error::from_raw_os_error)?;
+            crate::confine::die_with_parent(parent).map_err(std::io::Error::from_raw_os_error)
         });
     }
     let child = command.spawn();
