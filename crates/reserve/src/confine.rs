@@ -79,6 +79,39 @@ impl Confinement {
     }
 }
 
+/// Makes the calling child die (SIGKILL) with the thread that started it, `parent` the
+/// supervisor's pid read before the fork. Called after the last credential change (a
+/// change of uid or gid clears the parent-death signal). If the parent died before the
+/// signal was set (then `getppid()` is no longer `parent`), returns `Err(ESRCH)`: the
+/// caller must exit instead of exec'ing.
+///
+/// The signal follows the *thread* that forked: bulkhead starts processes from the thread
+/// that runs until the partitions are stopped.
+///
+/// # Safety
+/// Only in a child between fork and exec; async-signal-safe (prctl, getppid).
+pub unsafe fn die_with_parent(parent: libc::pid_t) -> Result<(), i32> {
+    // SAFETY: prctl with integer arguments changes only the calling process.
+    if unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    } != 0
+    {
+        // SAFETY: errno of the calling thread, read right after the failed call.
+        return Err(unsafe { *libc::__errno_location() });
+    }
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } != parent {
+        return Err(libc::ESRCH);
+    }
+    Ok(())
+}
+
 /// uid and primary gid of `user`: a user name, or a numeric uid (its gid is the
 /// account's if it has one, else the same number).
 pub fn resolve_user(user: &str) -> Result<(u32, u32), String> {

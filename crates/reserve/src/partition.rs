@@ -23,6 +23,7 @@
 //! * [`RtPartitions::drain`] turns the tasks' records into trace events (job release,
 //!   start, completion, deadline miss) on the schedule's time line (ns since `epoch_ns`).
 
+use crate::command::{self, Exec};
 use crate::confine::Confinement;
 use crate::cpuset::{self, ExclusiveDomain, Hierarchy, Shield};
 use crate::enforce::{Budgeted, Enforcer};
@@ -59,6 +60,33 @@ pub struct RtOptions {
     /// run ([`crate::cpuset::Shield`], cgroup v1). Off by default: it affects the whole
     /// machine.
     pub shield: bool,
+}
+
+/// The program of every rt task, in start order, planned as a be process's is
+/// ([`command::plan`], run in `workdir`). A task whose command cannot run (a missing
+/// program, an empty command) is an [`Error::Invalid`] naming its partition, the task,
+/// its key path and its command. Tasks of a bulkhead service whose command is not set
+/// yet are skipped when `skip_unset_services` (the check before the services exist).
+pub fn plan_tasks(system: &System, workdir: &Path, skip_unset_services: bool) -> Result<Vec<Exec>> {
+    let mut plans = Vec::new();
+    for (pi, p) in system.partitions.iter().enumerate() {
+        if p.kind != PartitionKind::Rt {
+            continue;
+        }
+        for (ti, task) in p.tasks.iter().enumerate() {
+            if skip_unset_services && task.service.is_some() && task.cmd.is_empty() {
+                continue;
+            }
+            let exec = command::plan(&task.cmd, workdir).map_err(|e| {
+                Error::Invalid(format!(
+                    "partition `{}`, task `{}` (partitions[{pi}].tasks[{ti}].cmd `{}`): {e}",
+                    p.name, task.name, task.cmd
+                ))
+            })?;
+            plans.push(exec);
+        }
+    }
+    Ok(plans)
 }
 
 /// Refuses a system whose rt partitions fail the analysis; the message names the first
@@ -171,6 +199,7 @@ impl RtPartitions {
                 p.reclaim = false;
             }
         }
+        let plans = plan_tasks(&system, &options.workdir, false)?;
         let report = admit(&system)?;
         let hierarchy = cpuset::detect()?;
         let mut rt = RtPartitions {
@@ -194,7 +223,7 @@ impl RtPartitions {
         if options.shield {
             rt.shield = Some(shield(&hierarchy, &system, &report, options)?);
         }
-        rt.spawn_all(&system, &report, &hierarchy, options, confine)?;
+        rt.spawn_all(&system, &report, &hierarchy, options, &plans, confine)?;
         rt.start_enforcers()?;
         Ok(rt)
     }
@@ -205,6 +234,7 @@ impl RtPartitions {
         report: &Report,
         h: &Hierarchy,
         options: &RtOptions,
+        plans: &[Exec],
         confine: &dyn Fn(&Partition, &Task) -> Confinement,
     ) -> Result<()> {
         let mut domains: BTreeMap<(String, u32), usize> = BTreeMap::new();
@@ -283,7 +313,7 @@ impl RtPartitions {
                     workdir: &options.workdir,
                     confine: &confinement,
                 };
-                let child = spawn(&task.cmd, &link, &target).map_err(|e| {
+                let child = spawn(&plans[index as usize], &link, &target).map_err(|e| {
                     Error::os(
                         format!("starting task `{}` ({})", task.name, task.cmd),
                         e,
@@ -581,20 +611,11 @@ struct Target<'a> {
     confine: &'a Confinement,
 }
 
-/// Starts `cmd` (a shell only when it needs one) in its cgroups under its policy and
+/// Starts `exec` (planned by [`plan_tasks`]) in its cgroups under its policy and
 /// confinement, with the task link's descriptors.
-fn spawn(cmd: &str, link: &TaskLink, target: &Target) -> std::io::Result<Child> {
-    let needs_shell = cmd.chars().any(|c| "|&;<>()$`\\\"'*?[]#~=%{}".contains(c));
-    let mut command = if needs_shell {
-        let mut c = Command::new("/bin/sh");
-        c.arg("-c").arg(format!("exec {cmd}"));
-        c
-    } else {
-        let mut words = cmd.split_whitespace();
-        let mut c = Command::new(words.next().unwrap_or_default());
-        c.args(words);
-        c
-    };
+fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<Child> {
+    let mut command = Command::new(&exec.path);
+    command.arg0(&exec.argv[0]).args(&exec.argv[1..]);
     command.current_dir(target.workdir).stdin(Stdio::null());
     command.envs(target.confine.env.iter().map(|(k, v)| (k, v)));
     link.prepare(&mut command);
@@ -610,7 +631,8 @@ fn spawn(cmd: &str, link: &TaskLink, target: &Target) -> std::io::Result<Child> 
         .collect::<std::io::Result<Vec<fs::File>>>()?;
     let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
     let (policy, confine) = (target.policy, target.confine.clone());
-    // SAFETY: write(2), sched_setattr(2) and the confinement's calls in the forked child:
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: write(2), sched_setattr(2), the confinement's calls and prctl in the forked child:
     // async-signal-safe; the descriptors (cgroup files, the netns, the passed fds) stay open in the parent
     // until spawn returns. The cpuset comes first, so the reservation is set inside the
     // exclusive domain; root is given up last, after everything that needs it.
@@ -627,7 +649,8 @@ fn spawn(cmd: &str, link: &TaskLink, target: &Target) -> std::io::Result<Child> 
                 .map_err(std::io::Error::from_raw_os_error)?;
             confine
                 .apply_in_child()
-                .map_err(std::io::Error::from_raw_os_error)
+                .map_err(std::io::Error::from_raw_os_error)?;
+            crate::confine::die_with_parent(parent).map_err(std::io::Error::from_raw_os_error)
         });
     }
     let child = command.spawn();

@@ -11,7 +11,6 @@
 //! creates is killed and removed when it ends, also on errors.
 
 pub mod cgroup;
-pub mod command;
 pub mod cpufreq;
 mod control;
 mod free;
@@ -25,6 +24,7 @@ mod signals;
 pub mod spawn;
 mod supervisor;
 
+pub use bulkhead_reserve::command;
 pub use cgroup::Hierarchy;
 pub use power::PowerOptions;
 pub use supervisor::Outcome;

@@ -14,7 +14,8 @@
 //!
 //! In the child, between clone and exec, only async-signal-safe system calls run:
 //! SIGPIPE is reset (the Rust runtime ignores it), the process enters its network
-//! namespace and takes its user if confined, the channel becomes fd 3 (without
+//! namespace and takes its user if confined, asks to be SIGKILLed when the supervisor
+//! dies (and exits if it already has), the channel becomes fd 3 (without
 //! close-on-exec), every other fd above 2 but the confinement's passed descriptors
 //! (its channels) is closed (`close_range`), the working
 //! directory is set, the signal mask (all blocked from clone on) is cleared, then
@@ -23,7 +24,7 @@
 //! supervisor error message; nothing else is shared that either writes.)
 
 use crate::cgroup::{PartitionCgroup, ProcessCgroup, Version};
-use bulkhead_reserve::confine::Confinement;
+use bulkhead_reserve::confine::{die_with_parent, Confinement};
 use std::ffi::{c_char, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -212,6 +213,7 @@ pub fn spawn(command: &Prepared, env: &Environment, target: Target<'_>) -> io::R
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     match target {
         Target::V2 { cgroup } => {
+            let parent = std::process::id() as libc::pid_t;
             let dir = std::fs::File::open(cgroup)?;
             let args = CloneArgs {
                 flags: CLONE_INTO_CGROUP,
@@ -241,7 +243,7 @@ pub fn spawn(command: &Prepared, env: &Environment, target: Target<'_>) -> io::R
             }
             if pid == 0 {
                 // SAFETY: in the child, see above.
-                unsafe { child_main(command, env, child_end.as_raw_fd(), &[]) }
+                unsafe { child_main(command, env, child_end.as_raw_fd(), &[], parent) }
             }
             Ok(Child {
                 pid: pid as i32,
@@ -376,6 +378,7 @@ struct ChildArgs {
     channel: i32,
     join: *const CString,
     join_len: usize,
+    parent: libc::pid_t,
 }
 
 impl ChildMemory {
@@ -391,6 +394,7 @@ impl ChildMemory {
             channel,
             join: join.as_ptr(),
             join_len: join.len(),
+            parent: std::process::id() as libc::pid_t,
         };
         Ok(ChildMemory {
             stack: Stack::new()?,
@@ -433,7 +437,7 @@ extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
     unsafe {
         let a = &*(arg as *const ChildArgs);
         let join = std::slice::from_raw_parts(a.join, a.join_len);
-        child_main(&*a.command, &*a.env, a.channel, join)
+        child_main(&*a.command, &*a.env, a.channel, join, a.parent)
     }
 }
 
@@ -463,9 +467,15 @@ fn v1_handshake(child: &Child, freeze: &mut dyn FnMut() -> io::Result<()>) -> io
 /// The child between fork and exec.
 ///
 /// # Safety
-/// Must only be called in a freshly forked/cloned child. Uses only
+/// Must only be called in a freshly forked/cloned child of `parent`. Uses only
 /// async-signal-safe system calls on memory prepared before the fork; never returns.
-unsafe fn child_main(command: &Prepared, env: &Environment, channel: i32, join: &[CString]) -> ! {
+unsafe fn child_main(
+    command: &Prepared,
+    env: &Environment,
+    channel: i32,
+    join: &[CString],
+    parent: libc::pid_t,
+) -> ! {
     // SAFETY: the caller's contract: a fresh child, async-signal-safe calls only, on
     // NUL-terminated strings and pointer arrays prepared (and kept alive) before the clone.
     unsafe {
@@ -494,6 +504,9 @@ unsafe fn child_main(command: &Prepared, env: &Environment, channel: i32, join: 
         }
         if command.confine.apply_in_child().is_err() {
             libc::_exit(126);
+        }
+        if die_with_parent(parent).is_err() {
+            libc::_exit(127);
         }
         if channel == CHILD_CHANNEL_FD {
             libc::fcntl(channel, libc::F_SETFD, 0);

@@ -177,6 +177,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         Some(h) => h.clone(),
         None => Hierarchy::detect().map_err(RunError::Cgroups)?,
     };
+    check_commands(system, &options.workdir)?;
     let mut warnings = Vec::new();
     let (removed, failed) = leftovers::clean(&hierarchy);
     for dir in removed {
@@ -381,6 +382,26 @@ fn check_cpus(schedule: &Schedule) -> Result<(), RunError> {
                     slice.cpus
                 )));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Plans the command of every rt task and every process before anything is created, so
+/// that a missing program is reported (with its partition and position) up front.
+fn check_commands(system: &System, workdir: &std::path::Path) -> Result<(), RunError> {
+    bulkhead_reserve::partition::plan_tasks(system, workdir, true).map_err(|e| match e {
+        bulkhead_reserve::Error::Invalid(m) => RunError::Invalid(m),
+        e => RunError::Invalid(e.to_string()),
+    })?;
+    for (pi, p) in system.partitions.iter().enumerate() {
+        for (k, process) in p.processes.iter().enumerate() {
+            command::plan(&process.cmd, workdir).map_err(|e| {
+                RunError::Invalid(format!(
+                    "partition `{}`, process {k} (partitions[{pi}].processes[{k}] `{}`): {e}",
+                    p.name, process.cmd
+                ))
+            })?;
         }
     }
     Ok(())

@@ -1,0 +1,81 @@
+//! rt tasks read `cmd:` as be processes do (one command planner): a compound command
+//! runs whole under `sh -c`, `VAR=x cmd` sets the variable, and a missing program is
+//! reported with the task's position before anything is created. Observed from outside:
+//! files the commands write, the exit code and the message. Needs root (rt tasks).
+
+mod common;
+use common::{exclusive_cpus_lock, is_root, Scratch};
+use std::process::Output;
+
+/// Runs a description with one rt task `cmd` (in `scratch`, its working directory) for 1 s.
+fn run_rt_task(scratch: &Scratch, cmd: &str) -> Output {
+    let file = scratch.file("system.yaml");
+    let src = format!(
+        "system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: fixed-priority\n    tasks:\n      - name: t\n        cmd: \"{cmd}\"\n        budget: 2ms\n        period: 10ms\n"
+    );
+    std::fs::write(&file, src).unwrap();
+    common::bulkhead()
+        .args(["run", file.to_str().unwrap(), "--timeout", "1s"])
+        .output()
+        .unwrap()
+}
+
+fn skip() -> bool {
+    if !is_root() {
+        eprintln!("skipping: rt tasks need root");
+    }
+    !is_root()
+}
+
+#[test]
+fn a_compound_rt_command_runs_every_part() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-compound");
+    let out = run_rt_task(&scratch, "true && touch b-ran");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        scratch.file("b-ran").exists(),
+        "`b` of `a && b` did not run: {stderr}"
+    );
+}
+
+#[test]
+fn an_assignment_before_an_rt_command_sets_the_variable() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-assign");
+    let script = scratch.file("t");
+    std::fs::write(&script, "#!/bin/sh\necho \"$RUST_LOG\" > seen\n").unwrap();
+    std::process::Command::new("chmod")
+        .args(["755", script.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let out = run_rt_task(&scratch, "RUST_LOG=1 ./t");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let seen = std::fs::read_to_string(scratch.file("seen")).unwrap_or_default();
+    assert_eq!(seen, "1\n", "{stderr}");
+}
+
+#[test]
+fn a_missing_rt_program_is_reported_up_front_with_its_position() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-missing");
+    let out = run_rt_task(&scratch, "./no-such-task-program");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("partition `ctl`, task `t` (partitions[0].tasks[0].cmd")
+            && stderr.contains("`./no-such-task-program` does not exist"),
+        "{stderr}"
+    );
+    // Reported before anything was created: no cgroup was made, so none was removed.
+    assert!(!stderr.contains("starting task"), "{stderr}");
+}
