@@ -86,6 +86,7 @@ fn sim(py: Python<'_>, system: &PySystem, for_ns: Option<u64>, seed: u64) -> PyR
         behaviours: Vec::new(),
         all_cpus: bulkhead_model::CpuSet::parse("0-1").map_err(fail)?,
         task_servers: Vec::new(),
+        power_policy: None,
     };
     let spec = bulkhead_sim::from_system(&system.system, &options).map_err(fail)?;
     if spec.tasks.is_empty() && spec.windows.is_none() {
