@@ -11,8 +11,8 @@
 //! creates is killed and removed when it ends, also on errors.
 
 pub mod cgroup;
-pub mod cpufreq;
 mod control;
+pub mod cpufreq;
 mod free;
 mod isolation;
 pub mod leftovers;
