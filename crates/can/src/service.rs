@@ -151,15 +151,13 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
         Role::Writer => {
             let mut links = Vec::new();
             for (partition, name) in &config.from {
-                // The client writes this channel's file: one that it made unusable
-                // before the gateway started costs that client its link, not the bus.
-                let rx = match channel("from", partition, name).and_then(|c| {
-                    c.receiver()
-                        .map_err(|e| failed(format!("--from {partition}={name}: {e}")))
-                }) {
+                // A channel that cannot be opened is the caller's error. The client
+                // writes this channel's file: one that it made unusable before the
+                // gateway started costs that client its link, not the bus.
+                let rx = match channel("from", partition, name)?.receiver() {
                     Ok(rx) => rx,
                     Err(e) => {
-                        eprintln!("bulkhead can gateway: warning: {e}; partition {partition} is not connected");
+                        eprintln!("bulkhead can gateway: warning: --from {partition}={name}: {e}; partition {partition} is not connected");
                         continue;
                     }
                 };
