@@ -208,3 +208,34 @@ buses:
         );
     }
 }
+
+/// A named channel that a supervisor which no longer runs left in /dev/shm (older
+/// versions named their channels `c<pid>-<n>`) is removed by the next run, which says
+/// so; a user's named channel of another name is left alone.
+#[test]
+fn the_next_run_removes_named_channels_a_dead_supervisor_left() {
+    if !is_root() {
+        return eprintln!("skipping: needs root for cgroups");
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("sec-leftover");
+    let left = Path::new("/dev/shm/bulkhead-chan-c999999999-7");
+    let mine = format!("/dev/shm/bulkhead-chan-user-{}", std::process::id());
+    std::fs::write(left, b"left by a killed supervisor").unwrap();
+    std::fs::write(&mine, b"not a channel of a run").unwrap();
+    let stderr = run(
+        &dir,
+        "system: {}\npartitions:\n  - {name: p, cpus: 0, processes: [\"true\"]}\n",
+        "5s",
+    );
+    let kept = Path::new(&mine).exists();
+    let _ = std::fs::remove_file(&mine);
+    let _ = std::fs::remove_file(left);
+    assert!(
+        stderr.contains(
+            "removed channel left by a bulkhead that died: /dev/shm/bulkhead-chan-c999999999-7"
+        ),
+        "{stderr}"
+    );
+    assert!(kept, "a channel that is not a run's is left alone");
+}
