@@ -22,7 +22,7 @@ pub struct Args {
     /// System description (YAML; native or DEmOS configuration)
     file: PathBuf,
     /// Simulated time to cover, e.g. 100ms or 10s [default: one hyperperiod of the tasks and the major frame]
-    #[arg(long = "for", value_name = "DURATION", value_parser = duration)]
+    #[arg(allow_hyphen_values = true, long = "for", value_name = "DURATION", value_parser = duration)]
     duration: Option<u64>,
     /// Seed of every random draw (execution times, sporadic gaps, release and budget jitter)
     #[arg(long, default_value_t = 0)]

@@ -358,3 +358,22 @@ fn tasks_without_cmd_are_analysed_and_simulated_but_not_run() {
         text(&out.stderr)
     );
 }
+
+/// A negative duration is reported against its flag, not as an unknown argument `-5`.
+#[test]
+fn negative_durations_are_reported_against_their_flag() {
+    for args in [
+        &["run", "--timeout", "-5ms", "x.yaml"][..],
+        &["sim", "--for", "-5ms", "x.yaml"],
+        &["ctl", "--timeout", "-1s", "status"],
+        &["can", "dump", "--bus", "b", "--timeout", "-5s"],
+    ] {
+        let out = bulkhead_bounded(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&out.stderr).contains("a duration cannot be negative"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
