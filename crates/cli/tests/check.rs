@@ -377,3 +377,17 @@ fn negative_durations_are_reported_against_their_flag() {
         );
     }
 }
+
+#[test]
+fn help_and_summary_say_what_is_there() {
+    let help = text(&bulkhead(&["run", "--help"]).stdout);
+    assert!(help.contains("rt partitions"), "{help}");
+    let yaml = "system: {cpus: 0-1}\npartitions:\n  - {name: gw, kind: rt, cpus: 0}\n  - {name: app, kind: be}\nbuses:\n  - {name: b, gateway: gw, period: 10ms, reader_budget: 1ms, writer_budget: 1ms, clients: [{partition: app}]}\n";
+    let out = bulkhead_with_input(&["check", "-"], yaml.as_bytes());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("buses:      1 (1 client partition)\n"),
+        "{}",
+        text(&out.stdout)
+    );
+}
