@@ -371,7 +371,7 @@ fn negative_durations_are_reported_against_their_flag() {
         let out = bulkhead_bounded(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(
-            text(&out.stderr).contains("a duration cannot be negative"),
+            text(&out.stderr).contains("must not be negative"),
             "{args:?}: {}",
             text(&out.stderr)
         );

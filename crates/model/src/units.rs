@@ -30,9 +30,6 @@ const UNITS_BYTES: [(&str, u64); 10] = [
 /// given (DEmOS files: milliseconds), and is an error otherwise.
 pub fn parse_duration(text: &str, bare_unit_ns: Option<u64>) -> Result<Nanos, String> {
     let text = text.trim();
-    if text.starts_with('-') {
-        return Err(format!("`{text}`: a duration cannot be negative"));
-    }
     let (number, unit) = split_unit(text);
     let scale = match unit {
         "" => bare_unit_ns.ok_or_else(|| format!("`{text}` needs a unit, e.g. 500us, 2ms, 1s"))?,
