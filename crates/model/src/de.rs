@@ -59,10 +59,14 @@ fn plain_words(msg: &str) -> String {
         .find(|(serde, _)| *serde == expected)
         .map_or(expected, |(_, plain)| plain);
     // `string "x"`, `integer `3``, `floating point `1.5``: the value is what a reader wrote.
-    let found = ["string ", "integer ", "floating point ", "boolean "]
-        .iter()
-        .find_map(|kind| found.strip_prefix(kind))
-        .unwrap_or(found);
+    let found = match found {
+        "sequence" => "a list",
+        "map" => "a mapping",
+        found => ["string ", "integer ", "floating point ", "boolean "]
+            .iter()
+            .find_map(|kind| found.strip_prefix(kind))
+            .unwrap_or(found),
+    };
     format!("expected {expected}, found {found}")
 }
 
