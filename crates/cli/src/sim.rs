@@ -213,13 +213,16 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         }
     };
     let log = match &args.schedule_log {
-        Some(path) => Some(ScheduleLogWriter::new(BufWriter::new(create(path)?))),
+        Some(path) => Some(ScheduleLogWriter::new(BufWriter::new(create(
+            "--schedule-log",
+            path,
+        )?))),
         None => None,
     };
     let trace = args
         .trace
         .as_ref()
-        .map(|path| create(path).map(|f| (path, f)))
+        .map(|path| create("--trace", path).map(|f| (path, f)))
         .transpose()?;
     let mut outputs = Outputs {
         log,
@@ -240,13 +243,14 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
     finish_outputs(outputs, trace, args.schedule_log.as_deref())?;
     if let Some(path) = &args.stats_json {
         std::fs::write(path, report.to_json() + "\n")
-            .map_err(|e| fail(format!("{}: {e}", path.display())))?;
+            .map_err(|e| fail(format!("--stats-json {}: {e}", path.display())))?;
     }
     Ok(report)
 }
 
-fn create(path: &Path) -> Result<File, ExitCode> {
-    File::create(path).map_err(|e| fail(format!("{}: {e}", path.display())))
+/// Creates the output file `path` given to `flag`; an error names the flag.
+fn create(flag: &str, path: &Path) -> Result<File, ExitCode> {
+    File::create(path).map_err(|e| fail(format!("{flag} {}: {e}", path.display())))
 }
 
 fn finish_outputs(

@@ -391,3 +391,18 @@ fn help_and_summary_say_what_is_there() {
         text(&out.stdout)
     );
 }
+
+/// An output file that cannot be created is reported against its flag.
+#[test]
+fn sim_output_errors_name_the_flag() {
+    let example = repo().join("examples/demos-simplified.yaml");
+    for flag in ["--schedule-log", "--trace", "--stats-json"] {
+        let out = bulkhead_bounded(&["sim", example.to_str().unwrap(), flag, "/nonexistent/x"]);
+        assert_eq!(out.status.code(), Some(1), "{flag}");
+        assert!(
+            text(&out.stderr).contains(&format!("error: {flag} /nonexistent/x: ")),
+            "{flag}: {}",
+            text(&out.stderr)
+        );
+    }
+}
