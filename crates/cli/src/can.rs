@@ -81,7 +81,7 @@ struct GatewayArgs {
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_frames: u64,
     /// Job period when not run by bulkhead (e.g. 2ms)
-    #[arg(long, default_value = "2ms", value_parser = parse_timeout)]
+    #[arg(allow_hyphen_values = true, long, default_value = "2ms", value_parser = parse_timeout)]
     period: Duration,
 }
 
@@ -97,7 +97,7 @@ struct MapArgs {
     #[arg(long)]
     count: Option<u64>,
     /// Stop after this long (e.g. 2s, 500ms)
-    #[arg(long, value_parser = parse_timeout)]
+    #[arg(allow_hyphen_values = true, long, value_parser = parse_timeout)]
     timeout: Option<Duration>,
 }
 

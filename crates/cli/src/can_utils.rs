@@ -42,13 +42,13 @@ pub struct ReplayArgs {
     speed: f64,
     /// Skip gaps in log time longer than this (canplayer -s): the next record goes out
     /// at once
-    #[arg(short = 's', long, value_name = "DURATION", default_value = "10s", value_parser = parse_timeout)]
+    #[arg(allow_hyphen_values = true, short = 's', long, value_name = "DURATION", default_value = "10s", value_parser = parse_timeout)]
     max_gap: Duration,
     /// Ignore the timestamps: send the records --gap apart (canplayer -t)
     #[arg(short = 't', long)]
     ignore_timestamps: bool,
     /// With -t: the time between two records (canplayer -g)
-    #[arg(short = 'g', long, value_name = "DURATION", default_value = "1ms",
+    #[arg(allow_hyphen_values = true, short = 'g', long, value_name = "DURATION", default_value = "1ms",
           value_parser = parse_gap, requires = "ignore_timestamps")]
     gap: Duration,
     /// Play the log this many times, `i` for ever (canplayer -l)
@@ -238,7 +238,7 @@ pub struct DumpArgs {
     #[arg(short = 'n', long)]
     count: Option<u64>,
     /// Stop after this long (e.g. 2s, 500ms)
-    #[arg(long, value_parser = parse_timeout)]
+    #[arg(allow_hyphen_values = true, long, value_parser = parse_timeout)]
     timeout: Option<Duration>,
 }
 
@@ -309,7 +309,7 @@ pub struct GenArgs {
     #[arg(value_parser = parse_bus_spec)]
     bus: String,
     /// Time between frames (cangen -g; 0ms: as fast as the bus takes them)
-    #[arg(short = 'g', long, value_name = "DURATION", default_value = "200ms", value_parser = parse_gap)]
+    #[arg(allow_hyphen_values = true, short = 'g', long, value_name = "DURATION", default_value = "200ms", value_parser = parse_gap)]
     gap: Duration,
     /// Ids: r random, i incrementing, or a fixed hex id (cangen -I)
     #[arg(short = 'I', long = "id", value_name = "r|i|HEX", default_value = "r", value_parser = parse_id_mode)]

@@ -81,8 +81,9 @@ fn summary(s: &System) -> String {
     }
     if !s.buses.is_empty() {
         let clients: usize = s.buses.iter().map(|b| b.clients.len()).sum();
+        let plural = if clients == 1 { "" } else { "s" };
         lines.push(format!(
-            "  buses:      {} ({clients} client partitions)",
+            "  buses:      {} ({clients} client partition{plural})",
             s.buses.len()
         ));
     }

@@ -25,7 +25,7 @@ pub struct Args {
     #[arg(long, global = true)]
     json: bool,
     /// How long to wait for the reply, e.g. 500ms or 30s
-    #[arg(long, value_name = "DURATION", global = true, default_value = "10s", value_parser = duration)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", global = true, default_value = "10s", value_parser = duration)]
     timeout: Duration,
     #[command(subcommand)]
     command: Command,

@@ -42,7 +42,7 @@ enum Command {
     Check(check::Args),
     /// Talk to a running system: status, mode switches, suspend and resume
     Ctl(ctl::Args),
-    /// Run a window schedule for real: partitions as cgroups, frozen and thawed by the DEmOS semantics
+    /// Run a system for real: rt partitions on reserved CPUs, be partitions and window schedules as cgroups (DEmOS semantics)
     Run(run::Args),
     /// Execute a system description in deterministic simulated time (schedule log, trace, statistics)
     Sim(sim::Args),

@@ -21,7 +21,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Stop this long after the schedule starts, e.g. 500ms or 10s (also bounds the init phase)
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", value_parser = duration)]
     timeout: Option<Duration>,
     /// Print MSG as a line on stdout at the start of each window
     #[arg(long, value_name = "MSG")]

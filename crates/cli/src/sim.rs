@@ -22,7 +22,7 @@ pub struct Args {
     /// System description (YAML; native or DEmOS configuration)
     file: PathBuf,
     /// Simulated time to cover, e.g. 100ms or 10s [default: one hyperperiod of the tasks and the major frame]
-    #[arg(long = "for", value_name = "DURATION", value_parser = duration)]
+    #[arg(allow_hyphen_values = true, long = "for", value_name = "DURATION", value_parser = duration)]
     duration: Option<u64>,
     /// Seed of every random draw (execution times, sporadic gaps, release and budget jitter)
     #[arg(long, default_value_t = 0)]
@@ -221,13 +221,16 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         }
     };
     let log = match &args.schedule_log {
-        Some(path) => Some(ScheduleLogWriter::new(BufWriter::new(create(path)?))),
+        Some(path) => Some(ScheduleLogWriter::new(BufWriter::new(create(
+            "--schedule-log",
+            path,
+        )?))),
         None => None,
     };
     let trace = args
         .trace
         .as_ref()
-        .map(|path| create(path).map(|f| (path, f)))
+        .map(|path| create("--trace", path).map(|f| (path, f)))
         .transpose()?;
     let mut outputs = Outputs {
         log,
@@ -248,13 +251,14 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
     finish_outputs(outputs, trace, args.schedule_log.as_deref())?;
     if let Some(path) = &args.stats_json {
         std::fs::write(path, report.to_json() + "\n")
-            .map_err(|e| fail(format!("{}: {e}", path.display())))?;
+            .map_err(|e| fail(format!("--stats-json {}: {e}", path.display())))?;
     }
     Ok(report)
 }
 
-fn create(path: &Path) -> Result<File, ExitCode> {
-    File::create(path).map_err(|e| fail(format!("{}: {e}", path.display())))
+/// Creates the output file `path` given to `flag`; an error names the flag.
+fn create(flag: &str, path: &Path) -> Result<File, ExitCode> {
+    File::create(path).map_err(|e| fail(format!("{flag} {}: {e}", path.display())))
 }
 
 fn finish_outputs(

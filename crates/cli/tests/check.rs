@@ -358,3 +358,51 @@ fn tasks_without_cmd_are_analysed_and_simulated_but_not_run() {
         text(&out.stderr)
     );
 }
+
+/// A negative duration is reported against its flag, not as an unknown argument `-5`.
+#[test]
+fn negative_durations_are_reported_against_their_flag() {
+    for args in [
+        &["run", "--timeout", "-5ms", "x.yaml"][..],
+        &["sim", "--for", "-5ms", "x.yaml"],
+        &["ctl", "--timeout", "-1s", "status"],
+        &["can", "dump", "--bus", "b", "--timeout", "-5s"],
+    ] {
+        let out = bulkhead_bounded(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&out.stderr).contains("must not be negative"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn help_and_summary_say_what_is_there() {
+    let help = text(&bulkhead(&["run", "--help"]).stdout);
+    assert!(help.contains("rt partitions"), "{help}");
+    let yaml = "system: {cpus: 0-1}\npartitions:\n  - {name: gw, kind: rt, cpus: 0}\n  - {name: app, kind: be}\nbuses:\n  - {name: b, gateway: gw, period: 10ms, reader_budget: 1ms, writer_budget: 1ms, clients: [{partition: app}]}\n";
+    let out = bulkhead_with_input(&["check", "-"], yaml.as_bytes());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("buses:      1 (1 client partition)\n"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// An output file that cannot be created is reported against its flag.
+#[test]
+fn sim_output_errors_name_the_flag() {
+    let example = repo().join("examples/demos-simplified.yaml");
+    for flag in ["--schedule-log", "--trace", "--stats-json"] {
+        let out = bulkhead_bounded(&["sim", example.to_str().unwrap(), flag, "/nonexistent/x"]);
+        assert_eq!(out.status.code(), Some(1), "{flag}");
+        assert!(
+            text(&out.stderr).contains(&format!("error: {flag} /nonexistent/x: ")),
+            "{flag}: {}",
+            text(&out.stderr)
+        );
+    }
+}

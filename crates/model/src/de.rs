@@ -22,11 +22,52 @@ pub struct Error {
 impl de::Error for Error {
     fn custom<T: fmt::Display>(msg: T) -> Self {
         Error {
-            message: msg.to_string(),
+            message: plain_words(&msg.to_string()),
             mark: None,
             path: String::new(),
         }
     }
+}
+
+/// serde's words for what a type accepts, in the words of a description's reader.
+const PLAIN: [(&str, &str); 9] = [
+    ("u8", "a whole number from 0 to 255"),
+    ("u16", "a whole number from 0 to 65535"),
+    ("u32", "a whole number from 0 to 4294967295"),
+    ("u64", "a whole number from 0 to 18446744073709551615"),
+    ("i32", "a whole number"),
+    ("i64", "a whole number"),
+    ("f32", "a number"),
+    ("f64", "a number"),
+    ("a boolean", "true or false"),
+];
+
+/// Rewrites serde's `invalid type: string "x", expected u32` (and `invalid value:`) as
+/// `expected a whole number from 0 to 4294967295, found "x"`; other messages as they are.
+fn plain_words(msg: &str) -> String {
+    let Some(rest) = msg
+        .strip_prefix("invalid type: ")
+        .or_else(|| msg.strip_prefix("invalid value: "))
+    else {
+        return msg.to_string();
+    };
+    let Some((found, expected)) = rest.rsplit_once(", expected ") else {
+        return msg.to_string();
+    };
+    let expected = PLAIN
+        .iter()
+        .find(|(serde, _)| *serde == expected)
+        .map_or(expected, |(_, plain)| plain);
+    // `string "x"`, `integer `3``, `floating point `1.5``: the value is what a reader wrote.
+    let found = match found {
+        "sequence" => "a list",
+        "map" => "a mapping",
+        found => ["string ", "integer ", "floating point ", "boolean "]
+            .iter()
+            .find_map(|kind| found.strip_prefix(kind))
+            .unwrap_or(found),
+    };
+    format!("expected {expected}, found {found}")
 }
 
 impl fmt::Display for Error {
@@ -330,6 +371,20 @@ mod tests {
         let e = err("items:\n  - name: a\n    count: many\n");
         assert_eq!(e.path, "items[0].count");
         assert_eq!(e.mark, Some(Mark { line: 3, col: 12 }));
+    }
+
+    #[test]
+    fn serde_type_words_become_plain_words() {
+        let e = err("items:\n  - name: a\n    count: many\n");
+        assert_eq!(
+            e.message,
+            "expected a whole number from 0 to 4294967295, found \"many\""
+        );
+        let e = err("items:\n  - name: a\n    count: -3\n");
+        assert_eq!(
+            e.message,
+            "expected a whole number from 0 to 4294967295, found `-3`"
+        );
     }
 
     #[test]

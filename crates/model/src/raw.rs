@@ -59,6 +59,7 @@ pub struct RawPartition {
     pub network: Option<Network>,
     pub interface: Option<crate::modes::RawInterface>,
     pub tasks: Option<Vec<RawTask>>,
+    #[serde(default, deserialize_with = "processes")]
     pub processes: Option<Vec<ProcessSpec>>,
     pub cmd: Option<String>,
     pub budget: Option<String>,
@@ -112,7 +113,9 @@ pub struct RawWindow {
     pub cpu: Option<String>,
     pub sc_partition: Option<PartitionSpec>,
     pub be_partition: Option<PartitionSpec>,
+    #[serde(default, deserialize_with = "processes")]
     pub sc_processes: Option<Vec<ProcessSpec>>,
+    #[serde(default, deserialize_with = "processes")]
     pub be_processes: Option<Vec<ProcessSpec>>,
 }
 
@@ -124,7 +127,9 @@ pub struct RawSlice {
     pub frequency: Option<f64>,
     pub sc_partition: Option<PartitionSpec>,
     pub be_partition: Option<PartitionSpec>,
+    #[serde(default, deserialize_with = "processes")]
     pub sc_processes: Option<Vec<ProcessSpec>>,
+    #[serde(default, deserialize_with = "processes")]
     pub be_processes: Option<Vec<ProcessSpec>>,
 }
 
@@ -237,5 +242,38 @@ impl<'de> Visitor<'de> for ProcessSpecVisitor {
 
     fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         RawProcess::deserialize(MapAccessDeserializer::new(map)).map(ProcessSpec::Def)
+    }
+}
+
+/// A list of processes as DEmOS's `normalize_processes` reads it: a list, or one
+/// process alone (a command string or a process mapping).
+fn processes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<ProcessSpec>>, D::Error> {
+    d.deserialize_any(ProcessesVisitor)
+}
+
+struct ProcessesVisitor;
+
+impl<'de> Visitor<'de> for ProcessesVisitor {
+    type Value = Option<Vec<ProcessSpec>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of processes, a command string or a process mapping")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(vec![ProcessSpec::Cmd(v.to_string())]))
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        let one = RawProcess::deserialize(MapAccessDeserializer::new(map))?;
+        Ok(Some(vec![ProcessSpec::Def(one)]))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Vec::deserialize(SeqAccessDeserializer::new(seq)).map(Some)
     }
 }

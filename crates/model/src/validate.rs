@@ -82,8 +82,9 @@ fn check_tasks(n: &Normalized) -> Result<()> {
                 "an rt partition needs `cpus` (the CPUs it owns exclusively)",
             );
         }
+        let mut seen = std::collections::HashSet::new();
         for (i, t) in p.tasks.iter().enumerate() {
-            if p.tasks[..i].iter().any(|o| o.name == t.name) {
+            if !seen.insert(t.name.as_str()) {
                 return err(
                     format!("{path}.tasks[{i}].name"),
                     format!("duplicate task name `{}` in partition `{}`", t.name, p.name),

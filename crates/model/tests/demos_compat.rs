@@ -202,13 +202,11 @@ fn rejects_non_lists_where_lists_are_required() {
         fails("partitions: {name: A}").message,
         "expected a list, found a mapping"
     );
+    // Processes are the exception: one process alone is a list of one (DEmOS's
+    // normalize_processes), see one_process_may_be_given_without_a_list.
     assert_eq!(
-        fails("partitions: [{name: A, processes: {cmd: a, budget: 1}}]").path,
-        "partitions[0].processes"
-    );
-    assert_eq!(
-        fails("windows: [{length: 5, sc_processes: a}]").path,
-        "windows[0].sc_processes"
+        fails("partitions: [{name: A, processes: [[a]]}]").path,
+        "partitions[0].processes[0]"
     );
     assert_eq!(fails("windows: {length: 5}").path, "windows");
     assert_eq!(
@@ -254,4 +252,18 @@ fn bad_frequencies_are_rejected_with_their_key() {
             .contains("windows[0].sc_processes[0].frequency"),
         "{e}"
     );
+}
+
+/// DEmOS's `normalize_processes` takes a list, or one process alone (a command or a
+/// mapping), wherever processes are given: partitions, windows and slices.
+#[test]
+fn one_process_may_be_given_without_a_list() {
+    let single = load(
+        "partitions:\n  - {name: p, processes: ./e}\nwindows:\n  - length: 10\n    sc_processes: {cmd: ./a, budget: 5}\n    be_processes: ./b\n  - length: 10\n    slices: [{cpu: 0, sc_processes: ./d, be_processes: ./c}]\n",
+    );
+    let listed = load(
+        "partitions:\n  - {name: p, processes: [./e]}\nwindows:\n  - length: 10\n    sc_processes: [{cmd: ./a, budget: 5}]\n    be_processes: [./b]\n  - length: 10\n    slices: [{cpu: 0, sc_processes: [./d], be_processes: [./c]}]\n",
+    );
+    assert_eq!(single, listed);
+    assert_eq!(single.partitions[0].processes[0].cmd, "./e");
 }
