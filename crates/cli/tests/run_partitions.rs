@@ -279,7 +279,8 @@ fn an_unknown_user_is_refused_before_anything_starts() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("partition `ic`: no user `no-such-user-bulkhead` on this machine"),
+        stderr
+            .contains("2:40: partitions[0].user: no user `no-such-user-bulkhead` on this machine"),
         "{stderr}"
     );
 }

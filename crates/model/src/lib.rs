@@ -14,6 +14,7 @@ mod normalize;
 mod raw;
 pub mod types;
 pub mod units;
+pub mod users;
 mod validate;
 mod yaml;
 
