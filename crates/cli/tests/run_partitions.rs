@@ -279,7 +279,41 @@ fn an_unknown_user_is_refused_before_anything_starts() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("partition `ic`: no user `no-such-user-bulkhead` on this machine"),
+        stderr
+            .contains("2:40: partitions[0].user: no user `no-such-user-bulkhead` on this machine"),
         "{stderr}"
     );
+}
+
+/// One identity per partition: two partitions without `user:` run under two different
+/// uids of the default range (systemd's DynamicUser range), each with the same gid.
+#[test]
+fn partitions_without_a_user_get_uids_of_their_own() {
+    if !is_root() {
+        eprintln!("skipping: needs root to change users");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("identity");
+    let desc = dir.file("system.yaml");
+    let d = dir.0.display();
+    std::fs::write(
+        &desc,
+        format!("system: {{}}\npartitions:\n  - {{name: a, cpus: 1, processes: [\"sh -c 'id -u; id -g' > {d}/a\"]}}\n  - {{name: b, cpus: 1, processes: [\"sh -c 'id -u; id -g' > {d}/b\"]}}\n"),
+    )
+    .unwrap();
+    let out = bulkhead(&["run", desc.to_str().unwrap(), "--timeout", "3s"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let ids = |name: &str| -> Vec<u32> {
+        let text = std::fs::read_to_string(dir.file(name)).unwrap_or_default();
+        text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+    };
+    let (a, b) = (ids("a"), ids("b"));
+    assert_eq!(a.len(), 2, "{stderr}");
+    assert_eq!(b.len(), 2, "{stderr}");
+    assert_eq!(a[0], a[1], "gid = uid");
+    assert_ne!(a[0], b[0], "one uid per partition");
+    for uid in [a[0], b[0]] {
+        assert!((61184..=65519).contains(&uid), "uid {uid} in the range");
+    }
 }

@@ -9,11 +9,14 @@ use std::fmt::Write;
 /// Prints `system` as canonical YAML.
 pub fn to_canonical_yaml(system: &System) -> String {
     let mut out = String::new();
-    match &system.cpus {
-        Some(cpus) => writeln!(out, "system: {{cpus: {}}}", quote(&cpus.to_string())),
-        None => writeln!(out, "system: {{}}"),
+    let mut keys = Vec::new();
+    if let Some(cpus) = &system.cpus {
+        keys.push(format!("cpus: {}", quote(&cpus.to_string())));
     }
-    .unwrap();
+    if let Some((first, last)) = system.user_range {
+        keys.push(format!("user_range: {}", quote(&format!("{first}-{last}"))));
+    }
+    writeln!(out, "system: {{{}}}", keys.join(", ")).unwrap();
     writeln!(out, "set_cwd: {}", system.set_cwd).unwrap();
     if let Some(cpus) = &system.supervisor_cpus {
         writeln!(out, "demos_cpu: {}", quote(&cpus.to_string())).unwrap();
@@ -78,6 +81,9 @@ fn partition(p: &Partition) -> Vec<String> {
     }
     if let Some(n) = p.pids {
         lines.push(format!("pids: {n}"));
+    }
+    if p.shared_user {
+        lines.push("shared_user: true".into());
     }
     if let Some(user) = &p.user {
         lines.push(format!("user: {}", quote(user)));

@@ -16,6 +16,7 @@ pub mod power;
 mod raw;
 pub mod types;
 pub mod units;
+pub mod users;
 mod validate;
 mod yaml;
 

@@ -67,7 +67,11 @@ pub fn normalize(raw: RawFile) -> Result<Normalized> {
         out: Normalized::default(),
     };
     n.out.system.set_cwd = raw.set_cwd.unwrap_or(true);
-    n.out.system.cpus = opt_cpuset(raw.system.and_then(|s| s.cpus), "system.cpus")?;
+    let (cpus, user_range) = raw.system.map_or((None, None), |s| (s.cpus, s.user_range));
+    n.out.system.cpus = opt_cpuset(cpus, "system.cpus")?;
+    n.out.system.user_range = user_range
+        .map(|r| crate::users::range(&r).or_else(|e| err("system.user_range", e)))
+        .transpose()?;
     n.out.system.supervisor_cpus = opt_cpuset(raw.demos_cpu, "demos_cpu")?;
     n.out.system.power = crate::power::normalize(raw.power)?;
     for (i, spec) in raw.partitions.unwrap_or_default().into_iter().enumerate() {
@@ -151,6 +155,7 @@ impl Normalizer {
                 tasks: Vec::new(),
                 processes: self.processes(list, path, default_budget)?,
                 user: None,
+                shared_user: false,
                 network: None,
                 interface: None,
             },
@@ -214,8 +219,9 @@ impl Normalizer {
             processes,
             user: def
                 .user
-                .map(|u| non_empty(u, &format!("{path}.user")))
+                .map(|u| user(u, &format!("{path}.user")))
                 .transpose()?,
+            shared_user: def.shared_user.unwrap_or(false),
             network: def.network,
             interface: crate::modes::interface(
                 def.interface,
@@ -746,6 +752,13 @@ pub fn add_gateway_tasks(system: &mut System) {
             });
         }
     }
+}
+
+/// A `user:` that names an account of this machine, or a uid that `setuid` can take.
+fn user(text: String, path: &str) -> Result<String> {
+    let text = non_empty(text, path)?;
+    crate::users::check(&text).or_else(|e| err(path, e))?;
+    Ok(text)
 }
 
 fn non_empty(text: String, path: &str) -> Result<String> {

@@ -32,6 +32,7 @@ pub const RESERVED_SECTIONS: [&str; 2] = ["pipelines", "stop_start"];
 #[serde(deny_unknown_fields)]
 pub struct RawSystem {
     pub cpus: Option<String>,
+    pub user_range: Option<String>,
 }
 
 /// A partition where one is defined or referenced: a name (a reference, only inside
@@ -56,6 +57,7 @@ pub struct RawPartition {
     pub memory: Option<String>,
     pub pids: Option<u32>,
     pub user: Option<String>,
+    pub shared_user: Option<bool>,
     pub network: Option<Network>,
     pub interface: Option<crate::modes::RawInterface>,
     pub tasks: Option<Vec<RawTask>>,

@@ -30,7 +30,14 @@ pub struct System {
     pub modes: Option<crate::modes::Modes>,
     /// The power model (`power:`): clusters and operating points; `None` = not given.
     pub power: Option<crate::power::Power>,
+    /// `system.user_range`: the uids (and equal gids) bulkhead gives partitions without
+    /// `user:`, first and last included; `None` = [`DEFAULT_USER_RANGE`].
+    pub user_range: Option<(u32, u32)>,
 }
+
+/// The uids of partitions without `user:`: systemd's DynamicUser range (61184-65519),
+/// which no distribution gives to accounts.
+pub const DEFAULT_USER_RANGE: (u32, u32) = (61184, 65519);
 
 /// Criticality class of a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
@@ -86,8 +93,11 @@ pub struct Partition {
     /// Windowed processes (DEmOS semantics).
     pub processes: Vec<Process>,
     /// User (name or numeric uid) the partition's processes and tasks run as;
-    /// `None` = the supervisor's user. Resolved at run time.
+    /// `None` = a uid of its own from [`System::user_range`], allocated at run time.
     pub user: Option<String>,
+    /// `shared_user`: the partition may name the same `user` as another partition (which
+    /// must say so too): the two then have no boundary between them.
+    pub shared_user: bool,
     /// `network`: which network namespace the partition's processes and tasks run in;
     /// `None` = the default, [`System::network_of`].
     pub network: Option<Network>,
@@ -262,6 +272,11 @@ pub struct Channel {
 }
 
 impl System {
+    /// The uids given to partitions without `user:` (first, last).
+    pub fn user_range(&self) -> (u32, u32) {
+        self.user_range.unwrap_or(DEFAULT_USER_RANGE)
+    }
+
     /// The partition named `name`, if any.
     pub fn partition(&self, name: &str) -> Option<&Partition> {
         self.partitions.iter().find(|p| p.name == name)

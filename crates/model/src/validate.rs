@@ -15,6 +15,7 @@ pub fn validate(n: &Normalized) -> Result<Vec<PathError>> {
     check_references(n, &names)?;
     check_tasks(n)?;
     check_cpus(n)?;
+    check_users(n)?;
     check_channels(&n.system, &names)?;
     check_buses(n, &names)?;
     crate::modes::validate(&n.system, &n.partition_paths)?;
@@ -42,6 +43,34 @@ fn partition_names(n: &Normalized) -> Result<Names<'_>> {
         }
     }
     Ok(names)
+}
+
+/// One identity per partition: two partitions naming the same `user` have no boundary
+/// between them (signals, /proc/PID/mem, each other's files), so both must say
+/// `shared_user: true`. Linear: one hash lookup per partition.
+fn check_users(n: &Normalized) -> Result<()> {
+    let mut first: HashMap<(u32, u32), usize> = HashMap::new();
+    for (i, p) in n.system.partitions.iter().enumerate() {
+        let Some(user) = &p.user else { continue };
+        let Ok(ids) = crate::users::resolve(user) else {
+            continue;
+        };
+        let Some(&j) = first.get(&ids) else {
+            first.insert(ids, i);
+            continue;
+        };
+        let other = &n.system.partitions[j];
+        if !(p.shared_user && other.shared_user) {
+            return err(
+                format!("{}.user", n.partition_paths[i]),
+                format!(
+                    "partition `{}` runs as the same user as partition `{}` ({}.user): they could                      signal and read each other; give each its own user (omit `user:` for one                      allocated by bulkhead) or set `shared_user: true` on both",
+                    p.name, other.name, n.partition_paths[j]
+                ),
+            );
+        }
+    }
+    Ok(())
 }
 
 fn check_references(n: &Normalized, names: &Names) -> Result<()> {

@@ -61,7 +61,9 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                 pids: memory.map(|m| (m % 1000) as u32 + 1),
                 tasks: Vec::new(),
                 processes,
-                user: user.map(|u| format!("u{u}")),
+                // A numeric uid of its own (names must be accounts of this machine).
+                user: user.map(|u| format!("{}", 70000 + u.len() * 1000 + i)),
+                shared_user: memory.is_some(),
                 network,
                 interface: None,
             },
@@ -118,6 +120,7 @@ fn rt_partition(i: usize) -> impl Strategy<Value = Partition> {
             tasks,
             processes: Vec::new(),
             user: None,
+            shared_user: false,
             network: None,
             interface,
         }
@@ -384,6 +387,7 @@ fn system() -> impl Strategy<Value = System> {
                     buses,
                     modes,
                     power: None,
+                    user_range: set_cwd.then_some((1000, 1999)),
                 }
             },
         )

@@ -6,7 +6,6 @@
 //! applied in the child between fork and exec by [`Confinement::apply_in_child`], which
 //! makes only async-signal-safe system calls.
 
-use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -112,40 +111,7 @@ pub unsafe fn die_with_parent(parent: libc::pid_t) -> Result<(), i32> {
     Ok(())
 }
 
-/// uid and primary gid of `user`: a user name, or a numeric uid (its gid is the
-/// account's if it has one, else the same number).
-pub fn resolve_user(user: &str) -> Result<(u32, u32), String> {
-    let numeric = user.parse::<u32>().ok();
-    let entry = match numeric {
-        Some(uid) => lookup(|pw, buf, len, out| {
-            // SAFETY: valid out-pointers and a buffer of `len` bytes.
-            unsafe { libc::getpwuid_r(uid, pw, buf, len, out) }
-        }),
-        None => {
-            let name = CString::new(user).map_err(|_| format!("user `{user}`: NUL byte"))?;
-            lookup(|pw, buf, len, out| {
-                // SAFETY: as above; `name` is NUL-terminated.
-                unsafe { libc::getpwnam_r(name.as_ptr(), pw, buf, len, out) }
-            })
-        }
-    };
-    match (entry, numeric) {
-        (Some(ids), _) => Ok(ids),
-        (None, Some(uid)) => Ok((uid, uid)),
-        (None, None) => Err(format!("no user `{user}` on this machine")),
-    }
-}
-
-fn lookup(
-    get: impl Fn(*mut libc::passwd, *mut libc::c_char, usize, *mut *mut libc::passwd) -> i32,
-) -> Option<(u32, u32)> {
-    // SAFETY: passwd is plain data; getpw*_r fills it and points `out` at it on success.
-    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    let mut out: *mut libc::passwd = std::ptr::null_mut();
-    let r = get(&mut pw, buf.as_mut_ptr(), buf.len(), &mut out);
-    (r == 0 && !out.is_null()).then_some((pw.pw_uid, pw.pw_gid))
-}
+pub use bulkhead_model::users::resolve as resolve_user;
 
 /// A new network namespace holding only a loopback interface (up). Made on a thread of
 /// its own (`unshare(CLONE_NEWNET)` changes the calling thread only), which ends after
@@ -196,15 +162,6 @@ mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
     use std::process::Command;
-
-    #[test]
-    fn users_resolve_by_name_and_number() {
-        assert_eq!(resolve_user("root"), Ok((0, 0)));
-        assert_eq!(resolve_user("0"), Ok((0, 0)));
-        assert_eq!(resolve_user("4000000"), Ok((4_000_000, 4_000_000)));
-        let e = resolve_user("no-such-user-bulkhead").unwrap_err();
-        assert_eq!(e, "no user `no-such-user-bulkhead` on this machine");
-    }
 
     fn is_root() -> bool {
         // SAFETY: geteuid has no preconditions.

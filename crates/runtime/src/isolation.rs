@@ -1,4 +1,5 @@
-//! Each partition's confinement for a run: the user its processes run as (`user:`), the
+//! Each partition's confinement for a run: the user its processes run as (`user:`, else
+//! a uid of its own from `system.user_range`, see [`Identities`]), the
 //! network namespace they see (`network:`, see [`System::network_of`]) and the
 //! environment variables bulkhead gives them (e.g. their CAN channels).
 //!
@@ -22,6 +23,7 @@ pub type PartitionEnv = BTreeMap<String, Vec<(String, String)>>;
 pub struct Confinements {
     by_partition: BTreeMap<String, Confinement>,
     _netns: Vec<OwnedFd>,
+    _identities: Identities,
     /// The SocketCAN interface of each bus that has one, by bus name.
     interfaces: BTreeMap<String, IsolatedInterface>,
 }
@@ -32,13 +34,17 @@ impl Confinements {
     pub fn prepare(system: &System, env: &PartitionEnv) -> Result<Confinements, RunError> {
         let mut netns = Vec::new();
         let mut by_partition = BTreeMap::new();
+        let mut identities = Identities::new(system.user_range());
         for p in &system.partitions {
-            let identity = p
-                .user
-                .as_deref()
-                .map(resolve_user)
-                .transpose()
-                .map_err(|e| RunError::Invalid(format!("partition `{}`: {e}", p.name)))?;
+            let gateway = system.buses.iter().any(|b| b.gateway == p.name);
+            let identity = match p.user.as_deref() {
+                Some(user) => Some(resolve_user(user)),
+                // bulkhead's own gateway service reaches the bus as the supervisor does.
+                None if gateway => None,
+                None => identities.allocate().transpose(),
+            }
+            .transpose()
+            .map_err(|e| RunError::Invalid(format!("partition `{}`: {e}", p.name)))?;
             let ns = match system.network_of(p) {
                 Network::Host => None,
                 Network::Private => {
@@ -64,6 +70,7 @@ impl Confinements {
         Ok(Confinements {
             by_partition,
             _netns: netns,
+            _identities: identities,
             interfaces: isolate_interfaces(system)?,
         })
     }
@@ -93,6 +100,67 @@ impl Confinements {
             c.netns = Some(iface.netns());
         }
         c
+    }
+}
+
+/// The uids (gid = uid) bulkhead gives partitions without `user:` (as systemd's
+/// DynamicUser does): each uid of the range that names no account and no group is
+/// taken by holding an exclusive `flock` on `/run/bulkhead/uid-<uid>.lock` for the run,
+/// so two bulkheads running at once never give the same uid to two partitions; a
+/// supervisor that dies releases its locks with its fds. Only a supervisor that may
+/// change its uid (root) allocates; another runs every partition as itself.
+struct Identities {
+    next: u32,
+    last: u32,
+    enabled: bool,
+    locks: Vec<std::fs::File>,
+}
+
+/// Where the uid locks live.
+const LOCK_DIR: &str = "/run/bulkhead";
+
+impl Identities {
+    fn new((first, last): (u32, u32)) -> Identities {
+        // SAFETY: geteuid has no preconditions.
+        let enabled = unsafe { libc::geteuid() } == 0;
+        Identities {
+            next: first,
+            last,
+            enabled,
+            locks: Vec::new(),
+        }
+    }
+
+    /// The next free uid as (uid, gid); `Ok(None)` when not enabled.
+    fn allocate(&mut self) -> Result<Option<(u32, u32)>, String> {
+        if !self.enabled {
+            return Ok(None);
+        }
+        let io = |e: std::io::Error| format!("{LOCK_DIR}: {e}");
+        std::fs::create_dir_all(LOCK_DIR).map_err(io)?;
+        while self.next <= self.last {
+            let uid = self.next;
+            self.next += 1;
+            if bulkhead_model::users::is_taken(uid) {
+                continue;
+            }
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(format!("{LOCK_DIR}/uid-{uid}.lock"))
+                .map_err(io)?;
+            // SAFETY: flock on a descriptor this function owns.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                self.locks.push(file);
+                return Ok(Some((uid, uid)));
+            }
+        }
+        Err(format!(
+            "no free uid left in system.user_range (up to {}): other partitions and running \
+             bulkheads hold them; widen the range",
+            self.last
+        ))
     }
 }
 

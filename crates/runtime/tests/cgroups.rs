@@ -38,8 +38,11 @@ macro_rules! require_cgroups {
 }
 
 fn tmp(name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
     let dir = std::env::temp_dir().join(format!("bulkhead-runtime-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    // Partitions run under uids of their own: every one may write its output here.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
     dir.join(name)
 }
 

@@ -1,0 +1,110 @@
+//! Partition identities: `user:` names an account of this machine or a uid, and
+//! `system.user_range` the uids bulkhead allocates to partitions without one. Accounts
+//! are a fact of the machine the description is checked on (read with `getpwnam_r`).
+
+use std::ffi::CString;
+
+/// `(uid_t)-1`: `setuid` reads it as "leave unchanged", so it is never an identity.
+const NO_UID: u32 = u32::MAX;
+
+/// uid and primary gid of `user`: a user name, or a numeric uid (its gid is the
+/// account's if it has one, else the same number).
+pub fn resolve(user: &str) -> Result<(u32, u32), String> {
+    let numeric = user.parse::<u32>().ok();
+    if numeric == Some(NO_UID) {
+        return Err(format!(
+            "{NO_UID} is not a uid (setuid reads (uid_t)-1 as `no change`)"
+        ));
+    }
+    let entry = match numeric {
+        Some(uid) => lookup(|pw, buf, len, out| {
+            // SAFETY: valid out-pointers and a buffer of `len` bytes.
+            unsafe { libc::getpwuid_r(uid, pw, buf, len, out) }
+        }),
+        None => {
+            let name = CString::new(user).map_err(|_| format!("user `{user}`: NUL byte"))?;
+            lookup(|pw, buf, len, out| {
+                // SAFETY: as above; `name` is NUL-terminated.
+                unsafe { libc::getpwnam_r(name.as_ptr(), pw, buf, len, out) }
+            })
+        }
+    };
+    match (entry, numeric) {
+        (Some(ids), _) => Ok(ids),
+        (None, Some(uid)) => Ok((uid, uid)),
+        (None, None) => Err(format!("no user `{user}` on this machine")),
+    }
+}
+
+/// Whether `user` can be resolved on this machine (see [`resolve`]).
+pub fn check(user: &str) -> Result<(), String> {
+    resolve(user).map(|_| ())
+}
+
+/// Whether `uid` names an account or `gid` a group of this machine.
+pub fn is_taken(uid: u32) -> bool {
+    let account = lookup(|pw, buf, len, out| {
+        // SAFETY: valid out-pointers and a buffer of `len` bytes.
+        unsafe { libc::getpwuid_r(uid, pw, buf, len, out) }
+    });
+    // SAFETY: group is plain data; getgrgid_r fills it and points `out` at it on success.
+    let mut gr: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 64 * 1024];
+    let mut out: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: valid out-pointers and a buffer of `buf.len()` bytes.
+    let r = unsafe { libc::getgrgid_r(uid, &mut gr, buf.as_mut_ptr(), buf.len(), &mut out) };
+    account.is_some() || (r == 0 && !out.is_null())
+}
+
+/// `FIRST-LAST` (both included): a range of uids for partitions without `user:`.
+pub fn range(text: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("`{text}` is not a uid range FIRST-LAST (e.g. 61184-65519)");
+    let (a, b) = text.split_once('-').ok_or_else(bad)?;
+    let (a, b) = (
+        a.trim().parse::<u32>().map_err(|_| bad())?,
+        b.trim().parse::<u32>().map_err(|_| bad())?,
+    );
+    if a == 0 || a > b || b == NO_UID {
+        return Err(format!(
+            "`{text}`: FIRST must be at least 1 and at most LAST, LAST below {NO_UID}"
+        ));
+    }
+    Ok((a, b))
+}
+
+fn lookup(
+    get: impl Fn(*mut libc::passwd, *mut libc::c_char, usize, *mut *mut libc::passwd) -> i32,
+) -> Option<(u32, u32)> {
+    // SAFETY: passwd is plain data; getpw*_r fills it and points `out` at it on success.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    let r = get(&mut pw, buf.as_mut_ptr(), buf.len(), &mut out);
+    (r == 0 && !out.is_null()).then_some((pw.pw_uid, pw.pw_gid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn users_resolve_by_name_and_number() {
+        assert_eq!(resolve("root"), Ok((0, 0)));
+        assert_eq!(resolve("4000000"), Ok((4_000_000, 4_000_000)));
+        assert_eq!(
+            resolve("no-such-user-bulkhead").unwrap_err(),
+            "no user `no-such-user-bulkhead` on this machine"
+        );
+        assert!(resolve("4294967295").unwrap_err().contains("not a uid"));
+    }
+
+    #[test]
+    fn ranges_are_checked() {
+        assert_eq!(range("61184-65519"), Ok((61184, 65519)));
+        assert!(range("5").is_err());
+        assert!(range("0-10").is_err());
+        assert!(range("10-5").is_err());
+        assert!(range("1-4294967295").is_err());
+        assert!(is_taken(0));
+    }
+}
