@@ -52,7 +52,8 @@ pub fn simulate(spec: &Spec, options: Options, sink: &mut dyn Sink) -> Result<Re
 /// Whether an event belongs in the schedule log (`--schedule-log`): the process run
 /// grants (`run`, the lines `bulkhead run` writes too, so that DEmOS schedules compare
 /// byte for byte), the rt jobs' releases, starts, preemptions, completions, aborts and
-/// deadline misses, suspensions, and the steps of mode switches. Budgets, windows,
+/// deadline misses, suspensions, the steps of mode switches, and the power policy's
+/// frequency changes (`cpu_frequency`, as `bulkhead run` logs them). Budgets, windows,
 /// channels and the rest are in the Perfetto trace only.
 pub fn in_schedule_log(kind: &bulkhead_trace::EventKind) -> bool {
     use bulkhead_trace::EventKind as K;
