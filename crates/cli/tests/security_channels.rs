@@ -1,6 +1,6 @@
 //! Channels that a reader cannot damage, attacked from inside partitions through
 //! `bulkhead run`: each attack is made by a process of a partition running as
-//! `nobody`, and must fail while the writer (and any other reader, and the CAN
+//! a user other than root (`nobody`, or a uid bulkhead allocates), and must fail while the writer (and any other reader, and the CAN
 //! gateway) goes on. Attacker programs: roles of `bulkhead-chan-peer`.
 
 mod common;
@@ -95,8 +95,8 @@ fn a_reader_scribbling_on_its_own_words_hurts_neither_the_writer_nor_another_rea
         "system: {{}}
 partitions:
   - {{name: prod, cpus: 0, processes: [\"sh -c 'PEER_CHANNEL=evil,good exec {peer} latest-send 40000 > {d}/writer 2>&1'\"]}}
-  - {{name: evil, cpus: 1, user: nobody, processes: [\"sh -c 'PEER_CHANNEL=evil exec {peer} scribble 1000 > {d}/attacker 2>&1'\"]}}
-  - {{name: good, cpus: 1, user: nobody, processes: [\"sh -c 'PEER_CHANNEL=good exec {peer} latest-recv 40000 > {d}/reader 2>&1'\"]}}
+  - {{name: evil, cpus: 1, processes: [\"sh -c 'PEER_CHANNEL=evil exec {peer} scribble 1000 > {d}/attacker 2>&1'\"]}}
+  - {{name: good, cpus: 1, processes: [\"sh -c 'PEER_CHANNEL=good exec {peer} latest-recv 40000 > {d}/reader 2>&1'\"]}}
 channels:
   - {{name: evil, kind: latest, message_size: 32, writer: prod, readers: [evil]}}
   - {{name: good, kind: latest, message_size: 32, writer: prod, readers: [good]}}
@@ -153,11 +153,9 @@ partitions:
   - {{name: gw, kind: rt, cpus: 0, scheduler: edf, tasks: []}}
   - name: ic
     cpus: 1
-    user: nobody
     processes: [\"{exe} can map --bus {bus} --count 3 --timeout 5s > {d}/mapped 2> {d}/map.err\"]
   - name: evil
     cpus: 1
-    user: nobody
     processes: [\"sh -c 'PEER_BUS={bus} exec {peer} attack-can 2000 > {d}/attacker 2>&1'\"]
 buses:
   - name: {bus}

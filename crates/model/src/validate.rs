@@ -64,7 +64,7 @@ fn check_users(n: &Normalized) -> Result<()> {
             return err(
                 format!("{}.user", n.partition_paths[i]),
                 format!(
-                    "partition `{}` runs as the same user as partition `{}` ({}.user): they could                      signal and read each other; give each its own user (omit `user:` for one                      allocated by bulkhead) or set `shared_user: true` on both",
+                    "partition `{}` runs as the same user as partition `{}` ({}.user): they could signal and read each other; give each its own user (omit `user:` for one allocated by bulkhead) or set `shared_user: true` on both",
                     p.name, other.name, n.partition_paths[j]
                 ),
             );
