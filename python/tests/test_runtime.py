@@ -65,6 +65,8 @@ def test_python_rt_task_and_window_client_under_bulkhead_run(scratch):
     (scratch / "task.py").write_text(TASK)
     (scratch / "client.py").write_text(CLIENT)
     task_out, client_out = scratch / "task.out", scratch / "client.out"
+    # The interpreter may live where only root can read it (pyenv under /root): both
+    # partitions run as root, declared shared, instead of uids bulkhead allocates.
     py = sys.executable
     (scratch / "system.yaml").write_text(textwrap.dedent(f"""\
         system: {{cpus: 0-1}}
@@ -72,10 +74,14 @@ def test_python_rt_task_and_window_client_under_bulkhead_run(scratch):
           - name: ctl
             kind: rt
             cpus: 0
+            user: root
+            shared_user: true
             tasks:
               - {{name: pytask, cmd: {py} {scratch}/task.py {task_out}, budget: 8ms, period: 20ms}}
           - name: ivi
             kind: be
+            user: root
+            shared_user: true
             processes:
               - {{cmd: {py} {scratch}/client.py {client_out}, budget: 5ms, init: true}}
         windows:
