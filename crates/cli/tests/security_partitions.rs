@@ -1,0 +1,68 @@
+//! One partition attacking another's processes from inside, through `bulkhead run`:
+//! stopping them with SIGSTOP, opening their memory and reading their environment
+//! through /proc.
+//! With a uid of its own per partition (the default) every attack is refused; the same
+//! attack between two partitions that declare `shared_user: true` succeeds, which shows
+//! the attacks are real and what the declaration gives up (docs/security.md).
+
+mod common;
+use common::{bulkhead, exclusive_cpus_lock, is_root, Scratch};
+
+/// The attacker waits for the victim's pid, tries each attack and records its exit
+/// status and the victim's state after the SIGSTOP, then resumes the victim if it
+/// could stop it (so the run ends cleanly either way).
+const ATTACK: &str =
+    "sh -c 'while [ ! -s @D@/victim.pid ]; do sleep 0.05; done; v=$(cat @D@/victim.pid); \
+kill -STOP $v 2>/dev/null; echo stop=$?; sleep 0.2; grep ^State: /proc/$v/status; \
+kill -CONT $v 2>/dev/null; \
+(exec 3</proc/$v/mem) 2>/dev/null; echo mem=$?; \
+head -c 1 /proc/$v/environ >/dev/null 2>&1; echo environ=$?' > @D@/attacker 2>&1";
+
+/// Runs a victim and an attacker partition (`users`: extra keys of both) and returns
+/// the attacker's report.
+fn attack(dir: &Scratch, users: &str) -> String {
+    let d = dir.0.display().to_string();
+    let victim = format!("sh -c 'echo $$ > {d}/victim.pid; exec sleep 30'");
+    let desc = format!(
+        "system: {{}}\npartitions:\n  - {{name: victim, cpus: 0{users}, processes: [\"{victim}\"]}}\n  - {{name: attacker, cpus: 1{users}, processes: [\"{}\"]}}\n",
+        ATTACK.replace("@D@", &d)
+    );
+    let path = dir.file("system.yaml");
+    std::fs::write(&path, desc).unwrap();
+    let out = bulkhead()
+        .args(["run", path.to_str().unwrap(), "--timeout", "8s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    std::fs::read_to_string(dir.file("attacker")).unwrap_or_default()
+}
+
+/// Whether the attack `name` succeeded (its exit status 0), as the attacker reported.
+fn status(report: &str, name: &str) -> Option<bool> {
+    let prefix = format!("{name}=");
+    let line = report.lines().find(|l| l.starts_with(&prefix))?;
+    Some(line[prefix.len()..].trim() == "0")
+}
+
+#[test]
+fn a_partition_cannot_stop_or_read_another_partitions_processes() {
+    if !is_root() {
+        return eprintln!("skipping: needs root for users and cgroups");
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("sec-partitions");
+    let report = attack(&dir, "");
+    for attack in ["stop", "mem", "environ"] {
+        assert_eq!(status(&report, attack), Some(false), "{attack}: {report}");
+    }
+    assert!(
+        !report.contains("stopped"),
+        "the victim was stopped: {report}"
+    );
+
+    let shared = Scratch::new("sec-partitions-shared");
+    let report = attack(&shared, ", user: nobody, shared_user: true");
+    assert_eq!(status(&report, "stop"), Some(true), "{report}");
+    assert!(report.contains("stopped"), "{report}");
+}
