@@ -148,6 +148,12 @@ pub struct Task {
     /// Worst-case blocking B by lower-priority tasks (default 0).
     pub blocking: Nanos,
     pub resume: Resume,
+    /// The frequency (kHz) `budget` was measured at; `None`: the top frequency of the
+    /// task's CPUs (docs/power.md).
+    pub wcet_khz: Option<u64>,
+    /// The fraction of `budget` that does not scale with the CPU frequency (memory
+    /// stalls), in millionths (0 = fully CPU-bound).
+    pub memory_bound_ppm: u32,
     /// A service bulkhead provides itself (its `cmd` is empty; `run` supplies the program).
     pub service: Option<Service>,
 }
