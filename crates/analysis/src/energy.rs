@@ -3,7 +3,7 @@
 //!
 //! A task's WCET is taken as measured at its `wcet_frequency` (the cluster's top
 //! frequency `f_max` when not given); at frequency `f` its budget becomes
-//! [`scaled_budget`]: `ceil(C x (m + (1 - m) x f_wcet / f))` with `m` its
+//! [`bulkhead_model::Task::wcet_at`]: `ceil(C x (m + (1 - m) x f_wcet / f))` with `m` its
 //! `memory_bound` fraction, the usual approximation that the CPU-bound part's execution
 //! time is inversely proportional to the clock (DEmOS thesis 2.6: the higher the
 //! frequency, the more instructions per unit of time) and the memory-bound part's is
@@ -17,7 +17,7 @@
 
 use crate::system::{analyze_system_with, Options};
 use bulkhead_model::power::PowerCluster;
-use bulkhead_model::{Cpus, PartitionKind, System, Task};
+use bulkhead_model::{Cpus, PartitionKind, System};
 use serde::Serialize;
 
 /// The choice for one cluster.
@@ -89,23 +89,6 @@ fn top(c: &PowerCluster) -> u64 {
     c.points.last().expect("a cluster has operating points").khz
 }
 
-/// The budget of `task` at frequency `khz`, measured at `f_wcet` (the task's
-/// `wcet_frequency`, else `top`), rounded up: with `m` its memory-bound fraction,
-/// `C(f) = C x (m + (1 - m) x f_wcet / f)`. This is the standard linear model of
-/// frequency scaling: the on-chip part's cycles are fixed, so its time scales with
-/// `1/f` (DEmOS thesis 2.6: the higher the frequency, the more instructions per unit
-/// of time), while off-chip memory stalls take the same time at every frequency
-/// (Choi, Soma and Pedram, DATE 2004: execution time = on-chip time x f_ref / f +
-/// off-chip time). `m = 0` gives the CPU-bound `C x f_wcet / f`.
-pub fn scaled_budget(task: &Task, top: u64, khz: u64) -> u64 {
-    const PPM: u128 = 1_000_000;
-    let m = task.memory_bound_ppm as u128;
-    let f_wcet = task.wcet_khz.unwrap_or(top) as u128;
-    let khz = khz as u128;
-    let num = task.budget as u128 * (m * khz + (PPM - m) * f_wcet);
-    num.div_ceil(PPM * khz).try_into().unwrap_or(u64::MAX)
-}
-
 /// `system` with every rt task's budget scaled to the frequencies `khz`; a partition
 /// meeting several clusters takes the largest budget (its slowest CPUs).
 fn scaled(system: &System, clusters: &[PowerCluster], khz: &[u64]) -> System {
@@ -126,7 +109,7 @@ fn scaled(system: &System, clusters: &[PowerCluster], khz: &[u64]) -> System {
             .map(|(c, &f)| (top(c), f))
             .collect();
         for t in &mut p.tasks {
-            if let Some(budget) = met.iter().map(|&(top, f)| scaled_budget(t, top, f)).max() {
+            if let Some(budget) = met.iter().map(|&(top, f)| t.wcet_at(top, f)).max() {
                 t.budget = budget;
             }
         }
