@@ -1,10 +1,13 @@
 //! Frequency-aware analysis and the lowest static frequency per CPU cluster
 //! (`bulkhead analyze --min-energy`; docs/power.md).
 //!
-//! WCETs are taken as measured at the cluster's top frequency `f_max`; at frequency `f`
-//! a task's budget becomes `ceil(C x f_max / f)`, the usual approximation that a
-//! CPU-bound task's execution time is inversely proportional to the clock (DEmOS thesis
-//! 2.6: the higher the frequency, the more instructions per unit of time). For each
+//! A task's WCET is taken as measured at its `wcet_frequency` (the cluster's top
+//! frequency `f_max` when not given); at frequency `f` its budget becomes
+//! [`bulkhead_model::Task::wcet_at`]: `ceil(C x (m + (1 - m) x f_wcet / f))` with `m` its
+//! `memory_bound` fraction, the usual approximation that the CPU-bound part's execution
+//! time is inversely proportional to the clock (DEmOS thesis 2.6: the higher the
+//! frequency, the more instructions per unit of time) and the memory-bound part's is
+//! not. For each
 //! cluster in turn (earlier clusters at their chosen frequency, later ones at the top),
 //! the operating points are tried from the lowest up; the first at which the whole
 //! system's analysis ([`analyze_system_with`]) passes is chosen. The energy per
@@ -86,21 +89,8 @@ fn top(c: &PowerCluster) -> u64 {
     c.points.last().expect("a cluster has operating points").khz
 }
 
-/// `(num, den)`: the slowdown `f_max / f` of a partition on `cpus`, the slowest cluster's.
-fn slowdown(clusters: &[PowerCluster], khz: &[u64], cpus: &Cpus) -> (u64, u64) {
-    clusters
-        .iter()
-        .zip(khz)
-        .filter(|(c, _)| match cpus {
-            Cpus::All => true,
-            Cpus::Set(set) => set.intersects(&c.cpus),
-        })
-        .map(|(c, &f)| (top(c), f))
-        .max_by(|a, b| (a.0 as u128 * b.1 as u128).cmp(&(b.0 as u128 * a.1 as u128)))
-        .unwrap_or((1, 1))
-}
-
-/// `system` with every rt task's budget stretched to the frequencies `khz`.
+/// `system` with every rt task's budget scaled to the frequencies `khz`; a partition
+/// meeting several clusters takes the largest budget (its slowest CPUs).
 fn scaled(system: &System, clusters: &[PowerCluster], khz: &[u64]) -> System {
     let mut out = system.clone();
     for p in out
@@ -109,9 +99,19 @@ fn scaled(system: &System, clusters: &[PowerCluster], khz: &[u64]) -> System {
         .filter(|p| p.kind == PartitionKind::Rt)
     {
         let cpus = p.cpus.clone().unwrap_or(Cpus::All);
-        let (num, den) = slowdown(clusters, khz, &cpus);
+        let met: Vec<(u64, u64)> = clusters
+            .iter()
+            .zip(khz)
+            .filter(|(c, _)| match &cpus {
+                Cpus::All => true,
+                Cpus::Set(set) => set.intersects(&c.cpus),
+            })
+            .map(|(c, &f)| (top(c), f))
+            .collect();
         for t in &mut p.tasks {
-            t.budget = (t.budget as u128 * num as u128).div_ceil(den as u128) as u64;
+            if let Some(budget) = met.iter().map(|&(top, f)| t.wcet_at(top, f)).max() {
+                t.budget = budget;
+            }
         }
     }
     out

@@ -56,3 +56,37 @@ fn a_set_unschedulable_at_the_top_has_no_frequency() {
         .unwrap_err()
         .contains("`power:` section"));
 }
+
+/// The task's 8 ms were measured at 600 MHz. CPU-bound, it needs 8 x 600/500 = 9.6 ms at
+/// 500 MHz (past its deadline of 9.5 ms) and 8 x 600/550 = 8.73 ms at 550 MHz. With a
+/// quarter of it memory-bound, C(f) = 8 x (0.25 + 0.75 x 600/f): 9.2 ms at 500 MHz,
+/// which passes, and 5.6 ms at 1000 MHz.
+#[test]
+fn a_memory_bound_task_measured_below_the_top_slows_down_less() {
+    let measured = SYSTEM.replace("budget: 5ms", "budget: 8ms, wcet_frequency: 600");
+    let system = bulkhead_model::load_str(&measured, "t.yaml")
+        .unwrap()
+        .system;
+    let found = min_energy(&system, &Options::default()).unwrap();
+    assert_eq!(found.clusters[0].frequency_hz, Some(550_000_000));
+
+    let memory_bound = measured.replace(
+        "wcet_frequency: 600",
+        "wcet_frequency: 600, memory_bound: 0.25",
+    );
+    let system = bulkhead_model::load_str(&memory_bound, "t.yaml")
+        .unwrap()
+        .system;
+    let found = min_energy(&system, &Options::default()).unwrap();
+    assert_eq!(found.clusters[0].frequency_hz, Some(500_000_000));
+    // At 500 MHz: 9.2 ms at 0.5 W, 0.8 ms idle at 0.1 W; at 1000 MHz: 5.6 ms at 2 W,
+    // 4.4 ms at 0.1 W.
+    let at_500 = 9.2e-3 * 0.5 + 0.8e-3 * 0.1;
+    let at_max = 5.6e-3 * 2.0 + 4.4e-3 * 0.1;
+    assert!((found.joules - at_500).abs() < 1e-12, "{}", found.joules);
+    assert!(
+        (found.joules_at_max - at_max).abs() < 1e-12,
+        "{}",
+        found.joules_at_max
+    );
+}

@@ -124,8 +124,19 @@ fn task(t: &Task) -> String {
         "" => String::new(),
         cmd => format!(", cmd: {}", quote(cmd)),
     };
+    let wcet_frequency = t
+        .wcet_khz
+        .map(|k| format!(", wcet_frequency: {}", crate::power::mhz(k)))
+        .unwrap_or_default();
+    let memory_bound = match t.memory_bound_ppm {
+        0 => String::new(),
+        ppm => format!(
+            ", memory_bound: {}",
+            crate::power::decimal(ppm.into(), 1_000_000)
+        ),
+    };
     format!(
-        "{{name: {}{cmd}, budget: {}, period: {}, deadline: {}{priority}, release_jitter: {}, blocking: {}, resume: {resume}}}",
+        "{{name: {}{cmd}, budget: {}, period: {}, deadline: {}{priority}, release_jitter: {}, blocking: {}, resume: {resume}{wcet_frequency}{memory_bound}}}",
         quote(&t.name),
         dur(t.budget),
         dur(t.period),

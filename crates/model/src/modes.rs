@@ -248,6 +248,8 @@ fn agent_task(agent: Agent) -> Task {
         release_jitter: 0,
         blocking: 0,
         resume: Resume::Restartable,
+        wcet_khz: None,
+        memory_bound_ppm: 0,
         service: Some(Service::ModeAgent),
     }
 }

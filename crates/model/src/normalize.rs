@@ -484,6 +484,8 @@ impl Normalizer {
             release_jitter: optional(t.release_jitter, "release_jitter")?.unwrap_or(0),
             blocking: optional(t.blocking, "blocking")?.unwrap_or(0),
             resume: t.resume.unwrap_or_default(),
+            wcet_khz: self.frequency(t.wcet_frequency, None, &child(path, "wcet_frequency"))?,
+            memory_bound_ppm: memory_bound(t.memory_bound, &child(path, "memory_bound"))?,
             service: None,
         })
     }
@@ -748,6 +750,8 @@ pub fn add_gateway_tasks(system: &mut System) {
                 release_jitter: 0,
                 blocking: 0,
                 resume: Resume::Restartable,
+                wcet_khz: None,
+                memory_bound_ppm: 0,
                 service: Some(service),
             });
         }
@@ -856,6 +860,18 @@ fn channel(c: RawChannel, path: &str) -> Result<Channel> {
 }
 
 /// A DEmOS `frequency` (MHz, may have decimals: `345.6`) in kHz, as CPUFreq counts.
+/// A `memory_bound` fraction in [0, 1], in millionths (0 when absent).
+fn memory_bound(fraction: Option<f64>, path: &str) -> Result<u32> {
+    let Some(f) = fraction else { return Ok(0) };
+    if !(0.0..=1.0).contains(&f) {
+        return err(
+            path,
+            "must be a fraction between 0 and 1 (the part of the budget that does not scale with frequency)",
+        );
+    }
+    Ok((f * 1e6).round() as u32)
+}
+
 fn frequency(mhz: Option<f64>, path: &str) -> Result<Option<u64>> {
     let Some(mhz) = mhz else { return Ok(None) };
     let khz = (mhz * 1000.0).round();

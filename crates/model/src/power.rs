@@ -158,7 +158,8 @@ pub fn mhz(khz: u64) -> String {
     decimal(khz, 1000)
 }
 
-fn decimal(value: u64, unit: u64) -> String {
+/// `value / unit` as a decimal, digits after the point only when needed.
+pub(crate) fn decimal(value: u64, unit: u64) -> String {
     let digits = unit.ilog10() as usize;
     match value % unit {
         0 => (value / unit).to_string(),

@@ -104,6 +104,10 @@ pub struct RawTask {
     pub release_jitter: Option<String>,
     pub blocking: Option<String>,
     pub resume: Option<Resume>,
+    /// The frequency in MHz the budget (WCET) was measured at.
+    pub wcet_frequency: Option<f64>,
+    /// The fraction of the budget that does not scale with frequency, in [0, 1].
+    pub memory_bound: Option<f64>,
 }
 
 /// A window: canonical (`slices`) or simplified (one slice given inline).

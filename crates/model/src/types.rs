@@ -148,6 +148,12 @@ pub struct Task {
     /// Worst-case blocking B by lower-priority tasks (default 0).
     pub blocking: Nanos,
     pub resume: Resume,
+    /// The frequency (kHz) `budget` was measured at; `None`: the top frequency of the
+    /// task's CPUs (docs/power.md).
+    pub wcet_khz: Option<u64>,
+    /// The fraction of `budget` that does not scale with the CPU frequency (memory
+    /// stalls), in millionths (0 = fully CPU-bound).
+    pub memory_bound_ppm: u32,
     /// A service bulkhead provides itself (its `cmd` is empty; `run` supplies the program).
     pub service: Option<Service>,
 }
@@ -314,6 +320,23 @@ impl System {
 }
 
 impl Task {
+    /// The WCET at `khz` on CPUs whose top frequency is `top_khz`, rounded up: with `m`
+    /// the memory-bound fraction and `f_wcet` the measuring frequency (`top_khz` when
+    /// not given), `C(f) = C x (m + (1 - m) x f_wcet / f)`. The standard linear model
+    /// of frequency scaling: the on-chip part's cycles are fixed, so its time scales with
+    /// `1/f` (DEmOS thesis 2.6: the higher the frequency, the more instructions per unit
+    /// of time), while off-chip memory stalls take the same time at every frequency
+    /// (Choi, Soma and Pedram, DATE 2004: execution time = on-chip time x f_ref / f +
+    /// off-chip time). `m = 0` gives the CPU-bound `C x f_wcet / f`. `khz` > 0.
+    pub fn wcet_at(&self, top_khz: u64, khz: u64) -> Nanos {
+        const PPM: u128 = 1_000_000;
+        let m = self.memory_bound_ppm as u128;
+        let f_wcet = self.wcet_khz.unwrap_or(top_khz) as u128;
+        let khz = khz as u128;
+        let num = self.budget as u128 * (m * khz + (PPM - m) * f_wcet);
+        num.div_ceil(PPM * khz).try_into().unwrap_or(Nanos::MAX)
+    }
+
     /// Utilization C/T.
     pub fn utilization(&self) -> f64 {
         self.budget as f64 / self.period as f64

@@ -81,9 +81,22 @@ fn task(j: usize) -> impl Strategy<Value = Task> {
         0u64..1000,
         0u64..1000,
         resume,
+        proptest::option::of(1u64..3_000_000),
+        prop_oneof![Just(0u32), 0u32..=1_000_000],
     )
         .prop_map(
-            move |(cmd, budget, period, deadline, priority, release_jitter, blocking, resume)| {
+            move |(
+                cmd,
+                budget,
+                period,
+                deadline,
+                priority,
+                release_jitter,
+                blocking,
+                resume,
+                wcet_khz,
+                memory_bound_ppm,
+            )| {
                 Task {
                     name: format!("t{j}"),
                     cmd,
@@ -94,6 +107,8 @@ fn task(j: usize) -> impl Strategy<Value = Task> {
                     release_jitter,
                     blocking,
                     resume,
+                    wcet_khz,
+                    memory_bound_ppm,
                     service: None,
                 }
             },
@@ -283,6 +298,8 @@ fn bus(gateway: String, clients: Vec<String>) -> impl Strategy<Value = (Bus, [Ta
                 release_jitter: 0,
                 blocking: 0,
                 resume: Resume::Restartable,
+                wcet_khz: None,
+                memory_bound_ppm: 0,
                 service: Some(service),
             };
             let tasks = [

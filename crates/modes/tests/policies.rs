@@ -20,6 +20,8 @@ fn tasks(tag: u64) -> Vec<Task> {
         release_jitter: 0,
         blocking: 0,
         resume: Default::default(),
+        wcet_khz: None,
+        memory_bound_ppm: 0,
         service: None,
     }]
 }

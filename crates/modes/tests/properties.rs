@@ -21,6 +21,8 @@ fn task(k: usize, ppm: u64) -> Task {
         release_jitter: 0,
         blocking: 0,
         resume: Default::default(),
+        wcet_khz: None,
+        memory_bound_ppm: 0,
         service: None,
     }
 }

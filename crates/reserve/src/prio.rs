@@ -81,6 +81,8 @@ mod tests {
             release_jitter: 0,
             blocking: 0,
             resume: Default::default(),
+            wcet_khz: None,
+            memory_bound_ppm: 0,
             service: None,
         }
     }

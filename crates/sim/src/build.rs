@@ -188,7 +188,7 @@ pub(crate) fn build(
             let servers = pools.add(&mut spec, p, cpus, interface(p, n));
             let ranks = priority_ranks(&p.tasks);
             for ((task, rank), server) in p.tasks.iter().zip(ranks).zip(servers) {
-                let t = task_spec(task, &partition, server, options);
+                let t = task_spec(system, p, task, server, options);
                 spec.tasks.push(TaskSpec {
                     priority: rank,
                     ..t
@@ -229,8 +229,7 @@ pub(crate) fn build(
             };
             spec.servers.push(server);
             let server = spec.servers.len() - 1;
-            spec.tasks
-                .push(task_spec(task, &partition, server, options));
+            spec.tasks.push(task_spec(system, p, task, server, options));
         }
     }
     for (name, _) in &options.task_servers {
@@ -340,15 +339,22 @@ pub fn priority_ranks(tasks: &[Task]) -> Vec<u32> {
 }
 
 /// The simulated task of `task`, alone on its `server`.
-fn task_spec(task: &Task, partition: &Name, server: usize, options: &BuildOptions) -> TaskSpec {
+fn task_spec(
+    system: &System,
+    p: &Partition,
+    task: &Task,
+    server: usize,
+    options: &BuildOptions,
+) -> TaskSpec {
+    let partition: Name = p.name.as_str().into();
     TaskSpec {
-        partition: partition.clone(),
+        partition,
         name: task.name.as_str().into(),
         server,
         priority: 1,
         deadline: task.deadline,
         release: release(task, options.arrivals),
-        exec: exec(task, options.exec),
+        exec: exec(system, p.cpus.as_ref(), task, options.exec),
         resume: task.resume,
         inputs: Vec::new(),
         outputs: Vec::new(),
@@ -373,16 +379,36 @@ fn release(task: &Task, arrivals: Arrivals) -> Release {
     }
 }
 
-pub(crate) fn exec(task: &Task, model: ExecModel) -> Exec {
+/// Execution times of `task` in the simulation: its WCET at the top frequency of the
+/// slowest cluster its partition's CPUs meet ([`Task::wcet_at`]; clusters run at their
+/// top frequency outside windows), its budget without a `power:` section.
+pub(crate) fn exec(system: &System, cpus: Option<&Cpus>, task: &Task, model: ExecModel) -> Exec {
+    let wcet = system
+        .power
+        .iter()
+        .flat_map(|power| power.clusters_of(cpus.and_then(set_of)))
+        .map(|c| {
+            let top = c.points.last().expect("a cluster has operating points").khz;
+            task.wcet_at(top, top)
+        })
+        .max()
+        .unwrap_or(task.budget);
     match model {
-        ExecModel::Wcet => Exec::Fixed(task.budget),
+        ExecModel::Wcet => Exec::Fixed(wcet),
         ExecModel::Uniform { min_pct, max_pct } => {
-            let pct = |p: u32| ((task.budget as u128 * p as u128 / 100) as Nanos).max(1);
+            let pct = |p: u32| ((wcet as u128 * p as u128 / 100) as Nanos).max(1);
             Exec::Uniform {
                 min: pct(min_pct),
                 max: pct(max_pct),
             }
         }
+    }
+}
+
+fn set_of(cpus: &Cpus) -> Option<&bulkhead_model::CpuSet> {
+    match cpus {
+        Cpus::Set(set) => Some(set),
+        Cpus::All => None,
     }
 }
 

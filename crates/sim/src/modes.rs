@@ -177,7 +177,7 @@ fn params_in(view: &System, t: &TaskSpec, options: &BuildOptions) -> Option<Task
         budget: task.budget,
         period: task.period,
         deadline: task.deadline,
-        exec: exec(task, options.exec),
+        exec: exec(view, p.cpus.as_ref(), task, options.exec),
     })
 }
 

@@ -132,3 +132,43 @@ fn a_partition_on_all_cpus_needs_system_cpus() {
     .unwrap();
     assert_eq!(spec.domains[0].cpus, [2, 3]);
 }
+
+/// A task whose 8 ms were measured at 600 MHz, a quarter of them memory-bound, on a
+/// cluster whose top is 1200 MHz: at the top it runs 8 x (0.25 + 0.75 x 600/1200) = 5 ms
+/// (its server's budget stays 8 ms); CPU-bound, 4 ms; without `power:`, its budget.
+#[test]
+fn execution_times_are_the_wcet_at_the_top_frequency() {
+    let yaml = "
+system: {cpus: 0}
+power:
+  clusters:
+    - cpus: 0
+      operating_points: [{frequency: 600, power: 0.2}, {frequency: 1200, power: 0.6}]
+partitions:
+  - name: ctl
+    kind: rt
+    cpus: 0
+    tasks: [{name: t, cmd: t, budget: 8ms, period: 10ms, wcet_frequency: 600, memory_bound: 0.25}]
+";
+    let response = |yaml: &str| {
+        let spec = from_system(&system(yaml), &BuildOptions::default()).unwrap();
+        assert_eq!(spec.servers[0].budget, 8_000_000);
+        let options = Options {
+            drain: true,
+            ..Options::until(10_000_000)
+        };
+        simulate(&spec, options, &mut bulkhead_trace::Discard)
+            .unwrap()
+            .tasks[0]
+            .max_response_ns
+    };
+    assert_eq!(response(yaml), 5_000_000);
+    assert_eq!(
+        response(&yaml.replace(", memory_bound: 0.25", "")),
+        4_000_000
+    );
+    let plain = yaml.replace(", wcet_frequency: 600, memory_bound: 0.25", "");
+    assert_eq!(response(&plain), 8_000_000);
+    let no_power = "system: {cpus: 0}\npartitions: [{name: ctl, kind: rt, cpus: 0, tasks: [{name: t, cmd: t, budget: 8ms, period: 10ms, wcet_frequency: 600, memory_bound: 0.25}]}]\n";
+    assert_eq!(response(no_power), 8_000_000);
+}
