@@ -18,6 +18,7 @@ use bulkhead_windows::{Action, Config, Event, Grant, Machine, Phase, Schedule, S
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// What a run did.
@@ -343,20 +344,39 @@ fn run_services(
 
 /// The job events of rt partitions are the schedule log and the trace.
 fn write_rt_outputs(options: &RunOptions, events: &[TraceEvent]) -> Result<(), RunError> {
-    let io = |p: &std::path::Path, e: std::io::Error| RunError::Io(format!("{}: {e}", p.display()));
     if let Some(path) = &options.schedule_log {
-        let file = File::create(path).map_err(|e| io(path, e))?;
+        let err = |e| output_error("--schedule-log", path, e);
+        let file = File::create(path).map_err(err)?;
         let mut log = bulkhead_trace::schedule_log::ScheduleLogWriter::new(BufWriter::new(file));
         for e in events {
-            log.write(e).map_err(|e| io(path, e))?;
+            log.write(e).map_err(err)?;
         }
-        log.flush().map_err(|e| io(path, e))?;
+        log.flush().map_err(err)?;
     }
     if let Some(path) = &options.trace {
-        let file = File::create(path).map_err(|e| io(path, e))?;
-        bulkhead_trace::perfetto::write(events, BufWriter::new(file)).map_err(|e| io(path, e))?;
+        write_trace(path, events)?;
     }
     Ok(())
+}
+
+/// The error of the output file `path` given to option `flag`.
+fn output_error(flag: &str, path: &Path, e: std::io::Error) -> RunError {
+    RunError::Output(format!("{flag} {}: {e}", path.display()))
+}
+
+/// The error of writing the schedule log of `options`.
+fn log_error(options: &RunOptions, e: std::io::Error) -> RunError {
+    let path = options.schedule_log.as_deref().unwrap_or(Path::new(""));
+    output_error("--schedule-log", path, e)
+}
+
+/// Writes `events` to `path` as a Perfetto trace, flushed: every write error is returned.
+fn write_trace(path: &Path, events: &[TraceEvent]) -> Result<(), RunError> {
+    let err = |e| output_error("--trace", path, e);
+    let mut out = BufWriter::new(File::create(path).map_err(err)?);
+    bulkhead_trace::perfetto::write(events, &mut out)
+        .and_then(|()| out.flush())
+        .map_err(err)
 }
 
 /// Every CPU a slice of the schedule uses.
@@ -542,7 +562,7 @@ impl Supervisor {
                     .map(|p| {
                         File::create(p)
                             .map(BufWriter::new)
-                            .map_err(|e| RunError::Io(format!("{}: {e}", p.display())))
+                            .map_err(|e| output_error("--schedule-log", p, e))
                     })
                     .transpose()
             };
@@ -837,7 +857,7 @@ impl Supervisor {
                 let event = bulkhead_windows::run_event(self.machine.schedule(), g);
                 if let Some(log) = &mut self.log {
                     log.write_all(bulkhead_trace::schedule_log::line(&event).as_bytes())
-                        .map_err(|e| RunError::Io(format!("schedule log: {e}")))?;
+                        .map_err(|e| log_error(&self.options, e))?;
                 }
                 if let Some(trace) = &mut self.trace {
                     trace.push(event);
@@ -868,7 +888,7 @@ impl Supervisor {
         for event in power.on_action(self.machine.schedule(), action)? {
             if let Some(log) = &mut self.log {
                 log.write_all(bulkhead_trace::schedule_log::line(&event).as_bytes())
-                    .map_err(|e| RunError::Io(format!("schedule log: {e}")))?;
+                    .map_err(|e| log_error(&self.options, e))?;
             }
             if let Some(trace) = &mut self.trace {
                 trace.push(event);
@@ -973,7 +993,7 @@ impl Supervisor {
             e.t_ns = (e.t_ns + epoch).saturating_sub(t0);
             if let Some(log) = &mut self.log {
                 writeln!(log, "{}", bulkhead_trace::schedule_log::line(&e))
-                    .map_err(|e| RunError::Io(format!("schedule log: {e}")))?;
+                    .map_err(|e| log_error(&self.options, e))?;
             }
             self.trace(e.t_ns, e.kind);
         }
@@ -982,14 +1002,10 @@ impl Supervisor {
 
     fn finish(&mut self) -> Result<(), RunError> {
         if let Some(log) = &mut self.log {
-            log.flush()
-                .map_err(|e| RunError::Io(format!("schedule log: {e}")))?;
+            log.flush().map_err(|e| log_error(&self.options, e))?;
         }
         if let (Some(path), Some(events)) = (&self.options.trace, &self.trace) {
-            let file =
-                File::create(path).map_err(|e| RunError::Io(format!("{}: {e}", path.display())))?;
-            bulkhead_trace::perfetto::write(events, BufWriter::new(file))
-                .map_err(|e| RunError::Io(format!("{}: {e}", path.display())))?;
+            write_trace(path, events)?;
         }
         Ok(())
     }
