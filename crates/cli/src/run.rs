@@ -12,8 +12,8 @@ use std::time::Duration;
 #[command(
     after_help = "Needs root or a delegated cgroup (see docs/runtime.md). Exit status: 0 when the run \
 ended (all processes exited, --timeout, SIGINT/SIGTERM); 1 when the description is invalid or the \
-schedule cannot run here or an output file (--schedule-log, --trace) cannot be written; 2 on a usage \
-error."
+schedule cannot run here or an output file (--schedule-log, --trace) cannot be written or an rt \
+task ended before the stop; 2 on a usage error."
 )]
 pub struct Args {
     /// System description (YAML; native or DEmOS configuration)
@@ -144,7 +144,21 @@ pub fn run(args: Args) -> ExitCode {
                     t.misses
                 );
             }
-            ExitCode::SUCCESS
+            let early: Vec<_> = outcome
+                .rt_tasks
+                .iter()
+                .filter(|t| t.ended_early.is_some())
+                .collect();
+            for t in &early {
+                eprintln!(
+                    "error: task `{}` of `{}` ended before the stop",
+                    t.task, t.partition
+                );
+            }
+            match early.is_empty() {
+                true => ExitCode::SUCCESS,
+                false => ExitCode::from(INVALID),
+            }
         }
         Err(e @ bulkhead_runtime::RunError::Output(_)) => {
             eprintln!("error: {e}");

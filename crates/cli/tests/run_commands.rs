@@ -79,3 +79,19 @@ fn a_missing_rt_program_is_reported_up_front_with_its_position() {
     // Reported before anything was created: no cgroup was made, so none was removed.
     assert!(!stderr.contains("starting task"), "{stderr}");
 }
+
+#[test]
+fn an_rt_task_that_ends_before_the_stop_fails_the_run_naming_it() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-ends");
+    let out = run_rt_task(&scratch, "sh -c 'exit 3'");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: task `t` of `ctl` ended before the stop"),
+        "{stderr}"
+    );
+}
