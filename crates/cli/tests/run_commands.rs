@@ -95,3 +95,34 @@ fn an_rt_task_that_ends_before_the_stop_fails_the_run_naming_it() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_be_process_that_fails_is_reported_with_its_status() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-be-fails");
+    let file = scratch.file("system.yaml");
+    std::fs::write(
+        &file,
+        "system: {}\npartitions:\n  - {name: ivi, cpus: 1, processes: [\"sh -c 'exit 3'\", sleep 1]}\n",
+    )
+    .unwrap();
+    let out = common::bulkhead()
+        .args(["run", file.to_str().unwrap(), "--timeout", "3s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "a warning only: {stderr}");
+    assert!(
+        stderr.contains(
+            "warning: partition `ivi`, process 0 (`sh -c 'exit 3'`) exited: exit status: 3"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("process 1"),
+        "sleep exited with 0: {stderr}"
+    );
+}

@@ -220,7 +220,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         c.follow(rt.live.clone());
     }
     let own = own_cpus();
-    let free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?;
+    let mut free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?;
     if system.windows.is_empty() {
         let started = Started {
             rt,
@@ -275,6 +275,10 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         .transpose()?
         .unwrap_or_default();
     sup.finish()?;
+    if let Some(free) = &mut free {
+        free.all_exited();
+        warnings.extend(free.failures());
+    }
     drop(free);
     if let Some(c) = &mut sup.control {
         sup.warnings.extend(c.take_refused());
@@ -326,6 +330,9 @@ fn run_services(
     )?;
     if let Some(c) = &mut s.control {
         warnings.extend(c.take_refused());
+    }
+    if let Some(free) = &s.free {
+        warnings.extend(free.failures());
     }
     drop(s.free);
     let drained = s.rt.map(RtRun::finish);
