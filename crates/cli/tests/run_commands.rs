@@ -126,3 +126,29 @@ fn a_be_process_that_fails_is_reported_with_its_status() {
         "sleep exited with 0: {stderr}"
     );
 }
+
+#[test]
+fn a_windowed_process_that_fails_is_reported_with_its_status() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-win-fails");
+    let file = scratch.file("system.yaml");
+    std::fs::write(
+        &file,
+        "windows:\n  - length: 20\n    slices:\n      - {cpu: 0, sc_partition: SC1}\npartitions:\n  - name: SC1\n    processes:\n      - {budget: 5, cmd: \"sh -c 'exit 3'\"}\n",
+    )
+    .unwrap();
+    let out = common::bulkhead()
+        .args(["run", file.to_str().unwrap(), "--timeout", "2s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "warning: partition `SC1`, process 0 (`sh -c 'exit 3'`) exited: exit status: 3"
+        ),
+        "{stderr}"
+    );
+}

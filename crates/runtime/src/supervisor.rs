@@ -18,6 +18,7 @@ use bulkhead_windows::{Action, Config, Event, Grant, Machine, Phase, Schedule, S
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -49,6 +50,8 @@ struct Proc {
     /// Blocked in the client library after a completion: release it at its next thaw.
     blocked: bool,
     reaped: bool,
+    /// Its wait status once reaped.
+    status: Option<i32>,
     exited: bool,
 }
 
@@ -120,9 +123,11 @@ impl Drop for Run {
 
 fn reap(p: &mut Proc) {
     if !p.reaped {
-        // SAFETY: waitpid on our own child with a null status pointer.
-        let r = unsafe { libc::waitpid(p.pid, std::ptr::null_mut(), libc::WNOHANG) };
+        let mut status = 0;
+        // SAFETY: waitpid on our own child with a valid status pointer.
+        let r = unsafe { libc::waitpid(p.pid, &mut status, libc::WNOHANG) };
         p.reaped = r == p.pid || r < 0;
+        p.status = (r == p.pid).then_some(status);
     }
 }
 
@@ -496,6 +501,7 @@ fn spawn_all(
             memory: child.memory,
             blocked: false,
             reaped: false,
+            status: None,
             exited: false,
         });
     }
@@ -774,6 +780,9 @@ impl Supervisor {
             if cgroup::procs(&self.run.procs[i].cgroup.dir).is_empty() {
                 self.lingering.swap_remove(k);
                 self.run.procs[i].exited = true;
+                if let Some(failure) = self.failure(i) {
+                    self.warnings.push(failure);
+                }
                 let t = self.now();
                 self.machine
                     .handle(Event::Exited { process: i, t }, &mut self.actions);
@@ -783,6 +792,20 @@ impl Supervisor {
             }
         }
         Ok(())
+    }
+
+    /// The report of process `i` when it exited with a status other than 0.
+    fn failure(&self, i: usize) -> Option<String> {
+        let status = self.run.procs[i].status.filter(|&s| s != 0)?;
+        let schedule = self.machine.schedule();
+        let spec = &schedule.processes[i];
+        Some(format!(
+            "partition `{}`, process {} (`{}`) exited: {}",
+            schedule.partitions[spec.partition].name,
+            spec.index,
+            spec.cmd,
+            std::process::ExitStatus::from_raw(status)
+        ))
     }
 
     /// Carries out the machine's actions, then re-arms the timer.
