@@ -12,7 +12,8 @@ use std::time::Duration;
 #[command(
     after_help = "Needs root or a delegated cgroup (see docs/runtime.md). Exit status: 0 when the run \
 ended (all processes exited, --timeout, SIGINT/SIGTERM); 1 when the description is invalid or the \
-schedule cannot run here; 2 on a usage error."
+schedule cannot run here or an output file (--schedule-log, --trace) cannot be written or an rt \
+task ended before the stop; 2 on a usage error."
 )]
 pub struct Args {
     /// System description (YAML; native or DEmOS configuration)
@@ -71,6 +72,10 @@ pub fn run(args: Args) -> ExitCode {
     };
     if let Some(why) = not_run_yet(&loaded.system) {
         eprintln!("error: {}: {why}", args.file.display());
+        return ExitCode::from(INVALID);
+    }
+    if let Err(why) = create_outputs(&args) {
+        eprintln!("error: {why}");
         return ExitCode::from(INVALID);
     }
     let dir = args
@@ -139,13 +144,46 @@ pub fn run(args: Args) -> ExitCode {
                     t.misses
                 );
             }
-            ExitCode::SUCCESS
+            let early: Vec<_> = outcome
+                .rt_tasks
+                .iter()
+                .filter(|t| t.ended_early.is_some())
+                .collect();
+            for t in &early {
+                eprintln!(
+                    "error: task `{}` of `{}` ended before the stop",
+                    t.task, t.partition
+                );
+            }
+            match early.is_empty() {
+                true => ExitCode::SUCCESS,
+                false => ExitCode::from(INVALID),
+            }
+        }
+        Err(e @ bulkhead_runtime::RunError::Output(_)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(INVALID)
         }
         Err(e) => {
             eprintln!("error: {}: {e}", args.file.display());
             ExitCode::from(INVALID)
         }
     }
+}
+
+/// Creates the output files before anything starts, so that a path that cannot be
+/// created is reported against its option (the run writes them again).
+fn create_outputs(args: &Args) -> Result<(), String> {
+    let outputs = [
+        ("--schedule-log", &args.schedule_log),
+        ("--trace", &args.trace),
+    ];
+    for (flag, path) in outputs {
+        if let Some(path) = path {
+            std::fs::File::create(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// What `run` does not execute yet: modes and partitions scheduled as servers are

@@ -79,3 +79,76 @@ fn a_missing_rt_program_is_reported_up_front_with_its_position() {
     // Reported before anything was created: no cgroup was made, so none was removed.
     assert!(!stderr.contains("starting task"), "{stderr}");
 }
+
+#[test]
+fn an_rt_task_that_ends_before_the_stop_fails_the_run_naming_it() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-ends");
+    let out = run_rt_task(&scratch, "sh -c 'exit 3'");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: task `t` of `ctl` ended before the stop"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_be_process_that_fails_is_reported_with_its_status() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-be-fails");
+    let file = scratch.file("system.yaml");
+    std::fs::write(
+        &file,
+        "system: {}\npartitions:\n  - {name: ivi, cpus: 1, processes: [\"sh -c 'exit 3'\", sleep 1]}\n",
+    )
+    .unwrap();
+    let out = common::bulkhead()
+        .args(["run", file.to_str().unwrap(), "--timeout", "3s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "a warning only: {stderr}");
+    assert!(
+        stderr.contains(
+            "warning: partition `ivi`, process 0 (`sh -c 'exit 3'`) exited: exit status: 3"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("process 1"),
+        "sleep exited with 0: {stderr}"
+    );
+}
+
+#[test]
+fn a_windowed_process_that_fails_is_reported_with_its_status() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-win-fails");
+    let file = scratch.file("system.yaml");
+    std::fs::write(
+        &file,
+        "windows:\n  - length: 20\n    slices:\n      - {cpu: 0, sc_partition: SC1}\npartitions:\n  - name: SC1\n    processes:\n      - {budget: 5, cmd: \"sh -c 'exit 3'\"}\n",
+    )
+    .unwrap();
+    let out = common::bulkhead()
+        .args(["run", file.to_str().unwrap(), "--timeout", "2s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "warning: partition `SC1`, process 0 (`sh -c 'exit 3'`) exited: exit status: 3"
+        ),
+        "{stderr}"
+    );
+}

@@ -13,7 +13,9 @@ use crate::spawn::{self, Environment, Prepared};
 use crate::{cgroup, command, leftovers, RunError};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, System};
 use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 /// The unwindowed best-effort partitions of a system.
@@ -36,6 +38,10 @@ struct FreeProc {
     /// What a v1 child reads until it execs; freed only after it is dead.
     memory: Option<spawn::ChildMemory>,
     exited: bool,
+    /// `partition `P`, process K (`CMD`)`, for the report of its exit.
+    what: String,
+    /// Its wait status once reaped by [`FreeRun::all_exited`].
+    status: Option<i32>,
 }
 
 /// The running unwindowed best-effort partitions.
@@ -124,6 +130,8 @@ impl FreeRun {
                 _channel: child.channel,
                 memory: child.memory,
                 exited: false,
+                what: where_(),
+                status: None,
             });
             let last = self.procs.last_mut().expect("pushed");
             last.cgroup.set_frozen(false).map_err(RunError::Cgroup)?;
@@ -136,12 +144,24 @@ impl FreeRun {
     pub fn all_exited(&mut self) -> bool {
         for p in &mut self.procs {
             if !p.exited {
-                // SAFETY: waitpid on our own child with a null status pointer.
-                let r = unsafe { libc::waitpid(p.pid, std::ptr::null_mut(), libc::WNOHANG) };
+                let mut status = 0;
+                // SAFETY: waitpid on our own child with a valid status pointer.
+                let r = unsafe { libc::waitpid(p.pid, &mut status, libc::WNOHANG) };
                 p.exited = r == p.pid || r < 0;
+                p.status = (r == p.pid).then_some(status);
             }
         }
         self.procs.iter().all(|p| p.exited)
+    }
+
+    /// One line per process reaped so far that did not exit with status 0, with its
+    /// status (`exit status: 3`, `signal: 9 (SIGKILL)`).
+    pub fn failures(&self) -> Vec<String> {
+        self.procs
+            .iter()
+            .filter_map(|p| Some((p, p.status.filter(|&s| s != 0)?)))
+            .map(|(p, s)| format!("{} exited: {}", p.what, ExitStatus::from_raw(s)))
+            .collect()
     }
 }
 

@@ -88,6 +88,9 @@ pub enum RunError {
     Spawn(String),
     /// Files, timers, the event loop.
     Io(String),
+    /// An output file (`--schedule-log`, `--trace`) cannot be created or written; the
+    /// message starts with the option and the path.
+    Output(String),
 }
 
 impl std::fmt::Display for RunError {
@@ -97,7 +100,7 @@ impl std::fmt::Display for RunError {
             RunError::Cgroups(m) => write!(f, "{m}"),
             RunError::Cgroup(e) => write!(f, "{e}"),
             RunError::Spawn(m) => write!(f, "cannot spawn {m}"),
-            RunError::Io(m) => write!(f, "{m}"),
+            RunError::Io(m) | RunError::Output(m) => write!(f, "{m}"),
         }
     }
 }

@@ -18,6 +18,8 @@ use bulkhead_windows::{Action, Config, Event, Grant, Machine, Phase, Schedule, S
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// What a run did.
@@ -48,6 +50,8 @@ struct Proc {
     /// Blocked in the client library after a completion: release it at its next thaw.
     blocked: bool,
     reaped: bool,
+    /// Its wait status once reaped.
+    status: Option<i32>,
     exited: bool,
 }
 
@@ -119,9 +123,11 @@ impl Drop for Run {
 
 fn reap(p: &mut Proc) {
     if !p.reaped {
-        // SAFETY: waitpid on our own child with a null status pointer.
-        let r = unsafe { libc::waitpid(p.pid, std::ptr::null_mut(), libc::WNOHANG) };
+        let mut status = 0;
+        // SAFETY: waitpid on our own child with a valid status pointer.
+        let r = unsafe { libc::waitpid(p.pid, &mut status, libc::WNOHANG) };
         p.reaped = r == p.pid || r < 0;
+        p.status = (r == p.pid).then_some(status);
     }
 }
 
@@ -219,7 +225,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         c.follow(rt.live.clone());
     }
     let own = own_cpus();
-    let free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?;
+    let mut free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?;
     if system.windows.is_empty() {
         let started = Started {
             rt,
@@ -274,6 +280,10 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         .transpose()?
         .unwrap_or_default();
     sup.finish()?;
+    if let Some(free) = &mut free {
+        free.all_exited();
+        warnings.extend(free.failures());
+    }
     drop(free);
     if let Some(c) = &mut sup.control {
         sup.warnings.extend(c.take_refused());
@@ -326,6 +336,9 @@ fn run_services(
     if let Some(c) = &mut s.control {
         warnings.extend(c.take_refused());
     }
+    if let Some(free) = &s.free {
+        warnings.extend(free.failures());
+    }
     drop(s.free);
     let drained = s.rt.map(RtRun::finish);
     let (events, summaries) = drained.map_or((Vec::new(), Vec::new()), |d| (d.events, d.summaries));
@@ -343,20 +356,39 @@ fn run_services(
 
 /// The job events of rt partitions are the schedule log and the trace.
 fn write_rt_outputs(options: &RunOptions, events: &[TraceEvent]) -> Result<(), RunError> {
-    let io = |p: &std::path::Path, e: std::io::Error| RunError::Io(format!("{}: {e}", p.display()));
     if let Some(path) = &options.schedule_log {
-        let file = File::create(path).map_err(|e| io(path, e))?;
+        let err = |e| output_error("--schedule-log", path, e);
+        let file = File::create(path).map_err(err)?;
         let mut log = bulkhead_trace::schedule_log::ScheduleLogWriter::new(BufWriter::new(file));
         for e in events {
-            log.write(e).map_err(|e| io(path, e))?;
+            log.write(e).map_err(err)?;
         }
-        log.flush().map_err(|e| io(path, e))?;
+        log.flush().map_err(err)?;
     }
     if let Some(path) = &options.trace {
-        let file = File::create(path).map_err(|e| io(path, e))?;
-        bulkhead_trace::perfetto::write(events, BufWriter::new(file)).map_err(|e| io(path, e))?;
+        write_trace(path, events)?;
     }
     Ok(())
+}
+
+/// The error of the output file `path` given to option `flag`.
+fn output_error(flag: &str, path: &Path, e: std::io::Error) -> RunError {
+    RunError::Output(format!("{flag} {}: {e}", path.display()))
+}
+
+/// The error of writing the schedule log of `options`.
+fn log_error(options: &RunOptions, e: std::io::Error) -> RunError {
+    let path = options.schedule_log.as_deref().unwrap_or(Path::new(""));
+    output_error("--schedule-log", path, e)
+}
+
+/// Writes `events` to `path` as a Perfetto trace, flushed: every write error is returned.
+fn write_trace(path: &Path, events: &[TraceEvent]) -> Result<(), RunError> {
+    let err = |e| output_error("--trace", path, e);
+    let mut out = BufWriter::new(File::create(path).map_err(err)?);
+    bulkhead_trace::perfetto::write(events, &mut out)
+        .and_then(|()| out.flush())
+        .map_err(err)
 }
 
 /// Every CPU a slice of the schedule uses.
@@ -469,6 +501,7 @@ fn spawn_all(
             memory: child.memory,
             blocked: false,
             reaped: false,
+            status: None,
             exited: false,
         });
     }
@@ -542,7 +575,7 @@ impl Supervisor {
                     .map(|p| {
                         File::create(p)
                             .map(BufWriter::new)
-                            .map_err(|e| RunError::Io(format!("{}: {e}", p.display())))
+                            .map_err(|e| output_error("--schedule-log", p, e))
                     })
                     .transpose()
             };
@@ -747,6 +780,9 @@ impl Supervisor {
             if cgroup::procs(&self.run.procs[i].cgroup.dir).is_empty() {
                 self.lingering.swap_remove(k);
                 self.run.procs[i].exited = true;
+                if let Some(failure) = self.failure(i) {
+                    self.warnings.push(failure);
+                }
                 let t = self.now();
                 self.machine
                     .handle(Event::Exited { process: i, t }, &mut self.actions);
@@ -756,6 +792,20 @@ impl Supervisor {
             }
         }
         Ok(())
+    }
+
+    /// The report of process `i` when it exited with a status other than 0.
+    fn failure(&self, i: usize) -> Option<String> {
+        let status = self.run.procs[i].status.filter(|&s| s != 0)?;
+        let schedule = self.machine.schedule();
+        let spec = &schedule.processes[i];
+        Some(format!(
+            "partition `{}`, process {} (`{}`) exited: {}",
+            schedule.partitions[spec.partition].name,
+            spec.index,
+            spec.cmd,
+            std::process::ExitStatus::from_raw(status)
+        ))
     }
 
     /// Carries out the machine's actions, then re-arms the timer.
@@ -837,7 +887,7 @@ impl Supervisor {
                 let event = bulkhead_windows::run_event(self.machine.schedule(), g);
                 if let Some(log) = &mut self.log {
                     log.write_all(bulkhead_trace::schedule_log::line(&event).as_bytes())
-                        .map_err(|e| RunError::Io(format!("schedule log: {e}")))?;
+                        .map_err(|e| log_error(&self.options, e))?;
                 }
                 if let Some(trace) = &mut self.trace {
                     trace.push(event);
@@ -868,7 +918,7 @@ impl Supervisor {
         for event in power.on_action(self.machine.schedule(), action)? {
             if let Some(log) = &mut self.log {
                 log.write_all(bulkhead_trace::schedule_log::line(&event).as_bytes())
-                    .map_err(|e| RunError::Io(format!("schedule log: {e}")))?;
+                    .map_err(|e| log_error(&self.options, e))?;
             }
             if let Some(trace) = &mut self.trace {
                 trace.push(event);
@@ -973,7 +1023,7 @@ impl Supervisor {
             e.t_ns = (e.t_ns + epoch).saturating_sub(t0);
             if let Some(log) = &mut self.log {
                 writeln!(log, "{}", bulkhead_trace::schedule_log::line(&e))
-                    .map_err(|e| RunError::Io(format!("schedule log: {e}")))?;
+                    .map_err(|e| log_error(&self.options, e))?;
             }
             self.trace(e.t_ns, e.kind);
         }
@@ -982,14 +1032,10 @@ impl Supervisor {
 
     fn finish(&mut self) -> Result<(), RunError> {
         if let Some(log) = &mut self.log {
-            log.flush()
-                .map_err(|e| RunError::Io(format!("schedule log: {e}")))?;
+            log.flush().map_err(|e| log_error(&self.options, e))?;
         }
         if let (Some(path), Some(events)) = (&self.options.trace, &self.trace) {
-            let file =
-                File::create(path).map_err(|e| RunError::Io(format!("{}: {e}", path.display())))?;
-            bulkhead_trace::perfetto::write(events, BufWriter::new(file))
-                .map_err(|e| RunError::Io(format!("{}: {e}", path.display())))?;
+            write_trace(path, events)?;
         }
         Ok(())
     }

@@ -1,0 +1,92 @@
+//! `bulkhead run`'s output files (`--schedule-log`, `--trace`): a path that cannot be
+//! created is reported against its option before anything starts; a file that cannot be
+//! written (`/dev/full`, `/proc/version`) fails the run with exit 1 and a message naming
+//! the option. Observed from outside: exit code and message. Needs root (cgroups).
+
+mod common;
+use common::{exclusive_cpus_lock, is_root, Scratch};
+use std::process::Output;
+
+/// A window schedule of one process (20 ms windows).
+const WINDOWS: &str = "windows:\n  - length: 20\n    slices:\n      - {cpu: 0, sc_partition: SC1}\npartitions:\n  - name: SC1\n    processes:\n      - {budget: 5, cmd: sleep 30}\n";
+
+fn run(scratch: &Scratch, description: &str, flags: &[&str]) -> Output {
+    let file = scratch.file("system.yaml");
+    std::fs::write(&file, description).unwrap();
+    common::bulkhead()
+        .args(["run", file.to_str().unwrap(), "--timeout", "300ms"])
+        .args(flags)
+        .output()
+        .unwrap()
+}
+
+/// `run` with `flag path` exits 1 with a message starting with the option and the path.
+fn assert_fails_naming(scratch: &Scratch, description: &str, flag: &str, path: &str) {
+    let out = run(scratch, description, &[flag, path]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{flag} {path}: {stderr}");
+    assert!(
+        stderr.contains(&format!("error: {flag} {path}: ")),
+        "{flag} {path}: {stderr}"
+    );
+    assert!(!stderr.contains("system.yaml"), "{flag} {path}: {stderr}");
+}
+
+fn skip() -> bool {
+    if !is_root() {
+        eprintln!("skipping: `run` needs root for cgroups");
+    }
+    !is_root()
+}
+
+#[test]
+fn an_output_that_cannot_be_created_is_reported_against_its_option_before_the_run() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("out-create");
+    let marker = scratch.file("started");
+    let description = WINDOWS.replace("sleep 30", &format!("touch {}", marker.display()));
+    for flag in ["--schedule-log", "--trace"] {
+        assert_fails_naming(&scratch, &description, flag, "/nonexistent/x");
+        assert!(!marker.exists(), "{flag}: a process started");
+    }
+}
+
+#[test]
+fn an_output_that_cannot_be_written_fails_a_window_schedule_naming_its_option() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("out-windows");
+    for flag in ["--schedule-log", "--trace"] {
+        for path in ["/dev/full", "/proc/version"] {
+            assert_fails_naming(&scratch, WINDOWS, flag, path);
+        }
+    }
+}
+
+#[test]
+fn an_output_that_cannot_be_written_fails_an_rt_run_naming_its_option() {
+    if skip() {
+        return;
+    }
+    let periodic = common::bin("bulkhead-periodic");
+    if !periodic.exists() {
+        eprintln!("skipping: {} is not built", periodic.display());
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("out-rt");
+    let description = format!(
+        "system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n      - {{name: a, cmd: {} --exec-us 200, budget: 2ms, period: 10ms}}\n",
+        periodic.display()
+    );
+    for flag in ["--schedule-log", "--trace"] {
+        for path in ["/dev/full", "/proc/version"] {
+            assert_fails_naming(&scratch, &description, flag, path);
+        }
+    }
+}
