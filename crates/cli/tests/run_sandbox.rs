@@ -13,7 +13,7 @@ const PROBE: &str =
 /// Runs an rt task and a be process, both `probe.sh`, with a channel between them, under
 /// a supervisor whose environment has a `HOME`, a secret and a `LANG`; returns what each
 /// wrote (empty if nothing) and bulkhead's stderr.
-fn probe_both(scratch: &Scratch) -> (String, String, String) {
+fn probe_both(scratch: &Scratch, be_sandbox: &str) -> (String, String, String) {
     std::fs::write(scratch.file("probe.sh"), PROBE).unwrap();
     let d = scratch.0.display();
     let src = format!(
@@ -29,7 +29,7 @@ partitions:
     kind: be
     cpus: 1
     processes: [sh {d}/probe.sh {d}/be.txt]
-channels:
+{be_sandbox}channels:
   - {{name: speed, kind: latest, message_size: 16, writer: ctl, readers: [ivi]}}
 "
     );
@@ -81,12 +81,43 @@ fn partition_processes_run_without_new_privileges_in_a_clean_environment() {
     }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("sandbox-probe");
-    let (rt, be, stderr) = probe_both(&scratch);
+    let (rt, be, stderr) = probe_both(&scratch, "");
     assert_sandboxed("rt", &rt, &stderr);
     assert!(rt.lines().any(|l| l.starts_with("BULKHEAD_TASK=")), "{rt}");
     assert_sandboxed("be", &be, &stderr);
     assert!(
         be.lines().any(|l| l.starts_with("DEMOS_PARAMETERS=3,3,")),
+        "{be}"
+    );
+}
+
+/// `sandbox: {clean_env: false, no_new_privs: false}` relaxes both parts for that
+/// partition only: its process sees the supervisor's environment and may gain
+/// privileges; the rt partition beside it keeps its sandbox.
+#[test]
+fn a_partitions_sandbox_can_be_relaxed_by_name() {
+    if !is_root() {
+        eprintln!("skipping: rt tasks and partition uids need root");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("sandbox-relaxed");
+    let relaxed = "    sandbox: {clean_env: false, no_new_privs: false}\n";
+    let (rt, be, stderr) = probe_both(&scratch, relaxed);
+    assert_sandboxed("rt", &rt, &stderr);
+    let lines: Vec<&str> = be.lines().collect();
+    assert!(
+        lines
+            .first()
+            .is_some_and(|l| l.split_whitespace().eq(["NoNewPrivs:", "0"])),
+        "{be}; {stderr}"
+    );
+    assert!(lines.contains(&"HOME=/home/supervisor-home"), "{be}");
+    assert!(lines.contains(&"SUPERVISOR_SECRET=hunter2"), "{be}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("BULKHEAD_CHAN_SPEED=fd:")),
         "{be}"
     );
 }

@@ -6,6 +6,7 @@
 //! applied in the child between fork and exec by [`Confinement::apply_in_child`], which
 //! makes only async-signal-safe system calls.
 
+use bulkhead_model::types::Sandbox;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -23,6 +24,9 @@ pub struct Confinement {
     /// channels); the caller keeps them open until the child has exec'd. Every other
     /// descriptor of the caller is close-on-exec or closed by the launcher.
     pub pass_fds: Vec<RawFd>,
+    /// The parts of the sandbox that apply ([`partition_env`] when `clean_env`,
+    /// [`no_new_privs`] when `no_new_privs`); all by default.
+    pub sandbox: Sandbox,
 }
 
 impl Confinement {
@@ -134,11 +138,15 @@ pub const PARTITION_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// the supervisor's `LANG` if it has one, then `own` (bulkhead's variables for the
 /// partition, e.g. its channels), which override those. Nothing else of the
 /// supervisor's environment (its `HOME`, `USER`, credentials in variables) reaches a
-/// partition.
-pub fn partition_env(own: &[(String, String)]) -> Vec<(String, String)> {
+/// partition, unless `clean` is false (`sandbox: {clean_env: false}`): then the
+/// supervisor's whole environment takes the place of `PATH` and `LANG`.
+pub fn partition_env(own: &[(String, String)], clean: bool) -> Vec<(String, String)> {
     let mut env = vec![("PATH".to_string(), PARTITION_PATH.to_string())];
     if let Ok(lang) = std::env::var("LANG") {
         env.push(("LANG".to_string(), lang));
+    }
+    if !clean {
+        env = std::env::vars().collect();
     }
     env.retain(|(k, _)| !own.iter().any(|(o, _)| o == k));
     env.extend(own.iter().cloned());
@@ -216,6 +224,7 @@ mod tests {
             netns: Some(ns.as_raw_fd()),
             env: Vec::new(),
             pass_fds: Vec::new(),
+            sandbox: Sandbox::default(),
         };
         let mut cmd = Command::new("/bin/sh");
         // /proc/net/dev lists the interfaces of the reader's network namespace.
@@ -241,7 +250,7 @@ mod tests {
             ("BULKHEAD_CHAN_A".to_string(), "fd:4:5".to_string()),
             ("PATH".to_string(), "/opt/bin".to_string()),
         ];
-        let env = partition_env(&own);
+        let env = partition_env(&own, true);
         let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
         assert!(!names.contains(&"HOME"), "{env:?}");
         assert!(env.contains(&own[0]) && env.contains(&own[1]), "{env:?}");

@@ -617,9 +617,10 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<Child
     let mut command = Command::new(&exec.path);
     command.arg0(&exec.argv[0]).args(&exec.argv[1..]);
     command.current_dir(target.workdir).stdin(Stdio::null());
-    command
-        .env_clear()
-        .envs(crate::confine::partition_env(&target.confine.env));
+    command.env_clear().envs(crate::confine::partition_env(
+        &target.confine.env,
+        target.confine.sandbox.clean_env,
+    ));
     link.prepare(&mut command);
     let files = target
         .cgroups
@@ -653,7 +654,10 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<Child
                 .apply_in_child()
                 .map_err(std::io::Error::from_raw_os_error)?;
             crate::confine::die_with_parent(parent).map_err(std::io::Error::from_raw_os_error)?;
-            crate::confine::no_new_privs().map_err(std::io::Error::from_raw_os_error)
+            if confine.sandbox.no_new_privs {
+                crate::confine::no_new_privs().map_err(std::io::Error::from_raw_os_error)?;
+            }
+            Ok(())
         });
     }
     let child = command.spawn();

@@ -55,12 +55,13 @@ impl Environment {
     /// `3,3,<init>` (completion fd, continue fd, has-initialization: the DEmOS protocol;
     /// both fds are the one channel).
     pub fn demos(init: bool) -> Environment {
-        Environment::demos_with(init, &[])
+        Environment::demos_with(init, &Confinement::default())
     }
 
-    /// [`Environment::demos`] plus bulkhead's variables `extra` for the partition.
-    pub fn demos_with(init: bool, extra: &[(String, String)]) -> Environment {
-        let mut vars: Vec<CString> = partition_env(extra)
+    /// [`Environment::demos`] plus bulkhead's variables for the partition
+    /// (`confine.env`), relaxed as `confine.sandbox` says.
+    pub fn demos_with(init: bool, confine: &Confinement) -> Environment {
+        let mut vars: Vec<CString> = partition_env(&confine.env, confine.sandbox.clean_env)
             .into_iter()
             .filter(|(k, _)| k != "DEMOS_PARAMETERS")
             .filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok())
@@ -107,6 +108,7 @@ impl Prepared {
             netns: confine.netns,
             env: Vec::new(),
             pass_fds: sorted(&confine.pass_fds),
+            sandbox: confine.sandbox,
         };
         self
     }
@@ -494,7 +496,9 @@ unsafe fn child_main(
         if command.confine.apply_in_child().is_err() {
             libc::_exit(126);
         }
-        if die_with_parent(parent).is_err() || no_new_privs().is_err() {
+        if die_with_parent(parent).is_err()
+            || (command.confine.sandbox.no_new_privs && no_new_privs().is_err())
+        {
             libc::_exit(127);
         }
         if channel == CHILD_CHANNEL_FD {
