@@ -93,6 +93,16 @@ fn partition(p: &Partition) -> Vec<String> {
         Some(Network::Private) => lines.push("network: private".into()),
         None => {}
     }
+    let relaxed: Vec<&str> = [
+        (!p.sandbox.clean_env).then_some("clean_env: false"),
+        (!p.sandbox.no_new_privs).then_some("no_new_privs: false"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !relaxed.is_empty() {
+        lines.push(format!("sandbox: {{{}}}", relaxed.join(", ")));
+    }
     // Service tasks come back from the section that generates them (e.g. `buses`).
     let tasks: Vec<String> = p
         .tasks

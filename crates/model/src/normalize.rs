@@ -158,6 +158,7 @@ impl Normalizer {
                 shared_user: false,
                 network: None,
                 interface: None,
+                sandbox: Sandbox::default(),
             },
             PartitionSpec::Def(def) => self.partition(*def, path, default_budget)?,
         };
@@ -228,6 +229,10 @@ impl Normalizer {
                 self.bare_unit,
                 &child(path, "interface"),
             )?,
+            sandbox: def.sandbox.map_or_else(Sandbox::default, |s| Sandbox {
+                clean_env: s.clean_env.unwrap_or(true),
+                no_new_privs: s.no_new_privs.unwrap_or(true),
+            }),
         })
     }
 

@@ -60,6 +60,7 @@ pub struct RawPartition {
     pub shared_user: Option<bool>,
     pub network: Option<Network>,
     pub interface: Option<crate::modes::RawInterface>,
+    pub sandbox: Option<RawSandbox>,
     pub tasks: Option<Vec<RawTask>>,
     #[serde(default, deserialize_with = "processes")]
     pub processes: Option<Vec<ProcessSpec>>,
@@ -67,6 +68,14 @@ pub struct RawPartition {
     pub budget: Option<String>,
     pub jitter: Option<String>,
     pub init: Option<bool>,
+}
+
+/// `sandbox:` of a partition: the parts to relax (an omitted key keeps its part).
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawSandbox {
+    pub clean_env: Option<bool>,
+    pub no_new_privs: Option<bool>,
 }
 
 /// A process: a command string, or a mapping.

@@ -104,6 +104,28 @@ pub struct Partition {
     /// `interface` (rt partitions): the partition is scheduled as a server with this
     /// resource interface and may share its CPUs with other servers; `None`: it owns them.
     pub interface: Option<crate::modes::ServerInterface>,
+    /// `sandbox`: which parts of the partition processes' sandbox apply (all by default).
+    pub sandbox: Sandbox,
+}
+
+/// The parts of the sandbox of a partition's processes a description may relax
+/// (`sandbox: {clean_env: false, no_new_privs: false}`); both hold by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sandbox {
+    /// Only `PATH`, `LANG` and bulkhead's variables; `false`: the supervisor's whole
+    /// environment (plus bulkhead's variables).
+    pub clean_env: bool,
+    /// `PR_SET_NO_NEW_PRIVS` before exec; `false`: setuid programs keep their effect.
+    pub no_new_privs: bool,
+}
+
+impl Default for Sandbox {
+    fn default() -> Sandbox {
+        Sandbox {
+            clean_env: true,
+            no_new_privs: true,
+        }
+    }
 }
 
 /// The network a partition's processes see.

@@ -49,23 +49,30 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
         proptest::collection::vec(process(), 1..3),
         proptest::option::of(text()),
         proptest::option::of(prop_oneof![Just(Network::Host), Just(Network::Private)]),
+        (any::<bool>(), any::<bool>()),
     )
         .prop_map(
-            move |(prefix, cpus, memory, processes, user, network)| Partition {
-                name: format!("{prefix}{i}"),
-                kind: PartitionKind::Be,
-                cpus,
-                scheduler: Scheduler::FixedPriority,
-                reclaim: false,
-                memory,
-                pids: memory.map(|m| (m % 1000) as u32 + 1),
-                tasks: Vec::new(),
-                processes,
-                // A numeric uid of its own (names must be accounts of this machine).
-                user: user.map(|u| format!("{}", 70000 + u.len() * 1000 + i)),
-                shared_user: memory.is_some(),
-                network,
-                interface: None,
+            move |(prefix, cpus, memory, processes, user, network, (clean_env, no_new_privs))| {
+                Partition {
+                    name: format!("{prefix}{i}"),
+                    kind: PartitionKind::Be,
+                    cpus,
+                    scheduler: Scheduler::FixedPriority,
+                    reclaim: false,
+                    memory,
+                    pids: memory.map(|m| (m % 1000) as u32 + 1),
+                    tasks: Vec::new(),
+                    processes,
+                    // A numeric uid of its own (names must be accounts of this machine).
+                    user: user.map(|u| format!("{}", 70000 + u.len() * 1000 + i)),
+                    shared_user: memory.is_some(),
+                    network,
+                    interface: None,
+                    sandbox: Sandbox {
+                        clean_env,
+                        no_new_privs,
+                    },
+                }
             },
         )
 }
@@ -138,6 +145,7 @@ fn rt_partition(i: usize) -> impl Strategy<Value = Partition> {
             shared_user: false,
             network: None,
             interface,
+            sandbox: Sandbox::default(),
         }
     })
 }

@@ -6,6 +6,7 @@
 //! applied in the child between fork and exec by [`Confinement::apply_in_child`], which
 //! makes only async-signal-safe system calls.
 
+use bulkhead_model::types::Sandbox;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -23,6 +24,9 @@ pub struct Confinement {
     /// channels); the caller keeps them open until the child has exec'd. Every other
     /// descriptor of the caller is close-on-exec or closed by the launcher.
     pub pass_fds: Vec<RawFd>,
+    /// The parts of the sandbox that apply ([`partition_env`] when `clean_env`,
+    /// [`no_new_privs`] when `no_new_privs`); all by default.
+    pub sandbox: Sandbox,
 }
 
 impl Confinement {
@@ -111,6 +115,44 @@ pub unsafe fn die_with_parent(parent: libc::pid_t) -> Result<(), i32> {
     Ok(())
 }
 
+/// Forbids the calling child and everything it execs to gain privileges (setuid and
+/// file-capability binaries run without them; `PR_SET_NO_NEW_PRIVS`). Returns the errno
+/// if the call failed.
+///
+/// # Safety
+/// Only in a child between fork and exec; async-signal-safe (one prctl).
+pub unsafe fn no_new_privs() -> Result<(), i32> {
+    // SAFETY: prctl with integer arguments changes only the calling process; the flag
+    // is inherited across fork and exec and cannot be cleared.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        // SAFETY: errno of the calling thread, read right after the failed call.
+        return Err(unsafe { *libc::__errno_location() });
+    }
+    Ok(())
+}
+
+/// The search path of a partition's processes.
+pub const PARTITION_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The whole environment of a partition's processes: `PATH` ([`PARTITION_PATH`]),
+/// the supervisor's `LANG` if it has one, then `own` (bulkhead's variables for the
+/// partition, e.g. its channels), which override those. Nothing else of the
+/// supervisor's environment (its `HOME`, `USER`, credentials in variables) reaches a
+/// partition, unless `clean` is false (`sandbox: {clean_env: false}`): then the
+/// supervisor's whole environment takes the place of `PATH` and `LANG`.
+pub fn partition_env(own: &[(String, String)], clean: bool) -> Vec<(String, String)> {
+    let mut env = vec![("PATH".to_string(), PARTITION_PATH.to_string())];
+    if let Ok(lang) = std::env::var("LANG") {
+        env.push(("LANG".to_string(), lang));
+    }
+    if !clean {
+        env = std::env::vars().collect();
+    }
+    env.retain(|(k, _)| !own.iter().any(|(o, _)| o == k));
+    env.extend(own.iter().cloned());
+    env
+}
+
 pub use bulkhead_model::users::resolve as resolve_user;
 
 /// A new network namespace holding only a loopback interface (up). Made on a thread of
@@ -182,6 +224,7 @@ mod tests {
             netns: Some(ns.as_raw_fd()),
             env: Vec::new(),
             pass_fds: Vec::new(),
+            sandbox: Sandbox::default(),
         };
         let mut cmd = Command::new("/bin/sh");
         // /proc/net/dev lists the interfaces of the reader's network namespace.
@@ -197,5 +240,22 @@ mod tests {
         let text = String::from_utf8_lossy(&out.stdout);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines, ["65534", "65534", "lo"], "{text}");
+    }
+
+    /// bulkhead's variables override the defaults; nothing else of the caller's
+    /// environment is kept.
+    #[test]
+    fn a_partition_environment_is_path_lang_and_its_own_variables() {
+        let own = [
+            ("BULKHEAD_CHAN_A".to_string(), "fd:4:5".to_string()),
+            ("PATH".to_string(), "/opt/bin".to_string()),
+        ];
+        let env = partition_env(&own, true);
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert!(!names.contains(&"HOME"), "{env:?}");
+        assert!(env.contains(&own[0]) && env.contains(&own[1]), "{env:?}");
+        assert_eq!(names.iter().filter(|&&n| n == "PATH").count(), 1, "{env:?}");
+        let lang = std::env::var("LANG").ok();
+        assert_eq!(names.contains(&"LANG"), lang.is_some(), "{env:?}");
     }
 }

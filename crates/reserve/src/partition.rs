@@ -617,7 +617,10 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<Child
     let mut command = Command::new(&exec.path);
     command.arg0(&exec.argv[0]).args(&exec.argv[1..]);
     command.current_dir(target.workdir).stdin(Stdio::null());
-    command.envs(target.confine.env.iter().map(|(k, v)| (k, v)));
+    command.env_clear().envs(crate::confine::partition_env(
+        &target.confine.env,
+        target.confine.sandbox.clean_env,
+    ));
     link.prepare(&mut command);
     let files = target
         .cgroups
@@ -632,7 +635,7 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<Child
     let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
     let (policy, confine) = (target.policy, target.confine.clone());
     let parent = std::process::id() as libc::pid_t;
-    // SAFETY: write(2), sched_setattr(2), the confinement's calls and prctl in the forked child:
+    // SAFETY: write(2), sched_setattr(2), the confinement's calls and two prctls in the forked child:
     // async-signal-safe; the descriptors (cgroup files, the netns, the passed fds) stay open in the parent
     // until spawn returns. The cpuset comes first, so the reservation is set inside the
     // exclusive domain; root is given up last, after everything that needs it.
@@ -650,7 +653,11 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<Child
             confine
                 .apply_in_child()
                 .map_err(std::io::Error::from_raw_os_error)?;
-            crate::confine::die_with_parent(parent).map_err(std::io::Error::from_raw_os_error)
+            crate::confine::die_with_parent(parent).map_err(std::io::Error::from_raw_os_error)?;
+            if confine.sandbox.no_new_privs {
+                crate::confine::no_new_privs().map_err(std::io::Error::from_raw_os_error)?;
+            }
+            Ok(())
         });
     }
     let child = command.spawn();

@@ -64,6 +64,7 @@ impl Confinements {
                 netns: ns,
                 env: env.get(&p.name).cloned().unwrap_or_default(),
                 pass_fds: Vec::new(),
+                sandbox: p.sandbox,
             };
             by_partition.insert(p.name.clone(), c);
         }

@@ -15,7 +15,7 @@
 //! In the child, between clone and exec, only async-signal-safe system calls run:
 //! SIGPIPE is reset (the Rust runtime ignores it), the process enters its network
 //! namespace and takes its user if confined, asks to be SIGKILLed when the supervisor
-//! dies (and exits if it already has), the channel becomes fd 3 (without
+//! dies (and exits if it already has) and sets no-new-privileges, the channel becomes fd 3 (without
 //! close-on-exec), every other fd above 2 but the confinement's passed descriptors
 //! (its channels) is closed (`close_range`), the working
 //! directory is set, the signal mask (all blocked from clone on) is cleared, then
@@ -24,7 +24,7 @@
 //! supervisor error message; nothing else is shared that either writes.)
 
 use crate::cgroup::{PartitionCgroup, ProcessCgroup, Version};
-use bulkhead_reserve::confine::{die_with_parent, Confinement};
+use bulkhead_reserve::confine::{die_with_parent, no_new_privs, partition_env, Confinement};
 use std::ffi::{c_char, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -51,36 +51,26 @@ pub struct Environment {
 }
 
 impl Environment {
-    /// The supervisor's environment with `DEMOS_PARAMETERS` set to `3,3,<init>`
-    /// (completion fd, continue fd, has-initialization: the DEmOS protocol; both fds
-    /// are the one channel).
+    /// A partition's environment ([`partition_env`]) with `DEMOS_PARAMETERS` set to
+    /// `3,3,<init>` (completion fd, continue fd, has-initialization: the DEmOS protocol;
+    /// both fds are the one channel).
     pub fn demos(init: bool) -> Environment {
-        Environment::demos_with(init, &[])
+        Environment::demos_with(init, &Confinement::default())
     }
 
-    /// [`Environment::demos`] plus the variables `extra` (which override the
-    /// supervisor's of the same name).
-    pub fn demos_with(init: bool, extra: &[(String, String)]) -> Environment {
-        let mut vars: Vec<CString> = std::env::vars_os()
+    /// [`Environment::demos`] plus bulkhead's variables for the partition
+    /// (`confine.env`), relaxed as `confine.sandbox` says.
+    pub fn demos_with(init: bool, confine: &Confinement) -> Environment {
+        let mut vars: Vec<CString> = partition_env(&confine.env, confine.sandbox.clean_env)
+            .into_iter()
             .filter(|(k, _)| k != "DEMOS_PARAMETERS")
-            .filter(|(k, _)| !extra.iter().any(|(e, _)| k == e.as_str()))
-            .filter_map(|(k, v)| {
-                let mut kv = k.into_encoded_bytes();
-                kv.push(b'=');
-                kv.extend(v.into_encoded_bytes());
-                CString::new(kv).ok()
-            })
+            .filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok())
             .collect();
         let value = format!(
             "DEMOS_PARAMETERS={CHILD_CHANNEL_FD},{CHILD_CHANNEL_FD},{}",
             u8::from(init)
         );
         vars.push(CString::new(value).expect("no NUL"));
-        vars.extend(
-            extra
-                .iter()
-                .filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok()),
-        );
         let mut ptrs: Vec<*const c_char> = vars.iter().map(|v| v.as_ptr()).collect();
         ptrs.push(std::ptr::null());
         Environment { _vars: vars, ptrs }
@@ -118,6 +108,7 @@ impl Prepared {
             netns: confine.netns,
             env: Vec::new(),
             pass_fds: sorted(&confine.pass_fds),
+            sandbox: confine.sandbox,
         };
         self
     }
@@ -505,7 +496,9 @@ unsafe fn child_main(
         if command.confine.apply_in_child().is_err() {
             libc::_exit(126);
         }
-        if die_with_parent(parent).is_err() {
+        if die_with_parent(parent).is_err()
+            || (command.confine.sandbox.no_new_privs && no_new_privs().is_err())
+        {
             libc::_exit(127);
         }
         if channel == CHILD_CHANNEL_FD {
