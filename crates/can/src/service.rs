@@ -28,7 +28,7 @@
 use crate::bus::{self, CanBus};
 use crate::frame::CanId;
 use crate::gateway::{BusReader, BusWriter, Counters, Role};
-use bulkhead_chan::Channel;
+use bulkhead_chan::{Channel, Error as ChanError};
 use bulkhead_task::clock::{now_ns, sleep_until};
 use bulkhead_task::{Counter, Task};
 use bulkhead_trace::Discard;
@@ -151,10 +151,16 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
         Role::Writer => {
             let mut links = Vec::new();
             for (partition, name) in &config.from {
-                // A channel that cannot be opened is the caller's error. The client
-                // writes this channel's file: one that it made unusable before the
-                // gateway started costs that client its link, not the bus.
-                let rx = match channel("from", partition, name)?.receiver() {
+                // A channel that cannot be found or mapped is the caller's error. The
+                // client writes this channel's file: one whose header or words it
+                // spoiled before the gateway started costs that client its link, not
+                // the bus.
+                let opened = match Channel::open_handed(name) {
+                    Err(e @ (ChanError::BadHeader(_) | ChanError::Corrupt(_))) => Err(e),
+                    Err(e) => return Err(failed(format!("--from {partition}={name}: {e}"))),
+                    Ok(c) => c.receiver(),
+                };
+                let rx = match opened {
                     Ok(rx) => rx,
                     Err(e) => {
                         eprintln!("bulkhead can gateway: warning: --from {partition}={name}: {e}; partition {partition} is not connected");
