@@ -105,7 +105,7 @@ impl FreeRun {
             .map_err(RunError::Cgroup)?;
         let limits = limits::apply(&self.instance, p, &cg, &dir_name)?;
         let confine = confinements.of(&p.name);
-        self.envs.push(Environment::demos_with(false, &confine));
+        self.envs.push(Environment::demos(false, &confine));
         for (k, process) in p.processes.iter().enumerate() {
             let where_ = || format!("partition `{}`, process {k} (`{}`)", p.name, process.cmd);
             let exec = command::plan(&process.cmd, workdir)

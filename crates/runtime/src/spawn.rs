@@ -51,16 +51,11 @@ pub struct Environment {
 }
 
 impl Environment {
-    /// A partition's environment ([`partition_env`]) with `DEMOS_PARAMETERS` set to
-    /// `3,3,<init>` (completion fd, continue fd, has-initialization: the DEmOS protocol;
-    /// both fds are the one channel).
-    pub fn demos(init: bool) -> Environment {
-        Environment::demos_with(init, &Confinement::default())
-    }
-
-    /// [`Environment::demos`] plus bulkhead's variables for the partition
-    /// (`confine.env`), relaxed as `confine.sandbox` says.
-    pub fn demos_with(init: bool, confine: &Confinement) -> Environment {
+    /// A partition's environment ([`partition_env`]: bulkhead's variables for the
+    /// partition, `confine.env`, relaxed as `confine.sandbox` says) with
+    /// `DEMOS_PARAMETERS` set to `3,3,<init>` (completion fd, continue fd,
+    /// has-initialization: the DEmOS protocol; both fds are the one channel).
+    pub fn demos(init: bool, confine: &Confinement) -> Environment {
         let mut vars: Vec<CString> = partition_env(&confine.env, confine.sandbox.clean_env)
             .into_iter()
             .filter(|(k, _)| k != "DEMOS_PARAMETERS")

@@ -462,7 +462,7 @@ fn plan_commands(
 /// Per schedule partition, the environments of its processes without and with an init
 /// phase (index `2 * partition + init`).
 fn environments(schedule: &Schedule, confinements: &Confinements) -> Vec<Environment> {
-    let env = |p: &str, init| Environment::demos_with(init, &confinements.of(p));
+    let env = |p: &str, init| Environment::demos(init, &confinements.of(p));
     let per = |p: &bulkhead_windows::PartitionSpec| [env(&p.name, false), env(&p.name, true)];
     schedule.partitions.iter().flat_map(per).collect()
 }
