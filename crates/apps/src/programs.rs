@@ -1,0 +1,789 @@
+//! The subcommands of `bulkhead-app` (see docs/vehicle.md for the data paths).
+
+use crate::car::{self, ACC_CONTROL};
+use crate::chanbus::{usb_step, ChanBus, UsbCounts};
+use crate::longcontrol::Params;
+use crate::plant::{Car, Plant};
+use crate::scenario::{Planner, Series};
+use crate::service::Controller;
+use crate::wire::{
+    Actuation, Command, InitRecord, Msg, Op, Sensors, UpdateInput, UpdateOutput, SIZE,
+};
+use bulkhead_can::frame::{CanId, Frame};
+use bulkhead_can::gateway::{self, BusReader, BusWriter, Role, WIRE_SIZE};
+use bulkhead_can::service::{parse_ids, stop_on_signals};
+use bulkhead_can::vbus::{Bus, Node};
+use bulkhead_chan::{Channel, Receiver, Sender};
+use bulkhead_task::clock::{now_ns, sleep_until};
+use bulkhead_task::{Counter, Task};
+use std::collections::HashSet;
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+type R<T> = Result<T, String>;
+
+/// The programs, by subcommand.
+pub const USAGE: &str = "usage: bulkhead-app PROGRAM [FLAGS]
+rt tasks (started by bulkhead run):
+  usb-bh [--bus car]                     the only node on the bus: bus <-> usb_rx/usb_tx
+  mhydra-rx [--to CHANNEL]...            gateway reader: usb_rx -> each --to channel
+  mhydra-tx [--from CHANNEL=IDS]...      gateway writer: each --from channel -> usb_tx, allowlisted
+  ivi-read-mapper | adas-read-mapper     gateway frames -> decoded signals (channels 1, 3)
+  ivi-write-mapper | adas-write-mapper   channel 2 frames / channel 4 commands -> gateway
+  long-controller                        INIT/RESET/UPDATE over channels 5-8
+be processes:
+  adas-mapper [--set KMH@S,...] [--lead KMH@S,... --lead-gap M] [--rate-hz 100]
+  openpilot | ivi-mapper | instrument-cluster
+  plant [--bus car] [--v0 KMH] [--grade PCT] [--report FILE]
+  send-frame --to CHANNEL ID#DATA...     frames into a gateway channel (e.g. adas_raw_tx)";
+
+/// Runs subcommand `args[0]`; the exit status.
+pub fn main(args: &[String]) -> i32 {
+    let Some(cmd) = args.first() else {
+        eprintln!("{USAGE}");
+        return 2;
+    };
+    let flags = Flags(args[1..].to_vec());
+    let result = match cmd.as_str() {
+        "usb-bh" => usb_bh(&flags),
+        "mhydra-rx" => mhydra_rx(&flags),
+        "mhydra-tx" => mhydra_tx(&flags),
+        "ivi-read-mapper" => read_mapper(&flags, "ivi_can_rx", "ic_ivi_sensor"),
+        "adas-read-mapper" => read_mapper(&flags, "adas_can_rx", "carla_sensor"),
+        "ivi-write-mapper" => ivi_write_mapper(&flags),
+        "adas-write-mapper" => adas_write_mapper(&flags),
+        "long-controller" => long_controller(),
+        "adas-mapper" => adas_mapper(&flags),
+        "openpilot" => listen("openpilot", OPENPILOT_PORT),
+        "ivi-mapper" => ivi_mapper(),
+        "instrument-cluster" => listen("instrument-cluster", CLUSTER_PORT),
+        "plant" => plant(&flags),
+        "send-frame" => send_frame(&flags),
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            return 0;
+        }
+        other => Err(format!("unknown program `{other}`\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            say(format!("bulkhead-app {cmd}: error: {e}"));
+            1
+        }
+    }
+}
+
+/// One line on stderr in one write, so that the lines of processes sharing the
+/// supervisor's stderr do not interleave.
+fn say(line: String) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+}
+
+/// `--name value` flags.
+struct Flags(Vec<String>);
+
+impl Flags {
+    fn all(&self, name: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut it = self.0.iter();
+        while let Some(a) = it.next() {
+            if let Some(v) = a.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
+                out.push(v.to_string());
+            } else if a == name {
+                out.extend(it.next().cloned());
+            }
+        }
+        out
+    }
+    fn get(&self, name: &str) -> Option<String> {
+        self.all(name).pop()
+    }
+    fn or(&self, name: &str, default: &str) -> String {
+        self.get(name).unwrap_or_else(|| default.to_string())
+    }
+    fn num(&self, name: &str, default: f64) -> R<f64> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| format!("{name} {v}: not a number")),
+        }
+    }
+}
+
+fn sender(name: &str) -> R<Sender> {
+    let c = Channel::open_env(name).map_err(|e| format!("channel {name}: {e}"))?;
+    let mut s = c.sender().map_err(|e| format!("channel {name}: {e}"))?;
+    s.set_spin(0);
+    Ok(s)
+}
+
+fn receiver(name: &str) -> R<Receiver> {
+    let c = Channel::open_env(name).map_err(|e| format!("channel {name}: {e}"))?;
+    let mut r = c.receiver().map_err(|e| format!("channel {name}: {e}"))?;
+    r.set_spin(0);
+    Ok(r)
+}
+
+/// Runs `job` once per activation of the supervisor's task until it asks to stop
+/// (or SIGTERM); after each job the values `job` filled in are published as the
+/// task's named counters `names`.
+fn periodic(names: &[String], mut job: impl FnMut(&mut [u64]) -> R<()>) -> R<()> {
+    let stop = stop_on_signals().map_err(|e| e.to_string())?;
+    let mut task = Task::attach().map_err(|e| e.to_string())?;
+    let slots = names
+        .iter()
+        .map(|n| task.counter(n))
+        .collect::<Result<Vec<Counter>, _>>()
+        .map_err(|e| e.to_string())?;
+    let mut values = vec![0u64; names.len()];
+    while !stop.load(Relaxed) {
+        match task.wait_next_period() {
+            Ok(_) => {}
+            Err(bulkhead_task::Error::Stopped) => break,
+            Err(e) => return Err(e.to_string()),
+        }
+        job(&mut values)?;
+        for (slot, v) in slots.iter().zip(&values) {
+            task.set_counter(*slot, *v);
+        }
+    }
+    Ok(())
+}
+
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// A: attaches to the virtual bus (waiting for it: the plant serves it) and moves
+/// frames between it and `usb_rx` / `usb_tx`. A bus that goes away is attached again
+/// when it is back.
+fn usb_bh(flags: &Flags) -> R<()> {
+    let bus = flags.or("--bus", "car");
+    let (mut rx, mut tx) = (sender("usb_rx")?, receiver("usb_tx")?);
+    let mut node: Option<Node> = None;
+    let (mut seq, mut n, mut detached) = (0u64, UsbCounts::default(), 0u64);
+    let result = periodic(&names(&["rx", "rx_dropped", "tx", "detached"]), |v| {
+        if node.is_none() {
+            node = Node::attach(&bus).ok();
+        }
+        if let Some(attached) = node.as_mut() {
+            if let Err(e) = usb_step(attached, &mut rx, &mut tx, 64, &mut seq, &mut n) {
+                // The wire is gone (the plant stopped): attach again once it is back.
+                say(format!(
+                    "usb-bh: bus {bus}: {e}; attaching again when it is back"
+                ));
+                node = None;
+                detached += 1;
+            }
+        }
+        v.copy_from_slice(&[n.rx, n.rx_dropped, n.tx, detached]);
+        Ok(())
+    });
+    say(format!(
+        "usb-bh: stopped: rx={} rx_dropped={} tx={} detached={detached}",
+        n.rx, n.rx_dropped, n.tx
+    ));
+    result
+}
+
+/// B: the gateway's reader over `usb_rx`, to every `--to` channel.
+fn mhydra_rx(flags: &Flags) -> R<()> {
+    let to = match flags.all("--to") {
+        t if t.is_empty() => names(&["ivi_can_rx", "adas_can_rx"]),
+        t => t,
+    };
+    let links = to
+        .iter()
+        .map(|c| Ok((c.clone(), sender(c)?)))
+        .collect::<R<Vec<_>>>()?;
+    let bus = ChanBus {
+        rx: Some(receiver("usb_rx")?),
+        tx: None,
+        dropped: Arc::default(),
+    };
+    let (mut reader, counters) = BusReader::new("car", Box::new(bus), links)?;
+    let named: Vec<String> = counters
+        .named(Role::Reader)
+        .into_iter()
+        .map(|c| c.0)
+        .collect();
+    let result = periodic(&named, |v| {
+        reader
+            .step(64, &mut bulkhead_trace::Discard)
+            .map_err(|e| e.to_string())?;
+        let mut k = 0;
+        counters.for_each_value(Role::Reader, |x| {
+            v[k] = x;
+            k += 1;
+        });
+        Ok(())
+    });
+    report("mhydra-rx", &counters.named(Role::Reader));
+    result
+}
+
+fn report(who: &str, counters: &[(String, u64)]) {
+    let text: Vec<String> = counters.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    say(format!("{who}: stopped: {}", text.join(" ")));
+}
+
+/// H: the gateway's writer: each `--from CHANNEL=IDS` (allowlist, hex or decimal) to
+/// `usb_tx`.
+fn mhydra_tx(flags: &Flags) -> R<()> {
+    let from = match flags.all("--from") {
+        f if f.is_empty() => names(&["ivi_can_tx=", "adas_can_tx=0x343", "adas_raw_tx=0x2E4"]),
+        f => f,
+    };
+    let mut links = Vec::new();
+    for spec in &from {
+        let (chan, ids) = spec.split_once('=').unwrap_or((spec, ""));
+        let allow: HashSet<CanId> = parse_ids(ids)?.into_iter().collect();
+        links.push((chan.to_string(), receiver(chan)?, allow));
+    }
+    let dropped = Arc::new(AtomicU64::new(0));
+    let bus = ChanBus {
+        rx: None,
+        tx: Some(sender("usb_tx")?),
+        dropped: dropped.clone(),
+    };
+    let (mut writer, counters) = BusWriter::new("car", Box::new(bus), links)?;
+    let mut named: Vec<String> = counters
+        .named(Role::Writer)
+        .into_iter()
+        .map(|c| c.0)
+        .collect();
+    named.push("usb_tx_dropped".into());
+    let result = periodic(&named, |v| {
+        writer.step(64).map_err(|e| e.to_string())?;
+        let mut k = 0;
+        counters.for_each_value(Role::Writer, |x| {
+            v[k] = x;
+            k += 1;
+        });
+        v[k] = dropped.load(Relaxed);
+        Ok(())
+    });
+    report("mhydra-tx", &counters.named(Role::Writer));
+    result
+}
+
+/// C / E: decodes the frames the gateway forwards (SPEED, WHEEL_SPEEDS, GAS_PEDAL,
+/// BRAKE_MODULE) and publishes the signals as [`Sensors`] when one changed.
+fn read_mapper(flags: &Flags, from: &str, to: &str) -> R<()> {
+    let db = car::dbc();
+    let mut rx = receiver(&flags.or("--from", from))?;
+    let mut tx = sender(&flags.or("--to", to))?;
+    let mut s = Sensors::default();
+    let (mut published, mut dropped, mut undecodable) = (0u64, 0u64, 0u64);
+    let mut buf = [0u8; WIRE_SIZE];
+    periodic(
+        &names(&["frames", "published", "dropped", "undecodable"]),
+        |v| {
+            let before = s.frames;
+            for _ in 0..64 {
+                if rx.try_read(&mut buf).is_err() {
+                    break;
+                }
+                let Ok((t_ns, _, frame)) = gateway::decode(&buf) else {
+                    undecodable += 1;
+                    continue;
+                };
+                match db.decode(&frame) {
+                    Ok(d) => apply(&mut s, t_ns, d.message, &d.signals),
+                    Err(_) => undecodable += 1,
+                }
+            }
+            if s.frames != before {
+                match tx.try_write(&s.encode()) {
+                    Ok(()) => published += 1,
+                    Err(_) => dropped += 1,
+                }
+            }
+            v.copy_from_slice(&[u64::from(s.frames), published, dropped, undecodable]);
+            Ok(())
+        },
+    )
+}
+
+/// Folds one decoded message into `s` (speeds km/h to m/s).
+fn apply(s: &mut Sensors, t_ns: u64, message: &str, signals: &[(&str, f64)]) {
+    let get = |name: &str| signals.iter().find(|x| x.0 == name).map(|x| x.1);
+    let used = match message {
+        "SPEED" => get("SPEED").map(|v| s.v_ego = (v / 3.6) as f32),
+        "WHEEL_SPEEDS" => {
+            let wheels = [
+                "WHEEL_SPEED_FL",
+                "WHEEL_SPEED_FR",
+                "WHEEL_SPEED_RL",
+                "WHEEL_SPEED_RR",
+            ];
+            let sum: f64 = wheels.iter().filter_map(|w| get(w)).sum();
+            s.wheel = (sum / 4.0 / 3.6) as f32;
+            Some(())
+        }
+        "GAS_PEDAL" => get("GAS_PEDAL").map(|v| s.gas = v as f32),
+        "BRAKE_MODULE" => {
+            s.brake_pressed = get("BRAKE_PRESSED").unwrap_or(0.0) != 0.0;
+            get("BRAKE_PRESSURE").map(|v| s.brake_pressure = v as f32)
+        }
+        _ => None,
+    };
+    if used.is_some() {
+        s.t_ns = t_ns;
+        s.frames = s.frames.wrapping_add(1);
+    }
+}
+
+/// D: forwards the IVI's frames (channel 2, gateway messages) to the gateway, whose
+/// allowlist decides what reaches the bus.
+fn ivi_write_mapper(flags: &Flags) -> R<()> {
+    let mut rx = receiver(&flags.or("--from", "hvac_control"))?;
+    let mut tx = sender(&flags.or("--to", "ivi_can_tx"))?;
+    let (mut sent, mut dropped) = (0u64, 0u64);
+    let mut buf = [0u8; SIZE];
+    periodic(&names(&["forwarded", "dropped"]), |v| {
+        for _ in 0..16 {
+            if rx.try_read(&mut buf).is_err() {
+                break;
+            }
+            match tx.try_write(&buf) {
+                Ok(()) => sent += 1,
+                Err(_) => dropped += 1,
+            }
+        }
+        v.copy_from_slice(&[sent, dropped]);
+        Ok(())
+    })
+}
+
+/// F: the newest acceleration command of channel 4 as an ACC_CONTROL frame (ACCEL_CMD
+/// clamped to ISO 15622's -3.5..2.0 m/s^2) to the gateway.
+fn adas_write_mapper(flags: &Flags) -> R<()> {
+    let db = car::dbc();
+    let mut rx = receiver(&flags.or("--from", "carla_control"))?;
+    let mut tx = sender(&flags.or("--to", "adas_can_tx"))?;
+    let (mut sent, mut dropped, mut bad) = (0u64, 0u64, 0u64);
+    let mut buf = [0u8; SIZE];
+    periodic(&names(&["sent", "dropped", "refused"]), |v| {
+        let mut newest = None;
+        for _ in 0..16 {
+            if rx.try_read(&mut buf).is_err() {
+                break;
+            }
+            newest = Some(Actuation::decode(&buf));
+        }
+        if let Some(a) = newest {
+            if !a.accel.is_finite() {
+                bad += 1;
+            } else {
+                let accel = f64::from(a.accel).clamp(-3.5, 2.0);
+                let on = f64::from(u8::from(a.active));
+                let frame = car::encode(
+                    &db,
+                    "ACC_CONTROL",
+                    &[
+                        ("ACCEL_CMD", accel),
+                        ("PERMIT_BRAKING", on),
+                        ("RELEASE_STANDSTILL", on),
+                        ("ACC_TYPE", on),
+                        ("CANCEL_REQ", f64::from(u8::from(a.cancel))),
+                    ],
+                );
+                let msg = gateway::encode(0, 0, &frame).expect("classic frame");
+                match tx.try_write(&msg) {
+                    Ok(()) => sent += 1,
+                    Err(_) => dropped += 1,
+                }
+            }
+        }
+        v.copy_from_slice(&[sent, dropped, bad]);
+        Ok(())
+    })
+}
+
+/// G: the longitudinal controller service (see [`crate::service`]).
+fn long_controller() -> R<()> {
+    let mut cmd = receiver("long_control_command")?;
+    let mut data = receiver("long_control_data")?;
+    let mut input = receiver("long_update_input")?;
+    let mut output = sender("long_update_output")?;
+    let mut c = Controller::new();
+    let mut lost = 0u64;
+    let mut buf = [0u8; SIZE];
+    let result = periodic(
+        &names(&["inits", "resets", "updates", "rejected", "lost"]),
+        |v| {
+            for _ in 0..10 {
+                if cmd.try_read(&mut buf).is_err() {
+                    break;
+                }
+                let mut next_data = || read(&mut data);
+                let mut next_input = || read(&mut input);
+                if let Some(out) = c.handle(&buf, &mut next_data, &mut next_input) {
+                    if output.try_write(&out.encode()).is_err() {
+                        lost += 1;
+                    }
+                }
+            }
+            let n = c.counts;
+            v.copy_from_slice(&[n.inits, n.resets, n.updates, n.rejected, lost]);
+            Ok(())
+        },
+    );
+    let n = c.counts;
+    say(format!(
+        "long-controller: stopped: inits={} resets={} updates={} rejected={}{}",
+        n.inits,
+        n.resets,
+        n.updates,
+        n.rejected,
+        c.last_reject
+            .map(|r| format!(" (last: {r})"))
+            .unwrap_or_default()
+    ));
+    result
+}
+
+fn read(rx: &mut Receiver) -> Option<Msg> {
+    let mut m = [0u8; SIZE];
+    rx.try_read(&mut m).ok().map(|_| m)
+}
+
+const OPENPILOT_PORT: u16 = 47001;
+const CLUSTER_PORT: u16 = 47002;
+
+/// The ADAS mapper of the Linux side (AML) with OpenPilot's planner: INIT, then every
+/// 1/rate s an UPDATE from the newest sensors and the plan, its output to channel 4.
+fn adas_mapper(flags: &Flags) -> R<()> {
+    let stop = stop_on_signals().map_err(|e| e.to_string())?;
+    let set = Series::parse(&flags.or("--set", "72@0,90@2"))?;
+    let lead = match flags.get("--lead") {
+        Some(l) => Some((Series::parse(&l)?, flags.num("--lead-gap", 60.0)?)),
+        None => None,
+    };
+    let rate = flags.num("--rate-hz", 100.0)?;
+    if !(1.0..=1000.0).contains(&rate) {
+        return Err("--rate-hz: 1 to 1000".into());
+    }
+    let mut planner = Planner::new(set, lead);
+    let mut sensors = receiver("carla_sensor")?;
+    let mut cmd = sender("long_control_command")?;
+    let mut data = sender("long_control_data")?;
+    let mut input = sender("long_update_input")?;
+    let mut output = receiver("long_update_output")?;
+    let mut control = sender("carla_control")?;
+    let udp = UdpSocket::bind("127.0.0.1:0").ok();
+    let wait = Duration::from_secs(1);
+    let mut params = Params::rav4();
+    params.rate_hz = rate as f32;
+    let records = InitRecord::all(&params, 1);
+    for r in &records {
+        data.write_timeout(r, wait)
+            .map_err(|e| format!("INIT data: {e}"))?;
+    }
+    let init = Command {
+        seq: 1,
+        op: Op::Init {
+            records: records.len() as u32,
+        },
+    };
+    cmd.write_timeout(&init.encode(), wait)
+        .map_err(|e| format!("INIT: {e}"))?;
+    let period = (1e9 / rate) as u64;
+    let (start, mut next) = (now_ns(), now_ns());
+    let (mut seq, mut timeouts) = (1u64, 0u64);
+    let mut responses: Vec<u64> = Vec::new();
+    let mut buf = [0u8; SIZE];
+    let mut last_status = 0u64;
+    while !stop.load(Relaxed) {
+        next += period;
+        sleep_until(next);
+        if sensors.try_read(&mut buf).is_err() {
+            continue; // no reading yet
+        }
+        let s = Sensors::decode(&buf);
+        let t = (now_ns() - start) as f64 / 1e9;
+        let plan = planner.update(t, f64::from(s.v_ego), 1.0 / rate);
+        seq += 1;
+        let x = crate::longcontrol::Input {
+            v_ego: s.v_ego,
+            a_ego: 0.0,
+            v_target: plan.v_target as f32,
+            a_target: plan.a_target as f32,
+            active: true,
+            brake_pressed: s.brake_pressed,
+            gas_pressed: false,
+        };
+        let sent_ns = now_ns();
+        let msg = UpdateInput {
+            seq,
+            sent_ns,
+            input: x,
+        }
+        .encode();
+        input
+            .write_timeout(&msg, wait)
+            .map_err(|e| format!("UPDATE input: {e}"))?;
+        let update = Command {
+            seq,
+            op: Op::Update,
+        }
+        .encode();
+        cmd.write_timeout(&update, wait)
+            .map_err(|e| format!("UPDATE: {e}"))?;
+        let Some(out) = await_output(&mut output, seq, Duration::from_millis(50)) else {
+            timeouts += 1;
+            continue;
+        };
+        responses.push(now_ns() - out.sent_ns);
+        let a = Actuation {
+            seq,
+            accel: out.out.accel,
+            active: true,
+            cancel: false,
+        };
+        let _ = control.try_write(&a.encode());
+        if now_ns() - last_status >= 1_000_000_000 {
+            last_status = now_ns();
+            let line = format!(
+                "t={t:.1}s v={:.1}km/h set={:.1}km/h target={:.1}km/h accel={:+.2} state={:?} gap={:.0}m",
+                s.v_ego * 3.6,
+                plan.set * 3.6,
+                plan.v_target * 3.6,
+                out.out.accel,
+                out.out.state,
+                plan.gap
+            );
+            if let Some(u) = &udp {
+                let _ = u.send_to(line.as_bytes(), ("127.0.0.1", OPENPILOT_PORT));
+            }
+            // bulkhead run ends be processes with SIGKILL: the figures so far, each second.
+            println!("adas-mapper: {}", response_times(&mut responses, timeouts));
+        }
+    }
+    println!("adas-mapper: {}", response_times(&mut responses, timeouts));
+    Ok(())
+}
+
+/// The controller's response times (UPDATE sent -> its output read) so far.
+fn response_times(responses: &mut [u64], timeouts: u64) -> String {
+    responses.sort_unstable();
+    let q = |p: f64| {
+        let k = ((responses.len() as f64 - 1.0) * p).round() as usize;
+        responses.get(k).copied().unwrap_or(0) as f64 / 1e3
+    };
+    format!(
+        "{} updates answered, {timeouts} unanswered; controller response median {:.0} us, p99 {:.0} us, max {:.0} us",
+        responses.len(),
+        q(0.5),
+        q(0.99),
+        q(1.0)
+    )
+}
+
+/// The output for `seq` (older ones are skipped), waiting at most `timeout`.
+fn await_output(rx: &mut Receiver, seq: u64, timeout: Duration) -> Option<UpdateOutput> {
+    let deadline = now_ns() + timeout.as_nanos() as u64;
+    let mut m = [0u8; SIZE];
+    loop {
+        let left = deadline.saturating_sub(now_ns());
+        rx.read_timeout(&mut m, Duration::from_nanos(left)).ok()?;
+        let out = UpdateOutput::decode(&m);
+        if out.seq == seq {
+            return Some(out);
+        }
+    }
+}
+
+/// The infotainment mapper of the Linux side (IML): channel 1 to the cluster (UDP on
+/// the partition's loopback, as the paper's FIFO pipes between IC, IVI and IML).
+fn ivi_mapper() -> R<()> {
+    let stop = stop_on_signals().map_err(|e| e.to_string())?;
+    let mut rx = receiver("ic_ivi_sensor")?;
+    let udp = UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let mut buf = [0u8; SIZE];
+    let mut n = 0u64;
+    while !stop.load(Relaxed) {
+        if rx
+            .read_timeout(&mut buf, Duration::from_millis(100))
+            .is_ok()
+        {
+            n += 1;
+            if n % 25 == 0 {
+                let s = Sensors::decode(&buf);
+                let line = format!(
+                    "speed {:.1} km/h, wheels {:.1} km/h, gas {:.0} %, brake {:.0}",
+                    s.v_ego * 3.6,
+                    s.wheel * 3.6,
+                    s.gas,
+                    s.brake_pressure
+                );
+                let _ = udp.send_to(line.as_bytes(), ("127.0.0.1", CLUSTER_PORT));
+            }
+        }
+    }
+    println!("ivi-mapper: {n} sensor readings");
+    Ok(())
+}
+
+/// The cluster and OpenPilot's UI: prints what its mapper sends, at most once a second.
+fn listen(who: &str, port: u16) -> R<()> {
+    let stop = stop_on_signals().map_err(|e| e.to_string())?;
+    let udp = UdpSocket::bind(("127.0.0.1", port)).map_err(|e| format!("port {port}: {e}"))?;
+    udp.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| e.to_string())?;
+    let mut buf = [0u8; 512];
+    let mut last = 0u64;
+    while !stop.load(Relaxed) {
+        if let Ok(n) = udp.recv(&mut buf) {
+            if now_ns() - last >= 1_000_000_000 {
+                last = now_ns();
+                println!("{who}: {}", String::from_utf8_lossy(&buf[..n]));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The vehicle plant: serves the virtual bus, publishes the car's messages at their
+/// real rates, applies the ACC_CONTROL commands it receives (DriveOS's CARLA).
+fn plant(flags: &Flags) -> R<()> {
+    let stop = stop_on_signals().map_err(|e| e.to_string())?;
+    let name = flags.or("--bus", "car");
+    let _bus = Bus::bind(&name, 500_000)
+        .map_err(|e| format!("bus {name}: {e}"))?
+        .spawn();
+    let mut node = Node::attach(&name).map_err(|e| format!("bus {name}: {e}"))?;
+    let car = Car {
+        grade_rad: (flags.num("--grade", 0.0)? / 100.0).atan(),
+        ..Car::default()
+    };
+    let mut p = Plant::new(car, flags.num("--v0", 72.0)? / 3.6);
+    let report = match flags.get("--report") {
+        Some(path) => Some(std::fs::File::create(&path).map_err(|e| format!("{path}: {e}"))?),
+        None => None,
+    };
+    let db = car::dbc();
+    let dt_ns = 1_000_000u64;
+    let start = now_ns();
+    let mut due = [0u64; 4];
+    let (mut a_cmd, mut commands, mut sent) = (0.0f64, 0u64, 0u64);
+    let mut next_print = 0u64;
+    let mut k = 0u64;
+    while !stop.load(Relaxed) {
+        k += 1;
+        sleep_until(start + k * dt_ns);
+        while let Some(r) = node.try_recv().map_err(|e| e.to_string())? {
+            if r.frame.id() == ACC_CONTROL {
+                if let Ok(d) = db.decode(&r.frame) {
+                    if let Some(a) = d.signals.iter().find(|s| s.0 == "ACCEL_CMD") {
+                        a_cmd = a.1;
+                        commands += 1;
+                    }
+                }
+            }
+        }
+        p.step(a_cmd, 1e-3);
+        let t_us = k * 1000;
+        for (i, (message, period)) in car::PERIODS_US.iter().enumerate() {
+            if t_us >= due[i] {
+                due[i] += period;
+                node.send(&frame(&db, message, &p))
+                    .map_err(|e| e.to_string())?;
+                sent += 1;
+            }
+        }
+        if t_us >= next_print {
+            next_print += 500_000;
+            let line = format!(
+                "plant t={:.2}s v={:.2}km/h accel_cmd={:+.3} a={:+.3} frames_sent={sent} commands={commands}",
+                t_us as f64 / 1e6,
+                p.v * 3.6,
+                a_cmd,
+                p.a
+            );
+            println!("{line}");
+            if let Some(mut f) = report.as_ref() {
+                use std::io::Write;
+                let _ = writeln!(f, "{line}");
+            }
+        }
+    }
+    println!(
+        "plant: stopped: v={:.2}km/h frames_sent={sent} commands={commands}",
+        p.v * 3.6
+    );
+    Ok(())
+}
+
+/// The plant's frame of `message`.
+fn frame(db: &bulkhead_can::dbc::Database, message: &str, p: &Plant) -> Frame {
+    let kmh = p.v * 3.6;
+    match message {
+        "SPEED" => car::encode(db, "SPEED", &[("SPEED", kmh)]),
+        "WHEEL_SPEEDS" => {
+            let w = kmh.max(0.0);
+            car::encode(
+                db,
+                "WHEEL_SPEEDS",
+                &[
+                    ("WHEEL_SPEED_FL", w),
+                    ("WHEEL_SPEED_FR", w),
+                    ("WHEEL_SPEED_RL", w),
+                    ("WHEEL_SPEED_RR", w),
+                ],
+            )
+        }
+        "GAS_PEDAL" => car::encode(
+            db,
+            "GAS_PEDAL",
+            &[("GAS_PEDAL", (p.gas_pct() * 2.0).round() / 2.0)],
+        ),
+        _ => car::encode(
+            db,
+            "BRAKE_MODULE",
+            &[("BRAKE_PRESSURE", p.brake_pressure())],
+        ),
+    }
+}
+
+/// Writes frames (candump syntax, `343#00FF`) into a gateway channel the process
+/// holds, as a partition's program sends CAN frames; the gateway's allowlist decides.
+fn send_frame(flags: &Flags) -> R<()> {
+    let chan = flags.get("--to").ok_or("--to CHANNEL is required")?;
+    let mut tx = sender(&chan)?;
+    for text in flags.0.iter().filter(|a| a.contains('#')) {
+        let frame = parse_frame(text)?;
+        let msg = gateway::encode(0, 0, &frame).expect("classic frame");
+        tx.write_timeout(&msg, Duration::from_secs(1))
+            .map_err(|e| format!("{chan}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// `ID#HEXDATA` (ids above 0x7FF are 29-bit).
+fn parse_frame(text: &str) -> R<Frame> {
+    let bad = |what: &str| format!("{text}: {what} (want ID#HEXDATA, e.g. 343#00FF)");
+    let (id, data) = text.split_once('#').ok_or_else(|| bad("no #"))?;
+    let id = u32::from_str_radix(id, 16).map_err(|_| bad("bad id"))?;
+    let id = match id <= 0x7FF {
+        true => CanId::standard(id),
+        false => CanId::extended(id),
+    }
+    .ok_or_else(|| bad("id out of range"))?;
+    if data.len() % 2 != 0 || !data.is_ascii() {
+        return Err(bad("bad data"));
+    }
+    let bytes = (0..data.len() / 2)
+        .map(|k| u8::from_str_radix(&data[2 * k..2 * k + 2], 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .map_err(|_| bad("bad data"))?;
+    Frame::new(id, &bytes).map_err(|e| bad(&e.to_string()))
+}
