@@ -44,6 +44,17 @@ if [ "$(id -u)" -eq 0 ]; then
   for c in rx_forwarded rx_dropped tx_sent tx_denied; do
     grep "\"name\":\"cluster.$c\"" "$out/can.jsonl" | tail -n 1
   done
+  echo "== the DriveOS vehicle in closed loop: bulkhead run examples/driveos.yaml --timeout 8s"
+  echo "   (set speed 72 km/h, stepped to 90 km/h at 2 s; docs/vehicle.md)"
+  "$bulkhead" run examples/driveos.yaml --timeout 8s --schedule-log "$out/vehicle.jsonl" \
+    >"$out/vehicle.out" 2>"$out/vehicle.err" || { cat "$out/vehicle.err"; exit 1; }
+  grep '^openpilot: ' "$out/vehicle.out"
+  grep '^adas-mapper: ' "$out/vehicle.out" | tail -n 1
+  grep -E "^  task " "$out/vehicle.err"
+  echo "== the gateway's counters at the end (mhydra_rx, mhydra_tx)"
+  grep -E '"event":"counter".*"task":"mhydra_(rx|tx)"' "$out/vehicle.jsonl" \
+    | sed -E 's/.*"task":"([a-z_]+)","name":"([^"]+)","value":([0-9]+).*/\1 \2 \3/' \
+    | awk '{v[$1 " " $2] = $3} END {for (k in v) print k "=" v[k]}' | sort
 else
   echo "== skipping bulkhead run: it needs root (or a delegated cgroup, see docs/runtime.md)"
 fi
