@@ -18,7 +18,7 @@ use bulkhead_task::clock::{now_ns, sleep_until};
 use bulkhead_task::{Counter, Task};
 use std::collections::HashSet;
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,7 +36,7 @@ rt tasks (started by bulkhead run):
 be processes:
   adas-mapper [--set KMH@S,...] [--lead KMH@S,... --lead-gap M] [--rate-hz 100]
   openpilot | ivi-mapper | instrument-cluster
-  plant [--bus car] [--v0 KMH] [--grade PCT] [--report FILE]
+  plant [--bus car] [--v0 KMH] [--grade PCT] [--report FILE] | plant --replay LOG [--iface can0]
   send-frame --to CHANNEL ID#DATA...     frames into a gateway channel (e.g. adas_raw_tx)";
 
 /// Runs subcommand `args[0]`; the exit status.
@@ -275,12 +275,13 @@ fn mhydra_tx(flags: &Flags) -> R<()> {
 }
 
 /// C / E: decodes the frames the gateway forwards (SPEED, WHEEL_SPEEDS, GAS_PEDAL,
-/// BRAKE_MODULE) and publishes the signals as [`Sensors`] when one changed.
+/// BRAKE_MODULE) and publishes the signals as [`Sensors`] when one changed, from the
+/// first SPEED on.
 fn read_mapper(flags: &Flags, from: &str, to: &str) -> R<()> {
     let db = car::dbc();
     let mut rx = receiver(&flags.or("--from", from))?;
     let mut tx = sender(&flags.or("--to", to))?;
-    let mut s = Sensors::default();
+    let (mut s, mut speed_seen) = (Sensors::default(), false);
     let (mut published, mut dropped, mut undecodable) = (0u64, 0u64, 0u64);
     let mut buf = [0u8; WIRE_SIZE];
     periodic(
@@ -296,11 +297,15 @@ fn read_mapper(flags: &Flags, from: &str, to: &str) -> R<()> {
                     continue;
                 };
                 match db.decode(&frame) {
-                    Ok(d) => apply(&mut s, t_ns, d.message, &d.signals),
+                    Ok(d) => {
+                        speed_seen |= d.message == "SPEED";
+                        apply(&mut s, t_ns, d.message, &d.signals)
+                    }
                     Err(_) => undecodable += 1,
                 }
             }
-            if s.frames != before {
+            // Nothing is published before the first SPEED: a speed of 0 would be news.
+            if s.frames != before && speed_seen {
                 match tx.try_write(&s.encode()) {
                     Ok(()) => published += 1,
                     Err(_) => dropped += 1,
@@ -660,6 +665,9 @@ fn plant(flags: &Flags) -> R<()> {
     let _bus = Bus::bind(&name, 500_000)
         .map_err(|e| format!("bus {name}: {e}"))?
         .spawn();
+    if let Some(log) = flags.get("--replay") {
+        return replay(&name, &log, &flags.or("--iface", "can0"), stop);
+    }
     let mut node = Node::attach(&name).map_err(|e| format!("bus {name}: {e}"))?;
     let car = Car {
         grade_rad: (flags.num("--grade", 0.0)? / 100.0).atan(),
@@ -720,6 +728,28 @@ fn plant(flags: &Flags) -> R<()> {
         "plant: stopped: v={:.2}km/h frames_sent={sent} commands={commands}",
         p.v * 3.6
     );
+    Ok(())
+}
+
+/// HIL replay (DriveOS 6.1: the rig fed a real car's CAN trace to IC and IVI): the
+/// log's frames of `iface` go onto the bus at real speed, once; the bus is served until
+/// the stop. The ADAS side then runs open loop: nothing reads its commands.
+fn replay(bus: &str, log: &str, iface: &str, stop: &AtomicBool) -> R<()> {
+    use bulkhead_can::replay::{replay, Options};
+    let node = Node::attach(bus).map_err(|e| format!("bus {bus}: {e}"))?;
+    let mut buses: Vec<Box<dyn bulkhead_can::bus::CanBus>> = vec![Box::new(node)];
+    let path = std::path::Path::new(log);
+    let mut open = || bulkhead_can::candump::open_log(path);
+    let routes = [(Some(iface.to_string()), 0)];
+    let stats = replay(&mut open, &mut buses, &routes, &Options::default())
+        .map_err(|e| format!("{log}: {e}"))?;
+    println!(
+        "plant: replayed {} frames of {iface} from {log} onto {bus} ({} of other interfaces skipped)",
+        stats.sent, stats.skipped
+    );
+    while !stop.load(Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     Ok(())
 }
 

@@ -40,22 +40,72 @@ fn exclusive_cpus_lock() -> std::fs::File {
     lock
 }
 
+const TASKS: [&str; 8] = [
+    "usb_bh",
+    "mhydra_rx",
+    "ivi_read_mapper",
+    "ivi_write_mapper",
+    "adas_read_mapper",
+    "adas_write_mapper",
+    "long_controller",
+    "mhydra_tx",
+];
+
 const ATTACK: &str = "      - {cmd: \"APP send-frame --to adas_raw_tx 343#FF38000000000000 343#FF38000000000000 343#FF38000000000000 2E4#0000000000\"}\n";
 
-fn description(dir: &Path) -> PathBuf {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let text = std::fs::read_to_string(repo.join("examples/driveos.yaml")).unwrap();
+/// The example with this build's `bulkhead-app`, after `edit`, written into `dir`.
+fn description(dir: &Path, edit: impl Fn(String) -> String) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("examples/driveos.yaml")).unwrap();
+    let text = edit(text).replace("bulkhead-app ", &format!("{} ", app().display()));
+    let path = dir.join("driveos.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The example with the attacker in the adas partition.
+fn with_attacker(text: String) -> String {
     let anchor = "      - {cmd: bulkhead-app openpilot}\n";
     assert!(
         text.contains(anchor),
         "the example changed: update this test"
     );
-    let text = text.replace(anchor, &format!("{anchor}{ATTACK}"));
-    let text = text.replace("APP ", "bulkhead-app ");
-    let text = text.replace("bulkhead-app ", &format!("{} ", app().display()));
-    let path = dir.join("driveos.yaml");
-    std::fs::write(&path, text).unwrap();
-    path
+    text.replace(anchor, &format!("{anchor}{ATTACK}"))
+        .replace("APP ", "bulkhead-app ")
+}
+
+/// What `bulkhead run` of a description printed: exit code, stdout, stderr, schedule log.
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    log: String,
+}
+
+fn run(name: &str, edit: impl Fn(String) -> String) -> Run {
+    let dir = std::env::temp_dir().join(format!("bulkhead-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    let yaml = description(&dir, edit);
+    let log = dir.join("schedule.jsonl");
+    let out = Command::new(bulkhead())
+        .arg("run")
+        .arg(&yaml)
+        .args(["--timeout", "10s", "--schedule-log"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        log,
+    }
 }
 
 /// The plant's `(t s, v km/h)` lines.
@@ -114,36 +164,16 @@ fn the_vehicle_runs_in_closed_loop_and_the_allowlist_holds() {
         return;
     }
     let _lock = exclusive_cpus_lock();
-    let dir = std::env::temp_dir().join(format!("bulkhead-vehicle-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir(&dir).unwrap();
-    let yaml = description(&dir);
-    let log = dir.join("schedule.jsonl");
-    let out = Command::new(bulkhead())
-        .arg("run")
-        .arg(&yaml)
-        .args(["--timeout", "10s", "--schedule-log"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let log = std::fs::read_to_string(&log).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let Run {
+        code,
+        stdout,
+        stderr,
+        log,
+    } = run("vehicle", with_attacker);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
 
     // Every program ran: the rt tasks until the stop, the be ones printed.
-    let tasks = [
-        "usb_bh",
-        "mhydra_rx",
-        "ivi_read_mapper",
-        "ivi_write_mapper",
-        "adas_read_mapper",
-        "adas_write_mapper",
-        "long_controller",
-        "mhydra_tx",
-    ];
-    for t in tasks {
+    for t in TASKS {
         let (jobs, _) = jobs_and_misses(&stderr, t);
         assert!(jobs > 1000, "{t}: {jobs} jobs\n{stderr}");
     }
@@ -196,4 +226,45 @@ fn the_vehicle_runs_in_closed_loop_and_the_allowlist_holds() {
     assert_eq!(counter(&log, "adas_raw_tx.tx_sent"), Some(1));
     assert!(counter(&log, "adas_can_tx.tx_sent").unwrap_or(0) > 100);
     assert_eq!(counter(&log, "adas_can_tx.tx_denied"), Some(0));
+}
+
+/// HIL replay (DriveOS 6.1): the plant replays the RAV4 log's powertrain bus (6 s,
+/// 6,619 frames) instead of simulating; the cluster shows speeds within the log's
+/// range (29.38 .. 73.05 km/h over the whole segment; crates/can/tests/data/README.md)
+/// and every frame reaches both read mappers; the controller runs open loop.
+#[test]
+fn the_rav4_log_replayed_reaches_the_instrument_cluster() {
+    if !is_root() {
+        eprintln!("skipped: bulkhead run of rt partitions needs root");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let log = repo().join("crates/can/tests/data/comma2k19_rav4_seg40_excerpt.log.gz");
+    let replay = format!("plant --bus car --replay {} --iface can0", log.display());
+    let Run {
+        code,
+        stdout,
+        stderr,
+        log,
+    } = run("replay", |t| t.replace("plant --bus car --v0 72", &replay));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("plant: replayed 6619 frames of can0"),
+        "{stdout}"
+    );
+    let speeds: Vec<f64> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("instrument-cluster: speed "))
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(speeds.len() >= 4, "{stdout}");
+    for kmh in &speeds {
+        assert!((29.38..=73.05).contains(kmh), "{kmh} km/h\n{stdout}");
+    }
+    for c in ["ivi_can_rx.rx_forwarded", "adas_can_rx.rx_forwarded"] {
+        assert_eq!(counter(&log, c), Some(6619), "{c}");
+    }
+    for t in TASKS {
+        assert!(jobs_and_misses(&stderr, t).0 > 1000, "{t}\n{stderr}");
+    }
 }
