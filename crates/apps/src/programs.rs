@@ -46,6 +46,12 @@ pub fn main(args: &[String]) -> i32 {
         return 2;
     };
     let flags = Flags(args[1..].to_vec());
+    if let Some(allowed) = flags_of(cmd) {
+        if let Err(e) = flags.check(allowed, cmd == "send-frame") {
+            say(format!("bulkhead-app {cmd}: error: {e}\n{USAGE}"));
+            return 2;
+        }
+    }
     let result = match cmd.as_str() {
         "usb-bh" => usb_bh(&flags),
         "mhydra-rx" => mhydra_rx(&flags),
@@ -65,7 +71,10 @@ pub fn main(args: &[String]) -> i32 {
             println!("{USAGE}");
             return 0;
         }
-        other => Err(format!("unknown program `{other}`\n{USAGE}")),
+        other => {
+            say(format!("bulkhead-app: unknown program `{other}`\n{USAGE}"));
+            return 2;
+        }
     };
     match result {
         Ok(()) => 0,
@@ -83,10 +92,51 @@ fn say(line: String) {
     let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
 }
 
-/// `--name value` flags.
+/// The flags (each taking a value) program `cmd` accepts; None for an unknown program.
+fn flags_of(cmd: &str) -> Option<&'static [&'static str]> {
+    Some(match cmd {
+        "usb-bh" => &["--bus"],
+        "mhydra-rx" => &["--to"],
+        "mhydra-tx" => &["--from"],
+        "ivi-read-mapper" | "adas-read-mapper" | "ivi-write-mapper" | "adas-write-mapper" => {
+            &["--from", "--to"]
+        }
+        "adas-mapper" => &["--set", "--lead", "--lead-gap", "--rate-hz"],
+        "plant" => &[
+            "--bus", "--v0", "--grade", "--report", "--replay", "--iface",
+        ],
+        "send-frame" => &["--to"],
+        "long-controller" | "openpilot" | "ivi-mapper" | "instrument-cluster" => &[],
+        _ => return None,
+    })
+}
+
+/// `--name value` (or `--name=value`) flags.
 struct Flags(Vec<String>);
 
 impl Flags {
+    /// Every argument is one of `allowed` with its value (or, if `frames`, a frame
+    /// `ID#DATA`).
+    fn check(&self, allowed: &[&str], frames: bool) -> R<()> {
+        let mut it = self.0.iter();
+        while let Some(a) = it.next() {
+            let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
+            if frames && !a.starts_with("--") && a.contains('#') {
+                continue;
+            }
+            if !allowed.contains(&name) {
+                return Err(match allowed.is_empty() {
+                    true => format!("{a}: this program takes no arguments"),
+                    false => format!("{a}: unknown argument (takes {})", allowed.join(", ")),
+                });
+            }
+            if !a.contains('=') && it.next().is_none() {
+                return Err(format!("{a}: needs a value"));
+            }
+        }
+        Ok(())
+    }
+
     fn all(&self, name: &str) -> Vec<String> {
         let mut out = Vec::new();
         let mut it = self.0.iter();
@@ -816,4 +866,70 @@ fn parse_frame(text: &str) -> R<Frame> {
         .collect::<Result<Vec<u8>, _>>()
         .map_err(|_| bad("bad data"))?;
     Frame::new(id, &bytes).map_err(|e| bad(&e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(a: &[&str]) -> Flags {
+        Flags(a.iter().map(|s| s.to_string()).collect())
+    }
+
+    #[test]
+    fn flags_take_values_and_unknown_ones_are_refused() {
+        let f = flags(&["--from", "a=0x343", "--from=b=", "--to", "c"]);
+        assert_eq!(f.all("--from"), vec!["a=0x343", "b="]);
+        assert_eq!(f.get("--to").as_deref(), Some("c"));
+        assert_eq!(f.check(&["--from", "--to"], false), Ok(()));
+        let e = flags(&["--speed", "3"])
+            .check(&["--v0"], false)
+            .unwrap_err();
+        assert!(e.contains("--speed: unknown argument (takes --v0)"), "{e}");
+        assert!(flags(&["--v0"])
+            .check(&["--v0"], false)
+            .unwrap_err()
+            .contains("needs a value"));
+        assert!(flags(&["x"])
+            .check(&[], false)
+            .unwrap_err()
+            .contains("takes no arguments"));
+        assert_eq!(
+            flags(&["--to", "c", "343#00"]).check(&["--to"], true),
+            Ok(())
+        );
+        assert!(flags(&["--v0", "fast"])
+            .num("--v0", 1.0)
+            .unwrap_err()
+            .contains("--v0 fast"));
+        assert_eq!(main(&["plant".into(), "--speed".into(), "1".into()]), 2);
+        assert_eq!(main(&["nope".into()]), 2);
+    }
+
+    #[test]
+    fn frames_parse_in_candump_syntax() {
+        let f = parse_frame("343#FF38").unwrap();
+        assert_eq!((f.id(), f.data()), (ACC_CONTROL, &[0xFF, 0x38][..]));
+        assert!(parse_frame("1ABCDEF0#").unwrap().id().is_extended());
+        for bad in ["343", "xyz#00", "343#0", "343#GG", "343#001122334455667788"] {
+            assert!(parse_frame(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn decoded_messages_fold_into_the_sensors() {
+        let db = car::dbc();
+        let mut s = Sensors::default();
+        let p = Plant::new(Car::default(), 25.0);
+        for m in ["SPEED", "WHEEL_SPEEDS", "BRAKE_MODULE", "GAS_PEDAL"] {
+            let f = frame(&db, m, &p);
+            let d = db.decode(&f).unwrap();
+            apply(&mut s, 7, d.message, &d.signals);
+        }
+        assert_eq!((s.frames, s.t_ns), (4, 7));
+        assert!(
+            (s.v_ego - 25.0).abs() < 0.01 && (s.wheel - 25.0).abs() < 0.01,
+            "{s:?}"
+        );
+    }
 }
