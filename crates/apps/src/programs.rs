@@ -2,6 +2,7 @@
 
 use crate::car::{self, ACC_CONTROL};
 use crate::chanbus::{usb_step, ChanBus, UsbCounts};
+use crate::delay::Delays;
 use crate::longcontrol::Params;
 use crate::plant::{Car, Plant};
 use crate::scenario::{Planner, Series};
@@ -371,7 +372,10 @@ fn read_mapper(flags: &Flags, from: &str, to: &str) -> R<()> {
 fn apply(s: &mut Sensors, t_ns: u64, message: &str, signals: &[(&str, f64)]) {
     let get = |name: &str| signals.iter().find(|x| x.0 == name).map(|x| x.1);
     let used = match message {
-        "SPEED" => get("SPEED").map(|v| s.v_ego = (v / 3.6) as f32),
+        "SPEED" => get("SPEED").map(|v| {
+            s.v_ego = (v / 3.6) as f32;
+            s.tag = get("ENCODER").unwrap_or(0.0) as u8;
+        }),
         "WHEEL_SPEEDS" => {
             let wheels = [
                 "WHEEL_SPEED_FL",
@@ -449,6 +453,7 @@ fn adas_write_mapper(flags: &Flags) -> R<()> {
                         ("RELEASE_STANDSTILL", on),
                         ("ACC_TYPE", on),
                         ("CANCEL_REQ", f64::from(u8::from(a.cancel))),
+                        ("ITS_CONNECT_LEAD", f64::from(a.tag)),
                     ],
                 );
                 let msg = gateway::encode(0, 0, &frame).expect("classic frame");
@@ -581,6 +586,7 @@ fn adas_mapper(flags: &Flags) -> R<()> {
             seq,
             sent_ns,
             input: x,
+            tag: s.tag,
         }
         .encode();
         input
@@ -603,6 +609,7 @@ fn adas_mapper(flags: &Flags) -> R<()> {
             accel: out.out.accel,
             active: true,
             cancel: false,
+            tag: out.tag,
         };
         let _ = control.try_write(&a.encode());
         if now_ns() - last_status >= 1_000_000_000 {
@@ -734,16 +741,20 @@ fn plant(flags: &Flags) -> R<()> {
     let mut due = [0u64; 4];
     let (mut a_cmd, mut commands, mut sent) = (0.0f64, 0u64, 0u64);
     let mut next_print = 0u64;
-    let mut k = 0u64;
+    let (mut k, mut tag, mut delays) = (0u64, 0u8, Delays::default());
     while !stop.load(Relaxed) {
         k += 1;
         sleep_until(start + k * dt_ns);
         while let Some(r) = node.try_recv().map_err(|e| e.to_string())? {
             if r.frame.id() == ACC_CONTROL {
                 if let Ok(d) = db.decode(&r.frame) {
-                    if let Some(a) = d.signals.iter().find(|s| s.0 == "ACCEL_CMD") {
-                        a_cmd = a.1;
+                    let get = |n: &str| d.signals.iter().find(|s| s.0 == n).map(|s| s.1);
+                    if let Some(a) = get("ACCEL_CMD") {
+                        a_cmd = a;
                         commands += 1;
+                    }
+                    if let Some(t) = get("ITS_CONNECT_LEAD") {
+                        delays.answered(t as u8, r.t_ns);
                     }
                 }
             }
@@ -753,7 +764,11 @@ fn plant(flags: &Flags) -> R<()> {
         for (i, (message, period)) in car::PERIODS_US.iter().enumerate() {
             if t_us >= due[i] {
                 due[i] += period;
-                node.send(&frame(&db, message, &p))
+                if *message == "SPEED" {
+                    tag = tag.wrapping_add(1);
+                    delays.sent(tag, realtime_ns());
+                }
+                node.send(&frame(&db, message, &p, tag))
                     .map_err(|e| e.to_string())?;
                 sent += 1;
             }
@@ -768,6 +783,9 @@ fn plant(flags: &Flags) -> R<()> {
                 p.a
             );
             println!("{line}");
+            if next_print % 5_000_000 == 0 {
+                println!("plant: {}", delays.summary());
+            }
             if let Some(mut f) = report.as_ref() {
                 use std::io::Write;
                 let _ = writeln!(f, "{line}");
@@ -778,15 +796,19 @@ fn plant(flags: &Flags) -> R<()> {
         "plant: stopped: v={:.2}km/h frames_sent={sent} commands={commands}",
         p.v * 3.6
     );
+    println!("plant: {}", delays.summary());
     Ok(())
 }
 
 /// HIL replay (DriveOS 6.1: the rig fed a real car's CAN trace to IC and IVI): the
-/// log's frames of `iface` go onto the bus at real speed, once; the bus is served until
-/// the stop. The ADAS side then runs open loop: nothing reads its commands.
+/// log's frames of `iface` go onto the bus at real speed, once, from 0.5 s after the
+/// bus is served; the bus is served until the stop. The ADAS side then runs open loop: nothing reads its commands.
 fn replay(bus: &str, log: &str, iface: &str, stop: &AtomicBool) -> R<()> {
     use bulkhead_can::replay::{replay, Options};
     let node = Node::attach(bus).map_err(|e| format!("bus {bus}: {e}"))?;
+    // usb-bh attaches at its next job once the bus exists; a node sees only frames
+    // sent after it attached, so the log starts half a second later.
+    std::thread::sleep(Duration::from_millis(500));
     let mut buses: Vec<Box<dyn bulkhead_can::bus::CanBus>> = vec![Box::new(node)];
     let path = std::path::Path::new(log);
     let mut open = || bulkhead_can::candump::open_log(path);
@@ -803,11 +825,17 @@ fn replay(bus: &str, log: &str, iface: &str, stop: &AtomicBool) -> R<()> {
     Ok(())
 }
 
-/// The plant's frame of `message`.
-fn frame(db: &bulkhead_can::dbc::Database, message: &str, p: &Plant) -> Frame {
+/// CLOCK_REALTIME in ns: the clock of the virtual bus's timestamps.
+fn realtime_ns() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The plant's frame of `message` (SPEED carries `tag` in ENCODER).
+fn frame(db: &bulkhead_can::dbc::Database, message: &str, p: &Plant, tag: u8) -> Frame {
     let kmh = p.v * 3.6;
     match message {
-        "SPEED" => car::encode(db, "SPEED", &[("SPEED", kmh)]),
+        "SPEED" => car::encode(db, "SPEED", &[("SPEED", kmh), ("ENCODER", f64::from(tag))]),
         "WHEEL_SPEEDS" => {
             let w = kmh.max(0.0);
             car::encode(
@@ -922,7 +950,7 @@ mod tests {
         let mut s = Sensors::default();
         let p = Plant::new(Car::default(), 25.0);
         for m in ["SPEED", "WHEEL_SPEEDS", "BRAKE_MODULE", "GAS_PEDAL"] {
-            let f = frame(&db, m, &p);
+            let f = frame(&db, m, &p, 3);
             let d = db.decode(&f).unwrap();
             apply(&mut s, 7, d.message, &d.signals);
         }

@@ -112,6 +112,7 @@ impl Controller {
                 Ok(Some(UpdateOutput {
                     seq: x.seq,
                     sent_ns: x.sent_ns,
+                    tag: x.tag,
                     out,
                 }))
             }
@@ -189,6 +190,7 @@ mod tests {
                     seq,
                     sent_ns: 5,
                     input,
+                    tag: seq as u8,
                 }
                 .encode(),
             );
@@ -218,7 +220,10 @@ mod tests {
             out = ch.update(&mut c, seq, 20.0, 21.0);
         }
         let out = out.unwrap();
-        assert_eq!((out.seq, out.sent_ns, out.out.state), (29, 5, State::Pid));
+        assert_eq!(
+            (out.seq, out.sent_ns, out.tag, out.out.state),
+            (29, 5, 29, State::Pid)
+        );
         assert!(out.out.i > 0.0);
         ch.data.push_back(ResetRecord::encode(40));
         ch.send(

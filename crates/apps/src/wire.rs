@@ -44,6 +44,9 @@ pub struct Sensors {
     pub brake_pressure: f32,
     /// BRAKE_MODULE.BRAKE_PRESSED.
     pub brake_pressed: bool,
+    /// SPEED.ENCODER of the newest SPEED frame: the plant's tag for measuring the
+    /// controller pipeline's delay (carried to the ACC_CONTROL frame it causes).
+    pub tag: u8,
     /// Frames decoded so far.
     pub frames: u32,
 }
@@ -56,7 +59,8 @@ impl Sensors {
         put(&mut m, 12, &self.wheel.to_le_bytes());
         put(&mut m, 16, &self.gas.to_le_bytes());
         put(&mut m, 20, &self.brake_pressure.to_le_bytes());
-        put(&mut m, 24, &u32::from(self.brake_pressed).to_le_bytes());
+        m[24] = u8::from(self.brake_pressed);
+        m[25] = self.tag;
         put(&mut m, 28, &self.frames.to_le_bytes());
         m
     }
@@ -68,7 +72,8 @@ impl Sensors {
             wheel: f32_at(m, 12),
             gas: f32_at(m, 16),
             brake_pressure: f32_at(m, 20),
-            brake_pressed: u32_at(m, 24) != 0,
+            brake_pressed: m[24] != 0,
+            tag: m[25],
             frames: u32_at(m, 28),
         }
     }
@@ -83,6 +88,8 @@ pub struct Actuation {
     /// Cruise engaged (ACC_CONTROL.PERMIT_BRAKING and ACC_TYPE).
     pub active: bool,
     pub cancel: bool,
+    /// The tag of the sensor reading this command answers ([`Sensors::tag`]).
+    pub tag: u8,
 }
 
 impl Actuation {
@@ -92,6 +99,7 @@ impl Actuation {
         put(&mut m, 8, &self.accel.to_le_bytes());
         m[12] = u8::from(self.active);
         m[13] = u8::from(self.cancel);
+        m[14] = self.tag;
         m
     }
 
@@ -101,6 +109,7 @@ impl Actuation {
             accel: f32_at(m, 8),
             active: m[12] != 0,
             cancel: m[13] != 0,
+            tag: m[14],
         }
     }
 }
@@ -290,6 +299,8 @@ pub struct UpdateInput {
     /// CLOCK_MONOTONIC when sent, ns (echoed in the output).
     pub sent_ns: u64,
     pub input: Input,
+    /// The sensor reading's tag, echoed in the output (flags bits 8-15).
+    pub tag: u8,
 }
 
 const ACTIVE: u32 = 1;
@@ -309,7 +320,8 @@ impl UpdateInput {
         put(&mut m, 24, &x.a_target.to_le_bytes());
         let flags = (u32::from(x.active) * ACTIVE)
             | (u32::from(x.brake_pressed) * BRAKE)
-            | (u32::from(x.gas_pressed) * GAS);
+            | (u32::from(x.gas_pressed) * GAS)
+            | (u32::from(self.tag) << 8);
         put(&mut m, 28, &flags.to_le_bytes());
         m
     }
@@ -320,7 +332,7 @@ impl UpdateInput {
             return Err("UPDATE input is not a finite number");
         }
         let flags = u32_at(m, 28);
-        if flags & !(ACTIVE | BRAKE | GAS) != 0 {
+        if flags & !(ACTIVE | BRAKE | GAS | 0xFF00) != 0 {
             return Err("UPDATE input has unknown flags");
         }
         Ok(UpdateInput {
@@ -335,6 +347,7 @@ impl UpdateInput {
                 brake_pressed: flags & BRAKE != 0,
                 gas_pressed: flags & GAS != 0,
             },
+            tag: (flags >> 8) as u8,
         })
     }
 }
@@ -343,8 +356,9 @@ impl UpdateInput {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UpdateOutput {
     pub seq: u64,
-    /// The input's `sent_ns`.
+    /// The input's `sent_ns` and tag.
     pub sent_ns: u64,
+    pub tag: u8,
     pub out: Output,
 }
 
@@ -357,6 +371,7 @@ impl UpdateOutput {
         put(&mut m, 20, &self.out.p.to_le_bytes());
         put(&mut m, 24, &self.out.i.to_le_bytes());
         m[28] = self.out.state as u8;
+        m[29] = self.tag;
         m
     }
 
@@ -370,6 +385,7 @@ impl UpdateOutput {
         UpdateOutput {
             seq: u64_at(m, 0),
             sent_ns: u64_at(m, 8),
+            tag: m[29],
             out: Output {
                 accel: f32_at(m, 16),
                 state,
