@@ -50,6 +50,7 @@ if [ "$(id -u)" -eq 0 ]; then
     >"$out/vehicle.out" 2>"$out/vehicle.err" || { cat "$out/vehicle.err"; exit 1; }
   grep '^openpilot: ' "$out/vehicle.out"
   grep '^adas-mapper: ' "$out/vehicle.out" | tail -n 1
+  grep '^plant: pipeline' "$out/vehicle.out" | tail -n 1
   grep -E "^  task " "$out/vehicle.err"
   echo "== the gateway's counters at the end (mhydra_rx, mhydra_tx)"
   grep -E '"event":"counter".*"task":"mhydra_(rx|tx)"' "$out/vehicle.jsonl" \
