@@ -1,0 +1,162 @@
+//! `bulkhead solve` and pipelines in `check`, `analyze` and `run`, observed from outside.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bulkhead(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(args)
+        .output()
+        .expect("bulkhead runs")
+}
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/boomerang.yaml")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A file of `yaml` in the temporary directory, removed on drop.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(name: &str, yaml: &str) -> TempFile {
+        let path =
+            std::env::temp_dir().join(format!("bulkhead-pipes-{}-{name}", std::process::id()));
+        std::fs::write(&path, yaml).unwrap();
+        TempFile(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn solve_prints_table_i_in_the_issue_json_shape() {
+    let out = bulkhead(&["solve", "--json", example().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pipelines = json["pipelines"].as_array().unwrap();
+    let delays: Vec<u64> = pipelines
+        .iter()
+        .map(|p| p["e2e_delay_bound_ns"].as_u64().unwrap())
+        .collect();
+    assert_eq!(delays, [10_000_000, 8_000_000]);
+    let p1 = &pipelines[0];
+    for key in [
+        "name",
+        "feasible",
+        "exact_delay_bound_ns",
+        "throughput_per_s",
+        "loss_bound",
+    ] {
+        assert!(!p1[key].is_null(), "{key}");
+    }
+    assert!(p1["exact_delay_bound_ns"].as_u64().unwrap() > 10_000_000);
+    let stage = &p1["stages"][1];
+    assert_eq!(stage["name"], "ProcData");
+    assert_eq!(stage["partition"], "linux");
+    assert_eq!(stage["period_ns"], 2_000_000);
+    assert_eq!(stage["budget_ns"], 200_000);
+    assert_eq!(stage["messages_per_period"], 1);
+    let keys: Vec<&String> = stage.as_object().unwrap().keys().collect();
+    assert_eq!(keys.len(), 5);
+    let buffer = &p1["buffers"][0];
+    assert_eq!(
+        (
+            &buffer["from"],
+            &buffer["to"],
+            &buffer["kind"],
+            &buffer["depth"]
+        ),
+        (
+            &serde_json::json!("CanRead"),
+            &serde_json::json!("ProcData"),
+            &serde_json::json!("latest"),
+            &serde_json::json!(1)
+        )
+    );
+}
+
+#[test]
+fn solve_text_and_canonical_round_trip() {
+    let out = bulkhead(&["solve", example().to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("pipeline p1: feasible"), "{stdout}");
+    assert!(stdout.contains("delay bound: 10ms (paper"), "{stdout}");
+    let out = bulkhead(&["solve", "--canonical", example().to_str().unwrap()]);
+    let canonical = text(&out.stdout);
+    assert!(
+        canonical.contains("period: 2ms, budget: 200us"),
+        "{canonical}"
+    );
+    let file = TempFile::new("canonical.yaml", &canonical);
+    let again = bulkhead(&["solve", "--json", file.path()]);
+    let first = bulkhead(&["solve", "--json", example().to_str().unwrap()]);
+    assert_eq!(text(&again.stdout), text(&first.stdout));
+}
+
+#[test]
+fn check_and_analyze_count_the_solved_stages() {
+    let out = bulkhead(&["check", example().to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout.contains("tasks:      7"), "{stdout}");
+    let out = bulkhead(&["analyze", "--json", example().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = json["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for stage in ["CanRead", "ProcData", "CanWrite", "RTFusion", "RTControl"] {
+        assert!(names.contains(&stage), "{names:?}");
+    }
+}
+
+const OVERLOADED: &str = "system: {}
+partitions:
+  - {name: quest, kind: rt, cpus: 0}
+pipelines:
+  - name: p
+    spec: A|B[0%,4ms]
+    stages:
+      A: {partition: quest, wcet: 1500us}
+      B: {partition: quest, wcet: 1500us, output: quest/B/out}
+";
+
+#[test]
+fn an_infeasible_pipeline_exits_1_naming_stage_and_test() {
+    let file = TempFile::new("overloaded.yaml", OVERLOADED);
+    for command in ["solve", "check", "analyze", "sim"] {
+        let out = bulkhead(&[command, file.path()]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
+        assert!(
+            stderr.contains("pipeline `p` is infeasible: stage `") && stderr.contains("fails "),
+            "{command}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn run_refuses_pipelines_until_it_executes_them() {
+    let out = bulkhead(&["run", example().to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("`run` does not execute them yet"),
+        "{stderr}"
+    );
+}
