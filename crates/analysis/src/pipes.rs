@@ -126,10 +126,17 @@ pub fn solve(system: &System, options: &Options) -> Vec<Solution> {
     out
 }
 
-/// `system` with the solved stages as tasks of their partitions and no pipelines left:
-/// what `check`, `analyze` and `sim` work on.
+/// `system` with the solved stages as tasks of their partitions, and each stage's
+/// period and budget set to the solved ones: what `check`, `analyze` and `sim` work on
+/// (the analysis sees the tasks; the simulator also links the pipelines' edges).
 pub fn apply(system: &System, solutions: &[Solution]) -> System {
-    let mut out = without_pipelines(system);
+    let mut out = system.clone();
+    for (p, s) in out.pipelines.iter_mut().zip(solutions) {
+        for (stage, solved) in p.stages.iter_mut().zip(&s.stages) {
+            stage.period = Some(solved.period_ns);
+            stage.budget = Some(solved.budget_ns);
+        }
+    }
     for (p, s) in system.pipelines.iter().zip(solutions) {
         add_stages(&mut out, p, s);
     }

@@ -248,7 +248,8 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
     };
     let sim = Sim::new(&spec, sim_options, outputs.enabled())
         .map_err(|e| fail(format!("{file}: {e}")))?;
-    let report = bulkhead_sim::progress::run_with_progress(sim, until, &mut outputs);
+    let mut report = bulkhead_sim::progress::run_with_progress(sim, until, &mut outputs);
+    report.pipelines = bulkhead_sim::pipes::pipeline_stats(&system, &report.chains);
     finish_outputs(outputs, trace, args.schedule_log.as_deref())?;
     if let Some(path) = &args.stats_json {
         std::fs::write(path, report.to_json() + "\n")

@@ -160,3 +160,92 @@ fn run_refuses_pipelines_until_it_executes_them() {
         "{stderr}"
     );
 }
+
+/// Runs `sim` on `file` with `extra` arguments; returns `--stats-json`'s `pipelines`.
+fn simulated(file: &str, name: &str, extra: &[&str]) -> Vec<serde_json::Value> {
+    let stats =
+        std::env::temp_dir().join(format!("bulkhead-pipes-{}-{name}.json", std::process::id()));
+    let mut args = vec!["sim", file, "--stats-json", stats.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = bulkhead(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    std::fs::remove_file(&stats).unwrap();
+    json["pipelines"].as_array().unwrap().clone()
+}
+
+fn solved_bounds(file: &str) -> Vec<(u64, u64)> {
+    let out = bulkhead(&["solve", "--json", file]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bound = |p: &serde_json::Value, key: &str| p[key].as_u64().unwrap();
+    let pipelines = json["pipelines"].as_array().unwrap().iter();
+    pipelines
+        .map(|p| {
+            (
+                bound(p, "e2e_delay_bound_ns"),
+                bound(p, "exact_delay_bound_ns"),
+            )
+        })
+        .collect()
+}
+
+/// Boomerang IV-A, Table I in simulation: every message of both pipelines within its
+/// bound, under execution times and release gaps drawn from several seeds; with fixed
+/// execution times and strictly periodic releases, no message is lost (Table II: 0%).
+#[test]
+fn table_i_pipelines_simulated_stay_within_their_bounds() {
+    let file = example();
+    let file = file.to_str().unwrap();
+    let bounds = solved_bounds(file);
+    let steady = simulated(file, "steady", &["--for", "5s"]);
+    for p in &steady {
+        assert_eq!(p["lost"], 0, "{p}");
+        assert!(p["messages_out"].as_u64().unwrap() >= 2400, "{p}");
+    }
+    for seed in ["1", "2", "3"] {
+        let args = [
+            "--for",
+            "5s",
+            "--seed",
+            seed,
+            "--exec",
+            "uniform:20-100",
+            "--arrivals",
+            "sporadic:50",
+        ];
+        let varied = simulated(file, &format!("varied-{seed}"), &args);
+        for (p, (paper, exact)) in varied.iter().zip(&bounds) {
+            let max = p["max_e2e_ns"].as_u64().unwrap();
+            assert!(max <= *exact, "{p}: max {max} > exact bound {exact}");
+            assert!(max <= *paper, "{p}: max {max} > the paper's bound {paper}");
+            assert!(p["messages_out"].as_u64().unwrap() > 1000, "{p}");
+        }
+    }
+}
+
+/// Table III (20% allowed loss): ProcData and CanWrite every 2.5 ms behind CanRead every
+/// 2 ms. The paper's bound 1 - 2/2.5 = 20% is what rates alone lose (a consumer cannot
+/// read more than 1/T_c messages a second): the simulation loses at least that, within
+/// the 11 ms delay bound. It loses more where a consumer's start moves across its
+/// producer's completion from one period to the next (docs/pipes.md, "loss").
+#[test]
+fn table_iii_loses_at_least_the_rate_bound_within_11_ms() {
+    let yaml = std::fs::read_to_string(example()).unwrap();
+    let yaml = yaml
+        .replace(
+            "ProcData: {partition: linux, wcet: 200us}",
+            "ProcData: {partition: linux, wcet: 200us, period: 2.5ms}",
+        )
+        .replace(
+            "output: \"can:rav4\"}\n  - name: p2",
+            "output: \"can:rav4\", period: 2.5ms}\n  - name: p2",
+        )
+        .replace("[0%,10ms]", "[20%,11ms]");
+    let file = TempFile::new("table-iii.yaml", &yaml);
+    assert_eq!(solved_bounds(file.path())[0].0, 11_000_000, "{yaml}");
+    let p1 = &simulated(file.path(), "table-iii", &["--for", "5s"])[0];
+    let lost = p1["lost"].as_u64().unwrap();
+    let out = p1["messages_out"].as_u64().unwrap();
+    assert!(lost * 5 >= (lost + out) * 95 / 100, "{p1}");
+    assert!(p1["max_e2e_ns"].as_u64().unwrap() <= 11_000_000, "{p1}");
+}
