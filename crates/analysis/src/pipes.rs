@@ -169,7 +169,7 @@ fn stage_task(stage: &bulkhead_model::Stage, solved: &SolvedStage) -> Task {
         budget: solved.budget_ns,
         period: solved.period_ns,
         deadline: solved.period_ns,
-        priority: None,
+        priority: stage.priority,
         release_jitter: 0,
         blocking: 0,
         resume: Resume::Continuable,

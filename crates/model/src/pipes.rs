@@ -75,6 +75,8 @@ pub struct Stage {
     pub period: Option<Nanos>,
     /// A budget fixed by the description (a multiple of `wcet`); `None` = solved.
     pub budget: Option<Nanos>,
+    /// The task's explicit fixed priority (1 = highest); `None` = deadline monotonic.
+    pub priority: Option<u32>,
 }
 
 /// An endpoint a stage connects to (Boomerang II-B's `host:sandbox:as:ep` registry as
@@ -195,6 +197,7 @@ pub struct RawStage {
     pub output: Option<String>,
     pub period: Option<String>,
     pub budget: Option<String>,
+    pub priority: Option<u32>,
 }
 
 /// An error in the pipelines section: a key path and, for an error inside `spec`, the
@@ -382,6 +385,12 @@ fn stage(name: &str, s: RawStage, path: &str, system: &System) -> Result<Stage, 
         }
         Some(_) => {}
     }
+    if s.priority == Some(0) {
+        return at(
+            format!("{path}.priority"),
+            "must be at least 1 (1 is the highest priority)",
+        );
+    }
     let wcet = duration(&s.wcet, "wcet")?;
     let period = s
         .period
@@ -428,6 +437,7 @@ fn stage(name: &str, s: RawStage, path: &str, system: &System) -> Result<Stage, 
         output: endpoint(s.output.clone(), "output")?,
         period,
         budget,
+        priority: s.priority,
     })
 }
 
@@ -753,6 +763,9 @@ pub(crate) fn canonical_lines(pipelines: &[Pipeline], quote: fn(&str) -> String)
                 if let Some(d) = d {
                     keys.push(format!("{key}: {}", format_duration(d)));
                 }
+            }
+            if let Some(priority) = s.priority {
+                keys.push(format!("priority: {priority}"));
             }
             lines.push(format!("    {}: {{{}}}", quote(&s.name), keys.join(", ")));
         }
