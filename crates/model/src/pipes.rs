@@ -870,6 +870,30 @@ mod tests {
     }
 
     #[test]
+    fn the_canonical_form_loads_back_identically() {
+        let src = "system: {}
+partitions:
+  - {name: q, kind: rt, cpus: 0}
+pipelines:
+  - name: p
+    spec: '*(A|B),C|D[500/s, 10ms]'
+    stages:
+      A: {partition: q, wcet: 100us, cmd: ./a, input: q/x/in}
+      B: {partition: q, wcet: 1ms, budget: 2ms, period: 5ms, priority: 3}
+      C: {partition: q, wcet: 100us}
+      D: {partition: q, wcet: 100us, output: q/y/out}
+";
+        let first = crate::load_str(src, "a.yaml").expect("loads").system;
+        let canonical = crate::to_canonical_yaml(&first);
+        let again = crate::load_str(&canonical, "b.yaml")
+            .expect("loads back")
+            .system;
+        assert_eq!(first, again, "{canonical}");
+        assert_eq!(first.pipelines[0].qos.throughput_per_s, Some(500));
+        assert_eq!(first.pipelines[0].edges.len(), 3);
+    }
+
+    #[test]
     fn endpoints() {
         assert_eq!(
             Endpoint::parse("can:rav4"),
