@@ -230,29 +230,20 @@ impl<'a> Solver<'a> {
         Some((b.gateway.as_str(), task, b.period))
     }
 
+    /// The periods of the gateway tasks at the ends of `path` (a bus period each).
     fn device_time(&self, path: &[usize]) -> Time {
-        let first = path.first().map_or(0, |&i| self.input_device(i));
-        let last = path.last().map_or(0, |&i| self.output_device(i));
-        first + last
-    }
-
-    fn input_device(&self, i: usize) -> Time {
-        match &self.pipeline.stages[i].input {
-            Some(Endpoint::Can { bus }) => self.bus_period(bus),
-            _ => 0,
-        }
-    }
-
-    fn output_device(&self, i: usize) -> Time {
-        match &self.pipeline.stages[i].output {
-            Some(Endpoint::Can { bus }) => self.bus_period(bus),
-            _ => 0,
-        }
-    }
-
-    fn bus_period(&self, bus: &str) -> Time {
-        let b = self.system.buses.iter().find(|b| b.name == bus);
-        b.map_or(0, |b| b.period)
+        let (Some(&first), Some(&last)) = (path.first(), path.last()) else {
+            return 0;
+        };
+        let stages = &self.pipeline.stages;
+        let ends = [
+            self.gateway_task(&stages[first].input, true),
+            self.gateway_task(&stages[last].output, false),
+        ];
+        ends.into_iter()
+            .flatten()
+            .map(|(_, _, period)| period)
+            .sum()
     }
 
     /// The paper's bound: max over paths of Σ T_i plus the gateway tasks' periods.
