@@ -36,6 +36,11 @@ class SimulationError(BulkheadError):
     """A loaded description that cannot be simulated (nothing to run, no hyperperiod)."""
 
 
+class PipelineError(BulkheadError):
+    """A pipeline the solver cannot make feasible; the message names the stage and the
+    test that fails, as ``bulkhead solve`` prints it."""
+
+
 class ChannelError(BulkheadError):
     """A channel operation failed. ``errno`` is the (positive) errno the C API reports."""
 

@@ -65,11 +65,30 @@ fn load_str(py: Python<'_>, src: &str, file_name: &str) -> PyResult<(PySystem, V
 
 /// The analysis report as JSON (what `bulkhead analyze --json` prints).
 #[pyfunction]
-fn analyze(system: &PySystem, deadline_cap_percent: u64) -> String {
+fn analyze(py: Python<'_>, system: &PySystem, deadline_cap_percent: u64) -> PyResult<String> {
     let options = bulkhead_analysis::system::Options {
         deadline_cap: (deadline_cap_percent * 10_000, 1_000_000),
     };
-    bulkhead_analysis::system::analyze_system_with(&system.system, &options).to_json()
+    let system = solved(py, &system.system)?;
+    Ok(bulkhead_analysis::system::analyze_system_with(&system, &options).to_json())
+}
+
+/// `system` with its pipelines solved and their stages made tasks, as the command line's
+/// `analyze` and `sim` see it; an infeasible pipeline raises `PipelineError`.
+fn solved(py: Python<'_>, system: &bulkhead_model::System) -> PyResult<bulkhead_model::System> {
+    if system.pipelines.is_empty() {
+        return Ok(system.clone());
+    }
+    let options = bulkhead_analysis::system::Options::default();
+    let solutions = bulkhead_analysis::pipes::solve(system, &options);
+    if let Some(s) = solutions.iter().find(|s| !s.feasible) {
+        let why = s.failure.as_ref().map_or(String::new(), |f| {
+            format!(": stage `{}` fails {}: {}", f.stage, f.test, f.message)
+        });
+        let message = format!("pipeline `{}` is infeasible{why}", s.name);
+        return Err(raise(py, "PipelineError", (message,)));
+    }
+    Ok(bulkhead_analysis::pipes::apply(system, &solutions))
 }
 
 /// Simulates `system` for `for_ns` (None: one hyperperiod) with `seed`, as `bulkhead sim`
@@ -88,7 +107,8 @@ fn sim(py: Python<'_>, system: &PySystem, for_ns: Option<u64>, seed: u64) -> PyR
         task_servers: Vec::new(),
         power_policy: None,
     };
-    let spec = bulkhead_sim::from_system(&system.system, &options).map_err(fail)?;
+    let system = solved(py, &system.system)?;
+    let spec = bulkhead_sim::from_system(&system, &options).map_err(fail)?;
     if spec.tasks.is_empty() && spec.windows.is_none() {
         return Err(fail(
             "nothing to simulate: no rt tasks and no window schedule".into(),
@@ -99,9 +119,10 @@ fn sim(py: Python<'_>, system: &PySystem, for_ns: Option<u64>, seed: u64) -> PyR
         .ok_or_else(|| fail("the hyperperiod overflows or is undefined; give for_".into()))?;
     let mut options = bulkhead_sim::Options::until(until);
     options.seed = seed;
-    let report = py
+    let mut report = py
         .detach(|| bulkhead_sim::simulate(&spec, options, &mut NoTrace))
         .map_err(fail)?;
+    report.pipelines = bulkhead_sim::pipes::pipeline_stats(&system, &report.chains);
     Ok(report.to_json())
 }
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 import bulkhead
-from bulkhead.errors import SimulationError
+from bulkhead.errors import PipelineError, SimulationError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 US = 1_000
@@ -88,3 +88,25 @@ def test_sim_errors():
         bulkhead.sim(EXAMPLES / "driveos.yaml", for_="soon")
     with pytest.raises(TypeError):
         bulkhead.sim(EXAMPLES / "driveos.yaml", for_=1.5)
+
+
+def test_pipelines_are_solved_before_analysis_and_simulation():
+    names = [t["name"] for t in bulkhead.analyze(EXAMPLES / "boomerang.yaml")]
+    assert {"CanRead", "ProcData", "CanWrite", "RTFusion", "RTControl"} <= set(names)
+    stats = bulkhead.sim(EXAMPLES / "boomerang.yaml", for_="100ms")
+    pipelines = {p["name"]: p for p in stats["pipelines"]}
+    assert pipelines["p1"]["messages_out"] > 0
+    assert pipelines["p2"]["max_e2e_ns"] <= 8_000_000
+
+
+def test_an_infeasible_pipeline_raises_pipeline_error(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "system: {}\n"
+        "partitions:\n  - {name: q, kind: rt, cpus: 0}\n"
+        "pipelines:\n  - name: p\n    spec: A|B[0%,4ms]\n    stages:\n"
+        "      A: {partition: q, wcet: 1500us}\n"
+        "      B: {partition: q, wcet: 1500us, output: q/B/out}\n"
+    )
+    with pytest.raises(PipelineError, match="pipeline `p` is infeasible: stage `"):
+        bulkhead.analyze(path)

@@ -24,6 +24,7 @@ pub mod energy;
 pub mod generate;
 pub mod modes;
 pub mod pipeline;
+pub mod pipes;
 pub mod prm;
 pub mod reservation;
 pub mod rta;

@@ -35,9 +35,13 @@ pub fn run(args: Args) -> ExitCode {
     let options = Options {
         deadline_cap: (args.deadline_cap * 10_000, 1_000_000),
     };
-    let report = analyze_system_with(&loaded.system, &options);
+    let system = match crate::common::solved_system(&loaded.system, &args.file) {
+        Ok(system) => system,
+        Err(code) => return code,
+    };
+    let report = analyze_system_with(&system, &options);
     let energy = match args.min_energy {
-        true => match bulkhead_analysis::energy::min_energy(&loaded.system, &options) {
+        true => match bulkhead_analysis::energy::min_energy(&system, &options) {
             Ok(found) => Some(found),
             Err(e) => {
                 eprintln!("error: {}: {e}", args.file.display());

@@ -23,8 +23,16 @@ pub fn run(args: Args) -> ExitCode {
     if args.canonical {
         print!("{}", bulkhead_model::to_canonical_yaml(&loaded.system));
     } else {
+        let system = match crate::common::solved_system(&loaded.system, &args.file) {
+            Ok(system) => system,
+            Err(code) => return code,
+        };
         println!("{}: ok", crate::common::name(&args.file));
-        println!("{}", summary(&loaded.system));
+        println!("{}", summary(&system));
+        if !loaded.system.pipelines.is_empty() {
+            let n = loaded.system.pipelines.len();
+            println!("  pipelines:  {n} (solved; their stages are counted as tasks)");
+        }
     }
     ExitCode::SUCCESS
 }

@@ -62,3 +62,32 @@ pub fn load_system(path: &Path) -> Result<Loaded, ExitCode> {
         }
     }
 }
+
+/// The system `check`, `analyze` and `sim` work on: its pipelines solved (Boomerang
+/// III-E) and their stages made tasks with the solved reservations. An infeasible
+/// pipeline is an error naming the stage and the test that fails (exit code 1).
+pub fn solved_system(
+    system: &bulkhead_model::System,
+    path: &Path,
+) -> Result<bulkhead_model::System, ExitCode> {
+    if system.pipelines.is_empty() {
+        return Ok(system.clone());
+    }
+    let options = bulkhead_analysis::system::Options::default();
+    let solutions = bulkhead_analysis::pipes::solve(system, &options);
+    if let Some(why) = infeasible(&solutions) {
+        eprintln!("error: {}: {why}", name(path));
+        return Err(ExitCode::from(INVALID));
+    }
+    Ok(bulkhead_analysis::pipes::apply(system, &solutions))
+}
+
+/// The first infeasible pipeline: its name, the stage and the test that fails.
+pub fn infeasible(solutions: &[bulkhead_analysis::pipes::Solution]) -> Option<String> {
+    let s = solutions.iter().find(|s| !s.feasible)?;
+    let f = s.failure.as_ref()?;
+    Some(format!(
+        "pipeline `{}` is infeasible: stage `{}` fails {}: {}",
+        s.name, f.stage, f.test, f.message
+    ))
+}

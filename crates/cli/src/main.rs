@@ -15,6 +15,7 @@ mod common;
 mod ctl;
 mod run;
 mod sim;
+mod solve;
 // subcommand modules: one `mod` line each, in alphabetical order
 
 #[derive(Parser)]
@@ -46,6 +47,8 @@ enum Command {
     Run(run::Args),
     /// Execute a system description in deterministic simulated time (schedule log, trace, statistics)
     Sim(sim::Args),
+    /// Solve pipelines: stage periods, budgets and buffer depths from their end-to-end QoS, with delay bounds
+    Solve(solve::Args),
     // subcommands: one variant each, in alphabetical order
 }
 
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Ctl(args) => ctl::run(args),
         Command::Run(args) => run::run(args),
         Command::Sim(args) => sim::run(args),
+        Command::Solve(args) => solve::run(args),
         // dispatch: one arm each, in alphabetical order
     }
 }

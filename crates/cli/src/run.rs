@@ -70,6 +70,10 @@ pub fn run(args: Args) -> ExitCode {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
+    if let Some(p) = loaded.system.pipelines.first() {
+        eprintln!("error: {}: pipeline `{}`: pipelines are solved, analysed and simulated (`bulkhead solve`, `analyze`, `sim`); `run` does not execute them yet (docs/pipes.md)", args.file.display(), p.name);
+        return ExitCode::from(INVALID);
+    }
     if let Some(why) = not_run_yet(&loaded.system) {
         eprintln!("error: {}: {why}", args.file.display());
         return ExitCode::from(INVALID);

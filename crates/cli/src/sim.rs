@@ -186,6 +186,7 @@ fn fail(message: String) -> ExitCode {
 
 fn simulate(args: &Args) -> Result<Report, ExitCode> {
     let loaded = load_system(&args.file)?;
+    let system = crate::common::solved_system(&loaded.system, &args.file)?;
     let file = args.file.display();
     let options = BuildOptions {
         server: match args.server {
@@ -202,11 +203,11 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         task_servers: args.task_server.clone(),
         power_policy: args.power_policy.clone(),
     };
-    for warning in bulkhead_sim::link_warnings(&loaded.system, &options) {
+    for warning in bulkhead_sim::link_warnings(&system, &options) {
         eprintln!("warning: {warning}");
     }
-    let spec = bulkhead_sim::from_system(&loaded.system, &options)
-        .map_err(|e| fail(format!("{file}: {e}")))?;
+    let spec =
+        bulkhead_sim::from_system(&system, &options).map_err(|e| fail(format!("{file}: {e}")))?;
     if spec.tasks.is_empty() && spec.windows.is_none() {
         return Err(fail(format!(
             "{file}: nothing to simulate: no rt tasks and no window schedule"
@@ -247,7 +248,8 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
     };
     let sim = Sim::new(&spec, sim_options, outputs.enabled())
         .map_err(|e| fail(format!("{file}: {e}")))?;
-    let report = bulkhead_sim::progress::run_with_progress(sim, until, &mut outputs);
+    let mut report = bulkhead_sim::progress::run_with_progress(sim, until, &mut outputs);
+    report.pipelines = bulkhead_sim::pipes::pipeline_stats(&system, &report.chains);
     finish_outputs(outputs, trace, args.schedule_log.as_deref())?;
     if let Some(path) = &args.stats_json {
         std::fs::write(path, report.to_json() + "\n")

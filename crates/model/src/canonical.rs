@@ -37,6 +37,12 @@ pub fn to_canonical_yaml(system: &System) -> String {
             writeln!(out, "  {line}").unwrap();
         }
     }
+    if !system.pipelines.is_empty() {
+        writeln!(out, "pipelines:").unwrap();
+        for line in crate::pipes::canonical_lines(&system.pipelines, quote) {
+            writeln!(out, "  {line}").unwrap();
+        }
+    }
     out
 }
 

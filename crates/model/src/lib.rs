@@ -12,6 +12,7 @@ mod de;
 pub mod input;
 pub mod modes;
 mod normalize;
+pub mod pipes;
 pub mod power;
 mod raw;
 pub mod types;
@@ -25,6 +26,7 @@ pub use cpuset::CpuSet;
 pub use modes::{
     Agent, LocalMode, Mode, ModeTask, Modes, ServerInterface, SwitchPolicy, Transition,
 };
+pub use pipes::{Endpoint, Pipeline, Qos, Stage};
 pub use types::*;
 
 use std::fmt;
@@ -140,14 +142,17 @@ pub fn load_str(src: &str, file_name: &str) -> Result<Loaded, LoadError> {
     };
     let root = yaml::parse(src).map_err(|e| at(e.mark, String::new(), e.message))?;
     check_document(&root).map_err(|(mark, path, msg)| at(mark, path, msg))?;
-    let raw: raw::RawFile =
+    let mut raw: raw::RawFile =
         de::from_node(&root, "").map_err(|e| at(e.mark.unwrap_or(root.mark), e.path, e.message))?;
+    let raw_pipelines = raw.pipelines.take();
     let locate = |e: normalize::PathError| {
         let message = other_positions(&root, &e.message);
         at(locate(&root, &e.path), e.path, message)
     };
     let mut normalized = normalize::normalize(raw).map_err(locate)?;
     let warnings = validate::validate(&normalized).map_err(locate)?;
+    normalized.system.pipelines = pipes::normalize(raw_pipelines, &normalized.system)
+        .map_err(|e| at(pipe_mark(&root, &e), e.path, e.message))?;
     normalize::add_gateway_tasks(&mut normalized.system);
     Ok(Loaded {
         system: normalized.system,
@@ -171,6 +176,33 @@ fn check_document(root: &Node) -> Result<(), (Mark, String, String)> {
         }
     }
     Ok(())
+}
+
+/// Where a pipelines error is: the node at its path or, for an error inside `spec`, the
+/// character at its offset in the string (one column further for a quoted scalar).
+fn pipe_mark(root: &Node, e: &pipes::PipeError) -> Mark {
+    let mark = locate(root, &e.path);
+    let Some(offset) = e.offset else { return mark };
+    let node_at = |path: &str| {
+        let mut node = root;
+        for segment in path.split('.') {
+            let (key, index) = segment.split_once('[').unwrap_or((segment, ""));
+            node = node.get(key)?;
+            if let Ok(i) = index.trim_end_matches(']').parse::<usize>() {
+                match &node.value {
+                    yaml::Value::Seq(items) => node = items.get(i)?,
+                    _ => return None,
+                }
+            }
+        }
+        Some(node)
+    };
+    let quoted = node_at(&e.path)
+        .is_some_and(|n| matches!(n.value, yaml::Value::Scalar { plain: false, .. }));
+    Mark {
+        line: mark.line,
+        col: mark.col + offset + usize::from(quoted),
+    }
 }
 
 /// `message` with each `{at PATH}` replaced by the `line:col` of the node at PATH (a

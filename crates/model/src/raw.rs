@@ -23,10 +23,11 @@ pub struct RawFile {
     pub buses: Option<Vec<RawBus>>,
     pub modes: Option<crate::modes::RawModes>,
     pub power: Option<crate::power::RawPower>,
+    pub pipelines: Option<Vec<crate::pipes::RawPipeline>>,
 }
 
 /// Top-level sections reserved for later capabilities; using one is an error, never ignored.
-pub const RESERVED_SECTIONS: [&str; 2] = ["pipelines", "stop_start"];
+pub const RESERVED_SECTIONS: [&str; 1] = ["stop_start"];
 
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]

@@ -33,6 +33,9 @@ pub struct System {
     /// `system.user_range`: the uids (and equal gids) bulkhead gives partitions without
     /// `user:`, first and last included; `None` = [`DEFAULT_USER_RANGE`].
     pub user_range: Option<(u32, u32)>,
+    /// Pipelines of tuned pipes (`pipelines:`), their stages not yet tasks: the solver
+    /// (`bulkhead-analysis`) derives their reservations.
+    pub pipelines: Vec<crate::pipes::Pipeline>,
 }
 
 /// The uids of partitions without `user:`: systemd's DynamicUser range (61184-65519),

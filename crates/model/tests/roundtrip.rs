@@ -413,6 +413,7 @@ fn system() -> impl Strategy<Value = System> {
                     modes,
                     power: None,
                     user_range: set_cwd.then_some((1000, 1999)),
+                    pipelines: Vec::new(),
                 }
             },
         )

@@ -242,6 +242,7 @@ pub(crate) fn build(
         }
     }
     link_channels(system, options, &first_task, &mut spec)?;
+    crate::pipes::link_pipelines(system, &mut spec)?;
     spec.windows = windows(system, options)?;
     spec.validate()?;
     Ok(spec)
@@ -432,6 +433,7 @@ fn link_channels(
             name: channel.name.as_str().into(),
             kind: channel.kind,
             depth: channel.depth.max(1),
+            per_read: 1,
         });
         let link = options.links.iter().find(|l| l.channel == channel.name);
         let writer = match link {

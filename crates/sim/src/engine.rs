@@ -668,7 +668,11 @@ impl<'a> Sim<'a> {
     fn read_inputs(&mut self, task: usize, t: Nanos) {
         self.tasks[task].inputs.clear();
         for &c in &self.spec.tasks[task].inputs {
-            if let Some(message) = self.channels.read(c, task as u32) {
+            let per_read = self.spec.channels[c].per_read.max(1);
+            for _ in 0..per_read {
+                let Some(message) = self.channels.read(c, task as u32) else {
+                    break;
+                };
                 if self.tracing {
                     let spec = &self.spec.tasks[task];
                     let kind = EventKind::ChannelRead {
@@ -966,6 +970,7 @@ impl<'a> Sim<'a> {
             channels: self.channels.channel_stats(),
             windows: self.windows.as_ref().map(Driver::stats),
             switches: self.switch_stats(),
+            pipelines: Vec::new(),
             energy: self.windows.as_ref().and_then(Driver::energy),
         }
     }

@@ -18,6 +18,7 @@ mod channels;
 mod energy;
 mod engine;
 pub mod modes;
+pub mod pipes;
 mod pools;
 #[cfg(feature = "progress")]
 pub mod progress;

@@ -21,6 +21,9 @@ pub struct Report {
     /// The mode switches requested (a system with modes).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub switches: Vec<SwitchStats>,
+    /// Per pipeline of the description: messages in and out, losses, end-to-end delays.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pipelines: Vec<crate::pipes::PipelineStats>,
     /// Energy per CPU of a window schedule on a description with a `power:` section.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub energy: Option<crate::energy::EnergyStats>,

@@ -137,6 +137,9 @@ pub struct ChannelSpec {
     /// four-slot); a message overwritten before any read is lost.
     pub kind: ChannelKind,
     pub depth: u32,
+    /// `fifo`: messages a reader takes per job (a pipeline stage's m, Boomerang III-E); 1
+    /// otherwise.
+    pub per_read: u32,
 }
 
 /// A complete simulation set-up.

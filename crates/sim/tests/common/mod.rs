@@ -68,6 +68,7 @@ pub fn add_channel(
         name: name.into(),
         kind,
         depth,
+        per_read: 1,
     });
     let c = spec.channels.len() - 1;
     spec.tasks[writer].outputs.push(c);

@@ -1,0 +1,126 @@
+//! Pipelines in simulation: each edge of a solved pipeline (Boomerang III-B, III-E)
+//! becomes a channel between its stage tasks (four-slot `latest`, or a `fifo` of the
+//! solved depth from which the consumer takes its m messages per job), and the chain
+//! statistics of a pipeline's sources and sinks add up to its statistics.
+//!
+//! A message's end-to-end delay runs from the release of the source stage's job that
+//! took it in (when it sampled its input) to the completion of the sink stage's job
+//! that wrote it out.
+
+use crate::channels::ChainStats;
+use crate::spec::{ChannelSpec, Nanos, Spec};
+use bulkhead_model::{ChannelKind, Pipeline, System};
+use serde::Serialize;
+
+/// `--stats-json`'s `pipelines` entries.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct PipelineStats {
+    pub name: String,
+    /// Messages the source stages took in (jobs whose data entered the pipeline).
+    pub messages_in: u64,
+    /// Messages that reached a sink stage.
+    pub messages_out: u64,
+    /// Messages older than a delivered one that never reached the sink.
+    pub lost: u64,
+    pub min_e2e_ns: Option<Nanos>,
+    pub max_e2e_ns: Option<Nanos>,
+    pub mean_e2e_ns: Option<f64>,
+}
+
+/// Adds a channel per pipeline edge between the stage tasks of `spec`; the stages of a
+/// solved system carry their period and budget (`bulkhead_analysis::pipes::apply`).
+pub(crate) fn link_pipelines(system: &System, spec: &mut Spec) -> Result<(), String> {
+    for p in &system.pipelines {
+        for &(from, to) in &p.edges {
+            let task = |i: usize| {
+                let s = &p.stages[i];
+                let found = spec
+                    .tasks
+                    .iter()
+                    .position(|t| *t.partition == *s.partition && *t.name == *s.name);
+                found.ok_or_else(|| {
+                    format!(
+                        "pipeline `{}`: stage `{}` is not a task (not solved)",
+                        p.name, s.name
+                    )
+                })
+            };
+            let (writer, reader) = (task(from)?, task(to)?);
+            let (depth, per_read) = buffer(p, from, to);
+            spec.channels.push(ChannelSpec {
+                name: format!("{}/{}->{}", p.name, p.stages[from].name, p.stages[to].name)
+                    .as_str()
+                    .into(),
+                kind: p.buffering,
+                depth,
+                per_read,
+            });
+            let c = spec.channels.len() - 1;
+            spec.tasks[writer].outputs.push(c);
+            spec.tasks[reader].inputs.push(c);
+        }
+    }
+    Ok(())
+}
+
+/// Depth and messages per read of an edge: the solved FIFO depth `m_p(⌈T_c/T_p⌉ + 1)`
+/// rounded up to a power of two, read m_c at a time; a four-slot buffer holds one.
+fn buffer(p: &Pipeline, from: usize, to: usize) -> (u32, u32) {
+    let messages = |i: usize| {
+        let s = &p.stages[i];
+        s.budget.map_or(1, |b| (b / s.wcet).max(1))
+    };
+    match p.buffering {
+        ChannelKind::Latest => (1, 1),
+        ChannelKind::Fifo => {
+            let (tp, tc) = (p.stages[from].period, p.stages[to].period);
+            let (tp, tc) = (tp.unwrap_or(1).max(1), tc.unwrap_or(1).max(1));
+            let depth = bulkhead_analysis::pipeline::fifo_depth(messages(from), tp, tc);
+            let depth = u32::try_from(depth.next_power_of_two()).unwrap_or(u32::MAX);
+            (depth, u32::try_from(messages(to)).unwrap_or(u32::MAX))
+        }
+    }
+}
+
+/// Per pipeline of `system`, the sum of the chains from its source stages to its sinks.
+pub fn pipeline_stats(system: &System, chains: &[ChainStats]) -> Vec<PipelineStats> {
+    system
+        .pipelines
+        .iter()
+        .map(|p| {
+            let name = |i: usize| format!("{}/{}", p.stages[i].partition, p.stages[i].name);
+            let sources: Vec<String> = p.sources().into_iter().map(name).collect();
+            let sinks: Vec<String> = p.sinks().into_iter().map(name).collect();
+            let mine: Vec<&ChainStats> = chains
+                .iter()
+                .filter(|c| sources.contains(&c.source) && sinks.contains(&c.sink))
+                .collect();
+            let mut counted = Vec::new();
+            let mut stats = PipelineStats {
+                name: p.name.clone(),
+                ..PipelineStats::default()
+            };
+            let mut sum = 0.0;
+            for c in &mine {
+                if !counted.contains(&&c.source) {
+                    counted.push(&c.source);
+                    stats.messages_in += c.produced;
+                }
+                stats.messages_out += c.delivered;
+                stats.lost += c.lost;
+                stats.min_e2e_ns = min_opt(stats.min_e2e_ns, c.min_delay_ns);
+                stats.max_e2e_ns = stats.max_e2e_ns.max(c.max_delay_ns);
+                sum += c.mean_delay_ns.unwrap_or(0.0) * c.delivered as f64;
+            }
+            stats.mean_e2e_ns = (stats.messages_out > 0).then(|| sum / stats.messages_out as f64);
+            stats
+        })
+        .collect()
+}
+
+fn min_opt(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
