@@ -166,6 +166,74 @@ fn high_and_low_write_once() {
     assert_restored(&root);
 }
 
+/// Two 100 ms windows; each slice asks for its own frequency (DEmOS
+/// `per_slice_power_policy.yaml`, on CPUs 0 and 1 and fifteen times shorter).
+const PER_SLICE: &str = "
+partitions:
+  - {name: SC1, processes: [{cmd: sleep 30, budget: 40}]}
+  - {name: BE, processes: [{cmd: sleep 31, budget: 100}]}
+windows:
+  - length: 100
+    slices:
+      - {cpu: 0, sc_partition: SC1, frequency: 1200}
+      - {cpu: 1, be_partition: BE, frequency: 600}
+  - length: 100
+    slices:
+      - {cpu: 0, sc_partition: SC1, frequency: 896}
+      - {cpu: 1, be_partition: BE, frequency: 1296}
+";
+
+#[test]
+fn per_slice_writes_each_window_s_slice_frequencies_and_restores() {
+    if !is_root() {
+        eprintln!("skipping: needs root for cgroups");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_dir, root, changes, _) = run("power-ps", "per_slice", PER_SLICE, "350ms");
+    assert_eq!(
+        changes,
+        [
+            (0, 0, 1_200_000),
+            (0, 1, 600_000),
+            (100, 0, 896_000),
+            (100, 1, 1_296_000),
+            (200, 0, 1_200_000),
+            (200, 1, 600_000),
+            (300, 0, 896_000),
+            (300, 1, 1_296_000)
+        ]
+    );
+    assert_restored(&root);
+    // The last frequency written stays in policy0's plain file.
+    assert_eq!(file(&root, 0, "scaling_setspeed"), "896000");
+}
+
+#[test]
+fn fixed_and_alternating_write_the_indexed_frequencies_and_restore() {
+    if !is_root() {
+        eprintln!("skipping: needs root for cgroups");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_dir, root, changes, _) = run("power-fixed", "imx8_fixed:1,2", SC_BE, "250ms");
+    assert_eq!(changes, [(0, 0, 896_000), (0, 1, 1_296_000)]);
+    assert_restored(&root);
+    assert_eq!(file(&root, 0, "scaling_setspeed"), "896000");
+    // Cluster 1's pair is equal: fixed from the start; cluster 0 alternates per window.
+    let (_dir, root, changes, _) = run("power-alt", "alternating:0,3,1,1", SC_BE, "250ms");
+    assert_eq!(
+        changes,
+        [
+            (0, 1, 1_056_000),
+            (0, 0, 600_000),
+            (100, 0, 1_200_000),
+            (200, 0, 600_000)
+        ]
+    );
+    assert_restored(&root);
+}
+
 /// DEmOS `test_config/per_process_power_policy2.yaml`, on CPUs 0 and 1 and ten times
 /// shorter.
 const PER_PROCESS2: &str = "

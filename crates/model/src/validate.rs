@@ -124,7 +124,8 @@ fn check_tasks(n: &Normalized) -> Result<()> {
     Ok(())
 }
 
-/// CPUs within `system.cpus`; rt partitions own theirs exclusively.
+/// CPUs (the supervisor's `demos_cpu` too) within `system.cpus`; rt partitions own
+/// theirs exclusively.
 fn check_cpus(n: &Normalized) -> Result<()> {
     let sys = &n.system;
     let all_cpus = sys
@@ -142,6 +143,14 @@ fn check_cpus(n: &Normalized) -> Result<()> {
                 .zip(paths)
                 .map(|(s, path)| (Some(&s.cpus), format!("{path}.cpu")))
         });
+    if let (Some(allowed), Some(set)) = (&sys.cpus, &sys.supervisor_cpus) {
+        if !set.is_subset(allowed) {
+            return err(
+                "demos_cpu",
+                format!("CPUs {set} are not all in system.cpus ({allowed})"),
+            );
+        }
+    }
     if let Some(allowed) = &sys.cpus {
         for (cpus, path) in all_cpus.chain(slice_cpus) {
             if let Some(Cpus::Set(set)) = cpus {

@@ -16,6 +16,7 @@
 //!
 //! Everything here acts on real processes through system calls; nothing is simulated.
 
+pub mod bandwidth;
 pub mod command;
 pub mod confine;
 pub mod cpuset;

@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::limit::V1Limit;
 use crate::sched::{self, DeadlineParams, Policy};
 use crate::{detect, prio};
-use bulkhead_analysis::system::{analyze_system, Report};
+use bulkhead_analysis::system::{analyze_system_with, Options, Report};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task};
 use bulkhead_task::supervisor::{LinkSpec, TaskLink};
 use bulkhead_task::Record;
@@ -89,10 +89,12 @@ pub fn plan_tasks(system: &System, workdir: &Path, skip_unset_services: bool) ->
     Ok(plans)
 }
 
-/// Refuses a system whose rt partitions fail the analysis; the message names the first
-/// failing task and the test that failed it, or the CPU and why.
-pub fn admit(system: &System) -> Result<Report> {
-    let report = analyze_system(system);
+/// Refuses a system whose rt partitions fail the analysis with SCHED_DEADLINE bandwidth
+/// `cap` (`(runtime, period)`, the machine's: [`crate::bandwidth::cap`]) per CPU of each
+/// partition's root domain; the message names the first failing task and the test that
+/// failed it, or the CPU and why.
+pub fn admit(system: &System, cap: (u64, u64)) -> Result<Report> {
+    let report = analyze_system_with(system, &Options { deadline_cap: cap });
     if let Some(t) = report.tasks.iter().find(|t| !t.schedulable) {
         return Err(Error::Invalid(format!(
             "admission refused: task `{}` of partition `{}` fails the {} test on CPU {}: {}",
@@ -200,7 +202,8 @@ impl RtPartitions {
             }
         }
         let plans = plan_tasks(&system, &options.workdir, false)?;
-        let report = admit(&system)?;
+        let cap = crate::bandwidth::cap(Path::new(crate::bandwidth::SYSCTL_DIR))?;
+        let report = admit(&system, cap)?;
         let hierarchy = cpuset::detect()?;
         let mut rt = RtPartitions {
             epoch_ns: options.epoch_ns,

@@ -10,6 +10,7 @@
 //! supervisor that died are removed first ([`leftovers`]); everything a run
 //! creates is killed and removed when it ends, also on errors.
 
+mod affinity;
 pub mod cgroup;
 mod control;
 pub mod cpufreq;

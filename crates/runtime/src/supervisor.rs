@@ -184,6 +184,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         None => Hierarchy::detect().map_err(RunError::Cgroups)?,
     };
     check_commands(system, &options.workdir)?;
+    crate::affinity::check(system, &own_cpus())?;
     let mut warnings = Vec::new();
     let (removed, failed) = leftovers::clean(&hierarchy);
     for dir in removed {
@@ -227,6 +228,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let own = own_cpus();
     let mut free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?;
     if system.windows.is_empty() {
+        crate::affinity::pin(system, &mut warnings);
         let started = Started {
             rt,
             free,
@@ -268,6 +270,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         None => None,
     };
     spawn_all(&mut run, system, &schedule, keep_open)?;
+    crate::affinity::pin(system, &mut warnings);
     let _realtime = options
         .realtime_priority
         .map(|p| Realtime::enter(p, &mut warnings));

@@ -1,5 +1,6 @@
 //! From a loaded system description to a [`Spec`].
 
+use crate::energy::TaskScaling;
 use crate::spec::*;
 use crate::windows::{Behaviour, WindowsSpec};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task};
@@ -244,6 +245,10 @@ pub(crate) fn build(
     link_channels(system, options, &first_task, &mut spec)?;
     crate::pipes::link_pipelines(system, &mut spec)?;
     spec.windows = windows(system, options)?;
+    if let Some(power) = spec.windows.as_mut().and_then(|w| w.power.as_mut()) {
+        power.tasks = scalings(system);
+        debug_assert_eq!(power.tasks.len(), spec.tasks.len());
+    }
     spec.validate()?;
     Ok(spec)
 }
@@ -278,6 +283,7 @@ fn windows(system: &System, options: &BuildOptions) -> Result<Option<WindowsSpec
         (Some(model), policy) => Some(crate::energy::PowerSpec {
             policy: policy.unwrap_or(bulkhead_power::Policy::None),
             clusters: model.clusters.clone(),
+            tasks: Vec::new(),
         }),
         (None, None | Some(bulkhead_power::Policy::None)) => None,
         (None, Some(_)) => {
@@ -404,6 +410,39 @@ pub(crate) fn exec(system: &System, cpus: Option<&Cpus>, task: &Task, model: Exe
             }
         }
     }
+}
+
+/// Per simulated rt task (in [`build`]'s order: the tasks of the rt partitions with
+/// tasks), how its execution scales with the frequencies of its partition's clusters;
+/// the clusters as [`exec`] takes them.
+fn scalings(system: &System) -> Vec<Option<TaskScaling>> {
+    let Some(power) = &system.power else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for p in &system.partitions {
+        if p.kind != PartitionKind::Rt {
+            continue;
+        }
+        let cpus = p.cpus.as_ref().and_then(set_of);
+        for task in &p.tasks {
+            let clusters: Vec<(usize, u64)> = power
+                .clusters
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| cpus.is_none_or(|s| s.intersects(&c.cpus)))
+                .map(|(i, c)| {
+                    let top = c.points.last().expect("a cluster has operating points").khz;
+                    (i, task.wcet_khz.unwrap_or(top))
+                })
+                .collect();
+            out.push((!clusters.is_empty()).then_some(TaskScaling {
+                memory_bound_ppm: task.memory_bound_ppm,
+                clusters,
+            }));
+        }
+    }
+    out
 }
 
 fn set_of(cpus: &Cpus) -> Option<&bulkhead_model::CpuSet> {

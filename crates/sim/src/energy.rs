@@ -22,6 +22,39 @@ use serde::Serialize;
 pub struct PowerSpec {
     pub policy: Policy,
     pub clusters: Vec<PowerCluster>,
+    /// Per rt task (index into [`crate::Spec::tasks`]): how its execution scales with
+    /// frequency; `None` (or a shorter list) for a task outside every cluster.
+    pub tasks: Vec<Option<TaskScaling>>,
+}
+
+/// How an rt task's execution time depends on its clusters' frequencies (docs/power.md):
+/// at frequency `f` a cluster's WCET is `C x (m + (1 - m) x f_wcet / f)`; a job on CPUs
+/// of several clusters takes the longest of their times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskScaling {
+    /// The memory-bound fraction `m`, in millionths.
+    pub memory_bound_ppm: u32,
+    /// Per cluster its CPUs meet: the cluster's index and `f_wcet` (kHz) there.
+    pub clusters: Vec<(usize, u64)>,
+}
+
+const PPM: u128 = 1_000_000;
+
+impl TaskScaling {
+    /// `C(f) / C` on cluster `(c, f_wcet)` at `khz`, as a fraction (times 10^6).
+    fn factor(&self, f_wcet: u64, khz: u64) -> (u128, u128) {
+        let m = self.memory_bound_ppm as u128;
+        (m * khz as u128 + (PPM - m) * f_wcet as u128, khz as u128)
+    }
+
+    /// The largest factor over the task's clusters, each at `khz(cluster)`.
+    fn slowest(&self, khz: impl Fn(usize) -> u64) -> (u128, u128) {
+        self.clusters
+            .iter()
+            .map(|&(c, f_wcet)| self.factor(f_wcet, khz(c)))
+            .max_by(|a, b| (a.0 * b.1).cmp(&(b.0 * a.1)))
+            .unwrap_or((1, 1))
+    }
 }
 
 /// Energy per CPU over the simulation (`--stats-json`: `energy`).
@@ -52,6 +85,7 @@ pub(crate) struct Power {
     cycles: Vec<Vec<u128>>,
     error: Option<String>,
     changes: Vec<Change>,
+    tasks: Vec<Option<TaskScaling>>,
 }
 
 impl Power {
@@ -85,6 +119,7 @@ impl Power {
             clusters: spec.clusters.clone(),
             error: None,
             changes,
+            tasks: spec.tasks.clone(),
         };
         // The settings made before the start are logged with the first action.
         for c in &power.changes {
@@ -137,6 +172,18 @@ impl Power {
         }
     }
 
+    /// How fast `task`'s job progresses now, as a fraction `(num, den)` of its speed
+    /// with every cluster at its top frequency (the simulation's execution times are
+    /// taken there): `C(top) / C(now)`.
+    pub fn task_speed(&self, task: usize) -> (u64, u64) {
+        let Some(Some(scaling)) = self.tasks.get(task) else {
+            return (1, 1);
+        };
+        let (tn, td) = scaling.slowest(|c| top(&self.clusters[c]));
+        let (nn, nd) = scaling.slowest(|c| self.khz[c]);
+        reduce(tn * nd, td * nn)
+    }
+
     /// Speed of work on `cpus` as a fraction `(num, den)` of the top frequency: the
     /// slowest cluster the CPUs meet.
     pub fn speed(&self, cpus: &CpuSet) -> (u64, u64) {
@@ -171,6 +218,24 @@ impl Power {
             policy_error: self.error.clone(),
         }
     }
+}
+
+/// `num / den` in lowest terms, approximated to fit in `u64` if it does not.
+fn reduce(num: u128, den: u128) -> (u64, u64) {
+    let g = gcd(num, den).max(1);
+    let (mut num, mut den) = (num / g, den / g);
+    while num > u64::MAX as u128 || den > u64::MAX as u128 {
+        num = (num >> 1).max(1);
+        den = (den >> 1).max(1);
+    }
+    (num as u64, den as u64)
+}
+
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 fn top(c: &PowerCluster) -> u64 {

@@ -196,6 +196,9 @@ struct Slot {
     armed: Option<Nanos>,
     running: Option<Running>,
     since: Nanos,
+    /// How fast the running job has progressed since `since`, as a fraction of its
+    /// speed at the top frequencies (`energy::task_speed`).
+    speed: (u64, u64),
 }
 
 struct DomainState {
@@ -280,6 +283,7 @@ impl<'a> Sim<'a> {
                         cpu,
                         running: None,
                         since: 0,
+                        speed: (1, 1),
                         armed: None,
                     })
                     .collect(),
@@ -376,8 +380,34 @@ impl<'a> Sim<'a> {
         };
         let mut out = Vec::new();
         driver.advance(t, &mut out);
+        self.touch_changed(t, &out);
         self.emit_windows(out);
         self.arm_windows();
+    }
+
+    /// After frequency changes among `events`: synchronizes the domains with CPUs whose
+    /// frequency changed (their jobs progressed at the old speed up to `t`) so that
+    /// their dispatch re-arms the jobs at the new speed.
+    fn touch_changed(&mut self, t: Nanos, events: &[(Nanos, EventKind)]) {
+        let changed: Vec<u32> = events
+            .iter()
+            .filter_map(|(_, e)| match e {
+                EventKind::CpuFrequency { cpu, .. } => Some(*cpu),
+                _ => None,
+            })
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        for d in 0..self.domains.len() {
+            if self.spec.domains[d]
+                .cpus
+                .iter()
+                .any(|c| changed.contains(c))
+            {
+                self.touch(d, t);
+            }
+        }
     }
 
     fn arm_windows(&mut self) {
@@ -744,9 +774,10 @@ impl<'a> Sim<'a> {
             let Some(run) = slot.running else { continue };
             let elapsed = t - slot.since;
             slot.since = t;
+            let work = crate::energy::work(elapsed, slot.speed);
             let s = run.server as usize;
             let job = &mut self.tasks[run.task as usize].jobs[0];
-            job.remaining -= elapsed;
+            job.remaining = job.remaining.saturating_sub(work);
             let job_done = job.remaining == 0;
             let boosted = self.servers[s].boost.is_some();
             if self.spec.servers[s].kind != ServerKind::Unlimited && !boosted {
@@ -874,18 +905,23 @@ impl<'a> Sim<'a> {
         let slot = &self.domains[domain].slots[k];
         let Some(run) = slot.running else { return };
         let s = run.server as usize;
+        let speed = self
+            .windows
+            .as_ref()
+            .map_or((1, 1), |w| w.task_speed(run.task as usize));
         let remaining = self.tasks[run.task as usize].jobs[0].remaining;
         let budget = match self.servers[s].boost {
             Some(_) => Nanos::MAX,
             None => self.servers[s].budget,
         };
-        let mut at = t.saturating_add(remaining.min(budget));
+        let mut at = t.saturating_add(crate::energy::time_for(remaining, speed).min(budget));
         let spec = &self.spec.servers[s];
         if spec.kind == ServerKind::Deferrable {
             at = at.min(self.servers[s].period_end);
         }
         let slot = &mut self.domains[domain].slots[k];
         slot.armed = Some(at);
+        slot.speed = speed;
     }
 
     // ----- output -----

@@ -215,6 +215,12 @@ impl Driver {
         }
     }
 
+    /// How fast rt task `task`'s job progresses at the current frequencies, as a
+    /// fraction of its speed at the top ones (1 without a power model).
+    pub fn task_speed(&self, task: usize) -> (u64, u64) {
+        self.power.as_ref().map_or((1, 1), |p| p.task_speed(task))
+    }
+
     /// Energy per CPU so far (with a power model).
     pub fn energy(&self) -> Option<EnergyStats> {
         self.power.as_ref().map(|p| p.stats(self.accounted))

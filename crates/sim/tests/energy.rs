@@ -127,3 +127,83 @@ fn a_policy_without_a_power_section_is_refused() {
     let e = from_system(&system, &options).unwrap_err();
     assert!(e.contains("`power:` section"), "{e}");
 }
+
+/// One cluster of three CPUs (600 and 1200 MHz): a window schedule on CPU 0 (SC for
+/// 4 ms, BE for the other 6 ms of each 10 ms window) drives the frequency; rt tasks on
+/// CPUs 1 and 2 (6 ms WCETs at 1200 MHz, periods of 20 ms), one CPU-bound, one half
+/// memory-bound.
+const MIXED: &str = "
+system: {cpus: 0-2}
+power:
+  clusters:
+    - cpus: 0-2
+      operating_points:
+        - {frequency: 600, power: 0.2}
+        - {frequency: 1200, power: 0.8}
+partitions:
+  - {name: cpu, kind: rt, cpus: 1, tasks: [{name: t, cmd: t, budget: 6ms, period: 20ms}]}
+  - {name: mem, kind: rt, cpus: 2, tasks: [{name: t, cmd: t, budget: 6ms, period: 20ms, memory_bound: 0.5}]}
+windows:
+  - length: 10ms
+    cpu: 0
+    sc_processes: [{cmd: sc, budget: 4ms}]
+    be_processes: [{cmd: be, budget: 6ms}]
+";
+
+/// `(µs, partition)` of the rt jobs' completions.
+fn completions(policy: &str) -> Vec<(u64, String)> {
+    let system = bulkhead_model::load_str(MIXED, "t.yaml").unwrap().system;
+    let options = BuildOptions {
+        power_policy: Some(bulkhead_power::Policy::parse(policy).unwrap()),
+        ..BuildOptions::default()
+    };
+    let spec = from_system(&system, &options).unwrap();
+    let mut events = Vec::new();
+    simulate(&spec, Options::until(40 * MS), &mut events).unwrap();
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::JobComplete { partition, .. } => {
+                Some((e.t_ns / 1_000, partition.to_string()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_running_rt_job_slows_down_when_the_frequency_drops() {
+    // minbe: 1200 MHz from 0 (and 20), 600 MHz from 4 (and 24). Both jobs do 4 ms of
+    // their 6 ms (at 1200 MHz) by 4 ms. `cpu` (C(f) = C x 1200/f) runs at half speed
+    // after: 2 ms of work take 4 ms, done at 8. `mem` (m = 0.5: C(600) = C x (0.5 +
+    // 0.5 x 2) = 1.5 C) runs at 2/3 speed: 2 ms of work take 3 ms, done at 7.
+    assert_eq!(
+        completions("minbe"),
+        [
+            (7_000, "mem".to_string()),
+            (8_000, "cpu".to_string()),
+            (27_000, "mem".to_string()),
+            (28_000, "cpu".to_string())
+        ]
+    );
+    // low: 600 MHz throughout: 12 ms and 9 ms.
+    assert_eq!(
+        completions("low"),
+        [
+            (9_000, "mem".to_string()),
+            (12_000, "cpu".to_string()),
+            (29_000, "mem".to_string()),
+            (32_000, "cpu".to_string())
+        ]
+    );
+    // high: the WCETs as given.
+    assert_eq!(
+        completions("high"),
+        [
+            (6_000, "cpu".to_string()),
+            (6_000, "mem".to_string()),
+            (26_000, "cpu".to_string()),
+            (26_000, "mem".to_string())
+        ]
+    );
+}

@@ -145,7 +145,9 @@ fn main() {
         .unwrap()
         .to_path_buf();
     let system = quest_system(&bin.join("bulkhead-periodic"), &scheduler, o.reclaim);
-    let report = match admit(&system) {
+    let sysctl = std::path::Path::new(bulkhead_reserve::bandwidth::SYSCTL_DIR);
+    let report = match bulkhead_reserve::bandwidth::cap(sysctl).and_then(|cap| admit(&system, cap))
+    {
         Ok(r) => r,
         Err(e) => {
             println!("{{\"error\": {:?}}}", e.to_string());

@@ -9,14 +9,20 @@
 //! run just before it. Min and median of 5 runs. With
 //! `demos-sched` on PATH the same workload runs under DEmOS too.
 //!
-//! Usage: bulkhead-bench-window-switch BULKHEAD SPIN. Last line: one JSON object.
+//! With `--power`, the effect of CPU frequency changes on the switch instead
+//! ([`power`]).
+//!
+//! Usage: bulkhead-bench-window-switch BULKHEAD SPIN [--power]. Last line: one JSON
+//! object.
 
 use std::process::Command;
+
+mod power;
 
 const RUNS: usize = 5;
 const WINDOWS_MS: [u64; 5] = [100, 10, 5, 2, 1];
 
-fn spin_ns(output: &[u8]) -> f64 {
+pub(crate) fn spin_ns(output: &[u8]) -> f64 {
     let text = String::from_utf8_lossy(output);
     let line = text
         .lines()
@@ -25,7 +31,7 @@ fn spin_ns(output: &[u8]) -> f64 {
     line.unwrap_or_else(|| panic!("no elapsed time in output: {text}"))
 }
 
-fn baseline(spin: &str, work: u64) -> f64 {
+pub(crate) fn baseline(spin: &str, work: u64) -> f64 {
     let out = Command::new("taskset")
         .args(["-c", "1", spin, &work.to_string()])
         .output()
@@ -41,7 +47,7 @@ fn config(spin: &str, work: u64, window_ms: u64) -> std::path::PathBuf {
     path
 }
 
-fn under(program: &str, args: &[&str]) -> Option<f64> {
+pub(crate) fn under(program: &str, args: &[&str]) -> Option<f64> {
     let out = Command::new(program).args(args).output().ok()?;
     if !out.status.success() {
         eprintln!("{program} failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -50,12 +56,18 @@ fn under(program: &str, args: &[&str]) -> Option<f64> {
     Some(spin_ns(&out.stdout))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The work (million iterations) that takes about 300 ms pinned alone.
+fn calibrate(spin: &str) -> u64 {
+    let probe = baseline(spin, 20);
+    ((20.0 * 300e6 / probe).round() as u64).max(1)
+}
+
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
-fn min(v: &[f64]) -> f64 {
+pub(crate) fn min(v: &[f64]) -> f64 {
     v.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
@@ -69,9 +81,10 @@ fn main() {
             .to_string()
     };
     let (bulkhead, spin) = (&absolute(&args[1]), &absolute(&args[2]));
-    // Calibrate the work to about 300 ms pinned alone.
-    let probe = baseline(spin, 20);
-    let work = ((20.0 * 300e6 / probe).round() as u64).max(1);
+    let work = calibrate(spin);
+    if args.get(3).is_some_and(|a| a == "--power") {
+        return power::main(bulkhead, spin, work);
+    }
     let base: Vec<f64> = (0..RUNS).map(|_| baseline(spin, work)).collect();
     let base_ns = median(base.clone());
     println!(

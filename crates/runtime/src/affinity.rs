@@ -1,0 +1,62 @@
+//! The supervisor's own CPUs (DEmOS `demos_cpu`): checked against the machine before
+//! anything starts, applied once the partitions' processes exist (DEmOS `main.cpp`
+//! calls `sched_setaffinity` after spawning them, so that they do not inherit it).
+
+use crate::RunError;
+use bulkhead_model::{CpuSet, System};
+
+/// Whether `demos_cpu` names CPUs this process may run on (online and in its affinity,
+/// as DEmOS parses `demos_cpu` against its allowed CPUs).
+pub(crate) fn check(system: &System, allowed: &CpuSet) -> Result<(), RunError> {
+    let Some(cpus) = &system.supervisor_cpus else {
+        return Ok(());
+    };
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let usable = match CpuSet::parse(online.trim()) {
+        Ok(online) => CpuSet::from_cpus(allowed.iter().filter(|&c| online.contains(c))),
+        Err(_) => Some(allowed.clone()),
+    };
+    match usable {
+        Some(usable) if cpus.is_subset(&usable) => Ok(()),
+        usable => Err(RunError::Invalid(format!(
+            "demos_cpu: CPUs {cpus} are not all online and allowed for bulkhead on this machine (usable: {})",
+            usable.map_or("none".into(), |u| u.to_string())
+        ))),
+    }
+}
+
+/// Pins every thread of this process to `demos_cpu` (threads started later inherit
+/// it); a failure is a warning, as in DEmOS. Nothing without `demos_cpu`.
+pub(crate) fn pin(system: &System, warnings: &mut Vec<String>) {
+    let Some(cpus) = &system.supervisor_cpus else {
+        return;
+    };
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for cpu in cpus
+        .iter()
+        .filter(|&c| (c as usize) < libc::CPU_SETSIZE as usize)
+    {
+        // SAFETY: `cpu` is below CPU_SETSIZE, within `set`.
+        unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+    }
+    let tids: Vec<libc::pid_t> = match std::fs::read_dir("/proc/self/task") {
+        Ok(dir) => dir
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect(),
+        Err(_) => vec![0],
+    };
+    for tid in tids {
+        // SAFETY: `set` is a valid cpu_set_t of the size passed; `tid` is a thread of
+        // this process (or 0, the calling thread).
+        let rc =
+            unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            warnings.push(format!(
+                "demos_cpu: the supervisor could not be pinned to CPUs {cpus}: {e}"
+            ));
+            return;
+        }
+    }
+}
