@@ -96,6 +96,8 @@ fn partition(p: &Partition) -> Vec<String> {
     let relaxed: Vec<&str> = [
         (!p.sandbox.clean_env).then_some("clean_env: false"),
         (!p.sandbox.no_new_privs).then_some("no_new_privs: false"),
+        (!p.sandbox.no_capabilities).then_some("no_capabilities: false"),
+        (!p.sandbox.seccomp).then_some("seccomp: false"),
     ]
     .into_iter()
     .flatten()

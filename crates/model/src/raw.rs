@@ -76,6 +76,8 @@ pub struct RawPartition {
 pub struct RawSandbox {
     pub clean_env: Option<bool>,
     pub no_new_privs: Option<bool>,
+    pub no_capabilities: Option<bool>,
+    pub seccomp: Option<bool>,
 }
 
 /// A process: a command string, or a mapping.

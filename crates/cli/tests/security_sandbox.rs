@@ -1,0 +1,87 @@
+//! The sandbox of be partitions, attacked from inside through `bulkhead run`: each attack
+//! fails with the default sandbox and succeeds once the partition relaxes the part that
+//! stops it (`sandbox: {...: false}`), which shows the attack is real and the part is what
+//! holds (docs/security.md). Needs root (partition users, cgroups, namespaces).
+
+mod common;
+use common::{bulkhead, exclusive_cpus_lock, is_root, Scratch};
+
+/// Runs one be partition on CPU 1 whose process runs `script` (with `@D@` the scratch
+/// directory) with the extra partition keys `keys`; returns what the script wrote to
+/// `@D@/report` and bulkhead's stderr.
+fn run_be(dir: &Scratch, keys: &str, script: &str) -> (String, String) {
+    let d = dir.0.display().to_string();
+    std::fs::write(dir.file("probe.sh"), script.replace("@D@", &d)).unwrap();
+    let desc = format!(
+        "system: {{}}\npartitions:\n  - {{name: ivi, cpus: 1{keys}, processes: [\"sh {d}/probe.sh\"]}}\n"
+    );
+    let path = dir.file("system.yaml");
+    std::fs::write(&path, desc).unwrap();
+    let _ = std::fs::remove_file(dir.file("report"));
+    let out = bulkhead()
+        .args(["run", path.to_str().unwrap(), "--timeout", "3s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report = std::fs::read_to_string(dir.file("report")).unwrap_or_default();
+    (report, stderr)
+}
+
+/// The value after `name=` in a report (`None` if the line is missing).
+fn value<'a>(report: &'a str, name: &str) -> Option<&'a str> {
+    let prefix = format!("{name}=");
+    let line = report.lines().find(|l| l.starts_with(&prefix))?;
+    Some(line[prefix.len()..].trim())
+}
+
+/// As root in its partition: the capability bounding set, a switch of its shell to
+/// SCHED_FIFO, a change of its affinity (to its own CPU 1), an I/O priority in the
+/// real-time class.
+const PRIVILEGED: &str = r#"
+exec > @D@/report.tmp 2>&1
+echo capbnd=$(grep ^CapBnd: /proc/self/status | cut -f2)
+echo capeff=$(grep ^CapEff: /proc/self/status | cut -f2)
+chrt -f -p 10 $$ >/dev/null 2>&1; echo chrt=$?
+chrt -o -p 0 $$ >/dev/null 2>&1
+taskset -p 2 $$ >/dev/null 2>&1; echo taskset=$?
+ionice -c 1 -p $$ >/dev/null 2>&1; echo ionice=$?
+mv @D@/report.tmp @D@/report
+"#;
+
+#[test]
+fn a_be_partition_has_no_capabilities_and_may_not_take_real_time_scheduling() {
+    if !is_root() {
+        return eprintln!("skipping: needs root for users and cgroups");
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("sec-sandbox-caps");
+    let zero = "0000000000000000";
+
+    // Even as root, the default sandbox leaves no capability and refuses every attempt.
+    let (report, stderr) = run_be(&dir, ", user: root", PRIVILEGED);
+    let ctx = format!("{report}\n{stderr}");
+    assert_eq!(value(&report, "capbnd"), Some(zero), "{ctx}");
+    assert_eq!(value(&report, "capeff"), Some(zero), "{ctx}");
+    for attack in ["chrt", "taskset", "ionice"] {
+        assert_ne!(value(&report, attack), Some("0"), "{attack}: {ctx}");
+        assert!(value(&report, attack).is_some(), "{attack}: {ctx}");
+    }
+
+    // With root's capabilities back, the seccomp filter alone still refuses them.
+    let keys = ", user: root, sandbox: {no_capabilities: false}";
+    let (report, stderr) = run_be(&dir, keys, PRIVILEGED);
+    let ctx = format!("{report}\n{stderr}");
+    assert_ne!(value(&report, "capbnd"), Some(zero), "{ctx}");
+    for attack in ["chrt", "taskset", "ionice"] {
+        assert_eq!(value(&report, attack), Some("1"), "{attack}: {ctx}");
+    }
+
+    // Without either, every attack succeeds: the two parts are what refused them.
+    let keys = ", user: root, sandbox: {no_capabilities: false, seccomp: false}";
+    let (report, stderr) = run_be(&dir, keys, PRIVILEGED);
+    let ctx = format!("{report}\n{stderr}");
+    for attack in ["chrt", "taskset", "ionice"] {
+        assert_eq!(value(&report, attack), Some("0"), "{attack}: {ctx}");
+    }
+}
