@@ -85,3 +85,90 @@ fn a_be_partition_has_no_capabilities_and_may_not_take_real_time_scheduling() {
         assert_eq!(value(&report, attack), Some("0"), "{attack}: {ctx}");
     }
 }
+
+/// Removes the files a test may have left on the host, even when it fails.
+struct HostFiles(Vec<std::path::PathBuf>);
+
+impl Drop for HostFiles {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// Partition `w` writes `name` in `/tmp` and `/dev/shm`, then stays 2 s; partition `r`
+/// then looks for both. Returns whether the host saw the files while `w` ran, whether
+/// it still sees them after the run, and `r`'s report.
+fn leak(dir: &Scratch, keys: &str, name: &str) -> (bool, bool, String) {
+    let d = dir.0.display().to_string();
+    let writer = format!(
+        "sh -c 'echo secret > /tmp/{name} && echo secret > /dev/shm/{name}; echo $? > {d}/w.tmp; mv {d}/w.tmp {d}/w; sleep 2'"
+    );
+    let reader = format!(
+        "sh -c 'while [ ! -s {d}/w ]; do sleep 0.05; done; test -e /tmp/{name}; echo tmp=$? > {d}/r.tmp; test -e /dev/shm/{name}; echo shm=$? >> {d}/r.tmp; mv {d}/r.tmp {d}/r'"
+    );
+    let desc = format!(
+        "system: {{}}\npartitions:\n  - {{name: w, cpus: 1{keys}, processes: [\"{writer}\"]}}\n  - {{name: r, cpus: 1{keys}, processes: [\"{reader}\"]}}\n"
+    );
+    let path = dir.file("system.yaml");
+    std::fs::write(&path, desc).unwrap();
+    for f in ["w", "r"] {
+        let _ = std::fs::remove_file(dir.file(f));
+    }
+    let on_host = || {
+        std::path::Path::new(&format!("/tmp/{name}")).exists()
+            || std::path::Path::new(&format!("/dev/shm/{name}")).exists()
+    };
+    let run = bulkhead()
+        .args(["run", path.to_str().unwrap(), "--timeout", "5s"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !dir.file("w").exists() && start.elapsed() < std::time::Duration::from_secs(4) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let during = on_host();
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let written = std::fs::read_to_string(dir.file("w")).unwrap_or_default();
+    assert_eq!(written.trim(), "0", "the writer could not write: {stderr}");
+    let report = std::fs::read_to_string(dir.file("r")).unwrap_or_default();
+    (during, on_host(), report)
+}
+
+#[test]
+fn files_a_be_partition_writes_in_tmp_and_dev_shm_stay_in_its_own_mount_namespace() {
+    if !is_root() {
+        return eprintln!("skipping: needs root for users, cgroups and namespaces");
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("sec-sandbox-tmp");
+    let name = format!("bulkhead-sec-leak-{}", std::process::id());
+    let _cleanup = HostFiles(vec![
+        format!("/tmp/{name}").into(),
+        format!("/dev/shm/{name}").into(),
+    ]);
+
+    // Default: neither the host (during and after the run) nor the other partition sees
+    // the files; the writer's working directory under /tmp (the scratch directory) is
+    // the host's, so its report arrives.
+    let (during, after, report) = leak(&dir, "", &name);
+    assert!(
+        !during && !after,
+        "the host saw the files: {during} {after}"
+    );
+    assert_eq!(value(&report, "tmp"), Some("1"), "{report}");
+    assert_eq!(value(&report, "shm"), Some("1"), "{report}");
+
+    // Relaxed: the host and the other partition see them.
+    let (during, after, report) = leak(&dir, ", sandbox: {private_tmp: false}", &name);
+    assert!(
+        during && after,
+        "the host did not see the files: {during} {after}"
+    );
+    assert_eq!(value(&report, "tmp"), Some("0"), "{report}");
+    assert_eq!(value(&report, "shm"), Some("0"), "{report}");
+}

@@ -234,6 +234,7 @@ impl Normalizer {
                 no_new_privs: s.no_new_privs.unwrap_or(true),
                 no_capabilities: s.no_capabilities.unwrap_or(true),
                 seccomp: s.seccomp.unwrap_or(true),
+                private_tmp: s.private_tmp.unwrap_or(true),
             }),
         })
     }

@@ -78,6 +78,7 @@ pub struct RawSandbox {
     pub no_new_privs: Option<bool>,
     pub no_capabilities: Option<bool>,
     pub seccomp: Option<bool>,
+    pub private_tmp: Option<bool>,
 }
 
 /// A process: a command string, or a mapping.

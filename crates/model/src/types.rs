@@ -125,6 +125,9 @@ pub struct Sandbox {
     /// A seccomp filter refusing (EPERM) real-time scheduling, affinity changes and the
     /// other calls docs/security.md lists; `false`: no filter.
     pub seccomp: bool,
+    /// A mount namespace of its own with a fresh `/tmp` and `/dev/shm` (the working
+    /// directory stays visible); `false`: the host's.
+    pub private_tmp: bool,
 }
 
 impl Default for Sandbox {
@@ -134,6 +137,7 @@ impl Default for Sandbox {
             no_new_privs: true,
             no_capabilities: true,
             seccomp: true,
+            private_tmp: true,
         }
     }
 }

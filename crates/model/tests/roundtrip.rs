@@ -49,7 +49,13 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
         proptest::collection::vec(process(), 1..3),
         proptest::option::of(text()),
         proptest::option::of(prop_oneof![Just(Network::Host), Just(Network::Private)]),
-        (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        ),
     )
         .prop_map(
             move |(
@@ -59,7 +65,7 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                 processes,
                 user,
                 network,
-                (clean_env, no_new_privs, no_capabilities, seccomp),
+                (clean_env, no_new_privs, no_capabilities, seccomp, private_tmp),
             )| {
                 Partition {
                     name: format!("{prefix}{i}"),
@@ -81,6 +87,7 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                         no_new_privs,
                         no_capabilities,
                         seccomp,
+                        private_tmp,
                     },
                 }
             },

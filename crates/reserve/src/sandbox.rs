@@ -1,6 +1,7 @@
 //! The parts of a be partition process's sandbox that limit what it may ask the kernel
 //! (DriveOS 3.1: a partition is a sandbox): no capabilities ([`drop_bounding_set`],
-//! [`clear_capabilities`]) and a seccomp filter ([`Filter`]).
+//! [`clear_capabilities`]), a seccomp filter ([`Filter`]) and a mount namespace of its
+//! own with a private `/tmp` and `/dev/shm` ([`Mounts`]).
 //!
 //! Everything a child calls between fork and exec makes only async-signal-safe system
 //! calls on memory prepared before the fork (the [`Filter`] is compiled by the parent).
@@ -10,6 +11,8 @@ use seccompiler::{
     SeccompFilter, SeccompRule,
 };
 use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::path::{Component, Path};
 
 /// errno of the calling thread.
 fn errno() -> i32 {
@@ -252,9 +255,157 @@ fn rules(matches: impl IntoIterator<Item = (u8, u64, u64)>) -> Result<Vec<Seccom
         .collect()
 }
 
+/// The mount namespace of a be process: its own, with mount events private both ways
+/// (nothing it mounts reaches the host, nothing of the host's reaches it later), a fresh
+/// tmpfs on `/tmp` and one on `/dev/shm`. Both go away with the last process of the
+/// namespace. A working directory under `/tmp` stays visible at its path (bind-mounted
+/// back into the fresh `/tmp`), so the description's files keep working. Prepared before
+/// fork ([`Mounts::new`]), applied in the child ([`Mounts::apply`]) while still root.
+pub struct Mounts {
+    /// The working directory to keep and the directories to create in the fresh `/tmp`
+    /// down to it (each prefix, in order); `None` when it is not under `/tmp`.
+    keep: Option<(CString, Vec<CString>)>,
+}
+
+impl Mounts {
+    /// The mounts for a process whose working directory is `workdir` (absolute).
+    pub fn new(workdir: Option<&Path>) -> Mounts {
+        let keep = workdir
+            .map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.to_path_buf()))
+            .filter(|w| w.starts_with("/tmp") && w != Path::new("/tmp"))
+            .and_then(|w| {
+                let mut dirs = Vec::new();
+                let mut at = std::path::PathBuf::from("/tmp");
+                for part in w.strip_prefix("/tmp").ok()?.components() {
+                    let Component::Normal(name) = part else {
+                        return None;
+                    };
+                    at.push(name);
+                    dirs.push(cstr(&at)?);
+                }
+                Some((cstr(&w)?, dirs))
+            });
+        Mounts { keep }
+    }
+
+    /// Enters a new mount namespace and mounts the fresh `/tmp` and `/dev/shm`. Needs
+    /// CAP_SYS_ADMIN: before the uid change and the seccomp filter.
+    ///
+    /// # Safety
+    /// Only in a child between fork and exec; async-signal-safe (unshare, open, mount,
+    /// mkdir, close) on strings prepared before the fork.
+    pub unsafe fn apply(&self) -> Result<(), i32> {
+        let tmpfs = c"tmpfs".as_ptr();
+        let options = c"mode=1777".as_ptr().cast();
+        let flags = libc::MS_NOSUID | libc::MS_NODEV;
+        // SAFETY: the caller's contract; every pointer is a NUL-terminated string that
+        // lives through the call.
+        unsafe {
+            ok(libc::unshare(libc::CLONE_NEWNS))?;
+            let none = std::ptr::null();
+            ok(libc::mount(
+                none,
+                c"/".as_ptr(),
+                none,
+                libc::MS_REC | libc::MS_PRIVATE,
+                none.cast(),
+            ))?;
+            // Opened in the new namespace (a bind mount's source must be in it), before
+            // the fresh /tmp hides it.
+            let kept = match &self.keep {
+                Some((dir, _)) => {
+                    let fd = libc::open(dir.as_ptr(), libc::O_PATH | libc::O_DIRECTORY);
+                    if fd < 0 {
+                        return Err(errno());
+                    }
+                    Some(fd)
+                }
+                None => None,
+            };
+            ok(libc::mount(tmpfs, c"/tmp".as_ptr(), tmpfs, flags, options))?;
+            ok(libc::mount(
+                tmpfs,
+                c"/dev/shm".as_ptr(),
+                tmpfs,
+                flags,
+                options,
+            ))?;
+            if let (Some(fd), Some((dir, parents))) = (kept, &self.keep) {
+                for parent in parents {
+                    if libc::mkdir(parent.as_ptr(), 0o755) != 0 && errno() != libc::EEXIST {
+                        return Err(errno());
+                    }
+                }
+                let mut source = [0u8; 32];
+                fd_path(fd, &mut source);
+                ok(libc::mount(
+                    source.as_ptr().cast(),
+                    dir.as_ptr(),
+                    none,
+                    libc::MS_BIND | libc::MS_REC,
+                    none.cast(),
+                ))?;
+                libc::close(fd);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `Ok` for a system call's 0, else its errno.
+fn ok(r: libc::c_int) -> Result<(), i32> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(errno())
+    }
+}
+
+fn cstr(path: &Path) -> Option<CString> {
+    CString::new(path.as_os_str().as_encoded_bytes()).ok()
+}
+
+/// Writes `/proc/self/fd/<fd>` and a NUL into `out` (no allocation: used in a child).
+fn fd_path(fd: i32, out: &mut [u8; 32]) {
+    let prefix = b"/proc/self/fd/";
+    out[..prefix.len()].copy_from_slice(prefix);
+    let mut digits = [0u8; 10];
+    let (mut n, mut len) = (fd.unsigned_abs(), 0);
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for (i, d) in digits[..len].iter().rev().enumerate() {
+        out[prefix.len() + i] = *d;
+    }
+    out[prefix.len() + len] = 0;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_descriptor_path_is_written_without_allocating() {
+        let mut out = [0xffu8; 32];
+        fd_path(1207, &mut out);
+        assert_eq!(&out[..20], b"/proc/self/fd/1207\0\xff");
+    }
+
+    #[test]
+    fn a_working_directory_under_tmp_is_kept_with_its_parents() {
+        let m = Mounts::new(Some(Path::new("/tmp/a/b")));
+        let (dir, parents) = m.keep.expect("under /tmp");
+        assert_eq!(dir.as_bytes(), b"/tmp/a/b");
+        let parents: Vec<&[u8]> = parents.iter().map(|p| p.as_bytes()).collect();
+        assert_eq!(parents, [&b"/tmp/a"[..], b"/tmp/a/b"]);
+        assert!(Mounts::new(Some(Path::new("/srv/x"))).keep.is_none());
+        assert!(Mounts::new(None).keep.is_none());
+    }
 
     /// A forked child that loads the filter cannot switch itself to SCHED_FIFO or change
     /// its affinity (EPERM), gets ENOSYS from clone3, and still runs a program.

@@ -13,7 +13,8 @@
 //!   slower (10000 partitions: 35 s).
 //!
 //! In the child, between clone and exec, only async-signal-safe system calls run:
-//! SIGPIPE is reset (the Rust runtime ignores it), the process enters its network
+//! SIGPIPE is reset (the Rust runtime ignores it), the process gets its own mount
+//! namespace with a fresh `/tmp` and `/dev/shm` ([`Mounts`]), enters its network
 //! namespace, sets no-new-privileges, empties its capability bounding set, loads the
 //! seccomp filter, takes its user and clears its capabilities (each as its partition's
 //! `sandbox` says, see [`restrict`]), asks to be SIGKILLed when the supervisor
@@ -27,7 +28,7 @@
 
 use crate::cgroup::{PartitionCgroup, ProcessCgroup, Version};
 use bulkhead_reserve::confine::{die_with_parent, no_new_privs, partition_env, Confinement};
-use bulkhead_reserve::sandbox::{clear_capabilities, drop_bounding_set, Filter};
+use bulkhead_reserve::sandbox::{clear_capabilities, drop_bounding_set, Filter, Mounts};
 use std::ffi::{c_char, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -49,6 +50,8 @@ pub struct Prepared {
     /// User and network namespace, applied after the cgroup join (its `env` is unused:
     /// the environment is the [`Environment`]).
     confine: Confinement,
+    /// The private `/tmp` and `/dev/shm` (`sandbox.private_tmp`), mounted first.
+    mounts: Option<Mounts>,
 }
 
 /// An environment block (NUL-terminated pointer array) that outlives the spawns using it.
@@ -99,6 +102,7 @@ impl Prepared {
                 .map(|c| cstr(c.as_os_str().as_encoded_bytes()))
                 .transpose()?,
             confine: Confinement::default(),
+            mounts: None,
         })
     }
 
@@ -112,6 +116,13 @@ impl Prepared {
             pass_fds: sorted(&confine.pass_fds),
             sandbox: confine.sandbox,
         };
+        self.mounts = confine.sandbox.private_tmp.then(|| {
+            let cwd = self
+                .cwd
+                .as_ref()
+                .map(|c| Path::new(c.to_str().unwrap_or("")));
+            Mounts::new(cwd)
+        });
         self
     }
 }
@@ -530,6 +541,11 @@ unsafe fn child_main(
             let mut release = 0u8;
             if libc::read(channel, (&mut release as *mut u8).cast(), 1) != 1 {
                 libc::_exit(127);
+            }
+        }
+        if let Some(mounts) = &command.mounts {
+            if mounts.apply().is_err() {
+                libc::_exit(126);
             }
         }
         if restrict(&command.confine).is_err() {
