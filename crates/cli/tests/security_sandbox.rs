@@ -11,10 +11,25 @@ use common::{bulkhead, exclusive_cpus_lock, is_root, Scratch};
 /// `@D@/report` and bulkhead's stderr.
 fn run_be(dir: &Scratch, keys: &str, script: &str) -> (String, String) {
     let d = dir.0.display().to_string();
-    std::fs::write(dir.file("probe.sh"), script.replace("@D@", &d)).unwrap();
     let desc = format!(
         "system: {{}}\npartitions:\n  - {{name: ivi, cpus: 1{keys}, processes: [\"sh {d}/probe.sh\"]}}\n"
     );
+    run_probe(dir, &desc, script)
+}
+
+/// As [`run_be`], for a windowed partition (the SC slot of a 20 ms window on CPU 1).
+fn run_windowed(dir: &Scratch, keys: &str, script: &str) -> (String, String) {
+    let d = dir.0.display().to_string();
+    let desc = format!(
+        "windows:\n  - length: 20\n    slices:\n      - {{cpu: 1, sc_partition: ivi}}\npartitions:\n  - {{name: ivi{keys}, processes: [{{budget: 5, cmd: \"sh {d}/probe.sh\"}}]}}\n"
+    );
+    run_probe(dir, &desc, script)
+}
+
+/// Runs description `desc` with `script` as `probe.sh`; returns its report and stderr.
+fn run_probe(dir: &Scratch, desc: &str, script: &str) -> (String, String) {
+    let d = dir.0.display().to_string();
+    std::fs::write(dir.file("probe.sh"), script.replace("@D@", &d)).unwrap();
     let path = dir.file("system.yaml");
     std::fs::write(&path, desc).unwrap();
     let _ = std::fs::remove_file(dir.file("report"));
@@ -84,6 +99,27 @@ fn a_be_partition_has_no_capabilities_and_may_not_take_real_time_scheduling() {
     for attack in ["chrt", "taskset", "ionice"] {
         assert_eq!(value(&report, attack), Some("0"), "{attack}: {ctx}");
     }
+}
+
+/// A windowed process of a be partition gets the same sandbox as an unwindowed one.
+#[test]
+fn a_windowed_be_process_gets_the_same_sandbox() {
+    if !is_root() {
+        return eprintln!("skipping: needs root for users and cgroups");
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("sec-sandbox-windowed");
+    let (report, stderr) = run_windowed(&dir, ", user: root", PRIVILEGED);
+    let ctx = format!("{report}\n{stderr}");
+    assert_eq!(value(&report, "capbnd"), Some("0000000000000000"), "{ctx}");
+    for attack in ["chrt", "taskset"] {
+        assert_eq!(value(&report, attack), Some("1"), "{attack}: {ctx}");
+    }
+    let keys = ", user: root, sandbox: {no_capabilities: false, seccomp: false}";
+    let (report, stderr) = run_windowed(&dir, keys, PRIVILEGED);
+    let ctx = format!("{report}\n{stderr}");
+    assert_ne!(value(&report, "capbnd"), Some("0000000000000000"), "{ctx}");
+    assert_eq!(value(&report, "chrt"), Some("0"), "{ctx}");
 }
 
 /// Removes the files a test may have left on the host, even when it fails.
