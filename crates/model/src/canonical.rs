@@ -102,6 +102,9 @@ fn partition(p: &Partition) -> Vec<String> {
     let relaxed: Vec<&str> = [
         (!p.sandbox.clean_env).then_some("clean_env: false"),
         (!p.sandbox.no_new_privs).then_some("no_new_privs: false"),
+        (!p.sandbox.no_capabilities).then_some("no_capabilities: false"),
+        (!p.sandbox.seccomp).then_some("seccomp: false"),
+        (!p.sandbox.private_tmp).then_some("private_tmp: false"),
     ]
     .into_iter()
     .flatten()

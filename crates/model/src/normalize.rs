@@ -232,6 +232,9 @@ impl Normalizer {
             sandbox: def.sandbox.map_or_else(Sandbox::default, |s| Sandbox {
                 clean_env: s.clean_env.unwrap_or(true),
                 no_new_privs: s.no_new_privs.unwrap_or(true),
+                no_capabilities: s.no_capabilities.unwrap_or(true),
+                seccomp: s.seccomp.unwrap_or(true),
+                private_tmp: s.private_tmp.unwrap_or(true),
             }),
         })
     }

@@ -77,6 +77,9 @@ pub struct RawPartition {
 pub struct RawSandbox {
     pub clean_env: Option<bool>,
     pub no_new_privs: Option<bool>,
+    pub no_capabilities: Option<bool>,
+    pub seccomp: Option<bool>,
+    pub private_tmp: Option<bool>,
 }
 
 /// A process: a command string, or a mapping.

@@ -112,7 +112,9 @@ pub struct Partition {
 }
 
 /// The parts of the sandbox of a partition's processes a description may relax
-/// (`sandbox: {clean_env: false, no_new_privs: false}`); both hold by default.
+/// (e.g. `sandbox: {clean_env: false, seccomp: false}`); all hold by default.
+/// `clean_env` and `no_new_privs` apply to rt tasks too; the others to the processes
+/// of be partitions only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Sandbox {
     /// Only `PATH`, `LANG` and bulkhead's variables; `false`: the supervisor's whole
@@ -120,6 +122,15 @@ pub struct Sandbox {
     pub clean_env: bool,
     /// `PR_SET_NO_NEW_PRIVS` before exec; `false`: setuid programs keep their effect.
     pub no_new_privs: bool,
+    /// An empty capability bounding set and no ambient or inheritable capabilities;
+    /// `false`: a process running as root keeps root's capabilities.
+    pub no_capabilities: bool,
+    /// A seccomp filter refusing (EPERM) real-time scheduling, affinity changes and the
+    /// other calls docs/security.md lists; `false`: no filter.
+    pub seccomp: bool,
+    /// A mount namespace of its own with a fresh `/tmp` and `/dev/shm` (the working
+    /// directory stays visible); `false`: the host's.
+    pub private_tmp: bool,
 }
 
 impl Default for Sandbox {
@@ -127,6 +138,9 @@ impl Default for Sandbox {
         Sandbox {
             clean_env: true,
             no_new_privs: true,
+            no_capabilities: true,
+            seccomp: true,
+            private_tmp: true,
         }
     }
 }

@@ -49,10 +49,24 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
         proptest::collection::vec(process(), 1..3),
         proptest::option::of(text()),
         proptest::option::of(prop_oneof![Just(Network::Host), Just(Network::Private)]),
-        (any::<bool>(), any::<bool>()),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        ),
     )
         .prop_map(
-            move |(prefix, cpus, memory, processes, user, network, (clean_env, no_new_privs))| {
+            move |(
+                prefix,
+                cpus,
+                memory,
+                processes,
+                user,
+                network,
+                (clean_env, no_new_privs, no_capabilities, seccomp, private_tmp),
+            )| {
                 Partition {
                     name: format!("{prefix}{i}"),
                     kind: PartitionKind::Be,
@@ -71,6 +85,9 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                     sandbox: Sandbox {
                         clean_env,
                         no_new_privs,
+                        no_capabilities,
+                        seccomp,
+                        private_tmp,
                     },
                 }
             },

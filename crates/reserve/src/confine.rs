@@ -38,19 +38,31 @@ impl Confinement {
     /// credentials and namespace); `netns`, if any, must be an open namespace fd.
     /// Makes only async-signal-safe system calls and touches no heap memory.
     pub unsafe fn apply_in_child(&self) -> Result<(), i32> {
-        let check = |r: libc::c_int| {
-            if r == 0 {
-                Ok(())
-            } else {
-                // SAFETY: errno of the calling thread, read right after the failed call.
-                Err(unsafe { *libc::__errno_location() })
-            }
-        };
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.enter_netns()?;
+            self.take_identity()
+        }
+    }
+
+    /// Enters the network namespace, if any.
+    ///
+    /// # Safety
+    /// As [`Confinement::apply_in_child`].
+    pub unsafe fn enter_netns(&self) -> Result<(), i32> {
         if let Some(fd) = self.netns {
             // SAFETY: the caller guarantees an open namespace fd; setns changes only this
             // (single-threaded, forked) process.
             check(unsafe { libc::setns(fd, libc::CLONE_NEWNET) })?;
         }
+        Ok(())
+    }
+
+    /// Gives up root for the identity, if any (no supplementary groups).
+    ///
+    /// # Safety
+    /// As [`Confinement::apply_in_child`].
+    pub unsafe fn take_identity(&self) -> Result<(), i32> {
         if let Some((uid, gid)) = self.identity {
             // SAFETY: credential calls with no pointers (an empty group list) in the child.
             unsafe {
@@ -60,6 +72,16 @@ impl Confinement {
             }
         }
         Ok(())
+    }
+}
+
+/// `Ok` for a system call's 0, else the errno it set.
+fn check(r: libc::c_int) -> Result<(), i32> {
+    if r == 0 {
+        Ok(())
+    } else {
+        // SAFETY: errno of the calling thread, read right after the failed call.
+        Err(unsafe { *libc::__errno_location() })
     }
 }
 

@@ -29,6 +29,7 @@ pub mod netdev;
 mod owner;
 pub mod partition;
 pub mod prio;
+pub mod sandbox;
 pub mod sched;
 
 pub use error::{Error, Result};

@@ -13,9 +13,12 @@
 //!   slower (10000 partitions: 35 s).
 //!
 //! In the child, between clone and exec, only async-signal-safe system calls run:
-//! SIGPIPE is reset (the Rust runtime ignores it), the process enters its network
-//! namespace and takes its user if confined, asks to be SIGKILLed when the supervisor
-//! dies (and exits if it already has) and sets no-new-privileges, the channel becomes fd 3 (without
+//! SIGPIPE is reset (the Rust runtime ignores it), the process gets its own mount
+//! namespace with a fresh `/tmp` and `/dev/shm` ([`Mounts`]), enters its network
+//! namespace, sets no-new-privileges, empties its capability bounding set, loads the
+//! seccomp filter, takes its user and clears its capabilities (each as its partition's
+//! `sandbox` says, see [`restrict`]), asks to be SIGKILLed when the supervisor
+//! dies (and exits if it already has), the channel becomes fd 3 (without
 //! close-on-exec), every other fd above 2 but the confinement's passed descriptors
 //! (its channels) is closed (`close_range`), the working
 //! directory is set, the signal mask (all blocked from clone on) is cleared, then
@@ -25,10 +28,15 @@
 
 use crate::cgroup::{PartitionCgroup, ProcessCgroup, Version};
 use bulkhead_reserve::confine::{die_with_parent, no_new_privs, partition_env, Confinement};
+use bulkhead_reserve::sandbox::{clear_capabilities, drop_bounding_set, Filter, Mounts};
 use std::ffi::{c_char, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+
+/// The seccomp filter of sandboxed processes, compiled once before the first spawn that
+/// needs it and never changed after (children read it between clone and exec).
+static FILTER: std::sync::OnceLock<Result<Filter, String>> = std::sync::OnceLock::new();
 
 /// The fd number of the channel in the child (`DEMOS_PARAMETERS=3,3,<init>`).
 pub const CHILD_CHANNEL_FD: i32 = 3;
@@ -42,6 +50,8 @@ pub struct Prepared {
     /// User and network namespace, applied after the cgroup join (its `env` is unused:
     /// the environment is the [`Environment`]).
     confine: Confinement,
+    /// The private `/tmp` and `/dev/shm` (`sandbox.private_tmp`), mounted first.
+    mounts: Option<Mounts>,
 }
 
 /// An environment block (NUL-terminated pointer array) that outlives the spawns using it.
@@ -92,6 +102,7 @@ impl Prepared {
                 .map(|c| cstr(c.as_os_str().as_encoded_bytes()))
                 .transpose()?,
             confine: Confinement::default(),
+            mounts: None,
         })
     }
 
@@ -105,6 +116,13 @@ impl Prepared {
             pass_fds: sorted(&confine.pass_fds),
             sandbox: confine.sandbox,
         };
+        self.mounts = confine.sandbox.private_tmp.then(|| {
+            let cwd = self
+                .cwd
+                .as_ref()
+                .map(|c| Path::new(c.to_str().unwrap_or("")));
+            Mounts::new(cwd)
+        });
         self
     }
 }
@@ -181,6 +199,11 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
 /// Spawns `command` with environment `env` into `target`.
 pub fn spawn(command: &Prepared, env: &Environment, target: Target<'_>) -> io::Result<Child> {
+    if command.confine.sandbox.seccomp {
+        if let Err(e) = FILTER.get_or_init(Filter::new) {
+            return Err(io::Error::other(e.clone()));
+        }
+    }
     let mut fds = [0i32; 2];
     // SAFETY: `fds` is a valid array of two ints for socketpair to fill.
     if unsafe {
@@ -450,6 +473,38 @@ fn v1_handshake(child: &Child, freeze: &mut dyn FnMut() -> io::Result<()>) -> io
     Ok(())
 }
 
+/// Confines the calling child as `confine` says, in this order: its network namespace,
+/// no-new-privileges, an empty bounding set (while still root), the seccomp filter (which
+/// refuses `setns`, so after it), its user, then no capabilities left.
+///
+/// # Safety
+/// Only in a child between clone and exec: async-signal-safe calls on memory prepared
+/// before the clone ([`FILTER`] is set when `confine.sandbox.seccomp`).
+unsafe fn restrict(confine: &Confinement) -> Result<(), i32> {
+    let sandbox = confine.sandbox;
+    // SAFETY: the caller's contract.
+    unsafe {
+        confine.enter_netns()?;
+        if sandbox.no_new_privs {
+            no_new_privs()?;
+        }
+        if sandbox.no_capabilities {
+            drop_bounding_set()?;
+        }
+        if sandbox.seccomp {
+            match FILTER.get() {
+                Some(Ok(filter)) => filter.install()?,
+                _ => return Err(libc::EINVAL),
+            }
+        }
+        confine.take_identity()?;
+        if sandbox.no_capabilities {
+            clear_capabilities()?;
+        }
+    }
+    Ok(())
+}
+
 /// The child between fork and exec.
 ///
 /// # Safety
@@ -488,12 +543,15 @@ unsafe fn child_main(
                 libc::_exit(127);
             }
         }
-        if command.confine.apply_in_child().is_err() {
+        if let Some(mounts) = &command.mounts {
+            if mounts.apply().is_err() {
+                libc::_exit(126);
+            }
+        }
+        if restrict(&command.confine).is_err() {
             libc::_exit(126);
         }
-        if die_with_parent(parent).is_err()
-            || (command.confine.sandbox.no_new_privs && no_new_privs().is_err())
-        {
+        if die_with_parent(parent).is_err() {
             libc::_exit(127);
         }
         if channel == CHILD_CHANNEL_FD {

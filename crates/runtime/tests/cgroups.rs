@@ -61,7 +61,8 @@ fn run_with(yaml: &str, name: &str, edit: impl FnOnce(&mut RunOptions)) -> Ran {
     let messages = Arc::new(Mutex::new(Vec::new()));
     let mut options = RunOptions {
         schedule_log: Some(log_path.clone()),
-        workdir: std::env::temp_dir(),
+        // The outputs' directory: processes see it even in their private /tmp.
+        workdir: tmp("x").parent().expect("in a directory").to_path_buf(),
         messages: Some(messages.clone()),
         ..RunOptions::default()
     };

@@ -1,0 +1,452 @@
+//! The parts of a be partition process's sandbox that limit what it may ask the kernel
+//! (DriveOS 3.1: a partition is a sandbox): no capabilities ([`drop_bounding_set`],
+//! [`clear_capabilities`]), a seccomp filter ([`Filter`]) and a mount namespace of its
+//! own with a private `/tmp` and `/dev/shm` ([`Mounts`]).
+//!
+//! Everything a child calls between fork and exec makes only async-signal-safe system
+//! calls on memory prepared before the fork (the [`Filter`] is compiled by the parent).
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition,
+    SeccompFilter, SeccompRule,
+};
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::path::{Component, Path};
+
+/// errno of the calling thread.
+fn errno() -> i32 {
+    // SAFETY: errno of the calling thread, read right after the failed call.
+    unsafe { *libc::__errno_location() }
+}
+
+/// The highest capability number the kernel may know (`CAP_LAST_CAP` is 40 in Linux
+/// 6.x); dropping a number the kernel does not know fails with EINVAL and ends the loop.
+const CAP_MAX: libc::c_ulong = 63;
+
+/// Empties the capability bounding set and the ambient set of the calling child, so that
+/// nothing it execs can gain a capability, even as root (capabilities(7): after execve,
+/// permitted = file permitted & bounding set). Needs CAP_SETPCAP: call it while still
+/// root, before the uid changes. A caller that is not root has no capability to give up
+/// and is left as it is.
+///
+/// # Safety
+/// Only in a child between fork and exec; async-signal-safe (prctl).
+pub unsafe fn drop_bounding_set() -> Result<(), i32> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(());
+    }
+    for cap in 0..=CAP_MAX {
+        // SAFETY: prctl with integer arguments changes only the calling process.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+            match errno() {
+                libc::EINVAL => break,
+                e => return Err(e),
+            }
+        }
+    }
+    // SAFETY: as above.
+    if unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    } != 0
+    {
+        return Err(errno());
+    }
+    Ok(())
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: two [`CapData`] (capabilities 0-31, 32-63).
+const CAP_VERSION_3: u32 = 0x2008_0522;
+
+/// Clears the effective, permitted and inheritable sets of the calling child (a uid
+/// change from root clears only the first two). Call it after the last uid change, once
+/// nothing that needs a capability is left to do.
+///
+/// # Safety
+/// Only in a child between fork and exec; async-signal-safe (capset).
+pub unsafe fn clear_capabilities() -> Result<(), i32> {
+    let mut header = CapHeader {
+        version: CAP_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset reads a valid header and two data structs (version 3).
+    if unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) } != 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
+/// The seccomp filters of a be partition's processes, compiled (before fork) for this
+/// machine's architecture. [`Filter::install`] loads them in a child.
+///
+/// What the filters refuse, and why (each call is one a be process may make without any
+/// capability, or one that a capability it no longer has guards only in part):
+/// - with EPERM, `sched_setscheduler` to SCHED_FIFO, SCHED_RR or SCHED_DEADLINE (with or
+///   without SCHED_RESET_ON_FORK), `sched_setparam` and `sched_setattr` (they set a
+///   real-time priority or a reservation), `sched_setaffinity` (moving threads among
+///   CPUs; the cpuset bounds it, the filter keeps the kernel's balancing untouched),
+///   `ioprio_set` to the real-time I/O class, `mlockall`: the rt partitions' CPU time,
+///   I/O and memory;
+/// - with EPERM, `ptrace`, `process_vm_readv`/`process_vm_writev`, `perf_event_open`,
+///   `bpf`, `userfaultfd`, `keyctl`/`add_key`/`request_key`: reading or steering other
+///   processes, timing side channels, kernel attack surface, the per-uid keyrings;
+/// - with EPERM, `unshare`, `setns`, `clone` with a namespace flag, `mount`, `umount2`,
+///   `pivot_root`, `chroot` and the new mount API (`open_tree`, `move_mount`, `fsopen`,
+///   `fsconfig`, `fsmount`, `fspick`, `mount_setattr`): leaving the sandbox's namespaces,
+///   in particular through a user namespace, which would give it capabilities there;
+/// - with ENOSYS, `clone3`, whose flags a filter cannot read (they are in memory): the C
+///   library then falls back to `clone`, whose flags the filter checks.
+pub struct Filter {
+    programs: Vec<BpfProgram>,
+}
+
+/// Calls refused outright with EPERM.
+const REFUSED: [i64; 25] = [
+    libc::SYS_sched_setparam,
+    libc::SYS_sched_setattr,
+    libc::SYS_sched_setaffinity,
+    libc::SYS_mlockall,
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_perf_event_open,
+    libc::SYS_bpf,
+    libc::SYS_userfaultfd,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_chroot,
+    libc::SYS_open_tree,
+    libc::SYS_move_mount,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+];
+
+/// The namespace flags `clone` may not be given.
+const NAMESPACE_FLAGS: [i32; 7] = [
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWNET,
+    libc::CLONE_NEWCGROUP,
+];
+
+/// `IOPRIO_CLASS_RT` in the class bits of an I/O priority (`class << 13`).
+const IOPRIO_CLASS_RT: u64 = 1 << 13;
+const IOPRIO_CLASS_MASK: u64 = 7 << 13;
+
+impl Filter {
+    /// Compiles the filters; an error names what failed (e.g. an unsupported
+    /// architecture).
+    pub fn new() -> Result<Filter, String> {
+        let arch = std::env::consts::ARCH
+            .try_into()
+            .map_err(|e| format!("seccomp: {e:?}"))?;
+        let mut refused: BTreeMap<i64, Vec<SeccompRule>> =
+            REFUSED.iter().map(|&nr| (nr, Vec::new())).collect();
+        refused.insert(libc::SYS_mount_setattr, Vec::new());
+        let rt_policies = [libc::SCHED_FIFO, libc::SCHED_RR, 6];
+        refused.insert(
+            libc::SYS_sched_setscheduler,
+            rules(rt_policies.iter().map(|&p| (1, 0xff, p as u64)))?,
+        );
+        refused.insert(
+            libc::SYS_ioprio_set,
+            rules([(2, IOPRIO_CLASS_MASK, IOPRIO_CLASS_RT)])?,
+        );
+        refused.insert(
+            libc::SYS_clone,
+            rules(NAMESPACE_FLAGS.iter().map(|&f| (0, f as u64, f as u64)))?,
+        );
+        let clone3 = [(libc::SYS_clone3, Vec::new())].into_iter().collect();
+        let compile = |rules, errno: i32| -> Result<BpfProgram, String> {
+            SeccompFilter::new(
+                rules,
+                SeccompAction::Allow,
+                SeccompAction::Errno(errno as u32),
+                arch,
+            )
+            .and_then(BpfProgram::try_from)
+            .map_err(|e| format!("seccomp: {e}"))
+        };
+        Ok(Filter {
+            programs: vec![
+                compile(refused, libc::EPERM)?,
+                compile(clone3, libc::ENOSYS)?,
+            ],
+        })
+    }
+
+    /// Loads the filters into the calling child (and everything it starts). Needs
+    /// no-new-privileges or CAP_SYS_ADMIN.
+    ///
+    /// # Safety
+    /// Only in a child between fork and exec; async-signal-safe (seccomp), reads only
+    /// `self`, which the parent keeps unchanged until the child has exec'd.
+    pub unsafe fn install(&self) -> Result<(), i32> {
+        for program in &self.programs {
+            let prog = libc::sock_fprog {
+                len: program.len() as u16,
+                filter: program.as_ptr() as *mut libc::sock_filter,
+            };
+            // SAFETY: `prog` points at `program`, a valid BPF program of `len`
+            // instructions (seccompiler's sock_filter has the kernel's layout).
+            if unsafe {
+                libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0,
+                    &prog as *const libc::sock_fprog,
+                )
+            } != 0
+            {
+                return Err(errno());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One rule per `(argument, mask, value)`: the call matches when `argument & mask ==
+/// value` (a 64-bit comparison) for any of them.
+fn rules(matches: impl IntoIterator<Item = (u8, u64, u64)>) -> Result<Vec<SeccompRule>, String> {
+    matches
+        .into_iter()
+        .map(|(arg, mask, value)| {
+            let c = SeccompCondition::new(arg, Len::Qword, Op::MaskedEq(mask), value)
+                .map_err(|e| format!("seccomp: {e}"))?;
+            SeccompRule::new(vec![c]).map_err(|e| format!("seccomp: {e}"))
+        })
+        .collect()
+}
+
+/// The mount namespace of a be process: its own, with mount events private both ways
+/// (nothing it mounts reaches the host, nothing of the host's reaches it later), a fresh
+/// tmpfs on `/tmp` and one on `/dev/shm`. Both go away with the last process of the
+/// namespace. A working directory under `/tmp` stays visible at its path (bind-mounted
+/// back into the fresh `/tmp`), so the description's files keep working. Prepared before
+/// fork ([`Mounts::new`]), applied in the child ([`Mounts::apply`]) while still root.
+pub struct Mounts {
+    /// The working directory to keep and the directories to create in the fresh `/tmp`
+    /// down to it (each prefix, in order); `None` when it is not under `/tmp`.
+    keep: Option<(CString, Vec<CString>)>,
+}
+
+impl Mounts {
+    /// The mounts for a process whose working directory is `workdir` (absolute).
+    pub fn new(workdir: Option<&Path>) -> Mounts {
+        let keep = workdir
+            .map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.to_path_buf()))
+            .filter(|w| w.starts_with("/tmp") && w != Path::new("/tmp"))
+            .and_then(|w| {
+                let mut dirs = Vec::new();
+                let mut at = std::path::PathBuf::from("/tmp");
+                for part in w.strip_prefix("/tmp").ok()?.components() {
+                    let Component::Normal(name) = part else {
+                        return None;
+                    };
+                    at.push(name);
+                    dirs.push(cstr(&at)?);
+                }
+                Some((cstr(&w)?, dirs))
+            });
+        Mounts { keep }
+    }
+
+    /// Enters a new mount namespace and mounts the fresh `/tmp` and `/dev/shm`. Needs
+    /// CAP_SYS_ADMIN: before the uid change and the seccomp filter.
+    ///
+    /// # Safety
+    /// Only in a child between fork and exec; async-signal-safe (unshare, open, mount,
+    /// mkdir, close) on strings prepared before the fork.
+    pub unsafe fn apply(&self) -> Result<(), i32> {
+        let tmpfs = c"tmpfs".as_ptr();
+        let options = c"mode=1777".as_ptr().cast();
+        let flags = libc::MS_NOSUID | libc::MS_NODEV;
+        // SAFETY: the caller's contract; every pointer is a NUL-terminated string that
+        // lives through the call.
+        unsafe {
+            ok(libc::unshare(libc::CLONE_NEWNS))?;
+            let none = std::ptr::null();
+            ok(libc::mount(
+                none,
+                c"/".as_ptr(),
+                none,
+                libc::MS_REC | libc::MS_PRIVATE,
+                none.cast(),
+            ))?;
+            // Opened in the new namespace (a bind mount's source must be in it), before
+            // the fresh /tmp hides it.
+            let kept = match &self.keep {
+                Some((dir, _)) => {
+                    let fd = libc::open(dir.as_ptr(), libc::O_PATH | libc::O_DIRECTORY);
+                    if fd < 0 {
+                        return Err(errno());
+                    }
+                    Some(fd)
+                }
+                None => None,
+            };
+            ok(libc::mount(tmpfs, c"/tmp".as_ptr(), tmpfs, flags, options))?;
+            ok(libc::mount(
+                tmpfs,
+                c"/dev/shm".as_ptr(),
+                tmpfs,
+                flags,
+                options,
+            ))?;
+            if let (Some(fd), Some((dir, parents))) = (kept, &self.keep) {
+                for parent in parents {
+                    if libc::mkdir(parent.as_ptr(), 0o755) != 0 && errno() != libc::EEXIST {
+                        return Err(errno());
+                    }
+                }
+                let mut source = [0u8; 32];
+                fd_path(fd, &mut source);
+                ok(libc::mount(
+                    source.as_ptr().cast(),
+                    dir.as_ptr(),
+                    none,
+                    libc::MS_BIND | libc::MS_REC,
+                    none.cast(),
+                ))?;
+                libc::close(fd);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `Ok` for a system call's 0, else its errno.
+fn ok(r: libc::c_int) -> Result<(), i32> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(errno())
+    }
+}
+
+fn cstr(path: &Path) -> Option<CString> {
+    CString::new(path.as_os_str().as_encoded_bytes()).ok()
+}
+
+/// Writes `/proc/self/fd/<fd>` and a NUL into `out` (no allocation: used in a child).
+fn fd_path(fd: i32, out: &mut [u8; 32]) {
+    let prefix = b"/proc/self/fd/";
+    out[..prefix.len()].copy_from_slice(prefix);
+    let mut digits = [0u8; 10];
+    let (mut n, mut len) = (fd.unsigned_abs(), 0);
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for (i, d) in digits[..len].iter().rev().enumerate() {
+        out[prefix.len() + i] = *d;
+    }
+    out[prefix.len() + len] = 0;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_descriptor_path_is_written_without_allocating() {
+        let mut out = [0xffu8; 32];
+        fd_path(1207, &mut out);
+        assert_eq!(&out[..20], b"/proc/self/fd/1207\0\xff");
+    }
+
+    #[test]
+    fn a_working_directory_under_tmp_is_kept_with_its_parents() {
+        let m = Mounts::new(Some(Path::new("/tmp/a/b")));
+        let (dir, parents) = m.keep.expect("under /tmp");
+        assert_eq!(dir.as_bytes(), b"/tmp/a/b");
+        let parents: Vec<&[u8]> = parents.iter().map(|p| p.as_bytes()).collect();
+        assert_eq!(parents, [&b"/tmp/a"[..], b"/tmp/a/b"]);
+        assert!(Mounts::new(Some(Path::new("/srv/x"))).keep.is_none());
+        assert!(Mounts::new(None).keep.is_none());
+    }
+
+    /// A forked child that loads the filter cannot switch itself to SCHED_FIFO or change
+    /// its affinity (EPERM), gets ENOSYS from clone3, and still runs a program.
+    #[test]
+    fn a_filtered_child_is_refused_rt_scheduling_and_affinity_but_runs() {
+        let filter = Filter::new().expect("compiles");
+        // SAFETY: fork in a test: the child makes only system calls and exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // SAFETY: in the child; system calls on local memory only.
+            unsafe {
+                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                if filter.install().is_err() {
+                    libc::_exit(10);
+                }
+                let param = libc::sched_param { sched_priority: 1 };
+                if libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0
+                    || errno() != libc::EPERM
+                {
+                    libc::_exit(11);
+                }
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set);
+                if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) == 0 {
+                    libc::_exit(12);
+                }
+                if libc::syscall(libc::SYS_clone3, 0usize, 0usize) == 0 || errno() != libc::ENOSYS {
+                    libc::_exit(13);
+                }
+                let other = libc::sched_param { sched_priority: 0 };
+                if libc::sched_setscheduler(0, libc::SCHED_BATCH, &other) != 0 {
+                    libc::_exit(14);
+                }
+                libc::_exit(0);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child with a valid status pointer.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status), "{status:#x}");
+        assert_eq!(libc::WEXITSTATUS(status), 0, "see the exit codes above");
+    }
+}
