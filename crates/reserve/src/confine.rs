@@ -60,19 +60,39 @@ impl Confinement {
 
     /// Gives up root for the identity, if any (no supplementary groups).
     ///
+    /// The credentials are changed by raw system calls, not by the C library's
+    /// `setgroups`/`setgid`/`setuid`: in a process it believes multi-threaded, the C
+    /// library changes the credentials of every thread (`__nptl_setxid`), holding its
+    /// thread-list lock while it signals the threads and waits for them. A child cloned
+    /// with `CLONE_VM` shares that lock with the supervisor, and a child killed in the
+    /// middle (a run stopped while it starts) left it held: the supervisor then hung at
+    /// its next thread exit. The raw calls change only the calling process, which is
+    /// all a child between clone and exec has.
+    ///
     /// # Safety
     /// As [`Confinement::apply_in_child`].
     pub unsafe fn take_identity(&self) -> Result<(), i32> {
         if let Some((uid, gid)) = self.identity {
-            // SAFETY: credential calls with no pointers (an empty group list) in the child.
+            let (uid, gid) = (uid as libc::c_long, gid as libc::c_long);
+            // SAFETY: credential system calls with no pointers (an empty group list);
+            // they change only the calling (cloned, single-threaded) process.
             unsafe {
-                check(libc::setgroups(0, std::ptr::null()))?;
-                check(libc::setgid(gid))?;
-                check(libc::setuid(uid))?;
+                check_raw(libc::syscall(
+                    libc::SYS_setgroups,
+                    0,
+                    std::ptr::null::<libc::gid_t>(),
+                ))?;
+                check_raw(libc::syscall(libc::SYS_setresgid, gid, gid, gid))?;
+                check_raw(libc::syscall(libc::SYS_setresuid, uid, uid, uid))?;
             }
         }
         Ok(())
     }
+}
+
+/// `Ok` for a raw system call's 0, else the errno it set.
+fn check_raw(r: libc::c_long) -> Result<(), i32> {
+    check(if r == 0 { 0 } else { -1 })
 }
 
 /// `Ok` for a system call's 0, else the errno it set.
