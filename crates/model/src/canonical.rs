@@ -165,10 +165,26 @@ fn process(q: &Process) -> String {
         .frequency_khz
         .map(|f| format!(", frequency: {}", mhz(f)))
         .unwrap_or_default();
+    let required = if q.required { ", required: true" } else { "" };
     format!(
-        "{{cmd: {}{budget}, init: {}{frequency}}}",
+        "{{cmd: {}{budget}, init: {}{frequency}{}{required}}}",
         quote(&q.cmd),
-        q.init
+        q.init,
+        restart(q.restart)
+    )
+}
+
+fn restart(r: Option<Restart>) -> String {
+    let Some(r) = r else { return String::new() };
+    let when = match r.when {
+        RestartWhen::OnFailure => "on-failure",
+        RestartWhen::Always => "always",
+    };
+    format!(
+        ", restart: {when}, restart_delay: {}, start_limit_burst: {}, start_limit_interval: {}",
+        dur(r.delay),
+        r.burst,
+        dur(r.interval)
     )
 }
 

@@ -85,6 +85,12 @@ fn check_references(n: &Normalized, names: &Names) -> Result<()> {
                     format!("missing `budget` (partition `{}` runs in windows)", p.name),
                 );
             }
+            if let Some(i) = p.processes.iter().position(|q| q.restart.is_some()) {
+                return err(
+                    format!("{path}.processes[{i}].restart"),
+                    format!("partition `{}` runs in windows, where a process is not restarted: `restart` applies to processes of a partition in no window", p.name),
+                );
+            }
         }
         match partition.map(|(p, _)| p) {
             None => return err(&r.path, format!("unknown partition `{}`", r.name)),

@@ -36,6 +36,8 @@ fn process() -> impl Strategy<Value = Process> {
             jitter: budget * j / 2,
             init,
             frequency_khz,
+            restart: None,
+            required: init,
         })
 }
 
