@@ -443,6 +443,28 @@ mod tests {
     }
 
     #[test]
+    fn a_channel_without_a_simulated_reader_loses_nothing_whatever_its_kind() {
+        let dir = TempDir::new("unread");
+        let stats = dir.path("stats.json");
+        let lost = |kind: &str| {
+            let depth = if kind == "fifo" { ", depth: 4" } else { "" };
+            let yaml = format!(
+                "partitions:\n  - {{name: p, kind: rt, cpus: 0, tasks: [{{name: t, cmd: a, budget: 1ms, period: 1ms}}]}}\n  - {{name: ivi, cpus: 1, processes: [b]}}\nchannels:\n  - {{name: c, kind: {kind}, message_size: 8{depth}, writer: p, readers: [ivi]}}\n"
+            );
+            let file = dir.file(&format!("{kind}.yaml"), &yaml);
+            let args = [file.as_str(), "--for", "1s", "--stats-json", &stats];
+            assert_eq!(code(&args), format!("{:?}", ExitCode::SUCCESS));
+            let json: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+            let c = &json["channels"][0];
+            assert_eq!(c["readers"], 0, "{c}");
+            assert!(c["written"].as_u64().unwrap() >= 999, "{c}");
+            c["lost"].as_u64().unwrap()
+        };
+        assert_eq!((lost("fifo"), lost("latest")), (0, 0));
+    }
+
+    #[test]
     fn for_seed_and_suspend_are_honoured() {
         let dir = TempDir::new("flags");
         let file = dir.file("rm.yaml", RM);
@@ -465,6 +487,10 @@ mod tests {
         assert!(
             first.contains("\"duration_ns\": 24000000,") && first.contains("\"seed\": 3,"),
             "{first}"
+        );
+        assert!(
+            first.contains("\"windows\": null"),
+            "the documented key, null without windows: {first}"
         );
         code(&args);
         assert_eq!(
