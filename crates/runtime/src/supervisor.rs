@@ -222,6 +222,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         options,
         hierarchy.cpuset_base.as_deref(),
         &confinements,
+        rt_sink(system, options)?,
         &mut warnings,
     )?;
     if let (Some(c), Some(rt)) = (&mut control, &rt) {
@@ -361,8 +362,18 @@ fn run_services(
     let (w, errors) = s.free.map(FreeKeeper::finish).unwrap_or_default();
     warnings.extend(w);
     let drained = s.rt.map(RtRun::finish);
-    let (events, summaries) = drained.map_or((Vec::new(), Vec::new()), |d| (d.events, d.summaries));
-    write_rt_outputs(options, &events)?;
+    let (events, summaries) = match drained {
+        Some(d) => {
+            if let (Some(e), Some(path)) = (d.log_error, &options.schedule_log) {
+                return Err(output_error("--schedule-log", path, e));
+            }
+            (d.events, d.summaries)
+        }
+        None => (Vec::new(), Vec::new()),
+    };
+    if let Some(path) = &options.trace {
+        write_trace(path, &events)?;
+    }
     Ok(Outcome {
         reason,
         grants: 0,
@@ -375,21 +386,20 @@ fn run_services(
     })
 }
 
-/// The job events of rt partitions are the schedule log and the trace.
-fn write_rt_outputs(options: &RunOptions, events: &[TraceEvent]) -> Result<(), RunError> {
-    if let Some(path) = &options.schedule_log {
-        let err = |e| output_error("--schedule-log", path, e);
-        let file = File::create(path).map_err(err)?;
-        let mut log = bulkhead_trace::schedule_log::ScheduleLogWriter::new(BufWriter::new(file));
-        for e in events {
-            log.write(e).map_err(err)?;
-        }
-        log.flush().map_err(err)?;
+/// Where the rt partitions' job events go: without windows they are the whole schedule
+/// log, streamed as they are drained; kept only for a trace, or for a window schedule's
+/// log and trace, which they follow at the end on the schedule's time axis.
+fn rt_sink(system: &System, options: &RunOptions) -> Result<rt::Sink, RunError> {
+    if !system.windows.is_empty() {
+        let keep = options.schedule_log.is_some() || options.trace.is_some();
+        return Ok(rt::Sink::new(None, keep));
     }
-    if let Some(path) = &options.trace {
-        write_trace(path, events)?;
-    }
-    Ok(())
+    let log = options
+        .schedule_log
+        .as_ref()
+        .map(|path| File::create(path).map_err(|e| output_error("--schedule-log", path, e)))
+        .transpose()?;
+    Ok(rt::Sink::new(log, options.trace.is_some()))
 }
 
 /// The error of the output file `path` given to option `flag`.
@@ -1046,7 +1056,9 @@ impl Supervisor {
     /// window lines) and the trace, on the window schedule's time axis.
     fn merge_rt(&mut self, rt: RtRun) -> Result<Vec<TaskSummary>, RunError> {
         let epoch = rt.epoch_ns;
-        let Drained { events, summaries } = rt.finish();
+        let Drained {
+            events, summaries, ..
+        } = rt.finish();
         let t0 = self.t0.unwrap_or(epoch);
         for mut e in events {
             e.t_ns = (e.t_ns + epoch).saturating_sub(t0);
