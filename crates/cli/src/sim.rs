@@ -465,6 +465,29 @@ mod tests {
     }
 
     #[test]
+    fn task_endpoints_in_the_description_reproduce_a_link_flag() {
+        let dir = TempDir::new("endpoints");
+        let stats = dir.path("stats.json");
+        let system = |writer: &str, reader: &str| {
+            format!(
+                "partitions:\n  - {{name: p, kind: rt, cpus: 0, tasks: [{{name: t1, budget: 1ms, period: 4ms}}, {{name: t2, budget: 1ms, period: 8ms}}]}}\n  - {{name: q, kind: rt, cpus: 1, tasks: [{{name: r1, budget: 1ms, period: 4ms}}, {{name: r2, budget: 2ms, period: 16ms}}]}}\nchannels:\n  - {{name: c, kind: fifo, message_size: 8, depth: 4, writer: {writer}, readers: [{reader}]}}\n"
+            )
+        };
+        let run = |file: &str, extra: &[&str]| {
+            let mut args = vec![file, "--for", "64ms", "--stats-json", &stats];
+            args.extend_from_slice(extra);
+            assert_eq!(code(&args), format!("{:?}", ExitCode::SUCCESS));
+            std::fs::read_to_string(&stats).unwrap()
+        };
+        let flagged = dir.file("flag.yaml", &system("p", "q"));
+        let by_flag = run(&flagged, &["--link", "c=t2>r2"]);
+        let described = dir.file("described.yaml", &system("p/t2", "q/r2"));
+        let by_description = run(&described, &[]);
+        assert!(by_flag.contains("\"name\": \"p/t2 -> q/r2\""), "{by_flag}");
+        assert_eq!(by_description, by_flag);
+    }
+
+    #[test]
     fn for_seed_and_suspend_are_honoured() {
         let dir = TempDir::new("flags");
         let file = dir.file("rm.yaml", RM);

@@ -223,12 +223,21 @@ fn channel(c: &Channel) -> String {
     } else {
         String::new()
     };
-    let readers: Vec<String> = c.readers.iter().map(|r| quote(r)).collect();
+    let end = |p: &str, t: &Option<String>| match t {
+        Some(t) => quote(&format!("{p}/{t}")),
+        None => quote(p),
+    };
+    let readers: Vec<String> = c
+        .readers
+        .iter()
+        .zip(&c.reader_tasks)
+        .map(|(r, t)| end(r, t))
+        .collect();
     format!(
         "{{name: {}, kind: {kind}, message_size: {}{depth}, writer: {}, readers: [{}]}}",
         quote(&c.name),
         c.message_size,
-        quote(&c.writer),
+        end(&c.writer, &c.writer_task),
         readers.join(", ")
     )
 }

@@ -88,8 +88,19 @@ pub fn normalize(raw: RawFile) -> Result<Normalized> {
             n.window(w, &format!("windows[{i}]"))?;
         }
     }
+    let partitions: std::collections::HashSet<String> = n
+        .out
+        .system
+        .partitions
+        .iter()
+        .map(|p| p.name.clone())
+        .collect();
+    let end = |text: &str| match partitions.contains(text) {
+        true => (text.to_string(), None),
+        false => endpoint(text),
+    };
     for (i, c) in raw.channels.unwrap_or_default().into_iter().enumerate() {
-        let channel = channel(c, &format!("channels[{i}]"))?;
+        let channel = channel(c, &format!("channels[{i}]"), &end)?;
         n.out.system.channels.push(channel);
     }
     for (i, b) in raw.buses.unwrap_or_default().into_iter().enumerate() {
@@ -885,7 +896,12 @@ fn check_capacity(message_size: u32, depth: u32, path: &str) -> Result<()> {
     Ok(())
 }
 
-fn channel(c: RawChannel, path: &str) -> Result<Channel> {
+/// A channel; `end` splits an endpoint into partition and task.
+fn channel(
+    c: RawChannel,
+    path: &str,
+    end: &dyn Fn(&str) -> (String, Option<String>),
+) -> Result<Channel> {
     if c.name.trim().is_empty() {
         return err(child(path, "name"), "must not be empty");
     }
@@ -912,8 +928,10 @@ fn channel(c: RawChannel, path: &str) -> Result<Channel> {
         kind: c.kind,
         message_size: c.message_size,
         depth,
-        writer: c.writer,
-        readers: c.readers,
+        writer: end(&c.writer).0,
+        writer_task: end(&c.writer).1,
+        readers: c.readers.iter().map(|r| end(r).0).collect(),
+        reader_tasks: c.readers.iter().map(|r| end(r).1).collect(),
     })
 }
 

@@ -332,6 +332,21 @@ pub struct Channel {
     pub writer: String,
     /// Partitions that read.
     pub readers: Vec<String>,
+    /// The task of `writer` that writes (`writer: partition/task`), if named: the
+    /// simulation binds it (else the partition's first task).
+    pub writer_task: Option<String>,
+    /// Per reader, the task that reads (`partition/task`), if named.
+    pub reader_tasks: Vec<Option<String>>,
+}
+
+/// A channel endpoint `partition/task` split at its last `/`: (partition, task); one
+/// without `/` is a partition. (The loader first takes a text that names a partition
+/// whole, `/` or not, as that partition.)
+pub fn endpoint(text: &str) -> (String, Option<String>) {
+    match text.rsplit_once('/') {
+        Some((p, t)) => (p.to_string(), Some(t.to_string())),
+        None => (text.to_string(), None),
+    }
 }
 
 impl System {

@@ -215,7 +215,7 @@ fn check_channels(sys: &System, names: &Names) -> Result<()> {
                 ),
             );
         }
-        check_channel_ends(c, names, &path)?;
+        check_channel_ends(sys, c, names, &path)?;
     }
     Ok(())
 }
@@ -233,7 +233,7 @@ fn channel_var(name: &str) -> String {
     format!("BULKHEAD_CHAN_{upper}")
 }
 
-fn check_channel_ends(c: &Channel, names: &Names, path: &str) -> Result<()> {
+fn check_channel_ends(sys: &System, c: &Channel, names: &Names, path: &str) -> Result<()> {
     if !names.contains_key(c.writer.as_str()) {
         return err(
             format!("{path}.writer"),
@@ -251,6 +251,19 @@ fn check_channel_ends(c: &Channel, names: &Names, path: &str) -> Result<()> {
             return err(
                 format!("{path}.readers[{j}]"),
                 format!("unknown partition `{r}`"),
+            );
+        }
+    }
+    let ends = std::iter::once((&c.writer, &c.writer_task, format!("{path}.writer")));
+    let readers = (c.readers.iter().zip(&c.reader_tasks).enumerate())
+        .map(|(j, (r, t))| (r, t, format!("{path}.readers[{j}]")));
+    for (p, task, at) in ends.chain(readers) {
+        let Some(task) = task else { continue };
+        let partition = &sys.partitions[names[p.as_str()]];
+        if !partition.tasks.iter().any(|t| &t.name == task) {
+            return err(
+                at,
+                format!("partition `{p}` has no task `{task}` (an endpoint `partition/task` names one of its rt tasks)"),
             );
         }
     }

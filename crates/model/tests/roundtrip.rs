@@ -359,6 +359,8 @@ fn channel(k: usize, names: Vec<String>) -> impl Strategy<Value = Channel> {
             depth: if kind == ChannelKind::Fifo { depth } else { 1 },
             writer,
             readers: vec![reader],
+            writer_task: None,
+            reader_tasks: vec![None],
         })
 }
 
