@@ -20,11 +20,11 @@ pub fn render_text(report: &Report, file: &str) -> String {
     for p in &report.partitions {
         let _ = writeln!(
             out,
-            "\npartition {} ({}, {}) on CPU {}: U = {:.1}%{}  {}",
+            "\npartition {} ({}, {}) on {}: U = {:.1}%{}  {}",
             p.name,
             p.kind,
             p.scheduler,
-            p.cpus,
+            on_cpus(&p.cpus),
             p.utilization * 100.0,
             quick_text(p.liu_layland, p.hyperbolic),
             if p.schedulable { "ok" } else { "FAILS" }
@@ -93,10 +93,10 @@ pub fn render_text(report: &Report, file: &str) -> String {
         for s in &w.slices {
             let _ = writeln!(
                 out,
-                "  window {} slice {} CPU {}: SC `{}` needs up to {} of {}: {}",
+                "  window {} slice {} {}: SC `{}` needs up to {} of {}: {}",
                 s.window,
                 s.slice,
-                s.cpus,
+                on_cpus(&s.cpus),
                 s.partition,
                 fmt(s.demand_ns),
                 fmt(s.window_ns),
@@ -109,9 +109,9 @@ pub fn render_text(report: &Report, file: &str) -> String {
         for s in &w.supply {
             let _ = writeln!(
                 out,
-                "  supply to `{}` on CPU {}: {} per frame ({:.1}%), longest gap {}",
+                "  supply to `{}` on {}: {} per frame ({:.1}%), longest gap {}",
                 s.partition,
-                s.cpu,
+                on_cpus(&s.cpu),
                 fmt(s.per_frame_ns),
                 s.share * 100.0,
                 fmt(s.max_blackout_ns)
@@ -137,8 +137,8 @@ pub fn render_text(report: &Report, file: &str) -> String {
         let verdict = if c.schedulable { "ok" } else { "FAILS" };
         let _ = writeln!(
             out,
-            "  CPU {}: {}: {verdict} ({})",
-            c.cpu,
+            "  {}: {}: {verdict} ({})",
+            on_cpus(&c.cpu),
             parts.join(", "),
             c.binding
         );
@@ -150,6 +150,15 @@ pub fn render_text(report: &Report, file: &str) -> String {
         let _ = writeln!(out, "warning: {w}");
     }
     out
+}
+
+/// `CPU 0-1`; the name `all` (no `system.cpus` to resolve `cpus: all` against) reads
+/// as what it is: every CPU, analysed as one.
+fn on_cpus(cpus: &str) -> String {
+    match cpus {
+        "all" => "all CPUs (as one: system.cpus not set)".into(),
+        cpus => format!("CPU {cpus}"),
+    }
 }
 
 fn quick_text(ll: Quick, hb: Quick) -> String {

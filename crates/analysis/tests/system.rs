@@ -244,3 +244,17 @@ partitions:
     assert_eq!((prio("short"), prio("long")), (Some(1), Some(2)));
     assert_eq!(wcrt(&r, "long"), Some(4_000_000));
 }
+
+/// A window slice on `cpu: all` with no `system.cpus` is not a CPU named "all".
+#[test]
+fn a_slice_on_all_cpus_is_not_printed_as_a_cpu_named_all() {
+    let r = analyze(
+        "windows:\n  - {length: 20ms, slices: [{cpu: all, sc_partition: ivi}]}\npartitions:\n  - name: ivi\n    processes: [{cmd: x, budget: 5ms}]\n",
+    );
+    let text = render_text(&r, "w.yaml");
+    assert!(!text.contains("CPU all"), "{text}");
+    assert!(
+        text.contains("  all CPUs (as one: system.cpus not set): SC windows 25.0%: ok"),
+        "{text}"
+    );
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
     after_help = "Needs root or a delegated cgroup (see docs/runtime.md). Exit status: 0 when the run \
 ended (all processes exited, --timeout, SIGINT/SIGTERM); 1 when the description is invalid or the \
 schedule cannot run here or an output file (--schedule-log, --trace) cannot be written or an rt \
-task ended before the stop; 2 on a usage error."
+task, a process of an SC partition or a `required` process ended before the stop; 2 on a usage error."
 )]
 pub struct Args {
     /// System description (YAML; native or DEmOS configuration)
@@ -159,7 +159,10 @@ pub fn run(args: Args) -> ExitCode {
                     t.task, t.partition
                 );
             }
-            match early.is_empty() {
+            for e in &outcome.errors {
+                eprintln!("error: {e}");
+            }
+            match early.is_empty() && outcome.errors.is_empty() {
                 true => ExitCode::SUCCESS,
                 false => ExitCode::from(INVALID),
             }

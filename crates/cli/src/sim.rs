@@ -445,6 +445,51 @@ mod tests {
     }
 
     #[test]
+    fn a_channel_without_a_simulated_reader_loses_nothing_whatever_its_kind() {
+        let dir = TempDir::new("unread");
+        let stats = dir.path("stats.json");
+        let lost = |kind: &str| {
+            let depth = if kind == "fifo" { ", depth: 4" } else { "" };
+            let yaml = format!(
+                "partitions:\n  - {{name: p, kind: rt, cpus: 0, tasks: [{{name: t, cmd: a, budget: 1ms, period: 1ms}}]}}\n  - {{name: ivi, cpus: 1, processes: [b]}}\nchannels:\n  - {{name: c, kind: {kind}, message_size: 8{depth}, writer: p, readers: [ivi]}}\n"
+            );
+            let file = dir.file(&format!("{kind}.yaml"), &yaml);
+            let args = [file.as_str(), "--for", "1s", "--stats-json", &stats];
+            assert_eq!(code(&args), format!("{:?}", ExitCode::SUCCESS));
+            let json: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+            let c = &json["channels"][0];
+            assert_eq!(c["readers"], 0, "{c}");
+            assert!(c["written"].as_u64().unwrap() >= 999, "{c}");
+            c["lost"].as_u64().unwrap()
+        };
+        assert_eq!((lost("fifo"), lost("latest")), (0, 0));
+    }
+
+    #[test]
+    fn task_endpoints_in_the_description_reproduce_a_link_flag() {
+        let dir = TempDir::new("endpoints");
+        let stats = dir.path("stats.json");
+        let system = |writer: &str, reader: &str| {
+            format!(
+                "partitions:\n  - {{name: p, kind: rt, cpus: 0, tasks: [{{name: t1, budget: 1ms, period: 4ms}}, {{name: t2, budget: 1ms, period: 8ms}}]}}\n  - {{name: q, kind: rt, cpus: 1, tasks: [{{name: r1, budget: 1ms, period: 4ms}}, {{name: r2, budget: 2ms, period: 16ms}}]}}\nchannels:\n  - {{name: c, kind: fifo, message_size: 8, depth: 4, writer: {writer}, readers: [{reader}]}}\n"
+            )
+        };
+        let run = |file: &str, extra: &[&str]| {
+            let mut args = vec![file, "--for", "64ms", "--stats-json", &stats];
+            args.extend_from_slice(extra);
+            assert_eq!(code(&args), format!("{:?}", ExitCode::SUCCESS));
+            std::fs::read_to_string(&stats).unwrap()
+        };
+        let flagged = dir.file("flag.yaml", &system("p", "q"));
+        let by_flag = run(&flagged, &["--link", "c=t2>r2"]);
+        let described = dir.file("described.yaml", &system("p/t2", "q/r2"));
+        let by_description = run(&described, &[]);
+        assert!(by_flag.contains("\"name\": \"p/t2 -> q/r2\""), "{by_flag}");
+        assert_eq!(by_description, by_flag);
+    }
+
+    #[test]
     fn for_seed_and_suspend_are_honoured() {
         let dir = TempDir::new("flags");
         let file = dir.file("rm.yaml", RM);
@@ -467,6 +512,10 @@ mod tests {
         assert!(
             first.contains("\"duration_ns\": 24000000,") && first.contains("\"seed\": 3,"),
             "{first}"
+        );
+        assert!(
+            first.contains("\"windows\": null"),
+            "the documented key, null without windows: {first}"
         );
         code(&args);
         assert_eq!(

@@ -127,28 +127,147 @@ fn a_be_process_that_fails_is_reported_with_its_status() {
     );
 }
 
+/// Runs `yaml` (written to `system.yaml` in `scratch`, the processes' working directory)
+/// with `--timeout timeout`.
+fn run_yaml(scratch: &Scratch, yaml: &str, timeout: &str) -> (Option<i32>, String) {
+    let file = scratch.file("system.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let out = common::bulkhead()
+        .args(["run", file.to_str().unwrap(), "--timeout", timeout])
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Lines in the file `name` of `scratch` (the processes append one per start).
+fn lines(scratch: &Scratch, name: &str) -> usize {
+    std::fs::read_to_string(scratch.file(name))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
 #[test]
-fn a_windowed_process_that_fails_is_reported_with_its_status() {
+fn an_sc_process_that_ends_before_the_stop_fails_the_run_naming_it_with_its_status() {
     if skip() {
         return;
     }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("cmd-win-fails");
-    let file = scratch.file("system.yaml");
-    std::fs::write(
-        &file,
-        "windows:\n  - length: 20\n    slices:\n      - {cpu: 0, sc_partition: SC1}\npartitions:\n  - name: SC1\n    processes:\n      - {budget: 5, cmd: \"sh -c 'exit 3'\"}\n",
-    )
-    .unwrap();
-    let out = common::bulkhead()
-        .args(["run", file.to_str().unwrap(), "--timeout", "2s"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (code, stderr) = run_yaml(
+        &scratch,
+        "windows:\n  - length: 20\n    slices:\n      - {cpu: 0, sc_partition: SC1}\npartitions:\n  - name: SC1\n    processes:\n      - {budget: 5, cmd: \"sh -c 'exit 3'\"}\n      - {budget: 5, cmd: \"true\"}\n",
+        "2s",
+    );
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains(
-            "warning: partition `SC1`, process 0 (`sh -c 'exit 3'`) exited: exit status: 3"
+            "error: partition `SC1`, process 0 (`sh -c 'exit 3'`) ended before the stop: exit status: 3"
+        ) && stderr.contains(
+            "error: partition `SC1`, process 1 (`true`) ended before the stop: exit status: 0"
         ),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_windowed_be_process_that_fails_is_a_warning_with_its_status() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-win-be-fails");
+    let (code, stderr) = run_yaml(
+        &scratch,
+        "windows:\n  - length: 20\n    slices:\n      - {cpu: 0, sc_partition: SC1, be_partition: BE1}\npartitions:\n  - name: SC1\n    processes: [{budget: 5, cmd: sleep 30}]\n  - name: BE1\n    processes: [{budget: 5, cmd: \"sh -c 'exit 4'\"}]\n",
+        "1s",
+    );
+    assert_eq!(code, Some(0), "a warning only: {stderr}");
+    assert!(
+        stderr.contains(
+            "warning: partition `BE1`, process 0 (`sh -c 'exit 4'`) exited: exit status: 4"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_required_be_process_that_exits_fails_the_run() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-required");
+    let (code, stderr) = run_yaml(
+        &scratch,
+        "system: {}\npartitions:\n  - {name: ivi, cpus: 1, processes: [{cmd: \"true\", required: true}, sleep 30]}\n",
+        "1s",
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: partition `ivi`, process 0 (`true`) exited before the stop: exit status: 0 (required: the run fails)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_be_process_restarted_on_failure_stops_at_its_start_limit() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-restart-limit");
+    let (code, stderr) = run_yaml(
+        &scratch,
+        "system: {}\npartitions:\n  - name: ivi\n    cpus: 1\n    processes:\n      - {cmd: \"sh -c 'echo x >> starts; exit 2'\", restart: on-failure, restart_delay: 10ms, start_limit_burst: 3, start_limit_interval: 30s}\n      - sleep 30\n",
+        "2s",
+    );
+    assert_eq!(code, Some(0), "not required: a warning: {stderr}");
+    assert_eq!(lines(&scratch, "starts"), 3, "{stderr}");
+    assert!(
+        stderr.contains("warning: partition `ivi`, process 0 (`sh -c 'echo x >> starts; exit 2'`) exited: exit status: 2; not restarted: it was started 3 times within 30s")
+            && stderr.contains("was restarted 2 times; its last exit: exit status: 2"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_required_be_process_that_exhausts_its_restarts_fails_the_run() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-restart-required");
+    let (code, stderr) = run_yaml(
+        &scratch,
+        "system: {}\npartitions:\n  - name: ivi\n    cpus: 1\n    processes:\n      - {cmd: \"sh -c 'exit 2'\", restart: on-failure, restart_delay: 0s, start_limit_burst: 2, required: true}\n      - sleep 30\n",
+        "1s",
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: partition `ivi`, process 0 (`sh -c 'exit 2'`) exited: exit status: 2; not restarted: it was started 2 times within 10s (start_limit_burst, start_limit_interval) (required: the run fails)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_be_process_restarted_always_waits_its_restart_delay() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-restart-always");
+    let (code, stderr) = run_yaml(
+        &scratch,
+        "system: {}\npartitions:\n  - name: ivi\n    cpus: 1\n    processes:\n      - {cmd: \"sh -c 'echo x >> starts'\", restart: always, restart_delay: 250ms, start_limit_burst: 1000}\n",
+        "1500ms",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    // About 1.5 s / 250 ms = 6 starts; a loop without the delay would make thousands.
+    let starts = lines(&scratch, "starts");
+    assert!((2..=8).contains(&starts), "{starts} starts: {stderr}");
+    assert!(stderr.contains("was restarted"), "{stderr}");
 }

@@ -192,3 +192,64 @@ fn housekeeping_leaves_the_rt_cpu_while_the_run_lasts() {
     );
     assert_eq!(read(), before, "restored");
 }
+
+/// Processes whose command line is exactly `argv`.
+fn processes_running(argv: &[&str]) -> usize {
+    let wanted: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == wanted))
+        .count()
+}
+
+#[test]
+fn a_fork_bomb_in_an_rt_partition_is_held_at_its_pids_limit() {
+    if !is_root() {
+        eprintln!("skipping: needs root for rt tasks and cgroups");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let path = std::env::temp_dir().join(format!("bulkhead-rt-pids-{}.yaml", std::process::id()));
+    let script = path.with_extension("sh");
+    // A bounded bomb (200 forks at most; without the limit it leaves 200 sleepers) in a
+    // shell of its own, which exits at its first failed fork; the task lives on.
+    std::fs::write(
+        &script,
+        "sh -c 'i=0; while [ $i -lt 200 ]; do sleep 9.31 & i=$((i+1)); done'\nexec sleep 9.32\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &path,
+        format!("system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    pids: 16\n    tasks:\n      - {{name: bomb, cmd: sh {}, budget: 5ms, period: 10ms}}\n", script.display()),
+    )
+    .unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["run", path.to_str().unwrap(), "--timeout", "3s"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut most = 0;
+    let deadline = Instant::now() + Duration::from_millis(2500);
+    while Instant::now() < deadline {
+        most = most.max(processes_running(&["sleep", "9.31"]));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_file(&script).unwrap();
+    assert!(most > 0, "the bomb never forked: {stderr}");
+    assert!(most <= 16, "{most} processes under `pids: 16`: {stderr}");
+    assert_eq!(processes_running(&["sleep", "9.31"]), 0, "left running");
+    assert!(!stderr.contains("could not remove"), "{stderr}");
+}

@@ -174,10 +174,26 @@ fn process(q: &Process) -> String {
         .frequency_khz
         .map(|f| format!(", frequency: {}", mhz(f)))
         .unwrap_or_default();
+    let required = if q.required { ", required: true" } else { "" };
     format!(
-        "{{cmd: {}{budget}, init: {}{frequency}}}",
+        "{{cmd: {}{budget}, init: {}{frequency}{}{required}}}",
         quote(&q.cmd),
-        q.init
+        q.init,
+        restart(q.restart)
+    )
+}
+
+fn restart(r: Option<Restart>) -> String {
+    let Some(r) = r else { return String::new() };
+    let when = match r.when {
+        RestartWhen::OnFailure => "on-failure",
+        RestartWhen::Always => "always",
+    };
+    format!(
+        ", restart: {when}, restart_delay: {}, start_limit_burst: {}, start_limit_interval: {}",
+        dur(r.delay),
+        r.burst,
+        dur(r.interval)
     )
 }
 
@@ -216,12 +232,21 @@ fn channel(c: &Channel) -> String {
     } else {
         String::new()
     };
-    let readers: Vec<String> = c.readers.iter().map(|r| quote(r)).collect();
+    let end = |p: &str, t: &Option<String>| match t {
+        Some(t) => quote(&format!("{p}/{t}")),
+        None => quote(p),
+    };
+    let readers: Vec<String> = c
+        .readers
+        .iter()
+        .zip(&c.reader_tasks)
+        .map(|(r, t)| end(r, t))
+        .collect();
     format!(
         "{{name: {}, kind: {kind}, message_size: {}{depth}, writer: {}, readers: [{}]}}",
         quote(&c.name),
         c.message_size,
-        quote(&c.writer),
+        end(&c.writer, &c.writer_task),
         readers.join(", ")
     )
 }

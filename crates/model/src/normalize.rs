@@ -88,8 +88,19 @@ pub fn normalize(raw: RawFile) -> Result<Normalized> {
             n.window(w, &format!("windows[{i}]"))?;
         }
     }
+    let partitions: std::collections::HashSet<String> = n
+        .out
+        .system
+        .partitions
+        .iter()
+        .map(|p| p.name.clone())
+        .collect();
+    let end = |text: &str| match partitions.contains(text) {
+        true => (text.to_string(), None),
+        false => endpoint(text),
+    };
     for (i, c) in raw.channels.unwrap_or_default().into_iter().enumerate() {
-        let channel = channel(c, &format!("channels[{i}]"))?;
+        let channel = channel(c, &format!("channels[{i}]"), &end)?;
         n.out.system.channels.push(channel);
     }
     for (i, b) in raw.buses.unwrap_or_default().into_iter().enumerate() {
@@ -307,7 +318,7 @@ impl Normalizer {
                     budget,
                     jitter,
                     init,
-                    frequency: None,
+                    ..RawProcess::default()
                 });
                 Ok(vec![self.process(single, path, default_budget)?])
             }
@@ -341,15 +352,15 @@ impl Normalizer {
             },
             ProcessSpec::Def(raw) => raw,
         };
-        let cmd = match raw.cmd {
+        let cmd = match raw.cmd.clone() {
             None => return err(path, "missing `cmd`"),
             Some(cmd) => {
                 check_command(&cmd, &child(path, "cmd"))?;
                 cmd
             }
         };
-        let budget = match (raw.budget, default_budget) {
-            (Some(b), _) => self.positive_duration(&b, &child(path, "budget"))?,
+        let budget = match (&raw.budget, default_budget) {
+            (Some(b), _) => self.positive_duration(b, &child(path, "budget"))?,
             (None, Some(0)) => {
                 return err(
                     path,
@@ -361,7 +372,8 @@ impl Normalizer {
         };
         let jitter = raw
             .jitter
-            .map(|j| self.duration(&j, &child(path, "jitter")))
+            .as_ref()
+            .map(|j| self.duration(j, &child(path, "jitter")))
             .transpose()?
             .unwrap_or(0);
         if jitter > 2 * budget {
@@ -376,7 +388,59 @@ impl Normalizer {
             jitter,
             init: raw.init.unwrap_or(false),
             frequency_khz: self.frequency(raw.frequency, None, &child(path, "frequency"))?,
+            restart: self.restart(&raw, path)?,
+            required: raw.required.unwrap_or(false),
         })
+    }
+
+    /// A process's restart policy (`restart`, `restart_delay`, `start_limit_*`).
+    fn restart(&self, raw: &RawProcess, path: &str) -> Result<Option<Restart>> {
+        let when = match raw.restart.as_deref() {
+            None | Some("no") => None,
+            Some("on-failure") => Some(RestartWhen::OnFailure),
+            Some("always") => Some(RestartWhen::Always),
+            Some(other) => {
+                return err(
+                    child(path, "restart"),
+                    format!("`{other}`: must be `no`, `on-failure` or `always`"),
+                )
+            }
+        };
+        let tuning = [
+            ("restart_delay", raw.restart_delay.is_some()),
+            ("start_limit_burst", raw.start_limit_burst.is_some()),
+            ("start_limit_interval", raw.start_limit_interval.is_some()),
+        ];
+        let Some(when) = when else {
+            return match tuning.iter().find(|(_, given)| *given) {
+                Some((key, _)) => err(
+                    child(path, key),
+                    "applies to a restarted process: give `restart: on-failure` or `restart: always`",
+                ),
+                None => Ok(None),
+            };
+        };
+        let delay = match &raw.restart_delay {
+            Some(d) => self.duration(d, &child(path, "restart_delay"))?,
+            None => Restart::DEFAULT_DELAY,
+        };
+        let interval = match &raw.start_limit_interval {
+            Some(d) => self.positive_duration(d, &child(path, "start_limit_interval"))?,
+            None => Restart::DEFAULT_INTERVAL,
+        };
+        let burst = raw.start_limit_burst.unwrap_or(Restart::DEFAULT_BURST);
+        if burst == 0 {
+            return err(
+                child(path, "start_limit_burst"),
+                "must be at least 1 (the first start counts)",
+            );
+        }
+        Ok(Some(Restart {
+            when,
+            delay,
+            burst,
+            interval,
+        }))
     }
 
     /// A partition's tasks; an I/O task (`serves`) gets its reservation from the task it
@@ -835,7 +899,12 @@ fn check_capacity(message_size: u32, depth: u32, path: &str) -> Result<()> {
     Ok(())
 }
 
-fn channel(c: RawChannel, path: &str) -> Result<Channel> {
+/// A channel; `end` splits an endpoint into partition and task.
+fn channel(
+    c: RawChannel,
+    path: &str,
+    end: &dyn Fn(&str) -> (String, Option<String>),
+) -> Result<Channel> {
     if c.name.trim().is_empty() {
         return err(child(path, "name"), "must not be empty");
     }
@@ -862,8 +931,10 @@ fn channel(c: RawChannel, path: &str) -> Result<Channel> {
         kind: c.kind,
         message_size: c.message_size,
         depth,
-        writer: c.writer,
-        readers: c.readers,
+        writer: end(&c.writer).0,
+        writer_task: end(&c.writer).1,
+        readers: c.readers.iter().map(|r| end(r).0).collect(),
+        reader_tasks: c.readers.iter().map(|r| end(r).1).collect(),
     })
 }
 

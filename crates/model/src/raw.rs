@@ -98,6 +98,15 @@ pub struct RawProcess {
     pub init: Option<bool>,
     /// DEmOS: the CPU frequency in MHz this process asks for (`per_process` power policy).
     pub frequency: Option<f64>,
+    /// `no`, `on-failure` or `always` (systemd's `Restart=`).
+    pub restart: Option<String>,
+    /// systemd's `RestartSec=`.
+    pub restart_delay: Option<String>,
+    /// systemd's `StartLimitBurst=`.
+    pub start_limit_burst: Option<u32>,
+    /// systemd's `StartLimitIntervalSec=`.
+    pub start_limit_interval: Option<String>,
+    pub required: Option<bool>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -269,6 +269,41 @@ pub struct Process {
     /// The CPU frequency it asks for while it runs, in kHz (DEmOS `frequency`, given in
     /// MHz; honoured by the `per_process` power policy, see docs/power.md).
     pub frequency_khz: Option<u64>,
+    /// Whether `run` starts it again when it exits (systemd's `Restart=`); only for
+    /// processes of a partition in no window. `None`: never.
+    pub restart: Option<Restart>,
+    /// Its exit before the stop fails the run (exit status 1), as the exit of a unit
+    /// that others `Require=` does under systemd.
+    pub required: bool,
+}
+
+/// When and how often a process is started again (systemd's `Restart=`, `RestartSec=`,
+/// `StartLimitBurst=`, `StartLimitIntervalSec=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Restart {
+    pub when: RestartWhen,
+    /// Wait this long after the exit before starting it again.
+    pub delay: Nanos,
+    /// At most this many starts within [`Restart::interval`]; the start that would
+    /// exceed it is not made (the process has failed for good).
+    pub burst: u32,
+    pub interval: Nanos,
+}
+
+/// Which exits lead to a restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestartWhen {
+    /// An exit with a status other than 0, or by a signal.
+    OnFailure,
+    /// Every exit.
+    Always,
+}
+
+impl Restart {
+    /// systemd's defaults: `RestartSec=100ms`, `StartLimitBurst=5`, `StartLimitIntervalSec=10s`.
+    pub const DEFAULT_DELAY: Nanos = 100_000_000;
+    pub const DEFAULT_BURST: u32 = 5;
+    pub const DEFAULT_INTERVAL: Nanos = 10_000_000_000;
 }
 
 /// One window of the static schedule.
@@ -314,6 +349,21 @@ pub struct Channel {
     pub writer: String,
     /// Partitions that read.
     pub readers: Vec<String>,
+    /// The task of `writer` that writes (`writer: partition/task`), if named: the
+    /// simulation binds it (else the partition's first task).
+    pub writer_task: Option<String>,
+    /// Per reader, the task that reads (`partition/task`), if named.
+    pub reader_tasks: Vec<Option<String>>,
+}
+
+/// A channel endpoint `partition/task` split at its last `/`: (partition, task); one
+/// without `/` is a partition. (The loader first takes a text that names a partition
+/// whole, `/` or not, as that partition.)
+pub fn endpoint(text: &str) -> (String, Option<String>) {
+    match text.rsplit_once('/') {
+        Some((p, t)) => (p.to_string(), Some(t.to_string())),
+        None => (text.to_string(), None),
+    }
 }
 
 impl System {

@@ -85,6 +85,12 @@ fn check_references(n: &Normalized, names: &Names) -> Result<()> {
                     format!("missing `budget` (partition `{}` runs in windows)", p.name),
                 );
             }
+            if let Some(i) = p.processes.iter().position(|q| q.restart.is_some()) {
+                return err(
+                    format!("{path}.processes[{i}].restart"),
+                    format!("partition `{}` runs in windows, where a process is not restarted: `restart` applies to processes of a partition in no window", p.name),
+                );
+            }
         }
         match partition.map(|(p, _)| p) {
             None => return err(&r.path, format!("unknown partition `{}`", r.name)),
@@ -218,7 +224,7 @@ fn check_channels(sys: &System, names: &Names) -> Result<()> {
                 ),
             );
         }
-        check_channel_ends(c, names, &path)?;
+        check_channel_ends(sys, c, names, &path)?;
     }
     Ok(())
 }
@@ -236,7 +242,7 @@ fn channel_var(name: &str) -> String {
     format!("BULKHEAD_CHAN_{upper}")
 }
 
-fn check_channel_ends(c: &Channel, names: &Names, path: &str) -> Result<()> {
+fn check_channel_ends(sys: &System, c: &Channel, names: &Names, path: &str) -> Result<()> {
     if !names.contains_key(c.writer.as_str()) {
         return err(
             format!("{path}.writer"),
@@ -254,6 +260,19 @@ fn check_channel_ends(c: &Channel, names: &Names, path: &str) -> Result<()> {
             return err(
                 format!("{path}.readers[{j}]"),
                 format!("unknown partition `{r}`"),
+            );
+        }
+    }
+    let ends = std::iter::once((&c.writer, &c.writer_task, format!("{path}.writer")));
+    let readers = (c.readers.iter().zip(&c.reader_tasks).enumerate())
+        .map(|(j, (r, t))| (r, t, format!("{path}.readers[{j}]")));
+    for (p, task, at) in ends.chain(readers) {
+        let Some(task) = task else { continue };
+        let partition = &sys.partitions[names[p.as_str()]];
+        if !partition.tasks.iter().any(|t| &t.name == task) {
+            return err(
+                at,
+                format!("partition `{p}` has no task `{task}` (an endpoint `partition/task` names one of its rt tasks)"),
             );
         }
     }

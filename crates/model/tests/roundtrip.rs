@@ -36,6 +36,8 @@ fn process() -> impl Strategy<Value = Process> {
             jitter: budget * j / 2,
             init,
             frequency_khz,
+            restart: None,
+            required: init,
         })
 }
 
@@ -374,6 +376,8 @@ fn channel(k: usize, names: Vec<String>) -> impl Strategy<Value = Channel> {
             depth: if kind == ChannelKind::Fifo { depth } else { 1 },
             writer,
             readers: vec![reader],
+            writer_task: None,
+            reader_tasks: vec![None],
         })
 }
 

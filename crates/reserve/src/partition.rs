@@ -165,8 +165,8 @@ pub struct RtPartitions {
     /// run created it (the window supervisor may own it instead).
     instance: Option<ExclusiveDomain>,
     shield: Option<Shield>,
-    /// v1 memory cgroups of partitions with a memory limit.
-    memory: Vec<V1Limit>,
+    /// v1 memory and pids cgroups of partitions with a memory or pids limit.
+    limits: Vec<V1Limit>,
 }
 
 impl RtPartitions {
@@ -213,7 +213,7 @@ impl RtPartitions {
             domains: Vec::new(),
             instance: None,
             shield: None,
-            memory: Vec::new(),
+            limits: Vec::new(),
         };
         let dir = hierarchy.mount().join(&options.instance);
         if let (false, Some(cpus)) = (dir.exists(), rt_cpus(&system, &report)?) {
@@ -248,19 +248,7 @@ impl RtPartitions {
             .filter(|p| p.kind == PartitionKind::Rt)
         {
             let ranks = prio::rm_dm_ranks(&p.tasks);
-            let memory = match p.memory {
-                Some(bytes) if matches!(h, Hierarchy::V1(_)) => {
-                    let name = format!("{}-{}", options.instance.display(), p.name);
-                    self.memory.push(V1Limit::create(
-                        "memory",
-                        &name,
-                        "memory.limit_in_bytes",
-                        bytes,
-                    )?);
-                    self.memory.last().map(|m| m.dir().to_path_buf())
-                }
-                _ => None,
-            };
+            let joins = self.v1_limits(p, h, options)?;
             for (ti, task) in p.tasks.iter().enumerate() {
                 let verdict = report
                     .tasks
@@ -277,8 +265,8 @@ impl RtPartitions {
                         let rel = options.instance.join(format!("{}-cpu{cpu}", p.name));
                         let set = CpuSet::from_cpus([cpu]).expect("one CPU");
                         let domain = ExclusiveDomain::create(h, &rel, &set)?;
-                        if let (Hierarchy::V2(_), Some(bytes)) = (h, p.memory) {
-                            limit_v2(domain.dir(), bytes)?;
+                        if matches!(h, Hierarchy::V2(_)) {
+                            limit_v2(domain.dir(), p)?;
                         }
                         self.domains.push(domain);
                         domains.insert(key, self.domains.len() - 1);
@@ -308,7 +296,10 @@ impl RtPartitions {
                 };
                 let link = TaskLink::create(&spec)
                     .map_err(|e| Error::Invalid(format!("task `{}`: {e}", task.name)))?;
-                let cgroups = [Some(self.domains[d].dir()), memory.as_deref()];
+                let cgroups: Vec<Option<&Path>> = std::iter::once(self.domains[d].dir())
+                    .chain(joins.iter().map(PathBuf::as_path))
+                    .map(Some)
+                    .collect();
                 let confinement = confine(p, task);
                 let target = Target {
                     cgroups: &cgroups,
@@ -350,6 +341,28 @@ impl RtPartitions {
             }
         }
         Ok(())
+    }
+
+    /// cgroup v1: a memory and a pids cgroup of partition `p`'s own (for the limits it
+    /// has), which its tasks join besides their cpuset; their `cgroup.procs` directories.
+    fn v1_limits(
+        &mut self,
+        p: &Partition,
+        h: &Hierarchy,
+        options: &RtOptions,
+    ) -> Result<Vec<PathBuf>> {
+        if !matches!(h, Hierarchy::V1(_)) {
+            return Ok(Vec::new());
+        }
+        let name = format!("{}-{}", options.instance.display(), p.name);
+        let mut joins = Vec::new();
+        for (controller, value, _, file) in wanted_limits(p) {
+            let Some(value) = value else { continue };
+            let limit = V1Limit::create(controller, &name, file, value)?;
+            joins.push(limit.dir().to_path_buf());
+            self.limits.push(limit);
+        }
+        Ok(joins)
     }
 
     fn start_enforcers(&mut self) -> Result<()> {
@@ -439,12 +452,14 @@ impl RtPartitions {
             t.stats.dropped = t.link.counters().dropped;
         }
         self.enforcers.clear();
-        self.memory.clear();
+        // The domains kill what the tasks left (their children) as they go; the limit
+        // cgroups those children are in can be removed only after that.
         while let Some(d) = self.domains.pop() {
             if let Err(e) = d.remove() {
                 eprintln!("bulkhead: {e}");
             }
         }
+        self.limits.clear();
         self.shield = None;
         if let Some(Err(e)) = self.instance.take().map(ExclusiveDomain::remove) {
             eprintln!("bulkhead: {e}");
@@ -668,14 +683,29 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<Child
     child
 }
 
-/// cgroup v2: the memory limit goes on the task's one cgroup, the domain.
-fn limit_v2(domain: &Path, bytes: u64) -> Result<()> {
-    let file = domain.join("memory.max");
-    fs::write(&file, bytes.to_string()).map_err(|e| {
-        Error::os(
-            format!("writing {bytes} to {}", file.display()),
-            e,
-            "enable the memory controller in the parent's cgroup.subtree_control",
-        )
-    })
+/// The `memory` and `pids` limits of partition `p`: (controller, value, v2 file, v1 file).
+fn wanted_limits(p: &Partition) -> [(&'static str, Option<u64>, &'static str, &'static str); 2] {
+    [
+        ("memory", p.memory, "memory.max", "memory.limit_in_bytes"),
+        ("pids", p.pids.map(u64::from), "pids.max", "pids.max"),
+    ]
+}
+
+/// cgroup v2: the memory and pids limits go on the task's one cgroup, the domain (one
+/// per CPU of the partition, so a limit holds per CPU).
+fn limit_v2(domain: &Path, p: &Partition) -> Result<()> {
+    for (controller, value, file, _) in wanted_limits(p) {
+        let Some(value) = value else { continue };
+        let file = domain.join(file);
+        fs::write(&file, value.to_string()).map_err(|e| {
+            Error::os(
+                format!("writing {value} to {}", file.display()),
+                e,
+                format!(
+                    "enable the {controller} controller in the parent's cgroup.subtree_control"
+                ),
+            )
+        })?;
+    }
+    Ok(())
 }

@@ -6,16 +6,21 @@
 //! Postcondition of dropping a [`FreeRun`]: every process it started is dead and every
 //! cgroup it created is removed.
 
-use crate::cgroup::{Hierarchy, Instance, ProcessCgroup};
+use crate::cgroup::{Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
 use crate::spawn::{self, Environment, Prepared};
 use crate::{cgroup, command, leftovers, RunError};
-use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, System};
+use bulkhead_model::units::format_duration;
+use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Restart, RestartWhen, System};
+use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The unwindowed best-effort partitions of a system.
@@ -32,16 +37,38 @@ pub fn partitions(system: &System) -> Vec<&Partition> {
 struct FreeProc {
     pid: i32,
     cgroup: ProcessCgroup,
+    /// Its partition's cgroups, the index of its command in [`FreeRun::plans`], of its
+    /// environment in [`FreeRun::envs`] and of its limits in [`FreeRun::limits`]: what a
+    /// restart needs.
+    partition: PartitionCgroup,
+    plan: usize,
+    env: usize,
+    limits: usize,
     /// The DEmOS channel's supervisor end, held open so that a client library call
     /// does not fail; nothing is ever sent on it.
     _channel: OwnedFd,
     /// What a v1 child reads until it execs; freed only after it is dead.
     memory: Option<spawn::ChildMemory>,
-    exited: bool,
+    state: State,
     /// `partition `P`, process K (`CMD`)`, for the report of its exit.
     what: String,
-    /// Its wait status once reaped by [`FreeRun::all_exited`].
-    status: Option<i32>,
+    restart: Option<Restart>,
+    required: bool,
+    /// When it was started, within the last start-limit interval.
+    starts: VecDeque<Instant>,
+    /// How often it was restarted, and the status of its last exit.
+    restarts: u64,
+    last_status: Option<ExitStatus>,
+}
+
+/// Where a process is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Running,
+    /// Exited; started again at this time.
+    Restarting(Instant),
+    /// Exited for good.
+    Ended,
 }
 
 /// The running unwindowed best-effort partitions.
@@ -54,6 +81,9 @@ pub struct FreeRun {
     limits: Vec<Limits>,
     plans: Vec<Prepared>,
     envs: Vec<Environment>,
+    /// Exits reported so far: warnings, and errors that fail the run.
+    warnings: Vec<String>,
+    errors: Vec<String>,
 }
 
 impl FreeRun {
@@ -83,6 +113,8 @@ impl FreeRun {
             limits: Vec::new(),
             plans: Vec::new(),
             envs: Vec::new(),
+            warnings: Vec::new(),
+            errors: Vec::new(),
         };
         for (i, (p, cpus)) in free.iter().zip(&cpus).enumerate() {
             run.start_partition(i, p, cpus, confinements, workdir)?;
@@ -103,7 +135,8 @@ impl FreeRun {
             .instance
             .add_partition(&dir_name, cpus)
             .map_err(RunError::Cgroup)?;
-        let limits = limits::apply(&self.instance, p, &cg, &dir_name)?;
+        self.limits
+            .push(limits::apply(&self.instance, p, &cg, &dir_name)?);
         let confine = confinements.of(&p.name);
         self.envs.push(Environment::demos(false, &confine));
         for (k, process) in p.processes.iter().enumerate() {
@@ -118,51 +151,273 @@ impl FreeRun {
                 .instance
                 .add_process(&cg, k, false)
                 .map_err(RunError::Cgroup)?;
-            let (plan, env) = (
-                self.plans.last().expect("pushed"),
-                self.envs.last().expect("pushed"),
-            );
-            let child = spawn::spawn_into(plan, env, &cg, &mut pcg, &limits.join)
+            let (plan, env) = (self.plans.len() - 1, self.envs.len() - 1);
+            let limits = self.limits.len() - 1;
+            let files = Files {
+                plans: &self.plans,
+                envs: &self.envs,
+                limits: &self.limits,
+            };
+            let child = files
+                .spawn(plan, env, limits, &cg, &mut pcg)
                 .map_err(|e| RunError::Spawn(format!("{}: {e}", where_())))?;
             self.procs.push(FreeProc {
                 pid: child.pid,
                 cgroup: pcg,
+                partition: cg.clone(),
+                plan,
+                env,
+                limits,
                 _channel: child.channel,
                 memory: child.memory,
-                exited: false,
+                state: State::Running,
                 what: where_(),
-                status: None,
+                restart: process.restart,
+                required: process.required,
+                starts: VecDeque::from([Instant::now()]),
+                restarts: 0,
+                last_status: None,
             });
-            let last = self.procs.last_mut().expect("pushed");
-            last.cgroup.set_frozen(false).map_err(RunError::Cgroup)?;
         }
-        self.limits.push(limits);
         Ok(())
     }
 
-    /// True once every process has exited (and been reaped).
-    pub fn all_exited(&mut self) -> bool {
-        for p in &mut self.procs {
-            if !p.exited {
-                let mut status = 0;
-                // SAFETY: waitpid on our own child with a valid status pointer.
-                let r = unsafe { libc::waitpid(p.pid, &mut status, libc::WNOHANG) };
-                p.exited = r == p.pid || r < 0;
-                p.status = (r == p.pid).then_some(status);
+    /// Reaps the processes that exited, reports their exits, and (when `restart`)
+    /// starts again those whose restart time came.
+    pub fn poll(&mut self, restart: bool) {
+        let now = Instant::now();
+        for i in 0..self.procs.len() {
+            match self.procs[i].state {
+                State::Running => self.reap(i, restart, now),
+                State::Restarting(at) if restart && at <= now => self.restart(i),
+                _ => {}
             }
         }
-        self.procs.iter().all(|p| p.exited)
     }
 
-    /// One line per process reaped so far that did not exit with status 0, with its
-    /// status (`exit status: 3`, `signal: 9 (SIGKILL)`).
-    pub fn failures(&self) -> Vec<String> {
-        self.procs
-            .iter()
-            .filter_map(|p| Some((p, p.status.filter(|&s| s != 0)?)))
-            .map(|(p, s)| format!("{} exited: {}", p.what, ExitStatus::from_raw(s)))
-            .collect()
+    fn reap(&mut self, i: usize, restart: bool, now: Instant) {
+        let p = &mut self.procs[i];
+        let mut status = 0;
+        // SAFETY: waitpid on our own child with a valid status pointer.
+        let r = unsafe { libc::waitpid(p.pid, &mut status, libc::WNOHANG) };
+        if r == 0 {
+            return;
+        }
+        // The child's memory is no longer read (it exec'd or died).
+        p.memory = None;
+        let status = ExitStatus::from_raw(if r == p.pid { status } else { 0 });
+        p.last_status = Some(status);
+        let wanted = match p.restart.map(|r| r.when) {
+            Some(RestartWhen::Always) => true,
+            Some(RestartWhen::OnFailure) => !status.success(),
+            None => false,
+        };
+        if wanted && restart {
+            let r = p.restart.expect("wanted");
+            while p
+                .starts
+                .front()
+                .is_some_and(|&t| now.duration_since(t).as_nanos() as u64 >= r.interval)
+            {
+                p.starts.pop_front();
+            }
+            if (p.starts.len() as u64) < u64::from(r.burst) {
+                p.cgroup.kill();
+                p.state = State::Restarting(now + Duration::from_nanos(r.delay));
+                return;
+            }
+            let text = format!(
+                "{} exited: {status}; not restarted: it was started {} times within {} (start_limit_burst, start_limit_interval)",
+                p.what,
+                r.burst,
+                format_duration(r.interval)
+            );
+            p.state = State::Ended;
+            return self.report(i, text);
+        }
+        p.state = State::Ended;
+        let p = &self.procs[i];
+        if p.required {
+            let text = format!("{} exited before the stop: {status}", p.what);
+            self.report(i, text);
+        } else if !status.success() {
+            let text = format!("{} exited: {status}", p.what);
+            self.report(i, text);
+        }
     }
+
+    /// Reports an exit of process `i`: an error when it is required, else a warning.
+    fn report(&mut self, i: usize, text: String) {
+        let required = self.procs[i].required;
+        let text = if required {
+            format!("{text} (required: the run fails)")
+        } else {
+            text
+        };
+        match required {
+            true => self.errors.push(text),
+            false => self.warnings.push(text),
+        }
+    }
+
+    /// Starts process `i` again once what its last run left in its cgroup is gone.
+    fn restart(&mut self, i: usize) {
+        let p = &mut self.procs[i];
+        if !cgroup::procs(&p.cgroup.dir).is_empty() {
+            p.cgroup.kill();
+            return;
+        }
+        let files = Files {
+            plans: &self.plans,
+            envs: &self.envs,
+            limits: &self.limits,
+        };
+        let p = &mut self.procs[i];
+        let result = files.spawn(p.plan, p.env, p.limits, &p.partition, &mut p.cgroup);
+        match result {
+            Ok(child) => {
+                p.pid = child.pid;
+                p._channel = child.channel;
+                p.memory = child.memory;
+                p.state = State::Running;
+                p.starts.push_back(Instant::now());
+                p.restarts += 1;
+            }
+            Err(e) => {
+                p.state = State::Ended;
+                let text = format!("{} could not be restarted: {e}", p.what);
+                self.report(i, text);
+            }
+        }
+    }
+
+    /// True once every process has exited for good.
+    pub fn all_exited(&mut self) -> bool {
+        self.procs.iter().all(|p| p.state == State::Ended)
+    }
+
+    /// The reports of the exits so far: warnings, and errors that fail the run (a
+    /// `required` process that exited, or that exhausted its start limit). A restarted
+    /// process is reported once, with its number of restarts and its last status.
+    pub fn reports(&self) -> (Vec<String>, Vec<String>) {
+        let mut warnings = self.warnings.clone();
+        for p in self.procs.iter().filter(|p| p.restarts > 0) {
+            let last = p
+                .last_status
+                .map_or_else(String::new, |s| format!("; its last exit: {s}"));
+            warnings.push(format!(
+                "{} was restarted {} times{last}",
+                p.what, p.restarts
+            ));
+        }
+        (warnings, self.errors.clone())
+    }
+}
+
+/// What a (re)start reads: the commands, environments and limits of a [`FreeRun`].
+struct Files<'a> {
+    plans: &'a [Prepared],
+    envs: &'a [Environment],
+    limits: &'a [Limits],
+}
+
+impl Files<'_> {
+    /// Spawns command `plan` with environment `env` and limits `limits` into the
+    /// (frozen) process cgroup `pcg` of `cg`, and thaws it.
+    fn spawn(
+        &self,
+        plan: usize,
+        env: usize,
+        limits: usize,
+        cg: &PartitionCgroup,
+        pcg: &mut ProcessCgroup,
+    ) -> std::io::Result<spawn::Child> {
+        pcg.set_frozen(true).map_err(std::io::Error::other)?;
+        let join = &self.limits[limits].join;
+        let child = spawn::spawn_into(&self.plans[plan], &self.envs[env], cg, pcg, join)?;
+        pcg.set_frozen(false).map_err(std::io::Error::other)?;
+        Ok(child)
+    }
+}
+
+/// A [`FreeRun`] owned by a thread of its own that reaps and restarts its processes
+/// every [`KEEP_PERIOD`] while the supervisor runs the rest.
+pub struct FreeKeeper {
+    stop: Arc<AtomicBool>,
+    all_exited: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Reports>>,
+}
+
+/// What [`FreeKeeper::finish`] returns: warnings, and errors that fail the run.
+pub type Reports = (Vec<String>, Vec<String>);
+
+/// How often the keeper looks at its processes.
+const KEEP_PERIOD: Duration = Duration::from_millis(10);
+
+/// A [`FreeRun`] handed to the keeper thread.
+struct Owned(FreeRun);
+
+// SAFETY: the raw pointers inside a FreeRun (commands, environments, child stacks) point
+// into allocations the FreeRun itself owns; nothing else refers to them from this
+// process, so moving the whole FreeRun to another thread, which then owns it alone, is
+// sound.
+unsafe impl Send for Owned {}
+
+impl FreeKeeper {
+    /// Hands `run` to a thread that keeps it until [`FreeKeeper::finish`]. Processes it
+    /// restarts are that thread's children, whose parent-death signal fires when it
+    /// ends: it ends only after its last look, when the run stops them anyway.
+    pub fn keep(run: FreeRun) -> Result<FreeKeeper, RunError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let all_exited = Arc::new(AtomicBool::new(false));
+        let (s, a) = (stop.clone(), all_exited.clone());
+        let owned = Owned(run);
+        let thread = std::thread::Builder::new()
+            .name("bulkhead-be-keeper".into())
+            .spawn(move || {
+                let mut owned = owned;
+                keep_until_stopped(&mut owned.0, &s, &a)
+            })
+            .map_err(|e| RunError::Io(format!("best-effort keeper thread: {e}")))?;
+        Ok(FreeKeeper {
+            stop,
+            all_exited,
+            thread: Some(thread),
+        })
+    }
+
+    /// True once every process has exited for good.
+    pub fn all_exited(&self) -> bool {
+        self.all_exited.load(Ordering::Acquire)
+    }
+
+    /// Takes a last look, kills every process, removes the cgroups and returns the
+    /// reports of the exits.
+    pub fn finish(mut self) -> Reports {
+        self.join()
+    }
+
+    fn join(&mut self) -> Reports {
+        self.stop.store(true, Ordering::Release);
+        let thread = self.thread.take();
+        thread.and_then(|t| t.join().ok()).unwrap_or_default()
+    }
+}
+
+impl Drop for FreeKeeper {
+    fn drop(&mut self) {
+        self.join();
+    }
+}
+
+fn keep_until_stopped(run: &mut FreeRun, stop: &AtomicBool, all_exited: &AtomicBool) -> Reports {
+    while !stop.load(Ordering::Acquire) {
+        run.poll(true);
+        all_exited.store(run.all_exited(), Ordering::Release);
+        std::thread::sleep(KEEP_PERIOD);
+    }
+    run.poll(false);
+    run.reports()
 }
 
 impl Drop for FreeRun {
@@ -189,7 +444,7 @@ impl Drop for FreeRun {
             .procs
             .iter()
             .any(|p| !cgroup::procs(&p.cgroup.dir).is_empty());
-        self.all_exited();
+        self.poll(false);
         if alive {
             // Not confirmed dead: what they may still read must never be freed.
             for p in &mut self.procs {

@@ -16,8 +16,11 @@ use bulkhead_reserve::cpuset;
 use bulkhead_reserve::housekeeping::Housekeeping;
 use bulkhead_reserve::netdev::IsolatedInterface;
 use bulkhead_reserve::partition::{RtOptions, RtPartitions, TaskSummary};
+use bulkhead_trace::schedule_log::ScheduleLogWriter;
 use bulkhead_trace::Event;
 use bulkhead_windows::StopReason;
+use std::fs::File;
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,10 +32,57 @@ const DRAIN_PERIOD: Duration = Duration::from_millis(10);
 /// Release 0 of every task lies this far after the tasks are started.
 const START_DELAY_NS: u64 = 50_000_000;
 
-/// What the drain thread collected: job events, and per-task figures at the end.
+/// What the drain thread collected: the job events it was asked to keep, per-task
+/// figures at the end, and the error of the schedule log it streamed, if any.
 pub struct Drained {
     pub events: Vec<Event>,
     pub summaries: Vec<TaskSummary>,
+    pub log_error: Option<std::io::Error>,
+}
+
+/// Where the drain thread puts job events as it drains them: streamed to a schedule log
+/// (a run without windows, whose log holds only these events), kept (for a trace, or
+/// for a window schedule's log, which they follow), or dropped. Memory stays flat over
+/// a run unless events are kept.
+pub struct Sink {
+    log: Option<ScheduleLogWriter<BufWriter<File>>>,
+    keep: bool,
+    events: Vec<Event>,
+    error: Option<std::io::Error>,
+}
+
+impl Sink {
+    /// Streams the events to the schedule log `log` (if any); keeps them when `keep`.
+    pub fn new(log: Option<File>, keep: bool) -> Sink {
+        Sink {
+            log: log.map(|f| ScheduleLogWriter::new(BufWriter::new(f))),
+            keep,
+            events: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn put(&mut self, event: Event) {
+        if let (Some(log), None) = (&mut self.log, &self.error) {
+            if let Err(e) = log.write(&event) {
+                self.error = Some(e);
+            }
+        }
+        if self.keep {
+            self.events.push(event);
+        }
+    }
+
+    fn finish(mut self, summaries: Vec<TaskSummary>) -> Drained {
+        if let (Some(log), None) = (&mut self.log, &self.error) {
+            self.error = log.flush().err();
+        }
+        Drained {
+            events: self.events,
+            summaries,
+            log_error: self.error,
+        }
+    }
 }
 
 /// Running rt partitions and the thread that drains them.
@@ -81,6 +131,7 @@ pub fn start(
     options: &RunOptions,
     cpuset_base: Option<&Path>,
     confinements: &Confinements,
+    sink: Sink,
     warnings: &mut Vec<String>,
 ) -> Result<Option<RtRun>, RunError> {
     if !has_rt(system) {
@@ -111,7 +162,7 @@ pub fn start(
     let (s, a, l) = (stop.clone(), all_exited.clone(), live.clone());
     let thread = std::thread::Builder::new()
         .name("bulkhead-rt-drain".into())
-        .spawn(move || drain_until_stopped(rt, &s, &a, &l))
+        .spawn(move || drain_until_stopped(rt, sink, &s, &a, &l))
         .map_err(|e| RunError::Io(format!("rt drain thread: {e}")))?;
     Ok(Some(RtRun {
         epoch_ns,
@@ -147,21 +198,21 @@ fn instance_path(mount: &Path, cpuset_base: Option<&Path>) -> PathBuf {
 
 fn drain_until_stopped(
     mut rt: RtPartitions,
+    mut sink: Sink,
     stop: &AtomicBool,
     all_exited: &AtomicBool,
     live: &LiveTasks,
 ) -> Drained {
-    let mut events = Vec::new();
     while !stop.load(Ordering::Acquire) {
         std::thread::sleep(DRAIN_PERIOD);
-        rt.drain(&mut |e| events.push(e));
+        rt.drain(&mut |e| sink.put(e));
         *live.lock().unwrap_or_else(|e| e.into_inner()) = rt.summaries();
         if rt.all_exited() {
             all_exited.store(true, Ordering::Release);
         }
     }
-    let summaries = rt.stop(&mut |e| events.push(e));
-    Drained { events, summaries }
+    let summaries = rt.stop(&mut |e| sink.put(e));
+    sink.finish(summaries)
 }
 
 impl RtRun {
@@ -175,6 +226,7 @@ impl RtRun {
         self.join().unwrap_or(Drained {
             events: Vec::new(),
             summaries: Vec::new(),
+            log_error: None,
         })
     }
 

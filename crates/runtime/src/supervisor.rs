@@ -4,7 +4,7 @@
 use crate::cgroup::{self, Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::command;
 use crate::control::Control;
-use crate::free::FreeRun;
+use crate::free::{FreeKeeper, FreeRun};
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
 use crate::links::Links;
@@ -36,6 +36,9 @@ pub struct Outcome {
     pub fds_held: usize,
     /// Non-fatal problems (leftovers removed, processes that failed, ...).
     pub warnings: Vec<String>,
+    /// Exits that fail the run: a process of an SC partition or a `required` process
+    /// that ended before the stop (rt tasks report theirs in [`Outcome::rt_tasks`]).
+    pub errors: Vec<String>,
     /// Per-task figures of the rt partitions (jobs, worst response, misses).
     pub rt_tasks: Vec<TaskSummary>,
 }
@@ -220,13 +223,16 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         options,
         hierarchy.cpuset_base.as_deref(),
         &confinements,
+        rt_sink(system, options)?,
         &mut warnings,
     )?;
     if let (Some(c), Some(rt)) = (&mut control, &rt) {
         c.follow(rt.live.clone());
     }
     let own = own_cpus();
-    let mut free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?;
+    let free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?
+        .map(FreeKeeper::keep)
+        .transpose()?;
     if system.windows.is_empty() {
         crate::affinity::pin(system, &mut warnings);
         let started = Started {
@@ -274,7 +280,9 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let _realtime = options
         .realtime_priority
         .map(|p| Realtime::enter(p, &mut warnings));
+    let must_run = must_run(system, &schedule);
     let mut sup = Supervisor::new(schedule, options, run, control)?;
+    sup.must_run = must_run;
     sup.power = power;
     let fds_held = count_fds().saturating_sub(fds_before);
     let reason = sup.run_loop(launch)?;
@@ -283,11 +291,12 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         .transpose()?
         .unwrap_or_default();
     sup.finish()?;
-    if let Some(free) = &mut free {
-        free.all_exited();
-        warnings.extend(free.failures());
+    let mut errors = std::mem::take(&mut sup.errors);
+    if let Some(free) = free {
+        let (w, e) = free.finish();
+        warnings.extend(w);
+        errors.extend(e);
     }
-    drop(free);
     if let Some(c) = &mut sup.control {
         sup.warnings.extend(c.take_refused());
     }
@@ -299,14 +308,28 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         startup: sup.startup,
         fds_held,
         warnings,
+        errors,
         rt_tasks,
     })
+}
+
+/// Per process of `schedule`: whether its end before the stop fails the run, because
+/// its partition is the SC partition of a slice or the process is `required`.
+fn must_run(system: &System, schedule: &Schedule) -> Vec<bool> {
+    let slices = schedule.windows.iter().flat_map(|w| &w.slices);
+    let sc: std::collections::HashSet<usize> = slices.filter_map(|s| s.sc).collect();
+    let required = |p: &bulkhead_windows::ProcessSpec| {
+        let model = schedule.partitions[p.partition].model_index;
+        system.partitions[model].processes[p.index].required
+    };
+    let must = |p: &bulkhead_windows::ProcessSpec| sc.contains(&p.partition) || required(p);
+    schedule.processes.iter().map(must).collect()
 }
 
 /// What a system without windows started: rt partitions and unwindowed be partitions.
 struct Started {
     rt: Option<RtRun>,
-    free: Option<FreeRun>,
+    free: Option<FreeKeeper>,
     launch: Instant,
     fds_before: usize,
     control: Option<Control>,
@@ -328,7 +351,7 @@ fn run_services(
     let fds_held = count_fds().saturating_sub(s.fds_before);
     let mut all_exited = || {
         s.rt.as_ref().is_none_or(|rt| rt.all_exited())
-            && s.free.as_mut().is_none_or(|f| f.all_exited())
+            && s.free.as_ref().is_none_or(|f| f.all_exited())
     };
     let reason = rt::wait(
         &mut all_exited,
@@ -339,13 +362,21 @@ fn run_services(
     if let Some(c) = &mut s.control {
         warnings.extend(c.take_refused());
     }
-    if let Some(free) = &s.free {
-        warnings.extend(free.failures());
-    }
-    drop(s.free);
+    let (w, errors) = s.free.map(FreeKeeper::finish).unwrap_or_default();
+    warnings.extend(w);
     let drained = s.rt.map(RtRun::finish);
-    let (events, summaries) = drained.map_or((Vec::new(), Vec::new()), |d| (d.events, d.summaries));
-    write_rt_outputs(options, &events)?;
+    let (events, summaries) = match drained {
+        Some(d) => {
+            if let (Some(e), Some(path)) = (d.log_error, &options.schedule_log) {
+                return Err(output_error("--schedule-log", path, e));
+            }
+            (d.events, d.summaries)
+        }
+        None => (Vec::new(), Vec::new()),
+    };
+    if let Some(path) = &options.trace {
+        write_trace(path, &events)?;
+    }
     Ok(Outcome {
         reason,
         grants: 0,
@@ -353,25 +384,25 @@ fn run_services(
         startup,
         fds_held,
         warnings,
+        errors,
         rt_tasks: summaries,
     })
 }
 
-/// The job events of rt partitions are the schedule log and the trace.
-fn write_rt_outputs(options: &RunOptions, events: &[TraceEvent]) -> Result<(), RunError> {
-    if let Some(path) = &options.schedule_log {
-        let err = |e| output_error("--schedule-log", path, e);
-        let file = File::create(path).map_err(err)?;
-        let mut log = bulkhead_trace::schedule_log::ScheduleLogWriter::new(BufWriter::new(file));
-        for e in events {
-            log.write(e).map_err(err)?;
-        }
-        log.flush().map_err(err)?;
+/// Where the rt partitions' job events go: without windows they are the whole schedule
+/// log, streamed as they are drained; kept only for a trace, or for a window schedule's
+/// log and trace, which they follow at the end on the schedule's time axis.
+fn rt_sink(system: &System, options: &RunOptions) -> Result<rt::Sink, RunError> {
+    if !system.windows.is_empty() {
+        let keep = options.schedule_log.is_some() || options.trace.is_some();
+        return Ok(rt::Sink::new(None, keep));
     }
-    if let Some(path) = &options.trace {
-        write_trace(path, events)?;
-    }
-    Ok(())
+    let log = options
+        .schedule_log
+        .as_ref()
+        .map(|path| File::create(path).map_err(|e| output_error("--schedule-log", path, e)))
+        .transpose()?;
+    Ok(rt::Sink::new(log, options.trace.is_some()))
 }
 
 /// The error of the output file `path` given to option `flag`.
@@ -538,6 +569,10 @@ struct Supervisor {
     signals: Option<signals::StopSignals>,
     stop_reason: Option<StopReason>,
     control: Option<Control>,
+    /// Per process: its end before the stop fails the run (an SC or `required` process).
+    must_run: Vec<bool>,
+    /// Such ends, reported.
+    errors: Vec<String>,
 }
 
 fn check(r: i32) -> std::io::Result<i32> {
@@ -617,6 +652,8 @@ impl Supervisor {
             signals,
             stop_reason: None,
             control,
+            must_run: vec![false; n],
+            errors: Vec::new(),
         };
         sup.watch(sup.timer.as_raw_fd(), TOKEN_TIMER).map_err(io)?;
         if let Some(s) = &sup.signals {
@@ -783,9 +820,7 @@ impl Supervisor {
             if cgroup::procs(&self.run.procs[i].cgroup.dir).is_empty() {
                 self.lingering.swap_remove(k);
                 self.run.procs[i].exited = true;
-                if let Some(failure) = self.failure(i) {
-                    self.warnings.push(failure);
-                }
+                self.report_exit(i);
                 let t = self.now();
                 self.machine
                     .handle(Event::Exited { process: i, t }, &mut self.actions);
@@ -797,18 +832,22 @@ impl Supervisor {
         Ok(())
     }
 
-    /// The report of process `i` when it exited with a status other than 0.
-    fn failure(&self, i: usize) -> Option<String> {
-        let status = self.run.procs[i].status.filter(|&s| s != 0)?;
+    /// Reports the exit of process `i` (before the stop): an error when it must run
+    /// until the stop, else a warning when its status is not 0.
+    fn report_exit(&mut self, i: usize) {
+        let status = std::process::ExitStatus::from_raw(self.run.procs[i].status.unwrap_or(0));
         let schedule = self.machine.schedule();
         let spec = &schedule.processes[i];
-        Some(format!(
-            "partition `{}`, process {} (`{}`) exited: {}",
-            schedule.partitions[spec.partition].name,
-            spec.index,
-            spec.cmd,
-            std::process::ExitStatus::from_raw(status)
-        ))
+        let what = format!(
+            "partition `{}`, process {} (`{}`)",
+            schedule.partitions[spec.partition].name, spec.index, spec.cmd
+        );
+        if self.must_run[i] && self.machine.phase() != Phase::Stopped {
+            self.errors
+                .push(format!("{what} ended before the stop: {status}"));
+        } else if !status.success() {
+            self.warnings.push(format!("{what} exited: {status}"));
+        }
     }
 
     /// Carries out the machine's actions, then re-arms the timer.
@@ -1020,7 +1059,9 @@ impl Supervisor {
     /// window lines) and the trace, on the window schedule's time axis.
     fn merge_rt(&mut self, rt: RtRun) -> Result<Vec<TaskSummary>, RunError> {
         let epoch = rt.epoch_ns;
-        let Drained { events, summaries } = rt.finish();
+        let Drained {
+            events, summaries, ..
+        } = rt.finish();
         let t0 = self.t0.unwrap_or(epoch);
         for mut e in events {
             e.t_ns = (e.t_ns + epoch).saturating_sub(t0);

@@ -482,9 +482,12 @@ fn link_channels(
                 &l.writer,
                 &channel.name,
             )?),
-            None => system
-                .partition_index(&channel.writer)
-                .and_then(|p| first_task[p]),
+            None => match &channel.writer_task {
+                Some(t) => Some(find_task(spec, &[&channel.writer], t, &channel.name)?),
+                None => system
+                    .partition_index(&channel.writer)
+                    .and_then(|p| first_task[p]),
+            },
         };
         let readers: Vec<usize> = match link {
             Some(l) => {
@@ -494,11 +497,18 @@ fn link_channels(
                     .map(|r| find_task(spec, &partitions, r, &channel.name))
                     .collect::<Result<_, _>>()?
             }
-            None => channel
-                .readers
-                .iter()
-                .filter_map(|r| system.partition_index(r).and_then(|p| first_task[p]))
-                .collect(),
+            None => {
+                let mut readers = Vec::new();
+                for (r, task) in channel.readers.iter().zip(&channel.reader_tasks) {
+                    match task {
+                        Some(t) => readers.push(find_task(spec, &[r], t, &channel.name)?),
+                        None => {
+                            readers.extend(system.partition_index(r).and_then(|p| first_task[p]))
+                        }
+                    }
+                }
+                readers
+            }
         };
         if let Some(w) = writer {
             spec.tasks[w].outputs.push(index);
@@ -532,7 +542,9 @@ pub fn link_warnings(system: &System, options: &BuildOptions) -> Vec<String> {
         .iter()
         .filter(|c| !options.links.iter().any(|l| l.channel == c.name))
     {
-        for partition in std::iter::once(&channel.writer).chain(&channel.readers) {
+        let ends = std::iter::once((&channel.writer, &channel.writer_task))
+            .chain(channel.readers.iter().zip(&channel.reader_tasks));
+        for partition in ends.filter(|(_, t)| t.is_none()).map(|(p, _)| p) {
             let n = tasks_of(partition);
             if n > 1 {
                 warnings.push(format!(

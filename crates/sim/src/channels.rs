@@ -69,7 +69,12 @@ pub struct ChannelStats {
     pub kind: String,
     pub written: u64,
     pub read: u64,
+    /// Messages no simulated reader could get (a fifo write to a full ring, a latest
+    /// message overwritten unread); 0 when no reader is simulated (`readers` = 0): what
+    /// an unsimulated reader would have read is unknown, for either kind.
     pub lost: u64,
+    /// Readers the simulation runs (tasks reading the channel).
+    pub readers: usize,
 }
 
 /// End-to-end statistics of the data flowing from one source task to one sink task.
@@ -193,7 +198,7 @@ impl Channels {
                 ch.buffer.push_back(Message { id, origins });
                 let unread = !std::mem::replace(&mut ch.latest_read, false);
                 match previous {
-                    Some(p) if unread => {
+                    Some(p) if unread && !ch.readers.is_empty() => {
                         ch.lost += 1;
                         Write::Overwrote(id, p.id)
                     }
@@ -237,6 +242,7 @@ impl Channels {
                 written: c.written,
                 read: c.reads,
                 lost: c.lost,
+                readers: c.readers.len(),
             })
             .collect()
     }

@@ -15,8 +15,7 @@ pub struct Report {
     /// End-to-end statistics per source -> sink pair of tasks connected by channels.
     pub chains: Vec<ChainStats>,
     pub channels: Vec<ChannelStats>,
-    /// The window schedule, if the system has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The window schedule; `null` when the system has none (the key is always there).
     pub windows: Option<WindowStats>,
     /// The mode switches requested (a system with modes).
     #[serde(skip_serializing_if = "Vec::is_empty")]
