@@ -1,0 +1,214 @@
+//! The DEmOS scenario corpus: one directory ([`dir`]) of scenarios, each a system
+//! description `NAME.yaml` and its expected schedule `NAME.log`, instantiated by four
+//! suites: the pure machine ([`crate::drive::drive`]), the simulator, real cgroups
+//! (`bulkhead-runtime`) and `bulkhead run` against `bulkhead sim` (`bulkhead-cli`).
+//!
+//! The logs are in DEmOS's notation (`test/0300-schedule.t`,
+//! [`crate::drive::demos_line`]). A description's leading comment lines set how it
+//! runs: `# until: 20ms` (the stop time, required), `# seed: 2` (default 0),
+//! `# process: CMD=BEHAVIOUR` (per command, [`Behaviour::parse`]; default busy) and
+//! `# slack: 5ms`: how late a real execution may write a line (a real process yields or
+//! exits after its own CPU time, which a loaded machine gives it late). Lines of the
+//! modelled executions must match exactly.
+
+use crate::drive::Behaviour;
+use bulkhead_model::{Nanos, System};
+use std::path::{Path, PathBuf};
+
+/// One scenario of the corpus.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The file name without `.yaml`.
+    pub name: String,
+    /// The system description.
+    pub yaml: String,
+    pub until: Nanos,
+    pub seed: u64,
+    /// By command: how the process behaves (others are busy).
+    pub behaviours: Vec<(String, Behaviour)>,
+    /// How late a real execution's lines may be.
+    pub slack: Nanos,
+    /// The expected schedule, one line per grant.
+    pub expected: Vec<String>,
+}
+
+/// The corpus directory (in the source tree).
+pub fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+}
+
+/// Every scenario of `dir`, by name.
+pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_suffix(".yaml")
+                .map(String::from)
+        })
+        .collect();
+    names.sort();
+    names.iter().map(|n| Scenario::load(dir, n)).collect()
+}
+
+/// Every scenario of the corpus.
+pub fn all() -> Vec<Scenario> {
+    load_dir(&dir()).expect("the scenario corpus loads")
+}
+
+impl Scenario {
+    /// Reads `dir/NAME.yaml` and `dir/NAME.log`.
+    pub fn load(dir: &Path, name: &str) -> Result<Scenario, String> {
+        let read = |ext: &str| {
+            let path = dir.join(format!("{name}.{ext}"));
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+        };
+        let yaml = read("yaml")?;
+        let expected = read("log")?.lines().map(String::from).collect();
+        let mut scenario = Scenario {
+            name: name.to_string(),
+            yaml: yaml.clone(),
+            until: 0,
+            seed: 0,
+            behaviours: Vec::new(),
+            slack: 0,
+            expected,
+        };
+        let at = |line: usize, e: String| format!("{name}.yaml:{}: {e}", line + 1);
+        for (i, line) in yaml.lines().enumerate() {
+            let Some(rest) = line.strip_prefix("# ") else {
+                break;
+            };
+            scenario.header(rest).map_err(|e| at(i, e))?;
+        }
+        if scenario.until == 0 {
+            return Err(format!("{name}.yaml: no `# until:` line"));
+        }
+        Ok(scenario)
+    }
+
+    fn header(&mut self, line: &str) -> Result<(), String> {
+        let duration = |v: &str| bulkhead_model::units::parse_duration(v.trim(), None);
+        match line.split_once(':') {
+            Some(("until", v)) => self.until = duration(v)?,
+            Some(("slack", v)) => self.slack = duration(v)?,
+            Some(("seed", v)) => self.seed = v.trim().parse().map_err(|_| "bad seed")?,
+            Some(("process", v)) => {
+                let (cmd, b) = v.trim().rsplit_once('=').ok_or("want CMD=BEHAVIOUR")?;
+                self.behaviours
+                    .push((cmd.to_string(), Behaviour::parse(b)?));
+            }
+            _ => {} // prose
+        }
+        Ok(())
+    }
+
+    /// The description as a system.
+    pub fn system(&self) -> System {
+        bulkhead_model::load_str(&self.yaml, &format!("{}.yaml", self.name))
+            .unwrap_or_else(|e| panic!("{}: {e}", self.name))
+            .system
+    }
+
+    /// The behaviour of the process running `cmd`.
+    pub fn behaviour(&self, cmd: &str) -> Behaviour {
+        self.behaviours
+            .iter()
+            .find(|(c, _)| c == cmd)
+            .map_or(Behaviour::Busy, |&(_, b)| b)
+    }
+
+    /// The system with every process's command replaced by one that behaves as the
+    /// scenario says, built from `probe` (`bulkhead-probe OUT [YIELD_MS [EXIT_MS]]`,
+    /// which also signals initialization completed): `PROBE /dev/null Y E #CMD`, the
+    /// original command kept as a shell comment. Returns the system and, per real
+    /// command, the original.
+    pub fn real_system(&self, probe: &str) -> (System, Vec<(String, String)>) {
+        let mut system = self.system();
+        let mut names = Vec::new();
+        let whole_ms = |d: Nanos| {
+            assert!(
+                d % 1_000_000 == 0,
+                "{}: a real process takes whole ms",
+                self.name
+            );
+            d / 1_000_000
+        };
+        for process in system.partitions.iter_mut().flat_map(|p| &mut p.processes) {
+            let (y, e) = match self.behaviour(&process.cmd) {
+                Behaviour::YieldAfter(d) => (whole_ms(d), 0),
+                Behaviour::ExitAfter(d) => (0, whole_ms(d)),
+                Behaviour::Busy | Behaviour::InitFor(_) => (0, 0),
+            };
+            let real = format!("{probe} /dev/null {y} {e} #{}", process.cmd);
+            names.push((real.clone(), process.cmd.clone()));
+            process.cmd = real;
+        }
+        (system, names)
+    }
+}
+
+/// Whether `actual` is `expected` up to the time of each line, which may be late by
+/// at most `slack`; the error shows both.
+pub fn check(actual: &[String], expected: &[String], slack: Nanos) -> Result<(), String> {
+    let split = |l: &str| -> Option<(f64, String)> {
+        let (t, rest) = l.split_once(':')?;
+        Some((t.trim().parse().ok()?, rest.to_string()))
+    };
+    let late = |a: &str, e: &str| match (split(a), split(e)) {
+        (Some((ta, ra)), Some((te, re))) => ra == re && ta >= te && (ta - te) * 1e6 <= slack as f64,
+        _ => false,
+    };
+    let same = actual.len() == expected.len()
+        && actual
+            .iter()
+            .zip(expected)
+            .all(|(a, e)| a == e || late(a, e));
+    match same {
+        true => Ok(()),
+        false => Err(format!(
+            "expected (up to {}ms late):\n{}\nactual:\n{}",
+            crate::drive::ms(slack),
+            expected.join("\n"),
+            actual.join("\n")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_may_be_late_by_the_slack_only() {
+        let e = ["     1: cpus=0 cmd='a' budget=3".to_string()];
+        let a = ["   1.5: cpus=0 cmd='a' budget=3".to_string()];
+        assert!(check(&a, &e, 1_000_000).is_ok());
+        assert!(check(&a, &e, 0).is_err());
+        assert!(check(&e, &a, 1_000_000).is_err(), "never early");
+        let other = ["   1.5: cpus=1 cmd='a' budget=3".to_string()];
+        assert!(check(&other, &e, 1_000_000).is_err());
+        assert!(check(&[], &e, 1_000_000).is_err());
+    }
+
+    #[test]
+    fn headers_set_how_a_scenario_runs() {
+        let dir = std::env::temp_dir().join(format!("bulkhead-corpus-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let yaml =
+            "# until: 20ms\n# seed: 2\n# process: a b=yield:1ms\n# slack: 3ms\nwindows: []\n";
+        std::fs::write(dir.join("s.yaml"), yaml).unwrap();
+        std::fs::write(dir.join("s.log"), "x\n").unwrap();
+        std::fs::write(dir.join("bad.yaml"), "# seed: x\n").unwrap();
+        std::fs::write(dir.join("bad.log"), "").unwrap();
+        let s = Scenario::load(&dir, "s").unwrap();
+        assert_eq!((s.until, s.seed, s.slack), (20_000_000, 2, 3_000_000));
+        assert_eq!(s.behaviour("a b"), Behaviour::YieldAfter(1_000_000));
+        assert_eq!(s.expected, ["x"]);
+        let e = Scenario::load(&dir, "bad").unwrap_err();
+        assert!(e.starts_with("bad.yaml:1: "), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
