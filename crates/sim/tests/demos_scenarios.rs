@@ -29,7 +29,7 @@ fn log(scenario: &Scenario) -> Vec<String> {
 #[test]
 fn every_scenario_of_the_corpus_gives_its_log() {
     for s in corpus::all() {
-        if let Err(e) = corpus::check(&log(&s), &s.expected, 0) {
+        if let Err(e) = corpus::check(&log(&s), &s.expected) {
             panic!("scenario {}: {e}", s.name);
         }
     }

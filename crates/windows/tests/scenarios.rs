@@ -75,7 +75,7 @@ fn every_scenario_of_the_corpus_gives_its_log() {
     assert!(scenarios.len() >= 17, "{} scenarios", scenarios.len());
     for s in &scenarios {
         let log = scenario_log(s);
-        if let Err(e) = corpus::check(&log, &s.expected, 0) {
+        if let Err(e) = corpus::check(&log, &s.expected) {
             panic!("scenario {}: {e}", s.name);
         }
     }
