@@ -127,28 +127,24 @@ impl Scenario {
     }
 
     /// The system with every process's command replaced by one that behaves as the
-    /// scenario says, built from `probe` (`bulkhead-probe OUT [YIELD_MS [EXIT_MS]]`,
-    /// which also signals initialization completed): `PROBE /dev/null Y E #CMD`, the
-    /// original command kept as a shell comment. Returns the system and, per real
-    /// command, the original.
-    pub fn real_system(&self, probe: &str) -> (System, Vec<(String, String)>) {
+    /// scenario says: `SPIN #CMD` with `spin` a program that spins forever
+    /// (`bulkhead-spin`), `PROBE /dev/null #CMD` for an `init` process with `probe` a
+    /// spinner that signals initialization completed (`bulkhead-probe OUT`); the original
+    /// command is kept as a shell comment. Returns the system and, per real command, the
+    /// original. Only for scenarios not [timed by their processes](Self::is_timed_by_processes).
+    pub fn real_system(&self, spin: &str, probe: &str) -> (System, Vec<(String, String)>) {
+        assert!(
+            !self.is_timed_by_processes(),
+            "{}: timed by its processes",
+            self.name
+        );
         let mut system = self.system();
         let mut names = Vec::new();
-        let whole_ms = |d: Nanos| {
-            assert!(
-                d % 1_000_000 == 0,
-                "{}: a real process takes whole ms",
-                self.name
-            );
-            d / 1_000_000
-        };
         for process in system.partitions.iter_mut().flat_map(|p| &mut p.processes) {
-            let (y, e) = match self.behaviour(&process.cmd) {
-                Behaviour::YieldAfter(d) => (whole_ms(d), 0),
-                Behaviour::ExitAfter(d) => (0, whole_ms(d)),
-                Behaviour::Busy | Behaviour::InitFor(_) => (0, 0),
+            let real = match process.init {
+                true => format!("{probe} /dev/null #{}", process.cmd),
+                false => format!("{spin} #{}", process.cmd),
             };
-            let real = format!("{probe} /dev/null {y} {e} #{}", process.cmd);
             names.push((real.clone(), process.cmd.clone()));
             process.cmd = real;
         }
