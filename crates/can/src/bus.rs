@@ -37,8 +37,7 @@ impl CanBus for SocketCan {
     }
 }
 
-/// Prefix of a bus spec that names a SocketCAN interface.
-pub const SOCKETCAN_PREFIX: &str = "socketcan:";
+pub use bulkhead_canwire::SOCKETCAN_PREFIX;
 
 /// Why a bus spec cannot be opened.
 #[derive(Debug)]

@@ -2,12 +2,9 @@
 //! room for CAN FD (up to 64 bytes), and the Linux SocketCAN `struct can_frame`
 //! byte layout (`linux/can.h`).
 
+pub use bulkhead_canwire::{CanId, MAX_EXTENDED_ID, MAX_STANDARD_ID};
 use std::fmt;
 
-/// Largest 11-bit (standard) identifier.
-pub const MAX_STANDARD_ID: u32 = 0x7FF;
-/// Largest 29-bit (extended) identifier.
-pub const MAX_EXTENDED_ID: u32 = 0x1FFF_FFFF;
 /// Data bytes in a classic CAN frame, at most.
 pub const CLASSIC_MAX_LEN: usize = 8;
 /// Data bytes in a CAN FD frame, at most.
@@ -19,47 +16,6 @@ pub const CAN_EFF_FLAG: u32 = 0x8000_0000;
 pub const CAN_RTR_FLAG: u32 = 0x4000_0000;
 /// `CAN_ERR_FLAG`: error frame (not carried by this crate).
 pub const CAN_ERR_FLAG: u32 = 0x2000_0000;
-
-/// A CAN identifier: 11-bit standard or 29-bit extended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum CanId {
-    Standard(u16),
-    Extended(u32),
-}
-
-impl CanId {
-    /// A standard id, if `id` fits in 11 bits.
-    pub fn standard(id: u32) -> Option<CanId> {
-        (id <= MAX_STANDARD_ID).then_some(CanId::Standard(id as u16))
-    }
-
-    /// An extended id, if `id` fits in 29 bits.
-    pub fn extended(id: u32) -> Option<CanId> {
-        (id <= MAX_EXTENDED_ID).then_some(CanId::Extended(id))
-    }
-
-    /// The numeric identifier (without any flag).
-    pub fn raw(self) -> u32 {
-        match self {
-            CanId::Standard(id) => u32::from(id),
-            CanId::Extended(id) => id,
-        }
-    }
-
-    pub fn is_extended(self) -> bool {
-        matches!(self, CanId::Extended(_))
-    }
-}
-
-impl fmt::Display for CanId {
-    /// candump spelling: 3 hex digits for standard ids, 8 for extended ones.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CanId::Standard(id) => write!(f, "{id:03X}"),
-            CanId::Extended(id) => write!(f, "{id:08X}"),
-        }
-    }
-}
 
 /// Classic CAN or CAN FD (with its bit-rate-switch flag).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -238,7 +194,7 @@ impl Frame {
 }
 
 /// `sizeof(struct can_frame)` on Linux.
-pub const CAN_FRAME_SIZE: usize = 16;
+pub const CAN_FRAME_SIZE: usize = bulkhead_canwire::FRAME_SIZE;
 
 /// Why raw SocketCAN bytes are not a frame of this crate.
 #[derive(Debug, Clone, PartialEq, Eq)]

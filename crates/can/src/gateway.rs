@@ -16,10 +16,13 @@
 //! Messages on the channels are [`WIRE_SIZE`] bytes ([`encode`], [`decode`]): the
 //! reception timestamp (u64 ns, little-endian), a per-bus sequence number (u64,
 //! little-endian; gaps reveal drops) and the Linux `struct can_frame`; the
-//! timestamp and sequence number of partition-to-gateway messages are ignored.
+//! timestamp and sequence number of partition-to-gateway messages are ignored. The
+//! layout, like the gateway's command line and [`Role`], is `bulkhead-canwire`'s,
+//! which the supervisor uses without this crate.
 
 use crate::bus::CanBus;
-use crate::frame::{CanId, Frame, RawFrameError, CAN_FRAME_SIZE};
+use crate::frame::{CanId, Frame, RawFrameError};
+pub use bulkhead_canwire::{Role, WIRE_SIZE};
 use bulkhead_chan::{Error as ChanError, Receiver, Sender};
 use bulkhead_trace::{Event, EventKind, Sink};
 use serde_json::{json, Value};
@@ -29,25 +32,16 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Bytes of one gateway channel message.
-pub const WIRE_SIZE: usize = 16 + CAN_FRAME_SIZE;
-
 /// A gateway channel message: timestamp, sequence number, frame.
 pub fn encode(t_ns: u64, seq: u64, frame: &Frame) -> Option<[u8; WIRE_SIZE]> {
     let raw = frame.to_can_frame_bytes().ok()?;
-    let mut msg = [0u8; WIRE_SIZE];
-    msg[..8].copy_from_slice(&t_ns.to_le_bytes());
-    msg[8..16].copy_from_slice(&seq.to_le_bytes());
-    msg[16..].copy_from_slice(&raw);
-    Some(msg)
+    Some(bulkhead_canwire::join(t_ns, seq, &raw))
 }
 
 /// The timestamp, sequence number and frame of a gateway channel message.
 pub fn decode(msg: &[u8; WIRE_SIZE]) -> Result<(u64, u64, Frame), RawFrameError> {
-    let t_ns = u64::from_le_bytes(msg[..8].try_into().expect("8 bytes"));
-    let seq = u64::from_le_bytes(msg[8..16].try_into().expect("8 bytes"));
-    let raw: &[u8; CAN_FRAME_SIZE] = msg[16..].try_into().expect("16 bytes");
-    Ok((t_ns, seq, Frame::from_can_frame_bytes(raw)?))
+    let (t_ns, seq, raw) = bulkhead_canwire::split(msg);
+    Ok((t_ns, seq, Frame::from_can_frame_bytes(&raw)?))
 }
 
 /// Counters of one partition's link to one bus. Updated by the gateway's steps,
@@ -258,24 +252,6 @@ fn check_unique<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), String> 
     Ok(())
 }
 
-/// The two jobs of a gateway, for per-role counter names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// CAN to partitions ([`BusReader`]).
-    Reader,
-    /// Partitions to CAN ([`BusWriter`]).
-    Writer,
-}
-
-impl Role {
-    /// The per-partition counters of the role, in publication order.
-    pub fn counter_names(self) -> &'static [&'static str] {
-        match self {
-            Role::Reader => &["rx_forwarded", "rx_dropped"],
-            Role::Writer => &["tx_sent", "tx_denied", "tx_malformed"],
-        }
-    }
-}
 /// CAN to partitions (DriveOS Program 4, one job per call).
 pub struct BusReader {
     bus: Box<dyn CanBus>,

@@ -8,6 +8,7 @@
 use crate::dbc::Database;
 use crate::frame::{CanId, Frame};
 use crate::gateway::{self, WIRE_SIZE};
+pub use bulkhead_canwire::env_var;
 use bulkhead_chan::{Channel, Error as ChanError, Receiver, Sender};
 use std::collections::HashMap;
 use std::fmt;
@@ -92,16 +93,6 @@ pub struct Mapper {
     all: bool,
     next_seq: Option<u64>,
     missed: u64,
-}
-
-/// The environment variable through which `bulkhead run` gives the processes of a
-/// partition connected to bus `bus` their two channels: `BULKHEAD_CAN_<BUS>`, where
-/// `<BUS>` is the bus name uppercased with every character other than A-Z and 0-9
-/// replaced by `_` (bus `can0` -> `BULKHEAD_CAN_CAN0`, `body-1` -> `BULKHEAD_CAN_BODY_1`).
-/// Its value is `<gateway-to-partition channel>,<partition-to-gateway channel>`
-/// (named `bulkhead-chan` fifos of [`WIRE_SIZE`]-byte messages).
-pub fn env_var(bus: &str) -> String {
-    bulkhead_chan::env_name("BULKHEAD_CAN_", bus)
 }
 
 impl Mapper {

@@ -28,6 +28,7 @@
 use crate::bus::{self, CanBus};
 use crate::frame::CanId;
 use crate::gateway::{BusReader, BusWriter, Counters, Role};
+pub use bulkhead_canwire::parse_ids;
 use bulkhead_chan::{Channel, Error as ChanError};
 use bulkhead_task::clock::{now_ns, sleep_until};
 use bulkhead_task::{Counter, Task};
@@ -244,27 +245,6 @@ fn run_standalone(config: &Config, job: &mut Job, stop: &AtomicBool) -> Result<(
     Ok(())
 }
 
-/// Parses `--allow` ids: `0x1A0` (hex) or `416` (decimal), comma separated; ids above
-/// 0x7FF are 29-bit (extended).
-pub fn parse_ids(text: &str) -> Result<Vec<CanId>, String> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            let value = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-                Some(hex) => u32::from_str_radix(hex, 16),
-                None => s.parse::<u32>(),
-            }
-            .map_err(|_| format!("`{s}` is not a CAN id (hex 0x1A0 or decimal)"))?;
-            if value <= 0x7FF {
-                Ok(CanId::Standard(value as u16))
-            } else {
-                CanId::extended(value).ok_or_else(|| format!("CAN id {s} is above 0x1FFFFFFF"))
-            }
-        })
-        .collect()
-}
-
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -305,21 +285,6 @@ mod tests {
             max_frames: 8,
             period: Duration::from_millis(2),
         }
-    }
-
-    #[test]
-    fn allow_ids_are_hex_or_decimal_and_long_ones_extended() {
-        assert_eq!(
-            parse_ids("0x1A0,416, 0x800").unwrap(),
-            vec![
-                CanId::Standard(0x1A0),
-                CanId::Standard(416),
-                CanId::Extended(0x800)
-            ]
-        );
-        assert!(parse_ids("0x2000_0000").is_err());
-        assert!(parse_ids("0x20000000").unwrap_err().contains("above"));
-        assert!(parse_ids("speed").unwrap_err().contains("`speed`"));
     }
 
     #[test]

@@ -58,12 +58,7 @@ pub fn socket_name(name: &str) -> String {
 
 /// Checks a bus name: 1..=64 characters of `[A-Za-z0-9_.-]`.
 pub fn check_name(name: &str) -> Result<(), BusError> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
-    if ok {
+    if bulkhead_canwire::is_bus_name(name) {
         Ok(())
     } else {
         Err(BusError::BadName(name.to_string()))

@@ -4,18 +4,18 @@
 //! send (cansend), gen (cangen), in `can_utils.rs`. The logic lives in `bulkhead-can`.
 
 use crate::can_utils;
-use bulkhead_can::bus::SOCKETCAN_PREFIX;
 use bulkhead_can::candump::{self, open_log, Record};
 use bulkhead_can::dbc::LoadError;
 use bulkhead_can::dbc_check::Problem;
 use bulkhead_can::decode::decode_log;
-use bulkhead_can::gateway::Role;
 use bulkhead_can::mapper::Mapper;
 use bulkhead_can::service::{self, ServiceError};
 use bulkhead_can::socketcand::Server;
 use bulkhead_can::vbus::{self, Bus};
 use bulkhead_can::Database;
-use bulkhead_can::{CanId, Frame};
+use bulkhead_can::Frame;
+pub(crate) use bulkhead_canwire::parse_bus_spec;
+use bulkhead_canwire::GatewayArgs;
 use bulkhead_model::units::parse_duration;
 use clap::Subcommand;
 use std::io::{self, BufWriter, Write};
@@ -47,36 +47,18 @@ enum CanCommand {
     Decode(DecodeArgs),
     /// Run the CAN gateway's reader (bus to partitions) or writer (partitions to bus)
     /// job: as a bulkhead task under `bulkhead run`, else every --period
-    Gateway(GatewayArgs),
+    Gateway(GatewayCmd),
     /// From a partition connected to a bus (BULKHEAD_CAN_<BUS>): send frames through
     /// the gateway and print the frames it forwards, in candump log format
     Map(MapArgs),
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum RoleArg {
-    Reader,
-    Writer,
-}
-
+/// The gateway's command line: what the supervisor writes ([`GatewayArgs`]) and the
+/// job's own tuning.
 #[derive(clap::Args)]
-struct GatewayArgs {
-    /// reader: bus to --to channels; writer: --from channels to bus (allowlisted)
-    #[arg(long, value_enum)]
-    role: RoleArg,
-    /// The bus: a virtual bus name, or socketcan:IFACE
-    #[arg(long, value_parser = parse_bus_spec)]
-    bus: String,
-    /// Reader: a partition and the named channel the gateway writes its frames to
-    #[arg(long = "to", value_name = "PARTITION=CHAN", value_parser = parse_link)]
-    to: Vec<(String, String)>,
-    /// Writer: a partition and the named channel it writes frames to send to
-    #[arg(long = "from", value_name = "PARTITION=CHAN", value_parser = parse_link)]
-    from: Vec<(String, String)>,
-    /// Writer: ids the partition may send, hex (0x1A0) or decimal; above 0x7FF = 29-bit.
-    /// A partition without --allow sends nothing
-    #[arg(long, value_name = "PARTITION=ID,ID,...", value_parser = parse_allow)]
-    allow: Vec<(String, Vec<CanId>)>,
+struct GatewayCmd {
+    #[command(flatten)]
+    link: GatewayArgs,
     /// Frames handled per job, at most
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_frames: u64,
@@ -149,28 +131,6 @@ fn parse_listen(text: &str) -> Result<SocketAddr, String> {
 pub(crate) fn parse_bus_name(text: &str) -> Result<String, String> {
     vbus::check_name(text).map_err(|e| e.to_string())?;
     Ok(text.to_string())
-}
-
-pub(crate) fn parse_bus_spec(text: &str) -> Result<String, String> {
-    match text.strip_prefix(SOCKETCAN_PREFIX) {
-        Some("") => Err("socketcan: needs an interface name, e.g. socketcan:can0".into()),
-        Some(_) => Ok(text.to_string()),
-        None => parse_bus_name(text),
-    }
-}
-
-fn parse_link(text: &str) -> Result<(String, String), String> {
-    match text.split_once('=') {
-        Some((p, c)) if !p.is_empty() && !c.is_empty() => Ok((p.to_string(), c.to_string())),
-        _ => Err(format!("`{text}`: want PARTITION=CHANNEL")),
-    }
-}
-
-fn parse_allow(text: &str) -> Result<(String, Vec<CanId>), String> {
-    match text.split_once('=') {
-        Some((p, ids)) if !p.is_empty() => Ok((p.to_string(), service::parse_ids(ids)?)),
-        _ => Err(format!("`{text}`: want PARTITION=ID,ID,...")),
-    }
 }
 
 /// A positive duration with a unit (`500us`, `2ms`, `1s`): the syntax of `run --timeout`.
@@ -293,17 +253,14 @@ fn run_bus(a: BusArgs) -> Result<ExitCode, String> {
     }
 }
 
-fn run_gateway(a: GatewayArgs) -> ExitCode {
-    let role = match a.role {
-        RoleArg::Reader => Role::Reader,
-        RoleArg::Writer => Role::Writer,
-    };
+fn run_gateway(a: GatewayCmd) -> ExitCode {
+    let role = a.link.role;
     let config = service::Config {
         role,
-        bus: a.bus,
-        to: a.to,
-        from: a.from,
-        allow: a.allow,
+        bus: a.link.bus,
+        to: a.link.to,
+        from: a.link.from,
+        allow: a.link.allow,
         max_frames: a.max_frames as usize,
         period: a.period,
     };
@@ -319,7 +276,7 @@ fn run_gateway(a: GatewayArgs) -> ExitCode {
             let list: Vec<String> = counters.iter().map(|(n, v)| format!("{n}={v}")).collect();
             eprintln!(
                 "gateway {} of {} stopped: {}",
-                a.role.name(),
+                role.name(),
                 config.bus,
                 list.join(" ")
             );
@@ -330,17 +287,8 @@ fn run_gateway(a: GatewayArgs) -> ExitCode {
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("error: gateway {} of {}: {e}", a.role.name(), config.bus);
+            eprintln!("error: gateway {} of {}: {e}", role.name(), config.bus);
             ExitCode::from(1)
-        }
-    }
-}
-
-impl RoleArg {
-    fn name(self) -> &'static str {
-        match self {
-            RoleArg::Reader => "reader",
-            RoleArg::Writer => "writer",
         }
     }
 }

@@ -586,9 +586,28 @@ mod tests {
             .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
     }
 
-    /// Issue 6, item 7: on DEmOS scenarios, `bulkhead run` (real cgroups, real
-    /// processes burning their budgets) and `bulkhead sim` write byte-identical
-    /// schedule logs.
+    /// A test program of bulkhead-runtime (`bulkhead-spin`, `bulkhead-probe`), built by
+    /// `cargo build --release` or `cargo test`.
+    fn runtime_program(name: &str) -> String {
+        let exe = std::env::current_exe().unwrap();
+        let target = exe.ancestors().nth(3).unwrap().to_path_buf();
+        ["release", "debug"]
+            .iter()
+            .map(|p| target.join(p).join(name))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| {
+                panic!(
+                    "no bulkhead-probe in {}: cargo build --release",
+                    target.display()
+                )
+            })
+            .display()
+            .to_string()
+    }
+
+    /// On every scenario of the DEmOS scenario corpus not timed by its processes,
+    /// `bulkhead run` (real cgroups, real processes burning their budgets) and
+    /// `bulkhead sim` write byte-identical schedule logs, with the corpus's grants.
     #[test]
     fn run_and_sim_write_the_same_schedule_log() {
         if !is_root() {
@@ -601,26 +620,31 @@ mod tests {
             args: crate::run::Args,
         }
         let dir = TempDir::new("conformance");
-        let busy = "sha256sum /dev/zero";
-        let scenarios = [
-            format!("windows: [{{cpu: 0, length: 20, sc_partition: [{{cmd: {busy}, budget: 5}}, {{cmd: {busy} -b, budget: 7}}]}}]"),
-            format!(
-                "windows:\n  - length: 20\n    slices:\n      - {{cpu: 0, sc_partition: {{cmd: {busy}, budget: 10}}}}\n      \
-                 - {{cpu: 1, sc_partition: {{cmd: {busy} -b, budget: 6}}, be_partition: {{cmd: {busy} -t, budget: 30}}}}\n  \
-                 - {{length: 10, cpu: 0-1, be_partition: [{{cmd: {busy} -z, budget: 4}}]}}\n"
-            ),
-        ];
-        for (i, yaml) in scenarios.iter().enumerate() {
-            let file = dir.file(&format!("s{i}.yaml"), yaml);
+        let (spin, probe) = (
+            runtime_program("bulkhead-spin"),
+            runtime_program("bulkhead-probe"),
+        );
+        let scenarios: Vec<_> = bulkhead_windows::corpus::all()
+            .into_iter()
+            .filter(|s| !s.is_timed_by_processes())
+            .collect();
+        assert!(scenarios.len() >= 15, "{} scenarios", scenarios.len());
+        for s in &scenarios {
+            let (system, _) = s.real_system(&spin, &probe);
+            let yaml = bulkhead_model::to_canonical_yaml(&system);
+            let file = dir.file(&format!("{}.yaml", s.name), &yaml);
             let (run_log, sim_log) = (
-                dir.path(&format!("run{i}.jsonl")),
-                dir.path(&format!("sim{i}.jsonl")),
+                dir.path(&format!("{}-run.jsonl", s.name)),
+                dir.path(&format!("{}-sim.jsonl", s.name)),
             );
+            let (until, seed) = (format!("{}us", s.until / 1000), s.seed.to_string());
             let run_args = RunCli::parse_from([
                 "run",
                 &file,
                 "--timeout",
-                "100ms",
+                &until,
+                "--seed",
+                &seed,
                 "--schedule-log",
                 &run_log,
             ])
@@ -628,18 +652,30 @@ mod tests {
             assert_eq!(
                 format!("{:?}", crate::run::run(run_args)),
                 format!("{:?}", ExitCode::SUCCESS),
-                "bulkhead run {yaml}"
+                "bulkhead run {}",
+                s.name
             );
-            assert_eq!(
-                code(&[&file, "--for", "100ms", "--schedule-log", &sim_log]),
-                format!("{:?}", ExitCode::SUCCESS)
-            );
+            let sim_args = [
+                &file,
+                "--for",
+                &until,
+                "--seed",
+                &seed,
+                "--schedule-log",
+                &sim_log,
+            ];
+            assert_eq!(code(&sim_args), format!("{:?}", ExitCode::SUCCESS));
             let (run_log, sim_log) = (
                 std::fs::read_to_string(&run_log).unwrap(),
                 std::fs::read_to_string(&sim_log).unwrap(),
             );
-            assert!(sim_log.lines().count() >= 10, "{sim_log}");
-            assert_eq!(run_log, sim_log, "scenario {i}: {yaml}");
+            assert_eq!(
+                sim_log.lines().count(),
+                s.expected.len(),
+                "{}: {sim_log}",
+                s.name
+            );
+            assert_eq!(run_log, sim_log, "scenario {}", s.name);
         }
     }
 

@@ -10,8 +10,9 @@
 //!   [`bulkhead_chan::Channel::open_env`]).
 //! * Each bus (DriveOS 6.4.1, Programs 3-5) gets, per client partition, two fifo channels
 //!   of gateway messages (gateway to partition, partition to gateway); the client gets
-//!   `BULKHEAD_CAN_<BUS>` with both ([`bulkhead_can::mapper::env_var`]); the gateway's
-//!   reader and writer tasks get their command lines (`bulkhead can gateway`). Only the
+//!   `BULKHEAD_CAN_<BUS>` with both ([`bulkhead_canwire::env_var`]); the gateway's
+//!   reader and writer tasks get their command lines (`bulkhead can gateway`,
+//!   [`GatewayArgs`]). Only the
 //!   gateway partition keeps the host network: the others run in private network
 //!   namespaces ([`crate::isolation`]), so the channels are their only way to a bus.
 //!
@@ -20,8 +21,7 @@
 
 use crate::isolation::PartitionEnv;
 use crate::RunError;
-use bulkhead_can::gateway::WIRE_SIZE;
-use bulkhead_can::mapper::env_var;
+use bulkhead_canwire::{env_var, CanId, GatewayArgs, Role, SOCKETCAN_PREFIX, WIRE_SIZE};
 use bulkhead_chan::{handover_value, Channel, End, Spec};
 use bulkhead_model::{Bus, Channel as ModelChannel, ChannelKind, System};
 use std::collections::BTreeMap;
@@ -56,27 +56,34 @@ impl Links {
             out.add_channel(i, c)?;
         }
         for (b, bus) in system.buses.iter().enumerate() {
-            let mut reader = gateway_command(exe, bus, "reader");
-            let mut writer = gateway_command(exe, bus, "writer");
+            let mut reader = GatewayArgs::new(Role::Reader, &bus_spec(bus));
+            let mut writer = GatewayArgs::new(Role::Writer, &bus_spec(bus));
             for (k, client) in bus.clients.iter().enumerate() {
                 let p = &client.partition;
                 let gw = &bus.gateway;
                 let (to_gw, to) = out.bus_channel(b, k, "to", bus, gw, p)?;
                 let (from_gw, from) = out.bus_channel(b, k, "from", bus, p, gw)?;
-                reader.push(format!("--to={p}={to_gw}"));
-                writer.push(format!("--from={p}={from_gw}"));
-                let ids: Vec<String> = client.allow.iter().map(|id| format!("{id:#x}")).collect();
+                reader.to.push((p.clone(), to_gw));
+                writer.from.push((p.clone(), from_gw));
+                // The model checked the ids (at most 29 bits).
+                let ids: Vec<CanId> = client
+                    .allow
+                    .iter()
+                    .filter_map(|&id| CanId::from_raw(id))
+                    .collect();
                 if !ids.is_empty() {
-                    writer.push(format!("--allow={p}={}", ids.join(",")));
+                    writer.allow.push((p.clone(), ids));
                 }
                 let vars = out.env.entry(p.clone()).or_default();
                 vars.push((env_var(&bus.name), format!("{to},{from}")));
             }
             let gw = bus.gateway.clone();
+            out.commands.insert(
+                (gw.clone(), bus.reader_task()),
+                gateway_command(exe, &reader),
+            );
             out.commands
-                .insert((gw.clone(), bus.reader_task()), shell_words(&reader));
-            out.commands
-                .insert((gw, bus.writer_task()), shell_words(&writer));
+                .insert((gw, bus.writer_task()), gateway_command(exe, &writer));
         }
         Ok(out)
     }
@@ -170,19 +177,18 @@ impl Links {
     }
 }
 
-/// `exe can gateway --role ROLE --bus SPEC` (a SocketCAN interface or the virtual bus).
-fn gateway_command(exe: &Path, bus: &Bus, role: &str) -> Vec<String> {
-    let spec = match &bus.interface {
-        Some(i) => format!("socketcan:{i}"),
+/// The bus spec of `bus`: its SocketCAN interface or the virtual bus of its name.
+fn bus_spec(bus: &Bus) -> String {
+    match &bus.interface {
+        Some(i) => format!("{SOCKETCAN_PREFIX}{i}"),
         None => bus.name.clone(),
-    };
-    vec![
-        exe.display().to_string(),
-        "can".into(),
-        "gateway".into(),
-        format!("--role={role}"),
-        format!("--bus={spec}"),
-    ]
+    }
+}
+
+/// The command line `exe can gateway ARGS`.
+fn gateway_command(exe: &Path, args: &GatewayArgs) -> String {
+    let words = [exe.display().to_string(), "can".into(), "gateway".into()];
+    shell_words(&[&words[..], &args.to_argv()].concat())
 }
 
 /// The words as one command line: a word with characters the shell treats specially is

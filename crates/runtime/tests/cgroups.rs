@@ -1,11 +1,14 @@
-//! `bulkhead run` on real cgroups: every DEmOS scheduling scenario as an exact
-//! expected schedule log, processes really frozen and really pinned, no escapes,
-//! no leaks, leftovers removed, and the v2 code path on the machine's cgroup2 mount.
+//! `bulkhead run` on real cgroups: every scenario of the DEmOS scenario corpus
+//! (`crates/windows/scenarios`) with its expected schedule log, processes really frozen
+//! and really pinned, no escapes, no leaks, leftovers removed, and the v2 code path on
+//! the machine's cgroup2 mount.
 //!
 //! Needs root and cgroups; each test prints why it skips otherwise.
 
+use bulkhead_model::System;
 use bulkhead_runtime::{Hierarchy, Outcome, RunOptions};
 use bulkhead_trace::{EventKind, Nanos};
+use bulkhead_windows::corpus;
 use bulkhead_windows::StopReason;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -57,6 +60,10 @@ fn run_with(yaml: &str, name: &str, edit: impl FnOnce(&mut RunOptions)) -> Ran {
     let system = bulkhead_model::load_str(&yaml, "test.yaml")
         .expect("valid description")
         .system;
+    run_system(&system, name, edit)
+}
+
+fn run_system(system: &System, name: &str, edit: impl FnOnce(&mut RunOptions)) -> Ran {
     let log_path = tmp(&format!("{name}.jsonl"));
     let messages = Arc::new(Mutex::new(Vec::new()));
     let mut options = RunOptions {
@@ -67,7 +74,7 @@ fn run_with(yaml: &str, name: &str, edit: impl FnOnce(&mut RunOptions)) -> Ran {
         ..RunOptions::default()
     };
     edit(&mut options);
-    let outcome = bulkhead_runtime::run(&system, &options).expect("run");
+    let outcome = bulkhead_runtime::run(system, &options).expect("run");
     let file = std::io::BufReader::new(std::fs::File::open(&log_path).unwrap());
     let log = bulkhead_trace::read_schedule_log(file)
         .unwrap()
@@ -116,141 +123,40 @@ fn expect(ran: &Ran, expected: &str) {
     assert_eq!(ran.log, expected, "\nactual:\n{}\n", ran.log.join("\n"));
 }
 
+/// Every scenario of the corpus not timed by its processes, played by the spinner and the probe
+/// ([`corpus::Scenario::real_system`]): exactly the corpus's log. (A yield and an exit
+/// on real processes: `yield_starts_the_next_process_early`, `exits_when_every_process_exited`.)
 #[test]
-fn sc_budget_below_window() {
+fn every_scenario_of_the_corpus_gives_its_log() {
     require_cgroups!();
-    let ran = run(
-        "{windows: [{cpu: 0, length: 10, sc_partition: [{cmd: SPIN, budget: 5}]}]}",
-        "sc-below",
-        20,
-    );
-    expect(&ran, "     0: cpus=0 cmd='SPIN' budget=5\n    10: cpus=0 cmd='SPIN' budget=5\n    20: cpus=0 cmd='SPIN' budget=5");
-    assert_eq!(ran.outcome.reason, StopReason::Timeout);
-}
-
-#[test]
-fn sc_budget_above_window() {
-    require_cgroups!();
-    let ran = run(
-        "{windows: [{cpu: 0, length: 10, sc_partition: [{cmd: SPIN, budget: 15}]}]}",
-        "sc-above",
-        20,
-    );
-    expect(&ran, "     0: cpus=0 cmd='SPIN' budget=15\n    10: cpus=0 cmd='SPIN' budget=15\n    20: cpus=0 cmd='SPIN' budget=15");
-}
-
-#[test]
-fn two_sc_processes() {
-    require_cgroups!();
-    let yaml = "{windows: [{cpu: 0, length: 10, sc_partition: [{cmd: SPIN, budget: 2}, {cmd: PROBE /dev/null, budget: 3}]}]}";
-    let ran = run(yaml, "two-sc", 20);
-    expect(
-        &ran,
-        "     0: cpus=0 cmd='SPIN' budget=2
-     2: cpus=0 cmd='PROBE /dev/null' budget=3
-    10: cpus=0 cmd='SPIN' budget=2
-    12: cpus=0 cmd='PROBE /dev/null' budget=3
-    20: cpus=0 cmd='SPIN' budget=2",
-    );
-}
-
-#[test]
-fn be_carried_over_to_the_next_window() {
-    require_cgroups!();
-    let ran = run(
-        "{windows: [{cpu: 0, length: 10, be_partition: [{cmd: SPIN, budget: 15}]}]}",
-        "be-carry",
-        20,
-    );
-    expect(&ran, "     0: cpus=0 cmd='SPIN' budget=15\n    10: cpus=0 cmd='SPIN' budget=5\n    20: cpus=0 cmd='SPIN' budget=15");
-}
-
-#[test]
-fn two_be_processes() {
-    require_cgroups!();
-    let yaml = "{windows: [{cpu: 1, length: 10, be_partition: [{cmd: SPIN, budget: 2}, {cmd: PROBE /dev/null, budget: 3}]}]}";
-    let ran = run(yaml, "two-be", 20);
-    expect(
-        &ran,
-        "     0: cpus=1 cmd='SPIN' budget=2
-     2: cpus=1 cmd='PROBE /dev/null' budget=3
-    10: cpus=1 cmd='SPIN' budget=2
-    12: cpus=1 cmd='PROBE /dev/null' budget=3
-    20: cpus=1 cmd='SPIN' budget=2",
-    );
-}
-
-#[test]
-fn be_waits_for_sc_on_all_slices() {
-    require_cgroups!();
-    let yaml = "
-windows:
-  - length: 10
-    slices:
-      - cpu: 0
-        sc_partition: {cmd: SPIN, budget: 5}
-      - cpu: 1
-        sc_partition: {cmd: PROBE /dev/null, budget: 3}
-        be_partition: {cmd: PROBE /dev/zero, budget: 2}
-";
-    let ran = run(yaml, "be-waits", 20);
-    expect(
-        &ran,
-        "     0: cpus=0 cmd='SPIN' budget=5
-     0: cpus=1 cmd='PROBE /dev/null' budget=3
-     5: cpus=1 cmd='PROBE /dev/zero' budget=2
-    10: cpus=0 cmd='SPIN' budget=5
-    10: cpus=1 cmd='PROBE /dev/null' budget=3
-    15: cpus=1 cmd='PROBE /dev/zero' budget=2
-    20: cpus=0 cmd='SPIN' budget=5
-    20: cpus=1 cmd='PROBE /dev/null' budget=3",
-    );
-}
-
-#[test]
-fn be_across_windows_of_different_lengths() {
-    require_cgroups!();
-    let yaml = "
-partitions:
-  - name: BE
-    processes: [{cmd: SPIN, budget: 9}]
-windows:
-  - {length: 2, cpu: 0, be_partition: BE}
-  - {length: 3, cpu: 0, be_partition: BE}
-";
-    let ran = run(yaml, "be-lengths", 20);
-    expect(
-        &ran,
-        "     0: cpus=0 cmd='SPIN' budget=9
-     2: cpus=0 cmd='SPIN' budget=7
-     5: cpus=0 cmd='SPIN' budget=4
-     7: cpus=0 cmd='SPIN' budget=2
-    10: cpus=0 cmd='SPIN' budget=9
-    12: cpus=0 cmd='SPIN' budget=7
-    15: cpus=0 cmd='SPIN' budget=4
-    17: cpus=0 cmd='SPIN' budget=2
-    20: cpus=0 cmd='SPIN' budget=9",
-    );
-}
-
-#[test]
-fn jitter_with_a_fixed_seed() {
-    require_cgroups!();
-    let yaml = "windows: [{length: 2, cpu: 0, sc_processes: [{cmd: SPIN, budget: 1, jitter: 2}]}]";
-    let ran = run_with(yaml, "jitter", |o| {
-        o.seed = 2;
-        o.timeout = Some(Duration::from_millis(10));
-    });
-    // The same log as bulkhead-windows' jitter scenario (and `bulkhead sim --seed 2`).
-    expect(
-        &ran,
-        "     0: cpus=0 cmd='SPIN' budget=1.266716
-     2: cpus=0 cmd='SPIN' budget=0.411837
-     4: cpus=0 cmd='SPIN' budget=0.767094
-     6: cpus=0 cmd='SPIN' budget=1.873287
-     8: cpus=0 cmd='SPIN' budget=1.343053
-    10: cpus=0 cmd='SPIN' budget=0.02422",
-    );
+    let scenarios: Vec<_> = corpus::all()
+        .into_iter()
+        .filter(|s| !s.is_timed_by_processes())
+        .collect();
+    assert!(scenarios.len() >= 15, "{} scenarios", scenarios.len());
+    for scenario in scenarios {
+        let (system, names) = scenario.real_system(SPIN, PROBE);
+        let ran = run_system(&system, &scenario.name, |o| {
+            o.seed = scenario.seed;
+            o.timeout = Some(Duration::from_nanos(scenario.until));
+        });
+        let log: Vec<String> = ran
+            .log
+            .iter()
+            .map(|l| {
+                // run_system writes the programs' paths as SPIN and PROBE.
+                let (real, name) = names
+                    .iter()
+                    .map(|(real, name)| (real.replace(SPIN, "SPIN").replace(PROBE, "PROBE"), name))
+                    .find(|(real, _)| l.contains(&format!("cmd='{real}'")))
+                    .unwrap_or_else(|| panic!("{}: not a command of it: {l}", scenario.name));
+                l.replace(&real, name)
+            })
+            .collect();
+        if let Err(e) = corpus::check(&log, &scenario.expected) {
+            panic!("scenario {}: {e}", scenario.name);
+        }
+    }
 }
 
 #[test]

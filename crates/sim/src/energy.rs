@@ -241,13 +241,3 @@ fn gcd(mut a: u128, mut b: u128) -> u128 {
 fn top(c: &PowerCluster) -> u64 {
     c.points.last().expect("a cluster has operating points").khz
 }
-
-/// Work done in `dt` ns at speed `(num, den)`, rounded up.
-pub(crate) fn work(dt: Nanos, (num, den): (u64, u64)) -> Nanos {
-    (dt as u128 * num as u128).div_ceil(den as u128) as Nanos
-}
-
-/// Time needed for `work` ns of work at speed `(num, den)`, rounded up.
-pub(crate) fn time_for(work: Nanos, (num, den): (u64, u64)) -> Nanos {
-    (work as u128 * den as u128).div_ceil(num as u128) as Nanos
-}

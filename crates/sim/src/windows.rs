@@ -2,43 +2,13 @@
 //! (the one `bulkhead run` drives, so both write the same schedule log) driven in
 //! simulated time, with a model of what each process does when it runs.
 
-use crate::energy::{self, EnergyStats, Power, PowerSpec};
+use crate::energy::{EnergyStats, Power, PowerSpec};
 use crate::report::WindowStats;
 use crate::spec::Nanos;
 use bulkhead_trace::{CpuSet, EventKind, Name, StopReason};
+use bulkhead_windows::drive::{finish_init, Progress};
+pub use bulkhead_windows::Behaviour;
 use bulkhead_windows::{Action, Config, Event, Machine, ProcessId, Schedule};
-
-/// What a simulated process does when it runs (a real one runs its command).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Behaviour {
-    /// Uses all the CPU time it is granted.
-    #[default]
-    Busy,
-    /// Signals completion (DEmOS `completed()`) after running this long in a grant.
-    YieldAfter(Nanos),
-    /// Exits after running this long in total.
-    ExitAfter(Nanos),
-    /// Initializes for this long (an `init: true` process), then is busy.
-    InitFor(Nanos),
-}
-
-impl Behaviour {
-    /// Parses `busy`, `yield:DUR`, `exit:DUR` or `init:DUR` (DUR with a unit, e.g. `2ms`).
-    pub fn parse(text: &str) -> Result<Behaviour, String> {
-        let duration = |d: &str| {
-            bulkhead_model::units::parse_duration(d, None).map_err(|e| format!("`{text}`: {e}"))
-        };
-        match text.split_once(':') {
-            None if text == "busy" => Ok(Behaviour::Busy),
-            Some(("yield", d)) => Ok(Behaviour::YieldAfter(duration(d)?)),
-            Some(("exit", d)) => Ok(Behaviour::ExitAfter(duration(d)?)),
-            Some(("init", d)) => Ok(Behaviour::InitFor(duration(d)?)),
-            _ => Err(format!(
-                "`{text}`: expected busy, yield:DURATION, exit:DURATION or init:DURATION"
-            )),
-        }
-    }
-}
 
 /// A window schedule to simulate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,17 +38,11 @@ pub(crate) struct Driver {
     cmds: Vec<Name>,
     partitions: Vec<Name>,
     actions: Vec<Action>,
-    /// Per process: the time its current grant started, if it runs.
-    granted_at: Vec<Option<Nanos>>,
+    /// Which processes run and the work (run time at the top frequency) they did.
+    progress: Progress,
     /// Per process: the CPUs of its current (or last) grant.
     cpus: Vec<Option<CpuSet>>,
-    /// Per process: work done so far (run time at the top frequency), accounted up to
-    /// `accounted`.
-    used: Vec<Nanos>,
-    /// Per process: work done in its current grant.
-    grant_work: Vec<Nanos>,
     power: Option<Power>,
-    accounted: Nanos,
     stats: WindowStats,
 }
 
@@ -106,15 +70,12 @@ impl Driver {
             ),
             behaviours: spec.behaviours.clone(),
             actions: Vec::new(),
-            granted_at: vec![None; n],
+            progress: Progress::new(n),
             cpus: vec![None; n],
-            used: vec![0; n],
-            grant_work: vec![0; n],
             power: spec
                 .power
                 .as_ref()
                 .map(|p| Power::new(p, schedule).expect("checked by WindowsSpec::check")),
-            accounted: 0,
             stats: WindowStats::default(),
         }
     }
@@ -123,20 +84,7 @@ impl Driver {
     /// processes finish initializing, shortest first.
     pub fn start(&mut self, out: &mut Vec<(Nanos, EventKind)>) {
         self.machine.start(&mut self.actions);
-        if let Some(Action::InitStart { processes }) = self.actions.first().cloned() {
-            let mut order: Vec<(Nanos, ProcessId)> = processes
-                .iter()
-                .map(|&p| match self.behaviours[p] {
-                    Behaviour::InitFor(d) => (d, p),
-                    _ => (0, p),
-                })
-                .collect();
-            order.sort();
-            for (_, process) in order {
-                self.machine
-                    .handle(Event::Completed { process, t: 0 }, &mut self.actions);
-            }
-        }
+        finish_init(&mut self.machine, &self.behaviours, &mut self.actions);
         self.translate(None, out);
     }
 
@@ -151,26 +99,8 @@ impl Driver {
 
     /// The earliest completion or exit a running process brings about itself.
     fn next_process_event(&self) -> Option<(Nanos, Event)> {
-        (0..self.behaviours.len())
-            .filter_map(|p| {
-                let since = self.granted_at[p]?;
-                let from = self.accounted.max(since);
-                let speed = self.speed(p);
-                match self.behaviours[p] {
-                    Behaviour::YieldAfter(d) => {
-                        let left = d.saturating_sub(self.grant_work[p]);
-                        let t = from + energy::time_for(left, speed);
-                        Some((t, Event::Completed { process: p, t }))
-                    }
-                    Behaviour::ExitAfter(d) => {
-                        let left = d.saturating_sub(self.used[p]);
-                        let t = from + energy::time_for(left, speed);
-                        Some((t, Event::Exited { process: p, t }))
-                    }
-                    _ => None,
-                }
-            })
-            .min_by_key(|&(t, e)| (t, process_of(e)))
+        self.progress
+            .next_event(&self.behaviours, |p| self.speed(p))
     }
 
     /// Handles what happens at `t` (which must be [`Driver::next_time`]).
@@ -192,19 +122,22 @@ impl Driver {
     }
 
     fn account(&mut self, t: Nanos) {
-        let mut busy = Vec::new();
-        for p in 0..self.used.len() {
-            if let Some(since) = self.granted_at[p] {
-                let done = energy::work(t - self.accounted.max(since), self.speed(p));
-                self.used[p] += done;
-                self.grant_work[p] += done;
-                busy.extend(self.cpus[p].iter().flat_map(|c| c.iter()));
-            }
-        }
+        let n = self.behaviours.len();
+        let busy: Vec<u32> = (0..n)
+            .filter(|&p| self.progress.is_running(p))
+            .flat_map(|p| {
+                self.cpus[p]
+                    .iter()
+                    .flat_map(|c| c.iter())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let speeds: Vec<(u64, u64)> = (0..n).map(|p| self.speed(p)).collect();
+        let since = self.progress.accounted();
+        self.progress.account(t, |p| speeds[p]);
         if let Some(power) = &mut self.power {
-            power.account(t - self.accounted, &busy);
+            power.account(t - since, &busy);
         }
-        self.accounted = t;
     }
 
     /// How fast process `p`'s work progresses on its CPUs (1 without a power model).
@@ -223,7 +156,9 @@ impl Driver {
 
     /// Energy per CPU so far (with a power model).
     pub fn energy(&self) -> Option<EnergyStats> {
-        self.power.as_ref().map(|p| p.stats(self.accounted))
+        self.power
+            .as_ref()
+            .map(|p| p.stats(self.progress.accounted()))
     }
 
     /// Trace events for the actions the machine took; `cause` says why a process
@@ -254,15 +189,14 @@ impl Driver {
                 )),
                 Action::Grant(g) => {
                     self.stats.grants += 1;
-                    self.granted_at[g.process] = Some(g.t);
-                    self.grant_work[g.process] = 0;
+                    self.progress.grant(g.process, g.t);
                     self.cpus[g.process] = Some(g.cpus.clone());
                     // The very function `bulkhead run` uses: identical `run` lines.
                     let event = bulkhead_windows::run_event(self.machine.schedule(), g);
                     out.push((event.t_ns, event.kind));
                 }
                 Action::Freeze { process } => {
-                    if self.granted_at[*process].take().is_some() {
+                    if self.progress.stop(*process) {
                         let reason = cause.unwrap_or(if window_ended {
                             StopReason::WindowEnd
                         } else {
@@ -272,8 +206,8 @@ impl Driver {
                     }
                 }
                 Action::Stop { t, .. } => {
-                    for p in 0..self.granted_at.len() {
-                        if self.granted_at[p].take().is_some() {
+                    for p in 0..self.behaviours.len() {
+                        if self.progress.stop(p) {
                             self.stop_at(*t, p, StopReason::Exit, out);
                         }
                     }
@@ -290,10 +224,9 @@ impl Driver {
         }
         // A process that exited while running is not frozen: its grant ends now.
         if cause == Some(StopReason::Exit) {
-            for p in 0..self.granted_at.len() {
-                let exited =
-                    matches!(self.behaviours[p], Behaviour::ExitAfter(d) if self.used[p] >= d);
-                if exited && self.granted_at[p].take().is_some() {
+            for p in 0..self.behaviours.len() {
+                let exited = self.progress.has_exited(p, self.behaviours[p]);
+                if exited && self.progress.stop(p) {
                     self.stop(p, StopReason::Exit, out);
                 }
             }
@@ -303,7 +236,7 @@ impl Driver {
     }
 
     fn stop(&self, process: ProcessId, reason: StopReason, out: &mut Vec<(Nanos, EventKind)>) {
-        self.stop_at(self.accounted, process, reason, out);
+        self.stop_at(self.progress.accounted(), process, reason, out);
     }
 
     fn stop_at(
@@ -328,12 +261,5 @@ impl Driver {
 
     pub fn stats(&self) -> WindowStats {
         self.stats.clone()
-    }
-}
-
-fn process_of(event: Event) -> ProcessId {
-    match event {
-        Event::Completed { process, .. } | Event::Exited { process, .. } => process,
-        _ => usize::MAX,
     }
 }

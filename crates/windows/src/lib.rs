@@ -54,6 +54,8 @@
 //! assert_eq!(grants, [0, 10_000_000, 20_000_000]);
 //! ```
 
+pub mod corpus;
+pub mod drive;
 pub mod jitter;
 mod machine;
 mod schedule;
@@ -71,6 +73,7 @@ pub fn run_event(schedule: &Schedule, grant: &Grant) -> bulkhead_trace::Event {
     bulkhead_trace::Event::new(grant.t, kind)
 }
 
+pub use drive::Behaviour;
 pub use machine::{Action, Config, Event, Grant, Machine, Phase, StopReason};
 pub use schedule::{
     PartitionId, PartitionSpec, ProcessId, ProcessSpec, Schedule, ScheduleError, SliceSpec,

@@ -1,0 +1,172 @@
+//! The command line of a gateway job, `bulkhead can gateway --role ... --bus ...`: the
+//! supervisor writes it ([`GatewayArgs::to_argv`]) and the gateway parses it (clap,
+//! under the `clap` feature), so the two cannot drift apart.
+
+use crate::id::{parse_ids, CanId};
+use crate::{is_bus_name, SOCKETCAN_PREFIX};
+
+/// The two jobs of a gateway (DriveOS 6.4.1, Programs 4 and 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Role {
+    /// CAN to partitions.
+    Reader,
+    /// Partitions to CAN.
+    Writer,
+}
+
+impl Role {
+    /// The role as the command line spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Reader => "reader",
+            Role::Writer => "writer",
+        }
+    }
+
+    /// The per-partition counters of the role, in publication order.
+    pub fn counter_names(self) -> &'static [&'static str] {
+        match self {
+            Role::Reader => &["rx_forwarded", "rx_dropped"],
+            Role::Writer => &["tx_sent", "tx_denied", "tx_malformed"],
+        }
+    }
+}
+
+/// What the supervisor tells one gateway job: its role, its bus and its partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct GatewayArgs {
+    /// reader: bus to --to channels; writer: --from channels to bus (allowlisted)
+    #[cfg_attr(feature = "clap", arg(long, value_enum))]
+    pub role: Role,
+    /// The bus: a virtual bus name, or socketcan:IFACE
+    #[cfg_attr(feature = "clap", arg(long, value_parser = parse_bus_spec))]
+    pub bus: String,
+    /// Reader: a partition and the named channel the gateway writes its frames to
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "to", value_name = "PARTITION=CHAN", value_parser = parse_link)
+    )]
+    pub to: Vec<(String, String)>,
+    /// Writer: a partition and the named channel it writes frames to send to
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "from", value_name = "PARTITION=CHAN", value_parser = parse_link)
+    )]
+    pub from: Vec<(String, String)>,
+    /// Writer: ids the partition may send, hex (0x1A0) or decimal; above 0x7FF = 29-bit.
+    /// A partition without --allow sends nothing
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "PARTITION=ID,ID,...", value_parser = parse_allow)
+    )]
+    pub allow: Vec<(String, Vec<CanId>)>,
+}
+
+impl GatewayArgs {
+    /// A job of `role` on `bus` with no partitions yet.
+    pub fn new(role: Role, bus: &str) -> GatewayArgs {
+        GatewayArgs {
+            role,
+            bus: bus.to_string(),
+            to: Vec::new(),
+            from: Vec::new(),
+            allow: Vec::new(),
+        }
+    }
+
+    /// The arguments as `--flag=value` words, which the gateway's parser reads back
+    /// to `self`.
+    pub fn to_argv(&self) -> Vec<String> {
+        let mut argv = vec![
+            format!("--role={}", self.role.name()),
+            format!("--bus={}", self.bus),
+        ];
+        argv.extend(self.to.iter().map(|(p, c)| format!("--to={p}={c}")));
+        argv.extend(self.from.iter().map(|(p, c)| format!("--from={p}={c}")));
+        for (p, ids) in &self.allow {
+            let ids: Vec<String> = ids.iter().map(|id| format!("{:#x}", id.raw())).collect();
+            argv.push(format!("--allow={p}={}", ids.join(",")));
+        }
+        argv
+    }
+}
+
+/// A bus spec: a virtual bus name or `socketcan:IFACE`.
+pub fn parse_bus_spec(text: &str) -> Result<String, String> {
+    match text.strip_prefix(SOCKETCAN_PREFIX) {
+        Some("") => Err("socketcan: needs an interface name, e.g. socketcan:can0".into()),
+        Some(_) => Ok(text.to_string()),
+        None if is_bus_name(text) => Ok(text.to_string()),
+        None => Err(format!(
+            "bad bus name {text:?}: use 1 to 64 characters of A-Z a-z 0-9 _ . -"
+        )),
+    }
+}
+
+/// `PARTITION=CHANNEL`.
+pub fn parse_link(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((p, c)) if !p.is_empty() && !c.is_empty() => Ok((p.to_string(), c.to_string())),
+        _ => Err(format!("`{text}`: want PARTITION=CHANNEL")),
+    }
+}
+
+/// `PARTITION=ID,ID,...` (no ids: the partition sends nothing).
+pub fn parse_allow(text: &str) -> Result<(String, Vec<CanId>), String> {
+    match text.split_once('=') {
+        Some((p, ids)) if !p.is_empty() => Ok((p.to_string(), parse_ids(ids)?)),
+        _ => Err(format!("`{text}`: want PARTITION=ID,ID,...")),
+    }
+}
+
+#[cfg(all(test, feature = "clap"))]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: GatewayArgs,
+    }
+
+    fn parse(argv: &[String]) -> Result<GatewayArgs, clap::Error> {
+        let words = std::iter::once("gateway".to_string()).chain(argv.iter().cloned());
+        Cli::try_parse_from(words).map(|c| c.args)
+    }
+
+    #[test]
+    fn the_command_line_reads_back_to_the_same_arguments() {
+        let mut args = GatewayArgs::new(Role::Writer, "socketcan:vcan0");
+        args.from = vec![("body".into(), "fd:3:4".into()), ("a b".into(), "x".into())];
+        args.allow = vec![
+            (
+                "body".into(),
+                vec![CanId::Standard(0x1A0), CanId::Extended(0x800)],
+            ),
+            ("a b".into(), vec![]),
+        ];
+        assert_eq!(parse(&args.to_argv()).unwrap(), args);
+        let mut reader = GatewayArgs::new(Role::Reader, "body-1");
+        reader.to = vec![("p".into(), "fd:5:6".into())];
+        assert_eq!(
+            reader.to_argv(),
+            ["--role=reader", "--bus=body-1", "--to=p=fd:5:6"]
+        );
+        assert_eq!(parse(&reader.to_argv()).unwrap(), reader);
+    }
+
+    #[test]
+    fn bad_words_are_refused_naming_the_flag() {
+        let bad = |argv: &[&str]| {
+            let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+            parse(&argv).unwrap_err().to_string()
+        };
+        assert!(bad(&["--role=reader", "--bus=a b"]).contains("--bus"));
+        assert!(bad(&["--role=reader", "--bus=socketcan:"]).contains("interface name"));
+        assert!(bad(&["--role=writer", "--bus=b", "--allow=p=speed"]).contains("`speed`"));
+        assert!(bad(&["--role=writer", "--bus=b", "--from=p"]).contains("PARTITION=CHANNEL"));
+    }
+}

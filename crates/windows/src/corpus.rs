@@ -1,0 +1,189 @@
+//! The DEmOS scenario corpus: one directory ([`dir`]) of scenarios, each a system
+//! description `NAME.yaml` and its expected schedule `NAME.log`, instantiated by four
+//! suites: the pure machine ([`crate::drive::drive`]), the simulator, real cgroups
+//! (`bulkhead-runtime`) and `bulkhead run` against `bulkhead sim` (`bulkhead-cli`).
+//!
+//! The logs are in DEmOS's notation (`test/0300-schedule.t`,
+//! [`crate::drive::demos_line`]). A description's leading comment lines set how it
+//! runs: `# until: 20ms` (the stop time, required), `# seed: 2` (default 0) and
+//! `# process: CMD=BEHAVIOUR` (per command, [`Behaviour::parse`]; default busy).
+//!
+//! The real executions run the scenarios whose schedule does not depend on how fast
+//! the processes are ([`Scenario::is_timed_by_processes`] is false): a real process
+//! yields or exits after its own CPU time, which a loaded machine gives it late, so
+//! those few are checked with bounds in the real suites' own tests instead.
+
+use crate::drive::Behaviour;
+use bulkhead_model::{Nanos, System};
+use std::path::{Path, PathBuf};
+
+/// One scenario of the corpus.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The file name without `.yaml`.
+    pub name: String,
+    /// The system description.
+    pub yaml: String,
+    pub until: Nanos,
+    pub seed: u64,
+    /// By command: how the process behaves (others are busy).
+    pub behaviours: Vec<(String, Behaviour)>,
+    /// The expected schedule, one line per grant.
+    pub expected: Vec<String>,
+}
+
+/// The corpus directory (in the source tree).
+pub fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+}
+
+/// Every scenario of `dir`, by name.
+pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_suffix(".yaml")
+                .map(String::from)
+        })
+        .collect();
+    names.sort();
+    names.iter().map(|n| Scenario::load(dir, n)).collect()
+}
+
+/// Every scenario of the corpus.
+pub fn all() -> Vec<Scenario> {
+    load_dir(&dir()).expect("the scenario corpus loads")
+}
+
+impl Scenario {
+    /// Reads `dir/NAME.yaml` and `dir/NAME.log`.
+    pub fn load(dir: &Path, name: &str) -> Result<Scenario, String> {
+        let read = |ext: &str| {
+            let path = dir.join(format!("{name}.{ext}"));
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+        };
+        let yaml = read("yaml")?;
+        let expected = read("log")?.lines().map(String::from).collect();
+        let mut scenario = Scenario {
+            name: name.to_string(),
+            yaml: yaml.clone(),
+            until: 0,
+            seed: 0,
+            behaviours: Vec::new(),
+            expected,
+        };
+        let at = |line: usize, e: String| format!("{name}.yaml:{}: {e}", line + 1);
+        for (i, line) in yaml.lines().enumerate() {
+            let Some(rest) = line.strip_prefix("# ") else {
+                break;
+            };
+            scenario.header(rest).map_err(|e| at(i, e))?;
+        }
+        if scenario.until == 0 {
+            return Err(format!("{name}.yaml: no `# until:` line"));
+        }
+        Ok(scenario)
+    }
+
+    fn header(&mut self, line: &str) -> Result<(), String> {
+        let duration = |v: &str| bulkhead_model::units::parse_duration(v.trim(), None);
+        match line.split_once(':') {
+            Some(("until", v)) => self.until = duration(v)?,
+            Some(("seed", v)) => self.seed = v.trim().parse().map_err(|_| "bad seed")?,
+            Some(("process", v)) => {
+                let (cmd, b) = v.trim().rsplit_once('=').ok_or("want CMD=BEHAVIOUR")?;
+                self.behaviours
+                    .push((cmd.to_string(), Behaviour::parse(b)?));
+            }
+            _ => {} // prose
+        }
+        Ok(())
+    }
+
+    /// Whether a process yields or exits by itself, so that the schedule depends on
+    /// how fast it runs.
+    pub fn is_timed_by_processes(&self) -> bool {
+        self.behaviours
+            .iter()
+            .any(|(_, b)| matches!(b, Behaviour::YieldAfter(_) | Behaviour::ExitAfter(_)))
+    }
+
+    /// The description as a system.
+    pub fn system(&self) -> System {
+        bulkhead_model::load_str(&self.yaml, &format!("{}.yaml", self.name))
+            .unwrap_or_else(|e| panic!("{}: {e}", self.name))
+            .system
+    }
+
+    /// The behaviour of the process running `cmd`.
+    pub fn behaviour(&self, cmd: &str) -> Behaviour {
+        self.behaviours
+            .iter()
+            .find(|(c, _)| c == cmd)
+            .map_or(Behaviour::Busy, |&(_, b)| b)
+    }
+
+    /// The system with every process's command replaced by one that behaves as the
+    /// scenario says: `SPIN #CMD` with `spin` a program that spins forever
+    /// (`bulkhead-spin`), `PROBE /dev/null #CMD` for an `init` process with `probe` a
+    /// spinner that signals initialization completed (`bulkhead-probe OUT`); the original
+    /// command is kept as a shell comment. Returns the system and, per real command, the
+    /// original. Only for scenarios not [timed by their processes](Self::is_timed_by_processes).
+    pub fn real_system(&self, spin: &str, probe: &str) -> (System, Vec<(String, String)>) {
+        assert!(
+            !self.is_timed_by_processes(),
+            "{}: timed by its processes",
+            self.name
+        );
+        let mut system = self.system();
+        let mut names = Vec::new();
+        for process in system.partitions.iter_mut().flat_map(|p| &mut p.processes) {
+            let real = match process.init {
+                true => format!("{probe} /dev/null #{}", process.cmd),
+                false => format!("{spin} #{}", process.cmd),
+            };
+            names.push((real.clone(), process.cmd.clone()));
+            process.cmd = real;
+        }
+        (system, names)
+    }
+}
+
+/// Whether `actual` is `expected`; the error shows both.
+pub fn check(actual: &[String], expected: &[String]) -> Result<(), String> {
+    match actual == expected {
+        true => Ok(()),
+        false => Err(format!(
+            "expected:\n{}\nactual:\n{}",
+            expected.join("\n"),
+            actual.join("\n")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_set_how_a_scenario_runs() {
+        let dir = std::env::temp_dir().join(format!("bulkhead-corpus-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let yaml = "# until: 20ms\n# seed: 2\n# process: a b=yield:1ms\nwindows: []\n";
+        std::fs::write(dir.join("s.yaml"), yaml).unwrap();
+        std::fs::write(dir.join("s.log"), "x\n").unwrap();
+        std::fs::write(dir.join("bad.yaml"), "# seed: x\n").unwrap();
+        std::fs::write(dir.join("bad.log"), "").unwrap();
+        let s = Scenario::load(&dir, "s").unwrap();
+        assert_eq!((s.until, s.seed), (20_000_000, 2));
+        assert!(s.is_timed_by_processes());
+        assert_eq!(s.behaviour("a b"), Behaviour::YieldAfter(1_000_000));
+        assert_eq!(s.expected, ["x"]);
+        let e = Scenario::load(&dir, "bad").unwrap_err();
+        assert!(e.starts_with("bad.yaml:1: "), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
