@@ -774,7 +774,7 @@ impl<'a> Sim<'a> {
             let Some(run) = slot.running else { continue };
             let elapsed = t - slot.since;
             slot.since = t;
-            let work = crate::energy::work(elapsed, slot.speed);
+            let work = bulkhead_windows::drive::work(elapsed, slot.speed);
             let s = run.server as usize;
             let job = &mut self.tasks[run.task as usize].jobs[0];
             job.remaining = job.remaining.saturating_sub(work);
@@ -914,7 +914,7 @@ impl<'a> Sim<'a> {
             Some(_) => Nanos::MAX,
             None => self.servers[s].budget,
         };
-        let mut at = t.saturating_add(crate::energy::time_for(remaining, speed).min(budget));
+        let mut at = t.saturating_add(bulkhead_windows::drive::time_for(remaining, speed).min(budget));
         let spec = &self.spec.servers[s];
         if spec.kind == ServerKind::Deferrable {
             at = at.min(self.servers[s].period_end);
