@@ -8,6 +8,7 @@
 
 use crate::control::{Control, LiveTasks};
 use crate::isolation::Confinements;
+use crate::modes::{ModeEvents, ModeManager};
 use crate::signals::StopSignals;
 use crate::supervisor::monotonic_ns;
 use crate::{leftovers, RunError, RunOptions};
@@ -43,6 +44,10 @@ pub struct RtRun {
     all_exited: Arc<AtomicBool>,
     /// Per-task figures, refreshed at each drain (for the control socket's `status`).
     pub live: LiveTasks,
+    /// The mode manager of a system with modes, until the control socket takes it.
+    pub modes: Option<ModeManager>,
+    /// Its steps, added to the drained events at the end.
+    mode_events: ModeEvents,
     thread: Option<JoinHandle<Drained>>,
     /// Kernel work moved off the rt CPUs; restored when this is dropped, after the
     /// drain thread stopped the tasks.
@@ -105,6 +110,18 @@ pub fn start(
         true => Some(isolate_housekeeping(&rt.cpus(), warnings)?),
         false => None,
     };
+    let mode_events = ModeEvents::default();
+    let modes = match system.modes {
+        Some(_) => {
+            let ports = rt
+                .mode_ports()
+                .map_err(|e| RunError::Spawn(format!("mode agents: {e}")))?;
+            let manager = ModeManager::start(system, ports, epoch_ns, mode_events.clone())
+                .map_err(|e| RunError::Io(format!("mode agents: {e}")))?;
+            Some(manager)
+        }
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let all_exited = Arc::new(AtomicBool::new(false));
     let live = LiveTasks::new(Mutex::new(rt.summaries()));
@@ -118,6 +135,8 @@ pub fn start(
         stop,
         all_exited,
         live,
+        modes,
+        mode_events,
         thread: Some(thread),
         _housekeeping: housekeeping,
     }))
@@ -171,11 +190,18 @@ impl RtRun {
     }
 
     /// Stops every task, removes the cgroups, and returns what was drained.
+    /// The mode manager (its agents) stops first, so that no agent acts on a task
+    /// being stopped.
     pub fn finish(mut self) -> Drained {
-        self.join().unwrap_or(Drained {
+        self.modes = None;
+        let mut drained = self.join().unwrap_or(Drained {
             events: Vec::new(),
             summaries: Vec::new(),
-        })
+        });
+        let steps =
+            std::mem::take(&mut *self.mode_events.lock().unwrap_or_else(|e| e.into_inner()));
+        drained.events.extend(steps);
+        drained
     }
 
     fn join(&mut self) -> Option<Drained> {
@@ -186,6 +212,7 @@ impl RtRun {
 
 impl Drop for RtRun {
     fn drop(&mut self) {
+        self.modes = None;
         self.join();
     }
 }
