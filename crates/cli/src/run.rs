@@ -193,17 +193,41 @@ fn create_outputs(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// What `run` does not execute yet: modes and partitions scheduled as servers are
-/// analysed and simulated only.
+/// What `run` does not execute: partitions scheduled as servers and modal partitions
+/// need SCHED_DEADLINE (`scheduler: edf`: the interface is held by the tasks'
+/// reservations, docs/modes.md); a mode may change a task's budget and deadline, not its
+/// period (the task library's release grid is fixed at start); a modal partition that
+/// owns its CPUs has one (its tasks keep their CPU in every mode).
 fn not_run_yet(system: &bulkhead_model::System) -> Option<String> {
     if let Some(why) = task_without_program(system) {
         return Some(why);
     }
-    if system.modes.is_some() {
-        return Some("`modes` are analysed and simulated (`bulkhead analyze`, `bulkhead sim --mode-switch`); `run` does not execute them yet (docs/modes.md)".into());
+    let modes = system.modes.as_ref();
+    for p in &system.partitions {
+        let modal = modes.is_some_and(|m| m.is_modal(&p.name));
+        let what = match (p.interface.is_some(), modal) {
+            (true, _) => "is scheduled as a server (`interface`)",
+            (false, true) => "is listed by `modes`",
+            (false, false) => continue,
+        };
+        if p.scheduler != bulkhead_model::Scheduler::Edf {
+            return Some(format!("partition `{}` {what}: `run` holds its bandwidth with SCHED_DEADLINE reservations and needs `scheduler: edf` (docs/modes.md)", p.name));
+        }
+        let owned_cpus = match &p.cpus {
+            Some(bulkhead_model::Cpus::Set(set)) => set.len(),
+            _ => 0,
+        };
+        if modal && p.interface.is_none() && owned_cpus != 1 {
+            return Some(format!("partition `{}` {what} and owns {} CPUs: `run` executes modal partitions that own one CPU or are scheduled as servers (docs/modes.md)", p.name, if owned_cpus == 0 { "all".to_string() } else { owned_cpus.to_string() }));
+        }
     }
-    let server = system.partitions.iter().find(|p| p.interface.is_some())?;
-    Some(format!("partition `{}` is scheduled as a server (`interface`): analysed and simulated, not executed by `run` yet (docs/modes.md)", server.name))
+    let modes = modes?;
+    modes.table.iter().enumerate().find_map(|(i, m)| {
+        m.partitions.iter().find_map(|l| {
+            let t = l.tasks.iter().find(|t| t.period.is_some())?;
+            Some(format!("modes.table[{i}].partitions.{}: mode `{}` gives task `{}` another period: `run` changes budgets and deadlines, not periods (docs/modes.md)", l.partition, m.name, t.name))
+        })
+    })
 }
 
 /// A task of the description with no `cmd` (gateway tasks get theirs from `run`).

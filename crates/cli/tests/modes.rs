@@ -148,11 +148,29 @@ fn a_bad_mode_switch_is_an_error() {
 }
 
 #[test]
-fn run_says_it_does_not_execute_modes_yet() {
+fn run_refuses_modes_it_cannot_hold_with_reservations() {
     let out = bulkhead(&["run", &example()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("`run` does not execute them yet"),
+        text(&out.stderr).contains("partition `chassis` is listed by `modes`")
+            && text(&out.stderr).contains("needs `scheduler: edf`"),
+        "{}",
+        text(&out.stderr)
+    );
+    let edf = std::fs::read_to_string(example())
+        .unwrap()
+        .replace("kind: rt\n", "kind: rt\n    scheduler: edf\n");
+    let dir = std::env::temp_dir().join(format!("bulkhead-modes-edf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("modes.yaml");
+    std::fs::write(&file, edf).unwrap();
+    let out = bulkhead(&["run", file.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(
+            "modes.table[1].partitions.nav: mode `urban` gives task `map` another period"
+        ),
         "{}",
         text(&out.stderr)
     );

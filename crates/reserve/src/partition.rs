@@ -33,7 +33,7 @@ use crate::sched::{self, DeadlineParams, Policy};
 use crate::{detect, prio};
 use bulkhead_analysis::system::{analyze_system_with, Options, Report};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task};
-use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+use bulkhead_task::supervisor::{LinkSpec, ModePort, TaskLink};
 use bulkhead_task::Record;
 use bulkhead_trace::{Event, EventKind, Name};
 use std::collections::BTreeMap;
@@ -42,6 +42,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// How to start the rt partitions.
@@ -95,6 +96,7 @@ pub fn plan_tasks(system: &System, workdir: &Path, skip_unset_services: bool) ->
 /// failed it, or the CPU and why.
 pub fn admit(system: &System, cap: (u64, u64)) -> Result<Report> {
     let report = analyze_system_with(system, &Options { deadline_cap: cap });
+    admit_modes(&report)?;
     if let Some(t) = report.tasks.iter().find(|t| !t.schedulable) {
         return Err(Error::Invalid(format!(
             "admission refused: task `{}` of partition `{}` fails the {} test on CPU {}: {}",
@@ -116,6 +118,28 @@ pub fn admit(system: &System, cap: (u64, u64)) -> Result<Report> {
     Ok(report)
 }
 
+/// With modes, every mode and every allowed switch must pass: a switch then never
+/// fails for lack of bandwidth (the analysis of docs/modes.md).
+fn admit_modes(report: &Report) -> Result<()> {
+    let Some(modes) = &report.modes else {
+        return Ok(());
+    };
+    if let Some(m) = modes.modes.iter().find(|m| !m.schedulable) {
+        return Err(Error::Invalid(format!(
+            "admission refused: mode `{}`: {}",
+            m.name, m.binding
+        )));
+    }
+    if let Some(t) = modes.transitions.iter().find(|t| !t.safe) {
+        let why = t.refusal.as_ref().map_or("", |r| r.message.as_str());
+        return Err(Error::Invalid(format!(
+            "admission refused: switch {} -> {} ({}): {why}",
+            t.from, t.to, t.policy
+        )));
+    }
+    Ok(())
+}
+
 /// One running task.
 struct Running {
     partition: Name,
@@ -125,6 +149,13 @@ struct Running {
     policy: Policy,
     link: TaskLink,
     child: Child,
+    /// Started parked (stopped, SCHED_OTHER): its task is not in the initial mode.
+    parked: bool,
+    /// Whether its partition reclaims (SCHED_FLAG_RECLAIM) when it runs under EDF.
+    reclaim: bool,
+    /// Releases before this CLOCK_MONOTONIC time are not judged (the task was parked by
+    /// its mode agent, which moves it: `u64::MAX` while parked, the start time after).
+    judged_from: Arc<AtomicU64>,
     exited: bool,
     /// Next job index whose release was not yet reported.
     reported: u64,
@@ -150,6 +181,21 @@ pub struct TaskSummary {
     /// How the task ended if it ended on its own, before it was asked to stop
     /// (`exit status: 1`, `signal: 9 (SIGKILL)`); `None` if it ran until the stop.
     pub ended_early: Option<String>,
+}
+
+/// A task as its partition's mode agent sees it ([`RtPartitions::mode_ports`]).
+pub struct TaskPort {
+    pub partition: String,
+    pub task: String,
+    pub pid: u32,
+    /// Stopped and without a reservation: not in the initial mode.
+    pub parked: bool,
+    /// Its reservation reclaims (`SCHED_FLAG_RECLAIM`, the partition's `reclaim`).
+    pub reclaim: bool,
+    pub port: ModePort,
+    /// Releases before this CLOCK_MONOTONIC time are not deadline misses: the agent
+    /// stores `u64::MAX` when it parks the task and the time it starts it again.
+    pub judged_from: Arc<AtomicU64>,
 }
 
 /// The rt partitions of a running system.
@@ -188,6 +234,11 @@ impl RtPartitions {
         // EDF partitions fall back; a busy or affinity-restricted probe says nothing about
         // the tasks' own exclusive domains.
         if let Some(why) = detect::deadline().err().filter(|u| u.is_permanent()) {
+            if system.modes.is_some() {
+                return Err(Error::Invalid(format!(
+                    "modes are executed with SCHED_DEADLINE reservations: {why}"
+                )));
+            }
             for p in system
                 .partitions
                 .iter_mut()
@@ -242,6 +293,7 @@ impl RtPartitions {
     ) -> Result<()> {
         let mut domains: BTreeMap<(String, u32), usize> = BTreeMap::new();
         let mut index = 0u32;
+        let initial = initial_view(system);
         for p in system
             .partitions
             .iter()
@@ -249,21 +301,28 @@ impl RtPartitions {
         {
             let ranks = prio::rm_dm_ranks(&p.tasks);
             let joins = self.v1_limits(p, h, options)?;
+            let running = initial.partitions.iter().find(|v| v.name == p.name);
             for (ti, task) in p.tasks.iter().enumerate() {
-                let verdict = report
-                    .tasks
-                    .iter()
-                    .find(|v| v.partition == p.name && v.name == task.name)
-                    .ok_or_else(|| {
-                        Error::Invalid(format!("no analysis verdict for task `{}`", task.name))
-                    })?;
-                let cpu = task_cpu(system, &p.cpus, &verdict.cpu)?;
-                let key = (p.name.clone(), cpu);
+                let now = running.and_then(|v| v.tasks.iter().find(|t| t.name == task.name));
+                let verdict = verdict(report, &p.name, &task.name).ok_or_else(|| {
+                    Error::Invalid(format!("no analysis verdict for task `{}`", task.name))
+                })?;
+                let (cpu, set, name) = match pool_cpus(system, p) {
+                    Some(pool) => {
+                        let first = pool.iter().next().expect("a non-empty pool");
+                        (first, pool, format!("pool-cpu{first}"))
+                    }
+                    None => {
+                        let cpu = task_cpu(system, &p.cpus, &verdict.cpu)?;
+                        let set = CpuSet::from_cpus([cpu]).expect("one CPU");
+                        (cpu, set, format!("{}-cpu{cpu}", p.name))
+                    }
+                };
+                let key = (name.clone(), cpu);
                 let d = match domains.get(&key) {
                     Some(&d) => d,
                     None => {
-                        let rel = options.instance.join(format!("{}-cpu{cpu}", p.name));
-                        let set = CpuSet::from_cpus([cpu]).expect("one CPU");
+                        let rel = options.instance.join(&name);
                         let domain = ExclusiveDomain::create(h, &rel, &set)?;
                         if matches!(h, Hierarchy::V2(_)) {
                             limit_v2(domain.dir(), p)?;
@@ -273,12 +332,13 @@ impl RtPartitions {
                         self.domains.len() - 1
                     }
                 };
-                let policy = match p.scheduler {
-                    Scheduler::Edf => Policy::Deadline(
-                        DeadlineParams::for_task(task.budget, task.deadline, task.period)?
+                let policy = match (now, p.scheduler) {
+                    (None, _) => Policy::Other { nice: 0 },
+                    (Some(now), Scheduler::Edf) => Policy::Deadline(
+                        DeadlineParams::for_task(now.budget, now.deadline, now.period)?
                             .reclaiming(p.reclaim),
                     ),
-                    Scheduler::FixedPriority => {
+                    (Some(_), Scheduler::FixedPriority) => {
                         let rank = verdict.priority.map_or(ranks[ti], |r| r.saturating_sub(1));
                         Policy::Fifo {
                             priority: prio::fifo_priorities(&[rank], prio::TOP)?[0],
@@ -314,6 +374,9 @@ impl RtPartitions {
                         "",
                     )
                 })?;
+                if now.is_none() {
+                    signal(child.id(), libc::SIGSTOP);
+                }
                 self.tasks.push(Running {
                     partition: Arc::from(p.name.as_str()),
                     task: Arc::from(task.name.as_str()),
@@ -333,6 +396,12 @@ impl RtPartitions {
                         ended_early: None,
                     },
                     child,
+                    parked: now.is_none(),
+                    reclaim: p.reclaim,
+                    judged_from: Arc::new(AtomicU64::new(match now {
+                        Some(_) => 0,
+                        None => u64::MAX,
+                    })),
                     exited: false,
                     reported: 0,
                     counters: Vec::new(),
@@ -389,6 +458,27 @@ impl RtPartitions {
         CpuSet::from_cpus(self.tasks.iter().map(|t| t.cpu))
     }
 
+    /// What a mode agent needs of every task, in declaration order: its pid, whether it
+    /// starts parked, and a mapping of its mode words.
+    pub fn mode_ports(&self) -> Result<Vec<TaskPort>> {
+        self.tasks
+            .iter()
+            .map(|t| {
+                Ok(TaskPort {
+                    partition: t.partition.to_string(),
+                    task: t.task.to_string(),
+                    pid: t.child.id(),
+                    parked: t.parked,
+                    reclaim: t.reclaim,
+                    judged_from: t.judged_from.clone(),
+                    port: t.link.mode_port().map_err(|e| {
+                        Error::Invalid(format!("task `{}`: mode words: {e}", t.task))
+                    })?,
+                })
+            })
+            .collect()
+    }
+
     /// The task processes' pids, in declaration order.
     pub fn pids(&self) -> Vec<u32> {
         self.tasks.iter().map(|t| t.child.id()).collect()
@@ -435,6 +525,8 @@ impl RtPartitions {
         self.stopping = true;
         for t in &self.tasks {
             t.link.request_stop();
+            // A task parked by its mode agent must run to see the request.
+            signal(t.child.id(), libc::SIGCONT);
         }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
         while !self.all_exited() && std::time::Instant::now() < deadline {
@@ -504,9 +596,14 @@ impl Running {
         );
         let rel = |t: u64| t.saturating_sub(epoch);
         let period = self.link.spec().period_ns;
-        // Releases skipped before this job: each is a missed deadline.
+        // Releases skipped before this job: each is a missed deadline, unless the task
+        // was parked then.
+        let judged = self.judged_from.load(Ordering::Acquire);
         for job in self.reported.max(r.index.saturating_sub(r.skipped as u64))..r.index {
             let release = epoch + job * period;
+            if release < judged {
+                continue;
+            }
             sink(Event::new(
                 rel(release + d),
                 EventKind::DeadlineMiss {
@@ -540,7 +637,7 @@ impl Running {
                 job,
             },
         ));
-        if r.missed(d) {
+        if r.missed(d) && r.release_ns >= judged {
             sink(Event::new(
                 deadline_ns,
                 EventKind::DeadlineMiss {
@@ -598,11 +695,55 @@ fn rt_cpus(system: &System, report: &Report) -> Result<Option<CpuSet>> {
         .iter()
         .filter(|p| p.kind == PartitionKind::Rt)
     {
+        if let Some(pool) = pool_cpus(system, p) {
+            cpus.extend(pool.iter());
+            continue;
+        }
         for v in report.tasks.iter().filter(|v| v.partition == p.name) {
             cpus.push(task_cpu(system, &p.cpus, &v.cpu)?);
         }
     }
     Ok(CpuSet::from_cpus(cpus))
+}
+
+/// The system as it starts: in its initial mode (tasks of other modes are parked), or
+/// as described when it has no modes.
+fn initial_view(system: &System) -> System {
+    let initial = system.modes.as_ref().map(|m| m.initial.as_str());
+    initial
+        .and_then(|name| system.in_mode(name))
+        .unwrap_or_else(|| system.clone())
+}
+
+/// The analysis verdict on a task: in the initial mode, else in the first mode that
+/// runs it (a task is placed on the same CPU in every mode: see docs/modes.md).
+fn verdict<'a>(
+    report: &'a Report,
+    partition: &str,
+    task: &str,
+) -> Option<&'a bulkhead_analysis::system::TaskVerdict> {
+    let modes = report.modes.iter().flat_map(|m| &m.modes);
+    std::iter::once(&report.tasks)
+        .chain(modes.map(|m| &m.report.tasks))
+        .flat_map(|tasks| tasks.iter())
+        .find(|v| v.partition == partition && v.name == task)
+}
+
+/// The CPUs of a partition scheduled as a server: its pool, one exclusive domain that
+/// all the pool's partitions share (the kernel's SCHED_DEADLINE admission holds the
+/// pool's capacity); `None` for a partition that owns its CPUs.
+fn pool_cpus(system: &System, p: &Partition) -> Option<CpuSet> {
+    p.interface?;
+    match &p.cpus {
+        Some(Cpus::Set(set)) => Some(set.clone()),
+        _ => system.cpus.clone(),
+    }
+}
+
+/// Sends `sig` to process `pid` (a task child of this process, not yet reaped).
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) has no memory preconditions; the pid is our own unreaped child.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
 }
 
 /// The CPU the analysis placed a task on, resolving `all` against the system's CPUs.

@@ -7,6 +7,7 @@
 //! shows), its jobs and misses from the drain thread's latest figures. Peers that are
 //! neither root nor the supervisor's user are refused by the server and logged here.
 
+use crate::modes::ModeManager;
 use crate::RunError;
 use bulkhead_control::{
     ErrorCode, Handled, Handler, PartitionStatus, Peer, Request, Response, Server, Status,
@@ -15,7 +16,7 @@ use bulkhead_control::{
 use bulkhead_model::{Cpus, PartitionKind, System, Task};
 use bulkhead_reserve::partition::TaskSummary;
 use bulkhead_reserve::sched::{self, Policy};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -27,6 +28,9 @@ pub type LiveTasks = Arc<Mutex<Vec<TaskSummary>>>;
 pub struct Control {
     server: Server,
     state: State,
+    /// An epoll instance over the server and the mode manager's acknowledgements: the
+    /// one descriptor the event loops watch.
+    ready: OwnedFd,
 }
 
 struct State {
@@ -36,6 +40,8 @@ struct State {
     tasks: LiveTasks,
     /// Refused peers, for the run's warnings.
     refused: Vec<String>,
+    /// The mode manager of a system with modes.
+    modes: Option<ModeManager>,
 }
 
 impl Control {
@@ -45,14 +51,18 @@ impl Control {
         let uid = unsafe { libc::getuid() };
         let server = Server::bind(path, &[0, uid])
             .map_err(|e| RunError::Io(format!("control socket: {e}")))?;
+        let ready = epoll_over(&[server.as_fd().as_raw_fd()])
+            .map_err(|e| RunError::Io(format!("control socket: epoll: {e}")))?;
         Ok(Control {
             server,
+            ready,
             state: State {
                 name: name.to_string(),
                 system: system.clone(),
                 started: Instant::now(),
                 tasks: LiveTasks::default(),
                 refused: Vec::new(),
+                modes: None,
             },
         })
     }
@@ -62,9 +72,24 @@ impl Control {
         self.state.tasks = tasks;
     }
 
+    /// Serves `mode` requests with `modes` from now on.
+    pub fn manage(&mut self, modes: ModeManager) -> Result<(), RunError> {
+        watch(self.ready.as_raw_fd(), modes.fd())
+            .map_err(|e| RunError::Io(format!("control socket: epoll: {e}")))?;
+        self.state.modes = Some(modes);
+        Ok(())
+    }
+
+    /// Stops the mode manager and its agents (before the tasks are stopped).
+    pub fn stop_modes(&mut self) {
+        if let Some(mut m) = self.state.modes.take() {
+            self.state.refused.extend(m.take_warnings());
+        }
+    }
+
     /// The descriptor to watch for readability.
     pub fn fd(&self) -> i32 {
-        self.server.as_fd().as_raw_fd()
+        self.ready.as_raw_fd()
     }
 
     /// Serves what is ready; never blocks. A failure of the server's own epoll instance
@@ -72,19 +97,35 @@ impl Control {
     pub fn poll(&mut self) -> Result<(), RunError> {
         self.server
             .poll(&mut self.state)
-            .map_err(|e| RunError::Io(format!("control socket: {e}")))
+            .map_err(|e| RunError::Io(format!("control socket: {e}")))?;
+        if let Some(m) = &mut self.state.modes {
+            for (ticket, response) in m.collect() {
+                self.server.reply(ticket, response);
+            }
+        }
+        Ok(())
     }
 
-    /// The peers refused so far (one line each), emptied.
+    /// The peers refused so far and the mode switches' problems (one line each), emptied.
     pub fn take_refused(&mut self) -> Vec<String> {
+        if let Some(m) = &mut self.state.modes {
+            self.state.refused.extend(m.take_warnings());
+        }
         std::mem::take(&mut self.state.refused)
     }
 }
 
 impl Handler for State {
-    fn request(&mut self, request: Request, _peer: Peer, _ticket: Ticket) -> Handled {
+    fn request(&mut self, request: Request, _peer: Peer, ticket: Ticket) -> Handled {
         Handled::Reply(match request {
             Request::Status => Response::status(None, self.status()),
+            Request::Mode { name } if self.modes.is_some() => {
+                let modes = self.modes.as_mut().expect("checked");
+                match modes.request(&name, ticket) {
+                    Some(reply) => reply,
+                    None => return Handled::Later,
+                }
+            }
             Request::Mode { .. } => Response::error(
                 None,
                 ErrorCode::NotAllowed,
@@ -117,8 +158,8 @@ impl State {
             pid: std::process::id(),
             uptime_ns: self.started.elapsed().as_nanos() as u64,
             state: "running".into(),
-            mode: None,
-            switching_to: None,
+            mode: self.modes.as_ref().map(|m| m.mode().0),
+            switching_to: self.modes.as_ref().and_then(|m| m.mode().1),
             partitions: self
                 .system
                 .partitions
@@ -134,7 +175,7 @@ impl State {
                         Some(Cpus::All) => "all".into(),
                         None => "windows".into(),
                     },
-                    interface: None,
+                    interface: self.modes.as_ref().and_then(|m| m.interface(&p.name)),
                     tasks: live
                         .iter()
                         .filter(|t| t.partition == p.name)
@@ -176,4 +217,32 @@ fn task_status(t: &TaskSummary, model: Option<&Task>) -> TaskStatus {
         Err(_) => status.policy = "exited".into(),
     }
     status
+}
+
+/// A new epoll instance watching `fds` for readability.
+fn epoll_over(fds: &[i32]) -> std::io::Result<OwnedFd> {
+    // SAFETY: epoll_create1 has no memory preconditions; the result is checked.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: ep is a new descriptor owned by nobody else.
+    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+    for &fd in fds {
+        watch(ep.as_raw_fd(), fd)?;
+    }
+    Ok(ep)
+}
+
+/// Adds `fd` to epoll instance `ep`, readable interest, level-triggered.
+fn watch(ep: i32, fd: i32) -> std::io::Result<()> {
+    let mut event = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: fd as u64,
+    };
+    // SAFETY: a valid epoll_event on the stack; the kernel copies it.
+    match unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut event) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
 }

@@ -19,6 +19,7 @@ mod isolation;
 pub mod leftovers;
 mod limits;
 mod links;
+mod modes;
 mod power;
 mod rt;
 mod signals;

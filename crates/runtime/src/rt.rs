@@ -8,6 +8,7 @@
 
 use crate::control::{Control, LiveTasks};
 use crate::isolation::Confinements;
+use crate::modes::{ModeEvents, ModeManager};
 use crate::signals::StopSignals;
 use crate::supervisor::monotonic_ns;
 use crate::{leftovers, RunError, RunOptions};
@@ -93,6 +94,8 @@ pub struct RtRun {
     all_exited: Arc<AtomicBool>,
     /// Per-task figures, refreshed at each drain (for the control socket's `status`).
     pub live: LiveTasks,
+    /// The mode manager of a system with modes, until the control socket takes it.
+    pub modes: Option<ModeManager>,
     thread: Option<JoinHandle<Drained>>,
     /// Kernel work moved off the rt CPUs; restored when this is dropped, after the
     /// drain thread stopped the tasks.
@@ -156,19 +159,32 @@ pub fn start(
         true => Some(isolate_housekeeping(&rt.cpus(), warnings)?),
         false => None,
     };
+    let mode_events = ModeEvents::default();
+    let modes = match system.modes {
+        Some(_) => {
+            let ports = rt
+                .mode_ports()
+                .map_err(|e| RunError::Spawn(format!("mode agents: {e}")))?;
+            let manager = ModeManager::start(system, ports, epoch_ns, mode_events.clone())
+                .map_err(|e| RunError::Io(format!("mode agents: {e}")))?;
+            Some(manager)
+        }
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let all_exited = Arc::new(AtomicBool::new(false));
     let live = LiveTasks::new(Mutex::new(rt.summaries()));
     let (s, a, l) = (stop.clone(), all_exited.clone(), live.clone());
     let thread = std::thread::Builder::new()
         .name("bulkhead-rt-drain".into())
-        .spawn(move || drain_until_stopped(rt, sink, &s, &a, &l))
+        .spawn(move || drain_until_stopped(rt, sink, &mode_events, &s, &a, &l))
         .map_err(|e| RunError::Io(format!("rt drain thread: {e}")))?;
     Ok(Some(RtRun {
         epoch_ns,
         stop,
         all_exited,
         live,
+        modes,
         thread: Some(thread),
         _housekeeping: housekeeping,
     }))
@@ -199,6 +215,7 @@ fn instance_path(mount: &Path, cpuset_base: Option<&Path>) -> PathBuf {
 fn drain_until_stopped(
     mut rt: RtPartitions,
     mut sink: Sink,
+    mode_events: &ModeEvents,
     stop: &AtomicBool,
     all_exited: &AtomicBool,
     live: &LiveTasks,
@@ -206,13 +223,22 @@ fn drain_until_stopped(
     while !stop.load(Ordering::Acquire) {
         std::thread::sleep(DRAIN_PERIOD);
         rt.drain(&mut |e| sink.put(e));
+        put_mode_steps(mode_events, &mut sink);
         *live.lock().unwrap_or_else(|e| e.into_inner()) = rt.summaries();
         if rt.all_exited() {
             all_exited.store(true, Ordering::Release);
         }
     }
+    put_mode_steps(mode_events, &mut sink);
     let summaries = rt.stop(&mut |e| sink.put(e));
     sink.finish(summaries)
+}
+
+/// Moves the mode manager's steps recorded since the last drain into `sink`, so that
+/// they reach a streamed schedule log (near their time) as well as a trace.
+fn put_mode_steps(mode_events: &ModeEvents, sink: &mut Sink) {
+    let steps = std::mem::take(&mut *mode_events.lock().unwrap_or_else(|e| e.into_inner()));
+    steps.into_iter().for_each(|e| sink.put(e));
 }
 
 impl RtRun {
@@ -222,7 +248,10 @@ impl RtRun {
     }
 
     /// Stops every task, removes the cgroups, and returns what was drained.
+    /// The mode manager (its agents) stops first, so that no agent acts on a task
+    /// being stopped.
     pub fn finish(mut self) -> Drained {
+        self.modes = None;
         self.join().unwrap_or(Drained {
             events: Vec::new(),
             summaries: Vec::new(),
@@ -238,6 +267,7 @@ impl RtRun {
 
 impl Drop for RtRun {
     fn drop(&mut self) {
+        self.modes = None;
         self.join();
     }
 }

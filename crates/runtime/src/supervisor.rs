@@ -218,7 +218,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let mut confinements = Confinements::prepare(system, &links.env)?;
     confinements.pass_fds(&links.fds);
     let system = &links.with_commands(system);
-    let rt = rt::start(
+    let mut rt = rt::start(
         system,
         options,
         hierarchy.cpuset_base.as_deref(),
@@ -226,8 +226,11 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         rt_sink(system, options)?,
         &mut warnings,
     )?;
-    if let (Some(c), Some(rt)) = (&mut control, &rt) {
+    if let (Some(c), Some(rt)) = (&mut control, &mut rt) {
         c.follow(rt.live.clone());
+        if let Some(modes) = rt.modes.take() {
+            c.manage(modes)?;
+        }
     }
     let own = own_cpus();
     let free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?
@@ -286,6 +289,9 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     sup.power = power;
     let fds_held = count_fds().saturating_sub(fds_before);
     let reason = sup.run_loop(launch)?;
+    if let Some(c) = &mut sup.control {
+        c.stop_modes();
+    }
     let rt_tasks = rt
         .map(|rt| sup.merge_rt(rt))
         .transpose()?
@@ -360,6 +366,7 @@ fn run_services(
         s.control.as_mut(),
     )?;
     if let Some(c) = &mut s.control {
+        c.stop_modes();
         warnings.extend(c.take_refused());
     }
     let (w, errors) = s.free.map(FreeKeeper::finish).unwrap_or_default();

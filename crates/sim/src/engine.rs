@@ -914,7 +914,8 @@ impl<'a> Sim<'a> {
             Some(_) => Nanos::MAX,
             None => self.servers[s].budget,
         };
-        let mut at = t.saturating_add(bulkhead_windows::drive::time_for(remaining, speed).min(budget));
+        let mut at =
+            t.saturating_add(bulkhead_windows::drive::time_for(remaining, speed).min(budget));
         let spec = &self.spec.servers[s];
         if spec.kind == ServerKind::Deferrable {
             at = at.min(self.servers[s].period_end);

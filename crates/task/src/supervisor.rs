@@ -153,6 +153,14 @@ impl TaskLink {
         acked.wrapping_sub(seq) as i32 >= 0
     }
 
+    /// A second mapping of the control block that carries mode requests only, for a
+    /// mode agent running on another thread than the one that owns this link.
+    pub fn mode_port(&self) -> Result<ModePort> {
+        Ok(ModePort {
+            ctl: Mapping::map(self.ctl_fd.as_fd())?,
+        })
+    }
+
     /// Asks the task to stop: its next `wait_next_period` returns `Stopped`.
     pub fn request_stop(&self) {
         self.ctl.get().stop.store(1, Release);
@@ -232,6 +240,31 @@ fn inherit(fds: &[RawFd; 2]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The mode words of one task's control block ([`TaskLink::mode_port`]): what a mode
+/// agent uses to tell a program the new mode and to see its acknowledgement.
+pub struct ModePort {
+    ctl: Mapping,
+}
+
+impl ModePort {
+    /// Publishes `mode` as the current one without a request (the initial mode, at
+    /// start): [`crate::Task::current_mode`] returns it, nothing is to acknowledge.
+    pub fn set_mode(&self, mode: u32) {
+        self.ctl.get().mode.store(mode, Release);
+    }
+
+    /// As [`TaskLink::request_mode`].
+    pub fn request_mode(&self, mode: u32) -> u32 {
+        self.ctl.get().request_mode(mode)
+    }
+
+    /// As [`TaskLink::mode_acked`].
+    pub fn mode_acked(&self, seq: u32) -> bool {
+        let acked = self.ctl.get().mode_ack.load(Acquire);
+        acked.wrapping_sub(seq) as i32 >= 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,6 +320,28 @@ mod tests {
         }
         link.request_stop();
         assert!(matches!(task.wait_next_period(), Err(Error::Stopped)));
+    }
+
+    #[test]
+    fn a_mode_port_on_another_thread_requests_and_sees_the_acknowledgement() {
+        let link = TaskLink::create(&spec()).unwrap();
+        let dup = |fd: RawFd| {
+            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
+            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
+        };
+        let [c, t] = link.fds();
+        let task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        let port = link.mode_port().unwrap();
+        let seq = std::thread::spawn(move || port.request_mode(2))
+            .join()
+            .unwrap();
+        let change = task
+            .wait_mode_change(Some(std::time::Duration::from_millis(100)))
+            .expect("the request reaches the task");
+        assert_eq!((change.mode, change.seq), (2, seq));
+        assert!(!link.mode_acked(seq));
+        task.ack_mode(change);
+        assert!(link.mode_port().unwrap().mode_acked(seq));
     }
 
     #[test]

@@ -1,0 +1,286 @@
+//! Mode switches of a real `bulkhead run` (docs/modes.md): `bulkhead ctl mode` switches
+//! the running system, the kernel holds the new reservations (`chrt -p`), the tasks of
+//! the mode left are stopped and those of the new one run, the logged bandwidth never
+//! exceeds a pool's capacity nor a partition's demand its interface, bad requests get
+//! errors while the system keeps running, and `sim` takes the same steps in the same
+//! order as `run`.
+
+mod common;
+use common::{exclusive_cpus_lock, is_root, Scratch};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `bulkhead run` stopped on drop if a test fails before it ends.
+struct Running(Option<Child>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            // SAFETY: signalling our own child, not yet reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+}
+
+fn ctl(socket: &Path, args: &[&str]) -> Output {
+    common::bulkhead()
+        .arg("ctl")
+        .arg("--control")
+        .arg(socket)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(path).is_err() {
+        assert!(Instant::now() < deadline, "no control socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn status(socket: &Path) -> Value {
+    let out = ctl(socket, &["status", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["status"].clone()
+}
+
+fn task<'a>(status: &'a Value, name: &str) -> &'a Value {
+    status["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["tasks"].as_array().unwrap())
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no task {name} in {status}"))
+}
+
+/// The state letter of /proc/PID/stat (`T`: stopped).
+fn state(pid: u64) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.chars().next().unwrap()
+}
+
+fn switch(socket: &Path, mode: &str) -> Value {
+    let out = ctl(socket, &["mode", mode, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["mode"].clone()
+}
+
+/// Sends raw request lines on one connection and returns `n` reply lines.
+fn raw(path: &Path, bytes: &[u8], n: usize) -> Vec<String> {
+    let mut s = UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut r = BufReader::new(s);
+    (0..n)
+        .map(|_| {
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            line
+        })
+        .collect()
+}
+
+/// (event, partition) of the switch steps in a schedule log, per switch.
+fn log_steps(log: &str) -> Vec<Vec<(String, String)>> {
+    let mut switches: Vec<Vec<(String, String)>> = Vec::new();
+    for line in log.lines() {
+        let e: Value = serde_json::from_str(line).unwrap();
+        let event = e["event"].as_str().unwrap();
+        let partition = e["partition"].as_str().unwrap_or("").to_string();
+        match event {
+            "mode_request" => switches.push(Vec::new()),
+            "interface_change" | "agent_request" | "agent_ack" | "mode_done" => switches
+                .last_mut()
+                .expect("a step after a request")
+                .push((event.to_string(), partition)),
+            _ => {}
+        }
+    }
+    switches
+}
+
+fn description(dir: &Scratch) -> std::path::PathBuf {
+    let p = common::bin("bulkhead-periodic");
+    let file = dir.file("car.yaml");
+    let task = |name: &str, budget: &str| {
+        format!(
+            "      - {{name: {name}, cmd: {} --exec-us 40, budget: {budget}, period: 2ms}}\n",
+            p.display()
+        )
+    };
+    let partition = |name: &str, tasks: &str| {
+        format!("  - name: {name}\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    interface: {{period: 1ms}}\n    tasks:\n{tasks}")
+    };
+    let text = format!(
+        "system: {{cpus: 0-1}}\npartitions:\n{}{}modes:\n  initial: one\n  agent: {{budget: 100us, period: 300ms}}\n  table:\n    - name: one\n      partitions:\n        a: {{tasks: [x]}}\n        b: {{tasks: [z]}}\n    - name: two\n      partitions:\n        a: {{tasks: [x, y]}}\n        b: {{tasks: [{{name: z, budget: 200us}}]}}\n  transitions:\n    - {{from: one, to: two, policy: sequential}}\n    - {{from: two, to: one, policy: boost}}\n",
+        partition("a", &(task("x", "100us") + &task("y", "100us"))),
+        partition("b", &task("z", "100us")),
+    );
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+#[test]
+fn ctl_mode_switches_a_running_system_as_sim_does() {
+    if !is_root() {
+        eprintln!("skipping: needs root for SCHED_DEADLINE and cpusets");
+        return;
+    }
+    if !common::bin("bulkhead-periodic").exists() {
+        eprintln!("skipping: bulkhead-periodic is not built");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("modes");
+    let file = description(&dir);
+    let socket = dir.file("car.sock");
+    let log = dir.file("log.jsonl");
+    let mut run = Running(Some(
+        common::bulkhead()
+            .args([
+                "run",
+                file.to_str().unwrap(),
+                "--timeout",
+                "6s",
+                "--control",
+            ])
+            .arg(&socket)
+            .arg("--schedule-log")
+            .arg(&log)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    wait_for(&socket);
+
+    // Mode one: y is parked (stopped, no reservation), x and z run under theirs.
+    std::thread::sleep(Duration::from_millis(200));
+    let s = status(&socket);
+    assert_eq!(s["mode"], "one", "{s}");
+    assert_eq!(s["partitions"][0]["interface"]["budget_ns"], 100_000, "{s}");
+    let y = task(&s, "y")["pid"].as_u64().unwrap();
+    let z = task(&s, "z")["pid"].as_u64().unwrap();
+    assert_eq!(state(y), 'T');
+    assert!(common::chrt(y as u32).contains("SCHED_OTHER"));
+    assert_eq!(task(&s, "y")["jobs"], 0, "{s}");
+    assert!(common::chrt(z as u32).contains("100000/2000000/2000000"));
+
+    // Switch to two (sequential): y runs, z has its new reservation, the interfaces grew.
+    let m = switch(&socket, "two");
+    assert_eq!(
+        (&m["from"], &m["to"], &m["policy"]),
+        (&"one".into(), &"two".into(), &"sequential".into()),
+        "{m}"
+    );
+    assert_eq!(
+        m["steps"].as_array().unwrap().last().unwrap()["event"],
+        "mode_done"
+    );
+    assert_ne!(state(y), 'T');
+    assert!(common::chrt(y as u32).contains("SCHED_DEADLINE"));
+    assert!(
+        common::chrt(z as u32).contains("200000/2000000/2000000"),
+        "{}",
+        common::chrt(z as u32)
+    );
+    std::thread::sleep(Duration::from_millis(150));
+    let s = status(&socket);
+    assert_eq!(s["mode"], "two");
+    assert_eq!(s["partitions"][0]["interface"]["budget_ns"], 200_000, "{s}");
+    assert!(task(&s, "y")["jobs"].as_u64().unwrap() > 10, "{s}");
+
+    // Errors: the system keeps running and stays in mode two.
+    let again = ctl(&socket, &["mode", "one"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        text(&again.stderr).contains("refused"),
+        "{}",
+        text(&again.stderr)
+    );
+    let moon = ctl(&socket, &["mode", "moon"]);
+    assert!(
+        text(&moon.stderr).contains("unknown_mode"),
+        "{}",
+        text(&moon.stderr)
+    );
+    let same = ctl(&socket, &["mode", "two"]);
+    assert!(
+        text(&same.stderr).contains("not_allowed"),
+        "{}",
+        text(&same.stderr)
+    );
+    let bad = raw(&socket, b"{\"request\":\"mode\",\"name\":7}\n", 1);
+    assert!(bad[0].contains("malformed"), "{bad:?}");
+    std::thread::sleep(Duration::from_millis(350));
+
+    // Back to one (boost), with a second request on the same connection while it runs.
+    let replies = raw(
+        &socket,
+        b"{\"id\":1,\"request\":\"mode\",\"name\":\"one\"}\n{\"id\":2,\"request\":\"mode\",\"name\":\"two\"}\n",
+        2,
+    );
+    assert!(
+        replies[0].contains("\"id\":2") && replies[0].contains("busy"),
+        "{replies:?}"
+    );
+    assert!(
+        replies[1].contains("\"id\":1") && replies[1].contains("\"ok\":true"),
+        "{replies:?}"
+    );
+    assert_eq!(state(y), 'T');
+    assert!(common::chrt(y as u32).contains("SCHED_OTHER"));
+    assert!(common::chrt(z as u32).contains("100000/2000000/2000000"));
+    let s = status(&socket);
+    assert_eq!(s["mode"], "one");
+    assert_eq!(s["state"], "running");
+
+    let out = run.0.take().unwrap().wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+
+    // The log: every step within capacity and every partition within its interface.
+    let log = std::fs::read_to_string(&log).unwrap();
+    let mut seen = 0;
+    for line in log.lines() {
+        let e: Value = serde_json::from_str(line).unwrap();
+        if let (Some(load), Some(cap)) = (e["load_ppm"].as_u64(), e["capacity_ppm"].as_u64()) {
+            assert!(load <= cap, "{line}");
+            seen += 1;
+        }
+        if e["event"] == "agent_ack" {
+            assert!(
+                e["demand_ppm"].as_u64() <= e["interface_ppm"].as_u64(),
+                "{line}"
+            );
+        }
+    }
+    assert!(seen >= 6, "{log}");
+    let run_steps = log_steps(&log);
+    assert_eq!(run_steps.len(), 2, "{log}");
+
+    // sim: the same switches, the same steps in the same order.
+    let sim_log = dir.file("sim.jsonl");
+    let sim = common::bulkhead()
+        .args(["sim", file.to_str().unwrap(), "--for", "1s"])
+        .args(["--mode-switch", "200ms:two", "--mode-switch", "600ms:one"])
+        .arg("--schedule-log")
+        .arg(&sim_log)
+        .output()
+        .unwrap();
+    assert_eq!(sim.status.code(), Some(0), "{}", text(&sim.stderr));
+    let sim_steps = log_steps(&std::fs::read_to_string(&sim_log).unwrap());
+    assert_eq!(sim_steps, run_steps);
+}

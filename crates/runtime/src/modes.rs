@@ -1,0 +1,616 @@
+//! Mode switches of a running system (docs/modes.md, M2-Xen: Li et al., "Multi-Mode
+//! Virtualization for Soft Real-Time Systems", RTAS 2018, Sec. IV-V).
+//!
+//! The **mode manager** (M2-Xen's HMM) lives in the supervisor's event loop, behind the
+//! control socket: it drives the same pure state machine as `bulkhead sim`
+//! ([`bulkhead_modes::Switch`]), so for the same acknowledgements it takes the same steps
+//! in the same order and records the same trace events. It performs each step at once
+//! (an interface change) or hands it to the partition's **mode agent** (M2-Xen's DMM), a
+//! thread of the supervisor, and feeds each agent's acknowledgement back to the machine.
+//!
+//! An agent changes its partition's task set (Sec. IV-C: "the task engine sends SIGSTOP
+//! signals and SIGCONT signals to the tasks to be stopped and started"): a task that
+//! leaves is stopped and its SCHED_DEADLINE reservation given back (SCHED_OTHER while
+//! parked), a changed task gets its new reservation with `sched_setattr`, a task that
+//! joins gets its reservation and is continued; in that order, so that the kernel's
+//! admission never sees the partition's old and new reservations at once. Then it
+//! publishes the new mode in every running task's control block and waits for the
+//! programs' acknowledgements (at most one agent period), and acknowledges itself.
+//!
+//! Interfaces are held by the kernel: every task of a partition runs under its own
+//! SCHED_DEADLINE reservation (the kernel throttles it at its runtime), so a partition
+//! never takes more than the sum of its running tasks' reservations; the manager keeps
+//! that sum within the partition's interface at every step (checked, and recorded in
+//! `agent_ack` as `demand_ppm` against `interface_ppm`), and the kernel's deadline
+//! admission control keeps each pool's sum within the pool's capacity (each pool is one
+//! exclusive cpuset, a root domain of its own; `sched_rt_runtime_us/sched_rt_period_us`
+//! of each CPU). cgroup CPU bandwidth (`cpu.max`) would not do: it limits SCHED_OTHER
+//! tasks only.
+//!
+//! Boost, the Linux way (Sec. V-B: "temporarily boost the priority of the VCPU hosting
+//! the DMM ... and then return the DMM to its normal priority after the HMM receives
+//! the acknowledgement"): agents run under SCHED_OTHER; under the `boost` policy the
+//! agent of the partition being switched raises itself to SCHED_FIFO
+//! [`BOOST_PRIORITY`], a priority nothing else of bulkhead uses (above the supervisor's
+//! 40, below the kernel's threaded interrupts at 50), for the duration of its switch,
+//! and lowers itself back before it acknowledges.
+
+use bulkhead_control::{ErrorCode, InterfaceStatus, ModeOutcome, Response, StepRecord, Ticket};
+use bulkhead_model::{Nanos, SwitchPolicy, System, Task};
+use bulkhead_modes::{Interface, Step, Switch, Table};
+use bulkhead_reserve::partition::TaskPort;
+use bulkhead_reserve::sched::{self, DeadlineParams, Policy};
+use bulkhead_trace::{Event, EventKind};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// SCHED_FIFO priority of a boosted mode agent.
+pub const BOOST_PRIORITY: u32 = 45;
+/// How often an agent looks for the programs' acknowledgements.
+const ACK_POLL: Duration = Duration::from_micros(20);
+
+/// The mode events of a run (`mode_request`, `interface_change`, `agent_request`,
+/// `agent_ack`, `mode_done`), on the rt partitions' time line.
+pub type ModeEvents = Arc<Mutex<Vec<Event>>>;
+
+/// What an agent does to one task of its partition.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Action {
+    /// Stop it and give its reservation back.
+    Park,
+    /// Give it this reservation (it keeps running).
+    Set(DeadlineParams),
+    /// Give it this reservation and continue it.
+    Start(DeadlineParams),
+}
+
+/// A request to an agent: switch to `mode` (index in the table).
+struct Command {
+    mode: u32,
+    boost: bool,
+    /// Per task of the agent (its index), what to do, in the order to do it.
+    actions: Vec<(usize, Action)>,
+    /// The tasks that run in the new mode: told the mode, awaited.
+    notify: Vec<usize>,
+}
+
+/// An agent's acknowledgement.
+struct Done {
+    member: usize,
+    /// Tasks that did not acknowledge in time, and what failed.
+    problems: Vec<String>,
+}
+
+struct Agent {
+    tx: Option<Sender<Command>>,
+    thread: Option<JoinHandle<()>>,
+    /// The agent's tasks' names, in its order.
+    tasks: Vec<String>,
+}
+
+/// A switch in progress.
+struct Running {
+    switch: Switch,
+    from: usize,
+    to: usize,
+    started: Instant,
+    ticket: Option<Ticket>,
+    steps: Vec<StepRecord>,
+}
+
+/// The mode manager.
+pub struct ModeManager {
+    table: Table,
+    system: System,
+    current: usize,
+    agents: Vec<Option<Agent>>,
+    /// Per member: the mode whose task set runs now, and its interface now.
+    tasks_in: Vec<usize>,
+    interfaces: Vec<Option<Interface>>,
+    running: Option<Running>,
+    last_request: Option<Instant>,
+    agent_period: Duration,
+    events: ModeEvents,
+    epoch_ns: u64,
+    done_rx: Receiver<Done>,
+    wake: OwnedFd,
+    /// Problems of past switches, for the run's warnings.
+    warnings: Vec<String>,
+}
+
+impl ModeManager {
+    /// Starts an agent per modal partition over the tasks in `ports` (every rt task,
+    /// started by `bulkhead-reserve` in the initial mode) and publishes the initial
+    /// mode in their control blocks. Events are recorded in `events` with times since
+    /// `epoch_ns` (CLOCK_MONOTONIC).
+    pub fn start(
+        system: &System,
+        ports: Vec<TaskPort>,
+        epoch_ns: u64,
+        events: ModeEvents,
+    ) -> std::io::Result<ModeManager> {
+        let modes = system.modes.as_ref().expect("a system with modes");
+        let table = bulkhead_analysis::modes::mode_table(system, &Default::default());
+        let current = table.mode(&modes.initial).expect("the initial mode");
+        // SAFETY: eventfd has no memory preconditions; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fd is a new descriptor owned by nobody else.
+        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        let (done_tx, done_rx) = mpsc::channel();
+        let agent_period = Duration::from_nanos(modes.agent.period);
+        let mut ports: Vec<Option<TaskPort>> = ports.into_iter().map(Some).collect();
+        let mut agents = Vec::new();
+        for (k, member) in table.members.iter().enumerate() {
+            let mine: Vec<TaskPort> = ports
+                .iter_mut()
+                .filter(|p| p.as_ref().is_some_and(|p| p.partition == member.name))
+                .filter_map(Option::take)
+                .collect();
+            for p in &mine {
+                p.port.set_mode(current as u32);
+            }
+            if !modes.is_modal(&member.name) {
+                agents.push(None);
+                continue;
+            }
+            agents.push(Some(spawn_agent(
+                k,
+                &member.name,
+                mine,
+                done_tx.clone(),
+                wake.as_raw_fd(),
+                agent_period,
+            )?));
+        }
+        let interfaces = table.modes[current]
+            .locals
+            .iter()
+            .map(|l| l.interface)
+            .collect();
+        Ok(ModeManager {
+            tasks_in: vec![current; table.members.len()],
+            interfaces,
+            table,
+            system: system.clone(),
+            current,
+            agents,
+            running: None,
+            last_request: None,
+            agent_period,
+            events,
+            epoch_ns,
+            done_rx,
+            wake,
+            warnings: Vec::new(),
+        })
+    }
+
+    /// The descriptor that becomes readable when an agent acknowledged.
+    pub fn fd(&self) -> i32 {
+        self.wake.as_raw_fd()
+    }
+
+    /// The current mode's name, and the one a switch in progress goes to.
+    pub fn mode(&self) -> (String, Option<String>) {
+        let to = self
+            .running
+            .as_ref()
+            .map(|r| self.table.modes[r.to].name.clone());
+        (self.table.modes[self.current].name.clone(), to)
+    }
+
+    /// The interface in force of partition `name` (a partition scheduled as a server).
+    pub fn interface(&self, name: &str) -> Option<InterfaceStatus> {
+        let k = self.table.members.iter().position(|m| m.name == name)?;
+        self.interfaces[k].map(|i| InterfaceStatus {
+            budget_ns: i.budget,
+            period_ns: i.period,
+        })
+    }
+
+    /// The problems seen so far (one line each), emptied.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// A `mode` request: starts the switch to `name`. Returns the reply when it is over
+    /// at once or refused; `None` when the reply comes later (from [`Self::collect`]).
+    pub fn request(&mut self, name: &str, ticket: Ticket) -> Option<Response> {
+        let refuse = |code, message: String| Some(Response::error(None, code, message));
+        let modes = self.system.modes.as_ref().expect("a system with modes");
+        let Some(to) = self.table.mode(name) else {
+            return refuse(ErrorCode::UnknownMode, format!("no mode `{name}`"));
+        };
+        if let Some(r) = &self.running {
+            let going = &self.table.modes[r.to].name;
+            return refuse(
+                ErrorCode::Busy,
+                format!("a switch to `{going}` is in progress"),
+            );
+        }
+        let from = &self.table.modes[self.current].name;
+        if to == self.current {
+            return refuse(ErrorCode::NotAllowed, format!("already in mode `{name}`"));
+        }
+        let Some(policy) = modes.policy(from, name) else {
+            return refuse(
+                ErrorCode::NotAllowed,
+                format!("the switch {from} -> {name} is not in `modes.transitions`"),
+            );
+        };
+        if let Some(last) = self.last_request {
+            if last.elapsed() < self.agent_period {
+                return refuse(
+                    ErrorCode::Refused,
+                    format!(
+                        "sooner than the agent period ({}) after the last switch",
+                        bulkhead_model::units::format_duration(self.agent_period.as_nanos() as u64)
+                    ),
+                );
+            }
+        }
+        Some(self.begin(to, policy, ticket)).flatten()
+    }
+
+    fn begin(&mut self, to: usize, policy: SwitchPolicy, ticket: Ticket) -> Option<Response> {
+        let started = Instant::now();
+        self.last_request = Some(started);
+        let mut switch = Switch::new(&self.table, self.current, to, policy);
+        self.record(started, switch.request_event());
+        let first = switch.start();
+        self.running = Some(Running {
+            switch,
+            from: self.current,
+            to,
+            started,
+            ticket: Some(ticket),
+            steps: Vec::new(),
+        });
+        self.go_on(first)
+    }
+
+    /// Performs `steps`; the reply once the switch is over or failed.
+    fn go_on(&mut self, steps: Result<Vec<Step>, bulkhead_modes::SwitchError>) -> Option<Response> {
+        let steps = match steps {
+            Ok(steps) => steps,
+            Err(e) => return self.fail(e.to_string()),
+        };
+        for step in steps {
+            if let Err(e) = self.perform(step) {
+                return self.fail(e);
+            }
+            if step == Step::Done {
+                return self.finish();
+            }
+        }
+        None
+    }
+
+    /// Records one step and does what it asks.
+    fn perform(&mut self, step: Step) -> Result<(), String> {
+        let r = self.running.as_ref().expect("a switch in progress");
+        let now = Instant::now();
+        let latency = now.duration_since(r.started).as_nanos() as Nanos;
+        let event = r.switch.event(&step, latency);
+        let record = StepRecord {
+            t_ns: latency,
+            event: step_name(&step).to_string(),
+            partition: match step {
+                Step::Interface { member, .. }
+                | Step::Request { member, .. }
+                | Step::Ack { member, .. } => Some(self.table.members[member].name.clone()),
+                Step::Done => None,
+            },
+            boost: matches!(step, Step::Request { boost: true, .. }),
+        };
+        self.record(now, event);
+        let to = r.to;
+        self.running
+            .as_mut()
+            .expect("a switch in progress")
+            .steps
+            .push(record);
+        match step {
+            Step::Interface {
+                member,
+                interface,
+                bandwidth,
+                ..
+            } => {
+                self.interfaces[member] = Some(interface);
+                self.check_demand(member, bandwidth)
+            }
+            Step::Request { member, boost } => self.ask(member, to, boost),
+            Step::Ack { member, .. } => {
+                self.tasks_in[member] = to;
+                match self.interfaces[member] {
+                    Some(i) => {
+                        let n = self.table.members[member].cpus;
+                        self.check_demand(member, bulkhead_modes::bandwidth(i.budget, i.period, n))
+                    }
+                    None => Ok(()),
+                }
+            }
+            Step::Done => Ok(()),
+        }
+    }
+
+    /// A partition's running task set must fit its interface (no VM overload).
+    fn check_demand(&self, member: usize, interface: bulkhead_modes::Ppm) -> Result<(), String> {
+        let local = &self.table.modes[self.tasks_in[member]].locals[member];
+        let demand = bulkhead_modes::demand(&local.tasks);
+        match demand <= interface {
+            true => Ok(()),
+            false => Err(format!(
+                "partition `{}` would demand {demand} ppm on an interface of {interface} ppm",
+                self.table.members[member].name
+            )),
+        }
+    }
+
+    /// Hands member `member`'s switch to mode `to` to its agent.
+    fn ask(&mut self, member: usize, to: usize, boost: bool) -> Result<(), String> {
+        let old = &self.table.modes[self.current].locals[member].tasks;
+        let new = &self.table.modes[to].locals[member].tasks;
+        let name = &self.table.members[member].name;
+        let reclaim = self
+            .system
+            .partitions
+            .iter()
+            .find(|p| &p.name == name)
+            .is_some_and(|p| p.reclaim);
+        let agent = self.agents[member]
+            .as_ref()
+            .ok_or_else(|| format!("partition `{name}` has no mode agent"))?;
+        let (actions, notify) = plan(&agent.tasks, old, new, reclaim)?;
+        let command = Command {
+            mode: to as u32,
+            boost,
+            actions,
+            notify,
+        };
+        agent
+            .tx
+            .as_ref()
+            .and_then(|tx| tx.send(command).ok())
+            .ok_or_else(|| format!("the mode agent of `{name}` has stopped"))
+    }
+
+    /// Takes the agents' acknowledgements; returns the replies of switches that ended.
+    pub fn collect(&mut self) -> Vec<(Ticket, Response)> {
+        let mut buf = [0u8; 8];
+        // SAFETY: reading 8 bytes into a local buffer from our own non-blocking eventfd.
+        unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        let mut replies = Vec::new();
+        while let Ok(done) = self.done_rx.try_recv() {
+            let name = self.table.members[done.member].name.clone();
+            for p in done.problems {
+                self.warnings.push(format!("mode agent of `{name}`: {p}"));
+            }
+            let Some(r) = self.running.as_mut() else {
+                continue;
+            };
+            let steps = r.switch.ack(done.member);
+            let ticket = r.ticket;
+            if let Some(response) = self.go_on(steps) {
+                if let Some(t) = ticket {
+                    replies.push((t, response));
+                }
+            }
+        }
+        replies
+    }
+
+    /// The switch is over: the new mode is current.
+    fn finish(&mut self) -> Option<Response> {
+        let r = self.running.take().expect("a switch in progress");
+        self.current = r.to;
+        let outcome = ModeOutcome {
+            from: self.table.modes[r.from].name.clone(),
+            to: self.table.modes[r.to].name.clone(),
+            policy: r.switch.policy().name().to_string(),
+            latency_ns: r.started.elapsed().as_nanos() as u64,
+            steps: r.steps,
+        };
+        Some(Response::mode(None, outcome))
+    }
+
+    /// The switch cannot go on (an agent stopped, a check failed): it is abandoned
+    /// where it is and reported; the system keeps running.
+    fn fail(&mut self, why: String) -> Option<Response> {
+        let r = self.running.take().expect("a switch in progress");
+        let line = format!(
+            "switch to `{}` abandoned: {why}",
+            self.table.modes[r.to].name
+        );
+        eprintln!("bulkhead: {line}");
+        self.warnings.push(line);
+        Some(Response::error(None, ErrorCode::Internal, why))
+    }
+
+    fn record(&self, at: Instant, kind: EventKind) {
+        let t = monotonic_of(at).saturating_sub(self.epoch_ns);
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Event::new(t, kind));
+    }
+}
+
+impl Drop for ModeManager {
+    fn drop(&mut self) {
+        for a in self.agents.iter_mut().flatten() {
+            a.tx = None;
+        }
+        for a in self.agents.iter_mut().flatten() {
+            if let Some(t) = a.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// The trace event name of a step.
+fn step_name(step: &Step) -> &'static str {
+    match step {
+        Step::Interface { .. } => "interface_change",
+        Step::Request { .. } => "agent_request",
+        Step::Ack { .. } => "agent_ack",
+        Step::Done => "mode_done",
+    }
+}
+
+/// CLOCK_MONOTONIC nanoseconds of `at` (an `Instant` is CLOCK_MONOTONIC on Linux).
+fn monotonic_of(at: Instant) -> u64 {
+    let now = bulkhead_task::clock::now_ns();
+    let ago = Instant::now().saturating_duration_since(at).as_nanos() as u64;
+    now.saturating_sub(ago)
+}
+
+/// Per task (its index in the agent's list) what to do, in order; and the tasks to notify.
+type Plan = (Vec<(usize, Action)>, Vec<usize>);
+
+/// What an agent does to go from task set `old` to `new` (mode agent excluded): tasks
+/// that leave first, then changed ones, smaller reservations before larger ones, then
+/// tasks that join; and which tasks run afterwards (to notify).
+fn plan(tasks: &[String], old: &[Task], new: &[Task], reclaim: bool) -> Result<Plan, String> {
+    let find = |set: &[Task], name: &str| set.iter().find(|t| t.name == name).cloned();
+    let params = |t: &Task| {
+        DeadlineParams::for_task(t.budget, t.deadline, t.period)
+            .map(|p| p.reclaiming(reclaim))
+            .map_err(|e| format!("task `{}`: {e}", t.name))
+    };
+    let (mut leave, mut change, mut join, mut notify) = (vec![], vec![], vec![], vec![]);
+    for (i, name) in tasks.iter().enumerate() {
+        match (find(old, name), find(new, name)) {
+            (Some(_), None) => leave.push((i, Action::Park)),
+            (None, Some(t)) => join.push((i, Action::Start(params(&t)?))),
+            (Some(a), Some(b)) if a != b => {
+                let delta =
+                    b.budget as i128 * a.period as i128 - a.budget as i128 * b.period as i128;
+                change.push((delta, (i, Action::Set(params(&b)?))));
+            }
+            _ => {}
+        }
+        if find(new, name).is_some() {
+            notify.push(i);
+        }
+    }
+    change.sort_by_key(|(delta, _)| *delta);
+    leave.extend(change.into_iter().map(|(_, a)| a));
+    leave.extend(join);
+    Ok((leave, notify))
+}
+
+fn spawn_agent(
+    member: usize,
+    name: &str,
+    tasks: Vec<TaskPort>,
+    done: Sender<Done>,
+    wake: i32,
+    ack_timeout: Duration,
+) -> std::io::Result<Agent> {
+    let (tx, rx) = mpsc::channel();
+    let names = tasks.iter().map(|t| t.task.clone()).collect();
+    let thread = std::thread::Builder::new()
+        .name(format!("mode-agent-{name}"))
+        .spawn(move || {
+            // Agents run at normal priority except while boosted.
+            let _ = sched::set_current(&Policy::Other { nice: 0 });
+            while let Ok(command) = rx.recv() {
+                let problems = switch_tasks(&tasks, &command, ack_timeout);
+                let _ = done.send(Done { member, problems });
+                let one = 1u64.to_ne_bytes();
+                // SAFETY: writing 8 bytes from a local buffer to the manager's eventfd,
+                // which outlives the agents (joined before it is closed).
+                unsafe { libc::write(wake, one.as_ptr().cast(), 8) };
+            }
+        })?;
+    Ok(Agent {
+        tx: Some(tx),
+        thread: Some(thread),
+        tasks: names,
+    })
+}
+
+/// One local switch (M2-Xen IV-B, Step 4): the task engine, then the programs'
+/// acknowledgements. Returns what went wrong (nothing stops the switch).
+fn switch_tasks(tasks: &[TaskPort], command: &Command, ack_timeout: Duration) -> Vec<String> {
+    let mut problems = Vec::new();
+    if command.boost {
+        if let Err(e) = sched::set_current(&Policy::Fifo {
+            priority: BOOST_PRIORITY,
+        }) {
+            problems.push(format!("boost: {e}"));
+        }
+    }
+    for &(i, action) in &command.actions {
+        let t = &tasks[i];
+        if let Err(e) = act(t, action) {
+            problems.push(format!("task `{}`: {e}", t.task));
+        }
+    }
+    let seqs: Vec<(usize, u32)> = command
+        .notify
+        .iter()
+        .map(|&i| (i, tasks[i].port.request_mode(command.mode)))
+        .collect();
+    let deadline = Instant::now() + ack_timeout;
+    let mut waiting = seqs;
+    loop {
+        waiting.retain(|&(i, seq)| !tasks[i].port.mode_acked(seq));
+        if waiting.is_empty() || Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(ACK_POLL);
+    }
+    for (i, _) in waiting {
+        problems.push(format!(
+            "task `{}` did not acknowledge the mode within {}",
+            tasks[i].task,
+            bulkhead_model::units::format_duration(ack_timeout.as_nanos() as u64)
+        ));
+    }
+    if command.boost {
+        if let Err(e) = sched::set_current(&Policy::Other { nice: 0 }) {
+            problems.push(format!("lowering the boost: {e}"));
+        }
+    }
+    problems
+}
+
+fn act(t: &TaskPort, action: Action) -> Result<(), String> {
+    let pid = t.pid as i32;
+    let kill = |sig| {
+        // SAFETY: kill(2) has no memory preconditions; the pid is a task child of this
+        // process, reaped only after the agents stopped.
+        unsafe { libc::kill(pid, sig) };
+    };
+    let set = |policy: Policy| {
+        sched::set_process(pid, &policy)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    match action {
+        Action::Park => {
+            t.judged_from.store(u64::MAX, Ordering::Release);
+            kill(libc::SIGSTOP);
+            set(Policy::Other { nice: 0 })
+        }
+        Action::Set(p) => set(Policy::Deadline(p)),
+        Action::Start(p) => {
+            set(Policy::Deadline(p))?;
+            t.judged_from
+                .store(bulkhead_task::clock::now_ns(), Ordering::Release);
+            kill(libc::SIGCONT);
+            Ok(())
+        }
+    }
+}
