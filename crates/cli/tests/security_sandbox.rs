@@ -17,11 +17,12 @@ fn run_be(dir: &Scratch, keys: &str, script: &str) -> (String, String) {
     run_probe(dir, &desc, script)
 }
 
-/// As [`run_be`], for a windowed partition (the SC slot of a 20 ms window on CPU 1).
+/// As [`run_be`], for a windowed partition (the BE slot of a 20 ms window on CPU 1; an
+/// SC process that ends before the stop would fail the run).
 fn run_windowed(dir: &Scratch, keys: &str, script: &str) -> (String, String) {
     let d = dir.0.display().to_string();
     let desc = format!(
-        "windows:\n  - length: 20\n    slices:\n      - {{cpu: 1, sc_partition: ivi}}\npartitions:\n  - {{name: ivi{keys}, processes: [{{budget: 5, cmd: \"sh {d}/probe.sh\"}}]}}\n"
+        "windows:\n  - length: 20\n    slices:\n      - {{cpu: 1, be_partition: ivi}}\npartitions:\n  - {{name: ivi{keys}, processes: [{{budget: 5, cmd: \"sh {d}/probe.sh\"}}]}}\n"
     );
     run_probe(dir, &desc, script)
 }

@@ -111,6 +111,14 @@ impl Scenario {
             .any(|(_, b)| matches!(b, Behaviour::YieldAfter(_) | Behaviour::ExitAfter(_)))
     }
 
+    /// Whether a process initializes first (`init:DUR`), so that the schedule starts
+    /// when the processes say so.
+    pub fn has_init_phase(&self) -> bool {
+        self.behaviours
+            .iter()
+            .any(|(_, b)| matches!(b, Behaviour::InitFor(_)))
+    }
+
     /// The description as a system.
     pub fn system(&self) -> System {
         bulkhead_model::load_str(&self.yaml, &format!("{}.yaml", self.name))
