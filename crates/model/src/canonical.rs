@@ -105,6 +105,7 @@ fn partition(p: &Partition) -> Vec<String> {
         (!p.sandbox.no_capabilities).then_some("no_capabilities: false"),
         (!p.sandbox.seccomp).then_some("seccomp: false"),
         (!p.sandbox.private_tmp).then_some("private_tmp: false"),
+        (!p.sandbox.pid_namespace).then_some("pid_namespace: false"),
     ]
     .into_iter()
     .flatten()

@@ -246,6 +246,7 @@ impl Normalizer {
                 no_capabilities: s.no_capabilities.unwrap_or(true),
                 seccomp: s.seccomp.unwrap_or(true),
                 private_tmp: s.private_tmp.unwrap_or(true),
+                pid_namespace: s.pid_namespace.unwrap_or(true),
             }),
         })
     }

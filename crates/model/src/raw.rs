@@ -80,6 +80,7 @@ pub struct RawSandbox {
     pub no_capabilities: Option<bool>,
     pub seccomp: Option<bool>,
     pub private_tmp: Option<bool>,
+    pub pid_namespace: Option<bool>,
 }
 
 /// A process: a command string, or a mapping.

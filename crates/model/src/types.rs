@@ -131,6 +131,9 @@ pub struct Sandbox {
     /// A mount namespace of its own with a fresh `/tmp` and `/dev/shm` (the working
     /// directory stays visible); `false`: the host's.
     pub private_tmp: bool,
+    /// A pid namespace of its own under a minimal init (it sees only its own processes,
+    /// and all of them die with the init); `false`: the host's.
+    pub pid_namespace: bool,
 }
 
 impl Default for Sandbox {
@@ -141,6 +144,7 @@ impl Default for Sandbox {
             no_capabilities: true,
             seccomp: true,
             private_tmp: true,
+            pid_namespace: true,
         }
     }
 }

@@ -57,6 +57,7 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
             any::<bool>(),
             any::<bool>(),
             any::<bool>(),
+            any::<bool>(),
         ),
     )
         .prop_map(
@@ -67,7 +68,7 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                 processes,
                 user,
                 network,
-                (clean_env, no_new_privs, no_capabilities, seccomp, private_tmp),
+                (clean_env, no_new_privs, no_capabilities, seccomp, private_tmp, pid_namespace),
             )| {
                 Partition {
                     name: format!("{prefix}{i}"),
@@ -90,6 +91,7 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                         no_capabilities,
                         seccomp,
                         private_tmp,
+                        pid_namespace,
                     },
                 }
             },

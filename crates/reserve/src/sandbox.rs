@@ -352,6 +352,40 @@ impl Mounts {
     }
 }
 
+/// Mounts a fresh `/proc` for the calling child, which must be the first process of a
+/// new pid namespace: `/proc` then lists only that namespace's processes. With
+/// `own_namespace` it first enters a new mount namespace of its own (`/` made
+/// recursively private), so the host's `/proc` is left as it is; without, the caller is
+/// already in one ([`Mounts::apply`]). Needs CAP_SYS_ADMIN: before the uid change and
+/// the seccomp filter.
+///
+/// # Safety
+/// Only in a child between fork and exec; async-signal-safe (unshare, mount).
+pub unsafe fn mount_proc(own_namespace: bool) -> Result<(), i32> {
+    let none = std::ptr::null();
+    // SAFETY: the caller's contract; every pointer is a NUL-terminated static string.
+    unsafe {
+        if own_namespace {
+            ok(libc::unshare(libc::CLONE_NEWNS))?;
+            ok(libc::mount(
+                none,
+                c"/".as_ptr(),
+                none,
+                libc::MS_REC | libc::MS_PRIVATE,
+                none.cast(),
+            ))?;
+        }
+        let proc = c"proc".as_ptr();
+        ok(libc::mount(
+            proc,
+            c"/proc".as_ptr(),
+            proc,
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            none.cast(),
+        ))
+    }
+}
+
 /// `Ok` for a system call's 0, else its errno.
 fn ok(r: libc::c_int) -> Result<(), i32> {
     if r == 0 {

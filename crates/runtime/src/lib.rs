@@ -20,6 +20,7 @@ pub mod leftovers;
 mod limits;
 mod links;
 mod modes;
+mod pidns;
 mod power;
 mod rt;
 mod signals;

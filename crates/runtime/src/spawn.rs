@@ -22,13 +22,17 @@
 //! close-on-exec), every other fd above 2 but the confinement's passed descriptors
 //! (its channels) is closed (`close_range`), the working
 //! directory is set, the signal mask (all blocked from clone on) is cleared, then
-//! `execve`. (A `CLONE_VM` child shares the supervisor thread's `errno`: a call
+//! `execve`. With `sandbox.pid_namespace` (and no channels to keep), the child first
+//! splits into a monitor and a pid namespace's init that runs the rest and starts the
+//! program ([`crate::pidns`]); the init also mounts a fresh `/proc`. (A `CLONE_VM` child shares the supervisor thread's `errno`: a call
 //! failing in the child right after its first thaw could change the code in a
 //! supervisor error message; nothing else is shared that either writes.)
 
 use crate::cgroup::{PartitionCgroup, ProcessCgroup, Version};
 use bulkhead_reserve::confine::{die_with_parent, no_new_privs, partition_env, Confinement};
-use bulkhead_reserve::sandbox::{clear_capabilities, drop_bounding_set, Filter, Mounts};
+use bulkhead_reserve::sandbox::{
+    clear_capabilities, drop_bounding_set, mount_proc, Filter, Mounts,
+};
 use std::ffi::{c_char, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -52,6 +56,8 @@ pub struct Prepared {
     confine: Confinement,
     /// The private `/tmp` and `/dev/shm` (`sandbox.private_tmp`), mounted first.
     mounts: Option<Mounts>,
+    /// A pid namespace of its own under an init ([`crate::pidns`], `sandbox.pid_namespace`).
+    pid_namespace: bool,
 }
 
 /// An environment block (NUL-terminated pointer array) that outlives the spawns using it.
@@ -103,6 +109,7 @@ impl Prepared {
                 .transpose()?,
             confine: Confinement::default(),
             mounts: None,
+            pid_namespace: false,
         })
     }
 
@@ -123,6 +130,9 @@ impl Prepared {
                 .map(|c| Path::new(c.to_str().unwrap_or("")));
             Mounts::new(cwd)
         });
+        // A channel's ends name their owners by pid (claims, peer-death checks), which
+        // does not cross pid namespaces: a process given channels keeps the host's.
+        self.pid_namespace = confine.sandbox.pid_namespace && confine.pass_fds.is_empty();
         self
     }
 }
@@ -543,16 +553,37 @@ unsafe fn child_main(
                 libc::_exit(127);
             }
         }
+        let status = if command.pid_namespace {
+            if die_with_parent(parent).is_err() {
+                libc::_exit(127);
+            }
+            Some(crate::pidns::split())
+        } else {
+            None
+        };
         if let Some(mounts) = &command.mounts {
             if mounts.apply().is_err() {
                 libc::_exit(126);
             }
         }
+        if status.is_some() && mount_proc(command.mounts.is_none()).is_err() {
+            libc::_exit(126);
+        }
         if restrict(&command.confine).is_err() {
             libc::_exit(126);
         }
-        if die_with_parent(parent).is_err() {
-            libc::_exit(127);
+        match status {
+            Some(status) => {
+                if crate::pidns::die_with_monitor(status).is_err() {
+                    libc::_exit(127);
+                }
+                crate::pidns::start_program(status);
+            }
+            None => {
+                if die_with_parent(parent).is_err() {
+                    libc::_exit(127);
+                }
+            }
         }
         if channel == CHILD_CHANNEL_FD {
             libc::fcntl(channel, libc::F_SETFD, 0);

@@ -1,0 +1,213 @@
+//! The pid namespace of be partitions, tried from inside through `bulkhead run`: a be
+//! process sees only its partition's processes, and a process that left its session and
+//! parent (`setsid` and a double fork) dies with a SIGKILLed supervisor; with
+//! `sandbox: {pid_namespace: false}` both attacks succeed, which shows they are real
+//! (docs/security.md). Needs root (partition users, cgroups, namespaces).
+
+mod common;
+use common::{bulkhead, exclusive_cpus_lock, is_root, Scratch};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The pids of the running (not zombie) processes whose command line is `cmdline`.
+fn running(cmdline: &str) -> Vec<i32> {
+    let out = Command::new("pgrep")
+        .args(["-x", "-f", cmdline])
+        .output()
+        .unwrap()
+        .stdout;
+    String::from_utf8_lossy(&out)
+        .split_whitespace()
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+            stat.is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").starts_with(" Z"))
+        })
+        .filter_map(|pid| pid.parse().ok())
+        .collect()
+}
+
+/// Kills, when dropped (also when a test fails), the supervisor and every process
+/// running `cmdline`, and runs bulkhead once more so that it removes the cgroups a
+/// killed supervisor left.
+struct Cleanup {
+    supervisor: Option<Child>,
+    cmdline: String,
+    quick: std::path::PathBuf,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(mut s) = self.supervisor.take() {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+        for pid in running(&self.cmdline) {
+            // SAFETY: kill(2) has no memory preconditions; the pid runs our marker.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        let _ = std::fs::write(
+            &self.quick,
+            "system: {}\npartitions: [{name: a, cpus: 1, processes: [/bin/true]}]\n",
+        );
+        let _ = bulkhead()
+            .args(["run", self.quick.to_str().unwrap(), "--timeout", "1s"])
+            .output();
+    }
+}
+
+/// Runs partition `ivi` (extra keys `keys`) whose process lists `/proc` while partition
+/// `other` runs `marker`; returns the report: how many processes it saw, and whether
+/// one of them was `other`'s.
+fn look(dir: &Scratch, keys: &str, marker: &str) -> String {
+    let d = dir.0.display().to_string();
+    // `[.]` keeps the probe's own grep from matching the marker.
+    let pattern = marker.replace('.', "[.]");
+    let probe = format!(
+        "sleep 0.5; n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo procs=$n > {d}/report.tmp; \
+         echo other=$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c '{pattern}') >> {d}/report.tmp; \
+         mv {d}/report.tmp {d}/report"
+    );
+    std::fs::write(dir.file("probe.sh"), probe).unwrap();
+    let desc = format!(
+        "system: {{}}\npartitions:\n  - {{name: other, cpus: 0, processes: [\"{marker}\"]}}\n  - {{name: ivi, cpus: 1{keys}, processes: [\"sh {d}/probe.sh\"]}}\n"
+    );
+    let path = dir.file("system.yaml");
+    std::fs::write(&path, desc).unwrap();
+    let _ = std::fs::remove_file(dir.file("report"));
+    let out = bulkhead()
+        .args(["run", path.to_str().unwrap(), "--timeout", "3s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    std::fs::read_to_string(dir.file("report")).unwrap_or_default()
+}
+
+fn number(report: &str, name: &str) -> Option<usize> {
+    let prefix = format!("{name}=");
+    let line = report.lines().find(|l| l.starts_with(&prefix))?;
+    line[prefix.len()..].trim().parse().ok()
+}
+
+#[test]
+fn a_be_process_sees_only_its_own_partitions_processes() {
+    if !is_root() {
+        return eprintln!("skipping: needs root for users and cgroups");
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("sec-pidns-proc");
+    let marker = format!("sleep 1000.{}", std::process::id());
+    let _cleanup = Cleanup {
+        supervisor: None,
+        cmdline: marker.clone(),
+        quick: dir.file("quick.yaml"),
+    };
+
+    let report = look(&dir, "", &marker);
+    assert_eq!(number(&report, "other"), Some(0), "{report}");
+    // Its init, its shell and the shell's pipeline at most.
+    let seen = number(&report, "procs").expect(&report);
+    assert!((2..=8).contains(&seen), "{report}");
+
+    let report = look(&dir, ", sandbox: {pid_namespace: false}", &marker);
+    assert_eq!(number(&report, "other"), Some(1), "{report}");
+    assert!(number(&report, "procs").expect(&report) > 8, "{report}");
+}
+
+/// Starts a supervisor whose be process leaves behind a `setsid`, double-forked
+/// `marker`, kills it with SIGKILL, and returns whether `marker` still runs 3 s later.
+fn orphan_survives(dir: &Scratch, keys: &str, marker: &str, cleanup: &mut Cleanup) -> bool {
+    let d = dir.0.display().to_string();
+    let probe = format!("setsid sh -c '{marker} &'; touch {d}/started; exec sleep 60\n");
+    std::fs::write(dir.file("probe.sh"), probe).unwrap();
+    let desc = format!(
+        "system: {{}}\npartitions:\n  - {{name: ivi, cpus: 1{keys}, processes: [\"sh {d}/probe.sh\"]}}\n"
+    );
+    let path = dir.file("system.yaml");
+    std::fs::write(&path, desc).unwrap();
+    let _ = std::fs::remove_file(dir.file("started"));
+    let supervisor = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["run", path.to_str().unwrap(), "--timeout", "60s"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    cleanup.supervisor = Some(supervisor);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (!dir.file("started").exists() || running(marker).is_empty()) && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(running(marker).len(), 1, "the orphan started");
+    let mut supervisor = cleanup.supervisor.take().unwrap();
+    supervisor.kill().unwrap();
+    supervisor.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !running(marker).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    !running(marker).is_empty()
+}
+
+#[test]
+fn a_setsid_double_forked_process_dies_with_a_killed_supervisor() {
+    if !is_root() {
+        return eprintln!("skipping: needs root for users and cgroups");
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("sec-pidns-orphan");
+    let marker = format!("sleep 1001.{}", std::process::id());
+    let mut cleanup = Cleanup {
+        supervisor: None,
+        cmdline: marker.clone(),
+        quick: dir.file("quick.yaml"),
+    };
+    assert!(!orphan_survives(&dir, "", &marker, &mut cleanup));
+
+    let relaxed = ", sandbox: {pid_namespace: false}";
+    assert!(orphan_survives(&dir, relaxed, &marker, &mut cleanup));
+    // The next start removes it with the cgroup the killed supervisor left.
+    let quick = dir.file("quick.yaml");
+    std::fs::write(
+        &quick,
+        "system: {}\npartitions: [{name: a, cpus: 1, processes: [/bin/true]}]\n",
+    )
+    .unwrap();
+    let out = bulkhead()
+        .args(["run", quick.to_str().unwrap(), "--timeout", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !running(&marker).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(running(&marker), Vec::<i32>::new());
+}
+
+#[test]
+fn a_be_process_killed_by_a_signal_is_reported_with_that_signal() {
+    if !is_root() {
+        return eprintln!("skipping: needs root for users and cgroups");
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("sec-pidns-signal");
+    let path = dir.file("system.yaml");
+    std::fs::write(
+        &path,
+        "system: {}\npartitions:\n  - {name: ivi, cpus: 1, processes: [\"sh -c 'kill -USR1 $$'\", \"sh -c 'exit 3'\"]}\n",
+    )
+    .unwrap();
+    let out = bulkhead()
+        .args(["run", path.to_str().unwrap(), "--timeout", "2s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("process 0 (`sh -c 'kill -USR1 $$'`) exited: signal: 10"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("process 1 (`sh -c 'exit 3'`) exited: exit status: 3"),
+        "{stderr}"
+    );
+}
