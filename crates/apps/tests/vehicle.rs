@@ -277,8 +277,11 @@ fn the_rav4_log_replayed_reaches_the_instrument_cluster() {
     // waits 0.5 s before replaying).
     let rx = counter(&log, "rx").unwrap();
     assert!((6550..=6619).contains(&rx), "usb_bh took {rx} frames");
+    // At most one ring of usb_rx (64 frames) may still be on its way when the run
+    // stops: a loaded machine delays mhydra_rx behind usb_bh.
     for c in ["ivi_can_rx.rx_forwarded", "adas_can_rx.rx_forwarded"] {
-        assert_eq!(counter(&log, c), Some(rx), "{c}");
+        let forwarded = counter(&log, c).unwrap();
+        assert!((rx - 64..=rx).contains(&forwarded), "{c}: {forwarded} of {rx}");
     }
     for t in TASKS {
         assert!(jobs_and_misses(&stderr, t).0 > 1000, "{t}\n{stderr}");
