@@ -141,17 +141,16 @@ fn behaviour(text: &str) -> Result<(String, Behaviour), String> {
     Ok((cmd.to_string(), Behaviour::parse(behaviour)?))
 }
 
-/// Writes schedule-log lines as events arrive and keeps them for the trace.
+/// Writes schedule-log lines and the trace as events arrive.
 struct Outputs {
     log: Option<ScheduleLogWriter<BufWriter<File>>>,
-    keep: bool,
-    events: Vec<Event>,
+    trace: Option<perfetto::Writer<BufWriter<File>>>,
     error: Option<std::io::Error>,
 }
 
 impl Sink for Outputs {
     fn enabled(&self) -> bool {
-        self.log.is_some() || self.keep
+        self.log.is_some() || self.trace.is_some()
     }
 
     fn emit(&mut self, event: Event) {
@@ -160,8 +159,8 @@ impl Sink for Outputs {
                 self.error = log.write(&event).err();
             }
         }
-        if self.keep {
-            self.events.push(event);
+        if let Some(trace) = &mut self.trace {
+            trace.add(&event);
         }
     }
 }
@@ -228,15 +227,16 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         )?))),
         None => None,
     };
-    let trace = args
-        .trace
-        .as_ref()
-        .map(|path| create("--trace", path).map(|f| (path, f)))
-        .transpose()?;
+    let trace = match &args.trace {
+        Some(path) => Some(
+            perfetto::Writer::new(BufWriter::new(create("--trace", path)?))
+                .map_err(|e| fail(format!("{}: {e}", path.display())))?,
+        ),
+        None => None,
+    };
     let mut outputs = Outputs {
         log,
-        keep: trace.is_some(),
-        events: Vec::new(),
+        trace,
         error: None,
     };
     let sim_options = Options {
@@ -250,7 +250,7 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         .map_err(|e| fail(format!("{file}: {e}")))?;
     let mut report = bulkhead_sim::progress::run_with_progress(sim, until, &mut outputs);
     report.pipelines = bulkhead_sim::pipes::pipeline_stats(&system, &report.chains);
-    finish_outputs(outputs, trace, args.schedule_log.as_deref())?;
+    finish_outputs(outputs, args.trace.as_deref(), args.schedule_log.as_deref())?;
     if let Some(path) = &args.stats_json {
         std::fs::write(path, report.to_json() + "\n")
             .map_err(|e| fail(format!("--stats-json {}: {e}", path.display())))?;
@@ -265,7 +265,7 @@ fn create(flag: &str, path: &Path) -> Result<File, ExitCode> {
 
 fn finish_outputs(
     outputs: Outputs,
-    trace: Option<(&PathBuf, File)>,
+    trace_path: Option<&Path>,
     log_path: Option<&Path>,
 ) -> Result<(), ExitCode> {
     let log_error = match (outputs.error, outputs.log) {
@@ -276,10 +276,9 @@ fn finish_outputs(
     if let (Some(e), Some(path)) = (log_error, log_path) {
         return Err(fail(format!("{}: {e}", path.display())));
     }
-    if let Some((path, file)) = trace {
-        let mut out = BufWriter::new(file);
-        perfetto::write(&outputs.events, &mut out)
-            .and_then(|_| out.flush())
+    if let (Some(trace), Some(path)) = (outputs.trace, trace_path) {
+        trace
+            .finish()
             .map_err(|e| fail(format!("{}: {e}", path.display())))?;
     }
     Ok(())
