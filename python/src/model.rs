@@ -98,7 +98,7 @@ fn solved(py: Python<'_>, system: &bulkhead_model::System) -> PyResult<bulkhead_
 fn sim(py: Python<'_>, system: &PySystem, for_ns: Option<u64>, seed: u64) -> PyResult<String> {
     let fail = |msg: String| raise(py, "SimulationError", (msg,));
     let options = bulkhead_sim::BuildOptions {
-        server: bulkhead_sim::ServerKind::Unlimited,
+        server: None,
         exec: bulkhead_sim::ExecModel::Wcet,
         arrivals: bulkhead_sim::Arrivals::Periodic,
         links: Vec::new(),

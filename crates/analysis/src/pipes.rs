@@ -176,6 +176,7 @@ fn stage_task(stage: &bulkhead_model::Stage, solved: &SolvedStage) -> Task {
         wcet_khz: None,
         memory_bound_ppm: 0,
         service: None,
+        server: None,
     }
 }
 

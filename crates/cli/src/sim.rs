@@ -42,10 +42,10 @@ pub struct Args {
     /// Write per-task, per-chain and per-channel statistics as JSON to PATH
     #[arg(long, value_name = "PATH")]
     stats_json: Option<PathBuf>,
-    /// Reservation every rt task runs under (budget and period of the task)
-    #[arg(long, value_enum, default_value_t = ServerArg::None)]
-    server: ServerArg,
-    /// Server of one task, overriding --server: TASK=none|sporadic|deferrable|cbs|io:PERMILLE (repeatable; TASK or PARTITION/TASK)
+    /// Reservation every rt task runs under (budget and period of the task), overriding the description's `server:` [default: each task's `server:`, else none]
+    #[arg(long, value_enum)]
+    server: Option<ServerArg>,
+    /// Server of one task, overriding --server and `server:`: TASK=none|sporadic|deferrable|cbs|io:PERMILLE (repeatable; TASK or PARTITION/TASK)
     #[arg(long, value_name = "TASK=KIND", value_parser = task_server)]
     task_server: Vec<(String, ServerChoice)>,
     /// Execution time of each job: `wcet` (the budget) or `uniform:MIN-MAX` in percent of the budget
@@ -141,17 +141,16 @@ fn behaviour(text: &str) -> Result<(String, Behaviour), String> {
     Ok((cmd.to_string(), Behaviour::parse(behaviour)?))
 }
 
-/// Writes schedule-log lines as events arrive and keeps them for the trace.
+/// Writes schedule-log lines and the trace as events arrive.
 struct Outputs {
     log: Option<ScheduleLogWriter<BufWriter<File>>>,
-    keep: bool,
-    events: Vec<Event>,
+    trace: Option<perfetto::Writer<BufWriter<File>>>,
     error: Option<std::io::Error>,
 }
 
 impl Sink for Outputs {
     fn enabled(&self) -> bool {
-        self.log.is_some() || self.keep
+        self.log.is_some() || self.trace.is_some()
     }
 
     fn emit(&mut self, event: Event) {
@@ -160,8 +159,8 @@ impl Sink for Outputs {
                 self.error = log.write(&event).err();
             }
         }
-        if self.keep {
-            self.events.push(event);
+        if let Some(trace) = &mut self.trace {
+            trace.add(&event);
         }
     }
 }
@@ -189,12 +188,12 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
     let system = crate::common::solved_system(&loaded.system, &args.file)?;
     let file = args.file.display();
     let options = BuildOptions {
-        server: match args.server {
+        server: args.server.map(|server| match server {
             ServerArg::None => ServerKind::Unlimited,
             ServerArg::Sporadic => ServerKind::Sporadic,
             ServerArg::Deferrable => ServerKind::Deferrable,
             ServerArg::Cbs => ServerKind::Cbs,
-        },
+        }),
         exec: args.exec,
         arrivals: args.arrivals,
         links: args.link.clone(),
@@ -228,15 +227,16 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         )?))),
         None => None,
     };
-    let trace = args
-        .trace
-        .as_ref()
-        .map(|path| create("--trace", path).map(|f| (path, f)))
-        .transpose()?;
+    let trace = match &args.trace {
+        Some(path) => Some(
+            perfetto::Writer::new(BufWriter::new(create("--trace", path)?))
+                .map_err(|e| fail(format!("{}: {e}", path.display())))?,
+        ),
+        None => None,
+    };
     let mut outputs = Outputs {
         log,
-        keep: trace.is_some(),
-        events: Vec::new(),
+        trace,
         error: None,
     };
     let sim_options = Options {
@@ -250,7 +250,7 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         .map_err(|e| fail(format!("{file}: {e}")))?;
     let mut report = bulkhead_sim::progress::run_with_progress(sim, until, &mut outputs);
     report.pipelines = bulkhead_sim::pipes::pipeline_stats(&system, &report.chains);
-    finish_outputs(outputs, trace, args.schedule_log.as_deref())?;
+    finish_outputs(outputs, args.trace.as_deref(), args.schedule_log.as_deref())?;
     if let Some(path) = &args.stats_json {
         std::fs::write(path, report.to_json() + "\n")
             .map_err(|e| fail(format!("--stats-json {}: {e}", path.display())))?;
@@ -265,7 +265,7 @@ fn create(flag: &str, path: &Path) -> Result<File, ExitCode> {
 
 fn finish_outputs(
     outputs: Outputs,
-    trace: Option<(&PathBuf, File)>,
+    trace_path: Option<&Path>,
     log_path: Option<&Path>,
 ) -> Result<(), ExitCode> {
     let log_error = match (outputs.error, outputs.log) {
@@ -276,10 +276,9 @@ fn finish_outputs(
     if let (Some(e), Some(path)) = (log_error, log_path) {
         return Err(fail(format!("{}: {e}", path.display())));
     }
-    if let Some((path, file)) = trace {
-        let mut out = BufWriter::new(file);
-        perfetto::write(&outputs.events, &mut out)
-            .and_then(|_| out.flush())
+    if let (Some(trace), Some(path)) = (outputs.trace, trace_path) {
+        trace
+            .finish()
             .map_err(|e| fail(format!("{}: {e}", path.display())))?;
     }
     Ok(())
@@ -708,6 +707,42 @@ mod tests {
         let fail = format!("{:?}", ExitCode::from(1));
         assert_eq!(code(&[&file, "--task-server", "nobody=cbs"]), fail);
         assert!(Cli::try_parse_from(["sim", "x.yaml", "--task-server", "bh=io:0"]).is_err());
+    }
+
+    #[test]
+    fn a_server_declaration_gives_the_stats_of_the_flag_and_the_flags_win() {
+        let dir = TempDir::new("declared");
+        let task = "{name: bh, budget: 300us, period: 1ms";
+        let plain = format!("partitions: [{{name: q, kind: rt, cpus: 0, tasks: [{task}}}]}}]\n");
+        let plain = dir.file("plain.yaml", &plain);
+        let on_task = format!(
+            "partitions: [{{name: q, kind: rt, cpus: 0, tasks: [{task}, server: 'io:100'}}]}}]\n"
+        );
+        let on_task = dir.file("task.yaml", &on_task);
+        let on_partition = format!(
+            "partitions: [{{name: q, kind: rt, cpus: 0, server: 'io:100', tasks: [{task}}}]}}]\n"
+        );
+        let on_partition = dir.file("partition.yaml", &on_partition);
+        let stats_path = dir.path("stats.json");
+        let stats = |args: &[&str]| {
+            let mut argv = vec!["--for", "10ms", "--stats-json", &stats_path];
+            argv.extend_from_slice(args);
+            assert_eq!(code(&argv), format!("{:?}", ExitCode::SUCCESS), "{argv:?}");
+            std::fs::read_to_string(&stats_path).unwrap()
+        };
+        let io = stats(&[&plain, "--task-server", "q/bh=io:100"]);
+        assert_ne!(io, stats(&[&plain]), "the I/O server changes the stats");
+        assert_eq!(stats(&[&on_task]), io);
+        assert_eq!(
+            stats(&[&on_task, "--task-server", "bh=none"]),
+            stats(&[&plain])
+        );
+        assert_eq!(stats(&[&on_task, "--server", "none"]), stats(&[&plain]));
+        assert_eq!(stats(&[&on_partition]), io);
+        assert_eq!(
+            stats(&[&on_partition, "--task-server", "q/bh=none"]),
+            stats(&[&plain])
+        );
     }
 
     #[test]

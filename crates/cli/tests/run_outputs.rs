@@ -90,3 +90,43 @@ fn an_output_that_cannot_be_written_fails_an_rt_run_naming_its_option() {
         }
     }
 }
+
+#[test]
+fn the_trace_of_an_rt_run_holds_its_jobs_as_slices_on_their_cpu() {
+    if skip() {
+        return;
+    }
+    let periodic = common::bin("bulkhead-periodic");
+    if !periodic.exists() {
+        eprintln!("skipping: {} is not built", periodic.display());
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("out-rt-trace");
+    let description = format!(
+        "system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n      - {{name: a, cmd: {} --exec-us 200, budget: 2ms, period: 10ms}}\n",
+        periodic.display()
+    );
+    let trace = scratch.file("trace.json");
+    let out = run(
+        &scratch,
+        &description,
+        &["--trace", trace.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&trace).unwrap()).expect("the trace is JSON");
+    let events = json["traceEvents"].as_array().unwrap();
+    let jobs = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"] == "ctl/a" && e["pid"] == 1 && e["tid"] == 1)
+        .count();
+    // 300 ms of a 10 ms task, less the start delay: well over 5 jobs, at most 31.
+    assert!((5..=31 * 2).contains(&jobs), "{jobs} job slices");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["tid"] == 1 && e["args"]["name"] == "CPU 0"),
+        "no track name for CPU 0"
+    );
+}

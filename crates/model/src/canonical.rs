@@ -155,8 +155,12 @@ fn task(t: &Task) -> String {
             crate::power::decimal(ppm.into(), 1_000_000)
         ),
     };
+    let server = t
+        .server
+        .map(|s| format!(", server: {}", quote(&s.text())))
+        .unwrap_or_default();
     format!(
-        "{{name: {}{cmd}, budget: {}, period: {}, deadline: {}{priority}, release_jitter: {}, blocking: {}, resume: {resume}{wcet_frequency}{memory_bound}}}",
+        "{{name: {}{cmd}, budget: {}, period: {}, deadline: {}{priority}, release_jitter: {}, blocking: {}, resume: {resume}{wcet_frequency}{memory_bound}{server}}}",
         quote(&t.name),
         dur(t.budget),
         dur(t.period),

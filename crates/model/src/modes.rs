@@ -251,6 +251,7 @@ fn agent_task(agent: Agent) -> Task {
         wcet_khz: None,
         memory_bound_ppm: 0,
         service: Some(Service::ModeAgent),
+        server: None,
     }
 }
 

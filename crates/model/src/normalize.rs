@@ -206,7 +206,10 @@ impl Normalizer {
             path,
             default_budget,
         )?;
-        let tasks = self.tasks(def.tasks.unwrap_or_default(), path)?;
+        let has_interface = def.interface.is_some();
+        let raw_tasks = def.tasks.as_deref().unwrap_or_default();
+        let server = servers(def.server.as_deref(), raw_tasks, has_interface, kind, path)?;
+        let tasks = self.tasks(def.tasks.unwrap_or_default(), path, server)?;
         check_kind(kind, &tasks, &processes, def.scheduler.is_some(), path)?;
         let scheduler = def.scheduler.unwrap_or(Scheduler::FixedPriority);
         let reclaim = check_reclaim(def.reclaim, kind, scheduler, path)?;
@@ -446,7 +449,12 @@ impl Normalizer {
 
     /// A partition's tasks; an I/O task (`serves`) gets its reservation from the task it
     /// serves, which must be a task of the same partition with its own budget.
-    fn tasks(&self, raw: Vec<RawTask>, path: &str) -> Result<Vec<Task>> {
+    fn tasks(
+        &self,
+        raw: Vec<RawTask>,
+        path: &str,
+        server: Option<TaskServer>,
+    ) -> Result<Vec<Task>> {
         let paths: Vec<String> = (0..raw.len())
             .map(|i| format!("{path}.tasks[{i}]"))
             .collect();
@@ -463,7 +471,9 @@ impl Normalizer {
                     (Some(_), None) => return err(path.as_str(), "missing `io_utilization` (an I/O task's budget is U_io x T of the task it serves)"),
                     (None, Some(_)) => return err(path.as_str(), "missing `serves` (the task whose period the I/O task takes)"),
                 };
-                self.task(t, path, reservation)
+                let mut task = self.task(t, path, reservation)?;
+                task.server = task.server.or(server);
+                Ok(task)
             })
             .collect()
     }
@@ -547,6 +557,11 @@ impl Normalizer {
         let optional = |v: Option<String>, key: &str| {
             v.map(|v| self.duration(&v, &child(path, key))).transpose()
         };
+        let server = t
+            .server
+            .as_deref()
+            .map(|s| TaskServer::parse(s).or_else(|e| err(child(path, "server"), e)))
+            .transpose()?;
         Ok(Task {
             name: t.name,
             cmd: t.cmd.unwrap_or_default(),
@@ -560,6 +575,7 @@ impl Normalizer {
             wcet_khz: self.frequency(t.wcet_frequency, None, &child(path, "wcet_frequency"))?,
             memory_bound_ppm: memory_bound(t.memory_bound, &child(path, "memory_bound"))?,
             service: None,
+            server,
         })
     }
 
@@ -703,6 +719,37 @@ fn child(path: &str, key: &str) -> String {
     crate::de::child_path(path, key)
 }
 
+/// A partition's `server` (the default of its tasks). A partition scheduled as a server
+/// itself (`interface`) takes its reservation from the interface, so neither it nor its
+/// tasks may declare one; a be partition has no tasks.
+fn servers(
+    text: Option<&str>,
+    tasks: &[RawTask],
+    has_interface: bool,
+    kind: PartitionKind,
+    path: &str,
+) -> Result<Option<TaskServer>> {
+    let task_server = tasks.iter().position(|t| t.server.is_some());
+    if has_interface {
+        let at = match (text, task_server) {
+            (Some(_), _) => child(path, "server"),
+            (None, Some(i)) => format!("{path}.tasks[{i}].server"),
+            (None, None) => return Ok(None),
+        };
+        return err(
+            at,
+            "the partition is scheduled as a server (`interface`): its tasks take their reservation from it",
+        );
+    }
+    let Some(text) = text else { return Ok(None) };
+    if kind == PartitionKind::Be {
+        return err(child(path, "server"), "applies to rt partitions only");
+    }
+    TaskServer::parse(text)
+        .map(Some)
+        .or_else(|e| err(child(path, "server"), e))
+}
+
 fn check_kind(
     kind: PartitionKind,
     tasks: &[Task],
@@ -826,6 +873,7 @@ pub fn add_gateway_tasks(system: &mut System) {
                 wcet_khz: None,
                 memory_bound_ppm: 0,
                 service: Some(service),
+                server: None,
             });
         }
     }

@@ -61,6 +61,8 @@ pub struct RawPartition {
     pub shared_user: Option<bool>,
     pub network: Option<Network>,
     pub interface: Option<crate::modes::RawInterface>,
+    /// The `server` of every task of the partition that names none.
+    pub server: Option<String>,
     pub sandbox: Option<RawSandbox>,
     pub tasks: Option<Vec<RawTask>>,
     #[serde(default, deserialize_with = "processes")]
@@ -131,6 +133,8 @@ pub struct RawTask {
     pub wcet_frequency: Option<f64>,
     /// The fraction of the budget that does not scale with frequency, in [0, 1].
     pub memory_bound: Option<f64>,
+    /// The reservation `sim` models: none, sporadic, deferrable, cbs or io:PERMILLE.
+    pub server: Option<String>,
 }
 
 /// A window: canonical (`slices`) or simplified (one slice given inline).

@@ -199,6 +199,56 @@ pub struct Task {
     pub memory_bound_ppm: u32,
     /// A service bulkhead provides itself (its `cmd` is empty; `run` supplies the program).
     pub service: Option<Service>,
+    /// `server` (of the task or its partition): the reservation `sim` models the task
+    /// under; `None` = not declared. `run` always reserves with SCHED_DEADLINE.
+    pub server: Option<TaskServer>,
+}
+
+/// The reservation a task runs under in `sim` (`server:`, `sim --task-server`; the
+/// rules are in bulkhead-sim's `ServerKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskServer {
+    /// No reservation: jobs run to completion.
+    None,
+    /// Sporadic server with replenishment lists, the task's budget and period.
+    Sporadic,
+    /// Deferrable server, the task's budget and period.
+    Deferrable,
+    /// Constant bandwidth server, the task's budget and period.
+    Cbs,
+    /// Quest I/O server: budget `permille/1000 * T` of the task's period T.
+    Io { permille: u32 },
+}
+
+impl TaskServer {
+    /// Parses `none`, `sporadic`, `deferrable`, `cbs` or `io:PERMILLE` (1..=1000).
+    pub fn parse(text: &str) -> std::result::Result<TaskServer, String> {
+        match text {
+            "none" => Ok(TaskServer::None),
+            "sporadic" => Ok(TaskServer::Sporadic),
+            "deferrable" => Ok(TaskServer::Deferrable),
+            "cbs" => Ok(TaskServer::Cbs),
+            _ => match text.strip_prefix("io:").map(str::parse::<u32>) {
+                Some(Ok(permille)) if (1..=1000).contains(&permille) => {
+                    Ok(TaskServer::Io { permille })
+                }
+                _ => Err(format!(
+                    "`{text}`: expected none, sporadic, deferrable, cbs or io:PERMILLE (1-1000)"
+                )),
+            },
+        }
+    }
+
+    /// The text [`TaskServer::parse`] reads back.
+    pub fn text(&self) -> String {
+        match self {
+            TaskServer::None => "none".into(),
+            TaskServer::Sporadic => "sporadic".into(),
+            TaskServer::Deferrable => "deferrable".into(),
+            TaskServer::Cbs => "cbs".into(),
+            TaskServer::Io { permille } => format!("io:{permille}"),
+        }
+    }
 }
 
 /// A task bulkhead itself provides, generated from another section of the description.

@@ -111,6 +111,7 @@ fn task(j: usize) -> impl Strategy<Value = Task> {
         resume,
         proptest::option::of(1u64..3_000_000),
         prop_oneof![Just(0u32), 0u32..=1_000_000],
+        proptest::option::of(server()),
     )
         .prop_map(
             move |(
@@ -124,6 +125,7 @@ fn task(j: usize) -> impl Strategy<Value = Task> {
                 resume,
                 wcet_khz,
                 memory_bound_ppm,
+                server,
             )| {
                 Task {
                     name: format!("t{j}"),
@@ -138,9 +140,20 @@ fn task(j: usize) -> impl Strategy<Value = Task> {
                     wcet_khz,
                     memory_bound_ppm,
                     service: None,
+                    server,
                 }
             },
         )
+}
+
+fn server() -> impl Strategy<Value = TaskServer> {
+    prop_oneof![
+        Just(TaskServer::None),
+        Just(TaskServer::Sporadic),
+        Just(TaskServer::Deferrable),
+        Just(TaskServer::Cbs),
+        (1u32..=1000).prop_map(|permille| TaskServer::Io { permille }),
+    ]
 }
 
 fn rt_partition(i: usize) -> impl Strategy<Value = Partition> {
@@ -151,7 +164,11 @@ fn rt_partition(i: usize) -> impl Strategy<Value = Partition> {
     ];
     let tasks = (1usize..4).prop_flat_map(|n| (0..n).map(task).collect::<Vec<_>>());
     let interface = proptest::option::of(interface());
-    (scheduler, tasks, interface).prop_map(move |((scheduler, reclaim), tasks, interface)| {
+    (scheduler, tasks, interface).prop_map(move |((scheduler, reclaim), mut tasks, interface)| {
+        if interface.is_some() {
+            // A partition scheduled as a server gives its tasks their reservation.
+            tasks.iter_mut().for_each(|t| t.server = None);
+        }
         Partition {
             name: format!("rt{i}"),
             kind: PartitionKind::Rt,
@@ -330,6 +347,7 @@ fn bus(gateway: String, clients: Vec<String>) -> impl Strategy<Value = (Bus, [Ta
                 wcet_khz: None,
                 memory_bound_ppm: 0,
                 service: Some(service),
+                server: None,
             };
             let tasks = [
                 task(bus.reader_task(), Service::CanReader { bus: "pt".into() }),

@@ -23,6 +23,7 @@ fn tasks(tag: u64) -> Vec<Task> {
         wcet_khz: None,
         memory_bound_ppm: 0,
         service: None,
+        server: None,
     }]
 }
 

@@ -24,6 +24,7 @@ fn task(k: usize, ppm: u64) -> Task {
         wcet_khz: None,
         memory_bound_ppm: 0,
         service: None,
+        server: None,
     }
 }
 

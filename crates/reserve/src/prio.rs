@@ -84,6 +84,7 @@ mod tests {
             wcet_khz: None,
             memory_bound_ppm: 0,
             service: None,
+            server: None,
         }
     }
 

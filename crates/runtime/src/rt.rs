@@ -18,7 +18,7 @@ use bulkhead_reserve::housekeeping::Housekeeping;
 use bulkhead_reserve::netdev::IsolatedInterface;
 use bulkhead_reserve::partition::{RtOptions, RtPartitions, TaskSummary};
 use bulkhead_trace::schedule_log::ScheduleLogWriter;
-use bulkhead_trace::Event;
+use bulkhead_trace::{perfetto, Event};
 use bulkhead_windows::StopReason;
 use std::fs::File;
 use std::io::BufWriter;
@@ -34,33 +34,39 @@ const DRAIN_PERIOD: Duration = Duration::from_millis(10);
 const START_DELAY_NS: u64 = 50_000_000;
 
 /// What the drain thread collected: the job events it was asked to keep, per-task
-/// figures at the end, and the error of the schedule log it streamed, if any.
+/// figures at the end, and the errors of the schedule log and the trace it streamed.
 pub struct Drained {
     pub events: Vec<Event>,
     pub summaries: Vec<TaskSummary>,
     pub log_error: Option<std::io::Error>,
+    pub trace_error: Option<std::io::Error>,
 }
 
 /// Where the drain thread puts job events as it drains them: streamed to a schedule log
-/// (a run without windows, whose log holds only these events), kept (for a trace, or
-/// for a window schedule's log, which they follow), or dropped. Memory stays flat over
-/// a run unless events are kept.
+/// and a Perfetto trace (a run without windows, whose outputs hold only these events),
+/// kept (for a window schedule's log and trace, which they follow), or dropped. Memory
+/// stays flat over a run unless events are kept.
 pub struct Sink {
     log: Option<ScheduleLogWriter<BufWriter<File>>>,
+    trace: Option<perfetto::Writer<BufWriter<File>>>,
     keep: bool,
     events: Vec<Event>,
     error: Option<std::io::Error>,
 }
 
 impl Sink {
-    /// Streams the events to the schedule log `log` (if any); keeps them when `keep`.
-    pub fn new(log: Option<File>, keep: bool) -> Sink {
-        Sink {
+    /// Streams the events to the schedule log `log` and the trace `trace` (if given);
+    /// keeps them when `keep`. Fails if the start of the trace cannot be written.
+    pub fn new(log: Option<File>, trace: Option<File>, keep: bool) -> std::io::Result<Sink> {
+        Ok(Sink {
             log: log.map(|f| ScheduleLogWriter::new(BufWriter::new(f))),
+            trace: trace
+                .map(|f| perfetto::Writer::new(BufWriter::new(f)))
+                .transpose()?,
             keep,
             events: Vec::new(),
             error: None,
-        }
+        })
     }
 
     fn put(&mut self, event: Event) {
@@ -68,6 +74,9 @@ impl Sink {
             if let Err(e) = log.write(&event) {
                 self.error = Some(e);
             }
+        }
+        if let Some(trace) = &mut self.trace {
+            trace.add(&event);
         }
         if self.keep {
             self.events.push(event);
@@ -82,6 +91,7 @@ impl Sink {
             events: self.events,
             summaries,
             log_error: self.error,
+            trace_error: self.trace.and_then(|t| t.finish().err()),
         }
     }
 }
@@ -252,10 +262,11 @@ impl RtRun {
     /// being stopped.
     pub fn finish(mut self) -> Drained {
         self.modes = None;
-        self.join().unwrap_or(Drained {
+        self.join().unwrap_or_else(|| Drained {
             events: Vec::new(),
             summaries: Vec::new(),
             log_error: None,
+            trace_error: Some(std::io::Error::other("the rt drain thread failed")),
         })
     }
 

@@ -372,18 +372,23 @@ fn run_services(
     let (w, errors) = s.free.map(FreeKeeper::finish).unwrap_or_default();
     warnings.extend(w);
     let drained = s.rt.map(RtRun::finish);
-    let (events, summaries) = match drained {
+    let summaries = match drained {
         Some(d) => {
             if let (Some(e), Some(path)) = (d.log_error, &options.schedule_log) {
                 return Err(output_error("--schedule-log", path, e));
             }
-            (d.events, d.summaries)
+            if let (Some(e), Some(path)) = (d.trace_error, &options.trace) {
+                return Err(output_error("--trace", path, e));
+            }
+            d.summaries
         }
-        None => (Vec::new(), Vec::new()),
+        None => {
+            if let Some(path) = &options.trace {
+                write_trace(path, &[])?;
+            }
+            Vec::new()
+        }
     };
-    if let Some(path) = &options.trace {
-        write_trace(path, &events)?;
-    }
     Ok(Outcome {
         reason,
         grants: 0,
@@ -397,19 +402,23 @@ fn run_services(
 }
 
 /// Where the rt partitions' job events go: without windows they are the whole schedule
-/// log, streamed as they are drained; kept only for a trace, or for a window schedule's
-/// log and trace, which they follow at the end on the schedule's time axis.
+/// log and trace, streamed as they are drained; kept only for a window schedule's log
+/// and trace, which they follow at the end on the schedule's time axis.
 fn rt_sink(system: &System, options: &RunOptions) -> Result<rt::Sink, RunError> {
     if !system.windows.is_empty() {
         let keep = options.schedule_log.is_some() || options.trace.is_some();
-        return Ok(rt::Sink::new(None, keep));
+        return rt::Sink::new(None, None, keep).map_err(|e| RunError::Io(e.to_string()));
     }
-    let log = options
-        .schedule_log
-        .as_ref()
-        .map(|path| File::create(path).map_err(|e| output_error("--schedule-log", path, e)))
-        .transpose()?;
-    Ok(rt::Sink::new(log, options.trace.is_some()))
+    let create = |flag: &str, path: Option<&Path>| {
+        path.map(|path| File::create(path).map_err(|e| output_error(flag, path, e)))
+            .transpose()
+    };
+    let log = create("--schedule-log", options.schedule_log.as_deref())?;
+    let trace = create("--trace", options.trace.as_deref())?;
+    rt::Sink::new(log, trace, false).map_err(|e| {
+        let path = options.trace.as_deref().unwrap_or(Path::new(""));
+        output_error("--trace", path, e)
+    })
 }
 
 /// The error of the output file `path` given to option `flag`.

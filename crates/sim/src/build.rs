@@ -3,15 +3,16 @@
 use crate::energy::TaskScaling;
 use crate::spec::*;
 use crate::windows::{Behaviour, WindowsSpec};
-use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task};
+use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task, TaskServer};
 use bulkhead_trace::Name;
 use bulkhead_windows::Schedule;
 
 /// Choices the description leaves to the simulation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildOptions {
-    /// The reservation every rt task runs under (budget = its budget, period = its period).
-    pub server: ServerKind,
+    /// The reservation every rt task runs under (budget = its budget, period = its
+    /// period); `None`: each task's `server:` declaration (no reservation without one).
+    pub server: Option<ServerKind>,
     pub exec: ExecModel,
     pub arrivals: Arrivals,
     /// Which tasks write and read each channel.
@@ -26,7 +27,7 @@ pub struct BuildOptions {
     pub power_policy: Option<bulkhead_power::Policy>,
 }
 
-/// The server of one task (`--task-server TASK=KIND`).
+/// The server of one task (`--task-server TASK=KIND`, a task's `server:`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerChoice {
     /// A server with the task's budget and period.
@@ -37,33 +38,37 @@ pub enum ServerChoice {
 }
 
 impl ServerChoice {
-    /// Parses `none`, `sporadic`, `deferrable`, `cbs` or `io:PERMILLE` (1..=1000).
+    /// Parses `none`, `sporadic`, `deferrable`, `cbs` or `io:PERMILLE` (1..=1000), the
+    /// syntax of a description's `server:`.
     pub fn parse(text: &str) -> Result<ServerChoice, String> {
-        match text {
-            "none" => Ok(ServerChoice::Kind(ServerKind::Unlimited)),
-            "sporadic" => Ok(ServerChoice::Kind(ServerKind::Sporadic)),
-            "deferrable" => Ok(ServerChoice::Kind(ServerKind::Deferrable)),
-            "cbs" => Ok(ServerChoice::Kind(ServerKind::Cbs)),
-            _ => match text.strip_prefix("io:").map(str::parse::<u32>) {
-                Some(Ok(permille)) if (1..=1000).contains(&permille) => {
-                    Ok(ServerChoice::Io { permille })
-                }
-                _ => Err(format!(
-                    "`{text}`: expected none, sporadic, deferrable, cbs or io:PERMILLE (1-1000)"
-                )),
-            },
+        TaskServer::parse(text).map(ServerChoice::from)
+    }
+}
+
+impl From<TaskServer> for ServerChoice {
+    fn from(server: TaskServer) -> ServerChoice {
+        match server {
+            TaskServer::None => ServerChoice::Kind(ServerKind::Unlimited),
+            TaskServer::Sporadic => ServerChoice::Kind(ServerKind::Sporadic),
+            TaskServer::Deferrable => ServerChoice::Kind(ServerKind::Deferrable),
+            TaskServer::Cbs => ServerChoice::Kind(ServerKind::Cbs),
+            TaskServer::Io { permille } => ServerChoice::Io { permille },
         }
     }
 }
 
 impl BuildOptions {
-    /// The server chosen for `partition`/`task` by `task_servers` (the last match wins).
-    fn task_server(&self, partition: &str, task: &str) -> Option<ServerChoice> {
+    /// The server of `partition`/`task`: its entry in `task_servers` (the last match
+    /// wins), else `server`, else the task's `server:` declaration, else none.
+    fn task_server(&self, partition: &str, task: &Task) -> ServerChoice {
         self.task_servers
             .iter()
             .rev()
-            .find(|(name, _)| names_task(name, partition, task))
+            .find(|(name, _)| names_task(name, partition, &task.name))
             .map(|&(_, choice)| choice)
+            .or(self.server.map(ServerChoice::Kind))
+            .or(task.server.map(ServerChoice::from))
+            .unwrap_or(ServerChoice::Kind(ServerKind::Unlimited))
     }
 }
 
@@ -78,7 +83,7 @@ fn names_task(name: &str, partition: &str, task: &str) -> bool {
 impl Default for BuildOptions {
     fn default() -> Self {
         BuildOptions {
-            server: ServerKind::Unlimited,
+            server: None,
             exec: ExecModel::Wcet,
             arrivals: Arrivals::Periodic,
             links: Vec::new(),
@@ -209,20 +214,11 @@ pub(crate) fn build(
         });
         let ranks = priority_ranks(&p.tasks);
         for (task, rank) in p.tasks.iter().zip(ranks) {
-            let server = match options.task_server(&p.name, &task.name) {
-                Some(ServerChoice::Io { permille }) => {
-                    Server::io(domain, permille, task.period, rank)
-                }
-                Some(ServerChoice::Kind(kind)) => Server {
+            let server = match options.task_server(&p.name, task) {
+                ServerChoice::Io { permille } => Server::io(domain, permille, task.period, rank),
+                ServerChoice::Kind(kind) => Server {
                     domain,
                     kind,
-                    budget: task.budget,
-                    period: task.period,
-                    priority: rank,
-                },
-                None => Server {
-                    domain,
-                    kind: options.server,
                     budget: task.budget,
                     period: task.period,
                     priority: rank,

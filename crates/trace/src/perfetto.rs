@@ -28,6 +28,11 @@
 //! a slice that would overlap another without nesting inside it (only possible if a
 //! producer reports overlapping execution on one CPU) goes to an extra lane,
 //! `CPU n (lane k)`. Slices still open at the end of the trace end at its last timestamp.
+//!
+//! [`Writer`] writes each slice when it ends and every other event when it happens, so
+//! its memory is the open slices, not the trace: events are in the order they were
+//! written (the format does not ask for time order; viewers sort), and the process and
+//! thread names come last, when all CPUs, partitions and lanes are known.
 
 use crate::{CpuSet, Event, EventKind, Name, Nanos};
 use serde_json::{json, Map, Value};
@@ -71,16 +76,6 @@ enum OpenKey {
     Agent(Name),
 }
 
-#[derive(Debug, Clone)]
-struct Slice {
-    track: Track,
-    start: Nanos,
-    end: Nanos,
-    name: String,
-    cat: &'static str,
-    args: Value,
-}
-
 struct Open {
     track: Track,
     start: Nanos,
@@ -89,13 +84,19 @@ struct Open {
     args: Value,
 }
 
-/// Builds the export from a stream of events.
-#[derive(Default)]
-struct Exporter {
+/// Writes the trace of a stream of events to `out` as the events come.
+pub struct Writer<W: Write> {
+    out: W,
+    /// The first write error; later writes are skipped and [`Writer::finish`] returns it.
+    error: Option<io::Error>,
+    /// Whether an event has been written (a comma goes before the next).
+    written: bool,
     open: BTreeMap<OpenKey, Open>,
-    slices: Vec<Slice>,
-    /// Instants, counters and flows: (timestamp, JSON without `ts`).
-    points: Vec<(Nanos, Value)>,
+    /// Per track and lane: the ended slices a still open slice may overlap without
+    /// nesting (see [`Writer::lane`]).
+    lanes: BTreeMap<Track, Vec<Vec<(Nanos, Nanos)>>>,
+    /// The extra lanes (lane > 0) used, for their names.
+    extra: std::collections::BTreeSet<(Track, u32)>,
     partitions: Vec<Name>,
     cpus: Vec<u32>,
     writes: BTreeMap<(Name, u64), (Nanos, u32)>,
@@ -105,16 +106,18 @@ struct Exporter {
 
 /// The Chrome trace-event JSON document for `events` (`{"traceEvents": [..], ..}`).
 pub fn export(events: &[Event]) -> Value {
-    let mut exporter = Exporter::default();
-    for event in events {
-        exporter.add(event);
-    }
-    exporter.finish()
+    let mut bytes = Vec::new();
+    write(events, &mut bytes).expect("writing to memory");
+    serde_json::from_slice(&bytes).expect("the writer writes JSON")
 }
 
-/// Writes [`export`]`(events)` to `out`.
+/// Writes the trace of `events` to `out`.
 pub fn write(events: &[Event], out: impl Write) -> io::Result<()> {
-    serde_json::to_writer(out, &export(events)).map_err(io::Error::other)
+    let mut writer = Writer::new(out)?;
+    for event in events {
+        writer.add(event);
+    }
+    writer.finish().map(drop)
 }
 
 fn cpu_track(cpu: u32) -> Track {
@@ -128,8 +131,65 @@ fn job_name(partition: &str, task: &str) -> String {
     format!("{partition}/{task}")
 }
 
-impl Exporter {
-    fn add(&mut self, event: &Event) {
+impl<W: Write> Writer<W> {
+    /// Starts the document on `out`.
+    pub fn new(mut out: W) -> io::Result<Writer<W>> {
+        out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
+        Ok(Writer {
+            out,
+            error: None,
+            written: false,
+            open: BTreeMap::new(),
+            lanes: BTreeMap::new(),
+            extra: Default::default(),
+            partitions: Vec::new(),
+            cpus: Vec::new(),
+            writes: BTreeMap::new(),
+            next_flow: 0,
+            now: 0,
+        })
+    }
+
+    /// Ends the open slices at the last timestamp, writes the names of the tracks and
+    /// closes the document; the first write error, if any.
+    pub fn finish(mut self) -> io::Result<W> {
+        let keys: Vec<OpenKey> = self.open.keys().cloned().collect();
+        for key in keys {
+            self.end(self.now, &key);
+        }
+        for value in self.metadata() {
+            self.emit(value);
+        }
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        self.out.write_all(b"]}")?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    /// Writes one trace event (after the first, with a comma before it).
+    fn emit(&mut self, value: Value) {
+        if self.error.is_some() {
+            return;
+        }
+        let comma = if self.written { &b","[..] } else { b"" };
+        self.written = true;
+        let result = self
+            .out
+            .write_all(comma)
+            .and_then(|()| serde_json::to_writer(&mut self.out, &value).map_err(io::Error::other));
+        self.error = result.err();
+    }
+
+    /// Writes the event at `t`.
+    fn point(&mut self, t: Nanos, mut value: Value) {
+        extend(&mut value, json!({"ts": micros(t)}));
+        self.emit(value);
+    }
+
+    /// Adds `event` to the trace; a write error is kept for [`Writer::finish`].
+    pub fn add(&mut self, event: &Event) {
         let t = event.t_ns;
         self.now = self.now.max(t);
         match &event.kind {
@@ -364,10 +424,10 @@ impl Exporter {
                 value,
             } => {
                 let track = format!("{} {name}", job_name(partition, task));
-                self.points.push((
+                self.point(
                     t,
                     json!({"ph": "C", "name": track, "pid": PID_PARTITIONS, "args": {"value": value}}),
-                ));
+                );
             }
         }
     }
@@ -445,41 +505,73 @@ impl Exporter {
                 cat,
                 args,
             } = open;
-            self.slices.push(Slice {
-                track,
-                start,
-                end: t.max(start),
-                name,
-                cat,
-                args,
-            });
+            let end = t.max(start);
+            let lane = self.lane(track, start, end);
+            if lane > 0 {
+                self.extra.insert((track, lane));
+            }
+            let tid = track.tid + lane * LANE_STRIDE;
+            let value = json!({"ph": "X", "name": name, "cat": cat, "pid": track.pid, "tid": tid,
+                "dur": micros(end - start), "args": args});
+            self.point(start, value);
         }
+    }
+
+    /// The first lane of `track` where the slice [start, end], ending now, nests with
+    /// every slice of that lane. Slices end in time order, so an earlier one [s, e]
+    /// (e <= end) nests unless s < start < e < end, and only a slice still open when it
+    /// ended, with its start inside it, can ever overlap it that way: only such ended
+    /// slices are kept, until those open slices end.
+    fn lane(&mut self, track: Track, start: Nanos, end: Nanos) -> u32 {
+        let open: Vec<Nanos> = self
+            .open
+            .values()
+            .filter(|o| o.track == track)
+            .map(|o| o.start)
+            .collect();
+        let lanes = self.lanes.entry(track).or_default();
+        let overlaps = |&(s, e): &(Nanos, Nanos)| s < start && start < e && e < end;
+        let lane = match lanes.iter().position(|kept| !kept.iter().any(overlaps)) {
+            Some(lane) => lane,
+            None => {
+                lanes.push(Vec::new());
+                lanes.len() - 1
+            }
+        };
+        lanes[lane].push((start, end));
+        for kept in lanes.iter_mut() {
+            kept.retain(|&(s, e)| open.iter().any(|&o| s < o && o < e));
+        }
+        while lanes.last().is_some_and(Vec::is_empty) && lanes.len() > 1 {
+            lanes.pop();
+        }
+        lane as u32
     }
 
     fn instant(&mut self, t: Nanos, track: Track, name: String, args: Value) {
         let value = json!({"ph": "i", "s": "t", "name": name, "pid": track.pid, "tid": track.tid, "args": args});
-        self.points.push((t, value));
+        self.point(t, value);
     }
 
     fn global(&mut self, t: Nanos, name: String, args: Value) {
         let value = json!({"ph": "i", "s": "g", "name": name, "pid": PID_SCHEDULE, "tid": TID_SYSTEM, "args": args});
-        self.points.push((t, value));
+        self.point(t, value);
     }
 
     /// The counter `bandwidth <what>` in the "Schedule" process: load and capacity in ppm.
     fn bandwidth(&mut self, t: Nanos, what: &str, load_ppm: u64, capacity_ppm: u64) {
         let args = json!({"load_ppm": load_ppm, "capacity_ppm": capacity_ppm});
-        self.points.push((
+        self.point(
             t,
             json!({"ph": "C", "name": format!("bandwidth {what}"), "pid": PID_SCHEDULE, "args": args}),
-        ));
+        );
     }
 
     fn counter(&mut self, t: Nanos, name: String, args: Value) {
-        self.points.push((
+        self.point(
             t,
             json!({"ph": "C", "name": name, "pid": PID_CPUS, "args": args}),
-        ));
+        );
     }
 
     /// A flow arrow from the write of `channel`/`msg` to this read.
@@ -502,44 +594,12 @@ impl Exporter {
             &mut finish,
             json!({"ph": "f", "bp": "e", "pid": to.pid, "tid": to.tid}),
         );
-        self.points.push((written, start));
-        self.points.push((t, finish));
-    }
-
-    fn finish(mut self) -> Value {
-        let keys: Vec<OpenKey> = self.open.keys().cloned().collect();
-        for key in keys {
-            self.end(self.now, &key);
-        }
-        let lanes = assign_lanes(&mut self.slices);
-        let mut events = self.metadata(&lanes);
-        let mut timed: Vec<(Nanos, u8, Nanos, Value)> =
-            Vec::with_capacity(self.slices.len() + self.points.len());
-        for (slice, lane) in self.slices.into_iter().zip(lanes.iter().map(|l| l.1)) {
-            let tid = slice.track.tid + lane * LANE_STRIDE;
-            let value = json!({"ph": "X", "name": slice.name, "cat": slice.cat, "pid": slice.track.pid, "tid": tid,
-                "dur": micros(slice.end - slice.start), "args": slice.args});
-            // Longer slices first at equal start, so parents precede children.
-            timed.push((
-                slice.start,
-                0,
-                Nanos::MAX - (slice.end - slice.start),
-                value,
-            ));
-        }
-        for (t, value) in self.points {
-            timed.push((t, 1, 0, value));
-        }
-        timed.sort_by_key(|e| (e.0, e.1, e.2));
-        for (t, _, _, mut value) in timed {
-            extend(&mut value, json!({"ts": micros(t)}));
-            events.push(value);
-        }
-        json!({"traceEvents": events, "displayTimeUnit": "ns"})
+        self.point(written, start);
+        self.point(t, finish);
     }
 
     /// Process and thread names, and a sort order that lists CPUs first and in order.
-    fn metadata(&self, lanes: &[(Track, u32)]) -> Vec<Value> {
+    fn metadata(&self) -> Vec<Value> {
         let mut events = vec![
             process_name(PID_CPUS, "CPUs"),
             process_name(PID_SCHEDULE, "Schedule"),
@@ -559,10 +619,7 @@ impl Exporter {
         for (i, partition) in self.partitions.iter().enumerate() {
             events.push(thread_name(PID_PARTITIONS, i as u32 + 1, partition));
         }
-        let mut extra: Vec<(Track, u32)> = lanes.iter().copied().filter(|l| l.1 > 0).collect();
-        extra.sort();
-        extra.dedup();
-        for (track, lane) in extra {
+        for &(track, lane) in &self.extra {
             let base = match track.pid {
                 PID_CPUS => format!("CPU {}", track.tid - 1),
                 PID_PARTITIONS => self.partitions[track.tid as usize - 1].to_string(),
@@ -576,43 +633,6 @@ impl Exporter {
         }
         events
     }
-}
-
-/// Assigns each slice the first lane of its track in which it nests (contains or is
-/// disjoint from every other slice of that lane). Returns (track, lane) per slice,
-/// in the order of `slices`.
-fn assign_lanes(slices: &mut [Slice]) -> Vec<(Track, u32)> {
-    let mut order: Vec<usize> = (0..slices.len()).collect();
-    order.sort_by_key(|&i| (slices[i].track, slices[i].start, Nanos::MAX - slices[i].end));
-    let mut result = vec![(Track { pid: 0, tid: 0 }, 0); slices.len()];
-    // Per lane of the current track: the stack of enclosing slice ends.
-    let mut stacks: Vec<Vec<Nanos>> = Vec::new();
-    let mut current: Option<Track> = None;
-    for i in order {
-        let slice = &slices[i];
-        if current != Some(slice.track) {
-            current = Some(slice.track);
-            stacks.clear();
-        }
-        let lane = place(&mut stacks, slice.start, slice.end);
-        result[i] = (slice.track, lane as u32);
-    }
-    result
-}
-
-/// Puts [start, end] on the first lane where it nests, opening a lane if none fits.
-fn place(stacks: &mut Vec<Vec<Nanos>>, start: Nanos, end: Nanos) -> usize {
-    for (lane, stack) in stacks.iter_mut().enumerate() {
-        while stack.last().is_some_and(|&top| top <= start) {
-            stack.pop();
-        }
-        if stack.last().is_none_or(|&top| end <= top) {
-            stack.push(end);
-            return lane;
-        }
-    }
-    stacks.push(vec![end]);
-    stacks.len() - 1
 }
 
 fn micros(ns: Nanos) -> Value {
