@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what bulkhead needs on a Debian machine, only what is missing:
 # Debian packages (C compiler for the C API tests, pkg-config, curl, iproute2 for the
-# network-namespace tests, python3-venv for the Python test environment), a Rust
+# network-namespace tests, python3-venv for the Python test environment, chromium for the
+# browser tests), a Rust
 # toolchain through rustup, and .venv: a Python virtual environment in the repository
 # with the pinned packages of python/requirements-test.txt (python-can, cantools, and
 # maturin, pytest, numpy, pandas) and the Python package bulkhead built from python/.
@@ -9,7 +10,7 @@
 set -euo pipefail
 
 apt_packages=(build-essential pkg-config curl ca-certificates git util-linux procps iproute2
-  python3 python3-venv)
+  python3 python3-venv chromium)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
