@@ -24,6 +24,19 @@
 //! sequence number in `mode_ack` (Release). A request is pending while `mode_seq !=
 //! mode_ack`. A later request overtakes an earlier one: acknowledging the later
 //! acknowledges both.
+//!
+//! **Stop-start words** (JuMP2start 2.2, Fig. 2: the master asks every domain to save its
+//! context, waits for the acknowledgements, then suspends; 2.3: time stitching). The
+//! supervisor stores the acknowledgement deadline in `suspend_deadline_ns`, then the
+//! request's sequence number in `suspend_seq` (Release) and wakes its futex waiters. The
+//! task loads `suspend_seq` (Acquire); once it has saved what it needs, it stores that
+//! number in `suspend_ack` (Release). A suspend is pending while `suspend_seq !=
+//! suspend_ack`. The supervisor then freezes the task's cgroup, acknowledged or not. At
+//! resume, before thawing, it stores the total suspended time in `suspended_ns` and the
+//! resume instant in `resumed_at_ns`, then the request's number in `resume_seq`
+//! (Release), and wakes its waiters. The system is suspended, as the task sees it, while
+//! `suspend_seq != resume_seq`. bulkhead's system time is CLOCK_MONOTONIC minus
+//! `suspended_ns` ([`Control::system_time_ns`]).
 use crate::error::{Error, Result};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -31,8 +44,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// `b"BHTASK01"` as a little-endian integer.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"BHTASK01");
-/// 2: named counters; 3: mode words.
-pub const VERSION: u32 = 3;
+/// 2: named counters; 3: mode words; 4: stop-start words.
+pub const VERSION: u32 = 4;
 /// Size of the mapped control block (one page on every Linux platform bulkhead targets).
 pub const CONTROL_LEN: usize = 4096;
 /// Longest task name stored (bytes, UTF-8, NUL padded).
@@ -90,6 +103,22 @@ pub struct Control {
     /// The latest mode request the task acknowledged (task).
     pub mode_ack: AtomicU32,
     _pad3: u32,
+    /// Sequence number of the latest suspend request, 0 = none (supervisor; futex word).
+    pub suspend_seq: AtomicU32,
+    /// The latest suspend request the task acknowledged (task).
+    pub suspend_ack: AtomicU32,
+    /// The latest suspend request that was resumed (supervisor; futex word).
+    pub resume_seq: AtomicU32,
+    _pad4: u32,
+    /// CLOCK_MONOTONIC instant by which the latest suspend request must be acknowledged
+    /// (supervisor; stored before `suspend_seq`).
+    pub suspend_deadline_ns: AtomicU64,
+    /// Total time the system has spent suspended, ns (supervisor; stored before
+    /// `resume_seq`).
+    pub suspended_ns: AtomicU64,
+    /// CLOCK_MONOTONIC instant at which the latest resume thawed the system (supervisor;
+    /// stored before `resume_seq`).
+    pub resumed_at_ns: AtomicU64,
 }
 
 /// A mode request as the task saw it: acknowledge it with its `seq`.
@@ -290,12 +319,8 @@ impl Control {
             if change.seq != self.mode_ack.load(Acquire) {
                 return Some(change);
             }
-            let left = match deadline {
-                Some(d) => match d.checked_sub(crate::clock::now_ns()) {
-                    Some(left) if left > 0 => Some(left),
-                    _ => return None,
-                },
-                None => None,
+            let Some(left) = time_left(deadline) else {
+                return None;
             };
             futex_wait(&self.mode_seq, change.seq, left);
         }
@@ -306,10 +331,87 @@ impl Control {
         self.mode_ack.store(change.seq, Release);
     }
 
+    /// Publishes suspend request `seq` (one more than the previous one), due to be
+    /// acknowledged by `deadline_ns` (CLOCK_MONOTONIC), and wakes the waiting task
+    /// (supervisor side).
+    pub fn request_suspend(&self, seq: u32, deadline_ns: u64) {
+        self.suspend_deadline_ns.store(deadline_ns, Relaxed);
+        self.suspend_seq.store(seq, Release);
+        futex_wake_all(&self.suspend_seq);
+    }
+
+    /// The pending suspend request and its acknowledgement deadline, if the task has not
+    /// acknowledged the latest one (task side).
+    pub fn pending_suspend(&self) -> Option<(u32, u64)> {
+        let seq = self.suspend_seq.load(Acquire);
+        (seq != self.suspend_ack.load(Acquire))
+            .then(|| (seq, self.suspend_deadline_ns.load(Relaxed)))
+    }
+
+    /// The task has saved what it needs for suspend request `seq` (task side).
+    pub fn ack_suspend(&self, seq: u32) {
+        self.suspend_ack.store(seq, Release);
+    }
+
+    /// Whether the task acknowledged suspend request `seq` (supervisor side).
+    pub fn suspend_acked(&self, seq: u32) -> bool {
+        self.suspend_ack.load(Acquire) == seq
+    }
+
+    /// Publishes the resume of suspend request `seq`: the system's total suspended time
+    /// and the resume instant, then the sequence number; wakes the waiters (supervisor
+    /// side). Precondition: the task's cgroup is still frozen or the task is not yet
+    /// released, so that it never sees `resume_seq` before the two times.
+    pub fn publish_resume(&self, seq: u32, suspended_ns: u64, resumed_at_ns: u64) {
+        self.suspended_ns.store(suspended_ns, Relaxed);
+        self.resumed_at_ns.store(resumed_at_ns, Relaxed);
+        self.resume_seq.store(seq, Release);
+        futex_wake_all(&self.resume_seq);
+    }
+
+    /// Whether a suspend request is outstanding (requested and not yet resumed).
+    pub fn suspended(&self) -> bool {
+        self.suspend_seq.load(Acquire) != self.resume_seq.load(Acquire)
+    }
+
+    /// Waits until the outstanding suspend request, if any, is resumed or `timeout`
+    /// passes (`None`: forever); returns whether the system is running (task side).
+    pub fn wait_resume(&self, timeout: Option<std::time::Duration>) -> bool {
+        let deadline = timeout.map(|t| crate::clock::now_ns() + t.as_nanos() as u64);
+        loop {
+            let resumed = self.resume_seq.load(Acquire);
+            if resumed == self.suspend_seq.load(Acquire) {
+                return true;
+            }
+            let Some(left) = time_left(deadline) else {
+                return false;
+            };
+            futex_wait(&self.resume_seq, resumed, left);
+        }
+    }
+
+    /// bulkhead's system time at CLOCK_MONOTONIC instant `monotonic_ns`: the time the
+    /// system has run, without the time it spent suspended (JuMP2start 2.3).
+    pub fn system_time_ns(&self, monotonic_ns: u64) -> u64 {
+        monotonic_ns.saturating_sub(self.suspended_ns.load(Acquire))
+    }
+
     /// The task name.
     pub fn name(&self) -> String {
         let end = self.name.iter().position(|&b| b == 0).unwrap_or(NAME_LEN);
         String::from_utf8_lossy(&self.name[..end]).into_owned()
+    }
+}
+
+/// The time left until `deadline` (CLOCK_MONOTONIC ns): `None` once it has passed,
+/// `Some(None)` without a deadline.
+fn time_left(deadline: Option<u64>) -> Option<Option<u64>> {
+    match deadline {
+        Some(d) => match d.checked_sub(crate::clock::now_ns()) {
+            Some(left) if left > 0 => Some(Some(left)),
+            _ => None,
+        },
+        None => Some(None),
     }
 }
 
@@ -371,6 +473,32 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(1));
         c.ack_mode(change.unwrap());
         assert_eq!(c.wait_mode(Some(Duration::ZERO)), None);
+    }
+
+    #[test]
+    fn a_suspend_is_pending_until_acknowledged_and_outstanding_until_resumed() {
+        let c = block();
+        assert_eq!(c.pending_suspend(), None);
+        assert!(!c.suspended());
+        c.request_suspend(1, 5_000);
+        assert_eq!(c.pending_suspend(), Some((1, 5_000)));
+        assert!(c.suspended());
+        assert!(!c.suspend_acked(1));
+        c.ack_suspend(1);
+        assert!(c.suspend_acked(1));
+        assert_eq!(c.pending_suspend(), None);
+        assert!(!c.wait_resume(Some(Duration::from_millis(5))));
+        let running = std::thread::scope(|s| {
+            let waiter = s.spawn(|| c.wait_resume(Some(Duration::from_secs(5))));
+            std::thread::sleep(Duration::from_millis(20));
+            c.publish_resume(1, 700, 9_000);
+            waiter.join().unwrap()
+        });
+        assert!(running);
+        assert!(!c.suspended());
+        assert_eq!(c.resumed_at_ns.load(Acquire), 9_000);
+        // System time leaves out the 700 ns spent suspended.
+        assert_eq!(c.system_time_ns(10_000), 9_300);
     }
 
     #[test]
