@@ -319,9 +319,7 @@ impl Control {
             if change.seq != self.mode_ack.load(Acquire) {
                 return Some(change);
             }
-            let Some(left) = time_left(deadline) else {
-                return None;
-            };
+            let left = time_left(deadline)?;
             futex_wait(&self.mode_seq, change.seq, left);
         }
     }
@@ -388,6 +386,31 @@ impl Control {
             };
             futex_wait(&self.resume_seq, resumed, left);
         }
+    }
+
+    /// Sleeps until CLOCK_MONOTONIC reaches `until_ns` or a suspend request later than
+    /// `seen_seq` arrives, whichever is first (task side: a task waiting for its next
+    /// release hears a suspend request at once). Returns early on a signal too; the caller
+    /// loops.
+    pub fn sleep_until_suspend(&self, seen_seq: u32, until_ns: u64) {
+        let ts = libc::timespec {
+            tv_sec: (until_ns / 1_000_000_000) as i64,
+            tv_nsec: (until_ns % 1_000_000_000) as i64,
+        };
+        // SAFETY: `suspend_seq` is a live, aligned u32 of the shared mapping for the
+        // duration of the call; `ts` outlives it. FUTEX_WAIT_BITSET takes an absolute
+        // CLOCK_MONOTONIC timeout; FUTEX_WAKE (request_suspend) wakes any bitset.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.suspend_seq.as_ptr(),
+                libc::FUTEX_WAIT_BITSET,
+                seen_seq,
+                &ts as *const libc::timespec,
+                std::ptr::null::<u32>(),
+                libc::FUTEX_BITSET_MATCH_ANY,
+            )
+        };
     }
 
     /// bulkhead's system time at CLOCK_MONOTONIC instant `monotonic_ns`: the time the
