@@ -245,6 +245,7 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         seed: args.seed,
         suspensions: args.suspend.clone(),
         mode_switches: args.mode_switch.clone(),
+        stop: bulkhead_sim::stop::StopSpec::default(),
     };
     let sim = Sim::new(&spec, sim_options, outputs.enabled())
         .map_err(|e| fail(format!("{file}: {e}")))?;
