@@ -319,9 +319,7 @@ impl Control {
             if change.seq != self.mode_ack.load(Acquire) {
                 return Some(change);
             }
-            let Some(left) = time_left(deadline) else {
-                return None;
-            };
+            let left = time_left(deadline)?;
             futex_wait(&self.mode_seq, change.seq, left);
         }
     }
