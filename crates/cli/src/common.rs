@@ -47,7 +47,8 @@ pub fn name(path: &Path) -> String {
 /// the positioned message (`file:line:col: key.path: message`) and returns exit code 1.
 pub fn load_system(path: &Path) -> Result<Loaded, ExitCode> {
     let loaded = read_input(path).and_then(|bytes| {
-        bulkhead_model::load_bytes(&bytes, &name(path)).map_err(|e| e.to_string())
+        let dbcs = |s: &bulkhead_model::System| check_trigger_signals(s, path);
+        bulkhead_model::load_bytes_with(&bytes, &name(path), &dbcs).map_err(|e| e.to_string())
     });
     match loaded {
         Ok(loaded) => {
@@ -61,6 +62,49 @@ pub fn load_system(path: &Path) -> Result<Loaded, ExitCode> {
             Err(ExitCode::from(INVALID))
         }
     }
+}
+
+/// Each stop-start trigger's signal must be in its bus's DBC, when the bus names one
+/// (relative to the description's directory): an error names the key path.
+fn check_trigger_signals(
+    system: &bulkhead_model::System,
+    description: &Path,
+) -> Result<(), (String, String)> {
+    let Some(ss) = &system.stop_start else {
+        return Ok(());
+    };
+    let dir = match description.parent() {
+        Some(d) if description != Path::new("-") => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    for (key, trigger) in ss.triggers() {
+        let Some((i, bus)) = (system.buses.iter().enumerate()).find(|(_, b)| b.name == trigger.bus)
+        else {
+            continue;
+        };
+        let Some(dbc) = &bus.dbc else { continue };
+        let file = dir.join(dbc);
+        let db = read_input(&file)
+            .and_then(|bytes| {
+                bulkhead_can::dbc::Database::parse(&String::from_utf8_lossy(&bytes))
+                    .map_err(|e| format!("{}: {e}", file.display()))
+            })
+            .map_err(|e| (format!("buses[{i}].dbc"), e))?;
+        let found = db
+            .messages()
+            .iter()
+            .any(|m| m.signals.iter().any(|s| s.name == trigger.signal));
+        if !found {
+            return Err((
+                format!("stop_start.{key}.signal"),
+                format!(
+                    "no signal `{}` in the DBC of bus `{}` ({dbc})",
+                    trigger.signal, bus.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The system `check`, `analyze` and `sim` work on: its pipelines solved (Boomerang

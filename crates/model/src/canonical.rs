@@ -37,6 +37,12 @@ pub fn to_canonical_yaml(system: &System) -> String {
             writeln!(out, "  {line}").unwrap();
         }
     }
+    if let Some(s) = &system.stop_start {
+        writeln!(out, "stop_start:").unwrap();
+        for line in crate::stop_start::canonical_lines(s, quote) {
+            writeln!(out, "  {line}").unwrap();
+        }
+    }
     if !system.pipelines.is_empty() {
         writeln!(out, "pipelines:").unwrap();
         for line in crate::pipes::canonical_lines(&system.pipelines, quote) {
@@ -263,6 +269,9 @@ fn bus(b: &Bus) -> Vec<String> {
     }
     if b.allow_non_can {
         lines.push("allow_non_can: true".into());
+    }
+    if let Some(dbc) = &b.dbc {
+        lines.push(format!("dbc: {}", quote(dbc)));
     }
     lines.push(format!("gateway: {}", quote(&b.gateway)));
     lines.push(format!("period: {}", dur(b.period)));

@@ -15,6 +15,7 @@ mod normalize;
 pub mod pipes;
 pub mod power;
 mod raw;
+pub mod stop_start;
 pub mod types;
 pub mod units;
 pub mod users;
@@ -27,6 +28,7 @@ pub use modes::{
     Agent, LocalMode, Mode, ModeTask, Modes, ServerInterface, SwitchPolicy, Transition,
 };
 pub use pipes::{Endpoint, Pipeline, Qos, Stage};
+pub use stop_start::{Compare, Stale, StopStart, Trigger};
 pub use types::*;
 
 use std::fmt;
@@ -98,8 +100,22 @@ fn file_error(file: &str, message: String) -> Diagnostic {
 /// Loads and validates a description from raw bytes: UTF-8, with or without a byte
 /// order mark; a byte that is not UTF-8 is reported at its line, column and offset.
 pub fn load_bytes(bytes: &[u8], file_name: &str) -> Result<Loaded, LoadError> {
+    load_bytes_with(bytes, file_name, &|_| Ok(()))
+}
+
+/// A check a caller adds to loading, for what the model cannot see itself (e.g. a
+/// signal in a bus's DBC file): an error is a key path and a message, positioned in
+/// the file like the loader's own errors.
+pub type ExtraCheck<'a> = &'a dyn Fn(&System) -> Result<(), (String, String)>;
+
+/// [`load_bytes`], then `extra` on the valid description.
+pub fn load_bytes_with(
+    bytes: &[u8],
+    file_name: &str,
+    extra: ExtraCheck<'_>,
+) -> Result<Loaded, LoadError> {
     match std::str::from_utf8(bytes) {
-        Ok(src) => load_str(src, file_name),
+        Ok(src) => load_str_with(src, file_name, extra),
         Err(e) => Err(not_utf8(bytes, e.valid_up_to(), file_name)),
     }
 }
@@ -132,6 +148,15 @@ fn not_utf8(bytes: &[u8], offset: usize, file_name: &str) -> Diagnostic {
 /// Loads and validates a description from `src`; `file_name` is used in messages.
 /// A leading byte order mark is skipped.
 pub fn load_str(src: &str, file_name: &str) -> Result<Loaded, LoadError> {
+    load_str_with(src, file_name, &|_| Ok(()))
+}
+
+/// [`load_str`], then `extra` on the valid description.
+pub fn load_str_with(
+    src: &str,
+    file_name: &str,
+    extra: ExtraCheck<'_>,
+) -> Result<Loaded, LoadError> {
     let src = src.strip_prefix('\u{feff}').unwrap_or(src);
     let at = |mark: Mark, path: String, message: String| Diagnostic {
         file: file_name.to_string(),
@@ -154,6 +179,8 @@ pub fn load_str(src: &str, file_name: &str) -> Result<Loaded, LoadError> {
     normalized.system.pipelines = pipes::normalize(raw_pipelines, &normalized.system)
         .map_err(|e| at(pipe_mark(&root, &e), e.path, e.message))?;
     normalize::add_gateway_tasks(&mut normalized.system);
+    extra(&normalized.system)
+        .map_err(|(path, message)| at(self::locate(&root, &path), path, message))?;
     Ok(Loaded {
         system: normalized.system,
         warnings: warnings.into_iter().map(locate).collect(),

@@ -108,6 +108,8 @@ pub fn normalize(raw: RawFile) -> Result<Normalized> {
         n.out.system.buses.push(bus);
     }
     n.out.system.modes = crate::modes::normalize(raw.modes, n.bare_unit)?;
+    n.out.system.stop_start =
+        crate::stop_start::normalize(raw.stop_start, &n.out.system, n.bare_unit)?;
     Ok(n.out)
 }
 
@@ -595,6 +597,10 @@ impl Normalizer {
                 .map(|i| non_empty(i, &child(path, "interface")))
                 .transpose()?,
             allow_non_can: b.allow_non_can.unwrap_or(false),
+            dbc: b
+                .dbc
+                .map(|d| non_empty(d, &child(path, "dbc")))
+                .transpose()?,
             gateway: b.gateway,
             period: self.positive_duration(&b.period, &child(path, "period"))?,
             reader_budget: self

@@ -24,10 +24,11 @@ pub struct RawFile {
     pub modes: Option<crate::modes::RawModes>,
     pub power: Option<crate::power::RawPower>,
     pub pipelines: Option<Vec<crate::pipes::RawPipeline>>,
+    pub stop_start: Option<crate::stop_start::RawStopStart>,
 }
 
 /// Top-level sections reserved for later capabilities; using one is an error, never ignored.
-pub const RESERVED_SECTIONS: [&str; 1] = ["stop_start"];
+pub const RESERVED_SECTIONS: [&str; 0] = [];
 
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
@@ -206,6 +207,7 @@ pub struct RawBus {
     pub name: String,
     pub interface: Option<String>,
     pub allow_non_can: Option<bool>,
+    pub dbc: Option<String>,
     pub gateway: String,
     pub period: String,
     pub reader_budget: String,

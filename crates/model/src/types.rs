@@ -36,6 +36,9 @@ pub struct System {
     /// Pipelines of tuned pipes (`pipelines:`), their stages not yet tasks: the solver
     /// (`bulkhead-analysis`) derives their reservations.
     pub pipelines: Vec<crate::pipes::Pipeline>,
+    /// How the system is suspended and resumed (`stop_start:`); `None`: not given,
+    /// [`System::stop_start`] gives the defaults.
+    pub stop_start: Option<crate::stop_start::StopStart>,
 }
 
 /// The uids of partitions without `user:`: systemd's DynamicUser range (61184-65519),
@@ -277,6 +280,9 @@ pub struct Bus {
     /// a veth end in tests. Without it such an interface is refused: `run` takes the
     /// bus's interface away from the machine for the run.
     pub allow_non_can: bool,
+    /// `dbc`: the DBC file describing the bus's messages (as written; relative to the
+    /// description's directory), for decoding signals such as stop-start triggers.
+    pub dbc: Option<String>,
     /// The rt partition whose gateway tasks own the bus.
     pub gateway: String,
     pub period: Nanos,

@@ -327,6 +327,7 @@ fn bus(gateway: String, clients: Vec<String>) -> impl Strategy<Value = (Bus, [Ta
                 name: "pt".into(),
                 allow_non_can: interface.is_some() && depth % 2 == 0,
                 interface,
+                dbc: None,
                 gateway: gateway.clone(),
                 period,
                 reader_budget: budget,
@@ -455,6 +456,7 @@ fn system() -> impl Strategy<Value = System> {
                     power: None,
                     user_range: set_cwd.then_some((1000, 1999)),
                     pipelines: Vec::new(),
+                    stop_start: None,
                 }
             },
         )

@@ -1,0 +1,315 @@
+//! The `stop_start:` section: how the whole system is suspended and resumed
+//! (JuMP2start 2.1-2.2, Fig. 2; docs/stop-start.md).
+//!
+//! ```yaml
+//! stop_start:
+//!   order: [hmi, control, gw]   # suspend order (resume: reversed); default: be partitions,
+//!                               # then rt partitions, then the buses' gateway partitions
+//!   ack_deadline: 5ms           # how long a program may take to acknowledge a suspend
+//!   stale: drop                 # frames from before the resume never reach restartable tasks
+//!   suspend_to_ram: false       # after freezing every partition, write `mem` to /sys/power/state
+//!   suspend_when: {bus: rav4, signal: SPEED, below: 0.5, for: 3s}
+//!   resume_when: {bus: rav4, signal: GAS_PEDAL, above: 0}
+//! ```
+//!
+//! The suspend order is the paper's master power manager order: the less critical
+//! partitions go first, the partition that holds the vehicle's I/O last (2.1: "the
+//! master sandbox's BSP core is the last to suspend"); the resume runs it backwards.
+
+use crate::normalize::{err, Result};
+use crate::types::{Bus, Nanos, PartitionKind, System};
+use crate::units::{format_duration, parse_duration};
+use serde::Deserialize;
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawStopStart {
+    pub order: Option<Vec<String>>,
+    pub ack_deadline: Option<String>,
+    pub stale: Option<Stale>,
+    pub suspend_to_ram: Option<bool>,
+    pub suspend_when: Option<RawTrigger>,
+    pub resume_when: Option<RawTrigger>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawTrigger {
+    pub bus: String,
+    pub signal: String,
+    pub below: Option<f64>,
+    pub above: Option<f64>,
+    #[serde(rename = "for")]
+    pub hold: Option<String>,
+}
+
+/// What the gateway does with frames around a stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stale {
+    /// Frames received before the resume completes are never delivered to restartable
+    /// tasks; fresh frames from the first instant after it are buffered until they are
+    /// ready. (The only choice: a restartable task exists not to act on old data,
+    /// JuMP2start 2.2; a continuable task keeps whatever it had read.)
+    #[default]
+    Drop,
+}
+
+/// The stop-start settings of a system; [`StopStart::defaults`] for a system without
+/// the section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopStart {
+    /// Every partition once, in suspend order; resume goes in reverse.
+    pub order: Vec<String>,
+    /// How long each program has to acknowledge a suspend request.
+    pub ack_deadline: Nanos,
+    pub stale: Stale,
+    /// Enter suspend-to-RAM once every partition is frozen.
+    pub suspend_to_ram: bool,
+    pub suspend_when: Option<Trigger>,
+    pub resume_when: Option<Trigger>,
+}
+
+/// The default acknowledgement deadline: 5 ms, the suspend latency target of a
+/// system-wide stop (JuMP2start's Quest userspace suspend took 6.5-58 ms, Table 5).
+pub const DEFAULT_ACK_DEADLINE: Nanos = 5_000_000;
+
+/// A condition on a decoded CAN signal that the bus's gateway watches.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    pub bus: String,
+    /// The signal's name in the bus's DBC.
+    pub signal: String,
+    pub compare: Compare,
+    /// The threshold, a finite physical value (the DBC's unit).
+    pub threshold: f64,
+    /// How long the condition must hold without a break (0: one frame is enough).
+    pub hold: Nanos,
+}
+
+impl PartialEq for Trigger {
+    fn eq(&self, o: &Trigger) -> bool {
+        (&self.bus, &self.signal, self.compare, self.hold) == (&o.bus, &o.signal, o.compare, o.hold)
+            && self.threshold.to_bits() == o.threshold.to_bits()
+    }
+}
+
+/// Finite thresholds only (checked at load), so equality is an equivalence.
+impl Eq for Trigger {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Compare {
+    /// The signal is strictly below the threshold.
+    Below,
+    /// The signal is strictly above the threshold.
+    Above,
+}
+
+impl Trigger {
+    /// Whether `value` meets the condition (not counting `hold`).
+    pub fn met(&self, value: f64) -> bool {
+        match self.compare {
+            Compare::Below => value < self.threshold,
+            Compare::Above => value > self.threshold,
+        }
+    }
+
+    /// `SIGNAL<VALUE` or `SIGNAL>VALUE`, with `@HOLD_NS` when it must hold: the form
+    /// the gateway's command line takes.
+    pub fn spec(&self) -> String {
+        let op = match self.compare {
+            Compare::Below => '<',
+            Compare::Above => '>',
+        };
+        format!("{}{op}{}@{}", self.signal, self.threshold, self.hold)
+    }
+}
+
+impl StopStart {
+    /// The settings of a system without a `stop_start:` section.
+    pub fn defaults(system: &System) -> StopStart {
+        StopStart {
+            order: default_order(system),
+            ack_deadline: DEFAULT_ACK_DEADLINE,
+            stale: Stale::Drop,
+            suspend_to_ram: false,
+            suspend_when: None,
+            resume_when: None,
+        }
+    }
+
+    /// The triggers, each with its name (`suspend_when`, `resume_when`).
+    pub fn triggers(&self) -> impl Iterator<Item = (&'static str, &Trigger)> {
+        [
+            ("suspend_when", self.suspend_when.as_ref()),
+            ("resume_when", self.resume_when.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(k, t)| t.map(|t| (k, t)))
+    }
+
+    /// The partitions that stay awake while the others are suspended: the gateway
+    /// partitions of the buses a trigger watches (they must see the resume condition).
+    pub fn awake<'a>(&'a self, system: &'a System) -> Vec<&'a str> {
+        let mut out: Vec<&str> = Vec::new();
+        for (_, t) in self.triggers() {
+            let gateway = system.buses.iter().find(|b| b.name == t.bus);
+            if let Some(g) = gateway.map(|b| b.gateway.as_str()) {
+                if !out.contains(&g) {
+                    out.push(g);
+                }
+            }
+        }
+        out
+    }
+}
+
+impl System {
+    /// The stop-start settings: the section's, or the defaults.
+    pub fn stop_start(&self) -> StopStart {
+        self.stop_start
+            .clone()
+            .unwrap_or_else(|| StopStart::defaults(self))
+    }
+}
+
+/// Best-effort partitions first, rt partitions after, the buses' gateway partitions last;
+/// declaration order within each group.
+pub fn default_order(system: &System) -> Vec<String> {
+    let gateway = |name: &str| system.buses.iter().any(|b| b.gateway == name);
+    let rank = |kind: PartitionKind, name: &str| match (gateway(name), kind) {
+        (true, _) => 2,
+        (false, PartitionKind::Rt) => 1,
+        (false, PartitionKind::Be) => 0,
+    };
+    let mut order: Vec<(u8, usize, &str)> = system
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (rank(p.kind, &p.name), i, p.name.as_str()))
+        .collect();
+    order.sort();
+    order.into_iter().map(|(_, _, n)| n.to_string()).collect()
+}
+
+/// Normalizes the section against the rest of the system (partitions and buses known);
+/// errors name the key path.
+pub fn normalize(
+    raw: Option<RawStopStart>,
+    system: &System,
+    bare_unit: Option<u64>,
+) -> Result<Option<StopStart>> {
+    let Some(raw) = raw else { return Ok(None) };
+    let mut out = StopStart::defaults(system);
+    if let Some(order) = raw.order {
+        out.order = order_list(order, system)?;
+    }
+    if let Some(text) = raw.ack_deadline {
+        let path = "stop_start.ack_deadline";
+        out.ack_deadline = match parse_duration(&text, bare_unit) {
+            Ok(0) => return err(path, "must be a positive duration"),
+            Ok(ns) => ns,
+            Err(e) => return err(path, e),
+        };
+    }
+    out.stale = raw.stale.unwrap_or_default();
+    out.suspend_to_ram = raw.suspend_to_ram.unwrap_or(false);
+    out.suspend_when = raw
+        .suspend_when
+        .map(|t| trigger(t, &system.buses, "stop_start.suspend_when", bare_unit))
+        .transpose()?;
+    out.resume_when = raw
+        .resume_when
+        .map(|t| trigger(t, &system.buses, "stop_start.resume_when", bare_unit))
+        .transpose()?;
+    Ok(Some(out))
+}
+
+/// `order`: every partition exactly once.
+fn order_list(order: Vec<String>, system: &System) -> Result<Vec<String>> {
+    for (i, name) in order.iter().enumerate() {
+        let path = format!("stop_start.order[{i}]");
+        if system.partition(name).is_none() {
+            return err(path, format!("unknown partition `{name}`"));
+        }
+        if order[..i].contains(name) {
+            return err(path, format!("partition `{name}` is listed twice"));
+        }
+    }
+    if let Some(p) = system.partitions.iter().find(|p| !order.contains(&p.name)) {
+        return err(
+            "stop_start.order",
+            format!(
+                "does not list partition `{}`: the order names every partition once",
+                p.name
+            ),
+        );
+    }
+    Ok(order)
+}
+
+fn trigger(t: RawTrigger, buses: &[Bus], path: &str, bare_unit: Option<u64>) -> Result<Trigger> {
+    if !buses.iter().any(|b| b.name == t.bus) {
+        let names: Vec<&str> = buses.iter().map(|b| b.name.as_str()).collect();
+        let known = match names.is_empty() {
+            true => "the system has no `buses`".to_string(),
+            false => format!("buses: {}", names.join(", ")),
+        };
+        return err(
+            format!("{path}.bus"),
+            format!("unknown bus `{}` ({known})", t.bus),
+        );
+    }
+    if t.signal.trim().is_empty() {
+        return err(format!("{path}.signal"), "must not be empty");
+    }
+    let (compare, threshold) = match (t.below, t.above) {
+        (Some(v), None) => (Compare::Below, v),
+        (None, Some(v)) => (Compare::Above, v),
+        (None, None) => return err(path, "give `below` or `above` (the signal's threshold)"),
+        (Some(_), Some(_)) => {
+            return err(
+                format!("{path}.above"),
+                "give either `below` or `above`, not both",
+            )
+        }
+    };
+    let hold = match t.hold {
+        None => 0,
+        Some(text) => {
+            parse_duration(&text, bare_unit).or_else(|e| err(format!("{path}.for"), e))?
+        }
+    };
+    Ok(Trigger {
+        bus: t.bus,
+        signal: t.signal,
+        compare,
+        threshold,
+        hold,
+    })
+}
+
+/// The canonical lines of the section (under `stop_start:`).
+pub fn canonical_lines(s: &StopStart, quote: impl Fn(&str) -> String) -> Vec<String> {
+    let order: Vec<String> = s.order.iter().map(|n| quote(n)).collect();
+    let mut lines = vec![
+        format!("order: [{}]", order.join(", ")),
+        format!("ack_deadline: {}", format_duration(s.ack_deadline)),
+        "stale: drop".to_string(),
+        format!("suspend_to_ram: {}", s.suspend_to_ram),
+    ];
+    for (key, t) in s.triggers() {
+        let compare = match t.compare {
+            Compare::Below => "below",
+            Compare::Above => "above",
+        };
+        lines.push(format!(
+            "{key}: {{bus: {}, signal: {}, {compare}: {:?}, for: {}}}",
+            quote(&t.bus),
+            quote(&t.signal),
+            t.threshold,
+            format_duration(t.hold)
+        ));
+    }
+    lines
+}
