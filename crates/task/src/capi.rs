@@ -296,6 +296,14 @@ pub extern "C" fn bulkhead_stale() -> i32 {
     with_task(|t| t.stale() as i32)
 }
 
+/// The stale/fresh rule for an input stamped `stamp_ns` (CLOCK_MONOTONIC, e.g. a CAN
+/// frame's reception time): 1 if the task may use it, 0 if it is stale (a restartable
+/// task's input stamped before the latest resume; counted in `ss.stale_dropped`).
+#[no_mangle]
+pub extern "C" fn bulkhead_fresh(stamp_ns: u64) -> i32 {
+    with_task(|t| t.fresh(stamp_ns) as i32)
+}
+
 /// bulkhead's system time, ns: CLOCK_MONOTONIC minus the time the system spent
 /// suspended (CLOCK_MONOTONIC itself when not attached).
 #[no_mangle]

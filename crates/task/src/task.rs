@@ -96,6 +96,8 @@ pub struct Task {
     on_suspend: Option<SuspendFn>,
     /// The latest resume this task has planned an activation after.
     seen_resume: u32,
+    /// The resume instant whose first fresh input [`Task::fresh`] has reported.
+    fresh_reported: u64,
 }
 
 impl Task {
@@ -149,6 +151,7 @@ impl Task {
             resume: Resume::Continuable,
             on_suspend: None,
             seen_resume,
+            fresh_reported: 0,
         })
     }
 
@@ -417,6 +420,33 @@ impl Task {
     /// resume yet). Data stamped before it is stale for a restartable task.
     pub fn resumed_at_ns(&self) -> u64 {
         self.ctl.get().resumed_at_ns.load(Acquire)
+    }
+
+    /// The stale/fresh rule for an input stamped `stamp_ns` (CLOCK_MONOTONIC, e.g. a CAN
+    /// frame's reception time from the gateway): a restartable task never takes data
+    /// stamped before the latest resume instant. Returns whether the task may use it.
+    /// A stale input is counted in the named counter `ss.stale_dropped`; the first
+    /// fresh one after each resume stores the instant it was taken in
+    /// `ss.first_fresh_ns`, which the supervisor logs as the task's `first_fresh_frame`.
+    /// A continuable task takes everything.
+    pub fn fresh(&mut self, stamp_ns: u64) -> bool {
+        if self.resume != Resume::Restartable {
+            return true;
+        }
+        let resumed_at = self.resumed_at_ns();
+        if stamp_ns < resumed_at {
+            if let Ok(c) = self.counter("ss.stale_dropped") {
+                self.add_counter(c, 1);
+            }
+            return false;
+        }
+        if resumed_at != 0 && self.fresh_reported != resumed_at {
+            self.fresh_reported = resumed_at;
+            if let Ok(c) = self.counter("ss.first_fresh_ns") {
+                self.set_counter(c, now_ns());
+            }
+        }
+        true
     }
 
     /// Runs a restartable task (JuMP2start Fig. 3): `setup` builds the state, which is the

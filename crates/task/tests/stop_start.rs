@@ -106,6 +106,10 @@ fn restartable(task: &mut Task) {
             if act.flags & flags::RESTARTED != 0 {
                 t.set_counter(restart_state, *jobs);
                 t.add_counter(restarts, 1);
+                // A frame received just before the resume is stale, one at it fresh.
+                let resumed_at = t.resumed_at_ns();
+                assert!(!t.fresh(resumed_at - 1));
+                assert!(t.fresh(resumed_at));
             }
             *jobs += 1;
             t.set_counter(state, *jobs);
