@@ -21,7 +21,14 @@ pub struct Side {
     /// latest writer: number of messages published (wrapping, 31 bits).
     /// Bit 31 is [`CLOSED`]. This is the futex word the peer sleeps on.
     pub seq: AtomicU32,
-    _line: [u32; 15],
+    _pad: u32,
+    /// Messages this side moved: written (writer) or read (reader). Counted by the
+    /// endpoint, not the algorithm; the supervisor reports them (`ctl status`).
+    pub count: std::sync::atomic::AtomicU64,
+    /// Messages lost at this side: writes refused because the fifo was full (writer),
+    /// or messages of a latest channel overwritten before this reader saw them (reader).
+    pub lost: std::sync::atomic::AtomicU64,
+    _line: [u32; 10],
     /// 1 while this side sleeps, or is about to sleep, on the peer's `seq`.
     /// Only the sleeper sets and clears it.
     pub waiting: AtomicU32,
@@ -38,7 +45,10 @@ impl Side {
     pub fn new() -> Side {
         Side {
             seq: AtomicU32::new(0),
-            _line: [0; 15],
+            _pad: 0,
+            count: std::sync::atomic::AtomicU64::new(0),
+            lost: std::sync::atomic::AtomicU64::new(0),
+            _line: [0; 10],
             waiting: AtomicU32::new(0),
             owner: AtomicU32::new(0),
             pair: AtomicU32::new(0),

@@ -169,10 +169,16 @@ impl Sender {
     fn write_with(&mut self, msg: &[u8], wait: Wait) -> Result<()> {
         check_len(msg.len(), self.meta.msg_size)?;
         let slot = match (&mut self.tx, wait) {
-            (Tx::Fifo(p), Wait::Never) => p.try_reserve()?,
-            (Tx::Fifo(p), Wait::Until(d)) => blocking(self.peer, d, |until| p.reserve(until))?,
-            (Tx::Latest(w), _) => w.begin()?,
+            (Tx::Fifo(p), Wait::Never) => p.try_reserve(),
+            (Tx::Fifo(p), Wait::Until(d)) => blocking(self.peer, d, |until| p.reserve(until)),
+            (Tx::Latest(w), _) => w.begin(),
         };
+        // SAFETY: `side` points into the still-mapped `_map`.
+        let side = unsafe { &*self.side };
+        if matches!(slot, Err(Error::Full) | Err(Error::Timeout)) {
+            side.lost.fetch_add(1, Ordering::Relaxed);
+        }
+        let slot = slot?;
         // SAFETY: slot < number of slots (depth or 4) by construction of the
         // algorithms, so the write stays inside the message area; the
         // algorithm guarantees the reader is not reading this slot.
@@ -187,6 +193,7 @@ impl Sender {
             Tx::Fifo(p) => p.commit(),
             Tx::Latest(w) => w.commit(),
         }
+        side.count.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -230,6 +237,8 @@ pub struct Receiver {
     stride: usize,
     side: *const Side,
     peer: *const Side,
+    /// Latest: the writer's publication count at the last read (0: none yet).
+    seen: u32,
     _map: Map,
     _region: Option<Map>,
 }
@@ -264,6 +273,7 @@ impl Receiver {
             stride: l.stride as usize,
             side: mine,
             peer,
+            seen: 0,
             _map: map,
             _region: region,
         })
@@ -310,6 +320,19 @@ impl Receiver {
         };
         if let Rx::Fifo(c) = &mut self.rx {
             c.release();
+        }
+        // SAFETY: `side` points into the still-mapped region or map.
+        let side = unsafe { &*self.side };
+        side.count.fetch_add(1, Ordering::Relaxed);
+        if let Rx::Latest(r) = &self.rx {
+            // Messages published since the last one this reader saw, minus the one read.
+            let now = r.published();
+            let skipped = now.wrapping_sub(self.seen) & crate::ctrl::INDEX;
+            if skipped > 1 {
+                side.lost
+                    .fetch_add(u64::from(skipped - 1), Ordering::Relaxed);
+            }
+            self.seen = now;
         }
         Ok(())
     }

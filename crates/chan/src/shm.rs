@@ -54,6 +54,27 @@ impl Spec {
     }
 }
 
+/// The counters of one end of a channel ([`Channel::counters`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndCounters {
+    /// Messages written (writer) or read (reader).
+    pub count: u64,
+    /// Writes refused on a full fifo (writer); messages of a latest channel
+    /// overwritten before the reader saw them (reader).
+    pub lost: u64,
+    /// The attached process, 0 when none is.
+    pub pid: u32,
+    /// The end was closed (its process detached or ended).
+    pub closed: bool,
+}
+
+/// Both ends' counters of a channel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub writer: EndCounters,
+    pub reader: EndCounters,
+}
+
 /// A channel object: an open file holding the header, both sides' control
 /// words and the message area. Cheap to hold; map it with
 /// [`Channel::sender`] or [`Channel::receiver`].
@@ -408,6 +429,31 @@ impl Channel {
         map.read_only(0, l.reader_off)?;
         map.read_only(l.data_off, l.total_len - l.data_off)?;
         Receiver::new(map, None, self.meta.clone(), *l)
+    }
+
+    /// What each end has counted and whether it is attached, read from the control
+    /// words (mapped read-only for the call). The ends write their own counters: a
+    /// hostile end can only misreport itself.
+    pub fn counters(&self) -> Result<Counters> {
+        let l = &self.layout;
+        let map = Map::new(self.fd.as_fd(), l.total_len, ProtFlags::READ)?;
+        let region = self.map_region(ProtFlags::READ)?;
+        let reader = region
+            .as_ref()
+            .map_or(map.side(l.reader_off), |r| r.side(0));
+        // SAFETY: both pointers point into mappings that live until the end of this
+        // function; the words are atomics, safe to read while the ends write them.
+        let (w, r) = unsafe { (&*map.side(l.writer_off), &*reader) };
+        let end = |side: &Side| EndCounters {
+            count: side.count.load(Ordering::Relaxed),
+            lost: side.lost.load(Ordering::Relaxed),
+            pid: side.owner.load(Ordering::Acquire),
+            closed: side.seq.load(Ordering::Acquire) & crate::ctrl::CLOSED != 0,
+        };
+        Ok(Counters {
+            writer: end(w),
+            reader: end(r),
+        })
     }
 
     fn map_region(&self, prot: ProtFlags) -> Result<Option<Map>> {

@@ -115,3 +115,42 @@ fn bad_handover_values_are_clear_errors() {
     let plain = Channel::create(&Spec::fifo("split-d", 8, 2)).unwrap();
     assert!(plain.handover(End::Reader).is_err());
 }
+
+/// The supervisor reads what each end counted from its own descriptors: messages
+/// written and read, writes refused on a full fifo, latest messages the reader never
+/// saw, and which process holds each end.
+#[test]
+fn the_creator_reads_both_ends_counters() {
+    let me = std::process::id();
+    let fifo = Channel::create_split(&Spec::fifo("split-count-f", 8, 2)).unwrap();
+    assert_eq!(fifo.counters().unwrap(), Default::default());
+    let mut tx = fifo.sender().unwrap();
+    let mut rx = fifo.receiver().unwrap();
+    tx.try_write(&[1; 8]).unwrap();
+    tx.try_write(&[2; 8]).unwrap();
+    assert!(matches!(tx.try_write(&[3; 8]), Err(Error::Full)));
+    let mut buf = [0; 8];
+    rx.try_read(&mut buf).unwrap();
+    let c = fifo.counters().unwrap();
+    assert_eq!((c.writer.count, c.writer.lost, c.writer.pid), (2, 1, me));
+    assert_eq!((c.reader.count, c.reader.lost, c.reader.pid), (1, 0, me));
+    assert!(!c.writer.closed);
+    drop(tx);
+    let c = fifo.counters().unwrap();
+    assert!(c.writer.closed && c.writer.pid == 0, "{c:?}");
+
+    let latest = Channel::create_split(&Spec::latest("split-count-l", 8)).unwrap();
+    let mut tx = latest.sender().unwrap();
+    let mut rx = latest.receiver().unwrap();
+    for i in 0..3 {
+        tx.try_write(&[i; 8]).unwrap();
+    }
+    rx.try_read(&mut buf).unwrap();
+    tx.try_write(&[9; 8]).unwrap();
+    rx.try_read(&mut buf).unwrap();
+    rx.try_read(&mut buf).unwrap();
+    let c = latest.counters().unwrap();
+    assert_eq!((c.writer.count, c.writer.lost), (4, 0));
+    // Messages 1 and 2 were overwritten unseen; the last one was read twice.
+    assert_eq!((c.reader.count, c.reader.lost), (3, 2));
+}

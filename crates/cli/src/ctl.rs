@@ -151,15 +151,23 @@ fn status_text(s: &Status) -> String {
         }
     }
     for c in &s.channels {
+        let end = |e: &bulkhead_control::EndStatus| match e.pid {
+            Some(pid) => format!("{} (pid {pid})", e.state),
+            None => e.state.clone(),
+        };
         out += &format!(
-            "channel {} ({}): {} -> {}, {} written, {} read, {} lost\n",
+            "channel {} ({}): {} -> {}, {} written, {} read, {} lost ({} dropped, {} overwritten); writer {}, reader {}\n",
             c.name,
             c.kind,
             c.writer,
             c.readers.join(", "),
             c.written,
             c.read,
-            c.lost
+            c.lost,
+            c.dropped,
+            c.overwritten,
+            end(&c.writer_end),
+            end(&c.reader_end)
         );
     }
     out

@@ -74,8 +74,11 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!("error: {}: pipeline `{}`: pipelines are solved, analysed and simulated (`bulkhead solve`, `analyze`, `sim`); `run` does not execute them yet (docs/pipes.md)", args.file.display(), p.name);
         return ExitCode::from(INVALID);
     }
-    if let Some(why) = not_run_yet(&loaded.system) {
-        eprintln!("error: {}: {why}", args.file.display());
+    if let Some((path, why)) = not_run_yet(&loaded.system) {
+        let src = std::fs::read(&args.file).unwrap_or_default();
+        let src = String::from_utf8_lossy(&src);
+        let at = bulkhead_model::diagnostic_at(&src, &args.file.display().to_string(), &path, why);
+        eprintln!("error: {at}");
         return ExitCode::from(INVALID);
     }
     if let Err(why) = create_outputs(&args) {
@@ -193,17 +196,23 @@ fn create_outputs(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// What `run` does not execute: partitions scheduled as servers and modal partitions
-/// need SCHED_DEADLINE (`scheduler: edf`: the interface is held by the tasks'
-/// reservations, docs/modes.md); a mode may change a task's budget and deadline, not its
-/// period (the task library's release grid is fixed at start); a modal partition that
-/// owns its CPUs has one (its tasks keep their CPU in every mode).
-fn not_run_yet(system: &bulkhead_model::System) -> Option<String> {
+/// What `run` does not execute, as (key path, why):
+/// - a partition scheduled as a server or listed by `modes` without `scheduler: edf`:
+///   `run` holds its bandwidth with one SCHED_DEADLINE reservation per task, which the
+///   kernel schedules by EDF, so a fixed-priority analysis would not describe how it
+///   runs;
+/// - a modal partition that owns several CPUs: the analysis places its tasks on its CPUs
+///   per mode (first-fit, docs/analysis.md) and may place a task on another CPU in
+///   another mode, while a task keeps the CPU (and exclusive cpuset) it starts on;
+/// - a mode that changes a task's period: a program's release grid (epoch + k·T) and the
+///   supervisor's deadline judgement are fixed when the program attaches, so a new
+///   reservation period would not line up with the releases it serves.
+fn not_run_yet(system: &bulkhead_model::System) -> Option<(String, String)> {
     if let Some(why) = task_without_program(system) {
         return Some(why);
     }
     let modes = system.modes.as_ref();
-    for p in &system.partitions {
+    for (i, p) in system.partitions.iter().enumerate() {
         let modal = modes.is_some_and(|m| m.is_modal(&p.name));
         let what = match (p.interface.is_some(), modal) {
             (true, _) => "is scheduled as a server (`interface`)",
@@ -211,35 +220,44 @@ fn not_run_yet(system: &bulkhead_model::System) -> Option<String> {
             (false, false) => continue,
         };
         if p.scheduler != bulkhead_model::Scheduler::Edf {
-            return Some(format!("partition `{}` {what}: `run` holds its bandwidth with SCHED_DEADLINE reservations and needs `scheduler: edf` (docs/modes.md)", p.name));
+            return Some((format!("partitions[{i}].scheduler"), format!("partition `{}` {what}: `run` holds its bandwidth with a SCHED_DEADLINE reservation per task, which the kernel schedules by EDF, so it needs `scheduler: edf` (a fixed-priority analysis would not describe how it runs; docs/modes.md)", p.name)));
         }
         let owned_cpus = match &p.cpus {
             Some(bulkhead_model::Cpus::Set(set)) => set.len(),
             _ => 0,
         };
         if modal && p.interface.is_none() && owned_cpus != 1 {
-            return Some(format!("partition `{}` {what} and owns {} CPUs: `run` executes modal partitions that own one CPU or are scheduled as servers (docs/modes.md)", p.name, if owned_cpus == 0 { "all".to_string() } else { owned_cpus.to_string() }));
+            let n = if owned_cpus == 0 {
+                "all".to_string()
+            } else {
+                owned_cpus.to_string()
+            };
+            return Some((format!("partitions[{i}].cpus"), format!("partition `{}` {what} and owns {n} CPUs: the analysis places its tasks on its CPUs per mode and may move a task to another CPU in another mode, while `run` keeps each task on the CPU it starts on; give it one CPU or an `interface` (a server over its CPUs; docs/modes.md)", p.name)));
         }
     }
     let modes = modes?;
     modes.table.iter().enumerate().find_map(|(i, m)| {
         m.partitions.iter().find_map(|l| {
-            let t = l.tasks.iter().find(|t| t.period.is_some())?;
-            Some(format!("modes.table[{i}].partitions.{}: mode `{}` gives task `{}` another period: `run` changes budgets and deadlines, not periods (docs/modes.md)", l.partition, m.name, t.name))
+            let (j, t) = l.tasks.iter().enumerate().find(|(_, t)| t.period.is_some())?;
+            Some((format!("modes.table[{i}].partitions.{}.tasks[{j}].period", l.partition), format!("mode `{}` gives task `{}` another period: a program's release grid (epoch + k·period) and the supervisor's deadline judgement are fixed when it attaches, so `run` changes budgets and deadlines, not periods (docs/modes.md)", m.name, t.name)))
         })
     })
 }
 
 /// A task of the description with no `cmd` (gateway tasks get theirs from `run`).
-fn task_without_program(system: &bulkhead_model::System) -> Option<String> {
-    system.partitions.iter().find_map(|p| {
-        let t = p
+fn task_without_program(system: &bulkhead_model::System) -> Option<(String, String)> {
+    system.partitions.iter().enumerate().find_map(|(i, p)| {
+        let (j, t) = p
             .tasks
             .iter()
-            .find(|t| t.service.is_none() && t.cmd.is_empty())?;
-        Some(format!(
-            "partition `{}`, task `{}` has no `cmd`: `run` starts a program per task (`check`, `analyze` and `sim` need none)",
-            p.name, t.name
+            .enumerate()
+            .find(|(_, t)| t.service.is_none() && t.cmd.is_empty())?;
+        Some((
+            format!("partitions[{i}].tasks[{j}]"),
+            format!(
+                "partition `{}`, task `{}` has no `cmd`: `run` starts a program per task (`check`, `analyze` and `sim` need none)",
+                p.name, t.name
+            ),
         ))
     })
 }

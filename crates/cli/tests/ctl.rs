@@ -63,6 +63,16 @@ impl Handler for Fake {
                         written: 30,
                         read: 29,
                         lost: 1,
+                        dropped: 0,
+                        overwritten: 1,
+                        writer_end: EndStatus {
+                            state: "attached".into(),
+                            pid: Some(4250),
+                        },
+                        reader_end: EndStatus {
+                            state: "closed".into(),
+                            pid: None,
+                        },
                     }],
                 },
             ),
@@ -155,7 +165,7 @@ fn status_prints_partitions_tasks_mode_and_channels() {
         "system vehicle (pid 42): running for 1500ms, mode urban",
         "partition nav (rt, CPUs 1, interface 1ms every 5ms)",
         "task route            fifo priority 90 4ms every 50ms (deadline 50ms), pid 4242, 30 jobs, 0 misses",
-        "channel route2ivi (latest): nav -> ivi, 30 written, 29 read, 1 lost",
+        "channel route2ivi (latest): nav -> ivi, 30 written, 29 read, 1 lost (0 dropped, 1 overwritten); writer attached (pid 4250), reader closed",
     ] {
         assert!(stdout.contains(line), "`{line}` in\n{stdout}");
     }

@@ -147,31 +147,43 @@ fn a_bad_mode_switch_is_an_error() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// `run` refuses what it cannot hold with reservations, naming the key's place and why;
+/// the example itself runs (crates/cli/tests/run_modes.rs).
 #[test]
 fn run_refuses_modes_it_cannot_hold_with_reservations() {
-    let out = bulkhead(&["run", &example()]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("partition `chassis` is listed by `modes`")
-            && text(&out.stderr).contains("needs `scheduler: edf`"),
-        "{}",
+    let dir = Temp::new("refuse");
+    let refused = |name: &str, edit: &dyn Fn(String) -> String| {
+        let file = dir.path(name);
+        std::fs::write(&file, edit(std::fs::read_to_string(example()).unwrap())).unwrap();
+        let out = bulkhead(&["run", &file]);
+        assert_eq!(out.status.code(), Some(1));
         text(&out.stderr)
+    };
+    let fp = refused("fp.yaml", &|s| s.replacen("    scheduler: edf\n", "", 1));
+    assert!(
+        fp.contains(
+            "fp.yaml:12:5: partitions[0].scheduler: partition `chassis` is listed by `modes`"
+        ) && fp.contains("needs `scheduler: edf`"),
+        "{fp}"
     );
-    let edf = std::fs::read_to_string(example())
-        .unwrap()
-        .replace("kind: rt\n", "kind: rt\n    scheduler: edf\n");
-    let dir = std::env::temp_dir().join(format!("bulkhead-modes-edf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("modes.yaml");
-    std::fs::write(&file, edf).unwrap();
-    let out = bulkhead(&["run", file.to_str().unwrap()]);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(out.status.code(), Some(1));
+    let period = refused("period.yaml", &|s| {
+        s.replace("{name: map, budget: 3ms}", "{name: map, period: 200ms}")
+    });
     assert!(
-        text(&out.stderr).contains(
-            "modes.table[1].partitions.nav: mode `urban` gives task `map` another period"
+        period.contains(
+            "modes.table[1].partitions.nav.tasks[1].period: mode `urban` gives task `map` another period"
+        ) && period.contains("release grid"),
+        "{period}"
+    );
+    let cpus = refused("cpus.yaml", &|s| {
+        s.replace("{cpus: 0-1}", "{cpus: 0-2}")
+            .replace("cpus: 1\n", "cpus: 2\n")
+            .replace("cpus: 0\n", "cpus: 0-1\n")
+    });
+    assert!(
+        cpus.contains(
+            "partitions[0].cpus: partition `chassis` is listed by `modes` and owns 2 CPUs"
         ),
-        "{}",
-        text(&out.stderr)
+        "{cpus}"
     );
 }

@@ -284,3 +284,89 @@ fn ctl_mode_switches_a_running_system_as_sim_does() {
     let sim_steps = log_steps(&std::fs::read_to_string(&sim_log).unwrap());
     assert_eq!(sim_steps, run_steps);
 }
+
+/// `examples/modes.yaml` runs as written (its programs found on PATH) and switches
+/// through its four transitions, one per policy; the kernel holds each mode's
+/// reservations and the logged bandwidth never exceeds the pool or an interface.
+#[test]
+fn the_example_runs_and_switches_through_every_policy() {
+    if !is_root() {
+        eprintln!("skipping: needs root for SCHED_DEADLINE and cpusets");
+        return;
+    }
+    let periodic = common::bin("bulkhead-periodic");
+    if !periodic.exists() {
+        eprintln!("skipping: bulkhead-periodic is not built");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("modes-example");
+    let socket = dir.file("car.sock");
+    let log = dir.file("log.jsonl");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/modes.yaml");
+    let path = format!(
+        "{}:{}",
+        periodic.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut run = Running(Some(
+        common::bulkhead()
+            .arg("run")
+            .arg(&example)
+            .args(["--timeout", "4s", "--control"])
+            .arg(&socket)
+            .arg("--schedule-log")
+            .arg(&log)
+            .env("PATH", path)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    wait_for(&socket);
+    std::thread::sleep(Duration::from_millis(200));
+    let s = status(&socket);
+    assert_eq!(s["mode"], "parking", "{s}");
+    let cruise = task(&s, "cruise")["pid"].as_u64().unwrap();
+    let acc = task(&s, "acc")["pid"].as_u64().unwrap();
+    assert_eq!(state(cruise), 'T');
+    for (to, policy) in [
+        ("urban", "batch"),
+        ("highway", "greedy"),
+        ("urban", "boost"),
+        ("parking", "sequential"),
+    ] {
+        let m = switch(&socket, to);
+        assert_eq!(
+            (&m["to"], &m["policy"]),
+            (&to.into(), &policy.into()),
+            "{m}"
+        );
+        if to == "highway" {
+            // acc runs with its highway budget, cruise joined.
+            assert!(common::chrt(acc as u32).contains("2000000/10000000/10000000"));
+            assert!(common::chrt(cruise as u32).contains("SCHED_DEADLINE"));
+        }
+        std::thread::sleep(Duration::from_millis(120));
+    }
+    assert_eq!(status(&socket)["mode"], "parking");
+    assert_eq!(state(cruise), 'T');
+    assert!(common::chrt(acc as u32).contains("SCHED_OTHER"));
+
+    let out = run.0.take().unwrap().wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(log_steps(&log).len(), 4, "{log}");
+    for line in log.lines() {
+        let e: Value = serde_json::from_str(line).unwrap();
+        if let (Some(load), Some(cap)) = (e["load_ppm"].as_u64(), e["capacity_ppm"].as_u64()) {
+            assert!(load <= cap, "{line}");
+        }
+        // A partition that owns its CPU (chassis) has no interface.
+        if let (Some(demand), Some(interface)) =
+            (e["demand_ppm"].as_u64(), e["interface_ppm"].as_u64())
+        {
+            assert!(demand <= interface, "{line}");
+        }
+    }
+}

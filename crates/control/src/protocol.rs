@@ -257,9 +257,31 @@ pub struct ChannelStatus {
     pub kind: String,
     pub writer: String,
     pub readers: Vec<String>,
+    /// Messages the writer wrote.
     pub written: u64,
+    /// Messages the reader read (a latest message read twice counts twice).
     pub read: u64,
+    /// `dropped` + `overwritten`.
     pub lost: u64,
+    /// Writes refused because the fifo was full.
+    #[serde(default)]
+    pub dropped: u64,
+    /// Messages of a latest channel overwritten before the reader saw them.
+    #[serde(default)]
+    pub overwritten: u64,
+    /// Each end's state: `attached` (with its `pid`), `closed` or `waiting` (never attached).
+    #[serde(default)]
+    pub writer_end: EndStatus,
+    #[serde(default)]
+    pub reader_end: EndStatus,
+}
+
+/// One end of a channel.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndStatus {
+    /// `attached`, `closed` or `waiting`.
+    pub state: String,
+    pub pid: Option<u32>,
 }
 
 /// How a mode switch went (`mode`).

@@ -187,6 +187,21 @@ pub fn load_str_with(
     })
 }
 
+/// A diagnostic about the node at key path `path` (`a.b[2].c`, or its deepest existing
+/// ancestor) of the description `src`, for checks made after loading (e.g. what `run`
+/// executes). A `src` that does not parse gives line 0.
+pub fn diagnostic_at(src: &str, file_name: &str, path: &str, message: String) -> Diagnostic {
+    let src = src.strip_prefix('\u{feff}').unwrap_or(src);
+    let mark = yaml::parse(src).map_or(Mark { line: 0, col: 0 }, |root| locate(&root, path));
+    Diagnostic {
+        file: file_name.to_string(),
+        line: mark.line,
+        column: mark.col,
+        path: path.to_string(),
+        message,
+    }
+}
+
 /// The document must be a mapping and must not use a section that is not implemented yet.
 fn check_document(root: &Node) -> Result<(), (Mark, String, String)> {
     if !matches!(root.value, yaml::Value::Map(_)) {

@@ -9,11 +9,12 @@
 
 use crate::modes::ModeManager;
 use crate::RunError;
+use bulkhead_chan::Channel;
 use bulkhead_control::{
-    ErrorCode, Handled, Handler, PartitionStatus, Peer, Request, Response, Server, Status,
-    TaskStatus, Ticket, PROTOCOL_VERSION,
+    ChannelStatus, EndStatus, ErrorCode, Handled, Handler, PartitionStatus, Peer, Request,
+    Response, Server, Status, TaskStatus, Ticket, PROTOCOL_VERSION,
 };
-use bulkhead_model::{Cpus, PartitionKind, System, Task};
+use bulkhead_model::{ChannelKind, Cpus, PartitionKind, System, Task};
 use bulkhead_reserve::partition::TaskSummary;
 use bulkhead_reserve::sched::{self, Policy};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -42,6 +43,8 @@ struct State {
     refused: Vec<String>,
     /// The mode manager of a system with modes.
     modes: Option<ModeManager>,
+    /// The description's channels, in its order.
+    channels: Vec<Arc<Channel>>,
 }
 
 impl Control {
@@ -63,6 +66,7 @@ impl Control {
                 tasks: LiveTasks::default(),
                 refused: Vec::new(),
                 modes: None,
+                channels: Vec::new(),
             },
         })
     }
@@ -70,6 +74,11 @@ impl Control {
     /// Answers `status` with these tasks' figures from now on.
     pub fn follow(&mut self, tasks: LiveTasks) {
         self.state.tasks = tasks;
+    }
+
+    /// Answers `status` with these channels' counters (the description's, in its order).
+    pub fn count_channels(&mut self, channels: Vec<Arc<Channel>>) {
+        self.state.channels = channels;
     }
 
     /// Serves `mode` requests with `modes` from now on.
@@ -183,8 +192,44 @@ impl State {
                         .collect(),
                 })
                 .collect(),
-            channels: Vec::new(),
+            channels: self
+                .system
+                .channels
+                .iter()
+                .zip(&self.channels)
+                .map(|(c, live)| channel_status(c, live))
+                .collect(),
         }
+    }
+}
+
+/// A channel and what its ends counted (zero when its control words cannot be mapped).
+fn channel_status(c: &bulkhead_model::Channel, live: &Channel) -> ChannelStatus {
+    let n = live.counters().unwrap_or_default();
+    let end = |e: &bulkhead_chan::EndCounters| EndStatus {
+        state: match (e.pid, e.closed) {
+            (0, true) => "closed",
+            (0, false) => "waiting",
+            _ => "attached",
+        }
+        .into(),
+        pid: (e.pid != 0).then_some(e.pid),
+    };
+    ChannelStatus {
+        name: c.name.clone(),
+        kind: match c.kind {
+            ChannelKind::Fifo => "fifo".into(),
+            ChannelKind::Latest => "latest".into(),
+        },
+        writer: c.writer.clone(),
+        readers: c.readers.clone(),
+        written: n.writer.count,
+        read: n.reader.count,
+        lost: n.writer.lost + n.reader.lost,
+        dropped: n.writer.lost,
+        overwritten: n.reader.lost,
+        writer_end: end(&n.writer),
+        reader_end: end(&n.reader),
     }
 }
 

@@ -27,10 +27,14 @@ use bulkhead_model::{Bus, Channel as ModelChannel, ChannelKind, System};
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
+use std::sync::Arc;
 
 /// The channels of a run; dropping it closes the supervisor's descriptors of them.
 pub struct Links {
     channels: Vec<Channel>,
+    /// The description's channels, in its order (shared with the control socket, which
+    /// reports their counters).
+    described: Vec<Arc<Channel>>,
     /// The descriptors handed to partitions, held until their processes have exec'd.
     handed: Vec<OwnedFd>,
     /// Per partition: the variables naming its channels.
@@ -47,6 +51,7 @@ impl Links {
     pub fn create(system: &System, exe: &Path) -> Result<Links, RunError> {
         let mut out = Links {
             channels: Vec::new(),
+            described: Vec::new(),
             handed: Vec::new(),
             env: PartitionEnv::new(),
             fds: BTreeMap::new(),
@@ -115,7 +120,14 @@ impl Links {
             let vars = self.env.entry(p).or_default();
             vars.push((bulkhead_chan::env_var(&c.name), value));
         }
+        let channel = self.channels.pop().expect("the channel just created");
+        self.described.push(Arc::new(channel));
         Ok(())
+    }
+
+    /// The description's channels, in its order (for their counters).
+    pub fn described(&self) -> Vec<Arc<Channel>> {
+        self.described.clone()
     }
 
     /// Creates channel `can<pid>-<bus>-<client>-<dir>` from `writer` to `reader` (the

@@ -1,0 +1,142 @@
+//! `bulkhead ctl status` of a real `bulkhead run` reports each channel of the
+//! description with what its ends counted (messages written and read, lost) and the
+//! state of each end (docs/control.md).
+
+mod common;
+use common::{exclusive_cpus_lock, Scratch};
+use serde_json::Value;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `bulkhead run` stopped on drop if a test fails before it ends.
+struct Running(Option<Child>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            // SAFETY: signalling our own child, not yet reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+}
+
+fn status(socket: &Path, json: bool) -> String {
+    let mut cmd = common::bulkhead();
+    cmd.arg("ctl").arg("--control").arg(socket).arg("status");
+    if json {
+        cmd.arg("--json");
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn status_reports_each_channels_counters_and_ends() {
+    if !common::is_root() {
+        eprintln!("skipping: needs root for the partitions' cpusets");
+        return;
+    }
+    let peer = common::bin("bulkhead-chan-peer");
+    if !peer.exists() {
+        eprintln!("skipping: {} is not built", peer.display());
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("chan-counters");
+    let file = dir.file("car.yaml");
+    let socket = dir.file("car.sock");
+    let peer = peer.display();
+    // prod writes 300 messages to `speed` and then 50 to `pos`; cons reads the 300 and
+    // then stays attached to `pos`, reading its latest message over and over.
+    std::fs::write(
+        &file,
+        format!(
+            "system: {{cpus: 0-1}}
+partitions:
+  - {{name: prod, cpus: 0, processes: [\"sh -c 'PEER_CHANNEL=speed {peer} fifo-send 300 && PEER_CHANNEL=pos {peer} latest-send 50 && exec sleep 60'\"]}}
+  - {{name: cons, cpus: 1, processes: [\"sh -c 'PEER_CHANNEL=speed {peer} fifo-recv 300 && PEER_CHANNEL=pos exec {peer} latest-recv 1000000'\"]}}
+channels:
+  - {{name: speed, kind: fifo, message_size: 32, depth: 64, writer: prod, readers: [cons]}}
+  - {{name: pos, kind: latest, message_size: 32, writer: prod, readers: [cons]}}
+"
+        ),
+    )
+    .unwrap();
+    let mut run = Running(Some(
+        common::bulkhead()
+            .arg("run")
+            .arg(&file)
+            .args(["--timeout", "20s", "--control"])
+            .arg(&socket)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let channels = loop {
+        assert!(Instant::now() < deadline, "the counters never settled");
+        std::thread::sleep(Duration::from_millis(100));
+        if UnixStream::connect(&socket).is_err() {
+            continue;
+        }
+        let doc: Value = serde_json::from_str(&status(&socket, true)).unwrap();
+        let channels = doc["status"]["channels"].clone();
+        if channels[1]["written"] == 50 && channels[1]["read"].as_u64() > Some(0) {
+            break channels;
+        }
+    };
+    let (speed, pos) = (&channels[0], &channels[1]);
+    assert_eq!(
+        (&speed["name"], &speed["kind"], &speed["writer"]),
+        (&"speed".into(), &"fifo".into(), &"prod".into()),
+        "{channels}"
+    );
+    assert_eq!(speed["readers"][0], "cons");
+    assert_eq!(
+        (&speed["written"], &speed["read"]),
+        (&300.into(), &300.into())
+    );
+    assert_eq!((&speed["lost"], &speed["dropped"]), (&0.into(), &0.into()));
+    // Both ends of `speed` are done with it; cons holds `pos`, whose writer is done.
+    assert_eq!(speed["writer_end"]["state"], "closed", "{channels}");
+    assert_eq!(
+        speed["reader_end"],
+        serde_json::json!({"state": "closed", "pid": null})
+    );
+    assert_eq!(pos["kind"], "latest");
+    assert_eq!(pos["writer_end"]["state"], "closed", "{channels}");
+    assert_eq!(pos["reader_end"]["state"], "attached", "{channels}");
+    assert!(pos["reader_end"]["pid"].as_u64().unwrap() > 1);
+    // The reader saw the last message; the ones it never saw were overwritten.
+    let overwritten = pos["overwritten"].as_u64().unwrap();
+    assert!(overwritten <= 49, "{channels}");
+    assert_eq!(
+        (&pos["lost"], &pos["dropped"]),
+        (&overwritten.into(), &0.into())
+    );
+
+    let text = status(&socket, false);
+    assert!(
+        text.contains("channel speed (fifo): prod -> cons, 300 written, 300 read, 0 lost (0 dropped, 0 overwritten); writer closed, reader closed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("channel pos (latest): prod -> cons, 50 written, ")
+            && text.contains("; writer closed, reader attached (pid "),
+        "{text}"
+    );
+    drop(run.0.take().map(|mut c| {
+        // SAFETY: signalling our own child, not yet reaped.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        c.wait()
+    }));
+}
