@@ -70,18 +70,6 @@ pub fn run(args: Args) -> ExitCode {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
-    if let Some(p) = loaded.system.pipelines.first() {
-        eprintln!("error: {}: pipeline `{}`: pipelines are solved, analysed and simulated (`bulkhead solve`, `analyze`, `sim`); `run` does not execute them yet (docs/pipes.md)", args.file.display(), p.name);
-        return ExitCode::from(INVALID);
-    }
-    if let Some(why) = not_run_yet(&loaded.system) {
-        eprintln!("error: {}: {why}", args.file.display());
-        return ExitCode::from(INVALID);
-    }
-    if let Err(why) = create_outputs(&args) {
-        eprintln!("error: {why}");
-        return ExitCode::from(INVALID);
-    }
     let dir = args
         .file
         .parent()
@@ -92,6 +80,23 @@ pub fn run(args: Args) -> ExitCode {
     } else {
         PathBuf::from(".")
     };
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("bulkhead"));
+    let (system, solutions) =
+        match crate::run_pipes::runnable(&loaded.system, &args.file, &exe, &workdir) {
+            Ok(done) => done,
+            Err(why) => {
+                eprintln!("error: {why}");
+                return ExitCode::from(INVALID);
+            }
+        };
+    if let Some(why) = not_run_yet(&system) {
+        eprintln!("error: {}: {why}", args.file.display());
+        return ExitCode::from(INVALID);
+    }
+    if let Err(why) = create_outputs(&args) {
+        eprintln!("error: {why}");
+        return ExitCode::from(INVALID);
+    }
     let name = args
         .file
         .file_stem()
@@ -119,7 +124,7 @@ pub fn run(args: Args) -> ExitCode {
         control: Some(control),
         name,
     };
-    match bulkhead_runtime::run(&loaded.system, &options) {
+    match bulkhead_runtime::run(&system, &options) {
         Ok(outcome) => {
             for w in &outcome.warnings {
                 eprintln!("warning: {w}");
@@ -148,6 +153,13 @@ pub fn run(args: Args) -> ExitCode {
                     t.misses
                 );
             }
+            let counters: Vec<_> = outcome
+                .rt_tasks
+                .iter()
+                .map(|t| (t.partition.as_str(), t.task.as_str(), t.counters.as_slice()))
+                .collect();
+            let pipelines = crate::run_pipes::stats(&system, &counters);
+            crate::run_pipes::print(&pipelines, &solutions);
             let early: Vec<_> = outcome
                 .rt_tasks
                 .iter()
