@@ -14,8 +14,10 @@ mod check;
 mod common;
 mod ctl;
 mod run;
+mod run_pipes;
 mod sim;
 mod solve;
+mod stage;
 // subcommand modules: one `mod` line each, in alphabetical order
 
 #[derive(Parser)]
@@ -49,6 +51,9 @@ enum Command {
     Sim(sim::Args),
     /// Solve pipelines: stage periods, budgets and buffer depths from their end-to-end QoS, with delay bounds
     Solve(solve::Args),
+    /// A pipeline stage as `run` starts it (docs/pipes.md)
+    #[command(hide = true)]
+    Stage(stage::Args),
     // subcommands: one variant each, in alphabetical order
 }
 
@@ -73,6 +78,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Sim(args) => sim::run(args),
         Command::Solve(args) => solve::run(args),
+        Command::Stage(args) => stage::run(args),
         // dispatch: one arm each, in alphabetical order
     }
 }

@@ -70,21 +70,6 @@ pub fn run(args: Args) -> ExitCode {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
-    if let Some(p) = loaded.system.pipelines.first() {
-        eprintln!("error: {}: pipeline `{}`: pipelines are solved, analysed and simulated (`bulkhead solve`, `analyze`, `sim`); `run` does not execute them yet (docs/pipes.md)", args.file.display(), p.name);
-        return ExitCode::from(INVALID);
-    }
-    if let Some((path, why)) = not_run_yet(&loaded.system) {
-        let src = std::fs::read(&args.file).unwrap_or_default();
-        let src = String::from_utf8_lossy(&src);
-        let at = bulkhead_model::diagnostic_at(&src, &args.file.display().to_string(), &path, why);
-        eprintln!("error: {at}");
-        return ExitCode::from(INVALID);
-    }
-    if let Err(why) = create_outputs(&args) {
-        eprintln!("error: {why}");
-        return ExitCode::from(INVALID);
-    }
     let dir = args
         .file
         .parent()
@@ -95,6 +80,26 @@ pub fn run(args: Args) -> ExitCode {
     } else {
         PathBuf::from(".")
     };
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("bulkhead"));
+    let (system, solutions) =
+        match crate::run_pipes::runnable(&loaded.system, &args.file, &exe, &workdir) {
+            Ok(done) => done,
+            Err(why) => {
+                eprintln!("error: {why}");
+                return ExitCode::from(INVALID);
+            }
+        };
+    if let Some((path, why)) = not_run_yet(&system) {
+        let src = std::fs::read(&args.file).unwrap_or_default();
+        let src = String::from_utf8_lossy(&src);
+        let at = bulkhead_model::diagnostic_at(&src, &args.file.display().to_string(), &path, why);
+        eprintln!("error: {at}");
+        return ExitCode::from(INVALID);
+    }
+    if let Err(why) = create_outputs(&args) {
+        eprintln!("error: {why}");
+        return ExitCode::from(INVALID);
+    }
     let name = args
         .file
         .file_stem()
@@ -122,7 +127,7 @@ pub fn run(args: Args) -> ExitCode {
         control: Some(control),
         name,
     };
-    match bulkhead_runtime::run(&loaded.system, &options) {
+    match bulkhead_runtime::run(&system, &options) {
         Ok(outcome) => {
             for w in &outcome.warnings {
                 eprintln!("warning: {w}");
@@ -151,6 +156,13 @@ pub fn run(args: Args) -> ExitCode {
                     t.misses
                 );
             }
+            let counters: Vec<_> = outcome
+                .rt_tasks
+                .iter()
+                .map(|t| (t.partition.as_str(), t.task.as_str(), t.counters.as_slice()))
+                .collect();
+            let pipelines = crate::run_pipes::stats(&system, &counters);
+            crate::run_pipes::print(&pipelines, &solutions);
             let early: Vec<_> = outcome
                 .rt_tasks
                 .iter()

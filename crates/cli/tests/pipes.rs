@@ -150,15 +150,26 @@ fn an_infeasible_pipeline_exits_1_naming_stage_and_test() {
     }
 }
 
+/// A stage whose program does not exist: an error at its `cmd`, before anything starts
+/// (no gateway, no stage, no schedule log lines).
 #[test]
-fn run_refuses_pipelines_until_it_executes_them() {
-    let out = bulkhead(&["run", example().to_str().unwrap()]);
+fn run_refuses_a_missing_stage_program_at_its_position() {
+    let yaml = std::fs::read_to_string(example()).unwrap().replace(
+        "ProcData: {partition: linux, wcet: 200us}",
+        "ProcData: {partition: linux, wcet: 200us, cmd: ./no-such-stage}",
+    );
+    let file = TempFile::new("bad-stage.yaml", &yaml);
+    let log = TempFile::new("bad-stage.jsonl", "");
+    let out = bulkhead(&["run", file.path(), "--schedule-log", log.path()]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("`run` does not execute them yet"),
-        "{stderr}"
+    let at = format!(
+        "{}:29:54: pipelines[0].stages.ProcData.cmd: stage `ProcData`: program `./no-such-stage`",
+        file.path()
     );
+    assert!(stderr.contains(&at), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert_eq!(std::fs::read_to_string(&log.0).unwrap(), "");
 }
 
 /// Runs `sim` on `file` with `extra` arguments; returns `--stats-json`'s `pipelines`.

@@ -181,6 +181,8 @@ pub struct TaskSummary {
     /// How the task ended if it ended on its own, before it was asked to stop
     /// (`exit status: 1`, `signal: 9 (SIGKILL)`); `None` if it ran until the stop.
     pub ended_early: Option<String>,
+    /// The task's named counters at the stop (the last drain).
+    pub counters: Vec<(String, u64)>,
 }
 
 /// A task as its partition's mode agent sees it ([`RtPartitions::mode_ports`]).
@@ -394,6 +396,7 @@ impl RtPartitions {
                         misses: 0,
                         dropped: 0,
                         ended_early: None,
+                        counters: Vec::new(),
                     },
                     child,
                     parked: now.is_none(),
@@ -534,7 +537,11 @@ impl RtPartitions {
         }
         self.drain(sink);
         self.shutdown();
-        self.tasks.iter().map(|t| t.stats.clone()).collect()
+        let summary = |t: &Running| TaskSummary {
+            counters: t.counters.clone(),
+            ..t.stats.clone()
+        };
+        self.tasks.iter().map(summary).collect()
     }
 
     fn shutdown(&mut self) {

@@ -1,0 +1,230 @@
+//! Pipelines in `bulkhead run` (Boomerang II-B, III-B, III-E): the solved stages become
+//! tasks of their partitions with the solved reservations, each edge a channel the
+//! supervisor creates and hands over like a declared one (a sealed memfd, the writer's
+//! end to the producer's partition, the reader's end read-only to the consumer's): a
+//! `fifo` of the solved depth for `*` pipelines, a four-slot `latest` otherwise. A
+//! stage without `cmd` runs `bulkhead stage` ([`crate::stage`]); one with a `cmd`
+//! finds its channels in `BULKHEAD_CHAN_<PIPELINE>_<FROM>_<TO>`. After the run the
+//! stages' counters add up to per-pipeline statistics under the names `sim` uses.
+
+use bulkhead_analysis::pipes::Solution;
+use bulkhead_model::{Channel, Pipeline, System};
+use bulkhead_sim::pipes::PipelineStats;
+use std::path::Path;
+
+/// The system `run` executes: `system` with its pipelines solved and wired, stage
+/// programs checked. `exe` is the `bulkhead` binary (the default stage program),
+/// `workdir` the directory programs start in. Errors name the file, position and key.
+pub fn runnable(
+    system: &System,
+    file: &Path,
+    exe: &Path,
+    workdir: &Path,
+) -> Result<(System, Vec<Solution>), String> {
+    let options = bulkhead_analysis::system::Options::default();
+    let solutions = bulkhead_analysis::pipes::solve(system, &options);
+    if let Some(why) = crate::common::infeasible(&solutions) {
+        return Err(format!("{}: {why}", file.display()));
+    }
+    check_programs(system, file, workdir)?;
+    let mut out = bulkhead_analysis::pipes::apply(system, &solutions);
+    for (p, s) in system.pipelines.iter().zip(&solutions) {
+        for &(from, to) in &p.edges {
+            out.channels.push(edge_channel(p, s, from, to));
+        }
+        for (i, stage) in p.stages.iter().enumerate() {
+            if stage.cmd.is_empty() {
+                let cmd = stage_command(exe, p, s, i);
+                let task = out
+                    .partitions
+                    .iter_mut()
+                    .filter(|q| q.name == stage.partition)
+                    .flat_map(|q| q.tasks.iter_mut())
+                    .find(|t| t.name == stage.name)
+                    .expect("apply added the stage as a task");
+                task.cmd = cmd;
+            }
+        }
+    }
+    Ok((out, solutions))
+}
+
+/// The channel of edge `from -> to`, named `PIPELINE.FROM.TO`.
+fn edge_channel(p: &Pipeline, s: &Solution, from: usize, to: usize) -> Channel {
+    let (a, b) = (&p.stages[from], &p.stages[to]);
+    let depth = s
+        .buffers
+        .iter()
+        .find(|x| x.from == a.name && x.to == b.name)
+        .map_or(1, |x| u32::try_from(x.depth.max(1)).unwrap_or(u32::MAX));
+    Channel {
+        name: channel_name(p, from, to),
+        kind: p.buffering,
+        message_size: crate::stage::MESSAGE_SIZE as u32,
+        depth: match p.buffering {
+            bulkhead_model::ChannelKind::Fifo => depth,
+            bulkhead_model::ChannelKind::Latest => 1,
+        },
+        writer: a.partition.clone(),
+        readers: vec![b.partition.clone()],
+        writer_task: Some(a.name.clone()),
+        reader_tasks: vec![Some(b.name.clone())],
+    }
+}
+
+fn channel_name(p: &Pipeline, from: usize, to: usize) -> String {
+    format!("{}.{}.{}", p.name, p.stages[from].name, p.stages[to].name)
+}
+
+/// How long sources wait after their first activation before they sample: every
+/// stage's process has started and attached by then (Boomerang's Start-of-Task).
+const START_AFTER_NS: u64 = 200_000_000;
+
+/// `exe stage ...` for stage `i`: its per-message work (three quarters of its WCET,
+/// leaving the rest of the budget to reading, writing and the task library), messages
+/// per activation, role and channels.
+fn stage_command(exe: &Path, p: &Pipeline, s: &Solution, i: usize) -> String {
+    let stage = &p.stages[i];
+    let mut words = vec![
+        exe.display().to_string(),
+        "stage".into(),
+        "--pipeline".into(),
+        p.name.clone(),
+        "--stage".into(),
+        stage.name.clone(),
+        "--work".into(),
+        (stage.wcet * 3 / 4).to_string(),
+        "--messages".into(),
+        s.stages[i].messages_per_period.to_string(),
+    ];
+    if let Some(k) = p.sources().iter().position(|&j| j == i) {
+        words.extend(["--source".into(), k.to_string()]);
+        words.extend(["--start-after".into(), START_AFTER_NS.to_string()]);
+    }
+    if p.sinks().contains(&i) {
+        words.push("--sink".into());
+    }
+    for &(from, to) in &p.edges {
+        let dir = match (from == i, to == i) {
+            (true, _) => "--output",
+            (_, true) => "--input",
+            _ => continue,
+        };
+        words.extend([dir.into(), channel_name(p, from, to)]);
+    }
+    shell_words(&words)
+}
+
+/// The words as one command line, quoting those the shell would read specially.
+fn shell_words(words: &[String]) -> String {
+    let plain = |w: &str| {
+        !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@".contains(c))
+    };
+    let quoted: Vec<String> = words
+        .iter()
+        .map(|w| match plain(w) {
+            true => w.clone(),
+            false => format!("'{}'", w.replace('\'', r"'\''")),
+        })
+        .collect();
+    quoted.join(" ")
+}
+
+/// Every stage `cmd`'s program exists and is executable (from `workdir`, or on PATH
+/// for a bare name); else an error at the `cmd`'s position.
+fn check_programs(system: &System, file: &Path, workdir: &Path) -> Result<(), String> {
+    for (k, p) in system.pipelines.iter().enumerate() {
+        for stage in p.stages.iter().filter(|s| !s.cmd.is_empty()) {
+            let program = stage.cmd.split_whitespace().next().unwrap_or_default();
+            if executable(program, workdir) {
+                continue;
+            }
+            let key = format!("pipelines[{k}].stages.{}.cmd", stage.name);
+            let src = std::fs::read_to_string(file).unwrap_or_default();
+            let (line, col) = bulkhead_model::position(&src, &key).unwrap_or((0, 0));
+            return Err(format!(
+                "{}:{line}:{col}: {key}: stage `{}`: program `{program}` is not an executable file",
+                file.display(),
+                stage.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn executable(program: &str, workdir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exe = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return is_exe(&workdir.join(program));
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| is_exe(&d.join(program))))
+}
+
+/// Per pipeline, the statistics of the run from the stages' counters: `messages_in`
+/// from the sources, the rest from the sinks (as `sim --stats-json` names them).
+/// `tasks`: per rt task its partition, name and counters at the stop.
+pub fn stats(system: &System, tasks: &[TaskCounters]) -> Vec<PipelineStats> {
+    system.pipelines.iter().map(|p| one(p, tasks)).collect()
+}
+
+/// An rt task's partition, name and named counters.
+pub type TaskCounters<'a> = (&'a str, &'a str, &'a [(String, u64)]);
+
+fn one(p: &Pipeline, tasks: &[TaskCounters]) -> PipelineStats {
+    let counter = |i: usize, name: &str| {
+        let s = &p.stages[i];
+        tasks
+            .iter()
+            .find(|(partition, task, _)| *partition == s.partition && *task == s.name)
+            .and_then(|(_, _, counters)| counters.iter().find(|(n, _)| n == name))
+            .map_or(0, |(_, v)| *v)
+    };
+    let sum = |stages: &[usize], name: &str| stages.iter().map(|&i| counter(i, name)).sum();
+    let (sources, sinks) = (p.sources(), p.sinks());
+    let out: u64 = sum(&sinks, "out");
+    let delivered: Vec<usize> = sinks
+        .iter()
+        .copied()
+        .filter(|&i| counter(i, "out") > 0)
+        .collect();
+    let total: u64 = sum(&sinks, "sum_e2e_ns");
+    PipelineStats {
+        name: p.name.clone(),
+        messages_in: sum(&sources, "in"),
+        messages_out: out,
+        lost: sum(&sinks, "lost"),
+        min_e2e_ns: delivered.iter().map(|&i| counter(i, "min_e2e_ns")).min(),
+        max_e2e_ns: delivered.iter().map(|&i| counter(i, "max_e2e_ns")).max(),
+        mean_e2e_ns: (out > 0).then(|| total as f64 / out as f64),
+    }
+}
+
+/// One line per pipeline: its statistics as JSON (sim's names) and its bounds.
+pub fn print(stats: &[PipelineStats], solutions: &[Solution]) {
+    for (st, s) in stats.iter().zip(solutions) {
+        let json = serde_json::to_value(st).expect("plain data");
+        eprintln!(
+            "  pipeline `{}`: {} in, {} out, {} lost; e2e delay min {} max {} mean {} (bounds: {} paper, {} exact)",
+            st.name,
+            st.messages_in,
+            st.messages_out,
+            st.lost,
+            ms(st.min_e2e_ns.map(|v| v as f64)),
+            ms(st.max_e2e_ns.map(|v| v as f64)),
+            ms(st.mean_e2e_ns),
+            ms(Some(s.e2e_delay_bound_ns as f64)),
+            ms(s.exact_delay_bound_ns.map(|v| v as f64)),
+        );
+        eprintln!("  pipeline-stats {json}");
+    }
+}
+
+fn ms(ns: Option<f64>) -> String {
+    ns.map_or("-".into(), |v| format!("{:.3} ms", v / 1e6))
+}
