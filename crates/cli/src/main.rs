@@ -13,6 +13,7 @@ mod can_utils;
 mod check;
 mod common;
 mod ctl;
+mod report;
 mod run;
 mod run_pipes;
 mod sim;
@@ -45,6 +46,8 @@ enum Command {
     Check(check::Args),
     /// Talk to a running system: status, mode switches, suspend and resume
     Ctl(ctl::Args),
+    /// One self-contained HTML page (or JSON) of a run's or a sim's schedule log or trace: Gantt chart, response times, latencies, throughput
+    Report(report::Args),
     /// Run a system for real: rt partitions on reserved CPUs, be partitions and window schedules as cgroups (DEmOS semantics)
     Run(run::Args),
     /// Execute a system description in deterministic simulated time (schedule log, trace, statistics)
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Command::Can(args) => can::run(args),
         Command::Check(args) => check::run(args),
         Command::Ctl(args) => ctl::run(args),
+        Command::Report(args) => report::run(args),
         Command::Run(args) => run::run(args),
         Command::Sim(args) => sim::run(args),
         Command::Solve(args) => solve::run(args),

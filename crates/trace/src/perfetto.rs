@@ -49,6 +49,15 @@ const TID_CHANNELS: u32 = 4;
 /// Thread ids of extra lanes are `lane * LANE_STRIDE + tid`.
 const LANE_STRIDE: u32 = 100_000;
 
+/// The producer and its version (`otherData`, which viewers show as metadata), so a
+/// reader can tell a trace of another bulkhead version from a damaged one.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+const HEADER: &str = concat!(
+    "{\"otherData\":{\"producer\":\"bulkhead\",\"version\":\"",
+    env!("CARGO_PKG_VERSION"),
+    "\"},\"displayTimeUnit\":\"ns\",\"traceEvents\":["
+);
+
 /// A track before lane assignment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Track {
@@ -134,7 +143,7 @@ fn job_name(partition: &str, task: &str) -> String {
 impl<W: Write> Writer<W> {
     /// Starts the document on `out`.
     pub fn new(mut out: W) -> io::Result<Writer<W>> {
-        out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
+        out.write_all(HEADER.as_bytes())?;
         Ok(Writer {
             out,
             error: None,

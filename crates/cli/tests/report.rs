@@ -1,0 +1,248 @@
+//! `bulkhead report`: figures checked against schedules computed by hand, the same
+//! figures from a schedule log and from a trace, and bad input refused with the file
+//! and line named (exit code 1, no panic).
+
+mod common;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// A scratch directory removed on drop.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let dir =
+            std::env::temp_dir().join(format!("bulkhead-report-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        Dir(dir)
+    }
+
+    fn file(&self, name: &str, content: &[u8]) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn bulkhead(args: &[&Path]) -> Output {
+    common::bulkhead().args(args).output().unwrap()
+}
+
+/// Simulates `yaml` for its hyperperiod; returns (schedule log, trace).
+fn simulate(dir: &Dir, yaml: &str) -> (PathBuf, PathBuf) {
+    let system = dir.file("system.yaml", yaml.as_bytes());
+    let (log, trace) = (dir.path("log.jsonl"), dir.path("trace.json"));
+    let out = bulkhead(&[
+        Path::new("sim"),
+        &system,
+        Path::new("--schedule-log"),
+        &log,
+        Path::new("--trace"),
+        &trace,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    (log, trace)
+}
+
+/// `bulkhead report INPUT --format json [extra]`, parsed.
+fn figures(input: &Path, extra: &[&Path]) -> Value {
+    let mut args = vec![
+        Path::new("report"),
+        input,
+        Path::new("--format"),
+        Path::new("json"),
+    ];
+    args.extend_from_slice(extra);
+    let out = bulkhead(&args);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn task<'a>(figures: &'a Value, name: &str) -> &'a Value {
+    figures["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no task {name} in {figures}"))
+}
+
+/// Two tasks under EDF on one CPU, hyperperiod 12 ms. By hand:
+/// t1 (C 1, T 4, D 4) runs 0-1, 4-5, 9-10: responses 1, 1, 2 ms;
+/// t2 (C 3, T 6, D 5) runs 1-4, 6-9 (its deadline 11 precedes t1's 12 at 8): 4, 3 ms.
+const EDF: &str =
+    "partitions:\n  - name: p\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n      \
+    - {name: t1, cmd: a, budget: 1ms, period: 4ms, deadline: 4ms}\n      \
+    - {name: t2, cmd: b, budget: 3ms, period: 6ms, deadline: 5ms}\n";
+
+#[test]
+fn edf_figures_match_the_schedule_by_hand_from_log_and_trace() {
+    let dir = Dir::new("edf");
+    let (log, trace) = simulate(&dir, EDF);
+    for input in [&log, &trace] {
+        let f = figures(input, &[]);
+        let t1 = task(&f, "t1");
+        assert_eq!(t1["jobs"], 3, "{input:?}: {t1}");
+        assert_eq!(t1["misses"], 0);
+        assert_eq!(t1["deadline_ns"], 4_000_000);
+        assert_eq!(t1["slices"], 3);
+        assert_eq!(t1["executed_ns"], 3_000_000);
+        let r1 = &t1["response"];
+        assert_eq!(
+            [&r1["min_ns"], &r1["p50_ns"], &r1["max_ns"]],
+            [1_000_000, 1_000_000, 2_000_000]
+        );
+        assert!((r1["mean_ns"].as_f64().unwrap() - 4e6 / 3.0).abs() < 1.0);
+        assert_eq!(
+            t1["cdf"],
+            serde_json::json!([[1_000_000, 2.0 / 3.0], [2_000_000, 1.0]])
+        );
+        let t2 = task(&f, "t2");
+        assert_eq!(t2["jobs"], 2);
+        assert_eq!(t2["deadline_ns"], 5_000_000);
+        let r2 = &t2["response"];
+        assert_eq!([&r2["min_ns"], &r2["max_ns"]], [3_000_000, 4_000_000]);
+        let counts = t2["histogram"]["counts"].as_array().unwrap();
+        assert_eq!(counts.iter().map(|c| c.as_u64().unwrap()).sum::<u64>(), 2);
+        assert_eq!(f["duration_ns"], 10_000_000, "the last completion");
+        assert!(f["wcrt_ns"].is_null());
+    }
+}
+
+#[test]
+fn the_analytic_wcrt_comes_from_the_system_and_bounds_what_ran() {
+    // Fixed priority (rate monotonic): RTA gives t1 1 ms and t2 4 ms (R = 3 + ceil(R/4)·1);
+    // t2's second job is preempted at 8 ms and completes at 10 ms: 4 ms, the bound.
+    let dir = Dir::new("fp");
+    let fp = EDF.replace("scheduler: edf", "scheduler: fixed-priority");
+    let (_, trace) = simulate(&dir, &fp);
+    let system = dir.path("system.yaml");
+    let f = figures(&trace, &[Path::new("--system"), &system]);
+    let (t1, t2) = (task(&f, "t1"), task(&f, "t2"));
+    assert_eq!(t1["wcrt_ns"], 1_000_000);
+    assert_eq!(t2["wcrt_ns"], 4_000_000);
+    assert_eq!(t2["schedulable"], true);
+    assert_eq!(t2["response"]["max_ns"], 4_000_000);
+    assert_eq!(t2["slices"], 3, "one preemption");
+}
+
+#[test]
+fn deadline_misses_are_counted_and_timed() {
+    // C 3 ms > D 2 ms: the one job of the hyperperiod misses at 2 ms, completes at 3 ms.
+    let dir = Dir::new("miss");
+    let yaml = "partitions:\n  - {name: p, kind: rt, cpus: 0, tasks: [{name: t, cmd: a, budget: 3ms, period: 4ms, deadline: 2ms}]}\n";
+    let (log, trace) = simulate(&dir, yaml);
+    for input in [&log, &trace] {
+        let t = task(&figures(input, &[]), "t").clone();
+        assert_eq!(t["misses"], 1, "{input:?}: {t}");
+        assert_eq!(t["miss_times_ns"], serde_json::json!([2_000_000]));
+        assert_eq!(t["response"]["max_ns"], 3_000_000);
+    }
+}
+
+#[test]
+fn the_page_is_self_contained() {
+    let dir = Dir::new("html");
+    let (_, trace) = simulate(&dir, EDF);
+    let page = dir.path("report.html");
+    let out = bulkhead(&[Path::new("report"), &trace, Path::new("-o"), &page]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("report.html"));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("src=\"http") && !html.contains("href=\"http"));
+    assert_eq!(html.matches("</script>").count(), 2, "data and code only");
+    assert!(
+        html.contains("\"name\":\"p/t2\""),
+        "the Gantt rows are embedded"
+    );
+}
+
+/// Runs `report` on `content`; asserts exit code 1 and returns stderr.
+fn refused(dir: &Dir, name: &str, content: &[u8]) -> String {
+    let input = dir.file(name, content);
+    let out = bulkhead(&[
+        Path::new("report"),
+        &input,
+        Path::new("--format"),
+        Path::new("json"),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+    assert!(out.stdout.is_empty(), "{name}: nothing printed on error");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let path = input.display().to_string();
+    assert!(stderr.starts_with(&format!("error: {path}:")), "{stderr}");
+    stderr
+}
+
+#[test]
+fn bad_input_is_refused_naming_file_and_line() {
+    let dir = Dir::new("bad");
+    let (log, trace) = simulate(&dir, EDF);
+    let log = std::fs::read(&log).unwrap();
+    let trace = std::fs::read(&trace).unwrap();
+
+    let e = refused(&dir, "empty.json", b"");
+    assert!(e.contains("empty.json:1:1: empty file"), "{e}");
+    let e = refused(&dir, "blank.jsonl", b"\n\n  \n");
+    assert!(e.contains(":1:1: empty file"), "{e}");
+
+    // Cut inside the fourth line of the log.
+    let fourth = log
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b == b'\n')
+        .nth(2)
+        .unwrap()
+        .0;
+    let e = refused(&dir, "cut.jsonl", &log[..fourth + 20]);
+    assert!(e.contains("cut.jsonl:4:"), "{e}");
+    assert!(e.contains("truncated"), "{e}");
+
+    let e = refused(&dir, "cut.json", &trace[..trace.len() / 2]);
+    assert!(e.contains("cut.json:1:"), "{e}");
+    assert!(e.contains("truncated"), "{e}");
+
+    let text = String::from_utf8(trace.clone()).unwrap();
+    let old = text.replacen("\"version\":\"", "\"version\":\"0.0.0-", 1);
+    let e = refused(&dir, "old.json", old.as_bytes());
+    assert!(e.contains("old.json:1:"), "{e}");
+    assert!(e.contains("a trace of bulkhead 0.0.0-"), "{e}");
+    let unstamped = format!("{{{}", &text[text.find("\"displayTimeUnit\"").unwrap()..]);
+    let e = refused(&dir, "unstamped.json", unstamped.as_bytes());
+    assert!(e.contains("no `otherData.version`"), "{e}");
+
+    let mut future = log.clone();
+    future.extend_from_slice(b"{\"t_ns\":1,\"event\":\"teleport\",\"cpu\":0}\n");
+    let line = future.iter().filter(|&&b| b == b'\n').count();
+    let e = refused(&dir, "future.jsonl", &future);
+    assert!(e.contains(&format!("future.jsonl:{line}:")), "{e}");
+    assert!(
+        e.contains("another version") && e.contains("teleport"),
+        "{e}"
+    );
+
+    let e = refused(&dir, "system.yaml", b"partitions: []\n");
+    assert!(
+        e.contains("system.yaml:1:1: not a bulkhead schedule log or trace"),
+        "{e}"
+    );
+
+    let missing = dir.path("missing.json");
+    let out = bulkhead(&[Path::new("report"), &missing]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.json"));
+}
