@@ -7,6 +7,7 @@
 
 pub mod car;
 pub mod chanbus;
+pub mod dashboard;
 pub mod delay;
 pub mod longcontrol;
 pub mod plant;

@@ -8,7 +8,8 @@ use crate::plant::{Car, Plant};
 use crate::scenario::{Planner, Series};
 use crate::service::Controller;
 use crate::wire::{
-    Actuation, Command, InitRecord, Msg, Op, Sensors, UpdateInput, UpdateOutput, SIZE,
+    Actuation, Cluster, Command, Hvac, InitRecord, Msg, Op, Sensors, UpdateInput, UpdateOutput,
+    HVAC_COMMAND_ID, HVAC_STATUS_ID, SIZE,
 };
 use bulkhead_can::frame::{CanId, Frame};
 use bulkhead_can::gateway::{self, BusReader, BusWriter, Role, WIRE_SIZE};
@@ -31,12 +32,13 @@ rt tasks (started by bulkhead run):
   usb-bh [--bus car]                     the only node on the bus: bus <-> usb_rx/usb_tx
   mhydra-rx [--to CHANNEL]...            gateway reader: usb_rx -> each --to channel
   mhydra-tx [--from CHANNEL=IDS]...      gateway writer: each --from channel -> usb_tx, allowlisted
-  ivi-read-mapper | adas-read-mapper     gateway frames -> decoded signals (channels 1, 3)
-  ivi-write-mapper | adas-write-mapper   channel 2 frames / channel 4 commands -> gateway
+  ivi-read-mapper [--dash CHANNEL] | adas-read-mapper   gateway frames -> signals (channels 1, 3)
+  ivi-write-mapper | adas-write-mapper   channel 2 HVAC / channel 4 commands -> gateway
   long-controller                        INIT/RESET/UPDATE over channels 5-8
 be processes:
   adas-mapper [--set KMH@S,...] [--lead KMH@S,... --lead-gap M] [--rate-hz 100]
   openpilot | ivi-mapper | instrument-cluster
+  dashboard [--listen 127.0.0.1:8080] [--from ic_dashboard] [--to hvac_control]
   plant [--bus car] [--v0 KMH] [--grade PCT] [--report FILE] | plant --replay LOG [--iface can0]
   send-frame --to CHANNEL ID#DATA...     frames into a gateway channel (e.g. adas_raw_tx)";
 
@@ -58,6 +60,11 @@ pub fn main(args: &[String]) -> i32 {
         "mhydra-rx" => mhydra_rx(&flags),
         "mhydra-tx" => mhydra_tx(&flags),
         "ivi-read-mapper" => read_mapper(&flags, "ivi_can_rx", "ic_ivi_sensor"),
+        "dashboard" => crate::dashboard::run(
+            &flags.or("--listen", "127.0.0.1:8080"),
+            &flags.or("--from", "ic_dashboard"),
+            &flags.or("--to", "hvac_control"),
+        ),
         "adas-read-mapper" => read_mapper(&flags, "adas_can_rx", "carla_sensor"),
         "ivi-write-mapper" => ivi_write_mapper(&flags),
         "adas-write-mapper" => adas_write_mapper(&flags),
@@ -99,9 +106,9 @@ fn flags_of(cmd: &str) -> Option<&'static [&'static str]> {
         "usb-bh" => &["--bus"],
         "mhydra-rx" => &["--to"],
         "mhydra-tx" => &["--from"],
-        "ivi-read-mapper" | "adas-read-mapper" | "ivi-write-mapper" | "adas-write-mapper" => {
-            &["--from", "--to"]
-        }
+        "ivi-read-mapper" | "adas-read-mapper" => &["--from", "--to", "--dash"],
+        "ivi-write-mapper" | "adas-write-mapper" => &["--from", "--to"],
+        "dashboard" => &["--listen", "--from", "--to"],
         "adas-mapper" => &["--set", "--lead", "--lead-gap", "--rate-hz"],
         "plant" => &[
             "--bus", "--v0", "--grade", "--report", "--replay", "--iface",
@@ -332,6 +339,11 @@ fn read_mapper(flags: &Flags, from: &str, to: &str) -> R<()> {
     let db = car::dbc();
     let mut rx = receiver(&flags.or("--from", from))?;
     let mut tx = sender(&flags.or("--to", to))?;
+    let mut dash = flags.get("--dash").map(|c| sender(&c)).transpose()?;
+    let mut cluster = Cluster {
+        gear: 255,
+        ..Cluster::default()
+    };
     let (mut s, mut speed_seen) = (Sensors::default(), false);
     let (mut published, mut dropped, mut undecodable) = (0u64, 0u64, 0u64);
     let mut buf = [0u8; WIRE_SIZE];
@@ -347,10 +359,15 @@ fn read_mapper(flags: &Flags, from: &str, to: &str) -> R<()> {
                     undecodable += 1;
                     continue;
                 };
+                if frame.id() == CanId::standard(HVAC_STATUS_ID).expect("11 bits") {
+                    echo(&mut cluster, frame.data());
+                    continue;
+                }
                 match db.decode(&frame) {
                     Ok(d) => {
                         speed_seen |= d.message == "SPEED";
-                        apply(&mut s, t_ns, d.message, &d.signals)
+                        apply(&mut s, t_ns, d.message, &d.signals);
+                        apply_cluster(&mut cluster, d.message, &d.signals);
                     }
                     Err(_) => undecodable += 1,
                 }
@@ -361,11 +378,40 @@ fn read_mapper(flags: &Flags, from: &str, to: &str) -> R<()> {
                     Ok(()) => published += 1,
                     Err(_) => dropped += 1,
                 }
+                if let Some(d) = dash.as_mut() {
+                    cluster.sensors = s;
+                    // A latest channel: wait-free, never full.
+                    let _ = d.try_write(&cluster.encode());
+                }
             }
             v.copy_from_slice(&[u64::from(s.frames), published, dropped, undecodable]);
             Ok(())
         },
     )
+}
+
+/// Folds the signals only the cluster shows into `c` (wheel speeds km/h to m/s).
+fn apply_cluster(c: &mut Cluster, message: &str, signals: &[(&str, f64)]) {
+    let get = |name: &str| signals.iter().find(|x| x.0 == name).map(|x| x.1);
+    match message {
+        "WHEEL_SPEEDS" => {
+            let names = ["FL", "FR", "RL", "RR"].map(|w| format!("WHEEL_SPEED_{w}"));
+            for (slot, name) in c.wheels.iter_mut().zip(&names) {
+                *slot = (get(name).unwrap_or(0.0) / 3.6) as f32;
+            }
+        }
+        "STEER_ANGLE_SENSOR" => c.steer_deg = get("STEER_ANGLE").unwrap_or(0.0) as f32,
+        "GEAR_PACKET" => c.gear = get("GEAR").unwrap_or(255.0) as u8,
+        _ => {}
+    }
+}
+
+/// An HVAC status frame: the setting the HVAC unit took.
+fn echo(c: &mut Cluster, data: &[u8]) {
+    if let Some(h) = Hvac::from_frame_data(data) {
+        c.hvac = h;
+        c.hvac_echoes = c.hvac_echoes.wrapping_add(1);
+    }
 }
 
 /// Folds one decoded message into `s` (speeds km/h to m/s).
@@ -400,26 +446,46 @@ fn apply(s: &mut Sensors, t_ns: u64, message: &str, signals: &[(&str, f64)]) {
     }
 }
 
-/// D: forwards the IVI's frames (channel 2, gateway messages) to the gateway, whose
-/// allowlist decides what reaches the bus.
+/// D: the IVI's HVAC commands (channel 2, [`Hvac`]) as HVAC command frames (0x3E0)
+/// to the gateway, whose allowlist decides what reaches the bus. A command out of
+/// range (or not an HVAC command) is refused and counted; `last_sent` and
+/// `last_refused` are the seqs of the newest of each, for the IVI to show.
 fn ivi_write_mapper(flags: &Flags) -> R<()> {
     let mut rx = receiver(&flags.or("--from", "hvac_control"))?;
     let mut tx = sender(&flags.or("--to", "ivi_can_tx"))?;
-    let (mut sent, mut dropped) = (0u64, 0u64);
+    let id = CanId::standard(HVAC_COMMAND_ID).expect("11 bits");
+    let mut n = [0u64; 5];
     let mut buf = [0u8; SIZE];
-    periodic(&names(&["forwarded", "dropped"]), |v| {
-        for _ in 0..16 {
-            if rx.try_read(&mut buf).is_err() {
-                break;
+    periodic(
+        &names(&[
+            "forwarded",
+            "dropped",
+            "refused",
+            "last_sent",
+            "last_refused",
+        ]),
+        |v| {
+            for _ in 0..16 {
+                if rx.try_read(&mut buf).is_err() {
+                    break;
+                }
+                let seq = u64::from(u32::from_le_bytes(buf[4..8].try_into().expect("4")));
+                let Ok(h) = Hvac::decode(&buf) else {
+                    n[2] += 1;
+                    n[4] = seq;
+                    continue;
+                };
+                let frame = Frame::new(id, &h.frame_data()).expect("3 bytes");
+                let msg = gateway::encode(0, 0, &frame).expect("classic frame");
+                match tx.try_write(&msg) {
+                    Ok(()) => (n[0], n[3]) = (n[0] + 1, seq),
+                    Err(_) => n[1] += 1,
+                }
             }
-            match tx.try_write(&buf) {
-                Ok(()) => sent += 1,
-                Err(_) => dropped += 1,
-            }
-        }
-        v.copy_from_slice(&[sent, dropped]);
-        Ok(())
-    })
+            v.copy_from_slice(&n);
+            Ok(())
+        },
+    )
 }
 
 /// F: the newest acceleration command of channel 4 as an ACC_CONTROL frame (ACCEL_CMD
@@ -741,11 +807,18 @@ fn plant(flags: &Flags) -> R<()> {
     let mut due = [0u64; 4];
     let (mut a_cmd, mut commands, mut sent) = (0.0f64, 0u64, 0u64);
     let mut next_print = 0u64;
+    let hvac_command = CanId::standard(HVAC_COMMAND_ID).expect("11 bits");
+    let hvac_status = CanId::standard(HVAC_STATUS_ID).expect("11 bits");
     let (mut k, mut tag, mut delays) = (0u64, 0u8, Delays::default());
     while !stop.load(Relaxed) {
         k += 1;
         sleep_until(start + k * dt_ns);
         while let Some(r) = node.try_recv().map_err(|e| e.to_string())? {
+            if r.frame.id() == hvac_command {
+                // The HVAC unit takes the setting and reports it.
+                let status = Frame::new(hvac_status, r.frame.data()).expect("same length");
+                node.send(&status).map_err(|e| e.to_string())?;
+            }
             if r.frame.id() == ACC_CONTROL {
                 if let Ok(d) = db.decode(&r.frame) {
                     let get = |n: &str| d.signals.iter().find(|s| s.0 == n).map(|s| s.1);

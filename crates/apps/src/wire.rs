@@ -397,6 +397,123 @@ impl UpdateOutput {
     }
 }
 
+/// "HVAC": the first word of an HVAC command (channel 2 `hvac_control`).
+pub const HVAC_MAGIC: u32 = 0x4341_5648;
+/// The IVI's HVAC command frame (not in the RAV4 DBC: the IVI's own message).
+pub const HVAC_COMMAND_ID: u32 = 0x3E0;
+/// The HVAC unit's status frame, echoing each command it took.
+pub const HVAC_STATUS_ID: u32 = 0x3E1;
+/// Set temperatures the HVAC takes, degC, in steps of 0.5.
+pub const HVAC_TEMP: (f32, f32) = (16.0, 30.0);
+/// Fan levels the HVAC takes (0 = off).
+pub const HVAC_FAN_MAX: u8 = 7;
+
+/// An HVAC setting the IVI asks for (channel 2); the write mapper checks the ranges.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Hvac {
+    /// Counts the IVI's commands; the frame carries its low byte.
+    pub seq: u32,
+    pub temp_c: f32,
+    pub fan: u8,
+}
+
+impl Hvac {
+    pub fn encode(&self) -> Msg {
+        let mut m = [0; SIZE];
+        put(&mut m, 0, &HVAC_MAGIC.to_le_bytes());
+        put(&mut m, 4, &self.seq.to_le_bytes());
+        put(&mut m, 8, &self.temp_c.to_le_bytes());
+        m[12] = self.fan;
+        m
+    }
+
+    /// The command of `m` if it is one and its values are in range.
+    pub fn decode(m: &Msg) -> Result<Hvac, Reject> {
+        if u32_at(m, 0) != HVAC_MAGIC {
+            return Err("not an HVAC command");
+        }
+        let h = Hvac {
+            seq: u32_at(m, 4),
+            temp_c: f32_at(m, 8),
+            fan: m[12],
+        };
+        let t = h.temp_c;
+        if !(HVAC_TEMP.0..=HVAC_TEMP.1).contains(&t) || (t * 2.0).fract() != 0.0 {
+            return Err("temperature out of range (16 to 30 degC in steps of 0.5)");
+        }
+        if h.fan > HVAC_FAN_MAX || m[13..].iter().any(|&b| b != 0) {
+            return Err("fan out of range (0 to 7)");
+        }
+        Ok(h)
+    }
+
+    /// The frame's data: the seq's low byte, the temperature in half degrees, the fan.
+    pub fn frame_data(&self) -> [u8; 3] {
+        [self.seq as u8, (self.temp_c * 2.0) as u8, self.fan]
+    }
+
+    /// The setting a command or status frame carries (seq's low byte only).
+    pub fn from_frame_data(d: &[u8]) -> Option<Hvac> {
+        match d {
+            [seq, t2, fan, ..] => Some(Hvac {
+                seq: u32::from(*seq),
+                temp_c: f32::from(*t2) / 2.0,
+                fan: *fan,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// What the instrument cluster shows: the IVI read mapper's [`Sensors`] and more of
+/// the car's signals, on the dashboard's channel (`message_size: 64`, latest).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Cluster {
+    pub sensors: Sensors,
+    /// WHEEL_SPEEDS FL, FR, RL, RR, m/s.
+    pub wheels: [f32; 4],
+    /// STEER_ANGLE_SENSOR.STEER_ANGLE, degrees.
+    pub steer_deg: f32,
+    /// GEAR_PACKET.GEAR (0 D, 1 S, 8 N, 16 R, 32 P); 255 = not seen.
+    pub gear: u8,
+    /// The last HVAC status frame: the setting the HVAC unit took; echoes = 0 before
+    /// the first.
+    pub hvac: Hvac,
+    pub hvac_echoes: u32,
+}
+
+/// A [`Cluster`] message.
+pub const CLUSTER_SIZE: usize = 64;
+
+impl Cluster {
+    pub fn encode(&self) -> [u8; CLUSTER_SIZE] {
+        let mut m = [0u8; CLUSTER_SIZE];
+        m[..SIZE].copy_from_slice(&self.sensors.encode());
+        for (k, w) in self.wheels.iter().enumerate() {
+            m[32 + 4 * k..36 + 4 * k].copy_from_slice(&w.to_le_bytes());
+        }
+        m[48..52].copy_from_slice(&self.steer_deg.to_le_bytes());
+        m[52] = self.gear;
+        m[53] = self.hvac.seq as u8;
+        m[54] = (self.hvac.temp_c * 2.0) as u8;
+        m[55] = self.hvac.fan;
+        m[56..60].copy_from_slice(&self.hvac_echoes.to_le_bytes());
+        m
+    }
+
+    pub fn decode(m: &[u8; CLUSTER_SIZE]) -> Cluster {
+        let f = |at: usize| f32::from_le_bytes(m[at..at + 4].try_into().expect("4 bytes"));
+        Cluster {
+            sensors: Sensors::decode(m[..SIZE].try_into().expect("32 bytes")),
+            wheels: [f(32), f(36), f(40), f(44)],
+            steer_deg: f(48),
+            gear: m[52],
+            hvac: Hvac::from_frame_data(&m[53..56]).expect("3 bytes"),
+            hvac_echoes: u32::from_le_bytes(m[56..60].try_into().expect("4 bytes")),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,5 +553,31 @@ mod tests {
         let mut bad = ok;
         bad[31] = 1;
         assert!(Command::decode(&bad).is_err());
+    }
+
+    #[test]
+    fn hvac_commands_out_of_range_are_refused() {
+        let ok = Hvac {
+            seq: 258,
+            temp_c: 21.5,
+            fan: 3,
+        };
+        assert_eq!(Hvac::decode(&ok.encode()), Ok(ok));
+        assert_eq!(ok.frame_data(), [2, 43, 3]);
+        for (temp_c, fan) in [(30.5, 1), (15.5, 1), (21.25, 1), (f32::NAN, 1), (21.0, 8)] {
+            let bad = Hvac {
+                seq: 1,
+                temp_c,
+                fan,
+            };
+            assert!(Hvac::decode(&bad.encode()).is_err(), "{bad:?}");
+        }
+        let c = Cluster {
+            hvac: Hvac::from_frame_data(&ok.frame_data()).unwrap(),
+            steer_deg: -12.5,
+            gear: 32,
+            ..Cluster::default()
+        };
+        assert_eq!(Cluster::decode(&c.encode()), c);
     }
 }

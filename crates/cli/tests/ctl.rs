@@ -53,6 +53,7 @@ impl Handler for Fake {
                             priority: Some(90),
                             jobs: 30,
                             misses: 0,
+                            ..TaskStatus::default()
                         }],
                     }],
                     channels: vec![ChannelStatus {

@@ -24,4 +24,6 @@ mod server;
 
 pub use client::{default_path, discover, Client, ClientError, MAX_REPLY, SOCKET_DIR};
 pub use protocol::*;
-pub use server::{BindError, Handled, Handler, Peer, Server, Ticket, MAX_CONNECTIONS, MAX_REQUEST};
+pub use server::{
+    BindError, Handled, Handler, Peer, Server, Ticket, MAX_CONNECTIONS, MAX_REQUEST, READ_ONLY,
+};

@@ -248,6 +248,14 @@ pub struct TaskStatus {
     pub priority: Option<u32>,
     pub jobs: u64,
     pub misses: u64,
+    /// Response time of the last job and the longest so far, ns.
+    #[serde(default)]
+    pub last_response_ns: u64,
+    #[serde(default)]
+    pub max_response_ns: u64,
+    /// The task's named counters (`bulkhead_task::Task::counter`) at the last drain.
+    #[serde(default)]
+    pub counters: std::collections::BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -77,7 +77,13 @@ pub trait Handler {
     fn request(&mut self, request: Request, peer: Peer, ticket: Ticket) -> Handled;
     /// A peer that is not allowed connected (and was disconnected): to be logged.
     fn refused(&mut self, peer: Peer);
+    /// A request other than `status` on a read-only connection ([`Server::adopt`]):
+    /// it was answered with an error and not passed on; to be logged.
+    fn refused_read_only(&mut self, _request: &Request, _peer: Peer) {}
 }
+
+/// The message of the error a read-only connection gets for anything but `status`.
+pub const READ_ONLY: &str = "read-only connection";
 
 /// Why the socket could not be made.
 #[derive(Debug)]
@@ -123,6 +129,8 @@ struct Connection {
     /// once the replies are out and none is awaited.
     eof: bool,
     awaited: usize,
+    /// Only `status` is served ([`Server::adopt`]).
+    read_only: bool,
 }
 
 impl Connection {
@@ -323,7 +331,39 @@ impl Server {
             registered: flags,
             eof: false,
             awaited: 0,
+            read_only: false,
         });
+    }
+
+    /// Serves an already connected stream (the supervisor's end of a socket pair whose
+    /// other end a partition inherits) like an accepted connection, except that with
+    /// `read_only` only `status` is answered: any other request gets a
+    /// `permission_denied` error "read-only connection" and goes to
+    /// [`Handler::refused_read_only`]. No peer check: whoever holds the other end was
+    /// given it. Counts towards [`MAX_CONNECTIONS`] only for later accepts.
+    pub fn adopt(&mut self, stream: UnixStream, read_only: bool) -> io::Result<()> {
+        let cred = rustix::net::sockopt::socket_peercred(&stream)?;
+        stream.set_nonblocking(true)?;
+        self.serial += 1;
+        let data = epoll::EventData::new_u64(self.serial);
+        let flags = epoll::EventFlags::IN | epoll::EventFlags::RDHUP;
+        epoll::add(&self.epoll, &stream, data, flags)?;
+        self.connections.push(Connection {
+            serial: self.serial,
+            stream,
+            peer: Peer {
+                pid: cred.pid.as_raw_nonzero().get() as u32,
+                uid: cred.uid.as_raw(),
+                gid: cred.gid.as_raw(),
+            },
+            lines: LineBuffer::new(MAX_REQUEST),
+            out: Vec::new(),
+            registered: flags,
+            eof: false,
+            awaited: 0,
+            read_only,
+        });
+        Ok(())
     }
 
     fn serve(&mut self, serial: u64, flags: epoll::EventFlags, handler: &mut impl Handler) {
@@ -394,6 +434,12 @@ impl Server {
         };
         let response = match parsed {
             Err(reply) => Some(reply),
+            Ok(RequestLine { id, request })
+                if self.connections[i].read_only && request != Request::Status =>
+            {
+                handler.refused_read_only(&request, self.connections[i].peer);
+                Some(Response::error(id, ErrorCode::PermissionDenied, READ_ONLY))
+            }
             Ok(RequestLine { id, request }) => {
                 let ticket = Ticket {
                     connection: serial,

@@ -97,6 +97,9 @@ fn partition(p: &Partition) -> Vec<String> {
     if p.shared_user {
         lines.push("shared_user: true".into());
     }
+    if p.monitor {
+        lines.push("monitor: true".into());
+    }
     if let Some(user) = &p.user {
         lines.push(format!("user: {}", quote(user)));
     }

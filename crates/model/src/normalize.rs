@@ -169,6 +169,7 @@ impl Normalizer {
                 processes: self.processes(list, path, default_budget)?,
                 user: None,
                 shared_user: false,
+                monitor: false,
                 network: None,
                 interface: None,
                 sandbox: Sandbox::default(),
@@ -239,6 +240,16 @@ impl Normalizer {
                 .map(|u| user(u, &format!("{path}.user")))
                 .transpose()?,
             shared_user: def.shared_user.unwrap_or(false),
+            monitor: match def.monitor {
+                Some(true) if kind == PartitionKind::Rt => {
+                    return err(
+                        child(path, "monitor"),
+                        "only a best-effort partition may monitor the system: an rt task \
+                         must not wait on the supervisor's socket",
+                    )
+                }
+                m => m.unwrap_or(false),
+            },
             network: def.network,
             interface: crate::modes::interface(
                 def.interface,

@@ -60,6 +60,7 @@ pub struct RawPartition {
     pub pids: Option<u32>,
     pub user: Option<String>,
     pub shared_user: Option<bool>,
+    pub monitor: Option<bool>,
     pub network: Option<Network>,
     pub interface: Option<crate::modes::RawInterface>,
     /// The `server` of every task of the partition that names none.

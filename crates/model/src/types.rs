@@ -104,6 +104,9 @@ pub struct Partition {
     /// `shared_user`: the partition may name the same `user` as another partition (which
     /// must say so too): the two then have no boundary between them.
     pub shared_user: bool,
+    /// `monitor` (be partitions): its processes get a read-only connection to the
+    /// supervisor's control interface (`BULKHEAD_STATUS=fd:N`, `status` only).
+    pub monitor: bool,
     /// `network`: which network namespace the partition's processes and tasks run in;
     /// `None` = the default, [`System::network_of`].
     pub network: Option<Network>,

@@ -83,6 +83,7 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                     // A numeric uid of its own (names must be accounts of this machine).
                     user: user.map(|u| format!("{}", 70000 + u.len() * 1000 + i)),
                     shared_user: memory.is_some(),
+                    monitor: memory.is_none(),
                     network,
                     interface: None,
                     sandbox: Sandbox {
@@ -181,6 +182,7 @@ fn rt_partition(i: usize) -> impl Strategy<Value = Partition> {
             processes: Vec::new(),
             user: None,
             shared_user: false,
+            monitor: false,
             network: None,
             interface,
             sandbox: Sandbox::default(),

@@ -159,8 +159,6 @@ struct Running {
     exited: bool,
     /// Next job index whose release was not yet reported.
     reported: u64,
-    /// The named counters' values at the last drain.
-    counters: Vec<(String, u64)>,
     stats: TaskSummary,
 }
 
@@ -174,6 +172,10 @@ pub struct TaskSummary {
     pub policy: &'static str,
     pub jobs: u64,
     pub max_response_ns: u64,
+    /// Response time of the last job judged.
+    pub last_response_ns: u64,
+    /// The named counters at the last drain.
+    pub counters: Vec<(String, u64)>,
     /// Jobs completed after their deadline plus releases skipped.
     pub misses: u64,
     /// Trace records the task could not write (ring full).
@@ -393,6 +395,8 @@ impl RtPartitions {
                         policy: policy.name(),
                         jobs: 0,
                         max_response_ns: 0,
+                        last_response_ns: 0,
+                        counters: Vec::new(),
                         misses: 0,
                         dropped: 0,
                         ended_early: None,
@@ -407,7 +411,6 @@ impl RtPartitions {
                     })),
                     exited: false,
                     reported: 0,
-                    counters: Vec::new(),
                 });
                 index += 1;
             }
@@ -576,7 +579,7 @@ impl Running {
     fn report_counters(&mut self, t_ns: u64, sink: &mut impl FnMut(Event)) {
         let now = self.link.named_counters();
         for (name, value) in &now {
-            let seen = self.counters.iter().find(|(n, _)| n == name);
+            let seen = self.stats.counters.iter().find(|(n, _)| n == name);
             if seen.is_some_and(|(_, v)| v == value) {
                 continue;
             }
@@ -590,7 +593,7 @@ impl Running {
                 },
             ));
         }
-        self.counters = now;
+        self.stats.counters = now;
     }
 
     /// Emits release/start/complete (and miss) events for one record.
@@ -670,6 +673,7 @@ impl Running {
         ));
         self.stats.jobs += 1;
         self.stats.max_response_ns = self.stats.max_response_ns.max(response_ns);
+        self.stats.last_response_ns = response_ns;
         self.reported = job + 1;
     }
 }

@@ -7,6 +7,7 @@
 //! shows), its jobs and misses from the drain thread's latest figures. Peers that are
 //! neither root nor the supervisor's user are refused by the server and logged here.
 
+use crate::links::Links;
 use crate::modes::ModeManager;
 use crate::RunError;
 use bulkhead_chan::Channel;
@@ -18,9 +19,13 @@ use bulkhead_model::{ChannelKind, Cpus, PartitionKind, System, Task};
 use bulkhead_reserve::partition::TaskSummary;
 use bulkhead_reserve::sched::{self, Policy};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// The variable naming a monitor partition's status connection (`fd:N`).
+pub const STATUS_VAR: &str = "BULKHEAD_STATUS";
 
 /// Per-task figures of the rt partitions, refreshed by the drain thread.
 pub type LiveTasks = Arc<Mutex<Vec<TaskSummary>>>;
@@ -69,6 +74,21 @@ impl Control {
                 channels: Vec::new(),
             },
         })
+    }
+
+    /// Gives each partition with `monitor: true` a read-only status connection: one
+    /// end of a socket pair its processes inherit (`BULKHEAD_STATUS=fd:N`), the other
+    /// served here like a connection to the socket, but for `status` only.
+    pub fn hand_status(&mut self, system: &System, links: &mut Links) -> Result<(), RunError> {
+        for p in system.partitions.iter().filter(|p| p.monitor) {
+            let (ours, theirs) = UnixStream::pair()
+                .map_err(|e| RunError::Io(format!("status connection of {}: {e}", p.name)))?;
+            self.server
+                .adopt(ours, true)
+                .map_err(|e| RunError::Io(format!("status connection of {}: {e}", p.name)))?;
+            links.hand(&p.name, STATUS_VAR, OwnedFd::from(theirs));
+        }
+        Ok(())
     }
 
     /// Answers `status` with these tasks' figures from now on.
@@ -152,6 +172,15 @@ impl Handler for State {
         let line = format!(
             "control socket: refused a peer that is not root nor this system's user (uid {}, pid {})",
             peer.uid, peer.pid
+        );
+        eprintln!("bulkhead: {line}");
+        self.refused.push(line);
+    }
+
+    fn refused_read_only(&mut self, request: &Request, peer: Peer) {
+        let line = format!(
+            "status connection: refused {request:?} from pid {} (read-only connection)",
+            peer.pid
         );
         eprintln!("bulkhead: {line}");
         self.refused.push(line);
@@ -246,6 +275,9 @@ fn task_status(t: &TaskSummary, model: Option<&Task>) -> TaskStatus {
         priority: None,
         jobs: t.jobs,
         misses: t.misses,
+        last_response_ns: t.last_response_ns,
+        max_response_ns: t.max_response_ns,
+        counters: t.counters.iter().cloned().collect(),
     };
     match sched::get(t.pid as i32) {
         Ok(Policy::Deadline(d)) => {

@@ -108,6 +108,16 @@ impl Links {
 
     /// Creates the description's channel `c` as `c<pid>-<index>` (short and valid: a
     /// channel name of the description may be long or contain any character).
+    /// Hands `fd` to partition `partition`'s processes as `var=fd:N`, held until they
+    /// have started.
+    pub fn hand(&mut self, partition: &str, var: &str, fd: OwnedFd) {
+        let vars = self.env.entry(partition.to_string()).or_default();
+        vars.push((var.to_string(), format!("fd:{}", fd.as_raw_fd())));
+        let fds = self.fds.entry(partition.to_string()).or_default();
+        fds.push(fd.as_raw_fd());
+        self.handed.push(fd);
+    }
+
     fn add_channel(&mut self, index: usize, c: &ModelChannel) -> Result<(), RunError> {
         let name = format!("c{}-{index}", std::process::id());
         let spec = match c.kind {

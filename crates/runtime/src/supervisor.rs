@@ -214,9 +214,10 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         .transpose()?;
     let exe = std::env::current_exe()
         .map_err(|e| RunError::Io(format!("the path of this program: {e}")))?;
-    let links = Links::create(system, &exe)?;
+    let mut links = Links::create(system, &exe)?;
     if let Some(c) = control.as_mut() {
         c.count_channels(links.described());
+        c.hand_status(system, &mut links)?;
     }
     let mut confinements = Confinements::prepare(system, &links.env)?;
     confinements.pass_fds(&links.fds);
