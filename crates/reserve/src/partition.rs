@@ -183,8 +183,6 @@ pub struct TaskSummary {
     /// How the task ended if it ended on its own, before it was asked to stop
     /// (`exit status: 1`, `signal: 9 (SIGKILL)`); `None` if it ran until the stop.
     pub ended_early: Option<String>,
-    /// The task's named counters at the stop (the last drain).
-    pub counters: Vec<(String, u64)>,
 }
 
 /// A task as its partition's mode agent sees it ([`RtPartitions::mode_ports`]).
@@ -400,7 +398,6 @@ impl RtPartitions {
                         misses: 0,
                         dropped: 0,
                         ended_early: None,
-                        counters: Vec::new(),
                     },
                     child,
                     parked: now.is_none(),
@@ -540,11 +537,7 @@ impl RtPartitions {
         }
         self.drain(sink);
         self.shutdown();
-        let summary = |t: &Running| TaskSummary {
-            counters: t.counters.clone(),
-            ..t.stats.clone()
-        };
-        self.tasks.iter().map(summary).collect()
+        self.tasks.iter().map(|t| t.stats.clone()).collect()
     }
 
     fn shutdown(&mut self) {
