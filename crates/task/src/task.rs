@@ -261,6 +261,13 @@ impl Task {
     /// resume instant, with [`flags::RESTARTED`] too.
     pub fn wait_next_period(&mut self) -> Result<Activation> {
         self.complete();
+        let restarted = !self.started && self.ctl.get().restarts.load(Acquire) > 0;
+        if restarted {
+            // A restarted process begins at the first release after now: the releases its
+            // predecessor may have served are not run twice.
+            let epoch = self.ctl.get().epoch_ns.load(Acquire);
+            self.next = now_ns().saturating_sub(epoch) / self.params.period_ns + 1;
+        }
         let mut slept = false;
         let (act, resume_seq) = loop {
             if self.stop_requested() {
@@ -273,7 +280,7 @@ impl Task {
             let now = now_ns();
             let resume_seq = self.ctl.get().resume_seq.load(Acquire);
             let resumed = resume_seq != self.seen_resume;
-            let mut act = self.plan(now, resumed);
+            let mut act = self.plan(restarted, resumed);
             if now < act.release_ns {
                 self.ctl.get().sleep_until_suspend(seen, act.release_ns);
                 slept = true;
@@ -302,17 +309,15 @@ impl Task {
     }
 
     /// The activation to wait for: the next release on the current epoch, or after a
-    /// process restart or (restartable) a resume the first one from then on.
-    fn plan(&self, now: u64, resumed: bool) -> Activation {
+    /// (restartable) resume the first one from the resume instant on. `restarted`: the
+    /// first activation of a restarted process.
+    fn plan(&self, restarted: bool, resumed: bool) -> Activation {
         let c = self.ctl.get();
         let (epoch, period) = (c.epoch_ns.load(Acquire), self.params.period_ns);
         let mut index = self.next;
         let mut flags = 0;
-        if !self.started && c.restarts.load(Acquire) > 0 {
-            // A restarted process begins at the first release after now: the releases its
-            // predecessor may have served are not run twice.
+        if restarted {
             flags |= flags::RESTARTED;
-            index = now.saturating_sub(epoch) / period + 1;
         }
         if resumed {
             flags |= flags::RESUMED;
