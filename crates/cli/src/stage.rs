@@ -72,6 +72,10 @@ pub struct Args {
     /// Run without bulkhead: released every PERIOD ns by clock_nanosleep, pipes for I/O
     #[arg(long, value_name = "PERIOD")]
     baseline: Option<u64>,
+    /// With --baseline: take only the newest message waiting in each input pipe (the
+    /// four-slot semantics over a pipe), dropping the older ones
+    #[arg(long, requires = "baseline")]
+    latest: bool,
 }
 
 type R<T> = Result<T, String>;
@@ -109,7 +113,8 @@ enum Input {
         fifo: bool,
         last: Option<Message>,
     },
-    Pipe(File),
+    /// A named pipe; `latest`: only the newest message waiting is taken.
+    Pipe { file: File, latest: bool },
 }
 
 enum Output {
@@ -139,13 +144,23 @@ impl Input {
                     }
                 }
             }
-            Input::Pipe(f) => {
+            Input::Pipe {
+                file,
+                latest: false,
+            } => {
                 for _ in 0..m {
-                    if f.read_exact(&mut buf).is_err() {
+                    if file.read_exact(&mut buf).is_err() {
                         break;
                     }
                     out.push(Message::decode(&buf));
                 }
+            }
+            Input::Pipe { file, latest: true } => {
+                let mut newest = None;
+                while file.read_exact(&mut buf).is_ok() {
+                    newest = Some(Message::decode(&buf));
+                }
+                out.extend(newest);
             }
         }
     }
@@ -221,7 +236,7 @@ fn stage(args: &Args) -> R<()> {
         Some(_) => (
             args.input
                 .iter()
-                .map(|p| pipe_in(p))
+                .map(|p| pipe_in(p, args.latest))
                 .collect::<R<Vec<_>>>()?,
             args.output
                 .iter()
@@ -336,12 +351,12 @@ fn chan_out(name: &str) -> R<Output> {
 }
 
 /// A FIFO opened for non-blocking reads.
-fn pipe_in(path: &str) -> R<Input> {
+fn pipe_in(path: &str, latest: bool) -> R<Input> {
     OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .map(Input::Pipe)
+        .map(|file| Input::Pipe { file, latest })
         .map_err(|e| format!("input {path}: {e}"))
 }
 

@@ -133,3 +133,48 @@ fn table_i_pipelines_run_within_their_bounds_and_the_fifo_loses_nothing() {
     // The four-slot pipeline reports its loss (what rates and jitter drop).
     assert!(stats(&stderr, "p2")["lost"].is_u64());
 }
+
+/// A stage program asking for a channel the description does not connect to its
+/// partition (p2's buffer, inside `quest`, from ProcData in `linux`) gets nothing: the
+/// supervisor handed that partition no descriptor and no variable for it, the stage
+/// says so and ends, and run reports it.
+#[test]
+fn a_stage_gets_no_channel_the_description_does_not_connect_to_it() {
+    if !is_root() {
+        eprintln!("skipping: needs root for SCHED_DEADLINE, cgroups and exclusive CPUs");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("run-pipes-grant");
+    let bus = format!("bh-grant-{}", std::process::id());
+    let _bus = Killed(bulkhead().args(["can", "bus", &bus]).spawn().unwrap());
+    std::thread::sleep(Duration::from_millis(200));
+    let exe = env!("CARGO_BIN_EXE_bulkhead");
+    let stage = format!(
+        "{exe} stage --pipeline p1 --stage ProcData --work 100000 --input p1.CanRead.ProcData \
+         --input p2.RTFusion.RTControl --output p1.ProcData.CanWrite"
+    );
+    let yaml = description(&bus).replace(
+        "ProcData: {partition: linux, wcet: 200us}",
+        &format!("ProcData: {{partition: linux, wcet: 200us, cmd: \"{stage}\"}}"),
+    );
+    let file = dir.file("grant.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let out = bulkhead()
+        .args(["run", file.to_str().unwrap(), "--timeout", "2s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("stage `ProcData`: input p2.RTFusion.RTControl: ")
+            && stderr.contains("BULKHEAD_CHAN_P2_RTFUSION_RTCONTROL is not set"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("error: task `ProcData` of `linux` ended before the stop"),
+        "{stderr}"
+    );
+    // Its own channels were there: the stage got past them to the foreign one.
+    assert!(!stderr.contains("input p1.CanRead.ProcData"), "{stderr}");
+}
