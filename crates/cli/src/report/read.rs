@@ -115,7 +115,7 @@ struct LogState {
     running: HashMap<(usize, u64), u64>,
     /// Process grants without their `stop` yet: row -> (start, granted end).
     granted: HashMap<usize, (u64, u64)>,
-    /// Open windows: window -> (start, label).
+    /// Open windows: window -> start.
     windows: HashMap<u32, u64>,
     writes: HashMap<(String, u64), u64>,
 }
