@@ -195,7 +195,9 @@ impl LogState {
                 ..
             } => {
                 let row = b.row(&partition, &cmd, RowKind::Process);
-                if let Some((start, end)) = self.granted.insert(row, (t, t + budget_ns)) {
+                if let Some((start, end)) =
+                    self.granted.insert(row, (t, t.saturating_add(budget_ns)))
+                {
                     b.slice(row, start, end.min(t));
                 }
             }
@@ -443,7 +445,7 @@ impl TraceState {
     }
 
     fn slice(&mut self, raw: Raw, start: u64, b: &mut Builder) {
-        let end = start + nanos(raw.dur);
+        let end = start.saturating_add(nanos(raw.dur));
         b.saw(end);
         let a = &raw.args;
         match raw.cat.as_deref() {
