@@ -17,6 +17,9 @@ echo "== bulkhead analyze examples/driveos.yaml"
 "$bulkhead" analyze examples/driveos.yaml
 echo "== bulkhead sim examples/driveos.yaml --for 1s"
 "$bulkhead" sim examples/driveos.yaml --for 1s --trace "$out/driveos.json" --stats-json "$out/stats.json"
+echo "== bulkhead report: that simulation as one page (Gantt chart, response times, latencies)"
+mkdir -p target/demo
+"$bulkhead" report "$out/driveos.json" -o target/demo/report.html --system examples/driveos.yaml
 echo "== bulkhead analyze examples/modes.yaml (every mode and mode switch)"
 "$bulkhead" analyze examples/modes.yaml | sed -n '/^modes:/,$p'
 echo "== bulkhead sim examples/modes.yaml with three mode switches (the steps in the schedule log)"
@@ -48,6 +51,7 @@ if [ "$(id -u)" -eq 0 ]; then
   echo "   (set speed 72 km/h, stepped to 90 km/h at 2 s; docs/vehicle.md)"
   "$bulkhead" run examples/driveos.yaml --timeout 8s --schedule-log "$out/vehicle.jsonl" \
     >"$out/vehicle.out" 2>"$out/vehicle.err" || { cat "$out/vehicle.err"; exit 1; }
+  "$bulkhead" report "$out/vehicle.jsonl" -o target/demo/vehicle-report.html --system examples/driveos.yaml
   grep '^openpilot: ' "$out/vehicle.out"
   grep '^adas-mapper: ' "$out/vehicle.out" | tail -n 1
   grep '^plant: pipeline' "$out/vehicle.out" | tail -n 1
@@ -59,3 +63,5 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   echo "== skipping bulkhead run: it needs root (or a delegated cgroup, see docs/runtime.md)"
 fi
+echo "== reports: open them in a browser (they work offline)"
+ls "$PWD"/target/demo/*report.html

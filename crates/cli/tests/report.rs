@@ -154,6 +154,49 @@ fn deadline_misses_are_counted_and_timed() {
 }
 
 #[test]
+fn channel_latencies_and_counter_rates_from_a_log() {
+    // Message 0 is read 0.5 ms and 1 ms after its write; message 1 is lost. The counter
+    // grows by 100 in the first half second and by 200 in the second.
+    let dir = Dir::new("log");
+    let lines = [
+        r#"{"t_ns":0,"event":"counter","partition":"q","task":"gw","name":"rx","value":0}"#,
+        r#"{"t_ns":1000000,"event":"channel_write","cpu":0,"channel":"c","partition":"q","task":"w","msg":0}"#,
+        r#"{"t_ns":1500000,"event":"channel_read","cpu":0,"channel":"c","partition":"q","task":"r","msg":0}"#,
+        r#"{"t_ns":2000000,"event":"channel_read","cpu":1,"channel":"c","partition":"b","task":"s","msg":0}"#,
+        r#"{"t_ns":3000000,"event":"channel_loss","channel":"c","msg":1}"#,
+        r#"{"t_ns":499000000,"event":"counter","partition":"q","task":"gw","name":"rx","value":100}"#,
+        r#"{"t_ns":1000000000,"event":"counter","partition":"q","task":"gw","name":"rx","value":300}"#,
+    ];
+    let log = dir.file("run.jsonl", (lines.join("\n") + "\n").as_bytes());
+    let f = figures(&log, &[]);
+    let c = &f["channels"][0];
+    assert_eq!(
+        (&c["name"], &c["messages"], &c["losses"]),
+        (&"c".into(), &2.into(), &1.into())
+    );
+    assert_eq!(
+        [&c["latency"]["min_ns"], &c["latency"]["max_ns"]],
+        [500_000, 1_000_000]
+    );
+    let rx = &f["throughput"][0];
+    assert_eq!(
+        (&rx["name"], &rx["total"]),
+        (&"q/gw rx".into(), &300.into())
+    );
+    assert_eq!(rx["bin_ns"], 10_000_000);
+    let rates: Vec<f64> = rx["per_second"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_f64().unwrap())
+        .collect();
+    assert_eq!(rates.len(), 100);
+    assert_eq!(rates[49], 100.0 / 0.01, "100 in the 10 ms bin of 499 ms");
+    assert_eq!(rates[99], 200.0 / 0.01);
+    assert_eq!(rates.iter().sum::<f64>() * 0.01, 300.0);
+}
+
+#[test]
 fn the_page_is_self_contained() {
     let dir = Dir::new("html");
     let (_, trace) = simulate(&dir, EDF);

@@ -393,11 +393,11 @@ pub struct Rates {
 const RATE_BINS: u64 = 100;
 
 fn rates(name: &str, samples: &[(u64, u64)], end: u64) -> Rates {
-    let bin_ns = (end + 1).div_ceil(RATE_BINS).max(1);
-    let bins = (end / bin_ns + 1) as usize;
+    let bin_ns = end.div_ceil(RATE_BINS).max(1);
+    let bins = end.div_ceil(bin_ns).max(1) as usize;
     let mut at_end = vec![None; bins];
     for &(t, value) in samples {
-        at_end[(t / bin_ns) as usize] = Some(value);
+        at_end[((t / bin_ns) as usize).min(bins - 1)] = Some(value);
     }
     let mut last = 0u64;
     let per_second = at_end

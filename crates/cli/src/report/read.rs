@@ -115,7 +115,7 @@ struct LogState {
     running: HashMap<(usize, u64), u64>,
     /// Process grants without their `stop` yet: row -> (start, granted end).
     granted: HashMap<usize, (u64, u64)>,
-    /// Open windows: window -> (start, label).
+    /// Open windows: window -> start.
     windows: HashMap<u32, u64>,
     writes: HashMap<(String, u64), u64>,
 }
@@ -195,7 +195,9 @@ impl LogState {
                 ..
             } => {
                 let row = b.row(&partition, &cmd, RowKind::Process);
-                if let Some((start, end)) = self.granted.insert(row, (t, t + budget_ns)) {
+                if let Some((start, end)) =
+                    self.granted.insert(row, (t, t.saturating_add(budget_ns)))
+                {
                     b.slice(row, start, end.min(t));
                 }
             }
@@ -443,7 +445,7 @@ impl TraceState {
     }
 
     fn slice(&mut self, raw: Raw, start: u64, b: &mut Builder) {
-        let end = start + nanos(raw.dur);
+        let end = start.saturating_add(nanos(raw.dur));
         b.saw(end);
         let a = &raw.args;
         match raw.cat.as_deref() {
