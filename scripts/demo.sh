@@ -49,6 +49,7 @@ if [ "$(id -u)" -eq 0 ]; then
   done
   echo "== the DriveOS vehicle in closed loop: bulkhead run examples/driveos.yaml --timeout 8s"
   echo "   (set speed 72 km/h, stepped to 90 km/h at 2 s; docs/vehicle.md)"
+  echo "   while it runs, open the dashboard: http://127.0.0.1:8080/ (IC, /ivi, /monitor; docs/dashboard.md)"
   "$bulkhead" run examples/driveos.yaml --timeout 8s --schedule-log "$out/vehicle.jsonl" \
     >"$out/vehicle.out" 2>"$out/vehicle.err" || { cat "$out/vehicle.err"; exit 1; }
   "$bulkhead" report "$out/vehicle.jsonl" -o target/demo/vehicle-report.html --system examples/driveos.yaml

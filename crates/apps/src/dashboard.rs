@@ -137,12 +137,26 @@ fn poll_status(conn: UnixStream, s: &Shared) {
             return;
         }
         line.clear();
-        match reader.read_line(&mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => *lock(&s.status) = Some(line.trim_end().to_string()),
+        // The supervisor answers once its loop runs (after every task has started):
+        // a timeout only means not yet; what was read so far stays in `line`.
+        loop {
+            match reader.read_line(&mut line) {
+                Ok(0) => return,
+                Ok(_) => break,
+                Err(e) if is_timeout(&e) && !s.stop.load(Relaxed) => continue,
+                Err(_) => return,
+            }
         }
+        *lock(&s.status) = Some(line.trim_end().to_string());
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
 }
 
 /// One HTTP/1.1 request (no keep-alive); the connection is closed after the reply.
