@@ -14,9 +14,9 @@ DRIVEOS = REPO / "examples" / "driveos.yaml"
 SCREENSHOT = REPO / "docs" / "img" / "report.png"
 
 
-def bulkhead(*args):
+def bulkhead(*args, cwd=None):
     assert BULKHEAD.exists(), f"{BULKHEAD} missing: cargo build --release first"
-    done = subprocess.run([str(BULKHEAD), *map(str, args)], capture_output=True, text=True)
+    done = subprocess.run([str(BULKHEAD), *map(str, args)], capture_output=True, text=True, cwd=cwd)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -27,7 +27,8 @@ def driveos_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
     trace, page = out / "driveos.json", out / "driveos.html"
     bulkhead("sim", DRIVEOS, "--for", "60s", "--trace", trace)
-    bulkhead("report", trace, "-o", page, "--system", DRIVEOS)
+    # A relative input path: the page names it, and the screenshot stays the same.
+    bulkhead("report", trace.name, "-o", page.name, "--system", DRIVEOS, cwd=out)
     figures = json.loads(bulkhead("report", trace, "--format", "json"))
     trace.unlink()
     return page, figures
