@@ -12,3 +12,5 @@ cargo test
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-chan --release --test loom
 # The Python package (python/tests; the root tests skip without root).
 .venv/bin/python -m pytest -q python/tests
+# The dashboard in headless chromium (tests/browser; root, skipped otherwise).
+.venv/bin/python -m pytest -q tests/browser
