@@ -12,5 +12,6 @@ cargo test
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-chan --release --test loom
 # The Python package (python/tests; the root tests skip without root).
 .venv/bin/python -m pytest -q python/tests
-# The browser tests (tests/browser): the pages in a headless Chromium (Playwright).
+# The browser tests (tests/browser): the dashboard and the report in a headless Chromium
+# driven by Playwright (the dashboard's need root and are skipped otherwise).
 .venv/bin/python -m pytest -q tests/browser

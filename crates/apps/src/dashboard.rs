@@ -14,7 +14,7 @@
 //! The HTTP server is std's `TcpListener` with a thread per connection: four routes
 //! (the page, `/events`, `/hvac`, 404) do not need a framework, and a dependency-free
 //! server keeps the best-effort binary small. `/events` sends server-sent events every
-//! 50 ms (20 Hz): the newest cluster reading (with the bus time of its newest frame,
+//! 25 ms (40 Hz: the event period is most of the frame-to-screen latency): the newest cluster reading (with the bus time of its newest frame,
 //! from which the page computes frame-to-screen latency), the newest status reply as
 //! the supervisor sent it, and the HVAC commands sent so far.
 
@@ -32,7 +32,7 @@ use std::time::Duration;
 const PAGE: &str = include_str!("dashboard.html");
 
 /// Interval between two server-sent events.
-const EVENT_EVERY: Duration = Duration::from_millis(50);
+const EVENT_EVERY: Duration = Duration::from_millis(25);
 
 /// What the threads share (the dashboard's own locks; nothing the rt side touches).
 struct Shared {

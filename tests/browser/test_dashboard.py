@@ -1,0 +1,82 @@
+"""The dashboard in a real headless chromium over a real `bulkhead run` of
+examples/driveos.yaml (docs/dashboard.md). Root only; skipped otherwise."""
+
+import subprocess
+import time
+
+import pytest
+from conftest import RELEASE, number, screenshot
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def wait_for(page, vehicle, js, seconds=30):
+    """Waits for `js` to hold; on timeout fails with what the page and the run showed."""
+    try:
+        page.wait_for_function(js, timeout=seconds * 1000)
+    except PlaywrightTimeout:
+        last = page.evaluate("window.lastEvent || null")
+        pytest.fail(f"{js} did not hold in {seconds} s; console errors {page.console_errors}; "
+                    f"last event {str(last)[:1500]}; run:\n{vehicle.output()[-3000:]}")
+
+
+@pytest.mark.replay
+def test_the_cluster_shows_the_rav4_logs_speed(vehicle, page):
+    page.goto(vehicle.url + "/ic")
+    # The log's speeds lie within 29.38..73.05 km/h over the whole segment.
+    wait_for(page, vehicle, "document.getElementById('speed').textContent !== '-'")
+    seen = []
+    for _ in range(10):
+        seen.append(number(page.inner_text("#speed")))
+        time.sleep(0.2)
+    assert all(29.4 <= v <= 73.1 for v in seen), seen
+    assert number(page.inner_text("#w0")) > 0
+    assert page.inner_text("#steer") != "-"
+    screenshot(page, "dashboard-ic.png")
+    assert page.console_errors == []
+
+
+def test_an_hvac_change_reaches_the_bus_and_out_of_range_is_refused(vehicle, page):
+    page.goto(vehicle.url + "/ivi")
+    dump = subprocess.Popen(
+        [str(RELEASE / "bulkhead"), "can", "dump", "--bus", "car", "-L", "-f", "3E0:7FF"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        page.fill("#temp", "22.5")
+        page.fill("#fan", "4")
+        page.click("#send")
+        wait_for(page, vehicle, "document.getElementById('verdict').textContent.includes('echoed')")
+        assert "22.5 degC, fan 4" in page.inner_text("#echo")
+    finally:
+        time.sleep(0.3)
+        dump.terminate()
+        out, err = dump.communicate(timeout=10)
+    # seq 1, 22.5 degC in half degrees (45 = 0x2D), fan 4.
+    assert "car 3E0#012D04" in out, (out, err)
+    page.fill("#temp", "40")
+    page.click("#send")
+    wait_for(page, vehicle, "document.getElementById('verdict').textContent.includes('refused')")
+    assert "1 refused" in page.inner_text("#mapper")
+    screenshot(page, "dashboard-ivi.png")
+    assert page.console_errors == []
+
+
+def test_the_monitor_lists_every_partition_and_task_with_jobs(vehicle, page):
+    page.goto(vehicle.url + "/monitor")
+    wait_for(page, vehicle, "document.querySelectorAll('#tasks tbody tr').length > 0")
+    time.sleep(1)
+    partitions = page.eval_on_selector_all(
+        "#partitions tbody tr td:first-child", "cells => cells.map(c => c.textContent)")
+    assert sorted(partitions) == ["adas", "dashboard", "hil", "infotainment", "quest"]
+    rows = page.eval_on_selector_all(
+        "#tasks tbody tr",
+        "rows => rows.map(r => [r.dataset.task, Number(r.querySelector('.jobs').textContent)])")
+    tasks = {name: jobs for name, jobs in rows}
+    expected = ["usb_bh", "mhydra_rx", "ivi_read_mapper", "ivi_write_mapper",
+                "adas_read_mapper", "adas_write_mapper", "long_controller", "mhydra_tx"]
+    assert sorted(tasks) == sorted(f"quest/{t}" for t in expected)
+    assert all(jobs > 0 for jobs in tasks.values()), tasks
+    screenshot(page, "dashboard-monitor.png")
+    assert page.console_errors == []
