@@ -92,6 +92,9 @@ pub struct Control {
     _pad3: u32,
 }
 
+/// Longest sleep of [`Control::wait_mode_ack`] between two looks at the word.
+pub const ACK_RECHECK_NS: u64 = 1_000_000;
+
 /// A mode request as the task saw it: acknowledge it with its `seq`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModeChange {
@@ -301,9 +304,46 @@ impl Control {
         }
     }
 
-    /// The task has adapted to `change` (task side).
+    /// Waits until a mode request is pending or CLOCK_MONOTONIC reaches `deadline_ns`;
+    /// returns the pending request, if any (task side).
+    pub fn wait_mode_until(&self, deadline_ns: u64) -> Option<ModeChange> {
+        loop {
+            let change = self.mode_change();
+            if change.seq != self.mode_ack.load(Acquire) {
+                return Some(change);
+            }
+            let left = deadline_ns.checked_sub(crate::clock::now_ns())?;
+            if left == 0 {
+                return None;
+            }
+            futex_wait(&self.mode_seq, change.seq, Some(left));
+        }
+    }
+
+    /// The task has adapted to `change` (task side); wakes a mode agent waiting in
+    /// [`Control::wait_mode_ack`].
     pub fn ack_mode(&self, change: ModeChange) {
         self.mode_ack.store(change.seq, Release);
+        futex_wake_all(&self.mode_ack);
+    }
+
+    /// Waits until the task acknowledged request `seq` (or a later one) or
+    /// CLOCK_MONOTONIC reaches `deadline_ns`; whether it did (supervisor side). Woken by
+    /// [`Control::ack_mode`]; it also looks every [`ACK_RECHECK_NS`], for programs built
+    /// with a library that stored the acknowledgement without waking.
+    pub fn wait_mode_ack(&self, seq: u32, deadline_ns: u64) -> bool {
+        loop {
+            let acked = self.mode_ack.load(Acquire);
+            if acked.wrapping_sub(seq) as i32 >= 0 {
+                return true;
+            }
+            match deadline_ns.checked_sub(crate::clock::now_ns()) {
+                Some(left) if left > 0 => {
+                    futex_wait(&self.mode_ack, acked, Some(left.min(ACK_RECHECK_NS)))
+                }
+                _ => return false,
+            }
+        }
     }
 
     /// The task name.
@@ -352,6 +392,30 @@ mod tests {
         // SAFETY: every field of Control is an integer, an atomic or an array of them:
         // all-zero is a valid value (a fresh memfd page is all zero too).
         unsafe { Box::new(std::mem::zeroed()) }
+    }
+
+    #[test]
+    fn an_acknowledgement_wakes_the_agent_and_a_request_the_sleeping_task() {
+        let c = block();
+        let c = &*c;
+        let now = crate::clock::now_ns();
+        assert_eq!(c.wait_mode_until(now + 2_000_000), None);
+        assert!(crate::clock::now_ns() >= now + 2_000_000);
+        std::thread::scope(|s| {
+            let task = s.spawn(|| {
+                let change = c.wait_mode_until(crate::clock::now_ns() + 5_000_000_000);
+                c.ack_mode(change.expect("the request"));
+                change
+            });
+            std::thread::sleep(Duration::from_millis(20));
+            let seq = c.request_mode(4);
+            let t = Instant::now();
+            assert!(c.wait_mode_ack(seq, crate::clock::now_ns() + 5_000_000_000));
+            // Woken by the acknowledgement, not by the 5 s timeout.
+            assert!(t.elapsed() < Duration::from_secs(4));
+            assert_eq!(task.join().unwrap(), Some(ModeChange { seq, mode: 4 }));
+        });
+        assert!(!c.wait_mode_ack(9, crate::clock::now_ns() + 1_000_000));
     }
 
     #[test]

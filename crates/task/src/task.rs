@@ -66,6 +66,8 @@ pub struct Task {
     current: Option<Current>,
     started: bool,
     pid: u32,
+    /// Acknowledge mode requests as soon as they arrive ([`Task::ack_modes_at_once`]).
+    ack_at_once: bool,
 }
 
 impl Task {
@@ -115,6 +117,7 @@ impl Task {
             current: None,
             started: false,
             pid,
+            ack_at_once: false,
         })
     }
 
@@ -171,6 +174,27 @@ impl Task {
     /// Tells the mode agent that the task runs in `change.mode` now.
     pub fn ack_mode(&self, change: ModeChange) {
         self.ctl.get().ack_mode(change)
+    }
+
+    /// For a program with nothing to adapt (the same code in every mode): from now on
+    /// [`Task::wait_next_period`] acknowledges a mode request as soon as it arrives,
+    /// while the task waits for its next release (woken through the futex of the mode
+    /// words), and a request pending when it is called. A switch then waits for no job
+    /// of the task; [`Task::current_mode`] still tells the mode.
+    pub fn ack_modes_at_once(&mut self) {
+        self.ack_at_once = true;
+    }
+
+    /// Sleeps until `release_ns` (CLOCK_MONOTONIC); with [`Task::ack_modes_at_once`],
+    /// acknowledging each mode request that arrives meanwhile.
+    fn sleep_until_release(&self, release_ns: u64) {
+        if !self.ack_at_once {
+            return sleep_until(release_ns);
+        }
+        let c = self.ctl.get();
+        while let Some(change) = c.wait_mode_until(release_ns) {
+            c.ack_mode(change);
+        }
     }
 
     /// Whether the supervisor asked the task to stop.
@@ -230,8 +254,13 @@ impl Task {
             act.index = now.saturating_sub(epoch) / period + 1;
             act.release_ns = epoch + act.index * period;
         }
+        if self.ack_at_once {
+            if let Some(change) = self.mode_change_pending() {
+                self.ack_mode(change);
+            }
+        }
         if now < act.release_ns {
-            sleep_until(act.release_ns);
+            self.sleep_until_release(act.release_ns);
         } else {
             let latest = (now - epoch) / period;
             if latest > act.index {
