@@ -204,7 +204,13 @@ fn ctl_mode_switches_a_running_system_as_sim_does() {
 
     // Errors: the system keeps running and stays in mode two.
     let again = ctl(&socket, &["mode", "one"]);
-    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(
+        again.status.code(),
+        Some(1),
+        "{}{}",
+        text(&again.stdout),
+        text(&again.stderr)
+    );
     assert!(
         text(&again.stderr).contains("refused"),
         "{}",

@@ -30,10 +30,10 @@
 //! Boost, the Linux way (Sec. V-B: "temporarily boost the priority of the VCPU hosting
 //! the DMM ... and then return the DMM to its normal priority after the HMM receives
 //! the acknowledgement"): agents run under SCHED_OTHER; under the `boost` policy the
-//! agent of the partition being switched raises itself to SCHED_FIFO
+//! manager raises the agent of the partition being switched to SCHED_FIFO
 //! [`BOOST_PRIORITY`], a priority nothing else of bulkhead uses (above the supervisor's
-//! 40, below the kernel's threaded interrupts at 50), for the duration of its switch,
-//! and lowers itself back before it acknowledges.
+//! 40, below the kernel's threaded interrupts at 50), before it sends the request, and
+//! the agent lowers itself back before it acknowledges.
 
 use bulkhead_control::{ErrorCode, InterfaceStatus, ModeOutcome, Response, StepRecord, Ticket};
 use bulkhead_model::{Nanos, SwitchPolicy, System, Task};
@@ -50,8 +50,6 @@ use std::time::{Duration, Instant};
 
 /// SCHED_FIFO priority of a boosted mode agent.
 pub const BOOST_PRIORITY: u32 = 45;
-/// How often an agent looks for the programs' acknowledgements.
-const ACK_POLL: Duration = Duration::from_micros(20);
 
 /// The mode events of a run (`mode_request`, `interface_change`, `agent_request`,
 /// `agent_ack`, `mode_done`), on the rt partitions' time line.
@@ -88,6 +86,8 @@ struct Done {
 struct Agent {
     tx: Option<Sender<Command>>,
     thread: Option<JoinHandle<()>>,
+    /// The agent thread's id, which the manager boosts.
+    tid: i32,
     /// The agent's tasks' names, in its order.
     tasks: Vec<String>,
 }
@@ -370,6 +370,17 @@ impl ModeManager {
             .as_ref()
             .ok_or_else(|| format!("partition `{name}` has no mode agent"))?;
         let (actions, notify) = plan(&agent.tasks, old, new, reclaim)?;
+        if boost {
+            // The manager boosts the agent before it sends the request (M2-Xen V-B), so
+            // that the agent runs at once whatever else waits on the supervisor's CPUs.
+            sched::set(
+                agent.tid,
+                &Policy::Fifo {
+                    priority: BOOST_PRIORITY,
+                },
+            )
+            .map_err(|e| format!("boosting the mode agent of `{name}`: {e}"))?;
+        }
         let command = Command {
             mode: to as u32,
             boost,
@@ -518,12 +529,15 @@ fn spawn_agent(
     ack_timeout: Duration,
 ) -> std::io::Result<Agent> {
     let (tx, rx) = mpsc::channel();
+    let (tid_tx, tid_rx) = mpsc::channel();
     let names = tasks.iter().map(|t| t.task.clone()).collect();
     let thread = std::thread::Builder::new()
         .name(format!("mode-agent-{name}"))
         .spawn(move || {
             // Agents run at normal priority except while boosted.
             let _ = sched::set_current(&Policy::Other { nice: 0 });
+            // SAFETY: gettid has no preconditions.
+            let _ = tid_tx.send(unsafe { libc::gettid() });
             while let Ok(command) = rx.recv() {
                 let problems = switch_tasks(&tasks, &command, ack_timeout);
                 let _ = done.send(Done { member, problems });
@@ -533,24 +547,22 @@ fn spawn_agent(
                 unsafe { libc::write(wake, one.as_ptr().cast(), 8) };
             }
         })?;
+    let tid = tid_rx
+        .recv()
+        .map_err(|_| std::io::Error::other("the mode agent thread ended at start"))?;
     Ok(Agent {
         tx: Some(tx),
         thread: Some(thread),
+        tid,
         tasks: names,
     })
 }
 
 /// One local switch (M2-Xen IV-B, Step 4): the task engine, then the programs'
-/// acknowledgements. Returns what went wrong (nothing stops the switch).
+/// acknowledgements; a boosted agent (boosted by the manager) lowers itself before it
+/// acknowledges. Returns what went wrong (nothing stops the switch).
 fn switch_tasks(tasks: &[TaskPort], command: &Command, ack_timeout: Duration) -> Vec<String> {
     let mut problems = Vec::new();
-    if command.boost {
-        if let Err(e) = sched::set_current(&Policy::Fifo {
-            priority: BOOST_PRIORITY,
-        }) {
-            problems.push(format!("boost: {e}"));
-        }
-    }
     for &(i, action) in &command.actions {
         let t = &tasks[i];
         if let Err(e) = act(t, action) {
@@ -562,15 +574,11 @@ fn switch_tasks(tasks: &[TaskPort], command: &Command, ack_timeout: Duration) ->
         .iter()
         .map(|&i| (i, tasks[i].port.request_mode(command.mode)))
         .collect();
-    let deadline = Instant::now() + ack_timeout;
-    let mut waiting = seqs;
-    loop {
-        waiting.retain(|&(i, seq)| !tasks[i].port.mode_acked(seq));
-        if waiting.is_empty() || Instant::now() >= deadline {
-            break;
-        }
-        std::thread::sleep(ACK_POLL);
-    }
+    // Each program's acknowledgement wakes the agent through its control block's futex.
+    let deadline = bulkhead_task::clock::now_ns() + ack_timeout.as_nanos() as u64;
+    let waiting = seqs
+        .into_iter()
+        .filter(|&(i, seq)| !tasks[i].port.wait_mode_ack(seq, deadline));
     for (i, _) in waiting {
         problems.push(format!(
             "task `{}` did not acknowledge the mode within {}",

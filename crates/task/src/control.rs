@@ -121,6 +121,9 @@ pub struct Control {
     pub resumed_at_ns: AtomicU64,
 }
 
+/// Longest sleep of [`Control::wait_mode_ack`] between two looks at the word.
+pub const ACK_RECHECK_NS: u64 = 1_000_000;
+
 /// A mode request as the task saw it: acknowledge it with its `seq`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModeChange {
@@ -307,6 +310,10 @@ impl Control {
         self.mode.store(mode, Relaxed);
         let seq = self.mode_seq.fetch_add(1, Release).wrapping_add(1);
         futex_wake_all(&self.mode_seq);
+        // The task's sleep for its next release waits on `suspend_seq`
+        // ([`Control::sleep_until_suspend`]): wake it too, so a task that acknowledges
+        // at once sees the request without waiting for its release.
+        futex_wake_all(&self.suspend_seq);
         seq
     }
 
@@ -324,9 +331,30 @@ impl Control {
         }
     }
 
-    /// The task has adapted to `change` (task side).
+    /// The task has adapted to `change` (task side); wakes a mode agent waiting in
+    /// [`Control::wait_mode_ack`].
     pub fn ack_mode(&self, change: ModeChange) {
         self.mode_ack.store(change.seq, Release);
+        futex_wake_all(&self.mode_ack);
+    }
+
+    /// Waits until the task acknowledged request `seq` (or a later one) or
+    /// CLOCK_MONOTONIC reaches `deadline_ns`; whether it did (supervisor side). Woken by
+    /// [`Control::ack_mode`]; it also looks every [`ACK_RECHECK_NS`], for programs built
+    /// with a library that stored the acknowledgement without waking.
+    pub fn wait_mode_ack(&self, seq: u32, deadline_ns: u64) -> bool {
+        loop {
+            let acked = self.mode_ack.load(Acquire);
+            if acked.wrapping_sub(seq) as i32 >= 0 {
+                return true;
+            }
+            match deadline_ns.checked_sub(crate::clock::now_ns()) {
+                Some(left) if left > 0 => {
+                    futex_wait(&self.mode_ack, acked, Some(left.min(ACK_RECHECK_NS)))
+                }
+                _ => return false,
+            }
+        }
     }
 
     /// Publishes suspend request `seq` (one more than the previous one), due to be
@@ -477,6 +505,30 @@ mod tests {
         // SAFETY: every field of Control is an integer, an atomic or an array of them:
         // all-zero is a valid value (a fresh memfd page is all zero too).
         unsafe { Box::new(std::mem::zeroed()) }
+    }
+
+    #[test]
+    fn an_acknowledgement_wakes_the_agent_and_a_request_the_sleeping_task() {
+        let c = block();
+        let c = &*c;
+        std::thread::scope(|s| {
+            let task = s.spawn(|| {
+                // The task's sleep for a release 5 s away, as in wait_next_period.
+                let seen = c.suspend_seq.load(Acquire);
+                c.sleep_until_suspend(seen, crate::clock::now_ns() + 5_000_000_000);
+                let change = c.mode_change();
+                c.ack_mode(change);
+                change
+            });
+            std::thread::sleep(Duration::from_millis(20));
+            let seq = c.request_mode(4);
+            let t = Instant::now();
+            assert!(c.wait_mode_ack(seq, crate::clock::now_ns() + 5_000_000_000));
+            // Woken by the request and the acknowledgement, not by the 5 s timeouts.
+            assert!(t.elapsed() < Duration::from_secs(4));
+            assert_eq!(task.join().unwrap(), ModeChange { seq, mode: 4 });
+        });
+        assert!(!c.wait_mode_ack(9, crate::clock::now_ns() + 1_000_000));
     }
 
     #[test]

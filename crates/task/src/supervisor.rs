@@ -263,6 +263,13 @@ impl ModePort {
         let acked = self.ctl.get().mode_ack.load(Acquire);
         acked.wrapping_sub(seq) as i32 >= 0
     }
+
+    /// Waits (on the futex the task's acknowledgement wakes) until the task acknowledged
+    /// request `seq` or a later one, at most until CLOCK_MONOTONIC `deadline_ns`;
+    /// whether it did.
+    pub fn wait_mode_ack(&self, seq: u32, deadline_ns: u64) -> bool {
+        self.ctl.get().wait_mode_ack(seq, deadline_ns)
+    }
 }
 
 #[cfg(test)]

@@ -98,6 +98,8 @@ pub struct Task {
     seen_resume: u32,
     /// The resume instant whose first fresh input [`Task::fresh`] has reported.
     fresh_reported: u64,
+    /// Acknowledge mode requests as soon as they arrive ([`Task::ack_modes_at_once`]).
+    ack_at_once: bool,
 }
 
 impl Task {
@@ -152,6 +154,7 @@ impl Task {
             on_suspend: None,
             seen_resume,
             fresh_reported: 0,
+            ack_at_once: false,
         })
     }
 
@@ -208,6 +211,15 @@ impl Task {
     /// Tells the mode agent that the task runs in `change.mode` now.
     pub fn ack_mode(&self, change: ModeChange) {
         self.ctl.get().ack_mode(change)
+    }
+
+    /// For a program with nothing to adapt (the same code in every mode): from now on
+    /// [`Task::wait_next_period`] acknowledges a mode request as soon as it arrives,
+    /// while the task waits for its next release (a mode request wakes the release
+    /// sleep, [`crate::control::Control::request_mode`]), and a request pending when it is called. A switch then waits for no job
+    /// of the task; [`Task::current_mode`] still tells the mode.
+    pub fn ack_modes_at_once(&mut self) {
+        self.ack_at_once = true;
     }
 
     /// Whether the supervisor asked the task to stop.
@@ -276,6 +288,11 @@ impl Task {
             let seen = self.ctl.get().suspend_seq.load(Acquire);
             if self.suspend_point()? {
                 continue;
+            }
+            if self.ack_at_once {
+                if let Some(change) = self.mode_change_pending() {
+                    self.ack_mode(change);
+                }
             }
             let now = now_ns();
             let resume_seq = self.ctl.get().resume_seq.load(Acquire);

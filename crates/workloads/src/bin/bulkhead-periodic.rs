@@ -3,8 +3,8 @@
 //!
 //! `bulkhead-periodic [--exec-us N] [--activations N]`: N µs of CPU time per activation
 //! (default: the task's budget minus 10%); stop after N activations (default: when the
-//! supervisor asks). A mode request (docs/modes.md) is acknowledged at the start of the
-//! next activation. Exit 0 when done or asked to stop, 1 if not attached, 2 on bad flags.
+//! supervisor asks). It runs the same code in every mode: a mode request (docs/modes.md)
+//! is acknowledged as soon as it arrives, also while the task waits for its next release. Exit 0 when done or asked to stop, 1 if not attached, 2 on bad flags.
 
 use bulkhead_task::{clock, Error, Task};
 use std::process::ExitCode;
@@ -53,19 +53,14 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    task.ack_modes_at_once();
     let exec_ns = args
         .exec_us
         .map_or(task.params().budget_ns / 10 * 9, |us| us * 1000);
     let mut done = 0u64;
     while args.activations.is_none_or(|n| done < n) {
         match task.wait_next_period() {
-            Ok(_) => {
-                // A mode request is taken at the start of a job: the job runs in the new mode.
-                if let Some(change) = task.mode_change_pending() {
-                    task.ack_mode(change);
-                }
-                clock::burn_cpu(exec_ns)
-            }
+            Ok(_) => clock::burn_cpu(exec_ns),
             Err(Error::Stopped) => break,
             Err(e) => {
                 eprintln!("bulkhead-periodic: {e}");
