@@ -64,6 +64,13 @@ impl Handler for Fake {
                         read: 29,
                         lost: 1,
                     }],
+                    stop_start: Some(StopStartStatus {
+                        state: "suspended".into(),
+                        cycles: 3,
+                        last_suspend_ns: Some(4_000_000),
+                        last_resume_ns: None,
+                        order: vec!["ivi".into(), "nav".into()],
+                    }),
                 },
             ),
             Request::Mode { name } if name == "highway" => Response::mode(
@@ -156,6 +163,7 @@ fn status_prints_partitions_tasks_mode_and_channels() {
         "partition nav (rt, CPUs 1, interface 1ms every 5ms)",
         "task route            fifo priority 90 4ms every 50ms (deadline 50ms), pid 4242, 30 jobs, 0 misses",
         "channel route2ivi (latest): nav -> ivi, 30 written, 29 read, 1 lost",
+        "stop-start: suspended, 3 cycles, last suspend 4ms, last resume -, order ivi > nav",
     ] {
         assert!(stdout.contains(line), "`{line}` in\n{stdout}");
     }
