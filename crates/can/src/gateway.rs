@@ -218,6 +218,7 @@ impl Gateway {
             links: to,
             seq: 0,
             bus_name: self.bus.clone(),
+            triggers: None,
         };
         let writer = BusWriter {
             bus: tx_bus,
@@ -258,6 +259,7 @@ pub struct BusReader {
     links: Vec<(Sender, Arc<LinkCounters>)>,
     seq: u64,
     bus_name: String,
+    triggers: Option<crate::trigger::Triggers>,
 }
 
 impl BusReader {
@@ -283,6 +285,7 @@ impl BusReader {
             links: to,
             seq: 0,
             bus_name: bus_name.to_string(),
+            triggers: None,
         };
         let counters = Counters {
             bus: bus_name.to_string(),
@@ -303,6 +306,9 @@ impl BusReader {
                 break;
             };
             taken += 1;
+            if let Some(triggers) = &mut self.triggers {
+                triggers.observe(received.t_ns, &received.frame);
+            }
             let seq = self.seq;
             self.seq += 1;
             let Some(msg) = encode(received.t_ns, seq, &received.frame) else {
@@ -333,6 +339,16 @@ impl BusReader {
 
     pub fn bus_name(&self) -> &str {
         &self.bus_name
+    }
+
+    /// Watches stop-start triggers on every frame taken from the bus from now on.
+    pub fn set_triggers(&mut self, triggers: crate::trigger::Triggers) {
+        self.triggers = Some(triggers);
+    }
+
+    /// The triggers watched, if any.
+    pub fn triggers(&self) -> Option<&crate::trigger::Triggers> {
+        self.triggers.as_ref()
     }
 }
 

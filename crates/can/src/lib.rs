@@ -31,6 +31,7 @@ pub mod service;
 pub mod socketcan_bus;
 pub mod socketcand;
 pub mod timing;
+pub mod trigger;
 pub mod vbus;
 
 pub use bus::{CanBus, Received};

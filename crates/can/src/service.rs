@@ -28,6 +28,7 @@
 use crate::bus::{self, CanBus};
 use crate::frame::CanId;
 use crate::gateway::{BusReader, BusWriter, Counters, Role};
+use crate::trigger::{Trigger, Triggers};
 pub use bulkhead_canwire::parse_ids;
 use bulkhead_chan::{Channel, Error as ChanError};
 use bulkhead_task::clock::{now_ns, sleep_until};
@@ -54,6 +55,11 @@ pub struct Config {
     pub max_frames: usize,
     /// Standalone job period (ignored under a supervisor, which sets the period).
     pub period: Duration,
+    /// Reader: the bus's DBC, for the triggers' signals.
+    pub dbc: Option<std::path::PathBuf>,
+    /// Reader: stop-start triggers, counted in `ss.suspend_when` and `ss.resume_when`.
+    pub suspend_when: Option<Trigger>,
+    pub resume_when: Option<Trigger>,
 }
 
 /// Why the service did not run or stopped.
@@ -108,6 +114,15 @@ pub fn check(config: &Config) -> Result<(), ServiceError> {
             return usage(format!("--allow {partition}=... is given twice"));
         }
     }
+    let triggers = config.suspend_when.is_some() || config.resume_when.is_some();
+    if triggers && config.role != Role::Reader {
+        return usage("--suspend-when and --resume-when are for --role reader".into());
+    }
+    if triggers && config.dbc.is_none() {
+        return usage(
+            "--suspend-when and --resume-when need --dbc PATH to decode the signal".into(),
+        );
+    }
     if config.max_frames == 0 || config.period.is_zero() {
         return usage("--max-frames and --period must be positive".into());
     }
@@ -121,6 +136,14 @@ enum Job {
 }
 
 impl Job {
+    /// The trigger counters, `(name, times met)` (reader with triggers only).
+    fn trigger_counts(&self) -> Vec<(String, u64)> {
+        match self {
+            Job::Reader(r) => r.triggers().map(Triggers::counts).unwrap_or_default(),
+            Job::Writer(_) => Vec::new(),
+        }
+    }
+
     fn step(&mut self, max_frames: usize) -> Result<usize, ServiceError> {
         let result = match self {
             Job::Reader(r) => r.step(max_frames, &mut Discard),
@@ -147,7 +170,11 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
                     .map_err(|e| failed(format!("--to {partition}={name}: {e}")))?;
                 links.push((partition.clone(), tx));
             }
-            BusReader::new(&config.bus, bus, links).map(|(r, c)| (Job::Reader(r), c))
+            let (mut reader, counters) = BusReader::new(&config.bus, bus, links).map_err(failed)?;
+            if let Some(triggers) = triggers(config)? {
+                reader.set_triggers(triggers);
+            }
+            Ok((Job::Reader(reader), counters))
         }
         Role::Writer => {
             let mut links = Vec::new();
@@ -182,6 +209,21 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
     built.map_err(failed)
 }
 
+/// The triggers of `config`, with the signals checked against its DBC.
+fn triggers(config: &Config) -> Result<Option<Triggers>, ServiceError> {
+    if config.suspend_when.is_none() && config.resume_when.is_none() {
+        return Ok(None);
+    }
+    let path = config
+        .dbc
+        .as_ref()
+        .expect("checked: triggers come with --dbc");
+    let failed = |e: String| ServiceError::Failed(format!("--dbc {}: {e}", path.display()));
+    let db = crate::dbc::Database::from_file(path).map_err(|e| failed(e.to_string()))?;
+    let (suspend, resume) = (config.suspend_when.clone(), config.resume_when.clone());
+    Triggers::new(db, suspend, resume).map(Some).map_err(failed)
+}
+
 /// Runs the service until `stop` is set, the supervisor asks it to stop, or the bus
 /// fails. Returns the final counters, named as published.
 pub fn run(config: &Config, stop: &AtomicBool) -> Result<Vec<(String, u64)>, ServiceError> {
@@ -192,7 +234,9 @@ pub fn run(config: &Config, stop: &AtomicBool) -> Result<Vec<(String, u64)>, Ser
     } else {
         run_standalone(config, &mut job, stop)?;
     }
-    Ok(counters.named(config.role))
+    let mut named = counters.named(config.role);
+    named.extend(job.trigger_counts());
+    Ok(named)
 }
 
 /// One job per activation of the supervisor's task; counters published after each.
@@ -210,6 +254,12 @@ fn run_task(
         .map(|(name, _)| task.counter(name))
         .collect::<Result<Vec<Counter>, _>>()
         .map_err(failed)?;
+    let trigger_slots = job
+        .trigger_counts()
+        .iter()
+        .map(|(name, _)| task.counter(name))
+        .collect::<Result<Vec<Counter>, _>>()
+        .map_err(failed)?;
     while !stop.load(Ordering::Relaxed) {
         match task.wait_next_period() {
             Ok(_) => {}
@@ -223,6 +273,9 @@ fn run_task(
                 task.set_counter(counter, value);
             }
         });
+        for (&counter, (_, value)) in trigger_slots.iter().zip(job.trigger_counts()) {
+            task.set_counter(counter, value);
+        }
         result?;
     }
     Ok(())
@@ -284,6 +337,9 @@ mod tests {
             allow: vec![],
             max_frames: 8,
             period: Duration::from_millis(2),
+            dbc: None,
+            suspend_when: None,
+            resume_when: None,
         }
     }
 
@@ -302,5 +358,16 @@ mod tests {
         c.from[1].0 = "a".into();
         c.allow.clear();
         assert!(check(&c).unwrap_err().to_string().contains("twice"));
+        let speed = bulkhead_canwire::parse_trigger("SPEED<1").unwrap();
+        c.from.pop();
+        c.suspend_when = Some(speed.clone());
+        assert!(check(&c)
+            .unwrap_err()
+            .to_string()
+            .contains("for --role reader"));
+        let mut c = config(Role::Reader);
+        c.to = vec![("a".into(), "ch".into())];
+        c.resume_when = Some(speed);
+        assert!(check(&c).unwrap_err().to_string().contains("need --dbc"));
     }
 }

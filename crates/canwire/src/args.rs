@@ -3,6 +3,7 @@
 //! under the `clap` feature), so the two cannot drift apart.
 
 use crate::id::{parse_ids, CanId};
+use crate::trigger::{parse_trigger, Trigger};
 use crate::{is_bus_name, SOCKETCAN_PREFIX};
 
 /// The two jobs of a gateway (DriveOS 6.4.1, Programs 4 and 5).
@@ -62,6 +63,21 @@ pub struct GatewayArgs {
         arg(long, value_name = "PARTITION=ID,ID,...", value_parser = parse_allow)
     )]
     pub allow: Vec<(String, Vec<CanId>)>,
+    /// Reader: the bus's DBC, to decode the signals of --suspend-when and --resume-when
+    #[cfg_attr(feature = "clap", arg(long, value_name = "PATH"))]
+    pub dbc: Option<String>,
+    /// Reader: count `ss.suspend_when` up each time this signal condition is met (stop-start)
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "SIGNAL<VALUE@HOLD_NS", value_parser = parse_trigger, allow_hyphen_values = true)
+    )]
+    pub suspend_when: Option<Trigger>,
+    /// Reader: count `ss.resume_when` up each time this signal condition is met (stop-start)
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "SIGNAL>VALUE@HOLD_NS", value_parser = parse_trigger, allow_hyphen_values = true)
+    )]
+    pub resume_when: Option<Trigger>,
 }
 
 impl GatewayArgs {
@@ -73,6 +89,9 @@ impl GatewayArgs {
             to: Vec::new(),
             from: Vec::new(),
             allow: Vec::new(),
+            dbc: None,
+            suspend_when: None,
+            resume_when: None,
         }
     }
 
@@ -88,6 +107,13 @@ impl GatewayArgs {
         for (p, ids) in &self.allow {
             let ids: Vec<String> = ids.iter().map(|id| format!("{:#x}", id.raw())).collect();
             argv.push(format!("--allow={p}={}", ids.join(",")));
+        }
+        argv.extend(self.dbc.iter().map(|d| format!("--dbc={d}")));
+        for (flag, t) in [
+            ("suspend-when", &self.suspend_when),
+            ("resume-when", &self.resume_when),
+        ] {
+            argv.extend(t.iter().map(|t| format!("--{flag}={}", t.spec())));
         }
         argv
     }
@@ -156,6 +182,10 @@ mod tests {
             ["--role=reader", "--bus=body-1", "--to=p=fd:5:6"]
         );
         assert_eq!(parse(&reader.to_argv()).unwrap(), reader);
+        reader.dbc = Some("/d/toyota.dbc".into());
+        reader.suspend_when = Some(parse_trigger("SPEED<0.5@3000000000").unwrap());
+        reader.resume_when = Some(parse_trigger("GAS_PEDAL>-1").unwrap());
+        assert_eq!(parse(&reader.to_argv()).unwrap(), reader);
     }
 
     #[test]
@@ -168,5 +198,8 @@ mod tests {
         assert!(bad(&["--role=reader", "--bus=socketcan:"]).contains("interface name"));
         assert!(bad(&["--role=writer", "--bus=b", "--allow=p=speed"]).contains("`speed`"));
         assert!(bad(&["--role=writer", "--bus=b", "--from=p"]).contains("PARTITION=CHANNEL"));
+        assert!(
+            bad(&["--role=reader", "--bus=b", "--suspend-when=SPEED"]).contains("--suspend-when")
+        );
     }
 }

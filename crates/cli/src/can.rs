@@ -263,6 +263,9 @@ fn run_gateway(a: GatewayCmd) -> ExitCode {
         allow: a.link.allow,
         max_frames: a.max_frames as usize,
         period: a.period,
+        dbc: a.link.dbc.map(PathBuf::from),
+        suspend_when: a.link.suspend_when,
+        resume_when: a.link.resume_when,
     };
     let stop = match service::stop_on_signals() {
         Ok(stop) => stop,

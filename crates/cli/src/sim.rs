@@ -245,6 +245,7 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         seed: args.seed,
         suspensions: args.suspend.clone(),
         mode_switches: args.mode_switch.clone(),
+        stop: stop_spec(&system.stop_start()),
     };
     let sim = Sim::new(&spec, sim_options, outputs.enabled())
         .map_err(|e| fail(format!("{file}: {e}")))?;
@@ -341,6 +342,14 @@ fn summary(report: &Report) -> String {
         };
     }
     text
+}
+
+/// The simulator's stop protocol settings from the description's `stop_start:`.
+fn stop_spec(stop_start: &bulkhead_model::stop_start::StopStart) -> bulkhead_sim::stop::StopSpec {
+    bulkhead_sim::stop::StopSpec {
+        order: stop_start.order.clone(),
+        ack_deadline: stop_start.ack_deadline,
+    }
 }
 
 #[cfg(test)]
@@ -521,6 +530,54 @@ mod tests {
             std::fs::read_to_string(&stats).unwrap(),
             first,
             "same seed, same statistics"
+        );
+    }
+
+    #[test]
+    fn a_suspension_runs_the_stop_protocol_in_the_described_order() {
+        let dir = TempDir::new("stop");
+        let yaml = "partitions:\n\
+                    - {name: a, kind: rt, cpus: 0, tasks: [{name: t, cmd: t, budget: 1ms, period: 4ms}]}\n\
+                    - {name: b, kind: rt, cpus: 1, tasks: [{name: u, cmd: u, budget: 1ms, period: 4ms, resume: restartable}]}\n\
+                    stop_start: {order: [b, a], ack_deadline: 1ms}\n";
+        let file = dir.file("stop.yaml", yaml);
+        let stats = dir.path("stats.json");
+        let args = [
+            &file,
+            "--for",
+            "12ms",
+            "--suspend",
+            "6ms:2ms",
+            "--stats-json",
+            &stats,
+        ];
+        assert_eq!(code(&args), format!("{:?}", ExitCode::SUCCESS));
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let events: Vec<String> = report["stops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let who = e.get("task").or(e.get("partition"));
+                let who = who.and_then(|w| w.as_str()).unwrap_or("");
+                format!("{} {who} {}", e["event"].as_str().unwrap(), e["wall_ns"])
+            })
+            .collect();
+        // Both tasks wait for their release at 8 at the request: acknowledged at once.
+        assert_eq!(
+            events,
+            [
+                "suspend_request  6000000",
+                "partition_suspended b 6000000",
+                "partition_suspended a 6000000",
+                "system_suspended  6000000",
+                "resume_request  8000000",
+                "partition_resumed a 8000000",
+                "partition_resumed b 8000000",
+                "system_resumed  8000000",
+                "first_fresh_frame u 9000000",
+            ]
         );
     }
 

@@ -582,6 +582,153 @@ fn under_a_supervisor_the_writer_runs_one_job_per_period_and_publishes_its_count
     }
 }
 
+/// The reader decodes SPEED of the replayed RAV4 log (3x) with the DBC and publishes the
+/// stop-start triggers as named counters: `SPEED<68` held 0.3 s of log time and then
+/// `SPEED<66`, once each (the speed falls from 69.6 to 65 km/h at the end of the log).
+#[test]
+fn under_a_supervisor_the_reader_publishes_the_stop_start_triggers_of_the_replayed_log() {
+    use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+    let bus = unique("gw-trig");
+    let _bus = start_bus(&bus, "500000");
+    let mut chans = Chans(Vec::new());
+    let to = unique("gw-trig-to");
+    let to_channel = chans.fifo(&to, 64);
+    const MS: u64 = 1_000_000;
+    let link = TaskLink::create(&LinkSpec {
+        name: format!("{bus}-reader"),
+        task_index: 0,
+        budget_ns: MS,
+        period_ns: 2 * MS,
+        deadline_ns: 2 * MS,
+        epoch_ns: bulkhead_task::clock::now_ns(),
+        ring_depth: 4096,
+    })
+    .unwrap();
+    let mut cmd = gateway(&["--role", "reader", "--bus", &bus, "--max-frames", "256"]);
+    cmd.args([
+        format!("--to=ctl={to}"),
+        format!("--dbc={}", data(DBC)),
+        "--suspend-when=SPEED<68@100000000".into(),
+        "--resume-when=SPEED<66".into(),
+    ]);
+    link.prepare(&mut cmd);
+    let mut reader = Reaped(cmd.spawn().unwrap());
+    wait_until_claimed(&to_channel, &mut reader);
+    let counters = |name: &str| {
+        let named = link.named_counters();
+        named.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    };
+    // Published at attach, before the first job.
+    let end = Instant::now() + Duration::from_secs(10);
+    while counters("ss.resume_when").is_none() {
+        assert!(Instant::now() < end, "{:?}", link.named_counters());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(counters("ss.suspend_when"), Some(0));
+    let replay = bulkhead(&[
+        "can",
+        "replay",
+        &data(LOG),
+        "--bus",
+        &bus,
+        "--iface",
+        "can0",
+        "--speed",
+        "3",
+    ]);
+    assert_eq!(replay.status.code(), Some(0), "{}", text(&replay.stderr));
+    let end = Instant::now() + Duration::from_secs(10);
+    while counters("ss.resume_when") != Some(1) {
+        assert!(Instant::now() < end, "{:?}", link.named_counters());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(counters("ss.suspend_when"), Some(1));
+    link.request_stop();
+    let end = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = reader.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < end, "the reader did not stop");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn gateway_triggers_need_a_reader_a_dbc_and_a_signal_of_it() {
+    for args in [
+        &[
+            "--role",
+            "reader",
+            "--bus",
+            "b",
+            "--to",
+            "a=x",
+            "--suspend-when",
+            "SPEED<1",
+        ][..],
+        &[
+            "--role",
+            "writer",
+            "--bus",
+            "b",
+            "--from",
+            "a=x",
+            "--dbc",
+            "d",
+            "--resume-when",
+            "SPEED>1",
+        ],
+        &[
+            "--role",
+            "reader",
+            "--bus",
+            "b",
+            "--to",
+            "a=x",
+            "--dbc",
+            "d",
+            "--suspend-when",
+            "SPEED",
+        ],
+    ] {
+        let out = gateway(args).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let bus = unique("gw-trig-bad");
+    let _bus = start_bus(&bus, "500000");
+    let mut chans = Chans(Vec::new());
+    let to = unique("gw-trig-bad-to");
+    chans.fifo(&to, 4);
+    let flag = format!("ctl={to}");
+    let dbc = data(DBC);
+    let args = [
+        "--role",
+        "reader",
+        "--bus",
+        &bus,
+        "--to",
+        &flag,
+        "--dbc",
+        &dbc,
+        "--suspend-when",
+        "NO_SUCH<1",
+    ];
+    let out = gateway(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--suspend-when NO_SUCH<1@0: no message of the DBC has signal NO_SUCH"),
+        "{err}"
+    );
+}
+
 /// Every DBC of `tests/invalid-dbc` ends with `CM_ "expect: KIND LINE: FRAGMENT";`:
 /// KIND `error` is rejected with or without `--strict`, `warning` is a warning (exit 0)
 /// that `--strict` makes an error; both name the file and the DBC line.

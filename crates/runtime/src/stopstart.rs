@@ -61,7 +61,7 @@ const SETTLE: Duration = Duration::from_secs(1);
 const FRESH_WINDOW: Duration = Duration::from_secs(2);
 /// The named counter a restartable task sets to the CLOCK_MONOTONIC instant at which it
 /// processed its first frame received after the latest resume.
-pub const FIRST_FRESH_FRAME: &str = "ss.first_fresh_frame";
+pub const FIRST_FRESH_FRAME: &str = "ss.first_fresh_ns";
 /// The named counters of a gateway reader that count how often a trigger condition was
 /// met (`stop_start.suspend_when`, `.resume_when`).
 pub const SUSPEND_WHEN: &str = "ss.suspend_when";

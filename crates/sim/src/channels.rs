@@ -36,6 +36,9 @@ struct Reader {
     task: u32,
     /// fifo: position (count of stored messages before it) of the next message to read.
     next: u64,
+    /// latest: the first message id the reader may get (a restartable task after a
+    /// resume reads no message written before it).
+    fresh_from: u64,
 }
 
 struct ChannelState {
@@ -52,6 +55,8 @@ struct ChannelState {
     lost: u64,
     /// latest: whether any reader read the current message.
     latest_read: bool,
+    /// Messages written before a resume and dropped unread for a restartable reader.
+    stale: u64,
 }
 
 /// Outcome of a write.
@@ -73,6 +78,10 @@ pub struct ChannelStats {
     /// message overwritten unread); 0 when no reader is simulated (`readers` = 0): what
     /// an unsimulated reader would have read is unknown, for either kind.
     pub lost: u64,
+    /// Messages written before a resume that a restartable reader never got (the
+    /// stale/fresh rule); not losses.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub stale: u64,
     /// Readers the simulation runs (tasks reading the channel).
     pub readers: usize,
 }
@@ -127,12 +136,17 @@ impl Channels {
                 stored: 0,
                 readers: readers
                     .into_iter()
-                    .map(|task| Reader { task, next: 0 })
+                    .map(|task| Reader {
+                        task,
+                        next: 0,
+                        fresh_from: 0,
+                    })
                     .collect(),
                 written: 0,
                 reads: 0,
                 lost: 0,
                 latest_read: false,
+                stale: 0,
             })
             .collect();
         Channels {
@@ -165,12 +179,39 @@ impl Channels {
             }
             ChannelKind::Latest => {
                 let message = ch.buffer.back()?.clone();
+                if message.id < ch.readers[r].fresh_from {
+                    return None;
+                }
                 ch.latest_read = true;
                 message
             }
         };
         ch.reads += 1;
         Some(message)
+    }
+
+    /// The stale/fresh rule at a resume: `task` (restartable) never gets a message of
+    /// `channel` written before now; the unread ones are dropped for it and counted.
+    pub fn drop_stale(&mut self, channel: usize, task: u32) {
+        let ch = &mut self.channels[channel];
+        let Some(r) = ch.readers.iter().position(|r| r.task == task) else {
+            return;
+        };
+        match ch.spec.kind {
+            ChannelKind::Fifo => {
+                ch.stale += ch.stored - ch.readers[r].next;
+                ch.readers[r].next = ch.stored;
+                let slowest = ch.readers.iter().map(|r| r.next).min().unwrap_or(ch.stored);
+                while ch.first < slowest {
+                    ch.buffer.pop_front();
+                    ch.first += 1;
+                }
+            }
+            ChannelKind::Latest => {
+                ch.stale += !ch.buffer.is_empty() as u64;
+                ch.readers[r].fresh_from = ch.written;
+            }
+        }
     }
 
     /// Writes a message with `origins` to `channel`.
@@ -242,6 +283,7 @@ impl Channels {
                 written: c.written,
                 read: c.reads,
                 lost: c.lost,
+                stale: c.stale,
                 readers: c.readers.len(),
             })
             .collect()
@@ -273,4 +315,8 @@ impl Channels {
             })
             .collect()
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -46,6 +46,8 @@ pub struct Options {
     pub suspensions: Vec<Suspension>,
     /// Mode switch requests (`--mode-switch AT:MODE`), in system time.
     pub mode_switches: Vec<crate::modes::ModeSwitch>,
+    /// How a suspension's stop protocol runs (suspend order, acknowledgement deadline).
+    pub stop: crate::stop::StopSpec,
 }
 
 impl Options {
@@ -56,6 +58,7 @@ impl Options {
             seed: 0,
             suspensions: Vec::new(),
             mode_switches: Vec::new(),
+            stop: crate::stop::StopSpec::default(),
         }
     }
 }
@@ -156,6 +159,8 @@ struct TaskState {
     active: bool,
     /// Its parameters since a mode switch changed them (`None`: the spec's).
     params: Option<crate::modes::TaskParams>,
+    /// Restartable, resumed, and no job has completed on fresh input yet.
+    fresh_pending: bool,
 }
 
 struct ServerState {
@@ -233,6 +238,10 @@ pub struct Sim<'a> {
     modes: Option<modes::ModeState>,
     /// Servers boosted now.
     boosted: u32,
+    /// The stop protocol's events so far.
+    stop_events: Vec<crate::stop::StopEvent>,
+    /// Wall-clock time minus system time: what the stops took so far.
+    wall_offset: Nanos,
 }
 
 impl<'a> Sim<'a> {
@@ -263,6 +272,8 @@ impl<'a> Sim<'a> {
             windows_gen: 0,
             modes,
             boosted: 0,
+            stop_events: Vec::new(),
+            wall_offset: 0,
             opts,
         };
         sim.init();
@@ -354,6 +365,7 @@ impl<'a> Sim<'a> {
                 },
                 active,
                 params: None,
+                fresh_pending: false,
             });
             if let Some(first) = first {
                 self.schedule_release(i, first);
@@ -665,6 +677,7 @@ impl<'a> Sim<'a> {
         if !spec.outputs.is_empty() || !spec.inputs.is_empty() {
             self.write_outputs(task, &job, cpu, t);
         }
+        self.fresh_frame(task, t);
         let s = spec.server;
         self.servers[s].pending -= 1;
         if self.servers[s].pending == 0 {
@@ -1009,6 +1022,7 @@ impl<'a> Sim<'a> {
             switches: self.switch_stats(),
             pipelines: Vec::new(),
             energy: self.windows.as_ref().and_then(Driver::energy),
+            stops: self.stop_events.clone(),
         }
     }
 }

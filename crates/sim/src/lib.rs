@@ -7,7 +7,8 @@
 //!   deferrable, CBS, I/O);
 //! - channels (fifo, latest) between tasks carrying message ids, with per-chain
 //!   end-to-end delay, throughput and loss;
-//! - JuMP2start suspend/resume with restartable and continuable tasks;
+//! - JuMP2start suspend/resume with restartable and continuable tasks, and the stop
+//!   protocol around it ([`stop`]: suspend order, acknowledgements, stale/fresh rule);
 //! - DEmOS window schedules, driven through the `bulkhead-windows` state machine
 //!   that `bulkhead run` drives too.
 //!
@@ -24,6 +25,7 @@ mod pools;
 pub mod progress;
 pub mod report;
 pub mod spec;
+pub mod stop;
 mod windows;
 
 pub use build::{

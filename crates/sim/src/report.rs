@@ -26,6 +26,9 @@ pub struct Report {
     /// Energy per CPU of a window schedule on a description with a `power:` section.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub energy: Option<crate::energy::EnergyStats>,
+    /// The stop protocol's events of the suspensions, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stops: Vec<crate::stop::StopEvent>,
 }
 
 /// One mode switch request and how it went.

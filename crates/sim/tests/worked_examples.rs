@@ -42,6 +42,113 @@ fn rate_monotonic_example_schedule_and_response_times() {
     assert!(report.tasks.iter().all(|t| t.misses == 0));
 }
 
+/// JuMP2start Fig. 5 with the stop protocol (Fig. 2) and the stale/fresh rule, worked
+/// by hand. CPU 0 runs Fig. 5 (restartable tau1 in partition `ctl`, continuable tau2 in
+/// `hmi`); CPU 1 runs `sense` (partition `gw`, C=1, T=2), which writes `frames` (fifo)
+/// that tau1 reads, one per job. Suspend order hmi, ctl, gw; acknowledgement deadline 2;
+/// the suspend request at 5, suspended for 7.
+///
+/// At 5: tau1 finished its job at 4 and waits for 8 (acknowledges); sense completed its
+/// job released at 4 at 5, before the request (acknowledges); tau2 is in the job it
+/// started at 4 (cannot). So hmi is frozen at the deadline, wall 5 + 2 = 7, and ctl and
+/// gw after it at 7; system suspended at 7, resume requested at 7 + 7 = 14, partitions
+/// thawed in reverse (gw, ctl, hmi) and the system resumed at 14 (system time 5 for all:
+/// the stop is left out). Frames 0-2 (written at 1, 3, 5) are stale for tau1: dropped.
+/// tau1's fresh job at 5 finds no frame (sense's next release moved from 6 to 7); sense
+/// writes frame 3 at 8; tau1's job of 13 reads it and completes at 17: its first fresh
+/// frame, at wall time 17 + 9 = 26.
+#[test]
+fn jump2start_stop_protocol_order_acknowledgements_and_fresh_frames() {
+    let mut spec = one_cpu(Policy::FixedPriority);
+    let tau1 = add_task(&mut spec, "tau1", ServerKind::Sporadic, 4 * MS, 8 * MS, 1);
+    let tau2 = add_task(&mut spec, "tau2", ServerKind::Sporadic, 3 * MS, 10 * MS, 2);
+    let sense = add_task(&mut spec, "sense", ServerKind::Sporadic, MS, 2 * MS, 1);
+    spec.domains.push(Domain {
+        name: "gw".into(),
+        cpus: vec![1],
+        policy: Policy::FixedPriority,
+    });
+    spec.servers[spec.tasks[sense].server].domain = 1;
+    for (task, partition) in [(tau1, "ctl"), (tau2, "hmi"), (sense, "gw")] {
+        spec.tasks[task].partition = partition.into();
+    }
+    spec.tasks[tau1].resume = Resume::Restartable;
+    add_channel(&mut spec, "frames", ChannelKind::Fifo, 8, sense, tau1);
+    let options = Options {
+        suspensions: vec![Suspension {
+            at: 5 * MS,
+            duration: 7 * MS,
+        }],
+        stop: stop::StopSpec {
+            order: vec!["hmi".into(), "ctl".into(), "gw".into()],
+            ack_deadline: 2 * MS,
+        },
+        ..Options::until(20 * MS)
+    };
+    let (report, events) = run(&spec, options);
+    // Fig. 5's schedule is unchanged on CPU 0.
+    let fig5: Vec<(u64, u64, String)> = [
+        (0, 4, "tau1"),
+        (4, 5, "tau2"),
+        (5, 9, "tau1"),
+        (9, 11, "tau2"),
+        (13, 17, "tau1"),
+        (17, 20, "tau2"),
+    ]
+    .iter()
+    .map(|&(a, b, t)| (a * MS, b * MS, t.to_string()))
+    .collect();
+    assert_eq!(&segments(&events)[&0], &fig5);
+    let got: Vec<(&str, u64, u64, String, Vec<String>)> = report
+        .stops
+        .iter()
+        .map(|e| {
+            let who = e.task.clone().or(e.partition.clone()).unwrap_or_default();
+            (
+                e.event,
+                e.system_ns / MS,
+                e.wall_ns / MS,
+                who,
+                e.not_acked.clone(),
+            )
+        })
+        .collect();
+    let none = Vec::new;
+    let expected = vec![
+        ("suspend_request", 5, 5, String::new(), none()),
+        (
+            "partition_suspended",
+            5,
+            7,
+            "hmi".into(),
+            vec!["tau2".to_string()],
+        ),
+        ("partition_suspended", 5, 7, "ctl".into(), none()),
+        ("partition_suspended", 5, 7, "gw".into(), none()),
+        ("system_suspended", 5, 7, String::new(), none()),
+        ("resume_request", 5, 14, String::new(), none()),
+        ("partition_resumed", 5, 14, "gw".into(), none()),
+        ("partition_resumed", 5, 14, "ctl".into(), none()),
+        ("partition_resumed", 5, 14, "hmi".into(), none()),
+        ("system_resumed", 5, 14, String::new(), none()),
+        ("first_fresh_frame", 17, 26, "tau1".into(), none()),
+    ];
+    assert_eq!(got, expected);
+    let frames = &report.channels[0];
+    assert_eq!((frames.stale, frames.lost), (3, 0), "{frames:?}");
+    // What tau1 read: nothing before the stop, nothing stale after it, frame 3 first.
+    let reads: Vec<(u64, u64)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ChannelRead { task, msg, .. } if task.as_ref() == "tau1" => {
+                Some((e.t_ns / MS, *msg))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reads.first(), Some(&(13, 3)), "{reads:?}");
+}
+
 /// JuMP2start Fig. 5: restartable tau1 (C=4, T=8) and continuable tau2 (C=3, T=10)
 /// under sporadic servers and RMS; the system suspends at t=5 for 7 time units.
 /// tau1 restarts with a full budget at the stitched resume time 5; tau2 keeps its

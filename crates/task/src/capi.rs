@@ -2,11 +2,26 @@
 //! environment. Every function returns 0 or a negative errno.
 
 use crate::clock::now_ns;
-use crate::task::{Activation, Counter, Task};
+use crate::record::flags;
+use crate::task::{Activation, Counter, Resume, Task};
+use std::ffi::c_void;
 use std::sync::Mutex;
 
 /// The process's task. An uncontended mutex costs no system call.
 static TASK: Mutex<Option<Task>> = Mutex::new(None);
+
+/// A restartable C task's checkpoint (`bulkhead_checkpoint`): where its state lives and
+/// a copy of it as it was then.
+struct Checkpoint {
+    /// Address of the task's state (kept as an integer: the task owns the memory).
+    state: usize,
+    saved: Vec<u8>,
+}
+
+static CHECKPOINT: Mutex<Option<Checkpoint>> = Mutex::new(None);
+
+/// The suspend callback's type: `fn(deadline_ns, arg)`.
+pub type SuspendCallback = Option<unsafe extern "C" fn(u64, *mut c_void)>;
 
 /// C mirror of [`Activation`].
 #[repr(C)]
@@ -63,6 +78,9 @@ pub extern "C" fn bulkhead_task_attach() -> i32 {
 pub unsafe extern "C" fn bulkhead_wait_next_period(out: *mut bulkhead_activation) -> i32 {
     with_task(|t| match t.wait_next_period() {
         Ok(a) => {
+            if a.flags & flags::RESUMED != 0 {
+                restore_checkpoint();
+            }
             if !out.is_null() {
                 // SAFETY: the caller guarantees `out` is writable when not null.
                 unsafe { out.write(a.into()) };
@@ -197,6 +215,111 @@ pub extern "C" fn bulkhead_mode_ack(seq: u32) -> i32 {
     })
 }
 
+/// Copies the checkpoint, if the task made one, back over its state.
+fn restore_checkpoint() {
+    let guard = CHECKPOINT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(cp) = guard.as_ref() {
+        // SAFETY: `bulkhead_checkpoint`'s caller guarantees `state` stays valid for
+        // `saved.len()` writable bytes while the checkpoint is registered, and that
+        // nothing else uses them during `bulkhead_wait_next_period`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(cp.saved.as_ptr(), cp.state as *mut u8, cp.saved.len())
+        };
+    }
+}
+
+/// Makes the task restartable and saves `len` bytes at `state` as its checkpoint
+/// (JuMP2start Fig. 3, "Save Context"): `bulkhead_wait_next_period` copies them back
+/// before it returns the first activation after a resume (flags RESUMED | RESTARTED).
+/// Calling it again replaces the checkpoint. `-EINVAL` for a null `state` or `len` 0.
+///
+/// # Safety
+/// `state` points to `len` readable and writable bytes that stay valid (and are not
+/// used by another thread during `bulkhead_wait_next_period`) for the rest of the
+/// task's life.
+#[no_mangle]
+pub unsafe extern "C" fn bulkhead_checkpoint(state: *mut c_void, len: usize) -> i32 {
+    if state.is_null() || len == 0 {
+        return -libc::EINVAL;
+    }
+    with_task(|t| {
+        t.set_resume(Resume::Restartable);
+        // SAFETY: the caller guarantees `len` readable bytes at `state`.
+        let saved = unsafe { std::slice::from_raw_parts(state as *const u8, len) }.to_vec();
+        *CHECKPOINT.lock().unwrap_or_else(|p| p.into_inner()) = Some(Checkpoint {
+            state: state as usize,
+            saved,
+        });
+        0
+    })
+}
+
+/// Sets the suspend callback: `f(deadline_ns, arg)` runs at a suspend request, inside
+/// `bulkhead_wait_next_period` (or `bulkhead_suspend_point`), before the task
+/// acknowledges; past `deadline_ns` (CLOCK_MONOTONIC) the task is frozen anyway. The
+/// callback must not call other `bulkhead_` functions. `f` NULL removes it.
+///
+/// # Safety
+/// `f` is NULL or a function safe to call with `arg` from the task's thread.
+#[no_mangle]
+pub unsafe extern "C" fn bulkhead_on_suspend(f: SuspendCallback, arg: *mut c_void) -> i32 {
+    let arg = arg as usize;
+    with_task(|t| {
+        if let Some(f) = f {
+            t.on_suspend(Box::new(move |_, deadline| {
+                // SAFETY: the caller of bulkhead_on_suspend guarantees `f(…, arg)` is
+                // safe to call from the task's thread, which is where this runs.
+                unsafe { f(deadline, arg as *mut c_void) }
+            }));
+        } else {
+            t.on_suspend(Box::new(|_, _| {}));
+        }
+        0
+    })
+}
+
+/// The task's safe point for a suspension (for a long job): if a suspend request is
+/// pending, runs the callback, acknowledges and waits for the resume, then returns 1;
+/// 0 if none was pending; `-ESHUTDOWN` if asked to stop meanwhile.
+#[no_mangle]
+pub extern "C" fn bulkhead_suspend_point() -> i32 {
+    with_task(|t| match t.suspend_point() {
+        Ok(done) => done as i32,
+        Err(e) => e.errno(),
+    })
+}
+
+/// 1 if the system was suspended and resumed since the current activation started (a
+/// restartable job should give up its stale work), 0 if not.
+#[no_mangle]
+pub extern "C" fn bulkhead_stale() -> i32 {
+    with_task(|t| t.stale() as i32)
+}
+
+/// The stale/fresh rule for an input stamped `stamp_ns` (CLOCK_MONOTONIC, e.g. a CAN
+/// frame's reception time): 1 if the task may use it, 0 if it is stale (a restartable
+/// task's input stamped before the latest resume; counted in `ss.stale_dropped`).
+#[no_mangle]
+pub extern "C" fn bulkhead_fresh(stamp_ns: u64) -> i32 {
+    with_task(|t| t.fresh(stamp_ns) as i32)
+}
+
+/// bulkhead's system time, ns: CLOCK_MONOTONIC minus the time the system spent
+/// suspended (CLOCK_MONOTONIC itself when not attached).
+#[no_mangle]
+pub extern "C" fn bulkhead_system_time_ns() -> u64 {
+    let guard = TASK.lock().unwrap_or_else(|p| p.into_inner());
+    guard.as_ref().map_or_else(now_ns, |t| t.system_time_ns())
+}
+
+/// CLOCK_MONOTONIC instant of the latest resume (0: none); frames stamped before it are
+/// stale for a restartable task.
+#[no_mangle]
+pub extern "C" fn bulkhead_resumed_at_ns() -> u64 {
+    let guard = TASK.lock().unwrap_or_else(|p| p.into_inner());
+    guard.as_ref().map_or(0, |t| t.resumed_at_ns())
+}
+
 /// CLOCK_MONOTONIC now, ns (no system call).
 #[no_mangle]
 pub extern "C" fn bulkhead_now_ns() -> u64 {
@@ -208,4 +331,5 @@ pub extern "C" fn bulkhead_now_ns() -> u64 {
 pub extern "C" fn bulkhead_task_detach() {
     let mut guard = TASK.lock().unwrap_or_else(|p| p.into_inner());
     guard.take();
+    CHECKPOINT.lock().unwrap_or_else(|p| p.into_inner()).take();
 }

@@ -388,6 +388,31 @@ impl Control {
         }
     }
 
+    /// Sleeps until CLOCK_MONOTONIC reaches `until_ns` or a suspend request later than
+    /// `seen_seq` arrives, whichever is first (task side: a task waiting for its next
+    /// release hears a suspend request at once). Returns early on a signal too; the caller
+    /// loops.
+    pub fn sleep_until_suspend(&self, seen_seq: u32, until_ns: u64) {
+        let ts = libc::timespec {
+            tv_sec: (until_ns / 1_000_000_000) as i64,
+            tv_nsec: (until_ns % 1_000_000_000) as i64,
+        };
+        // SAFETY: `suspend_seq` is a live, aligned u32 of the shared mapping for the
+        // duration of the call; `ts` outlives it. FUTEX_WAIT_BITSET takes an absolute
+        // CLOCK_MONOTONIC timeout; FUTEX_WAKE (request_suspend) wakes any bitset.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.suspend_seq.as_ptr(),
+                libc::FUTEX_WAIT_BITSET,
+                seen_seq,
+                &ts as *const libc::timespec,
+                std::ptr::null::<u32>(),
+                libc::FUTEX_BITSET_MATCH_ANY,
+            )
+        };
+    }
+
     /// bulkhead's system time at CLOCK_MONOTONIC instant `monotonic_ns`: the time the
     /// system has run, without the time it spent suspended (JuMP2start 2.3).
     pub fn system_time_ns(&self, monotonic_ns: u64) -> u64 {

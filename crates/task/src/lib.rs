@@ -19,7 +19,13 @@
 //! The task calls [`Task::wait_next_period`] (C: `bulkhead_wait_next_period`), which
 //! completes the current activation (if [`Task::complete`] did not already), sleeps until
 //! the next release and returns the [`Activation`]: index, release time, absolute deadline
-//! and flags ([`flags::OVERRUN`], [`flags::SKIPPED`], [`flags::RESTARTED`]).
+//! and flags ([`flags::OVERRUN`], [`flags::SKIPPED`], [`flags::RESTARTED`],
+//! [`flags::RESUMED`]).
+//!
+//! Stop-start (docs/stop-start.md): [`Task::wait_next_period`] is the safe point where a
+//! suspend request is acknowledged ([`Task::on_suspend`]); [`Task::system_time_ns`] leaves
+//! out the time the system spent suspended; [`Task::run_restartable`] returns a task to its
+//! checkpoint at each resume (C: `bulkhead_checkpoint`).
 //!
 //! Multi-mode systems: [`Task::current_mode`] is the index of the current mode in the
 //! description's mode table; [`Task::wait_mode_change`] waits for the mode agent's
@@ -40,7 +46,7 @@ mod task;
 pub use control::ModeChange;
 pub use error::{Error, Result};
 pub use record::{flags, Record, RECORD_SIZE};
-pub use task::{Activation, Counter, Params, Task};
+pub use task::{Activation, Counter, Params, Resume, SuspendFn, Task};
 
 /// The environment variable naming the task's control and trace file descriptors.
 pub const ENV: &str = "BULKHEAD_TASK";

@@ -7,8 +7,11 @@ pub mod flags {
     /// Whole periods passed without an activation; [`crate::Activation::skipped`] says how
     /// many releases were skipped (each one is a missed deadline).
     pub const SKIPPED: u32 = 2;
-    /// The first activation of a process the supervisor restarted.
+    /// The first activation of a process the supervisor restarted, or of a restartable
+    /// task after a system resume (it starts again from its checkpoint).
     pub const RESTARTED: u32 = 4;
+    /// The first activation after a system resume (stop-start).
+    pub const RESUMED: u32 = 8;
 }
 
 /// Size of a record in the ring, bytes.

@@ -377,6 +377,37 @@ mod tests {
     }
 
     #[test]
+    fn a_restarted_process_begins_at_the_next_release_with_restarted() {
+        let mut link = TaskLink::create(&spec()).unwrap();
+        link.set_epoch_ns(crate::clock::now_ns());
+        link.restart(&mut Vec::new()).unwrap();
+        let dup = |fd: RawFd| {
+            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
+            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
+        };
+        let [c, t] = link.fds();
+        let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let started = crate::clock::now_ns();
+            let first = task.wait_next_period().unwrap();
+            let second = task.wait_next_period().unwrap();
+            tx.send((started, first, second)).unwrap();
+        });
+        let (started, first, second) = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("the first activations come within a few periods");
+        assert_eq!(
+            first.flags & crate::flags::RESTARTED,
+            crate::flags::RESTARTED
+        );
+        assert!(first.release_ns > started, "{first:?}");
+        // The next one follows (skipping releases only if this thread ran 1 ms late).
+        assert!(second.index > first.index, "{first:?} {second:?}");
+        assert_eq!(second.flags & crate::flags::RESTARTED, 0);
+    }
+
+    #[test]
     fn a_mode_port_on_another_thread_requests_and_sees_the_acknowledgement() {
         let link = TaskLink::create(&spec()).unwrap();
         let dup = |fd: RawFd| {

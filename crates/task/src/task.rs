@@ -1,13 +1,15 @@
 //! The task's side: attach, wait for each period, report completions.
 
-use crate::clock::{now_ns, sleep_until};
+use crate::clock::now_ns;
 use crate::control::{Mapping, ModeChange};
 use crate::error::{Error, Result};
 use crate::record::{flags, Record, RECORD_SIZE};
 use crate::ENV;
 use bulkhead_chan::{Channel, Sender};
+use std::ops::ControlFlow;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::time::Duration;
 
 /// The task's parameters, as the supervisor configured them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,11 +52,35 @@ impl Counter {
     }
 }
 
+/// How a task comes back from a system suspension (JuMP2start 2.2, the task parameter
+/// M<sup>resume</sup>).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Resume {
+    /// Continues where it was: its releases keep their place in system time (the
+    /// supervisor shifts the epoch by the suspension), no catch-up burst, no miss or
+    /// skip caused by the stop.
+    #[default]
+    Continuable,
+    /// Returns to its checkpoint: the first activation after a resume is a new first
+    /// release at the resume instant (or the first one after it) with
+    /// [`flags::RESTARTED`].
+    Restartable,
+}
+
+/// Called at a suspend request with the task and the request's acknowledgement deadline
+/// (CLOCK_MONOTONIC ns).
+pub type SuspendFn = Box<dyn FnMut(&Task, u64) + Send>;
+
 /// The activation in progress.
 #[derive(Clone, Copy)]
 struct Current {
     act: Activation,
     start_ns: u64,
+    /// The control block's `suspended_ns` when the activation started: a suspension
+    /// during the activation moves its release and start by the time suspended.
+    suspended_ns: u64,
+    /// The control block's `resume_seq` when the activation started ([`Task::stale`]).
+    resume_seq: u32,
 }
 
 /// A task attached to its supervisor.
@@ -66,6 +92,12 @@ pub struct Task {
     current: Option<Current>,
     started: bool,
     pid: u32,
+    resume: Resume,
+    on_suspend: Option<SuspendFn>,
+    /// The latest resume this task has planned an activation after.
+    seen_resume: u32,
+    /// The resume instant whose first fresh input [`Task::fresh`] has reported.
+    fresh_reported: u64,
 }
 
 impl Task {
@@ -107,6 +139,7 @@ impl Task {
         };
         let pid = std::process::id();
         c.pid.store(pid, Relaxed);
+        let seen_resume = c.resume_seq.load(Acquire);
         Ok(Task {
             ctl: map,
             tx,
@@ -115,6 +148,10 @@ impl Task {
             current: None,
             started: false,
             pid,
+            resume: Resume::Continuable,
+            on_suspend: None,
+            seen_resume,
+            fresh_reported: 0,
         })
     }
 
@@ -185,11 +222,15 @@ impl Task {
         let Some(cur) = self.current.take() else {
             return;
         };
+        let end_ns = now_ns();
+        // A suspension during the activation (frozen before it acknowledged) is no time
+        // of the job's: its release and start move by it, as the epoch did.
+        let shift = self.suspended_ns().saturating_sub(cur.suspended_ns);
         let rec = Record {
             index: cur.act.index,
-            release_ns: cur.act.release_ns,
-            start_ns: cur.start_ns,
-            end_ns: now_ns(),
+            release_ns: cur.act.release_ns + shift,
+            start_ns: (cur.start_ns + shift).min(end_ns),
+            end_ns,
             flags: cur.act.flags,
             skipped: cur.act.skipped,
             pid: self.pid,
@@ -208,46 +249,55 @@ impl Task {
     /// The first activation of a restarted process is the first release after it starts,
     /// with [`flags::RESTARTED`]. Returns [`Error::Stopped`] once the supervisor asks the
     /// task to stop.
+    ///
+    /// This is the task's safe point for a system suspension: a suspend request pending
+    /// here, or arriving while the task sleeps for its release, runs the suspend callback
+    /// ([`Task::on_suspend`]), is acknowledged, and the task waits for the resume, so no
+    /// job runs between the acknowledgement and the freeze. The first activation after a
+    /// resume carries [`flags::RESUMED`]: a continuable task's is its next release on the
+    /// shifted epoch (no [`flags::OVERRUN`] and no [`flags::SKIPPED`] for releases that
+    /// fell while the system stopped, so no burst of catch-up jobs either); a restartable
+    /// task's ([`Task::set_resume`]) is a new first release, the first one at or after the
+    /// resume instant, with [`flags::RESTARTED`] too.
     pub fn wait_next_period(&mut self) -> Result<Activation> {
         self.complete();
-        if self.stop_requested() {
-            return Err(Error::Stopped);
-        }
-        let c = self.ctl.get();
-        let (epoch, period) = (c.epoch_ns.load(Acquire), self.params.period_ns);
-        let mut act = Activation {
-            index: self.next,
-            release_ns: epoch + self.next * period,
-            deadline_ns: 0,
-            flags: 0,
-            skipped: 0,
-        };
-        let now = now_ns();
-        if !self.started && c.restarts.load(Acquire) > 0 {
+        let restarted = !self.started && self.ctl.get().restarts.load(Acquire) > 0;
+        if restarted {
             // A restarted process begins at the first release after now: the releases its
             // predecessor may have served are not run twice.
-            act.flags |= flags::RESTARTED;
-            act.index = now.saturating_sub(epoch) / period + 1;
-            act.release_ns = epoch + act.index * period;
+            let epoch = self.ctl.get().epoch_ns.load(Acquire);
+            self.next = now_ns().saturating_sub(epoch) / self.params.period_ns + 1;
         }
-        if now < act.release_ns {
-            sleep_until(act.release_ns);
-        } else {
-            let latest = (now - epoch) / period;
-            if latest > act.index {
-                act.skipped = (latest - act.index).min(u32::MAX as u64) as u32;
-                act.flags |= flags::SKIPPED;
-                act.index = latest;
-                act.release_ns = epoch + latest * period;
+        let mut slept = false;
+        let (act, resume_seq) = loop {
+            if self.stop_requested() {
+                return Err(Error::Stopped);
             }
-            if self.started {
-                act.flags |= flags::OVERRUN;
+            let seen = self.ctl.get().suspend_seq.load(Acquire);
+            if self.suspend_point()? {
+                continue;
             }
-        }
-        act.deadline_ns = act.release_ns + self.params.deadline_ns;
+            let now = now_ns();
+            let resume_seq = self.ctl.get().resume_seq.load(Acquire);
+            let resumed = resume_seq != self.seen_resume;
+            let mut act = self.plan(restarted, resumed);
+            if now < act.release_ns {
+                self.ctl.get().sleep_until_suspend(seen, act.release_ns);
+                slept = true;
+                continue;
+            }
+            if !slept || resumed {
+                self.catch_up(&mut act, now, resumed);
+            }
+            break (act, resume_seq);
+        };
+        self.seen_resume = resume_seq;
+        let c = self.ctl.get();
         self.current = Some(Current {
             act,
             start_ns: now_ns(),
+            suspended_ns: self.suspended_ns(),
+            resume_seq,
         });
         self.next = act.index + 1;
         self.started = true;
@@ -256,6 +306,185 @@ impl Task {
             return Err(Error::Stopped);
         }
         Ok(act)
+    }
+
+    /// The activation to wait for: the next release on the current epoch, or after a
+    /// (restartable) resume the first one from the resume instant on. `restarted`: the
+    /// first activation of a restarted process.
+    fn plan(&self, restarted: bool, resumed: bool) -> Activation {
+        let c = self.ctl.get();
+        let (epoch, period) = (c.epoch_ns.load(Acquire), self.params.period_ns);
+        let mut index = self.next;
+        let mut flags = 0;
+        if restarted {
+            flags |= flags::RESTARTED;
+        }
+        if resumed {
+            flags |= flags::RESUMED;
+            if self.resume == Resume::Restartable {
+                // A new first release: the first at or after the resume instant (the
+                // supervisor puts a restartable task's epoch there).
+                flags |= flags::RESTARTED;
+                let since = c.resumed_at_ns.load(Acquire).saturating_sub(epoch);
+                index = since.div_ceil(period);
+            }
+        }
+        Activation {
+            index,
+            release_ns: epoch + index * period,
+            deadline_ns: epoch + index * period + self.params.deadline_ns,
+            flags,
+            skipped: 0,
+        }
+    }
+
+    /// `act`'s release has passed at `now`: moves it to the latest release, counting the
+    /// skipped ones and the overrun, except for releases that fell during a stop.
+    fn catch_up(&self, act: &mut Activation, now: u64, resumed: bool) {
+        let (epoch, period) = (self.ctl.get().epoch_ns.load(Acquire), self.params.period_ns);
+        let latest = now.saturating_sub(epoch) / period;
+        if latest > act.index {
+            if !resumed {
+                act.skipped = (latest - act.index).min(u32::MAX as u64) as u32;
+                act.flags |= flags::SKIPPED;
+            }
+            act.index = latest;
+            act.release_ns = epoch + latest * period;
+            act.deadline_ns = act.release_ns + self.params.deadline_ns;
+        }
+        if self.started && !resumed {
+            act.flags |= flags::OVERRUN;
+        }
+    }
+
+    /// The task's safe point for a system suspension (called by
+    /// [`Task::wait_next_period`]; a long job may call it too). If a suspend request is
+    /// pending, runs the suspend callback with its deadline, acknowledges it and waits
+    /// for the resume; returns whether it did. A request the system was already resumed
+    /// from (the task was frozen before it got here) is acknowledged without the
+    /// callback. Returns [`Error::Stopped`] if the supervisor asks the task to stop while
+    /// it waits.
+    pub fn suspend_point(&mut self) -> Result<bool> {
+        let Some((seq, deadline)) = self.ctl.get().pending_suspend() else {
+            return Ok(false);
+        };
+        if self.ctl.get().suspended() {
+            if let Some(mut f) = self.on_suspend.take() {
+                f(self, deadline);
+                self.on_suspend = Some(f);
+            }
+        }
+        let c = self.ctl.get();
+        c.ack_suspend(seq);
+        while !c.wait_resume(Some(Duration::from_millis(100))) {
+            if self.stop_requested() {
+                return Err(Error::Stopped);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Sets the function called at a suspend request, before the acknowledgement, with
+    /// the request's acknowledgement deadline (CLOCK_MONOTONIC ns): the place to save
+    /// what must survive the stop (JuMP2start Fig. 2: each domain saves its context, then
+    /// acknowledges). It runs on the task's thread inside [`Task::wait_next_period`] or
+    /// [`Task::suspend_point`]; past the deadline the task is frozen anyway.
+    pub fn on_suspend(&mut self, f: SuspendFn) {
+        self.on_suspend = Some(f);
+    }
+
+    /// Declares how the task comes back from a suspension (default: continuable).
+    /// [`Task::run_restartable`] sets it.
+    pub fn set_resume(&mut self, resume: Resume) {
+        self.resume = resume;
+    }
+
+    /// Whether the system was suspended and resumed since the current activation started
+    /// (the task was frozen in the middle of its job). A restartable task's job checks it
+    /// at its checkpoints and gives up the stale job (JuMP2start 3.3: checkpoints after
+    /// each basic block discard data acquired before the suspension).
+    pub fn stale(&self) -> bool {
+        self.current
+            .is_some_and(|cur| cur.resume_seq != self.ctl.get().resume_seq.load(Acquire))
+    }
+
+    /// Total time the system has spent suspended, ns.
+    pub fn suspended_ns(&self) -> u64 {
+        self.ctl.get().suspended_ns.load(Acquire)
+    }
+
+    /// bulkhead's system time now: CLOCK_MONOTONIC minus the time the system spent
+    /// suspended (JuMP2start 2.3, time stitching). A continuable task's releases keep
+    /// their system times across a stop; it does not advance while the system is
+    /// suspended.
+    pub fn system_time_ns(&self) -> u64 {
+        self.ctl.get().system_time_ns(now_ns())
+    }
+
+    /// The CLOCK_MONOTONIC instant at which the latest resume thawed the system (0: no
+    /// resume yet). Data stamped before it is stale for a restartable task.
+    pub fn resumed_at_ns(&self) -> u64 {
+        self.ctl.get().resumed_at_ns.load(Acquire)
+    }
+
+    /// The stale/fresh rule for an input stamped `stamp_ns` (CLOCK_MONOTONIC, e.g. a CAN
+    /// frame's reception time from the gateway): a restartable task never takes data
+    /// stamped before the latest resume instant. Returns whether the task may use it.
+    /// A stale input is counted in the named counter `ss.stale_dropped`; the first
+    /// fresh one after each resume stores the instant it was taken in
+    /// `ss.first_fresh_ns`, which the supervisor logs as the task's `first_fresh_frame`.
+    /// A continuable task takes everything.
+    pub fn fresh(&mut self, stamp_ns: u64) -> bool {
+        if self.resume != Resume::Restartable {
+            return true;
+        }
+        let resumed_at = self.resumed_at_ns();
+        if stamp_ns < resumed_at {
+            if let Ok(c) = self.counter("ss.stale_dropped") {
+                self.add_counter(c, 1);
+            }
+            return false;
+        }
+        if resumed_at != 0 && self.fresh_reported != resumed_at {
+            self.fresh_reported = resumed_at;
+            if let Ok(c) = self.counter("ss.first_fresh_ns") {
+                self.set_counter(c, now_ns());
+            }
+        }
+        true
+    }
+
+    /// Runs a restartable task (JuMP2start Fig. 3): `setup` builds the state, which is the
+    /// checkpoint ("Save Context"); then `job` runs once per activation on the working
+    /// state. The first activation after a resume ([`flags::RESUMED`] and
+    /// [`flags::RESTARTED`]) starts from a fresh clone of the checkpoint ("Restart Ctx"):
+    /// whatever the jobs changed before the stop is dropped. Returns `Ok` when the
+    /// supervisor asks the task to stop or when `job` breaks.
+    ///
+    /// The state must hold no data from the environment that goes stale (see
+    /// docs/stop-start.md for the rules); `job` gets the task for counters,
+    /// [`Task::stale`] and [`Task::resumed_at_ns`].
+    pub fn run_restartable<S: Clone>(
+        &mut self,
+        setup: impl FnOnce(&mut Task) -> Result<S>,
+        mut job: impl FnMut(&mut S, &mut Task, Activation) -> ControlFlow<()>,
+    ) -> Result<()> {
+        self.resume = Resume::Restartable;
+        let checkpoint = setup(self)?;
+        let mut state = checkpoint.clone();
+        loop {
+            let act = match self.wait_next_period() {
+                Ok(act) => act,
+                Err(Error::Stopped) => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            if act.flags & flags::RESUMED != 0 {
+                state = checkpoint.clone();
+            }
+            if job(&mut state, self, act).is_break() {
+                return Ok(());
+            }
+        }
     }
 }
 

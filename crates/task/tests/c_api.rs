@@ -136,3 +136,56 @@ fn a_c_task_follows_mode_requests_and_acknowledges_them() {
     assert_eq!(status.code(), Some(0), "{rest}");
     assert_eq!(rest, "mode 2 seq 1\nmode 1 seq 2\n");
 }
+
+#[path = "support/supervise.rs"]
+mod supervise;
+
+#[test]
+fn a_restartable_c_task_gets_its_checkpoint_back_at_a_resume() {
+    use bulkhead_task::Resume;
+    use supervise::{counter, wait_for, Proc, Stopper};
+    let dir = std::env::temp_dir().join(format!("bulkhead-task-css-{}", std::process::id()));
+    let Some(exe) = compile("stop_start_test", &dir) else {
+        return;
+    };
+    let spec = LinkSpec {
+        name: "c-restart".into(),
+        task_index: 0,
+        budget_ns: MS,
+        period_ns: 10 * MS,
+        deadline_ns: 10 * MS,
+        epoch_ns: now_ns(),
+        ring_depth: 1024,
+    };
+    let mut link = TaskLink::create(&spec).unwrap();
+    let mut cmd = Command::new(&exe);
+    link.prepare(&mut cmd);
+    let mut task = Proc(cmd.spawn().unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut stop = Stopper::new(&link);
+    let long = std::time::Duration::from_secs(10);
+    wait_for("5 jobs", long, || counter(&link, "state") >= 105);
+    let s = stop.suspend(&task, std::time::Duration::from_millis(500));
+    assert!(s.acked);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let resumed_at = stop.resume(&link, &task, Resume::Restartable);
+    wait_for("the restart", long, || counter(&link, "suspend_calls") == 1);
+    assert_eq!(
+        counter(&link, "restart_state"),
+        100,
+        "the checkpoint's state"
+    );
+    assert_eq!(counter(&link, "suspend_deadline"), s.deadline_ns);
+    assert_eq!(counter(&link, "release_is_resume"), 1);
+    link.request_stop();
+    let status = task.0.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let mut recs: Vec<Record> = Vec::new();
+    link.drain(&mut recs);
+    let restarted: Vec<_> = recs
+        .iter()
+        .filter(|r| r.flags & bulkhead_task::flags::RESTARTED != 0)
+        .collect();
+    assert_eq!(restarted.len(), 1, "{recs:?}");
+    assert_eq!(restarted[0].release_ns, resumed_at);
+}

@@ -246,7 +246,7 @@ pub enum EventKind {
         suspended_ns: Nanos,
     },
     /// Restartable task `task` of `partition` processed its first frame received after the
-    /// resume (reported by the task through its `ss.first_fresh_frame` counter),
+    /// resume (reported by the task through its `ss.first_fresh_ns` counter),
     /// `latency_ns` after the resume request.
     FirstFreshFrame {
         partition: Name,

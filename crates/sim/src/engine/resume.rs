@@ -4,6 +4,7 @@
 
 use super::{Ev, Job, Sim};
 use crate::spec::*;
+use crate::stop::{protocol, suspend_order, PartitionAtRequest, StopEvent};
 use bulkhead_model::Resume;
 use bulkhead_trace::EventKind;
 
@@ -11,13 +12,23 @@ impl<'a> Sim<'a> {
     /// Suspends the whole system at system time `t` and resumes it at the same system
     /// time (time is stitched: the suspension does not exist for the schedule).
     pub(super) fn suspend(&mut self, i: usize, t: Nanos) {
+        let partitions = self.at_request();
+        let duration = self.opts.suspensions[i].duration;
+        let (events, took) = protocol(
+            &self.opts.stop,
+            &partitions,
+            t,
+            t + self.wall_offset,
+            duration,
+        );
+        self.stop_events.extend(events);
+        self.wall_offset += took;
         for d in 0..self.domains.len() {
             self.touch(d, t);
             for k in 0..self.domains[d].slots.len() {
                 self.stop(d, k, t, true);
             }
         }
-        let duration = self.opts.suspensions[i].duration;
         self.emit(t, EventKind::Suspend {});
         self.emit(
             t,
@@ -32,10 +43,60 @@ impl<'a> Sim<'a> {
                 continue;
             }
             match self.spec.tasks[task].resume {
-                Resume::Restartable => self.restart(task, t),
+                Resume::Restartable => {
+                    self.drop_stale(task);
+                    self.restart(task, t);
+                }
                 Resume::Continuable => self.continue_task(task, t, &mut shifted_servers),
             }
         }
+    }
+
+    /// The partitions in suspend order with their active tasks, each with whether it is
+    /// at its safe point (no job started and unfinished), at a suspend request.
+    fn at_request(&self) -> Vec<PartitionAtRequest> {
+        let spec = self.spec;
+        let names = spec.tasks.iter().map(|t| t.partition.as_ref());
+        suspend_order(&self.opts.stop.order, names)
+            .into_iter()
+            .map(|name| PartitionAtRequest {
+                tasks: (0..spec.tasks.len())
+                    .filter(|&k| self.tasks[k].active && *spec.tasks[k].partition == *name)
+                    .map(|k| {
+                        let safe = self.tasks[k].jobs.front().is_none_or(|j| !j.started);
+                        (spec.tasks[k].name.to_string(), safe)
+                    })
+                    .collect(),
+                name,
+            })
+            .collect()
+    }
+
+    /// The stale/fresh rule for restartable `task` at a resume: no message written
+    /// before it reaches the task; its first job that completes on fresh input reports
+    /// `first_fresh_frame`.
+    fn drop_stale(&mut self, task: usize) {
+        for &c in &self.spec.tasks[task].inputs {
+            self.channels.drop_stale(c, task as u32);
+        }
+        self.tasks[task].fresh_pending = true;
+    }
+
+    /// `task` completed a job at `t`: its first one on fresh input after a resume is
+    /// its `first_fresh_frame` (a source task's input, from outside the simulation, is
+    /// fresh from the resume on).
+    pub(super) fn fresh_frame(&mut self, task: usize, t: Nanos) {
+        let state = &self.tasks[task];
+        if !state.fresh_pending || (!self.sources[task] && state.inputs.is_empty()) {
+            return;
+        }
+        self.tasks[task].fresh_pending = false;
+        let spec = &self.spec.tasks[task];
+        self.stop_events.push(StopEvent {
+            partition: Some(spec.partition.to_string()),
+            task: Some(spec.name.to_string()),
+            ..StopEvent::new("first_fresh_frame", t, t + self.wall_offset)
+        });
     }
 
     /// Restartable task: the replenishment list is purged, the current work

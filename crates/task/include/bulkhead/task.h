@@ -14,6 +14,7 @@
 #ifndef BULKHEAD_TASK_H
 #define BULKHEAD_TASK_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -23,7 +24,9 @@ extern "C" {
 /* Activation flags. */
 #define BULKHEAD_OVERRUN   1u /* started late: the previous activation ran past this release */
 #define BULKHEAD_SKIPPED   2u /* whole periods were skipped; see `skipped` */
-#define BULKHEAD_RESTARTED 4u /* first activation of a restarted process */
+#define BULKHEAD_RESTARTED 4u /* first activation of a restarted process, or of a
+                                 restartable task after a resume (from its checkpoint) */
+#define BULKHEAD_RESUMED   8u /* first activation after a system resume (stop-start) */
 
 struct bulkhead_activation {
     uint64_t index;       /* k: release = epoch + k * period */
@@ -69,6 +72,46 @@ int bulkhead_counter_add(int counter, uint64_t delta);
 int bulkhead_current_mode(void);
 int bulkhead_mode_wait(uint64_t timeout_ns, uint32_t *mode, uint32_t *seq);
 int bulkhead_mode_ack(uint32_t seq);
+
+/* Stop-start (docs/stop-start.md). bulkhead_wait_next_period is the task's safe point:
+ * at a suspend request it runs the suspend callback, acknowledges and waits for the
+ * resume, so no job runs between the acknowledgement and the freeze. The first
+ * activation after a resume has BULKHEAD_RESUMED: a continuable task (the default)
+ * continues with its next release on the shifted epoch, with no OVERRUN or SKIPPED for
+ * the stop; a restartable task gets a new first release at the resume instant with
+ * BULKHEAD_RESTARTED, and its checkpoint copied back over its state first.
+ *
+ *   struct state s = setup();
+ *   bulkhead_checkpoint(&s, sizeof s);             // restartable: "Save Context"
+ *   while (bulkhead_wait_next_period(&a) == 0) {   // after a resume: s as checkpointed
+ *       if (a.flags & BULKHEAD_RESTARTED) ...;     // fresh start
+ *       step1(&s); if (bulkhead_stale()) continue; // frozen mid-job: drop stale work
+ *       step2(&s);
+ *   }
+ *
+ * bulkhead_checkpoint(state, len): makes the task restartable and copies len bytes at
+ * state; they are copied back at each resume. state must stay valid for the task's life
+ * (no pointers into memory that changes after the checkpoint; see docs/stop-start.md).
+ * bulkhead_on_suspend(fn, arg): fn(deadline_ns, arg) runs at a suspend request before the
+ * acknowledgement (deadline: CLOCK_MONOTONIC ns; past it the task is frozen anyway); it
+ * must not call other bulkhead_ functions; NULL removes it.
+ * bulkhead_suspend_point(): the safe point for a long job: 1 if it suspended and resumed,
+ * 0 if nothing was pending, -ESHUTDOWN if asked to stop.
+ * bulkhead_stale(): 1 if the system suspended and resumed during the current activation.
+ * bulkhead_system_time_ns(): CLOCK_MONOTONIC minus the time the system spent suspended.
+ * bulkhead_resumed_at_ns(): CLOCK_MONOTONIC instant of the latest resume (0: none).
+ * bulkhead_fresh(stamp_ns): the stale/fresh rule for an input stamped stamp_ns (a CAN
+ * frame's reception time): 1 if the task may use it, 0 if a restartable task got data
+ * from before the latest resume (counted in the named counter ss.stale_dropped); the
+ * first fresh input after a resume stores when it was taken in ss.first_fresh_ns. */
+typedef void (*bulkhead_suspend_fn)(uint64_t deadline_ns, void *arg);
+int bulkhead_checkpoint(void *state, size_t len);
+int bulkhead_on_suspend(bulkhead_suspend_fn fn, void *arg);
+int bulkhead_suspend_point(void);
+int bulkhead_stale(void);
+uint64_t bulkhead_system_time_ns(void);
+uint64_t bulkhead_resumed_at_ns(void);
+int bulkhead_fresh(uint64_t stamp_ns);
 
 /* CLOCK_MONOTONIC in ns (vDSO, no system call). */
 uint64_t bulkhead_now_ns(void);

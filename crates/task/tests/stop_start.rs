@@ -1,0 +1,250 @@
+//! Stop-start with real task processes and a real control block: the test plays the
+//! supervisor (request, acknowledgement deadline, freeze = SIGSTOP, time stitching,
+//! resume, thaw = SIGCONT) and judges what the task reports (records, named counters).
+//! The task processes are this test binary again, running `task_entry` with a role.
+
+#[path = "support/supervise.rs"]
+mod supervise;
+
+use bulkhead_task::clock::now_ns;
+use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+use bulkhead_task::{flags, Error, Record, Resume, Task};
+use std::ops::ControlFlow;
+use std::process::Command;
+use std::time::Duration;
+use supervise::{counter, wait_for, Proc, Stopper, MS};
+
+const ROLE: &str = "BULKHEAD_TEST_TASK_ROLE";
+const LONG_JOB: &str = "BULKHEAD_TEST_LONG_JOB";
+
+fn link(name: &str, period_ns: u64) -> TaskLink {
+    TaskLink::create(&LinkSpec {
+        name: name.into(),
+        task_index: 0,
+        budget_ns: MS,
+        period_ns,
+        deadline_ns: period_ns,
+        epoch_ns: now_ns() + period_ns,
+        ring_depth: 1024,
+    })
+    .unwrap()
+}
+
+/// Starts this binary as a task process in `role`.
+fn spawn(link: &TaskLink, role: &str, env: &[(&str, &str)]) -> Proc {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "task_entry", "--ignored", "--nocapture"])
+        .env(ROLE, role)
+        .envs(env.iter().copied());
+    link.prepare(&mut cmd);
+    Proc(cmd.spawn().unwrap())
+}
+
+/// Asks the task to stop, checks it ends well and returns its records.
+fn finish(mut link: TaskLink, mut task: Proc) -> Vec<Record> {
+    link.request_stop();
+    let status = task.0.wait().unwrap();
+    assert!(status.success(), "task process: {status}");
+    let mut recs = Vec::new();
+    link.drain(&mut recs);
+    recs
+}
+
+fn activations(link: &TaskLink) -> u64 {
+    link.counters().activations
+}
+
+#[test]
+#[ignore = "the task process the other tests start"]
+fn task_entry() {
+    let mut task = Task::attach().unwrap();
+    match std::env::var(ROLE).unwrap().as_str() {
+        "continuable" => continuable(&mut task),
+        "restartable" => restartable(&mut task),
+        other => panic!("role {other}"),
+    }
+}
+
+/// Publishes system and monotonic time at each job; the job numbered LONG_JOB computes
+/// for 100 ms of CPU time and then reports whether it went stale.
+fn continuable(task: &mut Task) {
+    let calls = task.counter("suspend_calls").unwrap();
+    let deadline = task.counter("suspend_deadline").unwrap();
+    let [sys, mono, busy, stale] =
+        ["sys", "mono", "busy", "stale"].map(|n| task.counter(n).unwrap());
+    task.on_suspend(Box::new(move |t, d| {
+        t.add_counter(calls, 1);
+        t.set_counter(deadline, d);
+    }));
+    let long_job = std::env::var(LONG_JOB)
+        .ok()
+        .map(|v| v.parse::<u64>().unwrap());
+    loop {
+        let act = match task.wait_next_period() {
+            Ok(act) => act,
+            Err(Error::Stopped) => return,
+            Err(e) => panic!("{e}"),
+        };
+        task.set_counter(sys, task.system_time_ns());
+        task.set_counter(mono, now_ns());
+        if long_job == Some(act.index) {
+            task.set_counter(busy, 1);
+            bulkhead_task::clock::burn_cpu(100 * MS);
+            task.set_counter(stale, task.stale() as u64);
+        }
+    }
+}
+
+/// Its state (a job count starting at 100 after setup) goes back to the checkpoint at
+/// a resume; `restart_state` is the state the first job after the resume found.
+fn restartable(task: &mut Task) {
+    let [state, restart_state, restarts] =
+        ["state", "restart_state", "restarts"].map(|n| task.counter(n).unwrap());
+    task.run_restartable(
+        |_| Ok(100u64),
+        |jobs, t, act| {
+            if act.flags & flags::RESTARTED != 0 {
+                t.set_counter(restart_state, *jobs);
+                t.add_counter(restarts, 1);
+                // A frame received just before the resume is stale, one at it fresh.
+                let resumed_at = t.resumed_at_ns();
+                assert!(!t.fresh(resumed_at - 1));
+                assert!(t.fresh(resumed_at));
+            }
+            *jobs += 1;
+            t.set_counter(state, *jobs);
+            ControlFlow::Continue(())
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_continuable_task_acknowledges_a_suspend_and_keeps_its_release_grid_in_system_time() {
+    const T: u64 = 10 * MS;
+    let link = link("cont", T);
+    let task = spawn(&link, "continuable", &[]);
+    let mut stop = Stopper::new(&link);
+    wait_for("5 activations", Duration::from_secs(10), || {
+        activations(&link) >= 5
+    });
+    let s = stop.suspend(&task, Duration::from_millis(500));
+    assert!(s.acked, "the task acknowledges at its next wait");
+    assert_eq!(counter(&link, "suspend_calls"), 1);
+    assert_eq!(counter(&link, "suspend_deadline"), s.deadline_ns);
+    let (sys_before, mono_before) = (counter(&link, "sys"), counter(&link, "mono"));
+    let acts = activations(&link);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        activations(&link),
+        acts,
+        "no job runs after the acknowledgement"
+    );
+    let resumed_at = stop.resume(&link, &task, Resume::Continuable);
+    wait_for("5 more activations", Duration::from_secs(10), || {
+        activations(&link) >= acts + 5
+    });
+    let (sys_after, mono_after) = (counter(&link, "sys"), counter(&link, "mono"));
+    let recs = finish(link, task);
+    let suspended = stop.total_suspended_ns();
+    assert!(suspended >= 300 * MS);
+    // System time did not advance while suspended: 5 or more jobs of 10 ms later it has
+    // moved less than the 300 ms the monotonic clock did on top.
+    assert!(
+        mono_after - mono_before >= suspended,
+        "{mono_after} {mono_before}"
+    );
+    assert!(
+        sys_after - sys_before < mono_after - mono_before - suspended / 2,
+        "system time {sys_before} -> {sys_after}, suspended {suspended}"
+    );
+    let first = recs
+        .iter()
+        .position(|r| r.flags & flags::RESUMED != 0)
+        .expect("an activation after the resume");
+    let (prev, next) = (recs[first - 1], recs[first]);
+    // The next release on the grid shifted by the suspension: no skip, no overrun, no
+    // miss, and nothing from before the stop runs after it (no catch-up burst).
+    assert_eq!(next.flags, flags::RESUMED, "{next:?}");
+    assert_eq!(next.index, prev.index + 1);
+    assert_eq!(next.release_ns, prev.release_ns + T + suspended);
+    assert!(!next.missed(T), "{next:?}");
+    assert_eq!(
+        recs.iter()
+            .filter(|r| r.flags & flags::RESUMED != 0)
+            .count(),
+        1
+    );
+    assert!(recs[first..].iter().all(|r| r.release_ns + T >= resumed_at));
+    assert!(prev.end_ns <= s.at_ns);
+}
+
+#[test]
+fn a_restartable_task_returns_to_its_checkpoint_with_restarted_at_the_resume_instant() {
+    const T: u64 = 10 * MS;
+    let link = link("restart", T);
+    let task = spawn(&link, "restartable", &[]);
+    let mut stop = Stopper::new(&link);
+    wait_for("6 jobs", Duration::from_secs(10), || {
+        counter(&link, "state") >= 106
+    });
+    let s = stop.suspend(&task, Duration::from_millis(500));
+    assert!(s.acked);
+    let state_before = counter(&link, "state");
+    std::thread::sleep(Duration::from_millis(100));
+    let resumed_at = stop.resume(&link, &task, Resume::Restartable);
+    wait_for("the restart", Duration::from_secs(10), || {
+        counter(&link, "restarts") == 1 && counter(&link, "state") >= 103
+    });
+    assert_eq!(
+        counter(&link, "restart_state"),
+        100,
+        "the checkpoint's state"
+    );
+    let recs = finish(link, task);
+    assert!(state_before >= 106);
+    let restarted: Vec<_> = recs
+        .iter()
+        .filter(|r| r.flags & flags::RESTARTED != 0)
+        .collect();
+    assert_eq!(restarted.len(), 1, "{recs:?}");
+    // A new first release at the resume instant (the epoch the supervisor set).
+    assert_eq!(restarted[0].flags, flags::RESTARTED | flags::RESUMED);
+    assert_eq!(restarted[0].index, 0);
+    assert_eq!(restarted[0].release_ns, resumed_at);
+    assert!(restarted[0].start_ns >= resumed_at);
+}
+
+#[test]
+fn a_task_frozen_mid_job_is_frozen_anyway_and_its_job_shows_no_miss_from_the_stop() {
+    const T: u64 = 600 * MS;
+    let link = link("midjob", T);
+    let task = spawn(&link, "continuable", &[(LONG_JOB, "2")]);
+    let mut stop = Stopper::new(&link);
+    wait_for("the long job", Duration::from_secs(10), || {
+        counter(&link, "busy") == 1
+    });
+    let s = stop.suspend(&task, Duration::from_millis(10));
+    assert!(!s.acked, "the task was in its job");
+    std::thread::sleep(Duration::from_millis(400));
+    stop.resume(&link, &task, Resume::Continuable);
+    wait_for("two more jobs", Duration::from_secs(10), || {
+        activations(&link) >= 5
+    });
+    assert_eq!(counter(&link, "stale"), 1, "the job saw the stop");
+    assert_eq!(
+        counter(&link, "suspend_calls"),
+        0,
+        "no callback after the fact"
+    );
+    assert!(stop.control().suspend_acked(1), "acknowledged late");
+    let recs = finish(link, task);
+    let suspended = stop.total_suspended_ns();
+    let long = recs.iter().find(|r| r.index == 2).expect("the long job");
+    // 100 ms of work and a 400 ms freeze: the record leaves the freeze out.
+    assert!(long.response_ns() >= 100 * MS, "{long:?}");
+    assert!(!long.missed(T), "{long:?} suspended {suspended}");
+    assert_eq!(long.release_ns, recs[1].release_ns + T + suspended);
+    let next = recs.iter().find(|r| r.index == 3).expect("the job after");
+    assert_eq!(next.flags, flags::RESUMED, "{recs:?}");
+}
