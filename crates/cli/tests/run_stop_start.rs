@@ -381,3 +381,39 @@ fn a_supervisor_killed_while_suspended_is_cleaned_up_by_the_next_start() {
         assert!(left.is_empty(), "sleep {n}.{tag} left running: {left:?}");
     }
 }
+
+#[test]
+fn suspend_to_ram_is_refused_before_anything_starts_where_the_platform_lacks_it() {
+    if !is_root() {
+        eprintln!("skipping: needs root");
+        return;
+    }
+    let dir = Scratch::new("stopstart-s3");
+    let sysfs = dir.file("sys");
+    std::fs::create_dir_all(sysfs.join("power")).unwrap();
+    std::fs::write(sysfs.join("power/state"), "freeze disk\n").unwrap();
+    let tag = format!("{}7", std::process::id());
+    let file = dir.file("s3.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "system: {{}}\npartitions:\n  - {{name: hmi, cpus: 1, processes: [{{cmd: sleep 304.{tag}}}]}}\nstop_start: {{suspend_to_ram: true}}\n"
+        ),
+    )
+    .unwrap();
+    let out = common::bulkhead()
+        .env("BULKHEAD_SYSFS_ROOT", &sysfs)
+        .args(["run", file.to_str().unwrap(), "--timeout", "1s"])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("stop_start.suspend_to_ram") && stderr.contains("`freeze disk`, not `mem`"),
+        "{stderr}"
+    );
+    assert!(
+        pids_of(&["sleep", &format!("304.{tag}")]).is_empty(),
+        "nothing started"
+    );
+}

@@ -120,7 +120,7 @@ struct RtTask {
     ss: StopStartTask,
     /// `judged_from` before the suspend.
     judged_before: u64,
-    /// `ss.first_fresh_frame` at the resume (restartable tasks).
+    /// `ss.first_fresh_ns` at the resume (restartable tasks).
     fresh_before: Option<u64>,
 }
 
