@@ -809,3 +809,55 @@ fn reset_reservation(pid: i32, policy: &Policy) -> bulkhead_reserve::Result<()> 
     sched::set(pid, &Policy::Other { nice: 0 })?;
     sched::set(pid, policy)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Freezes and thaws a real process in a cgroup of `base`, read back from the kernel.
+    fn freeze_and_thaw(base: &Path, version: Version) {
+        let dir = base.join(leftovers::instance_name());
+        fs::create_dir(&dir).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        cgroup::write_file(&dir.join("cgroup.procs"), &child.id().to_string()).unwrap();
+        let mut f = Freezer::Dir(dir.clone());
+        freeze(&mut f, version, &[], true).unwrap();
+        assert_eq!(is_frozen(&dir, version), Some(true));
+        let state = fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+        assert!(
+            !state.contains("State:\tR"),
+            "a frozen process does not run"
+        );
+        freeze(&mut f, version, &[], false).unwrap();
+        assert_eq!(is_frozen(&dir, version), Some(false));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        while fs::remove_dir(&dir).is_err() {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    #[test]
+    fn the_v1_and_v2_freezers_freeze_and_thaw_read_back() {
+        // SAFETY: getuid has no preconditions.
+        if unsafe { libc::getuid() } != 0 {
+            eprintln!("skipping: needs root");
+            return;
+        }
+        let v1 = Path::new("/sys/fs/cgroup/freezer");
+        if v1.join("cgroup.procs").exists() {
+            freeze_and_thaw(v1, Version::V1);
+        }
+        for v2 in ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+            if Path::new(v2).join("cgroup.freeze").exists()
+                || Path::new(v2).join("cgroup.subtree_control").exists()
+            {
+                freeze_and_thaw(Path::new(v2), Version::V2);
+                break;
+            }
+        }
+    }
+}
