@@ -150,6 +150,17 @@ fn status_text(s: &Status) -> String {
             );
         }
     }
+    if let Some(ss) = &s.stop_start {
+        let last = |ns: Option<u64>| ns.map_or("-".to_string(), format_duration);
+        out += &format!(
+            "stop-start: {}, {} cycles, last suspend {}, last resume {}, order {}\n",
+            ss.state,
+            ss.cycles,
+            last(ss.last_suspend_ns),
+            last(ss.last_resume_ns),
+            ss.order.join(" > ")
+        );
+    }
     for c in &s.channels {
         let end = |e: &bulkhead_control::EndStatus| match e.pid {
             Some(pid) => format!("{} (pid {pid})", e.state),

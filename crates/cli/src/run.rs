@@ -76,7 +76,7 @@ pub fn run(args: Args) -> ExitCode {
         .filter(|d| !d.as_os_str().is_empty())
         .map_or_else(|| PathBuf::from("."), PathBuf::from);
     let workdir = if loaded.system.set_cwd {
-        dir
+        dir.clone()
     } else {
         PathBuf::from(".")
     };
@@ -127,6 +127,17 @@ pub fn run(args: Args) -> ExitCode {
         control: Some(control),
         name,
     };
+    let mut system = system;
+    for bus in &mut system.buses {
+        // A DBC is named relative to the description: the gateway gets an absolute path.
+        if let Some(dbc) = &mut bus.dbc {
+            let path = dir.join(&*dbc);
+            *dbc = std::path::absolute(&path)
+                .unwrap_or(path)
+                .display()
+                .to_string();
+        }
+    }
     match bulkhead_runtime::run(&system, &options) {
         Ok(outcome) => {
             for w in &outcome.warnings {

@@ -75,6 +75,13 @@ impl Handler for Fake {
                             pid: None,
                         },
                     }],
+                    stop_start: Some(StopStartStatus {
+                        state: "suspended".into(),
+                        cycles: 3,
+                        last_suspend_ns: Some(4_000_000),
+                        last_resume_ns: None,
+                        order: vec!["ivi".into(), "nav".into()],
+                    }),
                 },
             ),
             Request::Mode { name } if name == "highway" => Response::mode(
@@ -167,6 +174,7 @@ fn status_prints_partitions_tasks_mode_and_channels() {
         "partition nav (rt, CPUs 1, interface 1ms every 5ms)",
         "task route            fifo priority 90 4ms every 50ms (deadline 50ms), pid 4242, 30 jobs, 0 misses",
         "channel route2ivi (latest): nav -> ivi, 30 written, 29 read, 1 lost (0 dropped, 1 overwritten); writer attached (pid 4250), reader closed",
+        "stop-start: suspended, 3 cycles, last suspend 4ms, last resume -, order ivi > nav",
     ] {
         assert!(stdout.contains(line), "`{line}` in\n{stdout}");
     }

@@ -215,6 +215,25 @@ pub struct Status {
     pub switching_to: Option<String>,
     pub partitions: Vec<PartitionStatus>,
     pub channels: Vec<ChannelStatus>,
+    /// Stop-start: its state and the last latencies (`null` where the system cannot
+    /// be suspended).
+    #[serde(default)]
+    pub stop_start: Option<StopStartStatus>,
+}
+
+/// The stop-start part of `status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopStartStatus {
+    /// `running`, `suspending`, `suspended` or `resuming`.
+    pub state: String,
+    /// Completed suspend/resume cycles.
+    pub cycles: u64,
+    /// Request to the last partition frozen, of the last suspend.
+    pub last_suspend_ns: Option<u64>,
+    /// Request to the last partition thawed, of the last resume.
+    pub last_resume_ns: Option<u64>,
+    /// The suspend order.
+    pub order: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -33,7 +33,7 @@ use crate::sched::{self, DeadlineParams, Policy};
 use crate::{detect, prio};
 use bulkhead_analysis::system::{analyze_system_with, Options, Report};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task};
-use bulkhead_task::supervisor::{LinkSpec, ModePort, TaskLink};
+use bulkhead_task::supervisor::{LinkSpec, ModePort, StopStartPort, TaskLink};
 use bulkhead_task::Record;
 use bulkhead_trace::{Event, EventKind, Name};
 use std::collections::BTreeMap;
@@ -197,6 +197,17 @@ pub struct TaskPort {
     pub port: ModePort,
     /// Releases before this CLOCK_MONOTONIC time are not deadline misses: the agent
     /// stores `u64::MAX` when it parks the task and the time it starts it again.
+    pub judged_from: Arc<AtomicU64>,
+}
+
+/// A task as the supervisor's stop-start sees it ([`RtPartitions::stop_start_ports`]).
+pub struct StopStartTask {
+    pub partition: String,
+    pub task: String,
+    /// Its scheduling policy and reservation, as set at start.
+    pub policy: Policy,
+    pub port: StopStartPort,
+    /// As [`TaskPort::judged_from`]: releases before this time are not deadline misses.
     pub judged_from: Arc<AtomicU64>,
 }
 
@@ -476,6 +487,24 @@ impl RtPartitions {
                     judged_from: t.judged_from.clone(),
                     port: t.link.mode_port().map_err(|e| {
                         Error::Invalid(format!("task `{}`: mode words: {e}", t.task))
+                    })?,
+                })
+            })
+            .collect()
+    }
+
+    /// What the supervisor's stop-start needs of every task, in declaration order.
+    pub fn stop_start_ports(&self) -> Result<Vec<StopStartTask>> {
+        self.tasks
+            .iter()
+            .map(|t| {
+                Ok(StopStartTask {
+                    partition: t.partition.to_string(),
+                    task: t.task.to_string(),
+                    policy: t.policy,
+                    judged_from: t.judged_from.clone(),
+                    port: t.link.stop_start_port().map_err(|e| {
+                        Error::Invalid(format!("task `{}`: stop-start words: {e}", t.task))
                     })?,
                 })
             })

@@ -9,11 +9,12 @@
 
 use crate::links::Links;
 use crate::modes::ModeManager;
+use crate::stopstart::StopStartManager;
 use crate::RunError;
 use bulkhead_chan::Channel;
 use bulkhead_control::{
     ChannelStatus, EndStatus, ErrorCode, Handled, Handler, PartitionStatus, Peer, Request,
-    Response, Server, Status, TaskStatus, Ticket, PROTOCOL_VERSION,
+    Response, Server, Status, StopStartStatus, TaskStatus, Ticket, PROTOCOL_VERSION,
 };
 use bulkhead_model::{ChannelKind, Cpus, PartitionKind, System, Task};
 use bulkhead_reserve::partition::TaskSummary;
@@ -50,6 +51,8 @@ struct State {
     modes: Option<ModeManager>,
     /// The description's channels, in its order.
     channels: Vec<Arc<Channel>>,
+    /// The stop-start manager of a system without windows.
+    stop_start: Option<StopStartManager>,
 }
 
 impl Control {
@@ -72,6 +75,7 @@ impl Control {
                 refused: Vec::new(),
                 modes: None,
                 channels: Vec::new(),
+                stop_start: None,
             },
         })
     }
@@ -109,6 +113,20 @@ impl Control {
         Ok(())
     }
 
+    /// Serves `suspend` and `resume` with `manager` from now on.
+    pub fn stop_start(&mut self, manager: StopStartManager) -> Result<(), RunError> {
+        watch(self.ready.as_raw_fd(), manager.fd())
+            .map_err(|e| RunError::Io(format!("control socket: epoll: {e}")))?;
+        self.state.stop_start = Some(manager);
+        Ok(())
+    }
+
+    /// Stops the stop-start manager, resuming a suspended system (before the tasks are
+    /// stopped: a frozen task cannot stop).
+    pub fn stop_stop_start(&mut self) {
+        self.state.stop_start = None;
+    }
+
     /// Stops the mode manager and its agents (before the tasks are stopped).
     pub fn stop_modes(&mut self) {
         if let Some(mut m) = self.state.modes.take() {
@@ -128,6 +146,11 @@ impl Control {
             .poll(&mut self.state)
             .map_err(|e| RunError::Io(format!("control socket: {e}")))?;
         if let Some(m) = &mut self.state.modes {
+            for (ticket, response) in m.collect() {
+                self.server.reply(ticket, response);
+            }
+        }
+        if let Some(m) = &mut self.state.stop_start {
             for (ticket, response) in m.collect() {
                 self.server.reply(ticket, response);
             }
@@ -160,10 +183,17 @@ impl Handler for State {
                 ErrorCode::NotAllowed,
                 "this system has no modes (no `modes:` section)",
             ),
+            Request::Suspend | Request::Resume if self.stop_start.is_some() => {
+                let manager = self.stop_start.as_mut().expect("checked");
+                match manager.request(request == Request::Suspend, ticket) {
+                    Some(reply) => reply,
+                    None => return Handled::Later,
+                }
+            }
             Request::Suspend | Request::Resume => Response::error(
                 None,
                 ErrorCode::Unsupported,
-                "suspend and resume are not supported by `bulkhead run` yet",
+                "suspend and resume need a system without a window schedule (run with --control)",
             ),
         })
     }
@@ -195,7 +225,11 @@ impl State {
             system: self.name.clone(),
             pid: std::process::id(),
             uptime_ns: self.started.elapsed().as_nanos() as u64,
-            state: "running".into(),
+            state: self
+                .stop_start
+                .as_ref()
+                .map_or("running", |m| m.snapshot().phase.name())
+                .into(),
             mode: self.modes.as_ref().map(|m| m.mode().0),
             switching_to: self.modes.as_ref().and_then(|m| m.mode().1),
             partitions: self
@@ -228,6 +262,16 @@ impl State {
                 .zip(&self.channels)
                 .map(|(c, live)| channel_status(c, live))
                 .collect(),
+            stop_start: self.stop_start.as_ref().map(|m| {
+                let s = m.snapshot();
+                StopStartStatus {
+                    state: s.phase.name().into(),
+                    cycles: s.cycles,
+                    last_suspend_ns: s.last_suspend_ns,
+                    last_resume_ns: s.last_resume_ns,
+                    order: self.system.stop_start().order,
+                }
+            }),
         }
     }
 }

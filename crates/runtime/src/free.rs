@@ -16,7 +16,7 @@ use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Restart, RestartWhe
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -77,6 +77,8 @@ enum State {
 /// environments they may still read (v1, before exec) are freed.
 pub struct FreeRun {
     instance: Instance,
+    /// Each partition's name and freezer cgroup.
+    dirs: Vec<(String, PathBuf)>,
     procs: Vec<FreeProc>,
     limits: Vec<Limits>,
     plans: Vec<Prepared>,
@@ -109,6 +111,7 @@ impl FreeRun {
             .map_err(RunError::Cgroup)?;
         let mut run = FreeRun {
             instance,
+            dirs: Vec::new(),
             procs: Vec::new(),
             limits: Vec::new(),
             plans: Vec::new(),
@@ -135,6 +138,7 @@ impl FreeRun {
             .instance
             .add_partition(&dir_name, cpus)
             .map_err(RunError::Cgroup)?;
+        self.dirs.push((p.name.clone(), cg.freezer_dir.clone()));
         self.limits
             .push(limits::apply(&self.instance, p, &cg, &dir_name)?);
         let confine = confinements.of(&p.name);
@@ -343,6 +347,8 @@ impl Files<'_> {
 /// A [`FreeRun`] owned by a thread of its own that reaps and restarts its processes
 /// every [`KEEP_PERIOD`] while the supervisor runs the rest.
 pub struct FreeKeeper {
+    /// Each partition's name and freezer cgroup.
+    pub dirs: Vec<(String, PathBuf)>,
     stop: Arc<AtomicBool>,
     all_exited: Arc<AtomicBool>,
     thread: Option<JoinHandle<Reports>>,
@@ -371,6 +377,7 @@ impl FreeKeeper {
         let stop = Arc::new(AtomicBool::new(false));
         let all_exited = Arc::new(AtomicBool::new(false));
         let (s, a) = (stop.clone(), all_exited.clone());
+        let dirs = run.dirs.clone();
         let owned = Owned(run);
         let thread = std::thread::Builder::new()
             .name("bulkhead-be-keeper".into())
@@ -380,6 +387,7 @@ impl FreeKeeper {
             })
             .map_err(|e| RunError::Io(format!("best-effort keeper thread: {e}")))?;
         Ok(FreeKeeper {
+            dirs,
             stop,
             all_exited,
             thread: Some(thread),

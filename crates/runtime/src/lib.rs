@@ -25,6 +25,7 @@ mod power;
 mod rt;
 mod signals;
 pub mod spawn;
+mod stopstart;
 mod supervisor;
 
 pub use bulkhead_reserve::command;

@@ -82,6 +82,7 @@ impl Links {
                 let vars = out.env.entry(p.clone()).or_default();
                 vars.push((env_var(&bus.name), format!("{to},{from}")));
             }
+            triggers(system, bus, &mut reader)?;
             let gw = bus.gateway.clone();
             out.commands.insert(
                 (gw.clone(), bus.reader_task()),
@@ -229,6 +230,30 @@ fn shell_words(words: &[String]) -> String {
         })
         .collect();
     quoted.join(" ")
+}
+
+/// The stop-start triggers watched on `bus`: its reader decodes the signal with the bus's
+/// DBC and counts the condition in `ss.suspend_when` / `ss.resume_when` (docs/stop-start.md).
+fn triggers(system: &System, bus: &Bus, reader: &mut GatewayArgs) -> Result<(), RunError> {
+    let Some(ss) = &system.stop_start else {
+        return Ok(());
+    };
+    for (key, t) in ss.triggers().filter(|(_, t)| t.bus == bus.name) {
+        let Some(dbc) = &bus.dbc else {
+            return Err(RunError::Invalid(format!(
+                "stop_start.{key}: bus `{}` has no `dbc` to decode signal `{}` with",
+                bus.name, t.signal
+            )));
+        };
+        reader.dbc = Some(dbc.clone());
+        let trigger = bulkhead_canwire::parse_trigger(&t.spec())
+            .map_err(|e| RunError::Invalid(format!("stop_start.{key}: {e}")))?;
+        match key {
+            "suspend_when" => reader.suspend_when = Some(trigger),
+            _ => reader.resume_when = Some(trigger),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

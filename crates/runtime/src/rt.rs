@@ -16,7 +16,7 @@ use bulkhead_model::{CpuSet, Partition, PartitionKind, System, Task};
 use bulkhead_reserve::cpuset;
 use bulkhead_reserve::housekeeping::Housekeeping;
 use bulkhead_reserve::netdev::IsolatedInterface;
-use bulkhead_reserve::partition::{RtOptions, RtPartitions, TaskSummary};
+use bulkhead_reserve::partition::{RtOptions, RtPartitions, StopStartTask, TaskSummary};
 use bulkhead_trace::schedule_log::ScheduleLogWriter;
 use bulkhead_trace::{perfetto, Event};
 use bulkhead_windows::StopReason;
@@ -106,6 +106,10 @@ pub struct RtRun {
     pub live: LiveTasks,
     /// The mode manager of a system with modes, until the control socket takes it.
     pub modes: Option<ModeManager>,
+    /// Every task's stop-start words, until the stop-start manager takes them.
+    pub stop_start: Vec<StopStartTask>,
+    /// The mode and stop-start events, which the drain thread moves to the outputs.
+    pub events: ModeEvents,
     thread: Option<JoinHandle<Drained>>,
     /// Kernel work moved off the rt CPUs; restored when this is dropped, after the
     /// drain thread stopped the tasks.
@@ -181,6 +185,10 @@ pub fn start(
         }
         None => None,
     };
+    let stop_start = rt
+        .stop_start_ports()
+        .map_err(|e| RunError::Spawn(format!("stop-start: {e}")))?;
+    let events = mode_events.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let all_exited = Arc::new(AtomicBool::new(false));
     let live = LiveTasks::new(Mutex::new(rt.summaries()));
@@ -195,6 +203,8 @@ pub fn start(
         all_exited,
         live,
         modes,
+        stop_start,
+        events,
         thread: Some(thread),
         _housekeeping: housekeeping,
     }))

@@ -188,6 +188,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     };
     check_commands(system, &options.workdir)?;
     crate::affinity::check(system, &own_cpus())?;
+    crate::stopstart::check_suspend_to_ram(system)?;
     let mut warnings = Vec::new();
     let (removed, failed) = leftovers::clean(&hierarchy);
     for dir in removed {
@@ -242,6 +243,9 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         .transpose()?;
     if system.windows.is_empty() {
         crate::affinity::pin(system, &mut warnings);
+        if let Some(c) = &mut control {
+            c.stop_start(stop_start(system, &hierarchy, rt.as_mut(), free.as_ref())?)?;
+        }
         let started = Started {
             rt,
             free,
@@ -336,6 +340,39 @@ fn must_run(system: &System, schedule: &Schedule) -> Vec<bool> {
     schedule.processes.iter().map(must).collect()
 }
 
+/// The stop-start manager of a system without windows, over its rt tasks and its
+/// unwindowed be partitions.
+fn stop_start(
+    system: &System,
+    hierarchy: &Hierarchy,
+    rt: Option<&mut RtRun>,
+    free: Option<&FreeKeeper>,
+) -> Result<crate::stopstart::StopStartManager, RunError> {
+    let (tasks, live, events, epoch_ns) = match rt {
+        Some(rt) => (
+            std::mem::take(&mut rt.stop_start),
+            rt.live.clone(),
+            rt.events.clone(),
+            rt.epoch_ns,
+        ),
+        None => (
+            Vec::new(),
+            Default::default(),
+            Default::default(),
+            monotonic_ns(),
+        ),
+    };
+    crate::stopstart::StopStartManager::start(crate::stopstart::Inputs {
+        system,
+        hierarchy,
+        tasks,
+        be_dirs: free.map(|f| f.dirs.clone()).unwrap_or_default(),
+        live,
+        events,
+        epoch_ns,
+    })
+}
+
 /// What a system without windows started: rt partitions and unwindowed be partitions.
 struct Started {
     rt: Option<RtRun>,
@@ -370,6 +407,7 @@ fn run_services(
         s.control.as_mut(),
     )?;
     if let Some(c) = &mut s.control {
+        c.stop_stop_start();
         c.stop_modes();
         warnings.extend(c.take_refused());
     }

@@ -161,6 +161,14 @@ impl TaskLink {
         })
     }
 
+    /// A second mapping of the control block that carries the stop-start words, for the
+    /// supervisor's stop-start worker (another thread than the one that owns this link).
+    pub fn stop_start_port(&self) -> Result<StopStartPort> {
+        Ok(StopStartPort {
+            ctl: Mapping::map(self.ctl_fd.as_fd())?,
+        })
+    }
+
     /// Asks the task to stop: its next `wait_next_period` returns `Stopped`.
     pub fn request_stop(&self) {
         self.ctl.get().stop.store(1, Release);
@@ -269,6 +277,52 @@ impl ModePort {
     /// whether it did.
     pub fn wait_mode_ack(&self, seq: u32, deadline_ns: u64) -> bool {
         self.ctl.get().wait_mode_ack(seq, deadline_ns)
+    }
+}
+
+/// The stop-start words of one task's control block ([`TaskLink::stop_start_port`]), as
+/// the supervisor uses them (the module doc of [`crate::control`] gives the protocol).
+pub struct StopStartPort {
+    ctl: Mapping,
+}
+
+impl StopStartPort {
+    /// Publishes suspend request `seq`, due to be acknowledged by `deadline_ns`
+    /// (CLOCK_MONOTONIC), and wakes the task if it waits.
+    pub fn request_suspend(&self, seq: u32, deadline_ns: u64) {
+        self.ctl.get().request_suspend(seq, deadline_ns);
+    }
+
+    /// Whether the task acknowledged suspend request `seq`.
+    pub fn suspend_acked(&self, seq: u32) -> bool {
+        self.ctl.get().suspend_acked(seq)
+    }
+
+    /// Publishes the resume of request `seq` with the total suspended time and the resume
+    /// instant. Precondition: the task is still frozen.
+    pub fn publish_resume(&self, seq: u32, suspended_ns: u64, resumed_at_ns: u64) {
+        self.ctl
+            .get()
+            .publish_resume(seq, suspended_ns, resumed_at_ns);
+    }
+
+    /// The release epoch (CLOCK_MONOTONIC of release 0).
+    pub fn epoch_ns(&self) -> u64 {
+        self.ctl.get().epoch_ns.load(Acquire)
+    }
+
+    /// Moves the release grid: later activations are released at `epoch + k * T`.
+    pub fn set_epoch_ns(&self, epoch_ns: u64) {
+        self.ctl.get().epoch_ns.store(epoch_ns, Release);
+    }
+
+    /// The value of the task's named counter `name`, if it published one.
+    pub fn counter(&self, name: &str) -> Option<u64> {
+        let counters = self.ctl.get().named_counters();
+        counters
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
     }
 }
 

@@ -220,6 +220,39 @@ pub enum EventKind {
     /// The system resumes after `suspended_ns` of wall-clock time; `t_ns` equals that of
     /// the matching [`EventKind::Suspend`] because system time excludes the suspension.
     Resume { suspended_ns: Nanos },
+    /// `bulkhead run`'s stop-start (JuMP2start Fig. 2): suspend request `seq` arrives
+    /// (from `bulkhead ctl suspend` or the `suspend_when` trigger, `by`).
+    SuspendRequest { seq: u64, by: Name },
+    /// Every program of `partition` was asked to suspend and its cgroup is frozen,
+    /// `latency_ns` after the request; `unacknowledged` names the programs that did not
+    /// acknowledge by the deadline (frozen anyway).
+    PartitionSuspended {
+        partition: Name,
+        latency_ns: Nanos,
+        unacknowledged: Vec<Name>,
+    },
+    /// Every partition in the suspend order is frozen, `latency_ns` after the request.
+    SystemSuspended { seq: u64, latency_ns: Nanos },
+    /// Resume request `seq` arrives.
+    ResumeRequest { seq: u64, by: Name },
+    /// `partition` is thawed (its tasks told the resume first), `latency_ns` after the
+    /// request.
+    PartitionResumed { partition: Name, latency_ns: Nanos },
+    /// Every partition runs again, `latency_ns` after the request, after `suspended_ns`
+    /// suspended (from the last freeze to the first thaw).
+    SystemResumed {
+        seq: u64,
+        latency_ns: Nanos,
+        suspended_ns: Nanos,
+    },
+    /// Restartable task `task` of `partition` processed its first frame received after the
+    /// resume (reported by the task through its `ss.first_fresh_ns` counter),
+    /// `latency_ns` after the resume request.
+    FirstFreshFrame {
+        partition: Name,
+        task: Name,
+        latency_ns: Nanos,
+    },
     /// A named counter that task `task` of `partition` publishes (e.g. the CAN
     /// gateway's `ctl.rx_forwarded`) now has `value`. Producers emit it when the
     /// value changed; counters only grow unless a producer documents otherwise.

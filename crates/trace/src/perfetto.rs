@@ -426,6 +426,20 @@ impl<W: Write> Writer<W> {
             EventKind::Resume { suspended_ns } => {
                 self.global(t, "resume".into(), json!({"suspended_ns": suspended_ns}))
             }
+            EventKind::SuspendRequest { .. }
+            | EventKind::PartitionSuspended { .. }
+            | EventKind::SystemSuspended { .. }
+            | EventKind::ResumeRequest { .. }
+            | EventKind::PartitionResumed { .. }
+            | EventKind::SystemResumed { .. }
+            | EventKind::FirstFreshFrame { .. } => {
+                let mut args = serde_json::to_value(&event.kind).unwrap_or_default();
+                let name = args["event"].as_str().unwrap_or_default().replace('_', " ");
+                if let Some(o) = args.as_object_mut() {
+                    o.remove("event");
+                }
+                self.global(t, name, args);
+            }
             EventKind::Counter {
                 partition,
                 task,

@@ -1,0 +1,419 @@
+//! Stop-start of a real `bulkhead run` (docs/stop-start.md): `ctl suspend` freezes every
+//! partition in the configured order and `ctl resume` thaws them in reverse, read back
+//! from the cgroups outside and from the schedule log; a task that never acknowledges is
+//! named and frozen anyway; requests that do not fit the state get clear errors and
+//! disturb nothing; a supervisor killed while suspended leaves frozen cgroups that the
+//! next start thaws and removes.
+
+mod common;
+use common::{exclusive_cpus_lock, is_root, Scratch};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `bulkhead run` stopped on drop (SIGTERM) if a test fails before it ends.
+struct Running(Option<Child>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            // SAFETY: signalling our own child, not yet reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+}
+
+fn ctl(socket: &Path, args: &[&str]) -> Output {
+    common::bulkhead()
+        .arg("ctl")
+        .arg("--control")
+        .arg(socket)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {} {}", text(&out.stdout), text(&out.stderr)))
+}
+
+fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(path).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "no control socket at {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The pids of processes whose command line is exactly `argv`.
+fn pids_of(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+/// The state of `pid`'s freezer cgroup as the kernel reports it (v1 `freezer.state`).
+fn freezer_state(pid: u32) -> String {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    let path = cgroups
+        .lines()
+        .find_map(|l| l.split_once(":freezer:").map(|(_, p)| p.to_string()))
+        .unwrap_or_default();
+    let file = Path::new("/sys/fs/cgroup/freezer")
+        .join(path.trim_start_matches('/'))
+        .join("freezer.state");
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn freezer_v1() -> bool {
+    Path::new("/sys/fs/cgroup/freezer/freezer.state").exists()
+        || Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists()
+}
+
+/// A system of two be partitions and an rt partition whose task `deaf` never attaches
+/// to its control block (a plain `sleep`), so never acknowledges.
+fn system(dir: &Scratch, tag: &str) -> PathBuf {
+    let periodic = common::bin("bulkhead-periodic");
+    let file = dir.file("car.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "system: {{cpus: 0-1}}
+partitions:
+  - name: hmi
+    cpus: 1
+    processes: [{{cmd: sleep 301.{tag}}}]
+  - name: ctl
+    kind: rt
+    cpus: 0
+    scheduler: edf
+    tasks:
+      - {{name: loop, cmd: {} --exec-us 200, budget: 2ms, period: 10ms}}
+      - {{name: deaf, cmd: sleep 302.{tag}, budget: 1ms, period: 10ms}}
+  - name: ivi
+    cpus: 1
+    processes: [{{cmd: sleep 303.{tag}}}]
+stop_start:
+  order: [ivi, hmi, ctl]
+  ack_deadline: 30ms
+",
+            periodic.display()
+        ),
+    )
+    .unwrap();
+    file
+}
+
+fn start(file: &Path, socket: &Path, log: &Path, timeout: &str) -> Running {
+    Running(Some(
+        common::bulkhead()
+            .args([
+                "run",
+                file.to_str().unwrap(),
+                "--timeout",
+                timeout,
+                "--control",
+            ])
+            .arg(socket)
+            .arg("--schedule-log")
+            .arg(log)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ))
+}
+
+fn skip() -> bool {
+    if !is_root() || !freezer_v1() {
+        eprintln!("skipping: needs root and the cgroup v1 freezer");
+        return true;
+    }
+    if !common::bin("bulkhead-periodic").exists() {
+        eprintln!("skipping: bulkhead-periodic is not built");
+        return true;
+    }
+    false
+}
+
+/// The names in the `partitions` of a suspend or resume reply.
+fn order(reply: &serde_json::Value) -> Vec<String> {
+    let parts = reply["power"]["partitions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    parts
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn suspend_freezes_in_order_resume_thaws_in_reverse_and_bad_requests_disturb_nothing() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("stopstart");
+    let tag = std::process::id().to_string();
+    let file = system(&dir, &tag);
+    let (socket, log) = (dir.file("car.sock"), dir.file("log.jsonl"));
+    let mut run = start(&file, &socket, &log, "20s");
+    wait_for(&socket);
+    std::thread::sleep(Duration::from_millis(300));
+    let watched: Vec<Vec<u32>> = ["301", "302", "303"]
+        .iter()
+        .map(|n| pids_of(&["sleep", &format!("{n}.{tag}")]))
+        .collect();
+    assert!(
+        watched.iter().all(|p| p.len() == 1),
+        "one process each: {watched:?}"
+    );
+    let pids: Vec<u32> = watched.concat();
+
+    let resume = ctl(&socket, &["resume"]);
+    assert_eq!(resume.status.code(), Some(1));
+    assert!(
+        text(&resume.stderr).contains("not suspended"),
+        "{}",
+        text(&resume.stderr)
+    );
+
+    let suspended = ctl(&socket, &["suspend", "--json"]);
+    assert_eq!(
+        suspended.status.code(),
+        Some(0),
+        "{}",
+        text(&suspended.stderr)
+    );
+    let reply = json(&suspended);
+    assert_eq!(order(&reply), ["ivi", "hmi", "ctl"]);
+    let ctl_part = &reply["power"]["partitions"][2];
+    assert_eq!(
+        ctl_part["acknowledged"], false,
+        "`deaf` never acknowledges: {reply}"
+    );
+    for pid in &pids {
+        assert_eq!(freezer_state(*pid), "FROZEN", "pid {pid} after suspend");
+    }
+    let status = json(&ctl(&socket, &["status", "--json"]));
+    assert_eq!(status["status"]["state"], "suspended");
+    assert_eq!(status["status"]["stop_start"]["state"], "suspended");
+
+    let again = ctl(&socket, &["suspend"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        text(&again.stderr).contains("already suspended"),
+        "{}",
+        text(&again.stderr)
+    );
+    for pid in &pids {
+        assert_eq!(
+            freezer_state(*pid),
+            "FROZEN",
+            "pid {pid} after a refused suspend"
+        );
+    }
+
+    let resumed = ctl(&socket, &["resume", "--json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+    assert_eq!(order(&json(&resumed)), ["ctl", "hmi", "ivi"]);
+    for pid in &pids {
+        assert_ne!(freezer_state(*pid), "FROZEN", "pid {pid} after resume");
+        assert!(
+            Path::new(&format!("/proc/{pid}")).exists(),
+            "pid {pid} still runs"
+        );
+    }
+
+    // A second request while a suspend is in progress (it waits 30 ms for `deaf`).
+    let mut first = UnixStream::connect(&socket).unwrap();
+    let mut second = UnixStream::connect(&socket).unwrap();
+    first.write_all(b"{\"request\":\"suspend\"}\n").unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    second.write_all(b"{\"request\":\"resume\"}\n").unwrap();
+    let read = |s: UnixStream| {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        line
+    };
+    let busy = read(second);
+    assert!(busy.contains("\"busy\""), "{busy}");
+    assert!(read(first).contains("\"ok\":true"));
+    let resumed = ctl(&socket, &["resume"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+    let status = ctl(&socket, &["status"]);
+    assert!(
+        text(&status.stdout).contains("stop-start: running, 2 cycles"),
+        "{}",
+        text(&status.stdout)
+    );
+
+    let child = run.0.take().unwrap();
+    // SAFETY: signalling our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        text(&out.stderr).contains("stopped by a signal"),
+        "{}",
+        text(&out.stderr)
+    );
+    // `loop` acknowledges once its library does (the task library's part of stop-start).
+    assert!(
+        text(&out.stderr).contains("partition `ctl`: frozen without the acknowledgement of")
+            && text(&out.stderr).contains("deaf\n"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let log = std::fs::read_to_string(&log).unwrap();
+    let stages: Vec<String> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| {
+            let event = e["event"].as_str().unwrap_or("");
+            event.starts_with("partition_")
+                || event.starts_with("system_")
+                || event.ends_with("_request")
+        })
+        .map(|e| match e["partition"].as_str() {
+            Some(p) => format!("{} {p}", e["event"].as_str().unwrap()),
+            None => e["event"].as_str().unwrap().to_string(),
+        })
+        .collect();
+    let cycle = [
+        "suspend_request",
+        "partition_suspended ivi",
+        "partition_suspended hmi",
+        "partition_suspended ctl",
+        "system_suspended",
+        "resume_request",
+        "partition_resumed ctl",
+        "partition_resumed hmi",
+        "partition_resumed ivi",
+        "system_resumed",
+    ];
+    assert_eq!(stages, [cycle, cycle].concat(), "{log}");
+    let ctl_suspended = log
+        .lines()
+        .find(|l| l.contains("\"partition_suspended\",\"partition\":\"ctl\""))
+        .unwrap();
+    assert!(ctl_suspended.contains("\"deaf\"]"), "{ctl_suspended}");
+}
+
+#[test]
+fn a_supervisor_killed_while_suspended_is_cleaned_up_by_the_next_start() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("stopstart-kill");
+    let tag = format!("{}9", std::process::id());
+    let file = system(&dir, &tag);
+    let (socket, log) = (dir.file("car.sock"), dir.file("log.jsonl"));
+    let mut run = start(&file, &socket, &log, "20s");
+    wait_for(&socket);
+    std::thread::sleep(Duration::from_millis(300));
+    let hmi = pids_of(&["sleep", &format!("301.{tag}")]);
+    assert_eq!(hmi.len(), 1, "{hmi:?}");
+    let suspended = ctl(&socket, &["suspend"]);
+    assert_eq!(
+        suspended.status.code(),
+        Some(0),
+        "{}",
+        text(&suspended.stderr)
+    );
+    assert_eq!(freezer_state(hmi[0]), "FROZEN");
+    let mut child = run.0.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        freezer_state(hmi[0]),
+        "FROZEN",
+        "still frozen after the SIGKILL"
+    );
+
+    let again = common::bulkhead()
+        .args(["run", file.to_str().unwrap(), "--timeout", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stderr).contains("removed cgroups left by a bulkhead that died"),
+        "{}",
+        text(&again.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Path::new(&format!("/proc/{}", hmi[0])).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the frozen process {} is gone",
+            hmi[0]
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for n in ["301", "302", "303"] {
+        let left = pids_of(&["sleep", &format!("{n}.{tag}")]);
+        assert!(left.is_empty(), "sleep {n}.{tag} left running: {left:?}");
+    }
+}
+
+#[test]
+fn suspend_to_ram_is_refused_before_anything_starts_where_the_platform_lacks_it() {
+    if !is_root() {
+        eprintln!("skipping: needs root");
+        return;
+    }
+    let dir = Scratch::new("stopstart-s3");
+    let sysfs = dir.file("sys");
+    std::fs::create_dir_all(sysfs.join("power")).unwrap();
+    std::fs::write(sysfs.join("power/state"), "freeze disk\n").unwrap();
+    let tag = format!("{}7", std::process::id());
+    let file = dir.file("s3.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "system: {{}}\npartitions:\n  - {{name: hmi, cpus: 1, processes: [{{cmd: sleep 304.{tag}}}]}}\nstop_start: {{suspend_to_ram: true}}\n"
+        ),
+    )
+    .unwrap();
+    let out = common::bulkhead()
+        .env("BULKHEAD_SYSFS_ROOT", &sysfs)
+        .args(["run", file.to_str().unwrap(), "--timeout", "1s"])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("stop_start.suspend_to_ram") && stderr.contains("`freeze disk`, not `mem`"),
+        "{stderr}"
+    );
+    assert!(
+        pids_of(&["sleep", &format!("304.{tag}")]).is_empty(),
+        "nothing started"
+    );
+}

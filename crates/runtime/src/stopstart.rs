@@ -1,0 +1,863 @@
+//! Stop-start of a running system (docs/stop-start.md; JuMP2start: Golchin and West,
+//! ECRTS 2024, Sec. 2.1-2.3 and Fig. 2), the Linux way: the supervisor is the master
+//! power manager.
+//!
+//! **Suspend**, partition by partition in the description's `stop_start.order`: every
+//! rt task of the partition gets a suspend request in its control block with the
+//! acknowledgement deadline (`ack_deadline` from now; Fig. 2 steps 2-5, the task library
+//! saves its context and acknowledges), the worker waits for the acknowledgements until
+//! that deadline, then freezes the partition's cgroup whether or not all came (a task
+//! that did not acknowledge is named in `partition_suspended`). Best-effort programs
+//! have no control block: they are frozen directly (the client library has no channel
+//! from the supervisor to the program that could carry a request). Then, if asked and
+//! offered, suspend-to-RAM (`mem` into `<sysfs>/power/state`).
+//!
+//! **Resume**, in reverse order: per partition, before thawing, each task's release grid
+//! is moved (continuable: shifted by the time suspended, JuMP2start 2.2 "Update Ctx";
+//! restartable: a new first release at the resume instant, "Restart Ctx"), its
+//! SCHED_DEADLINE reservation set again, and the resume published with the total time
+//! suspended (2.3: system time = CLOCK_MONOTONIC minus that total); then the cgroup is
+//! thawed and its state read back.
+//!
+//! **Freezing.** cgroup v1 `freezer.state` or v2 `cgroup.freeze`, as detected at start.
+//! Best-effort partitions are frozen at their own freezer cgroup. rt tasks live in
+//! cpuset cgroups (`bulkhead-reserve`): when the freezer is in another hierarchy (v1, or
+//! v2 beside v1 controllers on a hybrid machine) each task is moved into a freezer
+//! cgroup of its partition's at suspend and back to the supervisor's at resume; on a
+//! pure v2 machine the task's own cgroup is frozen.
+//!
+//! Events go to the schedule log and trace (`suspend_request`, `partition_suspended`,
+//! `system_suspended`, `resume_request`, `partition_resumed`, `system_resumed`,
+//! `first_fresh_frame`). A worker thread runs the protocol; the control socket only
+//! checks the request against the state and hands it over, so a request that comes
+//! while one is in progress is refused as busy.
+
+use crate::cgroup::{self, Hierarchy, Version};
+use crate::control::LiveTasks;
+use crate::modes::ModeEvents;
+use crate::supervisor::monotonic_ns;
+use crate::{leftovers, RunError};
+use bulkhead_control::{ErrorCode, PartitionPower, PowerOutcome, Response, Ticket};
+use bulkhead_model::{Nanos, Resume, StopStart, System};
+use bulkhead_reserve::partition::StopStartTask;
+use bulkhead_reserve::sched::{self, Policy};
+use bulkhead_trace::{Event, EventKind, Name};
+use std::fs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How often the worker looks at acknowledgements while it waits for them.
+const ACK_POLL: Duration = Duration::from_micros(20);
+/// How often the idle worker looks at the trigger and first-fresh-frame counters.
+const WATCH_PERIOD: Duration = Duration::from_millis(1);
+/// How long a freeze or thaw may take to show in the cgroup's state.
+const SETTLE: Duration = Duration::from_secs(1);
+/// How long after a resume the worker waits for restartable tasks' first fresh frames.
+const FRESH_WINDOW: Duration = Duration::from_secs(2);
+/// The named counter a restartable task sets to the CLOCK_MONOTONIC instant at which it
+/// processed its first frame received after the latest resume.
+pub const FIRST_FRESH_FRAME: &str = "ss.first_fresh_ns";
+/// The named counters of a gateway reader that count how often a trigger condition was
+/// met (`stop_start.suspend_when`, `.resume_when`).
+pub const SUSPEND_WHEN: &str = "ss.suspend_when";
+pub const RESUME_WHEN: &str = "ss.resume_when";
+/// The environment variable naming the sysfs root for suspend-to-RAM (tests).
+pub const SYSFS_ROOT_VAR: &str = "BULKHEAD_SYSFS_ROOT";
+
+/// Where the system is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Running,
+    Suspending,
+    Suspended,
+    Resuming,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Running => "running",
+            Phase::Suspending => "suspending",
+            Phase::Suspended => "suspended",
+            Phase::Resuming => "resuming",
+        }
+    }
+}
+
+/// What `status` shows.
+#[derive(Debug, Clone, Copy)]
+pub struct Snapshot {
+    pub phase: Phase,
+    /// Completed suspend/resume cycles.
+    pub cycles: u64,
+    pub last_suspend_ns: Option<Nanos>,
+    pub last_resume_ns: Option<Nanos>,
+}
+
+enum Job {
+    Suspend(Option<Ticket>, &'static str),
+    Resume(Option<Ticket>, &'static str),
+}
+
+/// The stop-start manager: the worker thread and what the control socket needs of it.
+pub struct StopStartManager {
+    shared: Arc<Mutex<Snapshot>>,
+    jobs: Option<Sender<Job>>,
+    done: Receiver<(Ticket, Response)>,
+    wake: OwnedFd,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// An rt task as the worker handles it.
+struct RtTask {
+    name: String,
+    resume: Resume,
+    ss: StopStartTask,
+    /// `judged_from` before the suspend.
+    judged_before: u64,
+    /// `ss.first_fresh_ns` at the resume (restartable tasks).
+    fresh_before: Option<u64>,
+}
+
+/// How a partition is frozen.
+enum Freezer {
+    /// Freeze this cgroup (its processes are in it already).
+    Dir(PathBuf),
+    /// Move the tasks into this cgroup, then freeze it; move them back to the
+    /// supervisor's own cgroup after the thaw.
+    MoveInto(PathBuf),
+    /// Freeze each task's own cgroup (pure v2: the cpuset domain).
+    Own(Vec<PathBuf>),
+}
+
+struct Part {
+    name: String,
+    freezer: Freezer,
+    tasks: Vec<RtTask>,
+}
+
+/// What the worker owns.
+struct Worker {
+    settings: StopStart,
+    version: Version,
+    /// The supervisor's own freezer cgroup (where moved tasks go back).
+    home: PathBuf,
+    /// The stop-start freezer instance (`MoveInto` parents), removed at the end.
+    instance: Option<PathBuf>,
+    /// In suspend order, without the partitions that stay awake.
+    parts: Vec<Part>,
+    awake: Vec<String>,
+    live: LiveTasks,
+    events: ModeEvents,
+    epoch_ns: u64,
+    shared: Arc<Mutex<Snapshot>>,
+    seq: u32,
+    suspended_at: u64,
+    total_suspended: u64,
+    /// Resume request instant and when to stop looking for first fresh frames.
+    fresh_watch: Option<(u64, Instant)>,
+    /// The tasks of the partitions that stay awake (the trigger buses' gateways).
+    awake_tasks: Vec<StopStartTask>,
+    /// Trigger counters last seen: (index in `awake_tasks`, counter, value).
+    triggers: Vec<(usize, &'static str, u64)>,
+    sysfs: PathBuf,
+}
+
+/// The inputs of [`StopStartManager::start`].
+pub struct Inputs<'a> {
+    pub system: &'a System,
+    pub hierarchy: &'a Hierarchy,
+    /// The rt tasks' stop-start ports.
+    pub tasks: Vec<StopStartTask>,
+    /// The unwindowed be partitions' freezer cgroups, by name.
+    pub be_dirs: Vec<(String, PathBuf)>,
+    pub live: LiveTasks,
+    pub events: ModeEvents,
+    pub epoch_ns: u64,
+}
+
+/// The sysfs root (`/sys`, or [`SYSFS_ROOT_VAR`]).
+pub fn sysfs_root() -> PathBuf {
+    std::env::var_os(SYSFS_ROOT_VAR).map_or_else(|| PathBuf::from("/sys"), PathBuf::from)
+}
+
+/// Refuses `stop_start.suspend_to_ram: true` where `<sysfs>/power/state` does not offer
+/// `mem`, before anything starts.
+pub fn check_suspend_to_ram(system: &System) -> Result<(), RunError> {
+    if !system.stop_start().suspend_to_ram {
+        return Ok(());
+    }
+    let file = sysfs_root().join("power/state");
+    let offered = fs::read_to_string(&file).unwrap_or_default();
+    if offered.split_whitespace().any(|s| s == "mem") {
+        return Ok(());
+    }
+    let offered = match offered.trim() {
+        "" => "nothing (it cannot be read)".to_string(),
+        s => format!("`{s}`"),
+    };
+    Err(RunError::Invalid(format!(
+        "stop_start.suspend_to_ram: this machine cannot suspend to RAM: {} offers {offered}, not `mem`; \
+         remove the key (partitions are still frozen) or run on a platform with S3",
+        file.display()
+    )))
+}
+
+impl StopStartManager {
+    /// Creates the freezer cgroups and starts the worker.
+    pub fn start(inputs: Inputs<'_>) -> Result<StopStartManager, RunError> {
+        let shared = Arc::new(Mutex::new(Snapshot {
+            phase: Phase::Running,
+            cycles: 0,
+            last_suspend_ns: None,
+            last_resume_ns: None,
+        }));
+        let worker = Worker::new(inputs, shared.clone())?;
+        let (jobs, rx) = mpsc::channel();
+        let (done_tx, done) = mpsc::channel();
+        // SAFETY: eventfd has no memory preconditions; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(RunError::Io(format!(
+                "stop-start: eventfd: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        // SAFETY: fd is a new descriptor owned by nobody else.
+        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        let wake_fd = wake.as_raw_fd();
+        let thread = std::thread::Builder::new()
+            .name("bulkhead-stop-start".into())
+            .spawn(move || worker.run(rx, done_tx, wake_fd))
+            .map_err(|e| RunError::Io(format!("stop-start thread: {e}")))?;
+        Ok(StopStartManager {
+            shared,
+            jobs: Some(jobs),
+            done,
+            wake,
+            thread: Some(thread),
+        })
+    }
+
+    /// The descriptor that becomes readable when a reply is ready.
+    pub fn fd(&self) -> i32 {
+        self.wake.as_raw_fd()
+    }
+
+    /// The state now.
+    pub fn snapshot(&self) -> Snapshot {
+        *self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A `suspend` (`suspend`: true) or `resume` request: an error reply now, or `None`
+    /// when the worker took it (the reply comes through [`Self::collect`]).
+    pub fn request(&mut self, suspend: bool, ticket: Ticket) -> Option<Response> {
+        let want = if suspend {
+            Phase::Running
+        } else {
+            Phase::Suspended
+        };
+        let refused = {
+            let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+            match (s.phase, suspend) {
+                (p, _) if p == want => {
+                    s.phase = if suspend {
+                        Phase::Suspending
+                    } else {
+                        Phase::Resuming
+                    };
+                    None
+                }
+                (Phase::Suspending | Phase::Resuming, _) => Some((
+                    ErrorCode::Busy,
+                    format!(
+                        "a stop-start is in progress (the system is {})",
+                        s.phase.name()
+                    ),
+                )),
+                (Phase::Suspended, true) => Some((
+                    ErrorCode::NotAllowed,
+                    "the system is already suspended (resume it first)".to_string(),
+                )),
+                _ => Some((
+                    ErrorCode::NotAllowed,
+                    "the system is not suspended: nothing to resume".to_string(),
+                )),
+            }
+        };
+        if let Some((code, message)) = refused {
+            return Some(Response::error(None, code, message));
+        }
+        let job = match suspend {
+            true => Job::Suspend(Some(ticket), "ctl"),
+            false => Job::Resume(Some(ticket), "ctl"),
+        };
+        let sent = self.jobs.as_ref().map(|j| j.send(job).is_ok());
+        match sent {
+            Some(true) => None,
+            _ => Some(Response::error(
+                None,
+                ErrorCode::Internal,
+                "the stop-start worker has stopped",
+            )),
+        }
+    }
+
+    /// The replies the worker finished since the last call.
+    pub fn collect(&mut self) -> Vec<(Ticket, Response)> {
+        let mut buf = [0u8; 8];
+        // SAFETY: reading 8 bytes into a local buffer from our own non-blocking eventfd.
+        unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        self.done.try_iter().collect()
+    }
+}
+
+impl Drop for StopStartManager {
+    /// Stops the worker; a suspended system is resumed first, and the freezer cgroups
+    /// are removed, so that the run can stop its tasks.
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Worker {
+    fn new(inputs: Inputs<'_>, shared: Arc<Mutex<Snapshot>>) -> Result<Worker, RunError> {
+        let system = inputs.system;
+        let settings = system.stop_start();
+        let h = inputs.hierarchy;
+        let awake: Vec<String> = settings
+            .awake(system)
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        // rt tasks' freezer: their own cgroups when the cpuset is in the freezer's
+        // hierarchy (pure v2), else a cgroup of the partition's in the freezer hierarchy.
+        let own = h.version == Version::V2 && h.cpuset_base.is_some();
+        let instance = (!own).then(|| h.freezer_base.join(leftovers::instance_name()));
+        if let Some(dir) = &instance {
+            fs::create_dir(dir).map_err(|e| cg_error("create", dir, e))?;
+        }
+        let mut worker = Worker {
+            settings: settings.clone(),
+            version: h.version,
+            home: h.freezer_base.clone(),
+            instance,
+            parts: Vec::new(),
+            awake,
+            live: inputs.live,
+            events: inputs.events,
+            epoch_ns: inputs.epoch_ns,
+            shared,
+            seq: 0,
+            suspended_at: 0,
+            total_suspended: 0,
+            fresh_watch: None,
+            awake_tasks: Vec::new(),
+            triggers: Vec::new(),
+            sysfs: sysfs_root(),
+        };
+        let mut tasks = inputs.tasks;
+        for (i, name) in settings.order.iter().enumerate() {
+            let Some(p) = system.partition(name) else {
+                continue;
+            };
+            if worker.awake.contains(name) {
+                let kept = extract(&mut tasks, name);
+                worker.awake_tasks.extend(kept);
+                continue;
+            }
+            let mine: Vec<RtTask> = extract(&mut tasks, name)
+                .into_iter()
+                .map(|ss| RtTask {
+                    resume: p
+                        .tasks
+                        .iter()
+                        .find(|t| t.name == ss.task)
+                        .map_or(Resume::Continuable, |t| t.resume),
+                    name: ss.task.clone(),
+                    ss,
+                    judged_before: 0,
+                    fresh_before: None,
+                })
+                .collect();
+            let be = inputs.be_dirs.iter().find(|(n, _)| n == name);
+            let freezer = match (be, &worker.instance) {
+                (Some((_, dir)), _) => Freezer::Dir(dir.clone()),
+                (None, Some(inst)) if !mine.is_empty() => {
+                    let dir = inst.join(cgroup::partition_dir_name(i, name));
+                    fs::create_dir(&dir).map_err(|e| cg_error("create", &dir, e))?;
+                    Freezer::MoveInto(dir)
+                }
+                (None, _) if !mine.is_empty() => Freezer::Own(Vec::new()),
+                // Nothing of it runs (e.g. a windowed partition): nothing to freeze.
+                (None, _) => continue,
+            };
+            worker.parts.push(Part {
+                name: name.clone(),
+                freezer,
+                tasks: mine,
+            });
+        }
+        worker.watch_triggers(system);
+        Ok(worker)
+    }
+
+    /// The gateway readers of the trigger buses (in the awake partitions) and their
+    /// counters' values now.
+    fn watch_triggers(&mut self, system: &System) {
+        for (key, t) in self.settings.triggers() {
+            let Some(bus) = system.buses.iter().find(|b| b.name == t.bus) else {
+                continue;
+            };
+            let counter = if key == "suspend_when" {
+                SUSPEND_WHEN
+            } else {
+                RESUME_WHEN
+            };
+            let reader = bus.reader_task();
+            let at = (self.awake_tasks.iter())
+                .position(|s| s.partition == bus.gateway && s.task == reader);
+            if let Some(i) = at {
+                let value = self.awake_tasks[i].port.counter(counter).unwrap_or(0);
+                self.triggers.push((i, counter, value));
+            }
+        }
+    }
+
+    fn run(mut self, jobs: Receiver<Job>, done: Sender<(Ticket, Response)>, wake: i32) {
+        loop {
+            let job = match jobs.recv_timeout(WATCH_PERIOD) {
+                Ok(job) => Some(job),
+                Err(RecvTimeoutError::Timeout) => self.watch(),
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            let Some(job) = job else { continue };
+            let (ticket, response) = match job {
+                Job::Suspend(t, by) => (t, self.suspend(by)),
+                Job::Resume(t, by) => (t, self.resume(by)),
+            };
+            if let Some(ticket) = ticket {
+                if done.send((ticket, response)).is_ok() {
+                    let one = 1u64.to_ne_bytes();
+                    // SAFETY: writing 8 bytes from a local buffer to the manager's eventfd,
+                    // which outlives this thread (the manager joins it before closing it).
+                    unsafe { libc::write(wake, one.as_ptr().cast(), 8) };
+                }
+            }
+        }
+        if self.phase() == Phase::Suspended {
+            self.set_phase(Phase::Resuming);
+            self.resume("stop");
+        }
+        if let Some(dir) = &self.instance {
+            for p in &self.parts {
+                if let Freezer::MoveInto(d) = &p.freezer {
+                    let _ = fs::remove_dir(d);
+                }
+            }
+            let _ = fs::remove_dir(dir);
+        }
+    }
+
+    fn phase(&self) -> Phase {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner()).phase
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner()).phase = phase;
+    }
+
+    /// Between requests: a trigger whose counter grew starts a suspend or resume (when
+    /// the state allows it); restartable tasks' first fresh frames are logged.
+    fn watch(&mut self) -> Option<Job> {
+        self.watch_fresh();
+        let mut fired = None;
+        for (i, counter, last) in &mut self.triggers {
+            let now = self.awake_tasks[*i].port.counter(counter).unwrap_or(*last);
+            if now > *last {
+                *last = now;
+                fired = fired.or(Some(*counter));
+            }
+        }
+        let counter = fired?;
+        let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        match (counter, s.phase) {
+            (SUSPEND_WHEN, Phase::Running) => {
+                s.phase = Phase::Suspending;
+                Some(Job::Suspend(None, "suspend_when"))
+            }
+            (RESUME_WHEN, Phase::Suspended) => {
+                s.phase = Phase::Resuming;
+                Some(Job::Resume(None, "resume_when"))
+            }
+            _ => None,
+        }
+    }
+
+    fn watch_fresh(&mut self) {
+        let Some((request, until)) = self.fresh_watch else {
+            return;
+        };
+        let mut found = Vec::new();
+        for p in &mut self.parts {
+            for t in &mut p.tasks {
+                let Some(before) = t.fresh_before else {
+                    continue;
+                };
+                let now = t.ss.port.counter(FIRST_FRESH_FRAME).unwrap_or(before);
+                if now != before && now >= request {
+                    t.fresh_before = None;
+                    found.push((p.name.clone(), t.name.clone(), now - request));
+                }
+            }
+        }
+        for (partition, task, latency_ns) in found {
+            self.log(EventKind::FirstFreshFrame {
+                partition: Name::from(partition),
+                task: Name::from(task),
+                latency_ns,
+            });
+        }
+        if Instant::now() >= until {
+            self.fresh_watch = None;
+        }
+    }
+
+    fn log(&self, kind: EventKind) {
+        let t = monotonic_ns().saturating_sub(self.epoch_ns);
+        let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        events.push(Event::new(t, kind));
+    }
+
+    /// The pids of partition `name`'s rt tasks now (a restarted task has a new one).
+    fn pids(&self, name: &str) -> Vec<u32> {
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.iter()
+            .filter(|t| t.partition == name)
+            .map(|t| t.pid)
+            .collect()
+    }
+
+    fn suspend(&mut self, by: &'static str) -> Response {
+        let start = monotonic_ns();
+        self.seq = self.seq.wrapping_add(1).max(1);
+        let seq = self.seq;
+        self.log(EventKind::SuspendRequest {
+            seq: seq.into(),
+            by: Name::from(by),
+        });
+        let mut outcome = PowerOutcome {
+            state: "suspended".into(),
+            ..PowerOutcome::default()
+        };
+        let mut problems = Vec::new();
+        for i in 0..self.parts.len() {
+            let unacked = self.notify_suspend(i, seq);
+            let pids = self.pids(&self.parts[i].name);
+            if let Err(e) = freeze(&mut self.parts[i].freezer, self.version, &pids, true) {
+                problems.push(format!("partition `{}`: {e}", self.parts[i].name));
+            }
+            let latency_ns = monotonic_ns() - start;
+            let name = self.parts[i].name.clone();
+            self.log(EventKind::PartitionSuspended {
+                partition: Name::from(name.as_str()),
+                latency_ns,
+                unacknowledged: unacked.iter().map(|s| Name::from(s.as_str())).collect(),
+            });
+            if !unacked.is_empty() {
+                eprintln!(
+                    "bulkhead: stop-start: partition `{name}`: frozen without the acknowledgement of {}",
+                    unacked.join(", ")
+                );
+            }
+            outcome.partitions.push(PartitionPower {
+                name,
+                latency_ns,
+                acknowledged: unacked.is_empty(),
+            });
+        }
+        if self.settings.suspend_to_ram {
+            let file = self.sysfs.join("power/state");
+            if let Err(e) = fs::write(&file, "mem") {
+                problems.push(format!("suspend-to-RAM: {}: {e}", file.display()));
+            }
+        }
+        self.suspended_at = monotonic_ns();
+        outcome.latency_ns = self.suspended_at - start;
+        self.log(EventKind::SystemSuspended {
+            seq: seq.into(),
+            latency_ns: outcome.latency_ns,
+        });
+        let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        s.phase = Phase::Suspended;
+        s.last_suspend_ns = Some(outcome.latency_ns);
+        drop(s);
+        match problems.is_empty() {
+            true => Response::power(None, outcome),
+            false => Response::error(None, ErrorCode::Internal, problems.join("; ")),
+        }
+    }
+
+    /// Asks the tasks of part `i` to suspend and waits for their acknowledgements until
+    /// the deadline; returns the names of those that did not acknowledge.
+    fn notify_suspend(&mut self, i: usize, seq: u32) -> Vec<String> {
+        let deadline = monotonic_ns() + self.settings.ack_deadline;
+        let part = &mut self.parts[i];
+        for t in &mut part.tasks {
+            t.judged_before = t.ss.judged_from.swap(u64::MAX, Ordering::AcqRel);
+            t.ss.port.request_suspend(seq, deadline);
+        }
+        while monotonic_ns() < deadline && !part.tasks.iter().all(|t| t.ss.port.suspend_acked(seq))
+        {
+            std::thread::sleep(ACK_POLL);
+        }
+        let unacked = part.tasks.iter().filter(|t| !t.ss.port.suspend_acked(seq));
+        unacked.map(|t| t.name.clone()).collect()
+    }
+
+    fn resume(&mut self, by: &'static str) -> Response {
+        let start = monotonic_ns();
+        let seq = self.seq;
+        self.log(EventKind::ResumeRequest {
+            seq: seq.into(),
+            by: Name::from(by),
+        });
+        let suspended = start.saturating_sub(self.suspended_at);
+        self.total_suspended += suspended;
+        let mut outcome = PowerOutcome {
+            state: "running".into(),
+            ..PowerOutcome::default()
+        };
+        let mut problems = Vec::new();
+        for i in (0..self.parts.len()).rev() {
+            self.restart_context(i, seq, start, suspended, &mut problems);
+            let pids = self.pids(&self.parts[i].name);
+            if let Err(e) = freeze(&mut self.parts[i].freezer, self.version, &pids, false) {
+                problems.push(format!("partition `{}`: {e}", self.parts[i].name));
+            }
+            if let Freezer::MoveInto(_) = self.parts[i].freezer {
+                for pid in &pids {
+                    let procs = self.home.join("cgroup.procs");
+                    let _ = cgroup::write_file(&procs, &pid.to_string());
+                }
+            }
+            let latency_ns = monotonic_ns() - start;
+            let name = self.parts[i].name.clone();
+            self.log(EventKind::PartitionResumed {
+                partition: Name::from(name.as_str()),
+                latency_ns,
+            });
+            outcome.partitions.push(PartitionPower {
+                name,
+                latency_ns,
+                acknowledged: true,
+            });
+        }
+        outcome.latency_ns = monotonic_ns() - start;
+        self.log(EventKind::SystemResumed {
+            seq: seq.into(),
+            latency_ns: outcome.latency_ns,
+            suspended_ns: suspended,
+        });
+        self.fresh_watch = Some((start, Instant::now() + FRESH_WINDOW));
+        let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        s.phase = Phase::Running;
+        s.cycles += 1;
+        s.last_resume_ns = Some(outcome.latency_ns);
+        drop(s);
+        match problems.is_empty() {
+            true => Response::power(None, outcome),
+            false => Response::error(None, ErrorCode::Internal, problems.join("; ")),
+        }
+    }
+
+    /// Before part `i` is thawed (JuMP2start 2.2, Fig. 3): continuable tasks' release
+    /// grids shift by the time suspended ("Update Ctx"), restartable tasks get a new first
+    /// release at the resume instant `at` ("Restart Ctx"); every reservation is set again
+    /// (docs/stop-start.md: why a task does not come back throttled); then the resume is
+    /// published with the total time suspended.
+    fn restart_context(
+        &mut self,
+        i: usize,
+        seq: u32,
+        at: u64,
+        suspended: u64,
+        problems: &mut Vec<String>,
+    ) {
+        let total = self.total_suspended;
+        let pids = self.pids(&self.parts[i].name);
+        for (k, t) in self.parts[i].tasks.iter_mut().enumerate() {
+            match t.resume {
+                Resume::Continuable => t.ss.port.set_epoch_ns(t.ss.port.epoch_ns() + suspended),
+                Resume::Restartable => {
+                    t.ss.port.set_epoch_ns(at);
+                    t.fresh_before = Some(t.ss.port.counter(FIRST_FRESH_FRAME).unwrap_or(0));
+                }
+            }
+            if let (Some(&pid), Policy::Deadline(_)) = (pids.get(k), &t.ss.policy) {
+                if let Err(e) = reset_reservation(pid as i32, &t.ss.policy) {
+                    problems.push(format!("task `{}`: its reservation: {e}", t.name));
+                }
+            }
+            t.ss.port.publish_resume(seq, total, at);
+            let judged = match t.judged_before {
+                u64::MAX => u64::MAX,
+                before => before.max(at),
+            };
+            t.ss.judged_from.store(judged, Ordering::Release);
+        }
+    }
+}
+
+fn extract(tasks: &mut Vec<StopStartTask>, partition: &str) -> Vec<StopStartTask> {
+    let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(tasks)
+        .into_iter()
+        .partition(|t| t.partition == partition);
+    *tasks = rest;
+    mine
+}
+
+fn cg_error(what: &str, path: &Path, e: std::io::Error) -> RunError {
+    RunError::Io(format!(
+        "stop-start: cannot {what} cgroup {}: {e}",
+        path.display()
+    ))
+}
+
+/// Freezes (`frozen`) or thaws a partition and waits until its cgroups say so.
+fn freeze(f: &mut Freezer, version: Version, pids: &[u32], frozen: bool) -> Result<(), String> {
+    let dirs: Vec<PathBuf> = match f {
+        Freezer::Dir(dir) => vec![dir.clone()],
+        Freezer::MoveInto(dir) => {
+            if frozen {
+                let procs = dir.join("cgroup.procs");
+                for pid in pids {
+                    // A task that exited meanwhile is not an error.
+                    let _ = cgroup::write_file(&procs, &pid.to_string());
+                }
+            }
+            vec![dir.clone()]
+        }
+        Freezer::Own(dirs) => {
+            if frozen {
+                *dirs = pids.iter().filter_map(|&p| own_cgroup(p)).collect();
+            }
+            dirs.clone()
+        }
+    };
+    for dir in &dirs {
+        set_frozen(dir, version, frozen).map_err(|e| e.to_string())?;
+    }
+    let until = Instant::now() + SETTLE;
+    for dir in &dirs {
+        while is_frozen(dir, version) != Some(frozen) {
+            if Instant::now() >= until {
+                let want = if frozen { "frozen" } else { "thawed" };
+                return Err(format!("{} is not {want} after {SETTLE:?}", dir.display()));
+            }
+            std::thread::sleep(ACK_POLL);
+        }
+    }
+    Ok(())
+}
+
+/// Writes the freezer state of cgroup `dir`.
+pub fn set_frozen(dir: &Path, version: Version, frozen: bool) -> cgroup::Result<()> {
+    let (file, value) = match (version, frozen) {
+        (Version::V1, true) => ("freezer.state", "FROZEN"),
+        (Version::V1, false) => ("freezer.state", "THAWED"),
+        (Version::V2, true) => ("cgroup.freeze", "1"),
+        (Version::V2, false) => ("cgroup.freeze", "0"),
+    };
+    cgroup::write_file(&dir.join(file), value)
+}
+
+/// Whether cgroup `dir` is frozen now, as the kernel reports it (v1 `freezer.state`:
+/// `FROZEN`, not `FREEZING`; v2 `cgroup.events`: `frozen 1`); `None` if unreadable.
+pub fn is_frozen(dir: &Path, version: Version) -> Option<bool> {
+    match version {
+        Version::V1 => {
+            let state = fs::read_to_string(dir.join("freezer.state")).ok()?;
+            Some(state.trim() == "FROZEN")
+        }
+        Version::V2 => {
+            let events = fs::read_to_string(dir.join("cgroup.events")).ok()?;
+            Some(events.lines().any(|l| l.trim() == "frozen 1"))
+        }
+    }
+}
+
+/// The v2 cgroup directory of process `pid` (`0::/path` in `/proc/PID/cgroup`).
+fn own_cgroup(pid: u32) -> Option<PathBuf> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    Some(Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')))
+}
+
+/// Sets `pid`'s reservation again from scratch: SCHED_OTHER, then its SCHED_DEADLINE
+/// parameters (the kernel then gives it a new deadline and a full runtime at its next
+/// wakeup, the thaw; docs/stop-start.md).
+fn reset_reservation(pid: i32, policy: &Policy) -> bulkhead_reserve::Result<()> {
+    sched::set(pid, &Policy::Other { nice: 0 })?;
+    sched::set(pid, policy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Freezes and thaws a real process in a cgroup of `base`, read back from the kernel.
+    fn freeze_and_thaw(base: &Path, version: Version) {
+        let dir = base.join(leftovers::instance_name());
+        fs::create_dir(&dir).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        cgroup::write_file(&dir.join("cgroup.procs"), &child.id().to_string()).unwrap();
+        let mut f = Freezer::Dir(dir.clone());
+        freeze(&mut f, version, &[], true).unwrap();
+        assert_eq!(is_frozen(&dir, version), Some(true));
+        let state = fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+        assert!(
+            !state.contains("State:\tR"),
+            "a frozen process does not run"
+        );
+        freeze(&mut f, version, &[], false).unwrap();
+        assert_eq!(is_frozen(&dir, version), Some(false));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        while fs::remove_dir(&dir).is_err() {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    #[test]
+    fn the_v1_and_v2_freezers_freeze_and_thaw_read_back() {
+        // SAFETY: getuid has no preconditions.
+        if unsafe { libc::getuid() } != 0 {
+            eprintln!("skipping: needs root");
+            return;
+        }
+        let v1 = Path::new("/sys/fs/cgroup/freezer");
+        if v1.join("cgroup.procs").exists() {
+            freeze_and_thaw(v1, Version::V1);
+        }
+        for v2 in ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+            if Path::new(v2).join("cgroup.freeze").exists()
+                || Path::new(v2).join("cgroup.subtree_control").exists()
+            {
+                freeze_and_thaw(Path::new(v2), Version::V2);
+                break;
+            }
+        }
+    }
+}
