@@ -32,7 +32,9 @@ pub struct Side {
     /// 1 while this side sleeps, or is about to sleep, on the peer's `seq`.
     /// Only the sleeper sets and clears it.
     pub waiting: AtomicU32,
-    /// pid of the attached endpoint, 0 when none is attached.
+    /// pid of the attached endpoint (as its pid namespace numbers it), 0 when none is
+    /// attached: marks the side attached; whether its holder lives is a lock
+    /// (`alive`), never this word.
     pub owner: AtomicU32,
     /// four-slot: the writer's `latest` pair, or the reader's `reading` pair.
     pub pair: AtomicU32,

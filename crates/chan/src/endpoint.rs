@@ -1,11 +1,13 @@
 //! Sender and Receiver: a mapped channel plus the fifo or four-slot algorithm.
 
+use crate::alive::Hold;
 use crate::ctrl::Side;
 use crate::error::{Error, Result};
 use crate::fifo::{Consumer, Producer};
 use crate::fourslot;
 use crate::layout::{Kind, Layout, Meta};
-use crate::shm::{start_time, Map};
+use crate::shm::Map;
+use rustix::fd::BorrowedFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -24,17 +26,29 @@ fn deadline(timeout: Duration) -> Wait {
 /// process is still alive, so a crashed peer cannot make it hang.
 const LIVENESS_SLICE: Duration = Duration::from_millis(100);
 
-/// The pid of the peer's attached process if that process is dead.
-fn peer_died(peer: *const Side) -> Option<u32> {
-    // SAFETY: `peer` points into the endpoint's live mapping.
-    let owner = unsafe { &*peer }.owner.load(Ordering::Acquire);
-    (owner != 0 && start_time(owner).is_none()).then_some(owner)
+/// How an endpoint knows whether its peer is attached and alive: the peer's control
+/// words and the peer's byte of the message file, looked at through this endpoint's
+/// own [`Hold`] (see [`crate::alive`]).
+struct Peer {
+    side: *const Side,
+    byte: u64,
+    hold: Hold,
+}
+
+impl Peer {
+    /// The peer's owner word (its pid, as its own pid namespace numbers it) if the
+    /// peer attached and has not detached, yet no process holds its end any more.
+    fn died(&self) -> Option<u32> {
+        // SAFETY: `side` points into the endpoint's live mapping.
+        let owner = unsafe { &*self.side }.owner.load(Ordering::Acquire);
+        (owner != 0 && !self.hold.peer_alive(self.byte)).then_some(owner)
+    }
 }
 
 /// Runs `op` with deadlines of at most one liveness slice until it succeeds,
 /// fails otherwise, reaches `deadline`, or the peer process died.
 fn blocking<T>(
-    peer: *const Side,
+    peer: &Peer,
     deadline: Option<Instant>,
     mut op: impl FnMut(Option<Instant>) -> Result<T>,
 ) -> Result<T> {
@@ -43,7 +57,7 @@ fn blocking<T>(
         let until = deadline.map_or(slice, |d| d.min(slice));
         match op(Some(until)) {
             Err(Error::Timeout) if deadline.is_none_or(|d| Instant::now() < d) => {
-                if let Some(pid) = peer_died(peer) {
+                if let Some(pid) = peer.died() {
                     return Err(Error::PeerDied(pid));
                 }
             }
@@ -56,27 +70,15 @@ fn my_pid() -> u32 {
     rustix::process::getpid().as_raw_nonzero().get() as u32
 }
 
-/// Attaches this process as the owner of `side`. A previous owner that died
-/// without detaching is replaced; a live one makes this fail with `Busy`.
-fn claim(side: &Side) -> Result<()> {
-    let me = my_pid();
-    let prev = match side
-        .owner
-        .compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire)
-    {
-        Ok(_) => return Ok(()),
-        Err(p) => p,
-    };
-    if prev == me || start_time(prev).is_some() {
-        return Err(Error::Busy(prev));
-    }
-    match side
-        .owner
-        .compare_exchange(prev, me, Ordering::AcqRel, Ordering::Acquire)
-    {
-        Ok(_) => Ok(()),
-        Err(p) => Err(Error::Busy(p)),
-    }
+/// Attaches this endpoint as the owner of `side`, whose byte in the message file
+/// `data` is `mine`: takes the end's lock (fails with `Busy` while another endpoint,
+/// of this or any process, holds it), then writes this process's pid into the owner
+/// word. The pid only marks the end attached and names it in errors: who is alive is
+/// decided by the lock, so pids need not be unique across pid namespaces.
+fn claim(side: &Side, data: BorrowedFd<'_>, mine: u64) -> Result<Hold> {
+    let hold = Hold::take(data, mine, side.owner.load(Ordering::Acquire))?;
+    side.owner.store(my_pid(), Ordering::Release);
+    Ok(hold)
 }
 
 fn release(side: &Side) {
@@ -104,7 +106,8 @@ pub struct Sender {
     data: *mut u8,
     stride: usize,
     side: *const Side,
-    peer: *const Side,
+    /// The peer, and this end's lock (released after `side` is cleared, on drop).
+    peer: Peer,
     // Unmapped last: `tx`, `data`, `side` and `peer` point into them.
     _map: Map,
     _region: Option<Map>,
@@ -114,14 +117,21 @@ pub struct Sender {
 unsafe impl Send for Sender {}
 
 impl Sender {
-    /// `region`: the reader region of a split channel (the reader's control words).
-    pub(crate) fn new(map: Map, region: Option<Map>, meta: Meta, l: Layout) -> Result<Sender> {
+    /// `region`: the reader region of a split channel (the reader's control words);
+    /// `file`: the message file (for the ends' locks).
+    pub(crate) fn new(
+        map: Map,
+        region: Option<Map>,
+        file: BorrowedFd<'_>,
+        meta: Meta,
+        l: Layout,
+    ) -> Result<Sender> {
         let mine = map.side(l.writer_off);
         let peer = region
             .as_ref()
             .map_or(map.side(l.reader_off), |r| r.side(0));
         // SAFETY: `mine` points into the live mapping we own.
-        claim(unsafe { &*mine })?;
+        let hold = claim(unsafe { &*mine }, file, l.writer_off)?;
         // SAFETY: both sides lie in `map`, which the Sender owns and unmaps
         // only after dropping `tx`; this process now owns the writer side.
         let tx = unsafe {
@@ -140,7 +150,11 @@ impl Sender {
             data,
             stride: l.stride as usize,
             side: mine,
-            peer,
+            peer: Peer {
+                side: peer,
+                byte: l.reader_off,
+                hold,
+            },
             _map: map,
             _region: region,
         })
@@ -170,7 +184,7 @@ impl Sender {
         check_len(msg.len(), self.meta.msg_size)?;
         let slot = match (&mut self.tx, wait) {
             (Tx::Fifo(p), Wait::Never) => p.try_reserve(),
-            (Tx::Fifo(p), Wait::Until(d)) => blocking(self.peer, d, |until| p.reserve(until)),
+            (Tx::Fifo(p), Wait::Until(d)) => blocking(&self.peer, d, |until| p.reserve(until)),
             (Tx::Latest(w), _) => w.begin(),
         };
         // SAFETY: `side` points into the still-mapped `_map`.
@@ -236,7 +250,8 @@ pub struct Receiver {
     data: *const u8,
     stride: usize,
     side: *const Side,
-    peer: *const Side,
+    /// The peer, and this end's lock (released after `side` is cleared, on drop).
+    peer: Peer,
     /// Latest: the writer's publication count at the last read (0: none yet).
     seen: u32,
     _map: Map,
@@ -247,14 +262,21 @@ pub struct Receiver {
 unsafe impl Send for Receiver {}
 
 impl Receiver {
-    /// `region`: the reader region of a split channel (this side's control words).
-    pub(crate) fn new(map: Map, region: Option<Map>, meta: Meta, l: Layout) -> Result<Receiver> {
+    /// `region`: the reader region of a split channel (this side's control words);
+    /// `file`: the message file (for the ends' locks).
+    pub(crate) fn new(
+        map: Map,
+        region: Option<Map>,
+        file: BorrowedFd<'_>,
+        meta: Meta,
+        l: Layout,
+    ) -> Result<Receiver> {
         let mine = region
             .as_ref()
             .map_or(map.side(l.reader_off), |r| r.side(0));
         let peer = map.side(l.writer_off);
         // SAFETY: `mine` points into the live mapping we own.
-        claim(unsafe { &*mine })?;
+        let hold = claim(unsafe { &*mine }, file, l.reader_off)?;
         // SAFETY: as in Sender::new.
         let rx = unsafe {
             match meta.kind {
@@ -272,7 +294,11 @@ impl Receiver {
             data,
             stride: l.stride as usize,
             side: mine,
-            peer,
+            peer: Peer {
+                side: peer,
+                byte: l.writer_off,
+                hold,
+            },
             seen: 0,
             _map: map,
             _region: region,
@@ -306,7 +332,7 @@ impl Receiver {
         check_len(buf.len(), self.meta.msg_size)?;
         let slot = match (&mut self.rx, wait) {
             (Rx::Fifo(c), Wait::Never) => c.try_acquire()?,
-            (Rx::Fifo(c), Wait::Until(d)) => blocking(self.peer, d, |until| c.acquire(until))?,
+            (Rx::Fifo(c), Wait::Until(d)) => blocking(&self.peer, d, |until| c.acquire(until))?,
             (Rx::Latest(r), _) => r.begin()?.ok_or(Error::Empty)?,
         };
         // SAFETY: slot is in range by construction (see Sender::write_with);

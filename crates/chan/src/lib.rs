@@ -42,6 +42,8 @@
 //!
 //! The C API is in `include/bulkhead/chan.h` (static and shared library).
 
+#[cfg(not(loom))]
+mod alive;
 pub mod ctrl;
 mod error;
 pub mod fifo;

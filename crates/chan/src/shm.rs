@@ -6,8 +6,9 @@
 //! end only what it needs ([`Channel::handover`]): the writer the message file
 //! read-write and the reader region read-only, the reader the message file read-only
 //! and its own region read-write. Both files are sealed against resizing and are
-//! mode 0400, so a process of another uid cannot reopen them for writing through
-//! `/proc/self/fd`.
+//! mode 0444, so a process without `CAP_DAC_OVERRIDE` cannot reopen them for writing
+//! through `/proc/self/fd`, while each end can reopen the message file read-only for
+//! its liveness lock ([`crate::alive`]).
 
 use crate::ctrl::Side;
 use crate::endpoint::{Receiver, Sender};
@@ -198,7 +199,7 @@ fn write_header(fd: BorrowedFd<'_>, meta: &Meta, l: &Layout) -> Result<()> {
 
 /// Start time of `pid` in clock ticks since boot (field 22 of /proc/pid/stat),
 /// or None if it does not exist or is a zombie.
-pub(crate) fn start_time(pid: u32) -> Option<u64> {
+fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     let mut fields = rest.split_whitespace();
@@ -208,12 +209,8 @@ pub(crate) fn start_time(pid: u32) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
-fn alive(pid: u32, start: Option<u64>) -> bool {
-    match (start_time(pid), start) {
-        (None, _) => false,
-        (Some(_), None) => true,
-        (Some(t), Some(s)) => t == s,
-    }
+fn alive(pid: u32, start: u64) -> bool {
+    start_time(pid) == Some(start)
 }
 
 /// `<prefix><NAME>`: `name` uppercased, every character other than A-Z and 0-9
@@ -405,7 +402,7 @@ impl Channel {
         map.read_only(0, l.page)?;
         map.read_only(l.reader_off, l.page)?;
         let region = self.map_region(ProtFlags::READ)?;
-        Sender::new(map, region, self.meta.clone(), *l)
+        Sender::new(map, region, self.fd.as_fd(), self.meta.clone(), *l)
     }
 
     /// Maps the channel as its (single) reader: everything but the reader's
@@ -419,7 +416,7 @@ impl Channel {
             let region = self
                 .map_region(ProtFlags::READ | ProtFlags::WRITE)
                 .map_err(|e| self.read_only_end(e, "read"))?;
-            return Receiver::new(map, region, self.meta.clone(), *l);
+            return Receiver::new(map, region, self.fd.as_fd(), self.meta.clone(), *l);
         }
         let map = Map::new(
             self.fd.as_fd(),
@@ -428,7 +425,7 @@ impl Channel {
         )?;
         map.read_only(0, l.reader_off)?;
         map.read_only(l.data_off, l.total_len - l.data_off)?;
-        Receiver::new(map, None, self.meta.clone(), *l)
+        Receiver::new(map, None, self.fd.as_fd(), self.meta.clone(), *l)
     }
 
     /// What each end has counted and whether it is attached, read from the control
@@ -477,7 +474,7 @@ impl Channel {
     }
 
     /// Creates a split channel: the message file and the reader region, each a
-    /// memfd sealed against shrinking, growing and further seals, mode 0400. Hand
+    /// memfd sealed against shrinking, growing and further seals, mode 0444. Hand
     /// its ends to other processes with [`Channel::handover`]; this process may
     /// also use both ends itself.
     pub fn create_split(spec: &Spec) -> Result<Channel> {
@@ -490,7 +487,8 @@ impl Channel {
         let seals = SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL;
         rustix::fs::fcntl_add_seals(&region, seals).map_err(|e| Error::io("seal memfd", e))?;
         for fd in [&chan.fd, &region] {
-            rustix::fs::fchmod(fd, Mode::RUSR).map_err(|e| Error::io("fchmod channel", e))?;
+            let read_only = Mode::RUSR | Mode::RGRP | Mode::ROTH;
+            rustix::fs::fchmod(fd, read_only).map_err(|e| Error::io("fchmod channel", e))?;
         }
         chan.region = Some(region);
         Ok(chan)
@@ -646,7 +644,7 @@ pub fn recv_fd(socket: BorrowedFd<'_>) -> Result<OwnedFd> {
 }
 
 /// Whether the named channel is stale: its header is valid, its creator is
-/// dead (or its pid was reused) and no endpoint is attached by a live process.
+/// dead (or its pid was reused) and no endpoint holds an end's lock ([`crate::alive`]).
 /// An unreadable or invalid object is never called stale.
 fn is_stale(name: &str) -> bool {
     let Ok(fd) = rustix::shm::open(
@@ -662,17 +660,12 @@ fn is_stale(name: &str) -> bool {
     let Ok((meta, l)) = read_header(fd.as_fd(), st.st_size as u64) else {
         return false;
     };
-    if alive(meta.creator_pid, Some(meta.creator_start)) {
+    if alive(meta.creator_pid, meta.creator_start) {
         return false;
     }
-    let Ok(map) = Map::new(fd.as_fd(), l.data_off, ProtFlags::READ) else {
-        return false;
-    };
-    [l.writer_off, l.reader_off].iter().all(|&off| {
-        // SAFETY: the side page lies inside the mapping (off < data_off).
-        let owner = unsafe { &*map.side(off) }.owner.load(Ordering::Acquire);
-        owner == 0 || !alive(owner, None)
-    })
+    [l.writer_off, l.reader_off]
+        .iter()
+        .all(|&off| !crate::alive::held(fd.as_fd(), off))
 }
 
 /// Removes every stale named channel from `/dev/shm` (creator dead, no live

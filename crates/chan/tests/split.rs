@@ -154,3 +154,28 @@ fn the_creator_reads_both_ends_counters() {
     // Messages 1 and 2 were overwritten unseen; the last one was read twice.
     assert_eq!((c.reader.count, c.reader.lost), (3, 2));
 }
+
+/// The reader writes the pid of no process into its owner word while it stays
+/// attached: its writer, blocked on a full ring, goes on waiting (the reader's lock
+/// says it lives) instead of failing with `PeerDied`; a second reader is refused while
+/// the first holds the end, whatever the word says, and attaches once it let go.
+#[test]
+fn a_reader_cannot_make_its_writer_believe_it_died() {
+    let chan = Channel::create_split(&Spec::fifo("split-e", 32, 1)).unwrap();
+    let (wd, wr) = chan.handover(End::Writer).unwrap();
+    let (rd, rr) = chan.handover(End::Reader).unwrap();
+    let mut tx = Channel::from_fds(wd, wr).unwrap().sender().unwrap();
+    let reader = Channel::open_handed(&handover_value(rd.as_fd(), rr.as_fd())).unwrap();
+    let rx = reader.receiver().unwrap();
+    let region = mmap(&rr, 4096, ProtFlags::READ | ProtFlags::WRITE).unwrap();
+    let owner = std::mem::offset_of!(bulkhead_chan::ctrl::Side, owner);
+    // SAFETY: an aligned u32 inside our own writable mapping (pid_max is at most 2^22).
+    unsafe { region.add(owner).cast::<u32>().write_volatile(0x3fff_fff0) };
+    tx.write(&[1; 32]).unwrap();
+    let r = tx.write_timeout(&[2; 32], std::time::Duration::from_millis(400));
+    assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+    assert!(matches!(reader.receiver(), Err(Error::Busy(_))));
+    drop(rx);
+    assert!(reader.receiver().is_ok());
+    unmap(region, 4096);
+}

@@ -4,13 +4,13 @@
 //! running through all of it.
 
 mod common;
-use common::{exclusive_cpus_lock, is_root};
+use common::{ctl, exclusive_cpus_lock, is_root, text, wait_for, Running};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// A scratch directory with the description and the socket, removed on drop.
 struct Dir(PathBuf);
@@ -18,46 +18,6 @@ struct Dir(PathBuf);
 impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A `bulkhead run` stopped on drop if a test fails before it ends (SIGTERM, so that it
-/// stops its tasks and removes its cgroups).
-struct Running(Option<Child>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            // SAFETY: signalling our own child, not yet reaped.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let _ = c.wait();
-        }
-    }
-}
-
-fn ctl(socket: &Path, args: &[&str]) -> Output {
-    common::bulkhead()
-        .arg("ctl")
-        .arg("--control")
-        .arg(socket)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn wait_for(path: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while UnixStream::connect(path).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "no control socket at {}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

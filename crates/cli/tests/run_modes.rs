@@ -6,48 +6,13 @@
 //! order as `run`.
 
 mod common;
-use common::{exclusive_cpus_lock, is_root, Scratch};
+use common::{ctl, exclusive_cpus_lock, is_root, text, wait_for, Running, Scratch};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
-use std::time::{Duration, Instant};
-
-/// A `bulkhead run` stopped on drop if a test fails before it ends.
-struct Running(Option<Child>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            // SAFETY: signalling our own child, not yet reaped.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let _ = c.wait();
-        }
-    }
-}
-
-fn ctl(socket: &Path, args: &[&str]) -> Output {
-    common::bulkhead()
-        .arg("ctl")
-        .arg("--control")
-        .arg(socket)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn wait_for(path: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while UnixStream::connect(path).is_err() {
-        assert!(Instant::now() < deadline, "no control socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use std::process::Stdio;
+use std::time::Duration;
 
 fn status(socket: &Path) -> Value {
     let out = ctl(socket, &["status", "--json"]);

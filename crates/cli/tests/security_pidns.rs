@@ -123,6 +123,13 @@ fn orphan_survives(dir: &Scratch, keys: &str, marker: &str, cleanup: &mut Cleanu
     let desc = format!(
         "system: {{}}\npartitions:\n  - {{name: ivi, cpus: 1{keys}, processes: [\"sh {d}/probe.sh\"]}}\n"
     );
+    survives(dir, &desc, marker, cleanup)
+}
+
+/// Runs `desc`, whose processes run `{dir}/probe.sh` (which starts `marker` and then
+/// touches `{dir}/started`), kills the supervisor with SIGKILL once `marker` runs,
+/// and returns whether `marker` still runs 3 s later.
+fn survives(dir: &Scratch, desc: &str, marker: &str, cleanup: &mut Cleanup) -> bool {
     let path = dir.file("system.yaml");
     std::fs::write(&path, desc).unwrap();
     let _ = std::fs::remove_file(dir.file("started"));
@@ -209,5 +216,100 @@ fn a_be_process_killed_by_a_signal_is_reported_with_that_signal() {
     assert!(
         stderr.contains("process 1 (`sh -c 'exit 3'`) exited: exit status: 3"),
         "{stderr}"
+    );
+}
+
+/// `bulkhead-chan-peer`, built next to `bulkhead` (the channel ends of the tests below).
+fn peer() -> std::path::PathBuf {
+    let peer = common::bin("bulkhead-chan-peer");
+    assert!(peer.exists(), "{} is not built", peer.display());
+    peer
+}
+
+/// A writer partition whose process starts a background job (`marker`, a grandchild
+/// of the process bulkhead starts) and a reader partition, joined by a channel.
+fn channel_partitions(dir: &Scratch, keys: &str, marker: &str) -> String {
+    let (d, peer) = (dir.0.display(), peer().display().to_string());
+    let probe = format!(
+        "{marker} &\ntouch {d}/started\nPEER_CHANNEL=speed exec {peer} fifo-send 1000000000\n"
+    );
+    std::fs::write(dir.file("probe.sh"), probe).unwrap();
+    format!(
+        "system: {{}}
+partitions:
+  - {{name: prod, cpus: 1{keys}, processes: [\"sh {d}/probe.sh\"]}}
+  - {{name: cons, cpus: 1{keys}, processes: [\"sh -c 'PEER_CHANNEL=speed exec {peer} fifo-recv 1000000000'\"]}}
+channels:
+  - {{name: speed, kind: fifo, message_size: 32, depth: 64, writer: prod, readers: [cons]}}
+"
+    )
+}
+
+#[test]
+fn a_background_job_of_a_process_with_channels_dies_with_a_killed_supervisor() {
+    if !is_root() {
+        return eprintln!("skipping: needs root for users and cgroups");
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("sec-pidns-chan-orphan");
+    let marker = format!("sleep 1002.{}", std::process::id());
+    let mut cleanup = Cleanup {
+        supervisor: None,
+        cmdline: marker.clone(),
+        quick: dir.file("quick.yaml"),
+    };
+    let desc = channel_partitions(&dir, "", &marker);
+    assert!(!survives(&dir, &desc, &marker, &mut cleanup));
+
+    let desc = channel_partitions(&dir, ", sandbox: {pid_namespace: false}", &marker);
+    assert!(survives(&dir, &desc, &marker, &mut cleanup));
+}
+
+/// Both ends run in pid namespaces of their own: the writer's process is killed with
+/// SIGKILL by its own shell while the reader waits in a blocking read, and the reader
+/// gets its peer-died error (the writer's lock went with its process), not a hang
+/// until the read's 30 s timeout nor a false death while the writer lived.
+#[test]
+fn a_reader_in_a_pid_namespace_learns_that_its_writer_was_killed() {
+    if !is_root() {
+        return eprintln!("skipping: needs root for users and cgroups");
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("sec-pidns-chan-died");
+    let (d, peer) = (dir.0.display(), peer().display().to_string());
+    let desc = format!(
+        "system: {{}}
+partitions:
+  - {{name: prod, cpus: 1, processes: [\"sh -c 'PEER_CHANNEL=speed {peer} fifo-send 1000000000 & sleep 1; kill -9 $!; echo killed > {d}/writer'\"]}}
+  - {{name: cons, cpus: 1, processes: [\"sh -c 'PEER_CHANNEL=speed exec {peer} fifo-recv 1000000000 2> {d}/reader'\"]}}
+channels:
+  - {{name: speed, kind: fifo, message_size: 32, depth: 64, writer: prod, readers: [cons]}}
+"
+    );
+    let path = dir.file("system.yaml");
+    std::fs::write(&path, desc).unwrap();
+    let started = Instant::now();
+    let out = bulkhead()
+        .args(["run", path.to_str().unwrap(), "--timeout", "20s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let reader = std::fs::read_to_string(dir.file("reader")).unwrap_or_default();
+    let writer = std::fs::read_to_string(dir.file("writer")).unwrap_or_default();
+    assert_eq!(writer.trim(), "killed", "{stderr}");
+    assert!(
+        reader.contains("fifo-recv: read ") && reader.contains(" died"),
+        "the reader: {reader}\n{stderr}"
+    );
+    let read: u64 = reader
+        .split("read ")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(read > 0, "the channel carried messages first: {reader}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the run ended when both processes had: {stderr}"
     );
 }

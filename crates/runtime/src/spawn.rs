@@ -22,7 +22,7 @@
 //! close-on-exec), every other fd above 2 but the confinement's passed descriptors
 //! (its channels) is closed (`close_range`), the working
 //! directory is set, the signal mask (all blocked from clone on) is cleared, then
-//! `execve`. With `sandbox.pid_namespace` (and no channels to keep), the child first
+//! `execve`. With `sandbox.pid_namespace` (channels or not), the child first
 //! splits into a monitor and a pid namespace's init that runs the rest and starts the
 //! program ([`crate::pidns`]); the init also mounts a fresh `/proc`. (A `CLONE_VM` child shares the supervisor thread's `errno`: a call
 //! failing in the child right after its first thaw could change the code in a
@@ -130,9 +130,9 @@ impl Prepared {
                 .map(|c| Path::new(c.to_str().unwrap_or("")));
             Mounts::new(cwd)
         });
-        // A channel's ends name their owners by pid (claims, peer-death checks), which
-        // does not cross pid namespaces: a process given channels keeps the host's.
-        self.pid_namespace = confine.sandbox.pid_namespace && confine.pass_fds.is_empty();
+        // Channels work across pid namespaces: their ends' liveness is a lock the
+        // kernel releases when the holder dies (`bulkhead_chan`), not a pid.
+        self.pid_namespace = confine.sandbox.pid_namespace;
         self
     }
 }

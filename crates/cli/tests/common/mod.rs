@@ -2,8 +2,9 @@
 #![allow(dead_code)]
 
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 /// A program built next to `bulkhead` (e.g. `bulkhead-periodic` of bulkhead-workloads).
@@ -113,4 +114,46 @@ pub fn shm_objects(prefix: &str) -> Vec<String> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with(prefix))
         .collect()
+}
+
+/// A `bulkhead run` stopped on drop if a test fails before it ends (SIGTERM, so that it
+/// stops its tasks and removes its cgroups).
+pub struct Running(pub Option<Child>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            // SAFETY: signalling our own child, not yet reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `bulkhead ctl --control SOCKET ARGS...`, run to its end.
+pub fn ctl(socket: &Path, args: &[&str]) -> Output {
+    bulkhead()
+        .arg("ctl")
+        .arg("--control")
+        .arg(socket)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Waits (at most 10 s) until the control socket at `path` accepts connections.
+pub fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(path).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "no control socket at {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
