@@ -112,24 +112,7 @@ fn stage_command(exe: &Path, p: &Pipeline, s: &Solution, i: usize) -> String {
         };
         words.extend([dir.into(), channel_name(p, from, to)]);
     }
-    shell_words(&words)
-}
-
-/// The words as one command line, quoting those the shell would read specially.
-fn shell_words(words: &[String]) -> String {
-    let plain = |w: &str| {
-        !w.is_empty()
-            && w.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@".contains(c))
-    };
-    let quoted: Vec<String> = words
-        .iter()
-        .map(|w| match plain(w) {
-            true => w.clone(),
-            false => format!("'{}'", w.replace('\'', r"'\''")),
-        })
-        .collect();
-    quoted.join(" ")
+    bulkhead_runtime::shell_words(&words)
 }
 
 /// Every stage `cmd`'s program exists and is executable (from `workdir`, or on PATH

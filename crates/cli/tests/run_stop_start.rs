@@ -6,55 +6,16 @@
 //! next start thaws and removes.
 
 mod common;
-use common::{exclusive_cpus_lock, is_root, Scratch};
+use common::{ctl, exclusive_cpus_lock, is_root, text, wait_for, Running, Scratch};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// A `bulkhead run` stopped on drop (SIGTERM) if a test fails before it ends.
-struct Running(Option<Child>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            // SAFETY: signalling our own child, not yet reaped.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let _ = c.wait();
-        }
-    }
-}
-
-fn ctl(socket: &Path, args: &[&str]) -> Output {
-    common::bulkhead()
-        .arg("ctl")
-        .arg("--control")
-        .arg(socket)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {} {}", text(&out.stdout), text(&out.stderr)))
-}
-
-fn wait_for(path: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while UnixStream::connect(path).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "no control socket at {}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The pids of processes whose command line is exactly `argv`.

@@ -216,7 +216,7 @@ fn gateway_command(exe: &Path, args: &GatewayArgs) -> String {
 
 /// The words as one command line: a word with characters the shell treats specially is
 /// single-quoted (the task spawner runs such lines through `/bin/sh -c`).
-fn shell_words(words: &[String]) -> String {
+pub fn shell_words(words: &[String]) -> String {
     let plain = |w: &str| {
         !w.is_empty()
             && w.chars()
