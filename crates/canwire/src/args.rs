@@ -3,7 +3,9 @@
 //! under the `clap` feature), so the two cannot drift apart.
 
 use crate::id::{parse_ids, CanId};
-use crate::trigger::{parse_trigger, Trigger};
+#[cfg(feature = "clap")]
+use crate::trigger::parse_trigger;
+use crate::trigger::Trigger;
 use crate::{is_bus_name, SOCKETCAN_PREFIX};
 
 /// The two jobs of a gateway (DriveOS 6.4.1, Programs 4 and 5).
