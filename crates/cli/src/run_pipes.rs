@@ -126,12 +126,12 @@ fn check_programs(system: &System, file: &Path, workdir: &Path) -> Result<(), St
             }
             let key = format!("pipelines[{k}].stages.{}.cmd", stage.name);
             let src = std::fs::read_to_string(file).unwrap_or_default();
-            let (line, col) = bulkhead_model::position(&src, &key).unwrap_or((0, 0));
-            return Err(format!(
-                "{}:{line}:{col}: {key}: stage `{}`: program `{program}` is not an executable file",
-                file.display(),
+            let why = format!(
+                "stage `{}`: program `{program}` is not an executable file",
                 stage.name
-            ));
+            );
+            let at = bulkhead_model::diagnostic_at(&src, &file.display().to_string(), &key, why);
+            return Err(at.to_string());
         }
     }
     Ok(())

@@ -265,16 +265,6 @@ fn other_positions(root: &Node, message: &str) -> String {
     out
 }
 
-/// The position of the node at `path` (`a.b[2].c`), or of its deepest existing ancestor.
-/// The 1-based line and column of key path `path` (as errors write it, e.g.
-/// `pipelines[0].stages.A.cmd`) in the description `src`, or of the nearest node on
-/// it that exists; `None` when `src` is not YAML. For errors found after loading.
-pub fn position(src: &str, path: &str) -> Option<(usize, usize)> {
-    let root = yaml::parse(src).ok()?;
-    let mark = locate(&root, path);
-    Some((mark.line, mark.col))
-}
-
 fn locate(root: &Node, path: &str) -> Mark {
     let mut node = root;
     for segment in path.split('.').filter(|s| !s.is_empty()) {
