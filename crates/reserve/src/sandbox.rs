@@ -301,15 +301,8 @@ impl Mounts {
         // SAFETY: the caller's contract; every pointer is a NUL-terminated string that
         // lives through the call.
         unsafe {
-            ok(libc::unshare(libc::CLONE_NEWNS))?;
+            private_mount_namespace()?;
             let none = std::ptr::null();
-            ok(libc::mount(
-                none,
-                c"/".as_ptr(),
-                none,
-                libc::MS_REC | libc::MS_PRIVATE,
-                none.cast(),
-            ))?;
             // Opened in the new namespace (a bind mount's source must be in it), before
             // the fresh /tmp hides it.
             let kept = match &self.keep {
@@ -362,18 +355,11 @@ impl Mounts {
 /// # Safety
 /// Only in a child between fork and exec; async-signal-safe (unshare, mount).
 pub unsafe fn mount_proc(own_namespace: bool) -> Result<(), i32> {
-    let none = std::ptr::null();
+    let none: *const libc::c_void = std::ptr::null();
     // SAFETY: the caller's contract; every pointer is a NUL-terminated static string.
     unsafe {
         if own_namespace {
-            ok(libc::unshare(libc::CLONE_NEWNS))?;
-            ok(libc::mount(
-                none,
-                c"/".as_ptr(),
-                none,
-                libc::MS_REC | libc::MS_PRIVATE,
-                none.cast(),
-            ))?;
+            private_mount_namespace()?;
         }
         let proc = c"proc".as_ptr();
         ok(libc::mount(
@@ -381,6 +367,27 @@ pub unsafe fn mount_proc(own_namespace: bool) -> Result<(), i32> {
             c"/proc".as_ptr(),
             proc,
             libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            none,
+        ))
+    }
+}
+
+/// Enters a new mount namespace with `/` made recursively private, so that what the
+/// caller mounts next stays out of the host's namespace. Needs CAP_SYS_ADMIN.
+///
+/// # Safety
+/// Only in a child between fork and exec; async-signal-safe (unshare, mount).
+unsafe fn private_mount_namespace() -> Result<(), i32> {
+    let none = std::ptr::null();
+    // SAFETY: the caller's contract; every pointer is null or a NUL-terminated static
+    // string.
+    unsafe {
+        ok(libc::unshare(libc::CLONE_NEWNS))?;
+        ok(libc::mount(
+            none,
+            c"/".as_ptr(),
+            none,
+            libc::MS_REC | libc::MS_PRIVATE,
             none.cast(),
         ))
     }
