@@ -57,15 +57,7 @@ fn ctl_talks_to_a_running_system_and_bad_peers_do_not_disturb_it() {
     )
     .unwrap();
     let mut run = Running(Some(
-        common::bulkhead()
-            .args([
-                "run",
-                file.to_str().unwrap(),
-                "--timeout",
-                "6s",
-                "--control",
-            ])
-            .arg(&socket)
+        common::run_with_control(&file, "6s", &socket)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -164,15 +156,7 @@ fn a_window_schedule_serves_the_socket_between_its_windows() {
     )
     .unwrap();
     let mut run = Running(Some(
-        common::bulkhead()
-            .args([
-                "run",
-                file.to_str().unwrap(),
-                "--timeout",
-                "3s",
-                "--control",
-            ])
-            .arg(&socket)
+        common::run_with_control(&file, "3s", &socket)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -114,15 +114,7 @@ fn ctl_mode_switches_a_running_system_as_sim_does() {
     let socket = dir.file("car.sock");
     let log = dir.file("log.jsonl");
     let mut run = Running(Some(
-        common::bulkhead()
-            .args([
-                "run",
-                file.to_str().unwrap(),
-                "--timeout",
-                "6s",
-                "--control",
-            ])
-            .arg(&socket)
+        common::run_with_control(&file, "6s", &socket)
             .arg("--schedule-log")
             .arg(&log)
             .stderr(Stdio::piped())

@@ -27,15 +27,7 @@ fn a_monitor_partition_may_read_the_status_and_nothing_else() {
     );
     std::fs::write(&file, yaml).unwrap();
     let mut run = Running(Some(
-        common::bulkhead()
-            .args([
-                "run",
-                file.to_str().unwrap(),
-                "--timeout",
-                "3s",
-                "--control",
-            ])
-            .arg(&socket)
+        common::run_with_control(&file, "3s", &socket)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -89,15 +89,7 @@ stop_start:
 
 fn start(file: &Path, socket: &Path, log: &Path, timeout: &str) -> Running {
     Running(Some(
-        common::bulkhead()
-            .args([
-                "run",
-                file.to_str().unwrap(),
-                "--timeout",
-                timeout,
-                "--control",
-            ])
-            .arg(socket)
+        common::run_with_control(file, timeout, socket)
             .arg("--schedule-log")
             .arg(log)
             .stdout(Stdio::null())

@@ -130,6 +130,17 @@ impl Drop for Running {
     }
 }
 
+/// `bulkhead run FILE --timeout TIMEOUT --control SOCKET`, to be given its outputs (and
+/// any further flags) and spawned.
+pub fn run_with_control(file: &Path, timeout: &str, socket: &Path) -> Command {
+    let mut run = bulkhead();
+    run.arg("run")
+        .arg(file)
+        .args(["--timeout", timeout, "--control"])
+        .arg(socket);
+    run
+}
+
 /// `bulkhead ctl --control SOCKET ARGS...`, run to its end.
 pub fn ctl(socket: &Path, args: &[&str]) -> Output {
     bulkhead()
