@@ -380,6 +380,11 @@ impl RtPartitions {
                     workdir: &options.workdir,
                     confine: &confinement,
                 };
+                if now.is_none() {
+                    // Not in the initial mode: no job before its mode agent starts it,
+                    // however late the SIGSTOP below lands.
+                    link.hold();
+                }
                 let child = spawn(&plans[index as usize], &link, &target).map_err(|e| {
                     Error::os(
                         format!("starting task `{}` ({})", task.name, task.cmd),

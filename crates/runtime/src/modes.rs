@@ -617,6 +617,7 @@ fn act(t: &TaskPort, action: Action) -> Result<(), String> {
             set(Policy::Deadline(p))?;
             t.judged_from
                 .store(bulkhead_task::clock::now_ns(), Ordering::Release);
+            t.port.release();
             kill(libc::SIGCONT);
             Ok(())
         }

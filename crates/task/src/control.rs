@@ -37,6 +37,14 @@
 //! (Release), and wakes its waiters. The system is suspended, as the task sees it, while
 //! `suspend_seq != resume_seq`. bulkhead's system time is CLOCK_MONOTONIC minus
 //! `suspended_ns` ([`Control::system_time_ns`]).
+//!
+//! **Start gate**: a task that is not in the initial mode is created held: the
+//! supervisor stores 1 in `held` before it starts the process, and the task's first
+//! activation waits (futex on `held`) until the word is 0, so the process may attach but
+//! runs no job before its mode agent starts it. Releasing stores 0 (Release) and wakes
+//! the futex; a stop request releases the gate too, so a held task can still stop. The
+//! gate closes only once, before the process starts: parking a running task again is the
+//! mode agent's SIGSTOP.
 use crate::error::{Error, Result};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -44,8 +52,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// `b"BHTASK01"` as a little-endian integer.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"BHTASK01");
-/// 2: named counters; 3: mode words; 4: stop-start words.
-pub const VERSION: u32 = 4;
+/// 2: named counters; 3: mode words; 4: stop-start words; 5: start gate.
+pub const VERSION: u32 = 5;
 /// Size of the mapped control block (one page on every Linux platform bulkhead targets).
 pub const CONTROL_LEN: usize = 4096;
 /// Longest task name stored (bytes, UTF-8, NUL padded).
@@ -119,6 +127,9 @@ pub struct Control {
     /// CLOCK_MONOTONIC instant at which the latest resume thawed the system (supervisor;
     /// stored before `resume_seq`).
     pub resumed_at_ns: AtomicU64,
+    /// Non-zero: the task runs no activation yet (supervisor; futex word; start gate).
+    pub held: AtomicU32,
+    _pad5: u32,
 }
 
 /// Longest sleep of [`Control::wait_mode_ack`] between two looks at the word.
@@ -302,6 +313,33 @@ impl Control {
             seq,
             mode: self.mode.load(Relaxed),
         }
+    }
+
+    /// Opens the start gate and wakes a task waiting at it (supervisor side).
+    pub fn release(&self) {
+        self.held.store(0, Release);
+        futex_wake_all(&self.held);
+    }
+
+    /// Waits while the start gate is closed (task side). Returns at once when it is open;
+    /// a wake-up without the gate opening (a spurious one) returns too: the caller loops.
+    pub fn wait_released(&self) {
+        if self.held.load(Acquire) == 0 {
+            return;
+        }
+        // SAFETY: `held` is a live, aligned u32 of the shared mapping for the duration of
+        // the call. FUTEX_WAIT sleeps only while the word is still 1, so a release between
+        // the load above and the call is not lost; no timeout (the release or a stop
+        // request wakes it).
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.held.as_ptr(),
+                libc::FUTEX_WAIT,
+                1u32,
+                std::ptr::null::<libc::timespec>(),
+            )
+        };
     }
 
     /// Publishes a request to switch to `mode` and wakes the waiting task (supervisor

@@ -169,9 +169,19 @@ impl TaskLink {
         })
     }
 
-    /// Asks the task to stop: its next `wait_next_period` returns `Stopped`.
+    /// Asks the task to stop: its next `wait_next_period` returns `Stopped`. Opens the
+    /// start gate, so a task still held there sees the request.
     pub fn request_stop(&self) {
-        self.ctl.get().stop.store(1, Release);
+        let c = self.ctl.get();
+        c.stop.store(1, Release);
+        c.release();
+    }
+
+    /// Closes the start gate (see [`crate::control`]): the task's process, once started,
+    /// runs no activation until [`ModePort::release`]. Precondition: the process is not
+    /// started yet (the gate closes only once, before the task's first activation).
+    pub fn hold(&self) {
+        self.ctl.get().held.store(1, Release);
     }
 
     /// Prepares the link for a new process of the same task after the old one died: drains
@@ -259,6 +269,12 @@ impl ModePort {
     /// start): [`crate::Task::current_mode`] returns it, nothing is to acknowledge.
     pub fn set_mode(&self, mode: u32) {
         self.ctl.get().mode.store(mode, Release);
+    }
+
+    /// Opens the start gate of a task created held ([`TaskLink::hold`]): its first
+    /// activation may run.
+    pub fn release(&self) {
+        self.ctl.get().release();
     }
 
     /// As [`TaskLink::request_mode`].
@@ -381,6 +397,35 @@ mod tests {
         }
         link.request_stop();
         assert!(matches!(task.wait_next_period(), Err(Error::Stopped)));
+    }
+
+    #[test]
+    fn a_held_task_runs_no_job_until_released_and_a_stop_opens_the_gate() {
+        let dup = |fd: RawFd| {
+            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
+            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
+        };
+        for stop in [false, true] {
+            let link = TaskLink::create(&spec()).unwrap();
+            link.set_epoch_ns(crate::clock::now_ns());
+            link.hold();
+            let [c, t] = link.fds();
+            let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || tx.send(task.wait_next_period().is_ok()).unwrap());
+            // Ten periods pass at the gate: no activation starts.
+            let waited = rx.recv_timeout(std::time::Duration::from_millis(10));
+            assert!(waited.is_err(), "a held task ran a job");
+            assert_eq!(link.counters().activations, 0);
+            if stop {
+                link.request_stop();
+            } else {
+                link.mode_port().unwrap().release();
+            }
+            let ran = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+            assert_eq!(ran, !stop, "released: a job; stopped: Stopped");
+            assert_eq!(link.counters().activations, u64::from(!stop));
+        }
     }
 
     #[test]

@@ -260,7 +260,9 @@ impl Task {
     /// so the task works on the latest release instead of falling further behind.
     /// The first activation of a restarted process is the first release after it starts,
     /// with [`flags::RESTARTED`]. Returns [`Error::Stopped`] once the supervisor asks the
-    /// task to stop.
+    /// task to stop. A task created held (not in the initial mode) waits here, before its
+    /// first activation, until its mode agent starts it (the start gate of
+    /// [`crate::control`]).
     ///
     /// This is the task's safe point for a system suspension: a suspend request pending
     /// here, or arriving while the task sleeps for its release, runs the suspend callback
@@ -284,6 +286,10 @@ impl Task {
         let (act, resume_seq) = loop {
             if self.stop_requested() {
                 return Err(Error::Stopped);
+            }
+            if self.ctl.get().held.load(Acquire) != 0 {
+                self.ctl.get().wait_released();
+                continue;
             }
             let seen = self.ctl.get().suspend_seq.load(Acquire);
             if self.suspend_point()? {
