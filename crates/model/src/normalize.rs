@@ -189,10 +189,7 @@ impl Normalizer {
         default_budget: Option<Nanos>,
     ) -> Result<Partition> {
         let name = match def.name {
-            Some(name) if name.trim().is_empty() => {
-                return err(format!("{path}.name"), "must not be empty")
-            }
-            Some(name) => name,
+            Some(name) => path_safe_name(name, &format!("{path}.name"))?,
             None => self.anonymous_name(),
         };
         let kind = def.kind.unwrap_or(if def.tasks.is_some() {
@@ -539,9 +536,7 @@ impl Normalizer {
     }
 
     fn task(&self, t: RawTask, path: &str, (budget, period): (Nanos, Nanos)) -> Result<Task> {
-        if t.name.trim().is_empty() {
-            return err(child(path, "name"), "must not be empty");
-        }
+        path_safe_name(t.name.clone(), &child(path, "name"))?;
         if let Some(cmd) = &t.cmd {
             check_command(cmd, &child(path, "cmd"))?;
         }
@@ -900,6 +895,23 @@ pub fn add_gateway_tasks(system: &mut System) {
 fn user(text: String, path: &str) -> Result<String> {
     let text = non_empty(text, path)?;
     crate::users::check(&text).or_else(|e| err(path, e))?;
+    Ok(text)
+}
+
+/// A partition or task name: it becomes part of cgroup directory names and of
+/// `partition/task` endpoints, so it is not empty, has no `/`, NUL or control
+/// character, and is not `.` or `..`.
+fn path_safe_name(text: String, path: &str) -> Result<String> {
+    let text = non_empty(text, path)?;
+    if text == "." || text == ".." {
+        return err(path, format!("`{text}` is not a name"));
+    }
+    if let Some(c) = text.chars().find(|&c| c == '/' || c.is_control()) {
+        return err(
+            path,
+            format!("{c:?} is not allowed in a name (names become cgroup directories and `partition/task` endpoints)"),
+        );
+    }
     Ok(text)
 }
 

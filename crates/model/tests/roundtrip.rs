@@ -18,6 +18,11 @@ fn text() -> impl Strategy<Value = String> {
     "[a-zA-Z0-9 ./:#'\"\\\\-]{0,12}".prop_map(|s| format!("x{s}"))
 }
 
+/// A partition name: text without `/` (names become cgroup directories).
+fn name() -> impl Strategy<Value = String> {
+    "[a-zA-Z0-9 .:#'\"\\\\-]{0,12}".prop_map(|s| format!("x{s}"))
+}
+
 fn cpuset(max: u32) -> impl Strategy<Value = CpuSet> {
     proptest::collection::btree_set(0..max, 1..4).prop_map(|s| CpuSet::from_cpus(s).unwrap())
 }
@@ -45,7 +50,7 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
     let cpus = proptest::option::of(cpuset(8).prop_map(Cpus::Set));
     let memory = proptest::option::of(1u64..1 << 40);
     (
-        text(),
+        name(),
         cpus,
         memory,
         proptest::collection::vec(process(), 1..3),
