@@ -35,6 +35,10 @@ class Task:
     #: A service bulkhead provides itself, else None: ``"can-reader:BUS"``,
     #: ``"can-writer:BUS"`` (the CAN gateway of bus BUS) or ``"mode-agent"``.
     service: Optional[str]
+    #: The CPU frequency (kHz) its budget was measured at, or None.
+    wcet_khz: Optional[int] = None
+    #: Share of its budget (parts per million) that does not scale with frequency.
+    memory_bound_ppm: int = 0
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,36 @@ class Process:
     budget_ns: int
     jitter_ns: int
     init: bool
+    #: The CPU frequency (kHz) its budget was measured at, or None.
+    frequency_khz: Optional[int] = None
+    #: Whether its exit ends the run with a failure.
+    required: bool = False
+    #: When and how often it is restarted, or None (never).
+    restart: Optional["Restart"] = None
+
+
+@dataclass(frozen=True)
+class Restart:
+    """When a best-effort process is restarted (systemd's ``Restart=``)."""
+
+    #: ``"on-failure"`` or ``"always"``.
+    when: str
+    delay_ns: int
+    burst: int
+    interval_ns: int
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """The confinement of a partition's processes (docs/security.md); each holds unless
+    the description sets it to false."""
+
+    clean_env: bool
+    no_new_privs: bool
+    no_capabilities: bool
+    seccomp: bool
+    private_tmp: bool
+    pid_namespace: bool
 
 
 @dataclass(frozen=True)
@@ -73,6 +107,11 @@ class Partition:
     #: ``"host"``, ``"private"`` or None (the default for the system).
     network: Optional[str]
     interface: Optional[Interface]
+    #: Whether the partition shares its uid with another one on purpose.
+    shared_user: bool = False
+    #: Whether it is given the supervisor's read-only status (``BULKHEAD_STATUS``).
+    monitor: bool = False
+    sandbox: Optional[Sandbox] = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +164,64 @@ class Modes:
 
 
 @dataclass(frozen=True)
+class Stage:
+    """A stage of a pipeline (docs/pipes.md)."""
+
+    name: str
+    partition: str
+    cmd: str
+    wcet_ns: int
+    #: ``"can:BUS"`` or ``"partition/task/endpoint"``, or None.
+    input: Optional[str]
+    output: Optional[str]
+    #: Solved or given values, None until solved.
+    period_ns: Optional[int]
+    budget_ns: Optional[int]
+    priority: Optional[int]
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    name: str
+    #: The Boomerang expression as written.
+    spec: str
+    #: ``"fifo"`` (``*``) or ``"latest"`` (four-slot).
+    buffering: str
+    throughput_per_s: Optional[int]
+    loss_ppm: Optional[int]
+    delay_ns: Optional[int]
+    stages: Tuple[Stage, ...]
+    #: (from stage, to stage) names.
+    edges: Tuple[Tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A condition on a decoded CAN signal (``suspend_when``, ``resume_when``)."""
+
+    bus: str
+    signal: str
+    #: ``"below"`` or ``"above"``.
+    compare: str
+    threshold: float
+    hold_ns: int
+
+
+@dataclass(frozen=True)
+class StopStart:
+    """The ``stop_start:`` section (docs/stop-start.md)."""
+
+    #: Partitions in suspend order (resume is the reverse).
+    order: Tuple[str, ...]
+    ack_deadline_ns: int
+    #: ``"drop"``.
+    stale: str
+    suspend_to_ram: bool
+    suspend_when: Optional[Trigger]
+    resume_when: Optional[Trigger]
+
+
+@dataclass(frozen=True)
 class System:
     """A loaded, valid description. Pass it to :func:`bulkhead.analyze` and
     :func:`bulkhead.sim`, which work on the description as loaded."""
@@ -137,6 +234,8 @@ class System:
     channels: Tuple[Channel, ...]
     buses: Tuple[Bus, ...]
     modes: Optional[Modes]
+    pipelines: Tuple[Pipeline, ...] = ()
+    stop_start: Optional[StopStart] = None
     #: Warnings of the validation, each ``file:line:col: key.path: message``.
     warnings: Tuple[str, ...] = ()
     _native: Any = field(default=None, repr=False, compare=False)
@@ -155,13 +254,39 @@ def _tuple(cls: type, items: List[Dict[str, Any]]) -> tuple:
     return tuple(cls(**item) for item in items)
 
 
+def _process(d: Dict[str, Any]) -> Process:
+    restart = d["restart"]
+    return Process(**{**d, "restart": Restart(**restart) if restart else None})
+
+
 def _partition(d: Dict[str, Any]) -> Partition:
     iface = d["interface"]
     return Partition(**{
         **d,
         "tasks": _tuple(Task, d["tasks"]),
-        "processes": _tuple(Process, d["processes"]),
+        "processes": tuple(_process(q) for q in d["processes"]),
         "interface": Interface(**iface) if iface else None,
+        "sandbox": Sandbox(**d["sandbox"]),
+    })
+
+
+def _pipeline(d: Dict[str, Any]) -> Pipeline:
+    return Pipeline(**{
+        **d,
+        "stages": _tuple(Stage, d["stages"]),
+        "edges": tuple((a, b) for a, b in d["edges"]),
+    })
+
+
+def _stop_start(d: Optional[Dict[str, Any]]) -> Optional[StopStart]:
+    if d is None:
+        return None
+    trigger = lambda t: Trigger(**t) if t else None  # noqa: E731
+    return StopStart(**{
+        **d,
+        "order": tuple(d["order"]),
+        "suspend_when": trigger(d["suspend_when"]),
+        "resume_when": trigger(d["resume_when"]),
     })
 
 
@@ -187,6 +312,8 @@ def _system(native: "_native.System", warnings: List[str]) -> System:
                        for c in d["channels"]),
         buses=tuple(_bus(b) for b in d["buses"]),
         modes=Modes(modes["initial"], tuple(modes["names"])) if modes else None,
+        pipelines=tuple(_pipeline(p) for p in d["pipelines"]),
+        stop_start=_stop_start(d["stop_start"]),
         warnings=tuple(warnings),
         _native=native,
     )

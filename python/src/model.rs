@@ -5,8 +5,8 @@
 
 use crate::errors::raise;
 use bulkhead_model::{
-    units::parse_duration, Bus, Channel, Cpus, Diagnostic, Loaded, Partition, Service, System,
-    Window,
+    units::parse_duration, Bus, Channel, Cpus, Diagnostic, Loaded, Partition, Pipeline, Service,
+    StopStart, System, Trigger, Window,
 };
 use pyo3::prelude::*;
 use serde_json::{json, Value};
@@ -182,6 +182,7 @@ fn partition_json(p: &Partition) -> Value {
                 "deadline_ns": t.deadline, "priority": t.priority,
                 "release_jitter_ns": t.release_jitter, "blocking_ns": t.blocking,
                 "resume": lower(t.resume), "service": t.service.as_ref().map(service_name),
+                "wcet_khz": t.wcet_khz, "memory_bound_ppm": t.memory_bound_ppm,
             })
         })
         .collect();
@@ -191,6 +192,11 @@ fn partition_json(p: &Partition) -> Value {
         .map(|q| {
             json!({
                 "cmd": q.cmd, "budget_ns": q.budget, "jitter_ns": q.jitter, "init": q.init,
+                "frequency_khz": q.frequency_khz, "required": q.required,
+                "restart": q.restart.as_ref().map(|r| json!({
+                    "when": lower(r.when), "delay_ns": r.delay, "burst": r.burst,
+                    "interval_ns": r.interval,
+                })),
             })
         })
         .collect();
@@ -202,6 +208,12 @@ fn partition_json(p: &Partition) -> Value {
         "interface": p.interface.as_ref().map(|i| json!({
             "period_ns": i.period, "budget_ns": i.budget,
         })),
+        "shared_user": p.shared_user, "monitor": p.monitor,
+        "sandbox": json!({
+            "clean_env": p.sandbox.clean_env, "no_new_privs": p.sandbox.no_new_privs,
+            "no_capabilities": p.sandbox.no_capabilities, "seccomp": p.sandbox.seccomp,
+            "private_tmp": p.sandbox.private_tmp, "pid_namespace": p.sandbox.pid_namespace,
+        }),
     })
 }
 
@@ -243,6 +255,47 @@ fn bus_json(b: &Bus) -> Value {
     })
 }
 
+fn pipeline_json(p: &Pipeline) -> Value {
+    let stages: Vec<Value> = p
+        .stages
+        .iter()
+        .map(|st| {
+            json!({
+                "name": st.name, "partition": st.partition, "cmd": st.cmd, "wcet_ns": st.wcet,
+                "input": st.input.as_ref().map(|e| e.to_string()),
+                "output": st.output.as_ref().map(|e| e.to_string()),
+                "period_ns": st.period, "budget_ns": st.budget, "priority": st.priority,
+            })
+        })
+        .collect();
+    let edges: Vec<Value> = p
+        .edges
+        .iter()
+        .map(|&(from, to)| json!([p.stages[from].name, p.stages[to].name]))
+        .collect();
+    json!({
+        "name": p.name, "spec": p.spec, "buffering": lower(p.buffering),
+        "throughput_per_s": p.qos.throughput_per_s, "loss_ppm": p.qos.loss_ppm,
+        "delay_ns": p.qos.delay, "stages": stages, "edges": edges,
+    })
+}
+
+fn trigger_json(t: &Trigger) -> Value {
+    json!({
+        "bus": t.bus, "signal": t.signal, "compare": lower(t.compare),
+        "threshold": t.threshold, "hold_ns": t.hold,
+    })
+}
+
+fn stop_start_json(s: &StopStart) -> Value {
+    json!({
+        "order": s.order, "ack_deadline_ns": s.ack_deadline, "stale": lower(s.stale),
+        "suspend_to_ram": s.suspend_to_ram,
+        "suspend_when": s.suspend_when.as_ref().map(trigger_json),
+        "resume_when": s.resume_when.as_ref().map(trigger_json),
+    })
+}
+
 fn system_json(s: &System) -> Value {
     json!({
         "cpus": s.cpus.as_ref().map(|c| c.to_string()),
@@ -256,5 +309,7 @@ fn system_json(s: &System) -> Value {
             "initial": m.initial,
             "names": m.table.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
         })),
+        "pipelines": s.pipelines.iter().map(pipeline_json).collect::<Vec<_>>(),
+        "stop_start": s.stop_start.as_ref().map(stop_start_json),
     })
 }

@@ -80,3 +80,44 @@ def test_unreadable_file_and_bad_yaml():
         model.loads("partitions: [\n", "broken.yaml")
     assert e.value.file == "broken.yaml" and e.value.line >= 1
     assert isinstance(e.value, ValueError)
+
+
+def test_pipelines_load_with_stages_and_edges():
+    system = bulkhead.load(EXAMPLES / "boomerang.yaml")
+    p1 = next(p for p in system.pipelines if p.name == "p1")
+    assert (p1.buffering, p1.loss_ppm, p1.delay_ns) == ("latest", 0, 10_000_000)
+    assert [s.name for s in p1.stages] == ["CanRead", "ProcData", "CanWrite"]
+    assert p1.edges == (("CanRead", "ProcData"), ("ProcData", "CanWrite"))
+    read = p1.stages[0]
+    assert (read.partition, read.wcet_ns, read.input, read.output) == (
+        "quest", 100_000, "can:rav4", None)
+
+
+def test_stop_start_sandbox_and_restart_load():
+    text = """
+partitions:
+  - name: control
+    kind: rt
+    cpus: 0
+    tasks: [{name: rx, cmd: ./rx, budget: 200us, period: 1ms, resume: restartable}]
+  - name: ivi
+    kind: be
+    cpus: 1
+    monitor: true
+    sandbox: {seccomp: false}
+    processes: [{cmd: ./ivi, restart: on-failure, restart_delay: 50ms, required: false}]
+stop_start:
+  order: [ivi, control]
+  ack_deadline: 2ms
+"""
+    system = model.loads(text, "inline.yaml")
+    ivi = system.partition("ivi")
+    assert ivi.monitor and not ivi.shared_user
+    assert ivi.sandbox.seccomp is False and ivi.sandbox.pid_namespace is True
+    (proc,) = ivi.processes
+    assert (proc.restart.when, proc.restart.delay_ns, proc.required) == (
+        "on-failure", 50_000_000, False)
+    ss = system.stop_start
+    assert (ss.order, ss.ack_deadline_ns, ss.stale, ss.suspend_when) == (
+        ("ivi", "control"), 2_000_000, "drop", None)
+    assert system.partition("control").tasks[0].resume == "restartable"
