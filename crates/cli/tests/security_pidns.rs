@@ -5,7 +5,7 @@
 //! (docs/security.md). Needs root (partition users, cgroups, namespaces).
 
 mod common;
-use common::{bulkhead, exclusive_cpus_lock, is_root, Scratch};
+use common::{bulkhead, exclusive_cpus_lock, is_root, run_probe, Scratch};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -67,20 +67,10 @@ fn look(dir: &Scratch, keys: &str, marker: &str) -> String {
          echo other=$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c '{pattern}') >> {d}/report.tmp; \
          mv {d}/report.tmp {d}/report"
     );
-    std::fs::write(dir.file("probe.sh"), probe).unwrap();
     let desc = format!(
         "system: {{}}\npartitions:\n  - {{name: other, cpus: 0, processes: [\"{marker}\"]}}\n  - {{name: ivi, cpus: 1{keys}, processes: [\"sh {d}/probe.sh\"]}}\n"
     );
-    let path = dir.file("system.yaml");
-    std::fs::write(&path, desc).unwrap();
-    let _ = std::fs::remove_file(dir.file("report"));
-    let out = bulkhead()
-        .args(["run", path.to_str().unwrap(), "--timeout", "3s"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    std::fs::read_to_string(dir.file("report")).unwrap_or_default()
+    run_probe(dir, &desc, &probe).0
 }
 
 fn number(report: &str, name: &str) -> Option<usize> {

@@ -4,7 +4,7 @@
 //! holds (docs/security.md). Needs root (partition users, cgroups, namespaces).
 
 mod common;
-use common::{bulkhead, exclusive_cpus_lock, is_root, Scratch};
+use common::{bulkhead, exclusive_cpus_lock, is_root, run_probe, Scratch};
 
 /// Runs one be partition on CPU 1 whose process runs `script` (with `@D@` the scratch
 /// directory) with the extra partition keys `keys`; returns what the script wrote to
@@ -14,7 +14,7 @@ fn run_be(dir: &Scratch, keys: &str, script: &str) -> (String, String) {
     let desc = format!(
         "system: {{}}\npartitions:\n  - {{name: ivi, cpus: 1{keys}, processes: [\"sh {d}/probe.sh\"]}}\n"
     );
-    run_probe(dir, &desc, script)
+    run_probe(dir, &desc, &script.replace("@D@", &d))
 }
 
 /// As [`run_be`], for a windowed partition (the BE slot of a 20 ms window on CPU 1; an
@@ -24,24 +24,7 @@ fn run_windowed(dir: &Scratch, keys: &str, script: &str) -> (String, String) {
     let desc = format!(
         "windows:\n  - length: 20\n    slices:\n      - {{cpu: 1, be_partition: ivi}}\npartitions:\n  - {{name: ivi{keys}, processes: [{{budget: 5, cmd: \"sh {d}/probe.sh\"}}]}}\n"
     );
-    run_probe(dir, &desc, script)
-}
-
-/// Runs description `desc` with `script` as `probe.sh`; returns its report and stderr.
-fn run_probe(dir: &Scratch, desc: &str, script: &str) -> (String, String) {
-    let d = dir.0.display().to_string();
-    std::fs::write(dir.file("probe.sh"), script.replace("@D@", &d)).unwrap();
-    let path = dir.file("system.yaml");
-    std::fs::write(&path, desc).unwrap();
-    let _ = std::fs::remove_file(dir.file("report"));
-    let out = bulkhead()
-        .args(["run", path.to_str().unwrap(), "--timeout", "3s"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let report = std::fs::read_to_string(dir.file("report")).unwrap_or_default();
-    (report, stderr)
+    run_probe(dir, &desc, &script.replace("@D@", &d))
 }
 
 /// The value after `name=` in a report (`None` if the line is missing).

@@ -168,3 +168,22 @@ pub fn wait_for(path: &Path) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Writes `probe` to `probe.sh` and `desc` to `system.yaml` in `dir`, runs the system for
+/// 3 s (it must exit 0) and returns what the probe left in `dir/report` (empty if
+/// nothing) and the run's stderr. A probe writes `report.tmp` and renames it, so a
+/// report is whole or absent.
+pub fn run_probe(dir: &Scratch, desc: &str, probe: &str) -> (String, String) {
+    std::fs::write(dir.file("probe.sh"), probe).unwrap();
+    let path = dir.file("system.yaml");
+    std::fs::write(&path, desc).unwrap();
+    let _ = std::fs::remove_file(dir.file("report"));
+    let out = bulkhead()
+        .args(["run", path.to_str().unwrap(), "--timeout", "3s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report = std::fs::read_to_string(dir.file("report")).unwrap_or_default();
+    (report, stderr)
+}
