@@ -304,6 +304,14 @@ pub extern "C" fn bulkhead_fresh(stamp_ns: u64) -> i32 {
     with_task(|t| t.fresh(stamp_ns) as i32)
 }
 
+/// The stale/fresh rule for a CAN frame from a gateway channel, stamped `stamp_ns` on
+/// CLOCK_REALTIME (the bus's reception time, the message's first word): as
+/// [`bulkhead_fresh`] once the stamp is moved to CLOCK_MONOTONIC.
+#[no_mangle]
+pub extern "C" fn bulkhead_fresh_can(stamp_ns: u64) -> i32 {
+    with_task(|t| t.fresh_can(stamp_ns) as i32)
+}
+
 /// bulkhead's system time, ns: CLOCK_MONOTONIC minus the time the system spent
 /// suspended (CLOCK_MONOTONIC itself when not attached).
 #[no_mangle]

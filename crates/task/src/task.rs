@@ -1,6 +1,6 @@
 //! The task's side: attach, wait for each period, report completions.
 
-use crate::clock::now_ns;
+use crate::clock::{self, now_ns};
 use crate::control::{Mapping, ModeChange};
 use crate::error::{Error, Result};
 use crate::record::{flags, Record, RECORD_SIZE};
@@ -450,8 +450,8 @@ impl Task {
         self.ctl.get().resumed_at_ns.load(Acquire)
     }
 
-    /// The stale/fresh rule for an input stamped `stamp_ns` (CLOCK_MONOTONIC, e.g. a CAN
-    /// frame's reception time from the gateway): a restartable task never takes data
+    /// The stale/fresh rule for an input stamped `stamp_ns` on CLOCK_MONOTONIC (a CAN
+    /// frame from a gateway channel: [`Task::fresh_can`]): a restartable task never takes data
     /// stamped before the latest resume instant. Returns whether the task may use it.
     /// A stale input is counted in the named counter `ss.stale_dropped`; the first
     /// fresh one after each resume stores the instant it was taken in
@@ -475,6 +475,17 @@ impl Task {
             }
         }
         true
+    }
+
+    /// The stale/fresh rule for a CAN frame from a gateway channel, whose stamp is the
+    /// bus's reception time on CLOCK_REALTIME (ns of the Unix epoch, as candump logs and
+    /// the virtual bus stamp frames): [`Task::fresh`] after moving the stamp to
+    /// CLOCK_MONOTONIC by the offset between the two clocks now. The offset is read
+    /// with two clock reads, so a frame stamped within about a microsecond of the
+    /// resume instant may fall on either side; a clock step (settimeofday) between the
+    /// frame's reception and this call moves it by the step.
+    pub fn fresh_can(&mut self, stamp_realtime_ns: u64) -> bool {
+        self.fresh(clock::realtime_to_monotonic(stamp_realtime_ns))
     }
 
     /// Runs a restartable task (JuMP2start Fig. 3): `setup` builds the state, which is the

@@ -6,7 +6,7 @@
 #[path = "support/supervise.rs"]
 mod supervise;
 
-use bulkhead_task::clock::now_ns;
+use bulkhead_task::clock::{self, now_ns};
 use bulkhead_task::supervisor::{LinkSpec, TaskLink};
 use bulkhead_task::{flags, Error, Record, Resume, Task};
 use std::ops::ControlFlow;
@@ -110,6 +110,10 @@ fn restartable(task: &mut Task) {
                 let resumed_at = t.resumed_at_ns();
                 assert!(!t.fresh(resumed_at - 1));
                 assert!(t.fresh(resumed_at));
+                // A gateway frame carries its bus stamp on CLOCK_REALTIME.
+                let real = |mono: u64| mono + clock::realtime_ns() - clock::now_ns();
+                assert!(!t.fresh_can(real(resumed_at) - 10 * MS));
+                assert!(t.fresh_can(real(resumed_at) + 10 * MS));
             }
             *jobs += 1;
             t.set_counter(state, *jobs);

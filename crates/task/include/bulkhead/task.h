@@ -103,7 +103,9 @@ int bulkhead_mode_ack(uint32_t seq);
  * bulkhead_fresh(stamp_ns): the stale/fresh rule for an input stamped stamp_ns (a CAN
  * frame's reception time): 1 if the task may use it, 0 if a restartable task got data
  * from before the latest resume (counted in the named counter ss.stale_dropped); the
- * first fresh input after a resume stores when it was taken in ss.first_fresh_ns. */
+ * first fresh input after a resume stores when it was taken in ss.first_fresh_ns.
+ * bulkhead_fresh_can(stamp_ns): the same rule for a CAN frame from a gateway channel, whose
+ * stamp (the message's first word) is the bus's reception time on CLOCK_REALTIME. */
 typedef void (*bulkhead_suspend_fn)(uint64_t deadline_ns, void *arg);
 int bulkhead_checkpoint(void *state, size_t len);
 int bulkhead_on_suspend(bulkhead_suspend_fn fn, void *arg);
@@ -112,6 +114,7 @@ int bulkhead_stale(void);
 uint64_t bulkhead_system_time_ns(void);
 uint64_t bulkhead_resumed_at_ns(void);
 int bulkhead_fresh(uint64_t stamp_ns);
+int bulkhead_fresh_can(uint64_t stamp_ns);
 
 /* CLOCK_MONOTONIC in ns (vDSO, no system call). */
 uint64_t bulkhead_now_ns(void);

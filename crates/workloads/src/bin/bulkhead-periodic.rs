@@ -1,38 +1,155 @@
 //! A periodic real-time task for experiments: each activation burns a configurable
 //! amount of CPU time, through the bulkhead task library.
 //!
-//! `bulkhead-periodic [--exec-us N] [--activations N]`: N µs of CPU time per activation
-//! (default: the task's budget minus 10%); stop after N activations (default: when the
-//! supervisor asks). It runs the same code in every mode: a mode request (docs/modes.md)
-//! is acknowledged as soon as it arrives, also while the task waits for its next release. Exit 0 when done or asked to stop, 1 if not attached, 2 on bad flags.
+//! `bulkhead-periodic [--exec-us N] [--activations N] [--can BUS] [--restartable]`: N µs
+//! of CPU time per activation (default: the task's budget minus 10%); stop after N
+//! activations (default: when the supervisor asks). It runs the same code in every mode:
+//! a mode request (docs/modes.md) is acknowledged as soon as it arrives, also while the
+//! task waits for its next release. Exit 0 when done or asked to stop, 1 if not
+//! attached, 2 on bad flags.
+//!
+//! `--can BUS`: each job first takes every frame waiting on the partition's channel from
+//! the gateway of bus BUS (`BULKHEAD_CAN_<BUS>`) and uses those the stale/fresh rule lets
+//! through ([`Task::fresh_can`]); `--restartable` runs it as a restartable task
+//! ([`Task::run_restartable`], docs/stop-start.md). What it saw goes to named counters
+//! (the stop-start benchmark reads them from the schedule log):
+//! `can.frames` frames used, `can.fresh_lost` frames missing (gaps in the gateway's
+//! sequence numbers) just before a frame it used, `can.stale_used` frames it used that
+//! were stamped before the latest resume or come before a frame it dropped as stale,
+//! `can.first_frame_ns` the CLOCK_MONOTONIC instant it used its first frame, and
+//! `ss.steady_ns` the time from each resume to the first job whose newest frame was at
+//! most [`STEADY_AGE_NS`] old (back to steady-state throughput).
 
-use bulkhead_task::{clock, Error, Task};
+use bulkhead_canwire::{env_var, split, WIRE_SIZE};
+use bulkhead_chan::{Channel, Receiver};
+use bulkhead_task::{clock, flags, Counter, Error, Task};
+use std::ops::ControlFlow;
 use std::process::ExitCode;
+
+/// The age of a job's newest frame at which the task counts as back to steady state
+/// after a resume: one gateway period and one task period of 1 ms.
+const STEADY_AGE_NS: u64 = 2_000_000;
 
 struct Args {
     exec_us: Option<u64>,
     activations: Option<u64>,
+    can: Option<String>,
+    restartable: bool,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut out = Args {
         exec_us: None,
         activations: None,
+        can: None,
+        restartable: false,
     };
     while let Some(flag) = args.next() {
-        let mut value = |name: &str| -> Result<u64, String> {
-            let v = args.next().ok_or_else(|| format!("{name} needs a value"))?;
+        let mut value = |name: &str| -> Result<String, String> {
+            args.next().ok_or_else(|| format!("{name} needs a value"))
+        };
+        let number = |name: &str, v: String| -> Result<u64, String> {
             v.parse()
                 .map_err(|_| format!("{name}: `{v}` is not a non-negative integer"))
         };
         match flag.as_str() {
-            "--exec-us" => out.exec_us = Some(value("--exec-us")?),
-            "--activations" => out.activations = Some(value("--activations")?),
+            "--exec-us" => out.exec_us = Some(number("--exec-us", value("--exec-us")?)?),
+            "--activations" => {
+                out.activations = Some(number("--activations", value("--activations")?)?)
+            }
+            "--can" => out.can = Some(value("--can")?),
+            "--restartable" => out.restartable = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
     Ok(out)
+}
+
+/// The task's input from a CAN gateway channel, and what the benchmark learns of it.
+/// The sequence bookkeeping is measurement, not task state: it survives a restart.
+struct CanInput {
+    rx: Receiver,
+    last_seq: Option<u64>,
+    /// The highest sequence number dropped as stale since the latest resume.
+    stale_max: Option<u64>,
+    /// The resume instant whose return to steady state is still to be reported.
+    awaiting_steady: Option<u64>,
+    first_used: bool,
+    restartable: bool,
+    frames: Counter,
+    fresh_lost: Counter,
+    stale_used: Counter,
+    first_frame: Counter,
+    steady: Counter,
+}
+
+impl CanInput {
+    fn open(bus: &str, restartable: bool, task: &mut Task) -> Result<CanInput, String> {
+        let var = env_var(bus);
+        let value = std::env::var(&var)
+            .map_err(|_| format!("{var} is not set: the partition is no client of bus {bus}"))?;
+        let to_partition = value.split(',').next().unwrap_or_default();
+        let channel = Channel::open_handed(to_partition.trim())
+            .map_err(|e| format!("{var}: channel {to_partition:?}: {e}"))?;
+        let rx = channel.receiver().map_err(|e| e.to_string())?;
+        if rx.meta().msg_size as usize != WIRE_SIZE {
+            return Err(format!("{var}: not a CAN gateway channel"));
+        }
+        let mut counter = |name: &str| task.counter(name).map_err(|e| e.to_string());
+        Ok(CanInput {
+            rx,
+            last_seq: None,
+            stale_max: None,
+            awaiting_steady: None,
+            first_used: false,
+            restartable,
+            frames: counter("can.frames")?,
+            fresh_lost: counter("can.fresh_lost")?,
+            stale_used: counter("can.stale_used")?,
+            first_frame: counter("can.first_frame_ns")?,
+            steady: counter("ss.steady_ns")?,
+        })
+    }
+
+    /// One job's input: every frame waiting, through the stale/fresh rule.
+    fn take(&mut self, task: &mut Task, flags_now: u32) {
+        let resumed_at = task.resumed_at_ns();
+        if flags_now & flags::RESUMED != 0 {
+            self.stale_max = None;
+            self.awaiting_steady = Some(resumed_at);
+        }
+        let mut msg = [0u8; WIRE_SIZE];
+        let mut newest = None;
+        while self.rx.try_read(&mut msg).is_ok() {
+            let (stamp, seq, _) = split(&msg);
+            let gap = self.last_seq.map_or(0, |l| seq.saturating_sub(l + 1));
+            self.last_seq = Some(seq);
+            if !task.fresh_can(stamp) {
+                self.stale_max = self.stale_max.max(Some(seq));
+                continue;
+            }
+            task.add_counter(self.frames, 1);
+            task.add_counter(self.fresh_lost, gap);
+            let before_resume = clock::realtime_to_monotonic(stamp) < resumed_at;
+            let behind_stale = self.stale_max.is_some_and(|m| seq <= m);
+            if self.restartable && (before_resume || behind_stale) {
+                task.add_counter(self.stale_used, 1);
+            }
+            if !self.first_used {
+                self.first_used = true;
+                task.set_counter(self.first_frame, clock::now_ns());
+            }
+            newest = Some(stamp);
+        }
+        let (Some(at), Some(stamp)) = (self.awaiting_steady, newest) else {
+            return;
+        };
+        if clock::realtime_ns().saturating_sub(stamp) <= STEADY_AGE_NS {
+            task.set_counter(self.steady, clock::now_ns().saturating_sub(at));
+            self.awaiting_steady = None;
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -42,7 +159,9 @@ fn main() -> ExitCode {
             if !msg.is_empty() {
                 eprintln!("bulkhead-periodic: {msg}");
             }
-            eprintln!("usage: bulkhead-periodic [--exec-us N] [--activations N]");
+            eprintln!(
+                "usage: bulkhead-periodic [--exec-us N] [--activations N] [--can BUS] [--restartable]"
+            );
             return ExitCode::from(if msg.is_empty() { 0 } else { 2 });
         }
     };
@@ -57,17 +176,46 @@ fn main() -> ExitCode {
     let exec_ns = args
         .exec_us
         .map_or(task.params().budget_ns / 10 * 9, |us| us * 1000);
-    let mut done = 0u64;
-    while args.activations.is_none_or(|n| done < n) {
-        match task.wait_next_period() {
-            Ok(_) => clock::burn_cpu(exec_ns),
-            Err(Error::Stopped) => break,
+    let mut input = match &args.can {
+        Some(bus) => match CanInput::open(bus, args.restartable, &mut task) {
+            Ok(i) => Some(i),
             Err(e) => {
-                eprintln!("bulkhead-periodic: {e}");
+                eprintln!("bulkhead-periodic: --can {bus}: {e}");
                 return ExitCode::from(1);
             }
+        },
+        None => None,
+    };
+    let mut done = 0u64;
+    let mut job = |task: &mut Task, flags_now: u32| {
+        if let Some(input) = &mut input {
+            input.take(task, flags_now);
         }
+        clock::burn_cpu(exec_ns);
         done += 1;
+        match args.activations.is_none_or(|n| done < n) {
+            true => ControlFlow::Continue(()),
+            false => ControlFlow::Break(()),
+        }
+    };
+    let ended = if args.restartable {
+        task.run_restartable(|_| Ok(()), |_, t, act| job(t, act.flags))
+    } else {
+        loop {
+            match task.wait_next_period() {
+                Ok(act) => {
+                    if job(&mut task, act.flags).is_break() {
+                        break Ok(());
+                    }
+                }
+                Err(Error::Stopped) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        }
+    };
+    if let Err(e) = ended {
+        eprintln!("bulkhead-periodic: {e}");
+        return ExitCode::from(1);
     }
     task.complete();
     ExitCode::SUCCESS
