@@ -17,7 +17,7 @@ use bulkhead_can::service::{parse_ids, stop_on_signals};
 use bulkhead_can::vbus::{Bus, Node};
 use bulkhead_chan::{Channel, Receiver, Sender};
 use bulkhead_task::clock::{now_ns, sleep_until};
-use bulkhead_task::{Counter, Task};
+use bulkhead_task::{Activation, Counter, Task};
 use std::collections::HashSet;
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -35,11 +35,13 @@ rt tasks (started by bulkhead run):
   ivi-read-mapper [--dash CHANNEL] | adas-read-mapper   gateway frames -> signals (channels 1, 3)
   ivi-write-mapper | adas-write-mapper   channel 2 HVAC / channel 4 commands -> gateway
   long-controller                        INIT/RESET/UPDATE over channels 5-8
+  probe                                  notes how late each job starts (the platform's floor)
 be processes:
   adas-mapper [--set KMH@S,...] [--lead KMH@S,... --lead-gap M] [--rate-hz 100]
   openpilot | ivi-mapper | instrument-cluster
   dashboard [--listen 127.0.0.1:8080] [--from ic_dashboard] [--to hvac_control]
-  plant [--bus car] [--v0 KMH] [--grade PCT] [--report FILE] | plant --replay LOG [--iface can0]
+  plant [--bus car] [--v0 KMH] [--grade PCT] [--report FILE] [--speed-hz HZ] [--delays FILE]
+        | plant --replay LOG [--iface can0]
   send-frame --to CHANNEL ID#DATA...     frames into a gateway channel (e.g. adas_raw_tx)";
 
 /// Runs subcommand `args[0]`; the exit status.
@@ -69,6 +71,7 @@ pub fn main(args: &[String]) -> i32 {
         "ivi-write-mapper" => ivi_write_mapper(&flags),
         "adas-write-mapper" => adas_write_mapper(&flags),
         "long-controller" => long_controller(),
+        "probe" => probe(),
         "adas-mapper" => adas_mapper(&flags),
         "openpilot" => listen("openpilot", OPENPILOT_PORT),
         "ivi-mapper" => ivi_mapper(),
@@ -111,10 +114,17 @@ fn flags_of(cmd: &str) -> Option<&'static [&'static str]> {
         "dashboard" => &["--listen", "--from", "--to"],
         "adas-mapper" => &["--set", "--lead", "--lead-gap", "--rate-hz"],
         "plant" => &[
-            "--bus", "--v0", "--grade", "--report", "--replay", "--iface",
+            "--bus",
+            "--v0",
+            "--grade",
+            "--report",
+            "--replay",
+            "--iface",
+            "--speed-hz",
+            "--delays",
         ],
         "send-frame" => &["--to"],
-        "long-controller" | "openpilot" | "ivi-mapper" | "instrument-cluster" => &[],
+        "long-controller" | "probe" | "openpilot" | "ivi-mapper" | "instrument-cluster" => &[],
         _ => return None,
     })
 }
@@ -192,7 +202,7 @@ fn receiver(name: &str) -> R<Receiver> {
 /// Runs `job` once per activation of the supervisor's task until it asks to stop
 /// (or SIGTERM); after each job the values `job` filled in are published as the
 /// task's named counters `names`.
-fn periodic(names: &[String], mut job: impl FnMut(&mut [u64]) -> R<()>) -> R<()> {
+fn periodic(names: &[String], mut job: impl FnMut(&Activation, &mut [u64]) -> R<()>) -> R<()> {
     let stop = stop_on_signals().map_err(|e| e.to_string())?;
     let mut task = Task::attach().map_err(|e| e.to_string())?;
     let slots = names
@@ -202,12 +212,12 @@ fn periodic(names: &[String], mut job: impl FnMut(&mut [u64]) -> R<()>) -> R<()>
         .map_err(|e| e.to_string())?;
     let mut values = vec![0u64; names.len()];
     while !stop.load(Relaxed) {
-        match task.wait_next_period() {
-            Ok(_) => {}
+        let activation = match task.wait_next_period() {
+            Ok(a) => a,
             Err(bulkhead_task::Error::Stopped) => break,
             Err(e) => return Err(e.to_string()),
-        }
-        job(&mut values)?;
+        };
+        job(&activation, &mut values)?;
         for (slot, v) in slots.iter().zip(&values) {
             task.set_counter(*slot, *v);
         }
@@ -227,7 +237,7 @@ fn usb_bh(flags: &Flags) -> R<()> {
     let (mut rx, mut tx) = (sender("usb_rx")?, receiver("usb_tx")?);
     let mut node: Option<Node> = None;
     let (mut seq, mut n, mut detached) = (0u64, UsbCounts::default(), 0u64);
-    let result = periodic(&names(&["rx", "rx_dropped", "tx", "detached"]), |v| {
+    let result = periodic(&names(&["rx", "rx_dropped", "tx", "detached"]), |_, v| {
         if node.is_none() {
             node = Node::attach(&bus).ok();
         }
@@ -272,7 +282,7 @@ fn mhydra_rx(flags: &Flags) -> R<()> {
         .into_iter()
         .map(|c| c.0)
         .collect();
-    let result = periodic(&named, |v| {
+    let result = periodic(&named, |_, v| {
         reader
             .step(64, &mut bulkhead_trace::Discard)
             .map_err(|e| e.to_string())?;
@@ -318,7 +328,7 @@ fn mhydra_tx(flags: &Flags) -> R<()> {
         .map(|c| c.0)
         .collect();
     named.push("usb_tx_dropped".into());
-    let result = periodic(&named, |v| {
+    let result = periodic(&named, |_, v| {
         writer.step(64).map_err(|e| e.to_string())?;
         let mut k = 0;
         counters.for_each_value(Role::Writer, |x| {
@@ -349,7 +359,7 @@ fn read_mapper(flags: &Flags, from: &str, to: &str) -> R<()> {
     let mut buf = [0u8; WIRE_SIZE];
     periodic(
         &names(&["frames", "published", "dropped", "undecodable"]),
-        |v| {
+        |_, v| {
             let before = s.frames;
             for _ in 0..64 {
                 if rx.try_read(&mut buf).is_err() {
@@ -464,7 +474,7 @@ fn ivi_write_mapper(flags: &Flags) -> R<()> {
             "last_sent",
             "last_refused",
         ]),
-        |v| {
+        |_, v| {
             for _ in 0..16 {
                 if rx.try_read(&mut buf).is_err() {
                     break;
@@ -496,7 +506,7 @@ fn adas_write_mapper(flags: &Flags) -> R<()> {
     let mut tx = sender(&flags.or("--to", "adas_can_tx"))?;
     let (mut sent, mut dropped, mut bad) = (0u64, 0u64, 0u64);
     let mut buf = [0u8; SIZE];
-    periodic(&names(&["sent", "dropped", "refused"]), |v| {
+    periodic(&names(&["sent", "dropped", "refused"]), |_, v| {
         let mut newest = None;
         for _ in 0..16 {
             if rx.try_read(&mut buf).is_err() {
@@ -534,6 +544,33 @@ fn adas_write_mapper(flags: &Flags) -> R<()> {
     })
 }
 
+/// Wake-up lateness thresholds of the probe's counters, ns.
+pub const PROBE_OVER_NS: [u64; 6] = [50_000, 100_000, 200_000, 1_000_000, 2_000_000, 10_000_000];
+
+/// The platform's floor: an rt task that does nothing but note how late it woke
+/// (start of its job minus its release), so that what the other tasks suffer can be
+/// laid beside what the machine gives a task that needs nothing. Counters: `wakeups`,
+/// `late_sum_ns`, `late_max_ns`, and `over_<us>us` for each of [`PROBE_OVER_NS`].
+fn probe() -> R<()> {
+    let mut counters = names(&["wakeups", "late_sum_ns", "late_max_ns"]);
+    counters.extend(PROBE_OVER_NS.iter().map(|t| format!("over_{}us", t / 1000)));
+    let mut n = vec![0u64; counters.len()];
+    let result = periodic(&counters, |a, v| {
+        let late = now_ns().saturating_sub(a.release_ns);
+        n[0] += 1;
+        n[1] += late;
+        n[2] = n[2].max(late);
+        for (slot, t) in n[3..].iter_mut().zip(PROBE_OVER_NS) {
+            *slot += u64::from(late > t);
+        }
+        v.copy_from_slice(&n);
+        Ok(())
+    });
+    let named: Vec<(String, u64)> = counters.into_iter().zip(n).collect();
+    report("probe", &named);
+    result
+}
+
 /// G: the longitudinal controller service (see [`crate::service`]).
 fn long_controller() -> R<()> {
     let mut cmd = receiver("long_control_command")?;
@@ -545,7 +582,7 @@ fn long_controller() -> R<()> {
     let mut buf = [0u8; SIZE];
     let result = periodic(
         &names(&["inits", "resets", "updates", "rejected", "lost"]),
-        |v| {
+        |_, v| {
             for _ in 0..10 {
                 if cmd.try_read(&mut buf).is_err() {
                     break;
@@ -626,6 +663,7 @@ fn adas_mapper(flags: &Flags) -> R<()> {
     let (start, mut next) = (now_ns(), now_ns());
     let (mut seq, mut timeouts) = (1u64, 0u64);
     let mut responses: Vec<u64> = Vec::new();
+    let mut tracking = Tracking::default();
     let mut buf = [0u8; SIZE];
     let mut last_status = 0u64;
     while !stop.load(Relaxed) {
@@ -637,6 +675,7 @@ fn adas_mapper(flags: &Flags) -> R<()> {
         let s = Sensors::decode(&buf);
         let t = (now_ns() - start) as f64 / 1e9;
         let plan = planner.update(t, f64::from(s.v_ego), 1.0 / rate);
+        tracking.add(plan.v_target - f64::from(s.v_ego));
         seq += 1;
         let x = crate::longcontrol::Input {
             v_ego: s.v_ego,
@@ -693,11 +732,46 @@ fn adas_mapper(flags: &Flags) -> R<()> {
                 let _ = u.send_to(line.as_bytes(), ("127.0.0.1", OPENPILOT_PORT));
             }
             // bulkhead run ends be processes with SIGKILL: the figures so far, each second.
-            println!("adas-mapper: {}", response_times(&mut responses, timeouts));
+            println!(
+                "adas-mapper: {}; {}",
+                response_times(&mut responses, timeouts),
+                tracking.summary()
+            );
         }
     }
-    println!("adas-mapper: {}", response_times(&mut responses, timeouts));
+    println!(
+        "adas-mapper: {}; {}",
+        response_times(&mut responses, timeouts),
+        tracking.summary()
+    );
     Ok(())
+}
+
+/// The speed tracking error: the planner's target minus the speed read from the bus,
+/// at each UPDATE.
+#[derive(Debug, Default)]
+struct Tracking {
+    n: u64,
+    sum_sq: f64,
+    max: f64,
+}
+
+impl Tracking {
+    fn add(&mut self, err_ms: f64) {
+        self.n += 1;
+        self.sum_sq += err_ms * err_ms;
+        self.max = self.max.max(err_ms.abs());
+    }
+
+    fn summary(&self) -> String {
+        let rms = (self.sum_sq / self.n.max(1) as f64).sqrt();
+        format!(
+            "tracking error rms {:.3} max {:.3} km/h over {} updates",
+            rms * 3.6,
+            self.max * 3.6,
+            self.n
+        )
+    }
 }
 
 /// The controller's response times (UPDATE sent -> its output read) so far.
@@ -797,10 +871,17 @@ fn plant(flags: &Flags) -> R<()> {
         ..Car::default()
     };
     let mut p = Plant::new(car, flags.num("--v0", 72.0)? / 3.6);
-    let report = match flags.get("--report") {
-        Some(path) => Some(std::fs::File::create(&path).map_err(|e| format!("{path}: {e}"))?),
-        None => None,
+    let create = |flag: &str| -> R<Option<std::fs::File>> {
+        match flags.get(flag) {
+            Some(path) => std::fs::File::create(&path)
+                .map(Some)
+                .map_err(|e| format!("{flag} {path}: {e}")),
+            None => Ok(None),
+        }
     };
+    let report = create("--report")?;
+    let mut delay_log = create("--delays")?.map(std::io::BufWriter::new);
+    let periods = periods(flags.num("--speed-hz", 0.0)?)?;
     let db = car::dbc();
     let dt_ns = 1_000_000u64;
     let start = now_ns();
@@ -809,7 +890,7 @@ fn plant(flags: &Flags) -> R<()> {
     let mut next_print = 0u64;
     let hvac_command = CanId::standard(HVAC_COMMAND_ID).expect("11 bits");
     let hvac_status = CanId::standard(HVAC_STATUS_ID).expect("11 bits");
-    let (mut k, mut tag, mut delays) = (0u64, 0u8, Delays::default());
+    let (mut k, mut tag, mut delays, mut logged) = (0u64, 0u8, Delays::default(), 0);
     while !stop.load(Relaxed) {
         k += 1;
         sleep_until(start + k * dt_ns);
@@ -834,12 +915,11 @@ fn plant(flags: &Flags) -> R<()> {
         }
         p.step(a_cmd, 1e-3);
         let t_us = k * 1000;
-        for (i, (message, period)) in car::PERIODS_US.iter().enumerate() {
+        for (i, (message, period)) in periods.iter().enumerate() {
             if t_us >= due[i] {
                 due[i] += period;
                 if *message == "SPEED" {
-                    tag = tag.wrapping_add(1);
-                    delays.sent(tag, realtime_ns());
+                    tag = delays.send(realtime_ns());
                 }
                 node.send(&frame(&db, message, &p, tag))
                     .map_err(|e| e.to_string())?;
@@ -859,6 +939,10 @@ fn plant(flags: &Flags) -> R<()> {
             if next_print % 5_000_000 == 0 {
                 println!("plant: {}", delays.summary());
             }
+            if let Some(f) = delay_log.as_mut() {
+                log_delays(f, &delays.delays[logged..]).map_err(|e| format!("--delays: {e}"))?;
+                logged = delays.delays.len();
+            }
             if let Some(mut f) = report.as_ref() {
                 use std::io::Write;
                 let _ = writeln!(f, "{line}");
@@ -870,7 +954,34 @@ fn plant(flags: &Flags) -> R<()> {
         p.v * 3.6
     );
     println!("plant: {}", delays.summary());
+    if let Some(f) = delay_log.as_mut() {
+        log_delays(f, &delays.delays[logged..]).map_err(|e| format!("--delays: {e}"))?;
+    }
     Ok(())
+}
+
+/// The plant's messages and their periods (us): the real rates, with SPEED at
+/// `speed_hz` instead unless it is 0 (1 to 1000 Hz: the plant steps every 1 ms).
+fn periods(speed_hz: f64) -> R<[(&'static str, u64); 4]> {
+    let mut periods = car::PERIODS_US;
+    if speed_hz != 0.0 {
+        if !(1.0..=1000.0).contains(&speed_hz) {
+            return Err(format!("--speed-hz {speed_hz}: 1 to 1000"));
+        }
+        for p in periods.iter_mut().filter(|p| p.0 == "SPEED") {
+            p.1 = (1e6 / speed_hz).round() as u64;
+        }
+    }
+    Ok(periods)
+}
+
+/// Appends `delays` (ns, one a line) to the `--delays` file and flushes it: `bulkhead
+/// run` ends best-effort processes with SIGKILL, so what is flushed is what counts.
+fn log_delays(f: &mut impl std::io::Write, delays: &[u64]) -> std::io::Result<()> {
+    for d in delays {
+        writeln!(f, "{d}")?;
+    }
+    f.flush()
 }
 
 /// HIL replay (DriveOS 6.1: the rig fed a real car's CAN trace to IC and IVI): the
@@ -1005,6 +1116,26 @@ mod tests {
             .contains("--v0 fast"));
         assert_eq!(main(&["plant".into(), "--speed".into(), "1".into()]), 2);
         assert_eq!(main(&["nope".into()]), 2);
+    }
+
+    #[test]
+    fn tracking_error_is_the_rms_and_the_largest_in_kmh() {
+        let mut t = Tracking::default();
+        t.add(3.0);
+        t.add(-4.0); // rms sqrt(25 / 2) = 3.536 m/s
+        assert_eq!(
+            t.summary(),
+            "tracking error rms 12.728 max 14.400 km/h over 2 updates"
+        );
+    }
+
+    #[test]
+    fn the_speed_rate_can_be_raised_for_the_benchmark() {
+        assert_eq!(periods(0.0).unwrap(), car::PERIODS_US);
+        let fast = periods(500.0).unwrap();
+        assert_eq!(fast[1], ("SPEED", 2_000));
+        assert_eq!(fast[0], car::PERIODS_US[0]);
+        assert!(periods(2000.0).unwrap_err().contains("1 to 1000"));
     }
 
     #[test]
