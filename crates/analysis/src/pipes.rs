@@ -219,7 +219,7 @@ impl<'a> Solver<'a> {
     /// The gateway task behind a `can:BUS` endpoint (its reader for an input, its
     /// writer for an output): its partition, name and period.
     fn gateway_task(&self, e: &Option<Endpoint>, input: bool) -> Option<(&str, String, Time)> {
-        let Some(Endpoint::Can { bus }) = e else {
+        let Some(Endpoint::Can { bus, .. }) = e else {
             return None;
         };
         let b = self.system.buses.iter().find(|b| &b.name == bus)?;

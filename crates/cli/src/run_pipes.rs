@@ -8,7 +8,7 @@
 //! stages' counters add up to per-pipeline statistics under the names `sim` uses.
 
 use bulkhead_analysis::pipes::Solution;
-use bulkhead_model::{Channel, Pipeline, System};
+use bulkhead_model::{Channel, Endpoint, Pipeline, System};
 use bulkhead_sim::pipes::PipelineStats;
 use std::path::Path;
 
@@ -31,6 +31,7 @@ pub fn runnable(
     for (p, s) in system.pipelines.iter().zip(&solutions) {
         for &(from, to) in &p.edges {
             out.channels.push(edge_channel(p, s, from, to));
+            out.channels.push(ready_channel(p, from, to));
         }
         for (i, stage) in p.stages.iter().enumerate() {
             if stage.cmd.is_empty() {
@@ -76,9 +77,44 @@ fn channel_name(p: &Pipeline, from: usize, to: usize) -> String {
     format!("{}.{}.{}", p.name, p.stages[from].name, p.stages[to].name)
 }
 
-/// How long sources wait after their first activation before they sample: every
-/// stage's process has started and attached by then (Boomerang's Start-of-Task).
-const START_AFTER_NS: u64 = 200_000_000;
+/// The channel back along edge `from -> to`, `PIPELINE.FROM.TO.ready`, on which the
+/// consumer tells the producer it is ready (Start-of-Task, [`crate::stage`]).
+fn ready_channel(p: &Pipeline, from: usize, to: usize) -> Channel {
+    let (a, b) = (&p.stages[from], &p.stages[to]);
+    Channel {
+        name: format!("{}.ready", channel_name(p, from, to)),
+        kind: bulkhead_model::ChannelKind::Latest,
+        message_size: crate::stage::READY_SIZE as u32,
+        depth: 1,
+        writer: b.partition.clone(),
+        readers: vec![a.partition.clone()],
+        writer_task: Some(b.name.clone()),
+        reader_tasks: vec![Some(a.name.clone())],
+    }
+}
+
+/// Phased releases: stage `i` reads its inputs `offset_i = d_i T_i / n` after its
+/// release, `d_i` its edges from a source on the longest path to it, `n` the stages
+/// of the pipeline's longest path (at most `T_i - R_i`, its period less its response time, so that it still ends by
+/// its deadline). Boomerang's delay bound, Σ T along the path (III-E condition 1), and
+/// its loss rate, `1 - T_p/T_c` (III-E), assume what Figure 7 shows: a consumer reads
+/// after its producer has written in the same period. With releases on one common grid
+/// the two race, and when their order flips between periods a four-slot buffer
+/// loses a message even at equal periods; spread over the period, each stage reads
+/// `T/n` after its producer's release, once that producer has run.
+fn offset(p: &Pipeline, s: &Solution, i: usize) -> u64 {
+    let mut depth = vec![0u64; p.stages.len()];
+    // The edges of a DAG relaxed once per stage give every longest distance.
+    for _ in 0..p.stages.len() {
+        for &(from, to) in &p.edges {
+            depth[to] = depth[to].max(depth[from] + 1);
+        }
+    }
+    let n = depth.iter().max().map_or(1, |d| d + 1);
+    let st = &s.stages[i];
+    let response = st.wcrt_ns.unwrap_or(0).max(st.budget_ns);
+    (depth[i] * st.period_ns / n).min(st.period_ns.saturating_sub(response))
+}
 
 /// `exe stage ...` for stage `i`: its per-message work (three quarters of its WCET,
 /// leaving the rest of the budget to reading, writing and the task library), messages
@@ -99,11 +135,12 @@ fn stage_command(exe: &Path, p: &Pipeline, s: &Solution, i: usize) -> String {
     ];
     if let Some(k) = p.sources().iter().position(|&j| j == i) {
         words.extend(["--source".into(), k.to_string()]);
-        words.extend(["--start-after".into(), START_AFTER_NS.to_string()]);
     }
+    words.extend(["--offset".into(), offset(p, s, i).to_string()]);
     if p.sinks().contains(&i) {
         words.push("--sink".into());
     }
+    words.extend(can_words(p, i));
     for &(from, to) in &p.edges {
         let dir = match (from == i, to == i) {
             (true, _) => "--output",
@@ -111,8 +148,46 @@ fn stage_command(exe: &Path, p: &Pipeline, s: &Solution, i: usize) -> String {
             _ => continue,
         };
         words.extend([dir.into(), channel_name(p, from, to)]);
+        let ready = match dir {
+            "--output" => "--ready-from",
+            _ => "--ready-to",
+        };
+        words.extend([ready.into(), format!("{}.ready", channel_name(p, from, to))]);
     }
     bulkhead_runtime::shell_words(&words)
+}
+
+/// The flags connecting stage `i` to the gateway of its `can:BUS:IDS` endpoints (the
+/// supervisor hands it the channels, [`bulkhead_runtime::stage_var`]); none for an
+/// endpoint without ids, which exchanges no frames.
+fn can_words(p: &Pipeline, i: usize) -> Vec<String> {
+    let stage = &p.stages[i];
+    let mut words = Vec::new();
+    let hex = |id: &u32| format!("{id:#x}");
+    for (e, input) in [(&stage.input, true), (&stage.output, false)] {
+        let Some(Endpoint::Can { bus, ids }) = e else {
+            continue;
+        };
+        let Some(first) = ids.first() else {
+            continue;
+        };
+        let var = bulkhead_runtime::stage_var(bus, &p.name, &stage.name);
+        words.extend(match input {
+            true => [
+                "--can-input".into(),
+                var,
+                "--can-input-ids".into(),
+                ids.iter().map(hex).collect::<Vec<_>>().join(","),
+            ],
+            false => [
+                "--can-output".into(),
+                var,
+                "--can-output-id".into(),
+                hex(first),
+            ],
+        });
+    }
+    words
 }
 
 /// Every stage `cmd`'s program exists and is executable (from `workdir`, or on PATH

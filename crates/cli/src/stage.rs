@@ -9,11 +9,20 @@
 //! task's named counters, which the supervisor writes to the schedule log and `run`
 //! sums per pipeline.
 //!
+//! A stage on a `can:BUS:IDS` endpoint exchanges frames with the CAN gateway through
+//! the channel the supervisor handed it (`--can-input`, `--can-output`): a source on a
+//! bus takes in the frames of its ids instead of sampling (the message's origin is the
+//! frame's bus timestamp, so the delay counts the gateway's reader too), and a stage
+//! with a bus output sends each message as a frame of its id (8 data bytes: the
+//! sequence number, little-endian) for the gateway's writer to put on the bus.
+//!
 //! With `--baseline` the same stage runs without bulkhead (the experiment's comparison,
 //! Boomerang IV-A): a plain process released by `clock_nanosleep`, exchanging messages
 //! over named pipes (`--input`/`--output` are then paths of FIFOs), printing its
 //! counters as one JSON line on SIGTERM.
 
+use bulkhead_can::{gateway, CanId, Frame};
+use bulkhead_canwire::WIRE_SIZE;
 use bulkhead_chan::{Channel, Receiver, Sender};
 use bulkhead_task::clock::{burn_cpu, now_ns};
 use bulkhead_task::{Counter, Task};
@@ -57,10 +66,22 @@ pub struct Args {
     /// the source in its pipeline goes into the message)
     #[arg(long, value_name = "INDEX")]
     source: Option<u32>,
-    /// A source samples only from this long after its first activation on, once every
-    /// stage of the pipeline has started (Boomerang's Start-of-Task), ns
-    #[arg(long, value_name = "NS", default_value_t = 0)]
+    /// With --baseline: a source samples only from this long after its first release on,
+    /// once every stage has started, ns (under bulkhead the stages' ready handshake
+    /// starts it: --ready-from, --ready-to)
+    #[arg(long, value_name = "NS", default_value_t = 0, requires = "baseline")]
     start_after: u64,
+    /// A `.ready` channel from a consumer: this stage is ready once each has said so
+    /// (Boomerang's Start-of-Task, from the sinks back to the sources)
+    #[arg(long, value_name = "CHANNEL")]
+    ready_from: Vec<String>,
+    /// A `.ready` channel to a producer: said once this stage is ready
+    #[arg(long, value_name = "CHANNEL")]
+    ready_to: Vec<String>,
+    /// Each job reads its inputs this long after its release, once its producers have
+    /// written (phased releases), ns
+    #[arg(long, value_name = "NS", default_value_t = 0)]
+    offset: u64,
     /// This stage is a sink: it measures every message's end-to-end delay and loss
     #[arg(long)]
     sink: bool,
@@ -70,6 +91,20 @@ pub struct Args {
     /// Output channel (its `BULKHEAD_CHAN_` name; with --baseline a FIFO path)
     #[arg(long)]
     output: Vec<String>,
+    /// The variable naming this stage's channel from the CAN gateway's reader (a
+    /// `can:BUS:IDS` input; with --source, messages are its frames)
+    #[arg(long, value_name = "VAR", requires = "can_input_ids")]
+    can_input: Option<String>,
+    /// The CAN ids taken in from --can-input (others are skipped)
+    #[arg(long, value_name = "ID,...", value_delimiter = ',', value_parser = parse_can_id)]
+    can_input_ids: Vec<CanId>,
+    /// The variable naming this stage's channel to the CAN gateway's writer (a
+    /// `can:BUS:IDS` output)
+    #[arg(long, value_name = "VAR", requires = "can_output_id")]
+    can_output: Option<String>,
+    /// The CAN id of the frames sent to --can-output
+    #[arg(long, value_name = "ID", value_parser = parse_can_id)]
+    can_output_id: Option<CanId>,
     /// Run without bulkhead: released every PERIOD ns by clock_nanosleep, pipes for I/O
     #[arg(long, value_name = "PERIOD")]
     baseline: Option<u64>,
@@ -81,6 +116,17 @@ pub struct Args {
 
 type R<T> = Result<T, String>;
 
+/// A CAN id, hex (`0x1A0`) or decimal.
+fn parse_can_id(text: &str) -> R<CanId> {
+    let n = match text.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    n.ok()
+        .and_then(CanId::from_raw)
+        .ok_or_else(|| format!("`{text}` is not a CAN id"))
+}
+
 /// A message as it travels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Message {
@@ -90,6 +136,17 @@ struct Message {
 }
 
 impl Message {
+    /// The end of a stream (End-of-Task): the producer has stopped.
+    const END: Message = Message {
+        seq: u64::MAX,
+        origin_ns: 0,
+        source: u32::MAX,
+    };
+
+    fn is_end(&self) -> bool {
+        self.seq == u64::MAX
+    }
+
     fn encode(&self) -> [u8; MESSAGE_SIZE] {
         let mut b = [0u8; MESSAGE_SIZE];
         b[0..8].copy_from_slice(&self.seq.to_le_bytes());
@@ -121,6 +178,34 @@ enum Input {
 enum Output {
     Chan(Sender),
     Pipe(File),
+    /// The channel to the CAN gateway's writer, and the id of the frames sent.
+    Can(Box<Sender>, CanId),
+}
+
+/// A source's `can:` input: the gateway reader's channel to the stage, and its ids.
+struct CanInput {
+    rx: Receiver,
+    ids: Vec<CanId>,
+}
+
+impl CanInput {
+    /// The bus timestamps (CLOCK_MONOTONIC ns) of the waiting frames of the stage's
+    /// ids, oldest first, at most `max`; the frames of other ids are skipped.
+    fn take(&mut self, max: usize) -> Vec<u64> {
+        let mut buf = [0u8; WIRE_SIZE];
+        let mut out = Vec::new();
+        // The gateway stamps frames with CLOCK_REALTIME.
+        let realtime = bulkhead_task::clock::read_ns(libc::CLOCK_REALTIME).unwrap_or(0);
+        let offset = realtime.saturating_sub(now_ns());
+        while out.len() < max && self.rx.try_read(&mut buf).is_ok() {
+            if let Ok((t_ns, _, frame)) = gateway::decode(&buf) {
+                if self.ids.contains(&frame.id()) {
+                    out.push(t_ns.saturating_sub(offset));
+                }
+            }
+        }
+        out
+    }
 }
 
 impl Input {
@@ -182,6 +267,10 @@ impl Output {
                 }
             },
             Output::Pipe(f) => f.write_all(&msg.encode()).is_ok(),
+            Output::Can(tx, id) => Frame::new(*id, &msg.seq.to_le_bytes())
+                .ok()
+                .and_then(|frame| gateway::encode(0, 0, &frame))
+                .is_some_and(|wire| tx.try_write(&wire).is_ok()),
         }
     }
 }
@@ -255,22 +344,46 @@ fn stage(args: &Args) -> R<()> {
                 .collect::<R<Vec<_>>>()?,
         ),
     };
-    let mut counts = Counts::default();
-    let mut first = None;
-    let mut job = |release_ns: u64, counts: &mut Counts| {
+    if let (Some(var), Some(id)) = (&args.can_output, args.can_output_id) {
+        outputs.push(Output::Can(Box::new(can_sender(var)?), id));
+    }
+    let mut can_input = match &args.can_input {
+        Some(var) => Some(CanInput {
+            rx: can_receiver(var)?,
+            ids: args.can_input_ids.clone(),
+        }),
+        None => None,
+    };
+    let mut ended = vec![false; inputs.len()];
+    let mut job = |release_ns: u64, phase: Phase, counts: &mut Counts| -> bool {
+        if args.offset > 0 && phase != Phase::Ending {
+            sleep_until(release_ns + args.offset);
+        }
         let mut msgs = Vec::new();
-        let start = *first.get_or_insert(release_ns) + args.start_after;
-        if let Some(source) = args.source.filter(|_| release_ns >= start) {
+        let origins = match (&mut can_input, args.source) {
+            // Frames before the start are dropped: the pipeline was not running.
+            (Some(bus), Some(_)) if phase == Phase::Waiting => {
+                bus.take(usize::MAX);
+                Vec::new()
+            }
+            (Some(bus), Some(_)) if phase == Phase::Running => bus.take(args.messages as usize),
+            (None, Some(_)) if phase == Phase::Running => vec![release_ns],
+            _ => Vec::new(),
+        };
+        for origin_ns in origins {
             msgs.push(Message {
                 seq: counts.values[0],
-                origin_ns: release_ns,
-                source,
+                origin_ns,
+                source: args.source.unwrap_or(0),
             });
             counts.values[0] += 1;
         }
-        for i in &mut inputs {
+        for (i, done) in inputs.iter_mut().zip(&mut ended) {
+            let before = msgs.len();
             i.take(args.messages, &mut msgs);
+            *done |= msgs[before..].iter().any(Message::is_end);
         }
+        msgs.retain(|m| !m.is_end());
         for msg in &msgs {
             burn_cpu(args.work);
             if args.sink {
@@ -282,13 +395,27 @@ fn stage(args: &Args) -> R<()> {
                 }
             }
         }
+        let drained = ended.iter().all(|&e| e);
+        let end = phase == Phase::Ending || (phase == Phase::Draining && drained);
+        if end {
+            for o in outputs.iter_mut().filter(|o| !matches!(o, Output::Can(..))) {
+                o.put(&Message::END, stop);
+            }
+        }
+        end
     };
     match args.baseline {
         Some(period) => {
+            let mut counts = Counts::default();
+            let start = now_ns() + args.start_after;
             let mut next = now_ns() + period;
             while !stop.load(Relaxed) {
                 sleep_until(next);
-                job(next, &mut counts);
+                let phase = match next >= start {
+                    true => Phase::Running,
+                    false => Phase::Waiting,
+                };
+                job(next, phase, &mut counts);
                 next += period;
             }
             let fields: Vec<String> = COUNTERS
@@ -304,13 +431,89 @@ fn stage(args: &Args) -> R<()> {
             );
             Ok(())
         }
-        None => periodic(stop, job),
+        None => {
+            let handshake = Handshake {
+                from: args
+                    .ready_from
+                    .iter()
+                    .map(|n| ready_in(n))
+                    .collect::<R<_>>()?,
+                to: args
+                    .ready_to
+                    .iter()
+                    .map(|n| ready_out(n))
+                    .collect::<R<_>>()?,
+                ready: false,
+            };
+            let say = |what: &str| {
+                eprintln!(
+                    "bulkhead stage: pipeline `{}`, stage `{}`: {what}",
+                    args.pipeline, args.stage
+                )
+            };
+            periodic(stop, handshake, say, job)
+        }
     }
 }
 
+/// Where a stage is in its pipeline's life (Boomerang's Start-of-Task and End-of-Task).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not every consumer is ready yet: a source takes nothing in.
+    Waiting,
+    Running,
+    /// Stopping: forwarding what is left until every input has ended.
+    Draining,
+    /// Stopping now: forward the end, whatever is left.
+    Ending,
+}
+
+/// Start-of-Task from the sinks back to the sources: a stage is ready once it runs (it
+/// attached and opened its channels) and each of its consumers has said it is ready
+/// on the edge's `.ready` channel; it then says so to each of its producers. A source
+/// takes messages in only once ready, so no stage misses the first messages.
+struct Handshake {
+    from: Vec<Receiver>,
+    to: Vec<Sender>,
+    ready: bool,
+}
+
+impl Handshake {
+    /// Whether the stage is ready (checked once per job until it is).
+    fn poll(&mut self) -> bool {
+        if self.ready {
+            return true;
+        }
+        let mut buf = [0u8; READY_SIZE];
+        if !self.from.iter_mut().all(|rx| rx.try_read(&mut buf).is_ok()) {
+            return false;
+        }
+        for tx in &mut self.to {
+            let _ = tx.try_write(&[1u8; READY_SIZE]);
+        }
+        self.ready = true;
+        true
+    }
+}
+
+/// Bytes of a `.ready` message.
+pub const READY_SIZE: usize = 8;
+
+/// How long a stopping stage waits for the end of its inputs (the supervisor kills
+/// what has not exited 1 s after asking it to stop).
+const DRAIN_NS: u64 = 300_000_000;
+
 /// Runs `job` once per activation of the supervisor's task until it asks to stop (or
-/// SIGTERM), publishing the counts after each job.
-fn periodic(stop: &AtomicBool, mut job: impl FnMut(u64, &mut Counts)) -> R<()> {
+/// SIGTERM), publishing the counts after each job; then End-of-Task: a source ends its
+/// outputs at once, any other stage first forwards what its inputs still hold until
+/// each has ended (at most [`DRAIN_NS`]), so the sources stop first and the messages in
+/// flight drain through the pipeline. `say` reports `ready` and `ended`.
+fn periodic(
+    stop: &AtomicBool,
+    mut handshake: Handshake,
+    say: impl Fn(&str),
+    mut job: impl FnMut(u64, Phase, &mut Counts) -> bool,
+) -> R<()> {
     let mut task = Task::attach().map_err(|e| e.to_string())?;
     let slots = COUNTERS
         .iter()
@@ -318,18 +521,51 @@ fn periodic(stop: &AtomicBool, mut job: impl FnMut(u64, &mut Counts)) -> R<()> {
         .collect::<Result<Vec<Counter>, _>>()
         .map_err(|e| e.to_string())?;
     let mut counts = Counts::default();
+    let publish = |task: &mut Task, counts: &Counts| {
+        for (slot, v) in slots.iter().zip(counts.values) {
+            task.set_counter(*slot, v);
+        }
+    };
     while !stop.load(Relaxed) {
         let act = match task.wait_next_period() {
             Ok(act) => act,
             Err(bulkhead_task::Error::Stopped) => break,
             Err(e) => return Err(e.to_string()),
         };
-        job(act.release_ns, &mut counts);
-        for (slot, v) in slots.iter().zip(counts.values) {
-            task.set_counter(*slot, v);
-        }
+        let phase = match (handshake.ready, handshake.poll()) {
+            (false, true) => {
+                say("ready");
+                Phase::Running
+            }
+            (_, true) => Phase::Running,
+            (_, false) => Phase::Waiting,
+        };
+        job(act.release_ns, phase, &mut counts);
+        publish(&mut task, &counts);
     }
+    let deadline = now_ns() + DRAIN_NS;
+    while !job(now_ns(), Phase::Draining, &mut counts) {
+        if now_ns() >= deadline {
+            job(now_ns(), Phase::Ending, &mut counts);
+            break;
+        }
+        sleep_until(now_ns() + 1_000_000);
+    }
+    publish(&mut task, &counts);
+    say(&format!("ended ({} messages out)", counts.values[1]));
     Ok(())
+}
+
+/// The receiving end of `.ready` channel `name`.
+fn ready_in(name: &str) -> R<Receiver> {
+    let c = Channel::open_env(name).map_err(|e| format!("ready {name}: {e}"))?;
+    c.receiver().map_err(|e| format!("ready {name}: {e}"))
+}
+
+/// The sending end of `.ready` channel `name`.
+fn ready_out(name: &str) -> R<Sender> {
+    let c = Channel::open_env(name).map_err(|e| format!("ready {name}: {e}"))?;
+    c.sender().map_err(|e| format!("ready {name}: {e}"))
 }
 
 fn chan_in(name: &str) -> R<Input> {
@@ -349,6 +585,25 @@ fn chan_out(name: &str) -> R<Output> {
     let mut tx = c.sender().map_err(|e| format!("output {name}: {e}"))?;
     tx.set_spin(0);
     Ok(Output::Chan(tx))
+}
+
+/// The receiving end of the gateway channel named in `var`.
+fn can_receiver(var: &str) -> R<Receiver> {
+    let c = can_channel(var)?;
+    let mut rx = c.receiver().map_err(|e| format!("CAN input {var}: {e}"))?;
+    rx.set_spin(0);
+    Ok(rx)
+}
+
+/// The sending end of the gateway channel named in `var`.
+fn can_sender(var: &str) -> R<Sender> {
+    let c = can_channel(var)?;
+    c.sender().map_err(|e| format!("CAN output {var}: {e}"))
+}
+
+fn can_channel(var: &str) -> R<Channel> {
+    let value = std::env::var(var).map_err(|_| format!("{var} is not set"))?;
+    Channel::open_handed(&value).map_err(|e| format!("{var}: {e}"))
 }
 
 /// A FIFO opened for non-blocking reads.

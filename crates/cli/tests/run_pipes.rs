@@ -4,9 +4,9 @@
 //! from outside: run's summary and the schedule log's `counter` events.
 
 mod common;
-use common::{bulkhead, exclusive_cpus_lock, is_root, Scratch};
-use std::process::Child;
-use std::time::Duration;
+use common::{bulkhead, exclusive_cpus_lock, is_root, Running, Scratch};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
 
 /// A child process killed on drop (the virtual bus), even when the test fails.
 struct Killed(Child);
@@ -179,4 +179,153 @@ fn a_stage_gets_no_channel_the_description_does_not_connect_to_it() {
     );
     // Its own channels were there: the stage got past them to the foreign one.
     assert!(!stderr.contains("input p1.CanRead.ProcData"), "{stderr}");
+}
+
+/// Collects a child's stderr on a thread; `wait_for` waits (at most 30 s) for a text.
+struct Stderr(
+    std::sync::Arc<std::sync::Mutex<String>>,
+    Option<std::thread::JoinHandle<()>>,
+);
+
+impl Stderr {
+    fn of(child: &mut Child) -> Stderr {
+        let pipe = child.stderr.take().unwrap();
+        let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let t = text.clone();
+        let thread = std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(pipe)) {
+                let Ok(line) = line else { break };
+                let mut t = t.lock().unwrap();
+                t.push_str(&line);
+                t.push('\n');
+            }
+        });
+        Stderr(text, Some(thread))
+    }
+
+    fn wait_for(&self, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.0.lock().unwrap().contains(what) {
+            assert!(
+                Instant::now() < deadline,
+                "no `{what}` in:\n{}",
+                self.0.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// All of it, once the child has ended.
+    fn all(mut self) -> String {
+        self.1.take().unwrap().join().unwrap();
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// Where `what` of stage `stage` of pipeline `pipeline` first appears in `stderr`.
+fn at(stderr: &str, pipeline: &str, stage: &str, what: &str) -> usize {
+    let line = format!("pipeline `{pipeline}`, stage `{stage}`: {what}");
+    stderr
+        .find(&line)
+        .unwrap_or_else(|| panic!("no `{line}` in:\n{stderr}"))
+}
+
+/// A FIFO pipeline on `can:BUS:IDS` endpoints, fed from a virtual bus: its source takes
+/// in the frames of the id it declares (and no others), every message crosses the
+/// stages in order, and its sink's frames reach the bus through the gateway's writer,
+/// as a node of the bus sees them (`bulkhead can dump`). Start-of-Task runs from the
+/// sink back to the source, End-of-Task from the source on (the stages' log lines).
+#[test]
+fn a_pipeline_on_can_endpoints_carries_bus_frames_through_its_stages_onto_the_bus() {
+    if !is_root() {
+        eprintln!("skipping: needs root for SCHED_DEADLINE, cgroups and exclusive CPUs");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("run-pipes-can");
+    let bus = format!("bh-pcan-{}", std::process::id());
+    let _bus = Killed(bulkhead().args(["can", "bus", &bus]).spawn().unwrap());
+    std::thread::sleep(Duration::from_millis(200));
+    let yaml = description(&bus)
+        .replace(
+            &format!("input: \"can:{bus}\"}}\n      ProcData"),
+            &format!("input: \"can:{bus}:0x123\"}}\n      ProcData"),
+        )
+        .replace(
+            &format!("CanWrite: {{partition: quest, wcet: 100us, output: \"can:{bus}\"}}"),
+            &format!("CanWrite: {{partition: quest, wcet: 100us, output: \"can:{bus}:0x321\"}}"),
+        );
+    assert!(yaml.contains(":0x123") && yaml.contains(":0x321"), "{yaml}");
+    let file = dir.file("can.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let dump = Killed(
+        bulkhead()
+            .args(["can", "dump", "-L", "--bus", &bus, "--timeout", "90s"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut run = Running(Some(
+        bulkhead()
+            .args(["run", file.to_str().unwrap(), "--timeout", "60s"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let stderr = Stderr::of(run.0.as_mut().unwrap());
+    stderr.wait_for("pipeline `p1`, stage `CanRead`: ready");
+    let gen = |id: &str| {
+        bulkhead()
+            .args([
+                "can", "gen", &bus, "-I", id, "-L", "1", "-g", "5ms", "-n", "100",
+            ])
+            .spawn()
+            .unwrap()
+    };
+    let (mut declared, mut other) = (gen("123"), gen("124"));
+    assert!(declared.wait().unwrap().success());
+    assert!(other.wait().unwrap().success());
+    // The frames in flight pass; then the stop (SIGTERM) ends the run.
+    std::thread::sleep(Duration::from_secs(1));
+    let mut child = run.0.take().unwrap();
+    // SAFETY: signalling our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let stderr = stderr.all();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let mut dump = dump;
+    let _ = dump.0.kill();
+    let mut on_bus = String::new();
+    std::io::Read::read_to_string(dump.0.stdout.as_mut().unwrap(), &mut on_bus).unwrap();
+    // The sink's frames carry the sequence numbers the source gave the frames it took.
+    let seqs: Vec<u64> = on_bus
+        .lines()
+        .filter_map(|l| {
+            l.split_whitespace()
+                .nth(2)?
+                .strip_prefix("321#")
+                .map(String::from)
+        })
+        .map(|hex| {
+            let bytes: Vec<u8> = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                .collect();
+            u64::from_le_bytes(bytes.try_into().unwrap())
+        })
+        .collect();
+    let p1 = stats(&stderr, "p1");
+    let n = |key: &str| p1[key].as_u64().unwrap();
+    // Only the declared id came in: 100 frames of 0x123, none of the 100 of 0x124.
+    assert_eq!(n("messages_in"), 100, "{p1}\n{stderr}");
+    assert_eq!(n("messages_out"), 100, "{p1}");
+    assert_eq!(n("lost"), 0, "{p1}");
+    assert_eq!(seqs, (0..100).collect::<Vec<u64>>(), "{on_bus}");
+    // Start-of-Task from the sink back to the source; End-of-Task from the source on.
+    let order =
+        |what: &str| ["CanWrite", "ProcData", "CanRead"].map(|s| at(&stderr, "p1", s, what));
+    let ready = order("ready");
+    assert!(ready[0] < ready[1] && ready[1] < ready[2], "{stderr}");
+    let ended = order("ended");
+    assert!(ended[2] < ended[1] && ended[1] < ended[0], "{stderr}");
 }

@@ -83,8 +83,12 @@ pub struct Stage {
 /// bulkhead names it: the supervisor is the registry).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Endpoint {
-    /// `can:BUS`: the CAN gateway's reader (as input) or writer (as output) of the bus.
-    Can { bus: String },
+    /// `can:BUS[:ID,...]`: the CAN gateway's reader (as input) or writer (as output) of
+    /// the bus. `ids` are the CAN ids the stage declares (above 0x7FF = 29-bit): an input
+    /// takes in the frames of these ids, an output sends them (the gateway's allowlist
+    /// for the stage). Without ids the stage exchanges no frames: the device path is
+    /// sampled at the stage's release and only its timing (the gateway's tasks) counts.
+    Can { bus: String, ids: Vec<u32> },
     /// `partition/task/endpoint`: an endpoint of another task.
     Task {
         partition: String,
@@ -96,7 +100,11 @@ pub enum Endpoint {
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Endpoint::Can { bus } => write!(f, "can:{bus}"),
+            Endpoint::Can { bus, ids } if ids.is_empty() => write!(f, "can:{bus}"),
+            Endpoint::Can { bus, ids } => {
+                let ids: Vec<String> = ids.iter().map(|id| format!("{id:#x}")).collect();
+                write!(f, "can:{bus}:{}", ids.join(","))
+            }
             Endpoint::Task {
                 partition,
                 task,
@@ -107,13 +115,21 @@ impl fmt::Display for Endpoint {
 }
 
 impl Endpoint {
-    /// Parses `can:BUS` or `partition/task/endpoint`.
+    /// Parses `can:BUS`, `can:BUS:ID,ID,...` or `partition/task/endpoint`.
     pub fn parse(text: &str) -> Result<Endpoint, String> {
-        if let Some(bus) = text.strip_prefix("can:") {
-            return match bus.is_empty() {
-                true => Err("`can:` needs a bus name, e.g. `can:rav4`".into()),
-                false => Ok(Endpoint::Can { bus: bus.into() }),
+        if let Some(rest) = text.strip_prefix("can:") {
+            let (bus, ids) = rest.split_once(':').unwrap_or((rest, ""));
+            if bus.is_empty() {
+                return Err("`can:` needs a bus name, e.g. `can:rav4`".into());
+            }
+            let ids = match ids.is_empty() {
+                true => Vec::new(),
+                false => ids.split(',').map(can_id).collect::<Result<_, _>>()?,
             };
+            return Ok(Endpoint::Can {
+                bus: bus.into(),
+                ids,
+            });
         }
         let parts: Vec<&str> = text.split('/').collect();
         match parts[..] {
@@ -126,6 +142,21 @@ impl Endpoint {
                 "`{text}` is not an endpoint: use `can:BUS` or `partition/task/endpoint`"
             )),
         }
+    }
+}
+
+/// A CAN id, hex (`0x1A0`) or decimal, of at most 29 bits.
+fn can_id(text: &str) -> Result<u32, String> {
+    let t = text.trim();
+    let n = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => t.parse(),
+    };
+    match n {
+        Ok(id) if id <= 0x1FFF_FFFF => Ok(id),
+        _ => Err(format!(
+            "`{t}` is not a CAN id: want hex (0x1A0) or decimal, at most 29 bits"
+        )),
     }
 }
 
@@ -445,7 +476,7 @@ fn stage(name: &str, s: RawStage, path: &str, system: &System) -> Result<Stage, 
 /// client partition of that bus; a task endpoint must name a partition.
 fn check_endpoint(e: &Endpoint, partition: &str, system: &System) -> Result<(), String> {
     match e {
-        Endpoint::Can { bus } => {
+        Endpoint::Can { bus, .. } => {
             let Some(b) = system.buses.iter().find(|b| &b.name == bus) else {
                 return Err(format!("no bus `{bus}` in `buses`"));
             };
@@ -897,8 +928,23 @@ pipelines:
     fn endpoints() {
         assert_eq!(
             Endpoint::parse("can:rav4"),
-            Ok(Endpoint::Can { bus: "rav4".into() })
+            Ok(Endpoint::Can {
+                bus: "rav4".into(),
+                ids: Vec::new()
+            })
         );
+        let e = Endpoint::parse("can:rav4:0x100,512").unwrap();
+        assert_eq!(
+            e,
+            Endpoint::Can {
+                bus: "rav4".into(),
+                ids: vec![0x100, 0x200]
+            }
+        );
+        assert_eq!(e.to_string(), "can:rav4:0x100,0x200");
+        assert!(Endpoint::parse("can:rav4:0x100,").is_err());
+        assert!(Endpoint::parse("can:rav4:0x20000000").is_err());
+        assert!(Endpoint::parse("can:rav4:zz").is_err());
         let e = Endpoint::parse("linux/fusion/out").unwrap();
         assert_eq!(e.to_string(), "linux/fusion/out");
         assert!(Endpoint::parse("can:").is_err());

@@ -30,7 +30,7 @@ mod supervisor;
 
 pub use bulkhead_reserve::command;
 pub use cgroup::Hierarchy;
-pub use links::shell_words;
+pub use links::{shell_words, stage_var};
 pub use power::PowerOptions;
 pub use supervisor::Outcome;
 

@@ -12,7 +12,10 @@
 //!   of gateway messages (gateway to partition, partition to gateway); the client gets
 //!   `BULKHEAD_CAN_<BUS>` with both ([`bulkhead_canwire::env_var`]); the gateway's
 //!   reader and writer tasks get their command lines (`bulkhead can gateway`,
-//!   [`GatewayArgs`]). Only the
+//!   [`GatewayArgs`]). A pipeline stage with a `can:BUS:IDS` endpoint gets a link
+//!   of its own: one fifo channel from the gateway's reader (an input) or to its
+//!   writer (an output, allowlisted to the stage's ids), named in
+//!   [`stage_var`]`(BUS, PIPELINE, STAGE)`. Only the
 //!   gateway partition keeps the host network: the others run in private network
 //!   namespaces ([`crate::isolation`]), so the channels are their only way to a bus.
 //!
@@ -23,7 +26,7 @@ use crate::isolation::PartitionEnv;
 use crate::RunError;
 use bulkhead_canwire::{env_var, CanId, GatewayArgs, Role, SOCKETCAN_PREFIX, WIRE_SIZE};
 use bulkhead_chan::{handover_value, Channel, End, Spec};
-use bulkhead_model::{Bus, Channel as ModelChannel, ChannelKind, System};
+use bulkhead_model::{Bus, Channel as ModelChannel, ChannelKind, Endpoint, System};
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -81,6 +84,10 @@ impl Links {
                 }
                 let vars = out.env.entry(p.clone()).or_default();
                 vars.push((env_var(&bus.name), format!("{to},{from}")));
+            }
+            for (k, link) in stage_links(system, bus).into_iter().enumerate() {
+                let k = bus.clients.len() + k;
+                out.stage_link(b, k, bus, link, &mut reader, &mut writer)?;
             }
             triggers(system, bus, &mut reader)?;
             let gw = bus.gateway.clone();
@@ -170,6 +177,35 @@ impl Links {
         Ok((value(gateway), value(client)))
     }
 
+    /// Connects a pipeline stage to the gateway of bus `def`: a channel from its reader
+    /// (input) or to its writer (output, allowed the stage's ids and no others).
+    fn stage_link(
+        &mut self,
+        bus: usize,
+        k: usize,
+        def: &Bus,
+        link: StageLink,
+        reader: &mut GatewayArgs,
+        writer: &mut GatewayArgs,
+    ) -> Result<(), RunError> {
+        let (gw, p) = (def.gateway.as_str(), link.partition.as_str());
+        let (gateway, stage) = match link.input {
+            true => self.bus_channel(bus, k, "to", def, gw, p)?,
+            false => self.bus_channel(bus, k, "from", def, p, gw)?,
+        };
+        match link.input {
+            true => reader.to.push((link.label, gateway)),
+            false => {
+                let ids = link.ids.iter().filter_map(|&id| CanId::from_raw(id));
+                writer.allow.push((link.label.clone(), ids.collect()));
+                writer.from.push((link.label, gateway));
+            }
+        }
+        let vars = self.env.entry(link.partition).or_default();
+        vars.push((link.var, stage));
+        Ok(())
+    }
+
     /// Creates a split channel and hands its ends to `writer` and `reader` (both ends
     /// to a partition that is both); returns each partition's handover value.
     fn create_split(
@@ -198,6 +234,51 @@ impl Links {
         self.channels.push(channel);
         Ok(values)
     }
+}
+
+/// A pipeline stage's end of a bus.
+struct StageLink {
+    partition: String,
+    /// Its name at the gateway: `PARTITION/PIPELINE.STAGE`.
+    label: String,
+    /// The variable naming its channel in the stage's partition.
+    var: String,
+    /// From the gateway's reader (an `input`), else to its writer.
+    input: bool,
+    ids: Vec<u32>,
+}
+
+/// The stages of `system`'s pipelines with a `can:` endpoint on `bus` that declares ids
+/// (one without ids exchanges no frames).
+fn stage_links(system: &System, bus: &Bus) -> Vec<StageLink> {
+    let mut out = Vec::new();
+    for p in &system.pipelines {
+        for s in &p.stages {
+            for (e, input) in [(&s.input, true), (&s.output, false)] {
+                let Some(Endpoint::Can { bus: b, ids }) = e else {
+                    continue;
+                };
+                if b != &bus.name || ids.is_empty() {
+                    continue;
+                }
+                out.push(StageLink {
+                    partition: s.partition.clone(),
+                    label: format!("{}/{}.{}", s.partition, p.name, s.name),
+                    var: stage_var(b, &p.name, &s.name),
+                    input,
+                    ids: ids.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The variable naming the channel between the gateway of `bus` and stage `stage` of
+/// pipeline `pipeline`: `BULKHEAD_CAN_<BUS>_<PIPELINE>_<STAGE>`, the value one
+/// [`Channel::open_handed`] name.
+pub fn stage_var(bus: &str, pipeline: &str, stage: &str) -> String {
+    env_var(&format!("{bus}.{pipeline}.{stage}"))
 }
 
 /// The bus spec of `bus`: its SocketCAN interface or the virtual bus of its name.
