@@ -55,6 +55,7 @@ impl Handler for Fake {
                             misses: 0,
                             ..TaskStatus::default()
                         }],
+                        memory: None,
                     }],
                     channels: vec![ChannelStatus {
                         name: "route2ivi".into(),
@@ -82,6 +83,7 @@ impl Handler for Fake {
                         last_resume_ns: None,
                         order: vec!["ivi".into(), "nav".into()],
                     }),
+                    windows: None,
                 },
             ),
             Request::Mode { name } if name == "highway" => Response::mode(

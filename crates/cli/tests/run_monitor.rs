@@ -4,8 +4,10 @@
 //! (and logged); a partition without the key gets no such descriptor.
 
 mod common;
-use common::{is_root, Running, Scratch};
+use common::{exclusive_cpus_lock, is_root, Running, Scratch};
+use serde_json::Value;
 use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 /// Writes three requests on the inherited status descriptor and prints each reply.
 const PROBE: &str = r#"n=${BULKHEAD_STATUS#fd:}; printf '%s\n' '{"id":1,"request":"status"}' '{"id":2,"request":"mode","name":"highway"}' '{"id":3,"request":"suspend"}' >&$n; for i in 1 2 3; do IFS= read -r -t 5 line <&$n; echo "reply: $line"; done"#;
@@ -16,6 +18,8 @@ fn a_monitor_partition_may_read_the_status_and_nothing_else() {
         eprintln!("skipping: needs root for cgroups and namespaces");
         return;
     }
+    // Its partitions may use every CPU: not while another test owns CPU 0.
+    let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("monitor");
     let file = dir.file("watch.yaml");
     let socket = dir.file("watch.sock");
@@ -57,4 +61,130 @@ fn a_monitor_partition_may_read_the_status_and_nothing_else() {
     assert!(stderr.contains("refused Mode"), "{stderr}");
     assert!(stderr.contains("refused Suspend"), "{stderr}");
     assert!(all.contains("other: status=none"), "{all}");
+}
+
+/// Asks the running system for `status` until `done` holds for it (at most 15 s).
+fn status_until(socket: &std::path::Path, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut last = Value::Null;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the status never showed it: {last}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        if !socket.exists() {
+            continue;
+        }
+        let out = common::ctl(socket, &["status", "--json"]);
+        if let Ok(doc) = serde_json::from_slice::<Value>(&out.stdout) {
+            if done(&doc["status"]) {
+                return doc["status"].clone();
+            }
+            last = doc;
+        }
+    }
+}
+
+fn partition<'a>(status: &'a Value, name: &str) -> &'a Value {
+    let all = status["partitions"].as_array().unwrap();
+    all.iter().find(|p| p["name"] == name).unwrap()
+}
+
+#[test]
+fn the_status_shows_memory_against_the_limit_of_rt_and_be_partitions() {
+    if !is_root() {
+        eprintln!("skipping: needs root for cgroups");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("monitor-memory");
+    let file = dir.file("mem.yaml");
+    let socket = dir.file("mem.sock");
+    // `tail` holds 4 MiB it read from /dev/zero (no newline: one line in memory).
+    let hog = "sh -c 'head -c 4194304 /dev/zero | tail -n 1 | sleep 30'";
+    std::fs::write(
+        &file,
+        format!("system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    memory: 64MiB\n    tasks:\n      - {{name: t, cmd: sleep 30, budget: 1ms, period: 10ms}}\n  - name: ivi\n    kind: be\n    cpus: 1\n    memory: 48MiB\n    processes:\n      - {{cmd: \"{hog}\"}}\n  - name: free\n    kind: be\n    cpus: 1\n    processes:\n      - {{cmd: sleep 30}}\n"),
+    )
+    .unwrap();
+    let _run = Running(Some(
+        common::run_with_control(&file, "20s", &socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    let status = status_until(&socket, |s| {
+        s["partitions"].as_array().is_some_and(|p| p.len() == 3)
+            && partition(s, "ivi")["memory"]["used_bytes"].as_u64() > Some(4 << 20)
+            && partition(s, "ctl")["memory"]["used_bytes"].as_u64() > Some(0)
+    });
+    let (ctl, ivi) = (partition(&status, "ctl"), partition(&status, "ivi"));
+    assert_eq!(ctl["memory"]["limit_bytes"], 64u64 << 20, "{status}");
+    assert_eq!(ivi["memory"]["limit_bytes"], 48u64 << 20, "{status}");
+    assert!(
+        ivi["memory"]["used_bytes"].as_u64() < Some(48 << 20),
+        "{status}"
+    );
+    assert_eq!(
+        partition(&status, "free")["memory"],
+        Value::Null,
+        "{status}"
+    );
+    assert_eq!(status["windows"], Value::Null, "{status}");
+}
+
+#[test]
+fn the_status_shows_the_window_schedules_position() {
+    if !is_root() {
+        eprintln!("skipping: needs root for cgroups");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("monitor-windows");
+    let file = dir.file("win.yaml");
+    let socket = dir.file("win.sock");
+    std::fs::write(
+        &file,
+        "windows:\n  - length: 20\n    slices:\n      - {cpu: 0, sc_partition: A}\n  - length: 30\n    slices:\n      - {cpu: 0, sc_partition: B}\npartitions:\n  - name: A\n    memory: 32MiB\n    processes:\n      - {budget: 5, cmd: sleep 30}\n  - name: B\n    processes:\n      - {budget: 5, cmd: sleep 30}\n",
+    )
+    .unwrap();
+    let _run = Running(Some(
+        common::run_with_control(&file, "20s", &socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut seen = [false; 2];
+    let mut last_started = 0;
+    for _ in 0..40 {
+        let status = status_until(&socket, |s| s["windows"]["started"].as_u64() > Some(0));
+        let w = &status["windows"];
+        assert_eq!(
+            (&w["count"], &w["major_frame_ns"]),
+            (&2.into(), &50_000_000.into()),
+            "{w}"
+        );
+        let window = w["window"].as_u64().unwrap() as usize;
+        let (length, before, name) = [(20_000_000, 0, "A"), (30_000_000, 20_000_000, "B")][window];
+        assert_eq!(w["length_ns"], length, "{w}");
+        assert_eq!(w["partitions"], serde_json::json!([name]), "{w}");
+        let elapsed = w["elapsed_ns"].as_u64().unwrap();
+        assert!(elapsed <= length, "{w}");
+        assert_eq!(w["frame_position_ns"], before + elapsed, "{w}");
+        let started = w["started"].as_u64().unwrap();
+        assert!(started >= last_started, "{w}");
+        last_started = started;
+        seen[window] = true;
+        assert_eq!(
+            partition(&status, "A")["memory"]["limit_bytes"],
+            32u64 << 20
+        );
+        if seen == [true, true] && last_started > 10 {
+            return;
+        }
+    }
+    panic!("40 status replies did not see both windows: {seen:?}, {last_started} started");
 }

@@ -219,6 +219,29 @@ pub struct Status {
     /// be suspended).
     #[serde(default)]
     pub stop_start: Option<StopStartStatus>,
+    /// The window schedule's position (`null` for a system without windows).
+    #[serde(default)]
+    pub windows: Option<WindowsStatus>,
+}
+
+/// Where the window schedule is: the window running now and how far into it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowsStatus {
+    /// The window running now (0-based, in the major frame's order).
+    pub window: u32,
+    /// Windows in a major frame.
+    pub count: u32,
+    /// The running window's length and the time since it started.
+    pub length_ns: u64,
+    pub elapsed_ns: u64,
+    /// The position in the major frame (the earlier windows' lengths plus `elapsed_ns`)
+    /// and the frame's length.
+    pub frame_position_ns: u64,
+    pub major_frame_ns: u64,
+    /// Windows started since the schedule started.
+    pub started: u64,
+    /// The partitions of the running window's slices.
+    pub partitions: Vec<String>,
 }
 
 /// The stop-start part of `status`.
@@ -245,6 +268,16 @@ pub struct PartitionStatus {
     /// The resource interface in force (a partition scheduled as a server).
     pub interface: Option<InterfaceStatus>,
     pub tasks: Vec<TaskStatus>,
+    /// Memory in use against the limit (`null` for a partition without `memory`).
+    #[serde(default)]
+    pub memory: Option<MemoryStatus>,
+}
+
+/// A partition's memory: what its cgroups charge now and their limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryStatus {
+    pub used_bytes: u64,
+    pub limit_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,15 +13,16 @@ use crate::stopstart::StopStartManager;
 use crate::RunError;
 use bulkhead_chan::Channel;
 use bulkhead_control::{
-    ChannelStatus, EndStatus, ErrorCode, Handled, Handler, PartitionStatus, Peer, Request,
-    Response, Server, Status, StopStartStatus, TaskStatus, Ticket, PROTOCOL_VERSION,
+    ChannelStatus, EndStatus, ErrorCode, Handled, Handler, MemoryStatus, PartitionStatus, Peer,
+    Request, Response, Server, Status, StopStartStatus, TaskStatus, Ticket, WindowsStatus,
+    PROTOCOL_VERSION,
 };
 use bulkhead_model::{ChannelKind, Cpus, PartitionKind, System, Task};
 use bulkhead_reserve::partition::TaskSummary;
 use bulkhead_reserve::sched::{self, Policy};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -53,6 +54,20 @@ struct State {
     channels: Vec<Arc<Channel>>,
     /// The stop-start manager of a system without windows.
     stop_start: Option<StopStartManager>,
+    /// Best-effort partitions' cgroup directories holding their memory limit (an rt
+    /// partition's are found from its tasks' pids).
+    memory: Vec<(String, PathBuf)>,
+    /// The window schedule of a system with windows, and where it is.
+    windows: Option<Windows>,
+}
+
+/// The windows of one major frame and the one running now.
+struct Windows {
+    /// Per window: its length and the partitions of its slices.
+    frame: Vec<(u64, Vec<String>)>,
+    /// The running window and when it started.
+    now: Option<(usize, Instant)>,
+    started: u64,
 }
 
 impl Control {
@@ -76,6 +91,8 @@ impl Control {
                 modes: None,
                 channels: Vec::new(),
                 stop_start: None,
+                memory: Vec::new(),
+                windows: None,
             },
         })
     }
@@ -103,6 +120,45 @@ impl Control {
     /// Answers `status` with these channels' counters (the description's, in its order).
     pub fn count_channels(&mut self, channels: Vec<Arc<Channel>>) {
         self.state.channels = channels;
+    }
+
+    /// Answers `status` with the memory of these cgroups: (partition, the directory
+    /// holding its memory limit).
+    pub fn measure_memory(&mut self, dirs: impl IntoIterator<Item = (String, PathBuf)>) {
+        self.state.memory.extend(dirs);
+    }
+
+    /// Answers `status` with the position in `schedule`'s major frame, as told by
+    /// [`Control::window_started`].
+    pub fn follow_windows(&mut self, schedule: &bulkhead_windows::Schedule) {
+        let name = |p: usize| schedule.partitions[p].name.clone();
+        let frame = schedule
+            .windows
+            .iter()
+            .map(|w| {
+                let mut names: Vec<String> = w
+                    .slices
+                    .iter()
+                    .flat_map(|s| s.sc.into_iter().chain(s.be))
+                    .map(name)
+                    .collect();
+                names.dedup();
+                (w.length, names)
+            })
+            .collect();
+        self.state.windows = Some(Windows {
+            frame,
+            now: None,
+            started: 0,
+        });
+    }
+
+    /// Window `window` of the major frame started now.
+    pub fn window_started(&mut self, window: usize) {
+        if let Some(w) = &mut self.state.windows {
+            w.now = Some((window, Instant::now()));
+            w.started += 1;
+        }
     }
 
     /// Serves `mode` requests with `modes` from now on.
@@ -253,6 +309,7 @@ impl State {
                         .filter(|t| t.partition == p.name)
                         .map(|t| task_status(t, p.tasks.iter().find(|m| m.name == t.task)))
                         .collect(),
+                    memory: self.memory(&p.name, &live),
                 })
                 .collect(),
             channels: self
@@ -272,8 +329,105 @@ impl State {
                     order: self.system.stop_start().order,
                 }
             }),
+            windows: self.windows.as_ref().and_then(Windows::status),
         }
     }
+
+    /// Partition `name`'s memory in use and limit, summed over its cgroups that have a
+    /// limit; `None` when none has.
+    fn memory(&self, name: &str, live: &[TaskSummary]) -> Option<MemoryStatus> {
+        let mut dirs: Vec<PathBuf> = self
+            .memory
+            .iter()
+            .filter(|(p, _)| p == name)
+            .map(|(_, d)| d.clone())
+            .chain(
+                live.iter()
+                    .filter(|t| t.partition == name)
+                    .filter_map(|t| memory_dir_of(t.pid)),
+            )
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        dirs.iter()
+            .filter_map(|d| memory_of(d))
+            .reduce(|a, b| MemoryStatus {
+                used_bytes: a.used_bytes + b.used_bytes,
+                limit_bytes: a.limit_bytes + b.limit_bytes,
+            })
+    }
+}
+
+impl Windows {
+    fn status(&self) -> Option<WindowsStatus> {
+        let (window, since) = self.now?;
+        let length_ns = self.frame[window].0;
+        let elapsed_ns = (since.elapsed().as_nanos() as u64).min(length_ns);
+        let before: u64 = self.frame[..window].iter().map(|w| w.0).sum();
+        Some(WindowsStatus {
+            window: window as u32,
+            count: self.frame.len() as u32,
+            length_ns,
+            elapsed_ns,
+            frame_position_ns: before + elapsed_ns,
+            major_frame_ns: self.frame.iter().map(|w| w.0).sum(),
+            started: self.started,
+            partitions: self.frame[window].1.clone(),
+        })
+    }
+}
+
+/// What the memory cgroup `dir` charges and its limit (v2 `memory.current` and
+/// `memory.max`, v1 `memory.usage_in_bytes` and `memory.limit_in_bytes`); `None`
+/// without a limit.
+fn memory_of(dir: &Path) -> Option<MemoryStatus> {
+    let read = |file: &str| std::fs::read_to_string(dir.join(file)).ok();
+    let (used, limit) = match read("memory.current") {
+        Some(used) => (used, read("memory.max")?),
+        None => (
+            read("memory.usage_in_bytes")?,
+            read("memory.limit_in_bytes")?,
+        ),
+    };
+    // v2 says `max` without a limit, v1 a number near 2^63.
+    let limit_bytes = limit.trim().parse().ok().filter(|&l: &u64| l < 1 << 62)?;
+    Some(MemoryStatus {
+        used_bytes: used.trim().parse().ok()?,
+        limit_bytes,
+    })
+}
+
+/// The memory cgroup of process `pid`: in the v1 memory hierarchy where it is mounted,
+/// else in the v2 hierarchy.
+fn memory_dir_of(pid: u32) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let fields = |line: &str| {
+        let mut f = line.splitn(3, ':');
+        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        Some((
+            controllers.to_string(),
+            path.trim_start_matches('/').to_string(),
+        ))
+    };
+    let lines: Vec<(String, String)> = text.lines().filter_map(fields).collect();
+    if let Some((_, path)) = lines
+        .iter()
+        .find(|(c, _)| c.split(',').any(|c| c == "memory"))
+    {
+        return Some(bulkhead_reserve::limit::v1_mount("memory")?.join(path));
+    }
+    let (_, path) = lines.iter().find(|(c, _)| c.is_empty())?;
+    Some(v2_mount()?.join(path))
+}
+
+/// Where the cgroup v2 hierarchy is mounted, if it is.
+fn v2_mount() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[2] == "cgroup2")
+        .map(|f| PathBuf::from(f[1]))
 }
 
 /// A channel and what its ends counted (zero when its control words cannot be mapped).

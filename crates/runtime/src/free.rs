@@ -89,6 +89,12 @@ pub struct FreeRun {
 }
 
 impl FreeRun {
+    /// Each partition with a memory limit: its name and the cgroup directory holding it.
+    pub fn memory_dirs(&self) -> Vec<(String, PathBuf)> {
+        let dirs = self.dirs.iter().zip(&self.limits);
+        dirs.filter_map(|((name, _), l)| Some((name.clone(), l.memory.clone()?)))
+            .collect()
+    }
     /// Starts every unwindowed best-effort partition of `system`; `None` when there is
     /// none. `own_cpus`: the CPUs this process may use. On error nothing is left running.
     pub fn start(

@@ -14,6 +14,8 @@ use std::path::PathBuf;
 pub struct Limits {
     /// `cgroup.procs` files a v1 process joins.
     pub join: Vec<PathBuf>,
+    /// The cgroup directory holding the memory limit, if there is one.
+    pub memory: Option<PathBuf>,
     _v1: Vec<V1Limit>,
 }
 
@@ -30,6 +32,7 @@ pub fn apply(
     ];
     let mut limits = Limits {
         join: Vec::new(),
+        memory: None,
         _v1: Vec::new(),
     };
     let cgroup_err = RunError::Cgroup;
@@ -42,6 +45,9 @@ pub fn apply(
                 }
                 let file = cg.freezer_dir.join(v2_file);
                 cgroup::write_file(&file, &value.to_string()).map_err(cgroup_err)?;
+                if controller == "memory" {
+                    limits.memory = Some(cg.freezer_dir.clone());
+                }
             }
             Version::V1 => {
                 let name = format!("{}-{dir_name}", instance.name);
@@ -49,6 +55,9 @@ pub fn apply(
                     RunError::Cgroups(format!("partition `{}`: {controller} limit: {e}", p.name))
                 })?;
                 limits.join.push(limit.dir().join("cgroup.procs"));
+                if controller == "memory" {
+                    limits.memory = Some(limit.dir().to_path_buf());
+                }
                 limits._v1.push(limit);
             }
         }

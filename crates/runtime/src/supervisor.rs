@@ -238,9 +238,11 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         }
     }
     let own = own_cpus();
-    let free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?
-        .map(FreeKeeper::keep)
-        .transpose()?;
+    let free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?;
+    if let (Some(c), Some(f)) = (&mut control, &free) {
+        c.measure_memory(f.memory_dirs());
+    }
+    let free = free.map(FreeKeeper::keep).transpose()?;
     if system.windows.is_empty() {
         crate::affinity::pin(system, &mut warnings);
         if let Some(c) = &mut control {
@@ -287,6 +289,12 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         None => None,
     };
     spawn_all(&mut run, system, &schedule, keep_open)?;
+    if let Some(c) = &mut control {
+        let names = schedule.partitions.iter().map(|p| p.name.clone());
+        let dirs = names.zip(&run.limits);
+        c.measure_memory(dirs.filter_map(|(n, l)| Some((n, l.memory.clone()?))));
+        c.follow_windows(&schedule);
+    }
     crate::affinity::pin(system, &mut warnings);
     let _realtime = options
         .realtime_priority
@@ -947,6 +955,9 @@ impl Supervisor {
             }
             Action::WindowStart { t, window } => {
                 self.windows += 1;
+                if let Some(c) = &mut self.control {
+                    c.window_started(*window);
+                }
                 if let Some(m) = &self.options.window_message {
                     print_line(m, &self.options.messages);
                 }
