@@ -108,7 +108,7 @@ fn sim(py: Python<'_>, system: &PySystem, for_ns: Option<u64>, seed: u64) -> PyR
         power_policy: None,
     };
     let system = solved(py, &system.system)?;
-    let spec = bulkhead_sim::from_system(&system, &options).map_err(fail)?;
+    let spec = bulkhead_sim::from_system(&system, &options).map_err(|e| fail(e.to_string()))?;
     if spec.tasks.is_empty() && spec.windows.is_none() {
         return Err(fail(
             "nothing to simulate: no rt tasks and no window schedule".into(),

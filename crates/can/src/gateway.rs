@@ -27,6 +27,7 @@ use bulkhead_chan::{Error as ChanError, Receiver, Sender};
 use bulkhead_trace::{Event, EventKind, Sink};
 use serde_json::{json, Value};
 use std::collections::HashSet;
+use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -179,7 +180,7 @@ impl Gateway {
     }
 
     /// Connects a partition. Its channels must carry [`WIRE_SIZE`]-byte messages.
-    pub fn add_partition(&mut self, link: PartitionLink) -> Result<(), String> {
+    pub fn add_partition(&mut self, link: PartitionLink) -> Result<(), LinkError> {
         check_channel(
             &link.partition,
             "to_partition",
@@ -232,22 +233,56 @@ impl Gateway {
     }
 }
 
+/// Why a partition cannot be connected to the gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkError {
+    /// The partition's channel `end` (`to_partition` or `from_partition`) carries
+    /// messages of `msg_size` bytes, not [`WIRE_SIZE`].
+    MessageSize {
+        partition: String,
+        end: &'static str,
+        msg_size: u32,
+    },
+    /// The partition is connected twice.
+    Duplicate(String),
+}
+
+impl fmt::Display for LinkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LinkError::MessageSize {
+                partition,
+                end,
+                msg_size,
+            } => write!(
+                f,
+                "partition {partition}: channel {end} carries {msg_size}-byte messages, the gateway needs {WIRE_SIZE}"
+            ),
+            LinkError::Duplicate(name) => write!(f, "partition {name} is already connected"),
+        }
+    }
+}
+
+impl std::error::Error for LinkError {}
+
 /// Checks that a channel of `partition`'s end `end` carries gateway messages.
-fn check_channel(partition: &str, end: &str, msg_size: u32) -> Result<(), String> {
+fn check_channel(partition: &str, end: &'static str, msg_size: u32) -> Result<(), LinkError> {
     if msg_size as usize != WIRE_SIZE {
-        return Err(format!(
-            "partition {partition}: channel {end} carries {msg_size}-byte messages, the gateway needs {WIRE_SIZE}"
-        ));
+        return Err(LinkError::MessageSize {
+            partition: partition.to_string(),
+            end,
+            msg_size,
+        });
     }
     Ok(())
 }
 
 /// Refuses a partition named twice.
-fn check_unique<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), String> {
+fn check_unique<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), LinkError> {
     let mut seen = HashSet::new();
     for name in names {
         if !seen.insert(name) {
-            return Err(format!("partition {name} is already connected"));
+            return Err(LinkError::Duplicate(name.to_string()));
         }
     }
     Ok(())
@@ -270,7 +305,7 @@ impl BusReader {
         bus_name: &str,
         bus: Box<dyn CanBus>,
         links: Vec<(String, Sender)>,
-    ) -> Result<(BusReader, Counters), String> {
+    ) -> Result<(BusReader, Counters), LinkError> {
         check_unique(links.iter().map(|l| l.0.as_str()))?;
         let mut to = Vec::new();
         let mut counters = Vec::new();
@@ -366,7 +401,7 @@ impl BusWriter {
         bus_name: &str,
         bus: Box<dyn CanBus>,
         links: Vec<(String, Receiver, HashSet<CanId>)>,
-    ) -> Result<(BusWriter, Counters), String> {
+    ) -> Result<(BusWriter, Counters), LinkError> {
         check_unique(links.iter().map(|l| l.0.as_str()))?;
         let mut from = Vec::new();
         let mut counters = Vec::new();
@@ -454,7 +489,12 @@ mod tests {
             .err()
             .unwrap();
         assert!(
-            err.contains("partition ivi: channel to_partition carries 8-byte"),
+            matches!(&err, LinkError::MessageSize { partition, end: "to_partition", msg_size: 8 } if partition == "ivi"),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("partition ivi: channel to_partition carries 8-byte"),
             "{err}"
         );
         let (_, counters) =
@@ -469,6 +509,7 @@ mod tests {
             ("ivi".into(), other.receiver().unwrap(), HashSet::new()),
         ];
         let err = BusWriter::new("b", node(), twice).err().unwrap();
-        assert_eq!(err, "partition ivi is already connected");
+        assert_eq!(err, LinkError::Duplicate("ivi".into()));
+        assert_eq!(err.to_string(), "partition ivi is already connected");
     }
 }

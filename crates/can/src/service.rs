@@ -27,7 +27,7 @@
 
 use crate::bus::{self, CanBus};
 use crate::frame::CanId;
-use crate::gateway::{BusReader, BusWriter, Counters, Role};
+use crate::gateway::{BusReader, BusWriter, Counters, LinkError, Role};
 use crate::trigger::{Trigger, Triggers};
 pub use bulkhead_canwire::parse_ids;
 use bulkhead_chan::{Channel, Error as ChanError};
@@ -69,12 +69,15 @@ pub enum ServiceError {
     Usage(String),
     /// A missing channel or bus, or a failure while running (the CLI exits 1).
     Failed(String),
+    /// A channel that cannot connect its partition (the CLI exits 1).
+    Link(LinkError),
 }
 
 impl fmt::Display for ServiceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ServiceError::Usage(m) | ServiceError::Failed(m) => f.write_str(m),
+            ServiceError::Link(e) => write!(f, "{e}"),
         }
     }
 }
@@ -170,7 +173,8 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
                     .map_err(|e| failed(format!("--to {partition}={name}: {e}")))?;
                 links.push((partition.clone(), tx));
             }
-            let (mut reader, counters) = BusReader::new(&config.bus, bus, links).map_err(failed)?;
+            let (mut reader, counters) =
+                BusReader::new(&config.bus, bus, links).map_err(ServiceError::Link)?;
             if let Some(triggers) = triggers(config)? {
                 reader.set_triggers(triggers);
             }
@@ -206,7 +210,7 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
             BusWriter::new(&config.bus, bus, links).map(|(w, c)| (Job::Writer(w), c))
         }
     };
-    built.map_err(failed)
+    built.map_err(ServiceError::Link)
 }
 
 /// The triggers of `config`, with the signals checked against its DBC.

@@ -282,7 +282,7 @@ fn a_full_partition_channel_drops_and_reports_instead_of_blocking_the_others() {
     let bad = Channel::create(&Spec::fifo("cgw-bad", 8, 4)).unwrap();
     let mut g2 = Gateway::new("x");
     let err = g2.add_partition(link("bad", &bad, &bad, &[])).unwrap_err();
-    assert!(err.contains("8-byte messages"), "{err}");
+    assert!(err.to_string().contains("8-byte messages"), "{err}");
 
     let (running, counters) = Running::start(&bus_name, gateway);
     let ecu = Node::attach(&bus_name).unwrap();

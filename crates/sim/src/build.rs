@@ -5,7 +5,8 @@ use crate::spec::*;
 use crate::windows::{Behaviour, WindowsSpec};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task, TaskServer};
 use bulkhead_trace::Name;
-use bulkhead_windows::Schedule;
+use bulkhead_windows::{Schedule, ScheduleError};
+use std::fmt;
 
 /// Choices the description leaves to the simulation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,7 +152,7 @@ impl Link {
 /// `options.links`; a channel without a link connects the first task of its writer
 /// partition to the first task of each reader partition (partitions without tasks are
 /// outside the task simulation).
-pub fn from_system(system: &System, options: &BuildOptions) -> Result<Spec, String> {
+pub fn from_system(system: &System, options: &BuildOptions) -> Result<Spec, BuildError> {
     if system.modes.is_some() {
         return crate::modes::from_modal_system(system, options);
     }
@@ -169,7 +170,7 @@ pub(crate) fn build(
     system: &System,
     options: &BuildOptions,
     interface: &InterfaceOf,
-) -> Result<Spec, String> {
+) -> Result<Spec, BuildError> {
     let mut spec = Spec::default();
     let mut pools = crate::pools::Pools::default();
     let mut first_task: Vec<Option<usize>> = Vec::new();
@@ -181,12 +182,7 @@ pub(crate) fn build(
         }
         let cpus: Vec<u32> = match (&p.cpus, &system.cpus) {
             (Some(Cpus::Set(set)), _) | (Some(Cpus::All), Some(set)) => set.iter().collect(),
-            _ => {
-                return Err(format!(
-                    "partition `{}`: `cpus: all` needs `system.cpus` to be simulated",
-                    p.name
-                ))
-            }
+            _ => return Err(BuildError::AllCpus(p.name.clone())),
         };
         let partition: Name = p.name.as_str().into();
         if p.interface.is_some() {
@@ -235,7 +231,7 @@ pub(crate) fn build(
             .iter()
             .any(|t| names_task(name, &t.partition, &t.name))
         {
-            return Err(format!("--task-server {name}: no rt task `{name}`"));
+            return Err(BuildError::TaskServer(name.clone()));
         }
     }
     link_channels(system, options, &first_task, &mut spec)?;
@@ -245,21 +241,19 @@ pub(crate) fn build(
         power.tasks = scalings(system);
         debug_assert_eq!(power.tasks.len(), spec.tasks.len());
     }
-    spec.validate()?;
+    spec.validate().map_err(BuildError::Spec)?;
     Ok(spec)
 }
 
 /// The window schedule, if the description has one, with the processes' behaviours.
-fn windows(system: &System, options: &BuildOptions) -> Result<Option<WindowsSpec>, String> {
+fn windows(system: &System, options: &BuildOptions) -> Result<Option<WindowsSpec>, BuildError> {
     if system.windows.is_empty() {
         return Ok(None);
     }
-    let schedule = Schedule::from_system(system, &options.all_cpus).map_err(|e| e.to_string())?;
+    let schedule = Schedule::from_system(system, &options.all_cpus)?;
     for (cmd, _) in &options.behaviours {
         if !schedule.processes.iter().any(|p| &p.cmd == cmd) {
-            return Err(format!(
-                "--process {cmd}: no windowed process has this command"
-            ));
+            return Err(BuildError::Process(cmd.clone()));
         }
     }
     let behaviours = schedule
@@ -282,12 +276,7 @@ fn windows(system: &System, options: &BuildOptions) -> Result<Option<WindowsSpec
             tasks: Vec::new(),
         }),
         (None, None | Some(bulkhead_power::Policy::None)) => None,
-        (None, Some(_)) => {
-            return Err(
-                "a power policy needs the description's `power:` section (the clusters' operating points) to simulate"
-                    .into(),
-            )
-        }
+        (None, Some(_)) => return Err(BuildError::NoPowerModel),
     };
     Ok(Some(WindowsSpec {
         schedule,
@@ -453,13 +442,10 @@ fn link_channels(
     options: &BuildOptions,
     first_task: &[Option<usize>],
     spec: &mut Spec,
-) -> Result<(), String> {
+) -> Result<(), BuildError> {
     for link in &options.links {
         if !system.channels.iter().any(|c| c.name == link.channel) {
-            return Err(format!(
-                "--link {}: no channel `{}`",
-                link.channel, link.channel
-            ));
+            return Err(BuildError::LinkChannel(link.channel.clone()));
         }
     }
     for channel in &system.channels {
@@ -555,7 +541,12 @@ pub fn link_warnings(system: &System, options: &BuildOptions) -> Vec<String> {
 }
 
 /// The task named `name` (`task` or `partition/task`) in one of `partitions`.
-fn find_task(spec: &Spec, partitions: &[&str], name: &str, channel: &str) -> Result<usize, String> {
+fn find_task(
+    spec: &Spec,
+    partitions: &[&str],
+    name: &str,
+    channel: &str,
+) -> Result<usize, BuildError> {
     let (partition, task) = name
         .split_once('/')
         .map_or((None, name), |(p, t)| (Some(p), t));
@@ -566,10 +557,88 @@ fn find_task(spec: &Spec, partitions: &[&str], name: &str, channel: &str) -> Res
                 && partition.is_none_or(|p| p == &*t.partition)
                 && &*t.name == task
         })
-        .ok_or_else(|| {
-            format!(
-                "--link {channel}: no task `{name}` in partition(s) {}",
-                partitions.join(", ")
-            )
+        .ok_or_else(|| BuildError::LinkTask {
+            channel: channel.to_string(),
+            task: name.to_string(),
+            partitions: partitions.iter().map(|p| p.to_string()).collect(),
         })
+}
+
+/// Why a system description cannot be simulated with the given options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildError {
+    /// This rt partition has `cpus: all` and the description no `system.cpus`.
+    AllCpus(String),
+    /// `--task-server` names no rt task.
+    TaskServer(String),
+    /// `--link` names no channel of the description.
+    LinkChannel(String),
+    /// A channel's writer or reader task (named by `--link` or the description) is not
+    /// a task of its partitions.
+    LinkTask {
+        channel: String,
+        task: String,
+        partitions: Vec<String>,
+    },
+    /// A pipeline stage is not a task: the pipeline was not solved.
+    Unsolved { pipeline: String, stage: String },
+    /// The window schedule cannot run.
+    Schedule(ScheduleError),
+    /// `--process` names no command of a windowed process.
+    Process(String),
+    /// A power policy for a description without `power:`.
+    NoPowerModel,
+    /// The built simulation fails [`Spec::validate`].
+    Spec(String),
+}
+
+impl From<ScheduleError> for BuildError {
+    fn from(e: ScheduleError) -> BuildError {
+        BuildError::Schedule(e)
+    }
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::AllCpus(p) => write!(
+                f,
+                "partition `{p}`: `cpus: all` needs `system.cpus` to be simulated"
+            ),
+            BuildError::TaskServer(name) => {
+                write!(f, "--task-server {name}: no rt task `{name}`")
+            }
+            BuildError::LinkChannel(c) => write!(f, "--link {c}: no channel `{c}`"),
+            BuildError::LinkTask {
+                channel,
+                task,
+                partitions,
+            } => write!(
+                f,
+                "--link {channel}: no task `{task}` in partition(s) {}",
+                partitions.join(", ")
+            ),
+            BuildError::Unsolved { pipeline, stage } => write!(
+                f,
+                "pipeline `{pipeline}`: stage `{stage}` is not a task (not solved)"
+            ),
+            BuildError::Schedule(e) => write!(f, "{e}"),
+            BuildError::Process(cmd) => {
+                write!(f, "--process {cmd}: no windowed process has this command")
+            }
+            BuildError::NoPowerModel => f.write_str(
+                "a power policy needs the description's `power:` section (the clusters' operating points) to simulate",
+            ),
+            BuildError::Spec(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Schedule(e) => Some(e),
+            _ => None,
+        }
+    }
 }

@@ -29,8 +29,8 @@ pub mod stop;
 mod windows;
 
 pub use build::{
-    from_system, hyperperiod, link_warnings, priority_ranks, Arrivals, BuildOptions, ExecModel,
-    Link, ServerChoice,
+    from_system, hyperperiod, link_warnings, priority_ranks, Arrivals, BuildError, BuildOptions,
+    ExecModel, Link, ServerChoice,
 };
 pub use channels::{ChainStats, ChannelStats};
 pub use energy::{CpuEnergy, EnergyStats, PowerSpec};

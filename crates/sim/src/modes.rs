@@ -11,7 +11,7 @@
 //! a boosted agent's VCPU runs at once, above every other, without using its budget
 //! (M2-Xen V-B's VCPU boost).
 
-use crate::build::{build, exec, BuildOptions};
+use crate::build::{build, exec, BuildError, BuildOptions};
 use crate::spec::*;
 use bulkhead_analysis::modes::mode_table;
 use bulkhead_analysis::system::Options as AnalysisOptions;
@@ -94,7 +94,10 @@ impl ModeSwitch {
 }
 
 /// Builds the simulation of a system with modes, in its initial mode.
-pub(crate) fn from_modal_system(system: &System, options: &BuildOptions) -> Result<Spec, String> {
+pub(crate) fn from_modal_system(
+    system: &System,
+    options: &BuildOptions,
+) -> Result<Spec, BuildError> {
     let modes = system.modes.as_ref().expect("a system with modes");
     let table = mode_table(system, &AnalysisOptions::default());
     let initial = table.mode(&modes.initial).expect("the initial mode");
@@ -147,7 +150,7 @@ pub(crate) fn from_modal_system(system: &System, options: &BuildOptions) -> Resu
     };
     apply_initial(&mut spec, &modes);
     spec.modes = Some(modes);
-    spec.validate()?;
+    spec.validate().map_err(BuildError::Spec)?;
     Ok(spec)
 }
 

@@ -7,6 +7,7 @@
 //! took it in (when it sampled its input) to the completion of the sink stage's job
 //! that wrote it out.
 
+use crate::build::BuildError;
 use crate::channels::ChainStats;
 use crate::spec::{ChannelSpec, Nanos, Spec};
 use bulkhead_model::{ChannelKind, Pipeline, System};
@@ -29,7 +30,7 @@ pub struct PipelineStats {
 
 /// Adds a channel per pipeline edge between the stage tasks of `spec`; the stages of a
 /// solved system carry their period and budget (`bulkhead_analysis::pipes::apply`).
-pub(crate) fn link_pipelines(system: &System, spec: &mut Spec) -> Result<(), String> {
+pub(crate) fn link_pipelines(system: &System, spec: &mut Spec) -> Result<(), BuildError> {
     for p in &system.pipelines {
         for &(from, to) in &p.edges {
             let task = |i: usize| {
@@ -38,11 +39,9 @@ pub(crate) fn link_pipelines(system: &System, spec: &mut Spec) -> Result<(), Str
                     .tasks
                     .iter()
                     .position(|t| *t.partition == *s.partition && *t.name == *s.name);
-                found.ok_or_else(|| {
-                    format!(
-                        "pipeline `{}`: stage `{}` is not a task (not solved)",
-                        p.name, s.name
-                    )
+                found.ok_or_else(|| BuildError::Unsolved {
+                    pipeline: p.name.clone(),
+                    stage: s.name.clone(),
                 })
             };
             let (writer, reader) = (task(from)?, task(to)?);

@@ -108,9 +108,13 @@ fn bad_links_name_what_is_missing() {
         )
         .unwrap_err()
     };
-    assert_eq!(bad("nope=camera>planner"), "--link nope: no channel `nope`");
+    let e = bad("nope=camera>planner");
+    assert_eq!(e, BuildError::LinkChannel("nope".into()));
+    assert_eq!(e.to_string(), "--link nope: no channel `nope`");
+    let e = bad("frames=planner>logger");
+    assert!(matches!(&e, BuildError::LinkTask { task, .. } if task == "planner"));
     assert_eq!(
-        bad("frames=planner>logger"),
+        e.to_string(),
         "--link frames: no task `planner` in partition(s) sensors"
     );
     assert!(Link::parse("frames=camera").is_err());
@@ -121,8 +125,9 @@ fn bad_links_name_what_is_missing() {
 fn a_partition_on_all_cpus_needs_system_cpus() {
     let yaml = "partitions: [{name: p, kind: rt, cpus: all, tasks: [{name: a, cmd: x, budget: 1ms, period: 10ms}]}]";
     let err = from_system(&system(yaml), &BuildOptions::default()).unwrap_err();
+    assert_eq!(err, BuildError::AllCpus("p".into()));
     assert_eq!(
-        err,
+        err.to_string(),
         "partition `p`: `cpus: all` needs `system.cpus` to be simulated"
     );
     let spec = from_system(

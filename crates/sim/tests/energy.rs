@@ -125,7 +125,8 @@ fn a_policy_without_a_power_section_is_refused() {
         ..BuildOptions::default()
     };
     let e = from_system(&system, &options).unwrap_err();
-    assert!(e.contains("`power:` section"), "{e}");
+    assert_eq!(e, bulkhead_sim::BuildError::NoPowerModel);
+    assert!(e.to_string().contains("`power:` section"), "{e}");
 }
 
 /// One cluster of three CPUs (600 and 1200 MHz): a window schedule on CPU 0 (SC for
