@@ -1,4 +1,4 @@
-//! The rt partitions of a run (issue 7): admitted by analysis, started with their
+//! The rt partitions of a run: admitted by analysis, started with their
 //! reservations through `bulkhead-reserve`, and drained by a thread of their own while
 //! the window supervisor (or [`wait`], for a system without windows) runs.
 //!
