@@ -276,7 +276,8 @@ fn mhydra_rx(flags: &Flags) -> R<()> {
         tx: None,
         dropped: Arc::default(),
     };
-    let (mut reader, counters) = BusReader::new("car", Box::new(bus), links)?;
+    let (mut reader, counters) =
+        BusReader::new("car", Box::new(bus), links).map_err(|e| e.to_string())?;
     let named: Vec<String> = counters
         .named(Role::Reader)
         .into_iter()
@@ -321,7 +322,8 @@ fn mhydra_tx(flags: &Flags) -> R<()> {
         tx: Some(sender("usb_tx")?),
         dropped: dropped.clone(),
     };
-    let (mut writer, counters) = BusWriter::new("car", Box::new(bus), links)?;
+    let (mut writer, counters) =
+        BusWriter::new("car", Box::new(bus), links).map_err(|e| e.to_string())?;
     let mut named: Vec<String> = counters
         .named(Role::Writer)
         .into_iter()

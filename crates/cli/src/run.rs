@@ -3,8 +3,8 @@
 use crate::common::{load_system, INVALID};
 use bulkhead_control::default_path;
 use bulkhead_model::units::parse_duration;
-use bulkhead_runtime::{RunOptions, StopReasonText};
-use std::path::PathBuf;
+use bulkhead_runtime::{RunError, RunOptions, StopReasonText};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -193,15 +193,18 @@ pub fn run(args: Args) -> ExitCode {
                 false => ExitCode::from(INVALID),
             }
         }
-        Err(e @ bulkhead_runtime::RunError::Output(_)) => {
-            eprintln!("error: {e}");
-            ExitCode::from(INVALID)
-        }
-        Err(e) => {
-            eprintln!("error: {}: {e}", args.file.display());
-            ExitCode::from(INVALID)
-        }
+        Err(e) => failed(&e, &args.file),
     }
+}
+
+/// What the user reads, and the exit code, when the run could not be carried out: an
+/// output file's error names its option and path; the others name the description.
+fn failed(e: &RunError, file: &Path) -> ExitCode {
+    match e {
+        RunError::Output { .. } => eprintln!("error: {e}"),
+        _ => eprintln!("error: {}: {e}", file.display()),
+    }
+    ExitCode::from(INVALID)
 }
 
 /// Creates the output files before anything starts, so that a path that cannot be

@@ -1,4 +1,4 @@
-//! `bulkhead run` with a `buses:` section (issue 8, item 4): the CAN gateway's reader and
+//! `bulkhead run` with a `buses:` section: the CAN gateway's reader and
 //! writer run as reserved tasks of an rt partition; a best-effort partition reaches the
 //! bus only through its channels (its own network namespace hides the virtual bus),
 //! sends only the ids on its allowlist, and the gateway's counters reach the schedule log.

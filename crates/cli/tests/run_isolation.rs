@@ -1,4 +1,4 @@
-//! Issue 7's isolation, through `bulkhead run` and a description: an rt partition
+//! Isolation of partitions, through `bulkhead run` and a description: an rt partition
 //! (SCHED_DEADLINE, CPU 0) beside a best-effort partition in no window (CPU 1, 64 MiB,
 //! 64 pids, user nobody) that runs a fork bomb, a memory hog, CPU hogs and an I/O hog.
 //! Observed from outside: the schedule log has no deadline miss and about every job;

@@ -1,4 +1,4 @@
-//! `bulkhead run` confining partitions (issue 7): best-effort partitions in no window run
+//! `bulkhead run` confining partitions: best-effort partitions in no window run
 //! for the whole run in their cgroups, as their user, in their own network namespace;
 //! I/O tasks get the derived reservation; a killed supervisor's processes die with it
 //! and its cgroups (memory ones included) are removed by the next run. Observed from inside the processes (what they

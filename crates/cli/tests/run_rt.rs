@@ -1,4 +1,4 @@
-//! `bulkhead run` with rt partitions (issue 7), observed from outside: the reservation
+//! `bulkhead run` with rt partitions, observed from outside: the reservation
 //! the kernel reports for each task, the schedule log, the exit code and message of a
 //! refused admission, and nothing left behind.
 

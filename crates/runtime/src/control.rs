@@ -75,10 +75,9 @@ impl Control {
     pub fn bind(path: &Path, name: &str, system: &System) -> Result<Control, RunError> {
         // SAFETY: getuid has no preconditions and cannot fail.
         let uid = unsafe { libc::getuid() };
-        let server = Server::bind(path, &[0, uid])
-            .map_err(|e| RunError::Io(format!("control socket: {e}")))?;
+        let server = Server::bind(path, &[0, uid]).map_err(RunError::Control)?;
         let ready = epoll_over(&[server.as_fd().as_raw_fd()])
-            .map_err(|e| RunError::Io(format!("control socket: epoll: {e}")))?;
+            .map_err(|e| RunError::io("control socket: epoll", e))?;
         Ok(Control {
             server,
             ready,
@@ -103,10 +102,10 @@ impl Control {
     pub fn hand_status(&mut self, system: &System, links: &mut Links) -> Result<(), RunError> {
         for p in system.partitions.iter().filter(|p| p.monitor) {
             let (ours, theirs) = UnixStream::pair()
-                .map_err(|e| RunError::Io(format!("status connection of {}: {e}", p.name)))?;
+                .map_err(|e| RunError::io(format!("status connection of {}", p.name), e))?;
             self.server
                 .adopt(ours, true)
-                .map_err(|e| RunError::Io(format!("status connection of {}: {e}", p.name)))?;
+                .map_err(|e| RunError::io(format!("status connection of {}", p.name), e))?;
             links.hand(&p.name, STATUS_VAR, OwnedFd::from(theirs));
         }
         Ok(())
@@ -164,7 +163,7 @@ impl Control {
     /// Serves `mode` requests with `modes` from now on.
     pub fn manage(&mut self, modes: ModeManager) -> Result<(), RunError> {
         watch(self.ready.as_raw_fd(), modes.fd())
-            .map_err(|e| RunError::Io(format!("control socket: epoll: {e}")))?;
+            .map_err(|e| RunError::io("control socket: epoll", e))?;
         self.state.modes = Some(modes);
         Ok(())
     }
@@ -172,7 +171,7 @@ impl Control {
     /// Serves `suspend` and `resume` with `manager` from now on.
     pub fn stop_start(&mut self, manager: StopStartManager) -> Result<(), RunError> {
         watch(self.ready.as_raw_fd(), manager.fd())
-            .map_err(|e| RunError::Io(format!("control socket: epoll: {e}")))?;
+            .map_err(|e| RunError::io("control socket: epoll", e))?;
         self.state.stop_start = Some(manager);
         Ok(())
     }
@@ -200,7 +199,7 @@ impl Control {
     pub fn poll(&mut self) -> Result<(), RunError> {
         self.server
             .poll(&mut self.state)
-            .map_err(|e| RunError::Io(format!("control socket: {e}")))?;
+            .map_err(|e| RunError::io("control socket", e))?;
         if let Some(m) = &mut self.state.modes {
             for (ticket, response) in m.collect() {
                 self.server.reply(ticket, response);

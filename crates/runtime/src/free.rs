@@ -170,7 +170,10 @@ impl FreeRun {
             };
             let child = files
                 .spawn(plan, env, limits, &cg, &mut pcg)
-                .map_err(|e| RunError::Spawn(format!("{}: {e}", where_())))?;
+                .map_err(|source| RunError::Spawn {
+                    what: where_(),
+                    source,
+                })?;
             self.procs.push(FreeProc {
                 pid: child.pid,
                 cgroup: pcg,
@@ -391,7 +394,7 @@ impl FreeKeeper {
                 let mut owned = owned;
                 keep_until_stopped(&mut owned.0, &s, &a)
             })
-            .map_err(|e| RunError::Io(format!("best-effort keeper thread: {e}")))?;
+            .map_err(|e| RunError::io("best-effort keeper thread", e))?;
         Ok(FreeKeeper {
             dirs,
             stop,

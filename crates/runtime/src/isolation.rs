@@ -48,11 +48,9 @@ impl Confinements {
             let ns = match system.network_of(p) {
                 Network::Host => None,
                 Network::Private => {
-                    let fd = private_netns().map_err(|e| {
-                        RunError::Spawn(format!(
-                            "partition `{}`: a private network namespace: {e} (needs CAP_SYS_ADMIN)",
-                            p.name
-                        ))
+                    let fd = private_netns().map_err(|source| RunError::Netns {
+                        partition: p.name.clone(),
+                        source,
                     })?;
                     let raw = fd.as_raw_fd();
                     netns.push(fd);
@@ -172,7 +170,7 @@ fn isolate_interfaces(system: &System) -> Result<BTreeMap<String, IsolatedInterf
     for bus in &system.buses {
         if let Some(iface) = &bus.interface {
             let held = IsolatedInterface::take(iface)
-                .map_err(|e| RunError::Spawn(format!("bus `{}`: {e}", bus.name)))?;
+                .map_err(|e| RunError::reserve(format!("bus `{}`", bus.name), e))?;
             taken.insert(bus.name.clone(), held);
         }
     }

@@ -89,28 +89,100 @@ pub enum RunError {
     Cgroups(String),
     /// A cgroup operation failed (typically: no permission).
     Cgroup(cgroup::CgroupError),
-    /// A process could not be spawned.
-    Spawn(String),
-    /// Files, timers, the event loop.
-    Io(String),
-    /// An output file (`--schedule-log`, `--trace`) cannot be created or written; the
-    /// message starts with the option and the path.
-    Output(String),
+    /// A process could not be spawned: which one (`what`) and the system's reason.
+    Spawn {
+        what: String,
+        source: std::io::Error,
+    },
+    /// The rt partitions (reservations, tasks, their mode and stop-start ports) or a
+    /// bus's interface could not be set up: for what, and the reservation error.
+    Reserve {
+        what: String,
+        source: bulkhead_reserve::Error,
+    },
+    /// A channel between partitions could not be created or handed over: for what,
+    /// and the channel error.
+    Channel {
+        what: String,
+        source: bulkhead_chan::Error,
+    },
+    /// This partition's private network namespace could not be created.
+    Netns {
+        partition: String,
+        source: std::io::Error,
+    },
+    /// The control socket cannot be bound at its path.
+    Control(bulkhead_control::BindError),
+    /// A CPU frequency cannot be set; the message names the cluster and the frequency.
+    Cpufreq(String),
+    /// Files, timers, threads, the event loop: what the supervisor was doing and the
+    /// system's reason.
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    /// An output file (`--schedule-log`, `--trace`) cannot be created or written.
+    Output {
+        flag: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl RunError {
+    /// A failed system call or file operation, `what` saying what was being done.
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> RunError {
+        RunError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+
+    /// A reservation error while setting up `what`.
+    pub(crate) fn reserve(what: impl Into<String>, source: bulkhead_reserve::Error) -> RunError {
+        RunError::Reserve {
+            what: what.into(),
+            source,
+        }
+    }
 }
 
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::Invalid(m) => write!(f, "{m}"),
-            RunError::Cgroups(m) => write!(f, "{m}"),
+            RunError::Invalid(m) | RunError::Cgroups(m) | RunError::Cpufreq(m) => write!(f, "{m}"),
             RunError::Cgroup(e) => write!(f, "{e}"),
-            RunError::Spawn(m) => write!(f, "cannot spawn {m}"),
-            RunError::Io(m) | RunError::Output(m) => write!(f, "{m}"),
+            RunError::Spawn { what, source } => write!(f, "cannot spawn {what}: {source}"),
+            RunError::Reserve { what, source } => write!(f, "cannot spawn {what}: {source}"),
+            RunError::Channel { what, source } => write!(f, "cannot spawn {what}: {source}"),
+            RunError::Netns { partition, source } => write!(
+                f,
+                "cannot spawn partition `{partition}`: a private network namespace: {source} (needs CAP_SYS_ADMIN)"
+            ),
+            RunError::Control(e) => write!(f, "control socket: {e}"),
+            RunError::Io { what, source } => write!(f, "{what}: {source}"),
+            RunError::Output { flag, path, source } => {
+                write!(f, "{flag} {}: {source}", path.display())
+            }
         }
     }
 }
 
-impl std::error::Error for RunError {}
+impl std::error::Error for RunError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RunError::Invalid(_) | RunError::Cgroups(_) | RunError::Cpufreq(_) => None,
+            RunError::Cgroup(e) => Some(e),
+            RunError::Reserve { source, .. } => Some(source),
+            RunError::Channel { source, .. } => Some(source),
+            RunError::Control(e) => Some(e),
+            RunError::Spawn { source, .. }
+            | RunError::Netns { source, .. }
+            | RunError::Io { source, .. }
+            | RunError::Output { source, .. } => Some(source),
+        }
+    }
+}
 
 /// Runs `system`'s window schedule until every process exited, a stop signal
 /// (with [`RunOptions::handle_signals`]) or the timeout. Kills every process and
@@ -131,5 +203,38 @@ impl StopReasonText for bulkhead_windows::StopReason {
             bulkhead_windows::StopReason::Timeout => "timeout reached",
             bulkhead_windows::StopReason::Requested => "stopped by a signal",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunError;
+    use std::error::Error;
+    use std::io;
+
+    #[test]
+    fn run_errors_keep_their_source_and_say_what_failed() {
+        let e = RunError::Spawn {
+            what: "`/bin/x`".into(),
+            source: io::Error::from_raw_os_error(libc::ENOENT),
+        };
+        assert!(e.to_string().starts_with("cannot spawn `/bin/x`: "), "{e}");
+        let source = e.source().and_then(|s| s.downcast_ref::<io::Error>());
+        assert_eq!(source.and_then(io::Error::raw_os_error), Some(libc::ENOENT));
+        let e = RunError::Output {
+            flag: "--trace".into(),
+            path: "/nope/t.json".into(),
+            source: io::Error::from_raw_os_error(libc::EACCES),
+        };
+        assert!(e.to_string().starts_with("--trace /nope/t.json: "), "{e}");
+        assert!(e.source().is_some());
+        let e = RunError::Netns {
+            partition: "p".into(),
+            source: io::Error::from_raw_os_error(libc::EPERM),
+        };
+        let text = e.to_string();
+        assert!(text.starts_with("cannot spawn partition `p`: a private network namespace: "));
+        assert!(text.ends_with("(needs CAP_SYS_ADMIN)"), "{text}");
+        assert!(RunError::Invalid("x".into()).source().is_none());
     }
 }

@@ -215,8 +215,9 @@ impl Links {
         writer: &str,
         reader: &str,
     ) -> Result<Vec<(String, String)>, RunError> {
-        let failed = |e: bulkhead_chan::Error| {
-            RunError::Spawn(format!("{what}: channel {}: {e}", spec.name))
+        let failed = |source: bulkhead_chan::Error| RunError::Channel {
+            what: format!("{what}: channel {}", spec.name),
+            source,
         };
         let channel = Channel::create_split(spec).map_err(failed)?;
         let ends = match writer == reader {

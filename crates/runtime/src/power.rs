@@ -85,7 +85,9 @@ impl Power {
 
     fn apply(&self, changes: &[Change]) -> Result<(), RunError> {
         for c in changes {
-            self.cpufreq.set(c.cluster, c.khz).map_err(RunError::Io)?;
+            self.cpufreq
+                .set(c.cluster, c.khz)
+                .map_err(RunError::Cpufreq)?;
         }
         Ok(())
     }

@@ -1,4 +1,4 @@
-//! The rt partitions of a run (issue 7): admitted by analysis, started with their
+//! The rt partitions of a run: admitted by analysis, started with their
 //! reservations through `bulkhead-reserve`, and drained by a thread of their own while
 //! the window supervisor (or [`wait`], for a system without windows) runs.
 //!
@@ -167,7 +167,7 @@ pub fn start(
     let confine = |p: &Partition, t: &Task| confinements.of_task(p, t);
     let rt = RtPartitions::start_confined(system, &rt_options, &confine).map_err(|e| match e {
         bulkhead_reserve::Error::Invalid(m) => RunError::Invalid(m),
-        e => RunError::Spawn(format!("rt partitions: {e}")),
+        e => RunError::reserve("rt partitions", e),
     })?;
     let housekeeping = match options.isolate_housekeeping {
         true => Some(isolate_housekeeping(&rt.cpus(), warnings)?),
@@ -178,16 +178,16 @@ pub fn start(
         Some(_) => {
             let ports = rt
                 .mode_ports()
-                .map_err(|e| RunError::Spawn(format!("mode agents: {e}")))?;
+                .map_err(|e| RunError::reserve("mode agents", e))?;
             let manager = ModeManager::start(system, ports, epoch_ns, mode_events.clone())
-                .map_err(|e| RunError::Io(format!("mode agents: {e}")))?;
+                .map_err(|e| RunError::io("mode agents", e))?;
             Some(manager)
         }
         None => None,
     };
     let stop_start = rt
         .stop_start_ports()
-        .map_err(|e| RunError::Spawn(format!("stop-start: {e}")))?;
+        .map_err(|e| RunError::reserve("stop-start", e))?;
     let events = mode_events.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let all_exited = Arc::new(AtomicBool::new(false));
@@ -196,7 +196,7 @@ pub fn start(
     let thread = std::thread::Builder::new()
         .name("bulkhead-rt-drain".into())
         .spawn(move || drain_until_stopped(rt, sink, &mode_events, &s, &a, &l))
-        .map_err(|e| RunError::Io(format!("rt drain thread: {e}")))?;
+        .map_err(|e| RunError::io("rt drain thread", e))?;
     Ok(Some(RtRun {
         epoch_ns,
         stop,
@@ -304,7 +304,7 @@ pub fn wait(
     let signals = signals
         .then(StopSignals::install)
         .transpose()
-        .map_err(|e| RunError::Io(format!("signals: {e}")))?;
+        .map_err(|e| RunError::io("signals", e))?;
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
         if all_exited() {

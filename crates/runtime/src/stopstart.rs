@@ -223,10 +223,8 @@ impl StopStartManager {
         // SAFETY: eventfd has no memory preconditions; the result is checked.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
-            return Err(RunError::Io(format!(
-                "stop-start: eventfd: {}",
-                std::io::Error::last_os_error()
-            )));
+            let e = std::io::Error::last_os_error();
+            return Err(RunError::io("stop-start: eventfd", e));
         }
         // SAFETY: fd is a new descriptor owned by nobody else.
         let wake = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -234,7 +232,7 @@ impl StopStartManager {
         let thread = std::thread::Builder::new()
             .name("bulkhead-stop-start".into())
             .spawn(move || worker.run(rx, done_tx, wake_fd))
-            .map_err(|e| RunError::Io(format!("stop-start thread: {e}")))?;
+            .map_err(|e| RunError::io("stop-start thread", e))?;
         Ok(StopStartManager {
             shared,
             jobs: Some(jobs),
@@ -726,10 +724,8 @@ fn extract(tasks: &mut Vec<StopStartTask>, partition: &str) -> Vec<StopStartTask
 }
 
 fn cg_error(what: &str, path: &Path, e: std::io::Error) -> RunError {
-    RunError::Io(format!(
-        "stop-start: cannot {what} cgroup {}: {e}",
-        path.display()
-    ))
+    let what = format!("stop-start: cannot {what} cgroup {}", path.display());
+    RunError::io(what, e)
 }
 
 /// Freezes (`frozen`) or thaws a partition and waits until its cgroups say so.

@@ -213,8 +213,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         .as_deref()
         .map(|path| Control::bind(path, &options.name, system))
         .transpose()?;
-    let exe = std::env::current_exe()
-        .map_err(|e| RunError::Io(format!("the path of this program: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| RunError::io("the path of this program", e))?;
     let mut links = Links::create(system, &exe)?;
     if let Some(c) = control.as_mut() {
         c.count_channels(links.described());
@@ -457,7 +456,7 @@ fn run_services(
 fn rt_sink(system: &System, options: &RunOptions) -> Result<rt::Sink, RunError> {
     if !system.windows.is_empty() {
         let keep = options.schedule_log.is_some() || options.trace.is_some();
-        return rt::Sink::new(None, None, keep).map_err(|e| RunError::Io(e.to_string()));
+        return rt::Sink::new(None, None, keep).map_err(|e| RunError::io("rt job events", e));
     }
     let create = |flag: &str, path: Option<&Path>| {
         path.map(|path| File::create(path).map_err(|e| output_error(flag, path, e)))
@@ -472,8 +471,12 @@ fn rt_sink(system: &System, options: &RunOptions) -> Result<rt::Sink, RunError> 
 }
 
 /// The error of the output file `path` given to option `flag`.
-fn output_error(flag: &str, path: &Path, e: std::io::Error) -> RunError {
-    RunError::Output(format!("{flag} {}: {e}", path.display()))
+fn output_error(flag: &str, path: &Path, source: std::io::Error) -> RunError {
+    RunError::Output {
+        flag: flag.to_string(),
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// The error of writing the schedule log of `options`.
@@ -592,8 +595,12 @@ fn spawn_all(
             .map_err(RunError::Cgroup)?;
         let env = &run.envs[2 * process.partition + usize::from(process.init)];
         let join = &run.limits[process.partition].join;
-        let child = spawn::spawn_into(&run.plans[id], env, &partition, &mut cg, join)
-            .map_err(|e| RunError::Spawn(format!("`{}`: {e}", process.cmd)))?;
+        let child = spawn::spawn_into(&run.plans[id], env, &partition, &mut cg, join).map_err(
+            |source| RunError::Spawn {
+                what: format!("`{}`", process.cmd),
+                source,
+            },
+        )?;
         run.procs.push(Proc {
             pid: child.pid,
             cgroup: cg,
@@ -662,7 +669,7 @@ impl Supervisor {
         run: Run,
         control: Option<Control>,
     ) -> Result<Supervisor, RunError> {
-        let io = |e: std::io::Error| RunError::Io(format!("event loop: {e}"));
+        let io = |e: std::io::Error| RunError::io("event loop", e);
         // SAFETY: plain system calls creating new fds.
         let epoll = owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(io)?;
         // SAFETY: as above.
@@ -791,7 +798,7 @@ impl Supervisor {
                 if e.kind() == std::io::ErrorKind::Interrupted {
                     continue;
                 }
-                return Err(RunError::Io(format!("epoll_wait: {e}")));
+                return Err(RunError::io("epoll_wait", e));
             }
             let ready: Vec<(u64, u32)> = events[..n as usize]
                 .iter()
@@ -1121,7 +1128,7 @@ impl Supervisor {
         };
         check(r)
             .map(|_| ())
-            .map_err(|e| RunError::Io(format!("timerfd_settime: {e}")))
+            .map_err(|e| RunError::io("timerfd_settime", e))
     }
 
     /// Stops the rt partitions and adds their job events to the schedule log (after the

@@ -1,4 +1,4 @@
-//! Issue 6, item 7: on the fixed-priority vectors (tests/data/fixed_priority.json,
+//! On the fixed-priority vectors (tests/data/fixed_priority.json,
 //! pyCPA busy-window analysis cross-checked with SimSo), the maximum response time
 //! simulated over one hyperperiod from synchronous release equals the vectors' wcrt.
 

@@ -1,4 +1,4 @@
-//! The papers' worked examples, with the papers' numbers (issue 6, item 7).
+//! The papers' worked examples, with the papers' numbers.
 
 mod common;
 

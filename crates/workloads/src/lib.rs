@@ -1,4 +1,4 @@
-//! Best-effort hogs for isolation experiments (issue 7 item 4): each one tries, in its own
+//! Best-effort hogs for isolation experiments: each one tries, in its own
 //! way, to take what a best-effort partition must not take from a real-time one.
 //!
 //! * [`cpu`]: `threads` busy loops.

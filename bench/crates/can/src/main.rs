@@ -1,4 +1,4 @@
-//! Experiment of issue 8 item 6: the CAN gateway path (virtual bus -> `bulkhead can
+//! The CAN gateway path (virtual bus -> `bulkhead can
 //! gateway --role reader` -> fifo channel -> mapper) while best-effort hog processes
 //! load every CPU.
 //!

@@ -2,7 +2,7 @@
 //! CPU 1, 32-byte payload: round trip (median, p99) and one-way throughput
 //! of bulkhead fifo (busy-poll and blocking), bulkhead latest, a bare SPSC
 //! ring (the physical limit), a raw futex ping-pong, iceoryx2 and a Unix
-//! socket. Prints a table, the targets of issue 5 against what was measured,
+//! socket. Prints a table, the channel targets against what was measured,
 //! and one JSON object as its last line.
 //!
 //! The parent runs each measurement against a child (this same executable,
@@ -746,7 +746,7 @@ fn main() {
         ),
     ];
     remove_ice_files();
-    println!("targets (issue 5):");
+    println!("targets:");
     for (key, value, limit, text) in checks {
         let met = if limit < 0.0 {
             value >= -limit

@@ -1,5 +1,5 @@
 //! Startup of `bulkhead run` with N = 100, 1000, 10000 partitions of one process
-//! each (issue 3, item 8b; DEmOS thesis 5.3): time from launch to schedule start,
+//! each (DEmOS thesis 5.3): time from launch to schedule start,
 //! peak memory of the supervisor, file descriptors it holds per process. Baseline
 //! in the same invocation: spawning the same N processes (`sleep 3600`, which the
 //! description runs too) with `std::process::Command`, without cgroups or

@@ -1,4 +1,4 @@
-//! Window-switch overhead of `bulkhead run` (issue 3, item 8a; DEmOS thesis 5.5).
+//! Window-switch overhead of `bulkhead run` (DEmOS thesis 5.5).
 //!
 //! A fixed-work CPU-bound program (`bulkhead-spin WORK`, which prints its own wall
 //! time) runs pinned alone on CPU 1 (baseline), then under `bulkhead run` in one
