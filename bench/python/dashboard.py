@@ -13,7 +13,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "browser"))
 import conftest  # noqa: E402  (the tests' Vehicle fixture: runs and stops bulkhead)
 
-SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
+ARGS = [a for a in sys.argv[1:] if a != "--replay"]
+SECONDS = float(ARGS[0]) if ARGS else 10.0
+# --replay: the RAV4 log replayed in a loop (the plant as HIL replay) instead of the plant.
+REPLAY = "--replay" in sys.argv[1:]
 TASK = re.compile(r"task `(\w+)` of `quest` .*: (\d+) jobs, .*?(\d+) misses")
 
 
@@ -32,7 +35,7 @@ def run(with_dashboard, startup_s=0.0):
         conftest.EXAMPLE.write_text(idle)
         conftest.Vehicle._wait_for_http = lambda self: None
     start = time.monotonic()
-    v = conftest.Vehicle(replay=False, seconds=int(SECONDS) + 120)
+    v = conftest.Vehicle(replay=REPLAY, seconds=int(SECONDS) + 120)
     figures = {}
     try:
         if with_dashboard:
@@ -77,7 +80,7 @@ def main():
     with_dash = run(True)
     conftest.EXAMPLE = example
     baseline = run(False, with_dash["startup_s"])
-    print(f"dashboard: {with_dash['updates_per_s']} updates/s, frame to screen median "
+    print(f"dashboard ({'RAV4 replay' if REPLAY else 'plant'}): {with_dash['updates_per_s']} updates/s, frame to screen median "
           f"{with_dash['latency_ms_median']} ms, p99 {with_dash['latency_ms_p99']} ms, "
           f"max {with_dash['latency_ms_max']} ms ({with_dash['samples']} samples)")
     print(f"rt misses with the dashboard: {with_dash['misses']} of {with_dash['jobs']} jobs; "
@@ -86,6 +89,7 @@ def main():
     print(json.dumps({
         "bench": "dashboard",
         "seconds": SECONDS,
+        "source": "rav4-replay" if REPLAY else "plant",
         "with_dashboard": with_dash,
         "baseline": baseline,
         "targets": {"updates_per_s_min": 10, "latency_ms_p99_max": 100},

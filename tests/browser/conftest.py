@@ -54,7 +54,8 @@ class Vehicle:
         text = EXAMPLE.read_text()
         text = text.replace("--listen 127.0.0.1:8080", f"--listen 127.0.0.1:{port}")
         if replay:
-            replay_cmd = f"plant --bus car --replay {RAV4_LOG} --iface can0"
+            # In a loop: the 6 s log would otherwise end before the page is looked at.
+            replay_cmd = f"plant --bus car --replay {RAV4_LOG} --iface can0 --loops 0"
             text = text.replace("plant --bus car --v0 72", replay_cmd)
             assert replay_cmd in text
         self.yaml = self.dir / "driveos.yaml"
@@ -129,9 +130,9 @@ def page(browser):
     ctx.close()
 
 
-def screenshot(pg, name):
+def screenshot(pg, name, full_page=False):
     DOCS_IMG.mkdir(parents=True, exist_ok=True)
-    pg.screenshot(path=str(DOCS_IMG / name))
+    pg.screenshot(path=str(DOCS_IMG / name), full_page=full_page)
 
 
 def number(text):

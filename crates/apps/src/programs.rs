@@ -41,7 +41,7 @@ be processes:
   openpilot | ivi-mapper | instrument-cluster
   dashboard [--listen 127.0.0.1:8080] [--from ic_dashboard] [--to hvac_control]
   plant [--bus car] [--v0 KMH] [--grade PCT] [--report FILE] [--speed-hz HZ] [--delays FILE]
-        | plant --replay LOG [--iface can0]
+        | plant --replay LOG [--iface can0] [--loops 1, 0: for ever]
   send-frame --to CHANNEL ID#DATA...     frames into a gateway channel (e.g. adas_raw_tx)";
 
 /// Runs subcommand `args[0]`; the exit status.
@@ -122,6 +122,7 @@ fn flags_of(cmd: &str) -> Option<&'static [&'static str]> {
             "--iface",
             "--speed-hz",
             "--delays",
+            "--loops",
         ],
         "send-frame" => &["--to"],
         "long-controller" | "probe" | "openpilot" | "ivi-mapper" | "instrument-cluster" => &[],
@@ -865,7 +866,13 @@ fn plant(flags: &Flags) -> R<()> {
         .map_err(|e| format!("bus {name}: {e}"))?
         .spawn();
     if let Some(log) = flags.get("--replay") {
-        return replay(&name, &log, &flags.or("--iface", "can0"), stop);
+        let loops = flags.or("--loops", "1");
+        let loops = match loops.parse::<u64>() {
+            Ok(0) => None,
+            Ok(n) => Some(n),
+            Err(_) => return Err(format!("--loops {loops}: want a count (0: for ever)")),
+        };
+        return replay(&name, &log, &flags.or("--iface", "can0"), loops, stop);
     }
     let mut node = Node::attach(&name).map_err(|e| format!("bus {name}: {e}"))?;
     let car = Car {
@@ -987,9 +994,31 @@ fn log_delays(f: &mut impl std::io::Write, delays: &[u64]) -> std::io::Result<()
 }
 
 /// HIL replay (DriveOS 6.1: the rig fed a real car's CAN trace to IC and IVI): the
-/// log's frames of `iface` go onto the bus at real speed, once, from 0.5 s after the
-/// bus is served; the bus is served until the stop. The ADAS side then runs open loop: nothing reads its commands.
-fn replay(bus: &str, log: &str, iface: &str, stop: &AtomicBool) -> R<()> {
+/// log's frames of `iface` go onto the bus at real speed, `loops` times (`None`: until
+/// the stop), from 0.5 s after the bus is served; the bus is served until the stop.
+/// The ADAS side then runs open loop: nothing reads its commands.
+fn replay(bus: &str, log: &str, iface: &str, loops: Option<u64>, stop: &AtomicBool) -> R<()> {
+    let (bus, log, iface) = (bus.to_string(), log.to_string(), iface.to_string());
+    // The replay runs on a thread of its own: a stop ends the program at once, even in
+    // the middle of a loop (the thread goes with the process).
+    let player = std::thread::spawn(move || play(&bus, &log, &iface, loops));
+    while !stop.load(Relaxed) {
+        if player.is_finished() {
+            player
+                .join()
+                .map_err(|_| "the replay failed".to_string())??;
+            while !stop.load(Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Plays `log`'s frames of `iface` onto `bus`, `loops` times (`None`: for ever).
+fn play(bus: &str, log: &str, iface: &str, loops: Option<u64>) -> R<()> {
     use bulkhead_can::replay::{replay, Options};
     let node = Node::attach(bus).map_err(|e| format!("bus {bus}: {e}"))?;
     // usb-bh attaches at its next job once the bus exists; a node sees only frames
@@ -999,15 +1028,16 @@ fn replay(bus: &str, log: &str, iface: &str, stop: &AtomicBool) -> R<()> {
     let path = std::path::Path::new(log);
     let mut open = || bulkhead_can::candump::open_log(path);
     let routes = [(Some(iface.to_string()), 0)];
-    let stats = replay(&mut open, &mut buses, &routes, &Options::default())
-        .map_err(|e| format!("{log}: {e}"))?;
+    let options = Options {
+        loops,
+        ..Options::default()
+    };
+    let stats =
+        replay(&mut open, &mut buses, &routes, &options).map_err(|e| format!("{log}: {e}"))?;
     println!(
         "plant: replayed {} frames of {iface} from {log} onto {bus} ({} of other interfaces skipped)",
         stats.sent, stats.skipped
     );
-    while !stop.load(Relaxed) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
     Ok(())
 }
 
