@@ -24,8 +24,10 @@
 //! carrying its tag or a newer one. The plant sends SPEED at 500 Hz instead of the
 //! real 41.45 Hz, the rate of the pipeline's slowest stages (E and F run every 2 ms),
 //! so that 100,000 frames take 200 s rather than 40 minutes, and stands for the
-//! paper's HIL machine: it runs outside both systems, under SCHED_FIFO 80, so that the
-//! load cannot delay the bus's timestamps.
+//! paper's HIL machine: it runs outside both systems at nice -10 (the bus's timestamps
+//! are those of the ideal bus, so a late plant delays no measured frame; under
+//! SCHED_FIFO, its bus's arbiter, which spins before each frame, may starve the
+//! best-effort stages of CPU 1, the only CPU outside `quest` in the bulkhead runs).
 //!
 //! The platform's floor, measured beside the tasks in every run: a probe task
 //! (`bulkhead-app probe`, 20 us every 500 us, the highest priority of `quest`; in
@@ -366,8 +368,8 @@ struct Figures {
 fn start_plant(ctx: &Context, name: &str) -> Result<(Child, PathBuf, PathBuf), String> {
     let delays = ctx.scratch.0.join(format!("{name}.delays"));
     let out = ctx.scratch.0.join(format!("{name}.plant"));
-    let child = Command::new("chrt")
-        .args(["-f", "80"])
+    let child = Command::new("nice")
+        .args(["-n", "-10"])
         .arg(&ctx.app)
         .args(["plant", "--bus", &ctx.bus, "--v0", "72", "--speed-hz"])
         .arg(ctx.speed_hz.to_string())
@@ -376,7 +378,7 @@ fn start_plant(ctx: &Context, name: &str) -> Result<(Child, PathBuf, PathBuf), S
         .stdout(file(&out)?)
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| format!("chrt -f 80 bulkhead-app plant: {e}"))?;
+        .map_err(|e| format!("nice -n -10 bulkhead-app plant: {e}"))?;
     std::thread::sleep(Duration::from_millis(300));
     Ok((child, delays, out))
 }
