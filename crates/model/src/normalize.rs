@@ -138,9 +138,9 @@ impl Normalizer {
         }
     }
 
-    fn top_level_partition(&mut self, spec: PartitionSpec, path: &str) -> Result<()> {
+    fn top_level_partition(&mut self, spec: PartitionEntry, path: &str) -> Result<()> {
         match spec {
-            PartitionSpec::Name(name) => {
+            PartitionEntry::Name(name) => {
                 err(path, format!("expected a partition definition (a mapping with name and processes), found `{name}`"))
             }
             spec => self.define_partition(spec, path, None).map(drop),
@@ -151,13 +151,13 @@ impl Normalizer {
     /// total budget shared by processes without one (`None`: budgets are required).
     fn define_partition(
         &mut self,
-        spec: PartitionSpec,
+        spec: PartitionEntry,
         path: &str,
         default_budget: Option<Nanos>,
     ) -> Result<String> {
         let partition = match spec {
-            PartitionSpec::Name(name) => return Ok(name),
-            PartitionSpec::Processes(list) => Partition {
+            PartitionEntry::Name(name) => return Ok(name),
+            PartitionEntry::Processes(list) => Partition {
                 name: self.anonymous_name(),
                 kind: PartitionKind::Be,
                 cpus: None,
@@ -174,7 +174,7 @@ impl Normalizer {
                 interface: None,
                 sandbox: Sandbox::default(),
             },
-            PartitionSpec::Def(def) => self.partition(*def, path, default_budget)?,
+            PartitionEntry::Def(def) => self.partition(*def, path, default_budget)?,
         };
         let name = partition.name.clone();
         self.out.system.partitions.push(partition);
@@ -687,7 +687,7 @@ impl Normalizer {
     /// The partition filling one slot of a slice, given as `xx_partition` or `xx_processes`.
     fn slot(
         &mut self,
-        partition: Option<PartitionSpec>,
+        partition: Option<PartitionEntry>,
         processes: Option<Vec<ProcessSpec>>,
         slot: Slot,
         path: &str,
@@ -706,19 +706,19 @@ impl Normalizer {
             }
             (Some(p), None) => (p, format!("{prefix}_partition")),
             (None, Some(list)) => (
-                PartitionSpec::Processes(list),
+                PartitionEntry::Processes(list),
                 format!("{prefix}_processes"),
             ),
             (None, None) => return Ok(None),
         };
         let spath = child(path, &key);
-        if let PartitionSpec::Name(name) = &spec {
+        if let PartitionEntry::Name(name) = &spec {
             self.out.references.push(Reference {
                 name: name.clone(),
                 path: spath.clone(),
             });
         }
-        if let PartitionSpec::Processes(list) = &spec {
+        if let PartitionEntry::Processes(list) = &spec {
             if list.is_empty() {
                 return err(spath, "must list at least one process");
             }

@@ -17,7 +17,7 @@ pub struct RawFile {
     pub system: Option<RawSystem>,
     pub set_cwd: Option<bool>,
     pub demos_cpu: Option<String>,
-    pub partitions: Option<Vec<PartitionSpec>>,
+    pub partitions: Option<Vec<PartitionEntry>>,
     pub windows: Option<Vec<RawWindow>>,
     pub channels: Option<Vec<RawChannel>>,
     pub buses: Option<Vec<RawBus>>,
@@ -40,7 +40,7 @@ pub struct RawSystem {
 /// A partition where one is defined or referenced: a name (a reference, only inside
 /// windows), a list of processes (an anonymous partition), or a mapping.
 #[derive(Debug)]
-pub enum PartitionSpec {
+pub enum PartitionEntry {
     Name(String),
     Processes(Vec<ProcessSpec>),
     Def(Box<RawPartition>),
@@ -146,8 +146,8 @@ pub struct RawWindow {
     pub length: String,
     pub slices: Option<Vec<RawSlice>>,
     pub cpu: Option<String>,
-    pub sc_partition: Option<PartitionSpec>,
-    pub be_partition: Option<PartitionSpec>,
+    pub sc_partition: Option<PartitionEntry>,
+    pub be_partition: Option<PartitionEntry>,
     #[serde(default, deserialize_with = "processes")]
     pub sc_processes: Option<Vec<ProcessSpec>>,
     #[serde(default, deserialize_with = "processes")]
@@ -160,8 +160,8 @@ pub struct RawSlice {
     pub cpu: Option<String>,
     /// DEmOS: the CPU frequency in MHz this slice asks for (`per_slice` power policy).
     pub frequency: Option<f64>,
-    pub sc_partition: Option<PartitionSpec>,
-    pub be_partition: Option<PartitionSpec>,
+    pub sc_partition: Option<PartitionEntry>,
+    pub be_partition: Option<PartitionEntry>,
     #[serde(default, deserialize_with = "processes")]
     pub sc_processes: Option<Vec<ProcessSpec>>,
     #[serde(default, deserialize_with = "processes")]
@@ -224,36 +224,36 @@ pub struct RawBusClient {
     pub allow: Option<Vec<u32>>,
 }
 
-impl<'de> Deserialize<'de> for PartitionSpec {
+impl<'de> Deserialize<'de> for PartitionEntry {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(PartitionSpecVisitor)
+        d.deserialize_any(PartitionEntryVisitor)
     }
 }
 
-struct PartitionSpecVisitor;
+struct PartitionEntryVisitor;
 
-impl<'de> Visitor<'de> for PartitionSpecVisitor {
-    type Value = PartitionSpec;
+impl<'de> Visitor<'de> for PartitionEntryVisitor {
+    type Value = PartitionEntry;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a partition name, a list of processes or a partition mapping")
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(PartitionSpec::Name(v.to_string()))
+        Ok(PartitionEntry::Name(v.to_string()))
     }
 
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(PartitionSpec::Name(v.to_string()))
+        Ok(PartitionEntry::Name(v.to_string()))
     }
 
     fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        Vec::deserialize(SeqAccessDeserializer::new(seq)).map(PartitionSpec::Processes)
+        Vec::deserialize(SeqAccessDeserializer::new(seq)).map(PartitionEntry::Processes)
     }
 
     fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         RawPartition::deserialize(MapAccessDeserializer::new(map))
-            .map(|p| PartitionSpec::Def(Box::new(p)))
+            .map(|p| PartitionEntry::Def(Box::new(p)))
     }
 }
 

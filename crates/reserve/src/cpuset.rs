@@ -35,38 +35,38 @@ use std::time::{Duration, Instant};
 pub const ROOT_MARK: &str = "/run/bulkhead-cpuset-root-load-balance";
 const LOCK_FILE: &str = "/run/bulkhead-cpuset.lock";
 
-/// The cgroup hierarchy that holds the cpuset controller.
+/// The mount point of the cgroup hierarchy that holds the cpuset controller.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Hierarchy {
+pub enum CpusetMount {
     /// A cgroup v1 hierarchy with the cpuset controller, at this mount point.
     V1(PathBuf),
     /// The cgroup v2 hierarchy, at this mount point, with cpuset available.
     V2(PathBuf),
 }
 
-impl Hierarchy {
+impl CpusetMount {
     /// The mount point.
     pub fn mount(&self) -> &Path {
         match self {
-            Hierarchy::V1(p) | Hierarchy::V2(p) => p,
+            CpusetMount::V1(p) | CpusetMount::V2(p) => p,
         }
     }
 }
 
 /// Finds the cpuset controller: a v1 hierarchy mounted with `cpuset`, else a cgroup2 mount
 /// whose root lists `cpuset` in `cgroup.controllers`.
-pub fn detect() -> Result<Hierarchy> {
+pub fn detect() -> Result<CpusetMount> {
     let mounts = read("/proc/self/mounts")?;
     let (v1, v2) = parse_mounts(&mounts);
     if let Some(p) = v1 {
-        return Ok(Hierarchy::V1(p));
+        return Ok(CpusetMount::V1(p));
     }
     for p in v2 {
         if read(p.join("cgroup.controllers"))?
             .split_whitespace()
             .any(|c| c == "cpuset")
         {
-            return Ok(Hierarchy::V2(p));
+            return Ok(CpusetMount::V2(p));
         }
     }
     Err(Error::Invalid(
@@ -101,7 +101,7 @@ fn parse_mounts(text: &str) -> (Option<PathBuf>, Vec<PathBuf>) {
 /// it changed.
 #[derive(Debug)]
 pub struct ExclusiveDomain {
-    hierarchy: Hierarchy,
+    hierarchy: CpusetMount,
     dir: PathBuf,
     cpus: CpuSet,
     /// Files to restore on removal, in the order they were changed.
@@ -116,7 +116,7 @@ impl ExclusiveDomain {
     /// `bulkhead-1234/rt-control`; it must contain "bulkhead") an exclusive root domain on
     /// `cpus`, creating it and missing ancestors. Existing ancestors must already include
     /// `cpus`. On error nothing is left changed.
-    pub fn create(hierarchy: &Hierarchy, rel: &Path, cpus: &CpuSet) -> Result<ExclusiveDomain> {
+    pub fn create(hierarchy: &CpusetMount, rel: &Path, cpus: &CpuSet) -> Result<ExclusiveDomain> {
         check_rel(rel)?;
         let _lock = Lock::take()?;
         let mut d = ExclusiveDomain {
@@ -128,14 +128,14 @@ impl ExclusiveDomain {
             removed: false,
         };
         let r = match hierarchy {
-            Hierarchy::V1(_) => d.setup_v1(rel),
-            Hierarchy::V2(_) => d.setup_v2(rel),
+            CpusetMount::V1(_) => d.setup_v1(rel),
+            CpusetMount::V2(_) => d.setup_v2(rel),
         };
         if let Err(e) = r {
             d.removed = true;
             let _ = d.teardown();
             drop(_lock);
-            if let Hierarchy::V1(m) = hierarchy {
+            if let CpusetMount::V1(m) = hierarchy {
                 let _ = restore_root_if_unused(m);
             }
             return Err(e);
@@ -177,7 +177,7 @@ impl ExclusiveDomain {
         let lock = Lock::take()?;
         let r = self.teardown();
         drop(lock);
-        if let Hierarchy::V1(m) = &self.hierarchy {
+        if let CpusetMount::V1(m) = &self.hierarchy {
             restore_root_if_unused(m)?;
         }
         r
@@ -316,7 +316,7 @@ impl ExclusiveDomain {
         }
         // v2: leave the partition before the undo makes its CPUs non-exclusive.
         let partition = self.dir.join("cpuset.cpus.partition");
-        if matches!(self.hierarchy, Hierarchy::V2(_)) && partition.exists() {
+        if matches!(self.hierarchy, CpusetMount::V2(_)) && partition.exists() {
             let _ = write(&partition, "member");
         }
         let mount = self.hierarchy.mount().to_path_buf();
@@ -397,8 +397,8 @@ impl Shield {
     /// Moves the top cpuset's processes (not this one) to `<mount>/<name>` on `cpus`.
     /// Returns the shield and how many processes it moved (kernel threads bound to a CPU
     /// cannot move and stay).
-    pub fn create(hierarchy: &Hierarchy, name: &str, cpus: &CpuSet) -> Result<(Shield, usize)> {
-        let Hierarchy::V1(mount) = hierarchy else {
+    pub fn create(hierarchy: &CpusetMount, name: &str, cpus: &CpuSet) -> Result<(Shield, usize)> {
+        let CpusetMount::V1(mount) = hierarchy else {
             return Err(Error::Invalid(
                 "a shield needs the cgroup v1 cpuset layout".into(),
             ));

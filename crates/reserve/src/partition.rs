@@ -25,7 +25,7 @@
 
 use crate::command::{self, Exec};
 use crate::confine::Confinement;
-use crate::cpuset::{self, ExclusiveDomain, Hierarchy, Shield};
+use crate::cpuset::{self, CpusetMount, ExclusiveDomain, Shield};
 use crate::enforce::{Budgeted, Enforcer};
 use crate::error::{Error, Result};
 use crate::limit::V1Limit;
@@ -299,7 +299,7 @@ impl RtPartitions {
         &mut self,
         system: &System,
         report: &Report,
-        h: &Hierarchy,
+        h: &CpusetMount,
         options: &RtOptions,
         plans: &[Exec],
         confine: &dyn Fn(&Partition, &Task) -> Confinement,
@@ -337,7 +337,7 @@ impl RtPartitions {
                     None => {
                         let rel = options.instance.join(&name);
                         let domain = ExclusiveDomain::create(h, &rel, &set)?;
-                        if matches!(h, Hierarchy::V2(_)) {
+                        if matches!(h, CpusetMount::V2(_)) {
                             limit_v2(domain.dir(), p)?;
                         }
                         self.domains.push(domain);
@@ -436,10 +436,10 @@ impl RtPartitions {
     fn v1_limits(
         &mut self,
         p: &Partition,
-        h: &Hierarchy,
+        h: &CpusetMount,
         options: &RtOptions,
     ) -> Result<Vec<PathBuf>> {
-        if !matches!(h, Hierarchy::V1(_)) {
+        if !matches!(h, CpusetMount::V1(_)) {
             return Ok(Vec::new());
         }
         let name = format!("{}-{}", options.instance.display(), p.name);
@@ -706,7 +706,12 @@ impl Running {
 }
 
 /// Moves everything else to the online CPUs no rt task uses.
-fn shield(h: &Hierarchy, system: &System, report: &Report, options: &RtOptions) -> Result<Shield> {
+fn shield(
+    h: &CpusetMount,
+    system: &System,
+    report: &Report,
+    options: &RtOptions,
+) -> Result<Shield> {
     let online = fs::read_to_string("/sys/devices/system/cpu/online")
         .map_err(|e| Error::os("reading /sys/devices/system/cpu/online", e, ""))?;
     let online = CpuSet::parse(online.trim()).map_err(Error::Invalid)?;

@@ -4,7 +4,7 @@
 //! bulkhead-task tests.
 
 use bulkhead_model::CpuSet;
-use bulkhead_reserve::cpuset::{self, ExclusiveDomain, Hierarchy};
+use bulkhead_reserve::cpuset::{self, CpusetMount, ExclusiveDomain};
 use bulkhead_reserve::detect;
 use bulkhead_reserve::enforce::{cpu_time, monotonic_ns, Budgeted, Enforcer};
 use bulkhead_reserve::sched::{self, DeadlineParams, Policy};
@@ -37,7 +37,7 @@ fn is_root() -> bool {
 }
 
 /// The cpuset hierarchy, with the serializing lock held, or a printed reason to skip.
-fn cpuset_or_skip(test: &str) -> Option<(Hierarchy, fs::File)> {
+fn cpuset_or_skip(test: &str) -> Option<(CpusetMount, fs::File)> {
     if !is_root() {
         eprintln!("skipping {test}: needs root");
         return None;
@@ -57,7 +57,7 @@ fn cpuset_or_skip(test: &str) -> Option<(Hierarchy, fs::File)> {
 
 /// Creates an exclusive domain, waiting (up to 20 s) while another bulkhead instance (a
 /// benchmark or test suite running now) holds an overlapping cpuset under the same parent.
-fn domain(h: &Hierarchy, rel: &Path, cpus: &CpuSet) -> bulkhead_reserve::Result<ExclusiveDomain> {
+fn domain(h: &CpusetMount, rel: &Path, cpus: &CpuSet) -> bulkhead_reserve::Result<ExclusiveDomain> {
     for _ in 0..200 {
         match ExclusiveDomain::create(h, rel, cpus) {
             Err(e) if held_by_another_instance(&e.to_string()) => {
@@ -128,14 +128,14 @@ fn chrt(pid: i32) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn root_load_balance(h: &Hierarchy) -> String {
+fn root_load_balance(h: &CpusetMount) -> String {
     fs::read_to_string(h.mount().join("cpuset.sched_load_balance"))
         .unwrap_or_default()
         .trim()
         .into()
 }
 
-fn leftovers(h: &Hierarchy) -> Vec<String> {
+fn leftovers(h: &CpusetMount) -> Vec<String> {
     let me = format!("bulkhead-rt-test-{}", std::process::id());
     fs::read_dir(h.mount())
         .unwrap()
@@ -199,7 +199,7 @@ fn deadline_needs_the_root_domain() {
         eprintln!("skipping: {e}");
         return;
     }
-    if !matches!(h, Hierarchy::V1(_)) {
+    if !matches!(h, CpusetMount::V1(_)) {
         eprintln!("skipping deadline_needs_the_root_domain: written for the v1 cpuset layout");
         return;
     }
@@ -363,7 +363,7 @@ fn a_dead_supervisors_shield_is_released() {
     let Some((h, _lock)) = cpuset_or_skip("a_dead_supervisors_shield_is_released") else {
         return;
     };
-    if !matches!(h, Hierarchy::V1(_)) {
+    if !matches!(h, CpusetMount::V1(_)) {
         eprintln!("skipping: the shield is cgroup v1 only");
         return;
     }

@@ -13,7 +13,7 @@ use crate::spawn::{self, Environment, Prepared};
 use crate::{leftovers, signals, RunError, RunOptions};
 use bulkhead_model::{CpuSet, Nanos, System};
 use bulkhead_reserve::partition::TaskSummary;
-use bulkhead_trace::{Event as TraceEvent, EventKind, StopReason as TraceStop};
+use bulkhead_trace::{Event as TraceEvent, EventKind, GrantEnd as TraceStop};
 use bulkhead_windows::{Action, Config, Event, Grant, Machine, Phase, Schedule, StopReason};
 use std::fs::File;
 use std::io::{BufWriter, Write};

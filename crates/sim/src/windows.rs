@@ -5,7 +5,7 @@
 use crate::energy::{EnergyStats, Power, PowerSpec};
 use crate::report::WindowStats;
 use crate::spec::Nanos;
-use bulkhead_trace::{CpuSet, EventKind, Name, StopReason};
+use bulkhead_trace::{CpuSet, EventKind, GrantEnd, Name};
 use bulkhead_windows::drive::{finish_init, Progress};
 pub use bulkhead_windows::Behaviour;
 use bulkhead_windows::{Action, Config, Event, Machine, ProcessId, Schedule};
@@ -114,8 +114,8 @@ impl Driver {
         };
         self.machine.handle(event, &mut self.actions);
         let cause = match event {
-            Event::Completed { .. } => Some(StopReason::Yield),
-            Event::Exited { .. } => Some(StopReason::Exit),
+            Event::Completed { .. } => Some(GrantEnd::Yield),
+            Event::Exited { .. } => Some(GrantEnd::Exit),
             _ => None,
         };
         self.translate(cause, out);
@@ -163,7 +163,7 @@ impl Driver {
 
     /// Trace events for the actions the machine took; `cause` says why a process
     /// the driver reported on stopped.
-    fn translate(&mut self, cause: Option<StopReason>, out: &mut Vec<(Nanos, EventKind)>) {
+    fn translate(&mut self, cause: Option<GrantEnd>, out: &mut Vec<(Nanos, EventKind)>) {
         let actions = std::mem::take(&mut self.actions);
         let window_ended = actions
             .iter()
@@ -198,9 +198,9 @@ impl Driver {
                 Action::Freeze { process } => {
                     if self.progress.stop(*process) {
                         let reason = cause.unwrap_or(if window_ended {
-                            StopReason::WindowEnd
+                            GrantEnd::WindowEnd
                         } else {
-                            StopReason::Budget
+                            GrantEnd::Budget
                         });
                         self.stop(*process, reason, out);
                     }
@@ -208,7 +208,7 @@ impl Driver {
                 Action::Stop { t, .. } => {
                     for p in 0..self.behaviours.len() {
                         if self.progress.stop(p) {
-                            self.stop_at(*t, p, StopReason::Exit, out);
+                            self.stop_at(*t, p, GrantEnd::Exit, out);
                         }
                     }
                 }
@@ -223,11 +223,11 @@ impl Driver {
             }
         }
         // A process that exited while running is not frozen: its grant ends now.
-        if cause == Some(StopReason::Exit) {
+        if cause == Some(GrantEnd::Exit) {
             for p in 0..self.behaviours.len() {
                 let exited = self.progress.has_exited(p, self.behaviours[p]);
                 if exited && self.progress.stop(p) {
-                    self.stop(p, StopReason::Exit, out);
+                    self.stop(p, GrantEnd::Exit, out);
                 }
             }
         }
@@ -235,7 +235,7 @@ impl Driver {
         self.actions.clear();
     }
 
-    fn stop(&self, process: ProcessId, reason: StopReason, out: &mut Vec<(Nanos, EventKind)>) {
+    fn stop(&self, process: ProcessId, reason: GrantEnd, out: &mut Vec<(Nanos, EventKind)>) {
         self.stop_at(self.progress.accounted(), process, reason, out);
     }
 
@@ -243,7 +243,7 @@ impl Driver {
         &self,
         t: Nanos,
         process: ProcessId,
-        reason: StopReason,
+        reason: GrantEnd,
         out: &mut Vec<(Nanos, EventKind)>,
     ) {
         let partition = self.machine.schedule().processes[process].partition;

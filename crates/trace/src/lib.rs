@@ -55,7 +55,7 @@ impl Event {
 /// Why a process stopped running (the end of a [`EventKind::Run`] grant).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum StopReason {
+pub enum GrantEnd {
     /// It used up the budget of its grant.
     Budget,
     /// It signalled completion for this window (DEmOS `yield`).
@@ -145,7 +145,7 @@ pub enum EventKind {
         cpus: CpuSet,
         partition: Name,
         cmd: Name,
-        reason: StopReason,
+        reason: GrantEnd,
     },
     /// A task running on `cpu` writes message `msg` (a per-channel sequence number) to `channel`.
     ChannelWrite {

@@ -1,6 +1,6 @@
 //! The Perfetto export: the documented mapping, and slices that always nest.
 
-use bulkhead_trace::{perfetto, CpuSet, Event, EventKind, Name, StopReason};
+use bulkhead_trace::{perfetto, CpuSet, Event, EventKind, GrantEnd, Name};
 use proptest::prelude::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -251,7 +251,7 @@ fn windows_grants_and_partitions_have_their_tracks() {
                 cpus: cpus.clone(),
                 partition: "sc".into(),
                 cmd: "./a".into(),
-                reason: StopReason::Budget,
+                reason: GrantEnd::Budget,
             },
         ),
         Event::new(
@@ -437,7 +437,7 @@ fn arb_events() -> impl Strategy<Value = Vec<Event>> {
                         cpus,
                         partition,
                         cmd: task,
-                        reason: StopReason::Yield,
+                        reason: GrantEnd::Yield,
                     },
                     6 => EventKind::WindowStart {
                         window: cpu,

@@ -1,6 +1,6 @@
 //! Schedule-log lines: exact bytes, round trip, and readable errors.
 
-use bulkhead_trace::{read_schedule_log, CpuSet, Event, EventKind, ScheduleLogWriter, StopReason};
+use bulkhead_trace::{read_schedule_log, CpuSet, Event, EventKind, GrantEnd, ScheduleLogWriter};
 
 fn run(t_ns: u64, cpus: &[u32], partition: &str, cmd: &str, budget_ns: u64) -> Event {
     let kind = EventKind::Run {
@@ -45,7 +45,7 @@ fn every_event_kind_round_trips_through_a_line() {
                 cpus: CpuSet::from_cpus([1]).unwrap(),
                 partition: "p".into(),
                 cmd: "c".into(),
-                reason: StopReason::WindowEnd,
+                reason: GrantEnd::WindowEnd,
             },
         ),
         Event::new(
