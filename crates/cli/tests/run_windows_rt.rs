@@ -24,7 +24,7 @@ fn rt_job_events_of_a_window_run_are_streamed_to_the_log_and_trace() {
     std::fs::write(
         &description,
         format!(
-            "system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n      - {{name: a, cmd: {} --exec-us 200, budget: 2ms, period: 10ms}}\n  - {{name: ui, processes: [{{cmd: sleep 10, budget: 5}}]}}\nwindows:\n  - {{length: 5, cpu: 1, sc_partition: ui}}\n",
+            "system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n      - {{name: a, cmd: {} --exec-us 200, budget: 2ms, period: 10ms}}\n  - {{name: ui, processes: [{{cmd: sleep 10, budget: 5ms}}]}}\nwindows:\n  - {{length: 5ms, cpu: 1, sc_partition: ui}}\n",
             periodic.display()
         ),
     )

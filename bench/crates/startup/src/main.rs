@@ -34,13 +34,16 @@ fn peak_kb() -> u64 {
 
 /// N partitions, each alone in a 1 ms window on CPU 0.
 fn description(n: usize) -> String {
-    let mut yaml = String::from("partitions:\n");
+    // One uid per partition: the default range (systemd's DynamicUser range) has
+    // fewer than 10000.
+    let mut yaml = String::from("system: {user_range: 100000-199999}\npartitions:\n");
     for i in 0..n {
-        yaml += &format!("  - {{name: p{i}, processes: [{{cmd: {PROGRAM} {ARG}, budget: 1}}]}}\n");
+        yaml +=
+            &format!("  - {{name: p{i}, processes: [{{cmd: {PROGRAM} {ARG}, budget: 1ms}}]}}\n");
     }
     yaml += "windows:\n";
     for i in 0..n {
-        yaml += &format!("  - {{length: 1, cpu: 0, sc_partition: p{i}}}\n");
+        yaml += &format!("  - {{length: 1ms, cpu: 0, sc_partition: p{i}}}\n");
     }
     yaml
 }
