@@ -247,12 +247,18 @@ pub struct ProcessCgroup {
     pub dir: PathBuf,
     freeze: Option<File>,
     version: Version,
+    /// The state last written, so that a write that would change nothing is skipped.
+    frozen: bool,
 }
 
 impl ProcessCgroup {
     /// Freezes (`true`) or thaws the process cgroup. The kernel stops every task of
-    /// the cgroup before it returns to user space; the write returns at once.
+    /// the cgroup before it returns to user space; the write returns at once. Nothing
+    /// is written when the cgroup is already in that state.
     pub fn set_frozen(&mut self, frozen: bool) -> Result<()> {
+        if self.frozen == frozen {
+            return Ok(());
+        }
         let value: &[u8] = match (self.version, frozen) {
             (Version::V1, true) => b"FROZEN",
             (Version::V1, false) => b"THAWED",
@@ -273,7 +279,9 @@ impl ProcessCgroup {
             }
         };
         file.write_all(value)
-            .map_err(err("write the freezer state of", &self.dir))
+            .map_err(err("write the freezer state of", &self.dir))?;
+        self.frozen = frozen;
+        Ok(())
     }
 
     /// The cgroup version of this process cgroup.
@@ -414,6 +422,7 @@ impl Instance {
             dir,
             freeze,
             version,
+            frozen: false,
         };
         process.set_frozen(true)?;
         Ok(process)
@@ -429,6 +438,11 @@ impl Instance {
         for p in processes {
             p.kill();
         }
+    }
+
+    /// How many cgroups of the instance exist (partitions, processes, instance dirs).
+    pub fn cgroups_left(&self) -> usize {
+        self.created.len() + self.dirs.len()
     }
 
     /// Removes the cgroups, deepest first; fails if a cgroup still has members.

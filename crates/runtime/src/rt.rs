@@ -23,7 +23,7 @@ use bulkhead_windows::StopReason;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -33,65 +33,158 @@ const DRAIN_PERIOD: Duration = Duration::from_millis(10);
 /// Release 0 of every task lies this far after the tasks are started.
 const START_DELAY_NS: u64 = 50_000_000;
 
-/// What the drain thread collected: the job events it was asked to keep, per-task
-/// figures at the end, and the errors of the schedule log and the trace it streamed.
+/// What the drain thread ended with: per-task figures, and the errors of the schedule
+/// log and the trace when it owned them (a run without windows).
 pub struct Drained {
-    pub events: Vec<Event>,
     pub summaries: Vec<TaskSummary>,
     pub log_error: Option<std::io::Error>,
     pub trace_error: Option<std::io::Error>,
 }
 
-/// Where the drain thread puts job events as it drains them: streamed to a schedule log
-/// and a Perfetto trace (a run without windows, whose outputs hold only these events),
-/// kept (for a window schedule's log and trace, which they follow), or dropped. Memory
-/// stays flat over a run unless events are kept.
-pub struct Sink {
+/// The schedule log and the Perfetto trace of a run, written as events come: by the
+/// drain thread alone (a run without windows), or by it and the window supervisor
+/// (behind a [`SharedOutputs`] mutex). The memory they hold is the trace's open
+/// slices, not the events.
+pub struct Outputs {
     log: Option<ScheduleLogWriter<BufWriter<File>>>,
     trace: Option<perfetto::Writer<BufWriter<File>>>,
-    keep: bool,
-    events: Vec<Event>,
-    error: Option<std::io::Error>,
+    /// The first write error of the log; later log writes are skipped.
+    log_error: Option<std::io::Error>,
 }
 
-impl Sink {
-    /// Streams the events to the schedule log `log` and the trace `trace` (if given);
-    /// keeps them when `keep`. Fails if the start of the trace cannot be written.
-    pub fn new(log: Option<File>, trace: Option<File>, keep: bool) -> std::io::Result<Sink> {
-        Ok(Sink {
+/// The outputs of a run with windows, shared by the supervisor and the drain thread.
+pub type SharedOutputs = Arc<Mutex<Outputs>>;
+
+impl Outputs {
+    /// Writes to the schedule log `log` and the trace `trace` (if given). Fails if the
+    /// start of the trace cannot be written.
+    pub fn new(log: Option<File>, trace: Option<File>) -> std::io::Result<Outputs> {
+        Ok(Outputs {
             log: log.map(|f| ScheduleLogWriter::new(BufWriter::new(f))),
             trace: trace
                 .map(|f| perfetto::Writer::new(BufWriter::new(f)))
                 .transpose()?,
-            keep,
-            events: Vec::new(),
-            error: None,
+            log_error: None,
         })
     }
 
-    fn put(&mut self, event: Event) {
-        if let (Some(log), None) = (&mut self.log, &self.error) {
-            if let Err(e) = log.write(&event) {
-                self.error = Some(e);
+    /// Writes `event` to each output; an error is kept for [`Outputs::finish`].
+    pub fn put(&mut self, event: &Event) {
+        self.log(event);
+        self.trace(event);
+    }
+
+    /// Writes `event` to the schedule log only.
+    pub fn log(&mut self, event: &Event) {
+        if let (Some(log), None) = (&mut self.log, &self.log_error) {
+            if let Err(e) = log.write(event) {
+                self.log_error = Some(e);
             }
         }
+    }
+
+    /// Adds `event` to the trace only.
+    pub fn trace(&mut self, event: &Event) {
         if let Some(trace) = &mut self.trace {
-            trace.add(&event);
+            trace.add(event);
         }
-        if self.keep {
-            self.events.push(event);
+    }
+
+    /// Whether a trace is written (events for it only need not be made otherwise).
+    pub fn tracing(&self) -> bool {
+        self.trace.is_some()
+    }
+
+    /// Flushes the log and ends the trace: the errors of the log and of the trace.
+    pub fn finish(mut self) -> (Option<std::io::Error>, Option<std::io::Error>) {
+        if let (Some(log), None) = (&mut self.log, &self.log_error) {
+            self.log_error = log.flush().err();
+        }
+        let trace_error = self.trace.and_then(|t| t.finish().err());
+        (self.log_error, trace_error)
+    }
+}
+
+/// Where the drain thread puts job events as it drains them: its own outputs (a run
+/// without windows, whose outputs hold only these events, on the tasks' time axis), or
+/// the window supervisor's, on the schedule's time axis: event times are moved from
+/// release 0 (`epoch_ns`) to schedule time 0 (`origin`, CLOCK_MONOTONIC ns, set by the
+/// supervisor when the schedule starts). Events drained before the schedule started
+/// wait in `pending` (they are few: the schedule starts once the processes are spawned
+/// and initialized). Memory stays flat over a run.
+pub struct Sink {
+    outputs: Target,
+    epoch_ns: u64,
+    pending: Vec<Event>,
+}
+
+enum Target {
+    Own(Box<Outputs>),
+    Shared {
+        outputs: SharedOutputs,
+        origin: Arc<AtomicU64>,
+    },
+}
+
+impl Sink {
+    /// A sink writing to outputs of its own.
+    pub fn own(outputs: Outputs) -> Sink {
+        Sink {
+            outputs: Target::Own(Box::new(outputs)),
+            epoch_ns: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    /// A sink writing to the window supervisor's `outputs`, once `origin` (schedule
+    /// time 0 on CLOCK_MONOTONIC, 0 until then) is known.
+    pub fn shared(outputs: SharedOutputs, origin: Arc<AtomicU64>) -> Sink {
+        Sink {
+            outputs: Target::Shared { outputs, origin },
+            epoch_ns: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    fn put(&mut self, event: Event) {
+        match &mut self.outputs {
+            Target::Own(outputs) => outputs.put(&event),
+            Target::Shared { outputs, origin } => {
+                let origin = origin.load(Ordering::Acquire);
+                self.pending.push(event);
+                if origin == 0 {
+                    return;
+                }
+                let mut outputs = outputs.lock().unwrap_or_else(|e| e.into_inner());
+                for mut e in self.pending.drain(..) {
+                    e.t_ns = (e.t_ns + self.epoch_ns).saturating_sub(origin);
+                    outputs.put(&e);
+                }
+            }
         }
     }
 
     fn finish(mut self, summaries: Vec<TaskSummary>) -> Drained {
-        if let (Some(log), None) = (&mut self.log, &self.error) {
-            self.error = log.flush().err();
-        }
+        let (log_error, trace_error) = match self.outputs {
+            Target::Own(outputs) => outputs.finish(),
+            Target::Shared { outputs, origin } => {
+                // A schedule that never started: the events keep the tasks' time axis.
+                let origin = match origin.load(Ordering::Acquire) {
+                    0 => self.epoch_ns,
+                    t => t,
+                };
+                let mut outputs = outputs.lock().unwrap_or_else(|e| e.into_inner());
+                for mut e in self.pending.drain(..) {
+                    e.t_ns = (e.t_ns + self.epoch_ns).saturating_sub(origin);
+                    outputs.put(&e);
+                }
+                (None, None)
+            }
+        };
         Drained {
-            events: self.events,
             summaries,
-            log_error: self.error,
-            trace_error: self.trace.and_then(|t| t.finish().err()),
+            log_error,
+            trace_error,
         }
     }
 }
@@ -148,7 +241,7 @@ pub fn start(
     options: &RunOptions,
     cpuset_base: Option<&Path>,
     confinements: &Confinements,
-    sink: Sink,
+    mut sink: Sink,
     warnings: &mut Vec<String>,
 ) -> Result<Option<RtRun>, RunError> {
     if !has_rt(system) {
@@ -157,6 +250,7 @@ pub fn start(
     let workdir = &options.workdir;
     let hierarchy = cpuset::detect().map_err(|e| RunError::Cgroups(e.to_string()))?;
     let epoch_ns = monotonic_ns() + START_DELAY_NS;
+    sink.epoch_ns = epoch_ns;
     let rt_options = RtOptions {
         instance: instance_path(hierarchy.mount(), cpuset_base),
         epoch_ns,
@@ -273,7 +367,6 @@ impl RtRun {
     pub fn finish(mut self) -> Drained {
         self.modes = None;
         self.join().unwrap_or_else(|| Drained {
-            events: Vec::new(),
             summaries: Vec::new(),
             log_error: None,
             trace_error: Some(std::io::Error::other("the rt drain thread failed")),

@@ -8,7 +8,7 @@ use crate::free::{FreeKeeper, FreeRun};
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
 use crate::links::Links;
-use crate::rt::{self, Drained, RtRun};
+use crate::rt::{self, RtRun};
 use crate::spawn::{self, Environment, Prepared};
 use crate::{leftovers, signals, RunError, RunOptions};
 use bulkhead_model::{CpuSet, Nanos, System};
@@ -20,6 +20,8 @@ use std::io::{BufWriter, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What a run did.
@@ -82,20 +84,27 @@ impl Drop for Run {
             .kill_all(self.procs.iter_mut().map(|p| &mut p.cgroup));
         // Wait until every process cgroup is empty; kill again what is still
         // populated now and then (a member may have forked while being killed).
+        // Thousands of killed processes take seconds to exit (their cgroups and
+        // memory are released by kernel workers): wait as long as they keep
+        // dying, and give up only after STALL without one more dead.
         let mut busy: Vec<usize> = (0..self.procs.len()).collect();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let mut rounds = 0u32;
-        while !busy.is_empty() && Instant::now() < deadline {
+        let mut progress = Instant::now();
+        let mut killed = Instant::now();
+        while !busy.is_empty() && progress.elapsed() < STALL {
+            let before = busy.len();
             busy.retain(|&i| {
                 let p = &mut self.procs[i];
                 reap(p);
                 !cgroup::procs(&p.cgroup.dir).is_empty()
             });
-            rounds += 1;
-            if rounds % 50 == 0 {
+            if busy.len() < before {
+                progress = Instant::now();
+            }
+            if killed.elapsed() > Duration::from_millis(500) {
                 for &i in &busy {
                     self.procs[i].cgroup.kill();
                 }
+                killed = Instant::now();
             }
             if !busy.is_empty() {
                 std::thread::sleep(Duration::from_millis(1));
@@ -113,9 +122,16 @@ impl Drop for Run {
             std::mem::forget(std::mem::take(&mut self.envs));
         }
         self.procs.clear();
-        let deadline = Instant::now() + Duration::from_secs(5);
+        // A cgroup whose last process died stays busy until the kernel released
+        // it: retry as long as cgroups keep going away.
+        let mut progress = Instant::now();
+        let mut left = self.instance.cgroups_left();
         while let Err(e) = self.instance.remove() {
-            if Instant::now() > deadline {
+            if self.instance.cgroups_left() < left {
+                left = self.instance.cgroups_left();
+                progress = Instant::now();
+            }
+            if progress.elapsed() > STALL {
                 eprintln!("bulkhead: warning: {e}");
                 break;
             }
@@ -123,6 +139,10 @@ impl Drop for Run {
         }
     }
 }
+
+/// How long the teardown waits for one more process to die or cgroup to go away
+/// before it gives up.
+const STALL: Duration = Duration::from_secs(5);
 
 fn reap(p: &mut Proc) {
     if !p.reaped {
@@ -222,12 +242,13 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let mut confinements = Confinements::prepare(system, &links.env)?;
     confinements.pass_fds(&links.fds);
     let system = &links.with_commands(system);
+    let (sink, shared) = outputs(system, options)?;
     let mut rt = rt::start(
         system,
         options,
         hierarchy.cpuset_base.as_deref(),
         &confinements,
-        rt_sink(system, options)?,
+        sink,
         &mut warnings,
     )?;
     if let (Some(c), Some(rt)) = (&mut control, &mut rt) {
@@ -299,7 +320,8 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         .realtime_priority
         .map(|p| Realtime::enter(p, &mut warnings));
     let must_run = must_run(system, &schedule);
-    let mut sup = Supervisor::new(schedule, options, run, control)?;
+    let shared = shared.expect("a run with windows shares its outputs");
+    let mut sup = Supervisor::new(schedule, options, run, control, shared)?;
     sup.must_run = must_run;
     sup.power = power;
     let fds_held = count_fds().saturating_sub(fds_before);
@@ -307,10 +329,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     if let Some(c) = &mut sup.control {
         c.stop_modes();
     }
-    let rt_tasks = rt
-        .map(|rt| sup.merge_rt(rt))
-        .transpose()?
-        .unwrap_or_default();
+    let rt_tasks = rt.map(|rt| rt.finish().summaries).unwrap_or_default();
     sup.finish()?;
     let mut errors = std::mem::take(&mut sup.errors);
     if let Some(free) = free {
@@ -450,24 +469,32 @@ fn run_services(
     })
 }
 
-/// Where the rt partitions' job events go: without windows they are the whole schedule
-/// log and trace, streamed as they are drained; kept only for a window schedule's log
-/// and trace, which they follow at the end on the schedule's time axis.
-fn rt_sink(system: &System, options: &RunOptions) -> Result<rt::Sink, RunError> {
-    if !system.windows.is_empty() {
-        let keep = options.schedule_log.is_some() || options.trace.is_some();
-        return rt::Sink::new(None, None, keep).map_err(|e| RunError::io("rt job events", e));
-    }
+/// A window run's outputs and its schedule time 0 on CLOCK_MONOTONIC (0 until the
+/// schedule starts), shared with the rt drain thread.
+type Shared = (rt::SharedOutputs, Arc<AtomicU64>);
+
+/// The schedule log and trace of a run, created before anything starts, and where the
+/// rt partitions' job events go: without windows they are the whole log and trace,
+/// streamed by the drain thread; with windows the drain thread streams them into the
+/// supervisor's outputs (returned with schedule time 0, set when the schedule starts).
+fn outputs(system: &System, options: &RunOptions) -> Result<(rt::Sink, Option<Shared>), RunError> {
     let create = |flag: &str, path: Option<&Path>| {
         path.map(|path| File::create(path).map_err(|e| output_error(flag, path, e)))
             .transpose()
     };
     let log = create("--schedule-log", options.schedule_log.as_deref())?;
     let trace = create("--trace", options.trace.as_deref())?;
-    rt::Sink::new(log, trace, false).map_err(|e| {
+    let outputs = rt::Outputs::new(log, trace).map_err(|e| {
         let path = options.trace.as_deref().unwrap_or(Path::new(""));
         output_error("--trace", path, e)
-    })
+    })?;
+    if system.windows.is_empty() {
+        return Ok((rt::Sink::own(outputs), None));
+    }
+    let shared = Arc::new(Mutex::new(outputs));
+    let origin = Arc::new(AtomicU64::new(0));
+    let sink = rt::Sink::shared(shared.clone(), origin.clone());
+    Ok((sink, Some((shared, origin))))
 }
 
 /// The error of the output file `path` given to option `flag`.
@@ -477,12 +504,6 @@ fn output_error(flag: &str, path: &Path, source: std::io::Error) -> RunError {
         path: path.to_path_buf(),
         source,
     }
-}
-
-/// The error of writing the schedule log of `options`.
-fn log_error(options: &RunOptions, e: std::io::Error) -> RunError {
-    let path = options.schedule_log.as_deref().unwrap_or(Path::new(""));
-    output_error("--schedule-log", path, e)
 }
 
 /// Writes `events` to `path` as a Perfetto trace, flushed: every write error is returned.
@@ -627,8 +648,10 @@ struct Supervisor {
     armed: Option<Nanos>,
     t0: Option<u64>,
     options: RunOptions,
-    log: Option<BufWriter<File>>,
-    trace: Option<Vec<TraceEvent>>,
+    /// The schedule log and the trace, shared with the rt drain thread.
+    outputs: rt::SharedOutputs,
+    /// Schedule time 0 on CLOCK_MONOTONIC for the drain thread (0 until it starts).
+    origin: Arc<AtomicU64>,
     /// The power policy in force (restores CPUFreq on drop).
     power: Option<crate::power::Power>,
     /// Per process: the grant it runs under (for trace stop events).
@@ -668,6 +691,7 @@ impl Supervisor {
         options: &RunOptions,
         run: Run,
         control: Option<Control>,
+        (outputs, origin): Shared,
     ) -> Result<Supervisor, RunError> {
         let io = |e: std::io::Error| RunError::io("event loop", e);
         // SAFETY: plain system calls creating new fds.
@@ -680,17 +704,6 @@ impl Supervisor {
             )
         })
         .map_err(io)?;
-        let open =
-            |path: &Option<std::path::PathBuf>| -> Result<Option<BufWriter<File>>, RunError> {
-                path.as_ref()
-                    .map(|p| {
-                        File::create(p)
-                            .map(BufWriter::new)
-                            .map_err(|e| output_error("--schedule-log", p, e))
-                    })
-                    .transpose()
-            };
-        let log = open(&options.schedule_log)?;
         let n = schedule.processes.len();
         let stop_at = options.timeout.map(|d| d.as_nanos() as Nanos);
         let signals = if options.handle_signals {
@@ -712,8 +725,8 @@ impl Supervisor {
             armed: None,
             t0: None,
             options: options.clone(),
-            log,
-            trace: options.trace.as_ref().map(|_| Vec::new()),
+            outputs,
+            origin,
             power: None,
             granted: vec![None; n],
             lingering: Vec::new(),
@@ -929,19 +942,23 @@ impl Supervisor {
         let window_ended = actions
             .iter()
             .any(|a| matches!(a, Action::WindowEnd { .. }));
-        for action in &actions {
-            self.act(action, cause, window_ended, launch)?;
+        for (k, action) in actions.iter().enumerate() {
+            let runs_on = matches!(action, Action::Freeze { process } if thawed_again(&actions[k + 1..], *process));
+            self.act(action, cause, window_ended, runs_on, launch)?;
         }
         self.actions = actions;
         self.actions.clear();
         self.arm()
     }
 
+    /// Carries out `action`; `runs_on`: a freeze of a process granted again at the
+    /// same instant, which is then left running (its grant still ends in the trace).
     fn act(
         &mut self,
         action: &Action,
         cause: Option<TraceStop>,
         window_ended: bool,
+        runs_on: bool,
         launch: Instant,
     ) -> Result<(), RunError> {
         let cg_err = RunError::Cgroup;
@@ -952,7 +969,9 @@ impl Supervisor {
                 }
             }
             Action::ScheduleStart => {
-                self.t0 = Some(monotonic_ns());
+                let t0 = monotonic_ns();
+                self.t0 = Some(t0);
+                self.origin.store(t0, Ordering::Release);
                 self.startup = launch.elapsed();
             }
             Action::FrameStart { .. } => {
@@ -989,10 +1008,12 @@ impl Supervisor {
             }
             Action::Thaw { process } => self.thaw(*process).map_err(cg_err)?,
             Action::Freeze { process } => {
-                self.run.procs[*process]
-                    .cgroup
-                    .set_frozen(true)
-                    .map_err(cg_err)?;
+                if !runs_on {
+                    self.run.procs[*process]
+                        .cgroup
+                        .set_frozen(true)
+                        .map_err(cg_err)?;
+                }
                 let reason = cause.unwrap_or(if window_ended {
                     TraceStop::WindowEnd
                 } else {
@@ -1003,13 +1024,7 @@ impl Supervisor {
             Action::Grant(g) => {
                 self.grants += 1;
                 let event = bulkhead_windows::run_event(self.machine.schedule(), g);
-                if let Some(log) = &mut self.log {
-                    log.write_all(bulkhead_trace::schedule_log::line(&event).as_bytes())
-                        .map_err(|e| log_error(&self.options, e))?;
-                }
-                if let Some(trace) = &mut self.trace {
-                    trace.push(event);
-                }
+                self.outputs().put(&event);
                 self.granted[g.process] = Some(g.clone());
             }
             Action::Stop { reason, .. } => {
@@ -1033,15 +1048,9 @@ impl Supervisor {
         let Some(power) = &mut self.power else {
             return Ok(());
         };
-        for event in power.on_action(self.machine.schedule(), action)? {
-            if let Some(log) = &mut self.log {
-                log.write_all(bulkhead_trace::schedule_log::line(&event).as_bytes())
-                    .map_err(|e| log_error(&self.options, e))?;
-            }
-            if let Some(trace) = &mut self.trace {
-                trace.push(event);
-            }
-        }
+        let events = power.on_action(self.machine.schedule(), action)?;
+        let mut outputs = self.outputs();
+        events.iter().for_each(|e| outputs.put(e));
         Ok(())
     }
 
@@ -1061,9 +1070,15 @@ impl Supervisor {
     }
 
     fn trace(&mut self, t: Nanos, kind: EventKind) {
-        if let Some(trace) = &mut self.trace {
-            trace.push(TraceEvent::new(t, kind));
+        let mut outputs = self.outputs();
+        if outputs.tracing() {
+            outputs.trace(&TraceEvent::new(t, kind));
         }
+    }
+
+    /// The outputs, locked (the drain thread writes them too).
+    fn outputs(&self) -> std::sync::MutexGuard<'_, rt::Outputs> {
+        self.outputs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Releases a process blocked in the client library, then thaws its cgroup.
@@ -1131,34 +1146,44 @@ impl Supervisor {
             .map_err(|e| RunError::io("timerfd_settime", e))
     }
 
-    /// Stops the rt partitions and adds their job events to the schedule log (after the
-    /// window lines) and the trace, on the window schedule's time axis.
-    fn merge_rt(&mut self, rt: RtRun) -> Result<Vec<TaskSummary>, RunError> {
-        let epoch = rt.epoch_ns;
-        let Drained {
-            events, summaries, ..
-        } = rt.finish();
-        let t0 = self.t0.unwrap_or(epoch);
-        for mut e in events {
-            e.t_ns = (e.t_ns + epoch).saturating_sub(t0);
-            if let Some(log) = &mut self.log {
-                writeln!(log, "{}", bulkhead_trace::schedule_log::line(&e))
-                    .map_err(|e| log_error(&self.options, e))?;
-            }
-            self.trace(e.t_ns, e.kind);
-        }
-        Ok(summaries)
-    }
-
+    /// Flushes the schedule log and ends the trace (the drain thread, if any, has
+    /// stopped): an error names the output's flag.
     fn finish(&mut self) -> Result<(), RunError> {
-        if let Some(log) = &mut self.log {
-            log.flush().map_err(|e| log_error(&self.options, e))?;
+        let empty = Arc::new(Mutex::new(rt::Outputs::new(None, None).expect("no trace")));
+        let shared = std::mem::replace(&mut self.outputs, empty);
+        let outputs = match Arc::try_unwrap(shared) {
+            Ok(outputs) => outputs.into_inner().unwrap_or_else(|e| e.into_inner()),
+            Err(_) => {
+                return Err(RunError::io(
+                    "finishing the outputs",
+                    std::io::Error::other("the rt drain thread still runs"),
+                ))
+            }
+        };
+        let (log_error, trace_error) = outputs.finish();
+        let path = |p: &Option<std::path::PathBuf>| p.clone().unwrap_or_default();
+        if let Some(e) = log_error {
+            return Err(output_error(
+                "--schedule-log",
+                &path(&self.options.schedule_log),
+                e,
+            ));
         }
-        if let (Some(path), Some(events)) = (&self.options.trace, &self.trace) {
-            write_trace(path, events)?;
+        if let Some(e) = trace_error {
+            return Err(output_error("--trace", &path(&self.options.trace), e));
         }
         Ok(())
     }
+}
+
+/// Whether `later` (the rest of a batch of actions, all at one instant) thaws
+/// `process` again: a process whose window ends when its next grant starts (a
+/// partition alone in consecutive windows, or in back-to-back slots) need not be
+/// frozen and thawed in between (the thaw is then a no-op: the cgroup is thawed).
+fn thawed_again(later: &[Action], process: usize) -> bool {
+    later
+        .iter()
+        .any(|a| matches!(a, Action::Thaw { process: p } if *p == process))
 }
 
 /// The calling thread under SCHED_FIFO with SCHED_RESET_ON_FORK (children start
@@ -1208,4 +1233,26 @@ fn print_line(message: &str, to: &Option<crate::Messages>) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{message}");
     let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The batch of one window end: process 0 is granted again at that instant (left
+    /// running), process 1 is not (frozen).
+    #[test]
+    fn a_process_granted_again_at_its_window_end_is_not_frozen() {
+        let batch = [
+            Action::Freeze { process: 0 },
+            Action::Freeze { process: 1 },
+            Action::WindowEnd { t: 10, window: 0 },
+            Action::WindowStart { t: 10, window: 1 },
+            Action::Thaw { process: 0 },
+            Action::Thaw { process: 2 },
+        ];
+        assert!(thawed_again(&batch[1..], 0));
+        assert!(!thawed_again(&batch[2..], 1));
+        assert!(!thawed_again(&batch[5..], 0), "only later thaws count");
+    }
 }

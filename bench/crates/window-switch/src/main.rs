@@ -7,7 +7,9 @@
 //! switch = (time under the scheduler - baseline) / switches, switches = time
 //! under the scheduler / window length, each scheduled run paired with a baseline
 //! run just before it. Min and median of 5 runs. With
-//! `demos-sched` on PATH the same workload runs under DEmOS too.
+//! `demos-sched` on PATH the same workload runs under DEmOS too. Then two partitions
+//! alternating in 1 ms windows (each switch freezes one spin and thaws another), and
+//! the stop/resume mechanisms alone ([`mechanisms`]).
 //!
 //! With `--power`, the effect of CPU frequency changes on the switch instead
 //! ([`power`]).
@@ -17,6 +19,7 @@
 
 use std::process::Command;
 
+mod mechanisms;
 mod power;
 
 const RUNS: usize = 5;
@@ -40,9 +43,26 @@ pub(crate) fn baseline(spin: &str, work: u64) -> f64 {
     spin_ns(&out.stdout)
 }
 
+/// Two partitions, each a spin of `work` alone in its own 1 ms window, alternating.
+fn alternating(spin: &str, work: u64) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join("bulkhead-bench-window-alternate.yaml");
+    let window =
+        format!("{{length: 1, cpu: 1, be_processes: [{{cmd: {spin} {work}, budget: 1}}]}}");
+    std::fs::write(&path, format!("windows: [{window}, {window}]\n")).expect("write config");
+    path
+}
+
+/// The wall time of the first of several spins to finish (the smallest printed).
+fn first_spin_ns(output: &[u8]) -> f64 {
+    let text = String::from_utf8_lossy(output);
+    let times = text.lines().filter_map(|l| l.trim().parse::<f64>().ok());
+    times.fold(f64::INFINITY, f64::min)
+}
+
 fn config(spin: &str, work: u64, window_ms: u64) -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!("bulkhead-bench-window-{window_ms}.yaml"));
-    let yaml = format!("windows: [{{length: {window_ms}, cpu: 1, sc_partition: [{{cmd: {spin} {work}, budget: {window_ms}}}]}}]\n");
+    // A best-effort process: its exit is no error (that of an SC process fails the run).
+    let yaml = format!("windows: [{{length: {window_ms}, cpu: 1, be_processes: [{{cmd: {spin} {work}, budget: {window_ms}}}]}}]\n");
     std::fs::write(&path, yaml).expect("write config");
     path
 }
@@ -139,16 +159,43 @@ fn main() {
     if demos.is_none() {
         println!("demos-sched is not on PATH: no DEmOS comparison");
     }
+    json.push(alternate_runs(bulkhead, spin, work));
+    let mechanisms = mechanisms::main(spin, work);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load1 = load.split_whitespace().next().unwrap_or("0").to_string();
     println!(
         "load average (1 min) at the end: {load1} (other work on the CPUs inflates every figure)"
     );
     println!(
-        "{{\"bench\":\"window-switch\",\"loadavg_1min\":{load1},\"baseline_ns\":{base_ns:.0},\"work_million_iterations\":{work},\"per_switch_us\":{{{}}},\"target_us_at_1ms\":20,\"demos_installed\":{}}}",
+        "{{\"bench\":\"window-switch\",\"loadavg_1min\":{load1},\"baseline_ns\":{base_ns:.0},\"work_million_iterations\":{work},\"per_switch_us\":{{{}}},\"target_us_at_1ms\":20,\"demos_installed\":{},\"mechanisms\":{{{}}}}}",
         json.join(","),
-        demos.is_some()
+        demos.is_some(),
+        mechanisms.join(",")
     );
+}
+
+/// Two partitions alternating in 1 ms windows under `bulkhead run`: every switch
+/// freezes one spin and thaws the other. Overhead per switch against two baselines.
+fn alternate_runs(bulkhead: &str, spin: &str, work: u64) -> String {
+    let cfg = alternating(spin, work);
+    let cfg = cfg.to_str().expect("utf-8 path");
+    let us: Vec<f64> = (0..RUNS)
+        .filter_map(|_| {
+            let base = baseline(spin, work);
+            let out = Command::new(bulkhead).args(["run", cfg]).output().ok()?;
+            out.status.success().then(|| {
+                let t = first_spin_ns(&out.stdout);
+                (t - 2.0 * base) / (t / 1e6) / 1e3
+            })
+        })
+        .collect();
+    if us.is_empty() {
+        println!("two partitions alternating, 1 ms: bulkhead run failed");
+        return "\"alternate_1\":null".into();
+    }
+    let (lo, med) = (min(&us), median(us.clone()));
+    println!("two partitions alternating, 1 ms windows: overhead per switch min {lo:8.2} us, median {med:8.2} us");
+    format!("\"alternate_1\":{{\"min_us\":{lo:.3},\"median_us\":{med:.3}}}")
 }
 
 fn which(program: &str) -> Option<std::path::PathBuf> {

@@ -1,0 +1,362 @@
+//! The ways a window switch can stop and resume a partition, measured side by side
+//! without the rest of the supervisor: a loop of this program (SCHED_FIFO 40, like
+//! bulkhead's supervisor, when it may) wakes every W ms from an absolute timerfd and
+//! switches spins pinned to CPU 1 with one mechanism:
+//!
+//! - `v1`: the v1 freezer (`freezer.state` FROZEN / THAWED), in the freezer hierarchy;
+//! - `v2`: the v2 `cgroup.freeze` (1 / 0), in the cgroup2 hierarchy (on a hybrid host
+//!   its `unified` mount);
+//! - `sigstop`: SIGSTOP / SIGCONT to the process;
+//! - `cpuset`: no stop at all: the outgoing spin is moved to a cpuset on CPU 0 and the
+//!   incoming one to CPU 1 (v1 cpuset hierarchy). The outgoing one keeps running on
+//!   another CPU, so no time is taken from it: only the switcher's time is reported;
+//! - `none`: nothing (a partition granted again at the instant its window ends).
+//!
+//! Two scenarios: `same` (one spin stopped and resumed at every boundary, what a
+//! partition alone in a repeating window costs) and `alternate` (two spins with the
+//! same work, one running per window: the outgoing stopped, the incoming resumed),
+//! the latter both `stop first` and `resume first` (thaw the next before freezing the
+//! last). Overhead per switch = (wall time of the first spin to finish - spins x
+//! baseline) / switches meanwhile, the baseline run just before; also the switcher's
+//! own time per switch (the two writes or signals).
+
+use crate::{baseline, median, min};
+use std::fs;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const RUNS: usize = 5;
+const WINDOW_MS: u64 = 1;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mechanism {
+    V1,
+    V2,
+    Sigstop,
+    Cpuset,
+    None,
+}
+
+impl Mechanism {
+    fn name(self) -> &'static str {
+        match self {
+            Mechanism::V1 => "v1",
+            Mechanism::V2 => "v2",
+            Mechanism::Sigstop => "sigstop",
+            Mechanism::Cpuset => "cpuset",
+            Mechanism::None => "none",
+        }
+    }
+}
+
+/// The cgroup hierarchies of this host the mechanisms use.
+struct Mounts {
+    v1_freezer: Option<PathBuf>,
+    v1_cpuset: Option<PathBuf>,
+    v2: Option<PathBuf>,
+}
+
+fn mounts() -> Mounts {
+    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut m = Mounts {
+        v1_freezer: None,
+        v1_cpuset: None,
+        v2: None,
+    };
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let Some(dash) = f.iter().position(|&x| x == "-") else {
+            continue;
+        };
+        let (mount, fstype, opts) = (f[4], f[dash + 1], f.get(dash + 3).unwrap_or(&""));
+        let has = |c: &str| opts.split(',').any(|o| o == c);
+        match fstype {
+            "cgroup2" if m.v2.is_none() => m.v2 = Some(PathBuf::from(mount)),
+            "cgroup" if has("freezer") => m.v1_freezer = Some(PathBuf::from(mount)),
+            "cgroup" if has("cpuset") => m.v1_cpuset = Some(PathBuf::from(mount)),
+            _ => {}
+        }
+    }
+    m
+}
+
+/// A cgroup created for the benchmark, removed on drop (its processes are gone by then).
+struct Group(PathBuf);
+
+impl Group {
+    fn new(base: &Path, name: &str) -> Group {
+        let dir = base.join(name);
+        fs::create_dir(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+        Group(dir)
+    }
+
+    fn write(&self, file: &str, value: &str) {
+        let path = self.0.join(file);
+        fs::write(&path, value).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    }
+
+    /// The file kept open for switches, as bulkhead keeps each freeze file open.
+    fn open(&self, file: &str) -> fs::File {
+        fs::OpenOptions::new()
+            .write(true)
+            .open(self.0.join(file))
+            .expect("open a cgroup file")
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        for _ in 0..1000 {
+            if fs::remove_dir(&self.0).is_ok() || !self.0.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Stops or resumes a spin.
+type Action = Box<dyn FnMut()>;
+
+/// One spin under switching: how to stop and resume it.
+struct Target {
+    child: Child,
+    stop: Action,
+    resume: Action,
+    _groups: Vec<Group>,
+}
+
+fn writer(mut file: fs::File, value: &'static [u8]) -> Action {
+    Box::new(move || file.write_all(value).expect("cgroup write"))
+}
+
+fn signaller(pid: i32, signal: i32) -> Action {
+    // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our child.
+    Box::new(move || unsafe {
+        libc::kill(pid, signal);
+    })
+}
+
+/// Starts a spin of `work` on CPU 1 under `mechanism` (`scratch` names its cgroups).
+fn target(spin: &str, work: u64, mechanism: Mechanism, mounts: &Mounts, scratch: &str) -> Target {
+    let child = Command::new("taskset")
+        .args(["-c", "1", spin, &work.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the spin");
+    let pid = child.id() as i32;
+    let mut groups = Vec::new();
+    let (stop, resume): (Action, Action) = match mechanism {
+        Mechanism::V1 | Mechanism::V2 => {
+            let (base, file, on, off): (_, _, &[u8], &[u8]) = match mechanism {
+                Mechanism::V1 => (&mounts.v1_freezer, "freezer.state", b"FROZEN", b"THAWED"),
+                _ => (&mounts.v2, "cgroup.freeze", b"1", b"0"),
+            };
+            let g = Group::new(base.as_ref().expect("mounted"), scratch);
+            g.write("cgroup.procs", &pid.to_string());
+            let (a, b) = (g.open(file), g.open(file));
+            groups.push(g);
+            (writer(a, on), writer(b, off))
+        }
+        Mechanism::Sigstop => (signaller(pid, libc::SIGSTOP), signaller(pid, libc::SIGCONT)),
+        Mechanism::Cpuset => {
+            let base = mounts.v1_cpuset.as_ref().expect("mounted");
+            let g = Group::new(base, scratch);
+            g.write(
+                "cpuset.mems",
+                fs::read_to_string(base.join("cpuset.mems")).unwrap().trim(),
+            );
+            g.write("cpuset.cpus", "1");
+            g.write("cgroup.procs", &pid.to_string());
+            let (a, b) = (g.open("cpuset.cpus"), g.open("cpuset.cpus"));
+            groups.push(g);
+            (writer(a, b"0"), writer(b, b"1"))
+        }
+        Mechanism::None => (Box::new(|| ()), Box::new(|| ())),
+    };
+    Target {
+        child,
+        stop,
+        resume,
+        _groups: groups,
+    }
+}
+
+fn timerfd() -> OwnedFd {
+    // SAFETY: creating a new fd; checked below.
+    let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, 0) };
+    assert!(fd >= 0, "timerfd_create");
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// Arms `timer` to fire every `period` from now (absolute times, as bulkhead arms).
+fn arm(timer: &OwnedFd, period: Duration) {
+    let ns = period.as_nanos() as i64;
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: ns / 1_000_000_000,
+            tv_nsec: ns % 1_000_000_000,
+        },
+        it_value: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: ns,
+        },
+    };
+    // SAFETY: valid timerfd and itimerspec.
+    let r = unsafe { libc::timerfd_settime(timer.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+    assert_eq!(r, 0, "timerfd_settime");
+}
+
+fn exited(child: &mut Child) -> bool {
+    child.try_wait().expect("wait").is_some()
+}
+
+/// Switches the spins until one exits; `resume_first`: resume the incoming one
+/// before stopping the outgoing one. Returns the wall time of the first to finish
+/// and the median time the switcher spent in one switch (both ns); `None` if the spin
+/// failed (CPU 1 taken exclusively by another cgroup meanwhile, for instance).
+fn switch(mut targets: Vec<Target>, resume_first: bool) -> Option<(f64, f64)> {
+    for t in targets.iter_mut().skip(1) {
+        (t.stop)();
+    }
+    let timer = timerfd();
+    arm(&timer, Duration::from_millis(WINDOW_MS));
+    let mut running = 0;
+    let mut finished = None;
+    let mut spent = Vec::new();
+    while finished.is_none() {
+        let mut buf = [0u8; 8];
+        // SAFETY: reading 8 bytes into a valid buffer from our timerfd.
+        unsafe { libc::read(timer.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        let next = (running + 1) % targets.len();
+        let start = Instant::now();
+        if resume_first && next != running {
+            (targets[next].resume)();
+            (targets[running].stop)();
+        } else {
+            (targets[running].stop)();
+            (targets[next].resume)();
+        }
+        spent.push(start.elapsed().as_nanos() as f64);
+        running = next;
+        finished = targets.iter_mut().position(|t| exited(&mut t.child));
+    }
+    for t in &mut targets {
+        (t.resume)();
+    }
+    let first = finished.expect("one exited");
+    for (k, t) in targets.iter_mut().enumerate() {
+        if k != first {
+            let _ = t.child.kill();
+        }
+        let _ = t.child.wait();
+    }
+    let mut out = Vec::new();
+    let stdout = targets[first].child.stdout.as_mut().expect("piped");
+    stdout.read_to_end(&mut out).expect("spin output");
+    let text = String::from_utf8_lossy(&out);
+    let ns = text.lines().find_map(|l| l.trim().parse::<f64>().ok());
+    ns.map(|ns| (ns, median(spent)))
+}
+
+/// One scenario under `m`, RUNS times: per run the overhead per switch and the
+/// switcher's time per switch (µs).
+fn measure(
+    spin: &str,
+    work: u64,
+    m: Mechanism,
+    spins: usize,
+    resume_first: bool,
+) -> Vec<(f64, f64)> {
+    let mounts = mounts();
+    (0..RUNS)
+        .filter_map(|run| {
+            let base = baseline(spin, work);
+            let targets = (0..spins)
+                .map(|k| {
+                    let scratch = format!("bulkhead-bench-switch-{}-{run}-{k}", std::process::id());
+                    target(spin, work, m, &mounts, &scratch)
+                })
+                .collect();
+            let (t, spent) = switch(targets, resume_first)?;
+            let switches = t / (WINDOW_MS as f64 * 1e6);
+            Some(((t - spins as f64 * base) / switches / 1e3, spent / 1e3))
+        })
+        .collect()
+}
+
+/// Raises this thread to SCHED_FIFO 40 as bulkhead's supervisor does (if allowed).
+fn realtime() {
+    let param = libc::sched_param { sched_priority: 40 };
+    // SAFETY: setting the calling thread's policy with a valid parameter.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+}
+
+/// Measures every mechanism this host has; returns the JSON members.
+pub fn main(spin: &str, work: u64) -> Vec<String> {
+    realtime();
+    let m = mounts();
+    let mut available = vec![Mechanism::None, Mechanism::Sigstop];
+    if m.v1_freezer.is_some() {
+        available.push(Mechanism::V1);
+    }
+    if m.v2.is_some() {
+        available.push(Mechanism::V2);
+    }
+    if m.v1_cpuset.is_some() {
+        available.push(Mechanism::Cpuset);
+    }
+    println!(
+        "mechanisms alone ({WINDOW_MS} ms windows, overhead per switch, min / median of {RUNS}):"
+    );
+    let mut json = Vec::new();
+    let mut row = |scenario: &str, spins: usize, mech: Mechanism, resume_first: bool| {
+        let runs = measure(spin, work, mech, spins, resume_first);
+        if runs.is_empty() {
+            println!("  {scenario:<24} {:<8} failed", mech.name());
+            return;
+        }
+        let us: Vec<f64> = runs.iter().map(|r| r.0).collect();
+        let spent = median(runs.iter().map(|r| r.1).collect());
+        let (lo, med) = (min(&us), median(us.clone()));
+        if mech == Mechanism::Cpuset {
+            // The outgoing spin runs on: no time is taken from it, only the writes count.
+            println!(
+                "  {scenario:<24} {:<8} (does not stop the outgoing spin) switcher {spent:6.2} us",
+                mech.name()
+            );
+            json.push(format!(
+                "\"{scenario}/cpuset\":{{\"switcher_us\":{spent:.3}}}"
+            ));
+            return;
+        }
+        println!(
+            "  {scenario:<24} {:<8} min {lo:8.2} us, median {med:8.2} us; switcher {spent:6.2} us",
+            mech.name()
+        );
+        json.push(format!(
+            "\"{scenario}/{}\":{{\"min_us\":{lo:.3},\"median_us\":{med:.3},\"switcher_us\":{spent:.3}}}",
+            mech.name()
+        ));
+    };
+    for &mech in &available {
+        if mech != Mechanism::Cpuset {
+            row("same", 1, mech, false);
+        }
+    }
+    for &mech in &available {
+        if mech != Mechanism::None {
+            row("alternate stop first", 2, mech, false);
+        }
+    }
+    for &mech in &available {
+        if matches!(mech, Mechanism::V1 | Mechanism::V2) {
+            row("alternate resume first", 2, mech, true);
+        }
+    }
+    json
+}
