@@ -647,13 +647,9 @@ fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), String> {
     match action {
         Action::Park => {
             t.judged_from.store(u64::MAX, Ordering::Release);
-            // Stopped while it still has its reservation: as SCHED_OTHER first, it would
-            // take the signal only when the pool's deadline tasks leave it the CPU.
-            // Its reservation goes back even if it did not stop in time.
             kill(libc::SIGSTOP);
-            let stopped = wait_stopped(t.pid, until);
             sched::set_process(pid, &Policy::Other { nice: 0 }).map_err(|e| e.to_string())?;
-            stopped
+            wait_stopped(t.pid, until)
         }
         Action::Set(p) => reserve(pid, p, until),
         Action::Start(p) => {
