@@ -134,6 +134,18 @@ fn ctl_mode_switches_a_running_system_as_sim_does() {
     assert!(common::chrt(y as u32).contains("SCHED_OTHER"));
     assert_eq!(task(&s, "y")["jobs"], 0, "{s}");
     assert!(common::chrt(z as u32).contains("100000/2000000/2000000"));
+    // y's program was let run up to its start gate once (the switch that starts it does
+    // not wait for it to load): it attached and declared that it acknowledges modes at
+    // once (bulkhead-periodic does), which its agent counts as its acknowledgement.
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    let mut s = s;
+    while task(&s, "y")["counters"][bulkhead_task::ACK_AT_ONCE] != 1 {
+        assert!(std::time::Instant::now() < end, "{s}");
+        std::thread::sleep(Duration::from_millis(50));
+        s = status(&socket);
+    }
+    assert_eq!(state(y), 'T');
+    assert_eq!(task(&s, "y")["jobs"], 0, "{s}");
 
     // Switch to two (sequential): y runs, z has its new reservation, the interfaces grew.
     let m = switch(&socket, "two");

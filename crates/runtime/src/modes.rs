@@ -33,7 +33,7 @@
 //! manager raises the agent of the partition being switched to SCHED_FIFO
 //! [`BOOST_PRIORITY`], a priority nothing else of bulkhead uses (above the supervisor's
 //! 40, below the kernel's threaded interrupts at 50), before it sends the request, and
-//! the agent lowers itself back before it acknowledges.
+//! lowers it back when it has the acknowledgement.
 
 use bulkhead_control::{ErrorCode, InterfaceStatus, ModeOutcome, Response, StepRecord, Ticket};
 use bulkhead_model::{Nanos, SwitchPolicy, System, Task};
@@ -69,7 +69,6 @@ enum Action {
 /// A request to an agent: switch to `mode` (index in the table).
 struct Command {
     mode: u32,
-    boost: bool,
     /// Per task of the agent (its index), what to do, in the order to do it.
     actions: Vec<(usize, Action)>,
     /// The tasks that run in the new mode: told the mode, awaited.
@@ -88,6 +87,8 @@ struct Agent {
     thread: Option<JoinHandle<()>>,
     /// The agent thread's id, which the manager boosts.
     tid: i32,
+    /// Boosted for the request in progress (lowered at its acknowledgement).
+    boosted: bool,
     /// The agent's tasks' names, in its order.
     tasks: Vec<String>,
 }
@@ -367,7 +368,7 @@ impl ModeManager {
             .find(|p| &p.name == name)
             .is_some_and(|p| p.reclaim);
         let agent = self.agents[member]
-            .as_ref()
+            .as_mut()
             .ok_or_else(|| format!("partition `{name}` has no mode agent"))?;
         let (actions, notify) = plan(&agent.tasks, old, new, reclaim)?;
         if boost {
@@ -380,10 +381,10 @@ impl ModeManager {
                 },
             )
             .map_err(|e| format!("boosting the mode agent of `{name}`: {e}"))?;
+            agent.boosted = true;
         }
         let command = Command {
             mode: to as u32,
-            boost,
             actions,
             notify,
         };
@@ -405,6 +406,10 @@ impl ModeManager {
             for p in done.problems {
                 self.warnings.push(format!("mode agent of `{name}`: {p}"));
             }
+            if let Err(e) = self.lower(done.member) {
+                self.warnings
+                    .push(format!("mode agent of `{name}`: lowering the boost: {e}"));
+            }
             let Some(r) = self.running.as_mut() else {
                 continue;
             };
@@ -417,6 +422,19 @@ impl ModeManager {
             }
         }
         replies
+    }
+
+    /// Returns a boosted agent to normal priority, now that the manager has its
+    /// acknowledgement (M2-Xen V-B: "return the DMM to its normal priority after the HMM
+    /// receives the acknowledgement"). Lowering itself before it acknowledged would put
+    /// the agent's last step, the acknowledgement, behind every normal thread of the
+    /// supervisor's CPUs.
+    fn lower(&mut self, member: usize) -> Result<(), bulkhead_reserve::Error> {
+        let Some(agent) = self.agents[member].as_mut().filter(|a| a.boosted) else {
+            return Ok(());
+        };
+        agent.boosted = false;
+        sched::set(agent.tid, &Policy::Other { nice: 0 })
     }
 
     /// The switch is over: the new mode is current.
@@ -538,6 +556,7 @@ fn spawn_agent(
             let _ = sched::set_current(&Policy::Other { nice: 0 });
             // SAFETY: gettid has no preconditions.
             let _ = tid_tx.send(unsafe { libc::gettid() });
+            warm_up(&tasks);
             while let Ok(command) = rx.recv() {
                 let problems = switch_tasks(&tasks, &command, ack_timeout);
                 let _ = done.send(Done { member, problems });
@@ -554,18 +573,49 @@ fn spawn_agent(
         tx: Some(tx),
         thread: Some(thread),
         tid,
+        boosted: false,
         tasks: names,
     })
 }
 
+/// Longest a parked task is given to load its program and attach in [`warm_up`].
+const WARM_UP_LIMIT: Duration = Duration::from_secs(2);
+
+/// Lets the tasks created parked (held at their start gate and stopped at spawn) load
+/// their programs once: each is continued, given up to [`WARM_UP_LIMIT`] to attach (it
+/// then waits at its gate, running no job), and stopped again. So the switch that first
+/// starts a task only continues a program waiting at its gate, instead of waiting for
+/// an exec and the library's start-up under the task's small reservation.
+fn warm_up(tasks: &[TaskPort]) {
+    let parked: Vec<&TaskPort> = tasks.iter().filter(|t| t.parked).collect();
+    for t in &parked {
+        signal(t.pid, libc::SIGCONT);
+    }
+    let until = Instant::now() + WARM_UP_LIMIT;
+    for t in &parked {
+        while !t.port.attached() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        signal(t.pid, libc::SIGSTOP);
+    }
+}
+
+/// Sends `sig` to task process `pid`.
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) has no memory preconditions; the pid is a task child of this
+    // process, reaped only after the agents stopped.
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
 /// One local switch (M2-Xen IV-B, Step 4): the task engine, then the programs'
-/// acknowledgements; a boosted agent (boosted by the manager) lowers itself before it
-/// acknowledges. Returns what went wrong (nothing stops the switch).
+/// acknowledgements (a boosted agent stays boosted: the manager lowers it when it has
+/// the acknowledgement). Returns what went wrong (nothing stops the switch).
 fn switch_tasks(tasks: &[TaskPort], command: &Command, ack_timeout: Duration) -> Vec<String> {
     let mut problems = Vec::new();
+    let until = Instant::now() + ack_timeout;
     for &(i, action) in &command.actions {
         let t = &tasks[i];
-        if let Err(e) = act(t, action) {
+        if let Err(e) = act(t, action, until) {
             problems.push(format!("task `{}`: {e}", t.task));
         }
     }
@@ -574,10 +624,12 @@ fn switch_tasks(tasks: &[TaskPort], command: &Command, ack_timeout: Duration) ->
         .iter()
         .map(|&i| (i, tasks[i].port.request_mode(command.mode)))
         .collect();
-    // Each program's acknowledgement wakes the agent through its control block's futex.
+    // Each program's acknowledgement wakes the agent through its control block's futex;
+    // a program that acknowledges every request at once has acknowledged already.
     let deadline = bulkhead_task::clock::now_ns() + ack_timeout.as_nanos() as u64;
     let waiting = seqs
         .into_iter()
+        .filter(|&(i, _)| !tasks[i].port.acks_at_once())
         .filter(|&(i, seq)| !tasks[i].port.wait_mode_ack(seq, deadline));
     for (i, _) in waiting {
         problems.push(format!(
@@ -586,40 +638,91 @@ fn switch_tasks(tasks: &[TaskPort], command: &Command, ack_timeout: Duration) ->
             bulkhead_model::units::format_duration(ack_timeout.as_nanos() as u64)
         ));
     }
-    if command.boost {
-        if let Err(e) = sched::set_current(&Policy::Other { nice: 0 }) {
-            problems.push(format!("lowering the boost: {e}"));
-        }
-    }
     problems
 }
 
-fn act(t: &TaskPort, action: Action) -> Result<(), String> {
+fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), String> {
     let pid = t.pid as i32;
-    let kill = |sig| {
-        // SAFETY: kill(2) has no memory preconditions; the pid is a task child of this
-        // process, reaped only after the agents stopped.
-        unsafe { libc::kill(pid, sig) };
-    };
-    let set = |policy: Policy| {
-        sched::set_process(pid, &policy)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    };
+    let kill = |sig| signal(t.pid, sig);
     match action {
         Action::Park => {
             t.judged_from.store(u64::MAX, Ordering::Release);
             kill(libc::SIGSTOP);
-            set(Policy::Other { nice: 0 })
+            sched::set_process(pid, &Policy::Other { nice: 0 }).map_err(|e| e.to_string())?;
+            wait_stopped(t.pid, until)
         }
-        Action::Set(p) => set(Policy::Deadline(p)),
+        Action::Set(p) => reserve(pid, p, until),
         Action::Start(p) => {
-            set(Policy::Deadline(p))?;
+            reserve(pid, p, until)?;
             t.judged_from
                 .store(bulkhead_task::clock::now_ns(), Ordering::Release);
             t.port.release();
             kill(libc::SIGCONT);
             Ok(())
         }
+    }
+}
+
+/// Waits until process `pid` is stopped (`T` in /proc/PID/stat): `kill` only queues the
+/// SIGSTOP, which a task running on another CPU takes a moment later, and a task that
+/// leaves must not run once its agent has acknowledged. Gives up at `until`.
+fn wait_stopped(pid: u32, until: Instant) -> Result<(), String> {
+    let path = format!("/proc/{pid}/stat");
+    loop {
+        let stat = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+        // The state follows the command name, which is in parentheses.
+        let state = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next());
+        if matches!(state, Some('T' | 't')) {
+            return Ok(());
+        }
+        if Instant::now() >= until {
+            return Err(format!("not stopped yet (state {state:?}) after SIGSTOP"));
+        }
+        std::thread::sleep(Duration::from_micros(20));
+    }
+}
+
+/// How often [`reserve`] asks the kernel again after a refusal.
+const ADMISSION_RETRY: Duration = Duration::from_micros(50);
+
+/// Gives process `pid` the reservation `p`. The kernel refuses admission (EBUSY) for a
+/// while after other tasks of the pool were parked, although the analysis counted their
+/// bandwidth as free (likely: it keeps the bandwidth of a task that left SCHED_DEADLINE
+/// until that task's 0-lag time, at most one of its periods later; docs/modes.md
+/// shows how often); so a refusal is asked again every [`ADMISSION_RETRY`] until
+/// `until`, and the last refusal is returned.
+fn reserve(pid: i32, p: DeadlineParams, until: Instant) -> Result<(), String> {
+    loop {
+        match sched::set_process(pid, &Policy::Deadline(p)) {
+            Err(e) if e.errno() == Some(libc::EBUSY) && Instant::now() < until => {
+                std::thread::sleep(ADMISSION_RETRY)
+            }
+            r => return r.map(|_| ()).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_stopped_returns_once_the_process_is_stopped_and_gives_up_otherwise() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let soon = || Instant::now() + Duration::from_millis(200);
+        let running = wait_stopped(child.id(), soon()).unwrap_err();
+        assert!(running.contains("not stopped yet"), "{running}");
+        signal(child.id(), libc::SIGSTOP);
+        assert_eq!(
+            wait_stopped(child.id(), Instant::now() + Duration::from_secs(5)),
+            Ok(())
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }

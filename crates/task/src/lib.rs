@@ -46,7 +46,7 @@ mod task;
 pub use control::ModeChange;
 pub use error::{Error, Result};
 pub use record::{flags, Record, RECORD_SIZE};
-pub use task::{Activation, Counter, Params, Resume, SuspendFn, Task};
+pub use task::{Activation, Counter, Params, Resume, SuspendFn, Task, ACK_AT_ONCE};
 
 /// The environment variable naming the task's control and trace file descriptors.
 pub const ENV: &str = "BULKHEAD_TASK";

@@ -282,6 +282,21 @@ impl ModePort {
         self.ctl.get().request_mode(mode)
     }
 
+    /// Whether a process has attached to the control block (the task library stores
+    /// its pid there in [`crate::Task::attach`]).
+    pub fn attached(&self) -> bool {
+        self.ctl.get().pid.load(Acquire) != 0
+    }
+
+    /// Whether the program declared that it acknowledges every mode request at once
+    /// ([`crate::Task::ack_modes_at_once`]): its acknowledgement counts as given.
+    pub fn acks_at_once(&self) -> bool {
+        let counters = self.ctl.get().named_counters();
+        counters
+            .iter()
+            .any(|(name, value)| name == crate::ACK_AT_ONCE && *value == 1)
+    }
+
     /// As [`TaskLink::mode_acked`].
     pub fn mode_acked(&self, seq: u32) -> bool {
         let acked = self.ctl.get().mode_ack.load(Acquire);
@@ -479,6 +494,27 @@ mod tests {
         assert!(!link.mode_acked(seq));
         task.ack_mode(change);
         assert!(link.mode_port().unwrap().mode_acked(seq));
+    }
+
+    #[test]
+    fn the_mode_port_sees_the_program_attach_and_declare_acks_at_once() {
+        let link = TaskLink::create(&spec()).unwrap();
+        let port = link.mode_port().unwrap();
+        assert!(!port.attached());
+        let [c, t] = link.fds();
+        // SAFETY: dups of open descriptors; each result is owned by its OwnedFd.
+        let (c, t) = unsafe {
+            (
+                OwnedFd::from_raw_fd(libc::dup(c)),
+                OwnedFd::from_raw_fd(libc::dup(t)),
+            )
+        };
+        let mut task = crate::Task::from_fds(c, t).unwrap();
+        assert!(port.attached());
+        assert!(!port.acks_at_once());
+        task.ack_modes_at_once();
+        assert!(port.acks_at_once());
+        assert_eq!(link.named_counters(), vec![(crate::ACK_AT_ONCE.into(), 1)]);
     }
 
     #[test]

@@ -83,6 +83,10 @@ struct Current {
     resume_seq: u32,
 }
 
+/// The named counter a task sets to 1 when it acknowledges every mode request at once
+/// ([`Task::ack_modes_at_once`]).
+pub const ACK_AT_ONCE: &str = "mode.ack_at_once";
+
 /// A task attached to its supervisor.
 pub struct Task {
     ctl: Mapping,
@@ -216,10 +220,19 @@ impl Task {
     /// For a program with nothing to adapt (the same code in every mode): from now on
     /// [`Task::wait_next_period`] acknowledges a mode request as soon as it arrives,
     /// while the task waits for its next release (a mode request wakes the release
-    /// sleep, [`crate::control::Control::request_mode`]), and a request pending when it is called. A switch then waits for no job
-    /// of the task; [`Task::current_mode`] still tells the mode.
+    /// sleep, [`crate::control::Control::request_mode`]), and a request pending when it
+    /// is called. The declaration is published as the named counter [`ACK_AT_ONCE`]
+    /// (value 1), from which the mode agent counts the task's acknowledgement as given
+    /// and does not wait for it: the task would need CPU time of its reservation to say
+    /// so, which it may not have until its next replenishment. A switch then waits for
+    /// nothing of the task; [`Task::current_mode`] still tells the mode. Without a free
+    /// counter slot the declaration is not published and the agent waits as for any
+    /// task.
     pub fn ack_modes_at_once(&mut self) {
         self.ack_at_once = true;
+        if let Ok(c) = self.counter(ACK_AT_ONCE) {
+            self.set_counter(c, 1);
+        }
     }
 
     /// Whether the supervisor asked the task to stop.
