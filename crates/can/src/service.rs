@@ -252,6 +252,12 @@ fn run_task(
 ) -> Result<(), ServiceError> {
     let failed = |e: bulkhead_task::Error| ServiceError::Failed(e.to_string());
     let mut task = Task::attach().map_err(failed)?;
+    // The gateway's tasks are restartable (JuMP2start Table 1: CAN-GW; the model makes
+    // them so): the supervisor puts their first release after a resume at the resume
+    // instant, so the library must plan them that way. A job keeps nothing from before a
+    // stop but the bus connection; the frames it forwards carry their bus stamps, by
+    // which the restartable clients drop the stale ones.
+    task.set_resume(bulkhead_task::Resume::Restartable);
     let slots = counters
         .named(config.role)
         .iter()

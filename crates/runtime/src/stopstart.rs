@@ -14,9 +14,8 @@
 //!
 //! **Resume**, in reverse order: per partition, before thawing, each task's release grid
 //! is moved (continuable: shifted by the time suspended, JuMP2start 2.2 "Update Ctx";
-//! restartable: a new first release at the resume instant, "Restart Ctx"), its
-//! SCHED_DEADLINE reservation set again, and the resume published with the total time
-//! suspended (2.3: system time = CLOCK_MONOTONIC minus that total); then the cgroup is
+//! restartable: a new first release at the resume instant, "Restart Ctx") and the
+//! resume published with the total time suspended (2.3: system time = CLOCK_MONOTONIC minus that total); then the cgroup is
 //! thawed and its state read back.
 //!
 //! **Freezing.** cgroup v1 `freezer.state` or v2 `cgroup.freeze`, as detected at start.
@@ -40,7 +39,6 @@ use crate::{leftovers, RunError};
 use bulkhead_control::{ErrorCode, PartitionPower, PowerOutcome, Response, Ticket};
 use bulkhead_model::{Nanos, Resume, StopStart, System};
 use bulkhead_reserve::partition::StopStartTask;
-use bulkhead_reserve::sched::{self, Policy};
 use bulkhead_trace::{Event, EventKind, Name};
 use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -636,7 +634,7 @@ impl Worker {
         };
         let mut problems = Vec::new();
         for i in (0..self.parts.len()).rev() {
-            self.restart_context(i, seq, start, suspended, &mut problems);
+            self.restart_context(i, seq, start, suspended);
             let pids = self.pids(&self.parts[i].name);
             if let Err(e) = freeze(&mut self.parts[i].freezer, self.version, &pids, false) {
                 problems.push(format!("partition `{}`: {e}", self.parts[i].name));
@@ -679,30 +677,18 @@ impl Worker {
 
     /// Before part `i` is thawed (JuMP2start 2.2, Fig. 3): continuable tasks' release
     /// grids shift by the time suspended ("Update Ctx"), restartable tasks get a new first
-    /// release at the resume instant `at` ("Restart Ctx"); every reservation is set again
-    /// (docs/stop-start.md: why a task does not come back throttled); then the resume is
-    /// published with the total time suspended.
-    fn restart_context(
-        &mut self,
-        i: usize,
-        seq: u32,
-        at: u64,
-        suspended: u64,
-        problems: &mut Vec<String>,
-    ) {
+    /// release at the resume instant `at` ("Restart Ctx"); then the resume is published
+    /// with the total time suspended. Reservations are left alone: the thaw is a wakeup,
+    /// at which the kernel renews a reservation whose deadline has passed
+    /// (docs/stop-start.md: why a task does not come back throttled).
+    fn restart_context(&mut self, i: usize, seq: u32, at: u64, suspended: u64) {
         let total = self.total_suspended;
-        let pids = self.pids(&self.parts[i].name);
-        for (k, t) in self.parts[i].tasks.iter_mut().enumerate() {
+        for t in &mut self.parts[i].tasks {
             match t.resume {
                 Resume::Continuable => t.ss.port.set_epoch_ns(t.ss.port.epoch_ns() + suspended),
                 Resume::Restartable => {
                     t.ss.port.set_epoch_ns(at);
                     t.fresh_before = Some(t.ss.port.counter(FIRST_FRESH_FRAME).unwrap_or(0));
-                }
-            }
-            if let (Some(&pid), Policy::Deadline(_)) = (pids.get(k), &t.ss.policy) {
-                if let Err(e) = reset_reservation(pid as i32, &t.ss.policy) {
-                    problems.push(format!("task `{}`: its reservation: {e}", t.name));
                 }
             }
             t.ss.port.publish_resume(seq, total, at);
@@ -796,14 +782,6 @@ fn own_cgroup(pid: u32) -> Option<PathBuf> {
     let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
     let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
     Some(Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')))
-}
-
-/// Sets `pid`'s reservation again from scratch: SCHED_OTHER, then its SCHED_DEADLINE
-/// parameters (the kernel then gives it a new deadline and a full runtime at its next
-/// wakeup, the thaw; docs/stop-start.md).
-fn reset_reservation(pid: i32, policy: &Policy) -> bulkhead_reserve::Result<()> {
-    sched::set(pid, &Policy::Other { nice: 0 })?;
-    sched::set(pid, policy)
 }
 
 #[cfg(test)]
