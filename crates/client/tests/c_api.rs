@@ -77,7 +77,9 @@ fn a_demos_program_runs_unchanged_under_bulkhead_run() {
     );
     let system = bulkhead_model::load_str(&yaml, "api.yaml").unwrap().system;
     let options = bulkhead_runtime::RunOptions {
-        timeout: Some(std::time::Duration::from_millis(40)),
+        // Long enough for the program to start (sandbox, exec) and write on a loaded
+        // machine; it loops after writing, so a longer run changes nothing else.
+        timeout: Some(std::time::Duration::from_millis(500)),
         workdir: std::env::temp_dir(),
         ..Default::default()
     };
