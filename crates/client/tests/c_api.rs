@@ -68,11 +68,19 @@ fn a_demos_program_runs_unchanged_under_bulkhead_run() {
         eprintln!("skipped: needs root and cgroups");
         return;
     }
-    let out = std::env::temp_dir().join(format!("bulkhead-api-test-{}.txt", std::process::id()));
-    let _ = std::fs::remove_file(&out);
+    // The run's working directory, under /tmp: a be process's private /tmp shows it
+    // (and only it) at its path, so the program and its output live there. The process
+    // runs under a uid of its own: everyone may write here.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("bulkhead-api-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let inside = dir.join("under");
+    std::fs::rename(&program, &inside).unwrap();
+    let out = dir.join("out.txt");
     let yaml = format!(
         "{{windows: [{{length: 5, slices: [{{cpu: 0, sc_partition: SC1}}]}}], partitions: [{{name: SC1, processes: [{{cmd: {} {} first second, budget: 4}}]}}]}}",
-        program.display(),
+        inside.display(),
         out.display()
     );
     let system = bulkhead_model::load_str(&yaml, "api.yaml").unwrap().system;
@@ -80,10 +88,12 @@ fn a_demos_program_runs_unchanged_under_bulkhead_run() {
         // Long enough for the program to start (sandbox, exec) and write on a loaded
         // machine; it loops after writing, so a longer run changes nothing else.
         timeout: Some(std::time::Duration::from_millis(500)),
-        workdir: std::env::temp_dir(),
+        workdir: dir.clone(),
         ..Default::default()
     };
-    bulkhead_runtime::run(&system, &options).unwrap();
-    assert_eq!(std::fs::read_to_string(&out).unwrap(), "first\nsecond\n");
-    let _ = std::fs::remove_file(program);
+    let outcome = bulkhead_runtime::run(&system, &options).unwrap();
+    assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
+    let written = std::fs::read_to_string(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(written.unwrap(), "first\nsecond\n");
 }
