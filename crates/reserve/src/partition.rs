@@ -204,8 +204,6 @@ pub struct TaskPort {
 pub struct StopStartTask {
     pub partition: String,
     pub task: String,
-    /// Its scheduling policy and reservation, as set at start.
-    pub policy: Policy,
     pub port: StopStartPort,
     /// As [`TaskPort::judged_from`]: releases before this time are not deadline misses.
     pub judged_from: Arc<AtomicU64>,
@@ -506,7 +504,6 @@ impl RtPartitions {
                 Ok(StopStartTask {
                     partition: t.partition.to_string(),
                     task: t.task.to_string(),
-                    policy: t.policy,
                     judged_from: t.judged_from.clone(),
                     port: t.link.stop_start_port().map_err(|e| {
                         Error::Invalid(format!("task `{}`: stop-start words: {e}", t.task))
