@@ -245,8 +245,11 @@ fn a_task_frozen_mid_job_is_frozen_anyway_and_its_job_shows_no_miss_from_the_sto
     let recs = finish(link, task);
     let suspended = stop.total_suspended_ns();
     let long = recs.iter().find(|r| r.index == 2).expect("the long job");
-    // 100 ms of work and a 400 ms freeze: the record leaves the freeze out.
-    assert!(long.response_ns() >= 100 * MS, "{long:?}");
+    // 100 ms of CPU time and a 400 ms freeze: the record leaves the freeze out. The
+    // margins are wide: on a VM the instant a SIGSTOP takes effect and the thread's CPU
+    // clock both drift by milliseconds from what the supervisor measures (CI saw 94 ms).
+    let response = long.response_ns();
+    assert!((50 * MS..300 * MS).contains(&response), "{long:?}");
     assert!(!long.missed(T), "{long:?} suspended {suspended}");
     assert_eq!(long.release_ns, recs[1].release_ns + T + suspended);
     let next = recs.iter().find(|r| r.index == 3).expect("the job after");
