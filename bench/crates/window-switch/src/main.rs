@@ -159,7 +159,7 @@ fn main() {
     if demos.is_none() {
         println!("demos-sched is not on PATH: no DEmOS comparison");
     }
-    json.push(alternate_runs(bulkhead, spin, work));
+    json.push(alternate_runs(bulkhead, spin, work, demos.is_some()));
     let mechanisms = mechanisms::main(spin, work);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load1 = load.split_whitespace().next().unwrap_or("0").to_string();
@@ -174,28 +174,46 @@ fn main() {
     );
 }
 
-/// Two partitions alternating in 1 ms windows under `bulkhead run`: every switch
-/// freezes one spin and thaws the other. Overhead per switch against two baselines.
-fn alternate_runs(bulkhead: &str, spin: &str, work: u64) -> String {
+/// Two partitions alternating in 1 ms windows: every switch freezes one spin and thaws
+/// the other, under `bulkhead run` and, when installed, under DEmOS with the same
+/// description (the fair comparison: neither scheduler can skip a freeze here).
+fn alternate_runs(bulkhead: &str, spin: &str, work: u64, demos: bool) -> String {
     let cfg = alternating(spin, work);
     let cfg = cfg.to_str().expect("utf-8 path");
+    let Some((lo, med)) = alternate_under(bulkhead, &["run", cfg], spin, work) else {
+        println!("two partitions alternating, 1 ms: bulkhead run failed");
+        return "\"alternate_1\":null".into();
+    };
+    print!("two partitions alternating, 1 ms windows: overhead per switch min {lo:8.2} us, median {med:8.2} us");
+    let mut entry = format!("\"alternate_1\":{{\"min_us\":{lo:.3},\"median_us\":{med:.3}");
+    if let Some((_, theirs)) = demos
+        .then(|| alternate_under("demos-sched", &["-c", cfg], spin, work))
+        .flatten()
+    {
+        print!("; DEmOS median {theirs:8.2} us (ratio {:.2})", med / theirs);
+        entry += &format!(
+            ",\"demos_median_us\":{theirs:.3},\"ratio_to_demos\":{:.3}",
+            med / theirs
+        );
+    }
+    println!();
+    entry + "}"
+}
+
+/// Min and median overhead per switch of `program args` running the alternating
+/// description, each run against a baseline taken just before it.
+fn alternate_under(program: &str, args: &[&str], spin: &str, work: u64) -> Option<(f64, f64)> {
     let us: Vec<f64> = (0..RUNS)
         .filter_map(|_| {
             let base = baseline(spin, work);
-            let out = Command::new(bulkhead).args(["run", cfg]).output().ok()?;
+            let out = Command::new(program).args(args).output().ok()?;
             out.status.success().then(|| {
                 let t = first_spin_ns(&out.stdout);
                 (t - 2.0 * base) / (t / 1e6) / 1e3
             })
         })
         .collect();
-    if us.is_empty() {
-        println!("two partitions alternating, 1 ms: bulkhead run failed");
-        return "\"alternate_1\":null".into();
-    }
-    let (lo, med) = (min(&us), median(us.clone()));
-    println!("two partitions alternating, 1 ms windows: overhead per switch min {lo:8.2} us, median {med:8.2} us");
-    format!("\"alternate_1\":{{\"min_us\":{lo:.3},\"median_us\":{med:.3}}}")
+    (!us.is_empty()).then(|| (min(&us), median(us)))
 }
 
 fn which(program: &str) -> Option<std::path::PathBuf> {
