@@ -54,7 +54,7 @@ if [ "$(id -u)" -eq 0 ]; then
     >"$out/vehicle.out" 2>"$out/vehicle.err" || { cat "$out/vehicle.err"; exit 1; }
   "$bulkhead" report "$out/vehicle.jsonl" -o target/demo/vehicle-report.html --system examples/driveos.yaml
   grep '^openpilot: ' "$out/vehicle.out"
-  grep '^adas-mapper: ' "$out/vehicle.out" | tail -n 1
+  grep -E '^aml-(read|write): ' "$out/vehicle.err"
   grep '^plant: pipeline' "$out/vehicle.out" | tail -n 1
   grep -E "^  task " "$out/vehicle.err"
   echo "== the gateway's counters at the end (mhydra_rx, mhydra_tx)"

@@ -81,7 +81,8 @@ def test_the_monitor_lists_every_partition_and_task_with_jobs(vehicle, page):
         "rows => rows.map(r => [r.dataset.task, Number(r.querySelector('.jobs').textContent)])")
     tasks = {name: jobs for name, jobs in rows}
     expected = ["usb_bh", "mhydra_rx", "ivi_read_mapper", "ivi_write_mapper",
-                "adas_read_mapper", "adas_write_mapper", "long_controller", "mhydra_tx"]
+                "adas_read_mapper", "adas_write_mapper", "long_controller", "aml_read",
+                "aml_write", "mhydra_tx"]
     assert sorted(tasks) == sorted(f"quest/{t}" for t in expected)
     assert all(jobs > 0 for jobs in tasks.values()), tasks
     # Memory in use against each partition's limit (every partition of the example has one).

@@ -68,7 +68,7 @@ def drawn_rows(page):
 def test_report_renders_with_one_gantt_row_per_task(browser, driveos_report):
     path, figures = driveos_report
     tasks = [f"{t['partition']}/{t['name']}" for t in figures["tasks"]]
-    assert len(tasks) == 8, tasks  # the quest partition's rt tasks
+    assert len(tasks) == 10, tasks  # the quest partition's rt tasks
     page, errors = open_page(browser, path)
     try:
         rows = json.loads(page.get_attribute("#gantt", "data-rows"))

@@ -8,8 +8,8 @@ use crate::plant::{Car, Plant};
 use crate::scenario::{Planner, Series};
 use crate::service::Controller;
 use crate::wire::{
-    Actuation, Cluster, Command, Hvac, InitRecord, Msg, Op, Sensors, UpdateInput, UpdateOutput,
-    HVAC_COMMAND_ID, HVAC_STATUS_ID, SIZE,
+    Actuation, Cluster, Command, Hvac, InitRecord, Msg, Op, PlanState, Sensors, UpdateInput,
+    UpdateOutput, HVAC_COMMAND_ID, HVAC_STATUS_ID, SIZE,
 };
 use bulkhead_can::frame::{CanId, Frame};
 use bulkhead_can::gateway::{self, BusReader, BusWriter, Role, WIRE_SIZE};
@@ -35,9 +35,10 @@ rt tasks (started by bulkhead run):
   ivi-read-mapper [--dash CHANNEL] | adas-read-mapper   gateway frames -> signals (channels 1, 3)
   ivi-write-mapper | adas-write-mapper   channel 2 HVAC / channel 4 commands -> gateway
   long-controller                        INIT/RESET/UPDATE over channels 5-8
+  aml-read [--set KMH@S,...] [--lead KMH@S,... --lead-gap M]   K: channel 3 + plan -> UPDATEs (5-7)
+  aml-write                              L: channel 8 -> channel 4
   probe                                  notes how late each job starts (the platform's floor)
 be processes:
-  adas-mapper [--set KMH@S,...] [--lead KMH@S,... --lead-gap M] [--rate-hz 100]
   openpilot | ivi-mapper | instrument-cluster
   dashboard [--listen 127.0.0.1:8080] [--from ic_dashboard] [--to hvac_control]
   plant [--bus car] [--v0 KMH] [--grade PCT] [--report FILE] [--speed-hz HZ] [--delays FILE]
@@ -72,8 +73,9 @@ pub fn main(args: &[String]) -> i32 {
         "adas-write-mapper" => adas_write_mapper(&flags),
         "long-controller" => long_controller(),
         "probe" => probe(),
-        "adas-mapper" => adas_mapper(&flags),
-        "openpilot" => listen("openpilot", OPENPILOT_PORT),
+        "aml-read" => aml_read(&flags),
+        "aml-write" => aml_write(),
+        "openpilot" => openpilot(),
         "ivi-mapper" => ivi_mapper(),
         "instrument-cluster" => listen("instrument-cluster", CLUSTER_PORT),
         "plant" => plant(&flags),
@@ -112,7 +114,7 @@ fn flags_of(cmd: &str) -> Option<&'static [&'static str]> {
         "ivi-read-mapper" | "adas-read-mapper" => &["--from", "--to", "--dash"],
         "ivi-write-mapper" | "adas-write-mapper" => &["--from", "--to"],
         "dashboard" => &["--listen", "--from", "--to"],
-        "adas-mapper" => &["--set", "--lead", "--lead-gap", "--rate-hz"],
+        "aml-read" => &["--set", "--lead", "--lead-gap"],
         "plant" => &[
             "--bus",
             "--v0",
@@ -125,7 +127,8 @@ fn flags_of(cmd: &str) -> Option<&'static [&'static str]> {
             "--loops",
         ],
         "send-frame" => &["--to"],
-        "long-controller" | "probe" | "openpilot" | "ivi-mapper" | "instrument-cluster" => &[],
+        "long-controller" | "probe" | "aml-write" | "openpilot" | "ivi-mapper"
+        | "instrument-cluster" => &[],
         _ => return None,
     })
 }
@@ -203,9 +206,17 @@ fn receiver(name: &str) -> R<Receiver> {
 /// Runs `job` once per activation of the supervisor's task until it asks to stop
 /// (or SIGTERM); after each job the values `job` filled in are published as the
 /// task's named counters `names`.
-fn periodic(names: &[String], mut job: impl FnMut(&Activation, &mut [u64]) -> R<()>) -> R<()> {
+fn periodic(names: &[String], job: impl FnMut(&Activation, &mut [u64]) -> R<()>) -> R<()> {
+    periodic_task(Task::attach().map_err(|e| e.to_string())?, names, job)
+}
+
+/// [`periodic`] of a task already attached.
+fn periodic_task(
+    mut task: Task,
+    names: &[String],
+    mut job: impl FnMut(&Activation, &mut [u64]) -> R<()>,
+) -> R<()> {
     let stop = stop_on_signals().map_err(|e| e.to_string())?;
-    let mut task = Task::attach().map_err(|e| e.to_string())?;
     let slots = names
         .iter()
         .map(|n| task.counter(n))
@@ -622,37 +633,82 @@ fn read(rx: &mut Receiver) -> Option<Msg> {
     rx.try_read(&mut m).ok().map(|_| m)
 }
 
-const OPENPILOT_PORT: u16 = 47001;
 const CLUSTER_PORT: u16 = 47002;
 
-/// The ADAS mapper of the Linux side (AML) with OpenPilot's planner: INIT, then every
-/// 1/rate s an UPDATE from the newest sensors and the plan, its output to channel 4.
-fn adas_mapper(flags: &Flags) -> R<()> {
-    let stop = stop_on_signals().map_err(|e| e.to_string())?;
+/// K: the ADAS read mapper of the Linux side (the paper's AML, its reading half) with
+/// OpenPilot's planner, an rt task (Table 3: 0.1 ms every 1 ms). At its first job it
+/// sends INIT (the RAV4 tuning at the task's rate) over channels 5 and 6; then every
+/// job, from the first reading on, the newest sensors of channel 3 and the plan as an
+/// UPDATE over channels 7 and 5, and the plan to `adas_plan` for OpenPilot's Linux
+/// side. An UPDATE that finds a channel full is dropped and counted.
+fn aml_read(flags: &Flags) -> R<()> {
     let set = Series::parse(&flags.or("--set", "72@0,90@2"))?;
     let lead = match flags.get("--lead") {
         Some(l) => Some((Series::parse(&l)?, flags.num("--lead-gap", 60.0)?)),
         None => None,
     };
-    let rate = flags.num("--rate-hz", 100.0)?;
-    if !(1.0..=1000.0).contains(&rate) {
-        return Err("--rate-hz: 1 to 1000".into());
-    }
     let mut planner = Planner::new(set, lead);
     let mut sensors = receiver("carla_sensor")?;
     let mut cmd = sender("long_control_command")?;
     let mut data = sender("long_control_data")?;
     let mut input = sender("long_update_input")?;
-    let mut output = receiver("long_update_output")?;
-    let mut control = sender("carla_control")?;
-    let udp = UdpSocket::bind("127.0.0.1:0").ok();
-    let wait = Duration::from_secs(1);
+    let mut plan_out = sender("adas_plan")?;
+    let task = Task::attach().map_err(|e| e.to_string())?;
+    let dt = task.params().period_ns as f64 / 1e9;
     let mut params = Params::rav4();
-    params.rate_hz = rate as f32;
-    let records = InitRecord::all(&params, 1);
+    params.rate_hz = (1.0 / dt) as f32;
+    let (mut seq, mut first_release) = (1u64, None);
+    let (mut dropped, mut no_reading) = (0u64, 0u64);
+    let mut tracking = Tracking::default();
+    let mut buf = [0u8; SIZE];
+    let result = periodic_task(
+        task,
+        &names(&["updates_sent", "dropped", "no_reading"]),
+        |a, v| {
+            if first_release.is_none() {
+                send_init(&mut cmd, &mut data, &params)?;
+                first_release = Some(a.release_ns);
+            }
+            if sensors.try_read(&mut buf).is_ok() {
+                let s = Sensors::decode(&buf);
+                let t = (a.release_ns - first_release.unwrap_or(a.release_ns)) as f64 / 1e9;
+                let plan = planner.update(t, f64::from(s.v_ego), dt);
+                tracking.add(plan.v_target - f64::from(s.v_ego));
+                match send_update(&mut cmd, &mut input, seq + 1, &s, &plan) {
+                    true => seq += 1,
+                    false => dropped += 1,
+                }
+                let p = PlanState {
+                    seq,
+                    t_s: t as f32,
+                    v_ego: s.v_ego,
+                    set: plan.set as f32,
+                    v_target: plan.v_target as f32,
+                    a_target: plan.a_target as f32,
+                    gap: plan.gap as f32,
+                };
+                // A latest channel: wait-free, never full.
+                let _ = plan_out.try_write(&p.encode());
+            } else {
+                no_reading += 1;
+            }
+            v.copy_from_slice(&[seq - 1, dropped, no_reading]);
+            Ok(())
+        },
+    );
+    say(format!(
+        "aml-read: stopped: {} updates sent, {dropped} dropped; {}",
+        seq - 1,
+        tracking.summary()
+    ));
+    result
+}
+
+/// INIT with `params` (records on channel 6, then the command on channel 5).
+fn send_init(cmd: &mut Sender, data: &mut Sender, params: &Params) -> R<()> {
+    let records = InitRecord::all(params, 1);
     for r in &records {
-        data.write_timeout(r, wait)
-            .map_err(|e| format!("INIT data: {e}"))?;
+        data.try_write(r).map_err(|e| format!("INIT data: {e}"))?;
     }
     let init = Command {
         seq: 1,
@@ -660,93 +716,125 @@ fn adas_mapper(flags: &Flags) -> R<()> {
             records: records.len() as u32,
         },
     };
-    cmd.write_timeout(&init.encode(), wait)
-        .map_err(|e| format!("INIT: {e}"))?;
-    let period = (1e9 / rate) as u64;
-    let (start, mut next) = (now_ns(), now_ns());
-    let (mut seq, mut timeouts) = (1u64, 0u64);
-    let mut responses: Vec<u64> = Vec::new();
-    let mut tracking = Tracking::default();
+    cmd.try_write(&init.encode())
+        .map_err(|e| format!("INIT: {e}"))
+}
+
+/// One UPDATE (input on channel 7, then the command on channel 5); false if a
+/// channel was full (an input without its command is skipped by the controller).
+fn send_update(
+    cmd: &mut Sender,
+    input: &mut Sender,
+    seq: u64,
+    s: &Sensors,
+    plan: &crate::scenario::Plan,
+) -> bool {
+    let x = crate::longcontrol::Input {
+        v_ego: s.v_ego,
+        a_ego: 0.0,
+        v_target: plan.v_target as f32,
+        a_target: plan.a_target as f32,
+        active: true,
+        brake_pressed: s.brake_pressed,
+        gas_pressed: false,
+    };
+    let msg = UpdateInput {
+        seq,
+        sent_ns: now_ns(),
+        input: x,
+        tag: s.tag,
+    };
+    let update = Command {
+        seq,
+        op: Op::Update,
+    };
+    input.try_write(&msg.encode()).is_ok() && cmd.try_write(&update.encode()).is_ok()
+}
+
+/// L: the ADAS write mapper of the Linux side (the paper's AML, its writing half), an
+/// rt task (Table 3: 0.1 ms every 1 ms): every job, the controller's outputs of
+/// channel 8; the newest as the acceleration command to channel 4. Notes each
+/// output's round trip (K's send -> read here) and the UPDATEs never answered (gaps
+/// in the sequence).
+fn aml_write() -> R<()> {
+    let mut output = receiver("long_update_output")?;
+    let mut control = sender("carla_control")?;
+    let mut responses: Vec<u64> = Vec::with_capacity(1 << 18);
+    let (mut last_seq, mut lost, mut sent, mut dropped) = (0u64, 0u64, 0u64, 0u64);
+    let mut max_ns = 0u64;
     let mut buf = [0u8; SIZE];
-    let mut last_status = 0u64;
-    while !stop.load(Relaxed) {
-        next += period;
-        sleep_until(next);
-        if sensors.try_read(&mut buf).is_err() {
-            continue; // no reading yet
-        }
-        let s = Sensors::decode(&buf);
-        let t = (now_ns() - start) as f64 / 1e9;
-        let plan = planner.update(t, f64::from(s.v_ego), 1.0 / rate);
-        tracking.add(plan.v_target - f64::from(s.v_ego));
-        seq += 1;
-        let x = crate::longcontrol::Input {
-            v_ego: s.v_ego,
-            a_ego: 0.0,
-            v_target: plan.v_target as f32,
-            a_target: plan.a_target as f32,
-            active: true,
-            brake_pressed: s.brake_pressed,
-            gas_pressed: false,
-        };
-        let sent_ns = now_ns();
-        let msg = UpdateInput {
-            seq,
-            sent_ns,
-            input: x,
-            tag: s.tag,
-        }
-        .encode();
-        input
-            .write_timeout(&msg, wait)
-            .map_err(|e| format!("UPDATE input: {e}"))?;
-        let update = Command {
-            seq,
-            op: Op::Update,
-        }
-        .encode();
-        cmd.write_timeout(&update, wait)
-            .map_err(|e| format!("UPDATE: {e}"))?;
-        let Some(out) = await_output(&mut output, seq, Duration::from_millis(50)) else {
-            timeouts += 1;
-            continue;
-        };
-        responses.push(now_ns() - out.sent_ns);
-        let a = Actuation {
-            seq,
-            accel: out.out.accel,
-            active: true,
-            cancel: false,
-            tag: out.tag,
-        };
-        let _ = control.try_write(&a.encode());
-        if now_ns() - last_status >= 1_000_000_000 {
-            last_status = now_ns();
-            let line = format!(
-                "t={t:.1}s v={:.1}km/h set={:.1}km/h target={:.1}km/h accel={:+.2} state={:?} gap={:.0}m",
-                s.v_ego * 3.6,
-                plan.set * 3.6,
-                plan.v_target * 3.6,
-                out.out.accel,
-                out.out.state,
-                plan.gap
-            );
-            if let Some(u) = &udp {
-                let _ = u.send_to(line.as_bytes(), ("127.0.0.1", OPENPILOT_PORT));
+    let result = periodic(
+        &names(&[
+            "answered",
+            "unanswered",
+            "sent",
+            "dropped",
+            "round_trip_max_us",
+        ]),
+        |_, v| {
+            let mut newest = None;
+            for _ in 0..16 {
+                if output.try_read(&mut buf).is_err() {
+                    break;
+                }
+                let out = UpdateOutput::decode(&buf);
+                let round_trip = now_ns().saturating_sub(out.sent_ns);
+                max_ns = max_ns.max(round_trip);
+                responses.push(round_trip);
+                if last_seq > 0 && out.seq > last_seq + 1 {
+                    lost += out.seq - last_seq - 1;
+                }
+                last_seq = last_seq.max(out.seq);
+                newest = Some(out);
             }
-            // bulkhead run ends be processes with SIGKILL: the figures so far, each second.
+            if let Some(out) = newest {
+                let a = Actuation {
+                    seq: out.seq,
+                    accel: out.out.accel,
+                    active: true,
+                    cancel: false,
+                    tag: out.tag,
+                };
+                match control.try_write(&a.encode()) {
+                    Ok(()) => sent += 1,
+                    Err(_) => dropped += 1,
+                }
+            }
+            let n = responses.len() as u64;
+            v.copy_from_slice(&[n, lost, sent, dropped, max_ns / 1000]);
+            Ok(())
+        },
+    );
+    say(format!(
+        "aml-write: stopped: {} commands sent, {dropped} dropped; {}",
+        sent,
+        response_times(&mut responses, lost)
+    ));
+    result
+}
+
+/// OpenPilot's Linux side: prints the ADAS read mapper's plan (channel `adas_plan`)
+/// once a second.
+fn openpilot() -> R<()> {
+    let stop = stop_on_signals().map_err(|e| e.to_string())?;
+    let mut plan = receiver("adas_plan")?;
+    let mut buf = [0u8; SIZE];
+    while !stop.load(Relaxed) {
+        std::thread::sleep(Duration::from_secs(1));
+        if plan.try_read(&mut buf).is_ok() {
+            let p = PlanState::decode(&buf);
             println!(
-                "adas-mapper: {}; {}",
-                response_times(&mut responses, timeouts),
-                tracking.summary()
+                "openpilot: t={:.1}s v={:.1}km/h set={:.1}km/h target={:.1}km/h a_target={:+.2} gap={:.0}m updates={}",
+                p.t_s,
+                p.v_ego * 3.6,
+                p.set * 3.6,
+                p.v_target * 3.6,
+                p.a_target,
+                p.gap,
+                p.seq - 1
             );
         }
     }
-    println!(
-        "adas-mapper: {}; {}",
-        response_times(&mut responses, timeouts),
-        tracking.summary()
-    );
     Ok(())
 }
 
@@ -791,20 +879,6 @@ fn response_times(responses: &mut [u64], timeouts: u64) -> String {
         q(0.99),
         q(1.0)
     )
-}
-
-/// The output for `seq` (older ones are skipped), waiting at most `timeout`.
-fn await_output(rx: &mut Receiver, seq: u64, timeout: Duration) -> Option<UpdateOutput> {
-    let deadline = now_ns() + timeout.as_nanos() as u64;
-    let mut m = [0u8; SIZE];
-    loop {
-        let left = deadline.saturating_sub(now_ns());
-        rx.read_timeout(&mut m, Duration::from_nanos(left)).ok()?;
-        let out = UpdateOutput::decode(&m);
-        if out.seq == seq {
-            return Some(out);
-        }
-    }
 }
 
 /// The infotainment mapper of the Linux side (IML): channel 1 to the cluster (UDP on

@@ -10,6 +10,7 @@
 //! | 6 `long_control_data` | [`InitRecord`] (INIT), [`ResetRecord`] (RESET) |
 //! | 7 `long_update_input` | [`UpdateInput`] |
 //! | 8 `long_update_output` | [`UpdateOutput`] |
+//! | `adas_plan` | [`PlanState`] |
 
 use crate::longcontrol::{Input, Output, Params, Schedule, State};
 
@@ -110,6 +111,55 @@ impl Actuation {
             active: m[12] != 0,
             cancel: m[13] != 0,
             tag: m[14],
+        }
+    }
+}
+
+/// The ADAS read mapper's (K's) plan at its newest UPDATE, for OpenPilot's Linux side
+/// (channel `adas_plan`, latest).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PlanState {
+    pub seq: u64,
+    /// Seconds since K's first reading.
+    pub t_s: f32,
+    /// Speed read from the bus, set speed, planned target, m/s.
+    pub v_ego: f32,
+    pub set: f32,
+    pub v_target: f32,
+    pub a_target: f32,
+    /// Distance to the lead car, m (infinite without one).
+    pub gap: f32,
+}
+
+impl PlanState {
+    pub fn encode(&self) -> Msg {
+        let mut m = [0; SIZE];
+        put(&mut m, 0, &self.seq.to_le_bytes());
+        for (k, x) in [
+            self.t_s,
+            self.v_ego,
+            self.set,
+            self.v_target,
+            self.a_target,
+            self.gap,
+        ]
+        .iter()
+        .enumerate()
+        {
+            put(&mut m, 8 + 4 * k, &x.to_le_bytes());
+        }
+        m
+    }
+
+    pub fn decode(m: &Msg) -> PlanState {
+        PlanState {
+            seq: u64_at(m, 0),
+            t_s: f32_at(m, 8),
+            v_ego: f32_at(m, 12),
+            set: f32_at(m, 16),
+            v_target: f32_at(m, 20),
+            a_target: f32_at(m, 24),
+            gap: f32_at(m, 28),
         }
     }
 }
@@ -517,6 +567,20 @@ impl Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_plan_round_trips() {
+        let p = PlanState {
+            seq: 7,
+            t_s: 1.5,
+            v_ego: 20.0,
+            set: 25.0,
+            v_target: 21.5,
+            a_target: 1.5,
+            gap: f32::INFINITY,
+        };
+        assert_eq!(PlanState::decode(&p.encode()), p);
+    }
 
     #[test]
     fn init_records_round_trip_the_parameters() {

@@ -40,7 +40,7 @@ fn exclusive_cpus_lock() -> std::fs::File {
     lock
 }
 
-const TASKS: [&str; 8] = [
+const TASKS: [&str; 10] = [
     "usb_bh",
     "mhydra_rx",
     "ivi_read_mapper",
@@ -48,6 +48,8 @@ const TASKS: [&str; 8] = [
     "adas_read_mapper",
     "adas_write_mapper",
     "long_controller",
+    "aml_read",
+    "aml_write",
     "mhydra_tx",
 ];
 
@@ -177,14 +179,20 @@ fn the_vehicle_runs_in_closed_loop_and_the_allowlist_holds() {
         let (jobs, _) = jobs_and_misses(&stderr, t);
         assert!(jobs > 1000, "{t}: {jobs} jobs\n{stderr}");
     }
-    for who in [
-        "plant t=",
-        "openpilot: t=",
-        "instrument-cluster: speed",
-        "adas-mapper: ",
-    ] {
+    for who in ["plant t=", "openpilot: t=", "instrument-cluster: speed"] {
         assert!(stdout.contains(who), "no `{who}` line:\n{stdout}");
     }
+    // K and L forwarded: K sent an UPDATE in most of its jobs, L read the controller's
+    // outputs back and passed them on as commands (F's ACC_CONTROL frames below).
+    for who in ["aml-read: stopped", "aml-write: stopped"] {
+        assert!(stderr.contains(who), "no `{who}` line:\n{stderr}");
+    }
+    let sent = counter(&log, "updates_sent").unwrap_or(0);
+    let answered = counter(&log, "answered").unwrap_or(0);
+    let unanswered = counter(&log, "unanswered").unwrap_or(0);
+    assert!(sent > 1000, "K sent {sent} UPDATEs");
+    assert!(answered > 1000, "L read {answered} outputs");
+    assert!(unanswered * 10 <= answered, "{unanswered} of {answered}");
     // The controller answered UPDATEs and refused nothing; its misses: 0 on an idle
     // machine (docs/vehicle.md), bounded here only loosely (other load shares the VM).
     let line = stderr
