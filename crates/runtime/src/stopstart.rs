@@ -8,9 +8,11 @@
 //! saves its context and acknowledges), the worker waits for the acknowledgements until
 //! that deadline, then freezes the partition's cgroup whether or not all came (a task
 //! that did not acknowledge is named in `partition_suspended`). Best-effort programs
-//! have no control block: they are frozen directly (the client library has no channel
-//! from the supervisor to the program that could carry a request). Then, if asked and
-//! offered, suspend-to-RAM (`mem` into `<sysfs>/power/state`).
+//! have no control block and no way to acknowledge: they learn of the suspend and the
+//! resume through the client library's read-only notice page
+//! ([`bulkhead_client::stopstart`], published at the request and before the thaw) and
+//! are frozen directly. Then, if asked and offered, suspend-to-RAM (`mem` into
+//! `<sysfs>/power/state`).
 //!
 //! **Resume**, in reverse order: per partition, before thawing, each task's release grid
 //! is moved (continuable: shifted by the time suspended, JuMP2start 2.2 "Update Ctx";
@@ -33,11 +35,13 @@
 
 use crate::cgroup::{self, Hierarchy, Version};
 use crate::control::LiveTasks;
+use crate::links::Links;
 use crate::modes::ModeEvents;
 use crate::supervisor::monotonic_ns;
-use crate::{leftovers, RunError};
+use crate::{leftovers, RunError, RunOptions};
+use bulkhead_client::stopstart::{NoticeWriter, NOTICE_VAR};
 use bulkhead_control::{ErrorCode, PartitionPower, PowerOutcome, Response, Ticket};
-use bulkhead_model::{Nanos, Resume, StopStart, System};
+use bulkhead_model::{Nanos, PartitionKind, Resume, StopStart, System};
 use bulkhead_reserve::partition::StopStartTask;
 use bulkhead_trace::{Event, EventKind, Name};
 use std::fs;
@@ -164,6 +168,8 @@ struct Worker {
     /// Trigger counters last seen: (index in `awake_tasks`, counter, value).
     triggers: Vec<(usize, &'static str, u64)>,
     sysfs: PathBuf,
+    /// The best-effort programs' notice page.
+    notice: Option<NoticeWriter>,
 }
 
 /// The inputs of [`StopStartManager::start`].
@@ -174,6 +180,8 @@ pub struct Inputs<'a> {
     pub tasks: Vec<StopStartTask>,
     /// The unwindowed be partitions' freezer cgroups, by name.
     pub be_dirs: Vec<(String, PathBuf)>,
+    /// The notice page handed to the best-effort partitions ([`hand_notice`]).
+    pub notice: Option<NoticeWriter>,
     pub live: LiveTasks,
     pub events: ModeEvents,
     pub epoch_ns: u64,
@@ -182,6 +190,31 @@ pub struct Inputs<'a> {
 /// The sysfs root (`/sys`, or [`SYSFS_ROOT_VAR`]).
 pub fn sysfs_root() -> PathBuf {
     std::env::var_os(SYSFS_ROOT_VAR).map_or_else(|| PathBuf::from("/sys"), PathBuf::from)
+}
+
+/// Creates the best-effort programs' notice page and hands it, read-only, to every
+/// best-effort partition as `BULKHEAD_STOP_START=fd:N`, where the run can stop and start
+/// (no windows, a control socket); `None` elsewhere.
+pub fn hand_notice(
+    system: &System,
+    options: &RunOptions,
+    links: &mut Links,
+) -> Result<Option<NoticeWriter>, RunError> {
+    let be = system
+        .partitions
+        .iter()
+        .filter(|p| p.kind == PartitionKind::Be);
+    let names: Vec<&str> = be.map(|p| p.name.as_str()).collect();
+    if !system.windows.is_empty() || options.control.is_none() || names.is_empty() {
+        return Ok(None);
+    }
+    let notice = NoticeWriter::create().map_err(|e| RunError::io("stop-start notice page", e))?;
+    for name in names {
+        let fd = notice.fd().try_clone_to_owned();
+        let fd = fd.map_err(|e| RunError::io("stop-start notice page", e))?;
+        links.hand(name, NOTICE_VAR, fd);
+    }
+    Ok(Some(notice))
 }
 
 /// Refuses `stop_start.suspend_to_ram: true` where `<sysfs>/power/state` does not offer
@@ -359,6 +392,7 @@ impl Worker {
             awake_tasks: Vec::new(),
             triggers: Vec::new(),
             sysfs: sysfs_root(),
+            notice: inputs.notice,
         };
         let mut tasks = inputs.tasks;
         for (i, name) in settings.order.iter().enumerate() {
@@ -550,6 +584,9 @@ impl Worker {
             seq: seq.into(),
             by: Name::from(by),
         });
+        if let Some(n) = &self.notice {
+            n.suspend(seq, start + self.settings.ack_deadline);
+        }
         let mut outcome = PowerOutcome {
             state: "suspended".into(),
             ..PowerOutcome::default()
@@ -628,6 +665,10 @@ impl Worker {
         });
         let suspended = start.saturating_sub(self.suspended_at);
         self.total_suspended += suspended;
+        if let Some(n) = &self.notice {
+            // Before any thaw: no program sees the resume's number without its times.
+            n.resume(seq, self.total_suspended, start);
+        }
         let mut outcome = PowerOutcome {
             state: "running".into(),
             ..PowerOutcome::default()
