@@ -277,6 +277,103 @@ fn suspend_freezes_in_order_resume_thaws_in_reverse_and_bad_requests_disturb_not
     assert!(ctl_suspended.contains("\"deaf\"]"), "{ctl_suspended}");
 }
 
+/// The lines of `file` once one satisfies `done` (at most 10 s).
+fn lines_until(file: &Path, done: impl Fn(&str) -> bool) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.iter().any(|l| done(l)) {
+            return lines;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no such line in {file:?}: {lines:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The value of `key=` in a line of `bulkhead-be-stop-start`.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let at = line
+        .split(' ')
+        .find_map(|w| w.strip_prefix(&format!("{key}=")));
+    at.unwrap_or_else(|| panic!("no {key} in {line}"))
+}
+
+#[test]
+fn a_best_effort_program_learns_of_each_stop_and_drops_inputs_from_before_the_resume() {
+    let program = common::bin("bulkhead-be-stop-start");
+    if skip() || !program.exists() {
+        eprintln!("skipping: needs bulkhead-be-stop-start (cargo build -p bulkhead-client)");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("stopstart-be");
+    let (file, out) = (dir.file("car.yaml"), dir.file("events.txt"));
+    let yaml = format!(
+        "system: {{cpus: 0-1}}\npartitions:\n  - name: ivi\n    cpus: 1\n    processes: [{{cmd: {} {}}}]\n",
+        program.display(),
+        out.display()
+    );
+    std::fs::write(&file, yaml).unwrap();
+    let (socket, log) = (dir.file("car.sock"), dir.file("log.jsonl"));
+    let _run = start(&file, &socket, &log, "20s");
+    wait_for(&socket);
+    lines_until(&out, |l| l == "started");
+    let argv = [program.to_str().unwrap(), out.to_str().unwrap()];
+    let pids = pids_of(&argv);
+    assert_eq!(pids.len(), 1, "{pids:?}");
+
+    let mut totals = Vec::new();
+    for seq in 1..=2 {
+        let suspended = ctl(&socket, &["suspend"]);
+        assert_eq!(
+            suspended.status.code(),
+            Some(0),
+            "{}",
+            text(&suspended.stderr)
+        );
+        assert_eq!(freezer_state(pids[0]), "FROZEN");
+        std::thread::sleep(Duration::from_millis(100));
+        let resumed = ctl(&socket, &["resume"]);
+        assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+        let want = format!("resumed seq={seq} ");
+        let lines = lines_until(&out, |l| l.starts_with(&want));
+        let line = lines.iter().find(|l| l.starts_with(&want)).unwrap();
+        // The input taken at the program's start is stale after every resume; one taken
+        // after the resume is fresh.
+        assert_eq!(field(line, "old_input_fresh"), "false", "{line}");
+        assert_eq!(field(line, "new_input_fresh"), "true", "{line}");
+        assert_eq!(field(line, "stale_dropped"), seq.to_string(), "{line}");
+        totals.push(field(line, "suspended_ns").parse::<u64>().unwrap());
+    }
+    // The total time suspended covers at least the two 100 ms sleeps between the
+    // replies (a lower bound only: the rest is the machine's).
+    assert!(totals[0] >= 100_000_000, "{totals:?}");
+    assert!(totals[1] >= totals[0] + 100_000_000, "{totals:?}");
+    // Each suspend is seen before or with its resume, never a resume without it.
+    let text_out = std::fs::read_to_string(&out).unwrap();
+    let seen: Vec<&str> = text_out
+        .lines()
+        .map(|l| l.split(" suspended_ns").next().unwrap())
+        .collect();
+    let allowed = |l: &&str| {
+        [
+            "started",
+            "suspending seq=1",
+            "resumed seq=1",
+            "suspending seq=2",
+            "resumed seq=2",
+        ]
+        .contains(l)
+    };
+    assert!(seen.iter().all(allowed), "{seen:?}");
+    let resumes: Vec<&&str> = seen.iter().filter(|l| l.starts_with("resumed")).collect();
+    assert_eq!(resumes, [&"resumed seq=1", &"resumed seq=2"], "{seen:?}");
+}
+
 #[test]
 fn a_supervisor_killed_while_suspended_is_cleaned_up_by_the_next_start() {
     if skip() {

@@ -14,6 +14,8 @@
 
 use std::sync::Mutex;
 
+pub mod stopstart;
+
 /// Why a call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Error {
@@ -23,14 +25,19 @@ pub enum Error {
     BadParameters,
     /// Reading or writing the channel failed (errno).
     Io(i32),
+    /// `BULKHEAD_STOP_START` is not set: not a best-effort program of a run without
+    /// windows ([`stopstart`]).
+    NoStopStart,
+    /// `BULKHEAD_STOP_START` does not name a stop-start notice page.
+    BadNotice,
 }
 
 impl Error {
     /// The errno value the C ABI reports.
     pub fn errno(self) -> i32 {
         match self {
-            Error::NotScheduled => libc::ENOKEY,
-            Error::BadParameters => libc::EBADMSG,
+            Error::NotScheduled | Error::NoStopStart => libc::ENOKEY,
+            Error::BadParameters | Error::BadNotice => libc::EBADMSG,
             Error::Io(e) => e,
         }
     }
@@ -45,6 +52,12 @@ impl std::fmt::Display for Error {
             Error::BadParameters => {
                 f.write_str("DEMOS_PARAMETERS is malformed (expected FD,FD,0|1)")
             }
+            Error::NoStopStart => f.write_str(
+                "BULKHEAD_STOP_START is not set: not a best-effort program of a bulkhead run without windows",
+            ),
+            Error::BadNotice => f.write_str(
+                "BULKHEAD_STOP_START does not name a stop-start notice page (expected fd:N)",
+            ),
             Error::Io(e) => write!(
                 f,
                 "scheduler channel: {}",
@@ -220,6 +233,129 @@ pub extern "C" fn bulkhead_completed() -> libc::c_int {
 #[no_mangle]
 pub extern "C" fn bulkhead_initialization_completed() -> libc::c_int {
     c_result(initialization_completed())
+}
+
+/// The C view of a stop-start event (`struct bulkhead_stop_start_event`).
+#[repr(C)]
+pub struct CStopStartEvent {
+    /// 1: suspend requested (`at_ns` = the acknowledgement deadline); 2: resumed
+    /// (`at_ns` = the resume instant).
+    pub kind: u32,
+    pub seq: u32,
+    pub at_ns: u64,
+    /// Total time the system has spent suspended (resumed events).
+    pub suspended_ns: u64,
+}
+
+static STOP_START: std::sync::OnceLock<stopstart::StopStart> = std::sync::OnceLock::new();
+static STOP_START_INIT: Mutex<()> = Mutex::new(());
+
+/// Runs `f` on the process's notice page, mapped at the first call (a failed mapping is
+/// tried again at the next call). The page is shared by the program's threads: a thread
+/// waiting for an event does not hold up another's `fresh`.
+fn with_stop_start<T>(
+    f: impl FnOnce(&stopstart::StopStart) -> Result<T, Error>,
+) -> Result<T, Error> {
+    if let Some(s) = STOP_START.get() {
+        return f(s);
+    }
+    let _guard = STOP_START_INIT.lock().unwrap_or_else(|e| e.into_inner());
+    if STOP_START.get().is_none() {
+        let _ = STOP_START.set(stopstart::StopStart::open()?);
+    }
+    f(STOP_START.get().expect("set above"))
+}
+
+fn c_value(r: Result<libc::c_int, Error>) -> libc::c_int {
+    match r {
+        Ok(v) => v,
+        Err(e) => c_result(Err(e)),
+    }
+}
+
+/// C: maps the stop-start notice page (`BULKHEAD_STOP_START`). 0, or -1 with errno
+/// (`ENOKEY`: not a best-effort program of a run without windows).
+#[no_mangle]
+pub extern "C" fn bulkhead_stop_start_init() -> libc::c_int {
+    c_result(with_stop_start(|_| Ok(())))
+}
+
+/// C: the next stop-start event not reported yet, waiting at most `timeout_ns` for one
+/// (0: do not wait; negative: forever). 1 with `*event` filled, 0 when none came, -1
+/// with errno.
+///
+/// # Safety
+/// `event` points to a writable `struct bulkhead_stop_start_event`.
+#[no_mangle]
+pub unsafe extern "C" fn bulkhead_stop_start_event(
+    timeout_ns: i64,
+    event: *mut CStopStartEvent,
+) -> libc::c_int {
+    if event.is_null() {
+        return c_result(Err(Error::Io(libc::EFAULT)));
+    }
+    let timeout = u64::try_from(timeout_ns)
+        .ok()
+        .map(std::time::Duration::from_nanos);
+    let got = with_stop_start(|s| Ok(s.wait_event(timeout)));
+    let c = match got {
+        Ok(Some(stopstart::Event::Suspending { seq, deadline_ns })) => CStopStartEvent {
+            kind: 1,
+            seq,
+            at_ns: deadline_ns,
+            suspended_ns: 0,
+        },
+        Ok(Some(stopstart::Event::Resumed {
+            seq,
+            resumed_at_ns,
+            suspended_ns,
+        })) => CStopStartEvent {
+            kind: 2,
+            seq,
+            at_ns: resumed_at_ns,
+            suspended_ns,
+        },
+        Ok(None) => return 0,
+        Err(e) => return c_result(Err(e)),
+    };
+    // SAFETY: the caller guarantees `event` points to a writable event (checked non-null).
+    unsafe { event.write(c) };
+    1
+}
+
+/// C: CLOCK_MONOTONIC instant of the latest resume (0: none, or not available).
+#[no_mangle]
+pub extern "C" fn bulkhead_stop_start_resumed_at_ns() -> u64 {
+    with_stop_start(|s| Ok(s.resumed_at_ns())).unwrap_or(0)
+}
+
+/// C: bulkhead's system time (CLOCK_MONOTONIC minus the time suspended; plain
+/// CLOCK_MONOTONIC when not available).
+#[no_mangle]
+pub extern "C" fn bulkhead_stop_start_system_time_ns() -> u64 {
+    with_stop_start(|s| Ok(s.system_time_ns())).unwrap_or_else(|_| stopstart::monotonic_ns())
+}
+
+/// C: the stale/fresh rule for an input stamped `stamp_ns` on CLOCK_MONOTONIC: 1 fresh
+/// (use it), 0 stale (stamped before the latest resume: drop it), -1 with errno.
+#[no_mangle]
+pub extern "C" fn bulkhead_stop_start_fresh(stamp_ns: u64) -> libc::c_int {
+    c_value(with_stop_start(|s| Ok(s.fresh(stamp_ns) as libc::c_int)))
+}
+
+/// C: [`bulkhead_stop_start_fresh`] for a CAN frame from a gateway channel, stamped on
+/// CLOCK_REALTIME.
+#[no_mangle]
+pub extern "C" fn bulkhead_stop_start_fresh_can(stamp_ns: u64) -> libc::c_int {
+    c_value(with_stop_start(
+        |s| Ok(s.fresh_can(stamp_ns) as libc::c_int),
+    ))
+}
+
+/// C: inputs found stale so far by the two calls above.
+#[no_mangle]
+pub extern "C" fn bulkhead_stop_start_stale_dropped() -> u64 {
+    with_stop_start(|s| Ok(s.stale_dropped())).unwrap_or(0)
 }
 
 /// The helper programs (`demos-signal-completion`, `bulkhead-signal-completion`):

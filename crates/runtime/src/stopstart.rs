@@ -2,15 +2,20 @@
 //! ECRTS 2024, Sec. 2.1-2.3 and Fig. 2), the Linux way: the supervisor is the master
 //! power manager.
 //!
-//! **Suspend**, partition by partition in the description's `stop_start.order`: every
-//! rt task of the partition gets a suspend request in its control block with the
-//! acknowledgement deadline (`ack_deadline` from now; Fig. 2 steps 2-5, the task library
-//! saves its context and acknowledges), the worker waits for the acknowledgements until
-//! that deadline, then freezes the partition's cgroup whether or not all came (a task
-//! that did not acknowledge is named in `partition_suspended`). Best-effort programs
-//! have no control block: they are frozen directly (the client library has no channel
-//! from the supervisor to the program that could carry a request). Then, if asked and
-//! offered, suspend-to-RAM (`mem` into `<sysfs>/power/state`).
+//! **Suspend**: every rt task gets a suspend request in its control block at once, with
+//! one acknowledgement deadline (`ack_deadline` from the request; Fig. 2 steps 2-5, the
+//! task library saves its context and acknowledges), so that all reach their safe points
+//! in parallel. Then, partition by partition in the description's `stop_start.order`, the
+//! worker waits (futex, woken by each acknowledgement) until the partition's own tasks
+//! acknowledged or the deadline passed, and freezes its cgroup whether or not all came (a
+//! task that did not acknowledge is named in `partition_suspended`). The worker runs under
+//! SCHED_FIFO [`WORKER_PRIORITY`], so an acknowledgement or a cgroup state is seen when it
+//! comes, not when the CPUs' reservations and SCHED_OTHER load leave the worker time. Best-effort programs
+//! have no control block and no way to acknowledge: they learn of the suspend and the
+//! resume through the client library's read-only notice page
+//! ([`bulkhead_client::stopstart`], published at the request and before the thaw) and
+//! are frozen directly. Then, if asked and offered, suspend-to-RAM (`mem` into
+//! `<sysfs>/power/state`).
 //!
 //! **Resume**, in reverse order: per partition, before thawing, each task's release grid
 //! is moved (continuable: shifted by the time suspended, JuMP2start 2.2 "Update Ctx";
@@ -33,11 +38,13 @@
 
 use crate::cgroup::{self, Hierarchy, Version};
 use crate::control::LiveTasks;
+use crate::links::Links;
 use crate::modes::ModeEvents;
 use crate::supervisor::monotonic_ns;
-use crate::{leftovers, RunError};
+use crate::{leftovers, RunError, RunOptions};
+use bulkhead_client::stopstart::{NoticeWriter, NOTICE_VAR};
 use bulkhead_control::{ErrorCode, PartitionPower, PowerOutcome, Response, Ticket};
-use bulkhead_model::{Nanos, Resume, StopStart, System};
+use bulkhead_model::{Nanos, PartitionKind, Resume, StopStart, System};
 use bulkhead_reserve::partition::StopStartTask;
 use bulkhead_trace::{Event, EventKind, Name};
 use std::fs;
@@ -49,8 +56,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// How often the worker looks at acknowledgements while it waits for them.
-const ACK_POLL: Duration = Duration::from_micros(20);
+/// How often the worker looks at a cgroup's freezer state while it waits for it.
+const SETTLE_POLL: Duration = Duration::from_micros(20);
+/// SCHED_FIFO priority of the worker: above the supervisor's 40, below a boosted mode
+/// agent's 45 and the kernel's threaded interrupts at 50. Reserved tasks preempt it (their
+/// SCHED_DEADLINE, or their FIFO levels from 98 down); every SCHED_OTHER thread waits.
+pub const WORKER_PRIORITY: i32 = 44;
 /// How often the idle worker looks at the trigger and first-fresh-frame counters.
 const WATCH_PERIOD: Duration = Duration::from_millis(1);
 /// How long a freeze or thaw may take to show in the cgroup's state.
@@ -164,6 +175,8 @@ struct Worker {
     /// Trigger counters last seen: (index in `awake_tasks`, counter, value).
     triggers: Vec<(usize, &'static str, u64)>,
     sysfs: PathBuf,
+    /// The best-effort programs' notice page.
+    notice: Option<NoticeWriter>,
 }
 
 /// The inputs of [`StopStartManager::start`].
@@ -174,6 +187,8 @@ pub struct Inputs<'a> {
     pub tasks: Vec<StopStartTask>,
     /// The unwindowed be partitions' freezer cgroups, by name.
     pub be_dirs: Vec<(String, PathBuf)>,
+    /// The notice page handed to the best-effort partitions ([`hand_notice`]).
+    pub notice: Option<NoticeWriter>,
     pub live: LiveTasks,
     pub events: ModeEvents,
     pub epoch_ns: u64,
@@ -182,6 +197,31 @@ pub struct Inputs<'a> {
 /// The sysfs root (`/sys`, or [`SYSFS_ROOT_VAR`]).
 pub fn sysfs_root() -> PathBuf {
     std::env::var_os(SYSFS_ROOT_VAR).map_or_else(|| PathBuf::from("/sys"), PathBuf::from)
+}
+
+/// Creates the best-effort programs' notice page and hands it, read-only, to every
+/// best-effort partition as `BULKHEAD_STOP_START=fd:N`, where the run can stop and start
+/// (no windows, a control socket); `None` elsewhere.
+pub fn hand_notice(
+    system: &System,
+    options: &RunOptions,
+    links: &mut Links,
+) -> Result<Option<NoticeWriter>, RunError> {
+    let be = system
+        .partitions
+        .iter()
+        .filter(|p| p.kind == PartitionKind::Be);
+    let names: Vec<&str> = be.map(|p| p.name.as_str()).collect();
+    if !system.windows.is_empty() || options.control.is_none() || names.is_empty() {
+        return Ok(None);
+    }
+    let notice = NoticeWriter::create().map_err(|e| RunError::io("stop-start notice page", e))?;
+    for name in names {
+        let fd = notice.fd().try_clone_to_owned();
+        let fd = fd.map_err(|e| RunError::io("stop-start notice page", e))?;
+        links.hand(name, NOTICE_VAR, fd);
+    }
+    Ok(Some(notice))
 }
 
 /// Refuses `stop_start.suspend_to_ram: true` where `<sysfs>/power/state` does not offer
@@ -359,6 +399,7 @@ impl Worker {
             awake_tasks: Vec::new(),
             triggers: Vec::new(),
             sysfs: sysfs_root(),
+            notice: inputs.notice,
         };
         let mut tasks = inputs.tasks;
         for (i, name) in settings.order.iter().enumerate() {
@@ -429,6 +470,12 @@ impl Worker {
     }
 
     fn run(mut self, jobs: Receiver<Job>, done: Sender<(Ticket, Response)>, wake: i32) {
+        if let Err(e) = realtime_priority() {
+            eprintln!(
+                "bulkhead: stop-start: the worker runs without real-time priority (SCHED_FIFO {WORKER_PRIORITY}): {e}; \
+                 suspend and resume wait for the CPU time reserved tasks leave"
+            );
+        }
         loop {
             let job = match jobs.recv_timeout(WATCH_PERIOD) {
                 Ok(job) => Some(job),
@@ -550,13 +597,17 @@ impl Worker {
             seq: seq.into(),
             by: Name::from(by),
         });
+        if let Some(n) = &self.notice {
+            n.suspend(seq, start + self.settings.ack_deadline);
+        }
         let mut outcome = PowerOutcome {
             state: "suspended".into(),
             ..PowerOutcome::default()
         };
         let mut problems = Vec::new();
+        let deadline = self.request_suspend(seq, start);
         for i in 0..self.parts.len() {
-            let unacked = self.notify_suspend(i, seq);
+            let unacked = self.wait_acks(i, seq, deadline);
             let pids = self.pids(&self.parts[i].name);
             if let Err(e) = freeze(&mut self.parts[i].freezer, self.version, &pids, true) {
                 problems.push(format!("partition `{}`: {e}", self.parts[i].name));
@@ -602,20 +653,27 @@ impl Worker {
         }
     }
 
-    /// Asks the tasks of part `i` to suspend and waits for their acknowledgements until
-    /// the deadline; returns the names of those that did not acknowledge.
-    fn notify_suspend(&mut self, i: usize, seq: u32) -> Vec<String> {
-        let deadline = monotonic_ns() + self.settings.ack_deadline;
-        let part = &mut self.parts[i];
-        for t in &mut part.tasks {
+    /// Asks every task of every partition to suspend at once, with one acknowledgement
+    /// deadline (`ack_deadline` after the request at `start`), and returns it: all tasks
+    /// get to their safe points in parallel, while the partitions are still frozen one
+    /// after the other in the configured order.
+    fn request_suspend(&mut self, seq: u32, start: u64) -> u64 {
+        let deadline = start + self.settings.ack_deadline;
+        for t in self.parts.iter_mut().flat_map(|p| &mut p.tasks) {
             t.judged_before = t.ss.judged_from.swap(u64::MAX, Ordering::AcqRel);
             t.ss.port.request_suspend(seq, deadline);
         }
-        while monotonic_ns() < deadline && !part.tasks.iter().all(|t| t.ss.port.suspend_acked(seq))
-        {
-            std::thread::sleep(ACK_POLL);
-        }
-        let unacked = part.tasks.iter().filter(|t| !t.ss.port.suspend_acked(seq));
+        deadline
+    }
+
+    /// Waits (futex, woken by each acknowledgement) until every task of part `i`
+    /// acknowledged request `seq` or `deadline` passed; returns the names of those that
+    /// did not acknowledge.
+    fn wait_acks(&self, i: usize, seq: u32, deadline: u64) -> Vec<String> {
+        let tasks = &self.parts[i].tasks;
+        let unacked = tasks
+            .iter()
+            .filter(|t| !t.ss.port.wait_suspend_ack(seq, deadline));
         unacked.map(|t| t.name.clone()).collect()
     }
 
@@ -628,6 +686,10 @@ impl Worker {
         });
         let suspended = start.saturating_sub(self.suspended_at);
         self.total_suspended += suspended;
+        if let Some(n) = &self.notice {
+            // Before any thaw: no program sees the resume's number without its times.
+            n.resume(seq, self.total_suspended, start);
+        }
         let mut outcome = PowerOutcome {
             state: "running".into(),
             ..PowerOutcome::default()
@@ -701,6 +763,24 @@ impl Worker {
     }
 }
 
+/// Puts the calling thread under SCHED_FIFO [`WORKER_PRIORITY`] (with
+/// SCHED_RESET_ON_FORK): the worker waits for acknowledgements and cgroup states, and
+/// must run as soon as one comes even while every CPU is reserved and SCHED_OTHER work
+/// (other programs, builds) is queued.
+fn realtime_priority() -> std::io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: WORKER_PRIORITY,
+    };
+    // SAFETY: sched_setscheduler reads one sched_param; pid 0 is the calling thread.
+    let r = unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param)
+    };
+    match r {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 fn extract(tasks: &mut Vec<StopStartTask>, partition: &str) -> Vec<StopStartTask> {
     let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(tasks)
         .into_iter()
@@ -745,7 +825,7 @@ fn freeze(f: &mut Freezer, version: Version, pids: &[u32], frozen: bool) -> Resu
                 let want = if frozen { "frozen" } else { "thawed" };
                 return Err(format!("{} is not {want} after {SETTLE:?}", dir.display()));
             }
-            std::thread::sleep(ACK_POLL);
+            std::thread::sleep(SETTLE_POLL);
         }
     }
     Ok(())

@@ -235,6 +235,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         .transpose()?;
     let exe = std::env::current_exe().map_err(|e| RunError::io("the path of this program", e))?;
     let mut links = Links::create(system, &exe)?;
+    let notice = crate::stopstart::hand_notice(system, options, &mut links)?;
     if let Some(c) = control.as_mut() {
         c.count_channels(links.described());
         c.hand_status(system, &mut links)?;
@@ -266,7 +267,8 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     if system.windows.is_empty() {
         crate::affinity::pin(system, &mut warnings);
         if let Some(c) = &mut control {
-            c.stop_start(stop_start(system, &hierarchy, rt.as_mut(), free.as_ref())?)?;
+            let manager = stop_start(system, &hierarchy, rt.as_mut(), free.as_ref(), notice)?;
+            c.stop_start(manager)?;
         }
         let started = Started {
             rt,
@@ -373,6 +375,7 @@ fn stop_start(
     hierarchy: &Hierarchy,
     rt: Option<&mut RtRun>,
     free: Option<&FreeKeeper>,
+    notice: Option<bulkhead_client::stopstart::NoticeWriter>,
 ) -> Result<crate::stopstart::StopStartManager, RunError> {
     let (tasks, live, events, epoch_ns) = match rt {
         Some(rt) => (
@@ -393,6 +396,7 @@ fn stop_start(
         hierarchy,
         tasks,
         be_dirs: free.map(|f| f.dirs.clone()).unwrap_or_default(),
+        notice,
         live,
         events,
         epoch_ns,

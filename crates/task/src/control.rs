@@ -412,9 +412,30 @@ impl Control {
             .then(|| (seq, self.suspend_deadline_ns.load(Relaxed)))
     }
 
-    /// The task has saved what it needs for suspend request `seq` (task side).
+    /// The task has saved what it needs for suspend request `seq` (task side); wakes a
+    /// supervisor waiting in [`Control::wait_suspend_ack`].
     pub fn ack_suspend(&self, seq: u32) {
         self.suspend_ack.store(seq, Release);
+        futex_wake_all(&self.suspend_ack);
+    }
+
+    /// Waits until the task acknowledged suspend request `seq` or CLOCK_MONOTONIC reaches
+    /// `deadline_ns`; whether it did (supervisor side). Woken by
+    /// [`Control::ack_suspend`]; it also looks every [`ACK_RECHECK_NS`], for programs
+    /// built with a library that stored the acknowledgement without waking.
+    pub fn wait_suspend_ack(&self, seq: u32, deadline_ns: u64) -> bool {
+        loop {
+            let acked = self.suspend_ack.load(Acquire);
+            if acked == seq {
+                return true;
+            }
+            match deadline_ns.checked_sub(crate::clock::now_ns()) {
+                Some(left) if left > 0 => {
+                    futex_wait(&self.suspend_ack, acked, Some(left.min(ACK_RECHECK_NS)))
+                }
+                _ => return false,
+            }
+        }
     }
 
     /// Whether the task acknowledged suspend request `seq` (supervisor side).
@@ -601,6 +622,7 @@ mod tests {
         assert!(c.suspend_acked(1));
         assert_eq!(c.pending_suspend(), None);
         assert!(!c.wait_resume(Some(Duration::from_millis(5))));
+        assert!(!c.wait_suspend_ack(2, crate::clock::now_ns() + 1_000_000));
         let running = std::thread::scope(|s| {
             let waiter = s.spawn(|| c.wait_resume(Some(Duration::from_secs(5))));
             std::thread::sleep(Duration::from_millis(20));
@@ -612,6 +634,27 @@ mod tests {
         assert_eq!(c.resumed_at_ns.load(Acquire), 9_000);
         // System time leaves out the 700 ns spent suspended.
         assert_eq!(c.system_time_ns(10_000), 9_300);
+    }
+
+    #[test]
+    fn a_suspend_acknowledgement_wakes_the_waiting_supervisor() {
+        let c = block();
+        let c = &*c;
+        std::thread::scope(|s| {
+            let task = s.spawn(|| {
+                let seen = c.suspend_seq.load(Acquire);
+                c.sleep_until_suspend(seen, crate::clock::now_ns() + 5_000_000_000);
+                let (seq, _) = c.pending_suspend().unwrap();
+                c.ack_suspend(seq);
+            });
+            std::thread::sleep(Duration::from_millis(20));
+            c.request_suspend(3, crate::clock::now_ns() + 5_000_000_000);
+            let t = Instant::now();
+            assert!(c.wait_suspend_ack(3, crate::clock::now_ns() + 5_000_000_000));
+            // Woken by the acknowledgement, not by the 5 s deadline.
+            assert!(t.elapsed() < Duration::from_secs(4));
+            task.join().unwrap();
+        });
     }
 
     #[test]

@@ -329,6 +329,12 @@ impl StopStartPort {
         self.ctl.get().suspend_acked(seq)
     }
 
+    /// Waits (futex) until the task acknowledged suspend request `seq` or CLOCK_MONOTONIC
+    /// reaches `deadline_ns`; whether it did.
+    pub fn wait_suspend_ack(&self, seq: u32, deadline_ns: u64) -> bool {
+        self.ctl.get().wait_suspend_ack(seq, deadline_ns)
+    }
+
     /// Publishes the resume of request `seq` with the total suspended time and the resume
     /// instant. Precondition: the task is still frozen.
     pub fn publish_resume(&self, seq: u32, suspended_ns: u64, resumed_at_ns: u64) {

@@ -8,6 +8,8 @@
 #ifndef BULKHEAD_CLIENT_H
 #define BULKHEAD_CLIENT_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -24,6 +26,35 @@ int bulkhead_completed(void);
 int demos_init(void);
 int demos_initialization_completed(void);
 int demos_completed(void);
+
+/* Stop-start (docs/stop-start.md), for best-effort programs of a run without windows
+ * (BULKHEAD_STOP_START): the program learns that the system was asked to suspend and
+ * that it resumed, and drops inputs stamped before the resume. The program is frozen
+ * without waiting for it, so it usually sees a suspend and its resume as one "resumed"
+ * event after the thaw. */
+struct bulkhead_stop_start_event {
+    uint32_t kind;          /* 1: suspend requested, 2: resumed */
+    uint32_t seq;           /* the request's number */
+    uint64_t at_ns;         /* 1: the acknowledgement deadline; 2: the resume instant
+                               (CLOCK_MONOTONIC) */
+    uint64_t suspended_ns;  /* 2: total time the system has spent suspended */
+};
+/* Maps the notice page. 0, or -1 with errno (ENOKEY: no BULKHEAD_STOP_START). */
+int bulkhead_stop_start_init(void);
+/* The next event not reported yet, waiting at most timeout_ns (0: do not wait;
+ * negative: forever). 1 with *event filled, 0 if none came, -1 with errno. */
+int bulkhead_stop_start_event(int64_t timeout_ns, struct bulkhead_stop_start_event *event);
+/* CLOCK_MONOTONIC instant of the latest resume (0: none). */
+uint64_t bulkhead_stop_start_resumed_at_ns(void);
+/* CLOCK_MONOTONIC minus the time the system spent suspended. */
+uint64_t bulkhead_stop_start_system_time_ns(void);
+/* 1: an input stamped stamp_ns (CLOCK_MONOTONIC) is fresh, use it; 0: stale (stamped
+ * before the latest resume), drop it; -1 with errno. */
+int bulkhead_stop_start_fresh(uint64_t stamp_ns);
+/* The same for a CAN frame from a gateway channel (stamp on CLOCK_REALTIME). */
+int bulkhead_stop_start_fresh_can(uint64_t stamp_ns);
+/* Inputs found stale so far. */
+uint64_t bulkhead_stop_start_stale_dropped(void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,487 @@
+//! Stop-start for best-effort programs (docs/stop-start.md; JuMP2start: Golchin and
+//! West, ECRTS 2024, Sec. 2.1-2.3): a program of a best-effort partition learns that
+//! the system was asked to suspend and that it resumed, with the resume instant and the
+//! total time suspended, and drops inputs stamped before the resume (the stale/fresh
+//! rule the task library gives rt tasks).
+//!
+//! **The notice page.** The supervisor creates one memfd page per run ([`NoticeWriter`]),
+//! maps it writable, then seals it (`F_SEAL_FUTURE_WRITE`, no resize): every best-effort
+//! partition's programs get a descriptor of it as `BULKHEAD_STOP_START=fd:N` and can map
+//! it read-only only. It carries nothing of any partition, only the system's stop-start
+//! state, the same for all. Layout ([`Notice`], `repr(C)`): at a suspend request the
+//! supervisor stores the acknowledgement deadline, then the request's number in
+//! `suspend_seq` (Release) and wakes the futex waiters; at a resume, before it thaws the
+//! best-effort partitions, it stores the total time suspended and the resume instant,
+//! then the number in `resume_seq` (Release), and wakes them. The system is suspended
+//! while `suspend_seq != resume_seq`.
+//!
+//! Best-effort programs are not waited for: they are frozen right after the notice (the
+//! paper's Linux mission applications are frozen by the kernel's freezer, Sec. 2.1), so
+//! a program usually sees the suspend and its resume together, after the thaw: an
+//! [`Event::Resumed`] from [`StopStart::event`] or [`StopStart::wait_event`].
+
+use crate::Error;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::time::Duration;
+
+/// The variable naming the notice page's descriptor (`fd:N`).
+pub const NOTICE_VAR: &str = "BULKHEAD_STOP_START";
+/// `b"BHSTOP01"` as a little-endian integer.
+pub const NOTICE_MAGIC: u64 = u64::from_le_bytes(*b"BHSTOP01");
+/// The layout's version.
+pub const NOTICE_VERSION: u32 = 1;
+/// Size of the page.
+pub const NOTICE_LEN: usize = 4096;
+
+/// The notice page. Written by the supervisor only.
+#[repr(C)]
+pub struct Notice {
+    /// [`NOTICE_MAGIC`], stored (Release) once the rest is written.
+    pub magic: AtomicU64,
+    pub version: AtomicU32,
+    _pad: u32,
+    /// The latest suspend request, 0 = none (futex word).
+    pub suspend_seq: AtomicU32,
+    /// The latest request that was resumed (futex word).
+    pub resume_seq: AtomicU32,
+    /// CLOCK_MONOTONIC instant by which the latest request is to be acknowledged.
+    pub suspend_deadline_ns: AtomicU64,
+    /// Total time the system has spent suspended, ns.
+    pub suspended_ns: AtomicU64,
+    /// CLOCK_MONOTONIC instant of the latest resume.
+    pub resumed_at_ns: AtomicU64,
+}
+
+const _: () = assert!(std::mem::size_of::<Notice>() <= NOTICE_LEN);
+
+/// A stop-start event as a program sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Suspend request `seq` is out: the program is about to be frozen.
+    Suspending { seq: u32, deadline_ns: u64 },
+    /// The system resumed at `resumed_at_ns` (CLOCK_MONOTONIC) after request `seq`;
+    /// it has spent `suspended_ns` suspended in total since the run started.
+    Resumed {
+        seq: u32,
+        resumed_at_ns: u64,
+        suspended_ns: u64,
+    },
+}
+
+/// A shared mapping of the page (read-only for programs, writable for the supervisor).
+struct Map {
+    ptr: *mut Notice,
+}
+
+// SAFETY: the mapping is process-wide memory whose fields are all atomics.
+unsafe impl Send for Map {}
+// SAFETY: as for Send.
+unsafe impl Sync for Map {}
+
+impl Map {
+    fn new(fd: BorrowedFd<'_>, writable: bool) -> Result<Map, Error> {
+        let prot = match writable {
+            true => libc::PROT_READ | libc::PROT_WRITE,
+            false => libc::PROT_READ,
+        };
+        // SAFETY: a fresh shared mapping of NOTICE_LEN bytes of the file; unmapped only in
+        // Drop. The caller checked (or made) the file at least NOTICE_LEN long: a shorter
+        // file would only fault on access past its end, which the size check prevents.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                NOTICE_LEN,
+                prot,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::Io(crate::last_errno()));
+        }
+        Ok(Map { ptr: p.cast() })
+    }
+
+    fn get(&self) -> &Notice {
+        // SAFETY: ptr is a live mapping of NOTICE_LEN >= size_of::<Notice>() bytes,
+        // page-aligned; every field is an atomic, valid for any bit pattern.
+        unsafe { &*self.ptr }
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: ptr/NOTICE_LEN come from our own successful mmap.
+        unsafe { libc::munmap(self.ptr.cast(), NOTICE_LEN) };
+    }
+}
+
+/// The supervisor's side: creates, seals and writes the page.
+pub struct NoticeWriter {
+    fd: OwnedFd,
+    map: Map,
+}
+
+impl NoticeWriter {
+    /// A new page, initialized and sealed so that no one else can map it writable.
+    pub fn create() -> std::io::Result<NoticeWriter> {
+        let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+        // SAFETY: the name is a NUL-terminated literal; the result is checked.
+        let fd = unsafe { libc::memfd_create(c"bulkhead-stop-start".as_ptr(), flags) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fd is a new descriptor owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: ftruncate on our own memfd.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), NOTICE_LEN as libc::off_t) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let map = Map::new(fd.as_fd(), true).map_err(io_error)?;
+        let n = map.get();
+        n.version.store(NOTICE_VERSION, Relaxed);
+        n.magic.store(NOTICE_MAGIC, Release);
+        let seals =
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_SEAL;
+        // SAFETY: F_ADD_SEALS takes an int argument.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(NoticeWriter { fd, map })
+    }
+
+    /// The page's descriptor (to duplicate for the partitions).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Publishes suspend request `seq`, to be acknowledged by `deadline_ns`, and wakes
+    /// the programs waiting.
+    pub fn suspend(&self, seq: u32, deadline_ns: u64) {
+        let n = self.map.get();
+        n.suspend_deadline_ns.store(deadline_ns, Relaxed);
+        n.suspend_seq.store(seq, Release);
+        futex_wake_all(&n.suspend_seq);
+    }
+
+    /// Publishes the resume of request `seq` at `resumed_at_ns` with the total time
+    /// suspended, and wakes the programs waiting. Precondition (for the programs' view):
+    /// called before their partitions are thawed.
+    pub fn resume(&self, seq: u32, suspended_ns: u64, resumed_at_ns: u64) {
+        let n = self.map.get();
+        n.suspended_ns.store(suspended_ns, Relaxed);
+        n.resumed_at_ns.store(resumed_at_ns, Relaxed);
+        n.resume_seq.store(seq, Release);
+        futex_wake_all(&n.resume_seq);
+    }
+}
+
+/// A program's view of the notice page.
+pub struct StopStart {
+    map: Map,
+    /// The latest suspend and resume this handle reported.
+    seen_suspend: AtomicU32,
+    seen_resume: AtomicU32,
+    stale_dropped: AtomicU64,
+}
+
+impl StopStart {
+    /// Maps the page named by `BULKHEAD_STOP_START` (`Error::NoStopStart` when the
+    /// variable is not set: not under `bulkhead run`, or a windowed system, which has no
+    /// stop-start; `Error::BadNotice` when it names no notice page).
+    pub fn open() -> Result<StopStart, Error> {
+        let text = std::env::var(NOTICE_VAR).map_err(|_| Error::NoStopStart)?;
+        let fd = text
+            .strip_prefix("fd:")
+            .and_then(|n| n.parse::<i32>().ok())
+            .filter(|&fd| fd >= 0)
+            .ok_or(Error::BadNotice)?;
+        // SAFETY: the descriptor named by the supervisor stays open for the process's
+        // life; it is only borrowed for the checks and the mmap.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        StopStart::from_fd(fd)
+    }
+
+    /// Maps the page of descriptor `fd` read-only and checks it.
+    pub fn from_fd(fd: BorrowedFd<'_>) -> Result<StopStart, Error> {
+        // SAFETY: stat is plain data; fstat overwrites it.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes one stat struct into `st`.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(Error::Io(crate::last_errno()));
+        }
+        if (st.st_size as usize) < NOTICE_LEN {
+            return Err(Error::BadNotice);
+        }
+        let map = Map::new(fd, false)?;
+        let n = map.get();
+        if n.magic.load(Acquire) != NOTICE_MAGIC || n.version.load(Relaxed) != NOTICE_VERSION {
+            return Err(Error::BadNotice);
+        }
+        let (seen_suspend, seen_resume) = (n.suspend_seq.load(Acquire), n.resume_seq.load(Acquire));
+        Ok(StopStart {
+            map,
+            seen_suspend: AtomicU32::new(seen_suspend),
+            seen_resume: AtomicU32::new(seen_resume),
+            stale_dropped: AtomicU64::new(0),
+        })
+    }
+
+    fn notice(&self) -> &Notice {
+        self.map.get()
+    }
+
+    /// Whether a suspend request is outstanding (requested and not yet resumed).
+    pub fn suspending(&self) -> bool {
+        let n = self.notice();
+        n.suspend_seq.load(Acquire) != n.resume_seq.load(Acquire)
+    }
+
+    /// How many times the system resumed (the latest resumed request's number).
+    pub fn resumes(&self) -> u32 {
+        self.notice().resume_seq.load(Acquire)
+    }
+
+    /// CLOCK_MONOTONIC instant of the latest resume (0: none yet). Data stamped before
+    /// it is stale.
+    pub fn resumed_at_ns(&self) -> u64 {
+        self.notice().resumed_at_ns.load(Acquire)
+    }
+
+    /// Total time the system has spent suspended.
+    pub fn suspended_ns(&self) -> u64 {
+        self.notice().suspended_ns.load(Acquire)
+    }
+
+    /// bulkhead's system time now: CLOCK_MONOTONIC minus the time spent suspended
+    /// (JuMP2start 2.3); it does not advance while the system is suspended.
+    pub fn system_time_ns(&self) -> u64 {
+        monotonic_ns().saturating_sub(self.suspended_ns())
+    }
+
+    /// The next event this handle has not reported yet, if any: a resume (which covers
+    /// its suspend) before an outstanding suspend request.
+    /// Precondition for exact reports: one thread asks for events (a second one may
+    /// miss an event the first took).
+    pub fn event(&self) -> Option<Event> {
+        let n = self.notice();
+        let resume_seq = n.resume_seq.load(Acquire);
+        let resumed = Event::Resumed {
+            seq: resume_seq,
+            resumed_at_ns: n.resumed_at_ns.load(Relaxed),
+            suspended_ns: n.suspended_ns.load(Relaxed),
+        };
+        let suspend_seq = n.suspend_seq.load(Acquire);
+        let suspending = Event::Suspending {
+            seq: suspend_seq,
+            deadline_ns: n.suspend_deadline_ns.load(Relaxed),
+        };
+        if self.seen_resume.swap(resume_seq, Relaxed) != resume_seq {
+            if resume_seq == suspend_seq {
+                self.seen_suspend.store(suspend_seq, Relaxed);
+            }
+            return Some(resumed);
+        }
+        if suspend_seq != resume_seq && self.seen_suspend.swap(suspend_seq, Relaxed) != suspend_seq
+        {
+            return Some(suspending);
+        }
+        None
+    }
+
+    /// Waits for the next event (as [`StopStart::event`]) at most `timeout` (`None`:
+    /// forever); `None` when the time passed without one.
+    pub fn wait_event(&self, timeout: Option<Duration>) -> Option<Event> {
+        let deadline = timeout.map(|t| monotonic_ns().saturating_add(t.as_nanos() as u64));
+        loop {
+            // The word that changes next: the suspend number while running, else the
+            // resume number; loaded before the check, so a change in between is not lost.
+            let on_resume = self.suspending();
+            let value = match on_resume {
+                false => self.notice().suspend_seq.load(Acquire),
+                true => self.notice().resume_seq.load(Acquire),
+            };
+            if let Some(e) = self.event() {
+                return Some(e);
+            }
+            let left = match deadline {
+                Some(d) => Some(d.checked_sub(monotonic_ns()).filter(|&l| l > 0)?),
+                None => None,
+            };
+            let n = self.notice();
+            let word = if on_resume {
+                &n.resume_seq
+            } else {
+                &n.suspend_seq
+            };
+            futex_wait(word, value, left);
+        }
+    }
+
+    /// The stale/fresh rule for an input stamped `stamp_ns` on CLOCK_MONOTONIC: false
+    /// (stale, counted in [`StopStart::stale_dropped`]) when it was stamped before the
+    /// latest resume; the program uses the input only if this returns true.
+    pub fn fresh(&self, stamp_ns: u64) -> bool {
+        if stamp_ns < self.resumed_at_ns() {
+            self.stale_dropped.fetch_add(1, Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// [`StopStart::fresh`] for a CAN frame from a gateway channel, whose stamp is the
+    /// bus's reception time on CLOCK_REALTIME: the stamp is moved to CLOCK_MONOTONIC by
+    /// the two clocks' offset now.
+    pub fn fresh_can(&self, stamp_realtime_ns: u64) -> bool {
+        let moved =
+            (stamp_realtime_ns + monotonic_ns()).saturating_sub(clock_ns(libc::CLOCK_REALTIME));
+        self.fresh(moved)
+    }
+
+    /// Inputs [`StopStart::fresh`] found stale so far.
+    pub fn stale_dropped(&self) -> u64 {
+        self.stale_dropped.load(Relaxed)
+    }
+}
+
+fn io_error(e: Error) -> std::io::Error {
+    match e {
+        Error::Io(errno) => std::io::Error::from_raw_os_error(errno),
+        other => std::io::Error::other(other),
+    }
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into `ts`.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CLOCK_MONOTONIC now, ns.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// Sleeps while `word` holds `expected`, at most `timeout_ns` (`None`: no limit); a
+/// process-shared futex (the word is in a shared mapping, read-only here).
+fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>) {
+    let ts = timeout_ns.map(|ns| libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    });
+    let ts_ptr = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `word` is a live, aligned u32 for the call; the timeout pointer is null or
+    // points to `ts`, alive until the call returns. Spurious wake-ups and EAGAIN are
+    // handled by the caller's loop.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            ts_ptr,
+        )
+    };
+}
+
+fn futex_wake_all(word: &AtomicU32) {
+    // SAFETY: `word` is a live, aligned u32; FUTEX_WAKE only uses its address.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_sees_the_suspend_then_the_resume_and_drops_older_inputs() {
+        let w = NoticeWriter::create().unwrap();
+        let p = StopStart::from_fd(w.fd()).unwrap();
+        assert_eq!(p.event(), None);
+        assert_eq!(p.resumed_at_ns(), 0);
+        w.suspend(1, 5_000);
+        assert!(p.suspending());
+        assert_eq!(
+            p.event(),
+            Some(Event::Suspending {
+                seq: 1,
+                deadline_ns: 5_000
+            })
+        );
+        assert_eq!(p.event(), None);
+        let at = monotonic_ns();
+        let event = std::thread::scope(|s| {
+            let waiter = s.spawn(|| p.wait_event(Some(Duration::from_secs(20))));
+            std::thread::sleep(Duration::from_millis(20));
+            w.resume(1, 700, at);
+            waiter.join().unwrap()
+        });
+        assert_eq!(
+            event,
+            Some(Event::Resumed {
+                seq: 1,
+                resumed_at_ns: at,
+                suspended_ns: 700
+            })
+        );
+        assert!(!p.suspending());
+        assert!(!p.fresh(at - 1));
+        assert!(p.fresh(at));
+        assert_eq!(p.stale_dropped(), 1);
+        assert_eq!(p.wait_event(Some(Duration::from_millis(5))), None);
+    }
+
+    #[test]
+    fn a_suspend_and_resume_seen_together_are_one_resumed_event() {
+        let w = NoticeWriter::create().unwrap();
+        let p = StopStart::from_fd(w.fd()).unwrap();
+        w.suspend(1, 1);
+        w.resume(1, 10, 20);
+        w.suspend(2, 30);
+        w.resume(2, 40, 50);
+        assert_eq!(
+            p.event(),
+            Some(Event::Resumed {
+                seq: 2,
+                resumed_at_ns: 50,
+                suspended_ns: 40
+            })
+        );
+        assert_eq!(p.event(), None);
+        assert_eq!(p.resumes(), 2);
+    }
+
+    #[test]
+    fn the_page_cannot_be_mapped_writable_by_a_program() {
+        let w = NoticeWriter::create().unwrap();
+        // SAFETY: an attempt at a writable shared mapping of the sealed page; on success
+        // (a defect) it is unmapped at once.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                NOTICE_LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                w.fd().as_raw_fd(),
+                0,
+            )
+        };
+        if p != libc::MAP_FAILED {
+            // SAFETY: unmapping the mapping just made.
+            unsafe { libc::munmap(p, NOTICE_LEN) };
+        }
+        assert_eq!(p, libc::MAP_FAILED, "the sealed page was mapped writable");
+        // SAFETY: pwrite from a valid one-byte buffer; the seal must refuse it.
+        let n = unsafe { libc::pwrite(w.fd().as_raw_fd(), [1u8].as_ptr().cast(), 1, 8) };
+        assert_eq!(n, -1);
+    }
+}
