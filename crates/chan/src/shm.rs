@@ -200,13 +200,11 @@ fn write_header(fd: BorrowedFd<'_>, meta: &Meta, l: &Layout) -> Result<()> {
 /// Start time of `pid` in clock ticks since boot (field 22 of /proc/pid/stat),
 /// or None if it does not exist or is a zombie.
 fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    if fields.next()? == "Z" {
+    let stat = bulkhead_os::proc::proc_stat(pid).ok()?;
+    if stat.state() == 'Z' {
         return None;
     }
-    fields.nth(18)?.parse().ok()
+    stat.start_time()
 }
 
 fn alive(pid: u32, start: u64) -> bool {

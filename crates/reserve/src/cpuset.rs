@@ -25,6 +25,7 @@
 
 use crate::error::{Error, Result};
 use bulkhead_model::CpuSet;
+use bulkhead_os::proc::start_time;
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -461,16 +462,6 @@ fn register_shield(name: &str) -> Result<()> {
     let me = std::process::id();
     let entry = format!("{me} {}", start_time(me).unwrap_or(0));
     write(&Path::new(SHIELDS).join(name), &entry)
-}
-
-/// Start time of `pid` (field 22 of /proc/PID/stat), `None` if it does not exist.
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.get(stat.rfind(')')? + 2..)?
-        .split_whitespace()
-        .nth(19)?
-        .parse()
-        .ok()
 }
 
 /// Releases the shields of supervisors that died without dropping them (SIGKILL): their

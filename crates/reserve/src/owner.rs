@@ -12,16 +12,8 @@ pub(crate) type Owner = (i32, u64);
 
 /// (ppid, flags, start time) from `/proc/PID/stat`.
 pub(crate) fn stat_fields(pid: i32) -> Option<(i32, u64, u64)> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let f: Vec<&str> = stat
-        .get(stat.rfind(')')? + 2..)?
-        .split_whitespace()
-        .collect();
-    Some((
-        f.get(1)?.parse().ok()?,
-        f.get(6)?.parse().ok()?,
-        f.get(19)?.parse().ok()?,
-    ))
+    let stat = bulkhead_os::proc::proc_stat(u32::try_from(pid).ok()?).ok()?;
+    Some((stat.ppid()?, stat.flags()?, stat.start_time()?))
 }
 
 /// The owner line of a record written by this process, with its newline.

@@ -13,12 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The start time (clock ticks since boot) of process `pid`, if it runs.
-pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Field 2 (comm) may contain spaces and parentheses: parse after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split(' ').nth(19)?.parse().ok()
-}
+pub use bulkhead_os::proc::start_time;
 
 /// A new instance name for the calling process: `bulkhead-<pid>-<start>-<n>`, `n`
 /// counting the runs of this process (a library user may run several at once).

@@ -667,13 +667,9 @@ fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), String> {
 /// SIGSTOP, which a task running on another CPU takes a moment later, and a task that
 /// leaves must not run once its agent has acknowledged. Gives up at `until`.
 fn wait_stopped(pid: u32, until: Instant) -> Result<(), String> {
-    let path = format!("/proc/{pid}/stat");
     loop {
-        let stat = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-        // The state follows the command name, which is in parentheses.
-        let state = stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.chars().next());
+        let stat = bulkhead_os::proc::proc_stat(pid).map_err(|e| e.to_string())?;
+        let state = Some(stat.state());
         if matches!(state, Some('T' | 't')) {
             return Ok(());
         }

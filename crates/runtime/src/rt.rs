@@ -252,7 +252,7 @@ pub fn start(
     let epoch_ns = monotonic_ns() + START_DELAY_NS;
     sink.epoch_ns = epoch_ns;
     let rt_options = RtOptions {
-        instance: instance_path(hierarchy.mount(), cpuset_base),
+        instance: instance_path(hierarchy.mount(), cpuset_base)?,
         epoch_ns,
         workdir: workdir.to_path_buf(),
         ring_depth: 4096,
@@ -317,13 +317,22 @@ fn isolate_housekeeping(
     Ok(hk)
 }
 
-/// The rt instance: nested under bulkhead's own cpuset cgroup, named like the window
-/// instance so that leftover cleanup recognises it.
-fn instance_path(mount: &Path, cpuset_base: Option<&Path>) -> PathBuf {
-    let parent = cpuset_base
-        .and_then(|b| b.strip_prefix(mount).ok())
-        .unwrap_or(Path::new(""));
-    parent.join(leftovers::instance_name())
+/// The rt instance: nested under bulkhead's own cpuset cgroup (`cpuset_base`; at the
+/// top of the cpuset mount when the windows have no cpuset), named like the window
+/// instance so that leftover cleanup recognises it. A `cpuset_base` outside the
+/// cpuset mount the reservations use (the two cgroup detectors disagree) is an error.
+fn instance_path(mount: &Path, cpuset_base: Option<&Path>) -> Result<PathBuf, RunError> {
+    let parent = match cpuset_base {
+        None => Path::new(""),
+        Some(b) => b.strip_prefix(mount).map_err(|_| {
+            RunError::Cgroups(format!(
+                "bulkhead's cpuset cgroup {} is not under the cpuset mount {} of the reservations",
+                b.display(),
+                mount.display()
+            ))
+        })?,
+    };
+    Ok(parent.join(leftovers::instance_name()))
 }
 
 fn drain_until_stopped(
@@ -428,5 +437,34 @@ pub fn wait(
         if let Some(c) = control.as_deref_mut().filter(|_| fds[1].revents != 0) {
             c.poll()?;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rt_instance_nests_under_bulkheads_cpuset_cgroup() {
+        let mount = Path::new("/sys/fs/cgroup/cpuset");
+        let path = instance_path(mount, Some(&mount.join("system.slice/x"))).unwrap();
+        assert!(
+            path.to_string_lossy()
+                .starts_with("system.slice/x/bulkhead-"),
+            "{path:?}"
+        );
+        let top = instance_path(mount, None).unwrap();
+        assert!(top.to_string_lossy().starts_with("bulkhead-"), "{top:?}");
+    }
+
+    #[test]
+    fn a_cpuset_cgroup_outside_the_reservations_mount_is_an_error() {
+        let mount = Path::new("/sys/fs/cgroup/cpuset");
+        let e = instance_path(mount, Some(Path::new("/sys/fs/cgroup/unified/x"))).unwrap_err();
+        assert!(
+            e.to_string().contains("/sys/fs/cgroup/unified/x")
+                && e.to_string().contains("/sys/fs/cgroup/cpuset"),
+            "{e}"
+        );
     }
 }

@@ -12,6 +12,8 @@ use crate::rt::{self, RtRun};
 use crate::spawn::{self, Environment, Prepared};
 use crate::{leftovers, signals, RunError, RunOptions};
 use bulkhead_model::{CpuSet, Nanos, System};
+use bulkhead_os::event::{self, Epoll, Timer};
+use bulkhead_os::sched::Realtime;
 use bulkhead_reserve::partition::TaskSummary;
 use bulkhead_trace::{Event as TraceEvent, EventKind, GrantEnd as TraceStop};
 use bulkhead_windows::{Action, Config, Event, Grant, Machine, Phase, Schedule, StopReason};
@@ -146,15 +148,13 @@ const STALL: Duration = Duration::from_secs(5);
 
 fn reap(p: &mut Proc) {
     if !p.reaped {
-        let mut status = 0;
-        // SAFETY: waitpid on our own child with a valid status pointer.
-        let r = unsafe { libc::waitpid(p.pid, &mut status, libc::WNOHANG) };
-        p.reaped = r == p.pid || r < 0;
-        p.status = (r == p.pid).then_some(status);
+        let r = bulkhead_os::event::reap(p.pid);
+        p.reaped = !matches!(r, Ok(None));
+        p.status = r.ok().flatten();
     }
 }
 
-pub(crate) use bulkhead_task::clock::now_ns as monotonic_ns;
+pub(crate) use bulkhead_os::clock::now_ns as monotonic_ns;
 
 fn count_fds() -> usize {
     std::fs::read_dir("/proc/self/fd")
@@ -164,44 +164,15 @@ fn count_fds() -> usize {
 
 /// The CPUs this process may run on.
 fn own_cpus() -> CpuSet {
-    // SAFETY: `set` is a valid cpu_set_t for sched_getaffinity to fill.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; pid 0 = the calling thread.
-    unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    // SAFETY: CPU_ISSET reads the set filled above.
-    let cpus = (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) });
-    CpuSet::from_cpus(cpus.map(|c| c as u32)).unwrap_or_else(|| CpuSet::parse("0").expect("valid"))
-}
-
-/// Raises the soft fd limit to the hard limit; returns the limit in force.
-fn raise_fd_limit() -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: valid rlimit pointers for get/setrlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return 1024;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: limit.rlim_max,
-                rlim_max: limit.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                limit = raised;
-            }
-        }
-    }
-    limit.rlim_cur
+    CpuSet::from_cpus(bulkhead_os::sched::own_cpus())
+        .unwrap_or_else(|| CpuSet::parse("0").expect("valid"))
 }
 
 /// Runs `system`'s window schedule; see [`crate::run`].
 pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let launch = Instant::now();
     let fds_before = count_fds();
-    let fd_limit = raise_fd_limit();
+    let fd_limit = bulkhead_os::sched::raise_fd_limit();
     let hierarchy = match &options.hierarchy {
         Some(h) => h.clone(),
         None => Hierarchy::detect().map_err(RunError::Cgroups)?,
@@ -320,7 +291,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     crate::affinity::pin(system, &mut warnings);
     let _realtime = options
         .realtime_priority
-        .map(|p| Realtime::enter(p, &mut warnings));
+        .map(|p| enter_realtime(p, &mut warnings));
     let must_run = must_run(system, &schedule);
     let shared = shared.expect("a run with windows shares its outputs");
     let mut sup = Supervisor::new(schedule, options, run, control, shared)?;
@@ -647,8 +618,8 @@ const TOKEN_CONTROL: u64 = u64::MAX - 2;
 struct Supervisor {
     machine: Machine,
     run: Run,
-    epoll: OwnedFd,
-    timer: OwnedFd,
+    epoll: Epoll,
+    timer: Timer,
     armed: Option<Nanos>,
     t0: Option<u64>,
     options: RunOptions,
@@ -675,20 +646,6 @@ struct Supervisor {
     errors: Vec<String>,
 }
 
-fn check(r: i32) -> std::io::Result<i32> {
-    if r < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-fn owned(fd: i32) -> std::io::Result<OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: `fd` was just returned by a successful system call and is owned by nobody else.
-    check(fd).map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 impl Supervisor {
     fn new(
         schedule: Schedule,
@@ -698,16 +655,8 @@ impl Supervisor {
         (outputs, origin): Shared,
     ) -> Result<Supervisor, RunError> {
         let io = |e: std::io::Error| RunError::io("event loop", e);
-        // SAFETY: plain system calls creating new fds.
-        let epoll = owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(io)?;
-        // SAFETY: as above.
-        let timer = owned(unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
-            )
-        })
-        .map_err(io)?;
+        let epoll = Epoll::new().map_err(io)?;
+        let timer = Timer::new().map_err(io)?;
         let n = schedule.processes.len();
         let stop_at = options.timeout.map(|d| d.as_nanos() as Nanos);
         let signals = if options.handle_signals {
@@ -745,7 +694,7 @@ impl Supervisor {
             must_run: vec![false; n],
             errors: Vec::new(),
         };
-        sup.watch(sup.timer.as_raw_fd(), TOKEN_TIMER).map_err(io)?;
+        sup.watch(sup.timer.fd(), TOKEN_TIMER).map_err(io)?;
         if let Some(s) = &sup.signals {
             sup.watch(s.fd(), TOKEN_SIGNAL).map_err(io)?;
         }
@@ -760,13 +709,7 @@ impl Supervisor {
     }
 
     fn watch(&self, fd: i32, token: u64) -> std::io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
-            u64: token,
-        };
-        // SAFETY: valid epoll fd, watched fd and event pointer.
-        check(unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })
-            .map(|_| ())
+        self.epoll.add(fd, token)
     }
 
     fn now(&self) -> Nanos {
@@ -777,7 +720,6 @@ impl Supervisor {
         self.machine.start(&mut self.actions);
         self.execute(None, launch)?;
         let init_deadline = self.options.timeout.map(|d| Instant::now() + d);
-        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
         loop {
             if let Some(reason) = self.stopped() {
                 return Ok(reason);
@@ -801,25 +743,10 @@ impl Supervisor {
                     wait_ms = if wait_ms < 0 { ms } else { wait_ms.min(ms) };
                 }
             }
-            // SAFETY: `events` is a valid buffer of `len` epoll_event entries.
-            let n = unsafe {
-                libc::epoll_wait(
-                    self.epoll.as_raw_fd(),
-                    events.as_mut_ptr(),
-                    events.len() as i32,
-                    wait_ms,
-                )
-            };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(RunError::io("epoll_wait", e));
-            }
-            let ready: Vec<(u64, u32)> = events[..n as usize]
+            let ready: Vec<(u64, bool)> = (self.epoll.wait(wait_ms))
+                .map_err(|e| RunError::io("epoll_wait", e))?
                 .iter()
-                .map(|e| (e.u64, e.events))
+                .map(|r| (r.token, r.closed()))
                 .collect();
             // Timers first (DEmOS gives them priority), then signals, then processes.
             if ready.iter().any(|&(t, _)| t == TOKEN_TIMER) {
@@ -836,9 +763,9 @@ impl Supervisor {
                     c.poll()?;
                 }
             }
-            for &(token, flags) in &ready {
+            for &(token, hung_up) in &ready {
                 if token < TOKEN_CONTROL {
-                    self.on_channel(token as usize, flags, launch)?;
+                    self.on_channel(token as usize, hung_up, launch)?;
                 }
             }
             self.check_lingering(launch)?;
@@ -852,9 +779,7 @@ impl Supervisor {
     }
 
     fn on_timer(&mut self, launch: Instant) -> Result<(), RunError> {
-        let mut buf = [0u8; 8];
-        // SAFETY: reading 8 bytes into a valid buffer from our timerfd (non-blocking).
-        unsafe { libc::read(self.timer.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        self.timer.clear();
         if let Some(t) = self.armed.take() {
             if self.now() >= t {
                 self.machine.handle(Event::Timer { t }, &mut self.actions);
@@ -865,15 +790,14 @@ impl Supervisor {
     }
 
     /// A process wrote completions, or closed its end.
-    fn on_channel(&mut self, i: usize, flags: u32, launch: Instant) -> Result<(), RunError> {
+    fn on_channel(&mut self, i: usize, hung_up: bool, launch: Instant) -> Result<(), RunError> {
         let Some(fd) = self.run.procs[i].channel.as_ref().map(|c| c.as_raw_fd()) else {
             return Ok(());
         };
         let mut buf = [0u8; 64];
-        // SAFETY: reading into a valid 64-byte buffer from an fd we own (non-blocking).
-        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
-        if n > 0 {
-            for _ in 0..(n as usize / 8).max(1) {
+        let n = event::recv_nonblocking(fd, &mut buf);
+        if let Ok(n @ 1..) = n {
+            for _ in 0..(n / 8).max(1) {
                 self.run.procs[i].blocked = true;
                 let t = self.now();
                 self.machine
@@ -882,17 +806,8 @@ impl Supervisor {
             }
             return Ok(());
         }
-        let closed = n == 0 || flags & (libc::EPOLLHUP | libc::EPOLLRDHUP) as u32 != 0;
-        if closed {
-            // SAFETY: removing an fd we own from our epoll set.
-            unsafe {
-                libc::epoll_ctl(
-                    self.epoll.as_raw_fd(),
-                    libc::EPOLL_CTL_DEL,
-                    fd,
-                    std::ptr::null_mut(),
-                )
-            };
+        if matches!(n, Ok(0)) || hung_up {
+            self.epoll.remove(fd);
             self.run.procs[i].channel = None;
             if !self.lingering.contains(&i) {
                 self.lingering.push(i);
@@ -1091,17 +1006,8 @@ impl Supervisor {
         if p.blocked {
             p.blocked = false;
             if let Some(channel) = &p.channel {
-                let one = 1u64.to_ne_bytes();
-                // SAFETY: sending 8 bytes from a valid buffer on an fd we own; a
-                // process that is gone makes this fail with EPIPE (no signal).
-                unsafe {
-                    libc::send(
-                        channel.as_raw_fd(),
-                        one.as_ptr().cast(),
-                        8,
-                        libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-                    )
-                };
+                // A process that is gone makes this fail with EPIPE (no signal).
+                let _ = event::send_nonblocking(channel.as_raw_fd(), &1u64.to_ne_bytes());
             }
         }
         p.cgroup.set_frozen(false)
@@ -1113,40 +1019,10 @@ impl Supervisor {
             return Ok(());
         }
         self.armed = next;
-        let abs = next.map_or(0, |t| self.t0.expect("timers only while running") + t);
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (abs / 1_000_000_000) as i64,
-                tv_nsec: (abs % 1_000_000_000) as i64,
-            },
-        };
-        // An absolute time of 0 disarms; a planned time of 0 (schedule start) is in the past: fires at once.
-        let spec = if next.is_some() && abs == 0 {
-            libc::itimerspec {
-                it_value: libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 1,
-                },
-                ..spec
-            }
-        } else {
-            spec
-        };
-        // SAFETY: valid timerfd and itimerspec.
-        let r = unsafe {
-            libc::timerfd_settime(
-                self.timer.as_raw_fd(),
-                libc::TFD_TIMER_ABSTIME,
-                &spec,
-                std::ptr::null_mut(),
-            )
-        };
-        check(r)
-            .map(|_| ())
+        let abs = next.map(|t| self.t0.expect("timers only while running") + t);
+        // A planned time of 0 (schedule start) is in the past: fires at once.
+        self.timer
+            .set(abs)
             .map_err(|e| RunError::io("timerfd_settime", e))
     }
 
@@ -1190,41 +1066,15 @@ fn thawed_again(later: &[Action], process: usize) -> bool {
         .any(|a| matches!(a, Action::Thaw { process: p } if *p == process))
 }
 
-/// The calling thread under SCHED_FIFO with SCHED_RESET_ON_FORK (children start
-/// with the normal policy); the previous policy is restored on drop.
-struct Realtime {
-    policy: i32,
-    param: libc::sched_param,
-}
-
-impl Realtime {
-    fn enter(priority: i32, warnings: &mut Vec<String>) -> Option<Realtime> {
-        // SAFETY: querying and setting the calling thread's policy with valid params.
-        unsafe {
-            let policy = libc::sched_getscheduler(0);
-            let mut param: libc::sched_param = std::mem::zeroed();
-            libc::sched_getparam(0, &mut param);
-            let fifo = libc::sched_param {
-                sched_priority: priority,
-            };
-            if libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &fifo) != 0
-            {
-                let e = std::io::Error::last_os_error();
-                warnings.push(format!(
-                    "the supervisor runs without real-time priority (SCHED_FIFO {priority}): {e}"
-                ));
-                return None;
-            }
-            Some(Realtime { policy, param })
-        }
-    }
-}
-
-impl Drop for Realtime {
-    fn drop(&mut self) {
-        // SAFETY: restoring the policy saved in `enter`.
-        unsafe { libc::sched_setscheduler(0, self.policy, &self.param) };
-    }
+/// Enters SCHED_FIFO at `priority` (see [`Realtime`]); a refusal becomes a warning.
+fn enter_realtime(priority: i32, warnings: &mut Vec<String>) -> Option<Realtime> {
+    Realtime::enter(priority)
+        .map_err(|e| {
+            warnings.push(format!(
+                "the supervisor runs without real-time priority (SCHED_FIFO {priority}): {e}"
+            ))
+        })
+        .ok()
 }
 
 /// Prints a synchronization message as one line, flushed at once (DEmOS -m/-M).

@@ -1,26 +1,6 @@
 //! CLOCK_MONOTONIC, the clock every bulkhead time is on.
 
-/// Clock `clock` now, ns; `None` if the kernel refuses it (e.g. the CPU clock of a
-/// process that has exited).
-pub fn read_ns(clock: libc::clockid_t) -> Option<u64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into `ts`.
-    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
-    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
-}
-
-/// CLOCK_MONOTONIC now, ns. Served by the vDSO: no system call.
-pub fn now_ns() -> u64 {
-    read_ns(libc::CLOCK_MONOTONIC).unwrap_or(0)
-}
-
-/// CLOCK_REALTIME now, ns of the Unix epoch.
-pub fn realtime_ns() -> u64 {
-    read_ns(libc::CLOCK_REALTIME).unwrap_or(0)
-}
+pub use bulkhead_os::clock::{now_ns, read_ns, realtime_ns, sleep_until, thread_cpu_ns};
 
 /// The CLOCK_MONOTONIC instant of the CLOCK_REALTIME instant `t_ns` (e.g. a CAN frame's
 /// bus stamp), by the offset between the two clocks now (0 for an instant before the
@@ -28,30 +8,6 @@ pub fn realtime_ns() -> u64 {
 pub fn realtime_to_monotonic(t_ns: u64) -> u64 {
     let (mono, real) = (now_ns(), realtime_ns());
     (t_ns + mono).saturating_sub(real)
-}
-
-/// Sleeps until CLOCK_MONOTONIC reaches `t_ns` (absolute, so no drift accumulates),
-/// resuming after signals.
-pub fn sleep_until(t_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (t_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (t_ns % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: clock_nanosleep reads `ts`; the remainder pointer may be null with TIMER_ABSTIME.
-    while unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    } == libc::EINTR
-    {}
-}
-
-/// CPU time of the calling thread, ns.
-pub fn thread_cpu_ns() -> u64 {
-    read_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
 }
 
 /// Busy-computes until the calling thread has used `ns` of CPU time (time it is preempted

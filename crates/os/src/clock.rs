@@ -1,0 +1,70 @@
+//! CLOCK_MONOTONIC, the clock every bulkhead time is on, and the other clocks.
+
+/// Clock `clock` now, ns; `None` if the kernel refuses it (e.g. the CPU clock of a
+/// process that has exited).
+pub fn read_ns(clock: libc::clockid_t) -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into `ts`.
+    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// CLOCK_MONOTONIC now, ns. Served by the vDSO: no system call.
+pub fn now_ns() -> u64 {
+    read_ns(libc::CLOCK_MONOTONIC).unwrap_or(0)
+}
+
+/// CLOCK_REALTIME now, ns of the Unix epoch.
+pub fn realtime_ns() -> u64 {
+    read_ns(libc::CLOCK_REALTIME).unwrap_or(0)
+}
+
+/// Sleeps until CLOCK_MONOTONIC reaches `t_ns` (absolute, so no drift accumulates),
+/// resuming after signals.
+pub fn sleep_until(t_ns: u64) {
+    let ts = timespec(t_ns);
+    // SAFETY: clock_nanosleep reads `ts`; the remainder pointer may be null with TIMER_ABSTIME.
+    while unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    } == libc::EINTR
+    {}
+}
+
+/// CPU time of the calling thread, ns.
+pub fn thread_cpu_ns() -> u64 {
+    read_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
+}
+
+/// `t_ns` as a timespec.
+pub fn timespec(t_ns: u64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: (t_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (t_ns % 1_000_000_000) as libc::c_long,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sleeps_until_an_absolute_time() {
+        let until = now_ns() + 3_000_000;
+        sleep_until(until);
+        assert!(now_ns() >= until);
+    }
+
+    #[test]
+    fn a_timespec_splits_seconds_and_nanoseconds() {
+        let ts = timespec(3_000_000_007);
+        assert_eq!((ts.tv_sec, ts.tv_nsec), (3, 7));
+    }
+}

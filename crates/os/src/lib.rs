@@ -1,0 +1,32 @@
+//! bulkhead's one operating-system layer: the Linux interfaces the supervisor
+//! (`bulkhead-runtime`), the reservations (`bulkhead-reserve`) and the channels
+//! (`bulkhead-chan`) share, each written once.
+//!
+//! - [`proc`]: `/proc/PID/stat` ([`proc::proc_stat`]);
+//! - [`clock`]: CLOCK_MONOTONIC, the clock every bulkhead time is on, and the other clocks;
+//! - [`event`]: the supervisor's event loop: epoll, a timerfd on absolute CLOCK_MONOTONIC
+//!   times, non-blocking reads and writes of its channel sockets, reaping children;
+//! - [`signal`]: SIGINT and SIGTERM as a readable descriptor;
+//! - [`sched`]: the calling process's CPUs, SCHED_FIFO for the supervisor, its fd limit.
+//!
+//! It sits at the bottom of the OS layers: it imports no other bulkhead crate.
+//!
+//! One system-call crate, `libc`: the layer needs `clone3` with `CLONE_INTO_CGROUP`,
+//! `sched_setattr` and async-signal-safe child code between `fork` and `exec`, which
+//! neither `rustix` nor `nix` offers, and the code it takes over from `runtime` and
+//! `reserve` is written against `libc` already, so the moves stay mechanical.
+
+pub mod clock;
+pub mod event;
+pub mod proc;
+pub mod sched;
+pub mod signal;
+
+/// `Ok(r)` for a non-negative system call result, the thread's `errno` otherwise.
+pub fn check(r: i32) -> std::io::Result<i32> {
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
