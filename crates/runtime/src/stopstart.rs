@@ -26,9 +26,9 @@
 //! **Freezing.** cgroup v1 `freezer.state` or v2 `cgroup.freeze`, as detected at start.
 //! Best-effort partitions are frozen at their own freezer cgroup. rt tasks live in
 //! cpuset cgroups (`bulkhead-reserve`): when the freezer is in another hierarchy (v1, or
-//! v2 beside v1 controllers on a hybrid machine) each task is moved into a freezer
-//! cgroup of its partition's at suspend and back to the supervisor's at resume; on a
-//! pure v2 machine the task's own cgroup is frozen.
+//! v2 beside v1 controllers on a hybrid machine) each task joins a freezer cgroup of its
+//! partition's when the worker starts (a restarted task at the next suspend) and stays
+//! there until the worker ends; on a pure v2 machine the task's own cgroup is frozen.
 //!
 //! Events go to the schedule log and trace (`suspend_request`, `partition_suspended`,
 //! `system_suspended`, `resume_request`, `partition_resumed`, `system_resumed`,
@@ -137,8 +137,9 @@ struct RtTask {
 enum Freezer {
     /// Freeze this cgroup (its processes are in it already).
     Dir(PathBuf),
-    /// Move the tasks into this cgroup, then freeze it; move them back to the
-    /// supervisor's own cgroup after the thaw.
+    /// The tasks join this cgroup of the freezer hierarchy (once, at the start, and again
+    /// after a restart gave one a new process), which is frozen; they go back to the
+    /// supervisor's own cgroup when the worker ends.
     MoveInto(PathBuf),
     /// Freeze each task's own cgroup (pure v2: the cpuset domain).
     Own(Vec<PathBuf>),
@@ -444,6 +445,11 @@ impl Worker {
             });
         }
         worker.watch_triggers(system);
+        for i in 0..worker.parts.len() {
+            if let Freezer::MoveInto(dir) = &worker.parts[i].freezer {
+                join(dir, &worker.pids(&worker.parts[i].name));
+            }
+        }
         Ok(worker)
     }
 
@@ -503,6 +509,7 @@ impl Worker {
         if let Some(dir) = &self.instance {
             for p in &self.parts {
                 if let Freezer::MoveInto(d) = &p.freezer {
+                    join(&self.home, &members(d));
                     let _ = fs::remove_dir(d);
                 }
             }
@@ -701,12 +708,6 @@ impl Worker {
             if let Err(e) = freeze(&mut self.parts[i].freezer, self.version, &pids, false) {
                 problems.push(format!("partition `{}`: {e}", self.parts[i].name));
             }
-            if let Freezer::MoveInto(_) = self.parts[i].freezer {
-                for pid in &pids {
-                    let procs = self.home.join("cgroup.procs");
-                    let _ = cgroup::write_file(&procs, &pid.to_string());
-                }
-            }
             let latency_ns = monotonic_ns() - start;
             let name = self.parts[i].name.clone();
             self.log(EventKind::PartitionResumed {
@@ -800,11 +801,7 @@ fn freeze(f: &mut Freezer, version: Version, pids: &[u32], frozen: bool) -> Resu
         Freezer::Dir(dir) => vec![dir.clone()],
         Freezer::MoveInto(dir) => {
             if frozen {
-                let procs = dir.join("cgroup.procs");
-                for pid in pids {
-                    // A task that exited meanwhile is not an error.
-                    let _ = cgroup::write_file(&procs, &pid.to_string());
-                }
+                join(dir, pids);
             }
             vec![dir.clone()]
         }
@@ -829,6 +826,25 @@ fn freeze(f: &mut Freezer, version: Version, pids: &[u32], frozen: bool) -> Resu
         }
     }
     Ok(())
+}
+
+/// Moves the processes `pids` that are not in cgroup `dir` yet into it. Only the missing
+/// ones are written: each migration takes the kernel's cgroup threadgroup lock, whose
+/// first taking after a quiet time waits for an RCU grace period (about 10 ms here), so
+/// the tasks stay in their partition's freezer cgroup between suspends instead of moving
+/// at each one. A task that exited meanwhile is not an error.
+fn join(dir: &Path, pids: &[u32]) {
+    let there = members(dir);
+    let procs = dir.join("cgroup.procs");
+    for pid in pids.iter().filter(|p| !there.contains(p)) {
+        let _ = cgroup::write_file(&procs, &pid.to_string());
+    }
+}
+
+/// The processes in cgroup `dir` now.
+fn members(dir: &Path) -> Vec<u32> {
+    let text = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
 }
 
 /// Writes the freezer state of cgroup `dir`.
