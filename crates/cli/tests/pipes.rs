@@ -166,7 +166,7 @@ fn run_refuses_a_missing_stage_program_at_its_position() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let at = format!(
-        "{}:29:54: pipelines[0].stages.ProcData.cmd: stage `ProcData`: program `./no-such-stage`",
+        "{}:32:54: pipelines[0].stages.ProcData.cmd: stage `ProcData`: program `./no-such-stage`",
         file.path()
     );
     assert!(stderr.contains(&at), "{stderr}");
