@@ -90,7 +90,7 @@ def test_pipelines_load_with_stages_and_edges():
     assert p1.edges == (("CanRead", "ProcData"), ("ProcData", "CanWrite"))
     read = p1.stages[0]
     assert (read.partition, read.wcet_ns, read.input, read.output) == (
-        "quest", 100_000, "can:rav4", None)
+        "quest", 100_000, "can:rav4:0x101", None)
 
 
 def test_stop_start_sandbox_and_restart_load():

@@ -54,6 +54,9 @@ pub struct SolvedStage {
     /// Worst-case response time from the analysis (`None` when not established).
     #[serde(skip)]
     pub wcrt_ns: Option<Time>,
+    /// Release offset O of the stage's task ([`phase_offsets`]); `run` releases it at
+    /// `epoch + O + k T`.
+    pub offset_ns: Time,
 }
 
 /// The buffer on one edge.
@@ -171,6 +174,7 @@ fn stage_task(stage: &bulkhead_model::Stage, solved: &SolvedStage) -> Task {
         deadline: solved.period_ns,
         priority: stage.priority,
         release_jitter: 0,
+        offset: solved.offset_ns,
         blocking: 0,
         resume: Resume::Continuable,
         wcet_khz: None,
@@ -178,6 +182,32 @@ fn stage_task(stage: &bulkhead_model::Stage, solved: &SolvedStage) -> Task {
         service: None,
         server: None,
     }
+}
+
+/// Phased releases (Boomerang III-E, Figure 7): the release offset of each stage,
+/// `O_i = d_i T_i / n`, where `d_i` counts the edges of the longest path from a source
+/// to stage `i` and `n` the stages of the pipeline's longest path. The offset moves the
+/// stage's whole grid, its deadlines too (`run` releases it at `epoch + O_i + k T_i`),
+/// so it needs no room for the job within the period: `O_i < T_i` always.
+///
+/// The paper's delay bound, Σ T along the path (III-E condition 1), and its loss rate,
+/// `1 - T_p/T_c`, assume what Figure 7 shows: a consumer reads after its producer has
+/// written in the same period. With every release on one grid the two race, and when
+/// their order flips from one period to the next a four-slot buffer loses a message
+/// even at equal periods. Spread over the period, each stage is released `T/n` after
+/// its producer, once the producer has run. The analysis keeps the releases
+/// synchronous, the worst case of any offsets, so the bounds hold either way.
+pub fn phase_offsets(p: &Pipeline, stages: &[SolvedStage]) -> Vec<Time> {
+    let mut depth = vec![0u64; p.stages.len()];
+    // The edges of a DAG relaxed once per stage give every longest distance.
+    for _ in 0..p.stages.len() {
+        for &(from, to) in &p.edges {
+            depth[to] = depth[to].max(depth[from] + 1);
+        }
+    }
+    let n = depth.iter().max().map_or(1, |d| d + 1);
+    let offset = |(st, &d): (&SolvedStage, &u64)| d * st.period_ns / n;
+    stages.iter().zip(&depth).map(offset).collect()
 }
 
 struct Solver<'a> {
@@ -433,6 +463,7 @@ impl<'a> Solver<'a> {
                 budget_ns: v.budget(),
                 messages_per_period: v.messages,
                 wcrt_ns: None,
+                offset_ns: 0,
             })
             .collect();
         Solution {
@@ -526,6 +557,10 @@ impl<'a> Solver<'a> {
                         .clone()
                         .find(|t| t.partition == st.partition && t.name == st.name)
                         .and_then(|t| t.wcrt_ns);
+                }
+                let offsets = phase_offsets(self.pipeline, &s.stages);
+                for (st, offset) in s.stages.iter_mut().zip(offsets) {
+                    st.offset_ns = offset;
                 }
             }
             Err(f) => s.failure = Some(f),
@@ -661,12 +696,13 @@ pub fn render_text(solutions: &[Solution]) -> String {
         out += &format!("pipeline {}: {verdict}\n", s.name);
         for st in &s.stages {
             out += &format!(
-                "  stage {:<16} {:<12} period {:>8}  budget {:>8}  {} msg/period\n",
+                "  stage {:<16} {:<12} period {:>8}  budget {:>8}  {} msg/period  offset {}\n",
                 st.name,
                 st.partition,
                 d(st.period_ns),
                 d(st.budget_ns),
-                st.messages_per_period
+                st.messages_per_period,
+                d(st.offset_ns)
             );
         }
         for b in &s.buffers {

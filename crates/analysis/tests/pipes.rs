@@ -40,19 +40,19 @@ fn p(list: &[(&str, u64)]) -> Vec<(String, u64)> {
     list.iter().map(|&(n, t)| (n.to_string(), t)).collect()
 }
 
-/// Table I, pipeline 1: rate matching gives CanRead, ProcData and CanWrite the 2 ms of
-/// Table I: (10 ms - 2 x 2 ms of the gateway) / 3; expected delay 10 ms (IV-A).
-#[test]
-fn table_i_pipeline_1_is_10_ms() {
-    let s = solved(
-        "  - name: p1
+const P1: &str = "  - name: p1
     spec: CanRead|ProcData|CanWrite[0%,10ms]
     stages:
       CanRead: {partition: quest, wcet: 100us, input: can:rav4}
       ProcData: {partition: linux, wcet: 200us}
       CanWrite: {partition: quest, wcet: 100us, output: can:rav4}
-",
-    );
+";
+
+/// Table I, pipeline 1: rate matching gives CanRead, ProcData and CanWrite the 2 ms of
+/// Table I: (10 ms - 2 x 2 ms of the gateway) / 3; expected delay 10 ms (IV-A).
+#[test]
+fn table_i_pipeline_1_is_10_ms() {
+    let s = solved(P1);
     assert!(s.feasible, "{:?}", s.failure);
     let want = [
         ("CanRead", 2 * MS),
@@ -68,6 +68,24 @@ fn table_i_pipeline_1_is_10_ms() {
     let exact = s.exact_delay_bound_ns.expect("every WCRT is bounded");
     assert!(exact > 10 * MS && exact < 20 * MS, "{exact}");
     assert!(s.buffers.iter().all(|b| b.kind == "latest" && b.depth == 1));
+    // Phased releases (Figure 7): each stage released T/n after its producer, n = 3.
+    let offsets: Vec<u64> = s.stages.iter().map(|t| t.offset_ns).collect();
+    assert_eq!(offsets, [0, 2 * MS / 3, 4 * MS / 3]);
+    // `apply` gives the stages' tasks these offsets, for `run`.
+    let loaded = bulkhead_model::load_str(&system(P1), "t.yaml").expect("loads");
+    let applied = apply(&loaded.system, std::slice::from_ref(&s));
+    let task = |name: &str| {
+        let tasks = applied.partitions.iter().flat_map(|q| q.tasks.iter());
+        tasks
+            .clone()
+            .find(|t| t.name == name)
+            .expect("a stage task")
+            .offset
+    };
+    assert_eq!(
+        ["CanRead", "ProcData", "CanWrite"].map(task).to_vec(),
+        offsets
+    );
 }
 
 /// Table I, pipeline 2: (8 ms - 2 x 2 ms) / 2 = 2 ms for RTFusion and RTControl; 8 ms.

@@ -93,29 +93,6 @@ fn ready_channel(p: &Pipeline, from: usize, to: usize) -> Channel {
     }
 }
 
-/// Phased releases: stage `i` reads its inputs `offset_i = d_i T_i / n` after its
-/// release, `d_i` its edges from a source on the longest path to it, `n` the stages
-/// of the pipeline's longest path (at most `T_i - R_i`, its period less its response time, so that it still ends by
-/// its deadline). Boomerang's delay bound, Σ T along the path (III-E condition 1), and
-/// its loss rate, `1 - T_p/T_c` (III-E), assume what Figure 7 shows: a consumer reads
-/// after its producer has written in the same period. With releases on one common grid
-/// the two race, and when their order flips between periods a four-slot buffer
-/// loses a message even at equal periods; spread over the period, each stage reads
-/// `T/n` after its producer's release, once that producer has run.
-fn offset(p: &Pipeline, s: &Solution, i: usize) -> u64 {
-    let mut depth = vec![0u64; p.stages.len()];
-    // The edges of a DAG relaxed once per stage give every longest distance.
-    for _ in 0..p.stages.len() {
-        for &(from, to) in &p.edges {
-            depth[to] = depth[to].max(depth[from] + 1);
-        }
-    }
-    let n = depth.iter().max().map_or(1, |d| d + 1);
-    let st = &s.stages[i];
-    let response = st.wcrt_ns.unwrap_or(0).max(st.budget_ns);
-    (depth[i] * st.period_ns / n).min(st.period_ns.saturating_sub(response))
-}
-
 /// `exe stage ...` for stage `i`: its per-message work (three quarters of its WCET,
 /// leaving the rest of the budget to reading, writing and the task library), messages
 /// per activation, role and channels.
@@ -136,7 +113,6 @@ fn stage_command(exe: &Path, p: &Pipeline, s: &Solution, i: usize) -> String {
     if let Some(k) = p.sources().iter().position(|&j| j == i) {
         words.extend(["--source".into(), k.to_string()]);
     }
-    words.extend(["--offset".into(), offset(p, s, i).to_string()]);
     if p.sinks().contains(&i) {
         words.push("--sink".into());
     }
@@ -186,6 +162,9 @@ fn can_words(p: &Pipeline, i: usize) -> Vec<String> {
                 hex(first),
             ],
         });
+        if input && p.buffering == bulkhead_model::ChannelKind::Latest {
+            words.push("--can-input-latest".into());
+        }
     }
     words
 }

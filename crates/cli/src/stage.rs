@@ -78,10 +78,6 @@ pub struct Args {
     /// A `.ready` channel to a producer: said once this stage is ready
     #[arg(long, value_name = "CHANNEL")]
     ready_to: Vec<String>,
-    /// Each job reads its inputs this long after its release, once its producers have
-    /// written (phased releases), ns
-    #[arg(long, value_name = "NS", default_value_t = 0)]
-    offset: u64,
     /// This stage is a sink: it measures every message's end-to-end delay and loss
     #[arg(long)]
     sink: bool,
@@ -98,6 +94,11 @@ pub struct Args {
     /// The CAN ids taken in from --can-input (others are skipped)
     #[arg(long, value_name = "ID,...", value_delimiter = ',', value_parser = parse_can_id)]
     can_input_ids: Vec<CanId>,
+    /// A four-slot pipeline's source: each activation takes every waiting frame of its
+    /// ids and passes on only the newest (the others are numbered, so the sink counts
+    /// them as lost), instead of up to --messages oldest first
+    #[arg(long, requires = "can_input")]
+    can_input_latest: bool,
     /// The variable naming this stage's channel to the CAN gateway's writer (a
     /// `can:BUS:IDS` output)
     #[arg(long, value_name = "VAR", requires = "can_output_id")]
@@ -356,9 +357,6 @@ fn stage(args: &Args) -> R<()> {
     };
     let mut ended = vec![false; inputs.len()];
     let mut job = |release_ns: u64, phase: Phase, counts: &mut Counts| -> bool {
-        if args.offset > 0 && phase != Phase::Ending {
-            sleep_until(release_ns + args.offset);
-        }
         let mut msgs = Vec::new();
         let origins = match (&mut can_input, args.source) {
             // Frames before the start are dropped: the pipeline was not running.
@@ -366,16 +364,28 @@ fn stage(args: &Args) -> R<()> {
                 bus.take(usize::MAX);
                 Vec::new()
             }
-            (Some(bus), Some(_)) if phase == Phase::Running => bus.take(args.messages as usize),
+            (Some(bus), Some(_)) if phase == Phase::Running => match args.can_input_latest {
+                true => bus.take(usize::MAX),
+                false => bus.take(args.messages as usize),
+            },
             (None, Some(_)) if phase == Phase::Running => vec![release_ns],
             _ => Vec::new(),
         };
-        for origin_ns in origins {
-            msgs.push(Message {
-                seq: counts.values[0],
-                origin_ns,
-                source: args.source.unwrap_or(0),
-            });
+        // Four-slot: only the newest frame goes on; the older ones are numbered too, so
+        // that the sink counts them as lost.
+        let passed = match args.can_input_latest {
+            true => origins.len().min(1),
+            false => origins.len(),
+        };
+        let skipped = origins.len() - passed;
+        for (k, origin_ns) in origins.into_iter().enumerate() {
+            if k >= skipped {
+                msgs.push(Message {
+                    seq: counts.values[0],
+                    origin_ns,
+                    source: args.source.unwrap_or(0),
+                });
+            }
             counts.values[0] += 1;
         }
         for (i, done) in inputs.iter_mut().zip(&mut ended) {

@@ -68,8 +68,10 @@ fn solve_prints_table_i_in_the_issue_json_shape() {
     assert_eq!(stage["period_ns"], 2_000_000);
     assert_eq!(stage["budget_ns"], 200_000);
     assert_eq!(stage["messages_per_period"], 1);
+    // Released a third of the period after CanRead (phased releases).
+    assert_eq!(stage["offset_ns"], 666_666);
     let keys: Vec<&String> = stage.as_object().unwrap().keys().collect();
-    assert_eq!(keys.len(), 5);
+    assert_eq!(keys.len(), 6);
     let buffer = &p1["buffers"][0];
     assert_eq!(
         (
@@ -164,7 +166,7 @@ fn run_refuses_a_missing_stage_program_at_its_position() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let at = format!(
-        "{}:29:54: pipelines[0].stages.ProcData.cmd: stage `ProcData`: program `./no-such-stage`",
+        "{}:32:54: pipelines[0].stages.ProcData.cmd: stage `ProcData`: program `./no-such-stage`",
         file.path()
     );
     assert!(stderr.contains(&at), "{stderr}");
@@ -248,8 +250,8 @@ fn table_iii_loses_at_least_the_rate_bound_within_11_ms() {
             "ProcData: {partition: linux, wcet: 200us, period: 2.5ms}",
         )
         .replace(
-            "output: \"can:rav4\"}\n  - name: p2",
-            "output: \"can:rav4\", period: 2.5ms}\n  - name: p2",
+            "output: \"can:rav4:0x201\"}\n  - name: p2",
+            "output: \"can:rav4:0x201\", period: 2.5ms}\n  - name: p2",
         )
         .replace("[0%,10ms]", "[20%,11ms]");
     let file = TempFile::new("table-iii.yaml", &yaml);

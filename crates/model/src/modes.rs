@@ -246,6 +246,7 @@ fn agent_task(agent: Agent) -> Task {
         deadline: agent.period,
         priority: Some(0),
         release_jitter: 0,
+        offset: 0,
         blocking: 0,
         resume: Resume::Restartable,
         wcet_khz: None,

@@ -18,6 +18,7 @@ fn tasks(tag: u64) -> Vec<Task> {
         deadline: 100 * MS,
         priority: None,
         release_jitter: 0,
+        offset: 0,
         blocking: 0,
         resume: Default::default(),
         wcet_khz: None,

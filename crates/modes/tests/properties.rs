@@ -19,6 +19,7 @@ fn task(k: usize, ppm: u64) -> Task {
         deadline: 1_000_000,
         priority: None,
         release_jitter: 0,
+        offset: 0,
         blocking: 0,
         resume: Default::default(),
         wcet_khz: None,

@@ -367,6 +367,7 @@ impl RtPartitions {
                 };
                 let link = TaskLink::create(&spec)
                     .map_err(|e| Error::Invalid(format!("task `{}`: {e}", task.name)))?;
+                link.set_release_offset_ns(task.offset);
                 let cgroups: Vec<Option<&Path>> = std::iter::once(self.domains[d].dir())
                     .chain(joins.iter().map(PathBuf::as_path))
                     .map(Some)
@@ -460,7 +461,7 @@ impl RtPartitions {
                     priority,
                     budget: t.link.spec().budget_ns,
                     period: t.link.spec().period_ns,
-                    first_release: self.epoch_ns,
+                    first_release: self.epoch_ns + t.link.release_offset_ns(),
                 });
             }
         }

@@ -79,6 +79,7 @@ mod tests {
             deadline: period_us * 1000,
             priority: None,
             release_jitter: 0,
+            offset: 0,
             blocking: 0,
             resume: Default::default(),
             wcet_khz: None,

@@ -45,6 +45,13 @@
 //! the futex; a stop request releases the gate too, so a held task can still stop. The
 //! gate closes only once, before the process starts: parking a running task again is the
 //! mode agent's SIGSTOP.
+//!
+//! **Release offset** (Boomerang III-E, Fig. 7: phased releases along a pipeline): the
+//! task's releases are `epoch_ns + offset_ns + k * T` ([`Control::release_epoch_ns`]).
+//! The supervisor stores `offset_ns` before it starts the process and never changes it,
+//! so a task waits for its real release in the task library's sleep, not in its job:
+//! under SCHED_DEADLINE a sleep inside the job is a self-suspension that the CBS wakeup
+//! rule may answer with a postponed deadline.
 use crate::error::{Error, Result};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -130,6 +137,9 @@ pub struct Control {
     /// Non-zero: the task runs no activation yet (supervisor; futex word; start gate).
     pub held: AtomicU32,
     _pad5: u32,
+    /// Release offset O, ns: releases are `epoch_ns + offset_ns + k * T` (supervisor;
+    /// stored before the process starts).
+    pub offset_ns: AtomicU64,
 }
 
 /// Longest sleep of [`Control::wait_mode_ack`] between two looks at the word.
@@ -504,6 +514,12 @@ impl Control {
     /// system has run, without the time it spent suspended (JuMP2start 2.3).
     pub fn system_time_ns(&self, monotonic_ns: u64) -> u64 {
         monotonic_ns.saturating_sub(self.suspended_ns.load(Acquire))
+    }
+
+    /// CLOCK_MONOTONIC time of the task's release 0: the epoch plus the task's release
+    /// offset (its releases are this plus `k * T`).
+    pub fn release_epoch_ns(&self) -> u64 {
+        self.epoch_ns.load(Acquire) + self.offset_ns.load(Relaxed)
     }
 
     /// The task name.

@@ -7,7 +7,8 @@
 //!
 //! * the **control block** ([`control`]): the task's parameters (C, T, D, name), the
 //!   release epoch (CLOCK_MONOTONIC time of activation 0; the supervisor may move it, e.g.
-//!   to stitch out suspended time), its restart count and a stop request, plus counters the
+//!   to stitch out suspended time) and the task's release offset (phased releases: its
+//!   releases are `epoch + offset + k * T`), its restart count and a stop request, plus counters the
 //!   task writes, among them up to 32 *named counters* ([`Task::counter`], C:
 //!   `bulkhead_counter`) that the supervisor reads by name
 //!   ([`supervisor::TaskLink::named_counters`]) and exports to the trace;

@@ -141,6 +141,18 @@ impl TaskLink {
         self.ctl.get().epoch_ns.store(epoch_ns, Release);
     }
 
+    /// Sets the task's release offset O: its releases are `epoch + O + k * T` (phased
+    /// releases, [`crate::control`]). Precondition: the task's process has not started
+    /// (the task library reads the offset at every release and expects it fixed).
+    pub fn set_release_offset_ns(&self, offset_ns: u64) {
+        self.ctl.get().offset_ns.store(offset_ns, Relaxed);
+    }
+
+    /// The task's release offset O.
+    pub fn release_offset_ns(&self) -> u64 {
+        self.ctl.get().offset_ns.load(Relaxed)
+    }
+
     /// Asks the task to adapt to mode `mode` (its index in the mode table) and wakes it
     /// if it waits for a mode change; returns the request's sequence number.
     pub fn request_mode(&self, mode: u32) -> u32 {
@@ -418,6 +430,29 @@ mod tests {
         }
         link.request_stop();
         assert!(matches!(task.wait_next_period(), Err(Error::Stopped)));
+    }
+
+    #[test]
+    fn releases_follow_the_release_offset_and_no_job_starts_before_its_release() {
+        let link = TaskLink::create(&spec()).unwrap();
+        let epoch = crate::clock::now_ns() + 3_000_000;
+        link.set_epoch_ns(epoch);
+        link.set_release_offset_ns(400_000);
+        assert_eq!(link.release_offset_ns(), 400_000);
+        let dup = |fd: RawFd| {
+            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
+            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
+        };
+        let [c, t] = link.fds();
+        let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        for _ in 0..5 {
+            let act = task.wait_next_period().unwrap();
+            let started = crate::clock::now_ns();
+            // Releases at epoch + 0.4 ms + k * 1 ms, each job after its own release.
+            assert_eq!(act.release_ns, epoch + 400_000 + act.index * 1_000_000);
+            assert_eq!(act.deadline_ns, act.release_ns + 900_000);
+            assert!(started >= act.release_ns, "{act:?} started at {started}");
+        }
     }
 
     #[test]

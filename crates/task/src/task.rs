@@ -27,7 +27,8 @@ pub struct Params {
 /// One activation (job) of the task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Activation {
-    /// k: the release is `epoch + k * period`.
+    /// k: the release is `epoch + offset + k * period` (the task's release offset,
+    /// [`crate::control`]).
     pub index: u64,
     /// Planned release time, CLOCK_MONOTONIC ns.
     pub release_ns: u64,
@@ -267,7 +268,7 @@ impl Task {
 
     /// Completes the current activation, sleeps until the next release and returns it.
     ///
-    /// Releases are `epoch + k * T`. If the next release has already passed, the new
+    /// Releases are `epoch + O + k * T` (O: the task's release offset). If the next release has already passed, the new
     /// activation starts at once with [`flags::OVERRUN`]; if one or more whole periods
     /// passed too, their releases are skipped (counted in `skipped`, [`flags::SKIPPED`]),
     /// so the task works on the latest release instead of falling further behind.
@@ -292,7 +293,7 @@ impl Task {
         if restarted {
             // A restarted process begins at the first release after now: the releases its
             // predecessor may have served are not run twice.
-            let epoch = self.ctl.get().epoch_ns.load(Acquire);
+            let epoch = self.ctl.get().release_epoch_ns();
             self.next = now_ns().saturating_sub(epoch) / self.params.period_ns + 1;
         }
         let mut slept = false;
@@ -349,7 +350,7 @@ impl Task {
     /// first activation of a restarted process.
     fn plan(&self, restarted: bool, resumed: bool) -> Activation {
         let c = self.ctl.get();
-        let (epoch, period) = (c.epoch_ns.load(Acquire), self.params.period_ns);
+        let (epoch, period) = (c.release_epoch_ns(), self.params.period_ns);
         let mut index = self.next;
         let mut flags = 0;
         if restarted {
@@ -377,7 +378,7 @@ impl Task {
     /// `act`'s release has passed at `now`: moves it to the latest release, counting the
     /// skipped ones and the overrun, except for releases that fell during a stop.
     fn catch_up(&self, act: &mut Activation, now: u64, resumed: bool) {
-        let (epoch, period) = (self.ctl.get().epoch_ns.load(Acquire), self.params.period_ns);
+        let (epoch, period) = (self.ctl.get().release_epoch_ns(), self.params.period_ns);
         let latest = now.saturating_sub(epoch) / period;
         if latest > act.index {
             if !resumed {
