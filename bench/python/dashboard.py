@@ -30,7 +30,8 @@ def run(with_dashboard, startup_s=0.0):
     """One run of the example; the rt tasks' jobs and misses over the whole run."""
     if not with_dashboard:
         example = conftest.EXAMPLE.read_text()
-        idle = example.replace("bulkhead-app dashboard --listen 127.0.0.1:8080", "/bin/sleep 3600")
+        idle = example.replace("{cmd: bulkhead-app dashboard}", "{cmd: /bin/sleep 3600}")
+        assert idle != example
         conftest.EXAMPLE = Path("/tmp/bulkhead-bench-dashboard-baseline.yaml")
         conftest.EXAMPLE.write_text(idle)
         conftest.Vehicle._wait_for_http = lambda self: None

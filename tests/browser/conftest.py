@@ -52,7 +52,8 @@ class Vehicle:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         text = EXAMPLE.read_text()
-        text = text.replace("--listen 127.0.0.1:8080", f"--listen 127.0.0.1:{port}")
+        text = text.replace("listen: 127.0.0.1:8080", f"listen: 127.0.0.1:{port}")
+        assert f"listen: 127.0.0.1:{port}" in text
         if replay:
             # In a loop: the 6 s log would otherwise end before the page is looked at.
             replay_cmd = f"plant --bus car --replay {RAV4_LOG} --iface can0 --loops 0"

@@ -102,3 +102,29 @@ def test_report_of_a_60s_driveos_trace_loads(browser, driveos_report):
         assert errors == []
     finally:
         page.close()
+
+
+BOOMERANG = REPO / "examples" / "boomerang.yaml"
+
+
+def test_pipeline_delays_are_plotted_against_their_bounds(browser, tmp_path):
+    """A log with `message` events of p2's sink (a run's, written by hand): the page
+    lists the pipeline with its bound and draws its histogram and CDF."""
+    lines = [json.dumps({"t_ns": 20_000_000 + i * 2_000_000, "event": "message", "partition": "quest",
+                         "task": "RTControl", "id": i, "e2e_ns": ms * 1_000_000})
+             for i, ms in enumerate([1, 2, 2, 3, 9, 12])]
+    log = tmp_path / "run.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    page_path = tmp_path / "run.html"
+    bulkhead("report", log, "-o", page_path, "--system", BOOMERANG)
+    page, errors = open_page(browser, page_path)
+    try:
+        rows = page.locator("#pipelines tr")
+        assert rows.count() == 2
+        cells = rows.nth(1).locator("td").all_text_contents()
+        assert cells[:3] == ["p2", "quest/RTControl", "6"], cells
+        assert cells[8] == "8 ms" and cells[9] == "2", cells  # the paper's bound, 2 beyond
+        assert page.locator("#pipeplots .card canvas").count() == 2  # histogram and CDF
+        assert errors == []
+    finally:
+        page.close()

@@ -11,6 +11,10 @@
 //!   (`hvac_control`, a fifo the rt write mapper empties) without blocking: a full
 //!   channel is answered 503.
 //!
+//! The listening socket is the supervisor's (`BULKHEAD_LISTEN=fd:N`, a partition with
+//! `listen`): bound in the host's network, it lets a browser on the machine in while the
+//! partition's own network stays private. Run alone, the dashboard binds `--listen`.
+//!
 //! The HTTP server is std's `TcpListener` with a thread per connection: four routes
 //! (the page, `/events`, `/hvac`, 404) do not need a framework, and a dependency-free
 //! server keeps the best-effort binary small. `/events` sends server-sent events every
@@ -45,8 +49,11 @@ struct Shared {
     stop: &'static AtomicBool,
 }
 
-/// Serves the dashboard on `listen` until SIGTERM/SIGINT.
-pub fn run(listen: &str, from: &str, to: &str) -> Result<(), String> {
+/// Serves the dashboard until SIGTERM/SIGINT: on the listening socket the supervisor
+/// handed over (`BULKHEAD_LISTEN=fd:N`, a partition with `listen`), or else on `listen`
+/// (default 127.0.0.1:8080), bound here. Both at once is an error: `--listen` would bind
+/// in the partition's own network, which no browser reaches.
+pub fn run(listen: Option<&str>, from: &str, to: &str) -> Result<(), String> {
     let stop = stop_on_signals().map_err(|e| e.to_string())?;
     let open = |name: &str| Channel::open_env(name).map_err(|e| format!("channel {name}: {e}"));
     let mut rx = open(from)?
@@ -57,7 +64,7 @@ pub fn run(listen: &str, from: &str, to: &str) -> Result<(), String> {
         .map_err(|e| format!("channel {to}: {e}"))?;
     tx.set_spin(0);
     let status = status_connection()?;
-    let listener = TcpListener::bind(listen).map_err(|e| format!("--listen {listen}: {e}"))?;
+    let listener = listener(listen)?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let shared = Arc::new(Shared {
         cluster: Mutex::new(None),
@@ -100,25 +107,54 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The inherited read-only status connection, if the partition has one.
-fn status_connection() -> Result<Option<UnixStream>, String> {
-    let Ok(value) = std::env::var("BULKHEAD_STATUS") else {
+/// The descriptor the supervisor handed over in `var` (`fd:N`), if any.
+fn inherited(var: &str) -> Result<Option<OwnedFd>, String> {
+    let Ok(value) = std::env::var(var) else {
         return Ok(None);
     };
     let fd: i32 = value
         .strip_prefix("fd:")
         .and_then(|n| n.parse().ok())
         .filter(|&n| n > 2)
-        .ok_or_else(|| format!("BULKHEAD_STATUS={value}: want fd:N"))?;
-    // The descriptor must be an open socket: fstat checks it is open before it is owned.
+        .ok_or_else(|| format!("{var}={value}: want fd:N"))?;
+    // The descriptor must be open: fstat checks it before it is owned.
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: fstat writes into `st`, a buffer of the right size; any fd number is safe.
     if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
-        return Err(format!("BULKHEAD_STATUS={value}: not an open descriptor"));
+        return Err(format!("{var}={value}: not an open descriptor"));
     }
     // SAFETY: the supervisor handed this descriptor to this process alone, for this use;
     // it is open (checked above) and nothing else in the process owns it.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// The listening socket: the one handed over, or `listen` (or the default) bound here.
+fn listener(listen: Option<&str>) -> Result<TcpListener, String> {
+    match (inherited("BULKHEAD_LISTEN")?, listen) {
+        (Some(_), Some(addr)) => Err(format!(
+            "--listen {addr}: the partition has a listening socket of the supervisor's \
+             (BULKHEAD_LISTEN, its `listen` key); --listen would bind in the partition's \
+             own network"
+        )),
+        (Some(fd), None) => {
+            let listener = TcpListener::from(fd);
+            listener
+                .local_addr()
+                .map_err(|e| format!("BULKHEAD_LISTEN: not a TCP socket: {e}"))?;
+            Ok(listener)
+        }
+        (None, addr) => {
+            let addr = addr.unwrap_or("127.0.0.1:8080");
+            TcpListener::bind(addr).map_err(|e| format!("--listen {addr}: {e}"))
+        }
+    }
+}
+
+/// The inherited read-only status connection, if the partition has one.
+fn status_connection() -> Result<Option<UnixStream>, String> {
+    let Some(owned) = inherited("BULKHEAD_STATUS")? else {
+        return Ok(None);
+    };
     let conn = UnixStream::from(owned);
     conn.set_read_timeout(Some(Duration::from_secs(2)))
         .map_err(|e| format!("BULKHEAD_STATUS: {e}"))?;

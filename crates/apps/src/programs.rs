@@ -40,7 +40,7 @@ rt tasks (started by bulkhead run):
   probe                                  notes how late each job starts (the platform's floor)
 be processes:
   openpilot | ivi-mapper | instrument-cluster
-  dashboard [--listen 127.0.0.1:8080] [--from ic_dashboard] [--to hvac_control]
+  dashboard [--listen 127.0.0.1:8080, or BULKHEAD_LISTEN's socket] [--from ic_dashboard] [--to hvac_control]
   plant [--bus car] [--v0 KMH] [--grade PCT] [--report FILE] [--speed-hz HZ] [--delays FILE]
         | plant --replay LOG [--iface can0] [--loops 1, 0: for ever]
   send-frame --to CHANNEL ID#DATA...     frames into a gateway channel (e.g. adas_raw_tx)";
@@ -64,7 +64,7 @@ pub fn main(args: &[String]) -> i32 {
         "mhydra-tx" => mhydra_tx(&flags),
         "ivi-read-mapper" => read_mapper(&flags, "ivi_can_rx", "ic_ivi_sensor"),
         "dashboard" => crate::dashboard::run(
-            &flags.or("--listen", "127.0.0.1:8080"),
+            flags.get("--listen").as_deref(),
             &flags.or("--from", "ic_dashboard"),
             &flags.or("--to", "hvac_control"),
         ),

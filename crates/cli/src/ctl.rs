@@ -2,9 +2,10 @@
 
 use crate::common::INVALID;
 use bulkhead_control::{
-    discover, Client, ModeOutcome, PowerOutcome, Request, Response, Status, SOCKET_DIR,
+    discover, Client, ModeOutcome, PowerOutcome, Request, Response, Status, WindowsStatus,
+    SOCKET_DIR,
 };
-use bulkhead_model::units::{format_duration, parse_duration};
+use bulkhead_model::units::{format_duration, format_size, parse_duration};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -129,8 +130,16 @@ fn status_text(s: &Status) -> String {
                 format_duration(i.period_ns)
             )
         });
+        let memory = p.memory.map_or(String::new(), |m| {
+            format!(
+                ", memory {} of {} ({}%)",
+                mebibytes(m.used_bytes),
+                format_size(m.limit_bytes),
+                m.used_bytes.saturating_mul(100) / m.limit_bytes.max(1)
+            )
+        });
         out += &format!(
-            "partition {} ({}, CPUs {}{interface})\n",
+            "partition {} ({}, CPUs {}{interface}{memory})\n",
             p.name, p.kind, p.cpus
         );
         for t in &p.tasks {
@@ -149,6 +158,9 @@ fn status_text(s: &Status) -> String {
                 t.misses
             );
         }
+    }
+    if let Some(w) = &s.windows {
+        out += &windows_text(w);
     }
     if let Some(ss) = &s.stop_start {
         let last = |ns: Option<u64>| ns.map_or("-".to_string(), format_duration);
@@ -182,6 +194,31 @@ fn status_text(s: &Status) -> String {
         );
     }
     out
+}
+
+/// Bytes in MiB with one decimal: `4.1MiB`.
+fn mebibytes(bytes: u64) -> String {
+    format!("{:.1}MiB", bytes as f64 / f64::from(1u32 << 20))
+}
+
+/// Nanoseconds in ms with three decimals: `12.346ms`.
+fn milliseconds(ns: u64) -> String {
+    format!("{:.3}ms", ns as f64 / 1e6)
+}
+
+/// The window schedule's position; the window's number is the JSON's (0-based).
+fn windows_text(w: &WindowsStatus) -> String {
+    format!(
+        "windows: window {} of 0-{} running ({}), {} of {} elapsed, at {} of the {} major frame, {} started\n",
+        w.window,
+        w.count.saturating_sub(1),
+        w.partitions.join(", "),
+        milliseconds(w.elapsed_ns),
+        format_duration(w.length_ns),
+        milliseconds(w.frame_position_ns),
+        format_duration(w.major_frame_ns),
+        w.started
+    )
 }
 
 fn mode_text(m: &ModeOutcome) -> String {
@@ -230,6 +267,57 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         args: Args,
+    }
+
+    #[test]
+    fn the_text_status_shows_memory_against_the_limit_and_the_window_position() {
+        let partition = |name: &str, memory| bulkhead_control::PartitionStatus {
+            name: name.into(),
+            kind: "be".into(),
+            cpus: "1".into(),
+            memory,
+            ..Default::default()
+        };
+        let status = Status {
+            system: "car".into(),
+            state: "running".into(),
+            partitions: vec![
+                partition(
+                    "ivi",
+                    Some(bulkhead_control::MemoryStatus {
+                        used_bytes: 12 << 20 | 1 << 19,
+                        limit_bytes: 48 << 20,
+                    }),
+                ),
+                partition("free", None),
+            ],
+            windows: Some(WindowsStatus {
+                window: 1,
+                count: 2,
+                length_ns: 30_000_000,
+                elapsed_ns: 12_345_678,
+                frame_position_ns: 32_345_678,
+                major_frame_ns: 50_000_000,
+                started: 17,
+                partitions: vec!["B".into()],
+            }),
+            ..Default::default()
+        };
+        let text = status_text(&status);
+        assert!(
+            text.contains("partition ivi (be, CPUs 1, memory 12.5MiB of 48MiB (26%))\n"),
+            "{text}"
+        );
+        assert!(text.contains("partition free (be, CPUs 1)\n"), "{text}");
+        assert!(
+            text.contains("windows: window 1 of 0-1 running (B), 12.346ms of 30ms elapsed, at 32.346ms of the 50ms major frame, 17 started\n"),
+            "{text}"
+        );
+        let without = status_text(&Status {
+            windows: None,
+            ..status
+        });
+        assert!(!without.contains("windows:"), "{without}");
     }
 
     #[test]

@@ -132,7 +132,28 @@ fn add_analysis(figures: &mut Figures, path: &Path) -> Result<(), ExitCode> {
             task.set_wcrt(v.wcrt_ns, v.schedulable);
         }
     }
+    add_pipeline_bounds(figures, &loaded.system);
     Ok(())
+}
+
+/// Names each sink's pipeline and draws in its analysed delay bounds (as `bulkhead
+/// solve` computes them).
+fn add_pipeline_bounds(figures: &mut Figures, system: &bulkhead_model::System) {
+    let options = bulkhead_analysis::system::Options::default();
+    let solutions = bulkhead_analysis::pipes::solve(system, &options);
+    for (p, s) in system.pipelines.iter().zip(&solutions) {
+        let sinks = (0..p.stages.len()).filter(|&i| p.edges.iter().all(|&(from, _)| from != i));
+        for i in sinks {
+            let stage = &p.stages[i];
+            let figure = figures
+                .pipelines
+                .iter_mut()
+                .find(|f| f.partition == stage.partition && f.sink == stage.name);
+            if let Some(f) = figure {
+                f.set_bounds(&p.name, s.e2e_delay_bound_ns, s.exact_delay_bound_ns);
+            }
+        }
+    }
 }
 
 /// The page with the data embedded (`</` escaped so that it cannot end the script).

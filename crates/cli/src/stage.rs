@@ -282,6 +282,17 @@ struct Counts {
     values: [u64; 8],
     /// Per source: the last sequence number seen at this sink.
     last_seq: Vec<Option<u64>>,
+    /// Whether to keep each delivered message in `done` (a supervised sink).
+    keep: bool,
+    /// The messages delivered since they were last reported: (id, origin stamp,
+    /// completion). Cleared, not reallocated, after each job.
+    done: Vec<(u64, u64, u64)>,
+}
+
+/// A message's id in the run's `message` events: the source stage's index in the top
+/// 16 bits, its sequence number below.
+fn message_id(msg: &Message) -> u64 {
+    (u64::from(msg.source) << 48) | (msg.seq & ((1 << 48) - 1))
 }
 
 impl Counts {
@@ -299,6 +310,9 @@ impl Counts {
             None => self.values[2] += msg.seq,
         }
         self.last_seq[i] = Some(msg.seq);
+        if self.keep {
+            self.done.push((message_id(msg), msg.origin_ns, now));
+        }
         let e2e = now.saturating_sub(msg.origin_ns);
         let v = &mut self.values;
         v[1] += 1;
@@ -530,10 +544,16 @@ fn periodic(
         .map(|n| task.counter(n))
         .collect::<Result<Vec<Counter>, _>>()
         .map_err(|e| e.to_string())?;
-    let mut counts = Counts::default();
-    let publish = |task: &mut Task, counts: &Counts| {
+    let mut counts = Counts {
+        keep: true,
+        ..Counts::default()
+    };
+    let publish = |task: &mut Task, counts: &mut Counts| {
         for (slot, v) in slots.iter().zip(counts.values) {
             task.set_counter(*slot, v);
+        }
+        for (id, origin_ns, done_ns) in counts.done.drain(..) {
+            task.message_done(id, origin_ns, done_ns);
         }
     };
     while !stop.load(Relaxed) {
@@ -551,7 +571,7 @@ fn periodic(
             (_, false) => Phase::Waiting,
         };
         job(act.release_ns, phase, &mut counts);
-        publish(&mut task, &counts);
+        publish(&mut task, &mut counts);
     }
     let deadline = now_ns() + DRAIN_NS;
     while !job(now_ns(), Phase::Draining, &mut counts) {
@@ -561,7 +581,7 @@ fn periodic(
         }
         sleep_until(now_ns() + 1_000_000);
     }
-    publish(&mut task, &counts);
+    publish(&mut task, &mut counts);
     say(&format!("ended ({} messages out)", counts.values[1]));
     Ok(())
 }

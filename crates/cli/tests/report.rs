@@ -289,3 +289,58 @@ fn bad_input_is_refused_naming_file_and_line() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.json"));
 }
+
+#[test]
+fn pipeline_delays_from_message_events_against_the_analysed_bounds() {
+    // Sink RTControl of p2 (examples/boomerang.yaml: paper bound 8 ms, exact 10.8 ms)
+    // finishes four messages 1, 2, 9 and 12 ms after their origin; a sink of no
+    // pipeline one message.
+    let dir = Dir::new("pipes");
+    let message = |t: u64, task: &str, id: u64, e2e_ms: u64| {
+        format!(
+            r#"{{"t_ns":{t},"event":"message","partition":"quest","task":"{task}","id":{id},"e2e_ns":{}}}"#,
+            e2e_ms * 1_000_000
+        )
+    };
+    let lines = [
+        message(20_000_000, "RTControl", 0, 1),
+        message(22_000_000, "RTControl", 1, 2),
+        message(29_000_000, "RTControl", 2, 9),
+        message(32_000_000, "RTControl", 3, 12),
+        message(32_000_000, "other", 7, 5),
+    ];
+    let log = dir.file("run.jsonl", (lines.join("\n") + "\n").as_bytes());
+    let example = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/boomerang.yaml"
+    ));
+    let f = figures(&log, &[Path::new("--system"), example]);
+    let pipes = f["pipelines"].as_array().unwrap();
+    assert_eq!(pipes.len(), 2, "{f}");
+    let p2 = pipes.iter().find(|p| p["sink"] == "RTControl").unwrap();
+    assert_eq!(p2["pipeline"], "p2", "{p2}");
+    assert_eq!(p2["messages"], 4);
+    let e = &p2["e2e"];
+    assert_eq!(
+        [&e["min_ns"], &e["p50_ns"], &e["p99_ns"], &e["max_ns"]],
+        [1_000_000, 2_000_000, 12_000_000, 12_000_000],
+        "{p2}"
+    );
+    assert_eq!(p2["bound_ns"], 8_000_000, "{p2}");
+    assert_eq!(p2["beyond_bound"], 2, "{p2}");
+    let exact = p2["exact_bound_ns"].as_u64().unwrap();
+    assert!((9_000_000..12_000_000).contains(&exact), "{p2}");
+    assert_eq!(p2["beyond_exact_bound"], 1, "{p2}");
+    let h = &p2["histogram"];
+    let bins = h["counts"].as_array().unwrap();
+    assert_eq!(bins.iter().map(|c| c.as_u64().unwrap()).sum::<u64>(), 4);
+    let other = pipes.iter().find(|p| p["sink"] == "other").unwrap();
+    assert_eq!(other["pipeline"], Value::Null, "{other}");
+    assert_eq!(other["bound_ns"], Value::Null, "{other}");
+    // The page draws them.
+    let page = dir.path("report.html");
+    let out = bulkhead(&[Path::new("report"), &log, Path::new("-o"), &page]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("Pipeline end-to-end delays") && html.contains("\"RTControl\""));
+}

@@ -133,6 +133,16 @@ fn the_status_shows_memory_against_the_limit_of_rt_and_be_partitions() {
         "{status}"
     );
     assert_eq!(status["windows"], Value::Null, "{status}");
+    let text = common::text(&common::ctl(&socket, &["status"]).stdout);
+    let line = |name: &str| {
+        let start = format!("partition {name} (");
+        let found = text.lines().find(|l| l.starts_with(&start));
+        found.unwrap_or_else(|| panic!("no line for {name}: {text}"))
+    };
+    assert!(line("ctl").contains(" of 64MiB ("), "{text}");
+    assert!(line("ivi").contains(" of 48MiB ("), "{text}");
+    assert!(!line("free").contains("memory"), "{text}");
+    assert!(!text.contains("windows:"), "{text}");
 }
 
 #[test]
@@ -183,6 +193,14 @@ fn the_status_shows_the_window_schedules_position() {
             32u64 << 20
         );
         if seen == [true, true] && last_started > 10 {
+            let text = common::text(&common::ctl(&socket, &["status"]).stdout);
+            let line = text.lines().find(|l| l.starts_with("windows: window "));
+            let line = line.unwrap_or_else(|| panic!("no windows line: {text}"));
+            assert!(line.contains(" of the 50ms major frame, "), "{text}");
+            assert!(
+                line.contains("0 of 0-1 running (A), ") || line.contains("1 of 0-1 running (B), "),
+                "{text}"
+            );
             return;
         }
     }

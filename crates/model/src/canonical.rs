@@ -103,6 +103,9 @@ fn partition(p: &Partition) -> Vec<String> {
     if let Some(user) = &p.user {
         lines.push(format!("user: {}", quote(user)));
     }
+    if let Some(addr) = p.listen {
+        lines.push(format!("listen: {}", quote(&addr.to_string())));
+    }
     match p.network {
         Some(Network::Host) => lines.push("network: host".into()),
         Some(Network::Private) => lines.push("network: private".into()),

@@ -171,6 +171,7 @@ impl Normalizer {
                 shared_user: false,
                 monitor: false,
                 network: None,
+                listen: None,
                 interface: None,
                 sandbox: Sandbox::default(),
             },
@@ -248,6 +249,17 @@ impl Normalizer {
                 m => m.unwrap_or(false),
             },
             network: def.network,
+            listen: match def.listen {
+                Some(_) if kind == PartitionKind::Rt => {
+                    return err(
+                        child(path, "listen"),
+                        "only a best-effort partition may listen: an rt task must not wait \
+                         on the network",
+                    )
+                }
+                Some(text) => Some(listen_address(&text, &child(path, "listen"))?),
+                None => None,
+            },
             interface: crate::modes::interface(
                 def.interface,
                 self.bare_unit,
@@ -726,6 +738,24 @@ impl Normalizer {
         }
         self.define_partition(spec, &spath, Some(total)).map(Some)
     }
+}
+
+/// A `listen` address: `PORT` or `localhost:PORT` (this machine only: 127.0.0.1),
+/// `IPV4:PORT` or `[IPV6]:PORT`.
+fn listen_address(text: &str, path: &str) -> Result<std::net::SocketAddr> {
+    let local = text.strip_prefix("localhost:").unwrap_or(text);
+    if let Ok(port) = local.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse().or_else(|_| {
+        err(
+            path,
+            format!(
+                "`{text}` is not an address to listen on: want PORT (on 127.0.0.1), \
+                 IPV4:PORT or [IPV6]:PORT"
+            ),
+        )
+    })
 }
 
 fn child(path: &str, key: &str) -> String {

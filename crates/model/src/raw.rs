@@ -62,6 +62,7 @@ pub struct RawPartition {
     pub shared_user: Option<bool>,
     pub monitor: Option<bool>,
     pub network: Option<Network>,
+    pub listen: Option<String>,
     pub interface: Option<crate::modes::RawInterface>,
     /// The `server` of every task of the partition that names none.
     pub server: Option<String>,

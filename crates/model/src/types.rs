@@ -110,6 +110,10 @@ pub struct Partition {
     /// `network`: which network namespace the partition's processes and tasks run in;
     /// `None` = the default, [`System::network_of`].
     pub network: Option<Network>,
+    /// `listen` (be partitions): a TCP address the supervisor binds in the host's network
+    /// and whose listening socket it hands to the partition's processes
+    /// (`BULKHEAD_LISTEN=fd:N`): they accept connections on it from a private network.
+    pub listen: Option<std::net::SocketAddr>,
     /// `interface` (rt partitions): the partition is scheduled as a server with this
     /// resource interface and may share its CPUs with other servers; `None`: it owns them.
     pub interface: Option<crate::modes::ServerInterface>,
@@ -458,12 +462,14 @@ impl System {
             .collect()
     }
 
-    /// The network partition `p` runs in: as configured, else private in a system with
-    /// buses (so that only the gateways reach a bus; DriveOS 3.3.2) and host otherwise.
+    /// The network partition `p` runs in: as configured, else private for a partition
+    /// with `listen` (its socket comes from the host's network already) or in a system
+    /// with buses (so that only the gateways reach a bus; DriveOS 3.3.2), host otherwise.
     pub fn network_of(&self, p: &Partition) -> Network {
         let gateway = self.buses.iter().any(|b| b.gateway == p.name);
         match p.network {
             Some(n) => n,
+            None if p.listen.is_some() => Network::Private,
             None if self.buses.is_empty() || gateway => Network::Host,
             None => Network::Private,
         }

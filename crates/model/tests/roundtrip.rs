@@ -90,6 +90,8 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                     shared_user: memory.is_some(),
                     monitor: memory.is_none(),
                     network,
+                    listen: memory
+                        .map(|m| std::net::SocketAddr::from(([127, 0, 0, 1], (m % 60000) as u16))),
                     interface: None,
                     sandbox: Sandbox {
                         clean_env,
@@ -190,6 +192,7 @@ fn rt_partition(i: usize) -> impl Strategy<Value = Partition> {
             shared_user: false,
             monitor: false,
             network: None,
+            listen: None,
             interface,
             sandbox: Sandbox::default(),
         }

@@ -195,3 +195,37 @@ fn a_host_network_client_is_warned_about() {
         Network::Host
     );
 }
+
+/// `listen`: the address the supervisor binds for a best-effort partition; such a
+/// partition runs in a private network unless it says otherwise.
+#[test]
+fn a_listening_partition_gets_its_address_and_a_private_network() {
+    let src = |listen: &str| {
+        format!("system: {{}}\npartitions:\n  - {{name: a, cpus: 1, listen: {listen}, processes: [x]}}\n  - {{name: b, cpus: 1, processes: [x]}}\n")
+    };
+    for (given, want) in [
+        ("8080", "127.0.0.1:8080"),
+        ("localhost:8081", "127.0.0.1:8081"),
+        ("\"0.0.0.0:80\"", "0.0.0.0:80"),
+        ("\"[::1]:9000\"", "[::1]:9000"),
+    ] {
+        let s = load(&src(given));
+        assert_eq!(s.partitions[0].listen.unwrap().to_string(), want, "{given}");
+        assert_eq!(s.network_of(&s.partitions[0]), Network::Private, "{given}");
+        assert_eq!(s.network_of(&s.partitions[1]), Network::Host, "{given}");
+    }
+    let host = load(&src("8080").replace("listen: 8080", "listen: 8080, network: host"));
+    assert_eq!(host.network_of(&host.partitions[0]), Network::Host);
+    for bad in ["web", "\"1.2.3:80\"", "70000", "\"localhost\""] {
+        let e = error(&src(bad));
+        assert!(
+            e.contains("partitions[0].listen: `") && e.contains("is not an address to listen on"),
+            "{bad}: {e}"
+        );
+    }
+    let rt = error("system: {cpus: 0}\npartitions:\n  - name: r\n    kind: rt\n    cpus: 0\n    listen: 8080\n    tasks: [{name: t, cmd: c, budget: 1ms, period: 10ms}]\n");
+    assert!(
+        rt.contains("partitions[0].listen: only a best-effort partition may listen"),
+        "{rt}"
+    );
+}

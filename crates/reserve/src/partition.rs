@@ -159,6 +159,8 @@ struct Running {
     exited: bool,
     /// Next job index whose release was not yet reported.
     reported: u64,
+    /// Message events the task dropped, as last reported.
+    msg_dropped: u64,
     stats: TaskSummary,
 }
 
@@ -414,6 +416,7 @@ impl RtPartitions {
                         dropped: 0,
                         ended_early: None,
                     },
+                    msg_dropped: 0,
                     child,
                     parked: now.is_none(),
                     reclaim: p.reclaim,
@@ -549,6 +552,7 @@ impl RtPartitions {
             for r in recs {
                 t.report(&r, epoch, sink);
             }
+            t.report_messages(epoch, now, sink);
             t.report_counters(now, sink);
         }
     }
@@ -601,6 +605,42 @@ impl Drop for RtPartitions {
 }
 
 impl Running {
+    /// Emits a `message` event per message the task finished (a pipeline's sink), and
+    /// the count of those it dropped, as the counter `msg_dropped`, when it grew. Takes
+    /// at most 16 rings' worth: a task that keeps the ring full cannot hold the drain.
+    fn report_messages(&mut self, epoch: u64, t_ns: u64, sink: &mut impl FnMut(Event)) {
+        let mut messages = Vec::new();
+        for _ in 0..16 {
+            if self.link.take_messages(&mut messages) < bulkhead_task::control::MESSAGE_EVENTS {
+                break;
+            }
+        }
+        for (id, origin_ns, done_ns) in messages {
+            sink(Event::new(
+                done_ns.saturating_sub(epoch),
+                EventKind::Message {
+                    partition: self.partition.clone(),
+                    task: self.task.clone(),
+                    id,
+                    e2e_ns: done_ns.saturating_sub(origin_ns),
+                },
+            ));
+        }
+        let dropped = self.link.messages_dropped();
+        if dropped > self.msg_dropped {
+            self.msg_dropped = dropped;
+            sink(Event::new(
+                t_ns,
+                EventKind::Counter {
+                    partition: self.partition.clone(),
+                    task: self.task.clone(),
+                    name: Arc::from("msg_dropped"),
+                    value: dropped,
+                },
+            ));
+        }
+    }
+
     fn report_counters(&mut self, t_ns: u64, sink: &mut impl FnMut(Event)) {
         let now = self.link.named_counters();
         for (name, value) in &now {

@@ -18,6 +18,13 @@
 //!   [`stage_var`]`(BUS, PIPELINE, STAGE)`. Only the
 //!   gateway partition keeps the host network: the others run in private network
 //!   namespaces ([`crate::isolation`]), so the channels are their only way to a bus.
+//! * Each best-effort partition with `listen` gets a TCP socket the supervisor binds and
+//!   puts in the listening state in its own (the host's) network namespace:
+//!   `BULKHEAD_LISTEN=fd:N` ([`LISTEN_VAR`]). A socket keeps the namespace it was made
+//!   in, so the partition accepts connections from the host's network while its own
+//!   namespace stays private: on that descriptor it can accept, and nothing else (a
+//!   listening socket neither connects nor sends; other sockets it opens are in its
+//!   private namespace).
 //!
 //! Nothing is named in `/dev/shm`: a channel exists only as descriptors, and goes away
 //! with the last process holding one.
@@ -31,6 +38,9 @@ use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::sync::Arc;
+
+/// The variable naming a partition's listening socket ([`Links::listen`]).
+pub const LISTEN_VAR: &str = "BULKHEAD_LISTEN";
 
 /// The channels of a run; dropping it closes the supervisor's descriptors of them.
 pub struct Links {
@@ -99,6 +109,24 @@ impl Links {
                 .insert((gw, bus.writer_task()), gateway_command(exe, &writer));
         }
         Ok(out)
+    }
+
+    /// Binds each `listen` address of `system` here, in the supervisor's network
+    /// namespace, and hands the listening socket to its partition as [`LISTEN_VAR`].
+    /// Fails, naming the partition and the key, when an address cannot be bound.
+    pub fn listen(&mut self, system: &System) -> Result<(), RunError> {
+        for (i, p) in system.partitions.iter().enumerate() {
+            let Some(addr) = p.listen else { continue };
+            let listener = std::net::TcpListener::bind(addr).map_err(|e| RunError::Io {
+                what: format!(
+                    "partition `{}` (partitions[{i}].listen `{addr}`): cannot listen",
+                    p.name
+                ),
+                source: e,
+            })?;
+            self.hand(&p.name, LISTEN_VAR, OwnedFd::from(listener));
+        }
+        Ok(())
     }
 
     /// `system` with the command lines of its gateway tasks filled in.

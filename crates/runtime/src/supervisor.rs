@@ -207,6 +207,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let exe = std::env::current_exe().map_err(|e| RunError::io("the path of this program", e))?;
     let mut links = Links::create(system, &exe)?;
     let notice = crate::stopstart::hand_notice(system, options, &mut links)?;
+    links.listen(system)?;
     if let Some(c) = control.as_mut() {
         c.count_channels(links.described());
         c.hand_status(system, &mut links)?;

@@ -52,6 +52,15 @@
 //! so a task waits for its real release in the task library's sleep, not in its job:
 //! under SCHED_DEADLINE a sleep inside the job is a self-suspension that the CBS wakeup
 //! rule may answer with a postponed deadline.
+//! **Message events** ([`MessageEvent`], a ring of [`MESSAGE_EVENTS`]): a task that
+//! finishes messages (a pipeline's sink) reports each one's id, origin stamp and
+//! completion time. One producer (the task) and one consumer (the supervisor's drain):
+//! the task writes entry `msg_written % MESSAGE_EVENTS`, then stores `msg_written + 1`
+//! (Release); it drops the event (counting `msg_dropped`) when `msg_written - msg_read`
+//! is already [`MESSAGE_EVENTS`]. The supervisor loads `msg_written` (Acquire), reads the
+//! entries from `msg_read` on (at most [`MESSAGE_EVENTS`], whatever a faulty task
+//! stored) and stores the new `msg_read` (Release). Bounded: a consumer that falls
+//! behind loses the newest events, counted, and never blocks the task.
 use crate::error::{Error, Result};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -140,7 +149,30 @@ pub struct Control {
     /// Release offset O, ns: releases are `epoch_ns + offset_ns + k * T` (supervisor;
     /// stored before the process starts).
     pub offset_ns: AtomicU64,
+    /// Message events written (task; Release after the entry).
+    pub msg_written: AtomicU64,
+    /// Message events the supervisor has read (supervisor).
+    pub msg_read: AtomicU64,
+    /// Message events dropped because the ring was full (task).
+    pub msg_dropped: AtomicU64,
+    /// The ring of message events (task).
+    pub msgs: [MessageEvent; MESSAGE_EVENTS],
 }
+
+/// Entries in the ring of message events: 64 messages per drain of the supervisor.
+pub const MESSAGE_EVENTS: usize = 64;
+
+/// One finished message: its id (e.g. a pipeline's sequence number), its origin stamp
+/// and the time the task finished it (CLOCK_MONOTONIC ns).
+#[repr(C)]
+pub struct MessageEvent {
+    pub id: AtomicU64,
+    pub origin_ns: AtomicU64,
+    pub done_ns: AtomicU64,
+}
+
+/// A message event as read: (id, origin, done), ns.
+pub type Message = (u64, u64, u64);
 
 /// Longest sleep of [`Control::wait_mode_ack`] between two looks at the word.
 pub const ACK_RECHECK_NS: u64 = 1_000_000;
@@ -288,6 +320,40 @@ pub fn check_counter_name(name: &str) -> Result<()> {
 }
 
 impl Control {
+    /// Puts one message event in the ring (task side, the only writer); false when the
+    /// ring is full and the event was dropped (counted in `msg_dropped`).
+    pub fn push_message(&self, (id, origin_ns, done_ns): Message) -> bool {
+        let written = self.msg_written.load(Relaxed);
+        if written.wrapping_sub(self.msg_read.load(Acquire)) >= MESSAGE_EVENTS as u64 {
+            self.msg_dropped.fetch_add(1, Relaxed);
+            return false;
+        }
+        let e = &self.msgs[(written % MESSAGE_EVENTS as u64) as usize];
+        e.id.store(id, Relaxed);
+        e.origin_ns.store(origin_ns, Relaxed);
+        e.done_ns.store(done_ns, Relaxed);
+        self.msg_written.store(written.wrapping_add(1), Release);
+        true
+    }
+
+    /// Moves the message events waiting in the ring into `out` (supervisor side, the
+    /// only reader; at most [`MESSAGE_EVENTS`] per call); returns how many.
+    pub fn take_messages(&self, out: &mut Vec<Message>) -> usize {
+        let written = self.msg_written.load(Acquire);
+        let read = self.msg_read.load(Relaxed);
+        let n = written.wrapping_sub(read).min(MESSAGE_EVENTS as u64);
+        for i in 0..n {
+            let e = &self.msgs[(read.wrapping_add(i) % MESSAGE_EVENTS as u64) as usize];
+            out.push((
+                e.id.load(Relaxed),
+                e.origin_ns.load(Relaxed),
+                e.done_ns.load(Relaxed),
+            ));
+        }
+        self.msg_read.store(read.wrapping_add(n), Release);
+        n as usize
+    }
+
     /// The published named counters, in slot order (supervisor side).
     pub fn named_counters(&self) -> Vec<(String, u64)> {
         let n = (self.named_count.load(Acquire) as usize).min(NAMED_COUNTERS);
@@ -580,6 +646,28 @@ mod tests {
         // SAFETY: every field of Control is an integer, an atomic or an array of them:
         // all-zero is a valid value (a fresh memfd page is all zero too).
         unsafe { Box::new(std::mem::zeroed()) }
+    }
+
+    #[test]
+    fn message_events_pass_in_order_and_a_full_ring_drops_the_newest() {
+        let c = block();
+        let mut out = Vec::new();
+        for id in 0..MESSAGE_EVENTS as u64 + 10 {
+            let kept = c.push_message((id, 1000 + id, 2000 + id));
+            assert_eq!(kept, id < MESSAGE_EVENTS as u64, "{id}");
+        }
+        assert_eq!(c.msg_dropped.load(Relaxed), 10);
+        assert_eq!(c.take_messages(&mut out), MESSAGE_EVENTS);
+        assert_eq!(out.first(), Some(&(0, 1000, 2000)));
+        assert_eq!(out.last(), Some(&(63, 1063, 2063)));
+        assert!(c.push_message((500, 1, 2)));
+        out.clear();
+        assert_eq!(c.take_messages(&mut out), 1);
+        assert_eq!(out, vec![(500, 1, 2)]);
+        // A faulty task's count far ahead: the supervisor reads one ring's worth.
+        c.msg_written.store(1 << 40, Release);
+        out.clear();
+        assert_eq!(c.take_messages(&mut out), MESSAGE_EVENTS);
     }
 
     #[test]

@@ -120,6 +120,17 @@ impl TaskLink {
         }
     }
 
+    /// Moves the message events the task reported ([`crate::Task::message_done`]) into
+    /// `out` as (id, origin, done); returns how many.
+    pub fn take_messages(&self, out: &mut Vec<crate::control::Message>) -> usize {
+        self.ctl.get().take_messages(out)
+    }
+
+    /// Message events the task dropped because the ring was full.
+    pub fn messages_dropped(&self) -> u64 {
+        self.ctl.get().msg_dropped.load(Relaxed)
+    }
+
     /// The task's named counters as (name, value), in the order the task created them
     /// (see [`crate::control`] for how they are published).
     pub fn named_counters(&self) -> Vec<(String, u64)> {

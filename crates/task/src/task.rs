@@ -182,6 +182,14 @@ impl Task {
         (slot < n.min(crate::control::NAMED_COUNTERS)).then_some(Counter(slot))
     }
 
+    /// Reports a finished message to the supervisor (a pipeline's sink: its id, origin
+    /// stamp and completion time, CLOCK_MONOTONIC ns), which writes it to the run's log
+    /// and trace. No system call; false when the supervisor's ring was full and the
+    /// event was dropped (counted).
+    pub fn message_done(&self, id: u64, origin_ns: u64, done_ns: u64) -> bool {
+        self.ctl.get().push_message((id, origin_ns, done_ns))
+    }
+
     /// Sets a named counter (a relaxed store in shared memory: no system call).
     pub fn set_counter(&self, counter: Counter, value: u64) {
         self.ctl.get().named[counter.0].value.store(value, Relaxed);

@@ -262,6 +262,14 @@ pub enum EventKind {
         name: Name,
         value: u64,
     },
+    /// Task `task` of `partition` (a pipeline's sink) finished message `id` at `t_ns`,
+    /// `e2e_ns` after the message's origin stamp (its end-to-end delay).
+    Message {
+        partition: Name,
+        task: Name,
+        id: u64,
+        e2e_ns: Nanos,
+    },
 }
 
 /// Where producers put events.

@@ -136,6 +136,10 @@ fn cpu_track(cpu: u32) -> Track {
     }
 }
 
+/// The suffix of a sink task's counter track of its messages' end-to-end delays (one
+/// point per [`EventKind::Message`], the value its `e2e_ns`).
+pub const MESSAGE_TRACK: &str = " message e2e_ns";
+
 fn job_name(partition: &str, task: &str) -> String {
     format!("{partition}/{task}")
 }
@@ -439,6 +443,18 @@ impl<W: Write> Writer<W> {
                     o.remove("event");
                 }
                 self.global(t, name, args);
+            }
+            EventKind::Message {
+                partition,
+                task,
+                id,
+                e2e_ns,
+            } => {
+                let track = format!("{}{MESSAGE_TRACK}", job_name(partition, task));
+                self.point(
+                    t,
+                    json!({"ph": "C", "name": track, "pid": PID_PARTITIONS, "args": {"value": e2e_ns, "id": id}}),
+                );
             }
             EventKind::Counter {
                 partition,

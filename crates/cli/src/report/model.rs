@@ -44,6 +44,8 @@ pub struct Builder {
     windows: Vec<(u64, u64, String)>,
     channels: Vec<(String, Channel)>,
     counters: Vec<(String, Vec<(u64, u64)>)>,
+    /// Per sink task (partition, task): its messages' end-to-end delays.
+    messages: Vec<((String, String), Vec<u64>)>,
     end: u64,
     events: u64,
 }
@@ -156,6 +158,19 @@ impl Builder {
         self.counters[i].1.push((t, value));
     }
 
+    /// Sink task `partition`/`task` finished a message `e2e` after its origin.
+    pub fn message(&mut self, partition: &str, task: &str, e2e: u64) {
+        let key = (partition.to_string(), task.to_string());
+        let i = match self.messages.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                self.messages.push((key, Vec::new()));
+                self.messages.len() - 1
+            }
+        };
+        self.messages[i].1.push(e2e);
+    }
+
     /// The figures and the chart data; `source` names the input.
     pub fn finish(mut self, source: Source) -> (Figures, Gantt) {
         for row in &mut self.rows {
@@ -189,6 +204,14 @@ impl Builder {
                 rates(name, samples, self.end)
             })
             .collect();
+        let pipelines = self
+            .messages
+            .into_iter()
+            .map(|((partition, task), mut delays)| {
+                delays.sort_unstable();
+                PipelineFigure::of(partition, task, delays)
+            })
+            .collect();
         let figures = Figures {
             source,
             events: self.events,
@@ -196,6 +219,7 @@ impl Builder {
             windows: self.windows.len() as u64,
             tasks,
             channels,
+            pipelines,
             throughput,
             notes: Vec::new(),
         };
@@ -224,6 +248,8 @@ pub struct Figures {
     pub windows: u64,
     pub tasks: Vec<TaskFigure>,
     pub channels: Vec<ChannelFigure>,
+    /// End-to-end delays of the messages each pipeline sink finished.
+    pub pipelines: Vec<PipelineFigure>,
     /// Rates of the named counters (e.g. the CAN gateway's frames forwarded).
     pub throughput: Vec<Rates>,
     /// What the input lacks for some figure.
@@ -268,6 +294,66 @@ pub struct ChannelFigure {
     pub latency: Option<Summary>,
     pub histogram: Option<Histogram>,
     pub cdf: Vec<(u64, f64)>,
+}
+
+/// The end-to-end delays of the messages one pipeline sink finished (its `message`
+/// events: the sink's completion minus the message's origin stamp).
+#[derive(Debug, Clone, Serialize)]
+pub struct PipelineFigure {
+    /// The pipeline (`--system`), else `null`.
+    pub pipeline: Option<String>,
+    /// The sink stage's task.
+    pub partition: String,
+    pub sink: String,
+    pub messages: u64,
+    pub e2e: Option<Summary>,
+    pub histogram: Option<Histogram>,
+    pub cdf: Vec<(u64, f64)>,
+    /// The analysed bounds (`--system`): Boomerang's Σ T along the longest path, and
+    /// the exact bound Σ (k T + R) of `bulkhead solve`.
+    pub bound_ns: Option<u64>,
+    pub exact_bound_ns: Option<u64>,
+    /// Messages beyond the paper's bound and beyond the exact bound (`--system`).
+    pub beyond_bound: Option<u64>,
+    pub beyond_exact_bound: Option<u64>,
+    #[serde(skip)]
+    delays: Vec<u64>,
+}
+
+impl PipelineFigure {
+    fn of(partition: String, sink: String, sorted: Vec<u64>) -> PipelineFigure {
+        PipelineFigure {
+            pipeline: None,
+            partition,
+            sink,
+            messages: sorted.len() as u64,
+            e2e: Summary::of(&sorted),
+            histogram: Histogram::of(&sorted, &[]),
+            cdf: cdf(&sorted),
+            bound_ns: None,
+            exact_bound_ns: None,
+            beyond_bound: None,
+            beyond_exact_bound: None,
+            delays: sorted,
+        }
+    }
+
+    /// Adds the pipeline's name and analysed bounds, counts the messages beyond them,
+    /// and widens the histogram so that the bounds show.
+    pub fn set_bounds(&mut self, pipeline: &str, bound_ns: u64, exact_bound_ns: Option<u64>) {
+        let beyond =
+            |b: u64| self.delays.len() as u64 - self.delays.partition_point(|&d| d <= b) as u64;
+        self.pipeline = Some(pipeline.to_string());
+        self.bound_ns = Some(bound_ns);
+        self.exact_bound_ns = exact_bound_ns;
+        self.beyond_bound = Some(beyond(bound_ns));
+        self.beyond_exact_bound = exact_bound_ns.map(beyond);
+        let marks: Vec<u64> = [Some(bound_ns), exact_bound_ns]
+            .into_iter()
+            .flatten()
+            .collect();
+        self.histogram = Histogram::of(&self.delays, &marks);
+    }
 }
 
 /// Order statistics of a sample; percentiles by nearest rank.

@@ -3,6 +3,7 @@
 //! the first key of the first object. Both feed a [`Builder`].
 
 use super::model::{Builder, RowKind};
+use bulkhead_trace::perfetto::MESSAGE_TRACK;
 use bulkhead_trace::{Event, EventKind};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -221,6 +222,12 @@ impl LogState {
                 name,
                 value,
             } => b.counter(&format!("{partition}/{task} {name}"), t, value),
+            EventKind::Message {
+                partition,
+                task,
+                e2e_ns,
+                ..
+            } => b.message(&partition, &task, e2e_ns),
             _ => {}
         }
     }
@@ -427,8 +434,11 @@ impl TraceState {
                 }
             }
             "C" if raw.pid == Some(PID_PARTITIONS) => {
-                if let Some(value) = raw.args.value {
-                    b.counter(&raw.name, t, value);
+                let message = raw.name.strip_suffix(MESSAGE_TRACK);
+                match (raw.args.value, message.and_then(|m| m.split_once('/'))) {
+                    (Some(e2e), Some((p, task))) => b.message(p, task, e2e),
+                    (Some(value), None) => b.counter(&raw.name, t, value),
+                    (None, _) => {}
                 }
             }
             "s" => {
