@@ -366,6 +366,10 @@ channels:
     let read = |name: &str| std::fs::read_to_string(dir.file(name)).unwrap_or_default();
     let (attacker, writer, reader) = (read("attacker"), read("writer"), read("reader"));
     assert!(
+        writer.starts_with("sent 2000"),
+        "the writer attached: {writer}\n{stderr}"
+    );
+    assert!(
         attacker.contains("locked the writer's byte"),
         "{attacker}\n{reader}\n{stderr}"
     );
@@ -376,10 +380,6 @@ channels:
         attacker.contains("lock the writer's lock file: refused (errno 9)")
             && attacker.contains("reopen the writer's lock file: refused (errno 13)"),
         "{attacker}\n{stderr}"
-    );
-    assert!(
-        writer.starts_with("sent 2000"),
-        "the writer attached: {writer}\n{stderr}"
     );
     assert!(reader.contains("received 2000 in order"), "{reader}");
 }
