@@ -1,11 +1,25 @@
 //! Whether a channel's ends are attached by a live process, vouched for by the kernel
-//! and independent of pid namespaces: each attached end holds a read lock on one byte
-//! of the message file (its side's offset: [`Layout::writer_off`] or
-//! [`Layout::reader_off`]), taken on an open file description of its own (`F_OFD_SETLK`
-//! on the file reopened read-only through `/proc/self/fd`). The kernel releases the
-//! lock when the last descriptor of that description is closed, so at the latest when
-//! the process (and any child it forked without exec) has died, whatever pid
-//! namespace each side runs in and whatever either side writes into shared memory.
+//! and independent of pids and pid namespaces: each attached end holds a read lock
+//! (`F_OFD_SETLK`) on one byte of a *lock file*, taken on an open file description of
+//! its own (the file reopened read-only through `/proc/self/fd`). The kernel releases
+//! the lock when the last descriptor of that description is closed, so at the latest
+//! when the process (and any child it forked without exec) has died, by SIGKILL or
+//! otherwise, whatever pid namespace each side runs in. A recycled pid cannot inherit
+//! the lock: it belongs to a file description, not to a number.
+//!
+//! Which lock file ([`Lock`]):
+//! - A channel handed over by a supervisor ([`crate::Channel::handover`]) has one lock
+//!   file per end, apart from the message file. The end's processes get it read-only
+//!   and the supervisor makes it theirs alone (mode 0400, owned by the end's user,
+//!   [`crate::Channel::own_end`]); the peer gets it with neither read nor write access
+//!   (open mode 3), which lets it test the lock (`F_OFD_GETLK`) but not take one
+//!   (`EBADF`), nor reopen the file for reading (`EACCES`). So a peer under another
+//!   user can neither make a dead end look alive nor, by holding a lock on the end's
+//!   byte, keep the end from attaching ([`crate::Error::Busy`]).
+//! - Any other channel locks its ends' bytes of the message file
+//!   ([`Layout::writer_off`], [`Layout::reader_off`]). Both ends can read that file, so
+//!   each end could fake or block the other's lock: such channels are for processes
+//!   that trust each other.
 //!
 //! Pre- and postconditions:
 //! - [`Hold::take`] succeeds only if no other open file description holds a lock on
@@ -13,12 +27,9 @@
 //!   endpoints of one end never coexist (both taking at once may both fail `Busy`,
 //!   never both succeed, because each locks before it looks).
 //! - [`Hold::peer_alive`] is false only once no open file description holds the
-//!   peer's byte: a peer that is attached and alive is never reported dead. A process
-//!   that holds the message file can keep an end looking alive (by locking its byte),
-//!   which only the ends themselves (and the supervisor that created the channel)
-//!   hold: it fools only itself or its own partition.
+//!   peer's byte: a peer that is attached and alive is never reported dead.
 //!
-//! The locks are advisory and touch no byte of the file: the message path (reads,
+//! The locks are advisory and touch no byte of any file: the message path (reads,
 //! writes, futex waits) does not use them; a blocked call looks at its peer's lock
 //! once per liveness slice.
 //!
@@ -29,37 +40,63 @@ use crate::error::{Error, Result};
 use rustix::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 
-/// An end's lock: an open file description of the message file of this endpoint
-/// alone, holding a read lock on the end's byte.
+/// Where an end's lock lies: one byte of a file.
+#[derive(Clone, Copy)]
+pub(crate) struct Lock<'a> {
+    pub file: BorrowedFd<'a>,
+    pub byte: u64,
+}
+
+/// An end's lock: an open file description of its lock file of this endpoint alone,
+/// holding a read lock on the end's byte; and a descriptor through which to test the
+/// peer's lock.
 #[derive(Debug)]
 pub(crate) struct Hold {
     fd: OwnedFd,
+    peer: OwnedFd,
+    peer_byte: u64,
 }
 
 impl Hold {
-    /// Attaches this endpoint to the end whose byte is `mine` in the message file
-    /// `data`; `owner` is the end's owner word (for the error only). Fails with
+    /// Attaches this endpoint to the end whose lock is `mine`; `peer` is the peer's
+    /// lock and `owner` the end's owner word (for the error only). Fails with
     /// [`Error::Busy`] when another endpoint holds the end.
-    pub fn take(data: BorrowedFd<'_>, mine: u64, owner: u32) -> Result<Hold> {
-        let path = format!("/proc/self/fd/{}", data.as_raw_fd());
+    pub fn take(mine: Lock<'_>, peer: Lock<'_>, owner: u32) -> Result<Hold> {
+        let path = format!("/proc/self/fd/{}", mine.file.as_raw_fd());
         let fd = rustix::fs::open(
             path.as_str(),
             OFlags::RDONLY | OFlags::CLOEXEC,
             Mode::empty(),
         )
         .map_err(|e| Error::io("reopen channel for its liveness lock", e))?;
-        let hold = Hold { fd };
-        // Never refused: nobody takes a write lock.
-        lock(hold.fd.as_raw_fd(), libc::F_OFD_SETLK, libc::F_RDLCK, mine)?;
-        if held_by_others(hold.fd.as_raw_fd(), mine)? {
+        let peer_fd = rustix::io::fcntl_dupfd_cloexec(peer.file, 0)
+            .map_err(|e| Error::io("dup channel liveness lock", e))?;
+        let hold = Hold {
+            fd,
+            peer: peer_fd,
+            peer_byte: peer.byte,
+        };
+        // Refused only by a write lock, which no endpoint takes.
+        match lock(
+            hold.fd.as_raw_fd(),
+            libc::F_OFD_SETLK,
+            libc::F_RDLCK,
+            mine.byte,
+        ) {
+            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EAGAIN) => {
+                return Err(Error::Busy(owner))
+            }
+            r => r?,
+        };
+        if held_by_others(hold.fd.as_raw_fd(), mine.byte)? {
             return Err(Error::Busy(owner));
         }
         Ok(hold)
     }
 
-    /// Whether an endpoint other than this one holds the byte `peer`.
-    pub fn peer_alive(&self, peer: u64) -> bool {
-        held_by_others(self.fd.as_raw_fd(), peer).unwrap_or(true)
+    /// Whether an endpoint other than this one holds the peer's byte.
+    pub fn peer_alive(&self) -> bool {
+        held_by_others(self.peer.as_raw_fd(), self.peer_byte).unwrap_or(true)
     }
 }
 
@@ -70,7 +107,7 @@ pub(crate) fn held(fd: BorrowedFd<'_>, byte: u64) -> bool {
 }
 
 /// `F_OFD_GETLK` for a write lock on `byte`: a lock of another open file description
-/// conflicts with it; one of `fd`'s own does not.
+/// conflicts with it; one of `fd`'s own does not. Needs no access to the file.
 fn held_by_others(fd: i32, byte: u64) -> Result<bool> {
     let l = lock(fd, libc::F_OFD_GETLK, libc::F_WRLCK, byte)?;
     Ok(l.l_type != libc::F_UNLCK as libc::c_short)

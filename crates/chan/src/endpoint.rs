@@ -1,13 +1,12 @@
 //! Sender and Receiver: a mapped channel plus the fifo or four-slot algorithm.
 
-use crate::alive::Hold;
+use crate::alive::{Hold, Lock};
 use crate::ctrl::Side;
 use crate::error::{Error, Result};
 use crate::fifo::{Consumer, Producer};
 use crate::fourslot;
 use crate::layout::{Kind, Layout, Meta};
 use crate::shm::Map;
-use rustix::fd::BorrowedFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -27,11 +26,10 @@ fn deadline(timeout: Duration) -> Wait {
 const LIVENESS_SLICE: Duration = Duration::from_millis(100);
 
 /// How an endpoint knows whether its peer is attached and alive: the peer's control
-/// words and the peer's byte of the message file, looked at through this endpoint's
-/// own [`Hold`] (see [`crate::alive`]).
+/// words and the peer's lock, looked at through this endpoint's own [`Hold`] (see
+/// [`crate::alive`]).
 struct Peer {
     side: *const Side,
-    byte: u64,
     hold: Hold,
 }
 
@@ -41,7 +39,7 @@ impl Peer {
     fn died(&self) -> Option<u32> {
         // SAFETY: `side` points into the endpoint's live mapping.
         let owner = unsafe { &*self.side }.owner.load(Ordering::Acquire);
-        (owner != 0 && !self.hold.peer_alive(self.byte)).then_some(owner)
+        (owner != 0 && !self.hold.peer_alive()).then_some(owner)
     }
 }
 
@@ -70,13 +68,13 @@ fn my_pid() -> u32 {
     rustix::process::getpid().as_raw_nonzero().get() as u32
 }
 
-/// Attaches this endpoint as the owner of `side`, whose byte in the message file
-/// `data` is `mine`: takes the end's lock (fails with `Busy` while another endpoint,
-/// of this or any process, holds it), then writes this process's pid into the owner
-/// word. The pid only marks the end attached and names it in errors: who is alive is
-/// decided by the lock, so pids need not be unique across pid namespaces.
-fn claim(side: &Side, data: BorrowedFd<'_>, mine: u64) -> Result<Hold> {
-    let hold = Hold::take(data, mine, side.owner.load(Ordering::Acquire))?;
+/// Attaches this endpoint as the owner of `side`, whose lock is `mine` (`peer`: the
+/// peer's): takes the end's lock (fails with `Busy` while another endpoint, of this or
+/// any process, holds it), then writes this process's pid into the owner word. The pid
+/// only marks the end attached and names it in errors: who is alive is decided by the
+/// lock, so pids need not be unique across pid namespaces.
+fn claim(side: &Side, mine: Lock<'_>, peer: Lock<'_>) -> Result<Hold> {
+    let hold = Hold::take(mine, peer, side.owner.load(Ordering::Acquire))?;
     side.owner.store(my_pid(), Ordering::Release);
     Ok(hold)
 }
@@ -118,11 +116,11 @@ unsafe impl Send for Sender {}
 
 impl Sender {
     /// `region`: the reader region of a split channel (the reader's control words);
-    /// `file`: the message file (for the ends' locks).
+    /// `locks`: the writer's and the reader's lock.
     pub(crate) fn new(
         map: Map,
         region: Option<Map>,
-        file: BorrowedFd<'_>,
+        locks: [Lock<'_>; 2],
         meta: Meta,
         l: Layout,
     ) -> Result<Sender> {
@@ -131,7 +129,7 @@ impl Sender {
             .as_ref()
             .map_or(map.side(l.reader_off), |r| r.side(0));
         // SAFETY: `mine` points into the live mapping we own.
-        let hold = claim(unsafe { &*mine }, file, l.writer_off)?;
+        let hold = claim(unsafe { &*mine }, locks[0], locks[1])?;
         // SAFETY: both sides lie in `map`, which the Sender owns and unmaps
         // only after dropping `tx`; this process now owns the writer side.
         let tx = unsafe {
@@ -150,11 +148,7 @@ impl Sender {
             data,
             stride: l.stride as usize,
             side: mine,
-            peer: Peer {
-                side: peer,
-                byte: l.reader_off,
-                hold,
-            },
+            peer: Peer { side: peer, hold },
             _map: map,
             _region: region,
         })
@@ -263,11 +257,11 @@ unsafe impl Send for Receiver {}
 
 impl Receiver {
     /// `region`: the reader region of a split channel (this side's control words);
-    /// `file`: the message file (for the ends' locks).
+    /// `locks`: the writer's and the reader's lock.
     pub(crate) fn new(
         map: Map,
         region: Option<Map>,
-        file: BorrowedFd<'_>,
+        locks: [Lock<'_>; 2],
         meta: Meta,
         l: Layout,
     ) -> Result<Receiver> {
@@ -276,7 +270,7 @@ impl Receiver {
             .map_or(map.side(l.reader_off), |r| r.side(0));
         let peer = map.side(l.writer_off);
         // SAFETY: `mine` points into the live mapping we own.
-        let hold = claim(unsafe { &*mine }, file, l.reader_off)?;
+        let hold = claim(unsafe { &*mine }, locks[1], locks[0])?;
         // SAFETY: as in Sender::new.
         let rx = unsafe {
             match meta.kind {
@@ -294,11 +288,7 @@ impl Receiver {
             data,
             stride: l.stride as usize,
             side: mine,
-            peer: Peer {
-                side: peer,
-                byte: l.writer_off,
-                hold,
-            },
+            peer: Peer { side: peer, hold },
             seen: 0,
             _map: map,
             _region: region,

@@ -66,6 +66,6 @@ pub use error::{Error, Result};
 pub use layout::{Kind, Meta};
 #[cfg(not(loom))]
 pub use shm::{
-    cleanup_stale, env_name, env_var, handover_value, named_exists, recv_fd, send_fd, Channel,
-    Counters, End, EndCounters, Spec, PREFIX,
+    cleanup_stale, env_name, env_var, named_exists, recv_fd, send_fd, Channel, Counters, End,
+    EndCounters, Handover, Spec, PREFIX,
 };

@@ -7,9 +7,10 @@
 //! read-write and the reader region read-only, the reader the message file read-only
 //! and its own region read-write. Both files are sealed against resizing and are
 //! mode 0444, so a process without `CAP_DAC_OVERRIDE` cannot reopen them for writing
-//! through `/proc/self/fd`, while each end can reopen the message file read-only for
-//! its liveness lock ([`crate::alive`]).
+//! through `/proc/self/fd`. Each end also has a lock file of its own for its liveness
+//! lock ([`crate::alive`]): the end gets it read-only, the peer with no access.
 
+use crate::alive::Lock;
 use crate::ctrl::Side;
 use crate::endpoint::{Receiver, Sender};
 use crate::error::{Error, Result};
@@ -84,6 +85,9 @@ pub struct Channel {
     fd: OwnedFd,
     /// The reader region of a split channel (its reader's control words at offset 0).
     region: Option<OwnedFd>,
+    /// The writer's and the reader's lock files of a split channel ([`crate::alive`]);
+    /// without them the ends lock their bytes of the message file.
+    locks: Option<[OwnedFd; 2]>,
     meta: Meta,
     layout: Layout,
     named: bool,
@@ -291,6 +295,7 @@ impl Channel {
         Ok(Channel {
             fd,
             region: None,
+            locks: None,
             meta,
             layout,
             named: !memfd,
@@ -351,20 +356,41 @@ impl Channel {
         Ok(chan)
     }
 
+    /// Takes a split channel handed over by [`Channel::handover`], lock files included.
+    pub fn from_handover(h: Handover) -> Result<Channel> {
+        let mut chan = Channel::from_fds(h.data, h.region)?;
+        chan.locks = Some([h.writer_lock, h.reader_lock]);
+        Ok(chan)
+    }
+
     /// Connects to a channel handed to this process: `value` is what the supervisor
-    /// told it (an environment variable or an argument), either `fd:<data>:<region>`
-    /// (the descriptors of a split channel, inherited; see [`handover_value`]) or the
-    /// name of a named channel. Inherited descriptors are duplicated, not taken, so
-    /// the same value may be opened again.
+    /// told it (an environment variable or an argument), either
+    /// `fd:<data>:<region>:<writer lock>:<reader lock>` (the descriptors of a split
+    /// channel, inherited; see [`Handover::value`]) or the name of a named channel.
+    /// Inherited descriptors are duplicated, not taken, so the same value may be
+    /// opened again.
     pub fn open_handed(value: &str) -> Result<Channel> {
         let Some(fds) = value.strip_prefix("fd:") else {
             return Channel::open_named(value);
         };
-        let bad = || Error::Invalid(format!("handed channel {value:?}: want fd:<data>:<region>"));
-        let (data, region) = fds.split_once(':').ok_or_else(bad)?;
-        let data: i32 = data.parse().map_err(|_| bad())?;
-        let region: i32 = region.parse().map_err(|_| bad())?;
-        Channel::from_fds(inherited(data)?, inherited(region)?)
+        let bad = || {
+            Error::Invalid(format!(
+                "handed channel {value:?}: want fd:<data>:<region>:<writer lock>:<reader lock>"
+            ))
+        };
+        let fds: Vec<i32> = fds
+            .split(':')
+            .map(|n| n.parse().map_err(|_| bad()))
+            .collect::<Result<_>>()?;
+        let [data, region, writer_lock, reader_lock] = fds[..] else {
+            return Err(bad());
+        };
+        Channel::from_handover(Handover {
+            data: inherited(data)?,
+            region: inherited(region)?,
+            writer_lock: inherited(writer_lock)?,
+            reader_lock: inherited(reader_lock)?,
+        })
     }
 
     fn open(fd: OwnedFd, require_seal: bool, named: bool) -> Result<Channel> {
@@ -376,6 +402,7 @@ impl Channel {
         Ok(Channel {
             fd,
             region: None,
+            locks: None,
             meta,
             layout,
             named,
@@ -400,7 +427,7 @@ impl Channel {
         map.read_only(0, l.page)?;
         map.read_only(l.reader_off, l.page)?;
         let region = self.map_region(ProtFlags::READ)?;
-        Sender::new(map, region, self.fd.as_fd(), self.meta.clone(), *l)
+        Sender::new(map, region, self.locks(), self.meta.clone(), *l)
     }
 
     /// Maps the channel as its (single) reader: everything but the reader's
@@ -414,7 +441,7 @@ impl Channel {
             let region = self
                 .map_region(ProtFlags::READ | ProtFlags::WRITE)
                 .map_err(|e| self.read_only_end(e, "read"))?;
-            return Receiver::new(map, region, self.fd.as_fd(), self.meta.clone(), *l);
+            return Receiver::new(map, region, self.locks(), self.meta.clone(), *l);
         }
         let map = Map::new(
             self.fd.as_fd(),
@@ -423,7 +450,22 @@ impl Channel {
         )?;
         map.read_only(0, l.reader_off)?;
         map.read_only(l.data_off, l.total_len - l.data_off)?;
-        Receiver::new(map, None, self.fd.as_fd(), self.meta.clone(), *l)
+        Receiver::new(map, None, self.locks(), self.meta.clone(), *l)
+    }
+
+    /// The writer's and the reader's lock: byte 0 of their lock files, or their bytes
+    /// of the message file ([`crate::alive`]).
+    fn locks(&self) -> [Lock<'_>; 2] {
+        match &self.locks {
+            Some([w, r]) => [w, r].map(|f| Lock {
+                file: f.as_fd(),
+                byte: 0,
+            }),
+            None => [self.layout.writer_off, self.layout.reader_off].map(|byte| Lock {
+                file: self.fd.as_fd(),
+                byte,
+            }),
+        }
     }
 
     /// What each end has counted and whether it is attached, read from the control
@@ -472,9 +514,10 @@ impl Channel {
     }
 
     /// Creates a split channel: the message file and the reader region, each a
-    /// memfd sealed against shrinking, growing and further seals, mode 0444. Hand
-    /// its ends to other processes with [`Channel::handover`]; this process may
-    /// also use both ends itself.
+    /// memfd sealed against shrinking, growing and further seals, mode 0444, and a
+    /// lock file per end, mode 0400 (see [`Channel::own_end`]). Hand its ends to
+    /// other processes with [`Channel::handover`]; this process may also use both
+    /// ends itself.
     pub fn create_split(spec: &Spec) -> Result<Channel> {
         let mut chan = Channel::create(spec)?;
         let flags = rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING;
@@ -489,18 +532,51 @@ impl Channel {
             rustix::fs::fchmod(fd, read_only).map_err(|e| Error::io("fchmod channel", e))?;
         }
         chan.region = Some(region);
+        let lock_file = |end: &str| -> Result<OwnedFd> {
+            let fd = rustix::fs::memfd_create(format!("{PREFIX}{}-{end}-lock", spec.name), flags)
+                .map_err(|e| Error::io("memfd_create", e))?;
+            rustix::fs::fchmod(&fd, Mode::RUSR).map_err(|e| Error::io("fchmod lock file", e))?;
+            Ok(fd)
+        };
+        chan.locks = Some([lock_file("writer")?, lock_file("reader")?]);
         Ok(chan)
     }
 
+    /// Gives the lock file(s) of `end` of a split channel to the user `uid`:`gid`,
+    /// under which the processes handed that end run. Then, without
+    /// `CAP_DAC_OVERRIDE`, only that user can reopen it to take the end's lock, so a
+    /// peer running as another user can neither fake the end's liveness nor keep it
+    /// from attaching (see [`crate::alive`]). A no-op for a channel that is not split.
+    pub fn own_end(&self, end: End, uid: u32, gid: u32) -> Result<()> {
+        let Some([writer, reader]) = &self.locks else {
+            return Ok(());
+        };
+        let files = match end {
+            End::Writer => vec![writer],
+            End::Reader => vec![reader],
+            End::Both => vec![writer, reader],
+        };
+        let (uid, gid) = (
+            rustix::fs::Uid::from_raw(uid),
+            rustix::fs::Gid::from_raw(gid),
+        );
+        for f in files {
+            rustix::fs::fchown(f, Some(uid), Some(gid))
+                .map_err(|e| Error::io("fchown lock file", e))?;
+        }
+        Ok(())
+    }
+
     /// The descriptors to hand to a process that is `end` of this split channel,
-    /// with least rights: (message file, reader region), each close-on-exec and
-    /// numbered 10 or above (clear close-on-exec in the child; tell it the numbers
-    /// with [`handover_value`]). The writer gets the message file read-write and
-    /// the region read-only, the reader the message file read-only (reopened
-    /// through `/proc/self/fd`, so its mapping can never be made writable) and the
-    /// region read-write. Only the creator of a split channel can hand it over.
-    pub fn handover(&self, end: End) -> Result<(OwnedFd, OwnedFd)> {
-        let Some(region) = &self.region else {
+    /// with least rights, each close-on-exec and numbered 10 or above (clear
+    /// close-on-exec in the child; tell it the numbers with [`Handover::value`]). The
+    /// writer gets the message file read-write and the region read-only, the reader
+    /// the message file read-only (reopened through `/proc/self/fd`, so its mapping
+    /// can never be made writable) and the region read-write. Each gets its own lock
+    /// file read-only and its peer's with no access (open mode 3: the lock can be
+    /// tested, not taken). Only the creator of a split channel can hand it over.
+    pub fn handover(&self, end: End) -> Result<Handover> {
+        let (Some(region), Some([writer, reader])) = (&self.region, &self.locks) else {
             return Err(Error::Invalid(format!(
                 "channel {:?} is not split: only a channel made by create_split is handed over",
                 self.meta.name
@@ -511,7 +587,16 @@ impl Channel {
             End::Reader => (false, true),
             End::Both => (true, true),
         };
-        Ok((grant(&self.fd, data_rw)?, grant(region, region_rw)?))
+        let lock = |file: &OwnedFd, mine: bool| match mine {
+            true => grant(file, false),
+            false => grant_test_only(file),
+        };
+        Ok(Handover {
+            data: grant(&self.fd, data_rw)?,
+            region: grant(region, region_rw)?,
+            writer_lock: lock(writer, data_rw)?,
+            reader_lock: lock(reader, region_rw)?,
+        })
     }
 
     /// Grants the channel to the process at the other end of a Unix socket
@@ -545,11 +630,39 @@ pub enum End {
     Both,
 }
 
-/// The value that tells a process its handed-over channel: `fd:<data>:<region>`
-/// (read by [`Channel::open_handed`]).
-pub fn handover_value(data: BorrowedFd<'_>, region: BorrowedFd<'_>) -> String {
-    use rustix::fd::AsRawFd;
-    format!("fd:{}:{}", data.as_raw_fd(), region.as_raw_fd())
+/// What a process that is one end of a split channel is handed ([`Channel::handover`]).
+#[derive(Debug)]
+pub struct Handover {
+    /// The message file (read-write for the writer, read-only for the reader).
+    pub data: OwnedFd,
+    /// The reader region (read-write for the reader, read-only for the writer).
+    pub region: OwnedFd,
+    /// The writer's lock file (read-only for the writer, no access for the reader).
+    pub writer_lock: OwnedFd,
+    /// The reader's lock file (read-only for the reader, no access for the writer).
+    pub reader_lock: OwnedFd,
+}
+
+impl Handover {
+    /// The value that tells a process its handed-over channel:
+    /// `fd:<data>:<region>:<writer lock>:<reader lock>` (read by
+    /// [`Channel::open_handed`]).
+    pub fn value(&self) -> String {
+        use rustix::fd::AsRawFd;
+        let fds = [
+            &self.data,
+            &self.region,
+            &self.writer_lock,
+            &self.reader_lock,
+        ];
+        let numbers: Vec<String> = fds.iter().map(|f| f.as_raw_fd().to_string()).collect();
+        format!("fd:{}", numbers.join(":"))
+    }
+
+    /// The descriptors, in the order of [`Handover::value`].
+    pub fn into_fds(self) -> [OwnedFd; 4] {
+        [self.data, self.region, self.writer_lock, self.reader_lock]
+    }
 }
 
 /// Lowest descriptor number [`Channel::handover`] returns (above the standard and
@@ -571,6 +684,19 @@ fn grant(fd: &OwnedFd, writable: bool) -> Result<OwnedFd> {
         }
     };
     rustix::io::fcntl_dupfd_cloexec(src, HANDOVER_MIN_FD).map_err(|e| Error::io("dup channel", e))
+}
+
+/// `fd` reopened with neither read nor write access (open mode 3, which needs both
+/// permissions to open), close-on-exec, at 10 or above: its record locks can be tested
+/// (`F_OFD_GETLK`), not taken (`EBADF`).
+fn grant_test_only(fd: &OwnedFd) -> Result<OwnedFd> {
+    use rustix::fd::AsRawFd;
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let flags = rustix::fs::OFlags::RDWR | rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC;
+    let reopened = rustix::fs::open(path.as_str(), flags, Mode::empty())
+        .map_err(|e| Error::io("reopen lock file without access", e))?;
+    rustix::io::fcntl_dupfd_cloexec(&reopened, HANDOVER_MIN_FD)
+        .map_err(|e| Error::io("dup lock file", e))
 }
 
 /// A duplicate of descriptor `raw`, inherited from the supervisor.

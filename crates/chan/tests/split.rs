@@ -2,8 +2,8 @@
 //! attacks of a reader on the message file must fail with the kernel's error; a
 //! reader that scribbles on its own region only loses its own messages.
 
-use bulkhead_chan::{handover_value, Channel, End, Error, Spec};
-use rustix::fd::{AsFd, AsRawFd, OwnedFd};
+use bulkhead_chan::{Channel, End, Error, Handover, Spec};
+use rustix::fd::{AsRawFd, OwnedFd};
 use rustix::io::Errno;
 use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
 
@@ -21,7 +21,7 @@ fn unmap(ptr: *mut u8, len: usize) {
 #[test]
 fn the_reader_cannot_write_resize_or_remap_the_message_file() {
     let chan = Channel::create_split(&Spec::fifo("split-a", 32, 8)).unwrap();
-    let (data, region) = chan.handover(End::Reader).unwrap();
+    let Handover { data, region, .. } = chan.handover(End::Reader).unwrap();
     assert!(data.as_raw_fd() >= 10 && region.as_raw_fd() >= 10);
     let len = rustix::fs::fstat(&data).unwrap().st_size as usize;
     assert_eq!(rustix::io::pwrite(&data, b"x", 0), Err(Errno::BADF));
@@ -53,11 +53,19 @@ fn the_reader_cannot_write_resize_or_remap_the_message_file() {
 #[test]
 fn handed_ends_carry_messages_and_scribbling_hurts_only_the_reader() {
     let chan = Channel::create_split(&Spec::fifo("split-b", 32, 4)).unwrap();
-    let (wd, wr) = chan.handover(End::Writer).unwrap();
-    let (rd, rr) = chan.handover(End::Reader).unwrap();
-    let value = handover_value(rd.as_fd(), rr.as_fd());
-    assert_eq!(value, format!("fd:{}:{}", rd.as_raw_fd(), rr.as_raw_fd()));
-    let mut tx = Channel::from_fds(wd, wr).unwrap().sender().unwrap();
+    let writer = chan.handover(End::Writer).unwrap();
+    let read_end = chan.handover(End::Reader).unwrap();
+    let value = read_end.value();
+    let rr = &read_end.region;
+    let fds = [
+        &read_end.data,
+        rr,
+        &read_end.writer_lock,
+        &read_end.reader_lock,
+    ];
+    let numbers: Vec<String> = fds.iter().map(|f| f.as_raw_fd().to_string()).collect();
+    assert_eq!(value, format!("fd:{}", numbers.join(":")));
+    let mut tx = Channel::from_handover(writer).unwrap().sender().unwrap();
     let reader = Channel::open_handed(&value).unwrap();
     let mut rx = reader.receiver().unwrap();
     let mut m = [0u8; 32];
@@ -67,7 +75,7 @@ fn handed_ends_carry_messages_and_scribbling_hurts_only_the_reader() {
         assert_eq!(m, [i; 32]);
     }
     // The reader writes garbage over its whole region.
-    let region = mmap(&rr, 4096, ProtFlags::READ | ProtFlags::WRITE).unwrap();
+    let region = mmap(rr, 4096, ProtFlags::READ | ProtFlags::WRITE).unwrap();
     // SAFETY: 4096 bytes of our own writable mapping.
     unsafe { std::ptr::write_bytes(region, 0xa5, 4096) };
     for _ in 0..100 {
@@ -78,8 +86,8 @@ fn handed_ends_carry_messages_and_scribbling_hurts_only_the_reader() {
     }
     // A writer attaching now is not refused either.
     drop(tx);
-    let (wd, wr) = chan.handover(End::Writer).unwrap();
-    let mut tx = Channel::from_fds(wd, wr).unwrap().sender().unwrap();
+    let writer = chan.handover(End::Writer).unwrap();
+    let mut tx = Channel::from_handover(writer).unwrap().sender().unwrap();
     // Once the reader repairs its words, the channel works again.
     // SAFETY: as above.
     unsafe { std::ptr::write_bytes(region, 0, 4096) };
@@ -93,7 +101,7 @@ fn handed_ends_carry_messages_and_scribbling_hurts_only_the_reader() {
 #[test]
 fn the_writer_gets_the_reader_region_read_only() {
     let chan = Channel::create_split(&Spec::latest("split-c", 16)).unwrap();
-    let (_data, region) = chan.handover(End::Writer).unwrap();
+    let Handover { region, .. } = chan.handover(End::Writer).unwrap();
     assert_eq!(rustix::io::pwrite(&region, b"x", 0), Err(Errno::BADF));
     assert_eq!(
         mmap(&region, 4096, ProtFlags::READ | ProtFlags::WRITE).err(),
@@ -103,11 +111,14 @@ fn the_writer_gets_the_reader_region_read_only() {
 
 #[test]
 fn bad_handover_values_are_clear_errors() {
-    for v in ["fd:", "fd:1", "fd:x:2", "fd:3:-"] {
+    for v in ["fd:", "fd:1", "fd:x:2", "fd:3:-", "fd:3:4", "fd:3:4:5:6:7"] {
         let e = Channel::open_handed(v).err().unwrap().to_string();
-        assert!(e.contains("fd:<data>:<region>"), "{v}: {e}");
+        assert!(
+            e.contains("fd:<data>:<region>:<writer lock>:<reader lock>"),
+            "{v}: {e}"
+        );
     }
-    let e = Channel::open_handed("fd:900:901")
+    let e = Channel::open_handed("fd:900:901:902:903")
         .err()
         .unwrap()
         .to_string();
@@ -162,12 +173,12 @@ fn the_creator_reads_both_ends_counters() {
 #[test]
 fn a_reader_cannot_make_its_writer_believe_it_died() {
     let chan = Channel::create_split(&Spec::fifo("split-e", 32, 1)).unwrap();
-    let (wd, wr) = chan.handover(End::Writer).unwrap();
-    let (rd, rr) = chan.handover(End::Reader).unwrap();
-    let mut tx = Channel::from_fds(wd, wr).unwrap().sender().unwrap();
-    let reader = Channel::open_handed(&handover_value(rd.as_fd(), rr.as_fd())).unwrap();
+    let writer = chan.handover(End::Writer).unwrap();
+    let read_end = chan.handover(End::Reader).unwrap();
+    let mut tx = Channel::from_handover(writer).unwrap().sender().unwrap();
+    let reader = Channel::open_handed(&read_end.value()).unwrap();
     let rx = reader.receiver().unwrap();
-    let region = mmap(&rr, 4096, ProtFlags::READ | ProtFlags::WRITE).unwrap();
+    let region = mmap(&read_end.region, 4096, ProtFlags::READ | ProtFlags::WRITE).unwrap();
     let owner = std::mem::offset_of!(bulkhead_chan::ctrl::Side, owner);
     // SAFETY: an aligned u32 inside our own writable mapping (pid_max is at most 2^22).
     unsafe { region.add(owner).cast::<u32>().write_volatile(0x3fff_fff0) };
@@ -178,4 +189,47 @@ fn a_reader_cannot_make_its_writer_believe_it_died() {
     drop(rx);
     assert!(reader.receiver().is_ok());
     unmap(region, 4096);
+}
+
+/// F_OFD_SETLK of byte `byte` of `fd` (`kind`: F_RDLCK or F_WRLCK).
+fn ofd_lock(fd: &OwnedFd, kind: libc::c_int, byte: usize) -> Result<(), std::io::Error> {
+    // SAFETY: an all-zero flock is valid (l_pid must be 0 for the OFD commands).
+    let mut l: libc::flock = unsafe { std::mem::zeroed() };
+    l.l_type = kind as libc::c_short;
+    l.l_start = byte as libc::off_t;
+    l.l_len = 1;
+    // SAFETY: a record-lock command with a pointer to a local flock.
+    match unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_SETLK, &mut l) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+/// Each end is handed its peer's lock file with no access: it can neither lock it (to
+/// fake a dead peer's life or to keep a peer from attaching) nor read or write it. A
+/// lock the reader takes on the writer's byte of the message file, which it can read,
+/// does not keep the writer from attaching.
+#[test]
+fn an_end_can_neither_take_nor_block_its_peers_lock() {
+    let chan = Channel::create_split(&Spec::fifo("split-lock", 32, 4)).unwrap();
+    let writer = chan.handover(End::Writer).unwrap();
+    let reader = chan.handover(End::Reader).unwrap();
+    for peer in [&reader.writer_lock, &writer.reader_lock] {
+        for kind in [libc::F_RDLCK, libc::F_WRLCK] {
+            let e = ofd_lock(peer, kind, 0).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EBADF), "{e}");
+        }
+        assert_eq!(rustix::io::pread(peer, &mut [0; 1], 0), Err(Errno::BADF));
+        assert_eq!(rustix::io::pwrite(peer, b"x", 0), Err(Errno::BADF));
+    }
+    // The writer's control page is page 1 of the message file.
+    ofd_lock(&reader.data, libc::F_RDLCK, rustix::param::page_size()).unwrap();
+    let mut rx = Channel::from_handover(reader).unwrap().receiver().unwrap();
+    let mut tx = Channel::from_handover(writer).unwrap().sender().unwrap();
+    tx.write(&[5; 32]).unwrap();
+    drop(tx);
+    let mut m = [0u8; 32];
+    rx.read(&mut m).unwrap();
+    assert_eq!(m, [5; 32]);
+    assert!(matches!(rx.read(&mut m), Err(Error::Closed)));
 }

@@ -303,3 +303,83 @@ channels:
         "the run ended when both processes had: {stderr}"
     );
 }
+
+/// What the attacker of the test below runs (as the reader partition's own user): it
+/// takes a lock on the writer's byte of the message file it was handed (which is how
+/// ends held their liveness locks before they had lock files of their own), tries to
+/// lock and to reopen the writer's lock file, writes down what the kernel said, and
+/// then becomes the channel's reader (the lock it took survives the exec).
+const LOCK_ATTACK: &str = r#"
+import fcntl, os, sys
+report, peer = sys.argv[1], sys.argv[2]
+fds = [int(n) for n in os.environ["BULKHEAD_CHAN_SPEED"][len("fd:"):].split(":")]
+out = []
+fcntl.lockf(fds[0], fcntl.LOCK_SH | fcntl.LOCK_NB, 1, os.sysconf("SC_PAGE_SIZE"))
+out.append("locked the writer's byte of the message file")
+if len(fds) > 2:
+    try:
+        fcntl.lockf(fds[2], fcntl.LOCK_SH | fcntl.LOCK_NB, 1, 0)
+        out.append("lock the writer's lock file: SUCCEEDED")
+    except OSError as e:
+        out.append("lock the writer's lock file: refused (errno %d)" % e.errno)
+    try:
+        os.open("/proc/self/fd/%d" % fds[2], os.O_RDONLY)
+        out.append("reopen the writer's lock file: SUCCEEDED")
+    except OSError as e:
+        out.append("reopen the writer's lock file: refused (errno %d)" % e.errno)
+with open(report, "w") as f:
+    f.write("\n".join(out) + "\n")
+os.environ["PEER_CHANNEL"] = "speed"
+os.execv(peer, [peer, "fifo-recv", "2000"])
+"#;
+
+/// A reader partition (a user of its own, a pid namespace of its own) holds locks on
+/// everything it can lock before its writer attaches: the writer attaches anyway and
+/// sends all its messages, which the reader receives. Before each end had a lock file
+/// that only its own user can open, the reader's lock on the writer's byte of the
+/// message file made the writer's attach fail with "held by live process".
+#[test]
+fn a_reader_cannot_keep_its_writer_from_attaching() {
+    if !is_root() {
+        return eprintln!("skipping: needs root for users and cgroups");
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("sec-pidns-chan-lock");
+    let (d, peer) = (dir.0.display(), peer().display().to_string());
+    std::fs::write(dir.file("attack.py"), LOCK_ATTACK).unwrap();
+    let desc = format!(
+        "system: {{}}
+partitions:
+  - {{name: prod, cpus: 0, processes: [\"sh -c 'sleep 1; PEER_CHANNEL=speed exec {peer} fifo-send 2000 > {d}/writer 2>&1'\"]}}
+  - {{name: cons, cpus: 1, processes: [\"sh -c 'exec /usr/bin/python3 {d}/attack.py {d}/attacker {peer} > {d}/reader 2>&1'\"]}}
+channels:
+  - {{name: speed, kind: fifo, message_size: 32, depth: 64, writer: prod, readers: [cons]}}
+"
+    );
+    let path = dir.file("system.yaml");
+    std::fs::write(&path, desc).unwrap();
+    let out = bulkhead()
+        .args(["run", path.to_str().unwrap(), "--timeout", "20s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let read = |name: &str| std::fs::read_to_string(dir.file(name)).unwrap_or_default();
+    let (attacker, writer, reader) = (read("attacker"), read("writer"), read("reader"));
+    assert!(
+        writer.starts_with("sent 2000"),
+        "the writer attached: {writer}\n{stderr}"
+    );
+    assert!(
+        attacker.contains("locked the writer's byte"),
+        "{attacker}\n{reader}\n{stderr}"
+    );
+    assert!(!attacker.contains("SUCCEEDED"), "{attacker}");
+    // EBADF: a descriptor with no access cannot take a lock; EACCES: mode 0400 of
+    // another user.
+    assert!(
+        attacker.contains("lock the writer's lock file: refused (errno 9)")
+            && attacker.contains("reopen the writer's lock file: refused (errno 13)"),
+        "{attacker}\n{stderr}"
+    );
+    assert!(reader.contains("received 2000 in order"), "{reader}");
+}

@@ -6,7 +6,7 @@
 //! * Each channel of the description (`channels:`; DriveOS 5, shmcomm) becomes a split
 //!   channel ([`Channel::create_split`]); its writer and reader partitions get their ends
 //!   with least rights ([`Channel::handover`]: the reader the message file read-only) and
-//!   `BULKHEAD_CHAN_<NAME>=fd:<data>:<region>` ([`bulkhead_chan::env_var`],
+//!   `BULKHEAD_CHAN_<NAME>=fd:<data>:<region>:<writer lock>:<reader lock>` ([`bulkhead_chan::env_var`],
 //!   [`bulkhead_chan::Channel::open_env`]).
 //! * Each bus (DriveOS 6.4.1, Programs 3-5) gets, per client partition, two fifo channels
 //!   of gateway messages (gateway to partition, partition to gateway); the client gets
@@ -32,10 +32,10 @@
 use crate::isolation::PartitionEnv;
 use crate::RunError;
 use bulkhead_canwire::{env_var, CanId, GatewayArgs, Role, SOCKETCAN_PREFIX, WIRE_SIZE};
-use bulkhead_chan::{handover_value, Channel, End, Spec};
+use bulkhead_chan::{Channel, End, Spec};
 use bulkhead_model::{Bus, Channel as ModelChannel, ChannelKind, Endpoint, System};
 use std::collections::BTreeMap;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -44,12 +44,14 @@ pub const LISTEN_VAR: &str = "BULKHEAD_LISTEN";
 
 /// The channels of a run; dropping it closes the supervisor's descriptors of them.
 pub struct Links {
-    channels: Vec<Channel>,
+    channels: Vec<Arc<Channel>>,
     /// The description's channels, in its order (shared with the control socket, which
     /// reports their counters).
     described: Vec<Arc<Channel>>,
     /// The descriptors handed to partitions, held until their processes have exec'd.
     handed: Vec<OwnedFd>,
+    /// Which end of which of `channels` each partition was handed (see [`Links::own_ends`]).
+    ends: Vec<(String, usize, End)>,
     /// Per partition: the variables naming its channels.
     pub env: PartitionEnv,
     /// Per partition: the descriptors its processes inherit.
@@ -66,6 +68,7 @@ impl Links {
             channels: Vec::new(),
             described: Vec::new(),
             handed: Vec::new(),
+            ends: Vec::new(),
             env: PartitionEnv::new(),
             fds: BTreeMap::new(),
             commands: BTreeMap::new(),
@@ -166,8 +169,8 @@ impl Links {
             let vars = self.env.entry(p).or_default();
             vars.push((bulkhead_chan::env_var(&c.name), value));
         }
-        let channel = self.channels.pop().expect("the channel just created");
-        self.described.push(Arc::new(channel));
+        let channel = self.channels.last().expect("the channel just created");
+        self.described.push(channel.clone());
         Ok(())
     }
 
@@ -234,6 +237,25 @@ impl Links {
         Ok(())
     }
 
+    /// Gives each channel end's lock file to the user its partition runs as (`user_of`,
+    /// `None` for the supervisor's own), so that no other partition's user can fake or
+    /// block that end's liveness ([`Channel::own_end`]).
+    pub fn own_ends(&self, user_of: impl Fn(&str) -> Option<(u32, u32)>) -> Result<(), RunError> {
+        for (partition, index, end) in &self.ends {
+            let Some((uid, gid)) = user_of(partition) else {
+                continue;
+            };
+            let channel = &self.channels[*index];
+            channel
+                .own_end(*end, uid, gid)
+                .map_err(|source| RunError::Channel {
+                    what: format!("partition {partition}: channel {}", channel.meta().name),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
     /// Creates a split channel and hands its ends to `writer` and `reader` (both ends
     /// to a partition that is both); returns each partition's handover value.
     fn create_split(
@@ -254,13 +276,15 @@ impl Links {
         };
         let mut values = Vec::new();
         for (p, end) in ends {
-            let (data, region) = channel.handover(end).map_err(failed)?;
-            values.push((p.to_string(), handover_value(data.as_fd(), region.as_fd())));
-            let fds = self.fds.entry(p.to_string()).or_default();
-            fds.extend([data.as_raw_fd(), region.as_raw_fd()]);
-            self.handed.extend([data, region]);
+            let handed = channel.handover(end).map_err(failed)?;
+            values.push((p.to_string(), handed.value()));
+            let fds = handed.into_fds();
+            let raw = self.fds.entry(p.to_string()).or_default();
+            raw.extend(fds.iter().map(|f| f.as_raw_fd()));
+            self.handed.extend(fds);
+            self.ends.push((p.to_string(), self.channels.len(), end));
         }
-        self.channels.push(channel);
+        self.channels.push(Arc::new(channel));
         Ok(values)
     }
 }

@@ -213,6 +213,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         c.hand_status(system, &mut links)?;
     }
     let mut confinements = Confinements::prepare(system, &links.env)?;
+    links.own_ends(|p| confinements.of(p).identity)?;
     confinements.pass_fds(&links.fds);
     let system = &links.with_commands(system);
     let (sink, shared) = outputs(system, options)?;

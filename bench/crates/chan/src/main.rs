@@ -9,7 +9,7 @@
 //! `child TRANSPORT PHASE COUNT TAG`) that receives its shared-memory fds
 //! over a Unix socket on fd 3.
 
-use bulkhead_chan::{Channel, End, Error, Receiver, Sender, Spec};
+use bulkhead_chan::{Channel, End, Error, Handover, Receiver, Sender, Spec};
 use iceoryx2::prelude::*;
 use rustix::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::io::{Read, Write};
@@ -464,9 +464,9 @@ fn chan_pair(peer: &Peer, latest: bool, tag: &str) -> (Sender, Receiver) {
         Channel::create_split(&spec("pong")).expect("chan"),
     );
     for (chan, end) in [(&ping, End::Reader), (&pong, End::Writer)] {
-        let (data, region) = chan.handover(end).expect("handover");
-        peer.give(&data);
-        peer.give(&region);
+        for fd in chan.handover(end).expect("handover").into_fds() {
+            peer.give(&fd);
+        }
     }
     (
         ping.sender().expect("sender"),
@@ -558,8 +558,14 @@ fn child_link(
     let fd = || bulkhead_chan::recv_fd(ctl.as_fd()).expect("receive fd");
     match transport {
         "fifo" | "fifo-blocking" | "latest" => {
-            let ping = Channel::from_fds(fd(), fd()).expect("ping");
-            let pong = Channel::from_fds(fd(), fd()).expect("pong");
+            let handed = || Handover {
+                data: fd(),
+                region: fd(),
+                writer_lock: fd(),
+                reader_lock: fd(),
+            };
+            let ping = Channel::from_handover(handed()).expect("ping");
+            let pong = Channel::from_handover(handed()).expect("pong");
             let (mut rx, mut tx) = (ping.receiver().expect("rx"), pong.sender().expect("tx"));
             rx.set_spin(0);
             tx.set_spin(0);

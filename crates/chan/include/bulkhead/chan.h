@@ -53,7 +53,8 @@ typedef int (*bulkhead_chan_marshal_fn)(const void *src, size_t src_len, void *d
  * flags: CREATE | SYNC or ASYNC (msg_size and depth used; ASYNC ignores depth)
  *    or: CONNECT [| SYNC or ASYNC to check the kind] (sizes come from the channel).
  * With CONNECT, `name` may also be the value `bulkhead run` hands a partition in
- * BULKHEAD_CHAN_<NAME> (`fd:<data>:<region>`: a channel it inherited), e.g.
+ * BULKHEAD_CHAN_<NAME> (`fd:<data>:<region>:<writer lock>:<reader lock>`: a channel it
+ * inherited), e.g.
  * bulkhead_chan_open_receive(getenv("BULKHEAD_CHAN_SPEED"), BULKHEAD_CHAN_CONNECT, NULL, 0, 0).
  * marshal / unmarshal may be NULL.
  */

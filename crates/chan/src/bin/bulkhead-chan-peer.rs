@@ -152,15 +152,17 @@ mod peer {
     }
 
     /// The message file and (split channels) reader region this process was handed
-    /// for `PEER_CHANNEL`: `/proc/self/fd/<data>` and the region's fd, or the
+    /// for `PEER_CHANNEL` (`fd:<data>:<region>:...`): `/proc/self/fd/<data>` and the
+    /// region's fd, or the
     /// `/dev/shm` path of a named channel and no region.
     fn handed_paths() -> Result<(String, Option<i32>), String> {
         let name = std::env::var("PEER_CHANNEL").map_err(|_| "PEER_CHANNEL is not set")?;
         let var = bulkhead_chan::env_var(&name);
         let value = std::env::var(&var).map_err(|_| format!("{var} is not set"))?;
-        match value.strip_prefix("fd:").and_then(|v| v.split_once(':')) {
-            Some((data, region)) => Ok((format!("/proc/self/fd/{data}"), region.parse().ok())),
-            None => Ok((format!("/dev/shm/{}{value}", bulkhead_chan::PREFIX), None)),
+        let fds: Option<Vec<&str>> = value.strip_prefix("fd:").map(|v| v.split(':').collect());
+        match fds.as_deref() {
+            Some([data, region, ..]) => Ok((format!("/proc/self/fd/{data}"), region.parse().ok())),
+            _ => Ok((format!("/dev/shm/{}{value}", bulkhead_chan::PREFIX), None)),
         }
     }
 
