@@ -68,8 +68,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// `b"BHTASK01"` as a little-endian integer.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"BHTASK01");
-/// 2: named counters; 3: mode words; 4: stop-start words; 5: start gate.
-pub const VERSION: u32 = 5;
+/// 2: named counters; 3: mode words; 4: stop-start words; 5: start gate; 6: release
+/// offset and message events.
+pub const VERSION: u32 = 6;
 /// Size of the mapped control block (one page on every Linux platform bulkhead targets).
 pub const CONTROL_LEN: usize = 4096;
 /// Longest task name stored (bytes, UTF-8, NUL padded).
