@@ -383,3 +383,180 @@ channels:
     );
     assert!(reader.contains("received 2000 in order"), "{reader}");
 }
+
+/// A child process killed on drop (the virtual bus), even when the test fails.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs a CAN client partition (extra keys `keys`) on a gateway of `bus`: its process
+/// leaves a `setsid`, double-forked `marker` behind, counts the processes it sees, maps
+/// 3 frames of the bus to `{dir}/mapped` and stays. With `peers`, a second be partition
+/// is also a client of the bus and the reader of a latest channel from an rt task; it
+/// SIGKILLs its client and its reader before the frames are replayed. Then the
+/// supervisor is SIGKILLed. Returns the reports and whether `marker` still ran 10 s
+/// after the kill.
+fn can_client(
+    dir: &Scratch,
+    bus: &str,
+    keys: &str,
+    peers: bool,
+    cleanup: &mut Cleanup,
+) -> (String, bool) {
+    let (d, exe, marker, peer) = (
+        dir.0.display(),
+        env!("CARGO_BIN_EXE_bulkhead"),
+        cleanup.cmdline.clone(),
+        peer().display().to_string(),
+    );
+    for f in ["mapped", "evil", "writer"] {
+        let _ = std::fs::remove_file(dir.file(f));
+    }
+    let probe = format!(
+        "setsid sh -c '{marker} &'\nsleep 0.3\nn=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo procs=$n > {d}/report\n\
+         touch {d}/started\n{exe} can map --bus {bus} --count 3 --timeout 20s > {d}/mapped 2> {d}/map.err\nexec sleep 60\n"
+    );
+    std::fs::write(dir.file("probe.sh"), probe).unwrap();
+    let evil = format!(
+        "PEER_CHANNEL=pos {peer} latest-recv 1000000000 > /dev/null 2>&1 &\nr=$!\n\
+         {exe} can map --bus {bus} --count 1000000 --timeout 30s > /dev/null 2>&1 &\nc=$!\n\
+         sleep 0.5\nkill -9 $r $c\nwait\necho killed > {d}/evil\nexec sleep 60\n"
+    );
+    std::fs::write(dir.file("evil.sh"), evil).unwrap();
+    let (tasks, extra, clients) = match peers {
+        true => (
+            format!("{{name: w, cmd: \"sh -c 'PEER_CHANNEL=pos {peer} latest-send 30000 > {d}/writer 2>&1; exec sleep 60'\", budget: 2ms, period: 10ms}}"),
+            format!(
+                "  - {{name: evil, cpus: 1, processes: [\"sh {d}/evil.sh\"]}}
+channels:
+  - {{name: pos, kind: latest, message_size: 32, writer: gw, readers: [evil]}}
+"
+            ),
+            ", {partition: evil}",
+        ),
+        false => (String::new(), String::new(), ""),
+    };
+    let desc = format!(
+        "system: {{}}
+partitions:
+  - {{name: gw, kind: rt, cpus: 0, scheduler: edf, tasks: [{tasks}]}}
+  - {{name: ic, cpus: 1{keys}, processes: [\"sh {d}/probe.sh\"]}}
+{extra}buses:
+  - {{name: {bus}, gateway: gw, period: 2ms, reader_budget: 200us, writer_budget: 200us, clients: [{{partition: ic}}{clients}]}}
+"
+    );
+    let path = dir.file("system.yaml");
+    std::fs::write(&path, desc).unwrap();
+    let _ = std::fs::remove_file(dir.file("started"));
+    let supervisor = bulkhead()
+        .args(["run", path.to_str().unwrap(), "--timeout", "60s"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    cleanup.supervisor = Some(supervisor);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let ready = || {
+        dir.file("started").exists()
+            && !running(&marker).is_empty()
+            && (!peers || dir.file("evil").exists())
+    };
+    while !ready() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(running(&marker).len(), 1, "the orphan started");
+    if peers {
+        let log = dir.file("frames.log");
+        std::fs::write(
+            &log,
+            "(0.000000) can0 123#11\n(0.010000) can0 456#22\n(0.020000) can0 789#33\n",
+        )
+        .unwrap();
+        // The client waits for frames once it has written `started`; replay until
+        // it has mapped three (a frame sent before it listened is not kept).
+        while !std::fs::read_to_string(dir.file("mapped")).is_ok_and(|m| m.contains("789#33"))
+            && Instant::now() < deadline
+        {
+            let replay = bulkhead()
+                .args(["can", "replay", log.to_str().unwrap(), "--bus", bus])
+                .output()
+                .unwrap();
+            assert!(replay.status.success());
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let sent = || std::fs::read_to_string(dir.file("writer")).unwrap_or_default();
+        while sent().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let mut supervisor = cleanup.supervisor.take().unwrap();
+    supervisor.kill().unwrap();
+    supervisor.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !running(&marker).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let report = std::fs::read_to_string(dir.file("report")).unwrap_or_default();
+    let mapped = std::fs::read_to_string(dir.file("mapped")).unwrap_or_default();
+    let err = std::fs::read_to_string(dir.file("map.err")).unwrap_or_default();
+    let writer = std::fs::read_to_string(dir.file("writer")).unwrap_or_default();
+    let evil = std::fs::read_to_string(dir.file("evil")).unwrap_or_default();
+    (
+        format!("{report}mapped:\n{mapped}map.err:\n{err}writer: {writer}\nevil: {evil}"),
+        !running(&marker).is_empty(),
+    )
+}
+
+/// A CAN client in a pid namespace of its own (the default): it gets the frames of the
+/// bus through its gateway channels (so it judged the gateway alive, though the
+/// gateway's pids are not in its namespace), sees only its own processes, and a
+/// process it left behind (`setsid`, double fork) is dead within 10 s of a `kill -9` of
+/// the supervisor. Another be partition, a client of the same bus and the reader of an
+/// rt task's channel, has its client and its reader SIGKILLed first: the gateway goes
+/// on (the frames reach the first client) and so does the rt writer (it sends all its
+/// messages). With `sandbox: {pid_namespace: false}` (what every process given
+/// channels had before channel ends stopped recording pids) the same client sees every
+/// process of the host and its orphan survives the supervisor.
+#[test]
+fn a_can_client_in_its_own_pid_namespace_gets_frames_and_dies_with_the_supervisor() {
+    if !is_root() {
+        return eprintln!("skipping: needs root for users and cgroups");
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("sec-pidns-can");
+    let bus = format!("bh-pidns-{}", std::process::id());
+    let _bus = Killed(bulkhead().args(["can", "bus", &bus]).spawn().unwrap());
+    std::thread::sleep(Duration::from_millis(200));
+    let mut cleanup = Cleanup {
+        supervisor: None,
+        cmdline: format!("sleep 1003.{}", std::process::id()),
+        quick: dir.file("quick.yaml"),
+    };
+    let (report, survived) = can_client(&dir, &bus, "", true, &mut cleanup);
+    for frame in ["123#11", "456#22", "789#33"] {
+        assert!(
+            report.contains(frame),
+            "{frame} reaches the client: {report}"
+        );
+    }
+    assert!(report.contains("evil: killed"), "{report}");
+    assert!(
+        report.contains("writer: latest sent 30000 to 1 channels"),
+        "the rt writer went on: {report}"
+    );
+    let seen = number(&report, "procs").expect(&report);
+    assert!((2..=8).contains(&seen), "{report}");
+    assert!(!survived, "the orphan died with the supervisor: {report}");
+
+    let relaxed = ", sandbox: {pid_namespace: false}";
+    let (report, survived) = can_client(&dir, &bus, relaxed, false, &mut cleanup);
+    assert!(number(&report, "procs").expect(&report) > 8, "{report}");
+    assert!(
+        survived,
+        "without the namespace the orphan survives: {report}"
+    );
+}
