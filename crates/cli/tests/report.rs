@@ -344,3 +344,52 @@ fn pipeline_delays_from_message_events_against_the_analysed_bounds() {
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("Pipeline end-to-end delays") && html.contains("\"RTControl\""));
 }
+
+#[test]
+fn a_sims_pipeline_sinks_give_the_same_distributions_as_its_statistics() {
+    // Table I (examples/boomerang.yaml) simulated for 200 ms: each pipeline's sink
+    // reports its messages, and the report's count, min and max equal the simulator's
+    // own pipeline statistics, from the log and from the trace alike.
+    let dir = Dir::new("sim-pipes");
+    let example = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/boomerang.yaml"
+    ));
+    let (log, trace, stats) = (
+        dir.path("log.jsonl"),
+        dir.path("trace.json"),
+        dir.path("stats.json"),
+    );
+    let out = bulkhead(&[
+        Path::new("sim"),
+        example,
+        Path::new("--for"),
+        Path::new("200ms"),
+        Path::new("--schedule-log"),
+        &log,
+        Path::new("--trace"),
+        &trace,
+        Path::new("--stats-json"),
+        &stats,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let stats: Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    for input in [&log, &trace] {
+        let f = figures(input, &[Path::new("--system"), example]);
+        let pipes = f["pipelines"].as_array().unwrap();
+        assert_eq!(pipes.len(), 2, "{f}");
+        for p in pipes {
+            let name = p["pipeline"].as_str().unwrap();
+            let sim = stats["pipelines"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["name"] == name)
+                .unwrap();
+            assert!(p["messages"].as_u64().unwrap() > 10, "{p}");
+            assert_eq!(p["messages"], sim["messages_out"], "{p}\n{sim}");
+            assert_eq!(p["e2e"]["min_ns"], sim["min_e2e_ns"], "{p}\n{sim}");
+            assert_eq!(p["e2e"]["max_ns"], sim["max_e2e_ns"], "{p}\n{sim}");
+        }
+    }
+}

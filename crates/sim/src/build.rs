@@ -455,6 +455,7 @@ fn link_channels(
             kind: channel.kind,
             depth: channel.depth.max(1),
             per_read: 1,
+            pipeline: false,
         });
         let link = options.links.iter().find(|l| l.channel == channel.name);
         let writer = match link {

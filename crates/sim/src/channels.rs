@@ -254,8 +254,10 @@ impl Channels {
         *self.produced.entry(source).or_default() += 1;
     }
 
-    /// A sink task completed a job at `t` that read data of `origins`.
-    pub fn deliver(&mut self, sink: u32, origins: &[Origin], t: Nanos) {
+    /// A sink task completed a job at `t` that read data of `origins`; returns the
+    /// origins it delivered for the first time with their end-to-end delays.
+    pub fn deliver(&mut self, sink: u32, origins: &[Origin], t: Nanos) -> Vec<(Origin, Nanos)> {
+        let mut fresh = Vec::new();
         for o in origins {
             let chain = self.chains.entry((o.source, sink)).or_default();
             if chain.last_seq.is_some_and(|last| o.seq <= last) {
@@ -268,7 +270,9 @@ impl Channels {
             chain.min = Some(chain.min.map_or(delay, |m| m.min(delay)));
             chain.max = Some(chain.max.map_or(delay, |m| m.max(delay)));
             chain.sum += delay as u128;
+            fresh.push((*o, delay));
         }
+        fresh
     }
 
     pub fn channel_stats(&self) -> Vec<ChannelStats> {

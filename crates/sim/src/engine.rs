@@ -732,12 +732,33 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// A pipeline's sink reports each message it finished: its source job and its
+    /// end-to-end delay (`message` events, as the task library's message ring gives a run).
+    fn emit_messages(&mut self, task: usize, delivered: &[(Origin, Nanos)], t: Nanos) {
+        let spec = &self.spec.tasks[task];
+        let pipeline = spec.inputs.iter().any(|&c| self.spec.channels[c].pipeline);
+        if !self.tracing || !pipeline {
+            return;
+        }
+        let (partition, name) = (spec.partition.clone(), spec.name.clone());
+        for (origin, delay) in delivered {
+            let kind = EventKind::Message {
+                partition: partition.clone(),
+                task: name.clone(),
+                id: origin.seq,
+                e2e_ns: *delay,
+            };
+            self.emit(t, kind);
+        }
+    }
+
     fn write_outputs(&mut self, task: usize, job: &Job, cpu: u32, t: Nanos) {
         let spec = self.task_spec(task);
         if spec.outputs.is_empty() {
             let inputs = std::mem::take(&mut self.tasks[task].inputs);
-            self.channels.deliver(task as u32, &inputs, t);
+            let delivered = self.channels.deliver(task as u32, &inputs, t);
             self.tasks[task].inputs = inputs;
+            self.emit_messages(task, &delivered, t);
             return;
         }
         let origins: Rc<[Origin]> = if self.sources[task] {

@@ -56,7 +56,8 @@ pub fn simulate(spec: &Spec, options: Options, sink: &mut dyn Sink) -> Result<Re
 /// grants (`run`, the lines `bulkhead run` writes too, so that DEmOS schedules compare
 /// byte for byte), the rt jobs' releases, starts, preemptions, completions, aborts and
 /// deadline misses, suspensions, the steps of mode switches, and the power policy's
-/// frequency changes (`cpu_frequency`, as `bulkhead run` logs them). Budgets, windows,
+/// frequency changes (`cpu_frequency`, as `bulkhead run` logs them), and the messages
+/// pipeline sinks finish (`message`, as a run logs them). Budgets, windows,
 /// channels and the rest are in the Perfetto trace only.
 pub fn in_schedule_log(kind: &bulkhead_trace::EventKind) -> bool {
     use bulkhead_trace::EventKind as K;
@@ -77,5 +78,6 @@ pub fn in_schedule_log(kind: &bulkhead_trace::EventKind) -> bool {
             | K::AgentAck { .. }
             | K::ModeDone { .. }
             | K::CpuFrequency { .. }
+            | K::Message { .. }
     )
 }

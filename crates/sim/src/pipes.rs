@@ -53,6 +53,7 @@ pub(crate) fn link_pipelines(system: &System, spec: &mut Spec) -> Result<(), Bui
                 kind: p.buffering,
                 depth,
                 per_read,
+                pipeline: true,
             });
             let c = spec.channels.len() - 1;
             spec.tasks[writer].outputs.push(c);

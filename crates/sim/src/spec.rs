@@ -140,6 +140,10 @@ pub struct ChannelSpec {
     /// `fifo`: messages a reader takes per job (a pipeline stage's m, Boomerang III-E); 1
     /// otherwise.
     pub per_read: u32,
+    /// An edge of a pipeline: a sink reading it reports each message it finishes
+    /// (a `message` event with its end-to-end delay), as a pipeline's sink does under
+    /// `bulkhead run`.
+    pub pipeline: bool,
 }
 
 /// A complete simulation set-up.

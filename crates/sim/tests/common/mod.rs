@@ -69,6 +69,7 @@ pub fn add_channel(
         kind,
         depth,
         per_read: 1,
+        pipeline: false,
     });
     let c = spec.channels.len() - 1;
     spec.tasks[writer].outputs.push(c);
