@@ -41,6 +41,13 @@ impl Peer {
         let owner = unsafe { &*self.side }.owner.load(Ordering::Acquire);
         (owner != 0 && !self.hold.peer_alive()).then_some(owner)
     }
+
+    /// Whether the peer has attached and a process still holds its end.
+    fn attached(&self) -> bool {
+        // SAFETY: `side` points into the endpoint's live mapping.
+        let owner = unsafe { &*self.side }.owner.load(Ordering::Acquire);
+        owner != 0 && self.hold.peer_alive()
+    }
 }
 
 /// Runs `op` with deadlines of at most one liveness slice until it succeeds,
@@ -360,6 +367,12 @@ impl Receiver {
             Rx::Fifo(_) => 0,
             Rx::Latest(r) => r.published(),
         }
+    }
+
+    /// Whether a writer has attached to the channel and its process still holds the
+    /// writer's end (e.g. a consumer waiting for its producer to have started).
+    pub fn writer_attached(&self) -> bool {
+        self.peer.attached()
     }
 
     /// Spin iterations before a blocking read sleeps (fifo only).

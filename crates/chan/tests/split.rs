@@ -233,3 +233,21 @@ fn an_end_can_neither_take_nor_block_its_peers_lock() {
     assert_eq!(m, [5; 32]);
     assert!(matches!(rx.read(&mut m), Err(Error::Closed)));
 }
+
+/// A consumer learns whether its producer has started: `writer_attached` is false
+/// until a writer attaches, true while it holds its end, false again once it let go.
+#[test]
+fn a_reader_sees_when_its_writer_attaches_and_lets_go() {
+    let chan = Channel::create_split(&Spec::fifo("split-w", 32, 4)).unwrap();
+    let read_end = chan.handover(End::Reader).unwrap();
+    let rx = Channel::open_handed(&read_end.value())
+        .unwrap()
+        .receiver()
+        .unwrap();
+    assert!(!rx.writer_attached());
+    let writer = chan.handover(End::Writer).unwrap();
+    let tx = Channel::from_handover(writer).unwrap().sender().unwrap();
+    assert!(rx.writer_attached());
+    drop(tx);
+    assert!(!rx.writer_attached());
+}

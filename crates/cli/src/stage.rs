@@ -26,6 +26,7 @@ use bulkhead_canwire::WIRE_SIZE;
 use bulkhead_chan::{Channel, Receiver, Sender};
 use bulkhead_task::clock::{burn_cpu, now_ns};
 use bulkhead_task::{Counter, Task};
+use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -362,17 +363,17 @@ fn stage(args: &Args) -> R<()> {
     if let (Some(var), Some(id)) = (&args.can_output, args.can_output_id) {
         outputs.push(Output::Can(Box::new(can_sender(var)?), id));
     }
-    let mut can_input = match &args.can_input {
+    let can_input = RefCell::new(match &args.can_input {
         Some(var) => Some(CanInput {
             rx: can_receiver(var)?,
             ids: args.can_input_ids.clone(),
         }),
         None => None,
-    };
+    });
     let mut ended = vec![false; inputs.len()];
     let mut job = |release_ns: u64, phase: Phase, counts: &mut Counts| -> bool {
         let mut msgs = Vec::new();
-        let origins = match (&mut can_input, args.source) {
+        let origins = match (&mut *can_input.borrow_mut(), args.source) {
             // Frames before the start are dropped: the pipeline was not running.
             (Some(bus), Some(_)) if phase == Phase::Waiting => {
                 bus.take(usize::MAX);
@@ -467,13 +468,20 @@ fn stage(args: &Args) -> R<()> {
                     .iter()
                     .map(|n| ready_out(n))
                     .collect::<R<_>>()?,
+                fed: Box::new(|| {
+                    let input = can_input.borrow();
+                    input.as_ref().is_none_or(|c| c.rx.writer_attached())
+                }),
                 ready: false,
             };
+            // One write per line: the stages share the supervisor's stderr, and
+            // `eprintln!` writes a line in pieces that other stages' lines split.
             let say = |what: &str| {
-                eprintln!(
-                    "bulkhead stage: pipeline `{}`, stage `{}`: {what}",
+                let line = format!(
+                    "bulkhead stage: pipeline `{}`, stage `{}`: {what}\n",
                     args.pipeline, args.stage
-                )
+                );
+                let _ = std::io::stderr().write_all(line.as_bytes());
             };
             periodic(stop, handshake, say, job)
         }
@@ -493,20 +501,28 @@ enum Phase {
 }
 
 /// Start-of-Task from the sinks back to the sources: a stage is ready once it runs (it
-/// attached and opened its channels) and each of its consumers has said it is ready
-/// on the edge's `.ready` channel; it then says so to each of its producers. A source
-/// takes messages in only once ready, so no stage misses the first messages.
-struct Handshake {
+/// attached and opened its channels), what feeds it from outside the pipeline is
+/// attached (the CAN gateway's reader of a `can:` input, which attaches to the bus
+/// before it opens its channels), and each of its consumers has said it is ready on
+/// the edge's `.ready` channel; it then says so to each of its producers. A source
+/// takes messages in only once ready, so no stage misses the first messages, and a
+/// frame put on the bus after the source said it is ready reaches the source.
+struct Handshake<'a> {
     from: Vec<Receiver>,
     to: Vec<Sender>,
+    /// Whether the stage's outside feed is attached (true when it has none).
+    fed: Box<dyn Fn() -> bool + 'a>,
     ready: bool,
 }
 
-impl Handshake {
+impl Handshake<'_> {
     /// Whether the stage is ready (checked once per job until it is).
     fn poll(&mut self) -> bool {
         if self.ready {
             return true;
+        }
+        if !(self.fed)() {
+            return false;
         }
         let mut buf = [0u8; READY_SIZE];
         if !self.from.iter_mut().all(|rx| rx.try_read(&mut buf).is_ok()) {
