@@ -71,6 +71,13 @@ fn every_message_a_sink_finishes_reaches_the_log_trace_and_report() {
             .replace("rav4", &bus),
     )
     .unwrap();
+    // The sources take in the frames of 0x101 and 0x102 (the example's header): one of
+    // each every 2 ms, from before the run on (a source drops those before it is ready).
+    let gen = |id: &str| {
+        let args = ["can", "gen", &bus, "-I", id, "-L", "8", "-g", "2ms"];
+        Killed(bulkhead().args(args).spawn().unwrap())
+    };
+    let _feed = [gen("101"), gen("102")];
     let (log, trace) = (dir.file("schedule.jsonl"), dir.file("trace.json"));
     let out = bulkhead()
         .args(["run", file.to_str().unwrap(), "--timeout", "3s"])
@@ -88,7 +95,7 @@ fn every_message_a_sink_finishes_reaches_the_log_trace_and_report() {
     for (name, sink) in [("p1", "CanWrite"), ("p2", "RTControl")] {
         let s = stats(&stderr, name);
         let out = s["messages_out"].as_u64().unwrap();
-        // 2 ms periods for about 2.8 s: hundreds of messages out.
+        // A frame every 2 ms for about 2.8 s: hundreds of messages out.
         assert!(out > 300, "{name}: {s}");
         let dropped = last_counter(&text, sink, "msg_dropped");
         for f in [&from_log, &from_trace] {
