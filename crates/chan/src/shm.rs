@@ -15,6 +15,7 @@ use crate::ctrl::Side;
 use crate::endpoint::{Receiver, Sender};
 use crate::error::{Error, Result};
 use crate::layout::{self, check_name, Kind, Layout, Meta, HEADER_LEN, MAGIC};
+use bulkhead_os::proc::start_time;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{Mode, SealFlags};
 use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
@@ -199,16 +200,6 @@ fn write_header(fd: BorrowedFd<'_>, meta: &Meta, l: &Layout) -> Result<()> {
         (*(map.ptr as *const AtomicU64)).store(MAGIC, Ordering::Release);
     }
     Ok(())
-}
-
-/// Start time of `pid` in clock ticks since boot (field 22 of /proc/pid/stat),
-/// or None if it does not exist or is a zombie.
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = bulkhead_os::proc::proc_stat(pid).ok()?;
-    if stat.state() == 'Z' {
-        return None;
-    }
-    stat.start_time()
 }
 
 fn alive(pid: u32, start: u64) -> bool {

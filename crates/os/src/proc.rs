@@ -1,6 +1,7 @@
 //! `/proc/PID/stat`, parsed in one place.
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
 
 /// The fields of `/proc/PID/stat` after the command name: field 3 (the state) is
 /// `fields[0]`, field N is `fields[N - 3]` (proc(5) numbers them from 1).
@@ -55,14 +56,91 @@ pub fn proc_stat(pid: u32) -> io::Result<ProcStat> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("{path}: unparsable")))
 }
 
-/// The start time of process `pid` (see [`ProcStat::start_time`]), if it exists.
+/// The start time of process `pid` (see [`ProcStat::start_time`]) if it runs: `None`
+/// when it does not exist or has ended and waits to be reaped (a zombie). Every
+/// "is this owner still alive" check compares it with a recorded start time; a
+/// supervisor killed a moment ago is a zombie until its parent reaps it, and is gone.
 pub fn start_time(pid: u32) -> Option<u64> {
-    proc_stat(pid).ok()?.start_time()
+    let stat = proc_stat(pid).ok()?;
+    match stat.state() {
+        'Z' | 'X' => None,
+        _ => stat.start_time(),
+    }
+}
+
+/// A process whose end can be waited for: a pidfd, which names the process itself, so
+/// that a pid reused after it ended is never waited for instead.
+pub struct Process(std::os::fd::OwnedFd);
+
+impl Process {
+    /// Opens process `pid`; `None` if no process has that pid (it has ended).
+    pub fn open(pid: u32) -> io::Result<Option<Process>> {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::ESRCH) => Ok(None),
+                _ => Err(e),
+            };
+        }
+        // SAFETY: pidfd_open returned a new descriptor that nothing else owns.
+        Ok(Some(Process(unsafe {
+            std::os::fd::OwnedFd::from_raw_fd(fd as i32)
+        })))
+    }
+
+    /// Blocks until the process has ended (the pidfd polls readable).
+    pub fn wait_exit(&self) -> io::Result<()> {
+        let mut poll = libc::pollfd {
+            fd: self.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        loop {
+            // SAFETY: one valid pollfd; no timeout.
+            match crate::check(unsafe { libc::poll(&mut poll, 1, -1) }) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waiting_for_an_exit_returns_once_the_process_ended() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.2")
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let process = Process::open(child.id()).unwrap().expect("it runs");
+        process.wait_exit().unwrap();
+        assert!(started.elapsed() >= std::time::Duration::from_millis(100));
+        assert!(child.try_wait().unwrap().is_some(), "it has ended");
+        // A pid no process has: nothing to wait for.
+        assert!(Process::open(u32::MAX >> 10).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_zombie_has_no_start_time() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while proc_stat(pid).unwrap().state() != 'Z' {
+            assert!(std::time::Instant::now() < deadline, "`true` never ended");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(proc_stat(pid).unwrap().start_time().is_some());
+        assert_eq!(start_time(pid), None, "ended, not yet reaped");
+        child.wait().unwrap();
+        assert!(start_time(std::process::id()).is_some());
+    }
 
     #[test]
     fn fields_start_after_the_last_parenthesis_of_the_command_name() {
