@@ -13,6 +13,7 @@ mod can_utils;
 mod check;
 mod common;
 mod ctl;
+mod janitor;
 mod report;
 mod run;
 mod run_pipes;
@@ -46,6 +47,9 @@ enum Command {
     Check(check::Args),
     /// Talk to a running system: status, mode switches, suspend and resume
     Ctl(ctl::Args),
+    /// Waits for a run's supervisor to end and removes what it left if it was killed
+    #[command(hide = true)]
+    Janitor(janitor::Args),
     /// One self-contained HTML page (or JSON) of a run's or a sim's schedule log or trace: Gantt chart, response times, latencies, throughput
     Report(report::Args),
     /// Run a system for real: rt partitions on reserved CPUs, be partitions and window schedules as cgroups (DEmOS semantics)
@@ -78,6 +82,7 @@ fn main() -> ExitCode {
         Command::Can(args) => can::run(args),
         Command::Check(args) => check::run(args),
         Command::Ctl(args) => ctl::run(args),
+        Command::Janitor(args) => janitor::run(args),
         Command::Report(args) => report::run(args),
         Command::Run(args) => run::run(args),
         Command::Sim(args) => sim::run(args),

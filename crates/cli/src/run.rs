@@ -138,6 +138,8 @@ pub fn run(args: Args) -> ExitCode {
                 .to_string();
         }
     }
+    // Not waited for: it ends after this process, once it has cleaned up behind it.
+    let _janitor = crate::janitor::spawn();
     match bulkhead_runtime::run(&system, &options) {
         Ok(outcome) => {
             for w in &outcome.warnings {

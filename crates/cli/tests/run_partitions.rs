@@ -5,9 +5,11 @@
 //! write about themselves) and from outside (`chrt`, cgroupfs).
 
 mod common;
-use common::{cgroups_of, deadline_children, exclusive_cpus_lock, is_root, shm_objects, Scratch};
+use common::{
+    cgroups_of, deadline_children, exclusive_cpus_lock, is_root, kill_janitor, shm_objects, Scratch,
+};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn bulkhead(args: &[&str]) -> Output {
@@ -131,65 +133,120 @@ fn an_io_task_runs_with_the_derived_reservation() {
     );
 }
 
-#[test]
-fn a_killed_supervisors_processes_die_with_it_and_the_next_run_removes_its_cgroups() {
-    if !is_root() || !Path::new("/sys/fs/cgroup/memory/tasks").exists() {
-        eprintln!("skipping: needs root and the cgroup v1 memory controller");
-        return;
-    }
-    let _lock = exclusive_cpus_lock();
-    let dir = Scratch::new("killed");
+/// Processes running `sleep` (zombies, killed but not yet reaped, run nothing).
+fn running(sleep: &str) -> usize {
+    let out = Command::new("pgrep")
+        .args(["-x", "-f", sleep])
+        .output()
+        .unwrap()
+        .stdout;
+    let out = String::from_utf8_lossy(&out).into_owned();
+    out.split_whitespace()
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+            stat.is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").starts_with(" Z"))
+        })
+        .count()
+}
+
+fn memory_cgroups(c: &[String]) -> usize {
+    c.iter().filter(|c| c.starts_with("memory/")).count()
+}
+
+/// Starts a run of an rt and a be partition with 32 MiB memory limits, each running a
+/// sleep no other process on the machine runs; returns the run and that sleep once
+/// both partitions' memory cgroups exist and both sleeps run.
+fn run_to_kill(dir: &Scratch) -> (Child, String) {
     let desc = dir.file("system.yaml");
-    // A sleep no other process on the machine runs.
     let sleep = format!("sleep 1000.{}", std::process::id());
     std::fs::write(
         &desc,
         format!("system: {{}}\npartitions:\n  - {{name: ivi, cpus: 1, memory: 32MiB, processes: [{sleep}]}}\n  - name: ctl\n    kind: rt\n    cpus: 0\n    memory: 32MiB\n    scheduler: edf\n    tasks:\n      - {{name: t, cmd: {sleep}, budget: 1ms, period: 10ms}}\n"),
     )
     .unwrap();
-    let mut victim = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+    let run = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
         .args(["run", desc.to_str().unwrap(), "--timeout", "60s"])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let pid = victim.id();
-    let running = || {
-        let out = Command::new("pgrep")
-            .args(["-x", "-f", &sleep])
-            .output()
-            .unwrap()
-            .stdout;
-        let out = String::from_utf8_lossy(&out).into_owned();
-        // A killed process not yet reaped by init is a zombie: it runs nothing.
-        out.split_whitespace()
-            .filter(|pid| {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
-                stat.is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").starts_with(" Z"))
-            })
-            .count()
-    };
-    let memory = |c: &Vec<String>| c.iter().filter(|c| c.starts_with("memory/")).count();
     let deadline = Instant::now() + Duration::from_secs(3);
-    while (memory(&cgroups_of(pid)) < 2 || running() < 2) && Instant::now() < deadline {
+    while (memory_cgroups(&cgroups_of(run.id())) < 2 || running(&sleep) < 2)
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let before = cgroups_of(pid);
-    let started = running();
+    let cgroups = cgroups_of(run.id());
+    assert_eq!(
+        memory_cgroups(&cgroups),
+        2,
+        "rt and be partitions': {cgroups:?}"
+    );
+    assert_eq!(running(&sleep), 2, "the rt task and the be process run");
+    (run, sleep)
+}
+
+/// Waits up to `secs` for `done`.
+fn within(secs: u64, done: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    done()
+}
+
+fn cgroup_v1_memory() -> bool {
+    if !is_root() || !Path::new("/sys/fs/cgroup/memory/tasks").exists() {
+        eprintln!("skipping: needs root and the cgroup v1 memory controller");
+        return false;
+    }
+    true
+}
+
+/// SIGKILL of the supervisor: its janitor (a child in a session of its own) removes its
+/// cgroups at once, with no other run; its processes die with it.
+#[test]
+fn a_killed_supervisors_janitor_removes_its_cgroups_and_processes() {
+    if !cgroup_v1_memory() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("killed-janitor");
+    let (mut victim, sleep) = run_to_kill(&dir);
+    let pid = victim.id();
     victim.kill().unwrap();
     victim.wait().unwrap();
-    assert_eq!(
-        memory(&before),
-        2,
-        "the rt and the be partitions' memory cgroups: {before:?}"
+    assert!(
+        within(10, || running(&sleep) == 0),
+        "partition processes outlived the supervisor"
     );
-    assert_eq!(started, 2, "the rt task and the be process ran");
+    assert!(
+        within(10, || cgroups_of(pid).is_empty()),
+        "left: {:?}",
+        cgroups_of(pid)
+    );
+}
+
+/// SIGKILL of the supervisor and of its janitor: the processes still die with the
+/// supervisor, and the next run removes the cgroups.
+#[test]
+fn a_killed_supervisors_processes_die_with_it_and_the_next_run_removes_its_cgroups() {
+    if !cgroup_v1_memory() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("killed");
+    let (mut victim, sleep) = run_to_kill(&dir);
+    let pid = victim.id();
+    let before = cgroups_of(pid);
+    assert_eq!(kill_janitor(pid), 1, "the run's janitor");
+    victim.kill().unwrap();
+    victim.wait().unwrap();
     assert_eq!(cgroups_of(pid), before, "SIGKILL leaves them");
     // Both die with the supervisor (parent-death signal), not at the next run.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while running() > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(running(), 0, "partition processes outlived the supervisor");
+    assert!(
+        within(10, || running(&sleep) == 0),
+        "partition processes outlived the supervisor"
+    );
 
     let quick = dir.file("quick.yaml");
     std::fs::write(
@@ -205,7 +262,7 @@ fn a_killed_supervisors_processes_die_with_it_and_the_next_run_removes_its_cgrou
         "{stderr}"
     );
     assert_eq!(cgroups_of(pid), Vec::<String>::new(), "{stderr}");
-    assert_eq!(running(), 0);
+    assert_eq!(running(&sleep), 0);
 }
 
 /// A channel of the description (DriveOS 5, shmcomm) between two partitions running as

@@ -308,6 +308,8 @@ fn a_killed_run_s_settings_are_restored_by_the_next_run() {
         assert!(Instant::now() < deadline, "the run never set the frequency");
         std::thread::sleep(Duration::from_millis(10));
     }
+    // Without its janitor (which restores them when the run dies), the next run does.
+    assert_eq!(common::kill_janitor(child.id()), 1, "the run's janitor");
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(

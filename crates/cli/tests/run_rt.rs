@@ -3,7 +3,7 @@
 //! refused admission, and nothing left behind.
 
 mod common;
-use common::{cgroups_of, children, chrt, exclusive_cpus_lock, is_root};
+use common::{cgroups_of, chrt, exclusive_cpus_lock, is_root, partition_children};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -55,7 +55,7 @@ fn rt_tasks_run_with_the_configured_sched_deadline_reservation() {
     let mut tasks = Vec::new();
     while tasks.len() < 3 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
-        tasks = children(run.id());
+        tasks = partition_children(run.id());
     }
     let all: Vec<String> = tasks.iter().map(|&pid| chrt(pid)).collect();
     // The scheduler's own view: policy 6 is SCHED_DEADLINE.

@@ -398,6 +398,8 @@ fn a_supervisor_killed_while_suspended_is_cleaned_up_by_the_next_start() {
     );
     assert_eq!(freezer_state(hmi[0]), "FROZEN");
     let mut child = run.0.take().unwrap();
+    // Without its janitor (which cleans up when the run dies), the next start does.
+    assert_eq!(common::kill_janitor(child.id()), 1, "the run's janitor");
     child.kill().unwrap();
     child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(200));

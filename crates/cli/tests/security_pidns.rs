@@ -136,6 +136,13 @@ fn survives(dir: &Scratch, desc: &str, marker: &str, cleanup: &mut Cleanup) -> b
     }
     assert_eq!(running(marker).len(), 1, "the orphan started");
     let mut supervisor = cleanup.supervisor.take().unwrap();
+    // Its janitor would kill what is left in its cgroups at once: without it, what kills
+    // the orphan is the pid namespace alone (or nothing until the next start).
+    assert_eq!(
+        common::kill_janitor(supervisor.id()),
+        1,
+        "the run's janitor"
+    );
     supervisor.kill().unwrap();
     supervisor.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(3);
@@ -494,6 +501,12 @@ partitions:
         }
     }
     let mut supervisor = cleanup.supervisor.take().unwrap();
+    // Without the janitor, as in `survives`.
+    assert_eq!(
+        common::kill_janitor(supervisor.id()),
+        1,
+        "the run's janitor"
+    );
     supervisor.kill().unwrap();
     supervisor.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);

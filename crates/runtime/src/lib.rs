@@ -32,7 +32,7 @@ pub use bulkhead_reserve::command;
 pub use cgroup::Hierarchy;
 pub use links::{shell_words, stage_var};
 pub use power::PowerOptions;
-pub use supervisor::Outcome;
+pub use supervisor::{clean_leftovers, Outcome};
 
 use bulkhead_model::System;
 use std::path::PathBuf;

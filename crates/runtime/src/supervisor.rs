@@ -168,20 +168,15 @@ fn own_cpus() -> CpuSet {
         .unwrap_or_else(|| CpuSet::parse("0").expect("valid"))
 }
 
-/// Runs `system`'s window schedule; see [`crate::run`].
-pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
-    let launch = Instant::now();
-    let fds_before = count_fds();
-    let fd_limit = bulkhead_os::sched::raise_fd_limit();
-    let hierarchy = match &options.hierarchy {
-        Some(h) => h.clone(),
-        None => Hierarchy::detect().map_err(RunError::Cgroups)?,
-    };
-    check_commands(system, &options.workdir)?;
-    crate::affinity::check(system, &own_cpus())?;
-    crate::stopstart::check_suspend_to_ram(system)?;
+/// Removes what supervisors that no longer run left behind (killed by SIGKILL, as a
+/// run's teardown removes its own): their cgroups with any process still in them, their
+/// named channels, the rt partitions' shields, interfaces and workqueue masks, and the
+/// CPUFreq settings of their power policies. What belongs to a supervisor that runs is
+/// kept (owners are recognised by pid and start time). Returns one line per thing
+/// removed or restored, and per failure.
+pub fn clean_leftovers(hierarchy: &Hierarchy) -> Vec<String> {
     let mut warnings = Vec::new();
-    let (removed, failed) = leftovers::clean(&hierarchy);
+    let (removed, failed) = leftovers::clean(hierarchy);
     for dir in removed {
         warnings.push(format!(
             "removed cgroups left by a bulkhead that died: {}",
@@ -199,6 +194,22 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     warnings.extend(failed);
     warnings.extend(rt::clean_leftovers());
     warnings.extend(crate::power::clean_leftovers());
+    warnings
+}
+
+/// Runs `system`'s window schedule; see [`crate::run`].
+pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
+    let launch = Instant::now();
+    let fds_before = count_fds();
+    let fd_limit = bulkhead_os::sched::raise_fd_limit();
+    let hierarchy = match &options.hierarchy {
+        Some(h) => h.clone(),
+        None => Hierarchy::detect().map_err(RunError::Cgroups)?,
+    };
+    check_commands(system, &options.workdir)?;
+    crate::affinity::check(system, &own_cpus())?;
+    crate::stopstart::check_suspend_to_ram(system)?;
+    let mut warnings = clean_leftovers(&hierarchy);
     let mut control = options
         .control
         .as_deref()

@@ -65,6 +65,36 @@ pub fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Whether process `pid` is a `bulkhead janitor` (a run's child that is no partition's).
+fn is_janitor(pid: u32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    cmdline.split(|&b| b == 0).any(|w| w == b"janitor")
+}
+
+/// The children of run `pid` that partitions run (all but its janitor).
+pub fn partition_children(pid: u32) -> Vec<u32> {
+    children(pid)
+        .into_iter()
+        .filter(|&c| !is_janitor(c))
+        .collect()
+}
+
+/// SIGKILLs the janitor of supervisor `pid` (its child `bulkhead janitor --watch PID`),
+/// so that a test of what the *next* run cleans up does not race the janitor; returns
+/// how many it killed (one, once the run has started).
+pub fn kill_janitor(pid: u32) -> usize {
+    let janitors: Vec<u32> = children(pid)
+        .into_iter()
+        .filter(|&c| is_janitor(c))
+        .collect();
+    for &j in &janitors {
+        // SAFETY: kill has no memory preconditions; `j` is our grandchild, which
+        // cannot be reaped (and its pid reused) while its parent, our child, lives.
+        unsafe { libc::kill(j as i32, libc::SIGKILL) };
+    }
+    janitors.len()
+}
+
 /// `chrt -p PID` as printed.
 pub fn chrt(pid: u32) -> String {
     let out = Command::new("chrt")
