@@ -1,5 +1,6 @@
 //! `bulkhead check` observed from outside: exit codes, messages, canonical output.
 
+mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -78,8 +79,8 @@ fn every_invalid_file_is_rejected_with_file_position_and_key_path() {
 #[test]
 fn examples_are_valid_and_their_canonical_form_reloads_identically() {
     let examples = repo().join("examples");
-    let tmp = std::env::temp_dir().join(format!("bulkhead-canonical-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let scratch = common::Scratch::new("canonical");
+    let tmp = &scratch.0;
     for entry in std::fs::read_dir(&examples).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "yaml") {
@@ -109,19 +110,18 @@ fn examples_are_valid_and_their_canonical_form_reloads_identically() {
             "canonical form is a fixed point"
         );
     }
-    std::fs::remove_dir_all(&tmp).unwrap();
 }
 
 #[test]
 fn warnings_go_to_stderr_and_do_not_fail() {
-    let tmp = std::env::temp_dir().join(format!("bulkhead-warn-{}.yaml", std::process::id()));
+    let scratch = common::Scratch::new("warn");
+    let tmp = scratch.file("warn.yaml");
     std::fs::write(
         &tmp,
         "windows: [{length: 10, sc_processes: [{cmd: a, budget: 8}, {cmd: b, budget: 8}]}]\n",
     )
     .unwrap();
     let out = bulkhead(&["check", tmp.to_str().unwrap()]);
-    std::fs::remove_file(&tmp).unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert!(
         text(&out.stderr).contains("warning:") && text(&out.stderr).contains("cannot all complete")

@@ -40,13 +40,33 @@ macro_rules! require_cgroups {
     };
 }
 
+/// A test's own directory, removed when the test's thread ends (libtest runs each test
+/// on a thread of its own), passed or failed.
+struct TestDir(PathBuf);
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+thread_local! {
+    static TEST_DIR: TestDir = {
+        use std::os::unix::fs::PermissionsExt;
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir()
+            .join(format!("bulkhead-runtime-test-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Partitions run under uids of their own: every one may write its output here.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        TestDir(dir)
+    };
+}
+
+/// `name` in the calling test's own directory.
 fn tmp(name: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = std::env::temp_dir().join(format!("bulkhead-runtime-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    // Partitions run under uids of their own: every one may write its output here.
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    dir.join(name)
+    TEST_DIR.with(|d| d.0.join(name))
 }
 
 struct Ran {

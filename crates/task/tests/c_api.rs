@@ -18,6 +18,22 @@ fn static_lib() -> PathBuf {
         .join("libbulkhead_task.a")
 }
 
+/// A test's directory in /tmp, removed on drop, passed or failed.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("bulkhead-task-{tag}-{}", std::process::id()));
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Compiles `tests/c/<name>.c` into `dir`; `None` without a C compiler.
 fn compile(name: &str, dir: &Path) -> Option<PathBuf> {
     if Command::new("cc").arg("--version").output().is_err() {
@@ -52,8 +68,9 @@ fn compile(name: &str, dir: &Path) -> Option<PathBuf> {
 
 #[test]
 fn a_c_task_uses_the_header_and_static_library() {
-    let dir = std::env::temp_dir().join(format!("bulkhead-task-ctest-{}", std::process::id()));
-    let Some(exe) = compile("task_test", &dir) else {
+    let scratch = Scratch::new("ctest");
+    let dir = &scratch.0;
+    let Some(exe) = compile("task_test", dir) else {
         return;
     };
     let spec = LinkSpec {
@@ -70,7 +87,6 @@ fn a_c_task_uses_the_header_and_static_library() {
     cmd.arg("6");
     link.prepare(&mut cmd);
     let out = cmd.output().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(
@@ -91,8 +107,9 @@ fn a_c_task_uses_the_header_and_static_library() {
 
 #[test]
 fn a_c_task_follows_mode_requests_and_acknowledges_them() {
-    let dir = std::env::temp_dir().join(format!("bulkhead-task-cmode-{}", std::process::id()));
-    let Some(exe) = compile("mode_test", &dir) else {
+    let scratch = Scratch::new("cmode");
+    let dir = &scratch.0;
+    let Some(exe) = compile("mode_test", dir) else {
         return;
     };
     let spec = LinkSpec {
@@ -130,7 +147,6 @@ fn a_c_task_follows_mode_requests_and_acknowledges_them() {
     let second = link.request_mode(1);
     acked(second);
     let status = child.wait().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
     assert_eq!(status.code(), Some(0), "{rest}");
@@ -144,8 +160,9 @@ mod supervise;
 fn a_restartable_c_task_gets_its_checkpoint_back_at_a_resume() {
     use bulkhead_task::Resume;
     use supervise::{counter, wait_for, Proc, Stopper};
-    let dir = std::env::temp_dir().join(format!("bulkhead-task-css-{}", std::process::id()));
-    let Some(exe) = compile("stop_start_test", &dir) else {
+    let scratch = Scratch::new("css");
+    let dir = &scratch.0;
+    let Some(exe) = compile("stop_start_test", dir) else {
         return;
     };
     let spec = LinkSpec {
@@ -161,7 +178,6 @@ fn a_restartable_c_task_gets_its_checkpoint_back_at_a_resume() {
     let mut cmd = Command::new(&exe);
     link.prepare(&mut cmd);
     let mut task = Proc(cmd.spawn().unwrap());
-    let _ = std::fs::remove_dir_all(&dir);
     let mut stop = Stopper::new(&link);
     let long = std::time::Duration::from_secs(10);
     wait_for("5 jobs", long, || counter(&link, "state") >= 105);
