@@ -138,8 +138,9 @@ pub fn run(args: Args) -> ExitCode {
                 .to_string();
         }
     }
-    // Not waited for: it ends after this process, once it has cleaned up behind it.
-    let _janitor = crate::janitor::spawn();
+    // Dropped when this function returns, after the run's own teardown: it then tells
+    // the janitor that there is nothing to clean (a SIGKILL tells it nothing).
+    let _janitor = crate::janitor::Janitor::start();
     match bulkhead_runtime::run(&system, &options) {
         Ok(outcome) => {
             for w in &outcome.warnings {

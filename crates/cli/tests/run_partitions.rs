@@ -6,10 +6,11 @@
 
 mod common;
 use common::{
-    cgroups_of, deadline_children, exclusive_cpus_lock, is_root, kill_janitor, shm_objects, Scratch,
+    cgroups_of, deadline_children, exclusive_cpus_lock, is_root, kill_janitor, shm_objects,
+    CleanLeftovers, Running, Scratch,
 };
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn bulkhead(args: &[&str]) -> Output {
@@ -156,7 +157,7 @@ fn memory_cgroups(c: &[String]) -> usize {
 /// Starts a run of an rt and a be partition with 32 MiB memory limits, each running a
 /// sleep no other process on the machine runs; returns the run and that sleep once
 /// both partitions' memory cgroups exist and both sleeps run.
-fn run_to_kill(dir: &Scratch) -> (Child, String) {
+fn run_to_kill(dir: &Scratch) -> (Running, String) {
     let desc = dir.file("system.yaml");
     let sleep = format!("sleep 1000.{}", std::process::id());
     std::fs::write(
@@ -164,18 +165,20 @@ fn run_to_kill(dir: &Scratch) -> (Child, String) {
         format!("system: {{}}\npartitions:\n  - {{name: ivi, cpus: 1, memory: 32MiB, processes: [{sleep}]}}\n  - name: ctl\n    kind: rt\n    cpus: 0\n    memory: 32MiB\n    scheduler: edf\n    tasks:\n      - {{name: t, cmd: {sleep}, budget: 1ms, period: 10ms}}\n"),
     )
     .unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
-        .args(["run", desc.to_str().unwrap(), "--timeout", "60s"])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let run = Running(Some(
+        Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+            .args(["run", desc.to_str().unwrap(), "--timeout", "60s"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    let pid = run.0.as_ref().unwrap().id();
     let deadline = Instant::now() + Duration::from_secs(3);
-    while (memory_cgroups(&cgroups_of(run.id())) < 2 || running(&sleep) < 2)
-        && Instant::now() < deadline
+    while (memory_cgroups(&cgroups_of(pid)) < 2 || running(&sleep) < 2) && Instant::now() < deadline
     {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let cgroups = cgroups_of(run.id());
+    let cgroups = cgroups_of(pid);
     assert_eq!(
         memory_cgroups(&cgroups),
         2,
@@ -210,8 +213,10 @@ fn a_killed_supervisors_janitor_removes_its_cgroups_and_processes() {
         return;
     }
     let _lock = exclusive_cpus_lock();
+    let _clean = CleanLeftovers;
     let dir = Scratch::new("killed-janitor");
-    let (mut victim, sleep) = run_to_kill(&dir);
+    let (mut run, sleep) = run_to_kill(&dir);
+    let mut victim = run.0.take().unwrap();
     let pid = victim.id();
     victim.kill().unwrap();
     victim.wait().unwrap();
@@ -234,13 +239,16 @@ fn a_killed_supervisors_processes_die_with_it_and_the_next_run_removes_its_cgrou
         return;
     }
     let _lock = exclusive_cpus_lock();
+    let _clean = CleanLeftovers;
     let dir = Scratch::new("killed");
-    let (mut victim, sleep) = run_to_kill(&dir);
+    let (mut run, sleep) = run_to_kill(&dir);
+    let mut victim = run.0.take().unwrap();
     let pid = victim.id();
     let before = cgroups_of(pid);
-    assert_eq!(kill_janitor(pid), 1, "the run's janitor");
+    let janitors = kill_janitor(pid);
     victim.kill().unwrap();
     victim.wait().unwrap();
+    assert_eq!(janitors, 1, "the run's janitor");
     assert_eq!(cgroups_of(pid), before, "SIGKILL leaves them");
     // Both die with the supervisor (parent-death signal), not at the next run.
     assert!(

@@ -286,6 +286,7 @@ fn a_killed_run_s_settings_are_restored_by_the_next_run() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _clean = common::CleanLeftovers;
     let dir = Scratch::new("power-kill");
     let root = cpufreq_tree(&dir.0);
     let desc = dir.file("system.yaml");
@@ -309,9 +310,10 @@ fn a_killed_run_s_settings_are_restored_by_the_next_run() {
         std::thread::sleep(Duration::from_millis(10));
     }
     // Without its janitor (which restores them when the run dies), the next run does.
-    assert_eq!(common::kill_janitor(child.id()), 1, "the run's janitor");
+    let janitors = common::kill_janitor(child.id());
     child.kill().unwrap();
     child.wait().unwrap();
+    assert_eq!(janitors, 1, "the run's janitor");
     assert_eq!(
         file(&root, 0, "scaling_governor"),
         "userspace",

@@ -353,7 +353,8 @@ fn a_best_effort_program_learns_of_each_stop_and_drops_inputs_from_before_the_re
     // replies (a lower bound only: the rest is the machine's).
     assert!(totals[0] >= 100_000_000, "{totals:?}");
     assert!(totals[1] >= totals[0] + 100_000_000, "{totals:?}");
-    // Each suspend is seen before or with its resume, never a resume without it.
+    // Each suspend is reported before its resume, or with it (one `resumed` event
+    // covers a suspend and resume seen together), never after it.
     let text_out = std::fs::read_to_string(&out).unwrap();
     let seen: Vec<&str> = text_out
         .lines()
@@ -372,6 +373,12 @@ fn a_best_effort_program_learns_of_each_stop_and_drops_inputs_from_before_the_re
     assert!(seen.iter().all(allowed), "{seen:?}");
     let resumes: Vec<&&str> = seen.iter().filter(|l| l.starts_with("resumed")).collect();
     assert_eq!(resumes, [&"resumed seq=1", &"resumed seq=2"], "{seen:?}");
+    for n in 1..=2 {
+        let at = |what: &str| seen.iter().position(|l| *l == format!("{what} seq={n}"));
+        if let Some(suspending) = at("suspending") {
+            assert!(Some(suspending) < at("resumed"), "{seen:?}");
+        }
+    }
 }
 
 #[test]
@@ -380,6 +387,7 @@ fn a_supervisor_killed_while_suspended_is_cleaned_up_by_the_next_start() {
         return;
     }
     let _lock = exclusive_cpus_lock();
+    let _clean = common::CleanLeftovers;
     let dir = Scratch::new("stopstart-kill");
     let tag = format!("{}9", std::process::id());
     let file = system(&dir, &tag);
@@ -399,9 +407,10 @@ fn a_supervisor_killed_while_suspended_is_cleaned_up_by_the_next_start() {
     assert_eq!(freezer_state(hmi[0]), "FROZEN");
     let mut child = run.0.take().unwrap();
     // Without its janitor (which cleans up when the run dies), the next start does.
-    assert_eq!(common::kill_janitor(child.id()), 1, "the run's janitor");
+    let janitors = common::kill_janitor(child.id());
     child.kill().unwrap();
     child.wait().unwrap();
+    assert_eq!(janitors, 1, "the run's janitor");
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(
         freezer_state(hmi[0]),

@@ -172,18 +172,21 @@ fn own_cpus() -> CpuSet {
 /// run's teardown removes its own): their cgroups with any process still in them, their
 /// named channels, the rt partitions' shields, interfaces and workqueue masks, and the
 /// CPUFreq settings of their power policies. What belongs to a supervisor that runs is
-/// kept (owners are recognised by pid and start time). Returns one line per thing
-/// removed or restored, and per failure.
-pub fn clean_leftovers(hierarchy: &Hierarchy) -> Vec<String> {
+/// kept (owners are recognised by pid and start time). Without a `hierarchy` (none
+/// could be detected) the cgroups are left and the rest is done. Returns one line per
+/// thing removed or restored, and per failure.
+pub fn clean_leftovers(hierarchy: Option<&Hierarchy>) -> Vec<String> {
     let mut warnings = Vec::new();
-    let (removed, failed) = leftovers::clean(hierarchy);
-    for dir in removed {
-        warnings.push(format!(
-            "removed cgroups left by a bulkhead that died: {}",
-            dir.display()
-        ));
+    if let Some(hierarchy) = hierarchy {
+        let (removed, failed) = leftovers::clean(hierarchy);
+        for dir in removed {
+            warnings.push(format!(
+                "removed cgroups left by a bulkhead that died: {}",
+                dir.display()
+            ));
+        }
+        warnings.extend(failed);
     }
-    warnings.extend(failed);
     let (channels, failed) = leftovers::clean_channels();
     for name in channels {
         warnings.push(format!(
@@ -209,7 +212,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     check_commands(system, &options.workdir)?;
     crate::affinity::check(system, &own_cpus())?;
     crate::stopstart::check_suspend_to_ram(system)?;
-    let mut warnings = clean_leftovers(&hierarchy);
+    let mut warnings = clean_leftovers(Some(&hierarchy));
     let mut control = options
         .control
         .as_deref()

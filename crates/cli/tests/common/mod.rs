@@ -146,6 +146,21 @@ pub fn shm_objects(prefix: &str) -> Vec<String> {
         .collect()
 }
 
+/// Removes, when dropped (also when a test fails), what supervisors that no longer run
+/// left behind, as the janitor of a killed run does (`bulkhead janitor` given a pid that
+/// is not its parent cleans up at once): for tests that kill a run and its janitor.
+pub struct CleanLeftovers;
+
+impl Drop for CleanLeftovers {
+    fn drop(&mut self) {
+        let _ = bulkhead()
+            .args(["janitor", "--watch", "1"])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
 /// A `bulkhead run` stopped on drop if a test fails before it ends (SIGTERM, so that it
 /// stops its tasks and removes its cgroups).
 pub struct Running(pub Option<Child>);
