@@ -34,7 +34,7 @@ pub(crate) fn of_record(path: &Path) -> Option<Owner> {
     Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
 }
 
-/// Whether the owner still runs (same pid, same start time).
+/// Whether the owner still runs (same pid, same start time; a zombie has ended).
 pub(crate) fn alive((pid, start): Owner) -> bool {
-    stat_fields(pid).is_some_and(|f| f.2 == start)
+    u32::try_from(pid).is_ok_and(|pid| bulkhead_os::proc::start_time(pid) == Some(start))
 }
