@@ -153,9 +153,12 @@ impl NoticeWriter {
         Ok(NoticeWriter { fd, map })
     }
 
-    /// The page's descriptor (to duplicate for the partitions).
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+    /// A new close-on-exec descriptor of the page opened read-only (reopened through
+    /// `/proc/self/fd`), for a partition: neither it nor the seals let it write.
+    pub fn read_only_fd(&self) -> std::io::Result<OwnedFd> {
+        let path = format!("/proc/self/fd/{}", self.fd.as_raw_fd());
+        let file = std::fs::OpenOptions::new().read(true).open(path)?;
+        Ok(OwnedFd::from(file))
     }
 
     /// Publishes suspend request `seq`, to be acknowledged by `deadline_ns`, and wakes
@@ -268,11 +271,19 @@ impl StopStart {
     /// miss an event the first took).
     pub fn event(&self) -> Option<Event> {
         let n = self.notice();
-        let resume_seq = n.resume_seq.load(Acquire);
-        let resumed = Event::Resumed {
-            seq: resume_seq,
-            resumed_at_ns: n.resumed_at_ns.load(Relaxed),
-            suspended_ns: n.suspended_ns.load(Relaxed),
+        // The resume's times go with its number: read again if a later resume was
+        // published meanwhile (this program may be frozen between any two loads).
+        let (resume_seq, resumed) = loop {
+            let seq = n.resume_seq.load(Acquire);
+            let resumed = Event::Resumed {
+                seq,
+                resumed_at_ns: n.resumed_at_ns.load(Relaxed),
+                suspended_ns: n.suspended_ns.load(Relaxed),
+            };
+            std::sync::atomic::fence(Acquire);
+            if n.resume_seq.load(Relaxed) == seq {
+                break (seq, resumed);
+            }
         };
         let suspend_seq = n.suspend_seq.load(Acquire);
         let suspending = Event::Suspending {
@@ -405,7 +416,14 @@ mod tests {
     #[test]
     fn a_program_sees_the_suspend_then_the_resume_and_drops_older_inputs() {
         let w = NoticeWriter::create().unwrap();
-        let p = StopStart::from_fd(w.fd()).unwrap();
+        let ro = w.read_only_fd().unwrap();
+        // SAFETY: a one-byte write from a live buffer; it must be refused.
+        let wrote = unsafe { libc::write(ro.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+        assert_eq!(
+            wrote, -1,
+            "a partition's descriptor of the page cannot write"
+        );
+        let p = StopStart::from_fd(ro.as_fd()).unwrap();
         assert_eq!(p.event(), None);
         assert_eq!(p.resumed_at_ns(), 0);
         w.suspend(1, 5_000);
@@ -443,7 +461,8 @@ mod tests {
     #[test]
     fn a_suspend_and_resume_seen_together_are_one_resumed_event() {
         let w = NoticeWriter::create().unwrap();
-        let p = StopStart::from_fd(w.fd()).unwrap();
+        let ro = w.read_only_fd().unwrap();
+        let p = StopStart::from_fd(ro.as_fd()).unwrap();
         w.suspend(1, 1);
         w.resume(1, 10, 20);
         w.suspend(2, 30);
@@ -471,7 +490,7 @@ mod tests {
                 NOTICE_LEN,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
-                w.fd().as_raw_fd(),
+                w.fd.as_raw_fd(),
                 0,
             )
         };
@@ -481,7 +500,7 @@ mod tests {
         }
         assert_eq!(p, libc::MAP_FAILED, "the sealed page was mapped writable");
         // SAFETY: pwrite from a valid one-byte buffer; the seal must refuse it.
-        let n = unsafe { libc::pwrite(w.fd().as_raw_fd(), [1u8].as_ptr().cast(), 1, 8) };
+        let n = unsafe { libc::pwrite(w.fd.as_raw_fd(), [1u8].as_ptr().cast(), 1, 8) };
         assert_eq!(n, -1);
     }
 }

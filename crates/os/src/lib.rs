@@ -2,7 +2,8 @@
 //! (`bulkhead-runtime`), the reservations (`bulkhead-reserve`) and the channels
 //! (`bulkhead-chan`) share, each written once.
 //!
-//! - [`proc`]: `/proc/PID/stat` ([`proc::proc_stat`]);
+//! - [`proc`]: `/proc/PID/stat` ([`proc::proc_stat`]), a process's end on a pidfd;
+//! - [`fd`]: descriptors handed to children, numbered above the ones moved into place;
 //! - [`clock`]: CLOCK_MONOTONIC, the clock every bulkhead time is on, and the other clocks;
 //! - [`event`]: the supervisor's event loop: epoll, a timerfd on absolute CLOCK_MONOTONIC
 //!   times, non-blocking reads and writes of its channel sockets, reaping children;
@@ -11,13 +12,15 @@
 //!
 //! It sits at the bottom of the OS layers: it imports no other bulkhead crate.
 //!
-//! One system-call crate, `libc`: the layer needs `clone3` with `CLONE_INTO_CGROUP`,
-//! `sched_setattr` and async-signal-safe child code between `fork` and `exec`, which
-//! neither `rustix` nor `nix` offers, and the code it takes over from `runtime` and
-//! `reserve` is written against `libc` already, so the moves stay mechanical.
+//! One system-call crate, `libc`: the code it takes over from `runtime` and `reserve` is
+//! written against `libc` already, so the moves stay mechanical, and the launcher that
+//! is to move here next (today in `runtime` and `reserve`) needs `clone3` with
+//! `CLONE_INTO_CGROUP`, `sched_setattr` and async-signal-safe child code between `fork`
+//! and `exec`, which neither `rustix` nor `nix` offers.
 
 pub mod clock;
 pub mod event;
+pub mod fd;
 pub mod proc;
 pub mod sched;
 pub mod signal;

@@ -106,7 +106,9 @@ impl Control {
             self.server
                 .adopt(ours, true)
                 .map_err(|e| RunError::io(format!("status connection of {}", p.name), e))?;
-            links.hand(&p.name, STATUS_VAR, OwnedFd::from(theirs));
+            links
+                .hand(&p.name, STATUS_VAR, OwnedFd::from(theirs))
+                .map_err(|e| RunError::io(format!("status connection of {}", p.name), e))?;
         }
         Ok(())
     }

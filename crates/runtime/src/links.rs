@@ -35,7 +35,7 @@ use bulkhead_canwire::{env_var, CanId, GatewayArgs, Role, SOCKETCAN_PREFIX, WIRE
 use bulkhead_chan::{Channel, End, Spec};
 use bulkhead_model::{Bus, Channel as ModelChannel, ChannelKind, Endpoint, System};
 use std::collections::BTreeMap;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -127,7 +127,10 @@ impl Links {
                 ),
                 source: e,
             })?;
-            self.hand(&p.name, LISTEN_VAR, OwnedFd::from(listener));
+            let handed = self.hand(&p.name, LISTEN_VAR, OwnedFd::from(listener));
+            handed.map_err(|e| {
+                RunError::io(format!("partition `{}`: listening socket", p.name), e)
+            })?;
         }
         Ok(())
     }
@@ -145,18 +148,21 @@ impl Links {
         system
     }
 
-    /// Creates the description's channel `c` as `c<pid>-<index>` (short and valid: a
-    /// channel name of the description may be long or contain any character).
     /// Hands `fd` to partition `partition`'s processes as `var=fd:N`, held until they
-    /// have started.
-    pub fn hand(&mut self, partition: &str, var: &str, fd: OwnedFd) {
+    /// have started; `N` is a duplicate's number, above the descriptors the launcher
+    /// moves into place in the child (a channel becomes fd 3).
+    pub fn hand(&mut self, partition: &str, var: &str, fd: OwnedFd) -> std::io::Result<()> {
+        let fd = bulkhead_os::fd::dup_for_handing(fd.as_fd())?;
         let vars = self.env.entry(partition.to_string()).or_default();
         vars.push((var.to_string(), format!("fd:{}", fd.as_raw_fd())));
         let fds = self.fds.entry(partition.to_string()).or_default();
         fds.push(fd.as_raw_fd());
         self.handed.push(fd);
+        Ok(())
     }
 
+    /// Creates the description's channel `c` as `c<pid>-<index>` (short and valid: a
+    /// channel name of the description may be long or contain any character).
     fn add_channel(&mut self, index: usize, c: &ModelChannel) -> Result<(), RunError> {
         let name = format!("c{}-{index}", std::process::id());
         let spec = match c.kind {

@@ -218,9 +218,8 @@ pub fn hand_notice(
     }
     let notice = NoticeWriter::create().map_err(|e| RunError::io("stop-start notice page", e))?;
     for name in names {
-        let fd = notice.fd().try_clone_to_owned();
-        let fd = fd.map_err(|e| RunError::io("stop-start notice page", e))?;
-        links.hand(name, NOTICE_VAR, fd);
+        let handed = (notice.read_only_fd()).and_then(|fd| links.hand(name, NOTICE_VAR, fd));
+        handed.map_err(|e| RunError::io("stop-start notice page", e))?;
     }
     Ok(Some(notice))
 }
