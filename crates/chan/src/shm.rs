@@ -89,6 +89,9 @@ pub struct Channel {
     /// The writer's and the reader's lock files of a split channel ([`crate::alive`]);
     /// without them the ends lock their bytes of the message file.
     locks: Option<[OwnedFd; 2]>,
+    /// The creator's descriptors of the lock files with no access (open mode 3), to
+    /// hand to the peers ([`Channel::handover`]).
+    test_only: Option<[OwnedFd; 2]>,
     meta: Meta,
     layout: Layout,
     named: bool,
@@ -287,6 +290,7 @@ impl Channel {
             fd,
             region: None,
             locks: None,
+            test_only: None,
             meta,
             layout,
             named: !memfd,
@@ -394,6 +398,7 @@ impl Channel {
             fd,
             region: None,
             locks: None,
+            test_only: None,
             meta,
             layout,
             named,
@@ -523,13 +528,19 @@ impl Channel {
             rustix::fs::fchmod(fd, read_only).map_err(|e| Error::io("fchmod channel", e))?;
         }
         chan.region = Some(region);
-        let lock_file = |end: &str| -> Result<OwnedFd> {
+        let lock_file = |end: &str| -> Result<(OwnedFd, OwnedFd)> {
             let fd = rustix::fs::memfd_create(format!("{PREFIX}{}-{end}-lock", spec.name), flags)
                 .map_err(|e| Error::io("memfd_create", e))?;
+            // Opened with no access while the mode still allows it (open mode 3 needs
+            // read and write permission, which 0400 denies all but root).
+            let test_only = reopen_test_only(&fd)?;
             rustix::fs::fchmod(&fd, Mode::RUSR).map_err(|e| Error::io("fchmod lock file", e))?;
-            Ok(fd)
+            Ok((fd, test_only))
         };
-        chan.locks = Some([lock_file("writer")?, lock_file("reader")?]);
+        let (writer, writer_test) = lock_file("writer")?;
+        let (reader, reader_test) = lock_file("reader")?;
+        chan.locks = Some([writer, reader]);
+        chan.test_only = Some([writer_test, reader_test]);
         Ok(chan)
     }
 
@@ -567,7 +578,9 @@ impl Channel {
     /// file read-only and its peer's with no access (open mode 3: the lock can be
     /// tested, not taken). Only the creator of a split channel can hand it over.
     pub fn handover(&self, end: End) -> Result<Handover> {
-        let (Some(region), Some([writer, reader])) = (&self.region, &self.locks) else {
+        let (Some(region), Some([writer, reader]), Some([writer_test, reader_test])) =
+            (&self.region, &self.locks, &self.test_only)
+        else {
             return Err(Error::Invalid(format!(
                 "channel {:?} is not split: only a channel made by create_split is handed over",
                 self.meta.name
@@ -578,15 +591,16 @@ impl Channel {
             End::Reader => (false, true),
             End::Both => (true, true),
         };
-        let lock = |file: &OwnedFd, mine: bool| match mine {
+        let lock = |file: &OwnedFd, test_only: &OwnedFd, mine: bool| match mine {
             true => grant(file, false),
-            false => grant_test_only(file),
+            false => rustix::io::fcntl_dupfd_cloexec(test_only, HANDOVER_MIN_FD)
+                .map_err(|e| Error::io("dup lock file", e)),
         };
         Ok(Handover {
             data: grant(&self.fd, data_rw)?,
             region: grant(region, region_rw)?,
-            writer_lock: lock(writer, data_rw)?,
-            reader_lock: lock(reader, region_rw)?,
+            writer_lock: lock(writer, writer_test, data_rw)?,
+            reader_lock: lock(reader, reader_test, region_rw)?,
         })
     }
 
@@ -678,16 +692,14 @@ fn grant(fd: &OwnedFd, writable: bool) -> Result<OwnedFd> {
 }
 
 /// `fd` reopened with neither read nor write access (open mode 3, which needs both
-/// permissions to open), close-on-exec, at 10 or above: its record locks can be tested
+/// permissions to open), close-on-exec: its record locks can be tested
 /// (`F_OFD_GETLK`), not taken (`EBADF`).
-fn grant_test_only(fd: &OwnedFd) -> Result<OwnedFd> {
+fn reopen_test_only(fd: &OwnedFd) -> Result<OwnedFd> {
     use rustix::fd::AsRawFd;
     let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
     let flags = rustix::fs::OFlags::RDWR | rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC;
-    let reopened = rustix::fs::open(path.as_str(), flags, Mode::empty())
-        .map_err(|e| Error::io("reopen lock file without access", e))?;
-    rustix::io::fcntl_dupfd_cloexec(&reopened, HANDOVER_MIN_FD)
-        .map_err(|e| Error::io("dup lock file", e))
+    rustix::fs::open(path.as_str(), flags, Mode::empty())
+        .map_err(|e| Error::io("reopen lock file without access", e))
 }
 
 /// A duplicate of descriptor `raw`, inherited from the supervisor.

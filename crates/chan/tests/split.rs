@@ -251,3 +251,44 @@ fn a_reader_sees_when_its_writer_attaches_and_lets_go() {
     drop(tx);
     assert!(!rx.writer_attached());
 }
+
+/// A supervisor that is not root hands split channels over too: the peers' lock
+/// descriptors with no access are opened while the lock files' mode still allows it.
+/// Run as root, the test creates and hands the channel from a thread that gave up root
+/// (raw `setresuid` changes the calling thread's credentials only).
+#[test]
+fn a_supervisor_without_root_hands_over_split_channels() {
+    let attempt = || -> Result<(), Error> {
+        let chan = Channel::create_split(&Spec::fifo("split-nonroot", 32, 4))?;
+        let writer = chan.handover(End::Writer)?;
+        let reader = chan.handover(End::Reader)?;
+        let mut tx = Channel::from_handover(writer)?.sender()?;
+        let mut rx = Channel::open_handed(&reader.value())?.receiver()?;
+        tx.write(&[5; 32])?;
+        let mut m = [0u8; 32];
+        rx.read(&mut m)?;
+        assert_eq!(m, [5; 32]);
+        Ok(())
+    };
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        return attempt().unwrap();
+    }
+    std::thread::spawn(move || {
+        let nobody = 65534;
+        // SAFETY: raw setresgid/setresuid change this thread's credentials alone.
+        unsafe {
+            assert_eq!(
+                libc::syscall(libc::SYS_setresgid, nobody, nobody, nobody),
+                0
+            );
+            assert_eq!(
+                libc::syscall(libc::SYS_setresuid, nobody, nobody, nobody),
+                0
+            );
+        }
+        attempt().unwrap();
+    })
+    .join()
+    .unwrap();
+}
