@@ -123,8 +123,13 @@ mod tests {
         process.wait_exit().unwrap();
         assert!(started.elapsed() >= std::time::Duration::from_millis(100));
         assert!(child.try_wait().unwrap().is_some(), "it has ended");
-        // A pid no process has: nothing to wait for.
-        assert!(Process::open(u32::MAX >> 10).unwrap().is_none());
+        // A pid no process can have (above pid_max): nothing to wait for.
+        let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(Process::open(pid_max + 1).unwrap().is_none());
     }
 
     #[test]

@@ -36,29 +36,35 @@ pub fn raise_fd_limit() -> u64 {
 }
 
 /// The calling thread under SCHED_FIFO with SCHED_RESET_ON_FORK (children start
-/// with the normal policy); the previous policy is restored on drop.
+/// with the normal policy); the previous policy is restored on drop. It belongs to the
+/// thread that entered (not `Send`): dropped elsewhere it would reset another thread.
 pub struct Realtime {
     policy: i32,
     param: libc::sched_param,
+    _thread: std::marker::PhantomData<*const ()>,
 }
 
 impl Realtime {
-    /// Enters SCHED_FIFO at `priority`; the error is the kernel's refusal.
+    /// Enters SCHED_FIFO at `priority`; the error is the kernel's refusal (or a failure
+    /// to read the policy in force, which could then not be restored).
     pub fn enter(priority: i32) -> std::io::Result<Realtime> {
-        // SAFETY: querying and setting the calling thread's policy with valid params.
-        unsafe {
-            let policy = libc::sched_getscheduler(0);
-            let mut param: libc::sched_param = std::mem::zeroed();
-            libc::sched_getparam(0, &mut param);
-            let fifo = libc::sched_param {
-                sched_priority: priority,
-            };
-            if libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &fifo) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(Realtime { policy, param })
-        }
+        // SAFETY: querying the calling thread's policy; `param` is a valid sched_param.
+        let policy = crate::check(unsafe { libc::sched_getscheduler(0) })?;
+        // SAFETY: as above.
+        let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+        // SAFETY: `param` is a valid sched_param for the kernel to fill.
+        crate::check(unsafe { libc::sched_getparam(0, &mut param) })?;
+        let fifo = libc::sched_param {
+            sched_priority: priority,
+        };
+        let flags = libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK;
+        // SAFETY: setting the calling thread's policy with a valid sched_param.
+        crate::check(unsafe { libc::sched_setscheduler(0, flags, &fifo) })?;
+        Ok(Realtime {
+            policy,
+            param,
+            _thread: std::marker::PhantomData,
+        })
     }
 }
 
@@ -74,8 +80,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn this_process_runs_on_some_cpu_and_may_open_files() {
+    fn this_process_runs_on_some_cpu_and_may_open_its_hard_limit_of_files() {
         assert!(!own_cpus().is_empty());
-        assert!(raise_fd_limit() >= 1);
+        let limit = raise_fd_limit();
+        let mut now = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: a valid rlimit for getrlimit to fill.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut now) }, 0);
+        assert_eq!((limit, now.rlim_cur), (now.rlim_max, now.rlim_max));
     }
 }

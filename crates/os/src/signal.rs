@@ -1,11 +1,21 @@
 //! SIGINT and SIGTERM as readable events: a handler writes one byte to a pipe the
 //! event loop watches (the self-pipe pattern; works whatever threads the process has).
+//!
+//! The pipe is the process's, made once and never closed: a handler that runs on
+//! another thread while the handlers are being restored writes to it, never to a
+//! descriptor number closed and reused meanwhile.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::OnceLock;
 
+/// The process's pipe: read end, write end.
+static PIPE: OnceLock<[OwnedFd; 2]> = OnceLock::new();
+/// The pipe's write end for the handler (-1 until the pipe exists).
 static WRITE_END: AtomicI32 = AtomicI32::new(-1);
+/// Whether a [`StopSignals`] is installed.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     let fd = WRITE_END.load(Ordering::Relaxed);
@@ -15,27 +25,49 @@ extern "C" fn on_signal(_: libc::c_int) {
     }
 }
 
+/// The process's pipe, made on first use.
+fn pipe() -> io::Result<&'static [OwnedFd; 2]> {
+    if let Some(p) = PIPE.get() {
+        return Ok(p);
+    }
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array for pipe2 to fill.
+    crate::check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) })?;
+    // SAFETY: pipe2 succeeded; both fds are new and owned here.
+    let made = unsafe { [OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])] };
+    // Only one StopSignals is installed at a time, so no other thread is here.
+    let p = PIPE.get_or_init(|| made);
+    WRITE_END.store(p[1].as_raw_fd(), Ordering::Relaxed);
+    Ok(p)
+}
+
 /// Installed handlers; dropping restores the previous ones.
 pub struct StopSignals {
-    read_end: OwnedFd,
-    write_end: OwnedFd,
+    read_end: i32,
     previous: [libc::sigaction; 2],
 }
 
 const SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
 
 impl StopSignals {
-    /// Installs the handlers. Precondition: one instance at a time per process.
+    /// Installs the handlers; fails with `AlreadyExists` while another instance is
+    /// installed in this process, and with the kernel's error if `sigaction` refuses.
     pub fn install() -> io::Result<StopSignals> {
-        let mut fds = [0; 2];
-        // SAFETY: `fds` is a valid array for pipe2 to fill.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } < 0 {
-            return Err(io::Error::last_os_error());
+        if INSTALLED.swap(true, Ordering::AcqRel) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "stop signal handlers are installed already",
+            ));
         }
-        // SAFETY: pipe2 succeeded; both fds are new and owned here.
-        let (read_end, write_end) =
-            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        WRITE_END.store(write_end.as_raw_fd(), Ordering::Relaxed);
+        let installed = Self::install_handlers();
+        if installed.is_err() {
+            INSTALLED.store(false, Ordering::Release);
+        }
+        installed
+    }
+
+    fn install_handlers() -> io::Result<StopSignals> {
+        let read_end = pipe()?[0].as_raw_fd();
         // SAFETY: zeroed sigaction structs are valid "no handler" values to be filled.
         let mut previous: [libc::sigaction; 2] = unsafe { std::mem::zeroed() };
         for (i, &sig) in SIGNALS.iter().enumerate() {
@@ -44,35 +76,34 @@ impl StopSignals {
             action.sa_sigaction = on_signal as *const () as usize;
             action.sa_flags = libc::SA_RESTART;
             // SAFETY: valid sigaction pointers; the handler is async-signal-safe.
-            unsafe {
+            let set = unsafe {
                 libc::sigemptyset(&mut action.sa_mask);
-                libc::sigaction(sig, &action, &mut previous[i]);
+                libc::sigaction(sig, &action, &mut previous[i])
+            };
+            if let Err(e) = crate::check(set) {
+                for (j, &restored) in SIGNALS[..i].iter().enumerate() {
+                    // SAFETY: restoring a handler saved just above.
+                    unsafe { libc::sigaction(restored, &previous[j], std::ptr::null_mut()) };
+                }
+                return Err(e);
             }
         }
-        Ok(StopSignals {
-            read_end,
-            write_end,
-            previous,
-        })
+        let signals = StopSignals { read_end, previous };
+        // A signal of an earlier instance's time is no stop request of this one.
+        signals.drain();
+        Ok(signals)
     }
 
     /// The fd that becomes readable when a stop signal arrived.
     pub fn fd(&self) -> i32 {
-        self.read_end.as_raw_fd()
+        self.read_end
     }
 
     /// Consumes the pending notifications.
     pub fn drain(&self) {
         let mut buf = [0u8; 16];
         // SAFETY: reading into a valid buffer from our non-blocking pipe.
-        while unsafe {
-            libc::read(
-                self.read_end.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-            )
-        } > 0
-        {}
+        while unsafe { libc::read(self.read_end, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
     }
 }
 
@@ -82,7 +113,27 @@ impl Drop for StopSignals {
             // SAFETY: restoring the handlers saved at install.
             unsafe { libc::sigaction(sig, &self.previous[i], std::ptr::null_mut()) };
         }
-        WRITE_END.store(-1, Ordering::Relaxed);
-        let _ = self.write_end.as_raw_fd();
+        INSTALLED.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_instance_at_a_time_and_a_raised_signal_is_readable() {
+        let signals = StopSignals::install().unwrap();
+        let again = StopSignals::install().err().expect("a second instance");
+        assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
+        // SAFETY: raise(2) delivers SIGTERM to this thread, whose handler is ours.
+        assert_eq!(unsafe { libc::raise(libc::SIGTERM) }, 0);
+        let mut byte = [0u8; 1];
+        // SAFETY: reading one byte into a valid buffer from the non-blocking pipe.
+        let n = unsafe { libc::read(signals.fd(), byte.as_mut_ptr().cast(), 1) };
+        assert_eq!((n, byte), (1, *b"s"));
+        drop(signals);
+        let next = StopSignals::install().unwrap();
+        next.drain();
     }
 }

@@ -57,7 +57,8 @@ pub struct RunOptions {
     pub workdir: PathBuf,
     /// The cgroups to use; `None` = detect ([`Hierarchy::detect`]).
     pub hierarchy: Option<Hierarchy>,
-    /// Stop on SIGINT/SIGTERM (the CLI); tests leave the process's handlers alone.
+    /// Stop on SIGINT/SIGTERM (the CLI); tests leave the process's handlers alone. One
+    /// run at a time per process may ask for it (another fails to start).
     pub handle_signals: bool,
     /// Run the supervisor under SCHED_FIFO at this priority (as DEmOS does), so that
     /// window switches are not delayed by other work; processes it spawns get the
