@@ -58,8 +58,8 @@
 //! the task writes entry `msg_written % MESSAGE_EVENTS`, then stores `msg_written + 1`
 //! (Release); it drops the event (counting `msg_dropped`) when `msg_written - msg_read`
 //! is already [`MESSAGE_EVENTS`]. The supervisor loads `msg_written` (Acquire), reads the
-//! entries from `msg_read` on (at most [`MESSAGE_EVENTS`], whatever a faulty task
-//! stored) and stores the new `msg_read` (Release). Bounded: a consumer that falls
+//! entries from `msg_read` on (none when a faulty task stored a count more than
+//! [`MESSAGE_EVENTS`] ahead: it skips them) and stores the new `msg_read` (Release). Bounded: a consumer that falls
 //! behind loses the newest events, counted, and never blocks the task.
 use crate::error::{Error, Result};
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -338,11 +338,17 @@ impl Control {
     }
 
     /// Moves the message events waiting in the ring into `out` (supervisor side, the
-    /// only reader; at most [`MESSAGE_EVENTS`] per call); returns how many.
+    /// only reader; at most [`MESSAGE_EVENTS`] per call); returns how many. A count more
+    /// than a ring ahead, which [`Control::push_message`] never stores, is a faulty
+    /// task's: its events are skipped, none taken, so that it cannot flood the log.
     pub fn take_messages(&self, out: &mut Vec<Message>) -> usize {
         let written = self.msg_written.load(Acquire);
         let read = self.msg_read.load(Relaxed);
-        let n = written.wrapping_sub(read).min(MESSAGE_EVENTS as u64);
+        if written.wrapping_sub(read) > MESSAGE_EVENTS as u64 {
+            self.msg_read.store(written, Release);
+            return 0;
+        }
+        let n = written.wrapping_sub(read);
         for i in 0..n {
             let e = &self.msgs[(read.wrapping_add(i) % MESSAGE_EVENTS as u64) as usize];
             out.push((
@@ -665,10 +671,12 @@ mod tests {
         out.clear();
         assert_eq!(c.take_messages(&mut out), 1);
         assert_eq!(out, vec![(500, 1, 2)]);
-        // A faulty task's count far ahead: the supervisor reads one ring's worth.
+        // A faulty task's count far ahead: the supervisor skips to it, taking nothing.
         c.msg_written.store(1 << 40, Release);
         out.clear();
-        assert_eq!(c.take_messages(&mut out), MESSAGE_EVENTS);
+        assert_eq!(c.take_messages(&mut out), 0);
+        assert!(c.push_message((7, 1, 2)));
+        assert_eq!(c.take_messages(&mut out), 1);
     }
 
     #[test]
