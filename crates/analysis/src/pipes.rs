@@ -195,8 +195,10 @@ fn stage_task(stage: &bulkhead_model::Stage, solved: &SolvedStage) -> Task {
 /// written in the same period. With every release on one grid the two race, and when
 /// their order flips from one period to the next a four-slot buffer loses a message
 /// even at equal periods. Spread over the period, each stage is released `T/n` after
-/// its producer, once the producer has run. The analysis keeps the releases
-/// synchronous, the worst case of any offsets, so the bounds hold either way.
+/// its producer: after the producer has run when its response time is at most `T/n`
+/// and the two have equal periods (not guaranteed otherwise: the offsets are a
+/// heuristic). The analysis keeps the releases synchronous, the worst case of any
+/// offsets, so the bounds hold either way.
 pub fn phase_offsets(p: &Pipeline, stages: &[SolvedStage]) -> Vec<Time> {
     let mut depth = vec![0u64; p.stages.len()];
     // The edges of a DAG relaxed once per stage give every longest distance.
@@ -206,7 +208,9 @@ pub fn phase_offsets(p: &Pipeline, stages: &[SolvedStage]) -> Vec<Time> {
         }
     }
     let n = depth.iter().max().map_or(1, |d| d + 1);
-    let offset = |(st, &d): (&SolvedStage, &u64)| d * st.period_ns / n;
+    let offset = |(st, &d): (&SolvedStage, &u64)| {
+        (u128::from(d) * u128::from(st.period_ns) / u128::from(n)) as Time
+    };
     stages.iter().zip(&depth).map(offset).collect()
 }
 

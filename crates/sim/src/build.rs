@@ -357,14 +357,14 @@ fn release(task: &Task, arrivals: Arrivals) -> Release {
     match arrivals {
         Arrivals::Periodic => Release::Periodic {
             period: task.period,
-            offset: 0,
+            offset: task.offset,
             jitter: task.release_jitter,
         },
         Arrivals::Sporadic { max_extra_pct } => {
             let max_extra = (task.period as u128 * max_extra_pct as u128 / 100) as Nanos;
             Release::Sporadic {
                 min_gap: task.period,
-                offset: 0,
+                offset: task.offset,
                 max_extra,
             }
         }

@@ -745,7 +745,9 @@ impl<'a> Sim<'a> {
             let kind = EventKind::Message {
                 partition: partition.clone(),
                 task: name.clone(),
-                id: origin.seq,
+                // As a run's: the source in the top 16 bits (here its task index),
+                // its job below, so ids of different sources never collide.
+                id: (u64::from(origin.source) << 48) | (origin.seq & ((1 << 48) - 1)),
                 e2e_ns: *delay,
             };
             self.emit(t, kind);
