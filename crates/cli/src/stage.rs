@@ -468,6 +468,7 @@ fn stage(args: &Args) -> R<()> {
                     .iter()
                     .map(|n| ready_out(n))
                     .collect::<R<_>>()?,
+                unfed_since: None,
                 fed: Box::new(|| {
                     let input = can_input.borrow();
                     input.as_ref().is_none_or(|c| c.rx.writer_attached())
@@ -512,8 +513,13 @@ struct Handshake<'a> {
     to: Vec<Sender>,
     /// Whether the stage's outside feed is attached (true when it has none).
     fed: Box<dyn Fn() -> bool + 'a>,
+    /// When the stage first found its feed not attached, until it has said so.
+    unfed_since: Option<u64>,
     ready: bool,
 }
+
+/// How long a stage waits for its feed before it says that it waits.
+const FEED_PATIENCE_NS: u64 = 1_000_000_000;
 
 impl Handshake<'_> {
     /// Whether the stage is ready (checked once per job until it is).
@@ -522,8 +528,10 @@ impl Handshake<'_> {
             return true;
         }
         if !(self.fed)() {
+            self.unfed_since.get_or_insert_with(now_ns);
             return false;
         }
+        self.unfed_since = None;
         let mut buf = [0u8; READY_SIZE];
         if !self.from.iter_mut().all(|rx| rx.try_read(&mut buf).is_ok()) {
             return false;
@@ -533,6 +541,18 @@ impl Handshake<'_> {
         }
         self.ready = true;
         true
+    }
+
+    /// True once, when the stage has waited [`FEED_PATIENCE_NS`] for its feed.
+    fn feed_late(&mut self) -> bool {
+        let late = self
+            .unfed_since
+            .is_some_and(|t| now_ns().saturating_sub(t) >= FEED_PATIENCE_NS);
+        if late {
+            // Said: a start in the far future is never late again.
+            self.unfed_since = Some(u64::MAX);
+        }
+        late
     }
 }
 
@@ -584,7 +604,12 @@ fn periodic(
                 Phase::Running
             }
             (_, true) => Phase::Running,
-            (_, false) => Phase::Waiting,
+            (_, false) => {
+                if handshake.feed_late() {
+                    say("waiting for the CAN gateway's reader to attach");
+                }
+                Phase::Waiting
+            }
         };
         job(act.release_ns, phase, &mut counts);
         publish(&mut task, &mut counts);
