@@ -211,7 +211,12 @@ impl Gateway {
         for link in self.links {
             let c = Arc::new(LinkCounters::default());
             counters.push((link.partition.clone(), c.clone()));
-            to.push((link.to_partition, c.clone()));
+            to.push(ReaderLink {
+                partition: link.partition.clone(),
+                tx: link.to_partition,
+                counters: c.clone(),
+                only: None,
+            });
             from.push((link.from_partition, link.allow, c));
         }
         let reader = BusReader {
@@ -288,10 +293,19 @@ fn check_unique<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), LinkErro
     Ok(())
 }
 
+/// One partition's channel from the reader.
+struct ReaderLink {
+    partition: String,
+    tx: Sender,
+    counters: Arc<LinkCounters>,
+    /// The only ids forwarded (a pipeline stage's declared ids); `None`: every frame.
+    only: Option<HashSet<CanId>>,
+}
+
 /// CAN to partitions (DriveOS Program 4, one job per call).
 pub struct BusReader {
     bus: Box<dyn CanBus>,
-    links: Vec<(Sender, Arc<LinkCounters>)>,
+    links: Vec<ReaderLink>,
     seq: u64,
     bus_name: String,
     triggers: Option<crate::trigger::Triggers>,
@@ -312,8 +326,13 @@ impl BusReader {
         for (partition, tx) in links {
             check_channel(&partition, "to_partition", tx.meta().msg_size)?;
             let c = Arc::new(LinkCounters::default());
-            counters.push((partition, c.clone()));
-            to.push((tx, c));
+            counters.push((partition.clone(), c.clone()));
+            to.push(ReaderLink {
+                partition,
+                tx,
+                counters: c,
+                only: None,
+            });
         }
         let reader = BusReader {
             bus,
@@ -349,7 +368,12 @@ impl BusReader {
             let Some(msg) = encode(received.t_ns, seq, &received.frame) else {
                 continue;
             };
-            for (tx, counters) in &mut self.links {
+            let id = received.frame.id();
+            for link in &mut self.links {
+                if link.only.as_ref().is_some_and(|ids| !ids.contains(&id)) {
+                    continue;
+                }
+                let (tx, counters) = (&mut link.tx, &link.counters);
                 match tx.try_write(&msg) {
                     Ok(()) => {
                         counters.rx_forwarded.fetch_add(1, Relaxed);
@@ -374,6 +398,16 @@ impl BusReader {
 
     pub fn bus_name(&self) -> &str {
         &self.bus_name
+    }
+
+    /// From now on forwards to `partition` only the frames of `ids` (a pipeline stage's
+    /// declared ids, Boomerang's device path: a stage's link then carries its own frames
+    /// only, instead of every frame on the bus for it to skip). The other frames are
+    /// neither forwarded nor counted for it. An unknown partition is ignored.
+    pub fn forward_only(&mut self, partition: &str, ids: HashSet<CanId>) {
+        for link in self.links.iter_mut().filter(|l| l.partition == partition) {
+            link.only = Some(ids.clone());
+        }
     }
 
     /// Watches stop-start triggers on every frame taken from the bus from now on.
@@ -475,6 +509,58 @@ mod tests {
         assert_eq!(decode(&msg), Ok((123, 7, frame)));
         let fd = Frame::fd(CanId::Standard(1), true, &[0; 16]).unwrap();
         assert!(encode(0, 0, &fd).is_none());
+    }
+
+    /// A link restricted to a stage's ids gets those frames only, counted; an
+    /// unrestricted link on the same reader still gets every frame.
+    #[test]
+    fn a_link_restricted_to_ids_gets_only_their_frames() {
+        use bulkhead_chan::{Channel, Spec};
+        let name = format!("gateway-only-{}", std::process::id());
+        let _serving = crate::vbus::Bus::bind(&name, 500_000).unwrap().spawn();
+        let node = || Box::new(crate::vbus::Node::attach(&name).unwrap());
+        let stage = Channel::create(&Spec::fifo("only-stage", WIRE_SIZE as u32, 8)).unwrap();
+        let client = Channel::create(&Spec::fifo("only-client", WIRE_SIZE as u32, 8)).unwrap();
+        let links = vec![
+            ("q/p1.CanRead".into(), stage.sender().unwrap()),
+            ("ivi".into(), client.sender().unwrap()),
+        ];
+        let (mut reader, counters) = BusReader::new("b", node(), links).unwrap();
+        reader.forward_only("q/p1.CanRead", [CanId::Standard(0x101)].into());
+        let sender = node();
+        for id in [0x101, 0x124, 0x101] {
+            let frame = Frame::new(CanId::Standard(id), &[1]).unwrap();
+            sender.send(&frame).unwrap();
+        }
+        let (mut taken, deadline) = (0, std::time::Instant::now() + Duration::from_secs(5));
+        while taken < 3 && std::time::Instant::now() < deadline {
+            taken += reader.step(8, &mut bulkhead_trace::Discard).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(taken, 3);
+        let ids = |c: &Channel| {
+            let mut rx = c.receiver().unwrap();
+            let mut buf = [0u8; WIRE_SIZE];
+            let mut ids = Vec::new();
+            while rx.try_read(&mut buf).is_ok() {
+                ids.push(decode(&buf).unwrap().2.id().raw());
+            }
+            ids
+        };
+        assert_eq!(ids(&stage), [0x101, 0x101]);
+        // In the bus's order, which arbitration decides (the lower id first).
+        let mut all = ids(&client);
+        all.sort();
+        assert_eq!(all, [0x101, 0x101, 0x124]);
+        assert_eq!(
+            counters.named(Role::Reader),
+            vec![
+                ("q/p1.CanRead.rx_forwarded".into(), 2),
+                ("q/p1.CanRead.rx_dropped".into(), 0),
+                ("ivi.rx_forwarded".into(), 3),
+                ("ivi.rx_dropped".into(), 0)
+            ]
+        );
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub struct Config {
     pub from: Vec<(String, String)>,
     /// Writer: (partition, ids it may send); a partition without one sends nothing.
     pub allow: Vec<(String, Vec<CanId>)>,
+    /// Reader: (partition, the only ids forwarded to it); without one, every frame.
+    pub only: Vec<(String, Vec<CanId>)>,
     /// Frames per job, at most.
     pub max_frames: usize,
     /// Standalone job period (ignored under a supervisor, which sets the period).
@@ -94,7 +96,9 @@ pub fn check(config: &Config) -> Result<(), ServiceError> {
         Role::Reader if config.to.is_empty() => {
             return usage("--role reader needs at least one --to PARTITION=CHANNEL".into())
         }
-        Role::Writer if !config.to.is_empty() => return usage("--to is for --role reader".into()),
+        Role::Writer if !config.to.is_empty() || !config.only.is_empty() => {
+            return usage("--to and --only are for --role reader".into())
+        }
         Role::Writer if config.from.is_empty() => {
             return usage("--role writer needs at least one --from PARTITION=CHANNEL".into())
         }
@@ -115,6 +119,17 @@ pub fn check(config: &Config) -> Result<(), ServiceError> {
         }
         if !allowed.insert(partition) {
             return usage(format!("--allow {partition}=... is given twice"));
+        }
+    }
+    let mut filtered = HashSet::new();
+    for (partition, _) in &config.only {
+        if !config.to.iter().any(|(p, _)| p == partition) {
+            return usage(format!(
+                "--only {partition}=...: no --to {partition}=CHANNEL"
+            ));
+        }
+        if !filtered.insert(partition) {
+            return usage(format!("--only {partition}=... is given twice"));
         }
     }
     let triggers = config.suspend_when.is_some() || config.resume_when.is_some();
@@ -175,6 +190,9 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
             }
             let (mut reader, counters) =
                 BusReader::new(&config.bus, bus, links).map_err(ServiceError::Link)?;
+            for (partition, ids) in &config.only {
+                reader.forward_only(partition, ids.iter().copied().collect());
+            }
             if let Some(triggers) = triggers(config)? {
                 reader.set_triggers(triggers);
             }
@@ -345,6 +363,7 @@ mod tests {
             to: vec![],
             from: vec![],
             allow: vec![],
+            only: vec![],
             max_frames: 8,
             period: Duration::from_millis(2),
             dbc: None,
@@ -379,5 +398,10 @@ mod tests {
         c.to = vec![("a".into(), "ch".into())];
         c.resume_when = Some(speed);
         assert!(check(&c).unwrap_err().to_string().contains("need --dbc"));
+        c.resume_when = None;
+        c.only = vec![("b".into(), vec![])];
+        assert!(check(&c).unwrap_err().to_string().contains("no --to b"));
+        c.only = vec![("a".into(), vec![]), ("a".into(), vec![])];
+        assert!(check(&c).unwrap_err().to_string().contains("twice"));
     }
 }

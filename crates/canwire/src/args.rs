@@ -65,6 +65,13 @@ pub struct GatewayArgs {
         arg(long, value_name = "PARTITION=ID,ID,...", value_parser = parse_allow)
     )]
     pub allow: Vec<(String, Vec<CanId>)>,
+    /// Reader: the only ids forwarded to the partition, hex (0x1A0) or decimal; a
+    /// partition without --only gets every frame (a pipeline stage declares its ids)
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "PARTITION=ID,ID,...", value_parser = parse_allow)
+    )]
+    pub only: Vec<(String, Vec<CanId>)>,
     /// Reader: the bus's DBC, to decode the signals of --suspend-when and --resume-when
     #[cfg_attr(feature = "clap", arg(long, value_name = "PATH"))]
     pub dbc: Option<String>,
@@ -91,6 +98,7 @@ impl GatewayArgs {
             to: Vec::new(),
             from: Vec::new(),
             allow: Vec::new(),
+            only: Vec::new(),
             dbc: None,
             suspend_when: None,
             resume_when: None,
@@ -106,9 +114,11 @@ impl GatewayArgs {
         ];
         argv.extend(self.to.iter().map(|(p, c)| format!("--to={p}={c}")));
         argv.extend(self.from.iter().map(|(p, c)| format!("--from={p}={c}")));
-        for (p, ids) in &self.allow {
-            let ids: Vec<String> = ids.iter().map(|id| format!("{:#x}", id.raw())).collect();
-            argv.push(format!("--allow={p}={}", ids.join(",")));
+        for (flag, lists) in [("allow", &self.allow), ("only", &self.only)] {
+            for (p, ids) in lists {
+                let ids: Vec<String> = ids.iter().map(|id| format!("{:#x}", id.raw())).collect();
+                argv.push(format!("--{flag}={p}={}", ids.join(",")));
+            }
         }
         argv.extend(self.dbc.iter().map(|d| format!("--dbc={d}")));
         for (flag, t) in [
@@ -179,9 +189,15 @@ mod tests {
         assert_eq!(parse(&args.to_argv()).unwrap(), args);
         let mut reader = GatewayArgs::new(Role::Reader, "body-1");
         reader.to = vec![("p".into(), "fd:5:6".into())];
+        reader.only = vec![("p".into(), vec![CanId::Standard(0x101)])];
         assert_eq!(
             reader.to_argv(),
-            ["--role=reader", "--bus=body-1", "--to=p=fd:5:6"]
+            [
+                "--role=reader",
+                "--bus=body-1",
+                "--to=p=fd:5:6",
+                "--only=p=0x101"
+            ]
         );
         assert_eq!(parse(&reader.to_argv()).unwrap(), reader);
         reader.dbc = Some("/d/toyota.dbc".into());

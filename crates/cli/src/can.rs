@@ -261,6 +261,7 @@ fn run_gateway(a: GatewayCmd) -> ExitCode {
         to: a.link.to,
         from: a.link.from,
         allow: a.link.allow,
+        only: a.link.only,
         max_frames: a.max_frames as usize,
         period: a.period,
         dbc: a.link.dbc.map(PathBuf::from),
@@ -277,12 +278,15 @@ fn run_gateway(a: GatewayCmd) -> ExitCode {
     match service::run(&config, stop) {
         Ok(counters) => {
             let list: Vec<String> = counters.iter().map(|(n, v)| format!("{n}={v}")).collect();
-            eprintln!(
-                "gateway {} of {} stopped: {}",
+            // One write: the run's other programs share this stderr, and a line
+            // `eprintln!` writes in pieces can be split by theirs.
+            let line = format!(
+                "gateway {} of {} stopped: {}\n",
                 role.name(),
                 config.bus,
                 list.join(" ")
             );
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             ExitCode::SUCCESS
         }
         Err(ServiceError::Usage(m)) => {

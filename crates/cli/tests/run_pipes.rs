@@ -351,6 +351,13 @@ fn a_pipeline_on_can_endpoints_carries_bus_frames_through_its_stages_onto_the_bu
     assert_eq!(n("messages_out"), 100, "{p1}");
     assert_eq!(n("lost"), 0, "{p1}");
     assert_eq!(seqs, (0..100).collect::<Vec<u64>>(), "{on_bus}");
+    // The gateway's reader forwarded the source's link its 100 frames alone, not the
+    // bus's 300 (0x124 and the sink's 0x201 too): `--only`.
+    assert!(
+        stderr.contains("/p1.CanRead.rx_forwarded=100 ")
+            || stderr.contains("/p1.CanRead.rx_forwarded=100\n"),
+        "{stderr}"
+    );
     // Start-of-Task from the sink back to the source; End-of-Task from the source on.
     let order =
         |what: &str| ["CanWrite", "ProcData", "CanRead"].map(|s| at(&stderr, "p1", s, what));

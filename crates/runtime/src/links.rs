@@ -215,7 +215,8 @@ impl Links {
     }
 
     /// Connects a pipeline stage to the gateway of bus `def`: a channel from its reader
-    /// (input) or to its writer (output, allowed the stage's ids and no others).
+    /// (input, forwarded the stage's ids and no others) or to its writer (output,
+    /// allowed the stage's ids and no others).
     fn stage_link(
         &mut self,
         bus: usize,
@@ -230,11 +231,18 @@ impl Links {
             true => self.bus_channel(bus, k, "to", def, gw, p)?,
             false => self.bus_channel(bus, k, "from", def, p, gw)?,
         };
+        let ids = link
+            .ids
+            .iter()
+            .filter_map(|&id| CanId::from_raw(id))
+            .collect();
         match link.input {
-            true => reader.to.push((link.label, gateway)),
+            true => {
+                reader.only.push((link.label.clone(), ids));
+                reader.to.push((link.label, gateway));
+            }
             false => {
-                let ids = link.ids.iter().filter_map(|&id| CanId::from_raw(id));
-                writer.allow.push((link.label.clone(), ids.collect()));
+                writer.allow.push((link.label.clone(), ids));
                 writer.from.push((link.label, gateway));
             }
         }
