@@ -372,6 +372,12 @@ fn stage(args: &Args) -> R<()> {
     });
     let mut ended = vec![false; inputs.len()];
     let mut job = |release_ns: u64, phase: Phase, counts: &mut Counts| -> bool {
+        if phase == Phase::Closing {
+            for o in outputs.iter_mut().filter(|o| !matches!(o, Output::Can(..))) {
+                o.put(&Message::END, stop);
+            }
+            return true;
+        }
         let mut msgs = Vec::new();
         let origins = match (&mut *can_input.borrow_mut(), args.source) {
             // Frames before the start are dropped: the pipeline was not running.
@@ -421,13 +427,7 @@ fn stage(args: &Args) -> R<()> {
             }
         }
         let drained = ended.iter().all(|&e| e);
-        let end = phase == Phase::Ending || (phase == Phase::Draining && drained);
-        if end {
-            for o in outputs.iter_mut().filter(|o| !matches!(o, Output::Can(..))) {
-                o.put(&Message::END, stop);
-            }
-        }
-        end
+        phase == Phase::Ending || (phase == Phase::Draining && drained)
     };
     match args.baseline {
         Some(period) => {
@@ -497,8 +497,10 @@ enum Phase {
     Running,
     /// Stopping: forwarding what is left until every input has ended.
     Draining,
-    /// Stopping now: forward the end, whatever is left.
+    /// Stopping now, whatever is left.
     Ending,
+    /// Ended (and said so): the end marker goes to every output.
+    Closing,
 }
 
 /// Start-of-Task from the sinks back to the sources: a stage is ready once it runs (it
@@ -623,7 +625,9 @@ fn periodic(
         sleep_until(now_ns() + 1_000_000);
     }
     publish(&mut task, &mut counts);
+    // Said before the end goes out, so a consumer's `ended` always follows it.
     say(&format!("ended ({} messages out)", counts.values[1]));
+    job(now_ns(), Phase::Closing, &mut counts);
     Ok(())
 }
 
