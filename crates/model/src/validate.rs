@@ -16,6 +16,7 @@ pub fn validate(n: &Normalized) -> Result<Vec<PathError>> {
     check_tasks(n)?;
     check_cpus(n)?;
     check_users(n)?;
+    check_listen(n)?;
     check_channels(&n.system, &names)?;
     check_buses(n, &names)?;
     crate::modes::validate(&n.system, &n.partition_paths)?;
@@ -66,6 +67,41 @@ fn check_users(n: &Normalized) -> Result<()> {
                 format!(
                     "partition `{}` runs as the same user as partition `{}` ({}.user): they could signal and read each other; give each its own user (omit `user:` for one allocated by bulkhead) or set `shared_user: true` on both",
                     p.name, other.name, n.partition_paths[j]
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// No two partitions listen on one port of one address (the second bind would fail at
+/// run time), counting a wildcard address (`0.0.0.0`, `[::]`) as every address of its
+/// family; and no port 0, which listens on a port chosen at run time that no client can
+/// know. Quadratic in the listening partitions, which are few.
+fn check_listen(n: &Normalized) -> Result<()> {
+    let listening: Vec<(usize, std::net::SocketAddr)> = (n.system.partitions.iter())
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, p.listen?)))
+        .collect();
+    for (k, &(i, addr)) in listening.iter().enumerate() {
+        let path = format!("{}.listen", n.partition_paths[i]);
+        if addr.port() == 0 {
+            return err(
+                path,
+                "port 0 would listen on a port chosen at run time: give one",
+            );
+        }
+        let clash = |&&(_, other): &&(usize, std::net::SocketAddr)| {
+            let same_family = addr.is_ipv4() == other.is_ipv4();
+            let any = addr.ip().is_unspecified() || other.ip().is_unspecified();
+            other.port() == addr.port() && (other.ip() == addr.ip() || (same_family && any))
+        };
+        if let Some(&(j, other)) = listening[..k].iter().find(clash) {
+            return err(
+                path,
+                format!(
+                    "`{addr}` clashes with `{other}` of partition `{}` ({}.listen): one port, one partition",
+                    n.system.partitions[j].name, n.partition_paths[j]
                 ),
             );
         }

@@ -223,6 +223,24 @@ fn a_listening_partition_gets_its_address_and_a_private_network() {
             "{bad}: {e}"
         );
     }
+    let two = |a: &str, b: &str| {
+        format!("system: {{}}\npartitions:\n  - {{name: a, cpus: 1, listen: {a}, processes: [x]}}\n  - {{name: b, cpus: 1, listen: {b}, processes: [x]}}\n")
+    };
+    for (a, b) in [("8080", "localhost:8080"), ("\"0.0.0.0:8080\"", "8080")] {
+        let e = error(&two(a, b));
+        assert!(
+            e.contains("partitions[1].listen: `")
+                && e.contains("clashes with")
+                && e.contains("of partition `a` (partitions[0].listen)"),
+            "{a} {b}: {e}"
+        );
+    }
+    assert!(load(&two("8080", "8081")).partitions[1].listen.is_some());
+    assert!(load(&two("8080", "\"[::1]:8080\"")).partitions[1]
+        .listen
+        .is_some());
+    let zero = error(&src("0"));
+    assert!(zero.contains("partitions[0].listen: port 0"), "{zero}");
     let rt = error("system: {cpus: 0}\npartitions:\n  - name: r\n    kind: rt\n    cpus: 0\n    listen: 8080\n    tasks: [{name: t, cmd: c, budget: 1ms, period: 10ms}]\n");
     assert!(
         rt.contains("partitions[0].listen: only a best-effort partition may listen"),
