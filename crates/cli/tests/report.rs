@@ -337,12 +337,35 @@ fn pipeline_delays_from_message_events_against_the_analysed_bounds() {
     let other = pipes.iter().find(|p| p["sink"] == "other").unwrap();
     assert_eq!(other["pipeline"], Value::Null, "{other}");
     assert_eq!(other["bound_ns"], Value::Null, "{other}");
-    // The page draws them.
+    // The page carries them, with their bounds, for its charts.
     let page = dir.path("report.html");
-    let out = bulkhead(&[Path::new("report"), &log, Path::new("-o"), &page]);
+    let args = [Path::new("report"), &log, Path::new("-o"), &page];
+    let out = bulkhead(&[&args[..], &[Path::new("--system"), example]].concat());
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(html.contains("Pipeline end-to-end delays") && html.contains("\"RTControl\""));
+    let data = html
+        .split("<script id=\"data\" type=\"application/json\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</script>").next())
+        .expect("the page's data");
+    let data: Value = serde_json::from_str(&data.replace("<\\/", "</")).unwrap();
+    let drawn = data["figures"]["pipelines"].as_array().expect("pipelines");
+    let p2 = drawn.iter().find(|p| p["sink"] == "RTControl").unwrap();
+    assert_eq!(
+        (
+            &p2["pipeline"],
+            &p2["messages"],
+            &p2["bound_ns"],
+            &p2["beyond_bound"]
+        ),
+        (
+            &Value::from("p2"),
+            &Value::from(4),
+            &Value::from(8_000_000),
+            &Value::from(2)
+        ),
+        "{p2}"
+    );
 }
 
 #[test]

@@ -135,16 +135,13 @@ fn survives(dir: &Scratch, desc: &str, marker: &str, cleanup: &mut Cleanup) -> b
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(running(marker).len(), 1, "the orphan started");
-    let mut supervisor = cleanup.supervisor.take().unwrap();
     // Its janitor would kill what is left in its cgroups at once: without it, what kills
     // the orphan is the pid namespace alone (or nothing until the next start).
-    assert_eq!(
-        common::kill_janitor(supervisor.id()),
-        1,
-        "the run's janitor"
-    );
+    let janitors = common::kill_janitor(cleanup.supervisor.as_ref().unwrap().id());
+    let mut supervisor = cleanup.supervisor.take().unwrap();
     supervisor.kill().unwrap();
     supervisor.wait().unwrap();
+    assert_eq!(janitors, 1, "the run's janitor");
     let deadline = Instant::now() + Duration::from_secs(3);
     while !running(marker).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -341,7 +338,8 @@ os.execv(peer, [peer, "fifo-recv", "2000"])
 "#;
 
 /// A reader partition (a user of its own, a pid namespace of its own) holds locks on
-/// everything it can lock before its writer attaches: the writer attaches anyway and
+/// everything it can lock before its writer attaches (the writer starts once the
+/// attacker's report, written after its locks, exists): the writer attaches anyway and
 /// sends all its messages, which the reader receives. Before each end had a lock file
 /// that only its own user can open, the reader's lock on the writer's byte of the
 /// message file made the writer's attach fail with "held by live process".
@@ -357,7 +355,7 @@ fn a_reader_cannot_keep_its_writer_from_attaching() {
     let desc = format!(
         "system: {{}}
 partitions:
-  - {{name: prod, cpus: 0, processes: [\"sh -c 'sleep 1; PEER_CHANNEL=speed exec {peer} fifo-send 2000 > {d}/writer 2>&1'\"]}}
+  - {{name: prod, cpus: 0, processes: [\"sh -c 'until [ -e {d}/attacker ]; do sleep 0.05; done; PEER_CHANNEL=speed exec {peer} fifo-send 2000 > {d}/writer 2>&1'\"]}}
   - {{name: cons, cpus: 1, processes: [\"sh -c 'exec /usr/bin/python3 {d}/attack.py {d}/attacker {peer} > {d}/reader 2>&1'\"]}}
 channels:
   - {{name: speed, kind: fifo, message_size: 32, depth: 64, writer: prod, readers: [cons]}}
@@ -500,15 +498,12 @@ partitions:
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    let mut supervisor = cleanup.supervisor.take().unwrap();
     // Without the janitor, as in `survives`.
-    assert_eq!(
-        common::kill_janitor(supervisor.id()),
-        1,
-        "the run's janitor"
-    );
+    let janitors = common::kill_janitor(cleanup.supervisor.as_ref().unwrap().id());
+    let mut supervisor = cleanup.supervisor.take().unwrap();
     supervisor.kill().unwrap();
     supervisor.wait().unwrap();
+    assert_eq!(janitors, 1, "the run's janitor");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !running(&marker).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
