@@ -114,7 +114,11 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--threads" => o.threads = num("a count")? as usize,
             "--share" => o.share = num("a share of the machine, e.g. 0.6")?,
             "--plant-fifo" => {
-                o.plant_fifo = Some(num("a SCHED_FIFO priority, 1 to 99")?.min(99.0) as u32)
+                let p = num("a SCHED_FIFO priority, 1 to 99")?;
+                if p.fract() != 0.0 || !(1.0..=99.0).contains(&p) {
+                    return Err(format!("{a} {v}: want a SCHED_FIFO priority, 1 to 99"));
+                }
+                o.plant_fifo = Some(p as u32)
             }
             _ => return Err(format!("{a}: unknown flag")),
         }
@@ -387,7 +391,7 @@ fn start_plant(ctx: &Context, name: &str) -> Result<(Child, PathBuf, PathBuf), S
             c
         }
     };
-    let child = c
+    let mut child = c
         .arg(&ctx.app)
         .args(["plant", "--bus", &ctx.bus, "--v0", "72", "--speed-hz"])
         .arg(ctx.speed_hz.to_string())
@@ -398,6 +402,10 @@ fn start_plant(ctx: &Context, name: &str) -> Result<(Child, PathBuf, PathBuf), S
         .spawn()
         .map_err(|e| format!("bulkhead-app plant: {e}"))?;
     std::thread::sleep(Duration::from_millis(300));
+    // A plant `chrt` or `nice` could not start (refused priority) has exited by now.
+    if let Ok(Some(status)) = child.try_wait() {
+        return Err(format!("the plant exited at its start: {status}"));
+    }
     Ok((child, delays, out))
 }
 
@@ -865,10 +873,18 @@ fn summary(o: &Options, loaded_s: f64, quiet_s: f64, runs: &[Figures]) -> Value 
         systems[f.system][key] = run_json(f);
     }
     let max = |f: Option<&Figures>| f.and_then(|f| f.delays.last().copied());
+    // A SCHED_FIFO plant preempts the baseline's tasks and starves its CPU: no fair
+    // comparison, so no ratio.
+    let comparable = o.plant_fifo.is_none();
     let ratio = match (max(find("baseline", true)), max(find("bulkhead", true))) {
-        (Some(b), Some(d)) if d > 0 => Some((b as f64 / d as f64 * 100.0).round() / 100.0),
+        (Some(b), Some(d)) if d > 0 && comparable => {
+            Some((b as f64 / d as f64 * 100.0).round() / 100.0)
+        }
         _ => None,
     };
+    if !comparable {
+        println!("no ratio of the maxima: a SCHED_FIFO plant is unfair to the baseline");
+    }
     if let Some(r) = ratio {
         println!(
             "ratio of the maxima under load (baseline / bulkhead): {r} (paper: Linux 12x DriveOS)"
@@ -884,6 +900,7 @@ fn summary(o: &Options, loaded_s: f64, quiet_s: f64, runs: &[Figures]) -> Value 
         "bound_ms": ms(BOUND_NS),
         "expected_ms": ms(EXPECTED_NS),
         "max_ratio_baseline_over_bulkhead": ratio,
+        "comparable": comparable,
         "systems": systems,
     })
 }

@@ -73,7 +73,7 @@ pub(crate) fn under(program: &str, args: &[&str]) -> Option<f64> {
         eprintln!("{program} failed: {}", String::from_utf8_lossy(&out.stderr));
         return None;
     }
-    Some(spin_ns(&out.stdout))
+    Some(spin_ns(&out.stdout)).filter(|t| t.is_finite())
 }
 
 /// The work (million iterations) that takes about 300 ms pinned alone.
@@ -141,15 +141,9 @@ fn main() {
                 })
                 .collect();
             if !theirs.is_empty() {
-                let their_med = median(theirs);
-                print!(
-                    "; DEmOS median {their_med:8.2} us (ratio {:.2})",
-                    med / their_med
-                );
-                entry += &format!(
-                    ",\"demos_median_us\":{their_med:.3},\"ratio_to_demos\":{:.3}",
-                    med / their_med
-                );
+                let (shown, fields) = beside_demos(med, median(theirs));
+                print!("{shown}");
+                entry += &fields;
             }
         }
         println!();
@@ -174,6 +168,18 @@ fn main() {
     );
 }
 
+/// DEmOS's median overhead beside ours: the words printed and the JSON fields, the
+/// ratio `null` unless DEmOS's median is positive (a ratio to 0 or less means nothing).
+fn beside_demos(ours: f64, theirs: f64) -> (String, String) {
+    let ratio = (theirs > 0.0).then(|| ours / theirs);
+    let shown = ratio.map_or("-".to_string(), |r| format!("{r:.2}"));
+    let json = ratio.map_or("null".to_string(), |r| format!("{r:.3}"));
+    (
+        format!("; DEmOS median {theirs:8.2} us (ratio {shown})"),
+        format!(",\"demos_median_us\":{theirs:.3},\"ratio_to_demos\":{json}"),
+    )
+}
+
 /// Two partitions alternating in 1 ms windows: every switch freezes one spin and thaws
 /// the other, under `bulkhead run` and, when installed, under DEmOS with the same
 /// description (the fair comparison: neither scheduler can skip a freeze here).
@@ -190,11 +196,9 @@ fn alternate_runs(bulkhead: &str, spin: &str, work: u64, demos: bool) -> String 
         .then(|| alternate_under("demos-sched", &["-c", cfg], spin, work))
         .flatten()
     {
-        print!("; DEmOS median {theirs:8.2} us (ratio {:.2})", med / theirs);
-        entry += &format!(
-            ",\"demos_median_us\":{theirs:.3},\"ratio_to_demos\":{:.3}",
-            med / theirs
-        );
+        let (shown, fields) = beside_demos(med, theirs);
+        print!("{shown}");
+        entry += &fields;
     }
     println!();
     entry + "}"
@@ -207,10 +211,11 @@ fn alternate_under(program: &str, args: &[&str], spin: &str, work: u64) -> Optio
         .filter_map(|_| {
             let base = baseline(spin, work);
             let out = Command::new(program).args(args).output().ok()?;
-            out.status.success().then(|| {
-                let t = first_spin_ns(&out.stdout);
-                (t - 2.0 * base) / (t / 1e6) / 1e3
-            })
+            // A run that printed no spin time gives no figure (not an infinite one).
+            let t = Some(first_spin_ns(&out.stdout)).filter(|t| t.is_finite())?;
+            out.status
+                .success()
+                .then(|| (t - 2.0 * base) / (t / 1e6) / 1e3)
         })
         .collect();
     (!us.is_empty()).then(|| (min(&us), median(us)))
