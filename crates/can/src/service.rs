@@ -110,28 +110,8 @@ pub fn check(config: &Config) -> Result<(), ServiceError> {
             return usage(format!("partition {partition} is given twice"));
         }
     }
-    let mut allowed = HashSet::new();
-    for (partition, _) in &config.allow {
-        if !config.from.iter().any(|(p, _)| p == partition) {
-            return usage(format!(
-                "--allow {partition}=...: no --from {partition}=CHANNEL"
-            ));
-        }
-        if !allowed.insert(partition) {
-            return usage(format!("--allow {partition}=... is given twice"));
-        }
-    }
-    let mut filtered = HashSet::new();
-    for (partition, _) in &config.only {
-        if !config.to.iter().any(|(p, _)| p == partition) {
-            return usage(format!(
-                "--only {partition}=...: no --to {partition}=CHANNEL"
-            ));
-        }
-        if !filtered.insert(partition) {
-            return usage(format!("--only {partition}=... is given twice"));
-        }
-    }
+    id_lists("allow", &config.allow, "from", &config.from)?;
+    id_lists("only", &config.only, "to", &config.to)?;
     let triggers = config.suspend_when.is_some() || config.resume_when.is_some();
     if triggers && config.role != Role::Reader {
         return usage("--suspend-when and --resume-when are for --role reader".into());
@@ -143,6 +123,29 @@ pub fn check(config: &Config) -> Result<(), ServiceError> {
     }
     if config.max_frames == 0 || config.period.is_zero() {
         return usage("--max-frames and --period must be positive".into());
+    }
+    Ok(())
+}
+
+/// Each `--FLAG PARTITION=IDS` names a partition of a `--LINK PARTITION=CHANNEL`, once.
+fn id_lists(
+    flag: &str,
+    lists: &[(String, Vec<CanId>)],
+    link: &str,
+    links: &[(String, String)],
+) -> Result<(), ServiceError> {
+    let mut seen = HashSet::new();
+    for (partition, _) in lists {
+        if !links.iter().any(|(p, _)| p == partition) {
+            return Err(ServiceError::Usage(format!(
+                "--{flag} {partition}=...: no --{link} {partition}=CHANNEL"
+            )));
+        }
+        if !seen.insert(partition) {
+            return Err(ServiceError::Usage(format!(
+                "--{flag} {partition}=... is given twice"
+            )));
+        }
     }
     Ok(())
 }
