@@ -2,6 +2,7 @@
 //! (`bulkhead-runtime`), the reservations (`bulkhead-reserve`) and the channels
 //! (`bulkhead-chan`) share, each written once.
 //!
+//! - [`cgroup`]: the machine's cgroup mounts and the calling process's cgroups;
 //! - [`proc`]: `/proc/PID/stat` ([`proc::proc_stat`]), a process's end on a pidfd;
 //! - [`fd`]: descriptors handed to children, numbered above the ones moved into place;
 //! - [`clock`]: CLOCK_MONOTONIC, the clock every bulkhead time is on, and the other clocks;
@@ -18,6 +19,7 @@
 //! `CLONE_INTO_CGROUP`, `sched_setattr` and async-signal-safe child code between `fork`
 //! and `exec`, which neither `rustix` nor `nix` offers.
 
+pub mod cgroup;
 pub mod clock;
 pub mod event;
 pub mod fd;

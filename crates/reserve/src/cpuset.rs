@@ -54,47 +54,20 @@ impl CpusetMount {
     }
 }
 
-/// Finds the cpuset controller: a v1 hierarchy mounted with `cpuset`, else a cgroup2 mount
-/// whose root lists `cpuset` in `cgroup.controllers`.
+/// Finds the cpuset controller by the one rule of [`bulkhead_os::cgroup::Mounts::cpuset_root`]
+/// (the v1 hierarchy mounted with `cpuset`, else a cgroup2 mount whose root offers it).
 pub fn detect() -> Result<CpusetMount> {
-    let mounts = read("/proc/self/mounts")?;
-    let (v1, v2) = parse_mounts(&mounts);
-    if let Some(p) = v1 {
-        return Ok(CpusetMount::V1(p));
+    use bulkhead_os::cgroup::{controllers, Mounts, Root};
+    let mounts = Mounts::read().map_err(|e| Error::os("reading the mount table", e, ""))?;
+    match mounts.cpuset_root(controllers) {
+        Some(Root::V1(p)) => Ok(CpusetMount::V1(p.to_path_buf())),
+        Some(Root::V2(p)) => Ok(CpusetMount::V2(p.to_path_buf())),
+        None => Err(Error::Invalid(
+            "no cpuset controller: mount a cgroup v1 hierarchy with -o cpuset, or enable cpuset in cgroup v2 \
+             (it must not be bound to a v1 hierarchy)"
+                .into(),
+        )),
     }
-    for p in v2 {
-        if read(p.join("cgroup.controllers"))?
-            .split_whitespace()
-            .any(|c| c == "cpuset")
-        {
-            return Ok(CpusetMount::V2(p));
-        }
-    }
-    Err(Error::Invalid(
-        "no cpuset controller: mount a cgroup v1 hierarchy with -o cpuset, or enable cpuset in cgroup v2 \
-         (it must not be bound to a v1 hierarchy)"
-            .into(),
-    ))
-}
-
-/// The v1 cpuset mount (if any) and every cgroup2 mount, from `/proc/self/mounts` text.
-fn parse_mounts(text: &str) -> (Option<PathBuf>, Vec<PathBuf>) {
-    let mut v1 = None;
-    let mut v2 = Vec::new();
-    for line in text.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 4 {
-            continue;
-        }
-        match f[2] {
-            "cgroup" if f[3].split(',').any(|o| o == "cpuset") => {
-                v1 = v1.or(Some(PathBuf::from(f[1])))
-            }
-            "cgroup2" => v2.push(PathBuf::from(f[1])),
-            _ => {}
-        }
-    }
-    (v1, v2)
 }
 
 /// A cpuset cgroup made an exclusive root domain on a set of CPUs. Removing it (or dropping
@@ -686,18 +659,6 @@ impl Lock {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn finds_cpuset_mounts() {
-        let hybrid = "cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n\
-                      cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n\
-                      cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
-        let (v1, v2) = parse_mounts(hybrid);
-        assert_eq!(v1, Some(PathBuf::from("/sys/fs/cgroup/cpuset")));
-        assert_eq!(v2, vec![PathBuf::from("/sys/fs/cgroup/unified")]);
-        let (v1, v2) = parse_mounts("cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n");
-        assert_eq!((v1, v2), (None, vec![PathBuf::from("/sys/fs/cgroup")]));
-    }
 
     #[test]
     fn rejects_bad_paths() {

@@ -10,12 +10,8 @@ use std::path::{Path, PathBuf};
 
 /// Where the cgroup v1 `controller` hierarchy is mounted, if it is.
 pub fn v1_mount(controller: &str) -> Option<PathBuf> {
-    let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
-    mounts
-        .lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|f| f.len() > 3 && f[2] == "cgroup" && f[3].split(',').any(|o| o == controller))
-        .map(|f| PathBuf::from(f[1]))
+    let mounts = bulkhead_os::cgroup::Mounts::read().ok()?;
+    mounts.v1(controller).map(Path::to_path_buf)
 }
 
 /// A limit: the cgroup `<mount of controller>/<name>` with `value` written to `file`;

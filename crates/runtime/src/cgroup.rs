@@ -116,84 +116,52 @@ pub fn procs(dir: &Path) -> Vec<i32> {
 }
 
 impl Hierarchy {
-    /// Detects the cgroup setup of this machine from `/proc/self/mountinfo` and
-    /// `/proc/self/cgroup`: v2 when `/sys/fs/cgroup` is a cgroup2 mount (the cpuset
-    /// controller must be available to the supervisor's cgroup), else v1 when the
-    /// freezer and cpuset controllers are mounted.
+    /// Detects the cgroup setup of this machine by the one rule of
+    /// [`bulkhead_os::cgroup::Mounts::cpuset_root`]: v1 (with the freezer mounted too)
+    /// where cpuset is a v1 controller, else v2 in the cgroup2 mount that offers cpuset
+    /// (which must be available to the supervisor's own cgroup too).
     pub fn detect() -> std::result::Result<Hierarchy, String> {
-        let mounts = fs::read_to_string("/proc/self/mountinfo")
-            .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-        let own = fs::read_to_string("/proc/self/cgroup")
-            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-        let mut v1: Vec<(PathBuf, String)> = Vec::new(); // (mount point, super options)
-        let mut unified_root: Option<PathBuf> = None;
-        for line in mounts.lines() {
-            let fields: Vec<&str> = line.split(' ').collect();
-            let Some(dash) = fields.iter().position(|&f| f == "-") else {
-                continue;
-            };
-            let (Some(&mount), Some(&fstype), Some(&opts)) =
-                (fields.get(4), fields.get(dash + 1), fields.get(dash + 3))
-            else {
-                continue;
-            };
-            match fstype {
-                "cgroup2" if mount == "/sys/fs/cgroup" => unified_root = Some(PathBuf::from(mount)),
-                "cgroup" => v1.push((PathBuf::from(mount), opts.to_string())),
-                _ => {}
+        use bulkhead_os::cgroup::{controllers, own_cgroup, Mounts, Root};
+        let mounts = Mounts::read().map_err(|e| e.to_string())?;
+        let own_path = |controller: Option<&str>| own_cgroup(controller).map_err(|e| e.to_string());
+        match mounts.cpuset_root(controllers) {
+            Some(Root::V2(root)) => {
+                let rel = own_path(None)?.ok_or("no cgroup v2 entry in /proc/self/cgroup")?;
+                let base = root.join(rel);
+                let offered = controllers(&base);
+                if !offered.split_whitespace().any(|c| c == "cpuset") {
+                    return Err(format!(
+                        "the cpuset controller is not available in {} (cgroup.controllers: `{}`): \
+                         enable it for this cgroup (as root: echo +cpuset > <parent>/cgroup.subtree_control), \
+                         or run under systemd-run --user --scope -p Delegate=yes",
+                        base.display(),
+                        offered.trim()
+                    ));
+                }
+                Ok(Hierarchy {
+                    version: Version::V2,
+                    freezer_base: base.clone(),
+                    cpuset_base: Some(base),
+                })
             }
-        }
-        let own_path = |controller: &str| -> Option<String> {
-            own.lines().find_map(|l| {
-                let mut parts = l.splitn(3, ':');
-                let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
-                let matches = if controller.is_empty() {
-                    ctrls.is_empty()
-                } else {
-                    ctrls.split(',').any(|c| c == controller)
-                };
-                matches.then(|| path.trim_start_matches('/').to_string())
-            })
-        };
-        if let Some(root) = unified_root {
-            let rel = own_path("").ok_or("no cgroup v2 entry in /proc/self/cgroup")?;
-            let base = root.join(rel);
-            let controllers =
-                fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
-            if !controllers.split_whitespace().any(|c| c == "cpuset") {
-                return Err(format!(
-                    "the cpuset controller is not available in {} (cgroup.controllers: `{}`): \
-                     enable it for this cgroup (as root: echo +cpuset > <parent>/cgroup.subtree_control), \
-                     or run under systemd-run --user --scope -p Delegate=yes",
-                    base.display(),
-                    controllers.trim()
-                ));
+            Some(Root::V1(cpuset)) => {
+                let freezer = mounts.v1("freezer").ok_or(
+                    "no usable cgroups: the cpuset controller is mounted as cgroup v1, the freezer controller is not",
+                )?;
+                let freezer_rel = own_path(Some("freezer"))?.unwrap_or_default();
+                let cpuset_rel = own_path(Some("cpuset"))?.unwrap_or_default();
+                Ok(Hierarchy {
+                    version: Version::V1,
+                    freezer_base: freezer.join(freezer_rel),
+                    cpuset_base: Some(cpuset.join(cpuset_rel)),
+                })
             }
-            return Ok(Hierarchy {
-                version: Version::V2,
-                freezer_base: base.clone(),
-                cpuset_base: Some(base),
-            });
-        }
-        let mount_of = |controller: &str| {
-            v1.iter()
-                .find(|(_, opts)| opts.split(',').any(|o| o == controller))
-                .map(|(m, _)| m.clone())
-        };
-        let (Some(freezer), Some(cpuset)) = (mount_of("freezer"), mount_of("cpuset")) else {
-            return Err(
-                "no usable cgroups: neither a cgroup v2 hierarchy at /sys/fs/cgroup nor the v1 \
-                        freezer and cpuset controllers are mounted"
+            None => Err(
+                "no usable cgroups: neither a cgroup v2 hierarchy offering cpuset nor the v1 \
+                 freezer and cpuset controllers are mounted"
                     .into(),
-            );
-        };
-        let freezer_rel = own_path("freezer").unwrap_or_default();
-        let cpuset_rel = own_path("cpuset").unwrap_or_default();
-        Ok(Hierarchy {
-            version: Version::V1,
-            freezer_base: freezer.join(freezer_rel),
-            cpuset_base: Some(cpuset.join(cpuset_rel)),
-        })
+            ),
+        }
     }
 
     /// A v2 hierarchy rooted at `base` (e.g. the cgroup2 mount of a hybrid

@@ -1,0 +1,180 @@
+//! The machine's cgroup mounts and the calling process's cgroups, read in one place
+//! (`/proc/self/mountinfo`, `/proc/self/cgroup`): the supervisor's hierarchy
+//! (`bulkhead-runtime`), the exclusive cpusets and the v1 limit cgroups
+//! (`bulkhead-reserve`) each decide from these what they use.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// One cgroup file system mounted on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Where it is mounted.
+    pub path: PathBuf,
+    /// A cgroup2 (unified) mount; else a v1 hierarchy.
+    pub v2: bool,
+    /// A v1 hierarchy's super options, its controllers among them (`rw,cpuset`).
+    pub options: Vec<String>,
+}
+
+/// The cgroup mounts, in the mount table's order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Mounts(pub Vec<Mount>);
+
+impl Mounts {
+    /// The calling process's view (`/proc/self/mountinfo`); an error names the file.
+    pub fn read() -> io::Result<Mounts> {
+        let path = "/proc/self/mountinfo";
+        std::fs::read_to_string(path)
+            .map(|text| Mounts::parse(&text))
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot read {path}: {e}")))
+    }
+
+    /// Parses mountinfo text (proc(5): `ID PARENT MAJ:MIN ROOT MOUNT OPTIONS [TAGS...] -
+    /// FSTYPE SOURCE SUPER_OPTIONS`); lines of other file systems are skipped.
+    pub fn parse(text: &str) -> Mounts {
+        let mounts = text.lines().filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let dash = fields.iter().position(|&f| f == "-")?;
+            let (path, fstype) = (fields.get(4)?, fields.get(dash + 1)?);
+            let options = fields.get(dash + 3).unwrap_or(&"");
+            let v2 = match *fstype {
+                "cgroup2" => true,
+                "cgroup" => false,
+                _ => return None,
+            };
+            Some(Mount {
+                path: PathBuf::from(path),
+                v2,
+                options: options.split(',').map(str::to_owned).collect(),
+            })
+        });
+        Mounts(mounts.collect())
+    }
+
+    /// The mount point of the v1 hierarchy that holds `controller`, if one does.
+    pub fn v1(&self, controller: &str) -> Option<&Path> {
+        self.0
+            .iter()
+            .find(|m| !m.v2 && m.options.iter().any(|o| o == controller))
+            .map(|m| m.path.as_path())
+    }
+
+    /// The cgroup2 mount points.
+    pub fn v2(&self) -> impl Iterator<Item = &Path> {
+        self.0.iter().filter(|m| m.v2).map(|m| m.path.as_path())
+    }
+
+    /// The hierarchy bulkhead uses, the one rule for every crate: the v1 hierarchy of
+    /// the cpuset controller if one is mounted (a hybrid machine binds cpuset there, and
+    /// then no cgroup2 mount can offer it), else the first cgroup2 mount whose root
+    /// offers cpuset (`cgroup.controllers`, read through `controllers`). `None`: no
+    /// cpuset anywhere, so no CPU can be reserved.
+    pub fn cpuset_root(&self, controllers: impl Fn(&Path) -> String) -> Option<Root<'_>> {
+        if let Some(path) = self.v1("cpuset") {
+            return Some(Root::V1(path));
+        }
+        let offers = |p: &&Path| controllers(p).split_whitespace().any(|c| c == "cpuset");
+        self.v2().find(offers).map(Root::V2)
+    }
+}
+
+/// Where the cpuset controller is: a v1 hierarchy's or a cgroup2 mount point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Root<'a> {
+    V1(&'a Path),
+    V2(&'a Path),
+}
+
+/// The text of `<dir>/cgroup.controllers` (empty if it cannot be read).
+pub fn controllers(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default()
+}
+
+/// The calling process's cgroup, relative to its hierarchy's root (no leading `/`): in
+/// the v1 hierarchy of `controller`, or with `None` in the unified one (`0::PATH`);
+/// `None` if `/proc/self/cgroup` has no such line. An error names the file.
+pub fn own_cgroup(controller: Option<&str>) -> io::Result<Option<String>> {
+    let path = "/proc/self/cgroup";
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot read {path}: {e}")))?;
+    Ok(own_cgroup_in(&text, controller))
+}
+
+/// [`own_cgroup`] from the text of a `/proc/PID/cgroup` file (`ID:CONTROLLERS:PATH`).
+pub fn own_cgroup_in(text: &str, controller: Option<&str>) -> Option<String> {
+    text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let matches = match controller {
+            None => controllers.is_empty(),
+            Some(c) => controllers.split(',').any(|x| x == c),
+        };
+        matches.then(|| path.trim_start_matches('/').to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hybrid machine's mountinfo (this one's: v1 controllers, cgroup2 at `unified`).
+    const HYBRID: &str = "\
+25 30 0:23 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755
+26 25 0:24 / /sys/fs/cgroup/unified rw,nosuid shared:5 - cgroup2 cgroup2 rw,nsdelegate
+27 25 0:25 / /sys/fs/cgroup/cpuset rw,nosuid shared:6 - cgroup cgroup rw,cpuset
+28 25 0:26 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid shared:7 - cgroup cgroup rw,cpu,cpuacct
+29 25 0:27 / /sys/fs/cgroup/freezer rw,nosuid shared:8 - cgroup cgroup rw,freezer
+";
+
+    #[test]
+    fn mounts_name_each_controllers_hierarchy_and_the_unified_one() {
+        let m = Mounts::parse(HYBRID);
+        assert_eq!(m.0.len(), 4, "the tmpfs is no cgroup mount");
+        assert_eq!(m.v1("cpuset"), Some(Path::new("/sys/fs/cgroup/cpuset")));
+        assert_eq!(
+            m.v1("cpuacct"),
+            Some(Path::new("/sys/fs/cgroup/cpu,cpuacct"))
+        );
+        assert_eq!(m.v1("memory"), None);
+        assert_eq!(
+            m.v2().collect::<Vec<_>>(),
+            [Path::new("/sys/fs/cgroup/unified")]
+        );
+        let pure = Mounts::parse("30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+        assert_eq!(pure.v1("cpuset"), None);
+        assert_eq!(pure.v2().collect::<Vec<_>>(), [Path::new("/sys/fs/cgroup")]);
+        // This machine's own table parses and has some cgroup mount.
+        assert!(!Mounts::read().unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn cpuset_is_v1_where_bound_there_else_the_first_unified_mount_offering_it() {
+        let offering = |p: &Path| match p.ends_with("unified") {
+            true => "cpu memory cpuset".to_string(),
+            false => String::new(),
+        };
+        let hybrid = Mounts::parse(HYBRID);
+        let v1 = Root::V1(Path::new("/sys/fs/cgroup/cpuset"));
+        assert_eq!(hybrid.cpuset_root(offering), Some(v1));
+        let v2_only = Mounts(hybrid.0.into_iter().filter(|m| m.v2).collect());
+        let unified = Root::V2(Path::new("/sys/fs/cgroup/unified"));
+        assert_eq!(v2_only.cpuset_root(offering), Some(unified));
+        assert_eq!(v2_only.cpuset_root(|_| "cpu io".to_string()), None);
+    }
+
+    #[test]
+    fn own_cgroups_by_controller_and_unified() {
+        let text = "12:freezer:/user.slice\n4:cpu,cpuacct:/\n0::/user.slice/session-1.scope\n";
+        assert_eq!(
+            own_cgroup_in(text, Some("freezer")).as_deref(),
+            Some("user.slice")
+        );
+        assert_eq!(own_cgroup_in(text, Some("cpuacct")).as_deref(), Some(""));
+        assert_eq!(
+            own_cgroup_in(text, None).as_deref(),
+            Some("user.slice/session-1.scope")
+        );
+        assert_eq!(own_cgroup_in(text, Some("cpuset")), None);
+    }
+}
