@@ -171,8 +171,12 @@ fn task(t: &Task) -> String {
         .server
         .map(|s| format!(", server: {}", quote(&s.text())))
         .unwrap_or_default();
+    let offset = match t.offset {
+        0 => String::new(),
+        o => format!(", offset: {}", dur(o)),
+    };
     format!(
-        "{{name: {}{cmd}, budget: {}, period: {}, deadline: {}{priority}, release_jitter: {}, blocking: {}, resume: {resume}{wcet_frequency}{memory_bound}{server}}}",
+        "{{name: {}{cmd}, budget: {}, period: {}, deadline: {}{priority}, release_jitter: {}{offset}, blocking: {}, resume: {resume}{wcet_frequency}{memory_bound}{server}}}",
         quote(&t.name),
         dur(t.budget),
         dur(t.period),

@@ -582,6 +582,13 @@ impl Normalizer {
             .as_deref()
             .map(|s| TaskServer::parse(s).or_else(|e| err(child(path, "server"), e)))
             .transpose()?;
+        let offset = optional(t.offset, "offset")?.unwrap_or(0);
+        if offset >= period {
+            return err(
+                child(path, "offset"),
+                "must be less than the period (an offset moves the task's releases within it)",
+            );
+        }
         Ok(Task {
             name: t.name,
             cmd: t.cmd.unwrap_or_default(),
@@ -590,7 +597,7 @@ impl Normalizer {
             deadline,
             priority: t.priority,
             release_jitter: optional(t.release_jitter, "release_jitter")?.unwrap_or(0),
-            offset: 0,
+            offset,
             blocking: optional(t.blocking, "blocking")?.unwrap_or(0),
             resume: t.resume.unwrap_or_default(),
             wcet_khz: self.frequency(t.wcet_frequency, None, &child(path, "wcet_frequency"))?,

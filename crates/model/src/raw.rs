@@ -130,6 +130,8 @@ pub struct RawTask {
     pub deadline: Option<String>,
     pub priority: Option<u32>,
     pub release_jitter: Option<String>,
+    /// Release offset: released at `epoch + offset + k * period` (less than the period).
+    pub offset: Option<String>,
     pub blocking: Option<String>,
     pub resume: Option<Resume>,
     /// The frequency in MHz the budget (WCET) was measured at.

@@ -198,9 +198,10 @@ pub struct Task {
     pub priority: Option<u32>,
     /// Release jitter J (default 0).
     pub release_jitter: Nanos,
-    /// Release offset O: `run` releases the task at `epoch + O + k * T` (0 unless a
-    /// pipeline's phased releases set it, Boomerang III-E Fig. 7). The analysis treats
-    /// the releases as synchronous (O = 0), which bounds any offset.
+    /// Release offset O < T: `run` and `sim` release the task at `epoch + O + k * T`
+    /// (the task's `offset` key, or a pipeline's phased releases, Boomerang III-E Fig. 7;
+    /// a restartable task keeps it after a resume, counted from the resume instant). The
+    /// analysis treats the releases as synchronous (O = 0), which bounds any offset.
     pub offset: Nanos,
     /// Worst-case blocking B by lower-priority tasks (default 0).
     pub blocking: Nanos,

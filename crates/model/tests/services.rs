@@ -247,3 +247,23 @@ fn a_listening_partition_gets_its_address_and_a_private_network() {
         "{rt}"
     );
 }
+
+/// `offset`: a task released `offset` after each period's start (less than its period),
+/// kept through the canonical form.
+#[test]
+fn a_task_offset_moves_its_releases_within_the_period() {
+    let src = |offset: &str| {
+        format!("system: {{cpus: 0}}\npartitions:\n  - name: r\n    kind: rt\n    cpus: 0\n    tasks: [{{name: t, cmd: c, budget: 200us, period: 1ms{offset}}}]\n")
+    };
+    let s = load(&src(", offset: 300us"));
+    assert_eq!(s.partitions[0].tasks[0].offset, 300_000);
+    assert_eq!(load(&src("")).partitions[0].tasks[0].offset, 0);
+    let canonical = bulkhead_model::to_canonical_yaml(&s);
+    assert!(canonical.contains(", offset: 300us,"), "{canonical}");
+    assert_eq!(load(&canonical).partitions[0].tasks[0].offset, 300_000);
+    let e = error(&src(", offset: 1ms"));
+    assert!(
+        e.contains("partitions[0].tasks[0].offset: must be less than the period"),
+        "{e}"
+    );
+}
