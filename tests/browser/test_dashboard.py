@@ -97,7 +97,7 @@ def test_the_monitor_lists_every_partition_and_task_with_jobs(vehicle, page):
     channels = dict(page.eval_on_selector_all(
         "#channels tbody tr",
         "rows => rows.map(r => [r.dataset.channel, Number(r.querySelector('.written').textContent)])"))
-    assert len(channels) == 16 and channels["ic_dashboard"] > 0, channels
+    assert len(channels) == 17 and channels["ic_dashboard"] > 0, channels
     # The gateway's links: its reader's two, its writer's three.
     links = page.eval_on_selector_all("#gateway tbody tr", "rows => rows.map(r => r.dataset.link)")
     assert sorted(links) == ["adas_can_rx", "adas_can_tx", "adas_raw_tx", "ivi_can_rx", "ivi_can_tx"]
