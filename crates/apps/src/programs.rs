@@ -759,8 +759,10 @@ fn send_update(
 fn aml_write() -> R<()> {
     let mut output = receiver("long_update_output")?;
     let mut control = sender("carla_control")?;
-    let mut responses: Vec<u64> = Vec::with_capacity(1 << 18);
-    let (mut last_seq, mut lost, mut sent, mut dropped) = (0u64, 0u64, 0u64, 0u64);
+    let mut responses = RoundTrips::new();
+    // The INIT's number: the UPDATEs are numbered from 2, so a gap before the first
+    // output read counts too.
+    let (mut last_seq, mut lost, mut sent, mut dropped) = (1u64, 0u64, 0u64, 0u64);
     let mut max_ns = 0u64;
     let mut buf = [0u8; SIZE];
     let result = periodic(
@@ -780,8 +782,8 @@ fn aml_write() -> R<()> {
                 let out = UpdateOutput::decode(&buf);
                 let round_trip = now_ns().saturating_sub(out.sent_ns);
                 max_ns = max_ns.max(round_trip);
-                responses.push(round_trip);
-                if last_seq > 0 && out.seq > last_seq + 1 {
+                responses.add(round_trip);
+                if out.seq > last_seq + 1 {
                     lost += out.seq - last_seq - 1;
                 }
                 last_seq = last_seq.max(out.seq);
@@ -800,7 +802,7 @@ fn aml_write() -> R<()> {
                     Err(_) => dropped += 1,
                 }
             }
-            let n = responses.len() as u64;
+            let n = responses.n;
             v.copy_from_slice(&[n, lost, sent, dropped, max_ns / 1000]);
             Ok(())
         },
@@ -808,7 +810,7 @@ fn aml_write() -> R<()> {
     say(format!(
         "aml-write: stopped: {} commands sent, {dropped} dropped; {}",
         sent,
-        response_times(&mut responses, lost)
+        responses.summary(lost, max_ns)
     ));
     result
 }
@@ -866,19 +868,52 @@ impl Tracking {
 }
 
 /// The controller's response times (UPDATE sent -> its output read) so far.
-fn response_times(responses: &mut [u64], timeouts: u64) -> String {
-    responses.sort_unstable();
-    let q = |p: f64| {
-        let k = ((responses.len() as f64 - 1.0) * p).round() as usize;
-        responses.get(k).copied().unwrap_or(0) as f64 / 1e3
-    };
-    format!(
-        "{} updates answered, {timeouts} unanswered; controller response median {:.0} us, p99 {:.0} us, max {:.0} us",
-        responses.len(),
-        q(0.5),
-        q(0.99),
-        q(1.0)
-    )
+/// Round trips counted in 1 us buckets up to [`RoundTrips::BUCKETS`] us (the last one
+/// holds the longer ones): a fixed table, touched before the first job, so that an rt
+/// task that runs for hours neither grows a list nor faults in pages in its jobs.
+struct RoundTrips {
+    counts: Vec<u32>,
+    n: u64,
+}
+
+impl RoundTrips {
+    const BUCKETS: usize = 50_000;
+
+    fn new() -> RoundTrips {
+        // Written, not calloc'ed: every page is in memory before the first job.
+        let mut counts = vec![u32::MAX; Self::BUCKETS + 1];
+        counts.fill(0);
+        RoundTrips { counts, n: 0 }
+    }
+
+    fn add(&mut self, ns: u64) {
+        let us = ((ns / 1000) as usize).min(Self::BUCKETS);
+        self.counts[us] = self.counts[us].saturating_add(1);
+        self.n += 1;
+    }
+
+    /// The bucket (us) holding the round trip of rank `p` (0..=1) among those counted.
+    fn quantile_us(&self, p: f64) -> usize {
+        let rank = ((self.n.saturating_sub(1)) as f64 * p).round() as u64;
+        let mut seen = 0u64;
+        for (us, &c) in self.counts.iter().enumerate() {
+            seen += u64::from(c);
+            if seen > rank {
+                return us;
+            }
+        }
+        0
+    }
+
+    fn summary(&self, timeouts: u64, max_ns: u64) -> String {
+        format!(
+            "{} updates answered, {timeouts} unanswered; controller response median {} us, p99 {} us, max {:.0} us",
+            self.n,
+            self.quantile_us(0.5),
+            self.quantile_us(0.99),
+            max_ns as f64 / 1e3
+        )
+    }
 }
 
 /// The infotainment mapper of the Linux side (IML): channel 1 to the cluster (UDP on
@@ -1192,6 +1227,26 @@ mod tests {
 
     fn flags(a: &[&str]) -> Flags {
         Flags(a.iter().map(|s| s.to_string()).collect())
+    }
+
+    #[test]
+    fn round_trips_give_their_quantiles_from_the_buckets() {
+        let mut r = RoundTrips::new();
+        for us in 1..=100u64 {
+            r.add(us * 1000 + 400);
+        }
+        r.add(3_600_000_000); // an hour: counted in the last bucket
+        assert_eq!(
+            (r.n, r.quantile_us(0.5), r.quantile_us(0.99)),
+            (101, 51, 100)
+        );
+        assert_eq!(r.quantile_us(1.0), RoundTrips::BUCKETS);
+        let text = r.summary(2, 3_600_000_000);
+        assert!(
+            text.starts_with("101 updates answered, 2 unanswered"),
+            "{text}"
+        );
+        assert!(text.contains("median 51 us, p99 100 us"), "{text}");
     }
 
     #[test]
