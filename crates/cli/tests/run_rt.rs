@@ -253,3 +253,58 @@ fn a_fork_bomb_in_an_rt_partition_is_held_at_its_pids_limit() {
     assert_eq!(processes_running(&["sleep", "9.31"]), 0, "left running");
     assert!(!stderr.contains("could not remove"), "{stderr}");
 }
+
+/// A task's `offset` moves its whole grid: every release in the schedule log lies at
+/// 3 ms + k x 10 ms, and so does every deadline judged missed, including those of the
+/// releases the task skipped while it overran (15 ms of work per 10 ms period under a
+/// 9 ms reservation), which the supervisor judges itself.
+#[test]
+fn an_offset_task_is_released_and_judged_on_its_own_grid() {
+    if !is_root() {
+        eprintln!("skipping: needs root for SCHED_DEADLINE and cpusets");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let periodic = common::bin("bulkhead-periodic");
+    if !periodic.exists() {
+        eprintln!("skipping: {} is not built", periodic.display());
+        return;
+    }
+    let dir = common::Scratch::new("rt-offset");
+    let file = dir.file("offset.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n      - {{name: late, cmd: {} --exec-us 15000, budget: 9ms, period: 10ms, offset: 3ms}}\n",
+            periodic.display()
+        ),
+    )
+    .unwrap();
+    let log = dir.file("log.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["run", file.to_str().unwrap(), "--timeout", "1s"])
+        .arg("--schedule-log")
+        .arg(&log)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let at = |kind: &str, key: &str| -> Vec<u64> {
+        let of_kind = events.iter().filter(|e| e["event"] == kind);
+        of_kind.map(|e| e[key].as_u64().unwrap()).collect()
+    };
+    let (releases, missed) = (
+        at("job_release", "t_ns"),
+        at("deadline_miss", "deadline_ns"),
+    );
+    assert!(releases.len() >= 20, "{releases:?}\n{stderr}");
+    assert!(missed.len() >= 20, "it overran: {missed:?}\n{stderr}");
+    for t in releases.iter().chain(&missed) {
+        assert_eq!(t % 10_000_000, 3_000_000, "{t} off the grid: {missed:?}");
+    }
+}

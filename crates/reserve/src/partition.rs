@@ -671,11 +671,13 @@ impl Running {
         );
         let rel = |t: u64| t.saturating_sub(epoch);
         let period = self.link.spec().period_ns;
+        // The task's grid: its releases lie at `epoch + offset + k * period`.
+        let grid = epoch + self.link.release_offset_ns();
         // Releases skipped before this job: each is a missed deadline, unless the task
         // was parked then.
         let judged = self.judged_from.load(Ordering::Acquire);
         for job in self.reported.max(r.index.saturating_sub(r.skipped as u64))..r.index {
-            let release = epoch + job * period;
+            let release = grid + job * period;
             if release < judged {
                 continue;
             }
