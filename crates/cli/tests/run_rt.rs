@@ -17,19 +17,9 @@ fn write_description(name: &str, tasks: &str) -> PathBuf {
 
 #[test]
 fn rt_tasks_run_with_the_configured_sched_deadline_reservation() {
-    if !is_root() {
-        eprintln!("skipping: needs root for SCHED_DEADLINE and cpusets");
+    let Some((periodic, _lock)) = common::rt_test_setup() else {
         return;
-    }
-    let _lock = exclusive_cpus_lock();
-    let periodic = common::bin("bulkhead-periodic");
-    if !periodic.exists() {
-        eprintln!(
-            "skipping: {} is not built (cargo build -p bulkhead-workloads)",
-            periodic.display()
-        );
-        return;
-    }
+    };
     let periodic = periodic.display();
     let file = write_description(
         "deadline",
@@ -260,16 +250,9 @@ fn a_fork_bomb_in_an_rt_partition_is_held_at_its_pids_limit() {
 /// 9 ms reservation), which the supervisor judges itself.
 #[test]
 fn an_offset_task_is_released_and_judged_on_its_own_grid() {
-    if !is_root() {
-        eprintln!("skipping: needs root for SCHED_DEADLINE and cpusets");
+    let Some((periodic, _lock)) = common::rt_test_setup() else {
         return;
-    }
-    let _lock = exclusive_cpus_lock();
-    let periodic = common::bin("bulkhead-periodic");
-    if !periodic.exists() {
-        eprintln!("skipping: {} is not built", periodic.display());
-        return;
-    }
+    };
     let dir = common::Scratch::new("rt-offset");
     let file = dir.file("offset.yaml");
     std::fs::write(

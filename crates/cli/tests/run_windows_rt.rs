@@ -3,22 +3,15 @@
 //! until the end), on the window schedule's time axis, and the trace holds both.
 
 mod common;
-use common::{exclusive_cpus_lock, is_root, Scratch};
+use common::Scratch;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 #[test]
 fn rt_job_events_of_a_window_run_are_streamed_to_the_log_and_trace() {
-    if !is_root() {
-        eprintln!("skipping: needs root for SCHED_DEADLINE and cgroups");
+    let Some((periodic, _lock)) = common::rt_test_setup() else {
         return;
-    }
-    let _lock = exclusive_cpus_lock();
-    let periodic = common::bin("bulkhead-periodic");
-    if !periodic.exists() {
-        eprintln!("skipping: {} is not built", periodic.display());
-        return;
-    }
+    };
     let scratch = Scratch::new("windows-rt-stream");
     let description = scratch.file("system.yaml");
     std::fs::write(

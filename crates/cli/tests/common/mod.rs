@@ -79,6 +79,24 @@ pub fn partition_children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// For a test of rt tasks: `bulkhead-periodic` and the exclusive-CPU lock, or `None`
+/// (the reason printed) without root or without the built workload.
+pub fn rt_test_setup() -> Option<(PathBuf, std::fs::File)> {
+    if !is_root() {
+        eprintln!("skipping: needs root for SCHED_DEADLINE, cgroups and cpusets");
+        return None;
+    }
+    let periodic = bin("bulkhead-periodic");
+    if !periodic.exists() {
+        eprintln!(
+            "skipping: {} is not built (cargo build -p bulkhead-workloads)",
+            periodic.display()
+        );
+        return None;
+    }
+    Some((periodic, exclusive_cpus_lock()))
+}
+
 /// SIGKILLs the janitor of supervisor `pid` (its child `bulkhead janitor --watch PID`),
 /// so that a test of what the *next* run cleans up does not race the janitor; returns
 /// how many it killed (one, once the run has started).
