@@ -477,7 +477,9 @@ impl Task {
     /// stamped before the latest resume instant. Returns whether the task may use it.
     /// A stale input is counted in the named counter `ss.stale_dropped`; the first
     /// fresh one after each resume stores the instant it was taken in
-    /// `ss.first_fresh_ns`, which the supervisor logs as the task's `first_fresh_frame`.
+    /// `ss.first_fresh_ns`, which the supervisor logs as the task's `first_fresh_frame`,
+    /// and its age then (that instant minus its stamp) in `ss.first_fresh_age_ns`: how
+    /// long the input waited in the system, apart from how long it took to come.
     /// A continuable task takes everything.
     pub fn fresh(&mut self, stamp_ns: u64) -> bool {
         if self.resume != Resume::Restartable {
@@ -492,8 +494,12 @@ impl Task {
         }
         if resumed_at != 0 && self.fresh_reported != resumed_at {
             self.fresh_reported = resumed_at;
+            let now = now_ns();
+            if let Ok(c) = self.counter("ss.first_fresh_age_ns") {
+                self.set_counter(c, now.saturating_sub(stamp_ns));
+            }
             if let Ok(c) = self.counter("ss.first_fresh_ns") {
-                self.set_counter(c, now_ns());
+                self.set_counter(c, now);
             }
         }
         true

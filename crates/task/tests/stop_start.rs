@@ -205,6 +205,14 @@ fn a_restartable_task_returns_to_its_checkpoint_with_restarted_at_the_resume_ins
         100,
         "the checkpoint's state"
     );
+    // The first fresh input (stamped at the resume instant) was taken at
+    // `ss.first_fresh_ns`, aged the time since its stamp.
+    let (first, age) = (
+        counter(&link, "ss.first_fresh_ns"),
+        counter(&link, "ss.first_fresh_age_ns"),
+    );
+    assert!(first >= resumed_at, "{first} {resumed_at}");
+    assert_eq!(age, first - resumed_at);
     let recs = finish(link, task);
     assert!(state_before >= 106);
     let restarted: Vec<_> = recs
