@@ -264,6 +264,47 @@ fn at(stderr: &str, pipeline: &str, stage: &str, what: &str) -> usize {
         .unwrap_or_else(|| panic!("no `{line}` in:\n{stderr}"))
 }
 
+/// Runs `file` (with `extra` arguments) on virtual bus `bus`: once the CAN source says it
+/// is ready, `feed` puts frames on the bus; a second later (the frames in flight pass)
+/// the stop (SIGTERM) ends the run, which must exit 0. Returns the run's stderr and what
+/// a node of the bus saw (`bulkhead can dump -L`).
+fn run_fed(
+    bus: &str,
+    file: &std::path::Path,
+    extra: &[&std::ffi::OsStr],
+    feed: impl FnOnce(),
+) -> (String, String) {
+    let mut dump = Killed(
+        bulkhead()
+            .args(["can", "dump", "-L", "--bus", bus, "--timeout", "90s"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut run = Running(Some(
+        bulkhead()
+            .args(["run", file.to_str().unwrap(), "--timeout", "60s"])
+            .args(extra)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let stderr = Stderr::of(run.0.as_mut().unwrap());
+    stderr.wait_for("pipeline `p1`, stage `CanRead`: ready");
+    feed();
+    std::thread::sleep(Duration::from_secs(1));
+    let mut child = run.0.take().unwrap();
+    // SAFETY: signalling our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let stderr = stderr.all();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let _ = dump.0.kill();
+    let mut on_bus = String::new();
+    std::io::Read::read_to_string(dump.0.stdout.as_mut().unwrap(), &mut on_bus).unwrap();
+    (stderr, on_bus)
+}
+
 /// A FIFO pipeline on `can:BUS:IDS` endpoints, fed from a virtual bus: its source takes
 /// in the frames of the id it declares (and no others), every message crosses the
 /// stages in order, and its sink's frames reach the bus through the gateway's writer,
@@ -287,45 +328,19 @@ fn a_pipeline_on_can_endpoints_carries_bus_frames_through_its_stages_onto_the_bu
     );
     let file = dir.file("can.yaml");
     std::fs::write(&file, yaml).unwrap();
-    let dump = Killed(
-        bulkhead()
-            .args(["can", "dump", "-L", "--bus", &bus, "--timeout", "90s"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut run = Running(Some(
-        bulkhead()
-            .args(["run", file.to_str().unwrap(), "--timeout", "60s"])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    let stderr = Stderr::of(run.0.as_mut().unwrap());
-    stderr.wait_for("pipeline `p1`, stage `CanRead`: ready");
-    let gen = |id: &str| {
-        bulkhead()
-            .args([
-                "can", "gen", &bus, "-I", id, "-L", "1", "-g", "5ms", "-n", "100",
-            ])
-            .spawn()
-            .unwrap()
-    };
-    let (mut declared, mut other) = (gen("101"), gen("124"));
-    assert!(declared.wait().unwrap().success());
-    assert!(other.wait().unwrap().success());
-    // The frames in flight pass; then the stop (SIGTERM) ends the run.
-    std::thread::sleep(Duration::from_secs(1));
-    let mut child = run.0.take().unwrap();
-    // SAFETY: signalling our own child, not yet reaped.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let status = child.wait().unwrap();
-    let stderr = stderr.all();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    let mut dump = dump;
-    let _ = dump.0.kill();
-    let mut on_bus = String::new();
-    std::io::Read::read_to_string(dump.0.stdout.as_mut().unwrap(), &mut on_bus).unwrap();
+    let (stderr, on_bus) = run_fed(&bus, &file, &[], || {
+        let gen = |id: &str| {
+            bulkhead()
+                .args([
+                    "can", "gen", &bus, "-I", id, "-L", "1", "-g", "5ms", "-n", "100",
+                ])
+                .spawn()
+                .unwrap()
+        };
+        let (mut declared, mut other) = (gen("101"), gen("124"));
+        assert!(declared.wait().unwrap().success());
+        assert!(other.wait().unwrap().success());
+    });
     // The sink's frames carry the sequence numbers the source gave the frames it took.
     let seqs: Vec<u64> = on_bus
         .lines()
@@ -403,42 +418,16 @@ fn a_stage_frame_of_an_undeclared_id_is_dropped_by_the_gateway_and_counted() {
     let file = dir.file("deny.yaml");
     std::fs::write(&file, yaml).unwrap();
     let log = dir.file("schedule.jsonl");
-    let dump = Killed(
-        bulkhead()
-            .args(["can", "dump", "-L", "--bus", &bus, "--timeout", "90s"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut run = Running(Some(
-        bulkhead()
-            .args(["run", file.to_str().unwrap(), "--timeout", "60s"])
-            .arg("--schedule-log")
-            .arg(&log)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    let stderr = Stderr::of(run.0.as_mut().unwrap());
-    stderr.wait_for("pipeline `p1`, stage `CanRead`: ready");
-    let gen = bulkhead()
-        .args([
-            "can", "gen", &bus, "-I", "101", "-L", "8", "-g", "5ms", "-n", "50",
-        ])
-        .status()
-        .unwrap();
-    assert!(gen.success());
-    std::thread::sleep(Duration::from_secs(1));
-    let mut child = run.0.take().unwrap();
-    // SAFETY: signalling our own child, not yet reaped.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let status = child.wait().unwrap();
-    let stderr = stderr.all();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    let mut dump = dump;
-    let _ = dump.0.kill();
-    let mut on_bus = String::new();
-    std::io::Read::read_to_string(dump.0.stdout.as_mut().unwrap(), &mut on_bus).unwrap();
+    let log_args = [std::ffi::OsStr::new("--schedule-log"), log.as_os_str()];
+    let (stderr, on_bus) = run_fed(&bus, &file, &log_args, || {
+        let gen = bulkhead()
+            .args([
+                "can", "gen", &bus, "-I", "101", "-L", "8", "-g", "5ms", "-n", "50",
+            ])
+            .status()
+            .unwrap();
+        assert!(gen.success());
+    });
     let frames_of = |id: &str| {
         on_bus
             .lines()
