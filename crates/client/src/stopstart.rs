@@ -21,6 +21,10 @@
 //! [`Event::Resumed`] from [`StopStart::event`] or [`StopStart::wait_event`].
 
 use crate::Error;
+/// CLOCK_MONOTONIC now, ns.
+pub use bulkhead_os::clock::now_ns as monotonic_ns;
+use bulkhead_os::clock::realtime_to_monotonic;
+use bulkhead_os::futex::{wait as futex_wait, wake_all as futex_wake_all};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, AtomicU64};
@@ -347,9 +351,7 @@ impl StopStart {
     /// bus's reception time on CLOCK_REALTIME: the stamp is moved to CLOCK_MONOTONIC by
     /// the two clocks' offset now.
     pub fn fresh_can(&self, stamp_realtime_ns: u64) -> bool {
-        let moved =
-            (stamp_realtime_ns + monotonic_ns()).saturating_sub(clock_ns(libc::CLOCK_REALTIME));
-        self.fresh(moved)
+        self.fresh(realtime_to_monotonic(stamp_realtime_ns))
     }
 
     /// Inputs [`StopStart::fresh`] found stale so far.
@@ -363,50 +365,6 @@ fn io_error(e: Error) -> std::io::Error {
         Error::Io(errno) => std::io::Error::from_raw_os_error(errno),
         other => std::io::Error::other(other),
     }
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into `ts`.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// CLOCK_MONOTONIC now, ns.
-pub fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// Sleeps while `word` holds `expected`, at most `timeout_ns` (`None`: no limit); a
-/// process-shared futex (the word is in a shared mapping, read-only here).
-fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>) {
-    let ts = timeout_ns.map(|ns| libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-    });
-    let ts_ptr = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `word` is a live, aligned u32 for the call; the timeout pointer is null or
-    // points to `ts`, alive until the call returns. Spurious wake-ups and EAGAIN are
-    // handled by the caller's loop.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            ts_ptr,
-        )
-    };
-}
-
-fn futex_wake_all(word: &AtomicU32) {
-    // SAFETY: `word` is a live, aligned u32; FUTEX_WAKE only uses its address.
-    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
 }
 
 #[cfg(test)]

@@ -43,6 +43,14 @@ pub fn thread_cpu_ns() -> u64 {
     read_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
 }
 
+/// The CLOCK_MONOTONIC instant of the CLOCK_REALTIME instant `t_ns` (e.g. a CAN frame's
+/// bus stamp), by the offset between the two clocks now (0 for an instant before the
+/// monotonic clock's origin).
+pub fn realtime_to_monotonic(t_ns: u64) -> u64 {
+    let (mono, real) = (now_ns(), realtime_ns());
+    (t_ns + mono).saturating_sub(real)
+}
+
 /// `t_ns` as a timespec.
 pub fn timespec(t_ns: u64) -> libc::timespec {
     libc::timespec {
@@ -54,6 +62,21 @@ pub fn timespec(t_ns: u64) -> libc::timespec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_realtime_stamp_moves_to_the_same_instant_on_the_monotonic_clock() {
+        let (real, mono) = (realtime_ns(), now_ns());
+        let moved = realtime_to_monotonic(real - 5_000_000);
+        // The two reads are a few microseconds apart at most, even on a loaded machine
+        // (a wide margin: the test checks the direction and the scale).
+        let expected = mono - 5_000_000;
+        assert!(
+            moved.abs_diff(expected) < 50_000_000,
+            "{moved} vs {expected}"
+        );
+        assert!(realtime_to_monotonic(real - 5_000_000) < realtime_to_monotonic(real));
+        assert_eq!(realtime_to_monotonic(0), 0);
+    }
 
     #[test]
     fn sleeps_until_an_absolute_time() {

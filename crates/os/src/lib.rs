@@ -4,6 +4,7 @@
 //!
 //! - [`cgroup`]: the machine's cgroup mounts and the calling process's cgroups;
 //! - [`proc`]: `/proc/PID/stat` ([`proc::proc_stat`]), a process's end on a pidfd;
+//! - [`futex`]: waiting on and waking words in shared memory;
 //! - [`fd`]: descriptors handed to children, numbered above the ones moved into place;
 //! - [`clock`]: CLOCK_MONOTONIC, the clock every bulkhead time is on, and the other clocks;
 //! - [`event`]: the supervisor's event loop: epoll, a timerfd on absolute CLOCK_MONOTONIC
@@ -23,6 +24,7 @@ pub mod cgroup;
 pub mod clock;
 pub mod event;
 pub mod fd;
+pub mod futex;
 pub mod proc;
 pub mod sched;
 pub mod signal;

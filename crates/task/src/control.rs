@@ -62,6 +62,7 @@
 //! [`MESSAGE_EVENTS`] ahead: it skips them) and stores the new `msg_read` (Release). Bounded: a consumer that falls
 //! behind loses the newest events, counted, and never blocks the task.
 use crate::error::{Error, Result};
+use bulkhead_os::futex::{wait as futex_wait, wake_all as futex_wake_all};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, AtomicU64};
@@ -612,36 +613,6 @@ fn time_left(deadline: Option<u64>) -> Option<Option<u64>> {
         },
         None => Some(None),
     }
-}
-
-/// Sleeps while `word` holds `expected`, at most `timeout_ns` (`None`: no limit). The
-/// word is in shared memory: a process-shared (not private) futex.
-fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>) {
-    let ts = timeout_ns.map(|ns| libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as i64,
-        tv_nsec: (ns % 1_000_000_000) as i64,
-    });
-    let ts_ptr = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `word` is a live, aligned u32 for the duration of the call; the timeout
-    // pointer is null or points to `ts`, alive until the call returns. Spurious wake-ups
-    // and EAGAIN are handled by the caller's loop.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            ts_ptr,
-        )
-    };
-}
-
-/// Wakes every waiter on `word`.
-fn futex_wake_all(word: &AtomicU32) {
-    // SAFETY: `word` is a live, aligned u32; FUTEX_WAKE only reads its address.
-    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
 }
 
 #[cfg(test)]

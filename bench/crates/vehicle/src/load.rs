@@ -7,7 +7,7 @@
 //! 1 KiB datagrams to themselves over 127.0.0.1. Once a second the process prints the
 //! CPU it used (`load: ...`).
 
-use bulkhead_task::clock::{now_ns, sleep_until};
+use bulkhead_task::clock::{now_ns, read_ns, sleep_until, thread_cpu_ns};
 use std::io::Write;
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
@@ -109,20 +109,6 @@ fn send_loop(slice_ns: u64, work: &AtomicU64) -> Result<(), String> {
     .map_err(err)
 }
 
-fn cpu_clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into `ts`, which outlives the call.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn thread_cpu_ns() -> u64 {
-    cpu_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
 fn process_cpu_ns() -> u64 {
-    cpu_clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+    read_ns(libc::CLOCK_PROCESS_CPUTIME_ID).unwrap_or(0)
 }
