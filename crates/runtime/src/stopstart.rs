@@ -475,7 +475,11 @@ impl Worker {
     }
 
     fn run(mut self, jobs: Receiver<Job>, done: Sender<(Ticket, Response)>, wake: i32) {
-        if let Err(e) = realtime_priority() {
+        // Held for the thread's life: SCHED_FIFO WORKER_PRIORITY, so that the worker runs
+        // as soon as an acknowledgement or a cgroup state comes, even while every CPU is
+        // reserved and SCHED_OTHER work (other programs, builds) is queued.
+        let realtime = bulkhead_os::sched::Realtime::enter(WORKER_PRIORITY);
+        if let Err(e) = &realtime {
             eprintln!(
                 "bulkhead: stop-start: the worker runs without real-time priority (SCHED_FIFO {WORKER_PRIORITY}): {e}; \
                  suspend and resume wait for the CPU time reserved tasks leave"
@@ -760,24 +764,6 @@ impl Worker {
             };
             t.ss.judged_from.store(judged, Ordering::Release);
         }
-    }
-}
-
-/// Puts the calling thread under SCHED_FIFO [`WORKER_PRIORITY`] (with
-/// SCHED_RESET_ON_FORK): the worker waits for acknowledgements and cgroup states, and
-/// must run as soon as one comes even while every CPU is reserved and SCHED_OTHER work
-/// (other programs, builds) is queued.
-fn realtime_priority() -> std::io::Result<()> {
-    let param = libc::sched_param {
-        sched_priority: WORKER_PRIORITY,
-    };
-    // SAFETY: sched_setscheduler reads one sched_param; pid 0 is the calling thread.
-    let r = unsafe {
-        libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param)
-    };
-    match r {
-        0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
     }
 }
 
