@@ -31,11 +31,16 @@ fn main() {
     let yield_ns = args
         .next()
         .map(|ms| ms.parse::<u64>().expect("YIELD_MS") * 1_000_000);
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&out)
-        .expect("open OUT");
+    // One write per line: a probe frozen or killed when its run ends never leaves half a
+    // line (`writeln!` on a bare file writes a line in pieces; CI once read a sample
+    // without its CPUs).
+    let mut file = std::io::LineWriter::new(
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&out)
+            .expect("open OUT"),
+    );
     // The descriptors it inherited (this file's and the directory listing's aside).
     for entry in std::fs::read_dir("/proc/self/fd")
         .expect("/proc/self/fd")
