@@ -232,10 +232,7 @@ fn create_outputs(args: &Args) -> Result<(), String> {
 ///   runs;
 /// - a modal partition that owns several CPUs: the analysis places its tasks on its CPUs
 ///   per mode (first-fit, docs/analysis.md) and may place a task on another CPU in
-///   another mode, while a task keeps the CPU (and exclusive cpuset) it starts on;
-/// - a mode that changes a task's period: a program's release grid (epoch + k·T) and the
-///   supervisor's deadline judgement are fixed when the program attaches, so a new
-///   reservation period would not line up with the releases it serves.
+///   another mode, while a task keeps the CPU (and exclusive cpuset) it starts on.
 fn not_run_yet(system: &bulkhead_model::System) -> Option<(String, String)> {
     if let Some(why) = task_without_program(system) {
         return Some(why);
@@ -264,13 +261,7 @@ fn not_run_yet(system: &bulkhead_model::System) -> Option<(String, String)> {
             return Some((format!("partitions[{i}].cpus"), format!("partition `{}` {what} and owns {n} CPUs: the analysis places its tasks on its CPUs per mode and may move a task to another CPU in another mode, while `run` keeps each task on the CPU it starts on; give it one CPU or an `interface` (a server over its CPUs; docs/modes.md)", p.name)));
         }
     }
-    let modes = modes?;
-    modes.table.iter().enumerate().find_map(|(i, m)| {
-        m.partitions.iter().find_map(|l| {
-            let (j, t) = l.tasks.iter().enumerate().find(|(_, t)| t.period.is_some())?;
-            Some((format!("modes.table[{i}].partitions.{}.tasks[{j}].period", l.partition), format!("mode `{}` gives task `{}` another period: a program's release grid (epoch + k·period) and the supervisor's deadline judgement are fixed when it attaches, so `run` changes budgets and deadlines, not periods (docs/modes.md)", m.name, t.name)))
-        })
-    })
+    None
 }
 
 /// A task of the description with no `cmd` (gateway tasks get theirs from `run`).

@@ -345,3 +345,130 @@ fn the_example_runs_and_switches_through_every_policy() {
         }
     }
 }
+
+/// A mode may give a task another period (and deadline): its program's releases move to
+/// the new period from the old grid's first release after the switch on (none sooner,
+/// none twice), the kernel holds the new reservation (`chrt -p`), and the supervisor
+/// judges its jobs against the new deadline; switching back restores both.
+#[test]
+fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
+    if !is_root() {
+        eprintln!("skipping: needs root for SCHED_DEADLINE and cpusets");
+        return;
+    }
+    let periodic = common::bin("bulkhead-periodic");
+    if !periodic.exists() {
+        eprintln!("skipping: bulkhead-periodic is not built");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("modes-period");
+    let file = dir.file("period.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "system: {{cpus: 0-1}}\npartitions:\n  - name: a\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - {{name: x, cmd: {} --exec-us 40, budget: 200us, period: 2ms}}\nmodes:\n  initial: fast\n  agent: {{budget: 100us, period: 100ms}}\n  table:\n    - name: fast\n      partitions:\n        a: {{tasks: [x]}}\n    - name: slow\n      partitions:\n        a: {{tasks: [{{name: x, period: 5ms, deadline: 4ms}}]}}\n",
+            periodic.display()
+        ),
+    )
+    .unwrap();
+    let socket = dir.file("period.sock");
+    let log = dir.file("log.jsonl");
+    let mut run = Running(Some(
+        common::run_with_control(&file, "2s", &socket)
+            .arg("--schedule-log")
+            .arg(&log)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    wait_for(&socket);
+    std::thread::sleep(Duration::from_millis(300));
+    let x = task(&status(&socket), "x")["pid"].as_u64().unwrap() as u32;
+    assert!(
+        common::chrt(x).contains("200000/2000000/2000000"),
+        "{}",
+        common::chrt(x)
+    );
+    assert_eq!(switch(&socket, "slow")["to"], "slow");
+    assert!(
+        common::chrt(x).contains("200000/4000000/5000000"),
+        "{}",
+        common::chrt(x)
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(switch(&socket, "fast")["to"], "fast");
+    assert!(
+        common::chrt(x).contains("200000/2000000/2000000"),
+        "{}",
+        common::chrt(x)
+    );
+    let out = run.0.take().unwrap().wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+
+    let log = std::fs::read_to_string(&log).unwrap();
+    let events: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let requests: Vec<u64> = events
+        .iter()
+        .filter(|e| e["event"] == "mode_request")
+        .map(|e| e["t_ns"].as_u64().unwrap())
+        .collect();
+    assert_eq!(requests.len(), 2, "{log}");
+    // (release, relative deadline) of x's jobs, in release order.
+    let mut releases: Vec<(u64, u64)> = events
+        .iter()
+        .filter(|e| e["event"] == "job_release" && e["task"] == "x")
+        .map(|e| {
+            let t = e["t_ns"].as_u64().unwrap();
+            (t, e["deadline_ns"].as_u64().unwrap() - t)
+        })
+        .collect();
+    releases.sort();
+    releases.dedup();
+    let phase = |from: u64, to: u64| -> Vec<(u64, u64)> {
+        releases
+            .iter()
+            .copied()
+            .filter(|&(t, _)| t > from && t < to)
+            .collect()
+    };
+    let (fast, slow, back) = (
+        phase(0, requests[0]),
+        phase(requests[0], requests[1]),
+        phase(requests[1], u64::MAX),
+    );
+    assert!(
+        fast.len() > 50 && slow.len() > 50 && back.len() > 50,
+        "{fast:?}\n{slow:?}\n{back:?}"
+    );
+    // Before the first switch: every 2 ms (or whole multiples, for releases a VM stall
+    // made it skip), judged against 2 ms.
+    let steps = |jobs: &[(u64, u64)], period: u64, deadline: u64| {
+        for w in jobs.windows(2) {
+            let gap = w[1].0 - w[0].0;
+            assert!(gap >= period && gap % period == 0, "gap {gap} in {jobs:?}");
+        }
+        assert!(jobs.iter().all(|&(_, d)| d == deadline), "{jobs:?}");
+    };
+    steps(&fast, 2_000_000, 2_000_000);
+    // The first release after the request is still on the 2 ms grid (the switch takes
+    // effect at the old grid's next release), then every 5 ms against a 4 ms deadline.
+    let first = slow[0].0 - fast.last().unwrap().0;
+    assert_eq!(
+        first % 2_000_000,
+        0,
+        "first slow release off the old grid: {slow:?}"
+    );
+    steps(&slow, 5_000_000, 4_000_000);
+    let first = back[0].0 - slow.last().unwrap().0;
+    assert_eq!(
+        first % 5_000_000,
+        0,
+        "first fast release off the slow grid: {back:?}"
+    );
+    steps(&back, 2_000_000, 2_000_000);
+}

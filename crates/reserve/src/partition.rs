@@ -34,7 +34,7 @@ use crate::{detect, prio};
 use bulkhead_analysis::system::{analyze_system_with, Options, Report};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task};
 use bulkhead_task::supervisor::{LinkSpec, ModePort, StopStartPort, TaskLink};
-use bulkhead_task::Record;
+use bulkhead_task::{Record, Timing};
 use bulkhead_trace::{Event, EventKind, Name};
 use std::collections::BTreeMap;
 use std::fs;
@@ -145,7 +145,9 @@ struct Running {
     partition: Name,
     task: Name,
     cpu: u32,
-    deadline_ns: u64,
+    /// The task's timings seen so far, each with the CLOCK_MONOTONIC time of its first
+    /// release (0 for the first), oldest first; a mode agent changes them.
+    timings: Vec<(u64, Timing)>,
     policy: Policy,
     link: TaskLink,
     child: Child,
@@ -400,7 +402,7 @@ impl RtPartitions {
                     partition: Arc::from(p.name.as_str()),
                     task: Arc::from(task.name.as_str()),
                     cpu,
-                    deadline_ns: task.deadline,
+                    timings: vec![(0, link.timing())],
                     policy,
                     link,
                     stats: TaskSummary {
@@ -661,23 +663,48 @@ impl Running {
         self.stats.counters = now;
     }
 
+    /// The timing the task's release at `release_ns` (CLOCK_MONOTONIC) was made under:
+    /// the latest one seen whose first release is not after it. A mode agent changes a
+    /// task's timing at most once per agent period and the supervisor drains records
+    /// far more often; a timing made and replaced between two drains is not seen, and
+    /// its releases are judged by the one before.
+    fn timing_at(&mut self, release_ns: u64) -> Timing {
+        let now = self.link.timing();
+        if self.timings.last().is_some_and(|(_, t)| t.seq != now.seq) {
+            self.timings.push((self.link.epoch_ns() + now.from_ns, now));
+            if self.timings.len() > 4 {
+                self.timings.remove(0);
+            }
+        }
+        let at = self
+            .timings
+            .iter()
+            .rev()
+            .find(|(from, _)| *from <= release_ns);
+        at.unwrap_or(&self.timings[0]).1
+    }
+
     /// Emits release/start/complete (and miss) events for one record.
     fn report(&mut self, r: &Record, epoch: u64, sink: &mut impl FnMut(Event)) {
+        let timing = self.timing_at(r.release_ns);
         let (p, task, cpu, d) = (
             self.partition.clone(),
             self.task.clone(),
             self.cpu,
-            self.deadline_ns,
+            timing.deadline_ns,
         );
         let rel = |t: u64| t.saturating_sub(epoch);
-        let period = self.link.spec().period_ns;
-        // The task's grid: its releases lie at `epoch + offset + k * period`.
-        let grid = epoch + self.link.release_offset_ns();
-        // Releases skipped before this job: each is a missed deadline, unless the task
-        // was parked then.
+        if r.index < self.reported {
+            // A new grid (another period, or a restartable task's resume) numbers its
+            // releases afresh.
+            self.reported = r.index.saturating_sub(r.skipped as u64);
+        }
+        // Releases skipped before this job, on the job's own grid: each is a missed
+        // deadline, unless the task was parked then.
         let judged = self.judged_from.load(Ordering::Acquire);
         for job in self.reported.max(r.index.saturating_sub(r.skipped as u64))..r.index {
-            let release = grid + job * period;
+            let back = (r.index - job).saturating_mul(timing.period_ns);
+            let release = r.release_ns.saturating_sub(back);
             if release < judged {
                 continue;
             }

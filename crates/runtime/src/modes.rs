@@ -60,10 +60,39 @@ pub type ModeEvents = Arc<Mutex<Vec<Event>>>;
 enum Action {
     /// Stop it and give its reservation back.
     Park,
-    /// Give it this reservation (it keeps running).
-    Set(DeadlineParams),
-    /// Give it this reservation and continue it.
-    Start(DeadlineParams),
+    /// Give it this reservation and these times (it keeps running).
+    Set(DeadlineParams, Times),
+    /// Give it this reservation and these times, and continue it.
+    Start(DeadlineParams, Times),
+}
+
+/// A task's budget, period and deadline in a mode (ns), which its program's releases
+/// follow from its next release on ([`bulkhead_task::supervisor::ModePort::set_timing`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Times {
+    budget: Nanos,
+    period: Nanos,
+    deadline: Nanos,
+}
+
+impl Times {
+    fn of(t: &Task) -> Times {
+        Times {
+            budget: t.budget,
+            period: t.period,
+            deadline: t.deadline,
+        }
+    }
+
+    /// Publishes them to the task's program unless it has them already.
+    fn publish(self, t: &TaskPort) {
+        let now = t.port.timing();
+        if (now.budget_ns, now.period_ns, now.deadline_ns)
+            != (self.budget, self.period, self.deadline)
+        {
+            t.port.set_timing(self.budget, self.period, self.deadline);
+        }
+    }
 }
 
 /// A request to an agent: switch to `mode` (index in the table).
@@ -520,11 +549,11 @@ fn plan(tasks: &[String], old: &[Task], new: &[Task], reclaim: bool) -> Result<P
     for (i, name) in tasks.iter().enumerate() {
         match (find(old, name), find(new, name)) {
             (Some(_), None) => leave.push((i, Action::Park)),
-            (None, Some(t)) => join.push((i, Action::Start(params(&t)?))),
+            (None, Some(t)) => join.push((i, Action::Start(params(&t)?, Times::of(&t)))),
             (Some(a), Some(b)) if a != b => {
                 let delta =
                     b.budget as i128 * a.period as i128 - a.budget as i128 * b.period as i128;
-                change.push((delta, (i, Action::Set(params(&b)?))));
+                change.push((delta, (i, Action::Set(params(&b)?, Times::of(&b)))));
             }
             _ => {}
         }
@@ -651,9 +680,14 @@ fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), String> {
             sched::set_process(pid, &Policy::Other { nice: 0 }).map_err(|e| e.to_string())?;
             wait_stopped(t.pid, until)
         }
-        Action::Set(p) => reserve(pid, p, until),
-        Action::Start(p) => {
+        Action::Set(p, times) => {
             reserve(pid, p, until)?;
+            times.publish(t);
+            Ok(())
+        }
+        Action::Start(p, times) => {
+            reserve(pid, p, until)?;
+            times.publish(t);
             t.judged_from
                 .store(bulkhead_task::clock::now_ns(), Ordering::Release);
             t.port.release();

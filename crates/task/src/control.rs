@@ -52,6 +52,18 @@
 //! so a task waits for its real release in the task library's sleep, not in its job:
 //! under SCHED_DEADLINE a sleep inside the job is a self-suspension that the CBS wakeup
 //! rule may answer with a postponed deadline.
+//! **Timing changes** (a mode that gives a task another budget, period or deadline,
+//! M2-Xen IV-B: the DMM re-parameterizes its tasks). The supervisor writes C, T, D, O and
+//! `timing_from_ns` as a seqlock: `timing_seq` odd (Relaxed), a Release fence, the
+//! stores (Relaxed), `timing_seq` even (Release); the task reads `timing_seq` (Acquire),
+//! the fields (Relaxed), an Acquire fence and `timing_seq` again, and retries while it was
+//! odd or changed ([`Control::timing`]). One writer: the task's mode agent. The new
+//! timing starts at the old grid's first release at or after the change (`timing_from_ns`
+//! after the epoch), so the job in progress ends under the old one and no release comes
+//! sooner than the old grid would have given it; from there the releases are
+//! `epoch_ns + O + k * T` with the new T and O = `timing_from_ns mod T`. The epoch is not
+//! touched, so a stop-start's move of the epoch (another writer) still shifts the whole
+//! grid.
 //! **Message events** ([`MessageEvent`], a ring of [`MESSAGE_EVENTS`]): a task that
 //! finishes messages (a pipeline's sink) reports each one's id, origin stamp and
 //! completion time. One producer (the task) and one consumer (the supervisor's drain):
@@ -65,13 +77,13 @@ use crate::error::{Error, Result};
 use bulkhead_os::futex::{wait as futex_wait, wake_all as futex_wake_all};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64};
 
 /// `b"BHTASK01"` as a little-endian integer.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"BHTASK01");
 /// 2: named counters; 3: mode words; 4: stop-start words; 5: start gate; 6: release
-/// offset and message events.
-pub const VERSION: u32 = 6;
+/// offset and message events; 7: timing changes.
+pub const VERSION: u32 = 7;
 /// Size of the mapped control block (one page on every Linux platform bulkhead targets).
 pub const CONTROL_LEN: usize = 4096;
 /// Longest task name stored (bytes, UTF-8, NUL padded).
@@ -98,10 +110,11 @@ pub struct Control {
     pub version: u32,
     /// Index of the task in its system (supervisor).
     pub task_index: u32,
-    /// Budget C, period T, relative deadline D, ns (supervisor).
-    pub budget_ns: u64,
-    pub period_ns: u64,
-    pub deadline_ns: u64,
+    /// Budget C, period T, relative deadline D, ns (supervisor; a mode switch changes
+    /// them under `timing_seq`, see **Timing changes**).
+    pub budget_ns: AtomicU64,
+    pub period_ns: AtomicU64,
+    pub deadline_ns: AtomicU64,
     /// CLOCK_MONOTONIC time of release 0 (supervisor; may move while the task runs).
     pub epoch_ns: AtomicU64,
     /// How many times the supervisor restarted this task (supervisor).
@@ -149,7 +162,7 @@ pub struct Control {
     pub held: AtomicU32,
     _pad5: u32,
     /// Release offset O, ns: releases are `epoch_ns + offset_ns + k * T` (supervisor;
-    /// stored before the process starts).
+    /// stored before the process starts, changed by a mode switch under `timing_seq`).
     pub offset_ns: AtomicU64,
     /// Message events written (task; Release after the entry).
     pub msg_written: AtomicU64,
@@ -159,6 +172,12 @@ pub struct Control {
     pub msg_dropped: AtomicU64,
     /// The ring of message events (task).
     pub msgs: [MessageEvent; MESSAGE_EVENTS],
+    /// Timing seqlock (supervisor): odd while the supervisor changes the timing.
+    pub timing_seq: AtomicU32,
+    _pad6: u32,
+    /// Where the current timing's first release lies, ns after `epoch_ns` (supervisor;
+    /// under `timing_seq`).
+    pub timing_from_ns: AtomicU64,
 }
 
 /// Entries in the ring of message events: 64 messages per drain of the supervisor.
@@ -178,6 +197,28 @@ pub type Message = (u64, u64, u64);
 
 /// Longest sleep of [`Control::wait_mode_ack`] between two looks at the word.
 pub const ACK_RECHECK_NS: u64 = 1_000_000;
+
+/// A task's timing as one consistent snapshot ([`Control::timing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// `timing_seq` of the snapshot: it changes with every timing change.
+    pub seq: u32,
+    pub budget_ns: u64,
+    pub period_ns: u64,
+    pub deadline_ns: u64,
+    /// Release offset O: releases are `epoch + O + k * T`.
+    pub offset_ns: u64,
+    /// The first release under this timing, ns after the epoch (0 for the timing the
+    /// task started with).
+    pub from_ns: u64,
+}
+
+impl Timing {
+    /// The index of the first release under this timing (`from_ns = O + k * T`).
+    pub fn first_index(&self) -> u64 {
+        self.from_ns.saturating_sub(self.offset_ns) / self.period_ns
+    }
+}
 
 /// A mode request as the task saw it: acknowledge it with its `seq`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,7 +298,7 @@ impl Mapping {
                 c.version
             )));
         }
-        if c.period_ns == 0 || c.deadline_ns == 0 {
+        if c.period_ns.load(Relaxed) == 0 || c.deadline_ns.load(Relaxed) == 0 {
             return Err(Error::BadControl("zero period or deadline".into()));
         }
         Ok(m)
@@ -591,9 +632,68 @@ impl Control {
     }
 
     /// CLOCK_MONOTONIC time of the task's release 0: the epoch plus the task's release
-    /// offset (its releases are this plus `k * T`).
+    /// offset (its releases are this plus `k * T`). Read [`Control::timing`] instead
+    /// where the period matters too: a mode switch changes offset and period together.
     pub fn release_epoch_ns(&self) -> u64 {
-        self.epoch_ns.load(Acquire) + self.offset_ns.load(Relaxed)
+        self.epoch_ns.load(Acquire) + self.offset_ns.load(Acquire)
+    }
+
+    /// The task's timing, consistent with itself (the seqlock of **Timing changes**).
+    pub fn timing(&self) -> Timing {
+        loop {
+            let seq = self.timing_seq.load(Acquire);
+            let t = Timing {
+                seq,
+                budget_ns: self.budget_ns.load(Relaxed),
+                period_ns: self.period_ns.load(Relaxed),
+                deadline_ns: self.deadline_ns.load(Relaxed),
+                offset_ns: self.offset_ns.load(Relaxed),
+                from_ns: self.timing_from_ns.load(Relaxed),
+            };
+            fence(Acquire);
+            if seq % 2 == 0 && self.timing_seq.load(Relaxed) == seq {
+                return t;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Gives the task budget C, period T and deadline D from the first release of its
+    /// current grid at or after CLOCK_MONOTONIC `now_ns` on (see **Timing changes**);
+    /// returns the new timing. Precondition: the caller is the block's only timing
+    /// writer (the task's mode agent), and `period_ns > 0`.
+    pub fn set_timing(
+        &self,
+        budget_ns: u64,
+        period_ns: u64,
+        deadline_ns: u64,
+        now_ns: u64,
+    ) -> Timing {
+        let old = self.timing();
+        let since = now_ns.saturating_sub(self.epoch_ns.load(Acquire) + old.offset_ns);
+        let from_ns = old.offset_ns + since.div_ceil(old.period_ns) * old.period_ns;
+        let offset_ns = if period_ns == old.period_ns {
+            old.offset_ns
+        } else {
+            from_ns % period_ns
+        };
+        self.timing_seq.store(old.seq.wrapping_add(1), Relaxed);
+        fence(Release);
+        self.budget_ns.store(budget_ns, Relaxed);
+        self.period_ns.store(period_ns, Relaxed);
+        self.deadline_ns.store(deadline_ns, Relaxed);
+        self.offset_ns.store(offset_ns, Relaxed);
+        self.timing_from_ns.store(from_ns, Relaxed);
+        let seq = old.seq.wrapping_add(2);
+        self.timing_seq.store(seq, Release);
+        Timing {
+            seq,
+            budget_ns,
+            period_ns,
+            deadline_ns,
+            offset_ns,
+            from_ns,
+        }
     }
 
     /// The task name.

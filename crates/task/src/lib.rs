@@ -44,7 +44,7 @@ mod record;
 pub mod supervisor;
 mod task;
 
-pub use control::ModeChange;
+pub use control::{ModeChange, Timing};
 pub use error::{Error, Result};
 pub use record::{flags, Record, RECORD_SIZE};
 pub use task::{Activation, Counter, Params, Resume, SuspendFn, Task, ACK_AT_ONCE};

@@ -1,7 +1,7 @@
 //! The supervisor's side: create a task's control block and trace ring, hand them to the
 //! task's process, drain its records.
 
-use crate::control::{Mapping, CONTROL_LEN, MAGIC, NAME_LEN, VERSION};
+use crate::control::{Mapping, Timing, CONTROL_LEN, MAGIC, NAME_LEN, VERSION};
 use crate::error::{Error, Result};
 use crate::record::{Record, RECORD_SIZE};
 use crate::ENV;
@@ -56,9 +56,9 @@ impl TaskLink {
         let c = unsafe { ctl.get_mut() };
         c.version = VERSION;
         c.task_index = spec.task_index;
-        c.budget_ns = spec.budget_ns;
-        c.period_ns = spec.period_ns;
-        c.deadline_ns = spec.deadline_ns;
+        c.budget_ns.store(spec.budget_ns, Relaxed);
+        c.period_ns.store(spec.period_ns, Relaxed);
+        c.deadline_ns.store(spec.deadline_ns, Relaxed);
         c.epoch_ns.store(spec.epoch_ns, Relaxed);
         let n = spec.name.len().min(NAME_LEN);
         c.name[..n].copy_from_slice(&spec.name.as_bytes()[..n]);
@@ -162,6 +162,11 @@ impl TaskLink {
     /// The task's release offset O.
     pub fn release_offset_ns(&self) -> u64 {
         self.ctl.get().offset_ns.load(Relaxed)
+    }
+
+    /// The task's current timing (a mode agent may change it, [`ModePort::set_timing`]).
+    pub fn timing(&self) -> Timing {
+        self.ctl.get().timing()
     }
 
     /// Asks the task to adapt to mode `mode` (its index in the mode table) and wakes it
@@ -298,6 +303,22 @@ impl ModePort {
     /// activation may run.
     pub fn release(&self) {
         self.ctl.get().release();
+    }
+
+    /// Gives the task budget, period and deadline (ns) from the first release of its
+    /// current grid at or after now on ([`crate::control::Control::set_timing`]); the
+    /// task takes them at its next activation. Precondition: this port is the task's
+    /// only timing writer (its mode agent), and `period_ns > 0`.
+    pub fn set_timing(&self, budget_ns: u64, period_ns: u64, deadline_ns: u64) -> Timing {
+        let now = crate::clock::now_ns();
+        self.ctl
+            .get()
+            .set_timing(budget_ns, period_ns, deadline_ns, now)
+    }
+
+    /// The task's current timing.
+    pub fn timing(&self) -> Timing {
+        self.ctl.get().timing()
     }
 
     /// As [`TaskLink::request_mode`].
@@ -464,6 +485,61 @@ mod tests {
             assert_eq!(act.deadline_ns, act.release_ns + 900_000);
             assert!(started >= act.release_ns, "{act:?} started at {started}");
         }
+    }
+
+    /// A period change (M2-Xen IV-B's re-parameterized task) starts at the old grid's
+    /// first release at or after the change: no release in between, none twice, and the
+    /// new period and deadline from there on; a budget-only change keeps the grid.
+    #[test]
+    fn a_timing_change_starts_at_the_old_grids_next_release_and_keeps_to_the_new_period() {
+        let link = TaskLink::create(&spec()).unwrap();
+        let epoch = crate::clock::now_ns();
+        link.set_epoch_ns(epoch);
+        link.set_release_offset_ns(400_000);
+        let dup = |fd: RawFd| {
+            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
+            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
+        };
+        let [c, t] = link.fds();
+        let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        let before = task.wait_next_period().unwrap();
+        let port = link.mode_port().unwrap();
+        let changed = port.set_timing(200_000, 3_000_000, 2_500_000);
+        // The old grid's next release: at or after the change, on epoch + 0.4 ms + k ms.
+        let from = epoch + changed.from_ns;
+        assert_eq!(changed.from_ns % 1_000_000, 400_000, "{changed:?}");
+        assert!(from > before.release_ns, "{changed:?} {before:?}");
+        assert_eq!(link.timing(), changed);
+        let mut acts = Vec::new();
+        for _ in 0..4 {
+            acts.push(task.wait_next_period().unwrap());
+        }
+        assert_eq!(task.params().period_ns, 3_000_000);
+        assert_eq!(task.params().budget_ns, 200_000);
+        // The first activation under the new timing is the change's first release (or
+        // one on the new grid after it, when this thread ran late), then every 3 ms.
+        assert!(acts[0].release_ns >= from, "{acts:?} from {from}");
+        assert_eq!((acts[0].release_ns - from) % 3_000_000, 0, "{acts:?}");
+        for a in &acts {
+            assert_eq!(a.deadline_ns, a.release_ns + 2_500_000, "{a:?}");
+            assert_eq!(
+                a.release_ns,
+                epoch + changed.offset_ns + a.index * 3_000_000
+            );
+        }
+        for w in acts.windows(2) {
+            assert!(w[1].index > w[0].index, "{acts:?}");
+        }
+        // A budget and deadline change keeps the grid (and the index).
+        let kept = port.set_timing(100_000, 3_000_000, 3_000_000);
+        assert_eq!(kept.offset_ns, changed.offset_ns);
+        let next = task.wait_next_period().unwrap();
+        assert_eq!(
+            next.index,
+            acts[3].index + 1 + u64::from(next.skipped),
+            "{next:?}"
+        );
+        assert_eq!(next.deadline_ns, next.release_ns + 3_000_000);
     }
 
     #[test]

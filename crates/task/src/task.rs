@@ -1,7 +1,7 @@
 //! The task's side: attach, wait for each period, report completions.
 
 use crate::clock::{self, now_ns};
-use crate::control::{Mapping, ModeChange};
+use crate::control::{Mapping, ModeChange, Timing};
 use crate::error::{Error, Result};
 use crate::record::{flags, Record, RECORD_SIZE};
 use crate::ENV;
@@ -93,7 +93,11 @@ pub struct Task {
     ctl: Mapping,
     tx: Sender,
     params: Params,
+    /// The timing the releases are planned with (the control block's, as last seen).
+    timing: Timing,
     next: u64,
+    /// The release of the latest activation, CLOCK_MONOTONIC ns.
+    last_release_ns: Option<u64>,
     current: Option<Current>,
     started: bool,
     pid: u32,
@@ -137,12 +141,13 @@ impl Task {
         }
         let tx = channel.sender()?;
         let c = map.get();
+        let timing = c.timing();
         let params = Params {
             name: c.name(),
             task_index: c.task_index,
-            budget_ns: c.budget_ns,
-            period_ns: c.period_ns,
-            deadline_ns: c.deadline_ns,
+            budget_ns: timing.budget_ns,
+            period_ns: timing.period_ns,
+            deadline_ns: timing.deadline_ns,
         };
         let pid = std::process::id();
         c.pid.store(pid, Relaxed);
@@ -151,7 +156,9 @@ impl Task {
             ctl: map,
             tx,
             params,
-            next: 0,
+            timing,
+            next: timing.first_index(),
+            last_release_ns: None,
             current: None,
             started: false,
             pid,
@@ -163,7 +170,8 @@ impl Task {
         })
     }
 
-    /// The task's parameters.
+    /// The task's parameters (a mode switch may change budget, period and deadline: they
+    /// are the ones of the latest activation).
     pub fn params(&self) -> &Params {
         &self.params
     }
@@ -301,8 +309,8 @@ impl Task {
         if restarted {
             // A restarted process begins at the first release after now: the releases its
             // predecessor may have served are not run twice.
-            let epoch = self.ctl.get().release_epoch_ns();
-            self.next = now_ns().saturating_sub(epoch) / self.params.period_ns + 1;
+            let (base, period) = self.grid();
+            self.next = now_ns().saturating_sub(base) / period + 1;
         }
         let mut slept = false;
         let (act, resume_seq) = loop {
@@ -317,6 +325,7 @@ impl Task {
             if self.suspend_point()? {
                 continue;
             }
+            self.retime();
             if self.ack_at_once {
                 if let Some(change) = self.mode_change_pending() {
                     self.ack_mode(change);
@@ -345,6 +354,7 @@ impl Task {
             resume_seq,
         });
         self.next = act.index + 1;
+        self.last_release_ns = Some(act.release_ns);
         self.started = true;
         c.activations.fetch_add(1, Relaxed);
         if self.stop_requested() {
@@ -358,7 +368,7 @@ impl Task {
     /// first activation of a restarted process.
     fn plan(&self, restarted: bool, resumed: bool) -> Activation {
         let c = self.ctl.get();
-        let (epoch, period) = (c.release_epoch_ns(), self.params.period_ns);
+        let (epoch, period) = self.grid();
         let mut index = self.next;
         let mut flags = 0;
         if restarted {
@@ -377,16 +387,49 @@ impl Task {
         Activation {
             index,
             release_ns: epoch + index * period,
-            deadline_ns: epoch + index * period + self.params.deadline_ns,
+            deadline_ns: epoch + index * period + self.timing.deadline_ns,
             flags,
             skipped: 0,
         }
     }
 
+    /// The grid the releases are planned on: (CLOCK_MONOTONIC time of release 0, period);
+    /// release k is at `base + k * period`.
+    fn grid(&self) -> (u64, u64) {
+        let epoch = self.ctl.get().epoch_ns.load(Acquire);
+        (epoch + self.timing.offset_ns, self.timing.period_ns)
+    }
+
+    /// Takes a timing change the mode agent published (**Timing changes** of
+    /// [`crate::control`]): the new budget, period and deadline apply from the change's
+    /// first release on. On a new grid (another period) the next activation is that
+    /// first release, or the first one after the latest activation's release if the
+    /// task already ran past it, so no release is run twice and none comes sooner than
+    /// the old grid would have given it.
+    fn retime(&mut self) {
+        let t = self.ctl.get().timing();
+        if t.seq == self.timing.seq {
+            return;
+        }
+        let regrid = (t.period_ns, t.offset_ns) != (self.timing.period_ns, self.timing.offset_ns);
+        self.timing = t;
+        self.params.budget_ns = t.budget_ns;
+        self.params.period_ns = t.period_ns;
+        self.params.deadline_ns = t.deadline_ns;
+        if !regrid {
+            return;
+        }
+        let (base, period) = self.grid();
+        self.next = match self.last_release_ns {
+            Some(last) if last >= base + t.first_index() * period => (last - base) / period + 1,
+            _ => t.first_index(),
+        };
+    }
+
     /// `act`'s release has passed at `now`: moves it to the latest release, counting the
     /// skipped ones and the overrun, except for releases that fell during a stop.
     fn catch_up(&self, act: &mut Activation, now: u64, resumed: bool) {
-        let (epoch, period) = (self.ctl.get().release_epoch_ns(), self.params.period_ns);
+        let (epoch, period) = self.grid();
         let latest = now.saturating_sub(epoch) / period;
         if latest > act.index {
             if !resumed {
@@ -395,7 +438,7 @@ impl Task {
             }
             act.index = latest;
             act.release_ns = epoch + latest * period;
-            act.deadline_ns = act.release_ns + self.params.deadline_ns;
+            act.deadline_ns = act.release_ns + self.timing.deadline_ns;
         }
         if self.started && !resumed {
             act.flags |= flags::OVERRUN;
