@@ -303,6 +303,7 @@ fn the_example_runs_and_switches_through_every_policy() {
     assert_eq!(s["mode"], "parking", "{s}");
     let cruise = task(&s, "cruise")["pid"].as_u64().unwrap();
     let acc = task(&s, "acc")["pid"].as_u64().unwrap();
+    let map = task(&s, "map")["pid"].as_u64().unwrap() as u32;
     assert_eq!(state(cruise), 'T');
     for (to, policy) in [
         ("urban", "batch"),
@@ -321,11 +322,17 @@ fn the_example_runs_and_switches_through_every_policy() {
             assert!(common::chrt(acc as u32).contains("2000000/10000000/10000000"));
             assert!(common::chrt(cruise as u32).contains("SCHED_DEADLINE"));
         }
+        if to == "urban" && policy == "batch" {
+            // map runs with urban's budget and period.
+            let chrt = common::chrt(map);
+            assert!(chrt.contains("3000000/200000000/200000000"), "{chrt}");
+        }
         std::thread::sleep(Duration::from_millis(120));
     }
     assert_eq!(status(&socket)["mode"], "parking");
     assert_eq!(state(cruise), 'T');
     assert!(common::chrt(acc as u32).contains("SCHED_OTHER"));
+    assert!(common::chrt(map).contains("5000000/100000000/100000000"));
 
     let out = run.0.take().unwrap().wait_with_output().unwrap();
     let stderr = text(&out.stderr);
