@@ -271,3 +271,42 @@ fn a_be_process_restarted_always_waits_its_restart_delay() {
     assert!((2..=8).contains(&starts), "{starts} starts: {stderr}");
     assert!(stderr.contains("was restarted"), "{stderr}");
 }
+
+/// The supervisor raises its own descriptor limit (it holds several descriptors per
+/// process), but its programs get back the limit it was started with: an rt task and a
+/// windowed process each write the soft limit they see.
+#[test]
+fn programs_get_the_descriptor_limit_the_supervisor_was_started_with() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("cmd-fd-limit");
+    let file = scratch.file("system.yaml");
+    std::fs::write(
+        &file,
+        "partitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    tasks:\n      - {name: t, cmd: \"ulimit -Sn > rt-limit; sleep 5\", budget: 2ms, period: 10ms}\n  - name: SC1\n    processes:\n      - {budget: 5, cmd: \"sh -c 'ulimit -Sn > sc-limit; sleep 5'\"}\nwindows:\n  - length: 20\n    slices:\n      - {cpu: 1, sc_partition: SC1}\n",
+    )
+    .unwrap();
+    let mut run = common::bulkhead();
+    run.args(["run", file.to_str().unwrap(), "--timeout", "1s"]);
+    // SAFETY: setrlimit is async-signal-safe; lowering the soft limit needs no privilege.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut run, || {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+            limit.rlim_cur = 777;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            Ok(())
+        });
+    }
+    let out = run.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for name in ["rt-limit", "sc-limit"] {
+        let seen = std::fs::read_to_string(scratch.file(name)).unwrap_or_default();
+        assert_eq!(seen.trim(), "777", "{name}: {stderr}");
+    }
+}

@@ -1,5 +1,7 @@
 //! The calling process's CPUs, scheduling policy and descriptor limit.
 
+use std::sync::OnceLock;
+
 /// The CPUs the calling thread may run on, in increasing order.
 pub fn own_cpus() -> Vec<u32> {
     // SAFETY: `set` is a valid cpu_set_t for sched_getaffinity to fill.
@@ -11,28 +13,62 @@ pub fn own_cpus() -> Vec<u32> {
     cpus.map(|c| c as u32).collect()
 }
 
-/// Raises the soft fd limit to the hard limit; returns the limit in force.
-pub fn raise_fd_limit() -> u64 {
+/// The descriptor limit the process had before [`raise_fd_limit`] first raised it: the
+/// limit its children get back ([`restore_fd_limit`]).
+static ORIGINAL_FD_LIMIT: OnceLock<libc::rlimit> = OnceLock::new();
+
+/// Raises the descriptor limit so that `need` descriptors fit: the soft limit to the
+/// hard one and, when the hard limit is below `need` and the process may raise it
+/// (CAP_SYS_RESOURCE), the hard limit too, up to the kernel's `fs.nr_open`. Returns the
+/// soft limit in force. The limit before the first call is kept for the children
+/// ([`restore_fd_limit`]): a supervisor holds descriptors for thousands of processes,
+/// its programs do not need to.
+pub fn raise_fd_limit(need: u64) -> u64 {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // SAFETY: valid rlimit pointers for get/setrlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return 1024;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: limit.rlim_max,
-                rlim_max: limit.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                limit = raised;
-            }
+    // SAFETY: a valid rlimit for getrlimit to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 1024;
+    }
+    ORIGINAL_FD_LIMIT.get_or_init(|| limit);
+    let hard = if limit.rlim_max < need {
+        need.min(nr_open()).max(limit.rlim_max)
+    } else {
+        limit.rlim_max
+    };
+    for max in [hard, limit.rlim_max] {
+        let raised = libc::rlimit {
+            rlim_cur: max,
+            rlim_max: max,
+        };
+        // SAFETY: a valid rlimit for setrlimit to read. Raising the hard limit fails
+        // (EPERM) without CAP_SYS_RESOURCE; the hard limit in force is tried next.
+        if max >= limit.rlim_cur && unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return max;
         }
     }
     limit.rlim_cur
+}
+
+/// The kernel's ceiling for a hard descriptor limit (`/proc/sys/fs/nr_open`).
+fn nr_open() -> u64 {
+    let text = std::fs::read_to_string("/proc/sys/fs/nr_open").unwrap_or_default();
+    text.trim().parse().unwrap_or(1 << 20)
+}
+
+/// Gives the calling process the descriptor limit its parent had before
+/// [`raise_fd_limit`] (nothing if it never raised it).
+///
+/// Async-signal-safe: one `setrlimit` of a value stored before the fork, so it may run
+/// in a child between fork and exec; an error is ignored (the child keeps the higher
+/// limit it inherited).
+pub fn restore_fd_limit() {
+    if let Some(limit) = ORIGINAL_FD_LIMIT.get() {
+        // SAFETY: a valid rlimit for setrlimit to read; lowering needs no privilege.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, limit) };
+    }
 }
 
 /// The calling thread under SCHED_FIFO with SCHED_RESET_ON_FORK (children start
@@ -79,16 +115,59 @@ impl Drop for Realtime {
 mod tests {
     use super::*;
 
-    #[test]
-    fn this_process_runs_on_some_cpu_and_may_open_its_hard_limit_of_files() {
-        assert!(!own_cpus().is_empty());
-        let limit = raise_fd_limit();
+    fn fd_limit() -> (u64, u64) {
         let mut now = libc::rlimit {
             rlim_cur: 0,
             rlim_max: 0,
         };
         // SAFETY: a valid rlimit for getrlimit to fill.
         assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut now) }, 0);
-        assert_eq!((limit, now.rlim_cur), (now.rlim_max, now.rlim_max));
+        (now.rlim_cur, now.rlim_max)
+    }
+
+    /// Whether this process may raise its hard limits (CAP_SYS_RESOURCE, bit 24 of
+    /// its effective capabilities).
+    fn may_raise_hard_limits() -> bool {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let eff = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .unwrap();
+        u64::from_str_radix(eff.trim(), 16).unwrap() & (1 << 24) != 0
+    }
+
+    /// The only test that changes the process's limit (tests run in parallel threads).
+    #[test]
+    fn the_fd_limit_is_raised_past_the_hard_limit_when_privileged_and_children_get_the_old_one() {
+        assert!(!own_cpus().is_empty());
+        let before = fd_limit();
+        assert_eq!(
+            raise_fd_limit(64),
+            before.1,
+            "the soft limit goes to the hard one"
+        );
+        assert_eq!(fd_limit(), (before.1, before.1));
+        let need = before.1 + 1000;
+        let limit = raise_fd_limit(need);
+        if may_raise_hard_limits() {
+            assert_eq!((limit, fd_limit()), (need, (need, need)));
+        } else {
+            assert_eq!(
+                limit, before.1,
+                "without CAP_SYS_RESOURCE the hard limit stays"
+            );
+        }
+        let mut sh = std::process::Command::new("sh");
+        sh.args(["-c", "ulimit -Sn; ulimit -Hn"]);
+        // SAFETY: restore_fd_limit is async-signal-safe (one setrlimit).
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut sh, || {
+                restore_fd_limit();
+                Ok(())
+            });
+        }
+        let out = sh.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(text, format!("{}\n{}\n", before.0, before.1));
     }
 }

@@ -904,7 +904,7 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<Child
     let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
     let (policy, confine) = (target.policy, target.confine.clone());
     let parent = std::process::id() as libc::pid_t;
-    // SAFETY: write(2), sched_setattr(2), the confinement's calls and two prctls in the forked child:
+    // SAFETY: write(2), sched_setattr(2), setrlimit(2), the confinement's calls and two prctls in the forked child:
     // async-signal-safe; the descriptors (cgroup files, the netns, the passed fds) stay open in the parent
     // until spawn returns. The cpuset comes first, so the reservation is set inside the
     // exclusive domain; root is given up last, after everything that needs it.
@@ -916,6 +916,7 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<Child
                 }
             }
             sched::set_current(&policy)?;
+            bulkhead_os::sched::restore_fd_limit();
             confine
                 .keep_passed_fds()
                 .map_err(std::io::Error::from_raw_os_error)?;

@@ -104,19 +104,23 @@ impl Confinements {
 
 /// The uids (gid = uid) bulkhead gives partitions without `user:` (as systemd's
 /// DynamicUser does): each uid of the range that names no account and no group is
-/// taken by holding an exclusive `flock` on `/run/bulkhead/uid-<uid>.lock` for the run,
-/// so two bulkheads running at once never give the same uid to two partitions; a
-/// supervisor that dies releases its locks with its fds. Only a supervisor that may
-/// change its uid (root) allocates; another runs every partition as itself.
+/// taken by holding an exclusive lock on byte `uid` of `/run/bulkhead/uids.lock` for the
+/// run (an open-file-description lock, `F_OFD_SETLK`), so two bulkheads running at once
+/// never give the same uid to two partitions; a supervisor that dies releases its locks
+/// with its descriptor. One descriptor holds every uid of a run: a lock file per uid
+/// cost a descriptor per partition, and 10,000 partitions then passed the descriptor
+/// limit. Only a supervisor that may change its uid (root) allocates; another runs
+/// every partition as itself.
 struct Identities {
     next: u32,
     last: u32,
     enabled: bool,
-    locks: Vec<std::fs::File>,
+    path: &'static str,
+    locks: Option<std::fs::File>,
 }
 
 /// Where the uid locks live.
-const LOCK_DIR: &str = "/run/bulkhead";
+const LOCK_FILE: &str = "/run/bulkhead/uids.lock";
 
 impl Identities {
     fn new((first, last): (u32, u32)) -> Identities {
@@ -126,7 +130,8 @@ impl Identities {
             next: first,
             last,
             enabled,
-            locks: Vec::new(),
+            path: LOCK_FILE,
+            locks: None,
         }
     }
 
@@ -135,23 +140,15 @@ impl Identities {
         if !self.enabled {
             return Ok(None);
         }
-        let io = |e: std::io::Error| format!("{LOCK_DIR}: {e}");
-        std::fs::create_dir_all(LOCK_DIR).map_err(io)?;
+        self.open_lock_file()?;
+        let (file, path) = (self.locks.as_ref().expect("opened"), self.path);
         while self.next <= self.last {
             let uid = self.next;
             self.next += 1;
             if bulkhead_model::users::is_taken(uid) {
                 continue;
             }
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(format!("{LOCK_DIR}/uid-{uid}.lock"))
-                .map_err(io)?;
-            // SAFETY: flock on a descriptor this function owns.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                self.locks.push(file);
+            if lock_byte(file, uid).map_err(|e| format!("{path}: {e}"))? {
                 return Ok(Some((uid, uid)));
             }
         }
@@ -160,6 +157,45 @@ impl Identities {
              bulkheads hold them; widen the range",
             self.last
         ))
+    }
+
+    /// Opens the lock file on first use (its directory created).
+    fn open_lock_file(&mut self) -> Result<(), String> {
+        if self.locks.is_none() {
+            let io = |e: std::io::Error| format!("{}: {e}", self.path);
+            let dir = std::path::Path::new(self.path)
+                .parent()
+                .expect("a directory");
+            std::fs::create_dir_all(dir).map_err(io)?;
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(self.path)
+                .map_err(io)?;
+            self.locks = Some(file);
+        }
+        Ok(())
+    }
+}
+
+/// Takes an exclusive open-file-description lock on byte `at` of `file` without waiting;
+/// whether it got it (false: another open description holds it).
+fn lock_byte(file: &std::fs::File, at: u32) -> std::io::Result<bool> {
+    let lock = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: libc::off_t::from(at),
+        l_len: 1,
+        l_pid: 0,
+    };
+    // SAFETY: fcntl F_OFD_SETLK reads one flock struct on a descriptor `file` owns.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) } == 0 {
+        return Ok(true);
+    }
+    match std::io::Error::last_os_error() {
+        e if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => Ok(false),
+        e => Err(e),
     }
 }
 
@@ -175,4 +211,37 @@ fn isolate_interfaces(system: &System) -> Result<BTreeMap<String, IsolatedInterf
         }
     }
     Ok(taken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two runs at once (two open descriptions of the lock file) never get the same uid,
+    /// a run holds all of its uids on one descriptor, and a run's uids are free again
+    /// once it ended (its descriptor closed).
+    #[test]
+    fn two_runs_at_once_get_different_uids_on_one_descriptor_each() {
+        let path = std::env::temp_dir().join(format!("bulkhead-uids-{}.lock", std::process::id()));
+        let path: &'static str = Box::leak(path.to_string_lossy().into_owned().into_boxed_str());
+        let identities = || Identities {
+            next: 4_000_000,
+            last: 4_000_999,
+            enabled: true,
+            path,
+            locks: None,
+        };
+        let (mut a, mut b) = (identities(), identities());
+        let take = |ids: &mut Identities, n: usize| -> Vec<u32> {
+            (0..n).map(|_| ids.allocate().unwrap().unwrap().0).collect()
+        };
+        let first = take(&mut a, 3);
+        let second = take(&mut b, 3);
+        assert_eq!(first, [4_000_000, 4_000_001, 4_000_002]);
+        assert_eq!(second, [4_000_003, 4_000_004, 4_000_005]);
+        drop(a);
+        let mut c = identities();
+        assert_eq!(take(&mut c, 1), [4_000_000], "a's uids are free once it ended");
+        std::fs::remove_file(path).unwrap();
+    }
 }

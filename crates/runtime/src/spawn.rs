@@ -590,6 +590,7 @@ unsafe fn child_main(
         } else if libc::dup2(channel, CHILD_CHANNEL_FD) < 0 {
             libc::_exit(127);
         }
+        bulkhead_os::sched::restore_fd_limit();
         close_all_but(&command.confine.pass_fds);
         if let Some(cwd) = &command.cwd {
             if libc::chdir(cwd.as_ptr()) < 0 {

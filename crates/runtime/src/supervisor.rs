@@ -200,11 +200,22 @@ pub fn clean_leftovers(hierarchy: Option<&Hierarchy>) -> Vec<String> {
     warnings
 }
 
+/// The descriptors a run of `system` holds at most: four per process or task (a
+/// process's channel and freeze file; a task's control block and trace ring, both ends),
+/// 64 for the run itself, and what was open before.
+fn fds_wanted(system: &System, before: usize) -> u64 {
+    let per_partition = system.partitions.iter();
+    let programs: usize = per_partition
+        .map(|p| p.processes.len() + p.tasks.len())
+        .sum();
+    4 * programs as u64 + 64 + before as u64
+}
+
 /// Runs `system`'s window schedule; see [`crate::run`].
 pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let launch = Instant::now();
     let fds_before = count_fds();
-    let fd_limit = bulkhead_os::sched::raise_fd_limit();
+    let fd_limit = bulkhead_os::sched::raise_fd_limit(fds_wanted(system, fds_before));
     let hierarchy = match &options.hierarchy {
         Some(h) => h.clone(),
         None => Hierarchy::detect().map_err(RunError::Cgroups)?,
