@@ -31,7 +31,7 @@ use crate::gateway::{BusReader, BusWriter, Counters, LinkError, Role};
 use crate::trigger::{Trigger, Triggers};
 pub use bulkhead_canwire::parse_ids;
 use bulkhead_chan::{Channel, Error as ChanError};
-use bulkhead_task::clock::{now_ns, sleep_until};
+use bulkhead_task::clock::{now_ns, realtime_to_monotonic, sleep_until};
 use bulkhead_task::{Counter, Task};
 use bulkhead_trace::Discard;
 use std::collections::HashSet;
@@ -165,6 +165,22 @@ impl Job {
         }
     }
 
+    /// Waits for the job's next activation under a supervisor. The reader's jobs are
+    /// sporadic: it blocks on the bus and is released by each frame's reception
+    /// ([`Task::wait_arrival`]), so it forwards a frame as soon as it is received instead
+    /// of at its next periodic release (up to a period later); its SCHED_DEADLINE
+    /// reservation serves those wake-ups as a constant bandwidth server, never more than
+    /// its budget per period. The writer's jobs are periodic ([`Task::wait_next_period`]):
+    /// it has no descriptor to wait on (the partitions' channels are shared memory).
+    fn wait(&mut self, task: &mut Task) -> bulkhead_task::Result<()> {
+        match self {
+            Job::Reader(r) => task
+                .wait_arrival(|slice| Ok(r.wait(slice)?.map(realtime_to_monotonic)))
+                .map(drop),
+            Job::Writer(_) => task.wait_next_period().map(drop),
+        }
+    }
+
     fn step(&mut self, max_frames: usize) -> Result<usize, ServiceError> {
         let result = match self {
             Job::Reader(r) => r.step(max_frames, &mut Discard),
@@ -292,7 +308,7 @@ fn run_task(
         .collect::<Result<Vec<Counter>, _>>()
         .map_err(failed)?;
     while !stop.load(Ordering::Relaxed) {
-        match task.wait_next_period() {
+        match job.wait(&mut task) {
             Ok(_) => {}
             Err(bulkhead_task::Error::Stopped) => break,
             Err(e) => return Err(failed(e)),
