@@ -13,8 +13,10 @@
 //!
 //! Each job handles at most `max_frames` frames and never waits for the bus or a
 //! partition. Under a supervisor (the [`bulkhead_task::ENV`] variable is set) a job is
-//! one activation: [`Task::wait_next_period`] releases it and reports the previous
-//! one complete, and after each job the service copies its counters into the task's
+//! one activation: the writer's is released periodically ([`Task::wait_next_period`]),
+//! the reader's by the reception of a frame ([`Task::wait_arrival`]: between jobs it
+//! blocks on the bus, so it forwards each frame as soon as it is received), and after
+//! each job the service copies its counters into the task's
 //! named counters (`<partition>.rx_forwarded`, `.rx_dropped`; `.tx_sent`,
 //! `.tx_denied`, `.tx_malformed`), which the supervisor exports to the trace.
 //! Standalone, jobs are released every `period` on an absolute CLOCK_MONOTONIC
@@ -152,7 +154,8 @@ fn id_lists(
 
 /// One gateway job: the reader's or the writer's step.
 enum Job {
-    Reader(BusReader),
+    /// Boxed: the reader holds a received frame, the writer little.
+    Reader(Box<BusReader>),
     Writer(BusWriter),
 }
 
@@ -215,7 +218,7 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
             if let Some(triggers) = triggers(config)? {
                 reader.set_triggers(triggers);
             }
-            Ok((Job::Reader(reader), counters))
+            Ok((Job::Reader(Box::new(reader)), counters))
         }
         Role::Writer => {
             let mut links = Vec::new();

@@ -346,6 +346,20 @@ fn terminate(mut child: Reaped) -> (Option<i32>, String) {
     (status.code(), err)
 }
 
+/// Asks the gateway task under `link` to stop and checks that `child` exits 0 within 5 s.
+fn stop_task(link: &bulkhead_task::supervisor::TaskLink, child: &mut Reaped, role: &str) {
+    link.request_stop();
+    let end = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < end, "the {role} did not stop");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(0));
+}
+
 #[test]
 fn the_gateway_forwards_bus_frames_to_a_mapper_and_only_allowed_ids_to_the_bus() {
     let bus = unique("gw");
@@ -536,7 +550,7 @@ fn under_a_supervisor_the_writer_runs_one_job_per_period_and_publishes_its_count
     let mut cmd = gateway(&["--role", "writer", "--bus", &bus, "--max-frames", "2"]);
     cmd.args([format!("--from=be={from}"), "--allow=be=0x100".into()]);
     link.prepare(&mut cmd);
-    let writer = Reaped(cmd.spawn().unwrap());
+    let mut writer = Reaped(cmd.spawn().unwrap());
     // The partition: one allowed frame, two denied, one malformed message.
     let mut tx = from_channel.sender().unwrap();
     let frame = |id| bulkhead_can::Frame::new(bulkhead_can::CanId::Standard(id), &[7]).unwrap();
@@ -557,17 +571,7 @@ fn under_a_supervisor_the_writer_runs_one_job_per_period_and_publishes_its_count
         assert!(Instant::now() < end, "{:?}", link.named_counters());
         std::thread::sleep(Duration::from_millis(10));
     }
-    link.request_stop();
-    let mut writer = writer;
-    let end = Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(status) = writer.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < end, "the writer did not stop");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert_eq!(status.code(), Some(0));
+    stop_task(&link, &mut writer, "writer");
     let mut records = Vec::new();
     link.drain(&mut records);
     // Two frames per job at most: the four messages took at least two jobs, each
@@ -643,16 +647,7 @@ fn under_a_supervisor_the_reader_publishes_the_stop_start_triggers_of_the_replay
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(counters("ss.suspend_when"), Some(1));
-    link.request_stop();
-    let end = Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(status) = reader.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < end, "the reader did not stop");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert_eq!(status.code(), Some(0));
+    stop_task(&link, &mut reader, "reader");
 }
 
 /// Under a supervisor the reader forwards each frame on its reception, not at its next
@@ -705,16 +700,7 @@ fn under_a_supervisor_the_reader_forwards_each_frame_on_reception() {
         assert_eq!((seq, got.id().raw()), (sent.len() as u64 - 1, id));
     }
     sent.push(bulkhead_task::clock::now_ns());
-    link.request_stop();
-    let end = Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(status) = reader.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < end, "the reader did not stop");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert_eq!(status.code(), Some(0));
+    stop_task(&link, &mut reader, "reader");
     let mut records = Vec::new();
     link.drain(&mut records);
     // One activation per frame, and no other: the reader has no periodic job.
