@@ -20,7 +20,7 @@
 //! layout, like the gateway's command line and [`Role`], is `bulkhead-canwire`'s,
 //! which the supervisor uses without this crate.
 
-use crate::bus::CanBus;
+use crate::bus::{CanBus, Received};
 use crate::frame::{CanId, Frame, RawFrameError};
 pub use bulkhead_canwire::{Role, WIRE_SIZE};
 use bulkhead_chan::{Error as ChanError, Receiver, Sender};
@@ -225,6 +225,7 @@ impl Gateway {
             seq: 0,
             bus_name: self.bus.clone(),
             triggers: None,
+            pending: None,
         };
         let writer = BusWriter {
             bus: tx_bus,
@@ -309,6 +310,8 @@ pub struct BusReader {
     seq: u64,
     bus_name: String,
     triggers: Option<crate::trigger::Triggers>,
+    /// A frame [`BusReader::wait`] received and the next step forwards first.
+    pending: Option<Received>,
 }
 
 impl BusReader {
@@ -340,6 +343,7 @@ impl BusReader {
             seq: 0,
             bus_name: bus_name.to_string(),
             triggers: None,
+            pending: None,
         };
         let counters = Counters {
             bus: bus_name.to_string(),
@@ -348,52 +352,74 @@ impl BusReader {
         Ok((reader, counters))
     }
 
-    /// Forwards at most `max_frames` frames already received from the bus to every
-    /// partition, without waiting for the bus or for a partition. A frame for a
+    /// Forwards at most `max_frames` frames already received from the bus (the one
+    /// [`BusReader::wait`] kept first) to every partition, without waiting for the bus
+    /// or for a partition. A frame for a
     /// partition whose channel is full is dropped, counted and reported to `sink`
     /// as a `channel_loss` of that channel. Returns the number of frames taken from
     /// the bus.
     pub fn step(&mut self, max_frames: usize, sink: &mut dyn Sink) -> io::Result<usize> {
         let mut taken = 0;
         while taken < max_frames {
-            let Some(received) = self.bus.recv(Some(Duration::ZERO))? else {
-                break;
+            let next = match self.pending.take() {
+                Some(received) => received,
+                None => match self.bus.recv(Some(Duration::ZERO))? {
+                    Some(received) => received,
+                    None => break,
+                },
             };
             taken += 1;
-            if let Some(triggers) = &mut self.triggers {
-                triggers.observe(received.t_ns, &received.frame);
-            }
-            let seq = self.seq;
-            self.seq += 1;
-            let Some(msg) = encode(received.t_ns, seq, &received.frame) else {
+            self.forward(&next, sink);
+        }
+        Ok(taken)
+    }
+
+    /// Waits at most `timeout` for a frame from the bus (a reader that forwards on
+    /// reception blocks here between its jobs). Returns the frame's reception time on the
+    /// bus (CLOCK_REALTIME ns, as the channels carry it) and keeps the frame for the next
+    /// [`BusReader::step`], which forwards it first; `None` when no frame came. A frame
+    /// already kept returns at once.
+    pub fn wait(&mut self, timeout: Duration) -> io::Result<Option<u64>> {
+        if self.pending.is_none() {
+            self.pending = self.bus.recv(Some(timeout))?;
+        }
+        Ok(self.pending.as_ref().map(|r| r.t_ns))
+    }
+
+    /// Forwards one received frame to every partition it is for.
+    fn forward(&mut self, received: &Received, sink: &mut dyn Sink) {
+        if let Some(triggers) = &mut self.triggers {
+            triggers.observe(received.t_ns, &received.frame);
+        }
+        let seq = self.seq;
+        self.seq += 1;
+        let Some(msg) = encode(received.t_ns, seq, &received.frame) else {
+            return;
+        };
+        let id = received.frame.id();
+        for link in &mut self.links {
+            if link.only.as_ref().is_some_and(|ids| !ids.contains(&id)) {
                 continue;
-            };
-            let id = received.frame.id();
-            for link in &mut self.links {
-                if link.only.as_ref().is_some_and(|ids| !ids.contains(&id)) {
-                    continue;
+            }
+            let (tx, counters) = (&mut link.tx, &link.counters);
+            match tx.try_write(&msg) {
+                Ok(()) => {
+                    counters.rx_forwarded.fetch_add(1, Relaxed);
                 }
-                let (tx, counters) = (&mut link.tx, &link.counters);
-                match tx.try_write(&msg) {
-                    Ok(()) => {
-                        counters.rx_forwarded.fetch_add(1, Relaxed);
-                    }
-                    // Full, closed, or a partition that corrupted its own read
-                    // index: that partition loses the frame, the others do not.
-                    Err(_) => {
-                        counters.rx_dropped.fetch_add(1, Relaxed);
-                        if sink.enabled() {
-                            let channel = tx.meta().name.as_str().into();
-                            sink.emit(Event::new(
-                                received.t_ns,
-                                EventKind::ChannelLoss { channel, msg: seq },
-                            ));
-                        }
+                // Full, closed, or a partition that corrupted its own read
+                // index: that partition loses the frame, the others do not.
+                Err(_) => {
+                    counters.rx_dropped.fetch_add(1, Relaxed);
+                    if sink.enabled() {
+                        let channel = tx.meta().name.as_str().into();
+                        sink.emit(Event::new(
+                            received.t_ns,
+                            EventKind::ChannelLoss { channel, msg: seq },
+                        ));
                     }
                 }
             }
         }
-        Ok(taken)
     }
 
     pub fn bus_name(&self) -> &str {

@@ -13,8 +13,10 @@
 //!
 //! Each job handles at most `max_frames` frames and never waits for the bus or a
 //! partition. Under a supervisor (the [`bulkhead_task::ENV`] variable is set) a job is
-//! one activation: [`Task::wait_next_period`] releases it and reports the previous
-//! one complete, and after each job the service copies its counters into the task's
+//! one activation: the writer's is released periodically ([`Task::wait_next_period`]),
+//! the reader's by the reception of a frame ([`Task::wait_arrival`]: between jobs it
+//! blocks on the bus, so it forwards each frame as soon as it is received), and after
+//! each job the service copies its counters into the task's
 //! named counters (`<partition>.rx_forwarded`, `.rx_dropped`; `.tx_sent`,
 //! `.tx_denied`, `.tx_malformed`), which the supervisor exports to the trace.
 //! Standalone, jobs are released every `period` on an absolute CLOCK_MONOTONIC
@@ -31,7 +33,7 @@ use crate::gateway::{BusReader, BusWriter, Counters, LinkError, Role};
 use crate::trigger::{Trigger, Triggers};
 pub use bulkhead_canwire::parse_ids;
 use bulkhead_chan::{Channel, Error as ChanError};
-use bulkhead_task::clock::{now_ns, sleep_until};
+use bulkhead_task::clock::{now_ns, realtime_to_monotonic, sleep_until};
 use bulkhead_task::{Counter, Task};
 use bulkhead_trace::Discard;
 use std::collections::HashSet;
@@ -152,7 +154,8 @@ fn id_lists(
 
 /// One gateway job: the reader's or the writer's step.
 enum Job {
-    Reader(BusReader),
+    /// Boxed: the reader holds a received frame, the writer little.
+    Reader(Box<BusReader>),
     Writer(BusWriter),
 }
 
@@ -162,6 +165,22 @@ impl Job {
         match self {
             Job::Reader(r) => r.triggers().map(Triggers::counts).unwrap_or_default(),
             Job::Writer(_) => Vec::new(),
+        }
+    }
+
+    /// Waits for the job's next activation under a supervisor. The reader's jobs are
+    /// sporadic: it blocks on the bus and is released by each frame's reception
+    /// ([`Task::wait_arrival`]), so it forwards a frame as soon as it is received instead
+    /// of at its next periodic release (up to a period later); its SCHED_DEADLINE
+    /// reservation serves those wake-ups as a constant bandwidth server, never more than
+    /// its budget per period. The writer's jobs are periodic ([`Task::wait_next_period`]):
+    /// it has no descriptor to wait on (the partitions' channels are shared memory).
+    fn wait(&mut self, task: &mut Task) -> bulkhead_task::Result<()> {
+        match self {
+            Job::Reader(r) => task
+                .wait_arrival(|slice| Ok(r.wait(slice)?.map(realtime_to_monotonic)))
+                .map(drop),
+            Job::Writer(_) => task.wait_next_period().map(drop),
         }
     }
 
@@ -199,7 +218,7 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
             if let Some(triggers) = triggers(config)? {
                 reader.set_triggers(triggers);
             }
-            Ok((Job::Reader(reader), counters))
+            Ok((Job::Reader(Box::new(reader)), counters))
         }
         Role::Writer => {
             let mut links = Vec::new();
@@ -292,7 +311,7 @@ fn run_task(
         .collect::<Result<Vec<Counter>, _>>()
         .map_err(failed)?;
     while !stop.load(Ordering::Relaxed) {
-        match task.wait_next_period() {
+        match job.wait(&mut task) {
             Ok(_) => {}
             Err(bulkhead_task::Error::Stopped) => break,
             Err(e) => return Err(failed(e)),

@@ -346,6 +346,20 @@ fn terminate(mut child: Reaped) -> (Option<i32>, String) {
     (status.code(), err)
 }
 
+/// Asks the gateway task under `link` to stop and checks that `child` exits 0 within 5 s.
+fn stop_task(link: &bulkhead_task::supervisor::TaskLink, child: &mut Reaped, role: &str) {
+    link.request_stop();
+    let end = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < end, "the {role} did not stop");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(0));
+}
+
 #[test]
 fn the_gateway_forwards_bus_frames_to_a_mapper_and_only_allowed_ids_to_the_bus() {
     let bus = unique("gw");
@@ -536,7 +550,7 @@ fn under_a_supervisor_the_writer_runs_one_job_per_period_and_publishes_its_count
     let mut cmd = gateway(&["--role", "writer", "--bus", &bus, "--max-frames", "2"]);
     cmd.args([format!("--from=be={from}"), "--allow=be=0x100".into()]);
     link.prepare(&mut cmd);
-    let writer = Reaped(cmd.spawn().unwrap());
+    let mut writer = Reaped(cmd.spawn().unwrap());
     // The partition: one allowed frame, two denied, one malformed message.
     let mut tx = from_channel.sender().unwrap();
     let frame = |id| bulkhead_can::Frame::new(bulkhead_can::CanId::Standard(id), &[7]).unwrap();
@@ -557,17 +571,7 @@ fn under_a_supervisor_the_writer_runs_one_job_per_period_and_publishes_its_count
         assert!(Instant::now() < end, "{:?}", link.named_counters());
         std::thread::sleep(Duration::from_millis(10));
     }
-    link.request_stop();
-    let mut writer = writer;
-    let end = Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(status) = writer.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < end, "the writer did not stop");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert_eq!(status.code(), Some(0));
+    stop_task(&link, &mut writer, "writer");
     let mut records = Vec::new();
     link.drain(&mut records);
     // Two frames per job at most: the four messages took at least two jobs, each
@@ -643,16 +647,73 @@ fn under_a_supervisor_the_reader_publishes_the_stop_start_triggers_of_the_replay
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(counters("ss.suspend_when"), Some(1));
-    link.request_stop();
-    let end = Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(status) = reader.0.try_wait().unwrap() {
-            break status;
+    stop_task(&link, &mut reader, "reader");
+}
+
+/// Under a supervisor the reader forwards each frame on its reception, not at its next
+/// periodic release: with a 10 s period, three frames sent one after the other (each once
+/// the previous one is in the client's channel) pass within the first period, each by an
+/// activation of its own released at the frame's reception and complete before the next
+/// frame is sent. A reader polled every period would forward none of them before its
+/// second release, 10 s after the first.
+#[test]
+fn under_a_supervisor_the_reader_forwards_each_frame_on_reception() {
+    use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+    let bus = unique("gw-rx");
+    let _bus = start_bus(&bus, "500000");
+    let mut chans = Chans(Vec::new());
+    let to = unique("gw-rx-to");
+    let to_channel = chans.fifo(&to, 16);
+    const MS: u64 = 1_000_000;
+    const PERIOD: u64 = 10_000 * MS;
+    let epoch = bulkhead_task::clock::now_ns();
+    let mut link = TaskLink::create(&LinkSpec {
+        name: format!("{bus}-reader"),
+        task_index: 0,
+        budget_ns: MS,
+        period_ns: PERIOD,
+        deadline_ns: PERIOD,
+        epoch_ns: epoch,
+        ring_depth: 64,
+    })
+    .unwrap();
+    let mut cmd = gateway(&["--role", "reader", "--bus", &bus]);
+    cmd.arg(format!("--to=ctl={to}"));
+    link.prepare(&mut cmd);
+    let mut reader = Reaped(cmd.spawn().unwrap());
+    wait_until_claimed(&to_channel, &mut reader);
+    let node = bulkhead_can::vbus::Node::attach(&bus).unwrap();
+    let mut rx = to_channel.receiver().unwrap();
+    let mut sent = Vec::new();
+    for id in [0x101u32, 0x102, 0x103] {
+        sent.push(bulkhead_task::clock::now_ns());
+        let frame =
+            bulkhead_can::Frame::new(bulkhead_can::CanId::Standard(id as u16), &[1]).unwrap();
+        node.send(&frame).unwrap();
+        let mut msg = [0u8; WIRE_SIZE];
+        let end = Instant::now() + Duration::from_secs(20);
+        while rx.try_read(&mut msg).is_err() {
+            assert!(Instant::now() < end, "frame {id:#x} was not forwarded");
+            std::thread::sleep(Duration::from_millis(1));
         }
-        assert!(Instant::now() < end, "the reader did not stop");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert_eq!(status.code(), Some(0));
+        let (_, seq, got) = bulkhead_can::gateway::decode(&msg).unwrap();
+        assert_eq!((seq, got.id().raw()), (sent.len() as u64 - 1, id));
+    }
+    sent.push(bulkhead_task::clock::now_ns());
+    stop_task(&link, &mut reader, "reader");
+    let mut records = Vec::new();
+    link.drain(&mut records);
+    // One activation per frame, and no other: the reader has no periodic job.
+    assert_eq!(records.len(), 3, "{records:?}");
+    for (k, r) in records.iter().enumerate() {
+        assert_eq!(r.index, k as u64, "{records:?}");
+        // Released at the frame's reception (its bus stamp, moved to CLOCK_MONOTONIC,
+        // with a millisecond for the two clocks' reading), done before the next was sent,
+        // all in the first period.
+        assert!(r.release_ns + MS >= sent[k], "{k}: {r:?} sent {sent:?}");
+        assert!(r.end_ns <= sent[k + 1], "{k}: {r:?} sent {sent:?}");
+        assert!(r.release_ns < epoch + PERIOD, "{k}: {r:?}");
+    }
 }
 
 #[test]

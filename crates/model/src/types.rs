@@ -282,7 +282,10 @@ pub enum Service {
 ///
 /// The gateway is two rt tasks of partition `gateway`, named `<bus>-reader` and
 /// `<bus>-writer`, each with its own reservation (`*_budget` every `period`); they are
-/// added to that partition's `tasks`, so analysis admits them like any other task.
+/// added to that partition's `tasks`, so analysis admits them like any other task. The
+/// writer is periodic; the reader is sporadic (a job per frame reception), served by its
+/// reservation as a constant bandwidth server, whose demand is that of a periodic task
+/// with the same budget and period (docs/analysis.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bus {
     pub name: String,

@@ -241,7 +241,11 @@ mod tests {
         assert_eq!(second, [4_000_003, 4_000_004, 4_000_005]);
         drop(a);
         let mut c = identities();
-        assert_eq!(take(&mut c, 1), [4_000_000], "a's uids are free once it ended");
+        assert_eq!(
+            take(&mut c, 1),
+            [4_000_000],
+            "a's uids are free once it ended"
+        );
         std::fs::remove_file(path).unwrap();
     }
 }

@@ -542,6 +542,63 @@ mod tests {
         assert_eq!(next.deadline_ns, next.release_ns + 3_000_000);
     }
 
+    /// A sporadic task: one activation per arrival, released at the arrival, indices
+    /// counting activations; a wait without input is no activation; a stop is noticed
+    /// while the task waits for input that never comes.
+    #[test]
+    fn a_sporadic_task_is_released_by_each_arrival_and_stops_while_waiting() {
+        let mut link = TaskLink::create(&spec()).unwrap();
+        let dup = |fd: RawFd| {
+            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
+            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
+        };
+        let [c, t] = link.fds();
+        link.set_epoch_ns(crate::clock::now_ns());
+        let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        // Arrivals stamped 5 s ago, then now, each after two empty waits.
+        let mut waits = Vec::new();
+        let mut arrivals = Vec::new();
+        for k in 0..3u64 {
+            let mut empty = 0;
+            let act = task
+                .wait_arrival(|slice| {
+                    waits.push(slice);
+                    empty += 1;
+                    Ok((empty > 2).then(|| crate::clock::now_ns() - (2 - k) * 2_500_000_000))
+                })
+                .unwrap();
+            arrivals.push(act);
+        }
+        task.complete();
+        // The period (1 ms) bounds each wait.
+        assert!(waits.iter().all(|w| w.as_nanos() == 1_000_000), "{waits:?}");
+        assert_eq!(waits.len(), 9);
+        let mut out = Vec::new();
+        assert_eq!(link.drain(&mut out), 3);
+        for (k, (r, act)) in out.iter().zip(&arrivals).enumerate() {
+            assert_eq!((r.index, act.index), (k as u64, k as u64));
+            assert_eq!((r.skipped, r.flags), (0, 0));
+            assert_eq!(r.release_ns, act.release_ns);
+            assert_eq!(act.deadline_ns, act.release_ns + 900_000);
+        }
+        // Released at the arrivals: 5 s and 2.5 s before the last.
+        let gap = |a: &Record, b: &Record| b.release_ns - a.release_ns;
+        assert!(gap(&out[0], &out[2]) >= 5_000_000_000, "{out:?}");
+        assert!(gap(&out[1], &out[2]) >= 2_500_000_000, "{out:?}");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            let ended = task.wait_arrival(|slice| {
+                let _ = tx.send(());
+                std::thread::sleep(slice);
+                Ok(None)
+            });
+            matches!(ended, Err(Error::Stopped))
+        });
+        rx.recv().unwrap();
+        link.request_stop();
+        assert!(waiter.join().unwrap(), "the waiting task saw the stop");
+    }
+
     #[test]
     fn a_held_task_runs_no_job_until_released_and_a_stop_opens_the_gate() {
         let dup = |fd: RawFd| {

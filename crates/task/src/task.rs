@@ -88,6 +88,10 @@ struct Current {
 /// ([`Task::ack_modes_at_once`]).
 pub const ACK_AT_ONCE: &str = "mode.ack_at_once";
 
+/// The longest a sporadic task waits for its input before it looks at its control block
+/// again ([`Task::wait_arrival`]): 1 ms.
+pub const ARRIVAL_CHECK_NS: u64 = 1_000_000;
+
 /// A task attached to its supervisor.
 pub struct Task {
     ctl: Mapping,
@@ -314,23 +318,10 @@ impl Task {
         }
         let mut slept = false;
         let (act, resume_seq) = loop {
-            if self.stop_requested() {
-                return Err(Error::Stopped);
-            }
-            if self.ctl.get().held.load(Acquire) != 0 {
-                self.ctl.get().wait_released();
+            let Some(seen) = self.gate()? else {
                 continue;
-            }
-            let seen = self.ctl.get().suspend_seq.load(Acquire);
-            if self.suspend_point()? {
-                continue;
-            }
+            };
             self.retime();
-            if self.ack_at_once {
-                if let Some(change) = self.mode_change_pending() {
-                    self.ack_mode(change);
-                }
-            }
             let now = now_ns();
             let resume_seq = self.ctl.get().resume_seq.load(Acquire);
             let resumed = resume_seq != self.seen_resume;
@@ -345,6 +336,11 @@ impl Task {
             }
             break (act, resume_seq);
         };
+        self.begin(act, resume_seq)
+    }
+
+    /// Makes `act` the activation in progress.
+    fn begin(&mut self, act: Activation, resume_seq: u32) -> Result<Activation> {
         self.seen_resume = resume_seq;
         let c = self.ctl.get();
         self.current = Some(Current {
@@ -361,6 +357,93 @@ impl Task {
             return Err(Error::Stopped);
         }
         Ok(act)
+    }
+
+    /// What every wait for an activation checks first: a stop request
+    /// ([`Error::Stopped`]), the start gate, a suspend request (the safe point) and, with
+    /// [`Task::ack_modes_at_once`], a pending mode request. Returns the suspend sequence
+    /// number seen before the safe point (a later request wakes the release sleep), or
+    /// `None` when the task waited at the gate or the safe point and the caller must check
+    /// again.
+    fn gate(&mut self) -> Result<Option<u32>> {
+        if self.stop_requested() {
+            return Err(Error::Stopped);
+        }
+        if self.ctl.get().held.load(Acquire) != 0 {
+            self.ctl.get().wait_released();
+            return Ok(None);
+        }
+        let seen = self.ctl.get().suspend_seq.load(Acquire);
+        if self.suspend_point()? {
+            return Ok(None);
+        }
+        if self.ack_at_once {
+            if let Some(change) = self.mode_change_pending() {
+                self.ack_mode(change);
+            }
+        }
+        Ok(Some(seen))
+    }
+
+    /// Completes the current activation and waits for the next one of a *sporadic* task:
+    /// a job released by the arrival of its input, not by a clock (an input-driven server,
+    /// e.g. the CAN gateway's reader, which forwards each frame as it is received).
+    ///
+    /// `arrival(slice)` waits at most `slice` for the task's input and returns the instant
+    /// it arrived (CLOCK_MONOTONIC ns; the caller keeps the input itself), or `None` when
+    /// none came. Between waits the task checks what [`Task::wait_next_period`] checks at
+    /// its release sleep (a stop, the start gate, a suspend request, a mode request), so
+    /// `slice` is the task's period, at most [`ARRIVAL_CHECK_NS`]: a suspend request is
+    /// acknowledged within that, not at once as in a release sleep (the input's wait is a
+    /// system call the control block's futex cannot interrupt).
+    ///
+    /// The activation is released at the arrival (no later than now), its deadline
+    /// `release + D`; indices count the task's activations (they lie on no grid, so no
+    /// release is ever [`flags::SKIPPED`] or [`flags::OVERRUN`]). After a resume the first
+    /// activation has [`flags::RESUMED`] (and [`flags::RESTARTED`] for a restartable task);
+    /// the first of a restarted process [`flags::RESTARTED`].
+    ///
+    /// Under SCHED_DEADLINE the task is a constant bandwidth server (Abeni and Buttazzo,
+    /// "Integrating multimedia applications in hard real-time systems", RTSS 1998, Sec. 3):
+    /// each wake-up from the wait takes a new deadline and a full budget unless the
+    /// remaining budget fits the current deadline (the kernel's `update_dl_entity`), so
+    /// however often inputs arrive the task never uses more than its budget per period,
+    /// and the other tasks see the demand of a periodic task (C, T).
+    pub fn wait_arrival(
+        &mut self,
+        mut arrival: impl FnMut(Duration) -> std::io::Result<Option<u64>>,
+    ) -> Result<Activation> {
+        self.complete();
+        let restarted = !self.started && self.ctl.get().restarts.load(Acquire) > 0;
+        let slice = Duration::from_nanos(self.params.period_ns.clamp(1, ARRIVAL_CHECK_NS));
+        let at = loop {
+            if self.gate()?.is_none() {
+                continue;
+            }
+            self.retime();
+            match arrival(slice) {
+                Ok(Some(at)) => break at,
+                Ok(None) => continue,
+                Err(e) => return Err(Error::io("waiting for the task's input", e)),
+            }
+        };
+        let resume_seq = self.ctl.get().resume_seq.load(Acquire);
+        let mut flags = if restarted { flags::RESTARTED } else { 0 };
+        if resume_seq != self.seen_resume {
+            flags |= flags::RESUMED;
+            if self.resume == Resume::Restartable {
+                flags |= flags::RESTARTED;
+            }
+        }
+        let release_ns = at.min(now_ns());
+        let act = Activation {
+            index: self.ctl.get().activations.load(Relaxed),
+            release_ns,
+            deadline_ns: release_ns + self.params.deadline_ns,
+            flags,
+            skipped: 0,
+        };
+        self.begin(act, resume_seq)
     }
 
     /// The activation to wait for: the next release on the current epoch, or after a
