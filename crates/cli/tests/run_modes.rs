@@ -443,17 +443,28 @@ fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
             .filter(|&(t, _)| t > from && t < to)
             .collect()
     };
-    let (fast, slow, back) = (
+    // A switch takes effect when its agent has published the new times, at the old
+    // grid's next release: jobs released after the request may still be old ones.
+    let split = |jobs: Vec<(u64, u64)>, old: u64| -> (Vec<(u64, u64)>, Vec<(u64, u64)>) {
+        let k = jobs
+            .iter()
+            .position(|&(_, d)| d != old)
+            .unwrap_or(jobs.len());
+        (jobs[..k].to_vec(), jobs[k..].to_vec())
+    };
+    let (mut fast, (tail, mut slow)) = (
         phase(0, requests[0]),
-        phase(requests[0], requests[1]),
-        phase(requests[1], u64::MAX),
+        split(phase(requests[0], requests[1]), 2_000_000),
     );
+    fast.extend(tail);
+    let (tail, back) = split(phase(requests[1], u64::MAX), 4_000_000);
+    slow.extend(tail);
     assert!(
         fast.len() > 50 && slow.len() > 50 && back.len() > 50,
         "{fast:?}\n{slow:?}\n{back:?}"
     );
-    // Before the first switch: every 2 ms (or whole multiples, for releases a VM stall
-    // made it skip), judged against 2 ms.
+    // Every 2 ms (or whole multiples, for releases a VM stall made it skip), judged
+    // against 2 ms.
     let steps = |jobs: &[(u64, u64)], period: u64, deadline: u64| {
         for w in jobs.windows(2) {
             let gap = w[1].0 - w[0].0;
@@ -462,8 +473,8 @@ fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
         assert!(jobs.iter().all(|&(_, d)| d == deadline), "{jobs:?}");
     };
     steps(&fast, 2_000_000, 2_000_000);
-    // The first release after the request is still on the 2 ms grid (the switch takes
-    // effect at the old grid's next release), then every 5 ms against a 4 ms deadline.
+    // The first slow release is on the 2 ms grid (the old grid's next release), then
+    // every 5 ms against a 4 ms deadline.
     let first = slow[0].0 - fast.last().unwrap().0;
     assert_eq!(
         first % 2_000_000,
