@@ -36,9 +36,9 @@ pub use channels::{ChainStats, ChannelStats};
 pub use energy::{CpuEnergy, EnergyStats, PowerSpec};
 pub use engine::{Options, Sim, Suspension, MAX_BACKLOG};
 pub use modes::{ModeSwitch, ModesSpec};
-pub use report::{Report, SwitchStats, TaskStats, WindowStats};
+pub use report::{Report, SwitchStats, TaskStats};
 pub use spec::*;
-pub use windows::{Behaviour, WindowsSpec};
+pub use windows::{Behaviour, WindowStats, WindowsSpec};
 
 /// The trace vocabulary and writers, re-exported for the CLI.
 pub use bulkhead_trace as trace;

@@ -9,7 +9,8 @@
 
 use crate::build::BuildError;
 use crate::channels::ChainStats;
-use crate::spec::{ChannelSpec, Nanos, Spec};
+use crate::spec::{ChannelSpec, Spec};
+use bulkhead_model::Nanos;
 use bulkhead_model::{ChannelKind, Pipeline, System};
 use serde::Serialize;
 

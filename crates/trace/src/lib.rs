@@ -22,14 +22,11 @@
 pub mod perfetto;
 pub mod schedule_log;
 
-pub use bulkhead_model::CpuSet;
+pub use bulkhead_model::{CpuSet, Nanos};
 pub use schedule_log::{read_schedule_log, ScheduleLogWriter};
 
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-
-/// Nanoseconds of system time (or a duration in nanoseconds).
-pub type Nanos = u64;
 
 /// A name (partition, task, channel, mode, command): shared, cheap to clone.
 pub type Name = Arc<str>;
