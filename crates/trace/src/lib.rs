@@ -125,10 +125,6 @@ pub enum EventKind {
     WindowStart { window: u32, length_ns: Nanos },
     /// Window `window` ends.
     WindowEnd { window: u32 },
-    /// A partition is frozen (none of its processes may run) on `cpus`.
-    PartitionFreeze { partition: Name, cpus: CpuSet },
-    /// A partition is thawed (its processes may run) on `cpus`.
-    PartitionThaw { partition: Name, cpus: CpuSet },
     /// A process of a windowed partition is granted `cpus` for at most `budget_ns`
     /// (the schedule-log `run` line).
     Run {
