@@ -516,7 +516,7 @@ fn gateway_and_map_report_bad_flags_and_missing_pieces() {
 
 #[test]
 fn under_a_supervisor_the_writer_runs_one_job_per_period_and_publishes_its_counters() {
-    use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+    use bulkhead_task::link::{LinkSpec, TaskLink};
     let bus = unique("gw-task");
     let _bus = start_bus(&bus, "500000");
     let mut chans = Chans(Vec::new());
@@ -587,7 +587,7 @@ fn under_a_supervisor_the_writer_runs_one_job_per_period_and_publishes_its_count
 /// `SPEED<66`, once each (the speed falls from 69.6 to 65 km/h at the end of the log).
 #[test]
 fn under_a_supervisor_the_reader_publishes_the_stop_start_triggers_of_the_replayed_log() {
-    use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+    use bulkhead_task::link::{LinkSpec, TaskLink};
     let bus = unique("gw-trig");
     let _bus = start_bus(&bus, "500000");
     let mut chans = Chans(Vec::new());
