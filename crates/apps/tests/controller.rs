@@ -11,7 +11,7 @@ use bulkhead_apps::longcontrol::{Input, Params};
 use bulkhead_apps::wire::{Command, InitRecord, Op, ResetRecord, UpdateInput, UpdateOutput, SIZE};
 use bulkhead_chan::{Channel, Receiver, Sender, Spec};
 use bulkhead_task::clock::now_ns;
-use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+use bulkhead_task::link::{LinkSpec, TaskLink};
 use std::process::{Child, Command as Process, Stdio};
 use std::time::{Duration, Instant};
 

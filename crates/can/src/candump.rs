@@ -7,9 +7,11 @@
 //! read transparently ([`open_log`]).
 
 use crate::excerpt::excerpt;
-use crate::frame::{CanId, Frame, Kind};
+/// A frame's `ID#DATA` text, the form it takes in a log line.
+pub use crate::frame::format_frame;
+use crate::frame::{CanId, Frame};
 use flate2::read::MultiGzDecoder;
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -47,27 +49,6 @@ impl fmt::Display for Record {
             format_frame(&self.frame)
         )
     }
-}
-
-/// `ID#DATA` (or `ID#R`, `ID##<flags>DATA`) of one frame.
-pub fn format_frame(frame: &Frame) -> String {
-    let mut out = frame.id().to_string();
-    match frame.kind() {
-        Kind::Classic if frame.is_remote() => {
-            out.push_str("#R");
-            if !frame.is_empty() {
-                let _ = write!(out, "{}", frame.len());
-            }
-        }
-        Kind::Classic => out.push('#'),
-        Kind::Fd { brs } => {
-            let _ = write!(out, "##{}", u8::from(brs));
-        }
-    }
-    for byte in frame.data() {
-        let _ = write!(out, "{byte:02X}");
-    }
-    out
 }
 
 /// A line that is not a candump log record.

@@ -3,7 +3,7 @@
 //! byte layout (`linux/can.h`).
 
 pub use bulkhead_canwire::{CanId, MAX_EXTENDED_ID, MAX_STANDARD_ID};
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 /// Data bytes in a classic CAN frame, at most.
 pub const CLASSIC_MAX_LEN: usize = 8;
@@ -227,9 +227,30 @@ pub fn id_from_word(word: u32) -> Result<CanId, RawFrameError> {
     }
 }
 
+/// `ID#DATA` (or `ID#R`, `ID##<flags>DATA`) of one frame.
+pub fn format_frame(frame: &Frame) -> String {
+    let mut out = frame.id().to_string();
+    match frame.kind() {
+        Kind::Classic if frame.is_remote() => {
+            out.push_str("#R");
+            if !frame.is_empty() {
+                let _ = write!(out, "{}", frame.len());
+            }
+        }
+        Kind::Classic => out.push('#'),
+        Kind::Fd { brs } => {
+            let _ = write!(out, "##{}", u8::from(brs));
+        }
+    }
+    for byte in frame.data() {
+        let _ = write!(out, "{byte:02X}");
+    }
+    out
+}
+
 impl fmt::Debug for Frame {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Frame({})", crate::candump::format_frame(self))
+        write!(f, "Frame({})", format_frame(self))
     }
 }
 

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::fifo::{Consumer, Producer};
 use crate::fourslot;
 use crate::layout::{Kind, Layout, Meta};
-use crate::shm::Map;
+use crate::map::Map;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 

@@ -55,7 +55,13 @@ pub mod capi;
 #[cfg(not(loom))]
 mod endpoint;
 #[cfg(not(loom))]
+mod fdpass;
+#[cfg(not(loom))]
 pub mod layout;
+#[cfg(not(loom))]
+mod map;
+#[cfg(not(loom))]
+mod named;
 #[cfg(not(loom))]
 mod shm;
 
@@ -63,9 +69,10 @@ mod shm;
 pub use endpoint::{Receiver, Sender};
 pub use error::{Error, Result};
 #[cfg(not(loom))]
+pub use fdpass::{recv_fd, send_fd};
+#[cfg(not(loom))]
 pub use layout::{Kind, Meta};
 #[cfg(not(loom))]
-pub use shm::{
-    cleanup_stale, env_name, env_var, named_exists, recv_fd, send_fd, Channel, Counters, End,
-    EndCounters, Handover, Spec, PREFIX,
-};
+pub use named::{cleanup_stale, named_exists, PREFIX};
+#[cfg(not(loom))]
+pub use shm::{env_name, env_var, Channel, Counters, End, EndCounters, Handover, Spec};

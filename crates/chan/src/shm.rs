@@ -1,5 +1,5 @@
-//! Channel files: memfd (sealed, passable by `SCM_RIGHTS`) or named
-//! `/dev/shm/bulkhead-chan-<name>` objects; their mapping; stale cleanup.
+//! Channels: created in a memfd (sealed, passable by `SCM_RIGHTS`) or as a named
+//! `/dev/shm/bulkhead-chan-<name>` object ([`crate::named`]), connected, handed over.
 //!
 //! A *split* channel ([`Channel::create_split`]) keeps the reader's control words in
 //! a second memfd of one page, the reader region, so that a supervisor can hand each
@@ -14,17 +14,15 @@ use crate::alive::Lock;
 use crate::ctrl::Side;
 use crate::endpoint::{Receiver, Sender};
 use crate::error::{Error, Result};
-use crate::layout::{self, check_name, Kind, Layout, Meta, HEADER_LEN, MAGIC};
+use crate::fdpass::{recv_fd, send_fd};
+use crate::layout::{check_name, Kind, Layout, Meta};
+use crate::map::{page_size, read_header, write_header, Map};
+use crate::named::{is_stale, shm_path, PREFIX};
 use bulkhead_os::proc::start_time;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{Mode, SealFlags};
-use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
-use std::io::{IoSlice, IoSliceMut};
-use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Prefix of every channel object in `/dev/shm` and of every memfd name.
-pub const PREFIX: &str = "bulkhead-chan-";
+use rustix::mm::ProtFlags;
+use std::sync::atomic::Ordering;
 
 /// What to create: the arguments of shmcomm's `open_send`/`open_receive`
 /// with `SHMCOMM_CREATE_CH` (DriveOS section 5.1.1).
@@ -110,105 +108,6 @@ impl From<Channel> for OwnedFd {
     }
 }
 
-pub(crate) fn page_size() -> u64 {
-    rustix::param::page_size() as u64
-}
-
-/// An `mmap` of a whole channel file, unmapped on drop.
-pub(crate) struct Map {
-    pub ptr: *mut u8,
-    pub len: usize,
-}
-
-// SAFETY: the mapping is plain shared memory, usable from any thread.
-unsafe impl Send for Map {}
-
-impl Map {
-    fn new(fd: BorrowedFd<'_>, len: u64, prot: ProtFlags) -> Result<Map> {
-        let len = usize::try_from(len).map_err(|_| Error::Invalid("channel too large".into()))?;
-        // SAFETY: a fresh shared mapping at an address the kernel chooses
-        // aliases no Rust object; the file is at least `len` bytes (validated
-        // or just truncated), and memfds are sealed against shrinking.
-        let ptr =
-            unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }
-                .map_err(|e| Error::io("mmap channel", e))?;
-        Ok(Map {
-            ptr: ptr.cast(),
-            len,
-        })
-    }
-
-    /// Makes `[off, off+len)` read-only (both page-aligned, inside the map).
-    fn read_only(&self, off: u64, len: u64) -> Result<()> {
-        // SAFETY: the range lies inside this mapping (layout offsets are page
-        // multiples below total_len); only protections change.
-        unsafe {
-            rustix::mm::mprotect(
-                self.ptr.add(off as usize).cast(),
-                len as usize,
-                MprotectFlags::READ,
-            )
-        }
-        .map_err(|e| Error::io("mprotect channel", e))
-    }
-
-    /// The control words at `off` (a page offset inside the map).
-    pub fn side(&self, off: u64) -> *const Side {
-        // SAFETY: off + size_of::<Side>() <= len by the validated layout, and
-        // page alignment satisfies Side's alignment.
-        unsafe { self.ptr.add(off as usize) as *const Side }
-    }
-}
-
-impl Drop for Map {
-    fn drop(&mut self) {
-        // SAFETY: ptr/len come from our own successful mmap; every pointer
-        // derived from it lives in the endpoint that owns (and drops) this Map.
-        let _ = unsafe { rustix::mm::munmap(self.ptr.cast(), self.len) };
-    }
-}
-
-fn read_header(fd: BorrowedFd<'_>, file_len: u64) -> Result<(Meta, Layout)> {
-    let page = page_size();
-    if file_len < page {
-        return Err(Error::BadHeader(format!(
-            "file is {file_len} bytes, shorter than a page"
-        )));
-    }
-    let map = Map::new(fd, page, ProtFlags::READ)?;
-    // SAFETY: page 0 is mapped and 8-aligned; the creator stores the magic
-    // last with Release, so Acquire here makes the rest of the header visible.
-    let magic = unsafe { &*(map.ptr as *const AtomicU64) }.load(Ordering::Acquire);
-    if magic != MAGIC {
-        return Err(Error::BadHeader(format!(
-            "magic {magic:#018x}, want {MAGIC:#018x}"
-        )));
-    }
-    let mut b = [0u8; HEADER_LEN];
-    for (i, byte) in b.iter_mut().enumerate() {
-        // SAFETY: i < HEADER_LEN <= page, inside the mapping. Volatile: a peer
-        // may write concurrently; the copy is validated, never trusted.
-        *byte = unsafe { map.ptr.add(i).read_volatile() };
-    }
-    layout::validate(&b, file_len, page)
-}
-
-fn write_header(fd: BorrowedFd<'_>, meta: &Meta, l: &Layout) -> Result<()> {
-    let map = Map::new(fd, l.page, ProtFlags::READ | ProtFlags::WRITE)?;
-    let b = layout::encode(meta, l);
-    // SAFETY: the page is ours alone (nobody can validate it before the
-    // magic is set); bytes 8.. first, then the magic with Release.
-    unsafe {
-        std::ptr::copy_nonoverlapping(b[8..].as_ptr(), map.ptr.add(8), HEADER_LEN - 8);
-        (*(map.ptr as *const AtomicU64)).store(MAGIC, Ordering::Release);
-    }
-    Ok(())
-}
-
-fn alive(pid: u32, start: u64) -> bool {
-    start_time(pid) == Some(start)
-}
-
 /// `<prefix><NAME>`: `name` uppercased, every character other than A-Z and 0-9
 /// replaced by `_` (an environment variable name for any channel or bus name).
 pub fn env_name(prefix: &str, name: &str) -> String {
@@ -225,10 +124,6 @@ pub fn env_name(prefix: &str, name: &str) -> String {
 /// the description's channel `channel`: `BULKHEAD_CHAN_<CHANNEL>` (see [`env_name`]).
 pub fn env_var(channel: &str) -> String {
     env_name("BULKHEAD_CHAN_", channel)
-}
-
-fn shm_path(name: &str) -> String {
-    format!("/{PREFIX}{name}")
 }
 
 impl Channel {
@@ -725,98 +620,4 @@ fn require_sealed(fd: BorrowedFd<'_>) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// Sends one file descriptor over a Unix socket with `SCM_RIGHTS`.
-pub fn send_fd(socket: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> Result<()> {
-    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
-    let fds = [fd];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    control.push(SendAncillaryMessage::ScmRights(&fds));
-    rustix::net::sendmsg(
-        socket,
-        &[IoSlice::new(b"C")],
-        &mut control,
-        SendFlags::empty(),
-    )
-    .map_err(|e| Error::io("sendmsg SCM_RIGHTS", e))?;
-    Ok(())
-}
-
-/// Receives one file descriptor sent with [`send_fd`] (close-on-exec).
-pub fn recv_fd(socket: BorrowedFd<'_>) -> Result<OwnedFd> {
-    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut control = RecvAncillaryBuffer::new(&mut space);
-    let mut byte = [0u8; 1];
-    let got = rustix::net::recvmsg(
-        socket,
-        &mut [IoSliceMut::new(&mut byte)],
-        &mut control,
-        RecvFlags::CMSG_CLOEXEC,
-    )
-    .map_err(|e| Error::io("recvmsg SCM_RIGHTS", e))?;
-    for msg in control.drain() {
-        if let RecvAncillaryMessage::ScmRights(mut fds) = msg {
-            if let Some(fd) = fds.next() {
-                return Ok(fd);
-            }
-        }
-    }
-    if got.bytes == 0 {
-        return Err(Error::Closed);
-    }
-    Err(Error::Invalid("message carried no file descriptor".into()))
-}
-
-/// Whether the named channel is stale: its header is valid, its creator is
-/// dead (or its pid was reused) and no endpoint holds an end's lock ([`crate::alive`]).
-/// An unreadable or invalid object is never called stale.
-fn is_stale(name: &str) -> bool {
-    let Ok(fd) = rustix::shm::open(
-        shm_path(name).as_str(),
-        rustix::shm::OFlags::RDONLY,
-        Mode::empty(),
-    ) else {
-        return false;
-    };
-    let Ok(st) = rustix::fs::fstat(&fd) else {
-        return false;
-    };
-    let Ok((meta, l)) = read_header(fd.as_fd(), st.st_size as u64) else {
-        return false;
-    };
-    if alive(meta.creator_pid, meta.creator_start) {
-        return false;
-    }
-    [l.writer_off, l.reader_off]
-        .iter()
-        .all(|&off| !crate::alive::held(fd.as_fd(), off))
-}
-
-/// Removes every stale named channel from `/dev/shm` (creator dead, no live
-/// endpoint; see DriveOS section 5.1.2 on destroying channels) and returns
-/// their names. Live, foreign or unreadable objects are left alone.
-pub fn cleanup_stale() -> Result<Vec<String>> {
-    let dir = std::fs::read_dir("/dev/shm").map_err(|e| Error::io("read /dev/shm", e))?;
-    let mut removed = Vec::new();
-    for entry in dir.flatten() {
-        let file = entry.file_name();
-        let Some(name) = file.to_str().and_then(|f| f.strip_prefix(PREFIX)) else {
-            continue;
-        };
-        if check_name(name).is_ok()
-            && is_stale(name)
-            && rustix::shm::unlink(shm_path(name).as_str()).is_ok()
-        {
-            removed.push(name.to_string());
-        }
-    }
-    Ok(removed)
-}
-
-/// Whether a named channel exists (for tests and tools).
-pub fn named_exists(name: &str) -> bool {
-    std::path::Path::new(&format!("/dev/shm/{PREFIX}{name}")).exists()
 }

@@ -1,6 +1,7 @@
 //! `bulkhead analyze`: prove what can be proved about a system description.
 
 use crate::common::load_system;
+use crate::fail::{fail, INVALID};
 use bulkhead_analysis::system::{analyze_system_with, Options};
 use bulkhead_analysis::text::render_text;
 use std::path::PathBuf;
@@ -44,8 +45,7 @@ pub fn run(args: Args) -> ExitCode {
         true => match bulkhead_analysis::energy::min_energy(&system, &options) {
             Ok(found) => Some(found),
             Err(e) => {
-                eprintln!("error: {}: {e}", args.file.display());
-                return ExitCode::from(crate::common::INVALID);
+                return fail(format!("{}: {e}", args.file.display()));
             }
         },
         false => None,
@@ -72,7 +72,7 @@ pub fn run(args: Args) -> ExitCode {
     if report.schedulable && all_found {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(crate::common::INVALID)
+        ExitCode::from(INVALID)
     }
 }
 

@@ -4,12 +4,13 @@
 //! send (cansend), gen (cangen), in `can_utils.rs`. The logic lives in `bulkhead-can`.
 
 use crate::can_utils;
+use crate::fail::{fail, gateway_failed, usage};
 use bulkhead_can::candump::{self, open_log, Record};
 use bulkhead_can::dbc::LoadError;
 use bulkhead_can::dbc_check::Problem;
 use bulkhead_can::decode::decode_log;
 use bulkhead_can::mapper::Mapper;
-use bulkhead_can::service::{self, ServiceError};
+use bulkhead_can::service;
 use bulkhead_can::socketcand::Server;
 use bulkhead_can::vbus::{self, Bus};
 use bulkhead_can::Database;
@@ -154,10 +155,7 @@ pub fn run(args: Args) -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::from(1)
-        }
+        Err(message) => fail(message),
     }
 }
 
@@ -217,11 +215,10 @@ fn run_decode(a: DecodeArgs) -> Result<ExitCode, String> {
 fn run_bus(a: BusArgs) -> Result<ExitCode, String> {
     if let Some(addr) = a.socketcand {
         if !addr.ip().is_loopback() && !a.socketcand_remote {
-            eprintln!(
-                "error: --socketcand {addr}: not a loopback address; socketcand has no \
+            return Ok(usage(format!(
+                "--socketcand {addr}: not a loopback address; socketcand has no \
                  authentication, so add --socketcand-remote to let other hosts send on the bus"
-            );
-            return Ok(ExitCode::from(2));
+            )));
         }
     }
     let bus = Bus::bind(&a.name, a.bitrate).map_err(|e| e.to_string())?;
@@ -270,10 +267,7 @@ fn run_gateway(a: GatewayCmd) -> ExitCode {
     };
     let stop = match service::stop_on_signals() {
         Ok(stop) => stop,
-        Err(e) => {
-            eprintln!("error: installing signal handlers: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return fail(format!("installing signal handlers: {e}")),
     };
     match service::run(&config, stop) {
         Ok(counters) => {
@@ -289,14 +283,7 @@ fn run_gateway(a: GatewayCmd) -> ExitCode {
             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             ExitCode::SUCCESS
         }
-        Err(ServiceError::Usage(m)) => {
-            eprintln!("error: {m}");
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            eprintln!("error: gateway {} of {}: {e}", role.name(), config.bus);
-            ExitCode::from(1)
-        }
+        Err(e) => gateway_failed(&e, role.name(), &config.bus),
     }
 }
 

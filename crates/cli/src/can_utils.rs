@@ -15,12 +15,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// Exit code of a usage error found after parsing (flags that do not fit together).
-const USAGE: u8 = 2;
-
 fn usage(message: String) -> Result<ExitCode, String> {
-    eprintln!("error: {message}");
-    Ok(ExitCode::from(USAGE))
+    Ok(crate::fail::usage(message))
 }
 
 #[derive(clap::Args)]

@@ -1,13 +1,11 @@
 //! What every subcommand that reads a system description shares.
 
+use crate::fail::fail;
 use bulkhead_model::input::{self, ReadError};
 use bulkhead_model::Loaded;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::OnceLock;
-
-/// Exit code for invalid input or a failed verdict.
-pub const INVALID: u8 = 1;
 
 /// The limit on a file read whole (`--max-input-size`), set once by `main`.
 static MAX_INPUT_SIZE: OnceLock<u64> = OnceLock::new();
@@ -57,10 +55,7 @@ pub fn load_system(path: &Path) -> Result<Loaded, ExitCode> {
             }
             Ok(loaded)
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            Err(ExitCode::from(INVALID))
-        }
+        Err(e) => Err(fail(e)),
     }
 }
 
@@ -120,8 +115,7 @@ pub fn solved_system(
     let options = bulkhead_analysis::system::Options::default();
     let solutions = bulkhead_analysis::pipes::solve(system, &options);
     if let Some(why) = infeasible(&solutions) {
-        eprintln!("error: {}: {why}", name(path));
-        return Err(ExitCode::from(INVALID));
+        return Err(fail(format!("{}: {why}", name(path))));
     }
     Ok(bulkhead_analysis::pipes::apply(system, &solutions))
 }

@@ -1,6 +1,6 @@
 //! `bulkhead ctl`: talk to a running system through its control socket (docs/control.md).
 
-use crate::common::INVALID;
+use crate::fail::{error_line, fail, INVALID};
 use bulkhead_control::{
     discover, Client, ModeOutcome, PowerOutcome, Request, Response, Status, WindowsStatus,
     SOCKET_DIR,
@@ -57,10 +57,7 @@ fn duration(text: &str) -> Result<Duration, String> {
 pub fn run(args: Args) -> ExitCode {
     match exchange(&args) {
         Ok(reply) => show(&args, &reply),
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::from(INVALID)
-        }
+        Err(message) => fail(message),
     }
 }
 
@@ -94,7 +91,7 @@ fn show(args: &Args, reply: &Response) -> ExitCode {
             serde_json::to_string_pretty(reply).expect("a reply serializes")
         );
     } else if let Some(e) = &reply.error {
-        eprintln!("error: {}: {}", e.code.name(), e.message);
+        error_line(format!("{}: {}", e.code.name(), e.message));
     } else if let Some(s) = &reply.status {
         print!("{}", status_text(s));
     } else if let Some(m) = &reply.mode {

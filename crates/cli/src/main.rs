@@ -13,6 +13,7 @@ mod can_utils;
 mod check;
 mod common;
 mod ctl;
+mod fail;
 mod janitor;
 mod report;
 mod run;
@@ -70,7 +71,7 @@ fn main() -> ExitCode {
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {
-                ExitCode::from(2)
+                ExitCode::from(fail::USAGE)
             } else {
                 ExitCode::SUCCESS
             };

@@ -4,7 +4,8 @@
 mod model;
 mod read;
 
-use crate::common::{load_system, solved_system, INVALID};
+use crate::common::{load_system, solved_system};
+use crate::fail::fail;
 use model::{Builder, Figures, Gantt, Source};
 use read::Format;
 use std::path::{Path, PathBuf};
@@ -84,11 +85,6 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::SUCCESS
         }
     }
-}
-
-fn fail(message: String) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(INVALID)
 }
 
 /// Reads and recognizes `path`; errors are `FILE:LINE:COLUMN: message`.

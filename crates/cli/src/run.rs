@@ -1,10 +1,11 @@
 //! `bulkhead run`: execute a system description's window schedule on real cgroups.
 
-use crate::common::{load_system, INVALID};
+use crate::common::load_system;
+use crate::fail::{error_line, fail, run_failed, INVALID};
 use bulkhead_control::default_path;
 use bulkhead_model::units::parse_duration;
-use bulkhead_runtime::{RunError, RunOptions, StopReasonText};
-use std::path::{Path, PathBuf};
+use bulkhead_runtime::{RunOptions, StopReasonText};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -84,21 +85,16 @@ pub fn run(args: Args) -> ExitCode {
     let (system, solutions) =
         match crate::run_pipes::runnable(&loaded.system, &args.file, &exe, &workdir) {
             Ok(done) => done,
-            Err(why) => {
-                eprintln!("error: {why}");
-                return ExitCode::from(INVALID);
-            }
+            Err(why) => return fail(why),
         };
     if let Some((path, why)) = not_run_yet(&system) {
         let src = std::fs::read(&args.file).unwrap_or_default();
         let src = String::from_utf8_lossy(&src);
         let at = bulkhead_model::diagnostic_at(&src, &args.file.display().to_string(), &path, why);
-        eprintln!("error: {at}");
-        return ExitCode::from(INVALID);
+        return fail(at);
     }
     if let Err(why) = create_outputs(&args) {
-        eprintln!("error: {why}");
-        return ExitCode::from(INVALID);
+        return fail(why);
     }
     let name = args
         .file
@@ -183,31 +179,21 @@ pub fn run(args: Args) -> ExitCode {
                 .filter(|t| t.ended_early.is_some())
                 .collect();
             for t in &early {
-                eprintln!(
-                    "error: task `{}` of `{}` ended before the stop",
+                error_line(format!(
+                    "task `{}` of `{}` ended before the stop",
                     t.task, t.partition
-                );
+                ));
             }
             for e in &outcome.errors {
-                eprintln!("error: {e}");
+                error_line(e);
             }
             match early.is_empty() && outcome.errors.is_empty() {
                 true => ExitCode::SUCCESS,
                 false => ExitCode::from(INVALID),
             }
         }
-        Err(e) => failed(&e, &args.file),
+        Err(e) => run_failed(&e, &args.file),
     }
-}
-
-/// What the user reads, and the exit code, when the run could not be carried out: an
-/// output file's error names its option and path; the others name the description.
-fn failed(e: &RunError, file: &Path) -> ExitCode {
-    match e {
-        RunError::Output { .. } => eprintln!("error: {e}"),
-        _ => eprintln!("error: {}: {e}", file.display()),
-    }
-    ExitCode::from(INVALID)
 }
 
 /// Creates the output files before anything starts, so that a path that cannot be

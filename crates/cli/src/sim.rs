@@ -1,6 +1,7 @@
 //! `bulkhead sim`: execute a system description in deterministic simulated time.
 
-use crate::common::{load_system, INVALID};
+use crate::common::load_system;
+use crate::fail::fail;
 use bulkhead_model::units::{format_duration, parse_duration};
 use bulkhead_model::CpuSet;
 use bulkhead_sim::trace::{perfetto, Event, ScheduleLogWriter, Sink};
@@ -176,11 +177,6 @@ pub fn run(args: Args) -> ExitCode {
         }
         Err(code) => code,
     }
-}
-
-fn fail(message: String) -> ExitCode {
-    eprintln!("error: {message}");
-    ExitCode::from(INVALID)
 }
 
 fn simulate(args: &Args) -> Result<Report, ExitCode> {

@@ -1,7 +1,8 @@
 //! `bulkhead solve`: derive each pipeline's periods, budgets and buffer depths from its
 //! end-to-end QoS (Boomerang III-E; docs/pipes.md).
 
-use crate::common::{infeasible, load_system, name, INVALID};
+use crate::common::{infeasible, load_system, name};
+use crate::fail::fail;
 use bulkhead_analysis::pipes::{render_text, solve, Solution};
 use bulkhead_analysis::system::Options;
 use bulkhead_model::System;
@@ -34,8 +35,7 @@ pub fn run(args: Args) -> ExitCode {
         if args.json {
             println!("{}", json(&solutions));
         }
-        eprintln!("error: {}: {why}", name(&args.file));
-        return ExitCode::from(INVALID);
+        return fail(format!("{}: {why}", name(&args.file)));
     }
     if args.json {
         println!("{}", json(&solutions));

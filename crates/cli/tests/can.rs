@@ -347,7 +347,7 @@ fn terminate(mut child: Reaped) -> (Option<i32>, String) {
 }
 
 /// Asks the gateway task under `link` to stop and checks that `child` exits 0 within 5 s.
-fn stop_task(link: &bulkhead_task::supervisor::TaskLink, child: &mut Reaped, role: &str) {
+fn stop_task(link: &bulkhead_task::link::TaskLink, child: &mut Reaped, role: &str) {
     link.request_stop();
     let end = Instant::now() + Duration::from_secs(5);
     let status = loop {
@@ -530,7 +530,7 @@ fn gateway_and_map_report_bad_flags_and_missing_pieces() {
 
 #[test]
 fn under_a_supervisor_the_writer_runs_one_job_per_period_and_publishes_its_counters() {
-    use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+    use bulkhead_task::link::{LinkSpec, TaskLink};
     let bus = unique("gw-task");
     let _bus = start_bus(&bus, "500000");
     let mut chans = Chans(Vec::new());
@@ -591,7 +591,7 @@ fn under_a_supervisor_the_writer_runs_one_job_per_period_and_publishes_its_count
 /// `SPEED<66`, once each (the speed falls from 69.6 to 65 km/h at the end of the log).
 #[test]
 fn under_a_supervisor_the_reader_publishes_the_stop_start_triggers_of_the_replayed_log() {
-    use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+    use bulkhead_task::link::{LinkSpec, TaskLink};
     let bus = unique("gw-trig");
     let _bus = start_bus(&bus, "500000");
     let mut chans = Chans(Vec::new());
@@ -658,7 +658,7 @@ fn under_a_supervisor_the_reader_publishes_the_stop_start_triggers_of_the_replay
 /// second release, 10 s after the first.
 #[test]
 fn under_a_supervisor_the_reader_forwards_each_frame_on_reception() {
-    use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+    use bulkhead_task::link::{LinkSpec, TaskLink};
     let bus = unique("gw-rx");
     let _bus = start_bus(&bus, "500000");
     let mut chans = Chans(Vec::new());

@@ -353,6 +353,9 @@ fn the_example_runs_and_switches_through_every_policy() {
     }
 }
 
+/// A job of the schedule log: (release, relative deadline), ns.
+type Job = (u64, u64);
+
 /// A mode may give a task another period (and deadline): its program's releases move to
 /// the new period from the old grid's first release after the switch on (none sooner,
 /// none twice), the kernel holds the new reservation (`chrt -p`), and the supervisor
@@ -436,7 +439,7 @@ fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
         .collect();
     releases.sort();
     releases.dedup();
-    let phase = |from: u64, to: u64| -> Vec<(u64, u64)> {
+    let phase = |from: u64, to: u64| -> Vec<Job> {
         releases
             .iter()
             .copied()
@@ -445,7 +448,7 @@ fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
     };
     // A switch takes effect when its agent has published the new times, at the old
     // grid's next release: jobs released after the request may still be old ones.
-    let split = |jobs: Vec<(u64, u64)>, old: u64| -> (Vec<(u64, u64)>, Vec<(u64, u64)>) {
+    let split = |jobs: Vec<Job>, old: u64| -> (Vec<Job>, Vec<Job>) {
         let k = jobs
             .iter()
             .position(|&(_, d)| d != old)
@@ -465,7 +468,7 @@ fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
     );
     // Every 2 ms (or whole multiples, for releases a VM stall made it skip), judged
     // against 2 ms.
-    let steps = |jobs: &[(u64, u64)], period: u64, deadline: u64| {
+    let steps = |jobs: &[Job], period: u64, deadline: u64| {
         for w in jobs.windows(2) {
             let gap = w[1].0 - w[0].0;
             assert!(gap >= period && gap % period == 0, "gap {gap} in {jobs:?}");

@@ -33,7 +33,7 @@ use crate::sched::{self, DeadlineParams, Policy};
 use crate::{detect, prio};
 use bulkhead_analysis::system::{analyze_system_with, Options, Report};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task};
-use bulkhead_task::supervisor::{LinkSpec, ModePort, StopStartPort, TaskLink};
+use bulkhead_task::link::{LinkSpec, ModePort, StopStartPort, TaskLink};
 use bulkhead_task::{Record, Timing};
 use bulkhead_trace::{Event, EventKind, Name};
 use std::collections::BTreeMap;

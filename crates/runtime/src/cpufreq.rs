@@ -20,6 +20,7 @@
 //! SIGKILL the next bulkhead finds the record of a dead owner and restores it
 //! ([`restore_stale`]), as it removes other leftovers.
 
+use crate::RunError;
 use bulkhead_model::CpuSet;
 use bulkhead_power::Cluster;
 use std::fs::{self, File, OpenOptions};
@@ -134,7 +135,7 @@ impl Cpufreq {
     }
 
     /// Sets cluster `index` to `khz` (one write to its `scaling_setspeed`).
-    pub fn set(&self, index: usize, khz: u64) -> Result<(), String> {
+    pub fn set(&self, index: usize, khz: u64) -> Result<(), RunError> {
         let p = &self.policies[index];
         let text = khz.to_string();
         p.setspeed
@@ -146,11 +147,10 @@ impl Cpufreq {
                     Ok(())
                 }
             })
-            .map_err(|e| {
-                format!(
-                    "CPUFreq: cannot set {} kHz for {}: {e}",
-                    khz, p.cluster.name
-                )
+            .map_err(|source| RunError::Cpufreq {
+                cluster: p.cluster.name.clone(),
+                khz,
+                source,
             })
     }
 

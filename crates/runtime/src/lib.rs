@@ -114,8 +114,12 @@ pub enum RunError {
     },
     /// The control socket cannot be bound at its path.
     Control(bulkhead_control::BindError),
-    /// A CPU frequency cannot be set; the message names the cluster and the frequency.
-    Cpufreq(String),
+    /// A CPU frequency cannot be set: the cluster, the frequency and the system's reason.
+    Cpufreq {
+        cluster: String,
+        khz: u64,
+        source: std::io::Error,
+    },
     /// Files, timers, threads, the event loop: what the supervisor was doing and the
     /// system's reason.
     Io {
@@ -151,7 +155,12 @@ impl RunError {
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::Invalid(m) | RunError::Cgroups(m) | RunError::Cpufreq(m) => write!(f, "{m}"),
+            RunError::Invalid(m) | RunError::Cgroups(m) => write!(f, "{m}"),
+            RunError::Cpufreq {
+                cluster,
+                khz,
+                source,
+            } => write!(f, "CPUFreq: cannot set {khz} kHz for {cluster}: {source}"),
             RunError::Cgroup(e) => write!(f, "{e}"),
             RunError::Spawn { what, source } => write!(f, "cannot spawn {what}: {source}"),
             RunError::Reserve { what, source } => write!(f, "cannot spawn {what}: {source}"),
@@ -172,13 +181,14 @@ impl std::fmt::Display for RunError {
 impl std::error::Error for RunError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            RunError::Invalid(_) | RunError::Cgroups(_) | RunError::Cpufreq(_) => None,
+            RunError::Invalid(_) | RunError::Cgroups(_) => None,
             RunError::Cgroup(e) => Some(e),
             RunError::Reserve { source, .. } => Some(source),
             RunError::Channel { source, .. } => Some(source),
             RunError::Control(e) => Some(e),
             RunError::Spawn { source, .. }
             | RunError::Netns { source, .. }
+            | RunError::Cpufreq { source, .. }
             | RunError::Io { source, .. }
             | RunError::Output { source, .. } => Some(source),
         }
@@ -237,5 +247,21 @@ mod tests {
         assert!(text.starts_with("cannot spawn partition `p`: a private network namespace: "));
         assert!(text.ends_with("(needs CAP_SYS_ADMIN)"), "{text}");
         assert!(RunError::Invalid("x".into()).source().is_none());
+    }
+
+    #[test]
+    fn a_cpufreq_error_names_cluster_and_frequency_and_keeps_its_source() {
+        let e = RunError::Cpufreq {
+            cluster: "policy0".into(),
+            khz: 1_200_000,
+            source: io::Error::from_raw_os_error(libc::EACCES),
+        };
+        let text = e.to_string();
+        assert!(
+            text.starts_with("CPUFreq: cannot set 1200000 kHz for policy0: "),
+            "{text}"
+        );
+        let source = e.source().and_then(|s| s.downcast_ref::<io::Error>());
+        assert_eq!(source.and_then(io::Error::raw_os_error), Some(libc::EACCES));
     }
 }

@@ -67,7 +67,7 @@ enum Action {
 }
 
 /// A task's budget, period and deadline in a mode (ns), which its program's releases
-/// follow from its next release on ([`bulkhead_task::supervisor::ModePort::set_timing`]).
+/// follow from its next release on ([`bulkhead_task::link::ModePort::set_timing`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Times {
     budget: Nanos,

@@ -85,9 +85,7 @@ impl Power {
 
     fn apply(&self, changes: &[Change]) -> Result<(), RunError> {
         for c in changes {
-            self.cpufreq
-                .set(c.cluster, c.khz)
-                .map_err(RunError::Cpufreq)?;
+            self.cpufreq.set(c.cluster, c.khz)?;
         }
         Ok(())
     }

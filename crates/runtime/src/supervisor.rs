@@ -12,6 +12,7 @@ use crate::rt::{self, RtRun};
 use crate::spawn::{self, Environment, Prepared};
 use crate::{leftovers, signals, RunError, RunOptions};
 use bulkhead_model::{CpuSet, Nanos, System};
+use bulkhead_os::clock::now_ns as monotonic_ns;
 use bulkhead_os::event::{self, Epoll, Timer};
 use bulkhead_os::sched::Realtime;
 use bulkhead_reserve::partition::TaskSummary;
@@ -153,8 +154,6 @@ fn reap(p: &mut Proc) {
         p.status = r.ok().flatten();
     }
 }
-
-pub(crate) use bulkhead_os::clock::now_ns as monotonic_ns;
 
 fn count_fds() -> usize {
     std::fs::read_dir("/proc/self/fd")

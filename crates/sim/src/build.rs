@@ -1,12 +1,12 @@
 //! From a loaded system description to a [`Spec`].
 
 use crate::energy::TaskScaling;
+pub use crate::error::BuildError;
 use crate::spec::*;
 use crate::windows::{Behaviour, WindowsSpec};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task, TaskServer};
 use bulkhead_trace::Name;
-use bulkhead_windows::{Schedule, ScheduleError};
-use std::fmt;
+use bulkhead_windows::Schedule;
 
 /// Choices the description leaves to the simulation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,27 +145,10 @@ impl Link {
     }
 }
 
-/// Builds the simulation of the rt partitions of `system`: one domain per rt partition,
-/// one server per task; partitions scheduled as servers share one domain per pool of
-/// CPUs ([`crate::pools`]). A system with modes starts in its initial mode, every task
-/// of every mode present ([`crate::modes`]). Channels connect the tasks named by
-/// `options.links`; a channel without a link connects the first task of its writer
-/// partition to the first task of each reader partition (partitions without tasks are
-/// outside the task simulation).
-pub fn from_system(system: &System, options: &BuildOptions) -> Result<Spec, BuildError> {
-    if system.modes.is_some() {
-        return crate::modes::from_modal_system(system, options);
-    }
-    build(system, options, &|p, n| {
-        let r = bulkhead_analysis::servers::resolve(p, n);
-        (r.budget.unwrap_or(r.period), r.period)
-    })
-}
-
 /// The budget and period per CPU of a partition scheduled as a server on `n` CPUs.
 pub(crate) type InterfaceOf<'a> = dyn Fn(&Partition, usize) -> (Nanos, Nanos) + 'a;
 
-/// [`from_system`] with the interfaces of the partitions scheduled as servers given.
+/// [`crate::from_system`] with the interfaces of the partitions scheduled as servers given.
 pub(crate) fn build(
     system: &System,
     options: &BuildOptions,
@@ -563,83 +546,4 @@ fn find_task(
             task: name.to_string(),
             partitions: partitions.iter().map(|p| p.to_string()).collect(),
         })
-}
-
-/// Why a system description cannot be simulated with the given options.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BuildError {
-    /// This rt partition has `cpus: all` and the description no `system.cpus`.
-    AllCpus(String),
-    /// `--task-server` names no rt task.
-    TaskServer(String),
-    /// `--link` names no channel of the description.
-    LinkChannel(String),
-    /// A channel's writer or reader task (named by `--link` or the description) is not
-    /// a task of its partitions.
-    LinkTask {
-        channel: String,
-        task: String,
-        partitions: Vec<String>,
-    },
-    /// A pipeline stage is not a task: the pipeline was not solved.
-    Unsolved { pipeline: String, stage: String },
-    /// The window schedule cannot run.
-    Schedule(ScheduleError),
-    /// `--process` names no command of a windowed process.
-    Process(String),
-    /// A power policy for a description without `power:`.
-    NoPowerModel,
-    /// The built simulation fails [`Spec::validate`].
-    Spec(String),
-}
-
-impl From<ScheduleError> for BuildError {
-    fn from(e: ScheduleError) -> BuildError {
-        BuildError::Schedule(e)
-    }
-}
-
-impl fmt::Display for BuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildError::AllCpus(p) => write!(
-                f,
-                "partition `{p}`: `cpus: all` needs `system.cpus` to be simulated"
-            ),
-            BuildError::TaskServer(name) => {
-                write!(f, "--task-server {name}: no rt task `{name}`")
-            }
-            BuildError::LinkChannel(c) => write!(f, "--link {c}: no channel `{c}`"),
-            BuildError::LinkTask {
-                channel,
-                task,
-                partitions,
-            } => write!(
-                f,
-                "--link {channel}: no task `{task}` in partition(s) {}",
-                partitions.join(", ")
-            ),
-            BuildError::Unsolved { pipeline, stage } => write!(
-                f,
-                "pipeline `{pipeline}`: stage `{stage}` is not a task (not solved)"
-            ),
-            BuildError::Schedule(e) => write!(f, "{e}"),
-            BuildError::Process(cmd) => {
-                write!(f, "--process {cmd}: no windowed process has this command")
-            }
-            BuildError::NoPowerModel => f.write_str(
-                "a power policy needs the description's `power:` section (the clusters' operating points) to simulate",
-            ),
-            BuildError::Spec(m) => f.write_str(m),
-        }
-    }
-}
-
-impl std::error::Error for BuildError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            BuildError::Schedule(e) => Some(e),
-            _ => None,
-        }
-    }
 }

@@ -8,8 +8,9 @@
 //! a job, each origin it sees for the first time is delivered: its end-to-end delay
 //! is the completion time minus the origin's release.
 
-use crate::spec::{ChannelSpec, Nanos};
+use crate::spec::ChannelSpec;
 use bulkhead_model::ChannelKind;
+use bulkhead_model::Nanos;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;

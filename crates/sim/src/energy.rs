@@ -9,9 +9,9 @@
 //! CPU-bound process's speed is proportional to the clock). Clusters start at their top
 //! frequency (also under `none`, which leaves the frequency to the kernel).
 
-use crate::spec::Nanos;
 use bulkhead_model::power::PowerCluster;
 use bulkhead_model::CpuSet;
+use bulkhead_model::Nanos;
 use bulkhead_power::{Change, Cluster, Governor, Policy};
 use bulkhead_trace::EventKind;
 use bulkhead_windows::{Action, Schedule};

@@ -18,6 +18,7 @@ mod build;
 mod channels;
 mod energy;
 mod engine;
+mod error;
 pub mod modes;
 pub mod pipes;
 mod pools;
@@ -29,21 +30,42 @@ pub mod stop;
 mod windows;
 
 pub use build::{
-    from_system, hyperperiod, link_warnings, priority_ranks, Arrivals, BuildError, BuildOptions,
-    ExecModel, Link, ServerChoice,
+    hyperperiod, link_warnings, priority_ranks, Arrivals, BuildOptions, ExecModel, Link,
+    ServerChoice,
 };
 pub use channels::{ChainStats, ChannelStats};
 pub use energy::{CpuEnergy, EnergyStats, PowerSpec};
 pub use engine::{Options, Sim, Suspension, MAX_BACKLOG};
+pub use error::BuildError;
 pub use modes::{ModeSwitch, ModesSpec};
-pub use report::{Report, SwitchStats, TaskStats, WindowStats};
+pub use report::{Report, SwitchStats, TaskStats};
 pub use spec::*;
-pub use windows::{Behaviour, WindowsSpec};
+pub use windows::{Behaviour, WindowStats, WindowsSpec};
 
 /// The trace vocabulary and writers, re-exported for the CLI.
 pub use bulkhead_trace as trace;
 
 use bulkhead_trace::Sink;
+
+/// Builds the simulation of the rt partitions of `system`: one domain per rt partition,
+/// one server per task; partitions scheduled as servers share one domain per pool of
+/// CPUs ([`crate::pools`]). A system with modes starts in its initial mode, every task
+/// of every mode present ([`crate::modes`]). Channels connect the tasks named by
+/// `options.links`; a channel without a link connects the first task of its writer
+/// partition to the first task of each reader partition (partitions without tasks are
+/// outside the task simulation).
+pub fn from_system(
+    system: &bulkhead_model::System,
+    options: &BuildOptions,
+) -> Result<Spec, BuildError> {
+    if system.modes.is_some() {
+        return modes::from_modal_system(system, options);
+    }
+    build::build(system, options, &|p, n| {
+        let r = bulkhead_analysis::servers::resolve(p, n);
+        (r.budget.unwrap_or(r.period), r.period)
+    })
+}
 
 /// Simulates `spec` to the end of `options`, sending events to `sink` (none are
 /// recorded when `sink.enabled()` is false).

@@ -16,61 +16,9 @@ use crate::spec::*;
 use bulkhead_analysis::modes::mode_table;
 use bulkhead_analysis::system::Options as AnalysisOptions;
 use bulkhead_model::modes::AGENT_TASK;
-use bulkhead_model::{PartitionKind, Service, SwitchPolicy, System};
-use bulkhead_modes::Table;
+use bulkhead_model::{PartitionKind, Service, System};
 
-/// The modes of a simulated system.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModesSpec {
-    /// The global mode table with every interface resolved (as analysis resolves it).
-    pub table: Table,
-    pub initial: usize,
-    /// The switches allowed: (from, to, policy), modes by index.
-    pub allowed: Vec<(usize, usize, SwitchPolicy)>,
-    /// The least time between two requests (the agent's period); a request sooner is refused.
-    pub min_interval: Nanos,
-    /// Per member of the table.
-    pub members: Vec<MemberSpec>,
-    /// `[mode][task]`: the parameters of each task of the spec in that mode, `None` when
-    /// it does not run there (mode agents never run periodically).
-    pub params: Vec<Vec<Option<TaskParams>>>,
-}
-
-/// What the simulation knows of one rt partition of the mode table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemberSpec {
-    /// The task of its mode agent, if modal.
-    pub agent: Option<usize>,
-    /// Its VCPU servers (a partition scheduled as a server); empty when each of its
-    /// tasks has a server of its own.
-    pub vcpus: Vec<usize>,
-    /// Its other tasks.
-    pub tasks: Vec<usize>,
-}
-
-/// A task's parameters in one mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TaskParams {
-    pub budget: Nanos,
-    pub period: Nanos,
-    pub deadline: Nanos,
-    pub exec: Exec,
-}
-
-impl ModesSpec {
-    /// The policy of the switch `from` -> `to`, if allowed.
-    pub fn policy(&self, from: usize, to: usize) -> Option<SwitchPolicy> {
-        self.allowed
-            .iter()
-            .find(|&&(a, b, _)| a == from && b == to)
-            .map(|&(_, _, p)| p)
-    }
-
-    /// The member whose agent is `task`.
-    pub fn agent_of(&self, task: usize) -> Option<usize> {
-        self.members.iter().position(|m| m.agent == Some(task))
-    }
-}
+pub use crate::spec::{MemberSpec, ModesSpec, TaskParams};
 
 /// A mode switch requested at system time `at` (`--mode-switch AT:MODE`).
 #[derive(Debug, Clone, PartialEq, Eq)]

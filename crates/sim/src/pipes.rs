@@ -7,9 +7,10 @@
 //! took it in (when it sampled its input) to the completion of the sink stage's job
 //! that wrote it out.
 
-use crate::build::BuildError;
 use crate::channels::ChainStats;
-use crate::spec::{ChannelSpec, Nanos, Spec};
+use crate::error::BuildError;
+use crate::spec::{ChannelSpec, Spec};
+use bulkhead_model::Nanos;
 use bulkhead_model::{ChannelKind, Pipeline, System};
 use serde::Serialize;
 

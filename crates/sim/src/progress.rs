@@ -4,7 +4,7 @@
 
 use crate::engine::Sim;
 use crate::report::Report;
-use crate::spec::Nanos;
+use bulkhead_model::Nanos;
 use bulkhead_trace::Sink;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;

@@ -1,7 +1,8 @@
 //! What a simulation measured (`bulkhead sim --stats-json`).
 
 use crate::channels::{ChainStats, ChannelStats};
-use crate::spec::Nanos;
+pub use crate::windows::WindowStats;
+use bulkhead_model::Nanos;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -86,13 +87,4 @@ impl TaskStats {
             ..self.clone()
         }
     }
-}
-
-/// Counts from the DEmOS window schedule.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct WindowStats {
-    /// Major frames started.
-    pub frames: u64,
-    /// Process run grants (`run` lines of the schedule log).
-    pub grants: u64,
 }

@@ -4,10 +4,11 @@
 //! for set-ups the description language has no words for yet (a server shared by
 //! several tasks, explicit arrival times, I/O servers).
 
-use bulkhead_model::{ChannelKind, Resume};
-use bulkhead_trace::Name;
+pub use bulkhead_model::Nanos;
 
-pub type Nanos = u64;
+use bulkhead_model::{ChannelKind, Resume, SwitchPolicy};
+use bulkhead_modes::Table;
+use bulkhead_trace::Name;
 
 /// An rt partition: its CPUs and its scheduling policy. With several CPUs the
 /// policy is global (the m highest-priority eligible servers run), as Linux does
@@ -160,7 +161,7 @@ pub struct Spec {
     /// its pool, its own scheduler inside); missing entries follow the domain.
     pub inner: Vec<Option<Policy>>,
     /// The modes, their table and the mode manager's set-up (a system with modes).
-    pub modes: Option<crate::modes::ModesSpec>,
+    pub modes: Option<ModesSpec>,
 }
 
 impl Spec {
@@ -215,5 +216,58 @@ impl Spec {
             }
         }
         Ok(())
+    }
+}
+
+/// The modes of a simulated system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModesSpec {
+    /// The global mode table with every interface resolved (as analysis resolves it).
+    pub table: Table,
+    pub initial: usize,
+    /// The switches allowed: (from, to, policy), modes by index.
+    pub allowed: Vec<(usize, usize, SwitchPolicy)>,
+    /// The least time between two requests (the agent's period); a request sooner is refused.
+    pub min_interval: Nanos,
+    /// Per member of the table.
+    pub members: Vec<MemberSpec>,
+    /// `[mode][task]`: the parameters of each task of the spec in that mode, `None` when
+    /// it does not run there (mode agents never run periodically).
+    pub params: Vec<Vec<Option<TaskParams>>>,
+}
+
+/// What the simulation knows of one rt partition of the mode table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberSpec {
+    /// The task of its mode agent, if modal.
+    pub agent: Option<usize>,
+    /// Its VCPU servers (a partition scheduled as a server); empty when each of its
+    /// tasks has a server of its own.
+    pub vcpus: Vec<usize>,
+    /// Its other tasks.
+    pub tasks: Vec<usize>,
+}
+
+/// A task's parameters in one mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskParams {
+    pub budget: Nanos,
+    pub period: Nanos,
+    pub deadline: Nanos,
+    pub exec: Exec,
+}
+
+impl ModesSpec {
+    /// The policy of the switch `from` -> `to`, if allowed.
+    pub fn policy(&self, from: usize, to: usize) -> Option<SwitchPolicy> {
+        self.allowed
+            .iter()
+            .find(|&&(a, b, _)| a == from && b == to)
+            .map(|&(_, _, p)| p)
+    }
+
+    /// The member whose agent is `task`.
+    pub fn agent_of(&self, task: usize) -> Option<usize> {
+        self.members.iter().position(|m| m.agent == Some(task))
     }
 }

@@ -13,7 +13,7 @@
 //! suspension itself are wall-clock time, which system time leaves out: each event has
 //! both times.
 
-use crate::spec::Nanos;
+use bulkhead_model::Nanos;
 use serde::Serialize;
 
 /// How a stop runs.

@@ -3,12 +3,12 @@
 //! simulated time, with a model of what each process does when it runs.
 
 use crate::energy::{EnergyStats, Power, PowerSpec};
-use crate::report::WindowStats;
-use crate::spec::Nanos;
+use bulkhead_model::Nanos;
 use bulkhead_trace::{CpuSet, EventKind, GrantEnd, Name};
 use bulkhead_windows::drive::{finish_init, Progress};
 pub use bulkhead_windows::Behaviour;
 use bulkhead_windows::{Action, Config, Event, Machine, ProcessId, Schedule};
+use serde::Serialize;
 
 /// A window schedule to simulate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +28,15 @@ impl WindowsSpec {
             None => Ok(()),
         }
     }
+}
+
+/// Counts from the DEmOS window schedule.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct WindowStats {
+    /// Major frames started.
+    pub frames: u64,
+    /// Process run grants (`run` lines of the schedule log).
+    pub grants: u64,
 }
 
 /// Runs the state machine: feeds it timer, completion and exit events at simulated

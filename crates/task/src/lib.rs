@@ -11,7 +11,7 @@
 //!   releases are `epoch + offset + k * T`), its restart count and a stop request, plus counters the
 //!   task writes, among them up to 32 *named counters* ([`Task::counter`], C:
 //!   `bulkhead_counter`) that the supervisor reads by name
-//!   ([`supervisor::TaskLink::named_counters`]) and exports to the trace;
+//!   ([`link::TaskLink::named_counters`]) and exports to the trace;
 //! * the **trace ring**: a `bulkhead-chan` fifo channel of [`Record`]s, one per completed
 //!   activation, written with `try_write` (no system call: the fifo wakes its reader only
 //!   when the reader sleeps, and the supervisor never does, it drains with `try_read`). A
@@ -33,15 +33,15 @@
 //! request and [`Task::ack_mode`] acknowledges it (C: `bulkhead_current_mode`,
 //! `bulkhead_mode_wait`, `bulkhead_mode_ack`; the words are in [`control`]).
 //!
-//! The supervisor creates both with [`supervisor::TaskLink`], passes them to the task's
+//! The supervisor creates both with [`link::TaskLink`], passes them to the task's
 //! process, and drains the ring into the schedule log and the trace.
 
 pub mod capi;
 pub mod clock;
 pub mod control;
 mod error;
+pub mod link;
 mod record;
-pub mod supervisor;
 mod task;
 
 pub use control::{ModeChange, Timing};

@@ -42,7 +42,7 @@ pub struct Activation {
 
 /// One of the task's named counters (a slot of its control block), from
 /// [`Task::counter`]. The supervisor reads them with
-/// [`crate::supervisor::TaskLink::named_counters`].
+/// [`crate::link::TaskLink::named_counters`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counter(usize);
 

@@ -2,7 +2,7 @@
 //! and runs it as a task under a TaskLink: the C API end to end.
 
 use bulkhead_task::clock::now_ns;
-use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+use bulkhead_task::link::{LinkSpec, TaskLink};
 use bulkhead_task::Record;
 use std::path::{Path, PathBuf};
 use std::process::Command;

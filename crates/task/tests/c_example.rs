@@ -9,7 +9,7 @@ use std::process::Command;
 #[test]
 fn the_task_example_runs_its_jobs_under_a_supervisor_and_refuses_to_run_without() {
     use bulkhead_task::clock::now_ns;
-    use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+    use bulkhead_task::link::{LinkSpec, TaskLink};
     const MS: u64 = 1_000_000;
     let dir = c_example::temp_dir("task");
     let Some(exe) = c_example::compile_example("task", &dir.0) else {

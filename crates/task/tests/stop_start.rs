@@ -7,7 +7,7 @@
 mod supervise;
 
 use bulkhead_task::clock::{self, now_ns};
-use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+use bulkhead_task::link::{LinkSpec, TaskLink};
 use bulkhead_task::{flags, Error, Record, Resume, Task};
 use std::ops::ControlFlow;
 use std::process::Command;

@@ -22,14 +22,11 @@
 pub mod perfetto;
 pub mod schedule_log;
 
-pub use bulkhead_model::CpuSet;
+pub use bulkhead_model::{CpuSet, Nanos};
 pub use schedule_log::{read_schedule_log, ScheduleLogWriter};
 
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-
-/// Nanoseconds of system time (or a duration in nanoseconds).
-pub type Nanos = u64;
 
 /// A name (partition, task, channel, mode, command): shared, cheap to clone.
 pub type Name = Arc<str>;
@@ -128,10 +125,6 @@ pub enum EventKind {
     WindowStart { window: u32, length_ns: Nanos },
     /// Window `window` ends.
     WindowEnd { window: u32 },
-    /// A partition is frozen (none of its processes may run) on `cpus`.
-    PartitionFreeze { partition: Name, cpus: CpuSet },
-    /// A partition is thawed (its processes may run) on `cpus`.
-    PartitionThaw { partition: Name, cpus: CpuSet },
     /// A process of a windowed partition is granted `cpus` for at most `budget_ns`
     /// (the schedule-log `run` line).
     Run {

@@ -81,7 +81,6 @@ enum OpenKey {
     },
     Window(u32),
     Mode,
-    Partition(Name),
     Agent(Name),
 }
 
@@ -315,21 +314,6 @@ impl<W: Write> Writer<W> {
                 );
             }
             EventKind::WindowEnd { window } => self.end(t, &OpenKey::Window(*window)),
-            EventKind::PartitionThaw { partition, cpus } => {
-                let track = self.partition_track(partition);
-                let args = json!({"cpus": cpus.to_string()});
-                self.begin(
-                    t,
-                    OpenKey::Partition(partition.clone()),
-                    track,
-                    format!("thawed ({cpus})"),
-                    "partition",
-                    args,
-                );
-            }
-            EventKind::PartitionFreeze { partition, .. } => {
-                self.end(t, &OpenKey::Partition(partition.clone()))
-            }
             EventKind::Run {
                 cpus,
                 partition,

@@ -219,7 +219,7 @@ fn misses_are_instants_budgets_are_counters_messages_are_flows() {
 }
 
 #[test]
-fn windows_grants_and_partitions_have_their_tracks() {
+fn windows_and_grants_have_their_tracks() {
     let cpus = CpuSet::from_cpus([0, 1]).unwrap();
     let events = vec![
         Event::new(
@@ -227,13 +227,6 @@ fn windows_grants_and_partitions_have_their_tracks() {
             EventKind::WindowStart {
                 window: 0,
                 length_ns: 10_000,
-            },
-        ),
-        Event::new(
-            0,
-            EventKind::PartitionThaw {
-                partition: "sc".into(),
-                cpus: cpus.clone(),
             },
         ),
         Event::new(
@@ -254,13 +247,6 @@ fn windows_grants_and_partitions_have_their_tracks() {
                 reason: GrantEnd::Budget,
             },
         ),
-        Event::new(
-            6_000,
-            EventKind::PartitionFreeze {
-                partition: "sc".into(),
-                cpus,
-            },
-        ),
         Event::new(10_000, EventKind::WindowEnd { window: 0 }),
     ];
     let json = perfetto::export(&events);
@@ -269,13 +255,8 @@ fn windows_grants_and_partitions_have_their_tracks() {
         got.contains(&(2, 1, 0, 10_000, "window 0".into())),
         "{got:?}"
     );
-    assert!(
-        got.contains(&(3, 1, 0, 6_000, "thawed (0-1)".into())),
-        "{got:?}"
-    );
     assert!(got.contains(&(1, 1, 0, 6_000, "sc: ./a".into())), "{got:?}");
     assert!(got.contains(&(1, 2, 0, 6_000, "sc: ./a".into())), "{got:?}");
-    assert_eq!(thread_names(&json)[&(3, 1)], "sc");
 }
 
 #[test]

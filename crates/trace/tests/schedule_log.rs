@@ -104,13 +104,6 @@ fn every_event_kind_round_trips_through_a_line() {
                 interface_ppm: None,
             },
         ),
-        Event::new(
-            7,
-            EventKind::PartitionFreeze {
-                partition: "be".into(),
-                cpus: CpuSet::from_cpus([1]).unwrap(),
-            },
-        ),
     ];
     let mut writer = ScheduleLogWriter::new(Vec::new());
     for event in &events {

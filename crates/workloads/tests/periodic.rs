@@ -3,7 +3,7 @@
 
 use bulkhead_task::clock::now_ns;
 use bulkhead_task::flags;
-use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+use bulkhead_task::link::{LinkSpec, TaskLink};
 use std::process::{Command, Stdio};
 
 const MS: u64 = 1_000_000;

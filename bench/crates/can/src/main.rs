@@ -38,7 +38,7 @@ use bulkhead_can::vbus::{Bus, Node};
 use bulkhead_can::{CanId, Frame};
 use bulkhead_chan::{Channel, Spec};
 use bulkhead_task::clock::now_ns;
-use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+use bulkhead_task::link::{LinkSpec, TaskLink};
 use bulkhead_task::Record;
 use serde_json::{json, Value};
 use std::collections::HashMap;

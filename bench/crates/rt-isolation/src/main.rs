@@ -24,7 +24,7 @@ use bulkhead_model::{CpuSet, System};
 use bulkhead_reserve::housekeeping::Housekeeping;
 use bulkhead_reserve::partition::{admit, RtOptions, RtPartitions};
 use bulkhead_task::clock::now_ns;
-use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+use bulkhead_task::link::{LinkSpec, TaskLink};
 use bulkhead_task::Record;
 use bulkhead_trace::{Event, EventKind};
 use bulkhead_workloads::be::{BeCgroups, BeLimits};

@@ -45,7 +45,7 @@ use bulkhead_chan::{Channel, Spec};
 use bulkhead_model::{ChannelKind, PartitionKind, System};
 use bulkhead_reserve::sched::{self, DeadlineParams, Policy};
 use bulkhead_task::clock::now_ns;
-use bulkhead_task::supervisor::{LinkSpec, TaskLink};
+use bulkhead_task::link::{LinkSpec, TaskLink};
 use bulkhead_task::Record;
 use serde_json::{json, Value};
 use std::fs::{File, OpenOptions};

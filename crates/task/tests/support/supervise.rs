@@ -6,7 +6,7 @@
 
 use bulkhead_task::clock::now_ns;
 use bulkhead_task::control::{Control, Mapping};
-use bulkhead_task::supervisor::TaskLink;
+use bulkhead_task::link::TaskLink;
 use bulkhead_task::Resume;
 use std::os::fd::BorrowedFd;
 use std::process::Child;
