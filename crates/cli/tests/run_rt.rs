@@ -206,6 +206,31 @@ fn housekeeping_leaves_the_rt_cpu_while_the_run_lasts() {
     assert_eq!(after, before, "restored");
 }
 
+/// Writes Boomerang's two rt partitions: `quest` (fixed priority) on CPU 0 and `linux`
+/// (edf) on CPU 1, each with one `periodic` task (name, µs of work) of 1 ms every 10 ms.
+fn quest_and_linux(
+    dir: &common::Scratch,
+    periodic: &Path,
+    quest: (&str, u32),
+    linux: (&str, u32),
+) -> PathBuf {
+    let p = periodic.display();
+    let task = |(name, us): (&str, u32)| {
+        format!("      - {{name: {name}, cmd: {p} --exec-us {us}, budget: 1ms, period: 10ms}}\n")
+    };
+    let file = dir.file("quest-linux.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "system: {{cpus: 0-1}}\npartitions:\n  - name: quest\n    kind: rt\n    cpus: 0\n    tasks:\n{}  - name: linux\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n{}",
+            task(quest),
+            task(linux)
+        ),
+    )
+    .unwrap();
+    file
+}
+
 /// `--isolate-housekeeping=0` when rt partitions own both CPUs (Boomerang's `quest` on 0,
 /// `linux` on 1): the kernel's movable work leaves CPU 0 for CPU 1 while the run lasts,
 /// and is back as it was afterwards. Plain `--isolate-housekeeping` would leave it no CPU,
@@ -216,15 +241,7 @@ fn housekeeping_leaves_the_chosen_rt_cpu_when_rt_partitions_own_every_cpu() {
         return;
     };
     let dir = common::Scratch::new("rt-housekeeping-0");
-    let file = dir.file("two.yaml");
-    let p = periodic.display();
-    std::fs::write(
-        &file,
-        format!(
-            "system: {{cpus: 0-1}}\npartitions:\n  - name: quest\n    kind: rt\n    cpus: 0\n    tasks:\n      - {{name: q, cmd: {p} --exec-us 100, budget: 1ms, period: 10ms}}\n  - name: linux\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - {{name: l, cmd: {p} --exec-us 100, budget: 1ms, period: 10ms}}\n"
-        ),
-    )
-    .unwrap();
+    let file = quest_and_linux(&dir, &periodic, ("q", 100), ("l", 100));
     let Some((wq, irq, stderr)) = housekeeping_masks(&file, "--isolate-housekeeping=0") else {
         return;
     };
@@ -373,15 +390,7 @@ fn the_summary_counts_the_periods_a_fifo_task_was_throttled_in() {
         return;
     };
     let dir = common::Scratch::new("rt-throttled");
-    let file = dir.file("throttled.yaml");
-    let p = periodic.display();
-    std::fs::write(
-        &file,
-        format!(
-            "system: {{cpus: 0-1}}\npartitions:\n  - name: fp\n    kind: rt\n    cpus: 0\n    tasks:\n      - {{name: over, cmd: {p} --exec-us 3000, budget: 1ms, period: 10ms}}\n  - name: dl\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - {{name: fits, cmd: {p} --exec-us 100, budget: 1ms, period: 10ms}}\n"
-        ),
-    )
-    .unwrap();
+    let file = quest_and_linux(&dir, &periodic, ("over", 3000), ("fits", 100));
     let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
         .args(["run", file.to_str().unwrap(), "--timeout", "1s"])
         .output()
