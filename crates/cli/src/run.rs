@@ -38,9 +38,10 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     trace: Option<PathBuf>,
     /// While rt partitions run, move IRQs, unbound workqueues and unbound kernel threads
-    /// off their CPUs (restored at the end; see docs/rt.md)
-    #[arg(long)]
-    isolate_housekeeping: bool,
+    /// off their CPUs, or with `=CPUS` off those rt CPUs only (restored at the end; see
+    /// docs/rt.md)
+    #[arg(long, value_name = "CPUS", num_args = 0..=1, require_equals = true, value_parser = cpu_list)]
+    isolate_housekeeping: Option<Option<bulkhead_model::CpuSet>>,
     /// Power policy (DEmOS's -p names): none, high, low, minbe, per_process, per_slice,
     /// fixed:I,I,..., alternating:I,J,...; see docs/power.md
     #[arg(long, short = 'p', value_name = "NAME", value_parser = bulkhead_power::Policy::parse)]
@@ -57,6 +58,11 @@ pub struct Args {
 
 /// SCHED_FIFO priority of the supervisor (below the kernel's threaded IRQs at 50).
 const REALTIME_PRIORITY: i32 = 40;
+
+/// A CPU list (`0`, `0-2,5`).
+fn cpu_list(text: &str) -> Result<bulkhead_model::CpuSet, String> {
+    bulkhead_model::CpuSet::parse(text)
+}
 
 /// A positive duration with a unit (`500us`, `2ms`, `1s`).
 fn duration(text: &str) -> Result<Duration, String> {
@@ -112,7 +118,8 @@ pub fn run(args: Args) -> ExitCode {
         hierarchy: None,
         handle_signals: true,
         realtime_priority: Some(REALTIME_PRIORITY),
-        isolate_housekeeping: args.isolate_housekeeping,
+        isolate_housekeeping: args.isolate_housekeeping.is_some(),
+        housekeeping_cpus: args.isolate_housekeeping.flatten(),
         messages: None,
         power: args
             .power_policy
@@ -155,8 +162,12 @@ pub fn run(args: Args) -> ExitCode {
                     Some(how) => format!("; ended on its own before the stop ({how})"),
                     None => String::new(),
                 };
+                let throttled = match t.throttled {
+                    Some(n) => format!(", throttled in {n} periods"),
+                    None => String::new(),
+                };
                 eprintln!(
-                    "  task `{}` of `{}` ({}, pid {}): {} jobs, max response {:.3} ms, {} misses{ended}",
+                    "  task `{}` of `{}` ({}, pid {}): {} jobs, max response {:.3} ms, {} misses{throttled}{ended}",
                     t.task,
                     t.partition,
                     t.policy,

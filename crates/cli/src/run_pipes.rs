@@ -94,7 +94,8 @@ fn ready_channel(p: &Pipeline, from: usize, to: usize) -> Channel {
 }
 
 /// `exe stage ...` for stage `i`: its per-message work (three quarters of its WCET,
-/// leaving the rest of the budget to reading, writing and the task library), messages
+/// counting waking and reading; the rest of the budget is left to writing and the task
+/// library), messages
 /// per activation, role and channels.
 fn stage_command(exe: &Path, p: &Pipeline, s: &Solution, i: usize) -> String {
     let stage = &p.stages[i];

@@ -2,7 +2,7 @@
 //! no `cmd` (Boomerang II-B, III-B: a tuned pipe). Once per activation it takes in its
 //! messages (a source stage samples its input: one new message stamped with the job's
 //! release; other stages read up to `--messages` from each fifo input, or the freshest
-//! message of a four-slot input), spends `--work` of CPU time per message, and forwards
+//! message of a four-slot input), spends `--work` of CPU time per message (counting its own costs since its last job ended), and forwards
 //! each message, origin stamp and sequence number unchanged, to every output. A sink
 //! stage measures each message's end-to-end delay (its completion minus the origin
 //! stamp) and the sequence numbers it never saw (lost), and publishes them as the
@@ -24,9 +24,9 @@
 use bulkhead_can::{gateway, CanId, Frame};
 use bulkhead_canwire::WIRE_SIZE;
 use bulkhead_chan::{Channel, Receiver, Sender};
-use bulkhead_task::clock::{burn_cpu, now_ns};
+use bulkhead_task::clock::{burn_cpu_until, now_ns, thread_cpu_ns};
 use bulkhead_task::{Counter, Task};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -57,7 +57,7 @@ pub struct Args {
     /// Stage name (for messages)
     #[arg(long)]
     stage: String,
-    /// CPU time spent per message, ns
+    /// CPU time spent per message, ns, counting the job's own costs since the last job
     #[arg(long, value_name = "NS")]
     work: u64,
     /// Messages taken from each fifo input per activation (m)
@@ -371,6 +371,7 @@ fn stage(args: &Args) -> R<()> {
         None => None,
     });
     let mut ended = vec![false; inputs.len()];
+    let rest_cpu = Cell::new(thread_cpu_ns());
     let mut job = |release_ns: u64, phase: Phase, counts: &mut Counts| -> bool {
         if phase == Phase::Closing {
             for o in outputs.iter_mut().filter(|o| !matches!(o, Output::Can(..))) {
@@ -415,8 +416,12 @@ fn stage(args: &Args) -> R<()> {
             *done |= msgs[before..].iter().any(Message::is_end);
         }
         msgs.retain(|m| !m.is_end());
-        for msg in &msgs {
-            burn_cpu(args.work);
+        // The i-th message's work ends `(i + 1) * work` after the previous job ended: the
+        // stage's own costs (waking, reading, writing, the task library) come out of its
+        // work, so a job stays within the budget it was solved for (`wcet` per message).
+        let since = rest_cpu.get();
+        for (i, msg) in msgs.iter().enumerate() {
+            burn_cpu_until(since + (i as u64 + 1) * args.work);
             if args.sink {
                 counts.delivered(msg, now_ns());
             }
@@ -426,6 +431,7 @@ fn stage(args: &Args) -> R<()> {
                 }
             }
         }
+        rest_cpu.set(thread_cpu_ns());
         let drained = ended.iter().all(|&e| e);
         phase == Phase::Ending || (phase == Phase::Draining && drained)
     };

@@ -141,46 +141,135 @@ fn admission_refuses_an_overloaded_set_and_names_the_task() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-/// `--isolate-housekeeping`: while the rt partition runs, unbound workqueues may not use
-/// its CPU; afterwards the machine's setting is back as it was.
-#[test]
-fn housekeeping_leaves_the_rt_cpu_while_the_run_lasts() {
-    let mask_file = Path::new("/sys/devices/virtual/workqueue/cpumask");
-    if !is_root() || !mask_file.exists() {
-        eprintln!("skipping: needs root and {}", mask_file.display());
-        return;
+/// The workqueue cpumask and the default IRQ affinity before, 800 ms into and after a
+/// 1.5 s `bulkhead run FILE FLAG`, and its stderr; `None` (skipped) without root or the
+/// files. The caller holds `exclusive_cpus_lock`.
+fn housekeeping_masks(file: &Path, flag: &str) -> Option<([String; 3], [String; 3], String)> {
+    let files = [
+        "/sys/devices/virtual/workqueue/cpumask",
+        "/proc/irq/default_smp_affinity",
+    ];
+    if !is_root() || files.iter().any(|f| !Path::new(f).exists()) {
+        eprintln!("skipping: needs root and {files:?}");
+        return None;
     }
-    let _lock = exclusive_cpus_lock();
-    let read = || {
-        std::fs::read_to_string(mask_file)
+    let read = |i: usize| {
+        std::fs::read_to_string(files[i])
             .unwrap()
             .trim()
             .to_string()
     };
-    let before = read();
-    let file = write_description(
-        "housekeeping",
-        "      - {name: t, cmd: sleep 3, budget: 1ms, period: 10ms}\n",
-    );
+    let before = [read(0), read(1)];
     let run = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
-        .args(["run", file.to_str().unwrap(), "--timeout", "1500ms"])
-        .arg("--isolate-housekeeping")
+        .args(["run", file.to_str().unwrap(), "--timeout", "1500ms", flag])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(800));
-    let during = read();
+    let during = [read(0), read(1)];
     let out = run.wait_with_output().unwrap();
-    std::fs::remove_file(&file).unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let cpu0 = |mask: &str| u64::from_str_radix(mask.trim_start_matches("0x"), 16).unwrap() & 1;
+    let after = [read(0), read(1)];
+    Some((
+        [before[0].clone(), during[0].clone(), after[0].clone()],
+        [before[1].clone(), during[1].clone(), after[1].clone()],
+        stderr,
+    ))
+}
+
+/// The CPUs of a kernel hex mask (`3`, `0x2`).
+fn mask_cpus(mask: &str) -> u64 {
+    u64::from_str_radix(mask.trim_start_matches("0x").replace(',', "").as_str(), 16).unwrap()
+}
+
+/// `--isolate-housekeeping`: while the rt partition runs, unbound workqueues may not use
+/// its CPU; afterwards the machine's setting is back as it was.
+#[test]
+fn housekeeping_leaves_the_rt_cpu_while_the_run_lasts() {
+    let file = write_description(
+        "housekeeping",
+        "      - {name: t, cmd: sleep 3, budget: 1ms, period: 10ms}\n",
+    );
+    let lock = exclusive_cpus_lock();
+    let masks = housekeeping_masks(&file, "--isolate-housekeeping");
+    drop(lock);
+    std::fs::remove_file(&file).unwrap();
+    let Some(([before, during, after], _, stderr)) = masks else {
+        return;
+    };
     assert_eq!(
-        cpu0(&during),
+        mask_cpus(&during) & 1,
         0,
         "workqueue cpumask {during} still has CPU 0\n{stderr}"
     );
-    assert_eq!(read(), before, "restored");
+    assert_eq!(after, before, "restored");
+}
+
+/// Writes Boomerang's two rt partitions: `quest` (fixed priority) on CPU 0 and `linux`
+/// (edf) on CPU 1, each with one `periodic` task (name, µs of work) of 1 ms every 10 ms.
+fn quest_and_linux(
+    dir: &common::Scratch,
+    periodic: &Path,
+    quest: (&str, u32),
+    linux: (&str, u32),
+) -> PathBuf {
+    let p = periodic.display();
+    let task = |(name, us): (&str, u32)| {
+        format!("      - {{name: {name}, cmd: {p} --exec-us {us}, budget: 1ms, period: 10ms}}\n")
+    };
+    let file = dir.file("quest-linux.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "system: {{cpus: 0-1}}\npartitions:\n  - name: quest\n    kind: rt\n    cpus: 0\n    tasks:\n{}  - name: linux\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n{}",
+            task(quest),
+            task(linux)
+        ),
+    )
+    .unwrap();
+    file
+}
+
+/// `--isolate-housekeeping=0` when rt partitions own both CPUs (Boomerang's `quest` on 0,
+/// `linux` on 1): the kernel's movable work leaves CPU 0 for CPU 1 while the run lasts,
+/// and is back as it was afterwards. Plain `--isolate-housekeeping` would leave it no CPU,
+/// and a CPU no rt partition owns is refused by name.
+#[test]
+fn housekeeping_leaves_the_chosen_rt_cpu_when_rt_partitions_own_every_cpu() {
+    let Some((periodic, _lock)) = common::rt_test_setup() else {
+        return;
+    };
+    let dir = common::Scratch::new("rt-housekeeping-0");
+    let file = quest_and_linux(&dir, &periodic, ("q", 100), ("l", 100));
+    let Some((wq, irq, stderr)) = housekeeping_masks(&file, "--isolate-housekeeping=0") else {
+        return;
+    };
+    for [before, during, after] in [wq, irq] {
+        assert_eq!(
+            mask_cpus(&during) & 1,
+            0,
+            "{during} still has CPU 0\n{stderr}"
+        );
+        assert_eq!(mask_cpus(&during) & 2, 2, "{during} lost CPU 1\n{stderr}");
+        assert_eq!(after, before, "restored\n{stderr}");
+    }
+    let refused = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--timeout",
+            "1s",
+            "--isolate-housekeeping=2",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_ne!(refused.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("CPU 2 is not an rt partition's CPU"),
+        "{stderr}"
+    );
 }
 
 /// Processes whose command line is exactly `argv`.
@@ -290,4 +379,45 @@ fn an_offset_task_is_released_and_judged_on_its_own_grid() {
     for t in releases.iter().chain(&missed) {
         assert_eq!(t % 10_000_000, 3_000_000, "{t} off the grid: {missed:?}");
     }
+}
+
+/// The run's summary says, per SCHED_FIFO task, in how many periods its budget enforcer
+/// demoted it: a task that needs three times its budget every period is demoted in
+/// (nearly) every one; a SCHED_DEADLINE task, enforced by the kernel, has no such count.
+#[test]
+fn the_summary_counts_the_periods_a_fifo_task_was_throttled_in() {
+    let Some((periodic, _lock)) = common::rt_test_setup() else {
+        return;
+    };
+    let dir = common::Scratch::new("rt-throttled");
+    let file = quest_and_linux(&dir, &periodic, ("over", 3000), ("fits", 100));
+    let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["run", file.to_str().unwrap(), "--timeout", "1s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let line = |task: &str| {
+        let name = format!("task `{task}` ");
+        stderr
+            .lines()
+            .find(|l| l.contains(&name))
+            .unwrap_or_else(|| panic!("{stderr}"))
+            .to_string()
+    };
+    let number = |l: &str, before: &str| -> u64 {
+        let head = l.split(before).next().unwrap();
+        head.rsplit(' ')
+            .find(|w| !w.is_empty())
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let over = line("over");
+    let jobs = number(&over, " jobs");
+    let throttled = number(&over, " periods");
+    assert!(jobs >= 20, "{stderr}");
+    assert!(over.contains(", throttled in "), "{over}");
+    assert!(2 * throttled >= jobs, "{throttled} of {jobs}: {over}");
+    assert!(!line("fits").contains("throttled"), "{stderr}");
 }

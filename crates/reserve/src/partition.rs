@@ -184,6 +184,10 @@ pub struct TaskSummary {
     pub misses: u64,
     /// Trace records the task could not write (ring full).
     pub dropped: u64,
+    /// For a SCHED_FIFO task, the periods in which its budget enforcer demoted it to
+    /// SCHED_IDLE (it used its budget before its job ended); `None` for other policies.
+    /// Known once the partitions stopped.
+    pub throttled: Option<u64>,
     /// How the task ended if it ended on its own, before it was asked to stop
     /// (`exit status: 1`, `signal: 9 (SIGKILL)`); `None` if it ran until the stop.
     pub ended_early: Option<String>,
@@ -416,6 +420,7 @@ impl RtPartitions {
                         counters: Vec::new(),
                         misses: 0,
                         dropped: 0,
+                        throttled: None,
                         ended_early: None,
                     },
                     msg_dropped: 0,
@@ -584,7 +589,15 @@ impl RtPartitions {
             let _ = t.child.wait();
             t.stats.dropped = t.link.counters().dropped;
         }
-        self.enforcers.clear();
+        for stats in self.enforcers.drain(..).flat_map(Enforcer::stop) {
+            if let Some(t) = self
+                .tasks
+                .iter_mut()
+                .find(|t| t.child.id() as i32 == stats.pid)
+            {
+                t.stats.throttled = Some(stats.throttled);
+            }
+        }
         // The domains kill what the tasks left (their children) as they go; the limit
         // cgroups those children are in can be removed only after that.
         while let Some(d) = self.domains.pop() {

@@ -69,6 +69,10 @@ pub struct RunOptions {
     /// While rt partitions run, move IRQs, unbound workqueues and unbound kernel threads
     /// off their CPUs (`bulkhead_reserve::housekeeping`; restored at the end).
     pub isolate_housekeeping: bool,
+    /// With `isolate_housekeeping`, the rt CPUs to move that work off; `None`: every rt
+    /// CPU. When rt partitions own every CPU, the work needs one of them to go to (e.g.
+    /// an `edf` partition's, whose tasks the kernel's SCHED_DEADLINE protects).
+    pub housekeeping_cpus: Option<bulkhead_model::CpuSet>,
     /// The power policy and the CPUFreq tree it controls (`--power-policy`,
     /// `--cpufreq-root`); `None` leaves CPUFreq alone.
     pub power: Option<PowerOptions>,

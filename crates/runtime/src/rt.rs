@@ -264,7 +264,11 @@ pub fn start(
         e => RunError::reserve("rt partitions", e),
     })?;
     let housekeeping = match options.isolate_housekeeping {
-        true => Some(isolate_housekeeping(&rt.cpus(), warnings)?),
+        true => Some(isolate_housekeeping(
+            &rt.cpus(),
+            options.housekeeping_cpus.as_ref(),
+            warnings,
+        )?),
         false => None,
     };
     let mode_events = ModeEvents::default();
@@ -304,14 +308,22 @@ pub fn start(
     }))
 }
 
-/// Moves kernel work off `cpus`; what could not be moved becomes a warning.
+/// Moves kernel work off `only` (every rt CPU when `None`), which must be rt CPUs; what
+/// could not be moved becomes a warning.
 fn isolate_housekeeping(
-    cpus: &Option<CpuSet>,
+    rt_cpus: &Option<CpuSet>,
+    only: Option<&CpuSet>,
     warnings: &mut Vec<String>,
 ) -> Result<Housekeeping, RunError> {
-    let cpus = cpus
+    let rt_cpus = rt_cpus
         .as_ref()
         .ok_or_else(|| RunError::Invalid("housekeeping isolation: no rt CPU".into()))?;
+    let cpus = only.unwrap_or(rt_cpus);
+    if let Some(c) = cpus.iter().find(|c| !rt_cpus.contains(*c)) {
+        return Err(RunError::Invalid(format!(
+            "housekeeping isolation: CPU {c} is not an rt partition's CPU (those are {rt_cpus})"
+        )));
+    }
     let hk = Housekeeping::isolate(cpus).map_err(|e| RunError::Invalid(e.to_string()))?;
     warnings.extend(hk.warnings().iter().cloned());
     Ok(hk)
