@@ -77,6 +77,19 @@ fn log_steps(log: &str) -> Vec<Vec<(String, String)>> {
     switches
 }
 
+/// Whether the run tests can run here (root, `bulkhead-periodic` built); says why not.
+fn can_run() -> bool {
+    if !is_root() {
+        eprintln!("skipping: needs root for SCHED_DEADLINE and cpusets");
+        return false;
+    }
+    let built = common::bin("bulkhead-periodic").exists();
+    if !built {
+        eprintln!("skipping: bulkhead-periodic is not built");
+    }
+    built
+}
+
 fn description(dir: &Scratch) -> std::path::PathBuf {
     let p = common::bin("bulkhead-periodic");
     let file = dir.file("car.yaml");
@@ -100,12 +113,7 @@ fn description(dir: &Scratch) -> std::path::PathBuf {
 
 #[test]
 fn ctl_mode_switches_a_running_system_as_sim_does() {
-    if !is_root() {
-        eprintln!("skipping: needs root for SCHED_DEADLINE and cpusets");
-        return;
-    }
-    if !common::bin("bulkhead-periodic").exists() {
-        eprintln!("skipping: bulkhead-periodic is not built");
+    if !can_run() {
         return;
     }
     let _lock = exclusive_cpus_lock();
@@ -265,15 +273,10 @@ fn ctl_mode_switches_a_running_system_as_sim_does() {
 /// reservations and the logged bandwidth never exceeds the pool or an interface.
 #[test]
 fn the_example_runs_and_switches_through_every_policy() {
-    if !is_root() {
-        eprintln!("skipping: needs root for SCHED_DEADLINE and cpusets");
+    if !can_run() {
         return;
     }
     let periodic = common::bin("bulkhead-periodic");
-    if !periodic.exists() {
-        eprintln!("skipping: bulkhead-periodic is not built");
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("modes-example");
     let socket = dir.file("car.sock");
@@ -362,15 +365,10 @@ type Job = (u64, u64);
 /// judges its jobs against the new deadline; switching back restores both.
 #[test]
 fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
-    if !is_root() {
-        eprintln!("skipping: needs root for SCHED_DEADLINE and cpusets");
+    if !can_run() {
         return;
     }
     let periodic = common::bin("bulkhead-periodic");
-    if !periodic.exists() {
-        eprintln!("skipping: bulkhead-periodic is not built");
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("modes-period");
     let file = dir.file("period.yaml");

@@ -411,6 +411,19 @@ impl StopStartPort {
 mod tests {
     use super::*;
 
+    /// A task attached to `link` through duplicates of its descriptors.
+    fn attach(link: &TaskLink) -> crate::Task {
+        let [c, t] = link.fds();
+        // SAFETY: dups of open descriptors; each result is owned by its OwnedFd.
+        let (c, t) = unsafe {
+            (
+                OwnedFd::from_raw_fd(libc::dup(c)),
+                OwnedFd::from_raw_fd(libc::dup(t)),
+            )
+        };
+        crate::Task::from_fds(c, t).unwrap()
+    }
+
     fn spec() -> LinkSpec {
         LinkSpec {
             name: "ctl".into(),
@@ -437,13 +450,8 @@ mod tests {
     #[test]
     fn in_process_round_trip() {
         let mut link = TaskLink::create(&spec()).unwrap();
-        let dup = |fd: RawFd| {
-            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
-            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
-        };
-        let [c, t] = link.fds();
         link.set_epoch_ns(crate::clock::now_ns());
-        let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        let mut task = attach(&link);
         assert_eq!(task.params().deadline_ns, 900_000);
         assert_eq!(task.params().name, "ctl");
         for _ in 0..6 {
@@ -471,12 +479,7 @@ mod tests {
         link.set_epoch_ns(epoch);
         link.set_release_offset_ns(400_000);
         assert_eq!(link.release_offset_ns(), 400_000);
-        let dup = |fd: RawFd| {
-            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
-            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
-        };
-        let [c, t] = link.fds();
-        let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        let mut task = attach(&link);
         for _ in 0..5 {
             let act = task.wait_next_period().unwrap();
             let started = crate::clock::now_ns();
@@ -496,12 +499,7 @@ mod tests {
         let epoch = crate::clock::now_ns();
         link.set_epoch_ns(epoch);
         link.set_release_offset_ns(400_000);
-        let dup = |fd: RawFd| {
-            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
-            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
-        };
-        let [c, t] = link.fds();
-        let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        let mut task = attach(&link);
         let before = task.wait_next_period().unwrap();
         let port = link.mode_port().unwrap();
         let changed = port.set_timing(200_000, 3_000_000, 2_500_000);
@@ -548,13 +546,8 @@ mod tests {
     #[test]
     fn a_sporadic_task_is_released_by_each_arrival_and_stops_while_waiting() {
         let mut link = TaskLink::create(&spec()).unwrap();
-        let dup = |fd: RawFd| {
-            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
-            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
-        };
-        let [c, t] = link.fds();
         link.set_epoch_ns(crate::clock::now_ns());
-        let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        let mut task = attach(&link);
         // Arrivals stamped 5 s ago, then now, each after two empty waits.
         let mut waits = Vec::new();
         let mut arrivals = Vec::new();
@@ -601,16 +594,11 @@ mod tests {
 
     #[test]
     fn a_held_task_runs_no_job_until_released_and_a_stop_opens_the_gate() {
-        let dup = |fd: RawFd| {
-            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
-            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
-        };
         for stop in [false, true] {
             let link = TaskLink::create(&spec()).unwrap();
             link.set_epoch_ns(crate::clock::now_ns());
             link.hold();
-            let [c, t] = link.fds();
-            let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+            let mut task = attach(&link);
             let (tx, rx) = std::sync::mpsc::channel();
             std::thread::spawn(move || tx.send(task.wait_next_period().is_ok()).unwrap());
             // Ten periods pass at the gate: no activation starts.
@@ -633,12 +621,7 @@ mod tests {
         let mut link = TaskLink::create(&spec()).unwrap();
         link.set_epoch_ns(crate::clock::now_ns());
         link.restart(&mut Vec::new()).unwrap();
-        let dup = |fd: RawFd| {
-            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
-            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
-        };
-        let [c, t] = link.fds();
-        let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        let mut task = attach(&link);
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let started = crate::clock::now_ns();
@@ -662,12 +645,7 @@ mod tests {
     #[test]
     fn a_mode_port_on_another_thread_requests_and_sees_the_acknowledgement() {
         let link = TaskLink::create(&spec()).unwrap();
-        let dup = |fd: RawFd| {
-            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
-            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
-        };
-        let [c, t] = link.fds();
-        let task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        let task = attach(&link);
         let port = link.mode_port().unwrap();
         let seq = std::thread::spawn(move || port.request_mode(2))
             .join()
@@ -686,15 +664,7 @@ mod tests {
         let link = TaskLink::create(&spec()).unwrap();
         let port = link.mode_port().unwrap();
         assert!(!port.attached());
-        let [c, t] = link.fds();
-        // SAFETY: dups of open descriptors; each result is owned by its OwnedFd.
-        let (c, t) = unsafe {
-            (
-                OwnedFd::from_raw_fd(libc::dup(c)),
-                OwnedFd::from_raw_fd(libc::dup(t)),
-            )
-        };
-        let mut task = crate::Task::from_fds(c, t).unwrap();
+        let mut task = attach(&link);
         assert!(port.attached());
         assert!(!port.acks_at_once());
         task.ack_modes_at_once();
@@ -706,12 +676,7 @@ mod tests {
     fn named_counters_reach_the_supervisor_by_name_and_survive_a_restart() {
         let mut link = TaskLink::create(&spec()).unwrap();
         assert_eq!(link.named_counters(), vec![]);
-        let dup = |fd: RawFd| {
-            // SAFETY: dup of an open descriptor; the result is owned by the OwnedFd.
-            unsafe { OwnedFd::from_raw_fd(libc::dup(fd)) }
-        };
-        let [c, t] = link.fds();
-        let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        let mut task = attach(&link);
         let sent = task.counter("can0.tx_sent").unwrap();
         let denied = task.counter("can0.tx_denied").unwrap();
         task.set_counter(sent, 41);
@@ -729,8 +694,7 @@ mod tests {
         drop(task);
         let mut out = Vec::new();
         link.restart(&mut out).unwrap();
-        let [c, t] = link.fds();
-        let mut task = crate::Task::from_fds(dup(c), dup(t)).unwrap();
+        let mut task = attach(&link);
         let sent = task.counter("can0.tx_sent").unwrap();
         task.add_counter(sent, 1);
         for i in 2..crate::control::NAMED_COUNTERS {
