@@ -190,18 +190,11 @@ fn run(tasks: Vec<Budgeted>, stop: &AtomicBool) -> Vec<Stats> {
             task,
         })
         .collect();
-    // When each task is next looked at: at each wake-up only the tasks due are sampled, so
-    // that a wake-up for one task does not read every task's CPU clock (one system call
-    // each, on the rt CPU, above every task).
-    let mut due: Vec<Nanos> = vec![0; watches.len()];
     while !stop.load(Ordering::Acquire) && watches.iter().any(|w| !w.gone) {
         let now = monotonic_ns();
         let mut wake = now + MAX_SLEEP;
-        for (w, due) in watches.iter_mut().zip(&mut due).filter(|(w, _)| !w.gone) {
-            if *due <= now {
-                *due = w.step(now);
-            }
-            wake = wake.min(*due);
+        for w in watches.iter_mut().filter(|w| !w.gone) {
+            wake = wake.min(w.step(now));
         }
         bulkhead_task::clock::sleep_until(wake);
     }
