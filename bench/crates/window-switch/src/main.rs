@@ -44,12 +44,27 @@ pub(crate) fn baseline(spin: &str, work: u64) -> f64 {
 }
 
 /// Two partitions, each a spin of `work` alone in its own 1 ms window, alternating.
-fn alternating(spin: &str, work: u64) -> std::path::PathBuf {
+fn alternating(spin: &str, work: u64) -> TempFile {
     let path = std::env::temp_dir().join("bulkhead-bench-window-alternate.yaml");
     let window =
         format!("{{length: 1, cpu: 1, be_processes: [{{cmd: {spin} {work}, budget: 1}}]}}");
     std::fs::write(&path, format!("windows: [{window}, {window}]\n")).expect("write config");
-    path
+    TempFile(path)
+}
+
+/// A description the bench wrote, removed when dropped.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn path(&self) -> &str {
+        self.0.to_str().expect("utf-8 path")
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// The wall time of the first of several spins to finish (the smallest printed).
@@ -59,12 +74,12 @@ fn first_spin_ns(output: &[u8]) -> f64 {
     times.fold(f64::INFINITY, f64::min)
 }
 
-fn config(spin: &str, work: u64, window_ms: u64) -> std::path::PathBuf {
+fn config(spin: &str, work: u64, window_ms: u64) -> TempFile {
     let path = std::env::temp_dir().join(format!("bulkhead-bench-window-{window_ms}.yaml"));
     // A best-effort process: its exit is no error (that of an SC process fails the run).
     let yaml = format!("windows: [{{length: {window_ms}, cpu: 1, be_processes: [{{cmd: {spin} {work}, budget: {window_ms}}}]}}]\n");
     std::fs::write(&path, yaml).expect("write config");
-    path
+    TempFile(path)
 }
 
 pub(crate) fn under(program: &str, args: &[&str]) -> Option<f64> {
@@ -115,8 +130,8 @@ fn main() {
     let demos = which("demos-sched");
     let mut json = Vec::new();
     for w in WINDOWS_MS {
-        let cfg = config(spin, work, w);
-        let cfg = cfg.to_str().expect("utf-8 path");
+        let file = config(spin, work, w);
+        let cfg = file.path();
         let per_switch = |t: f64, base: f64| (t - base) / (t / (w as f64 * 1e6)) / 1e3;
         // Each run is paired with a baseline run just before it, so that a change
         // of the machine's load between runs does not count as overhead.
@@ -184,8 +199,8 @@ fn beside_demos(ours: f64, theirs: f64) -> (String, String) {
 /// the other, under `bulkhead run` and, when installed, under DEmOS with the same
 /// description (the fair comparison: neither scheduler can skip a freeze here).
 fn alternate_runs(bulkhead: &str, spin: &str, work: u64, demos: bool) -> String {
-    let cfg = alternating(spin, work);
-    let cfg = cfg.to_str().expect("utf-8 path");
+    let file = alternating(spin, work);
+    let cfg = file.path();
     let Some((lo, med)) = alternate_under(bulkhead, &["run", cfg], spin, work) else {
         println!("two partitions alternating, 1 ms: bulkhead run failed");
         return "\"alternate_1\":null".into();
