@@ -90,8 +90,12 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                     shared_user: memory.is_some(),
                     monitor: memory.is_none(),
                     network,
-                    listen: memory
-                        .map(|m| std::net::SocketAddr::from(([127, 0, 0, 1], (m % 60000) as u16))),
+                    // A port of its own, never 0: `check` refuses port 0 and two
+                    // partitions listening on one port.
+                    listen: memory.map(|m| {
+                        let port = 10_000 + 1000 * i as u64 + m % 1000;
+                        std::net::SocketAddr::from(([127, 0, 0, 1], port as u16))
+                    }),
                     interface: None,
                     sandbox: Sandbox {
                         clean_env,
