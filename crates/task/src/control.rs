@@ -47,7 +47,7 @@
 //! mode agent's SIGSTOP.
 //!
 //! **Release offset** (Boomerang III-E, Fig. 7: phased releases along a pipeline): the
-//! task's releases are `epoch_ns + offset_ns + k * T` ([`Control::release_epoch_ns`]).
+//! task's releases are `epoch_ns + offset_ns + k * T` ([`Control::timing`]).
 //! The supervisor stores `offset_ns` before it starts the process and never changes it,
 //! so a task waits for its real release in the task library's sleep, not in its job:
 //! under SCHED_DEADLINE a sleep inside the job is a self-suspension that the CBS wakeup
@@ -629,13 +629,6 @@ impl Control {
     /// system has run, without the time it spent suspended (JuMP2start 2.3).
     pub fn system_time_ns(&self, monotonic_ns: u64) -> u64 {
         monotonic_ns.saturating_sub(self.suspended_ns.load(Acquire))
-    }
-
-    /// CLOCK_MONOTONIC time of the task's release 0: the epoch plus the task's release
-    /// offset (its releases are this plus `k * T`). Read [`Control::timing`] instead
-    /// where the period matters too: a mode switch changes offset and period together.
-    pub fn release_epoch_ns(&self) -> u64 {
-        self.epoch_ns.load(Acquire) + self.offset_ns.load(Acquire)
     }
 
     /// The task's timing, consistent with itself (the seqlock of **Timing changes**).
