@@ -91,6 +91,53 @@ pub unsafe extern "C" fn bulkhead_wait_next_period(out: *mut bulkhead_activation
     })
 }
 
+/// The input wait of `bulkhead_wait_arrival`: `f(slice_ns, &at_ns, arg)`.
+pub type ArrivalCallback = Option<unsafe extern "C" fn(u64, *mut u64, *mut c_void) -> i32>;
+
+/// The sporadic counterpart of `bulkhead_wait_next_period` ([`Task::wait_arrival`]):
+/// completes the current activation, then calls `arrival(slice_ns, &at_ns, arg)` until
+/// it returns 1 (an input arrived; `at_ns` its arrival on CLOCK_MONOTONIC, or left 0
+/// for now), looking at the supervisor's requests between calls; 0 means no input came
+/// within `slice_ns`, a negative errno gives up and is returned. Fills `out` with the
+/// activation released at the arrival. `-EINVAL` for a null `arrival`.
+///
+/// # Safety
+/// `arrival` is safe to call with `arg` and must not call other `bulkhead_` functions
+/// (the task is locked during the wait); `out` is null or points to a writable
+/// `bulkhead_activation`.
+#[no_mangle]
+pub unsafe extern "C" fn bulkhead_wait_arrival(
+    arrival: ArrivalCallback,
+    arg: *mut c_void,
+    out: *mut bulkhead_activation,
+) -> i32 {
+    let Some(f) = arrival else {
+        return -libc::EINVAL;
+    };
+    let mut wait = |slice: std::time::Duration| {
+        let mut at = 0u64;
+        // SAFETY: the caller guarantees `f` may be called with `arg`; `at` is a valid u64.
+        match unsafe { f(slice.as_nanos() as u64, &mut at, arg) } {
+            r if r < 0 => Err(std::io::Error::from_raw_os_error(-r)),
+            0 => Ok(None),
+            _ => Ok(Some(if at == 0 { now_ns() } else { at })),
+        }
+    };
+    with_task(|t| match t.wait_arrival(&mut wait) {
+        Ok(a) => {
+            if a.flags & flags::RESUMED != 0 {
+                restore_checkpoint();
+            }
+            if !out.is_null() {
+                // SAFETY: the caller guarantees `out` is writable when not null.
+                unsafe { out.write(a.into()) };
+            }
+            0
+        }
+        Err(e) => e.errno(),
+    })
+}
+
 /// Reports the current activation complete (before doing non-periodic work, say).
 #[no_mangle]
 pub extern "C" fn bulkhead_complete() -> i32 {

@@ -655,13 +655,34 @@ impl Task {
     pub fn run_restartable<S: Clone>(
         &mut self,
         setup: impl FnOnce(&mut Task) -> Result<S>,
+        job: impl FnMut(&mut S, &mut Task, Activation) -> ControlFlow<()>,
+    ) -> Result<()> {
+        self.run_restartable_with(setup, Task::wait_next_period, job)
+    }
+
+    /// [`Task::run_restartable`] for a sporadic task: each activation is released at its
+    /// input's arrival ([`Task::wait_arrival`], with the same `arrival`), not on a period
+    /// grid. After a resume the first arrival's activation starts from the checkpoint.
+    pub fn run_restartable_on_arrival<S: Clone>(
+        &mut self,
+        setup: impl FnOnce(&mut Task) -> Result<S>,
+        mut arrival: impl FnMut(Duration) -> std::io::Result<Option<u64>>,
+        job: impl FnMut(&mut S, &mut Task, Activation) -> ControlFlow<()>,
+    ) -> Result<()> {
+        self.run_restartable_with(setup, |t| t.wait_arrival(&mut arrival), job)
+    }
+
+    fn run_restartable_with<S: Clone>(
+        &mut self,
+        setup: impl FnOnce(&mut Task) -> Result<S>,
+        mut wait: impl FnMut(&mut Task) -> Result<Activation>,
         mut job: impl FnMut(&mut S, &mut Task, Activation) -> ControlFlow<()>,
     ) -> Result<()> {
         self.resume = Resume::Restartable;
         let checkpoint = setup(self)?;
         let mut state = checkpoint.clone();
         loop {
-            let act = match self.wait_next_period() {
+            let act = match wait(self) {
                 Ok(act) => act,
                 Err(Error::Stopped) => return Ok(()),
                 Err(e) => return Err(e),

@@ -77,9 +77,11 @@ fn a_c_task_uses_the_header_and_static_library() {
         name: "c-task".into(),
         task_index: 0,
         budget_ns: MS,
-        period_ns: 4 * MS,
-        deadline_ns: 3 * MS,
-        epoch_ns: now_ns() + 5 * MS,
+        // Long enough that a loaded machine neither starts the program after its first
+        // release nor preempts it past a release (the program checks the indices run on).
+        period_ns: 20 * MS,
+        deadline_ns: 15 * MS,
+        epoch_ns: now_ns() + 100 * MS,
         ring_depth: 16,
     };
     let mut link = TaskLink::create(&spec).unwrap();
@@ -90,7 +92,7 @@ fn a_c_task_uses_the_header_and_static_library() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(
-        stdout.contains("params 1000000 4000000 3000000"),
+        stdout.contains("params 1000000 20000000 15000000"),
         "{stdout}"
     );
     assert_eq!(
@@ -204,4 +206,60 @@ fn a_restartable_c_task_gets_its_checkpoint_back_at_a_resume() {
         .collect();
     assert_eq!(restarted.len(), 1, "{recs:?}");
     assert_eq!(restarted[0].release_ns, resumed_at);
+}
+
+#[test]
+fn a_sporadic_c_task_is_released_by_each_input_not_by_its_period() {
+    use std::io::{BufRead, Write};
+    let scratch = Scratch::new("carrival");
+    let Some(exe) = compile("arrival_test", &scratch.0) else {
+        return;
+    };
+    let spec = LinkSpec {
+        name: "c-arrival".into(),
+        task_index: 0,
+        budget_ns: MS,
+        period_ns: 500 * MS,
+        deadline_ns: 500 * MS,
+        epoch_ns: now_ns(),
+        ring_depth: 16,
+    };
+    let link = TaskLink::create(&spec).unwrap();
+    let mut cmd = Command::new(&exe);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    link.prepare(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut sent = Vec::new();
+    for byte in [b'a', b'b', b'c'] {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        sent.push(now_ns());
+        input.write_all(&[byte]).unwrap();
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            &fields[..3],
+            [
+                "job",
+                &(sent.len() - 1).to_string(),
+                &(byte as char).to_string()
+            ]
+        );
+        // Released at the byte's arrival: after it was sent, well before a 500 ms period.
+        let release: u64 = fields[3].parse().unwrap();
+        let at = *sent.last().unwrap();
+        assert!(
+            release >= at && release < at + 100 * MS,
+            "{line} sent at {at}"
+        );
+    }
+    drop(input);
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut output, &mut rest).unwrap();
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert_eq!(rest, format!("ended {}\n", -libc::EPIPE));
 }

@@ -60,7 +60,8 @@ fn task_entry() {
     let mut task = Task::attach().unwrap();
     match std::env::var(ROLE).unwrap().as_str() {
         "continuable" => continuable(&mut task),
-        "restartable" => restartable(&mut task),
+        "restartable" => restartable(&mut task, false),
+        "restartable-on-arrival" => restartable(&mut task, true),
         other => panic!("role {other}"),
     }
 }
@@ -97,29 +98,35 @@ fn continuable(task: &mut Task) {
 
 /// Its state (a job count starting at 100 after setup) goes back to the checkpoint at
 /// a resume; `restart_state` is the state the first job after the resume found.
-fn restartable(task: &mut Task) {
+/// `on_arrival`: sporadic, released by an input that arrives every 3 ms.
+fn restartable(task: &mut Task, on_arrival: bool) {
     let [state, restart_state, restarts] =
         ["state", "restart_state", "restarts"].map(|n| task.counter(n).unwrap());
-    task.run_restartable(
-        |_| Ok(100u64),
-        |jobs, t, act| {
-            if act.flags & flags::RESTARTED != 0 {
-                t.set_counter(restart_state, *jobs);
-                t.add_counter(restarts, 1);
-                // A frame received just before the resume is stale, one at it fresh.
-                let resumed_at = t.resumed_at_ns();
-                assert!(!t.fresh(resumed_at - 1));
-                assert!(t.fresh(resumed_at));
-                // A gateway frame carries its bus stamp on CLOCK_REALTIME.
-                let real = |mono: u64| mono + clock::realtime_ns() - clock::now_ns();
-                assert!(!t.fresh_can(real(resumed_at) - 10 * MS));
-                assert!(t.fresh_can(real(resumed_at) + 10 * MS));
-            }
-            *jobs += 1;
-            t.set_counter(state, *jobs);
-            ControlFlow::Continue(())
-        },
-    )
+    let job = |jobs: &mut u64, t: &mut Task, act: bulkhead_task::Activation| {
+        if act.flags & flags::RESTARTED != 0 {
+            t.set_counter(restart_state, *jobs);
+            t.add_counter(restarts, 1);
+            // A frame received just before the resume is stale, one at it fresh.
+            let resumed_at = t.resumed_at_ns();
+            assert!(!t.fresh(resumed_at - 1));
+            assert!(t.fresh(resumed_at));
+            // A gateway frame carries its bus stamp on CLOCK_REALTIME.
+            let real = |mono: u64| mono + clock::realtime_ns() - clock::now_ns();
+            assert!(!t.fresh_can(real(resumed_at) - 10 * MS));
+            assert!(t.fresh_can(real(resumed_at) + 10 * MS));
+        }
+        *jobs += 1;
+        t.set_counter(state, *jobs);
+        ControlFlow::Continue(())
+    };
+    let input = |slice: Duration| {
+        std::thread::sleep(slice.min(Duration::from_millis(3)));
+        Ok(Some(now_ns()))
+    };
+    match on_arrival {
+        false => task.run_restartable(|_| Ok(100u64), job),
+        true => task.run_restartable_on_arrival(|_| Ok(100u64), input, job),
+    }
     .unwrap();
 }
 
@@ -225,6 +232,45 @@ fn a_restartable_task_returns_to_its_checkpoint_with_restarted_at_the_resume_ins
     assert_eq!(restarted[0].index, 0);
     assert_eq!(restarted[0].release_ns, resumed_at);
     assert!(restarted[0].start_ns >= resumed_at);
+}
+
+#[test]
+fn a_sporadic_restartable_task_returns_to_its_checkpoint_at_the_first_input_after_the_resume() {
+    const T: u64 = 10 * MS;
+    let link = link("restart-arrival", T);
+    let task = spawn(&link, "restartable-on-arrival", &[]);
+    let mut stop = Stopper::new(&link);
+    wait_for("6 jobs", Duration::from_secs(10), || {
+        counter(&link, "state") >= 106
+    });
+    let s = stop.suspend(&task, Duration::from_millis(500));
+    assert!(s.acked);
+    let jobs_before = counter(&link, "state") - 100;
+    std::thread::sleep(Duration::from_millis(100));
+    let resumed_at = stop.resume(&link, &task, Resume::Restartable);
+    wait_for("the restart", Duration::from_secs(10), || {
+        counter(&link, "restarts") == 1 && counter(&link, "state") >= 103
+    });
+    assert_eq!(
+        counter(&link, "restart_state"),
+        100,
+        "the checkpoint's state"
+    );
+    let recs = finish(link, task);
+    let restarted: Vec<_> = recs
+        .iter()
+        .filter(|r| r.flags & flags::RESTARTED != 0)
+        .collect();
+    assert_eq!(restarted.len(), 1, "{recs:?}");
+    assert_eq!(restarted[0].flags, flags::RESTARTED | flags::RESUMED);
+    // Released by the first input after the resume, not on a period grid: its index
+    // counts activations, it follows the ones before the stop.
+    assert!(restarted[0].release_ns >= resumed_at, "{recs:?}");
+    assert!(restarted[0].index >= jobs_before, "{recs:?}");
+    // Inputs every 3 ms with a 10 ms period: released by arrivals, not by the period.
+    let releases: Vec<u64> = recs.iter().map(|r| r.release_ns).collect();
+    let gaps = releases.windows(2).filter(|w| w[1] - w[0] < T / 2).count();
+    assert!(gaps * 2 > releases.len(), "{releases:?}");
 }
 
 #[test]

@@ -45,6 +45,16 @@ int bulkhead_task_attach(void);
  * -ESHUTDOWN once the supervisor asks the task to stop; -ENOTCONN if not attached. */
 int bulkhead_wait_next_period(struct bulkhead_activation *out);
 
+/* A sporadic task (Task::wait_arrival): completes the current activation, then calls
+ * arrival(slice_ns, &at_ns, arg) until it returns 1: an input arrived, at_ns its
+ * arrival on CLOCK_MONOTONIC (left 0: now). Return 0 when none came within slice_ns (at
+ * most the task's period and 1 ms: the library looks at stop, suspend and mode requests
+ * between calls), a negative errno to give up (returned). Fills *out (may be NULL) with
+ * the activation released at the arrival, deadline release + D. The callback must not
+ * call other bulkhead_ functions. -EINVAL if arrival is NULL. */
+typedef int (*bulkhead_arrival_fn)(uint64_t slice_ns, uint64_t *at_ns, void *arg);
+int bulkhead_wait_arrival(bulkhead_arrival_fn arrival, void *arg, struct bulkhead_activation *out);
+
 /* Reports the current activation complete now (optional: waiting completes it too). */
 int bulkhead_complete(void);
 

@@ -1,7 +1,8 @@
 //! A periodic real-time task for experiments: each activation burns a configurable
 //! amount of CPU time, through the bulkhead task library.
 //!
-//! `bulkhead-periodic [--exec-us N] [--activations N] [--can BUS] [--restartable]`: N µs
+//! `bulkhead-periodic [--exec-us N] [--activations N] [--can BUS [--on-arrival]]
+//! [--restartable]`: N µs
 //! of CPU time per activation (default: the task's budget minus 10%); stop after N
 //! activations (default: when the supervisor asks). It runs the same code in every mode:
 //! a mode request (docs/modes.md) is acknowledged as soon as it arrives, also while the
@@ -11,7 +12,9 @@
 //! `--can BUS`: each job first takes every frame waiting on the partition's channel from
 //! the gateway of bus BUS (`BULKHEAD_CAN_<BUS>`) and uses those the stale/fresh rule lets
 //! through ([`Task::fresh_can`]); `--restartable` runs it as a restartable task
-//! ([`Task::run_restartable`], docs/stop-start.md). What it saw goes to named counters
+//! ([`Task::run_restartable`], docs/stop-start.md). `--on-arrival` makes it sporadic:
+//! each job is released when a frame arrives on that channel ([`Task::wait_arrival`]),
+//! not every period. What it saw goes to named counters
 //! (the stop-start benchmark reads them from the schedule log):
 //! `can.frames` frames used, `can.fresh_lost` frames missing (gaps in the gateway's
 //! sequence numbers) just before a frame it used, `can.stale_used` frames it used that
@@ -23,6 +26,7 @@
 use bulkhead_canwire::{env_var, split, WIRE_SIZE};
 use bulkhead_chan::{Channel, Receiver};
 use bulkhead_task::{clock, flags, Counter, Error, Task};
+use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::process::ExitCode;
 
@@ -35,6 +39,7 @@ struct Args {
     activations: Option<u64>,
     can: Option<String>,
     restartable: bool,
+    on_arrival: bool,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -43,6 +48,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         activations: None,
         can: None,
         restartable: false,
+        on_arrival: false,
     };
     while let Some(flag) = args.next() {
         let mut value = |name: &str| -> Result<String, String> {
@@ -59,9 +65,15 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--can" => out.can = Some(value("--can")?),
             "--restartable" => out.restartable = true,
+            "--on-arrival" => out.on_arrival = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument `{other}`")),
         }
+    }
+    if out.on_arrival && out.can.is_none() {
+        return Err(
+            "--on-arrival needs --can BUS (the input whose arrivals release the jobs)".into(),
+        );
     }
     Ok(out)
 }
@@ -70,6 +82,8 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
 /// The sequence bookkeeping is measurement, not task state: it survives a restart.
 struct CanInput {
     rx: Receiver,
+    /// A frame taken by [`CanInput::wait`], used first by the next [`CanInput::take`].
+    pending: Option<[u8; WIRE_SIZE]>,
     last_seq: Option<u64>,
     /// The highest sequence number dropped as stale since the latest resume.
     stale_max: Option<u64>,
@@ -99,6 +113,7 @@ impl CanInput {
         let mut counter = |name: &str| task.counter(name).map_err(|e| e.to_string());
         Ok(CanInput {
             rx,
+            pending: None,
             last_seq: None,
             stale_max: None,
             awaiting_steady: None,
@@ -112,6 +127,32 @@ impl CanInput {
         })
     }
 
+    /// Blocks up to `slice` for a frame; `Some(now)` when one arrived (it is kept for the
+    /// next [`CanInput::take`]), `None` when none did.
+    fn wait(&mut self, slice: std::time::Duration) -> std::io::Result<Option<u64>> {
+        if self.pending.is_some() {
+            return Ok(Some(clock::now_ns()));
+        }
+        let mut msg = [0u8; WIRE_SIZE];
+        match self.rx.read_timeout(&mut msg, slice) {
+            Ok(()) => {
+                self.pending = Some(msg);
+                Ok(Some(clock::now_ns()))
+            }
+            Err(bulkhead_chan::Error::Timeout) => Ok(None),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        }
+    }
+
+    /// The next frame: the one [`CanInput::wait`] kept, then those waiting in the channel.
+    fn next<'a>(&mut self, buf: &'a mut [u8; WIRE_SIZE]) -> Option<&'a [u8; WIRE_SIZE]> {
+        match self.pending.take() {
+            Some(msg) => *buf = msg,
+            None => self.rx.try_read(buf).ok()?,
+        }
+        Some(buf)
+    }
+
     /// One job's input: every frame waiting, through the stale/fresh rule.
     fn take(&mut self, task: &mut Task, flags_now: u32) {
         let resumed_at = task.resumed_at_ns();
@@ -119,10 +160,10 @@ impl CanInput {
             self.stale_max = None;
             self.awaiting_steady = Some(resumed_at);
         }
-        let mut msg = [0u8; WIRE_SIZE];
+        let mut buf = [0u8; WIRE_SIZE];
         let mut newest = None;
-        while self.rx.try_read(&mut msg).is_ok() {
-            let (stamp, seq, _) = split(&msg);
+        while let Some(msg) = self.next(&mut buf) {
+            let (stamp, seq, _) = split(msg);
             let gap = self.last_seq.map_or(0, |l| seq.saturating_sub(l + 1));
             self.last_seq = Some(seq);
             if !task.fresh_can(stamp) {
@@ -160,7 +201,7 @@ fn main() -> ExitCode {
                 eprintln!("bulkhead-periodic: {msg}");
             }
             eprintln!(
-                "usage: bulkhead-periodic [--exec-us N] [--activations N] [--can BUS] [--restartable]"
+                "usage: bulkhead-periodic [--exec-us N] [--activations N] [--can BUS [--on-arrival]] [--restartable]"
             );
             return ExitCode::from(if msg.is_empty() { 0 } else { 2 });
         }
@@ -176,7 +217,7 @@ fn main() -> ExitCode {
     let exec_ns = args
         .exec_us
         .map_or(task.params().budget_ns / 10 * 9, |us| us * 1000);
-    let mut input = match &args.can {
+    let input = match &args.can {
         Some(bus) => match CanInput::open(bus, args.restartable, &mut task) {
             Ok(i) => Some(i),
             Err(e) => {
@@ -186,9 +227,15 @@ fn main() -> ExitCode {
         },
         None => None,
     };
+    // The arrival wait and the job both use the input, one after the other.
+    let input = RefCell::new(input);
+    let arrival = |slice| match input.borrow_mut().as_mut() {
+        Some(i) => i.wait(slice),
+        None => Ok(None),
+    };
     let mut done = 0u64;
     let mut job = |task: &mut Task, flags_now: u32| {
-        if let Some(input) = &mut input {
+        if let Some(input) = input.borrow_mut().as_mut() {
             input.take(task, flags_now);
         }
         clock::burn_cpu(exec_ns);
@@ -198,18 +245,27 @@ fn main() -> ExitCode {
             false => ControlFlow::Break(()),
         }
     };
-    let ended = if args.restartable {
-        task.run_restartable(|_| Ok(()), |_, t, act| job(t, act.flags))
-    } else {
-        loop {
-            match task.wait_next_period() {
-                Ok(act) => {
-                    if job(&mut task, act.flags).is_break() {
-                        break Ok(());
+    let ended = match (args.restartable, args.on_arrival) {
+        (true, false) => task.run_restartable(|_| Ok(()), |_, t, act| job(t, act.flags)),
+        (true, true) => {
+            task.run_restartable_on_arrival(|_| Ok(()), arrival, |_, t, act| job(t, act.flags))
+        }
+        (false, on_arrival) => {
+            let mut arrival = arrival;
+            loop {
+                let act = match on_arrival {
+                    true => task.wait_arrival(&mut arrival),
+                    false => task.wait_next_period(),
+                };
+                match act {
+                    Ok(act) => {
+                        if job(&mut task, act.flags).is_break() {
+                            break Ok(());
+                        }
                     }
+                    Err(Error::Stopped) => break Ok(()),
+                    Err(e) => break Err(e),
                 }
-                Err(Error::Stopped) => break Ok(()),
-                Err(e) => break Err(e),
             }
         }
     };
