@@ -69,6 +69,21 @@ fn ctl_talks_to_a_running_system_and_bad_peers_do_not_disturb_it() {
     // Status: the task with the reservation the kernel holds.
     let status = ctl(&socket, &["status", "--json"]);
     assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
+    // The loop serving the socket (the process's main thread, which just answered) is
+    // SCHED_FIFO 40, so a request does not wait behind best-effort work.
+    let pid = run.0.as_ref().unwrap().id();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        (fields[38], fields[37]),
+        ("1", "40"),
+        "policy, rt_priority: {stat}"
+    );
     let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     let s = &doc["status"];
     assert_eq!(s["system"], "car");

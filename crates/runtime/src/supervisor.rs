@@ -427,12 +427,19 @@ fn run_services(
         s.rt.as_ref().is_none_or(|rt| rt.all_exited())
             && s.free.as_ref().is_none_or(|f| f.all_exited())
     };
+    // The control socket's requests (a resume, a mode change) are served from this
+    // loop: under SCHED_FIFO, as the windowed supervisor, they do not wait behind
+    // best-effort work on the CPU.
+    let realtime = options
+        .realtime_priority
+        .map(|p| enter_realtime(p, &mut warnings));
     let reason = rt::wait(
         &mut all_exited,
         options.timeout,
         options.handle_signals,
         s.control.as_mut(),
     )?;
+    drop(realtime);
     if let Some(c) = &mut s.control {
         c.stop_stop_start();
         c.stop_modes();
