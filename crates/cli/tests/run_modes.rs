@@ -491,3 +491,64 @@ fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
     );
     steps(&back, 2_000_000, 2_000_000);
 }
+
+/// A mode switch and a stop-start never overlap: `ctl mode` while the system is
+/// suspended is refused with the reason and changes nothing (the task keeps its
+/// reservation, the mode stays); after the resume the same switch goes through.
+#[test]
+fn a_mode_switch_is_refused_while_the_system_is_suspended() {
+    if !can_run() {
+        return;
+    }
+    let periodic = common::bin("bulkhead-periodic");
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("modes-suspended");
+    let file = dir.file("car.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "system: {{cpus: 0-1}}\npartitions:\n  - name: a\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - {{name: x, cmd: {} --exec-us 40, budget: 200us, period: 2ms}}\nmodes:\n  initial: fast\n  agent: {{budget: 100us, period: 100ms}}\n  table:\n    - name: fast\n      partitions:\n        a: {{tasks: [x]}}\n    - name: slow\n      partitions:\n        a: {{tasks: [{{name: x, budget: 300us}}]}}\n",
+            periodic.display()
+        ),
+    )
+    .unwrap();
+    let socket = dir.file("car.sock");
+    let _run = Running(Some(
+        common::run_with_control(&file, "5s", &socket)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    wait_for(&socket);
+    std::thread::sleep(Duration::from_millis(300));
+    let x = task(&status(&socket), "x")["pid"].as_u64().unwrap() as u32;
+    let suspended = ctl(&socket, &["suspend"]);
+    assert_eq!(
+        suspended.status.code(),
+        Some(0),
+        "{}",
+        text(&suspended.stderr)
+    );
+    let refused = ctl(&socket, &["mode", "slow"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr)
+            .contains("the system is suspended: a mode switch needs it running (resume it first)"),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert_eq!(status(&socket)["mode"], "fast");
+    assert!(
+        common::chrt(x).contains("200000/2000000/2000000"),
+        "{}",
+        common::chrt(x)
+    );
+    let resumed = ctl(&socket, &["resume"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+    assert_eq!(switch(&socket, "slow")["to"], "slow");
+    assert!(
+        common::chrt(x).contains("300000/2000000/2000000"),
+        "{}",
+        common::chrt(x)
+    );
+}

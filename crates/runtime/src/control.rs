@@ -9,7 +9,7 @@
 
 use crate::links::Links;
 use crate::modes::ModeManager;
-use crate::stopstart::StopStartManager;
+use crate::stopstart::{Phase, StopStartManager};
 use crate::RunError;
 use bulkhead_chan::Channel;
 use bulkhead_control::{
@@ -206,6 +206,7 @@ impl Control {
             for (ticket, response) in m.collect() {
                 self.server.reply(ticket, response);
             }
+            self.state.release_suspends();
         }
         if let Some(m) = &mut self.state.stop_start {
             for (ticket, response) in m.collect() {
@@ -224,13 +225,41 @@ impl Control {
     }
 }
 
+impl State {
+    /// Holds off (or releases) suspends for a mode switch; `Err` with the stop-start
+    /// phase when the system is not running. A system without stop-start has nothing to
+    /// hold.
+    fn hold_suspends(&self, held: bool) -> Result<(), Phase> {
+        self.stop_start.as_ref().map_or(Ok(()), |m| m.hold(held))
+    }
+
+    /// Releases the hold once no switch is in progress.
+    fn release_suspends(&self) {
+        if !self.modes.as_ref().is_some_and(ModeManager::switching) {
+            let _ = self.hold_suspends(false);
+        }
+    }
+}
+
 impl Handler for State {
     fn request(&mut self, request: Request, _peer: Peer, ticket: Ticket) -> Handled {
         Handled::Reply(match request {
             Request::Status => Response::status(None, self.status()),
             Request::Mode { name } if self.modes.is_some() => {
+                if let Err(phase) = self.hold_suspends(true) {
+                    return Handled::Reply(Response::error(
+                        None,
+                        ErrorCode::NotAllowed,
+                        format!(
+                            "the system is {}: a mode switch needs it running (resume it first)",
+                            phase.name()
+                        ),
+                    ));
+                }
                 let modes = self.modes.as_mut().expect("checked");
-                match modes.request(&name, ticket) {
+                let reply = modes.request(&name, ticket);
+                self.release_suspends();
+                match reply {
                     Some(reply) => reply,
                     None => return Handled::Later,
                 }

@@ -250,6 +250,11 @@ impl ModeManager {
         std::mem::take(&mut self.warnings)
     }
 
+    /// Whether a switch is in progress (requested and not yet over).
+    pub fn switching(&self) -> bool {
+        self.running.is_some()
+    }
+
     /// A `mode` request: starts the switch to `name`. Returns the reply when it is over
     /// at once or refused; `None` when the reply comes later (from [`Self::collect`]).
     pub fn request(&mut self, name: &str, ticket: Ticket) -> Option<Response> {

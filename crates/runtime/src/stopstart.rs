@@ -106,6 +106,9 @@ pub struct Snapshot {
     pub cycles: u64,
     pub last_suspend_ns: Option<Nanos>,
     pub last_resume_ns: Option<Nanos>,
+    /// A mode switch is in progress ([`StopStartManager::hold`]): no suspend starts
+    /// until it is over (a trigger that fires meanwhile waits).
+    pub held: bool,
 }
 
 enum Job {
@@ -175,6 +178,8 @@ struct Worker {
     awake_tasks: Vec<StopStartTask>,
     /// Trigger counters last seen: (index in `awake_tasks`, counter, value).
     triggers: Vec<(usize, &'static str, u64)>,
+    /// `suspend_when` fired while a mode switch held suspends off: it starts after.
+    pending_suspend: bool,
     sysfs: PathBuf,
     /// The best-effort programs' notice page.
     notice: Option<NoticeWriter>,
@@ -254,6 +259,7 @@ impl StopStartManager {
             cycles: 0,
             last_suspend_ns: None,
             last_resume_ns: None,
+            held: false,
         }));
         let worker = Worker::new(inputs, shared.clone())?;
         let (jobs, rx) = mpsc::channel();
@@ -290,6 +296,20 @@ impl StopStartManager {
         *self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Holds off suspends while a mode switch runs (`held`), atomically with the check
+    /// that the system is running: `Err(phase)` when it is not, and then nothing is held.
+    /// Releasing (`held` false) always succeeds. A mode switch and a stop-start thus
+    /// never overlap: a switch needs every task awake to acknowledge, and a freeze in
+    /// the middle of a reservation change would leave the switch waiting on frozen tasks.
+    pub fn hold(&self, held: bool) -> Result<(), Phase> {
+        let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        if held && s.phase != Phase::Running {
+            return Err(s.phase);
+        }
+        s.held = held;
+        Ok(())
+    }
+
     /// A `suspend` (`suspend`: true) or `resume` request: an error reply now, or `None`
     /// when the worker took it (the reply comes through [`Self::collect`]).
     pub fn request(&mut self, suspend: bool, ticket: Ticket) -> Option<Response> {
@@ -301,6 +321,10 @@ impl StopStartManager {
         let refused = {
             let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
             match (s.phase, suspend) {
+                (Phase::Running, true) if s.held => Some((
+                    ErrorCode::Busy,
+                    "a mode switch is in progress: suspend when it is over".to_string(),
+                )),
                 (p, _) if p == want => {
                     s.phase = if suspend {
                         Phase::Suspending
@@ -398,6 +422,7 @@ impl Worker {
             fresh_watch: None,
             awake_tasks: Vec::new(),
             triggers: Vec::new(),
+            pending_suspend: false,
             sysfs: sysfs_root(),
             notice: inputs.notice,
         };
@@ -532,7 +557,7 @@ impl Worker {
     /// the state allows it); restartable tasks' first fresh frames are logged.
     fn watch(&mut self) -> Option<Job> {
         self.watch_fresh();
-        let mut fired = None;
+        let mut fired = self.pending_suspend.then_some(SUSPEND_WHEN);
         for (i, counter, last) in &mut self.triggers {
             let now = self.awake_tasks[*i].port.counter(counter).unwrap_or(*last);
             if now > *last {
@@ -541,8 +566,14 @@ impl Worker {
             }
         }
         let counter = fired?;
+        self.pending_suspend = false;
         let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
         match (counter, s.phase) {
+            (SUSPEND_WHEN, Phase::Running) if s.held => {
+                // Fired during a mode switch: the suspend waits for its end.
+                self.pending_suspend = true;
+                None
+            }
             (SUSPEND_WHEN, Phase::Running) => {
                 s.phase = Phase::Suspending;
                 Some(Job::Suspend(None, "suspend_when"))
