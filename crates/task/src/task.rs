@@ -428,13 +428,7 @@ impl Task {
             }
         };
         let resume_seq = self.ctl.get().resume_seq.load(Acquire);
-        let mut flags = if restarted { flags::RESTARTED } else { 0 };
-        if resume_seq != self.seen_resume {
-            flags |= flags::RESUMED;
-            if self.resume == Resume::Restartable {
-                flags |= flags::RESTARTED;
-            }
-        }
+        let flags = self.start_flags(restarted, resume_seq != self.seen_resume);
         let release_ns = at.min(now_ns());
         let act = Activation {
             index: self.ctl.get().activations.load(Relaxed),
@@ -453,19 +447,12 @@ impl Task {
         let c = self.ctl.get();
         let (epoch, period) = self.grid();
         let mut index = self.next;
-        let mut flags = 0;
-        if restarted {
-            flags |= flags::RESTARTED;
-        }
-        if resumed {
-            flags |= flags::RESUMED;
-            if self.resume == Resume::Restartable {
-                // A new first release: the first at or after the resume instant (the
-                // supervisor puts a restartable task's epoch there).
-                flags |= flags::RESTARTED;
-                let since = c.resumed_at_ns.load(Acquire).saturating_sub(epoch);
-                index = since.div_ceil(period);
-            }
+        let flags = self.start_flags(restarted, resumed);
+        if resumed && self.resume == Resume::Restartable {
+            // A new first release: the first at or after the resume instant (the
+            // supervisor puts a restartable task's epoch there).
+            let since = c.resumed_at_ns.load(Acquire).saturating_sub(epoch);
+            index = since.div_ceil(period);
         }
         Activation {
             index,
@@ -474,6 +461,20 @@ impl Task {
             flags,
             skipped: 0,
         }
+    }
+
+    /// The flags of an activation that starts a restarted process (`restarted`) or is
+    /// the first after a resume (`resumed`): RESTARTED, RESUMED, and RESTARTED for a
+    /// restartable task's first activation after a resume.
+    fn start_flags(&self, restarted: bool, resumed: bool) -> u32 {
+        let mut flags = if restarted { flags::RESTARTED } else { 0 };
+        if resumed {
+            flags |= flags::RESUMED;
+            if self.resume == Resume::Restartable {
+                flags |= flags::RESTARTED;
+            }
+        }
+        flags
     }
 
     /// The grid the releases are planned on: (CLOCK_MONOTONIC time of release 0, period);

@@ -204,8 +204,10 @@ fn a_restartable_task_returns_to_its_checkpoint_with_restarted_at_the_resume_ins
     let state_before = counter(&link, "state");
     std::thread::sleep(Duration::from_millis(100));
     let resumed_at = stop.resume(&link, &task, Resume::Restartable);
+    // The restart's job counts `restarts` before it takes its first fresh input (and
+    // `state` still holds the count from before the stop): wait for both.
     wait_for("the restart", Duration::from_secs(10), || {
-        counter(&link, "restarts") == 1 && counter(&link, "state") >= 103
+        counter(&link, "restarts") == 1 && counter(&link, "ss.first_fresh_ns") != 0
     });
     assert_eq!(
         counter(&link, "restart_state"),
@@ -227,11 +229,16 @@ fn a_restartable_task_returns_to_its_checkpoint_with_restarted_at_the_resume_ins
         .filter(|r| r.flags & flags::RESTARTED != 0)
         .collect();
     assert_eq!(restarted.len(), 1, "{recs:?}");
-    // A new first release at the resume instant (the epoch the supervisor set).
-    assert_eq!(restarted[0].flags, flags::RESTARTED | flags::RESUMED);
-    assert_eq!(restarted[0].index, 0);
-    assert_eq!(restarted[0].release_ns, resumed_at);
-    assert!(restarted[0].start_ns >= resumed_at);
+    // A new first release on the grid from the resume instant (the epoch the supervisor
+    // set): release 0 at the resume instant, or on a machine that wakes the thawed task
+    // more than a period late, the latest release of that grid before its start.
+    let r = restarted[0];
+    assert_eq!(r.flags, flags::RESTARTED | flags::RESUMED);
+    assert_eq!(r.release_ns, resumed_at + r.index * T, "{r:?}");
+    assert!(
+        r.start_ns >= r.release_ns && r.start_ns < r.release_ns + T,
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -299,11 +306,13 @@ fn a_task_frozen_mid_job_is_frozen_anyway_and_its_job_shows_no_miss_from_the_sto
     let recs = finish(link, task);
     let suspended = stop.total_suspended_ns();
     let long = recs.iter().find(|r| r.index == 2).expect("the long job");
-    // 100 ms of CPU time and a 400 ms freeze: the record leaves the freeze out. The
-    // margins are wide: on a VM the instant a SIGSTOP takes effect and the thread's CPU
-    // clock both drift by milliseconds from what the supervisor measures (CI saw 94 ms).
+    // 100 ms of CPU time and a 400 ms freeze: the record leaves the freeze out, so it
+    // is well under the 500 ms a record counting the freeze would show. The margins are
+    // wide: on a VM the instant a SIGSTOP takes effect and the thread's CPU clock both
+    // drift by milliseconds from what the supervisor measures (CI saw 94 ms), and on a
+    // loaded machine 100 ms of CPU time took 318 ms of wall time.
     let response = long.response_ns();
-    assert!((50 * MS..300 * MS).contains(&response), "{long:?}");
+    assert!((50 * MS..450 * MS).contains(&response), "{long:?}");
     assert!(!long.missed(T), "{long:?} suspended {suspended}");
     assert_eq!(long.release_ns, recs[1].release_ns + T + suspended);
     let next = recs.iter().find(|r| r.index == 3).expect("the job after");
