@@ -359,6 +359,21 @@ fn the_example_runs_and_switches_through_every_policy() {
 /// A job of the schedule log: (release, relative deadline), ns.
 type Job = (u64, u64);
 
+/// One rt partition `a` on CPU 1 with one task `x` (200 us every 2 ms), in mode `fast`
+/// as described and in mode `slow` with `slow` (e.g. `budget: 300us`) changed.
+fn one_task_two_modes(dir: &Scratch, slow: &str) -> std::path::PathBuf {
+    let file = dir.file("car.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "system: {{cpus: 0-1}}\npartitions:\n  - name: a\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - {{name: x, cmd: {} --exec-us 40, budget: 200us, period: 2ms}}\nmodes:\n  initial: fast\n  agent: {{budget: 100us, period: 100ms}}\n  table:\n    - name: fast\n      partitions:\n        a: {{tasks: [x]}}\n    - name: slow\n      partitions:\n        a: {{tasks: [{{name: x, {slow}}}]}}\n",
+            common::bin("bulkhead-periodic").display()
+        ),
+    )
+    .unwrap();
+    file
+}
+
 /// A mode may give a task another period (and deadline): its program's releases move to
 /// the new period from the old grid's first release after the switch on (none sooner,
 /// none twice), the kernel holds the new reservation (`chrt -p`), and the supervisor
@@ -368,19 +383,10 @@ fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
     if !can_run() {
         return;
     }
-    let periodic = common::bin("bulkhead-periodic");
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("modes-period");
-    let file = dir.file("period.yaml");
-    std::fs::write(
-        &file,
-        format!(
-            "system: {{cpus: 0-1}}\npartitions:\n  - name: a\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - {{name: x, cmd: {} --exec-us 40, budget: 200us, period: 2ms}}\nmodes:\n  initial: fast\n  agent: {{budget: 100us, period: 100ms}}\n  table:\n    - name: fast\n      partitions:\n        a: {{tasks: [x]}}\n    - name: slow\n      partitions:\n        a: {{tasks: [{{name: x, period: 5ms, deadline: 4ms}}]}}\n",
-            periodic.display()
-        ),
-    )
-    .unwrap();
-    let socket = dir.file("period.sock");
+    let file = one_task_two_modes(&dir, "period: 5ms, deadline: 4ms");
+    let socket = dir.file("car.sock");
     let log = dir.file("log.jsonl");
     let mut run = Running(Some(
         common::run_with_control(&file, "2s", &socket)
@@ -500,18 +506,9 @@ fn a_mode_switch_is_refused_while_the_system_is_suspended() {
     if !can_run() {
         return;
     }
-    let periodic = common::bin("bulkhead-periodic");
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("modes-suspended");
-    let file = dir.file("car.yaml");
-    std::fs::write(
-        &file,
-        format!(
-            "system: {{cpus: 0-1}}\npartitions:\n  - name: a\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - {{name: x, cmd: {} --exec-us 40, budget: 200us, period: 2ms}}\nmodes:\n  initial: fast\n  agent: {{budget: 100us, period: 100ms}}\n  table:\n    - name: fast\n      partitions:\n        a: {{tasks: [x]}}\n    - name: slow\n      partitions:\n        a: {{tasks: [{{name: x, budget: 300us}}]}}\n",
-            periodic.display()
-        ),
-    )
-    .unwrap();
+    let file = one_task_two_modes(&dir, "budget: 300us");
     let socket = dir.file("car.sock");
     let _run = Running(Some(
         common::run_with_control(&file, "5s", &socket)
