@@ -109,7 +109,7 @@ pub enum RunError {
     /// and the channel error.
     Channel {
         what: String,
-        source: bulkhead_chan::Error,
+        source: bulkhead_chan::OpenError,
     },
     /// This partition's private network namespace could not be created.
     Netns {

@@ -279,7 +279,7 @@ impl Links {
         writer: &str,
         reader: &str,
     ) -> Result<Vec<(String, String)>, RunError> {
-        let failed = |source: bulkhead_chan::Error| RunError::Channel {
+        let failed = |source: bulkhead_chan::OpenError| RunError::Channel {
             what: format!("{what}: channel {}", spec.name),
             source,
         };
