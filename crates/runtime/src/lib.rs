@@ -85,6 +85,11 @@ pub struct RunOptions {
 /// A shared buffer receiving the window/frame message lines (for embedding and tests).
 pub type Messages = std::sync::Arc<std::sync::Mutex<Vec<u8>>>;
 
+/// Per-task figures of the rt partitions, refreshed by the drain thread (`rt`), read by
+/// the control socket's `status` (`control`) and the stop-start manager (`stopstart`).
+pub(crate) type LiveTasks =
+    std::sync::Arc<std::sync::Mutex<Vec<bulkhead_reserve::partition::TaskSummary>>>;
+
 /// Why a run could not be carried out.
 #[derive(Debug)]
 pub enum RunError {

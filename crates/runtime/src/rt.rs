@@ -6,11 +6,11 @@
 //! of [`RtRun::finish`] and of dropping an [`RtRun`]: every task process has been killed
 //! and every cgroup it used removed.
 
-use crate::control::{Control, LiveTasks};
+use crate::control::Control;
 use crate::isolation::Confinements;
 use crate::modes::{ModeEvents, ModeManager};
 use crate::signals::StopSignals;
-use crate::{leftovers, RunError, RunOptions};
+use crate::{leftovers, LiveTasks, RunError, RunOptions};
 use bulkhead_model::{CpuSet, Partition, PartitionKind, System, Task};
 use bulkhead_os::clock::now_ns as monotonic_ns;
 use bulkhead_reserve::cpuset;
