@@ -238,7 +238,7 @@ pub fn check_suspend_to_ram(system: &System) -> Result<(), RunError> {
         "" => "nothing (it cannot be read)".to_string(),
         s => format!("`{s}`"),
     };
-    Err(RunError::Invalid(format!(
+    Err(RunError::invalid(format!(
         "stop_start.suspend_to_ram: this machine cannot suspend to RAM: {} offers {offered}, not `mem`; \
          remove the key (partitions are still frozen) or run on a platform with S3",
         file.display()
