@@ -14,7 +14,7 @@
 
 use crate::buffer::Exported;
 use crate::errors::{chan as chan_err, raise};
-use bulkhead_chan::{Channel, Error, Kind, Receiver, Sender, Spec};
+use bulkhead_chan::{Channel, Error, Kind, Receiver, RecvError, SendError, Sender, Spec};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -188,17 +188,17 @@ fn deadline(timeout: Option<f64>) -> PyResult<Option<Instant>> {
 /// Runs `op` (a blocking channel call given its longest wait) with the GIL released, in
 /// slices, until it succeeds, fails otherwise, the deadline passes or a signal handler
 /// raises.
-fn block(
+fn block<E: Into<Error>>(
     py: Python<'_>,
     timeout: Option<f64>,
-    mut op: impl FnMut(Duration) -> Result<(), Error> + Send,
+    mut op: impl FnMut(Duration) -> Result<(), E> + Send,
 ) -> PyResult<()> {
     let until = deadline(timeout)?;
     loop {
         let now = Instant::now();
         let slice = until.map_or(SLICE, |d| d.saturating_duration_since(now).min(SLICE));
-        match py.detach(|| op(slice)) {
-            Err(Error::Timeout) => {}
+        match py.detach(|| op(slice).map_err(Into::into)) {
+            Err(Error::Send(SendError::Timeout) | Error::Recv(RecvError::Timeout)) => {}
             r => return r.map_err(|e| chan_err(py, e)),
         }
         if until.is_some_and(|d| Instant::now() >= d) {
@@ -210,12 +210,16 @@ fn block(
 }
 
 /// A read of a `latest` channel that waits (polling) for its first message.
-fn read_latest_waiting(rx: &mut Receiver, buf: &mut [u8], slice: Duration) -> Result<(), Error> {
+fn read_latest_waiting(
+    rx: &mut Receiver,
+    buf: &mut [u8],
+    slice: Duration,
+) -> Result<(), RecvError> {
     let until = Instant::now() + slice;
     loop {
         match rx.try_read(buf) {
-            Err(Error::Empty) if Instant::now() < until => std::thread::sleep(LATEST_POLL),
-            Err(Error::Empty) => return Err(Error::Timeout),
+            Err(RecvError::Empty) if Instant::now() < until => std::thread::sleep(LATEST_POLL),
+            Err(RecvError::Empty) => return Err(RecvError::Timeout),
             r => return r,
         }
     }
@@ -232,7 +236,7 @@ impl Rx {
     /// One message into `buf`: at once if there is one, else blocking (see [`block`]).
     fn read(&mut self, py: Python<'_>, buf: &mut [u8], timeout: Option<f64>) -> PyResult<()> {
         match self.rx.try_read(buf) {
-            Err(Error::Empty) => {}
+            Err(RecvError::Empty) => {}
             r => return r.map_err(|e| chan_err(py, e)),
         }
         let (rx, latest) = (&mut self.rx, self.latest);
@@ -250,8 +254,8 @@ impl Rx {
             match self.rx.try_read(buf) {
                 Ok(()) if !self.latest => got = true,
                 Ok(()) => return Ok(true),
-                Err(Error::Empty) => return Ok(got),
-                Err(Error::Closed) if got => return Ok(true),
+                Err(RecvError::Empty) => return Ok(got),
+                Err(RecvError::Closed) if got => return Ok(true),
                 Err(e) => return Err(chan_err(py, e)),
             }
         }
@@ -305,7 +309,7 @@ impl PyReceiver {
         let rx = guard.as_mut().expect("lock checks");
         match rx.rx.try_read(&mut rx.scratch) {
             Ok(()) => Ok(Some(PyBytes::new(py, &rx.scratch))),
-            Err(Error::Empty) => Ok(None),
+            Err(RecvError::Empty) => Ok(None),
             Err(e) => Err(chan_err(py, e)),
         }
     }
@@ -385,7 +389,7 @@ impl PyReceiver {
 /// Writes `msg` at once if there is room, else blocking (see [`block`]).
 fn write(py: Python<'_>, tx: &mut Sender, msg: &[u8], timeout: Option<f64>) -> PyResult<()> {
     match tx.try_write(msg) {
-        Err(Error::Full) => {}
+        Err(SendError::Full) => {}
         r => return r.map_err(|e| chan_err(py, e)),
     }
     block(py, timeout, |slice| tx.write_timeout(msg, slice))
@@ -395,7 +399,7 @@ fn write(py: Python<'_>, tx: &mut Sender, msg: &[u8], timeout: Option<f64>) -> P
 fn try_write(py: Python<'_>, tx: &mut Sender, msg: &[u8]) -> PyResult<bool> {
     match tx.try_write(msg) {
         Ok(()) => Ok(true),
-        Err(Error::Full) => Ok(false),
+        Err(SendError::Full) => Ok(false),
         Err(e) => Err(chan_err(py, e)),
     }
 }

@@ -17,16 +17,19 @@ pub fn raise<'py>(py: Python<'py>, class: &str, args: impl PyCallArgs<'py>) -> P
 }
 
 /// The exception for a channel error: its class, and the errno the C API reports.
-pub fn chan(py: Python<'_>, e: bulkhead_chan::Error) -> PyErr {
-    use bulkhead_chan::Error as E;
+pub fn chan(py: Python<'_>, e: impl Into<bulkhead_chan::Error>) -> PyErr {
+    use bulkhead_chan::{Error as E, OpenError as O, RecvError as R, SendError as S};
+    let e = e.into();
     let class = match &e {
-        E::BadHeader(_) => "NotAChannelError",
-        E::Closed => "ChannelClosedError",
-        E::Timeout => "ChannelTimeoutError",
-        E::PeerDied(_) => "PeerDiedError",
-        E::Busy(_) => "ChannelBusyError",
-        E::NotFound(_) => "ChannelNotFoundError",
-        E::Corrupt(_) => "ChannelCorruptError",
+        E::Open(O::BadHeader(_)) => "NotAChannelError",
+        E::Open(O::Closed) | E::Send(S::Closed) | E::Recv(R::Closed) => "ChannelClosedError",
+        E::Send(S::Timeout) | E::Recv(R::Timeout) => "ChannelTimeoutError",
+        E::Send(S::PeerDied(_)) | E::Recv(R::PeerDied(_)) => "PeerDiedError",
+        E::Open(O::Busy(_)) => "ChannelBusyError",
+        E::Open(O::NotFound(_)) => "ChannelNotFoundError",
+        E::Open(O::Corrupt(_)) | E::Send(S::Corrupt(_)) | E::Recv(R::Corrupt(_)) => {
+            "ChannelCorruptError"
+        }
         _ => "ChannelError",
     };
     raise(py, class, (e.to_string(), -e.errno()))

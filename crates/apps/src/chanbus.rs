@@ -9,7 +9,7 @@
 use bulkhead_can::bus::{CanBus, Received};
 use bulkhead_can::frame::Frame;
 use bulkhead_can::gateway::{decode, encode, WIRE_SIZE};
-use bulkhead_chan::{Error as ChanError, Receiver, Sender};
+use bulkhead_chan::{Receiver, RecvError, Sender};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -43,7 +43,7 @@ impl CanBus for ChanBus {
         let mut buf = [0u8; WIRE_SIZE];
         match rx.try_read(&mut buf) {
             Ok(()) => {}
-            Err(ChanError::Empty) | Err(ChanError::Closed) => return Ok(None),
+            Err(RecvError::Empty) | Err(RecvError::Closed) => return Ok(None),
             Err(e) => return Err(io::Error::other(e.to_string())),
         }
         let (t_ns, _, frame) = decode(&buf).map_err(|e| io::Error::other(e.to_string()))?;

@@ -237,7 +237,7 @@ pub enum LoadError {
         line: Option<usize>,
         message: String,
     },
-    /// Valid syntax, invalid content (see [`crate::dbc_check`]), each problem with its line.
+    /// Valid syntax, invalid content (see [`Database::parse_with`]), each problem with its line.
     Invalid(Vec<Problem>),
 }
 
@@ -327,8 +327,24 @@ impl Database {
         Database::parse_with(text, false)
     }
 
-    /// Parses DBC text; with `strict` the warnings are errors too (see
-    /// [`crate::dbc_check`] for the checks).
+    /// Parses DBC text; with `strict` the warnings are errors too. Beyond its syntax, the
+    /// messages and signals are checked, each problem with the DBC line it is about
+    /// ([`crate::dbc_check`] finds the lines), split as cantools splits them
+    /// (`cantools.database.load_file(path, strict=...)`, cantools 45.1):
+    ///
+    /// * **errors**, whatever the strictness: a signal of 0 bits (cantools: "length 0 is
+    ///   not greater than 0"), an extended id of more than 29 bits or a standard id of
+    ///   more than 11 (cantools rejects both), and, stricter than cantools because the
+    ///   decoder could only produce wrong values, a signal of more than 64 bits and an
+    ///   IEEE float (`SIG_VALTYPE_ 1`) that is not 32 bits or a double (`2`) that is not
+    ///   64 (cantools reads a 16-bit "float" as a half float);
+    /// * **warnings**, errors when strict: a signal that does not fit in its message
+    ///   (never decoded), signals that share bits while both can be present (cantools:
+    ///   "are overlapping"), and two messages with one id (the later one decodes it, as
+    ///   in cantools, which logs "Overwriting message") or one name.
+    ///
+    /// Real DBCs such as opendbc's Toyota files have overlapping signals and load with
+    /// warnings, as they load in cantools only with `strict=False`.
     pub fn parse_with(text: &str, strict: bool) -> Result<Database, LoadError> {
         let dbc = Dbc::try_from(text).map_err(parse_error)?;
         let scanned = dbc_check::scan(text);
@@ -346,9 +362,9 @@ impl Database {
         let mut warnings: Vec<Problem> = messages
             .iter()
             .zip(&kept)
-            .flat_map(|(m, source)| dbc_check::layout_warnings(m, source.as_ref()))
+            .flat_map(|(m, source)| layout_warnings(m, source.as_ref()))
             .collect();
-        warnings.extend(dbc_check::duplicate_warnings(&messages, &kept));
+        warnings.extend(duplicate_warnings(&messages, &kept));
         if strict {
             errors.append(&mut warnings);
         }
@@ -632,6 +648,120 @@ fn signal_error(s: &can_dbc::Signal, encoding: Encoding) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// Largest payload of any CAN frame (CAN FD), in bits: signal bits beyond it are
+/// beyond every message.
+const MAX_BITS: usize = 64 * 8;
+
+/// The payload bits (byte * 8 + bit) a signal occupies, in the order
+/// [`SignalDef::raw_bits`] reads them.
+fn bit_positions(s: &SignalDef) -> Vec<u32> {
+    let mut out = Vec::with_capacity(s.size as usize);
+    let mut pos = s.start_bit;
+    for i in 0..s.size {
+        if s.little_endian {
+            out.push(s.start_bit.saturating_add(i));
+        } else {
+            out.push(pos);
+            pos = if pos % 8 == 0 {
+                pos.saturating_add(15)
+            } else {
+                pos - 1
+            };
+        }
+    }
+    out
+}
+
+/// The signals' bits as bitsets of [`MAX_BITS`] (bits beyond are dropped: such a signal
+/// is reported as not fitting anyway).
+fn bitset(positions: &[u32]) -> [u64; MAX_BITS / 64] {
+    let mut set = [0u64; MAX_BITS / 64];
+    for &p in positions.iter().filter(|&&p| (p as usize) < MAX_BITS) {
+        set[p as usize / 64] |= 1 << (p % 64);
+    }
+    set
+}
+
+/// Warnings about one message's layout: signals beyond its length, and signals that
+/// share bits and can be present in one frame.
+fn layout_warnings(m: &MessageDef, source: Option<&MessageSource>) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    let mut lines = Vec::new();
+    for s in &m.signals {
+        let nth = seen.entry(&s.name).or_default();
+        lines.push(source.and_then(|src| src.signal_line(&s.name, *nth)));
+        *nth += 1;
+    }
+    let positions: Vec<Vec<u32>> = m.signals.iter().map(bit_positions).collect();
+    for (i, s) in m.signals.iter().enumerate() {
+        let beyond = positions[i].iter().any(|&p| p as usize >= m.size * 8);
+        if beyond {
+            out.push(Problem {
+                line: lines[i],
+                message: format!(
+                    "message {}, signal {}: its {} bits from bit {} do not fit in the message's \
+                     {} bytes (never decoded; cantools' strict mode rejects this too)",
+                    m.name, s.name, s.size, s.start_bit, m.size
+                ),
+            });
+        }
+    }
+    let sets: Vec<_> = positions.iter().map(|p| bitset(p)).collect();
+    for i in 0..m.signals.len() {
+        for j in i + 1..m.signals.len() {
+            let shared = sets[i].iter().zip(&sets[j]).any(|(a, b)| a & b != 0);
+            if shared && m.can_coexist(i, j) {
+                out.push(Problem {
+                    line: lines[j],
+                    message: format!(
+                        "message {}: signals {} and {} share bits (cantools' strict mode \
+                         rejects this too)",
+                        m.name, m.signals[i].name, m.signals[j].name
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Warnings about messages that share an id or a name. `sources[i]` is message i's.
+fn duplicate_warnings(messages: &[MessageDef], sources: &[Option<MessageSource>]) -> Vec<Problem> {
+    let line = |i: usize| sources[i].as_ref().map(|s| s.line);
+    let at = |i: usize| line(i).map_or(String::new(), |l| format!(" (line {l})"));
+    let mut out = Vec::new();
+    let mut by_id = HashMap::new();
+    let mut by_name = HashMap::new();
+    for (i, m) in messages.iter().enumerate() {
+        if let Some(first) = by_id.insert(m.id, i) {
+            out.push(Problem {
+                line: line(i),
+                message: format!(
+                    "message {} has the id {} of message {}{}: frames with this id decode as {} \
+                     (as in cantools)",
+                    m.name,
+                    m.id,
+                    messages[first].name,
+                    at(first),
+                    m.name
+                ),
+            });
+        }
+        if let Some(first) = by_name.insert(m.name.as_str(), i) {
+            out.push(Problem {
+                line: line(i),
+                message: format!(
+                    "a second message named {}; the first{} is found by name no more",
+                    m.name,
+                    at(first)
+                ),
+            });
+        }
+    }
+    out
 }
 
 fn encoding(dbc: &Dbc, m: &can_dbc::Message, s: &can_dbc::Signal) -> Encoding {

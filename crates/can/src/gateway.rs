@@ -23,7 +23,7 @@
 use crate::bus::{CanBus, Received};
 use crate::frame::{CanId, Frame, RawFrameError};
 pub use bulkhead_canwire::{Role, WIRE_SIZE};
-use bulkhead_chan::{Error as ChanError, Receiver, Sender};
+use bulkhead_chan::{Receiver, RecvError, Sender};
 use bulkhead_trace::{Event, EventKind, Sink};
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -494,7 +494,7 @@ impl BusWriter {
             i += 1;
             match rx.try_read(&mut buf) {
                 Ok(()) => idle = 0,
-                Err(ChanError::Empty) | Err(ChanError::Closed) => {
+                Err(RecvError::Empty) | Err(RecvError::Closed) => {
                     idle += 1;
                     continue;
                 }

@@ -9,7 +9,9 @@ use crate::dbc::Database;
 use crate::frame::{CanId, Frame};
 use crate::gateway::{self, WIRE_SIZE};
 pub use bulkhead_canwire::env_var;
-use bulkhead_chan::{Channel, Error as ChanError, Receiver, Sender};
+use bulkhead_chan::{
+    Channel, Error as ChanError, OpenError, Receiver, RecvError, SendError, Sender,
+};
 use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -55,9 +57,21 @@ impl fmt::Display for MapperError {
 
 impl std::error::Error for MapperError {}
 
-impl From<ChanError> for MapperError {
-    fn from(e: ChanError) -> MapperError {
-        MapperError::Chan(e)
+impl From<OpenError> for MapperError {
+    fn from(e: OpenError) -> MapperError {
+        MapperError::Chan(e.into())
+    }
+}
+
+impl From<SendError> for MapperError {
+    fn from(e: SendError) -> MapperError {
+        MapperError::Chan(e.into())
+    }
+}
+
+impl From<RecvError> for MapperError {
+    fn from(e: RecvError) -> MapperError {
+        MapperError::Chan(e.into())
     }
 }
 
@@ -228,7 +242,7 @@ impl Mapper {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.rx.read_timeout(&mut buf, left) {
                 Ok(()) => {}
-                Err(ChanError::Timeout) | Err(ChanError::Empty) => return Ok(None),
+                Err(RecvError::Timeout) | Err(RecvError::Empty) => return Ok(None),
                 Err(e) => return Err(e.into()),
             }
             let (t_ns, seq, frame) =

@@ -32,7 +32,7 @@ use crate::frame::CanId;
 use crate::gateway::{BusReader, BusWriter, Counters, LinkError, Role};
 use crate::trigger::{Trigger, Triggers};
 pub use bulkhead_canwire::parse_ids;
-use bulkhead_chan::{Channel, Error as ChanError};
+use bulkhead_chan::{Channel, OpenError};
 use bulkhead_task::clock::{now_ns, realtime_to_monotonic, sleep_until};
 use bulkhead_task::{Counter, Task};
 use bulkhead_trace::Discard;
@@ -228,7 +228,7 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
                 // spoiled before the gateway started costs that client its link, not
                 // the bus.
                 let opened = match Channel::open_handed(name) {
-                    Err(e @ (ChanError::BadHeader(_) | ChanError::Corrupt(_))) => Err(e),
+                    Err(e @ (OpenError::BadHeader(_) | OpenError::Corrupt(_))) => Err(e),
                     Err(e) => return Err(failed(format!("--from {partition}={name}: {e}"))),
                     Ok(c) => c.receiver(),
                 };

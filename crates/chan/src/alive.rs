@@ -15,7 +15,7 @@
 //!   (open mode 3), which lets it test the lock (`F_OFD_GETLK`) but not take one
 //!   (`EBADF`), nor reopen the file for reading (`EACCES`). So a peer under another
 //!   user can neither make a dead end look alive nor, by holding a lock on the end's
-//!   byte, keep the end from attaching ([`crate::Error::Busy`]).
+//!   byte, keep the end from attaching ([`crate::OpenError::Busy`]).
 //! - Any other channel locks its ends' bytes of the message file
 //!   ([`Layout::writer_off`], [`Layout::reader_off`]). Both ends can read that file, so
 //!   each end could fake or block the other's lock: such channels are for processes
@@ -36,7 +36,7 @@
 //! [`Layout::writer_off`]: crate::layout::Layout::writer_off
 //! [`Layout::reader_off`]: crate::layout::Layout::reader_off
 
-use crate::error::{Error, Result};
+use crate::error::{OpenError, Result};
 use rustix::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 
@@ -60,17 +60,17 @@ pub(crate) struct Hold {
 impl Hold {
     /// Attaches this endpoint to the end whose lock is `mine`; `peer` is the peer's
     /// lock and `owner` the end's owner word (for the error only). Fails with
-    /// [`Error::Busy`] when another endpoint holds the end.
-    pub fn take(mine: Lock<'_>, peer: Lock<'_>, owner: u32) -> Result<Hold> {
+    /// [`OpenError::Busy`] when another endpoint holds the end.
+    pub fn take(mine: Lock<'_>, peer: Lock<'_>, owner: u32) -> Result<Hold, OpenError> {
         let path = format!("/proc/self/fd/{}", mine.file.as_raw_fd());
         let fd = rustix::fs::open(
             path.as_str(),
             OFlags::RDONLY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| Error::io("reopen channel for its liveness lock", e))?;
+        .map_err(|e| OpenError::io("reopen channel for its liveness lock", e))?;
         let peer_fd = rustix::io::fcntl_dupfd_cloexec(peer.file, 0)
-            .map_err(|e| Error::io("dup channel liveness lock", e))?;
+            .map_err(|e| OpenError::io("dup channel liveness lock", e))?;
         let hold = Hold {
             fd,
             peer: peer_fd,
@@ -83,13 +83,13 @@ impl Hold {
             libc::F_RDLCK,
             mine.byte,
         ) {
-            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EAGAIN) => {
-                return Err(Error::Busy(owner))
+            Err(OpenError::Io { source, .. }) if source.raw_os_error() == Some(libc::EAGAIN) => {
+                return Err(OpenError::Busy(owner))
             }
             r => r?,
         };
         if held_by_others(hold.fd.as_raw_fd(), mine.byte)? {
-            return Err(Error::Busy(owner));
+            return Err(OpenError::Busy(owner));
         }
         Ok(hold)
     }
@@ -108,13 +108,13 @@ pub(crate) fn held(fd: BorrowedFd<'_>, byte: u64) -> bool {
 
 /// `F_OFD_GETLK` for a write lock on `byte`: a lock of another open file description
 /// conflicts with it; one of `fd`'s own does not. Needs no access to the file.
-fn held_by_others(fd: i32, byte: u64) -> Result<bool> {
+fn held_by_others(fd: i32, byte: u64) -> Result<bool, OpenError> {
     let l = lock(fd, libc::F_OFD_GETLK, libc::F_WRLCK, byte)?;
     Ok(l.l_type != libc::F_UNLCK as libc::c_short)
 }
 
 /// One `fcntl` record-lock command on the single byte `byte` of `fd`.
-fn lock(fd: i32, cmd: libc::c_int, kind: libc::c_int, byte: u64) -> Result<libc::flock> {
+fn lock(fd: i32, cmd: libc::c_int, kind: libc::c_int, byte: u64) -> Result<libc::flock, OpenError> {
     // SAFETY: an all-zero flock is valid (l_pid must be 0 for the OFD commands).
     let mut l: libc::flock = unsafe { std::mem::zeroed() };
     l.l_type = kind as libc::c_short;
@@ -125,7 +125,7 @@ fn lock(fd: i32, cmd: libc::c_int, kind: libc::c_int, byte: u64) -> Result<libc:
     // the kernel reads (and for GETLK writes) only during the call.
     let r = unsafe { libc::fcntl(fd, cmd, &mut l) };
     if r != 0 {
-        return Err(Error::io(
+        return Err(OpenError::io(
             "fcntl channel liveness lock",
             std::io::Error::last_os_error(),
         ));

@@ -5,7 +5,7 @@
 //! `-errno` on failure; functions returning a handle give NULL and set
 //! `errno`. No function panics across the boundary: every pointer is checked.
 
-use crate::{Channel, Error, Kind, Receiver, Sender, Spec};
+use crate::{Channel, Kind, OpenError, Receiver, Sender, Spec};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
@@ -42,54 +42,63 @@ fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
-fn fail<T>(e: &Error) -> *mut T {
+fn fail<T>(e: &OpenError) -> *mut T {
     set_errno(-e.errno());
     std::ptr::null_mut()
 }
 
-fn kind_of(flags: c_uint) -> Result<Option<Kind>, Error> {
+fn kind_of(flags: c_uint) -> Result<Option<Kind>, OpenError> {
     match flags & (BULKHEAD_CHAN_SYNC | BULKHEAD_CHAN_ASYNC) {
         0 => Ok(None),
         BULKHEAD_CHAN_SYNC => Ok(Some(Kind::Fifo)),
         BULKHEAD_CHAN_ASYNC => Ok(Some(Kind::Latest)),
-        _ => Err(Error::Invalid("flags: SYNC and ASYNC are exclusive".into())),
+        _ => Err(OpenError::Invalid(
+            "flags: SYNC and ASYNC are exclusive".into(),
+        )),
     }
 }
 
-fn spec(name: &str, flags: c_uint, msg_size: usize, depth: c_uint) -> Result<Spec, Error> {
-    let msg =
-        u32::try_from(msg_size).map_err(|_| Error::Invalid(format!("message size {msg_size}")))?;
+fn spec(name: &str, flags: c_uint, msg_size: usize, depth: c_uint) -> Result<Spec, OpenError> {
+    let msg = u32::try_from(msg_size)
+        .map_err(|_| OpenError::Invalid(format!("message size {msg_size}")))?;
     match kind_of(flags)? {
         Some(Kind::Fifo) => Ok(Spec::fifo(name, msg, depth)),
         Some(Kind::Latest) => Ok(Spec::latest(name, msg)),
-        None => Err(Error::Invalid("flags: CREATE needs SYNC or ASYNC".into())),
+        None => Err(OpenError::Invalid(
+            "flags: CREATE needs SYNC or ASYNC".into(),
+        )),
     }
 }
 
 /// # Safety
 /// `name` must be NULL or a NUL-terminated string.
-unsafe fn str_arg<'a>(name: *const c_char) -> Result<&'a str, Error> {
+unsafe fn str_arg<'a>(name: *const c_char) -> Result<&'a str, OpenError> {
     if name.is_null() {
-        return Err(Error::Invalid("name is NULL".into()));
+        return Err(OpenError::Invalid("name is NULL".into()));
     }
     // SAFETY: caller contract.
     unsafe { CStr::from_ptr(name) }
         .to_str()
-        .map_err(|_| Error::Invalid("name is not UTF-8".into()))
+        .map_err(|_| OpenError::Invalid("name is not UTF-8".into()))
 }
 
-fn open_named(name: &str, flags: c_uint, msg_size: usize, depth: c_uint) -> Result<Channel, Error> {
+fn open_named(
+    name: &str,
+    flags: c_uint,
+    msg_size: usize,
+    depth: c_uint,
+) -> Result<Channel, OpenError> {
     let chan = match flags & (BULKHEAD_CHAN_CREATE | BULKHEAD_CHAN_CONNECT) {
         BULKHEAD_CHAN_CREATE => Channel::create_named(&spec(name, flags, msg_size, depth)?)?,
         BULKHEAD_CHAN_CONNECT => Channel::open_handed(name)?,
         _ => {
-            return Err(Error::Invalid(
+            return Err(OpenError::Invalid(
                 "flags: want exactly one of CREATE and CONNECT".into(),
             ))
         }
     };
     match kind_of(flags)? {
-        Some(k) if k != chan.meta().kind => Err(Error::Invalid(format!(
+        Some(k) if k != chan.meta().kind => Err(OpenError::Invalid(format!(
             "channel {name} is {}",
             chan.meta().kind
         ))),
@@ -97,13 +106,14 @@ fn open_named(name: &str, flags: c_uint, msg_size: usize, depth: c_uint) -> Resu
     }
 }
 
-fn wrap(chan: Channel, send: bool, convert: MarshalFn) -> Result<*mut BulkheadChan, Error> {
+fn wrap(chan: Channel, send: bool, convert: MarshalFn) -> Result<*mut BulkheadChan, OpenError> {
     let end = if send {
         End::Tx(chan.sender()?)
     } else {
         End::Rx(chan.receiver()?)
     };
-    let name = CString::new(chan.meta().name.clone()).map_err(|_| Error::Invalid("name".into()))?;
+    let name =
+        CString::new(chan.meta().name.clone()).map_err(|_| OpenError::Invalid("name".into()))?;
     let scratch = vec![0; chan.meta().msg_size as usize];
     Ok(Box::into_raw(Box::new(BulkheadChan {
         chan,
@@ -200,13 +210,13 @@ pub unsafe extern "C" fn bulkhead_chan_create_fd(
 
 fn open_fd(fd: c_int, f: MarshalFn, send: bool) -> *mut BulkheadChan {
     if fd < 0 {
-        return fail(&Error::Invalid(format!("fd {fd}")));
+        return fail(&OpenError::Invalid(format!("fd {fd}")));
     }
     // SAFETY: fd >= 0 is the caller's open descriptor; it is only borrowed
     // for the duration of the duplication.
     let dup = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned();
     let r = dup
-        .map_err(|e| Error::io("dup channel fd", e))
+        .map_err(|e| OpenError::io("dup channel fd", e))
         .and_then(Channel::from_fd)
         .and_then(|c| wrap(c, send, f));
     r.unwrap_or_else(|e| fail(&e))

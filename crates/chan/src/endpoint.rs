@@ -2,7 +2,7 @@
 
 use crate::alive::{Hold, Lock};
 use crate::ctrl::Side;
-use crate::error::{Error, Result};
+use crate::error::{OpenError, RecvError, SendError};
 use crate::fifo::{Consumer, Producer};
 use crate::fourslot;
 use crate::layout::{Kind, Layout, Meta};
@@ -50,20 +50,44 @@ impl Peer {
     }
 }
 
+/// The errors of a blocking operation that [`blocking`] tells apart.
+trait Blocked {
+    fn is_timeout(&self) -> bool;
+    fn peer_died(pid: u32) -> Self;
+}
+
+impl Blocked for SendError {
+    fn is_timeout(&self) -> bool {
+        *self == SendError::Timeout
+    }
+    fn peer_died(pid: u32) -> Self {
+        SendError::PeerDied(pid)
+    }
+}
+
+impl Blocked for RecvError {
+    fn is_timeout(&self) -> bool {
+        *self == RecvError::Timeout
+    }
+    fn peer_died(pid: u32) -> Self {
+        RecvError::PeerDied(pid)
+    }
+}
+
 /// Runs `op` with deadlines of at most one liveness slice until it succeeds,
 /// fails otherwise, reaches `deadline`, or the peer process died.
-fn blocking<T>(
+fn blocking<T, E: Blocked>(
     peer: &Peer,
     deadline: Option<Instant>,
-    mut op: impl FnMut(Option<Instant>) -> Result<T>,
-) -> Result<T> {
+    mut op: impl FnMut(Option<Instant>) -> Result<T, E>,
+) -> Result<T, E> {
     loop {
         let slice = Instant::now() + LIVENESS_SLICE;
         let until = deadline.map_or(slice, |d| d.min(slice));
         match op(Some(until)) {
-            Err(Error::Timeout) if deadline.is_none_or(|d| Instant::now() < d) => {
+            Err(e) if e.is_timeout() && deadline.is_none_or(|d| Instant::now() < d) => {
                 if let Some(pid) = peer.died() {
-                    return Err(Error::PeerDied(pid));
+                    return Err(E::peer_died(pid));
                 }
             }
             r => return r,
@@ -80,7 +104,7 @@ fn my_pid() -> u32 {
 /// any process, holds it), then writes this process's pid into the owner word. The pid
 /// only marks the end attached and names it in errors: who is alive is decided by the
 /// lock, so pids need not be unique across pid namespaces.
-fn claim(side: &Side, mine: Lock<'_>, peer: Lock<'_>) -> Result<Hold> {
+fn claim(side: &Side, mine: Lock<'_>, peer: Lock<'_>) -> Result<Hold, OpenError> {
     let hold = Hold::take(mine, peer, side.owner.load(Ordering::Acquire))?;
     side.owner.store(my_pid(), Ordering::Release);
     Ok(hold)
@@ -88,15 +112,6 @@ fn claim(side: &Side, mine: Lock<'_>, peer: Lock<'_>) -> Result<Hold> {
 
 fn release(side: &Side) {
     side.owner.store(0, Ordering::Release);
-}
-
-fn check_len(len: usize, msg_size: u32) -> Result<()> {
-    if len != msg_size as usize {
-        return Err(Error::Invalid(format!(
-            "buffer of {len} bytes, messages are {msg_size} bytes"
-        )));
-    }
-    Ok(())
 }
 
 enum Tx {
@@ -130,7 +145,7 @@ impl Sender {
         locks: [Lock<'_>; 2],
         meta: Meta,
         l: Layout,
-    ) -> Result<Sender> {
+    ) -> Result<Sender, OpenError> {
         let mine = map.side(l.writer_off);
         let peer = region
             .as_ref()
@@ -167,30 +182,33 @@ impl Sender {
     }
 
     /// Writes one message, blocking while a fifo is full (latest never blocks).
-    pub fn write(&mut self, msg: &[u8]) -> Result<()> {
+    pub fn write(&mut self, msg: &[u8]) -> Result<(), SendError> {
         self.write_with(msg, Wait::Until(None))
     }
 
-    /// Like [`Self::write`], giving up with [`Error::Timeout`] after `timeout`.
-    pub fn write_timeout(&mut self, msg: &[u8], timeout: Duration) -> Result<()> {
+    /// Like [`Self::write`], giving up with [`SendError::Timeout`] after `timeout`.
+    pub fn write_timeout(&mut self, msg: &[u8], timeout: Duration) -> Result<(), SendError> {
         self.write_with(msg, deadline(timeout))
     }
 
-    /// Writes one message or fails at once with [`Error::Full`].
-    pub fn try_write(&mut self, msg: &[u8]) -> Result<()> {
+    /// Writes one message or fails at once with [`SendError::Full`].
+    pub fn try_write(&mut self, msg: &[u8]) -> Result<(), SendError> {
         self.write_with(msg, Wait::Never)
     }
 
-    fn write_with(&mut self, msg: &[u8], wait: Wait) -> Result<()> {
-        check_len(msg.len(), self.meta.msg_size)?;
+    fn write_with(&mut self, msg: &[u8], wait: Wait) -> Result<(), SendError> {
+        let (len, msg_size) = (msg.len(), self.meta.msg_size);
+        if len != msg_size as usize {
+            return Err(SendError::Length { len, msg_size });
+        }
         let slot = match (&mut self.tx, wait) {
             (Tx::Fifo(p), Wait::Never) => p.try_reserve(),
             (Tx::Fifo(p), Wait::Until(d)) => blocking(&self.peer, d, |until| p.reserve(until)),
-            (Tx::Latest(w), _) => w.begin(),
+            (Tx::Latest(w), _) => Ok(w.begin()),
         };
         // SAFETY: `side` points into the still-mapped `_map`.
         let side = unsafe { &*self.side };
-        if matches!(slot, Err(Error::Full) | Err(Error::Timeout)) {
+        if matches!(slot, Err(SendError::Full) | Err(SendError::Timeout)) {
             side.lost.fetch_add(1, Ordering::Relaxed);
         }
         let slot = slot?;
@@ -271,7 +289,7 @@ impl Receiver {
         locks: [Lock<'_>; 2],
         meta: Meta,
         l: Layout,
-    ) -> Result<Receiver> {
+    ) -> Result<Receiver, OpenError> {
         let mine = region
             .as_ref()
             .map_or(map.side(l.reader_off), |r| r.side(0));
@@ -308,29 +326,32 @@ impl Receiver {
     }
 
     /// Reads one message into `buf` (exactly the message size). A fifo blocks
-    /// while empty and returns [`Error::Closed`] once the writer closed and
+    /// while empty and returns [`RecvError::Closed`] once the writer closed and
     /// the ring is drained; latest returns the most recent message at once,
-    /// or [`Error::Empty`] if none was ever written.
-    pub fn read(&mut self, buf: &mut [u8]) -> Result<()> {
+    /// or [`RecvError::Empty`] if none was ever written.
+    pub fn read(&mut self, buf: &mut [u8]) -> Result<(), RecvError> {
         self.read_with(buf, Wait::Until(None))
     }
 
-    /// Like [`Self::read`], giving up with [`Error::Timeout`] after `timeout`.
-    pub fn read_timeout(&mut self, buf: &mut [u8], timeout: Duration) -> Result<()> {
+    /// Like [`Self::read`], giving up with [`RecvError::Timeout`] after `timeout`.
+    pub fn read_timeout(&mut self, buf: &mut [u8], timeout: Duration) -> Result<(), RecvError> {
         self.read_with(buf, deadline(timeout))
     }
 
-    /// Reads one message or fails at once with [`Error::Empty`].
-    pub fn try_read(&mut self, buf: &mut [u8]) -> Result<()> {
+    /// Reads one message or fails at once with [`RecvError::Empty`].
+    pub fn try_read(&mut self, buf: &mut [u8]) -> Result<(), RecvError> {
         self.read_with(buf, Wait::Never)
     }
 
-    fn read_with(&mut self, buf: &mut [u8], wait: Wait) -> Result<()> {
-        check_len(buf.len(), self.meta.msg_size)?;
+    fn read_with(&mut self, buf: &mut [u8], wait: Wait) -> Result<(), RecvError> {
+        let (len, msg_size) = (buf.len(), self.meta.msg_size);
+        if len != msg_size as usize {
+            return Err(RecvError::Length { len, msg_size });
+        }
         let slot = match (&mut self.rx, wait) {
             (Rx::Fifo(c), Wait::Never) => c.try_acquire()?,
             (Rx::Fifo(c), Wait::Until(d)) => blocking(&self.peer, d, |until| c.acquire(until))?,
-            (Rx::Latest(r), _) => r.begin()?.ok_or(Error::Empty)?,
+            (Rx::Latest(r), _) => r.begin()?.ok_or(RecvError::Empty)?,
         };
         // SAFETY: slot is in range by construction (see Sender::write_with);
         // the algorithm guarantees the writer is not writing this slot.

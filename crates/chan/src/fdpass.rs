@@ -1,13 +1,13 @@
 //! One descriptor over a Unix socket (`SCM_RIGHTS`), how a memfd channel reaches a
 //! process that did not create it.
 
-use crate::error::{Error, Result};
+use crate::error::{OpenError, Result};
 use rustix::fd::{BorrowedFd, OwnedFd};
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 
 /// Sends one file descriptor over a Unix socket with `SCM_RIGHTS`.
-pub fn send_fd(socket: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> Result<()> {
+pub fn send_fd(socket: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> Result<(), OpenError> {
     use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
     let fds = [fd];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
@@ -19,12 +19,12 @@ pub fn send_fd(socket: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> Result<()> {
         &mut control,
         SendFlags::empty(),
     )
-    .map_err(|e| Error::io("sendmsg SCM_RIGHTS", e))?;
+    .map_err(|e| OpenError::io("sendmsg SCM_RIGHTS", e))?;
     Ok(())
 }
 
 /// Receives one file descriptor sent with [`send_fd`] (close-on-exec).
-pub fn recv_fd(socket: BorrowedFd<'_>) -> Result<OwnedFd> {
+pub fn recv_fd(socket: BorrowedFd<'_>) -> Result<OwnedFd, OpenError> {
     use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
@@ -35,7 +35,7 @@ pub fn recv_fd(socket: BorrowedFd<'_>) -> Result<OwnedFd> {
         &mut control,
         RecvFlags::CMSG_CLOEXEC,
     )
-    .map_err(|e| Error::io("recvmsg SCM_RIGHTS", e))?;
+    .map_err(|e| OpenError::io("recvmsg SCM_RIGHTS", e))?;
     for msg in control.drain() {
         if let RecvAncillaryMessage::ScmRights(mut fds) = msg {
             if let Some(fd) = fds.next() {
@@ -44,7 +44,9 @@ pub fn recv_fd(socket: BorrowedFd<'_>) -> Result<OwnedFd> {
         }
     }
     if got.bytes == 0 {
-        return Err(Error::Closed);
+        return Err(OpenError::Closed);
     }
-    Err(Error::Invalid("message carried no file descriptor".into()))
+    Err(OpenError::Invalid(
+        "message carried no file descriptor".into(),
+    ))
 }

@@ -9,7 +9,7 @@
 //! empty and `head - tail == depth` (mod `2*depth`) means full, for any depth.
 //! The writer owns `head` (its [`Side::seq`]), the reader owns `tail`. Every
 //! value read from the peer is bounds-checked before use: a corrupt index
-//! yields [`Error::Corrupt`] from that operation, never an out-of-bounds slot,
+//! yields a `Corrupt` error from that operation, never an out-of-bounds slot,
 //! and attaching never fails because of the peer's words (each side starts
 //! from its own index), so a peer that scribbles on its own words only loses
 //! its own messages.
@@ -23,7 +23,7 @@
 //! other's store (Dekker). Only the sleeper clears its flag.
 
 use crate::ctrl::{Side, CLOSED, INDEX};
-use crate::error::{Error, Result};
+use crate::error::{OpenError, RecvError, SendError};
 use crate::sync::{self, fence, Ordering::*};
 use std::time::Instant;
 
@@ -58,10 +58,10 @@ impl Ends {
     }
     /// Number of messages in the ring between `tail` and `head`, or an error
     /// if the peer's index is out of range.
-    fn used(&self, head: u32, tail: u32) -> Result<u32> {
+    fn used(&self, head: u32, tail: u32) -> Result<u32, &'static str> {
         let n = 2 * self.depth;
         if head >= n || tail >= n {
-            return Err(Error::Corrupt("fifo index out of range"));
+            return Err("fifo index out of range");
         }
         // (head - tail) mod n without a division: both are below n.
         let used = if head >= tail {
@@ -70,7 +70,7 @@ impl Ends {
             head + n - tail
         };
         if used > self.depth {
-            return Err(Error::Corrupt("fifo indices more than depth apart"));
+            return Err("fifo indices more than depth apart");
         }
         Ok(used)
     }
@@ -90,7 +90,7 @@ impl Ends {
     }
     /// Sleeps until the peer's `seq` differs from `seen` (or spuriously).
     /// Returns whether it actually called the futex.
-    fn sleep(&self, seen: u32, deadline: Option<Instant>) -> Result<bool> {
+    fn sleep(&self, seen: u32, deadline: Option<Instant>) -> Result<bool, sync::TimedOut> {
         let word = &self.peer().seq;
         self.mine().waiting.store(1, Relaxed);
         fence(SeqCst);
@@ -102,10 +102,7 @@ impl Ends {
             Ok(())
         };
         self.mine().waiting.store(0, Relaxed);
-        match r {
-            Ok(()) => Ok(slept),
-            Err(sync::TimedOut) => Err(Error::Timeout),
-        }
+        r.map(|()| slept)
     }
 }
 
@@ -134,11 +131,15 @@ impl Producer {
     /// `mine` and `peer` must point to [`Side`]s valid (and never unmapped)
     /// for the lifetime of the returned value; only this producer may write
     /// `mine` while it lives. `depth` must be in `1..=MAX_DEPTH`.
-    pub unsafe fn new(mine: *const Side, peer: *const Side, depth: u32) -> Result<Producer> {
+    pub unsafe fn new(
+        mine: *const Side,
+        peer: *const Side,
+        depth: u32,
+    ) -> Result<Producer, OpenError> {
         let ends = Ends { mine, peer, depth };
         let head = ends.mine().seq.load(Acquire) & INDEX;
         if head >= 2 * depth {
-            return Err(Error::Corrupt("own fifo index out of range"));
+            return Err(OpenError::Corrupt("own fifo index out of range"));
         }
         let tail = ends.peer().seq.load(Acquire) & INDEX;
         // A corrupt peer index is not this side's failure: it shows as an
@@ -159,36 +160,39 @@ impl Producer {
     }
 
     /// Slot number free for the next message, or `Full` / `Closed`.
-    pub fn try_reserve(&mut self) -> Result<usize> {
-        if self.ends.used(self.head, self.tail_seen)? < self.ends.depth {
+    pub fn try_reserve(&mut self) -> Result<usize, SendError> {
+        let used = self.ends.used(self.head, self.tail_seen);
+        if used.map_err(SendError::Corrupt)? < self.ends.depth {
             return Ok(self.ends.slot(self.head));
         }
         let t = self.ends.peer().seq.load(Acquire);
-        let used = self.ends.used(self.head, t & INDEX)?;
+        let used = self.ends.used(self.head, t & INDEX);
+        let used = used.map_err(SendError::Corrupt)?;
         self.tail_seen = t & INDEX;
         if used < self.ends.depth {
             Ok(self.ends.slot(self.head))
         } else if t & CLOSED != 0 {
-            Err(Error::Closed)
+            Err(SendError::Closed)
         } else {
-            Err(Error::Full)
+            Err(SendError::Full)
         }
     }
 
     /// Like [`Self::try_reserve`] but waits for room: spins, then sleeps.
-    pub fn reserve(&mut self, deadline: Option<Instant>) -> Result<usize> {
+    pub fn reserve(&mut self, deadline: Option<Instant>) -> Result<usize, SendError> {
         for _ in 0..self.spin {
             match self.try_reserve() {
-                Err(Error::Full) => sync::spin_hint(),
+                Err(SendError::Full) => sync::spin_hint(),
                 r => return r,
             }
         }
         loop {
             match self.try_reserve() {
-                Err(Error::Full) => {}
+                Err(SendError::Full) => {}
                 r => return r,
             }
-            if self.ends.sleep(self.tail_seen, deadline)? {
+            let slept = self.ends.sleep(self.tail_seen, deadline);
+            if slept.map_err(|sync::TimedOut| SendError::Timeout)? {
                 self.sleeps += 1;
             }
         }
@@ -225,11 +229,15 @@ impl Consumer {
     ///
     /// # Safety
     /// Same contract as [`Producer::new`], with the roles swapped.
-    pub unsafe fn new(mine: *const Side, peer: *const Side, depth: u32) -> Result<Consumer> {
+    pub unsafe fn new(
+        mine: *const Side,
+        peer: *const Side,
+        depth: u32,
+    ) -> Result<Consumer, OpenError> {
         let ends = Ends { mine, peer, depth };
         let tail = ends.mine().seq.load(Acquire) & INDEX;
         if tail >= 2 * depth {
-            return Err(Error::Corrupt("own fifo index out of range"));
+            return Err(OpenError::Corrupt("own fifo index out of range"));
         }
         ends.mine().seq.store(tail, Release);
         Ok(Consumer {
@@ -242,36 +250,38 @@ impl Consumer {
     }
 
     /// Slot number of the oldest unread message, or `Empty` / `Closed`.
-    pub fn try_acquire(&mut self) -> Result<usize> {
+    pub fn try_acquire(&mut self) -> Result<usize, RecvError> {
         if self.head_seen != self.tail {
             return Ok(self.ends.slot(self.tail));
         }
         let h = self.ends.peer().seq.load(Acquire);
-        self.ends.used(h & INDEX, self.tail)?;
+        let used = self.ends.used(h & INDEX, self.tail);
+        used.map_err(RecvError::Corrupt)?;
         self.head_seen = h & INDEX;
         if self.head_seen != self.tail {
             Ok(self.ends.slot(self.tail))
         } else if h & CLOSED != 0 {
-            Err(Error::Closed)
+            Err(RecvError::Closed)
         } else {
-            Err(Error::Empty)
+            Err(RecvError::Empty)
         }
     }
 
     /// Like [`Self::try_acquire`] but waits for a message: spins, then sleeps.
-    pub fn acquire(&mut self, deadline: Option<Instant>) -> Result<usize> {
+    pub fn acquire(&mut self, deadline: Option<Instant>) -> Result<usize, RecvError> {
         for _ in 0..self.spin {
             match self.try_acquire() {
-                Err(Error::Empty) => sync::spin_hint(),
+                Err(RecvError::Empty) => sync::spin_hint(),
                 r => return r,
             }
         }
         loop {
             match self.try_acquire() {
-                Err(Error::Empty) => {}
+                Err(RecvError::Empty) => {}
                 r => return r,
             }
-            if self.ends.sleep(self.head_seen, deadline)? {
+            let slept = self.ends.sleep(self.head_seen, deadline);
+            if slept.map_err(|sync::TimedOut| RecvError::Timeout)? {
                 self.sleeps += 1;
             }
         }

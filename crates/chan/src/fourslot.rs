@@ -24,15 +24,16 @@
 //! the reader's between storing `reading` and loading `slot[pair]`. The loom
 //! model in `tests/loom.rs` checks that the writer never touches the slot
 //! being read (no torn message) and that freshness is monotonic.
-//! A peer's control value outside {0, 1} is reported as [`Error::Corrupt`].
+//! A peer's control value outside {0, 1} is reported as a `Corrupt` error.
 
 use crate::ctrl::{Side, INDEX};
-use crate::error::{Error, Result};
+use crate::error::{OpenError, RecvError};
 use crate::sync::{fence, Ordering::*};
 
-fn bit(v: u32, what: &'static str) -> Result<usize> {
+/// `v` as a slot or pair number, or `what` was corrupt.
+fn bit(v: u32, what: &'static str) -> Result<usize, &'static str> {
     if v > 1 {
-        return Err(Error::Corrupt(what));
+        return Err(what);
     }
     Ok(v as usize)
 }
@@ -56,12 +57,13 @@ impl Writer {
     /// # Safety
     /// `mine` and `peer` must point to [`Side`]s valid for the lifetime of
     /// the returned value; only this writer may write `mine` while it lives.
-    pub unsafe fn new(mine: *const Side, peer: *const Side) -> Result<Writer> {
+    pub unsafe fn new(mine: *const Side, peer: *const Side) -> Result<Writer, OpenError> {
         // SAFETY: caller contract.
         let m = unsafe { &*mine };
+        let own = |i: usize, what| bit(m.slot[i].load(Acquire), what).map_err(OpenError::Corrupt);
         let slot = [
-            bit(m.slot[0].load(Acquire), "four-slot slot[0]")? as u32,
-            bit(m.slot[1].load(Acquire), "four-slot slot[1]")? as u32,
+            own(0, "four-slot slot[0]")? as u32,
+            own(1, "four-slot slot[1]")? as u32,
         ];
         let count = m.seq.load(Acquire) & INDEX;
         m.seq.store(count, Release);
@@ -75,7 +77,7 @@ impl Writer {
     }
 
     /// Chooses the slot (0..4) for the next message: never the one being read.
-    pub fn begin(&mut self) -> Result<usize> {
+    pub fn begin(&mut self) -> usize {
         fence(SeqCst);
         // SAFETY: constructor contract.
         let reading = unsafe { &*self.peer }.pair.load(Acquire);
@@ -84,7 +86,7 @@ impl Writer {
         let pair = 1 - (reading & 1) as usize;
         let index = 1 - self.slot[pair];
         self.pending = (pair, index);
-        Ok(pair * 2 + index as usize)
+        pair * 2 + index as usize
     }
 
     /// Publishes the message written into the slot chosen by `begin`.
@@ -134,16 +136,17 @@ impl Reader {
     /// The slot (0..4) holding the most recent complete message, or `None`
     /// if nothing was ever published. The slot stays reserved for reading
     /// until the next call.
-    pub fn begin(&mut self) -> Result<Option<usize>> {
+    pub fn begin(&mut self) -> Result<Option<usize>, RecvError> {
         // SAFETY: constructor contract.
         let (m, p) = unsafe { (&*self.mine, &*self.peer) };
         if p.seq.load(Acquire) & INDEX == 0 {
             return Ok(None);
         }
-        let pair = bit(p.pair.load(Acquire), "four-slot latest")?;
+        let pair = bit(p.pair.load(Acquire), "four-slot latest").map_err(RecvError::Corrupt)?;
         m.pair.store(pair as u32, Relaxed);
         fence(SeqCst);
-        let index = bit(p.slot[pair].load(Acquire), "four-slot slot[pair]")?;
+        let index = bit(p.slot[pair].load(Acquire), "four-slot slot[pair]");
+        let index = index.map_err(RecvError::Corrupt)?;
         Ok(Some(pair * 2 + index))
     }
 

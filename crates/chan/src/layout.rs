@@ -16,7 +16,7 @@
 //! whole layout from (kind, message size, depth, page size) and requires every
 //! stored field to match, and the file to be at least `total_len` long.
 
-use crate::error::{Error, Result};
+use crate::error::{OpenError, Result};
 use std::fmt;
 
 /// "BHDCHAN1" little-endian.
@@ -95,7 +95,7 @@ pub struct Layout {
 }
 
 /// Checks a channel name: 1 to 63 bytes of `[A-Za-z0-9._-]`.
-pub fn check_name(name: &str) -> Result<()> {
+pub fn check_name(name: &str) -> Result<(), OpenError> {
     let ok = !name.is_empty()
         && name.len() <= NAME_MAX
         && name
@@ -104,7 +104,7 @@ pub fn check_name(name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Invalid(format!(
+        Err(OpenError::Invalid(format!(
             "channel name {name:?}: want 1 to {NAME_MAX} characters of A-Z a-z 0-9 . _ -"
         )))
     }
@@ -112,9 +112,9 @@ pub fn check_name(name: &str) -> Result<()> {
 
 impl Layout {
     /// The layout for these parameters, or why they are unusable.
-    pub fn compute(kind: Kind, msg_size: u32, depth: u32, page: u64) -> Result<Layout> {
+    pub fn compute(kind: Kind, msg_size: u32, depth: u32, page: u64) -> Result<Layout, OpenError> {
         if msg_size == 0 || msg_size > MAX_MSG_SIZE {
-            return Err(Error::Invalid(format!(
+            return Err(OpenError::Invalid(format!(
                 "message size {msg_size}: want 1..={MAX_MSG_SIZE}"
             )));
         }
@@ -122,17 +122,21 @@ impl Layout {
             Kind::Fifo if (1..=crate::fifo::MAX_DEPTH).contains(&depth) => depth as u64,
             Kind::Fifo => {
                 let max = crate::fifo::MAX_DEPTH;
-                return Err(Error::Invalid(format!(
+                return Err(OpenError::Invalid(format!(
                     "fifo depth {depth}: want 1..={max}"
                 )));
             }
             Kind::Latest if depth == 1 => 4,
-            Kind::Latest => return Err(Error::Invalid(format!("latest depth {depth}: must be 1"))),
+            Kind::Latest => {
+                return Err(OpenError::Invalid(format!(
+                    "latest depth {depth}: must be 1"
+                )))
+            }
         };
         let stride = (msg_size as u64).div_ceil(8) * 8;
         let data_len = stride * slots;
         if data_len > 1 << 32 {
-            return Err(Error::Invalid(format!(
+            return Err(OpenError::Invalid(format!(
                 "message area {data_len} bytes: want at most 4 GiB"
             )));
         }
@@ -179,8 +183,8 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 
 /// Validates a header copied out of a channel file of `file_len` bytes,
 /// for a system whose page size is `page`. Never panics, whatever the bytes.
-pub fn validate(b: &[u8], file_len: u64, page: u64) -> Result<(Meta, Layout)> {
-    let bad = |m: String| Err(Error::BadHeader(m));
+pub fn validate(b: &[u8], file_len: u64, page: u64) -> Result<(Meta, Layout), OpenError> {
+    let bad = |m: String| Err(OpenError::BadHeader(m));
     if b.len() < HEADER_LEN {
         return bad(format!("{} bytes, want at least {HEADER_LEN}", b.len()));
     }

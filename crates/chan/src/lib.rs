@@ -16,9 +16,10 @@
 //! Each side writes only its own control words; the reader maps the message
 //! area read-only. Everything read from the peer is bounds-checked: a peer that
 //! corrupts the shared memory can only make the other side's calls fail
-//! ([`Error::Corrupt`], [`Error::BadHeader`]), and every blocking call has a
-//! timeout variant. A channel passed as a file descriptor must be a memfd
-//! sealed against shrinking, so no peer can make mapped pages vanish.
+//! ([`SendError::Corrupt`], [`RecvError::Corrupt`], [`OpenError::BadHeader`]),
+//! and every blocking call has a timeout variant. A channel passed as a file
+//! descriptor must be a memfd sealed against shrinking, so no peer can make
+//! mapped pages vanish.
 //!
 //! Between processes that do not trust each other, use a split channel
 //! ([`Channel::create_split`], [`Channel::handover`], [`Channel::open_handed`]):
@@ -67,7 +68,7 @@ mod shm;
 
 #[cfg(not(loom))]
 pub use endpoint::{Receiver, Sender};
-pub use error::{Error, Result};
+pub use error::{Error, OpenError, RecvError, Result, SendError};
 #[cfg(not(loom))]
 pub use fdpass::{recv_fd, send_fd};
 #[cfg(not(loom))]

@@ -2,7 +2,7 @@
 //! written (magic last) on create.
 
 use crate::ctrl::Side;
-use crate::error::{Error, Result};
+use crate::error::{OpenError, Result};
 use crate::layout::{self, Layout, Meta, HEADER_LEN, MAGIC};
 use rustix::fd::BorrowedFd;
 use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
@@ -22,14 +22,15 @@ pub(crate) struct Map {
 unsafe impl Send for Map {}
 
 impl Map {
-    pub(crate) fn new(fd: BorrowedFd<'_>, len: u64, prot: ProtFlags) -> Result<Map> {
-        let len = usize::try_from(len).map_err(|_| Error::Invalid("channel too large".into()))?;
+    pub(crate) fn new(fd: BorrowedFd<'_>, len: u64, prot: ProtFlags) -> Result<Map, OpenError> {
+        let len =
+            usize::try_from(len).map_err(|_| OpenError::Invalid("channel too large".into()))?;
         // SAFETY: a fresh shared mapping at an address the kernel chooses
         // aliases no Rust object; the file is at least `len` bytes (validated
         // or just truncated), and memfds are sealed against shrinking.
         let ptr =
             unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }
-                .map_err(|e| Error::io("mmap channel", e))?;
+                .map_err(|e| OpenError::io("mmap channel", e))?;
         Ok(Map {
             ptr: ptr.cast(),
             len,
@@ -37,7 +38,7 @@ impl Map {
     }
 
     /// Makes `[off, off+len)` read-only (both page-aligned, inside the map).
-    pub(crate) fn read_only(&self, off: u64, len: u64) -> Result<()> {
+    pub(crate) fn read_only(&self, off: u64, len: u64) -> Result<(), OpenError> {
         // SAFETY: the range lies inside this mapping (layout offsets are page
         // multiples below total_len); only protections change.
         unsafe {
@@ -47,7 +48,7 @@ impl Map {
                 MprotectFlags::READ,
             )
         }
-        .map_err(|e| Error::io("mprotect channel", e))
+        .map_err(|e| OpenError::io("mprotect channel", e))
     }
 
     /// The control words at `off` (a page offset inside the map).
@@ -66,10 +67,10 @@ impl Drop for Map {
     }
 }
 
-pub(crate) fn read_header(fd: BorrowedFd<'_>, file_len: u64) -> Result<(Meta, Layout)> {
+pub(crate) fn read_header(fd: BorrowedFd<'_>, file_len: u64) -> Result<(Meta, Layout), OpenError> {
     let page = page_size();
     if file_len < page {
-        return Err(Error::BadHeader(format!(
+        return Err(OpenError::BadHeader(format!(
             "file is {file_len} bytes, shorter than a page"
         )));
     }
@@ -78,7 +79,7 @@ pub(crate) fn read_header(fd: BorrowedFd<'_>, file_len: u64) -> Result<(Meta, La
     // last with Release, so Acquire here makes the rest of the header visible.
     let magic = unsafe { &*(map.ptr as *const AtomicU64) }.load(Ordering::Acquire);
     if magic != MAGIC {
-        return Err(Error::BadHeader(format!(
+        return Err(OpenError::BadHeader(format!(
             "magic {magic:#018x}, want {MAGIC:#018x}"
         )));
     }
@@ -91,7 +92,7 @@ pub(crate) fn read_header(fd: BorrowedFd<'_>, file_len: u64) -> Result<(Meta, La
     layout::validate(&b, file_len, page)
 }
 
-pub(crate) fn write_header(fd: BorrowedFd<'_>, meta: &Meta, l: &Layout) -> Result<()> {
+pub(crate) fn write_header(fd: BorrowedFd<'_>, meta: &Meta, l: &Layout) -> Result<(), OpenError> {
     let map = Map::new(fd, l.page, ProtFlags::READ | ProtFlags::WRITE)?;
     let b = layout::encode(meta, l);
     // SAFETY: the page is ours alone (nobody can validate it before the

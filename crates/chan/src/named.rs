@@ -1,7 +1,7 @@
 //! Named channels, `/dev/shm/bulkhead-chan-<name>` objects: their path, whether one
 //! exists, and the removal of stale ones.
 
-use crate::error::{Error, Result};
+use crate::error::{OpenError, Result};
 use crate::layout::check_name;
 use crate::map::read_header;
 use bulkhead_os::proc::start_time;
@@ -47,8 +47,8 @@ pub(crate) fn is_stale(name: &str) -> bool {
 /// Removes every stale named channel from `/dev/shm` (creator dead, no live
 /// endpoint; see DriveOS section 5.1.2 on destroying channels) and returns
 /// their names. Live, foreign or unreadable objects are left alone.
-pub fn cleanup_stale() -> Result<Vec<String>> {
-    let dir = std::fs::read_dir("/dev/shm").map_err(|e| Error::io("read /dev/shm", e))?;
+pub fn cleanup_stale() -> Result<Vec<String>, OpenError> {
+    let dir = std::fs::read_dir("/dev/shm").map_err(|e| OpenError::io("read /dev/shm", e))?;
     let mut removed = Vec::new();
     for entry in dir.flatten() {
         let file = entry.file_name();

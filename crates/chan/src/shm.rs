@@ -13,7 +13,7 @@
 use crate::alive::Lock;
 use crate::ctrl::Side;
 use crate::endpoint::{Receiver, Sender};
-use crate::error::{Error, Result};
+use crate::error::{OpenError, Result};
 use crate::fdpass::{recv_fd, send_fd};
 use crate::layout::{check_name, Kind, Layout, Meta};
 use crate::map::{page_size, read_header, write_header, Map};
@@ -129,18 +129,18 @@ pub fn env_var(channel: &str) -> String {
 impl Channel {
     /// Creates an anonymous channel in a memfd sealed against resizing, ready
     /// to be granted to other processes with [`Channel::send_over`].
-    pub fn create(spec: &Spec) -> Result<Channel> {
+    pub fn create(spec: &Spec) -> Result<Channel, OpenError> {
         check_name(&spec.name)?;
         let flags = rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING;
         let fd = rustix::fs::memfd_create(format!("{PREFIX}{}", spec.name), flags)
-            .map_err(|e| Error::io("memfd_create", e))?;
+            .map_err(|e| OpenError::io("memfd_create", e))?;
         Channel::init(fd, spec, true)
     }
 
     /// Creates a named channel `/dev/shm/bulkhead-chan-<name>` (shmcomm's
     /// `SHMCOMM_CREATE_CH` with a key). A stale object of that name (creator
-    /// and endpoints dead) is replaced; a live one gives [`Error::Exists`].
-    pub fn create_named(spec: &Spec) -> Result<Channel> {
+    /// and endpoints dead) is replaced; a live one gives [`OpenError::Exists`].
+    pub fn create_named(spec: &Spec) -> Result<Channel, OpenError> {
         check_name(&spec.name)?;
         let path = shm_path(&spec.name);
         let flags =
@@ -155,21 +155,21 @@ impl Channel {
         };
         let fd = match fd {
             Ok(fd) => fd,
-            Err(rustix::io::Errno::EXIST) => return Err(Error::Exists(spec.name.clone())),
-            Err(e) => return Err(Error::io("shm_open", e)),
+            Err(rustix::io::Errno::EXIST) => return Err(OpenError::Exists(spec.name.clone())),
+            Err(e) => return Err(OpenError::io("shm_open", e)),
         };
         Channel::init(fd, spec, false).inspect_err(|_| {
             let _ = rustix::shm::unlink(path.as_str());
         })
     }
 
-    fn init(fd: OwnedFd, spec: &Spec, memfd: bool) -> Result<Channel> {
+    fn init(fd: OwnedFd, spec: &Spec, memfd: bool) -> Result<Channel, OpenError> {
         let layout = Layout::compute(spec.kind, spec.msg_size, spec.depth, page_size())?;
         rustix::fs::ftruncate(&fd, layout.total_len)
-            .map_err(|e| Error::io("ftruncate channel", e))?;
+            .map_err(|e| OpenError::io("ftruncate channel", e))?;
         if memfd {
             let seals = SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL;
-            rustix::fs::fcntl_add_seals(&fd, seals).map_err(|e| Error::io("seal memfd", e))?;
+            rustix::fs::fcntl_add_seals(&fd, seals).map_err(|e| OpenError::io("seal memfd", e))?;
         }
         let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
         let meta = Meta {
@@ -194,7 +194,7 @@ impl Channel {
 
     /// Connects to an existing named channel (shmcomm's `SHMCOMM_CONNECT_CH`):
     /// kind, sizes and depth come from its header, which is validated.
-    pub fn open_named(name: &str) -> Result<Channel> {
+    pub fn open_named(name: &str) -> Result<Channel, OpenError> {
         check_name(name)?;
         let fd = match rustix::shm::open(
             shm_path(name).as_str(),
@@ -202,8 +202,8 @@ impl Channel {
             Mode::empty(),
         ) {
             Ok(fd) => fd,
-            Err(rustix::io::Errno::NOENT) => return Err(Error::NotFound(name.into())),
-            Err(e) => return Err(Error::io("shm_open", e)),
+            Err(rustix::io::Errno::NOENT) => return Err(OpenError::NotFound(name.into())),
+            Err(e) => return Err(OpenError::io("shm_open", e)),
         };
         Channel::open(fd, false, true)
     }
@@ -211,11 +211,11 @@ impl Channel {
     /// Connects to the description's channel `channel` in a process started by
     /// `bulkhead run`, which hands it over in the variable [`env_var`]`(channel)`
     /// (see [`Channel::open_handed`]).
-    pub fn open_env(channel: &str) -> Result<Channel> {
+    pub fn open_env(channel: &str) -> Result<Channel, OpenError> {
         let var = env_var(channel);
         match std::env::var(&var) {
             Ok(value) => Channel::open_handed(&value),
-            Err(_) => Err(Error::NotFound(format!(
+            Err(_) => Err(OpenError::NotFound(format!(
                 "{channel} ({var} is not set: not started by bulkhead run?)"
             ))),
         }
@@ -224,7 +224,7 @@ impl Channel {
     /// Takes a channel granted as a file descriptor (e.g. received by
     /// `SCM_RIGHTS`). The file must be a memfd sealed against shrinking, so
     /// that no peer can make a mapped page vanish; its header is validated.
-    pub fn from_fd(fd: OwnedFd) -> Result<Channel> {
+    pub fn from_fd(fd: OwnedFd) -> Result<Channel, OpenError> {
         Channel::open(fd, true, false)
     }
 
@@ -232,11 +232,11 @@ impl Channel {
     /// [`Channel::handover`]). Both must be memfds sealed against shrinking; the
     /// header is validated. Which end this process may take follows from the access
     /// modes of the descriptors.
-    pub fn from_fds(data: OwnedFd, region: OwnedFd) -> Result<Channel> {
+    pub fn from_fds(data: OwnedFd, region: OwnedFd) -> Result<Channel, OpenError> {
         require_sealed(region.as_fd())?;
-        let st = rustix::fs::fstat(&region).map_err(|e| Error::io("fstat reader region", e))?;
+        let st = rustix::fs::fstat(&region).map_err(|e| OpenError::io("fstat reader region", e))?;
         if (st.st_size as u64) < page_size() {
-            return Err(Error::BadHeader(format!(
+            return Err(OpenError::BadHeader(format!(
                 "reader region is {} bytes, shorter than a page",
                 st.st_size
             )));
@@ -247,7 +247,7 @@ impl Channel {
     }
 
     /// Takes a split channel handed over by [`Channel::handover`], lock files included.
-    pub fn from_handover(h: Handover) -> Result<Channel> {
+    pub fn from_handover(h: Handover) -> Result<Channel, OpenError> {
         let mut chan = Channel::from_fds(h.data, h.region)?;
         chan.locks = Some([h.writer_lock, h.reader_lock]);
         Ok(chan)
@@ -259,19 +259,19 @@ impl Channel {
     /// channel, inherited; see [`Handover::value`]) or the name of a named channel.
     /// Inherited descriptors are duplicated, not taken, so the same value may be
     /// opened again.
-    pub fn open_handed(value: &str) -> Result<Channel> {
+    pub fn open_handed(value: &str) -> Result<Channel, OpenError> {
         let Some(fds) = value.strip_prefix("fd:") else {
             return Channel::open_named(value);
         };
         let bad = || {
-            Error::Invalid(format!(
+            OpenError::Invalid(format!(
                 "handed channel {value:?}: want fd:<data>:<region>:<writer lock>:<reader lock>"
             ))
         };
         let fds: Vec<i32> = fds
             .split(':')
             .map(|n| n.parse().map_err(|_| bad()))
-            .collect::<Result<_>>()?;
+            .collect::<Result<_, OpenError>>()?;
         let [data, region, writer_lock, reader_lock] = fds[..] else {
             return Err(bad());
         };
@@ -283,11 +283,11 @@ impl Channel {
         })
     }
 
-    fn open(fd: OwnedFd, require_seal: bool, named: bool) -> Result<Channel> {
+    fn open(fd: OwnedFd, require_seal: bool, named: bool) -> Result<Channel, OpenError> {
         if require_seal {
             require_sealed(fd.as_fd())?;
         }
-        let st = rustix::fs::fstat(&fd).map_err(|e| Error::io("fstat channel", e))?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| OpenError::io("fstat channel", e))?;
         let (meta, layout) = read_header(fd.as_fd(), st.st_size as u64)?;
         Ok(Channel {
             fd,
@@ -307,7 +307,7 @@ impl Channel {
 
     /// Maps the channel as its (single) writer. Of a split channel the reader
     /// region is mapped read-only; a message file held read-only is an error.
-    pub fn sender(&self) -> Result<Sender> {
+    pub fn sender(&self) -> Result<Sender, OpenError> {
         let map = Map::new(
             self.fd.as_fd(),
             self.layout.total_len,
@@ -325,7 +325,7 @@ impl Channel {
     /// own control words is read-only, the message area included. Of a split
     /// channel the message file is mapped read-only as a whole and the control
     /// words are in the reader region.
-    pub fn receiver(&self) -> Result<Receiver> {
+    pub fn receiver(&self) -> Result<Receiver, OpenError> {
         let l = &self.layout;
         if self.region.is_some() {
             let map = Map::new(self.fd.as_fd(), l.total_len, ProtFlags::READ)?;
@@ -362,7 +362,7 @@ impl Channel {
     /// What each end has counted and whether it is attached, read from the control
     /// words (mapped read-only for the call). The ends write their own counters: a
     /// hostile end can only misreport itself.
-    pub fn counters(&self) -> Result<Counters> {
+    pub fn counters(&self) -> Result<Counters, OpenError> {
         let l = &self.layout;
         let map = Map::new(self.fd.as_fd(), l.total_len, ProtFlags::READ)?;
         let region = self.map_region(ProtFlags::READ)?;
@@ -384,7 +384,7 @@ impl Channel {
         })
     }
 
-    fn map_region(&self, prot: ProtFlags) -> Result<Option<Map>> {
+    fn map_region(&self, prot: ProtFlags) -> Result<Option<Map>, OpenError> {
         self.region
             .as_ref()
             .map(|r| Map::new(r.as_fd(), page_size(), prot))
@@ -392,10 +392,10 @@ impl Channel {
     }
 
     /// A mapping refused for lack of write access: this process holds the other end.
-    fn read_only_end(&self, e: Error, end: &str) -> Error {
+    fn read_only_end(&self, e: OpenError, end: &str) -> OpenError {
         match e {
-            Error::Io { source, .. } if source.raw_os_error() == Some(13) => {
-                Error::Invalid(format!(
+            OpenError::Io { source, .. } if source.raw_os_error() == Some(13) => {
+                OpenError::Invalid(format!(
                     "channel {:?} was handed to this process without the right to {end} it",
                     self.meta.name
                 ))
@@ -409,27 +409,28 @@ impl Channel {
     /// lock file per end, mode 0400 (see [`Channel::own_end`]). Hand its ends to
     /// other processes with [`Channel::handover`]; this process may also use both
     /// ends itself.
-    pub fn create_split(spec: &Spec) -> Result<Channel> {
+    pub fn create_split(spec: &Spec) -> Result<Channel, OpenError> {
         let mut chan = Channel::create(spec)?;
         let flags = rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING;
         let region = rustix::fs::memfd_create(format!("{PREFIX}{}-reader", spec.name), flags)
-            .map_err(|e| Error::io("memfd_create", e))?;
+            .map_err(|e| OpenError::io("memfd_create", e))?;
         rustix::fs::ftruncate(&region, page_size())
-            .map_err(|e| Error::io("ftruncate reader region", e))?;
+            .map_err(|e| OpenError::io("ftruncate reader region", e))?;
         let seals = SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL;
-        rustix::fs::fcntl_add_seals(&region, seals).map_err(|e| Error::io("seal memfd", e))?;
+        rustix::fs::fcntl_add_seals(&region, seals).map_err(|e| OpenError::io("seal memfd", e))?;
         for fd in [&chan.fd, &region] {
             let read_only = Mode::RUSR | Mode::RGRP | Mode::ROTH;
-            rustix::fs::fchmod(fd, read_only).map_err(|e| Error::io("fchmod channel", e))?;
+            rustix::fs::fchmod(fd, read_only).map_err(|e| OpenError::io("fchmod channel", e))?;
         }
         chan.region = Some(region);
-        let lock_file = |end: &str| -> Result<(OwnedFd, OwnedFd)> {
+        let lock_file = |end: &str| -> Result<(OwnedFd, OwnedFd), OpenError> {
             let fd = rustix::fs::memfd_create(format!("{PREFIX}{}-{end}-lock", spec.name), flags)
-                .map_err(|e| Error::io("memfd_create", e))?;
+                .map_err(|e| OpenError::io("memfd_create", e))?;
             // Opened with no access while the mode still allows it (open mode 3 needs
             // read and write permission, which 0400 denies all but root).
             let test_only = reopen_test_only(&fd)?;
-            rustix::fs::fchmod(&fd, Mode::RUSR).map_err(|e| Error::io("fchmod lock file", e))?;
+            rustix::fs::fchmod(&fd, Mode::RUSR)
+                .map_err(|e| OpenError::io("fchmod lock file", e))?;
             Ok((fd, test_only))
         };
         let (writer, writer_test) = lock_file("writer")?;
@@ -444,7 +445,7 @@ impl Channel {
     /// `CAP_DAC_OVERRIDE`, only that user can reopen it to take the end's lock, so a
     /// peer running as another user can neither fake the end's liveness nor keep it
     /// from attaching (see [`crate::alive`]). A no-op for a channel that is not split.
-    pub fn own_end(&self, end: End, uid: u32, gid: u32) -> Result<()> {
+    pub fn own_end(&self, end: End, uid: u32, gid: u32) -> Result<(), OpenError> {
         let Some([writer, reader]) = &self.locks else {
             return Ok(());
         };
@@ -459,7 +460,7 @@ impl Channel {
         );
         for f in files {
             rustix::fs::fchown(f, Some(uid), Some(gid))
-                .map_err(|e| Error::io("fchown lock file", e))?;
+                .map_err(|e| OpenError::io("fchown lock file", e))?;
         }
         Ok(())
     }
@@ -472,11 +473,11 @@ impl Channel {
     /// can never be made writable) and the region read-write. Each gets its own lock
     /// file read-only and its peer's with no access (open mode 3: the lock can be
     /// tested, not taken). Only the creator of a split channel can hand it over.
-    pub fn handover(&self, end: End) -> Result<Handover> {
+    pub fn handover(&self, end: End) -> Result<Handover, OpenError> {
         let (Some(region), Some([writer, reader]), Some([writer_test, reader_test])) =
             (&self.region, &self.locks, &self.test_only)
         else {
-            return Err(Error::Invalid(format!(
+            return Err(OpenError::Invalid(format!(
                 "channel {:?} is not split: only a channel made by create_split is handed over",
                 self.meta.name
             )));
@@ -489,7 +490,7 @@ impl Channel {
         let lock = |file: &OwnedFd, test_only: &OwnedFd, mine: bool| match mine {
             true => grant(file, false),
             false => rustix::io::fcntl_dupfd_cloexec(test_only, HANDOVER_MIN_FD)
-                .map_err(|e| Error::io("dup lock file", e)),
+                .map_err(|e| OpenError::io("dup lock file", e)),
         };
         Ok(Handover {
             data: grant(&self.fd, data_rw)?,
@@ -501,21 +502,21 @@ impl Channel {
 
     /// Grants the channel to the process at the other end of a Unix socket
     /// (`SCM_RIGHTS`); it takes it with [`Channel::receive_from`].
-    pub fn send_over(&self, socket: impl AsFd) -> Result<()> {
+    pub fn send_over(&self, socket: impl AsFd) -> Result<(), OpenError> {
         send_fd(socket.as_fd(), self.fd.as_fd())
     }
 
     /// Receives a channel granted with [`Channel::send_over`] and validates it.
-    pub fn receive_from(socket: impl AsFd) -> Result<Channel> {
+    pub fn receive_from(socket: impl AsFd) -> Result<Channel, OpenError> {
         Channel::from_fd(recv_fd(socket.as_fd())?)
     }
 
     /// Destroys the channel (shmcomm's `destroy`): a named channel's object is
     /// unlinked; the memory is freed once every endpoint has unmapped it.
-    pub fn destroy(self) -> Result<()> {
+    pub fn destroy(self) -> Result<(), OpenError> {
         if self.named {
             rustix::shm::unlink(shm_path(&self.meta.name).as_str())
-                .map_err(|e| Error::io("shm_unlink", e))?;
+                .map_err(|e| OpenError::io("shm_unlink", e))?;
         }
         Ok(())
     }
@@ -570,7 +571,7 @@ impl Handover {
 const HANDOVER_MIN_FD: i32 = 10;
 
 /// `fd` duplicated (`writable`) or reopened read-only, close-on-exec, at 10 or above.
-fn grant(fd: &OwnedFd, writable: bool) -> Result<OwnedFd> {
+fn grant(fd: &OwnedFd, writable: bool) -> Result<OwnedFd, OpenError> {
     use rustix::fd::AsRawFd;
     let reopened;
     let src = match writable {
@@ -579,27 +580,28 @@ fn grant(fd: &OwnedFd, writable: bool) -> Result<OwnedFd> {
             let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
             let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC;
             reopened = rustix::fs::open(path.as_str(), flags, Mode::empty())
-                .map_err(|e| Error::io("reopen channel read-only", e))?;
+                .map_err(|e| OpenError::io("reopen channel read-only", e))?;
             &reopened
         }
     };
-    rustix::io::fcntl_dupfd_cloexec(src, HANDOVER_MIN_FD).map_err(|e| Error::io("dup channel", e))
+    rustix::io::fcntl_dupfd_cloexec(src, HANDOVER_MIN_FD)
+        .map_err(|e| OpenError::io("dup channel", e))
 }
 
 /// `fd` reopened with neither read nor write access (open mode 3, which needs both
 /// permissions to open), close-on-exec: its record locks can be tested
 /// (`F_OFD_GETLK`), not taken (`EBADF`).
-fn reopen_test_only(fd: &OwnedFd) -> Result<OwnedFd> {
+fn reopen_test_only(fd: &OwnedFd) -> Result<OwnedFd, OpenError> {
     use rustix::fd::AsRawFd;
     let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
     let flags = rustix::fs::OFlags::RDWR | rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC;
     rustix::fs::open(path.as_str(), flags, Mode::empty())
-        .map_err(|e| Error::io("reopen lock file without access", e))
+        .map_err(|e| OpenError::io("reopen lock file without access", e))
 }
 
 /// A duplicate of descriptor `raw`, inherited from the supervisor.
-fn inherited(raw: i32) -> Result<OwnedFd> {
-    let missing = || Error::NotFound(format!("inherited descriptor {raw} (not open)"));
+fn inherited(raw: i32) -> Result<OwnedFd, OpenError> {
+    let missing = || OpenError::NotFound(format!("inherited descriptor {raw} (not open)"));
     if raw < 0 {
         return Err(missing());
     }
@@ -608,14 +610,14 @@ fn inherited(raw: i32) -> Result<OwnedFd> {
     let fd = unsafe { BorrowedFd::borrow_raw(raw) };
     rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(|e| match e {
         rustix::io::Errno::BADF => missing(),
-        e => Error::io("dup handed channel", e),
+        e => OpenError::io("dup handed channel", e),
     })
 }
 
-fn require_sealed(fd: BorrowedFd<'_>) -> Result<()> {
-    let seals = rustix::fs::fcntl_get_seals(fd).map_err(|e| Error::io("get seals", e))?;
+fn require_sealed(fd: BorrowedFd<'_>) -> Result<(), OpenError> {
+    let seals = rustix::fs::fcntl_get_seals(fd).map_err(|e| OpenError::io("get seals", e))?;
     if !seals.contains(SealFlags::SHRINK) {
-        return Err(Error::BadHeader(
+        return Err(OpenError::BadHeader(
             "channel fd is not sealed against shrinking".into(),
         ));
     }

@@ -2,7 +2,7 @@
 //! which receives the channel over a Unix socket (SCM_RIGHTS) like a
 //! partition granted a channel by the supervisor.
 
-use bulkhead_chan::{Channel, Error, Spec};
+use bulkhead_chan::{Channel, OpenError, RecvError, Spec};
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -135,7 +135,7 @@ fn fifo_millions_in_order_from_another_process() {
     assert!(ok, "peer failed: {err}");
     assert!(out.starts_with(&format!("sent {N}")), "{out}");
     assert!(
-        matches!(rx.try_read(&mut m), Err(Error::Closed)),
+        matches!(rx.try_read(&mut m), Err(RecvError::Closed)),
         "writer exited: channel closed"
     );
 }
@@ -206,7 +206,7 @@ fn a_dead_writer_is_replaced_and_a_live_one_is_busy() {
     let mut m = [0u8; 32];
     rx.read_timeout(&mut m, Duration::from_secs(30)).unwrap();
     let pid = peer.child.id();
-    assert!(matches!(chan.sender(), Err(Error::Busy(p)) if p == pid));
+    assert!(matches!(chan.sender(), Err(OpenError::Busy(p)) if p == pid));
     drop(peer); // SIGKILL: the writer dies without closing
     let mut tx = chan.sender().expect("dead writer replaced");
     // What the dead writer left is still there, in order; then the new one's.
@@ -262,7 +262,7 @@ fn create_named_replaces_a_stale_channel() {
     assert_eq!(chan.meta().kind, bulkhead_chan::Kind::Latest);
     assert!(matches!(
         Channel::create_named(&Spec::latest(&name, 16)),
-        Err(Error::Exists(_))
+        Err(OpenError::Exists(_))
     ));
     chan.destroy().unwrap();
     assert!(!bulkhead_chan::named_exists(&name));
@@ -300,6 +300,9 @@ fn a_blocking_read_without_timeout_returns_when_the_writer_dies() {
         .recv_timeout(Duration::from_secs(20))
         .expect("read still blocked 20 s after the peer died");
     killer.join().unwrap();
-    assert!(matches!(r, Err(Error::PeerDied(p)) if p == pid), "{r:?}");
+    assert!(
+        matches!(r, Err(RecvError::PeerDied(p)) if p == pid),
+        "{r:?}"
+    );
     drop(peer);
 }

@@ -16,7 +16,7 @@
 use bulkhead_chan::ctrl::Side;
 use bulkhead_chan::fifo::{Consumer, Producer};
 use bulkhead_chan::fourslot::{Reader, Writer};
-use bulkhead_chan::Error;
+use bulkhead_chan::{RecvError, SendError};
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
@@ -67,7 +67,7 @@ fn fifo_run(depth: u32, count: u64, spin: u32) {
         c.release();
     }
     assert!(
-        matches!(c.acquire(None), Err(Error::Closed)),
+        matches!(c.acquire(None), Err(RecvError::Closed)),
         "close must wake the reader"
     );
     writer.join().unwrap();
@@ -113,7 +113,7 @@ fn fifo_writer_blocked_on_full_is_woken_by_reader_close() {
                     p.commit();
                     results.push(true);
                 }
-                Err(Error::Closed) => results.push(false),
+                Err(SendError::Closed) => results.push(false),
                 Err(e) => panic!("{e}"),
             }
         }
@@ -133,7 +133,7 @@ fn four_slot_never_torn_and_fresh() {
             // SAFETY: the Sides live in the Arc.
             let mut wr = unsafe { Writer::new(&w.writer, &w.reader) }.unwrap();
             for v in 1..=WRITES {
-                let slot = wr.begin().unwrap();
+                let slot = wr.begin();
                 // SAFETY: loom reports a race if the reader reads this slot now.
                 w.slots[slot].with_mut(|d| unsafe { *d = v });
                 wr.commit();

@@ -2,7 +2,7 @@
 //! side. The "hostile peer" here is a separate read-write mapping of the
 //! channel file, exactly what a misbehaving process holding the fd can do.
 
-use bulkhead_chan::{Channel, Error, Spec};
+use bulkhead_chan::{Channel, OpenError, RecvError, SendError, Spec};
 use rustix::fd::AsFd;
 use rustix::mm::{MapFlags, ProtFlags};
 use std::time::{Duration, Instant};
@@ -85,7 +85,7 @@ fn paper_programs_1_and_2() {
     created.destroy().unwrap();
     assert!(matches!(
         Channel::open_named(&name),
-        Err(Error::NotFound(_))
+        Err(OpenError::NotFound(_))
     ));
 }
 
@@ -99,12 +99,12 @@ fn corrupt_writer_index_is_an_error_for_the_reader() {
         h.poke32(WRITER + SEQ, bad);
         let mut m = [0u8; 32];
         assert!(
-            matches!(rx.try_read(&mut m), Err(Error::Corrupt(_))),
+            matches!(rx.try_read(&mut m), Err(RecvError::Corrupt(_))),
             "head {bad}"
         );
         assert!(matches!(
             rx.read_timeout(&mut m, Duration::from_millis(10)),
-            Err(Error::Corrupt(_))
+            Err(RecvError::Corrupt(_))
         ));
     }
 }
@@ -118,10 +118,10 @@ fn corrupt_reader_index_is_an_error_for_the_writer() {
     }
     let h = Hostile::map(&chan);
     h.poke32(READER + SEQ, 999);
-    assert!(matches!(tx.try_write(&[3; 32]), Err(Error::Corrupt(_))));
+    assert!(matches!(tx.try_write(&[3; 32]), Err(SendError::Corrupt(_))));
     assert!(matches!(
         tx.write_timeout(&[3; 32], Duration::from_millis(10)),
-        Err(Error::Corrupt(_))
+        Err(SendError::Corrupt(_))
     ));
 }
 
@@ -133,7 +133,7 @@ fn a_stuck_peer_cannot_hang_a_timed_call() {
     let t = Instant::now();
     assert!(matches!(
         rx.read_timeout(&mut m, Duration::from_millis(50)),
-        Err(Error::Timeout)
+        Err(RecvError::Timeout)
     ));
     assert!((Duration::from_millis(50)..Duration::from_secs(10)).contains(&t.elapsed()));
     tx.write(&m).unwrap();
@@ -141,7 +141,7 @@ fn a_stuck_peer_cannot_hang_a_timed_call() {
     let t = Instant::now();
     assert!(matches!(
         tx.write_timeout(&m, Duration::from_millis(50)),
-        Err(Error::Timeout)
+        Err(SendError::Timeout)
     ));
     assert!((Duration::from_millis(50)..Duration::from_secs(10)).contains(&t.elapsed()));
 }
@@ -151,13 +151,13 @@ fn corrupt_four_slot_words_are_errors_for_the_reader_only() {
     let chan = Channel::create(&Spec::latest("rb-4", 16)).unwrap();
     let (mut tx, mut rx) = (chan.sender().unwrap(), chan.receiver().unwrap());
     let mut m = [0u8; 16];
-    assert!(matches!(rx.try_read(&mut m), Err(Error::Empty)));
+    assert!(matches!(rx.try_read(&mut m), Err(RecvError::Empty)));
     tx.write(&[5; 16]).unwrap();
     rx.read(&mut m).unwrap();
     assert_eq!(m, [5; 16]);
     let h = Hostile::map(&chan);
     h.poke32(WRITER + PAIR, 7); // latest
-    assert!(matches!(rx.read(&mut m), Err(Error::Corrupt(_))));
+    assert!(matches!(rx.read(&mut m), Err(RecvError::Corrupt(_))));
     h.poke32(READER + PAIR, 5); // reading: the writer uses its low bit only
     tx.write(&[6; 16]).unwrap();
     h.poke32(READER + PAIR, 0);
@@ -175,7 +175,7 @@ fn every_header_corruption_is_rejected_or_harmless() {
             let old = h.peek32(word);
             h.poke32(word, old ^ bit.rotate_left(8 * (off as u32 % 4)));
             match Channel::from_fd(dup(&chan)) {
-                Err(Error::BadHeader(_)) => {}
+                Err(OpenError::BadHeader(_)) => {}
                 Err(e) => panic!("offset {off}: unexpected {e}"),
                 // Fields outside the layout (creator pid/start, name tail, padding).
                 Ok(c) => {
@@ -280,21 +280,33 @@ fn each_side_can_write_only_its_own_pages() {
 fn wrong_sizes_and_double_ends_are_refused() {
     let chan = Channel::create(&Spec::fifo("rb-args", 8, 2)).unwrap();
     let (mut tx, mut rx) = (chan.sender().unwrap(), chan.receiver().unwrap());
-    assert!(matches!(tx.write(&[0; 9]), Err(Error::Invalid(_))));
-    assert!(matches!(rx.read(&mut [0; 7]), Err(Error::Invalid(_))));
-    assert!(matches!(chan.sender(), Err(Error::Busy(_))));
-    assert!(matches!(chan.receiver(), Err(Error::Busy(_))));
+    assert!(matches!(
+        tx.write(&[0; 9]),
+        Err(SendError::Length {
+            len: 9,
+            msg_size: 8
+        })
+    ));
+    assert!(matches!(
+        rx.read(&mut [0; 7]),
+        Err(RecvError::Length {
+            len: 7,
+            msg_size: 8
+        })
+    ));
+    assert!(matches!(chan.sender(), Err(OpenError::Busy(_))));
+    assert!(matches!(chan.receiver(), Err(OpenError::Busy(_))));
     assert!(matches!(
         Channel::create(&Spec::fifo("a/b", 8, 2)),
-        Err(Error::Invalid(_))
+        Err(OpenError::Invalid(_))
     ));
     assert!(matches!(
         Channel::create(&Spec::fifo("ok", 0, 2)),
-        Err(Error::Invalid(_))
+        Err(OpenError::Invalid(_))
     ));
     assert!(matches!(
         Channel::create(&Spec::fifo("ok", 8, 0)),
-        Err(Error::Invalid(_))
+        Err(OpenError::Invalid(_))
     ));
     drop(tx);
     let mut tx = chan.sender().expect("a closed end can be reopened");

@@ -2,7 +2,7 @@
 //! attacks of a reader on the message file must fail with the kernel's error; a
 //! reader that scribbles on its own region only loses its own messages.
 
-use bulkhead_chan::{Channel, End, Error, Handover, Spec};
+use bulkhead_chan::{Channel, End, Error, Handover, OpenError, RecvError, SendError, Spec};
 use rustix::fd::{AsRawFd, OwnedFd};
 use rustix::io::Errno;
 use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
@@ -80,7 +80,7 @@ fn handed_ends_carry_messages_and_scribbling_hurts_only_the_reader() {
     unsafe { std::ptr::write_bytes(region, 0xa5, 4096) };
     for _ in 0..100 {
         match tx.try_write(&[7; 32]) {
-            Ok(()) | Err(Error::Corrupt(_)) | Err(Error::Full) => {}
+            Ok(()) | Err(SendError::Corrupt(_)) | Err(SendError::Full) => {}
             Err(e) => panic!("the writer failed: {e}"),
         }
     }
@@ -139,7 +139,7 @@ fn the_creator_reads_both_ends_counters() {
     let mut rx = fifo.receiver().unwrap();
     tx.try_write(&[1; 8]).unwrap();
     tx.try_write(&[2; 8]).unwrap();
-    assert!(matches!(tx.try_write(&[3; 8]), Err(Error::Full)));
+    assert!(matches!(tx.try_write(&[3; 8]), Err(SendError::Full)));
     let mut buf = [0; 8];
     rx.try_read(&mut buf).unwrap();
     let c = fifo.counters().unwrap();
@@ -184,8 +184,8 @@ fn a_reader_cannot_make_its_writer_believe_it_died() {
     unsafe { region.add(owner).cast::<u32>().write_volatile(0x3fff_fff0) };
     tx.write(&[1; 32]).unwrap();
     let r = tx.write_timeout(&[2; 32], std::time::Duration::from_millis(400));
-    assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
-    assert!(matches!(reader.receiver(), Err(Error::Busy(_))));
+    assert!(matches!(r, Err(SendError::Timeout)), "{r:?}");
+    assert!(matches!(reader.receiver(), Err(OpenError::Busy(_))));
     drop(rx);
     assert!(reader.receiver().is_ok());
     unmap(region, 4096);
@@ -231,7 +231,7 @@ fn an_end_can_neither_take_nor_block_its_peers_lock() {
     let mut m = [0u8; 32];
     rx.read(&mut m).unwrap();
     assert_eq!(m, [5; 32]);
-    assert!(matches!(rx.read(&mut m), Err(Error::Closed)));
+    assert!(matches!(rx.read(&mut m), Err(RecvError::Closed)));
 }
 
 /// A consumer learns whether its producer has started: `writer_attached` is false

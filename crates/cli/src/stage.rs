@@ -264,7 +264,7 @@ impl Output {
             Output::Chan(tx) => loop {
                 match tx.write_timeout(&msg.encode(), wait) {
                     Ok(()) => return true,
-                    Err(bulkhead_chan::Error::Timeout) if !stop.load(Relaxed) => continue,
+                    Err(bulkhead_chan::SendError::Timeout) if !stop.load(Relaxed) => continue,
                     Err(_) => return false,
                 }
             },

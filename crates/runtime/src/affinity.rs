@@ -18,7 +18,7 @@ pub(crate) fn check(system: &System, allowed: &CpuSet) -> Result<(), RunError> {
     };
     match usable {
         Some(usable) if cpus.is_subset(&usable) => Ok(()),
-        usable => Err(RunError::Invalid(format!(
+        usable => Err(RunError::invalid(format!(
             "demos_cpu: CPUs {cpus} are not all online and allowed for bulkhead on this machine (usable: {})",
             usable.map_or("none".into(), |u| u.to_string())
         ))),

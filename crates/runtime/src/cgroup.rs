@@ -227,12 +227,7 @@ impl ProcessCgroup {
         if self.frozen == frozen {
             return Ok(());
         }
-        let value: &[u8] = match (self.version, frozen) {
-            (Version::V1, true) => b"FROZEN",
-            (Version::V1, false) => b"THAWED",
-            (Version::V2, true) => b"1",
-            (Version::V2, false) => b"0",
-        };
+        let value = freeze_value(self.version, frozen).as_bytes();
         let path;
         let mut opened;
         let file = match &mut self.freeze {
@@ -270,17 +265,13 @@ pub fn kill_cgroup(dir: &Path, version: Version) {
     }
     // v1 (or a kernel without cgroup.kill): freeze so that nothing forks meanwhile,
     // signal every member, thaw so that the signals are delivered.
-    let state = match version {
-        Version::V1 => ("freezer.state", "FROZEN", "THAWED"),
-        Version::V2 => ("cgroup.freeze", "1", "0"),
-    };
-    let _ = write_file(&dir.join(state.0), state.1);
+    let _ = set_frozen(dir, version, true);
     for pid in procs(dir) {
         // SAFETY: kill(2) has no memory-safety preconditions; `pid` is a member of
         // a cgroup this supervisor owns.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
-    let _ = write_file(&dir.join(state.0), state.2);
+    let _ = set_frozen(dir, version, false);
 }
 
 impl Instance {
@@ -435,6 +426,37 @@ fn freeze_file(version: Version) -> &'static str {
     match version {
         Version::V1 => "freezer.state",
         Version::V2 => "cgroup.freeze",
+    }
+}
+
+/// What [`freeze_file`] is written to freeze (`frozen`) or thaw.
+fn freeze_value(version: Version, frozen: bool) -> &'static str {
+    match (version, frozen) {
+        (Version::V1, true) => "FROZEN",
+        (Version::V1, false) => "THAWED",
+        (Version::V2, true) => "1",
+        (Version::V2, false) => "0",
+    }
+}
+
+/// Writes the freezer state of cgroup `dir`.
+pub fn set_frozen(dir: &Path, version: Version, frozen: bool) -> Result<()> {
+    let value = freeze_value(version, frozen);
+    write_file(&dir.join(freeze_file(version)), value)
+}
+
+/// Whether cgroup `dir` is frozen now, as the kernel reports it (v1 `freezer.state`:
+/// `FROZEN`, not `FREEZING`; v2 `cgroup.events`: `frozen 1`); `None` if unreadable.
+pub fn is_frozen(dir: &Path, version: Version) -> Option<bool> {
+    match version {
+        Version::V1 => {
+            let state = fs::read_to_string(dir.join("freezer.state")).ok()?;
+            Some(state.trim() == "FROZEN")
+        }
+        Version::V2 => {
+            let events = fs::read_to_string(dir.join("cgroup.events")).ok()?;
+            Some(events.lines().any(|l| l.trim() == "frozen 1"))
+        }
     }
 }
 

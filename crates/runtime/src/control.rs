@@ -10,7 +10,7 @@
 use crate::links::Links;
 use crate::modes::ModeManager;
 use crate::stopstart::{Phase, StopStartManager};
-use crate::RunError;
+use crate::{LiveTasks, RunError};
 use bulkhead_chan::Channel;
 use bulkhead_control::{
     ChannelStatus, EndStatus, ErrorCode, Handled, Handler, MemoryStatus, PartitionStatus, Peer,
@@ -23,14 +23,11 @@ use bulkhead_reserve::sched::{self, Policy};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The variable naming a monitor partition's status connection (`fd:N`).
 pub const STATUS_VAR: &str = "BULKHEAD_STATUS";
-
-/// Per-task figures of the rt partitions, refreshed by the drain thread.
-pub type LiveTasks = Arc<Mutex<Vec<TaskSummary>>>;
 
 /// The socket and what it answers from.
 pub struct Control {

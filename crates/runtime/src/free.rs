@@ -10,7 +10,7 @@ use crate::cgroup::{Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
 use crate::spawn::{self, Environment, Prepared};
-use crate::{cgroup, command, leftovers, RunError};
+use crate::{cgroup, command, leftovers, RunError, Unrunnable};
 use bulkhead_model::units::format_duration;
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Restart, RestartWhen, System};
 use std::collections::VecDeque;
@@ -152,9 +152,12 @@ impl FreeRun {
         for (k, process) in p.processes.iter().enumerate() {
             let where_ = || format!("partition `{}`, process {k} (`{}`)", p.name, process.cmd);
             let exec = command::plan(&process.cmd, workdir)
-                .map_err(|e| RunError::Invalid(format!("{}: {e}", where_())))?;
+                .map_err(|e| RunError::invalid(format!("{}: {e}", where_())))?;
             let plan = Prepared::new(&exec.path, &exec.argv, Some(workdir))
-                .map_err(|e| RunError::Invalid(format!("{}: {e}", where_())))?
+                .map_err(|source| {
+                    let what = where_();
+                    RunError::Invalid(Unrunnable::Exec { what, source })
+                })?
                 .confined(&confine);
             self.plans.push(plan);
             let mut pcg = self
@@ -495,7 +498,7 @@ fn partition_cpus(system: &System, p: &Partition, own: &CpuSet) -> Result<CpuSet
         .collect();
     let base = system.cpus.as_ref().unwrap_or(own);
     CpuSet::from_cpus(base.iter().filter(|c| !rt.contains(c))).ok_or_else(|| {
-        RunError::Invalid(format!(
+        RunError::invalid(format!(
             "partition `{}`: every CPU belongs to an rt partition; give it `cpus`",
             p.name
         ))

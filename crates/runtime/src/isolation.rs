@@ -44,7 +44,7 @@ impl Confinements {
                 None => identities.allocate().transpose(),
             }
             .transpose()
-            .map_err(|e| RunError::Invalid(format!("partition `{}`: {e}", p.name)))?;
+            .map_err(|e| RunError::invalid(format!("partition `{}`: {e}", p.name)))?;
             let ns = match system.network_of(p) {
                 Network::Host => None,
                 Network::Private => {

@@ -121,7 +121,7 @@ fn run_channel_of_dead_supervisor(name: &str) -> bool {
 fn remove_tree(dir: &Path, version: Version) -> std::io::Result<()> {
     // A supervisor killed while the system was suspended left it frozen: thaw it first,
     // or nothing below it could die (v1) or be removed.
-    let _ = crate::stopstart::set_frozen(dir, version, false);
+    let _ = crate::cgroup::set_frozen(dir, version, false);
     let children: Vec<PathBuf> = fs::read_dir(dir)?
         .flatten()
         .map(|e| e.path())

@@ -85,13 +85,18 @@ pub struct RunOptions {
 /// A shared buffer receiving the window/frame message lines (for embedding and tests).
 pub type Messages = std::sync::Arc<std::sync::Mutex<Vec<u8>>>;
 
+/// Per-task figures of the rt partitions, refreshed by the drain thread (`rt`), read by
+/// the control socket's `status` (`control`) and the stop-start manager (`stopstart`).
+pub(crate) type LiveTasks =
+    std::sync::Arc<std::sync::Mutex<Vec<bulkhead_reserve::partition::TaskSummary>>>;
+
 /// Why a run could not be carried out.
 #[derive(Debug)]
 pub enum RunError {
     /// The description cannot run here (no windows, CPUs missing, bad command).
-    Invalid(String),
+    Invalid(Unrunnable),
     /// No usable cgroup hierarchy.
-    Cgroups(String),
+    Cgroups(CgroupsUnusable),
     /// A cgroup operation failed (typically: no permission).
     Cgroup(cgroup::CgroupError),
     /// A process could not be spawned: which one (`what`) and the system's reason.
@@ -109,7 +114,7 @@ pub enum RunError {
     /// and the channel error.
     Channel {
         what: String,
-        source: bulkhead_chan::Error,
+        source: bulkhead_chan::OpenError,
     },
     /// This partition's private network namespace could not be created.
     Netns {
@@ -138,7 +143,100 @@ pub enum RunError {
     },
 }
 
+/// Why a description cannot run on this machine ([`RunError::Invalid`]).
+#[derive(Debug)]
+pub enum Unrunnable {
+    /// A check of the description against this machine failed (CPUs offline, nothing to
+    /// run, too few descriptors), or a layer that reports in text refused it (commands,
+    /// users, the power policy, triggers): the message, naming what it is about.
+    Check(String),
+    /// The window schedule cannot be built from the description.
+    Schedule(bulkhead_windows::ScheduleError),
+    /// The reservations refuse the rt partitions' description (their commands and
+    /// parameters) or the housekeeping isolation.
+    Reserve(bulkhead_reserve::Error),
+    /// A process's program cannot be prepared for exec: which process, and the reason.
+    Exec {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for Unrunnable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unrunnable::Check(m) => f.write_str(m),
+            Unrunnable::Schedule(e) => write!(f, "{e}"),
+            Unrunnable::Reserve(e) => write!(f, "{e}"),
+            Unrunnable::Exec { what, source } => write!(f, "{what}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for Unrunnable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Unrunnable::Check(_) => None,
+            Unrunnable::Schedule(e) => Some(e),
+            Unrunnable::Reserve(e) => Some(e),
+            Unrunnable::Exec { source, .. } => Some(source),
+        }
+    }
+}
+
+/// Why the cgroups cannot be used ([`RunError::Cgroups`]).
+#[derive(Debug)]
+pub enum CgroupsUnusable {
+    /// No hierarchy for the window partitions ([`Hierarchy::detect`]'s message).
+    Detect(String),
+    /// No cpuset mount for the rt partitions' reservations.
+    Cpuset(bulkhead_reserve::Error),
+    /// bulkhead's cpuset cgroup `base` is not under the reservations' cpuset `mount`.
+    Outside { base: PathBuf, mount: PathBuf },
+    /// A partition's v1 resource-limit cgroup cannot be made: the partition, the
+    /// controller and the reservations' error.
+    Limit {
+        partition: String,
+        controller: String,
+        source: bulkhead_reserve::Error,
+    },
+}
+
+impl std::fmt::Display for CgroupsUnusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CgroupsUnusable::Detect(m) => f.write_str(m),
+            CgroupsUnusable::Cpuset(e) => write!(f, "{e}"),
+            CgroupsUnusable::Outside { base, mount } => write!(
+                f,
+                "bulkhead's cpuset cgroup {} is not under the cpuset mount {} of the reservations",
+                base.display(),
+                mount.display()
+            ),
+            CgroupsUnusable::Limit {
+                partition,
+                controller,
+                source,
+            } => write!(f, "partition `{partition}`: {controller} limit: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for CgroupsUnusable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CgroupsUnusable::Detect(_) | CgroupsUnusable::Outside { .. } => None,
+            CgroupsUnusable::Cpuset(e) | CgroupsUnusable::Limit { source: e, .. } => Some(e),
+        }
+    }
+}
+
 impl RunError {
+    /// The description cannot run here: `message` names what and why.
+    pub(crate) fn invalid(message: impl Into<String>) -> RunError {
+        RunError::Invalid(Unrunnable::Check(message.into()))
+    }
+
     /// A failed system call or file operation, `what` saying what was being done.
     pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> RunError {
         RunError::Io {
@@ -159,7 +257,8 @@ impl RunError {
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::Invalid(m) | RunError::Cgroups(m) => write!(f, "{m}"),
+            RunError::Invalid(e) => write!(f, "{e}"),
+            RunError::Cgroups(e) => write!(f, "{e}"),
             RunError::Cpufreq {
                 cluster,
                 khz,
@@ -185,7 +284,8 @@ impl std::fmt::Display for RunError {
 impl std::error::Error for RunError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            RunError::Invalid(_) | RunError::Cgroups(_) => None,
+            RunError::Invalid(e) => e.source(),
+            RunError::Cgroups(e) => e.source(),
             RunError::Cgroup(e) => Some(e),
             RunError::Reserve { source, .. } => Some(source),
             RunError::Channel { source, .. } => Some(source),
@@ -223,7 +323,7 @@ impl StopReasonText for bulkhead_windows::StopReason {
 
 #[cfg(test)]
 mod tests {
-    use super::RunError;
+    use super::{CgroupsUnusable, RunError, Unrunnable};
     use std::error::Error;
     use std::io;
 
@@ -250,7 +350,50 @@ mod tests {
         let text = e.to_string();
         assert!(text.starts_with("cannot spawn partition `p`: a private network namespace: "));
         assert!(text.ends_with("(needs CAP_SYS_ADMIN)"), "{text}");
-        assert!(RunError::Invalid("x".into()).source().is_none());
+        assert!(RunError::invalid("x").source().is_none());
+    }
+
+    /// The typed causes print as the strings they replaced did and keep the lower
+    /// crate's error (or the system's) as the source.
+    #[test]
+    fn invalid_and_cgroups_causes_keep_their_source() {
+        let e = RunError::Invalid(Unrunnable::Exec {
+            what: "partition `p`, process 0 (`x`)".into(),
+            source: io::Error::from_raw_os_error(libc::EINVAL),
+        });
+        assert!(
+            e.to_string()
+                .starts_with("partition `p`, process 0 (`x`): "),
+            "{e}"
+        );
+        let source = e.source().and_then(|s| s.downcast_ref::<io::Error>());
+        assert_eq!(source.and_then(io::Error::raw_os_error), Some(libc::EINVAL));
+        let reserve = bulkhead_reserve::Error::Invalid("runtime > deadline".into());
+        let e = RunError::Invalid(Unrunnable::Reserve(reserve));
+        assert_eq!(e.to_string(), "runtime > deadline");
+        assert!(e
+            .source()
+            .is_some_and(|s| s.is::<bulkhead_reserve::Error>()));
+        let e = RunError::Cgroups(CgroupsUnusable::Outside {
+            base: "/sys/fs/cgroup/cpuset/a".into(),
+            mount: "/sys/fs/cgroup/b".into(),
+        });
+        assert_eq!(
+            e.to_string(),
+            "bulkhead's cpuset cgroup /sys/fs/cgroup/cpuset/a is not under the cpuset mount \
+             /sys/fs/cgroup/b of the reservations"
+        );
+        assert!(e.source().is_none());
+        let e = RunError::Cgroups(CgroupsUnusable::Limit {
+            partition: "p".into(),
+            controller: "memory".into(),
+            source: bulkhead_reserve::Error::Invalid("no v1 memory mount".into()),
+        });
+        assert_eq!(
+            e.to_string(),
+            "partition `p`: memory limit: no v1 memory mount"
+        );
+        assert!(e.source().is_some());
     }
 
     #[test]

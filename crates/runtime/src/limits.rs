@@ -4,7 +4,7 @@
 //! hierarchies) that the partition's processes join before they exec.
 
 use crate::cgroup::{self, Instance, PartitionCgroup, Version};
-use crate::RunError;
+use crate::{CgroupsUnusable, RunError};
 use bulkhead_model::Partition;
 use bulkhead_reserve::limit::V1Limit;
 use std::path::PathBuf;
@@ -51,9 +51,14 @@ pub fn apply(
             }
             Version::V1 => {
                 let name = format!("{}-{dir_name}", instance.name);
-                let limit = V1Limit::create(controller, &name, v1_file, value).map_err(|e| {
-                    RunError::Cgroups(format!("partition `{}`: {controller} limit: {e}", p.name))
-                })?;
+                let limit =
+                    V1Limit::create(controller, &name, v1_file, value).map_err(|source| {
+                        RunError::Cgroups(CgroupsUnusable::Limit {
+                            partition: p.name.clone(),
+                            controller: controller.to_string(),
+                            source,
+                        })
+                    })?;
                 limits.join.push(limit.dir().join("cgroup.procs"));
                 if controller == "memory" {
                     limits.memory = Some(limit.dir().to_path_buf());

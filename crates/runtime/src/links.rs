@@ -279,7 +279,7 @@ impl Links {
         writer: &str,
         reader: &str,
     ) -> Result<Vec<(String, String)>, RunError> {
-        let failed = |source: bulkhead_chan::Error| RunError::Channel {
+        let failed = |source: bulkhead_chan::OpenError| RunError::Channel {
             what: format!("{what}: channel {}", spec.name),
             source,
         };
@@ -388,14 +388,14 @@ fn triggers(system: &System, bus: &Bus, reader: &mut GatewayArgs) -> Result<(), 
     };
     for (key, t) in ss.triggers().filter(|(_, t)| t.bus == bus.name) {
         let Some(dbc) = &bus.dbc else {
-            return Err(RunError::Invalid(format!(
+            return Err(RunError::invalid(format!(
                 "stop_start.{key}: bus `{}` has no `dbc` to decode signal `{}` with",
                 bus.name, t.signal
             )));
         };
         reader.dbc = Some(dbc.clone());
         let trigger = bulkhead_canwire::parse_trigger(&t.spec())
-            .map_err(|e| RunError::Invalid(format!("stop_start.{key}: {e}")))?;
+            .map_err(|e| RunError::invalid(format!("stop_start.{key}: {e}")))?;
         match key {
             "suspend_when" => reader.suspend_when = Some(trigger),
             _ => reader.resume_when = Some(trigger),

@@ -46,9 +46,9 @@ impl Power {
             Path::new(cpufreq::RECORD_DIR),
             &leftovers::instance_name(),
         )
-        .map_err(RunError::Invalid)?;
+        .map_err(RunError::invalid)?;
         let governor = Governor::new(options.policy.clone(), cpufreq.clusters(), schedule)
-            .map_err(|e| RunError::Invalid(format!("power policy: {e}")))?;
+            .map_err(|e| RunError::invalid(format!("power policy: {e}")))?;
         warnings.extend(governor.unused_frequencies(schedule));
         let mut power = Power {
             governor,
@@ -59,7 +59,7 @@ impl Power {
         power
             .governor
             .start(&mut changes)
-            .map_err(|e| RunError::Invalid(format!("power policy: {e}")))?;
+            .map_err(|e| RunError::invalid(format!("power policy: {e}")))?;
         power.apply(&changes)?;
         power.pending = changes;
         Ok(Some(power))
@@ -75,7 +75,7 @@ impl Power {
         let done = changes.len();
         self.governor
             .on_action(schedule, action, &mut changes)
-            .map_err(|e| RunError::Invalid(format!("power policy: {e}")))?;
+            .map_err(|e| RunError::invalid(format!("power policy: {e}")))?;
         self.apply(&changes[done..])?;
         Ok(changes
             .iter()

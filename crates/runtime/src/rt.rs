@@ -6,11 +6,11 @@
 //! of [`RtRun::finish`] and of dropping an [`RtRun`]: every task process has been killed
 //! and every cgroup it used removed.
 
-use crate::control::{Control, LiveTasks};
+use crate::control::Control;
 use crate::isolation::Confinements;
 use crate::modes::{ModeEvents, ModeManager};
 use crate::signals::StopSignals;
-use crate::{leftovers, RunError, RunOptions};
+use crate::{leftovers, CgroupsUnusable, LiveTasks, RunError, RunOptions, Unrunnable};
 use bulkhead_model::{CpuSet, Partition, PartitionKind, System, Task};
 use bulkhead_os::clock::now_ns as monotonic_ns;
 use bulkhead_reserve::cpuset;
@@ -248,7 +248,7 @@ pub fn start(
         return Ok(None);
     }
     let workdir = &options.workdir;
-    let hierarchy = cpuset::detect().map_err(|e| RunError::Cgroups(e.to_string()))?;
+    let hierarchy = cpuset::detect().map_err(|e| RunError::Cgroups(CgroupsUnusable::Cpuset(e)))?;
     let epoch_ns = monotonic_ns() + START_DELAY_NS;
     sink.epoch_ns = epoch_ns;
     let rt_options = RtOptions {
@@ -260,7 +260,7 @@ pub fn start(
     };
     let confine = |p: &Partition, t: &Task| confinements.of_task(p, t);
     let rt = RtPartitions::start_confined(system, &rt_options, &confine).map_err(|e| match e {
-        bulkhead_reserve::Error::Invalid(m) => RunError::Invalid(m),
+        e @ bulkhead_reserve::Error::Invalid(_) => RunError::Invalid(Unrunnable::Reserve(e)),
         e => RunError::reserve("rt partitions", e),
     })?;
     let housekeeping = match options.isolate_housekeeping {
@@ -317,14 +317,14 @@ fn isolate_housekeeping(
 ) -> Result<Housekeeping, RunError> {
     let rt_cpus = rt_cpus
         .as_ref()
-        .ok_or_else(|| RunError::Invalid("housekeeping isolation: no rt CPU".into()))?;
+        .ok_or_else(|| RunError::invalid("housekeeping isolation: no rt CPU"))?;
     let cpus = only.unwrap_or(rt_cpus);
     if let Some(c) = cpus.iter().find(|c| !rt_cpus.contains(*c)) {
-        return Err(RunError::Invalid(format!(
+        return Err(RunError::invalid(format!(
             "housekeeping isolation: CPU {c} is not an rt partition's CPU (those are {rt_cpus})"
         )));
     }
-    let hk = Housekeeping::isolate(cpus).map_err(|e| RunError::Invalid(e.to_string()))?;
+    let hk = Housekeeping::isolate(cpus).map_err(|e| RunError::Invalid(Unrunnable::Reserve(e)))?;
     warnings.extend(hk.warnings().iter().cloned());
     Ok(hk)
 }
@@ -337,11 +337,10 @@ fn instance_path(mount: &Path, cpuset_base: Option<&Path>) -> Result<PathBuf, Ru
     let parent = match cpuset_base {
         None => Path::new(""),
         Some(b) => b.strip_prefix(mount).map_err(|_| {
-            RunError::Cgroups(format!(
-                "bulkhead's cpuset cgroup {} is not under the cpuset mount {} of the reservations",
-                b.display(),
-                mount.display()
-            ))
+            RunError::Cgroups(CgroupsUnusable::Outside {
+                base: b.to_path_buf(),
+                mount: mount.to_path_buf(),
+            })
         })?,
     };
     Ok(parent.join(leftovers::instance_name()))

@@ -37,10 +37,9 @@
 //! while one is in progress is refused as busy.
 
 use crate::cgroup::{self, Hierarchy, Version};
-use crate::control::LiveTasks;
 use crate::links::Links;
 use crate::modes::ModeEvents;
-use crate::{leftovers, RunError, RunOptions};
+use crate::{leftovers, LiveTasks, RunError, RunOptions};
 use bulkhead_client::stopstart::{NoticeWriter, NOTICE_VAR};
 use bulkhead_control::{ErrorCode, PartitionPower, PowerOutcome, Response, Ticket};
 use bulkhead_model::{Nanos, PartitionKind, Resume, StopStart, System};
@@ -244,7 +243,7 @@ pub fn check_suspend_to_ram(system: &System) -> Result<(), RunError> {
         "" => "nothing (it cannot be read)".to_string(),
         s => format!("`{s}`"),
     };
-    Err(RunError::Invalid(format!(
+    Err(RunError::invalid(format!(
         "stop_start.suspend_to_ram: this machine cannot suspend to RAM: {} offers {offered}, not `mem`; \
          remove the key (partitions are still frozen) or run on a platform with S3",
         file.display()
@@ -829,11 +828,11 @@ fn freeze(f: &mut Freezer, version: Version, pids: &[u32], frozen: bool) -> Resu
         }
     };
     for dir in &dirs {
-        set_frozen(dir, version, frozen).map_err(|e| e.to_string())?;
+        cgroup::set_frozen(dir, version, frozen).map_err(|e| e.to_string())?;
     }
     let until = Instant::now() + SETTLE;
     for dir in &dirs {
-        while is_frozen(dir, version) != Some(frozen) {
+        while cgroup::is_frozen(dir, version) != Some(frozen) {
             if Instant::now() >= until {
                 let want = if frozen { "frozen" } else { "thawed" };
                 return Err(format!("{} is not {want} after {SETTLE:?}", dir.display()));
@@ -863,32 +862,6 @@ fn members(dir: &Path) -> Vec<u32> {
     text.lines().filter_map(|l| l.trim().parse().ok()).collect()
 }
 
-/// Writes the freezer state of cgroup `dir`.
-pub fn set_frozen(dir: &Path, version: Version, frozen: bool) -> cgroup::Result<()> {
-    let (file, value) = match (version, frozen) {
-        (Version::V1, true) => ("freezer.state", "FROZEN"),
-        (Version::V1, false) => ("freezer.state", "THAWED"),
-        (Version::V2, true) => ("cgroup.freeze", "1"),
-        (Version::V2, false) => ("cgroup.freeze", "0"),
-    };
-    cgroup::write_file(&dir.join(file), value)
-}
-
-/// Whether cgroup `dir` is frozen now, as the kernel reports it (v1 `freezer.state`:
-/// `FROZEN`, not `FREEZING`; v2 `cgroup.events`: `frozen 1`); `None` if unreadable.
-pub fn is_frozen(dir: &Path, version: Version) -> Option<bool> {
-    match version {
-        Version::V1 => {
-            let state = fs::read_to_string(dir.join("freezer.state")).ok()?;
-            Some(state.trim() == "FROZEN")
-        }
-        Version::V2 => {
-            let events = fs::read_to_string(dir.join("cgroup.events")).ok()?;
-            Some(events.lines().any(|l| l.trim() == "frozen 1"))
-        }
-    }
-}
-
 /// The v2 cgroup directory of process `pid` (`0::/path` in `/proc/PID/cgroup`).
 fn own_cgroup(pid: u32) -> Option<PathBuf> {
     let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
@@ -911,14 +884,14 @@ mod tests {
         cgroup::write_file(&dir.join("cgroup.procs"), &child.id().to_string()).unwrap();
         let mut f = Freezer::Dir(dir.clone());
         freeze(&mut f, version, &[], true).unwrap();
-        assert_eq!(is_frozen(&dir, version), Some(true));
+        assert_eq!(cgroup::is_frozen(&dir, version), Some(true));
         let state = fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
         assert!(
             !state.contains("State:\tR"),
             "a frozen process does not run"
         );
         freeze(&mut f, version, &[], false).unwrap();
-        assert_eq!(is_frozen(&dir, version), Some(false));
+        assert_eq!(cgroup::is_frozen(&dir, version), Some(false));
         child.kill().unwrap();
         child.wait().unwrap();
         while fs::remove_dir(&dir).is_err() {

@@ -10,7 +10,7 @@ use crate::limits::{self, Limits};
 use crate::links::Links;
 use crate::rt::{self, RtRun};
 use crate::spawn::{self, Environment, Prepared};
-use crate::{leftovers, signals, RunError, RunOptions};
+use crate::{leftovers, signals, CgroupsUnusable, RunError, RunOptions, Unrunnable};
 use bulkhead_model::{CpuSet, Nanos, System};
 use bulkhead_os::clock::now_ns as monotonic_ns;
 use bulkhead_os::event::{self, Epoll, Timer};
@@ -217,7 +217,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let fd_limit = bulkhead_os::sched::raise_fd_limit(fds_wanted(system, fds_before));
     let hierarchy = match &options.hierarchy {
         Some(h) => h.clone(),
-        None => Hierarchy::detect().map_err(RunError::Cgroups)?,
+        None => Hierarchy::detect().map_err(|m| RunError::Cgroups(CgroupsUnusable::Detect(m)))?,
     };
     check_commands(system, &options.workdir)?;
     crate::affinity::check(system, &own_cpus())?;
@@ -276,8 +276,8 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         };
         return run_services(started, options, warnings);
     }
-    let schedule =
-        Schedule::from_system(system, &own).map_err(|e| RunError::Invalid(e.to_string()))?;
+    let schedule = Schedule::from_system(system, &own)
+        .map_err(|e| RunError::Invalid(Unrunnable::Schedule(e)))?;
     check_cpus(&schedule)?;
     let plans = plan_commands(&schedule, options, &confinements)?;
     let mut run = Run {
@@ -297,7 +297,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     // freeze file is then opened at each switch).
     let keep_open = 2 * schedule.processes.len() as u64 + 64 + fds_before as u64 <= fd_limit;
     if schedule.processes.len() as u64 + 64 + fds_before as u64 > fd_limit {
-        return Err(RunError::Invalid(format!(
+        return Err(RunError::invalid(format!(
             "{} processes need at least {} file descriptors, the limit is {fd_limit} (raise it with ulimit -n)",
             schedule.processes.len(),
             schedule.processes.len() + 64
@@ -417,8 +417,8 @@ fn run_services(
     mut warnings: Vec<String>,
 ) -> Result<Outcome, RunError> {
     if s.rt.is_none() && s.free.is_none() {
-        return Err(RunError::Invalid(
-            "nothing to run: no windows, no rt tasks and no best-effort processes".into(),
+        return Err(RunError::invalid(
+            "nothing to run: no windows, no rt tasks and no best-effort processes",
         ));
     }
     let startup = s.launch.elapsed();
@@ -541,7 +541,7 @@ fn check_cpus(schedule: &Schedule) -> Result<(), RunError> {
     for (w, window) in schedule.windows.iter().enumerate() {
         for (s, slice) in window.slices.iter().enumerate() {
             if !slice.cpus.is_subset(&online) {
-                return Err(RunError::Invalid(format!(
+                return Err(RunError::invalid(format!(
                     "windows[{w}].slices[{s}]: CPUs {} are not all online on this machine (online: {online})",
                     slice.cpus
                 )));
@@ -554,14 +554,12 @@ fn check_cpus(schedule: &Schedule) -> Result<(), RunError> {
 /// Plans the command of every rt task and every process before anything is created, so
 /// that a missing program is reported (with its partition and position) up front.
 fn check_commands(system: &System, workdir: &std::path::Path) -> Result<(), RunError> {
-    bulkhead_reserve::partition::plan_tasks(system, workdir, true).map_err(|e| match e {
-        bulkhead_reserve::Error::Invalid(m) => RunError::Invalid(m),
-        e => RunError::Invalid(e.to_string()),
-    })?;
+    bulkhead_reserve::partition::plan_tasks(system, workdir, true)
+        .map_err(|e| RunError::Invalid(Unrunnable::Reserve(e)))?;
     for (pi, p) in system.partitions.iter().enumerate() {
         for (k, process) in p.processes.iter().enumerate() {
             command::plan(&process.cmd, workdir).map_err(|e| {
-                RunError::Invalid(format!(
+                RunError::invalid(format!(
                     "partition `{}`, process {k} (partitions[{pi}].processes[{k}] `{}`): {e}",
                     p.name, process.cmd
                 ))
@@ -583,9 +581,13 @@ fn plan_commands(
             let partition = &schedule.partitions[p.partition].name;
             let where_ = || format!("partition `{partition}`, process {} (`{}`)", p.index, p.cmd);
             let exec = command::plan(&p.cmd, &options.workdir)
-                .map_err(|e| RunError::Invalid(format!("{}: {e}", where_())))?;
-            let plan = Prepared::new(&exec.path, &exec.argv, Some(&options.workdir))
-                .map_err(|e| RunError::Invalid(format!("{}: {e}", where_())))?;
+                .map_err(|e| RunError::invalid(format!("{}: {e}", where_())))?;
+            let plan = Prepared::new(&exec.path, &exec.argv, Some(&options.workdir)).map_err(
+                |source| {
+                    let what = where_();
+                    RunError::Invalid(Unrunnable::Exec { what, source })
+                },
+            )?;
             Ok(plan.confined(&confinements.of(partition)))
         })
         .collect()

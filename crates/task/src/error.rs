@@ -13,8 +13,8 @@ pub enum Error {
         what: &'static str,
         source: io::Error,
     },
-    /// The trace channel failed.
-    Chan(bulkhead_chan::Error),
+    /// The trace channel could not be created or attached.
+    Chan(bulkhead_chan::OpenError),
     /// Invalid parameters given to the supervisor side.
     Invalid(String),
     /// The supervisor asked the task to stop: it should clean up and exit.
@@ -45,8 +45,8 @@ impl Error {
     }
 }
 
-impl From<bulkhead_chan::Error> for Error {
-    fn from(e: bulkhead_chan::Error) -> Error {
+impl From<bulkhead_chan::OpenError> for Error {
+    fn from(e: bulkhead_chan::OpenError) -> Error {
         Error::Chan(e)
     }
 }

@@ -9,7 +9,7 @@
 //! `child TRANSPORT PHASE COUNT TAG`) that receives its shared-memory fds
 //! over a Unix socket on fd 3.
 
-use bulkhead_chan::{Channel, End, Error, Handover, Receiver, Sender, Spec};
+use bulkhead_chan::{Channel, End, Handover, Receiver, RecvError, SendError, Sender, Spec};
 use iceoryx2::prelude::*;
 use rustix::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::io::{Read, Write};
@@ -63,7 +63,7 @@ impl Link for Fifo {
     fn send(&mut self, m: &Msg) {
         let tx = self.tx.as_mut().expect("sender");
         if self.busy {
-            while let Err(Error::Full) = tx.try_write(m) {
+            while let Err(SendError::Full) = tx.try_write(m) {
                 std::hint::spin_loop();
             }
         } else {
@@ -75,7 +75,7 @@ impl Link for Fifo {
         if self.busy {
             loop {
                 match rx.try_read(m) {
-                    Err(Error::Empty) => std::hint::spin_loop(),
+                    Err(RecvError::Empty) => std::hint::spin_loop(),
                     r => return r.expect("fifo read"),
                 }
             }

@@ -41,7 +41,7 @@ fn main() {
 
 #[cfg(not(loom))]
 mod peer {
-    use bulkhead_chan::{Channel, Error};
+    use bulkhead_chan::{Channel, RecvError};
     use std::os::fd::{FromRawFd, OwnedFd};
     use std::process::ExitCode;
     use std::time::Duration;
@@ -91,7 +91,9 @@ mod peer {
             }
         }
         match rx.read_timeout(&mut m, TIMEOUT) {
-            Err(Error::Closed) => Ok(format!("received {count} in order; sleeps {}", rx.sleeps())),
+            Err(RecvError::Closed) => {
+                Ok(format!("received {count} in order; sleeps {}", rx.sleeps()))
+            }
             other => Err(format!("after the last message: {other:?}, want Closed")),
         }
     }
@@ -117,7 +119,7 @@ mod peer {
                 return Err(format!("timed out at message {last}"));
             }
             match rx.try_read(&mut m) {
-                Err(Error::Empty) => continue,
+                Err(RecvError::Empty) => continue,
                 r => r.map_err(|e| e.to_string())?,
             }
             let n = number(&m)?;

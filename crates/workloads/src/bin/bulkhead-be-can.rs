@@ -72,7 +72,7 @@ fn follow(ss: &StopStart, mut rx: Receiver, out: &str) -> std::io::Result<()> {
         }
         match rx.read_timeout(&mut msg, POLL) {
             Ok(()) => {}
-            Err(bulkhead_chan::Error::Timeout) => continue,
+            Err(bulkhead_chan::RecvError::Timeout) => continue,
             Err(_) => return Ok(()),
         }
         let (stamp, seq, _) = split(&msg);

@@ -139,7 +139,7 @@ impl CanInput {
                 self.pending = Some(msg);
                 Ok(Some(clock::now_ns()))
             }
-            Err(bulkhead_chan::Error::Timeout) => Ok(None),
+            Err(bulkhead_chan::RecvError::Timeout) => Ok(None),
             Err(e) => Err(std::io::Error::other(e.to_string())),
         }
     }
