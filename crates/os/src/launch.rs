@@ -43,8 +43,8 @@
 //! message; nothing else is shared that either writes.)
 
 use crate::sandbox::{
-    clear_capabilities, die_with_parent, drop_bounding_set, enter_netns, mount_proc,
-    no_new_privs, take_identity, Filter, Mounts,
+    clear_capabilities, die_with_parent, drop_bounding_set, enter_netns, mount_proc, no_new_privs,
+    take_identity, Filter, Mounts,
 };
 use std::ffi::{c_char, CString};
 use std::fs::{File, OpenOptions};
@@ -406,7 +406,11 @@ fn restore_mask(old: &libc::sigset_t) {
 /// before it execs.
 fn fork_into(cgroup: Option<RawFd>, plan: &Plan) -> io::Result<i32> {
     let args = CloneArgs {
-        flags: if cgroup.is_some() { CLONE_INTO_CGROUP } else { 0 },
+        flags: if cgroup.is_some() {
+            CLONE_INTO_CGROUP
+        } else {
+            0
+        },
         pidfd: 0,
         child_tid: 0,
         parent_tid: 0,
@@ -731,7 +735,12 @@ unsafe fn child_main(plan: &Plan) -> ! {
             fail(plan, e, 127);
         }
         if let Some(attr) = &plan.sched {
-            let r = libc::syscall(libc::SYS_sched_setattr, 0, attr as *const libc::sched_attr, 0);
+            let r = libc::syscall(
+                libc::SYS_sched_setattr,
+                0,
+                attr as *const libc::sched_attr,
+                0,
+            );
             if let Err(e) = ok(r) {
                 fail(plan, e, 127);
             }
@@ -799,22 +808,16 @@ mod tests {
     fn run(script: &str, adjust: impl FnOnce(&mut Launch<'_>)) -> (String, i32) {
         let (mut out, theirs) = UnixStream::pair().unwrap();
         let fd = theirs.as_raw_fd();
-        let argv = ["/bin/sh".into(), "-c".into(), format!("{{ {script}; }} >&{fd}")];
+        let argv = [
+            "/bin/sh".into(),
+            "-c".into(),
+            format!("{{ {script}; }} >&{fd}"),
+        ];
         let program = Program::new(Path::new("/bin/sh"), &argv, Some(Path::new("/"))).unwrap();
         let env = Env::new([("PATH".to_string(), "/usr/bin:/bin".to_string())]);
         let keep = [fd];
-        let mut launch = Launch {
-            program: &program,
-            env: &env,
-            join: Join::Stay,
-            sched: None,
-            confine: Confine::default(),
-            fds: Fds {
-                keep: &keep,
-                ..Fds::default()
-            },
-            wait_exec: true,
-        };
+        let mut launch = plain(&program, &env);
+        launch.fds.keep = &keep;
         adjust(&mut launch);
         let child = spawn(launch).expect("starts");
         drop(theirs);
@@ -823,22 +826,33 @@ mod tests {
         (text, crate::proc::wait(child.pid).unwrap())
     }
 
-    #[test]
-    fn a_program_that_cannot_be_execd_is_an_error_with_its_errno() {
-        let argv = ["/nonexistent/bulkhead-program".to_string()];
-        let program = Program::new(Path::new(&argv[0]), &argv, None).unwrap();
-        let env = Env::new([]);
-        let e = spawn(Launch {
-            program: &program,
-            env: &env,
+    /// A launch of `program` that stays in this cgroup, is not confined, is handed
+    /// nothing and is waited for.
+    fn plain<'a>(program: &'a Program, env: &'a Env) -> Launch<'a> {
+        Launch {
+            program,
+            env,
             join: Join::Stay,
             sched: None,
             confine: Confine::default(),
             fds: Fds::default(),
             wait_exec: true,
-        })
-        .err()
-        .expect("no such program");
+        }
+    }
+
+    /// The error of launching `path` (without arguments) as `adjust` says.
+    fn failure(path: &str, adjust: impl FnOnce(&mut Launch<'_>)) -> io::Error {
+        let argv = [path.to_string()];
+        let program = Program::new(Path::new(path), &argv, None).unwrap();
+        let env = Env::new([]);
+        let mut launch = plain(&program, &env);
+        adjust(&mut launch);
+        spawn(launch).err().expect("fails")
+    }
+
+    #[test]
+    fn a_program_that_cannot_be_execd_is_an_error_with_its_errno() {
+        let e = failure("/nonexistent/bulkhead-program", |_| {});
         assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
     }
 
@@ -873,24 +887,8 @@ mod tests {
         let (text, _) = run("readlink /proc/self/fd/0", handed(false));
         assert_eq!(text, "/dev/null\n");
         // close_others would close the report pipe: that launch cannot be waited for.
-        let argv = ["/bin/true".to_string()];
-        let program = Program::new(Path::new(&argv[0]), &argv, None).unwrap();
-        let env = Env::new([]);
-        let e = spawn(Launch {
-            program: &program,
-            env: &env,
-            join: Join::Stay,
-            sched: None,
-            confine: Confine::default(),
-            fds: Fds {
-                close_others: true,
-                ..Fds::default()
-            },
-            wait_exec: true,
-        })
-        .err()
-        .expect("refused");
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let e = failure("/bin/true", |l| l.fds.close_others = true);
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
     }
 
     #[test]
@@ -913,7 +911,10 @@ mod tests {
         // SAFETY: unblocking the signal blocked above on this thread.
         unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &usr1, std::ptr::null_mut()) };
         assert_eq!(status, 0, "{text}");
-        assert_eq!(text, "SigBlk:\t0000000000000000\n5 3\n", "nice 5, SCHED_BATCH");
+        assert_eq!(
+            text, "SigBlk:\t0000000000000000\n5 3\n",
+            "nice 5, SCHED_BATCH"
+        );
     }
 
     fn zeroed_attr() -> libc::sched_attr {

@@ -149,8 +149,9 @@ mod tests {
         let (mut out, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let fd = theirs.as_raw_fd();
         // /proc/net/dev lists the interfaces of the reader's network namespace.
-        let script =
-            format!("{{ id -u; id -G; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; }} >&{fd}");
+        let script = format!(
+            "{{ id -u; id -G; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; }} >&{fd}"
+        );
         let argv = ["/bin/sh".to_string(), "-c".to_string(), script];
         let program = Program::new(Path::new("/bin/sh"), &argv, None).unwrap();
         let env = Env::new(partition_env(&[], true));

@@ -911,7 +911,11 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<TaskC
         .flatten()
         .map(|dir| dir.join("cgroup.procs"))
         .collect();
-    let keep: Vec<i32> = link.fds().into_iter().chain(confine.pass_fds.iter().copied()).collect();
+    let keep: Vec<i32> = link
+        .fds()
+        .into_iter()
+        .chain(confine.pass_fds.iter().copied())
+        .collect();
     let child = launch::spawn(Launch {
         program: &program,
         env: &env,
@@ -963,7 +967,9 @@ impl TaskChild {
     /// Waits until it has ended and reaps it.
     fn wait(&mut self) {
         if self.status.is_none() {
-            self.status = bulkhead_os::proc::wait(self.pid).ok().map(ExitStatus::from_raw);
+            self.status = bulkhead_os::proc::wait(self.pid)
+                .ok()
+                .map(ExitStatus::from_raw);
         }
     }
 }

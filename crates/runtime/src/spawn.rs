@@ -127,7 +127,12 @@ pub fn spawn_into(
 
 /// The launch of `command` with `fds` into `join`, not waited for (the child is frozen
 /// before it execs).
-fn plan<'a>(command: &'a Prepared, env: &'a Environment, fds: Fds<'a>, join: Join<'a>) -> Launch<'a> {
+fn plan<'a>(
+    command: &'a Prepared,
+    env: &'a Environment,
+    fds: Fds<'a>,
+    join: Join<'a>,
+) -> Launch<'a> {
     Launch {
         program: &command.program,
         env: &env.0,
