@@ -1,7 +1,8 @@
 //! The machine's cgroup mounts and the calling process's cgroups, read in one place
-//! (`/proc/self/mountinfo`, `/proc/self/cgroup`): the supervisor's hierarchy
-//! (`bulkhead-runtime`), the exclusive cpusets and the v1 limit cgroups
-//! (`bulkhead-reserve`) each decide from these what they use.
+//! (`/proc/self/mountinfo`, `/proc/self/cgroup`), and the one detection of the cgroups
+//! bulkhead uses ([`Layout::detect`], by the one rule of [`Mounts::cpuset_root`]): the
+//! supervisor's hierarchy (`bulkhead-runtime`), the exclusive cpusets and the v1 limit
+//! cgroups (`bulkhead-reserve`) all start from it.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -70,20 +71,83 @@ impl Mounts {
     /// then no cgroup2 mount can offer it), else the first cgroup2 mount whose root
     /// offers cpuset (`cgroup.controllers`, read through `controllers`). `None`: no
     /// cpuset anywhere, so no CPU can be reserved.
-    pub fn cpuset_root(&self, controllers: impl Fn(&Path) -> String) -> Option<Root<'_>> {
+    pub fn cpuset_root(&self, controllers: impl Fn(&Path) -> String) -> Option<CpusetMount> {
         if let Some(path) = self.v1("cpuset") {
-            return Some(Root::V1(path));
+            return Some(CpusetMount::V1(path.to_path_buf()));
         }
         let offers = |p: &&Path| controllers(p).split_whitespace().any(|c| c == "cpuset");
-        self.v2().find(offers).map(Root::V2)
+        let v2 = self.v2().find(offers)?;
+        Some(CpusetMount::V2(v2.to_path_buf()))
     }
 }
 
-/// Where the cpuset controller is: a v1 hierarchy's or a cgroup2 mount point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Root<'a> {
-    V1(&'a Path),
-    V2(&'a Path),
+/// The mount point of the cgroup hierarchy that holds the cpuset controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpusetMount {
+    /// A cgroup v1 hierarchy with the cpuset controller, at this mount point.
+    V1(PathBuf),
+    /// The cgroup v2 hierarchy, at this mount point, with cpuset available.
+    V2(PathBuf),
+}
+
+impl CpusetMount {
+    /// The mount point.
+    pub fn mount(&self) -> &Path {
+        match self {
+            CpusetMount::V1(p) | CpusetMount::V2(p) => p,
+        }
+    }
+}
+
+/// The cgroups of this machine bulkhead uses, found by the one detection every crate
+/// shares ([`Layout::detect`]): the supervisor's hierarchy (`bulkhead-runtime`) and the
+/// exclusive cpusets and v1 limit cgroups (`bulkhead-reserve`) both start from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// Where the cpuset controller is ([`Mounts::cpuset_root`]).
+    pub cpuset: CpusetMount,
+    /// With a v1 cpuset, the v1 freezer hierarchy's mount point, if one is mounted.
+    pub freezer: Option<PathBuf>,
+}
+
+impl Layout {
+    /// Reads the mount table and applies [`Mounts::cpuset_root`]; an error when the
+    /// table cannot be read or no hierarchy offers cpuset.
+    pub fn detect() -> io::Result<Layout> {
+        Layout::of(&Mounts::read()?)
+    }
+
+    /// [`Layout::detect`] on the mount table `mounts`.
+    pub fn of(mounts: &Mounts) -> io::Result<Layout> {
+        let cpuset = mounts.cpuset_root(controllers).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "no cpuset controller: mount a cgroup v1 hierarchy with -o cpuset, or enable \
+                 cpuset in cgroup v2 (it must not be bound to a v1 hierarchy)",
+            )
+        })?;
+        let freezer = match cpuset {
+            CpusetMount::V1(_) => mounts.v1("freezer").map(Path::to_path_buf),
+            CpusetMount::V2(_) => None,
+        };
+        Ok(Layout { cpuset, freezer })
+    }
+
+    /// The calling process's own cgroup directory in the hierarchy mounted at `mount`:
+    /// the v1 hierarchy of `controller`, or with `None` the unified one. An error (never
+    /// a guess) when `/proc/self/cgroup` has no line for it.
+    pub fn own_dir(mount: &Path, controller: Option<&str>) -> io::Result<PathBuf> {
+        let rel = own_cgroup(controller)?.ok_or_else(|| {
+            let which = controller.map_or("the unified hierarchy (0::)".to_string(), |c| {
+                format!("the {c} controller")
+            });
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("/proc/self/cgroup has no line for {which}"),
+            )
+        })?;
+        Ok(mount.join(rel))
+    }
 }
 
 /// The text of `<dir>/cgroup.controllers` (empty if it cannot be read).
@@ -155,12 +219,17 @@ mod tests {
             false => String::new(),
         };
         let hybrid = Mounts::parse(HYBRID);
-        let v1 = Root::V1(Path::new("/sys/fs/cgroup/cpuset"));
-        assert_eq!(hybrid.cpuset_root(offering), Some(v1));
+        let v1 = CpusetMount::V1("/sys/fs/cgroup/cpuset".into());
+        assert_eq!(hybrid.cpuset_root(offering), Some(v1.clone()));
+        let layout = Layout::of(&hybrid).unwrap();
+        assert_eq!(layout.cpuset, v1);
+        assert_eq!(layout.freezer, Some("/sys/fs/cgroup/freezer".into()));
         let v2_only = Mounts(hybrid.0.into_iter().filter(|m| m.v2).collect());
-        let unified = Root::V2(Path::new("/sys/fs/cgroup/unified"));
+        let unified = CpusetMount::V2("/sys/fs/cgroup/unified".into());
         assert_eq!(v2_only.cpuset_root(offering), Some(unified));
         assert_eq!(v2_only.cpuset_root(|_| "cpu io".to_string()), None);
+        let e = Layout::of(&Mounts(Vec::new())).unwrap_err();
+        assert!(e.to_string().contains("no cpuset controller"), "{e}");
     }
 
     #[test]

@@ -10,22 +10,33 @@
 //! - [`event`]: the supervisor's event loop: epoll, a timerfd on absolute CLOCK_MONOTONIC
 //!   times, non-blocking reads and writes of its channel sockets, reaping children;
 //! - [`signal`]: SIGINT and SIGTERM as a readable descriptor;
-//! - [`sched`]: the calling process's CPUs, SCHED_FIFO for the supervisor, its fd limit.
+//! - [`sched`]: the calling process's CPUs, SCHED_FIFO for the supervisor, its fd limit;
+//! - [`command`]: how a configured command is executed (the one planner of every program);
+//! - [`launch`]: the one launcher of every process bulkhead starts (window and be
+//!   processes, rt tasks): cgroups joined before the program runs (`clone3` with
+//!   `CLONE_INTO_CGROUP`, or join-before-exec), scheduling policy, credentials,
+//!   namespaces, capabilities, seccomp, descriptor limit, death with the parent, the
+//!   descriptors handed over; with [`sandbox`] (what the child sets on itself) and
+//!   `pidns` (a pid namespace under a minimal init).
 //!
-//! It sits at the bottom of the OS layers: it imports no other bulkhead crate.
+//! It sits at the bottom of the OS layers: it imports no other bulkhead crate; the
+//! crates above (`runtime`, `reserve`) decide *what* to start, it decides *how*.
 //!
-//! One system-call crate, `libc`: the code it takes over from `runtime` and `reserve` is
-//! written against `libc` already, so the moves stay mechanical, and the launcher that
-//! is to move here next (today in `runtime` and `reserve`) needs `clone3` with
-//! `CLONE_INTO_CGROUP`, `sched_setattr` and async-signal-safe child code between `fork`
-//! and `exec`, which neither `rustix` nor `nix` offers.
+//! One system-call crate, `libc`: the launcher needs `clone3` with `CLONE_INTO_CGROUP`,
+//! `clone` with `CLONE_VM` on a stack of its own, `sched_setattr` and async-signal-safe
+//! child code between clone and exec, which neither `rustix` nor `nix` offers, and the
+//! code taken over from `runtime` and `reserve` was written against `libc` already.
 
 pub mod cgroup;
 pub mod clock;
+pub mod command;
 pub mod event;
 pub mod fd;
 pub mod futex;
+pub mod launch;
+mod pidns;
 pub mod proc;
+pub mod sandbox;
 pub mod sched;
 pub mod signal;
 

@@ -68,6 +68,25 @@ pub fn start_time(pid: u32) -> Option<u64> {
     }
 }
 
+/// Sends signal `sig` to process `pid`.
+pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
+    // SAFETY: kill(2) takes two integers and touches no memory.
+    crate::check(unsafe { libc::kill(pid, sig) }).map(drop)
+}
+
+/// Waits until child `pid` has ended and reaps it: its wait status.
+pub fn wait(pid: i32) -> io::Result<i32> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid on a pid with a valid status pointer.
+        match crate::check(unsafe { libc::waitpid(pid, &mut status, 0) }) {
+            Ok(_) => return Ok(status),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// A process whose end can be waited for: a pidfd, which names the process itself, so
 /// that a pid reused after it ended is never waited for instead.
 pub struct Process(std::os::fd::OwnedFd);

@@ -2,9 +2,9 @@
 //! network namespace they see (DESIGN: "its own uid where configured, optionally its own
 //! namespaces"; DriveOS 3.3.2: only the CAN gateway reaches the bus).
 //!
-//! A [`Confinement`] is prepared before fork ([`resolve_user`], [`private_netns`]) and
-//! applied in the child between fork and exec by [`Confinement::apply_in_child`], which
-//! makes only async-signal-safe system calls.
+//! A [`Confinement`] is prepared before the clone ([`resolve_user`], [`private_netns`])
+//! and applied in the child between clone and exec by the one launcher
+//! ([`bulkhead_os::launch`], given [`Confinement::launch`]).
 
 use bulkhead_model::types::Sandbox;
 use std::io;
@@ -24,153 +24,29 @@ pub struct Confinement {
     /// channels); the caller keeps them open until the child has exec'd. Every other
     /// descriptor of the caller is close-on-exec or closed by the launcher.
     pub pass_fds: Vec<RawFd>,
-    /// The parts of the sandbox that apply ([`partition_env`] when `clean_env`,
-    /// [`no_new_privs`] when `no_new_privs`); all by default.
+    /// The parts of the sandbox that apply ([`partition_env`] when `clean_env`, the
+    /// others through [`Confinement::launch`]); all by default.
     pub sandbox: Sandbox,
 }
 
 impl Confinement {
-    /// Enters the network namespace, then gives up root for the identity. Returns the
-    /// errno of the first call that failed.
-    ///
-    /// # Safety
-    /// Only in a child between fork and exec (it changes the calling process's
-    /// credentials and namespace); `netns`, if any, must be an open namespace fd.
-    /// Makes only async-signal-safe system calls and touches no heap memory.
-    pub unsafe fn apply_in_child(&self) -> Result<(), i32> {
-        // SAFETY: the caller's contract.
-        unsafe {
-            self.enter_netns()?;
-            self.take_identity()
+    /// What the launcher applies in the child ([`bulkhead_os::launch`]): the user and
+    /// network namespace, and of the sandbox what applies: for the process of a be
+    /// partition (`be`) all of it, for an rt task `no_new_privs` alone (the model's
+    /// `Sandbox`: its other parts are for be partitions only). `clean_env` is applied
+    /// by [`partition_env`], `pass_fds` by the launcher's descriptor hand-over.
+    pub fn launch(&self, be: bool) -> bulkhead_os::launch::Confine {
+        let s = self.sandbox;
+        bulkhead_os::launch::Confine {
+            identity: self.identity,
+            netns: self.netns,
+            no_new_privs: s.no_new_privs,
+            no_capabilities: be && s.no_capabilities,
+            seccomp: be && s.seccomp,
+            private_tmp: be && s.private_tmp,
+            pid_namespace: be && s.pid_namespace,
         }
     }
-
-    /// Enters the network namespace, if any.
-    ///
-    /// # Safety
-    /// As [`Confinement::apply_in_child`].
-    pub unsafe fn enter_netns(&self) -> Result<(), i32> {
-        if let Some(fd) = self.netns {
-            // SAFETY: the caller guarantees an open namespace fd; setns changes only this
-            // (single-threaded, forked) process.
-            check(unsafe { libc::setns(fd, libc::CLONE_NEWNET) })?;
-        }
-        Ok(())
-    }
-
-    /// Gives up root for the identity, if any (no supplementary groups).
-    ///
-    /// The credentials are changed by raw system calls, not by the C library's
-    /// `setgroups`/`setgid`/`setuid`: in a process it believes multi-threaded, the C
-    /// library changes the credentials of every thread (`__nptl_setxid`), holding its
-    /// thread-list lock while it signals the threads and waits for them. A child cloned
-    /// with `CLONE_VM` shares that lock with the supervisor, and a child killed in the
-    /// middle (a run stopped while it starts) left it held: the supervisor then hung at
-    /// its next thread exit. The raw calls change only the calling process, which is
-    /// all a child between clone and exec has.
-    ///
-    /// # Safety
-    /// As [`Confinement::apply_in_child`].
-    pub unsafe fn take_identity(&self) -> Result<(), i32> {
-        if let Some((uid, gid)) = self.identity {
-            let (uid, gid) = (uid as libc::c_long, gid as libc::c_long);
-            // SAFETY: credential system calls with no pointers (an empty group list);
-            // they change only the calling (cloned, single-threaded) process.
-            unsafe {
-                check_raw(libc::syscall(
-                    libc::SYS_setgroups,
-                    0,
-                    std::ptr::null::<libc::gid_t>(),
-                ))?;
-                check_raw(libc::syscall(libc::SYS_setresgid, gid, gid, gid))?;
-                check_raw(libc::syscall(libc::SYS_setresuid, uid, uid, uid))?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// `Ok` for a raw system call's 0, else the errno it set.
-fn check_raw(r: libc::c_long) -> Result<(), i32> {
-    check(if r == 0 { 0 } else { -1 })
-}
-
-/// `Ok` for a system call's 0, else the errno it set.
-fn check(r: libc::c_int) -> Result<(), i32> {
-    if r == 0 {
-        Ok(())
-    } else {
-        // SAFETY: errno of the calling thread, read right after the failed call.
-        Err(unsafe { *libc::__errno_location() })
-    }
-}
-
-impl Confinement {
-    /// Clears close-on-exec on each of [`Confinement::pass_fds`], so that exactly
-    /// those survive exec. Returns the errno of the first call that failed.
-    ///
-    /// # Safety
-    /// Only in a child between fork and exec; the descriptors must be open. Makes only
-    /// async-signal-safe system calls and touches no heap memory.
-    pub unsafe fn keep_passed_fds(&self) -> Result<(), i32> {
-        for &fd in &self.pass_fds {
-            // SAFETY: fcntl on an open descriptor of this (forked) process.
-            if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
-                // SAFETY: errno of the calling thread, read right after the failed call.
-                return Err(unsafe { *libc::__errno_location() });
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Makes the calling child die (SIGKILL) with the thread that started it, `parent` the
-/// supervisor's pid read before the fork. Called after the last credential change (a
-/// change of uid or gid clears the parent-death signal). If the parent died before the
-/// signal was set (then `getppid()` is no longer `parent`), returns `Err(ESRCH)`: the
-/// caller must exit instead of exec'ing.
-///
-/// The signal follows the *thread* that forked: bulkhead starts processes from the thread
-/// that runs until the partitions are stopped.
-///
-/// # Safety
-/// Only in a child between fork and exec; async-signal-safe (prctl, getppid).
-pub unsafe fn die_with_parent(parent: libc::pid_t) -> Result<(), i32> {
-    // SAFETY: prctl with integer arguments changes only the calling process.
-    if unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    } != 0
-    {
-        // SAFETY: errno of the calling thread, read right after the failed call.
-        return Err(unsafe { *libc::__errno_location() });
-    }
-    // SAFETY: getppid has no preconditions.
-    if unsafe { libc::getppid() } != parent {
-        return Err(libc::ESRCH);
-    }
-    Ok(())
-}
-
-/// Forbids the calling child and everything it execs to gain privileges (setuid and
-/// file-capability binaries run without them; `PR_SET_NO_NEW_PRIVS`). Returns the errno
-/// if the call failed.
-///
-/// # Safety
-/// Only in a child between fork and exec; async-signal-safe (one prctl).
-pub unsafe fn no_new_privs() -> Result<(), i32> {
-    // SAFETY: prctl with integer arguments changes only the calling process; the flag
-    // is inherited across fork and exec and cannot be cleared.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        // SAFETY: errno of the calling thread, read right after the failed call.
-        return Err(unsafe { *libc::__errno_location() });
-    }
-    Ok(())
 }
 
 /// The search path of a partition's processes.
@@ -244,16 +120,18 @@ fn loopback_up() -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::process::CommandExt;
-    use std::process::Command;
+    use bulkhead_os::launch::{self, Env, Fds, Join, Launch, Program};
+    use std::io::Read;
+    use std::path::Path;
 
     fn is_root() -> bool {
         // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() == 0 }
     }
 
-    /// A child confined to a private network namespace and uid 65534 sees only `lo`
-    /// and runs as that uid, without supplementary groups.
+    /// A child confined to a private network namespace and uid 65534 (by the launcher,
+    /// as an rt task is) sees only `lo` and runs as that uid, without supplementary
+    /// groups.
     #[test]
     fn a_confined_child_has_its_own_network_and_uid() {
         if !is_root() {
@@ -268,18 +146,32 @@ mod tests {
             pass_fds: Vec::new(),
             sandbox: Sandbox::default(),
         };
-        let mut cmd = Command::new("/bin/sh");
+        let (mut out, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let fd = theirs.as_raw_fd();
         // /proc/net/dev lists the interfaces of the reader's network namespace.
-        cmd.args([
-            "-c",
-            "id -u; id -G; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '",
-        ]);
-        // SAFETY: apply_in_child only makes async-signal-safe calls; `ns` outlives the spawn.
-        unsafe {
-            cmd.pre_exec(move || c.apply_in_child().map_err(io::Error::from_raw_os_error));
-        }
-        let out = cmd.output().expect("runs");
-        let text = String::from_utf8_lossy(&out.stdout);
+        let script = format!(
+            "{{ id -u; id -G; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; }} >&{fd}"
+        );
+        let argv = ["/bin/sh".to_string(), "-c".to_string(), script];
+        let program = Program::new(Path::new("/bin/sh"), &argv, None).unwrap();
+        let env = Env::new(partition_env(&[], true));
+        let child = launch::spawn(Launch {
+            program: &program,
+            env: &env,
+            join: Join::Stay,
+            sched: None,
+            confine: c.launch(false),
+            fds: Fds {
+                keep: &[fd],
+                ..Fds::default()
+            },
+            wait_exec: true,
+        })
+        .expect("runs");
+        drop(theirs);
+        let mut text = String::new();
+        out.read_to_string(&mut text).unwrap();
+        bulkhead_os::proc::wait(child.pid).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines, ["65534", "65534", "lo"], "{text}");
     }

@@ -36,37 +36,16 @@ use std::time::{Duration, Instant};
 pub const ROOT_MARK: &str = "/run/bulkhead-cpuset-root-load-balance";
 const LOCK_FILE: &str = "/run/bulkhead-cpuset.lock";
 
-/// The mount point of the cgroup hierarchy that holds the cpuset controller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CpusetMount {
-    /// A cgroup v1 hierarchy with the cpuset controller, at this mount point.
-    V1(PathBuf),
-    /// The cgroup v2 hierarchy, at this mount point, with cpuset available.
-    V2(PathBuf),
-}
+pub use bulkhead_os::cgroup::CpusetMount;
 
-impl CpusetMount {
-    /// The mount point.
-    pub fn mount(&self) -> &Path {
-        match self {
-            CpusetMount::V1(p) | CpusetMount::V2(p) => p,
-        }
-    }
-}
-
-/// Finds the cpuset controller by the one rule of [`bulkhead_os::cgroup::Mounts::cpuset_root`]
-/// (the v1 hierarchy mounted with `cpuset`, else a cgroup2 mount whose root offers it).
+/// Where the cpuset controller is, in the one detection of this machine's cgroups
+/// ([`bulkhead_os::cgroup::Layout::detect`]: the v1 hierarchy mounted with `cpuset`,
+/// else a cgroup2 mount whose root offers it).
 pub fn detect() -> Result<CpusetMount> {
-    use bulkhead_os::cgroup::{controllers, Mounts, Root};
-    let mounts = Mounts::read().map_err(|e| Error::os("reading the mount table", e, ""))?;
-    match mounts.cpuset_root(controllers) {
-        Some(Root::V1(p)) => Ok(CpusetMount::V1(p.to_path_buf())),
-        Some(Root::V2(p)) => Ok(CpusetMount::V2(p.to_path_buf())),
-        None => Err(Error::Invalid(
-            "no cpuset controller: mount a cgroup v1 hierarchy with -o cpuset, or enable cpuset in cgroup v2 \
-             (it must not be bound to a v1 hierarchy)"
-                .into(),
-        )),
+    match bulkhead_os::cgroup::Layout::detect() {
+        Ok(layout) => Ok(layout.cpuset),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::Invalid(e.to_string())),
+        Err(e) => Err(Error::os("reading the mount table", e, "")),
     }
 }
 

@@ -17,7 +17,6 @@
 //! Everything here acts on real processes through system calls; nothing is simulated.
 
 pub mod bandwidth;
-pub mod command;
 pub mod confine;
 pub mod cpuset;
 pub mod detect;
@@ -29,7 +28,6 @@ pub mod netdev;
 mod owner;
 pub mod partition;
 pub mod prio;
-pub mod sandbox;
 pub mod sched;
 
 pub use error::{Error, Result};

@@ -23,25 +23,25 @@
 //! * [`RtPartitions::drain`] turns the tasks' records into trace events (job release,
 //!   start, completion, deadline miss) on the schedule's time line (ns since `epoch_ns`).
 
-use crate::command::{self, Exec};
 use crate::confine::Confinement;
 use crate::cpuset::{self, CpusetMount, ExclusiveDomain, Shield};
 use crate::enforce::{Budgeted, Enforcer};
 use crate::error::{Error, Result};
 use crate::limit::V1Limit;
-use crate::sched::{self, DeadlineParams, Policy};
+use crate::sched::{DeadlineParams, Policy};
 use crate::{detect, prio};
 use bulkhead_analysis::system::{analyze_system_with, Options, Report};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task};
+use bulkhead_os::command::{self, Exec};
+use bulkhead_os::launch::{self, Env, Fds, Join, Launch, Program};
 use bulkhead_task::link::{LinkSpec, ModePort, StopStartPort, TaskLink};
 use bulkhead_task::{Record, Timing};
 use bulkhead_trace::{Event, EventKind, Name};
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -150,7 +150,7 @@ struct Running {
     timings: Vec<(u64, Timing)>,
     policy: Policy,
     link: TaskLink,
-    child: Child,
+    child: TaskChild,
     /// Started parked (stopped, SCHED_OTHER): its task is not in the initial mode.
     parked: bool,
     /// Whether its partition reclaims (SCHED_FLAG_RECLAIM) when it runs under EDF.
@@ -585,8 +585,8 @@ impl RtPartitions {
 
     fn shutdown(&mut self) {
         for t in &mut self.tasks {
-            let _ = t.child.kill();
-            let _ = t.child.wait();
+            t.child.kill();
+            t.child.wait();
             t.stats.dropped = t.link.counters().dropped;
         }
         for stats in self.enforcers.drain(..).flat_map(Enforcer::stop) {
@@ -865,8 +865,7 @@ fn pool_cpus(system: &System, p: &Partition) -> Option<CpuSet> {
 
 /// Sends `sig` to process `pid` (a task child of this process, not yet reaped).
 fn signal(pid: u32, sig: i32) {
-    // SAFETY: kill(2) has no memory preconditions; the pid is our own unreaped child.
-    unsafe { libc::kill(pid as libc::pid_t, sig) };
+    let _ = bulkhead_os::proc::kill(pid as i32, sig);
 }
 
 /// The CPU the analysis placed a task on, resolving `all` against the system's CPUs.
@@ -893,59 +892,86 @@ struct Target<'a> {
     confine: &'a Confinement,
 }
 
-/// Starts `exec` (planned by [`plan_tasks`]) in its cgroups under its policy and
-/// confinement, with the task link's descriptors.
-fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<Child> {
-    let mut command = Command::new(&exec.path);
-    command.arg0(&exec.argv[0]).args(&exec.argv[1..]);
-    command.current_dir(target.workdir).stdin(Stdio::null());
-    command.env_clear().envs(crate::confine::partition_env(
-        &target.confine.env,
-        target.confine.sandbox.clean_env,
-    ));
-    link.prepare(&mut command);
-    let files = target
+/// Starts `exec` (planned by [`plan_tasks`]) through the one launcher
+/// ([`bulkhead_os::launch`]): in its cgroups (written before exec, the cpuset first, so
+/// the reservation is set inside the exclusive domain), under its policy and
+/// confinement, with the task link's descriptors and stdin from `/dev/null`. Returns
+/// once the program runs; a step that failed in the child is the error.
+fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<TaskChild> {
+    let program = Program::new(&exec.path, &exec.argv, Some(target.workdir))?;
+    let confine = target.confine;
+    let mut vars = crate::confine::partition_env(&confine.env, confine.sandbox.clean_env);
+    let (key, value) = link.env();
+    vars.retain(|(k, _)| k != key);
+    vars.push((key.to_string(), value));
+    let env = Env::new(vars);
+    let procs: Vec<PathBuf> = target
         .cgroups
         .iter()
         .flatten()
-        .map(|dir| {
-            fs::OpenOptions::new()
-                .write(true)
-                .open(dir.join("cgroup.procs"))
-        })
-        .collect::<std::io::Result<Vec<fs::File>>>()?;
-    let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
-    let (policy, confine) = (target.policy, target.confine.clone());
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: write(2), sched_setattr(2), setrlimit(2), the confinement's calls and two prctls in the forked child:
-    // async-signal-safe; the descriptors (cgroup files, the netns, the passed fds) stay open in the parent
-    // until spawn returns. The cpuset comes first, so the reservation is set inside the
-    // exclusive domain; root is given up last, after everything that needs it.
-    unsafe {
-        command.pre_exec(move || {
-            for &fd in &fds {
-                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            sched::set_current(&policy)?;
-            bulkhead_os::sched::restore_fd_limit();
-            confine
-                .keep_passed_fds()
-                .map_err(std::io::Error::from_raw_os_error)?;
-            confine
-                .apply_in_child()
-                .map_err(std::io::Error::from_raw_os_error)?;
-            crate::confine::die_with_parent(parent).map_err(std::io::Error::from_raw_os_error)?;
-            if confine.sandbox.no_new_privs {
-                crate::confine::no_new_privs().map_err(std::io::Error::from_raw_os_error)?;
-            }
-            Ok(())
-        });
+        .map(|dir| dir.join("cgroup.procs"))
+        .collect();
+    let keep: Vec<i32> = link
+        .fds()
+        .into_iter()
+        .chain(confine.pass_fds.iter().copied())
+        .collect();
+    let child = launch::spawn(Launch {
+        program: &program,
+        env: &env,
+        join: Join::Write(&procs),
+        sched: Some(target.policy.to_attr()),
+        confine: confine.launch(false),
+        fds: Fds {
+            channel: None,
+            keep: &keep,
+            close_others: false,
+            null_stdin: true,
+        },
+        wait_exec: true,
+    })?;
+    Ok(TaskChild {
+        pid: child.pid,
+        status: None,
+    })
+}
+
+/// A task process this run started (a child of the calling thread), and how it ended
+/// once reaped.
+struct TaskChild {
+    pid: i32,
+    status: Option<ExitStatus>,
+}
+
+impl TaskChild {
+    fn id(&self) -> u32 {
+        self.pid as u32
     }
-    let child = command.spawn();
-    drop(files);
-    child
+
+    /// How it ended, reaping it if it has; `None` while it runs.
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        if self.status.is_none() {
+            let ended = bulkhead_os::event::reap(self.pid)?;
+            self.status = ended.map(ExitStatus::from_raw);
+        }
+        Ok(self.status)
+    }
+
+    /// SIGKILL, unless it was reaped (its pid may be another process's by now).
+    fn kill(&self) {
+        if self.status.is_none() {
+            let _ = bulkhead_os::proc::kill(self.pid, libc::SIGKILL);
+        }
+    }
+
+    /// Waits until it has ended and reaps it.
+    fn wait(&mut self) {
+        if self.status.is_none() {
+            self.status = bulkhead_os::proc::wait(self.pid)
+                .ok()
+                .map(ExitStatus::from_raw);
+        }
+    }
 }
 
 /// The `memory` and `pids` limits of partition `p`: (controller, value, v2 file, v1 file).

@@ -100,7 +100,9 @@ impl Policy {
         }
     }
 
-    fn to_attr(self) -> libc::sched_attr {
+    /// The kernel's `sched_attr` for this policy (what the launcher sets in a child,
+    /// [`bulkhead_os::launch::Launch::sched`]).
+    pub fn to_attr(self) -> libc::sched_attr {
         let mut a = empty_attr();
         match self {
             Policy::Other { nice } | Policy::Batch { nice } => {

@@ -116,18 +116,24 @@ pub fn procs(dir: &Path) -> Vec<i32> {
 }
 
 impl Hierarchy {
-    /// Detects the cgroup setup of this machine by the one rule of
-    /// [`bulkhead_os::cgroup::Mounts::cpuset_root`]: v1 (with the freezer mounted too)
+    /// The supervisor's cgroups in the one detection of this machine's cgroups
+    /// ([`bulkhead_os::cgroup::Layout::detect`]): v1 (with the freezer mounted too)
     /// where cpuset is a v1 controller, else v2 in the cgroup2 mount that offers cpuset
-    /// (which must be available to the supervisor's own cgroup too).
+    /// (which must be available to the supervisor's own cgroup too). The supervisor's
+    /// own cgroup in each hierarchy is read from `/proc/self/cgroup`; a missing line is
+    /// an error, never the hierarchy's root.
     pub fn detect() -> std::result::Result<Hierarchy, String> {
-        use bulkhead_os::cgroup::{controllers, own_cgroup, Mounts, Root};
-        let mounts = Mounts::read().map_err(|e| e.to_string())?;
-        let own_path = |controller: Option<&str>| own_cgroup(controller).map_err(|e| e.to_string());
-        match mounts.cpuset_root(controllers) {
-            Some(Root::V2(root)) => {
-                let rel = own_path(None)?.ok_or("no cgroup v2 entry in /proc/self/cgroup")?;
-                let base = root.join(rel);
+        use bulkhead_os::cgroup::{controllers, CpusetMount, Layout};
+        let layout = Layout::detect().map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => format!("no usable cgroups: {e}"),
+            _ => e.to_string(),
+        })?;
+        let own = |mount: &Path, controller| {
+            Layout::own_dir(mount, controller).map_err(|e| e.to_string())
+        };
+        match (&layout.cpuset, &layout.freezer) {
+            (CpusetMount::V2(root), _) => {
+                let base = own(root, None)?;
                 let offered = controllers(&base);
                 if !offered.split_whitespace().any(|c| c == "cpuset") {
                     return Err(format!(
@@ -144,21 +150,13 @@ impl Hierarchy {
                     cpuset_base: Some(base),
                 })
             }
-            Some(Root::V1(cpuset)) => {
-                let freezer = mounts.v1("freezer").ok_or(
-                    "no usable cgroups: the cpuset controller is mounted as cgroup v1, the freezer controller is not",
-                )?;
-                let freezer_rel = own_path(Some("freezer"))?.unwrap_or_default();
-                let cpuset_rel = own_path(Some("cpuset"))?.unwrap_or_default();
-                Ok(Hierarchy {
-                    version: Version::V1,
-                    freezer_base: freezer.join(freezer_rel),
-                    cpuset_base: Some(cpuset.join(cpuset_rel)),
-                })
-            }
-            None => Err(
-                "no usable cgroups: neither a cgroup v2 hierarchy offering cpuset nor the v1 \
-                 freezer and cpuset controllers are mounted"
+            (CpusetMount::V1(cpuset), Some(freezer)) => Ok(Hierarchy {
+                version: Version::V1,
+                freezer_base: own(freezer, Some("freezer"))?,
+                cpuset_base: Some(own(cpuset, Some("cpuset"))?),
+            }),
+            (CpusetMount::V1(_), None) => Err(
+                "no usable cgroups: the cpuset controller is mounted as cgroup v1, the freezer controller is not"
                     .into(),
             ),
         }

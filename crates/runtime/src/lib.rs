@@ -20,7 +20,6 @@ pub mod leftovers;
 mod limits;
 mod links;
 mod modes;
-mod pidns;
 mod power;
 mod rt;
 mod signals;
@@ -28,7 +27,7 @@ pub mod spawn;
 mod stopstart;
 mod supervisor;
 
-pub use bulkhead_reserve::command;
+pub use bulkhead_os::command;
 pub use cgroup::Hierarchy;
 pub use links::{shell_words, stage_var};
 pub use power::PowerOptions;

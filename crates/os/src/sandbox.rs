@@ -1,10 +1,14 @@
-//! The parts of a be partition process's sandbox that limit what it may ask the kernel
-//! (DriveOS 3.1: a partition is a sandbox): no capabilities ([`drop_bounding_set`],
-//! [`clear_capabilities`]), a seccomp filter ([`Filter`]) and a mount namespace of its
-//! own with a private `/tmp` and `/dev/shm` ([`Mounts`]).
+//! What a launched process may do, set in the child between clone and exec
+//! ([`crate::launch`]): its network namespace ([`enter_netns`]), its user
+//! ([`take_identity`]), no new privileges ([`no_new_privs`]), death with its parent
+//! ([`die_with_parent`]), and the parts of a be partition process's sandbox that limit
+//! what it may ask the kernel (DriveOS 3.1: a partition is a sandbox): no capabilities
+//! ([`drop_bounding_set`], [`clear_capabilities`]), a seccomp filter ([`Filter`]) and a
+//! mount namespace of its own with a private `/tmp` and `/dev/shm` ([`Mounts`]).
 //!
-//! Everything a child calls between fork and exec makes only async-signal-safe system
-//! calls on memory prepared before the fork (the [`Filter`] is compiled by the parent).
+//! Everything a child calls between clone and exec makes only async-signal-safe system
+//! calls on memory prepared before the clone (the [`Filter`] is compiled by the parent)
+//! and returns the errno of the call that failed.
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition,
@@ -15,9 +19,88 @@ use std::ffi::CString;
 use std::path::{Component, Path};
 
 /// errno of the calling thread.
-fn errno() -> i32 {
+pub(crate) fn errno() -> i32 {
     // SAFETY: errno of the calling thread, read right after the failed call.
     unsafe { *libc::__errno_location() }
+}
+
+/// Enters the network namespace `fd` (an open namespace descriptor).
+///
+/// # Safety
+/// Only in a child between clone and exec (it changes the calling process's
+/// namespace); `fd` must be an open network namespace descriptor. Async-signal-safe.
+pub unsafe fn enter_netns(fd: i32) -> Result<(), i32> {
+    // SAFETY: the caller guarantees an open namespace fd; setns changes only this
+    // (single-threaded, cloned) process.
+    ok(unsafe { libc::setns(fd, libc::CLONE_NEWNET) })
+}
+
+/// Gives up root for `uid` and `gid`, without supplementary groups.
+///
+/// The credentials are changed by raw system calls, not by the C library's
+/// `setgroups`/`setgid`/`setuid`: in a process it believes multi-threaded, the C
+/// library changes the credentials of every thread (`__nptl_setxid`), holding its
+/// thread-list lock while it signals the threads and waits for them. A child cloned
+/// with `CLONE_VM` shares that lock with the supervisor, and a child killed in the
+/// middle (a run stopped while it starts) left it held: the supervisor then hung at
+/// its next thread exit. The raw calls change only the calling process, which is
+/// all a child between clone and exec has.
+///
+/// # Safety
+/// Only in a child between clone and exec; async-signal-safe, no heap memory.
+pub unsafe fn take_identity(uid: u32, gid: u32) -> Result<(), i32> {
+    let (uid, gid) = (uid as libc::c_long, gid as libc::c_long);
+    // SAFETY: credential system calls with no pointers (an empty group list); they
+    // change only the calling (cloned, single-threaded) process.
+    unsafe {
+        ok_raw(libc::syscall(
+            libc::SYS_setgroups,
+            0,
+            std::ptr::null::<libc::gid_t>(),
+        ))?;
+        ok_raw(libc::syscall(libc::SYS_setresgid, gid, gid, gid))?;
+        ok_raw(libc::syscall(libc::SYS_setresuid, uid, uid, uid))
+    }
+}
+
+/// Makes the calling child die (SIGKILL) with the thread that started it, `parent` the
+/// supervisor's pid read before the clone. Called after the last credential change (a
+/// change of uid or gid clears the parent-death signal). If the parent died before the
+/// signal was set (then `getppid()` is no longer `parent`), returns `Err(ESRCH)`: the
+/// caller must exit instead of exec'ing.
+///
+/// The signal follows the *thread* that cloned: bulkhead starts processes from the
+/// thread that runs until the partitions are stopped.
+///
+/// # Safety
+/// Only in a child between clone and exec; async-signal-safe (prctl, getppid).
+pub unsafe fn die_with_parent(parent: libc::pid_t) -> Result<(), i32> {
+    // SAFETY: prctl with integer arguments changes only the calling process.
+    ok(unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    })?;
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } != parent {
+        return Err(libc::ESRCH);
+    }
+    Ok(())
+}
+
+/// Forbids the calling child and everything it execs to gain privileges (setuid and
+/// file-capability binaries run without them; `PR_SET_NO_NEW_PRIVS`).
+///
+/// # Safety
+/// Only in a child between clone and exec; async-signal-safe (one prctl).
+pub unsafe fn no_new_privs() -> Result<(), i32> {
+    // SAFETY: prctl with integer arguments changes only the calling process; the flag
+    // is inherited across fork and exec and cannot be cleared.
+    ok(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })
 }
 
 /// The highest capability number the kernel may know (`CAP_LAST_CAP` is 40 in Linux
@@ -400,6 +483,11 @@ fn ok(r: libc::c_int) -> Result<(), i32> {
     } else {
         Err(errno())
     }
+}
+
+/// `Ok` for a raw system call's 0, else its errno.
+fn ok_raw(r: libc::c_long) -> Result<(), i32> {
+    ok(if r == 0 { 0 } else { -1 })
 }
 
 fn cstr(path: &Path) -> Option<CString> {

@@ -76,7 +76,7 @@ unsafe fn raw_fork(flags: libc::c_int) -> libc::pid_t {
 /// # Safety
 /// In a child between clone and exec, before its sandbox is applied (the seccomp filter
 /// refuses a new pid namespace).
-pub unsafe fn split() -> i32 {
+pub(crate) unsafe fn split() -> i32 {
     // SAFETY: the caller's contract; async-signal-safe calls on local memory.
     unsafe {
         catch_signals();
@@ -200,7 +200,7 @@ unsafe fn end_as(wait_status: i32) -> ! {
 ///
 /// # Safety
 /// In the init returned by [`split`], between clone and exec.
-pub unsafe fn die_with_monitor(status: i32) -> Result<(), i32> {
+pub(crate) unsafe fn die_with_monitor(status: i32) -> Result<(), i32> {
     // SAFETY: prctl with integer arguments and poll on a local pollfd.
     unsafe {
         if libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0
@@ -233,7 +233,7 @@ pub unsafe fn die_with_monitor(status: i32) -> Result<(), i32> {
 ///
 /// # Safety
 /// In the init returned by [`split`], between clone and exec.
-pub unsafe fn start_program(status: i32) {
+pub(crate) unsafe fn start_program(status: i32) {
     // SAFETY: the caller's contract; async-signal-safe calls on local memory.
     unsafe {
         let program = raw_fork(0);

@@ -1,4 +1,5 @@
-//! How a configured command is executed (the one planner for rt tasks and be processes): directly when it is a plain list of
+//! How a configured command is executed (the one planner for rt tasks, window and be
+//! processes; [`crate::launch`] starts what it plans): directly when it is a plain list of
 //! words, through `/bin/sh -c 'exec CMD'` when it needs the shell only to expand
 //! words (quotes, variables, globs, redirections), and through `/bin/sh -c CMD`
 //! when it is a compound command (`;`, `&&`, `|`, ...), which `exec` would cut short.
