@@ -186,6 +186,16 @@ mod tests {
         assert_eq!(next_at(500, 2 * ms, ms), ms, "before the first instant");
     }
 
+    fn spec(id: Mode<u32>, len: Mode<usize>, data: Mode<Vec<u8>>) -> Spec {
+        Spec {
+            id,
+            len,
+            data,
+            extended: false,
+            remote: false,
+        }
+    }
+
     #[test]
     fn increment_and_fixed_modes_are_cangens() {
         let mut g = Generator::new(spec(Mode::Increment, Mode::Increment, Mode::Increment), 1);
