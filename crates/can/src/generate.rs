@@ -120,15 +120,20 @@ impl Generator {
 
 /// Sends frames of `generator` to `bus`, one every `gap` on an absolute grid (a late
 /// frame does not delay the next ones), until `count` frames (for ever if None).
-/// `sent` sees each frame after it was sent. Returns the number sent.
+/// With `phase`, the grid is CLOCK_MONOTONIC's instants `k * gap + phase` (the first
+/// frame at the next of them), so that the frames keep a known phase to tasks released
+/// on the same clock's grid (a `bulkhead run`'s rt tasks, whose release 0 is a multiple
+/// of 10 ms); without, it starts now. `sent` sees each frame after it was sent.
+/// Returns the number sent.
 pub fn run(
     generator: &mut Generator,
     bus: &mut dyn CanBus,
     gap: Duration,
+    phase: Option<Duration>,
     count: Option<u64>,
     sent: &mut dyn FnMut(&Frame) -> io::Result<()>,
 ) -> io::Result<u64> {
-    let start = Instant::now();
+    let start = Instant::now() + phase.map_or(Duration::ZERO, |p| until_phase(gap, p));
     let mut n = 0u64;
     while count.is_none_or(|c| n < c) {
         let offset = gap.as_nanos().saturating_mul(u128::from(n));
@@ -145,9 +150,41 @@ pub fn run(
     Ok(n)
 }
 
+/// How long from now until CLOCK_MONOTONIC's next instant `k * gap + phase` (`Instant`
+/// is CLOCK_MONOTONIC on Linux).
+fn until_phase(gap: Duration, phase: Duration) -> Duration {
+    let now = bulkhead_task::clock::now_ns();
+    let gap = u64::try_from(gap.as_nanos()).unwrap_or(u64::MAX);
+    let phase = u64::try_from(phase.as_nanos()).unwrap_or(u64::MAX);
+    Duration::from_nanos(next_at(now, gap, phase) - now)
+}
+
+/// The first instant at or after `now` that is `phase` (mod `gap`) after a multiple of
+/// `gap`, ns.
+fn next_at(now: u64, gap: u64, phase: u64) -> u64 {
+    let gap = gap.max(1);
+    let phase = phase % gap;
+    now.saturating_sub(phase).div_ceil(gap) * gap + phase
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_phased_grid_starts_at_the_next_instant_of_its_phase() {
+        let ms = 1_000_000;
+        assert_eq!(next_at(10 * ms, 2 * ms, ms), 11 * ms);
+        assert_eq!(next_at(11 * ms, 2 * ms, ms), 11 * ms);
+        assert_eq!(next_at(11 * ms + 1, 2 * ms, ms), 13 * ms);
+        assert_eq!(next_at(10 * ms, 2 * ms, 0), 10 * ms);
+        assert_eq!(
+            next_at(10 * ms + 1, 2 * ms, 5 * ms),
+            11 * ms,
+            "phase modulo gap"
+        );
+        assert_eq!(next_at(500, 2 * ms, ms), ms, "before the first instant");
+    }
 
     fn spec(id: Mode<u32>, len: Mode<usize>, data: Mode<Vec<u8>>) -> Spec {
         Spec {

@@ -307,6 +307,11 @@ pub struct GenArgs {
     /// Time between frames (cangen -g; 0ms: as fast as the bus takes them)
     #[arg(allow_hyphen_values = true, short = 'g', long, value_name = "DURATION", default_value = "200ms", value_parser = parse_gap)]
     gap: Duration,
+    /// Send on CLOCK_MONOTONIC's grid of instants k * gap + PHASE instead of from now
+    /// (a `bulkhead run`'s rt tasks are released on multiples of 10 ms plus their
+    /// offsets, so frames can keep a known phase to them)
+    #[arg(long, value_name = "DURATION", value_parser = parse_gap)]
+    phase: Option<Duration>,
     /// Ids: r random, i incrementing, or a fixed hex id (cangen -I)
     #[arg(short = 'I', long = "id", value_name = "r|i|HEX", default_value = "r", value_parser = parse_id_mode)]
     id: Mode<u32>,
@@ -395,7 +400,14 @@ pub fn run_gen(a: GenArgs) -> Result<ExitCode, String> {
         false => Ok(()),
     };
     let mut generator = Generator::new(spec, seed);
-    generate::run(&mut generator, bus.as_mut(), a.gap, a.count, &mut print)
-        .map_err(|e| format!("{}: {e}", a.bus))?;
+    generate::run(
+        &mut generator,
+        bus.as_mut(),
+        a.gap,
+        a.phase,
+        a.count,
+        &mut print,
+    )
+    .map_err(|e| format!("{}: {e}", a.bus))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -184,6 +184,7 @@ pub fn run(args: Args) -> ExitCode {
                 .collect();
             let pipelines = crate::run_pipes::stats(&system, &counters);
             crate::run_pipes::print(&pipelines, &solutions);
+            crate::run_pipes::print_stages(&system, &counters);
             let early: Vec<_> = outcome
                 .rt_tasks
                 .iter()

@@ -110,6 +110,8 @@ fn stage_command(exe: &Path, p: &Pipeline, s: &Solution, i: usize) -> String {
         (stage.wcet * 3 / 4).to_string(),
         "--messages".into(),
         s.stages[i].messages_per_period.to_string(),
+        "--budget".into(),
+        s.stages[i].budget_ns.to_string(),
     ];
     if let Some(k) = p.sources().iter().position(|&j| j == i) {
         words.extend(["--source".into(), k.to_string()]);
@@ -240,6 +242,35 @@ fn one(p: &Pipeline, tasks: &[TaskCounters]) -> PipelineStats {
         min_e2e_ns: delivered.iter().map(|&i| counter(i, "min_e2e_ns")).min(),
         max_e2e_ns: delivered.iter().map(|&i| counter(i, "max_e2e_ns")).max(),
         mean_e2e_ns: (out > 0).then(|| total as f64 / out as f64),
+    }
+}
+
+/// One line per pipeline with every stage's counters as JSON
+/// (`pipeline-stages {"name","stages":[{"name", COUNTER: value, ...}]}`), so that a
+/// pipeline's loss can be placed: a stage's `lost` counts what its inputs never gave
+/// it, a source's `skipped` what it took in and did not pass on ([`crate::stage`]).
+pub fn print_stages(system: &System, tasks: &[TaskCounters]) {
+    for p in &system.pipelines {
+        let stages: Vec<serde_json::Value> = p
+            .stages
+            .iter()
+            .map(|s| {
+                let mut entry = serde_json::Map::new();
+                entry.insert("name".into(), s.name.clone().into());
+                let counters = tasks
+                    .iter()
+                    .find(|(partition, task, _)| *partition == s.partition && *task == s.name)
+                    .map_or(&[][..], |(_, _, counters)| counters);
+                for (name, value) in counters {
+                    entry.insert(name.clone(), (*value).into());
+                }
+                entry.into()
+            })
+            .collect();
+        let line = serde_json::json!({"name": p.name, "stages": stages});
+        // One write: the line is parsed (bench/pipes).
+        let text = format!("  pipeline-stages {line}\n");
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
     }
 }
 

@@ -37,8 +37,16 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 pub const MESSAGE_SIZE: usize = 24;
 
 /// The counters a stage publishes (schedule log `counter` events, `run`'s summary); all
-/// grow but `min_e2e_ns`, which falls when a faster message arrives.
-pub const COUNTERS: [&str; 8] = [
+/// grow but `min_e2e_ns`, which falls when a faster message arrives. `lost` is counted
+/// by every stage that is not a source: the sequence numbers its inputs never gave it,
+/// so the stage where a pipeline's loss first shows is the buffer (or the source's
+/// `skipped`) that lost it. `out` and the delays are a sink's; `skipped` is a source's:
+/// the frames it took in but did not pass on (a four-slot source passes only the newest).
+/// `max_job_cpu_ns` and `over_budget` are the stage's own view of its cost: the CPU time
+/// of its thread from the end of one job's work to the end of the next's (the waking,
+/// reading, work and writing in between), its maximum and how many jobs it exceeded
+/// `--budget`.
+pub const COUNTERS: [&str; 11] = [
     "in",
     "out",
     "lost",
@@ -47,6 +55,9 @@ pub const COUNTERS: [&str; 8] = [
     "sum_e2e_ns",
     "out_of_order",
     "full",
+    "skipped",
+    "max_job_cpu_ns",
+    "over_budget",
 ];
 
 #[derive(clap::Args, Debug)]
@@ -63,6 +74,10 @@ pub struct Args {
     /// Messages taken from each fifo input per activation (m)
     #[arg(long, default_value_t = 1)]
     messages: u32,
+    /// The stage's budget per period, ns: jobs whose own CPU time exceeds it are counted
+    /// (`over_budget`)
+    #[arg(long, value_name = "NS")]
+    budget: Option<u64>,
     /// This stage is a source: each activation samples one new message (the index of
     /// the source in its pipeline goes into the message)
     #[arg(long, value_name = "INDEX")]
@@ -280,7 +295,7 @@ impl Output {
 /// What a stage counts, in [`COUNTERS`] order.
 #[derive(Default)]
 struct Counts {
-    values: [u64; 8],
+    values: [u64; 11],
     /// Per source: the last sequence number seen at this sink.
     last_seq: Vec<Option<u64>>,
     /// Whether to keep each delivered message in `done` (a supervised sink).
@@ -297,7 +312,9 @@ fn message_id(msg: &Message) -> u64 {
 }
 
 impl Counts {
-    fn delivered(&mut self, msg: &Message, now: u64) {
+    /// Counts the sequence numbers of `msg`'s source this stage never saw before it
+    /// (`lost`) or an old one arriving late (`out_of_order`, and false).
+    fn seen(&mut self, msg: &Message) -> bool {
         let i = msg.source as usize;
         if self.last_seq.len() <= i {
             self.last_seq.resize(i + 1, None);
@@ -305,12 +322,19 @@ impl Counts {
         match self.last_seq[i] {
             Some(last) if msg.seq <= last => {
                 self.values[6] += 1;
-                return;
+                return false;
             }
             Some(last) => self.values[2] += msg.seq - last - 1,
             None => self.values[2] += msg.seq,
         }
         self.last_seq[i] = Some(msg.seq);
+        true
+    }
+
+    fn delivered(&mut self, msg: &Message, now: u64) {
+        if !self.seen(msg) {
+            return;
+        }
         if self.keep {
             self.done.push((message_id(msg), msg.origin_ns, now));
         }
@@ -400,6 +424,7 @@ fn stage(args: &Args) -> R<()> {
             false => origins.len(),
         };
         let skipped = origins.len() - passed;
+        counts.values[8] += skipped as u64;
         for (k, origin_ns) in origins.into_iter().enumerate() {
             if k >= skipped {
                 msgs.push(Message {
@@ -424,6 +449,8 @@ fn stage(args: &Args) -> R<()> {
             burn_cpu_until(since + (i as u64 + 1) * args.work);
             if args.sink {
                 counts.delivered(msg, now_ns());
+            } else if args.source.is_none() {
+                counts.seen(msg);
             }
             for o in &mut outputs {
                 if !o.put(msg, stop) {
@@ -431,7 +458,13 @@ fn stage(args: &Args) -> R<()> {
                 }
             }
         }
-        rest_cpu.set(thread_cpu_ns());
+        let end = thread_cpu_ns();
+        if phase != Phase::Waiting || !msgs.is_empty() {
+            let used = end.saturating_sub(since);
+            counts.values[9] = counts.values[9].max(used);
+            counts.values[10] += u64::from(args.budget.is_some_and(|b| used > b));
+        }
+        rest_cpu.set(end);
         let drained = ended.iter().all(|&e| e);
         phase == Phase::Ending || (phase == Phase::Draining && drained)
     };

@@ -40,6 +40,18 @@ fn stats(stderr: &str, name: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no stats of `{name}`:\n{stderr}"))
 }
 
+/// The counters of pipeline `name`'s stages in run's summary (`pipeline-stages`), in the
+/// description's order.
+fn stage_counters(stderr: &str, name: &str) -> Vec<serde_json::Value> {
+    stderr
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pipeline-stages "))
+        .map(|j| serde_json::from_str::<serde_json::Value>(j).unwrap())
+        .find(|j| j["name"] == name)
+        .and_then(|j| j["stages"].as_array().cloned())
+        .unwrap_or_else(|| panic!("no stage counters of `{name}`:\n{stderr}"))
+}
+
 /// The largest amount by which a task's response exceeded its 2 ms period: how long the
 /// machine held a stage back (a VM stall breaks any bound by that much).
 fn largest_stall_ns(stderr: &str) -> u64 {
@@ -117,6 +129,29 @@ fn table_i_pipelines_run_within_their_bounds_and_the_fifo_loses_nothing() {
             "{name}: {s}"
         );
         assert!(n("min_e2e_ns") > 0, "{name}: {s}");
+    }
+    // Where the messages went, per stage: a stage's `lost` counts what its inputs never
+    // gave it, so it never falls along a path (the stages are listed in the path's
+    // order), a source counts none, and the sink's is the pipeline's.
+    for name in ["p1", "p2"] {
+        let stages = stage_counters(&stderr, name);
+        let s = stats(&stderr, name);
+        let count = |st: &serde_json::Value, key: &str| st[key].as_u64().unwrap();
+        assert_eq!(count(&stages[0], "in"), s["messages_in"].as_u64().unwrap());
+        assert_eq!(count(&stages[0], "lost"), 0, "{name}: {stages:?}");
+        assert_eq!(
+            count(stages.last().unwrap(), "lost"),
+            s["lost"].as_u64().unwrap()
+        );
+        for pair in stages.windows(2) {
+            assert!(
+                count(&pair[0], "lost") <= count(&pair[1], "lost"),
+                "{stages:?}"
+            );
+        }
+        assert!(stages
+            .iter()
+            .all(|st| st["max_job_cpu_ns"].as_u64().unwrap() > 0));
     }
     // The FIFO pipeline loses nothing: every message taken in came out, in order, but
     // for those still in its buffers and stages at the stop.

@@ -30,8 +30,15 @@ use std::time::{Duration, Instant};
 
 /// How often the tasks' trace rings are drained.
 const DRAIN_PERIOD: Duration = Duration::from_millis(10);
-/// Release 0 of every task lies this far after the tasks are started.
+/// Release 0 of every task lies at least this far after the tasks are started.
 const START_DELAY_NS: u64 = 50_000_000;
+/// Release 0 of every task is a multiple of this on CLOCK_MONOTONIC (10 ms: a multiple
+/// of the periods of 1, 2, 2.5 and 5 ms), so that an input from outside the system, such
+/// as a CAN frame generator on a grid of its own (`bulkhead can gen --phase`), can keep
+/// a known phase to the tasks' releases. A pipeline's four-slot source that samples an
+/// input of its own rate loses a message whenever the input's jitter moves a frame
+/// across the source's release; the phase decides how much jitter that takes.
+const EPOCH_GRID_NS: u64 = 10_000_000;
 
 /// What the drain thread ended with: per-task figures, and the errors of the schedule
 /// log and the trace when it owned them (a run without windows).
@@ -249,7 +256,7 @@ pub fn start(
     }
     let workdir = &options.workdir;
     let hierarchy = cpuset::detect().map_err(|e| RunError::Cgroups(CgroupsUnusable::Cpuset(e)))?;
-    let epoch_ns = monotonic_ns() + START_DELAY_NS;
+    let epoch_ns = (monotonic_ns() + START_DELAY_NS).next_multiple_of(EPOCH_GRID_NS);
     sink.epoch_ns = epoch_ns;
     let rt_options = RtOptions {
         instance: instance_path(hierarchy.mount(), cpuset_base)?,
