@@ -9,9 +9,7 @@ use crate::dbc::Database;
 use crate::frame::{CanId, Frame};
 use crate::gateway::{self, WIRE_SIZE};
 pub use bulkhead_canwire::env_var;
-use bulkhead_chan::{
-    Channel, Error as ChanError, OpenError, Receiver, RecvError, SendError, Sender,
-};
+use bulkhead_chan::{Error as ChanError, OpenError, Receiver, RecvError, SendError, Sender};
 use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -135,23 +133,7 @@ impl Mapper {
     /// (two values of [`Channel::open_handed`], comma-separated), as `bulkhead run`
     /// provides them to the processes of a client partition.
     pub fn from_env(bus: &str) -> Result<Mapper, MapperError> {
-        let var = env_var(bus);
-        let value = std::env::var(&var).map_err(|_| {
-            MapperError::Env(format!(
-                "{var} is not set: this process is not in a partition connected to CAN bus \
-                 {bus:?} (bulkhead run sets it for the bus's client partitions)"
-            ))
-        })?;
-        let (to_partition, to_gateway) = value.split_once(',').ok_or_else(|| {
-            MapperError::Env(format!(
-                "{var}={value:?}: want `<gateway-to-partition channel>,<partition-to-gateway channel>`"
-            ))
-        })?;
-        let open = |name: &str| {
-            Channel::open_handed(name.trim())
-                .map_err(|e| MapperError::Env(format!("{var}: channel {:?}: {e}", name.trim())))
-        };
-        let (rx, tx) = (open(to_partition)?, open(to_gateway)?);
+        let (rx, tx) = bulkhead_canwire::client_channels(bus).map_err(MapperError::Env)?;
         Mapper::new(rx.receiver()?, tx.sender()?)
     }
 
@@ -298,7 +280,7 @@ impl Mapper {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bulkhead_chan::Spec;
+    use bulkhead_chan::{Channel, Spec};
 
     #[test]
     fn the_environment_variable_is_the_bus_name_uppercased() {

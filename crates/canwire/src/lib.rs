@@ -4,7 +4,10 @@
 //! with [`GatewayArgs::to_argv`], the gateway parses it with clap under the `clap`
 //! feature), the layout of a gateway channel message ([`WIRE_SIZE`], [`join`],
 //! [`split`]), CAN identifiers ([`CanId`], [`parse_ids`]) and the variable naming a
-//! client partition's channels ([`env_var`]). DriveOS section 6.4.1 (Programs 3-5).
+//! client partition's channels ([`env_var`], opened by [`client_channels`] and
+//! [`client_receiver`]). DriveOS section 6.4.1 (Programs 3-5).
+
+use bulkhead_chan::{Channel, Receiver};
 
 mod args;
 mod id;
@@ -36,6 +39,51 @@ pub fn is_bus_name(name: &str) -> bool {
 /// (`bulkhead-chan` fifos of [`WIRE_SIZE`]-byte messages).
 pub fn env_var(bus: &str) -> String {
     bulkhead_chan::env_name("BULKHEAD_CAN_", bus)
+}
+
+/// This process's two channels of bus `bus`, from [`env_var`]: (gateway-to-partition,
+/// partition-to-gateway), opened. The error names the variable, and the channel that
+/// did not open.
+pub fn client_channels(bus: &str) -> Result<(Channel, Channel), String> {
+    let (var, to_partition, to_gateway) = client_names(bus)?;
+    let open = |name: &str| {
+        Channel::open_handed(name).map_err(|e| format!("{var}: channel {name:?}: {e}"))
+    };
+    Ok((open(&to_partition)?, open(&to_gateway)?))
+}
+
+/// This process's receiving end of the gateway-to-partition channel of bus `bus` (as
+/// [`client_channels`]), checked to carry gateway messages of [`WIRE_SIZE`] bytes.
+pub fn client_receiver(bus: &str) -> Result<Receiver, String> {
+    let (var, to_partition, _) = client_names(bus)?;
+    let channel = Channel::open_handed(&to_partition)
+        .map_err(|e| format!("{var}: channel {to_partition:?}: {e}"))?;
+    let rx = channel.receiver().map_err(|e| format!("{var}: {e}"))?;
+    if rx.meta().msg_size as usize != WIRE_SIZE {
+        return Err(format!("{var}: not a CAN gateway channel"));
+    }
+    Ok(rx)
+}
+
+/// The variable [`env_var`]`(bus)` and the two channel values it holds, trimmed.
+fn client_names(bus: &str) -> Result<(String, String, String), String> {
+    let var = env_var(bus);
+    let value = std::env::var(&var).map_err(|_| {
+        format!(
+            "{var} is not set: this process is not in a partition connected to CAN bus \
+             {bus:?} (bulkhead run sets it for the bus's client partitions)"
+        )
+    })?;
+    let Some((to_partition, to_gateway)) = value.split_once(',') else {
+        return Err(format!(
+            "{var}={value:?}: want `<gateway-to-partition channel>,<partition-to-gateway channel>`"
+        ));
+    };
+    let (p, g) = (
+        to_partition.trim().to_string(),
+        to_gateway.trim().to_string(),
+    );
+    Ok((var, p, g))
 }
 
 #[cfg(test)]

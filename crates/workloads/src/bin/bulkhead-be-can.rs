@@ -12,8 +12,8 @@
 //! sequence numbers) between the resume and it. Exit 2 on bad arguments or when not run
 //! by `bulkhead run` with stop-start and a bus, 1 when OUT cannot be written.
 
-use bulkhead_canwire::{env_var, split, WIRE_SIZE};
-use bulkhead_chan::{Channel, Receiver};
+use bulkhead_canwire::{client_receiver, split, WIRE_SIZE};
+use bulkhead_chan::Receiver;
 use bulkhead_client::stopstart::{monotonic_ns, Event, StopStart};
 use bulkhead_task::clock;
 use std::io::Write;
@@ -47,17 +47,7 @@ fn main() -> ExitCode {
 
 fn open(bus: &str) -> Result<(StopStart, Receiver), String> {
     let ss = StopStart::open().map_err(|e| e.to_string())?;
-    let var = env_var(bus);
-    let value = std::env::var(&var)
-        .map_err(|_| format!("{var} is not set: the partition is no client of bus {bus}"))?;
-    let to_partition = value.split(',').next().unwrap_or_default().trim();
-    let channel = Channel::open_handed(to_partition)
-        .map_err(|e| format!("{var}: channel {to_partition:?}: {e}"))?;
-    let rx = channel.receiver().map_err(|e| e.to_string())?;
-    if rx.meta().msg_size as usize != WIRE_SIZE {
-        return Err(format!("{var}: not a CAN gateway channel"));
-    }
-    Ok((ss, rx))
+    Ok((ss, client_receiver(bus)?))
 }
 
 /// Takes frames until the channel's writer is gone; after each resume, reports the first

@@ -23,8 +23,8 @@
 //! `ss.steady_ns` the time from each resume to the first job whose newest frame was at
 //! most [`STEADY_AGE_NS`] old (back to steady-state throughput).
 
-use bulkhead_canwire::{env_var, split, WIRE_SIZE};
-use bulkhead_chan::{Channel, Receiver};
+use bulkhead_canwire::{client_receiver, split, WIRE_SIZE};
+use bulkhead_chan::Receiver;
 use bulkhead_task::{clock, flags, Counter, Error, Task};
 use std::cell::RefCell;
 use std::ops::ControlFlow;
@@ -100,16 +100,7 @@ struct CanInput {
 
 impl CanInput {
     fn open(bus: &str, restartable: bool, task: &mut Task) -> Result<CanInput, String> {
-        let var = env_var(bus);
-        let value = std::env::var(&var)
-            .map_err(|_| format!("{var} is not set: the partition is no client of bus {bus}"))?;
-        let to_partition = value.split(',').next().unwrap_or_default();
-        let channel = Channel::open_handed(to_partition.trim())
-            .map_err(|e| format!("{var}: channel {to_partition:?}: {e}"))?;
-        let rx = channel.receiver().map_err(|e| e.to_string())?;
-        if rx.meta().msg_size as usize != WIRE_SIZE {
-            return Err(format!("{var}: not a CAN gateway channel"));
-        }
+        let rx = client_receiver(bus)?;
         let mut counter = |name: &str| task.counter(name).map_err(|e| e.to_string());
         Ok(CanInput {
             rx,
