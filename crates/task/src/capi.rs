@@ -76,7 +76,17 @@ pub extern "C" fn bulkhead_task_attach() -> i32 {
 /// `out` is null or points to a writable `bulkhead_activation`.
 #[no_mangle]
 pub unsafe extern "C" fn bulkhead_wait_next_period(out: *mut bulkhead_activation) -> i32 {
-    with_task(|t| match t.wait_next_period() {
+    // SAFETY: the caller guarantees `out` as `deliver` requires.
+    with_task(|t| unsafe { deliver(t.wait_next_period(), out) })
+}
+
+/// An activation's hand-over to C: the checkpoint copied back after a resume, `out`
+/// filled; 0, or the error's negative errno.
+///
+/// # Safety
+/// `out` is null or points to a writable `bulkhead_activation`.
+unsafe fn deliver(activation: crate::Result<Activation>, out: *mut bulkhead_activation) -> i32 {
+    match activation {
         Ok(a) => {
             if a.flags & flags::RESUMED != 0 {
                 restore_checkpoint();
@@ -88,7 +98,7 @@ pub unsafe extern "C" fn bulkhead_wait_next_period(out: *mut bulkhead_activation
             0
         }
         Err(e) => e.errno(),
-    })
+    }
 }
 
 /// The input wait of `bulkhead_wait_arrival`: `f(slice_ns, &at_ns, arg)`.
@@ -123,19 +133,8 @@ pub unsafe extern "C" fn bulkhead_wait_arrival(
             _ => Ok(Some(if at == 0 { now_ns() } else { at })),
         }
     };
-    with_task(|t| match t.wait_arrival(&mut wait) {
-        Ok(a) => {
-            if a.flags & flags::RESUMED != 0 {
-                restore_checkpoint();
-            }
-            if !out.is_null() {
-                // SAFETY: the caller guarantees `out` is writable when not null.
-                unsafe { out.write(a.into()) };
-            }
-            0
-        }
-        Err(e) => e.errno(),
-    })
+    // SAFETY: the caller guarantees `out` as `deliver` requires.
+    with_task(|t| unsafe { deliver(t.wait_arrival(&mut wait), out) })
 }
 
 /// Reports the current activation complete (before doing non-periodic work, say).
