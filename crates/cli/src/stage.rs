@@ -2,12 +2,12 @@
 //! no `cmd` (Boomerang II-B, III-B: a tuned pipe). Once per activation it takes in its
 //! messages (a source stage samples its input: one new message stamped with the job's
 //! release; other stages read up to `--messages` from each fifo input, or the freshest
-//! message of a four-slot input), spends `--work` of CPU time per message (counting its own costs since its last job ended), and forwards
-//! each message, origin stamp and sequence number unchanged, to every output. A sink
-//! stage measures each message's end-to-end delay (its completion minus the origin
-//! stamp) and the sequence numbers it never saw (lost), and publishes them as the
-//! task's named counters, which the supervisor writes to the schedule log and `run`
-//! sums per pipeline.
+//! message of a four-slot input), spends `--work` of CPU time per message (counting
+//! its own costs since its last job ended), and forwards each message, origin stamp
+//! and sequence number unchanged, to every output. A sink stage measures each
+//! message's end-to-end delay (its completion minus the origin stamp) and the sequence
+//! numbers it never saw (lost), and publishes them as the task's named counters, which
+//! the supervisor writes to the schedule log and `run` sums per pipeline.
 //!
 //! A stage on a `can:BUS:IDS` endpoint exchanges frames with the CAN gateway through
 //! the channel the supervisor handed it (`--can-input`, `--can-output`): a source on a

@@ -111,6 +111,16 @@ fn skip() -> bool {
     false
 }
 
+/// The built program `name` of `package`, or `None` (said why) when the test cannot run.
+fn program(name: &str, package: &str) -> Option<PathBuf> {
+    let program = common::bin(name);
+    if skip() || !program.exists() {
+        eprintln!("skipping: needs {name} (cargo build -p {package})");
+        return None;
+    }
+    Some(program)
+}
+
 /// The names in the `partitions` of a suspend or resume reply.
 fn order(reply: &serde_json::Value) -> Vec<String> {
     let parts = reply["power"]["partitions"]
@@ -304,11 +314,9 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
 
 #[test]
 fn a_best_effort_program_learns_of_each_stop_and_drops_inputs_from_before_the_resume() {
-    let program = common::bin("bulkhead-be-stop-start");
-    if skip() || !program.exists() {
-        eprintln!("skipping: needs bulkhead-be-stop-start (cargo build -p bulkhead-client)");
+    let Some(program) = program("bulkhead-be-stop-start", "bulkhead-client") else {
         return;
-    }
+    };
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("stopstart-be");
     let (file, out) = (dir.file("car.yaml"), dir.file("events.txt"));
@@ -634,11 +642,9 @@ stop_start:
 /// before it, and the frames from before the resume were dropped as stale.
 #[test]
 fn a_best_effort_can_client_uses_only_frames_received_after_each_resume() {
-    let program = common::bin("bulkhead-be-can");
-    if skip() || !program.exists() {
-        eprintln!("skipping: needs bulkhead-be-can (cargo build -p bulkhead-workloads)");
+    let Some(program) = program("bulkhead-be-can", "bulkhead-workloads") else {
         return;
-    }
+    };
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("stopstart-be-can");
     let bus = format!("ss-becan-{}", std::process::id());
