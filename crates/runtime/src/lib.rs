@@ -18,6 +18,7 @@ mod free;
 mod isolation;
 pub mod leftovers;
 mod limits;
+mod mailbox;
 mod links;
 mod modes;
 mod power;

@@ -43,7 +43,7 @@ use bulkhead_reserve::sched::{self, DeadlineParams, Policy};
 use bulkhead_trace::{Event, EventKind};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, Receiver, Sender};
+use crate::mailbox::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -173,7 +173,7 @@ impl ModeManager {
         }
         // SAFETY: fd is a new descriptor owned by nobody else.
         let wake = unsafe { OwnedFd::from_raw_fd(fd) };
-        let (done_tx, done_rx) = mpsc::channel();
+        let (done_tx, done_rx) = mailbox::channel();
         let agent_period = Duration::from_nanos(modes.agent.period);
         let mut ports: Vec<Option<TaskPort>> = ports.into_iter().map(Some).collect();
         let mut agents = Vec::new();
@@ -435,7 +435,7 @@ impl ModeManager {
         // SAFETY: reading 8 bytes into a local buffer from our own non-blocking eventfd.
         unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
         let mut replies = Vec::new();
-        while let Ok(done) = self.done_rx.try_recv() {
+        for done in self.done_rx.drain() {
             let name = self.table.members[done.member].name.clone();
             for p in done.problems {
                 self.warnings.push(format!("mode agent of `{name}`: {p}"));
@@ -580,8 +580,8 @@ fn spawn_agent(
     wake: i32,
     ack_timeout: Duration,
 ) -> std::io::Result<Agent> {
-    let (tx, rx) = mpsc::channel();
-    let (tid_tx, tid_rx) = mpsc::channel();
+    let (tx, rx) = mailbox::channel();
+    let (tid_tx, tid_rx) = mailbox::channel();
     let names = tasks.iter().map(|t| t.task.clone()).collect();
     let thread = std::thread::Builder::new()
         .name(format!("mode-agent-{name}"))
@@ -591,7 +591,7 @@ fn spawn_agent(
             // SAFETY: gettid has no preconditions.
             let _ = tid_tx.send(unsafe { libc::gettid() });
             warm_up(&tasks);
-            while let Ok(command) = rx.recv() {
+            while let Some(command) = rx.recv() {
                 let problems = switch_tasks(&tasks, &command, ack_timeout);
                 let _ = done.send(Done { member, problems });
                 let one = 1u64.to_ne_bytes();
@@ -602,7 +602,7 @@ fn spawn_agent(
         })?;
     let tid = tid_rx
         .recv()
-        .map_err(|_| std::io::Error::other("the mode agent thread ended at start"))?;
+        .ok_or_else(|| std::io::Error::other("the mode agent thread ended at start"))?;
     Ok(Agent {
         tx: Some(tx),
         thread: Some(thread),

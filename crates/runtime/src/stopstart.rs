@@ -50,7 +50,7 @@ use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use crate::mailbox::{self, Receiver, Recv, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -261,8 +261,8 @@ impl StopStartManager {
             held: false,
         }));
         let worker = Worker::new(inputs, shared.clone())?;
-        let (jobs, rx) = mpsc::channel();
-        let (done_tx, done) = mpsc::channel();
+        let (jobs, rx) = mailbox::channel();
+        let (done_tx, done) = mailbox::channel();
         // SAFETY: eventfd has no memory preconditions; the result is checked.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
@@ -372,7 +372,7 @@ impl StopStartManager {
         let mut buf = [0u8; 8];
         // SAFETY: reading 8 bytes into a local buffer from our own non-blocking eventfd.
         unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
-        self.done.try_iter().collect()
+        self.done.drain()
     }
 }
 
@@ -511,9 +511,9 @@ impl Worker {
         }
         loop {
             let job = match jobs.recv_timeout(WATCH_PERIOD) {
-                Ok(job) => Some(job),
-                Err(RecvTimeoutError::Timeout) => self.watch(),
-                Err(RecvTimeoutError::Disconnected) => break,
+                Recv::Item(job) => Some(job),
+                Recv::Empty => self.watch(),
+                Recv::Closed => break,
             };
             let Some(job) = job else { continue };
             let (ticket, response) = match job {
