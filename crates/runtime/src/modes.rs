@@ -35,6 +35,7 @@
 //! 40, below the kernel's threaded interrupts at 50), before it sends the request, and
 //! lowers it back when it has the acknowledgement.
 
+use crate::mailbox::{self, Receiver, Sender};
 use bulkhead_control::{ErrorCode, InterfaceStatus, ModeOutcome, Response, StepRecord, Ticket};
 use bulkhead_model::{Nanos, SwitchPolicy, System, Task};
 use bulkhead_modes::{Interface, Step, Switch, Table};
@@ -43,7 +44,6 @@ use bulkhead_reserve::sched::{self, DeadlineParams, Policy};
 use bulkhead_trace::{Event, EventKind};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
-use crate::mailbox::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};

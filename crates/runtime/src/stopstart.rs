@@ -38,6 +38,7 @@
 
 use crate::cgroup::{self, Hierarchy, Version};
 use crate::links::Links;
+use crate::mailbox::{self, Receiver, Recv, Sender};
 use crate::modes::ModeEvents;
 use crate::{leftovers, LiveTasks, RunError, RunOptions};
 use bulkhead_client::stopstart::{NoticeWriter, NOTICE_VAR};
@@ -50,7 +51,6 @@ use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use crate::mailbox::{self, Receiver, Recv, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
