@@ -7,7 +7,7 @@ use crate::fifo::{Consumer, Producer};
 use crate::fourslot;
 use crate::layout::{Kind, Layout, Meta};
 use crate::map::Map;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long an operation may wait.
@@ -330,27 +330,51 @@ impl Receiver {
     /// the ring is drained; latest returns the most recent message at once,
     /// or [`RecvError::Empty`] if none was ever written.
     pub fn read(&mut self, buf: &mut [u8]) -> Result<(), RecvError> {
-        self.read_with(buf, Wait::Until(None))
+        self.read_with(buf, Wait::Until(None), None)
     }
 
     /// Like [`Self::read`], giving up with [`RecvError::Timeout`] after `timeout`.
     pub fn read_timeout(&mut self, buf: &mut [u8], timeout: Duration) -> Result<(), RecvError> {
-        self.read_with(buf, deadline(timeout))
+        self.read_with(buf, deadline(timeout), None)
+    }
+
+    /// Like [`Self::read_timeout`], and on a fifo also ends with
+    /// [`RecvError::Interrupted`] as soon as `other` differs from `other_seen` or is woken
+    /// (`futex_waitv` on both): a task waiting for its input sees a request of its
+    /// supervisor at once (`bulkhead_task::Wake`). `other` may live in another mapping.
+    pub fn read_timeout_or(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+        other: &AtomicU32,
+        other_seen: u32,
+    ) -> Result<(), RecvError> {
+        self.read_with(buf, deadline(timeout), Some((other, other_seen)))
     }
 
     /// Reads one message or fails at once with [`RecvError::Empty`].
     pub fn try_read(&mut self, buf: &mut [u8]) -> Result<(), RecvError> {
-        self.read_with(buf, Wait::Never)
+        self.read_with(buf, Wait::Never, None)
     }
 
-    fn read_with(&mut self, buf: &mut [u8], wait: Wait) -> Result<(), RecvError> {
+    /// `interrupt`: a word whose change (or wake-up) ends a fifo's wait, and its value
+    /// before the wait.
+    fn read_with(
+        &mut self,
+        buf: &mut [u8],
+        wait: Wait,
+        interrupt: Option<(&AtomicU32, u32)>,
+    ) -> Result<(), RecvError> {
         let (len, msg_size) = (buf.len(), self.meta.msg_size);
         if len != msg_size as usize {
             return Err(RecvError::Length { len, msg_size });
         }
         let slot = match (&mut self.rx, wait) {
             (Rx::Fifo(c), Wait::Never) => c.try_acquire()?,
-            (Rx::Fifo(c), Wait::Until(d)) => blocking(&self.peer, d, |until| c.acquire(until))?,
+            (Rx::Fifo(c), Wait::Until(d)) => blocking(&self.peer, d, |until| match interrupt {
+                Some((word, seen)) => c.acquire_or(until, word, seen),
+                None => c.acquire(until),
+            })?,
             (Rx::Latest(r), _) => r.begin()?.ok_or(RecvError::Empty)?,
         };
         // SAFETY: slot is in range by construction (see Sender::write_with);

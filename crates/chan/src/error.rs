@@ -68,6 +68,8 @@ pub enum RecvError {
     Closed,
     /// The writer's process (this pid) died without closing, while this side waited.
     PeerDied(u32),
+    /// The other word of `read_timeout_or` changed or was woken before a message came.
+    Interrupted,
 }
 
 /// Any channel error: the union of [`OpenError`], [`SendError`] and [`RecvError`],
@@ -84,6 +86,7 @@ const EPROTO: i32 = 71;
 const EINVAL: i32 = 22;
 const EBADMSG: i32 = 74;
 const EAGAIN: i32 = 11;
+const EINTR: i32 = 4;
 const ETIMEDOUT: i32 = 110;
 const EPIPE: i32 = 32;
 const EOWNERDEAD: i32 = 130;
@@ -139,6 +142,7 @@ impl RecvError {
             RecvError::Timeout => ETIMEDOUT,
             RecvError::Closed => EPIPE,
             RecvError::PeerDied(_) => EOWNERDEAD,
+            RecvError::Interrupted => EINTR,
         }
     }
 }
@@ -213,6 +217,7 @@ impl fmt::Display for RecvError {
             RecvError::Timeout => f.write_str(TIMED_OUT),
             RecvError::Closed => f.write_str(CLOSED),
             RecvError::PeerDied(pid) => peer_died(f, *pid),
+            RecvError::Interrupted => f.write_str("wait interrupted by a request"),
         }
     }
 }

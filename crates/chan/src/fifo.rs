@@ -24,7 +24,7 @@
 
 use crate::ctrl::{Side, CLOSED, INDEX};
 use crate::error::{OpenError, RecvError, SendError};
-use crate::sync::{self, fence, Ordering::*};
+use crate::sync::{self, fence, AtomicU32, Ordering::*};
 use std::time::Instant;
 
 /// Largest supported depth (indices need `2*depth` values below bit 31).
@@ -88,19 +88,20 @@ impl Ends {
         fence(SeqCst);
         sync::wake(&self.mine().seq);
     }
-    /// Sleeps until the peer's `seq` differs from `seen` (or spuriously).
+    /// Sleeps until the peer's `seq` differs from `seen` (or spuriously): `wait(word,
+    /// value)` is the futex wait on the peer's `seq` while it holds `value`.
     /// Returns whether it actually called the futex.
-    fn sleep(&self, seen: u32, deadline: Option<Instant>) -> Result<bool, sync::TimedOut> {
+    fn sleep<E>(
+        &self,
+        seen: u32,
+        wait: impl FnOnce(&AtomicU32, u32) -> Result<(), E>,
+    ) -> Result<bool, E> {
         let word = &self.peer().seq;
         self.mine().waiting.store(1, Relaxed);
         fence(SeqCst);
         let now = word.load(Relaxed);
         let slept = now == seen;
-        let r = if slept {
-            sync::wait(word, now, deadline)
-        } else {
-            Ok(())
-        };
+        let r = if slept { wait(word, now) } else { Ok(()) };
         self.mine().waiting.store(0, Relaxed);
         r.map(|()| slept)
     }
@@ -191,7 +192,8 @@ impl Producer {
                 Err(SendError::Full) => {}
                 r => return r,
             }
-            let slept = self.ends.sleep(self.tail_seen, deadline);
+            let wait = |word: &AtomicU32, value| sync::wait(word, value, deadline);
+            let slept = self.ends.sleep(self.tail_seen, wait);
             if slept.map_err(|sync::TimedOut| SendError::Timeout)? {
                 self.sleeps += 1;
             }
@@ -269,6 +271,35 @@ impl Consumer {
 
     /// Like [`Self::try_acquire`] but waits for a message: spins, then sleeps.
     pub fn acquire(&mut self, deadline: Option<Instant>) -> Result<usize, RecvError> {
+        self.acquire_with(|word, value| {
+            sync::wait(word, value, deadline).map_err(|sync::TimedOut| RecvError::Timeout)
+        })
+    }
+
+    /// Like [`Self::acquire`], and ends with [`RecvError::Interrupted`] as soon as
+    /// `other` differs from `other_seen` or is woken ([`sync::wait_either`]).
+    #[cfg(not(loom))]
+    pub fn acquire_or(
+        &mut self,
+        deadline: Option<Instant>,
+        other: &AtomicU32,
+        other_seen: u32,
+    ) -> Result<usize, RecvError> {
+        self.acquire_with(|word, value| {
+            match sync::wait_either(word, value, other, other_seen, deadline) {
+                Ok(sync::Woken::Mine) => Ok(()),
+                Ok(sync::Woken::Other) => Err(RecvError::Interrupted),
+                Err(sync::TimedOut) => Err(RecvError::Timeout),
+            }
+        })
+    }
+
+    /// Spins, then sleeps with `wait` (the futex wait on the writer's index) until a
+    /// message is there or `wait` fails.
+    fn acquire_with(
+        &mut self,
+        mut wait: impl FnMut(&AtomicU32, u32) -> Result<(), RecvError>,
+    ) -> Result<usize, RecvError> {
         for _ in 0..self.spin {
             match self.try_acquire() {
                 Err(RecvError::Empty) => sync::spin_hint(),
@@ -280,8 +311,7 @@ impl Consumer {
                 Err(RecvError::Empty) => {}
                 r => return r,
             }
-            let slept = self.ends.sleep(self.head_seen, deadline);
-            if slept.map_err(|sync::TimedOut| RecvError::Timeout)? {
+            if self.ends.sleep(self.head_seen, &mut wait)? {
                 self.sleeps += 1;
             }
         }

@@ -45,6 +45,66 @@ pub fn wait(word: &AtomicU32, expected: u32, deadline: Option<Instant>) -> Resul
     }
 }
 
+/// Why [`wait_either`] returned without timing out.
+#[cfg(not(loom))]
+#[derive(Debug, PartialEq, Eq)]
+pub enum Woken {
+    /// `word` changed, was woken, or the call was interrupted: re-check.
+    Mine,
+    /// `other` differs from `other_seen` or was woken.
+    Other,
+}
+
+/// [`wait`] on `word` that also ends when `other` (a futex word of another mapping, e.g.
+/// a task's control block) differs from `other_seen` or is woken: `futex_waitv` (Linux
+/// 5.16) on both, shared futexes. Not in the loom model: it adds a wake source outside
+/// the channel's protocol, whose steps ([`crate::fifo`]'s `sleep`) it leaves unchanged.
+#[cfg(not(loom))]
+pub fn wait_either(
+    word: &AtomicU32,
+    expected: u32,
+    other: &AtomicU32,
+    other_seen: u32,
+    deadline: Option<Instant>,
+) -> Result<Woken, TimedOut> {
+    use rustix::thread::futex::{waitv, Wait, WaitFlags, WaitPtr, WaitvFlags};
+    if other.load(Ordering::Acquire) != other_seen {
+        return Ok(Woken::Other);
+    }
+    let until = match deadline {
+        None => None,
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(TimedOut);
+            }
+            let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+            let ns = now.tv_nsec as u128 + left.as_nanos();
+            Some(rustix::time::Timespec {
+                tv_sec: now.tv_sec + (ns / 1_000_000_000) as i64,
+                tv_nsec: (ns % 1_000_000_000) as i64,
+            })
+        }
+    };
+    let wait_on = |w: &AtomicU32, val: u32| {
+        let mut entry = Wait::new();
+        entry.val = u64::from(val);
+        entry.uaddr = WaitPtr::new(w.as_ptr().cast());
+        entry.flags = WaitFlags::SIZE_U32;
+        entry
+    };
+    let waiters = [wait_on(word, expected), wait_on(other, other_seen)];
+    let clock = rustix::time::ClockId::Monotonic;
+    match waitv(&waiters, WaitvFlags::empty(), until.as_ref(), clock) {
+        Ok(1) => Ok(Woken::Other),
+        Err(rustix::io::Errno::TIMEDOUT) => Err(TimedOut),
+        // EAGAIN: one of the words differs already.
+        _ if other.load(Ordering::Acquire) != other_seen => Ok(Woken::Other),
+        // A wake-up of `word`, EAGAIN on it, or EINTR (signal): re-check.
+        _ => Ok(Woken::Mine),
+    }
+}
+
 /// Wakes every process sleeping in [`wait`] on `word`.
 #[cfg(not(loom))]
 pub fn wake(word: &AtomicU32) {
