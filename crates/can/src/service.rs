@@ -178,7 +178,7 @@ impl Job {
     fn wait(&mut self, task: &mut Task) -> bulkhead_task::Result<()> {
         match self {
             Job::Reader(r) => task
-                .wait_arrival(|slice| Ok(r.wait(slice)?.map(realtime_to_monotonic)))
+                .wait_arrival(|wake| Ok(r.wait(wake.slice)?.map(realtime_to_monotonic)))
                 .map(drop),
             Job::Writer(_) => task.wait_next_period().map(drop),
         }

@@ -124,10 +124,10 @@ pub unsafe extern "C" fn bulkhead_wait_arrival(
     let Some(f) = arrival else {
         return -libc::EINVAL;
     };
-    let mut wait = |slice: std::time::Duration| {
+    let mut wait = |wake: crate::Wake<'_>| {
         let mut at = 0u64;
         // SAFETY: the caller guarantees `f` may be called with `arg`; `at` is a valid u64.
-        match unsafe { f(slice.as_nanos() as u64, &mut at, arg) } {
+        match unsafe { f(wake.slice.as_nanos() as u64, &mut at, arg) } {
             r if r < 0 => Err(std::io::Error::from_raw_os_error(-r)),
             0 => Ok(None),
             _ => Ok(Some(if at == 0 { now_ns() } else { at })),

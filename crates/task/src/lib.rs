@@ -48,7 +48,7 @@ pub use control::{ModeChange, Timing};
 pub use error::{Error, Result};
 pub use record::{flags, Record, RECORD_SIZE};
 pub use task::{
-    Activation, Counter, Params, Resume, SuspendFn, Task, ACK_AT_ONCE, ARRIVAL_CHECK_NS,
+    Activation, Counter, Params, Resume, SuspendFn, Task, Wake, ACK_AT_ONCE, ARRIVAL_CHECK_NS,
 };
 
 /// The environment variable naming the task's control and trace file descriptors.

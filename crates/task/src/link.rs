@@ -203,6 +203,8 @@ impl TaskLink {
         let c = self.ctl.get();
         c.stop.store(1, Release);
         c.release();
+        // The release sleep and input waits on the request word (`Wake`) hear it at once.
+        bulkhead_os::futex::wake_all(&c.suspend_seq);
     }
 
     /// Closes the start gate (see [`crate::control`]): the task's process, once started,
@@ -554,8 +556,8 @@ mod tests {
         for k in 0..3u64 {
             let mut empty = 0;
             let act = task
-                .wait_arrival(|slice| {
-                    waits.push(slice);
+                .wait_arrival(|wake| {
+                    waits.push(wake.slice);
                     empty += 1;
                     Ok((empty > 2).then(|| crate::clock::now_ns() - (2 - k) * 2_500_000_000))
                 })
@@ -580,9 +582,9 @@ mod tests {
         assert!(gap(&out[1], &out[2]) >= 2_500_000_000, "{out:?}");
         let (tx, rx) = std::sync::mpsc::channel();
         let waiter = std::thread::spawn(move || {
-            let ended = task.wait_arrival(|slice| {
+            let ended = task.wait_arrival(|wake| {
                 let _ = tx.send(());
-                std::thread::sleep(slice);
+                std::thread::sleep(wake.slice);
                 Ok(None)
             });
             matches!(ended, Err(Error::Stopped))

@@ -8,6 +8,7 @@ use crate::ENV;
 use bulkhead_chan::{Channel, Sender};
 use std::ops::ControlFlow;
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::Duration;
 
@@ -91,6 +92,20 @@ pub const ACK_AT_ONCE: &str = "mode.ack_at_once";
 /// The longest a sporadic task waits for its input before it looks at its control block
 /// again ([`Task::wait_arrival`]): 1 ms.
 pub const ARRIVAL_CHECK_NS: u64 = 1_000_000;
+
+/// What [`Task::wait_arrival`] gives each wait for the task's input.
+#[derive(Clone, Copy, Debug)]
+pub struct Wake<'a> {
+    /// The longest the wait may take: the task's period, at most [`ARRIVAL_CHECK_NS`].
+    pub slice: Duration,
+    /// The control block's request word (the suspend request's sequence number, woken at
+    /// a mode request too), shared with the supervisor.
+    pub word: &'a AtomicU32,
+    /// `word`'s value before the wait. A wait that also ends when `word` differs from it
+    /// or is woken (`futex_waitv`: `bulkhead_chan::Receiver::read_timeout_or` on a fifo)
+    /// hears a suspend or mode request at once rather than up to `slice` later.
+    pub seen: u32,
+}
 
 /// A task attached to its supervisor.
 pub struct Task {
@@ -389,13 +404,14 @@ impl Task {
     /// a job released by the arrival of its input, not by a clock (an input-driven server,
     /// e.g. the CAN gateway's reader, which forwards each frame as it is received).
     ///
-    /// `arrival(slice)` waits at most `slice` for the task's input and returns the instant
-    /// it arrived (CLOCK_MONOTONIC ns; the caller keeps the input itself), or `None` when
-    /// none came. Between waits the task checks what [`Task::wait_next_period`] checks at
-    /// its release sleep (a stop, the start gate, a suspend request, a mode request), so
-    /// `slice` is the task's period, at most [`ARRIVAL_CHECK_NS`]: a suspend request is
-    /// acknowledged within that, not at once as in a release sleep (the input's wait is a
-    /// system call the control block's futex cannot interrupt).
+    /// `arrival(wake)` waits at most `wake.slice` for the task's input and returns the
+    /// instant it arrived (CLOCK_MONOTONIC ns; the caller keeps the input itself), or
+    /// `None` when none came. Between waits the task checks what
+    /// [`Task::wait_next_period`] checks at its release sleep (a stop, the start gate, a
+    /// suspend request, a mode request), so `slice` is the task's period, at most
+    /// [`ARRIVAL_CHECK_NS`]. A wait that also ends at a change or wake-up of `wake.word`
+    /// (see [`Wake`]) answers a suspend request at once, as a release sleep does; any
+    /// other wait answers it within `slice`.
     ///
     /// The activation is released at the arrival (no later than now), its deadline
     /// `release + D`; indices count the task's activations (they lie on no grid, so no
@@ -411,17 +427,18 @@ impl Task {
     /// and the other tasks see the demand of a periodic task (C, T).
     pub fn wait_arrival(
         &mut self,
-        mut arrival: impl FnMut(Duration) -> std::io::Result<Option<u64>>,
+        mut arrival: impl FnMut(Wake<'_>) -> std::io::Result<Option<u64>>,
     ) -> Result<Activation> {
         self.complete();
         let restarted = !self.started && self.ctl.get().restarts.load(Acquire) > 0;
         let slice = Duration::from_nanos(self.params.period_ns.clamp(1, ARRIVAL_CHECK_NS));
         let at = loop {
-            if self.gate()?.is_none() {
+            let Some(seen) = self.gate()? else {
                 continue;
-            }
+            };
             self.retime();
-            match arrival(slice) {
+            let word = &self.ctl.get().suspend_seq;
+            match arrival(Wake { slice, word, seen }) {
                 Ok(Some(at)) => break at,
                 Ok(None) => continue,
                 Err(e) => return Err(Error::io("waiting for the task's input", e)),
@@ -667,7 +684,7 @@ impl Task {
     pub fn run_restartable_on_arrival<S: Clone>(
         &mut self,
         setup: impl FnOnce(&mut Task) -> Result<S>,
-        mut arrival: impl FnMut(Duration) -> std::io::Result<Option<u64>>,
+        mut arrival: impl FnMut(Wake<'_>) -> std::io::Result<Option<u64>>,
         job: impl FnMut(&mut S, &mut Task, Activation) -> ControlFlow<()>,
     ) -> Result<()> {
         self.run_restartable_with(setup, |t| t.wait_arrival(&mut arrival), job)

@@ -8,7 +8,7 @@ mod supervise;
 
 use bulkhead_task::clock::{self, now_ns};
 use bulkhead_task::link::{LinkSpec, TaskLink};
-use bulkhead_task::{flags, Error, Record, Resume, Task};
+use bulkhead_task::{flags, Error, Record, Resume, Task, Wake};
 use std::ops::ControlFlow;
 use std::process::Command;
 use std::time::Duration;
@@ -62,6 +62,7 @@ fn task_entry() {
         "continuable" => continuable(&mut task),
         "restartable" => restartable(&mut task, false),
         "restartable-on-arrival" => restartable(&mut task, true),
+        "waits-on-request" => waits_on_request(&mut task),
         other => panic!("role {other}"),
     }
 }
@@ -119,8 +120,8 @@ fn restartable(task: &mut Task, on_arrival: bool) {
         t.set_counter(state, *jobs);
         ControlFlow::Continue(())
     };
-    let input = |slice: Duration| {
-        std::thread::sleep(slice.min(Duration::from_millis(3)));
+    let input = |wake: Wake| {
+        std::thread::sleep(wake.slice.min(Duration::from_millis(3)));
         Ok(Some(now_ns()))
     };
     match on_arrival {
@@ -128,6 +129,46 @@ fn restartable(task: &mut Task, on_arrival: bool) {
         true => task.run_restartable_on_arrival(|_| Ok(100u64), input, job),
     }
     .unwrap();
+}
+
+/// A sporadic task whose input never comes: each wait lasts 20 s, its slice ignored,
+/// unless the control block's request word changes or is woken (`Wake`).
+fn waits_on_request(task: &mut Task) {
+    let wait = |wake: Wake| {
+        bulkhead_os::futex::wait(wake.word, wake.seen, Some(20_000 * MS));
+        Ok(None)
+    };
+    match task.wait_arrival(wait) {
+        Err(Error::Stopped) => {}
+        r => panic!("no input ever arrives: {r:?}"),
+    }
+}
+
+/// The input wait hears the supervisor: a task waiting on the request word acknowledges
+/// a suspend, and stops at a stop request, long before its 20 s wait would end.
+#[test]
+fn a_sporadic_task_waiting_on_the_request_word_hears_a_suspend_and_a_stop_at_once() {
+    let link = link("waits-on-request", 10 * MS);
+    let task = spawn(&link, "waits-on-request", &[]);
+    let mut stop = Stopper::new(&link);
+    wait_for("the task attached", Duration::from_secs(10), || {
+        activations(&link) == 0 && link.counters().pid != 0
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let t = std::time::Instant::now();
+    let s = stop.suspend(&task, Duration::from_secs(5));
+    assert!(s.acked, "acknowledged while waiting for its input");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    stop.resume(&link, &task, Resume::Continuable);
+    std::thread::sleep(Duration::from_millis(200));
+    let t = std::time::Instant::now();
+    let recs = finish(link, task);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "stopped in {:?}",
+        t.elapsed()
+    );
+    assert!(recs.is_empty(), "no input, no activation: {recs:?}");
 }
 
 #[test]

@@ -24,8 +24,8 @@
 //! most [`STEADY_AGE_NS`] old (back to steady-state throughput).
 
 use bulkhead_canwire::{client_receiver, split, WIRE_SIZE};
-use bulkhead_chan::Receiver;
-use bulkhead_task::{clock, flags, Counter, Error, Task};
+use bulkhead_chan::{Receiver, RecvError};
+use bulkhead_task::{clock, flags, Counter, Error, Task, Wake};
 use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::process::ExitCode;
@@ -118,19 +118,23 @@ impl CanInput {
         })
     }
 
-    /// Blocks up to `slice` for a frame; `Some(now)` when one arrived (it is kept for the
-    /// next [`CanInput::take`]), `None` when none did.
-    fn wait(&mut self, slice: std::time::Duration) -> std::io::Result<Option<u64>> {
+    /// Blocks up to `wake.slice` for a frame, or until the supervisor's next request
+    /// (`wake.word`); `Some(now)` when a frame arrived (it is kept for the next
+    /// [`CanInput::take`]), `None` when none did.
+    fn wait(&mut self, wake: Wake<'_>) -> std::io::Result<Option<u64>> {
         if self.pending.is_some() {
             return Ok(Some(clock::now_ns()));
         }
         let mut msg = [0u8; WIRE_SIZE];
-        match self.rx.read_timeout(&mut msg, slice) {
+        match self
+            .rx
+            .read_timeout_or(&mut msg, wake.slice, wake.word, wake.seen)
+        {
             Ok(()) => {
                 self.pending = Some(msg);
                 Ok(Some(clock::now_ns()))
             }
-            Err(bulkhead_chan::RecvError::Timeout) => Ok(None),
+            Err(RecvError::Timeout | RecvError::Interrupted) => Ok(None),
             Err(e) => Err(std::io::Error::other(e.to_string())),
         }
     }
@@ -220,8 +224,8 @@ fn main() -> ExitCode {
     };
     // The arrival wait and the job both use the input, one after the other.
     let input = RefCell::new(input);
-    let arrival = |slice| match input.borrow_mut().as_mut() {
-        Some(i) => i.wait(slice),
+    let arrival = |wake: Wake<'_>| match input.borrow_mut().as_mut() {
+        Some(i) => i.wait(wake),
         None => Ok(None),
     };
     let mut done = 0u64;
