@@ -10,6 +10,8 @@ pub use std::sync::atomic::Ordering;
 #[cfg(not(loom))]
 pub use std::sync::atomic::{fence, AtomicU32};
 
+#[cfg(not(loom))]
+use rustix::time::Timespec;
 use std::time::Instant;
 
 /// The futex word stayed equal to the expected value until the deadline.
@@ -25,24 +27,31 @@ pub struct TimedOut;
 #[cfg(not(loom))]
 pub fn wait(word: &AtomicU32, expected: u32, deadline: Option<Instant>) -> Result<(), TimedOut> {
     use rustix::thread::futex;
-    let timeout = match deadline {
-        None => None,
-        Some(d) => {
-            let left = d.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(TimedOut);
-            }
-            Some(rustix::time::Timespec {
-                tv_sec: left.as_secs() as i64,
-                tv_nsec: left.subsec_nanos() as i64,
-            })
-        }
-    };
+    let timeout = time_left(deadline, Timespec::default())?;
     match futex::wait(word, futex::Flags::empty(), expected, timeout.as_ref()) {
         Err(rustix::io::Errno::TIMEDOUT) => Err(TimedOut),
         // EAGAIN (value changed), EINTR (signal) and success all mean: re-check.
         _ => Ok(()),
     }
+}
+
+/// The time left until `deadline`, added to `base` (zero: a relative timeout; the
+/// CLOCK_MONOTONIC time now: an absolute one); `None` without a deadline, `TimedOut`
+/// once it passed.
+#[cfg(not(loom))]
+fn time_left(deadline: Option<Instant>, base: Timespec) -> Result<Option<Timespec>, TimedOut> {
+    let Some(d) = deadline else {
+        return Ok(None);
+    };
+    let left = d.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(TimedOut);
+    }
+    let ns = base.tv_nsec as u128 + left.as_nanos();
+    Ok(Some(Timespec {
+        tv_sec: base.tv_sec + (ns / 1_000_000_000) as i64,
+        tv_nsec: (ns % 1_000_000_000) as i64,
+    }))
 }
 
 /// Why [`wait_either`] returned without timing out.
@@ -71,21 +80,8 @@ pub fn wait_either(
     if other.load(Ordering::Acquire) != other_seen {
         return Ok(Woken::Other);
     }
-    let until = match deadline {
-        None => None,
-        Some(d) => {
-            let left = d.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(TimedOut);
-            }
-            let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-            let ns = now.tv_nsec as u128 + left.as_nanos();
-            Some(rustix::time::Timespec {
-                tv_sec: now.tv_sec + (ns / 1_000_000_000) as i64,
-                tv_nsec: (ns % 1_000_000_000) as i64,
-            })
-        }
-    };
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let until = time_left(deadline, now)?;
     let wait_on = |w: &AtomicU32, val: u32| {
         let mut entry = Wait::new();
         entry.val = u64::from(val);
