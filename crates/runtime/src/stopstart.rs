@@ -565,24 +565,10 @@ impl Worker {
             }
         }
         let counter = fired?;
-        self.pending_suspend = false;
         let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-        match (counter, s.phase) {
-            (SUSPEND_WHEN, Phase::Running) if s.held => {
-                // Fired during a mode switch: the suspend waits for its end.
-                self.pending_suspend = true;
-                None
-            }
-            (SUSPEND_WHEN, Phase::Running) => {
-                s.phase = Phase::Suspending;
-                Some(Job::Suspend(None, "suspend_when"))
-            }
-            (RESUME_WHEN, Phase::Suspended) => {
-                s.phase = Phase::Resuming;
-                Some(Job::Resume(None, "resume_when"))
-            }
-            _ => None,
-        }
+        let (job, pending) = on_trigger(counter, &mut s);
+        self.pending_suspend = pending;
+        job
     }
 
     fn watch_fresh(&mut self) {
@@ -797,6 +783,26 @@ impl Worker {
     }
 }
 
+/// What the trigger `counter` that fired starts in state `s` (whose phase it moves), and
+/// whether it is a suspend that waits: a `suspend_when` that fires during a mode switch
+/// (`s.held`) is passed again at each watch until the switch is over, then suspends. A
+/// trigger the phase does not allow (a suspend while not running, a resume while not
+/// suspended) starts nothing.
+fn on_trigger(counter: &str, s: &mut Snapshot) -> (Option<Job>, bool) {
+    match (counter, s.phase) {
+        (SUSPEND_WHEN, Phase::Running) if s.held => (None, true),
+        (SUSPEND_WHEN, Phase::Running) => {
+            s.phase = Phase::Suspending;
+            (Some(Job::Suspend(None, "suspend_when")), false)
+        }
+        (RESUME_WHEN, Phase::Suspended) => {
+            s.phase = Phase::Resuming;
+            (Some(Job::Resume(None, "resume_when")), false)
+        }
+        _ => (None, false),
+    }
+}
+
 fn extract(tasks: &mut Vec<StopStartTask>, partition: &str) -> Vec<StopStartTask> {
     let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(tasks)
         .into_iter()
@@ -918,5 +924,44 @@ mod tests {
                 break;
             }
         }
+    }
+
+    fn running(held: bool) -> Snapshot {
+        Snapshot {
+            phase: Phase::Running,
+            cycles: 0,
+            last_suspend_ns: None,
+            last_resume_ns: None,
+            held,
+        }
+    }
+
+    #[test]
+    fn a_suspend_trigger_during_a_mode_switch_suspends_once_the_switch_is_over() {
+        let mut s = running(true);
+        let (job, pending) = on_trigger(SUSPEND_WHEN, &mut s);
+        assert!(job.is_none() && pending, "waits for the switch");
+        assert_eq!(s.phase, Phase::Running);
+        // Passed again while the switch lasts, then once it is over.
+        assert!(matches!(on_trigger(SUSPEND_WHEN, &mut s), (None, true)));
+        s.held = false;
+        let (job, pending) = on_trigger(SUSPEND_WHEN, &mut s);
+        assert!(matches!(job, Some(Job::Suspend(None, "suspend_when"))) && !pending);
+        assert_eq!(s.phase, Phase::Suspending);
+    }
+
+    #[test]
+    fn a_trigger_the_phase_does_not_allow_starts_nothing_and_is_not_kept() {
+        let mut s = running(false);
+        assert!(matches!(on_trigger(RESUME_WHEN, &mut s), (None, false)));
+        for phase in [Phase::Suspending, Phase::Suspended, Phase::Resuming] {
+            s.phase = phase;
+            assert!(matches!(on_trigger(SUSPEND_WHEN, &mut s), (None, false)));
+            assert_eq!(s.phase, phase);
+        }
+        s.phase = Phase::Suspended;
+        let (job, _) = on_trigger(RESUME_WHEN, &mut s);
+        assert!(matches!(job, Some(Job::Resume(None, "resume_when"))));
+        assert_eq!(s.phase, Phase::Resuming);
     }
 }
