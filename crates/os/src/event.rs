@@ -146,6 +146,42 @@ impl Timer {
     }
 }
 
+/// A non-blocking eventfd with which a worker thread wakes the event loop: the loop
+/// watches [`Wakeup::fd`], the worker calls [`Wakeup::notify`], the loop [`Wakeup::clear`]s
+/// it before it collects what the worker finished (so a notification after the clear
+/// wakes it again).
+pub struct Wakeup {
+    fd: OwnedFd,
+}
+
+impl Wakeup {
+    pub fn new() -> io::Result<Wakeup> {
+        // SAFETY: a plain system call creating a new fd.
+        let fd = owned(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+        Ok(Wakeup { fd })
+    }
+
+    /// The descriptor to watch: readable once notified.
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Makes the descriptor readable (adds 1 to the eventfd's counter).
+    pub fn notify(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writing 8 bytes from a local buffer to our eventfd; it can only fail
+        // when the counter would overflow, which leaves it readable anyway.
+        unsafe { libc::write(self.fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+    }
+
+    /// Consumes the notifications (none pending is not an error).
+    pub fn clear(&self) {
+        let mut buf = [0u8; 8];
+        // SAFETY: reading 8 bytes into a valid buffer from our eventfd (non-blocking).
+        unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+    }
+}
+
 /// Receives into `buf` from socket `fd` without blocking: `Ok(0)` when the peer closed,
 /// `WouldBlock` when nothing is pending.
 pub fn recv_nonblocking(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
@@ -202,6 +238,25 @@ mod tests {
         timer.clear();
         timer.set(None).unwrap();
         assert!(epoll.wait(0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_wakeup_is_readable_from_its_notify_until_its_clear() {
+        let mut epoll = Epoll::new().unwrap();
+        let wake = Wakeup::new().unwrap();
+        epoll.add(wake.fd(), 9).unwrap();
+        assert!(epoll.wait(0).unwrap().is_empty());
+        std::thread::scope(|s| {
+            s.spawn(|| wake.notify());
+        });
+        wake.notify();
+        assert_eq!(epoll.wait(5_000).unwrap()[0].token, 9);
+        wake.clear();
+        assert!(
+            epoll.wait(0).unwrap().is_empty(),
+            "both notifications consumed"
+        );
+        wake.clear();
     }
 
     #[test]

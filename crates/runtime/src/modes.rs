@@ -39,10 +39,10 @@ use crate::mailbox::{self, Receiver, Sender};
 use bulkhead_control::{ErrorCode, InterfaceStatus, ModeOutcome, Response, StepRecord, Ticket};
 use bulkhead_model::{Nanos, SwitchPolicy, System, Task};
 use bulkhead_modes::{Interface, Step, Switch, Table};
+use bulkhead_os::event::Wakeup;
 use bulkhead_reserve::partition::TaskPort;
 use bulkhead_reserve::sched::{self, DeadlineParams, Policy};
 use bulkhead_trace::{Event, EventKind};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -147,7 +147,7 @@ pub struct ModeManager {
     events: ModeEvents,
     epoch_ns: u64,
     done_rx: Receiver<Done>,
-    wake: OwnedFd,
+    wake: Arc<Wakeup>,
     /// Problems of past switches, for the run's warnings.
     warnings: Vec<String>,
 }
@@ -166,13 +166,7 @@ impl ModeManager {
         let modes = system.modes.as_ref().expect("a system with modes");
         let table = bulkhead_analysis::modes::mode_table(system, &Default::default());
         let current = table.mode(&modes.initial).expect("the initial mode");
-        // SAFETY: eventfd has no memory preconditions; the result is checked.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: fd is a new descriptor owned by nobody else.
-        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        let wake = Arc::new(Wakeup::new()?);
         let (done_tx, done_rx) = mailbox::channel();
         let agent_period = Duration::from_nanos(modes.agent.period);
         let mut ports: Vec<Option<TaskPort>> = ports.into_iter().map(Some).collect();
@@ -195,7 +189,7 @@ impl ModeManager {
                 &member.name,
                 mine,
                 done_tx.clone(),
-                wake.as_raw_fd(),
+                wake.clone(),
                 agent_period,
             )?));
         }
@@ -224,7 +218,7 @@ impl ModeManager {
 
     /// The descriptor that becomes readable when an agent acknowledged.
     pub fn fd(&self) -> i32 {
-        self.wake.as_raw_fd()
+        self.wake.fd()
     }
 
     /// The current mode's name, and the one a switch in progress goes to.
@@ -431,9 +425,7 @@ impl ModeManager {
 
     /// Takes the agents' acknowledgements; returns the replies of switches that ended.
     pub fn collect(&mut self) -> Vec<(Ticket, Response)> {
-        let mut buf = [0u8; 8];
-        // SAFETY: reading 8 bytes into a local buffer from our own non-blocking eventfd.
-        unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        self.wake.clear();
         let mut replies = Vec::new();
         for done in self.done_rx.drain() {
             let name = self.table.members[done.member].name.clone();
@@ -577,7 +569,7 @@ fn spawn_agent(
     name: &str,
     tasks: Vec<TaskPort>,
     done: Sender<Done>,
-    wake: i32,
+    wake: Arc<Wakeup>,
     ack_timeout: Duration,
 ) -> std::io::Result<Agent> {
     let (tx, rx) = mailbox::channel();
@@ -594,10 +586,7 @@ fn spawn_agent(
             while let Some(command) = rx.recv() {
                 let problems = switch_tasks(&tasks, &command, ack_timeout);
                 let _ = done.send(Done { member, problems });
-                let one = 1u64.to_ne_bytes();
-                // SAFETY: writing 8 bytes from a local buffer to the manager's eventfd,
-                // which outlives the agents (joined before it is closed).
-                unsafe { libc::write(wake, one.as_ptr().cast(), 8) };
+                wake.notify();
             }
         })?;
     let tid = tid_rx

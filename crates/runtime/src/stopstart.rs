@@ -45,10 +45,10 @@ use bulkhead_client::stopstart::{NoticeWriter, NOTICE_VAR};
 use bulkhead_control::{ErrorCode, PartitionPower, PowerOutcome, Response, Ticket};
 use bulkhead_model::{Nanos, PartitionKind, Resume, StopStart, System};
 use bulkhead_os::clock::now_ns as monotonic_ns;
+use bulkhead_os::event::Wakeup;
 use bulkhead_reserve::partition::StopStartTask;
 use bulkhead_trace::{Event, EventKind, Name};
 use std::fs;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -120,7 +120,7 @@ pub struct StopStartManager {
     shared: Arc<Mutex<Snapshot>>,
     jobs: Option<Sender<Job>>,
     done: Receiver<(Ticket, Response)>,
-    wake: OwnedFd,
+    wake: Arc<Wakeup>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -263,18 +263,12 @@ impl StopStartManager {
         let worker = Worker::new(inputs, shared.clone())?;
         let (jobs, rx) = mailbox::channel();
         let (done_tx, done) = mailbox::channel();
-        // SAFETY: eventfd has no memory preconditions; the result is checked.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(RunError::io("stop-start: eventfd", e));
-        }
-        // SAFETY: fd is a new descriptor owned by nobody else.
-        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
-        let wake_fd = wake.as_raw_fd();
+        let wake = Wakeup::new().map_err(|e| RunError::io("stop-start: eventfd", e))?;
+        let wake = Arc::new(wake);
+        let worker_wake = wake.clone();
         let thread = std::thread::Builder::new()
             .name("bulkhead-stop-start".into())
-            .spawn(move || worker.run(rx, done_tx, wake_fd))
+            .spawn(move || worker.run(rx, done_tx, &worker_wake))
             .map_err(|e| RunError::io("stop-start thread", e))?;
         Ok(StopStartManager {
             shared,
@@ -287,7 +281,7 @@ impl StopStartManager {
 
     /// The descriptor that becomes readable when a reply is ready.
     pub fn fd(&self) -> i32 {
-        self.wake.as_raw_fd()
+        self.wake.fd()
     }
 
     /// The state now.
@@ -369,9 +363,7 @@ impl StopStartManager {
 
     /// The replies the worker finished since the last call.
     pub fn collect(&mut self) -> Vec<(Ticket, Response)> {
-        let mut buf = [0u8; 8];
-        // SAFETY: reading 8 bytes into a local buffer from our own non-blocking eventfd.
-        unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        self.wake.clear();
         self.done.drain()
     }
 }
@@ -498,7 +490,7 @@ impl Worker {
         }
     }
 
-    fn run(mut self, jobs: Receiver<Job>, done: Sender<(Ticket, Response)>, wake: i32) {
+    fn run(mut self, jobs: Receiver<Job>, done: Sender<(Ticket, Response)>, wake: &Wakeup) {
         // Held for the thread's life: SCHED_FIFO WORKER_PRIORITY, so that the worker runs
         // as soon as an acknowledgement or a cgroup state comes, even while every CPU is
         // reserved and SCHED_OTHER work (other programs, builds) is queued.
@@ -522,10 +514,7 @@ impl Worker {
             };
             if let Some(ticket) = ticket {
                 if done.send((ticket, response)).is_ok() {
-                    let one = 1u64.to_ne_bytes();
-                    // SAFETY: writing 8 bytes from a local buffer to the manager's eventfd,
-                    // which outlives this thread (the manager joins it before closing it).
-                    unsafe { libc::write(wake, one.as_ptr().cast(), 8) };
+                    wake.notify();
                 }
             }
         }
