@@ -9,10 +9,10 @@
 //! inside a `send` (between reserving the slot and writing it), the worker, above it on
 //! the same CPU, yielded to nobody that could finish the send: it spun at 100% of the CPU
 //! while the control loop stayed runnable and never ran (seen 2026-11-26 in
-//! bench/stop-start at cycle 929 and in a bench/pipes run that did not stop at its
-//! timeout). A waiter here sleeps on a futex instead, so whichever thread holds the lock
-//! gets the CPU and finishes; a holder is inside the lock only for a `VecDeque` push or
-//! pop.
+//! bench/stop-start at cycle 929, and very likely the cause of a bench/pipes run that did
+//! not stop at its timeout). A waiter here sleeps on a futex instead, so whichever thread
+//! holds the lock gets the CPU and finishes; a holder is inside the lock only for a
+//! `VecDeque` push or pop.
 //!
 //! Postconditions: every item sent before the last [`Sender`] was dropped is received,
 //! in the order sent; [`Receiver::recv_timeout`] returns [`Recv::Closed`] only once the
