@@ -4,7 +4,7 @@
 //! running through all of it.
 
 mod common;
-use common::{ctl, exclusive_cpus_lock, is_root, text, wait_for, Running};
+use common::{ctl, ctl_ok, exclusive_cpus_lock, is_root, text, wait_for, Running};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
@@ -67,8 +67,7 @@ fn ctl_talks_to_a_running_system_and_bad_peers_do_not_disturb_it() {
     assert_eq!(mode & 0o777, 0o600, "socket mode {mode:o}");
 
     // Status: the task with the reservation the kernel holds.
-    let status = ctl(&socket, &["status", "--json"]);
-    assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
+    let status = ctl_ok(&socket, &["status", "--json"]);
     // The loop serving the socket (the process's main thread, which just answered) is
     // SCHED_FIFO 40, so a request does not wait behind best-effort work.
     let pid = run.0.as_ref().unwrap().id();
@@ -178,8 +177,7 @@ fn a_window_schedule_serves_the_socket_between_its_windows() {
             .unwrap(),
     ));
     wait_for(&socket);
-    let status = ctl(&socket, &["status", "--json"]);
-    assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
+    let status = ctl_ok(&socket, &["status", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(doc["status"]["system"], "demo");
     assert_eq!(doc["status"]["partitions"][0]["name"], "SC1");

@@ -6,7 +6,7 @@
 //! order as `run`.
 
 mod common;
-use common::{ctl, exclusive_cpus_lock, is_root, text, wait_for, Running, Scratch};
+use common::{ctl, ctl_ok, exclusive_cpus_lock, is_root, text, wait_for, Running, Scratch};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -15,8 +15,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 fn status(socket: &Path) -> Value {
-    let out = ctl(socket, &["status", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = ctl_ok(socket, &["status", "--json"]);
     serde_json::from_slice::<Value>(&out.stdout).unwrap()["status"].clone()
 }
 
@@ -38,8 +37,7 @@ fn state(pid: u64) -> char {
 }
 
 fn switch(socket: &Path, mode: &str) -> Value {
-    let out = ctl(socket, &["mode", mode, "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = ctl_ok(socket, &["mode", mode, "--json"]);
     serde_json::from_slice::<Value>(&out.stdout).unwrap()["mode"].clone()
 }
 
@@ -519,13 +517,7 @@ fn a_mode_switch_is_refused_while_the_system_is_suspended() {
     wait_for(&socket);
     std::thread::sleep(Duration::from_millis(300));
     let x = task(&status(&socket), "x")["pid"].as_u64().unwrap() as u32;
-    let suspended = ctl(&socket, &["suspend"]);
-    assert_eq!(
-        suspended.status.code(),
-        Some(0),
-        "{}",
-        text(&suspended.stderr)
-    );
+    ctl_ok(&socket, &["suspend"]);
     let refused = ctl(&socket, &["mode", "slow"]);
     assert_eq!(refused.status.code(), Some(1));
     assert!(
@@ -540,8 +532,7 @@ fn a_mode_switch_is_refused_while_the_system_is_suspended() {
         "{}",
         common::chrt(x)
     );
-    let resumed = ctl(&socket, &["resume"]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+    ctl_ok(&socket, &["resume"]);
     assert_eq!(switch(&socket, "slow")["to"], "slow");
     assert!(
         common::chrt(x).contains("300000/2000000/2000000"),

@@ -6,7 +6,7 @@
 //! next start thaws and removes.
 
 mod common;
-use common::{ctl, exclusive_cpus_lock, is_root, text, wait_for, Running, Scratch};
+use common::{ctl, ctl_ok, exclusive_cpus_lock, is_root, text, wait_for, Running, Scratch};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -164,13 +164,7 @@ fn suspend_freezes_in_order_resume_thaws_in_reverse_and_bad_requests_disturb_not
         text(&resume.stderr)
     );
 
-    let suspended = ctl(&socket, &["suspend", "--json"]);
-    assert_eq!(
-        suspended.status.code(),
-        Some(0),
-        "{}",
-        text(&suspended.stderr)
-    );
+    let suspended = ctl_ok(&socket, &["suspend", "--json"]);
     let reply = json(&suspended);
     assert_eq!(order(&reply), ["ivi", "hmi", "ctl"]);
     let ctl_part = &reply["power"]["partitions"][2];
@@ -200,8 +194,7 @@ fn suspend_freezes_in_order_resume_thaws_in_reverse_and_bad_requests_disturb_not
         );
     }
 
-    let resumed = ctl(&socket, &["resume", "--json"]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+    let resumed = ctl_ok(&socket, &["resume", "--json"]);
     assert_eq!(order(&json(&resumed)), ["ctl", "hmi", "ivi"]);
     for pid in &pids {
         assert_ne!(freezer_state(*pid), "FROZEN", "pid {pid} after resume");
@@ -226,8 +219,7 @@ fn suspend_freezes_in_order_resume_thaws_in_reverse_and_bad_requests_disturb_not
     let busy = read(second);
     assert!(busy.contains("\"busy\""), "{busy}");
     assert!(read(first).contains("\"ok\":true"));
-    let resumed = ctl(&socket, &["resume"]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+    ctl_ok(&socket, &["resume"]);
     let status = ctl(&socket, &["status"]);
     assert!(
         text(&status.stdout).contains("stop-start: running, 2 cycles"),
@@ -336,17 +328,10 @@ fn a_best_effort_program_learns_of_each_stop_and_drops_inputs_from_before_the_re
 
     let mut totals = Vec::new();
     for seq in 1..=2 {
-        let suspended = ctl(&socket, &["suspend"]);
-        assert_eq!(
-            suspended.status.code(),
-            Some(0),
-            "{}",
-            text(&suspended.stderr)
-        );
+        ctl_ok(&socket, &["suspend"]);
         assert_eq!(freezer_state(pids[0]), "FROZEN");
         std::thread::sleep(Duration::from_millis(100));
-        let resumed = ctl(&socket, &["resume"]);
-        assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+        ctl_ok(&socket, &["resume"]);
         let want = format!("resumed seq={seq} ");
         let lines = lines_until(&out, |l| l.starts_with(&want));
         let line = lines.iter().find(|l| l.starts_with(&want)).unwrap();
@@ -405,13 +390,7 @@ fn a_supervisor_killed_while_suspended_is_cleaned_up_by_the_next_start() {
     std::thread::sleep(Duration::from_millis(300));
     let hmi = pids_of(&["sleep", &format!("301.{tag}")]);
     assert_eq!(hmi.len(), 1, "{hmi:?}");
-    let suspended = ctl(&socket, &["suspend"]);
-    assert_eq!(
-        suspended.status.code(),
-        Some(0),
-        "{}",
-        text(&suspended.stderr)
-    );
+    ctl_ok(&socket, &["suspend"]);
     assert_eq!(freezer_state(hmi[0]), "FROZEN");
     let mut child = run.0.take().unwrap();
     // Without its janitor (which cleans up when the run dies), the next start does.
@@ -697,16 +676,9 @@ buses:
     ));
     std::thread::sleep(Duration::from_millis(300));
     for n in 1..=3 {
-        let suspended = ctl(&socket, &["suspend"]);
-        assert_eq!(
-            suspended.status.code(),
-            Some(0),
-            "{}",
-            text(&suspended.stderr)
-        );
+        ctl_ok(&socket, &["suspend"]);
         std::thread::sleep(Duration::from_millis(100));
-        let resumed = ctl(&socket, &["resume"]);
-        assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+        ctl_ok(&socket, &["resume"]);
         lines_until(&out, |_| {
             std::fs::read_to_string(&out)
                 .unwrap_or_default()

@@ -215,6 +215,14 @@ pub fn ctl(socket: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// [`ctl`] that must succeed: exit 0, or the test fails showing the command's stderr.
+pub fn ctl_ok(socket: &Path, args: &[&str]) -> Output {
+    let out = ctl(socket, args);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "ctl {args:?}: {err}");
+    out
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
