@@ -330,6 +330,7 @@ mod tests {
             (RecvError::Timeout, -ETIMEDOUT),
             (RecvError::Closed, -EPIPE),
             (RecvError::PeerDied(1), -EOWNERDEAD),
+            (RecvError::Interrupted, -EINTR),
         ] {
             assert_eq!(Error::from(e).errno(), code);
         }

@@ -82,5 +82,4 @@ fn a_message_or_the_timeout_ends_it_as_read_timeout_does() {
         rx.read_timeout_or(&mut m, LONG, &word, 0).unwrap();
     });
     assert_eq!(m, [5; 32]);
-    assert_eq!(RecvError::Interrupted.errno(), -4);
 }
