@@ -16,6 +16,9 @@ pub fn to_canonical_yaml(system: &System) -> String {
     if let Some((first, last)) = system.user_range {
         keys.push(format!("user_range: {}", quote(&format!("{first}-{last}"))));
     }
+    if let Some(path) = &system.path {
+        keys.push(format!("path: {}", quote(path)));
+    }
     writeln!(out, "system: {{{}}}", keys.join(", ")).unwrap();
     writeln!(out, "set_cwd: {}", system.set_cwd).unwrap();
     if let Some(cpus) = &system.supervisor_cpus {
@@ -124,6 +127,9 @@ fn partition(p: &Partition) -> Vec<String> {
     .collect();
     if !relaxed.is_empty() {
         lines.push(format!("sandbox: {{{}}}", relaxed.join(", ")));
+    }
+    if let Some(path) = &p.path {
+        lines.push(format!("path: {}", quote(path)));
     }
     // Service tasks come back from the section that generates them (e.g. `buses`).
     let tasks: Vec<String> = p

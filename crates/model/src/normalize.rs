@@ -67,7 +67,10 @@ pub fn normalize(raw: RawFile) -> Result<Normalized> {
         out: Normalized::default(),
     };
     n.out.system.set_cwd = raw.set_cwd.unwrap_or(true);
-    let (cpus, user_range) = raw.system.map_or((None, None), |s| (s.cpus, s.user_range));
+    let (cpus, user_range, search) = raw
+        .system
+        .map_or((None, None, None), |s| (s.cpus, s.user_range, s.path));
+    n.out.system.path = search.map(|p| search_path(p, "system.path")).transpose()?;
     n.out.system.cpus = opt_cpuset(cpus, "system.cpus")?;
     n.out.system.user_range = user_range
         .map(|r| crate::users::range(&r).or_else(|e| err("system.user_range", e)))
@@ -174,6 +177,7 @@ impl Normalizer {
                 listen: None,
                 interface: None,
                 sandbox: Sandbox::default(),
+                path: None,
             },
             PartitionEntry::Def(def) => self.partition(*def, path, default_budget)?,
         };
@@ -273,6 +277,10 @@ impl Normalizer {
                 private_tmp: s.private_tmp.unwrap_or(true),
                 pid_namespace: s.pid_namespace.unwrap_or(true),
             }),
+            path: def
+                .path
+                .map(|p| search_path(p, &child(path, "path")))
+                .transpose()?,
         })
     }
 
@@ -763,6 +771,21 @@ fn listen_address(text: &str, path: &str) -> Result<std::net::SocketAddr> {
             ),
         )
     })
+}
+
+/// A `path` key: a search path like `PATH`'s, directories separated by `:`, each
+/// absolute (a relative one would depend on the directory a program happens to run in).
+fn search_path(text: String, path: &str) -> Result<String> {
+    if text.is_empty() {
+        return err(path, "must name at least one directory");
+    }
+    match text.split(':').find(|dir| !dir.starts_with('/')) {
+        Some(dir) => err(
+            path,
+            format!("`{dir}` is not an absolute directory: every entry of a search path must start with `/`"),
+        ),
+        None => Ok(text),
+    }
 }
 
 fn child(path: &str, key: &str) -> String {

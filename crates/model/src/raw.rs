@@ -35,6 +35,7 @@ pub const RESERVED_SECTIONS: [&str; 0] = [];
 pub struct RawSystem {
     pub cpus: Option<String>,
     pub user_range: Option<String>,
+    pub path: Option<String>,
 }
 
 /// A partition where one is defined or referenced: a name (a reference, only inside
@@ -67,6 +68,7 @@ pub struct RawPartition {
     /// The `server` of every task of the partition that names none.
     pub server: Option<String>,
     pub sandbox: Option<RawSandbox>,
+    pub path: Option<String>,
     pub tasks: Option<Vec<RawTask>>,
     #[serde(default, deserialize_with = "processes")]
     pub processes: Option<Vec<ProcessSpec>>,

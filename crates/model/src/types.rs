@@ -33,6 +33,10 @@ pub struct System {
     /// `system.user_range`: the uids (and equal gids) bulkhead gives partitions without
     /// `user:`, first and last included; `None` = [`DEFAULT_USER_RANGE`].
     pub user_range: Option<(u32, u32)>,
+    /// `system.path`: the `PATH` of every partition's processes and tasks that sets none
+    /// of its own, also where bare program names are looked up; `None`: bulkhead's own
+    /// directory, then `/usr/local/bin:/usr/bin:/bin` (see `bulkhead-plan`).
+    pub path: Option<String>,
     /// Pipelines of tuned pipes (`pipelines:`), their stages not yet tasks: the solver
     /// (`bulkhead-analysis`) derives their reservations.
     pub pipelines: Vec<crate::pipes::Pipeline>,
@@ -119,6 +123,9 @@ pub struct Partition {
     pub interface: Option<crate::modes::ServerInterface>,
     /// `sandbox`: which parts of the partition processes' sandbox apply (all by default).
     pub sandbox: Sandbox,
+    /// `path`: the `PATH` of the partition's processes and tasks, also where their bare
+    /// program names are looked up; `None`: [`System::path`]'s.
+    pub path: Option<String>,
 }
 
 /// The parts of the sandbox of a partition's processes a description may relax
@@ -445,6 +452,11 @@ impl System {
     /// The uids given to partitions without `user:` (first, last).
     pub fn user_range(&self) -> (u32, u32) {
         self.user_range.unwrap_or(DEFAULT_USER_RANGE)
+    }
+
+    /// The `path` that applies to partition `p`: its own, else the system's.
+    pub fn path_of<'a>(&'a self, p: &'a Partition) -> Option<&'a str> {
+        p.path.as_deref().or(self.path.as_deref())
     }
 
     /// The partition named `name`, if any.

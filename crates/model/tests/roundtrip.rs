@@ -105,6 +105,8 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                         private_tmp,
                         pid_namespace,
                     },
+                    // Some partitions set their own search path (absolute entries).
+                    path: network.map(|_| format!("/opt/p{i}/bin:/usr/bin")),
                 }
             },
         )
@@ -199,6 +201,7 @@ fn rt_partition(i: usize) -> impl Strategy<Value = Partition> {
             listen: None,
             interface,
             sandbox: Sandbox::default(),
+            path: None,
         }
     })
 }
@@ -471,6 +474,7 @@ fn system() -> impl Strategy<Value = System> {
                     modes,
                     power: None,
                     user_range: set_cwd.then_some((1000, 1999)),
+                    path: set_cwd.then(|| "/opt/bulkhead/bin:/usr/bin:/bin".to_string()),
                     pipelines: Vec::new(),
                     stop_start: None,
                 }
