@@ -27,6 +27,13 @@ pub fn run(args: Args) -> ExitCode {
             Ok(system) => system,
             Err(code) => return code,
         };
+        let workdir = crate::common::workdir(&loaded.system, &args.file);
+        if let Err(why) = crate::run_pipes::check_programs(&loaded.system, &args.file, &workdir) {
+            return crate::fail::fail(why);
+        }
+        if let Err(code) = crate::common::resolve_programs(&system, &args.file) {
+            return code;
+        }
         println!("{}: ok", crate::common::name(&args.file));
         println!("{}", summary(&system));
         if !loaded.system.pipelines.is_empty() {

@@ -32,6 +32,38 @@ pub fn read_input(path: &Path) -> Result<Vec<u8>, String> {
     })
 }
 
+/// The directory the programs of the description `file` start in: its own directory
+/// (DEmOS's `set_cwd`, the default), else the current one.
+pub fn workdir(system: &bulkhead_model::System, file: &Path) -> std::path::PathBuf {
+    let dir = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && file != Path::new("-"))
+        .map_or_else(|| Path::new(".").to_path_buf(), Path::to_path_buf);
+    let dir = if system.set_cwd { dir } else { ".".into() };
+    std::path::absolute(&dir).unwrap_or(dir)
+}
+
+/// Resolves every program of `system` (`file`'s, run from [`workdir`]) as `run` will
+/// ([`bulkhead_plan::Programs::resolve`]); the first that cannot run is reported at its
+/// position (`file:line:col: key.path: program ... not found (searched: ...)`), exit 1.
+pub fn resolve_programs(
+    system: &bulkhead_model::System,
+    file: &Path,
+) -> Result<bulkhead_plan::Programs, ExitCode> {
+    let host = bulkhead_plan::Host::current(&workdir(system, file));
+    bulkhead_plan::Programs::resolve(system, &host).map_err(|e| {
+        let src = read_input(file).unwrap_or_default();
+        let src = String::from_utf8_lossy(&src);
+        let why = e.source.to_string();
+        fail(bulkhead_model::diagnostic_at(
+            &src,
+            &name(file),
+            &e.key_path,
+            why,
+        ))
+    })
+}
+
 /// How messages name `path`: `<stdin>` for `-`.
 pub fn name(path: &Path) -> String {
     if path == Path::new("-") {

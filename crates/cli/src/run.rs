@@ -82,11 +82,7 @@ pub fn run(args: Args) -> ExitCode {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .map_or_else(|| PathBuf::from("."), PathBuf::from);
-    let workdir = if loaded.system.set_cwd {
-        dir.clone()
-    } else {
-        PathBuf::from(".")
-    };
+    let workdir = crate::common::workdir(&loaded.system, &args.file);
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("bulkhead"));
     let (system, solutions) =
         match crate::run_pipes::runnable(&loaded.system, &args.file, &exe, &workdir) {
@@ -98,6 +94,9 @@ pub fn run(args: Args) -> ExitCode {
         let src = String::from_utf8_lossy(&src);
         let at = bulkhead_model::diagnostic_at(&src, &args.file.display().to_string(), &path, why);
         return fail(at);
+    }
+    if let Err(code) = crate::common::resolve_programs(&system, &args.file) {
+        return code;
     }
     if let Err(why) = create_outputs(&args) {
         return fail(why);
@@ -114,7 +113,7 @@ pub fn run(args: Args) -> ExitCode {
         frame_message: args.frame_message,
         schedule_log: args.schedule_log,
         trace: args.trace,
-        workdir: std::path::absolute(&workdir).unwrap_or(workdir),
+        workdir,
         hierarchy: None,
         handle_signals: true,
         realtime_priority: Some(REALTIME_PRIORITY),

@@ -9,6 +9,7 @@
 
 use bulkhead_analysis::pipes::Solution;
 use bulkhead_model::{Channel, Endpoint, Pipeline, System};
+use bulkhead_plan::programs::{plan_command, Host, Search};
 use bulkhead_sim::pipes::PipelineStats;
 use std::path::Path;
 
@@ -172,38 +173,28 @@ fn can_words(p: &Pipeline, i: usize) -> Vec<String> {
     words
 }
 
-/// Every stage `cmd`'s program exists and is executable (from `workdir`, or on PATH
-/// for a bare name); else an error at the `cmd`'s position.
-fn check_programs(system: &System, file: &Path, workdir: &Path) -> Result<(), String> {
+/// Every stage `cmd`'s program resolves as a task's does ([`bulkhead_plan::programs`],
+/// from `workdir`, searched as its partition's); else an error at the `cmd`'s position.
+pub fn check_programs(system: &System, file: &Path, workdir: &Path) -> Result<(), String> {
+    let host = Host::current(workdir);
     for (k, p) in system.pipelines.iter().enumerate() {
         for stage in p.stages.iter().filter(|s| !s.cmd.is_empty()) {
-            let program = stage.cmd.split_whitespace().next().unwrap_or_default();
-            if executable(program, workdir) {
+            let partition = system.partition(&stage.partition);
+            let (path, clean) = partition.map_or((system.path.as_deref(), true), |q| {
+                (system.path_of(q), q.sandbox.clean_env)
+            });
+            let search = Search::new(&host, path, clean);
+            let Err(e) = plan_command(&stage.cmd, workdir, &search) else {
                 continue;
-            }
+            };
             let key = format!("pipelines[{k}].stages.{}.cmd", stage.name);
             let src = std::fs::read_to_string(file).unwrap_or_default();
-            let why = format!(
-                "stage `{}`: program `{program}` is not an executable file",
-                stage.name
-            );
+            let why = format!("stage `{}`: {e}", stage.name);
             let at = bulkhead_model::diagnostic_at(&src, &file.display().to_string(), &key, why);
             return Err(at.to_string());
         }
     }
     Ok(())
-}
-
-fn executable(program: &str, workdir: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    let is_exe = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if program.contains('/') {
-        return is_exe(&workdir.join(program));
-    }
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|d| is_exe(&d.join(program))))
 }
 
 /// Per pipeline, the statistics of the run from the stages' counters: `messages_in`

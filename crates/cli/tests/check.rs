@@ -118,7 +118,7 @@ fn warnings_go_to_stderr_and_do_not_fail() {
     let tmp = scratch.file("warn.yaml");
     std::fs::write(
         &tmp,
-        "windows: [{length: 10, sc_processes: [{cmd: a, budget: 8}, {cmd: b, budget: 8}]}]\n",
+        "windows: [{length: 10, sc_processes: [{cmd: true a, budget: 8}, {cmd: true b, budget: 8}]}]\n",
     )
     .unwrap();
     let out = bulkhead(&["check", tmp.to_str().unwrap()]);

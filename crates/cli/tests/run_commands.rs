@@ -72,8 +72,9 @@ fn a_missing_rt_program_is_reported_up_front_with_its_position() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "{stderr}");
     assert!(
-        stderr.contains("partition `ctl`, task `t` (partitions[0].tasks[0].cmd")
-            && stderr.contains("`./no-such-task-program` does not exist"),
+        stderr.contains(
+            "partitions[0].tasks[0].cmd: program `./no-such-task-program` does not exist"
+        ),
         "{stderr}"
     );
     // Reported before anything was created: no cgroup was made, so none was removed.

@@ -47,8 +47,9 @@ partitions:
     (read("rt.txt"), read("be.txt"), stderr)
 }
 
-/// The checks common to both kinds: no-new-privileges, the minimal PATH, LANG, the
-/// channel's variable, and none of the supervisor's other variables.
+/// The checks common to both kinds: no-new-privileges, the minimal PATH (bulkhead's own
+/// directory first), LANG, the channel's variable, and none of the supervisor's other
+/// variables.
 fn assert_sandboxed(kind: &str, seen: &str, stderr: &str) {
     let lines: Vec<&str> = seen.lines().collect();
     let ctx = format!("{kind} process wrote {seen:?}; bulkhead: {stderr}");
@@ -58,10 +59,12 @@ fn assert_sandboxed(kind: &str, seen: &str, stderr: &str) {
             .is_some_and(|l| l.split_whitespace().eq(["NoNewPrivs:", "1"])),
         "{ctx}"
     );
-    assert!(
-        lines.contains(&"PATH=/usr/local/bin:/usr/bin:/bin"),
-        "{ctx}"
+    let own = common::bin("bulkhead");
+    let path = format!(
+        "PATH={}:/usr/local/bin:/usr/bin:/bin",
+        own.parent().unwrap().display()
     );
+    assert!(lines.contains(&path.as_str()), "{ctx}");
     assert!(lines.contains(&"LANG=C.UTF-8"), "{ctx}");
     assert!(
         lines

@@ -66,6 +66,8 @@ pub struct Program {
     _argv: Vec<CString>,
     argv_ptrs: Vec<*const c_char>,
     cwd: Option<CString>,
+    /// Paths it must see where they are ([`Program::needing`]).
+    needs: Vec<PathBuf>,
 }
 
 impl Program {
@@ -85,7 +87,16 @@ impl Program {
             cwd: cwd
                 .map(|c| cstr(c.as_os_str().as_encoded_bytes()))
                 .transpose()?,
+            needs: Vec::new(),
         })
+    }
+
+    /// The program, which must see `needs` at their paths (its file, its script, the
+    /// directories of its `PATH`): a private `/tmp` or `/dev/shm` shows them read-only
+    /// ([`Mounts`]).
+    pub fn needing(mut self, needs: &[PathBuf]) -> Program {
+        self.needs = needs.to_vec();
+        self
     }
 
     /// The working directory, if set.
@@ -245,7 +256,9 @@ pub fn spawn(launch: Launch<'_>) -> io::Result<Child> {
         hold,
         sched,
         confine,
-        mounts: confine.private_tmp.then(|| Mounts::new(program.cwd())),
+        mounts: confine
+            .private_tmp
+            .then(|| Mounts::new(program.cwd(), &program.needs)),
         channel: fds.channel.unwrap_or(-1),
         stdin: null.as_ref().map_or(-1, |f| f.as_raw_fd()),
         keep: sorted(fds.keep, fds.channel.is_some()),

@@ -11,7 +11,6 @@
 //!   times, non-blocking reads and writes of its channel sockets, reaping children;
 //! - [`signal`]: SIGINT and SIGTERM as a readable descriptor;
 //! - [`sched`]: the calling process's CPUs, SCHED_FIFO for the supervisor, its fd limit;
-//! - [`command`]: how a configured command is executed (the one planner of every program);
 //! - [`launch`]: the one launcher of every process bulkhead starts (window and be
 //!   processes, rt tasks): cgroups joined before the program runs (`clone3` with
 //!   `CLONE_INTO_CGROUP`, or join-before-exec), scheduling policy, credentials,
@@ -29,7 +28,6 @@
 
 pub mod cgroup;
 pub mod clock;
-pub mod command;
 pub mod event;
 pub mod fd;
 pub mod futex;

@@ -338,41 +338,63 @@ fn rules(matches: impl IntoIterator<Item = (u8, u64, u64)>) -> Result<Vec<Seccom
         .collect()
 }
 
+/// The directories a be process gets fresh, empty and private in its mount namespace.
+pub const PRIVATE_DIRS: [&str; 2] = ["/tmp", "/dev/shm"];
+
 /// The mount namespace of a be process: its own, with mount events private both ways
 /// (nothing it mounts reaches the host, nothing of the host's reaches it later), a fresh
-/// tmpfs on `/tmp` and one on `/dev/shm`. Both go away with the last process of the
-/// namespace. A working directory under `/tmp` stays visible at its path (bind-mounted
-/// back into the fresh `/tmp`), so the description's files keep working. Prepared before
-/// fork ([`Mounts::new`]), applied in the child ([`Mounts::apply`]) while still root.
+/// tmpfs on `/tmp` and one on `/dev/shm` ([`PRIVATE_DIRS`]). Both go away with the last
+/// process of the namespace. What the private directories would hide and the process
+/// needs is bind-mounted back at its path: its working directory (writable: the
+/// description's files keep working), and read-only the program it runs, its script and
+/// the directories of its `PATH` (so a checkout under `/tmp` runs its own programs,
+/// `bulkhead`'s too, without the host's `/tmp` being shown). Prepared before fork
+/// ([`Mounts::new`]), applied in the child ([`Mounts::apply`]) while still root.
 pub struct Mounts {
-    /// The working directory to keep and the directories to create in the fresh `/tmp`
-    /// down to it (each prefix, in order); `None` when it is not under `/tmp`.
-    keep: Option<(CString, Vec<CString>)>,
+    /// What to bind back, ancestors before what lies below them.
+    binds: Vec<Bind>,
+}
+
+/// A path under a private directory shown in the fresh one at the same place.
+struct Bind {
+    path: CString,
+    /// The directories to create in the fresh tmpfs down to `path`'s parent, in order.
+    parents: Vec<CString>,
+    dir: bool,
+    read_only: bool,
 }
 
 impl Mounts {
-    /// The mounts for a process whose working directory is `workdir` (absolute).
-    pub fn new(workdir: Option<&Path>) -> Mounts {
-        let keep = workdir
-            .map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.to_path_buf()))
-            .filter(|w| w.starts_with("/tmp") && w != Path::new("/tmp"))
-            .and_then(|w| {
-                let mut dirs = Vec::new();
-                let mut at = std::path::PathBuf::from("/tmp");
-                for part in w.strip_prefix("/tmp").ok()?.components() {
-                    let Component::Normal(name) = part else {
-                        return None;
-                    };
-                    at.push(name);
-                    dirs.push(cstr(&at)?);
-                }
-                Some((cstr(&w)?, dirs))
-            });
-        Mounts { keep }
+    /// The mounts for a process whose working directory is `workdir` and which `needs`
+    /// to see these paths (absolute; what lies outside the private directories is
+    /// visible anyway and left out, so is what an earlier bind shows already).
+    pub fn new(workdir: Option<&Path>, needs: &[std::path::PathBuf]) -> Mounts {
+        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let mut wanted: Vec<(std::path::PathBuf, bool)> = workdir
+            .map(|w| (canonical(w), false))
+            .into_iter()
+            .chain(needs.iter().map(|n| (canonical(n), true)))
+            .filter(|(p, _)| hidden(p))
+            .collect();
+        wanted.sort_by_key(|(p, _)| p.components().count());
+        let mut binds: Vec<Bind> = Vec::new();
+        let mut shown: Vec<std::path::PathBuf> = Vec::new();
+        for (path, read_only) in wanted {
+            if shown.iter().any(|s| path.starts_with(s)) {
+                continue;
+            }
+            if let Some(bind) = Bind::new(&path, read_only) {
+                binds.push(bind);
+                shown.push(path);
+            }
+        }
+        binds.truncate(MAX_BINDS);
+        Mounts { binds }
     }
 
-    /// Enters a new mount namespace and mounts the fresh `/tmp` and `/dev/shm`. Needs
-    /// CAP_SYS_ADMIN: before the uid change and the seccomp filter.
+    /// Enters a new mount namespace, mounts the fresh `/tmp` and `/dev/shm` and binds
+    /// back what [`Mounts::new`] kept. Needs CAP_SYS_ADMIN: before the uid change and
+    /// the seccomp filter.
     ///
     /// # Safety
     /// Only in a child between fork and exec; async-signal-safe (unshare, open, mount,
@@ -385,43 +407,112 @@ impl Mounts {
         // lives through the call.
         unsafe {
             private_mount_namespace()?;
-            let none = std::ptr::null();
             // Opened in the new namespace (a bind mount's source must be in it), before
-            // the fresh /tmp hides it.
-            let kept = match &self.keep {
-                Some((dir, _)) => {
-                    let fd = libc::open(dir.as_ptr(), libc::O_PATH | libc::O_DIRECTORY);
-                    if fd < 0 {
-                        return Err(errno());
-                    }
-                    Some(fd)
+            // the fresh directories hide them; at most a few, on the stack.
+            let mut sources = [-1; MAX_BINDS];
+            for (bind, fd) in self.binds.iter().zip(sources.iter_mut()) {
+                *fd = libc::open(bind.path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+                if *fd < 0 {
+                    return Err(errno());
                 }
-                None => None,
+            }
+            for dir in [c"/tmp", c"/dev/shm"] {
+                ok(libc::mount(tmpfs, dir.as_ptr(), tmpfs, flags, options))?;
+            }
+            for (bind, &fd) in self.binds.iter().zip(sources.iter()) {
+                bind.apply(fd)?;
+                libc::close(fd);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The most paths one process gets bound back (its working directory, program, script
+/// and a few `PATH` directories); more are left hidden.
+const MAX_BINDS: usize = 16;
+
+/// Whether `path` lies strictly below one of the [`PRIVATE_DIRS`].
+fn hidden(path: &Path) -> bool {
+    PRIVATE_DIRS
+        .iter()
+        .any(|d| path.starts_with(d) && path != Path::new(d))
+}
+
+impl Bind {
+    /// `path` (canonical, below a private directory) bound back, read-only if asked.
+    fn new(path: &Path, read_only: bool) -> Option<Bind> {
+        let root = PRIVATE_DIRS.iter().find(|d| path.starts_with(d))?;
+        let mut parents = Vec::new();
+        let mut at = std::path::PathBuf::from(root);
+        let below = path.parent()?.strip_prefix(root).ok()?;
+        for part in below.components() {
+            let Component::Normal(name) = part else {
+                return None;
             };
-            ok(libc::mount(tmpfs, c"/tmp".as_ptr(), tmpfs, flags, options))?;
-            ok(libc::mount(
-                tmpfs,
-                c"/dev/shm".as_ptr(),
-                tmpfs,
-                flags,
-                options,
-            ))?;
-            if let (Some(fd), Some((dir, parents))) = (kept, &self.keep) {
-                for parent in parents {
-                    if libc::mkdir(parent.as_ptr(), 0o755) != 0 && errno() != libc::EEXIST {
-                        return Err(errno());
-                    }
+            at.push(name);
+            parents.push(cstr(&at)?);
+        }
+        Some(Bind {
+            path: cstr(path)?,
+            parents,
+            dir: path.is_dir(),
+            read_only,
+        })
+    }
+
+    /// Creates the mount point in the fresh tmpfs and binds `source` (an `O_PATH`
+    /// descriptor of the original) on it; then, if read-only, remounts it so.
+    ///
+    /// # Safety
+    /// As [`Mounts::apply`].
+    unsafe fn apply(&self, source: i32) -> Result<(), i32> {
+        let none = std::ptr::null();
+        // SAFETY: the caller's contract; the strings are NUL-terminated and alive.
+        unsafe {
+            for parent in &self.parents {
+                // An existing one (made by an earlier bind) is fine.
+                if libc::mkdir(parent.as_ptr(), 0o755) != 0 && errno() != libc::EEXIST {
+                    return Err(errno());
                 }
-                let mut source = [0u8; 32];
-                fd_path(fd, &mut source);
+            }
+            let made = match self.dir {
+                true => libc::mkdir(self.path.as_ptr(), 0o755),
+                false => {
+                    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC;
+                    let fd = libc::open(self.path.as_ptr(), flags, 0o444);
+                    if fd >= 0 {
+                        libc::close(fd);
+                    }
+                    fd.min(0)
+                }
+            };
+            if made != 0 && errno() != libc::EEXIST {
+                return Err(errno());
+            }
+            let mut from = [0u8; 32];
+            fd_path(source, &mut from);
+            let bind = libc::MS_BIND | libc::MS_REC;
+            ok(libc::mount(
+                from.as_ptr().cast(),
+                self.path.as_ptr(),
+                none,
+                bind,
+                none.cast(),
+            ))?;
+            if self.read_only {
+                let flags = libc::MS_BIND
+                    | libc::MS_REMOUNT
+                    | libc::MS_RDONLY
+                    | libc::MS_NOSUID
+                    | libc::MS_NODEV;
                 ok(libc::mount(
-                    source.as_ptr().cast(),
-                    dir.as_ptr(),
                     none,
-                    libc::MS_BIND | libc::MS_REC,
+                    self.path.as_ptr(),
+                    none,
+                    flags,
                     none.cast(),
                 ))?;
-                libc::close(fd);
             }
         }
         Ok(())
@@ -527,13 +618,41 @@ mod tests {
 
     #[test]
     fn a_working_directory_under_tmp_is_kept_with_its_parents() {
-        let m = Mounts::new(Some(Path::new("/tmp/a/b")));
-        let (dir, parents) = m.keep.expect("under /tmp");
-        assert_eq!(dir.as_bytes(), b"/tmp/a/b");
-        let parents: Vec<&[u8]> = parents.iter().map(|p| p.as_bytes()).collect();
-        assert_eq!(parents, [&b"/tmp/a"[..], b"/tmp/a/b"]);
-        assert!(Mounts::new(Some(Path::new("/srv/x"))).keep.is_none());
-        assert!(Mounts::new(None).keep.is_none());
+        let m = Mounts::new(Some(Path::new("/tmp/a/b")), &[]);
+        let bind = &m.binds[0];
+        assert_eq!(bind.path.as_bytes(), b"/tmp/a/b");
+        let parents: Vec<&[u8]> = bind.parents.iter().map(|p| p.as_bytes()).collect();
+        assert_eq!(parents, [&b"/tmp/a"[..]]);
+        assert!(!bind.read_only);
+        assert!(Mounts::new(Some(Path::new("/srv/x")), &[]).binds.is_empty());
+        assert!(Mounts::new(None, &[]).binds.is_empty());
+    }
+
+    #[test]
+    fn needed_paths_under_private_directories_are_bound_back_read_only_once() {
+        let needs = [
+            "/usr/bin/sleep",
+            "/tmp/clone/target/release",
+            "/tmp/clone/target/release/bulkhead-app",
+            "/dev/shm/prog",
+            "/tmp",
+            "/tmpfoo/x",
+        ]
+        .map(std::path::PathBuf::from);
+        let m = Mounts::new(Some(Path::new("/tmp/clone/examples")), &needs);
+        let paths: Vec<(&[u8], bool)> = m
+            .binds
+            .iter()
+            .map(|b| (b.path.as_bytes(), b.read_only))
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                (&b"/tmp/clone/examples"[..], false),
+                (b"/dev/shm/prog", true),
+                (b"/tmp/clone/target/release", true),
+            ]
+        );
     }
 
     /// A forked child that loads the filter cannot switch itself to SCHED_FIFO or change

@@ -32,8 +32,8 @@ use crate::sched::{DeadlineParams, Policy};
 use crate::{detect, prio};
 use bulkhead_analysis::system::{analyze_system_with, Options, Report};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task};
-use bulkhead_os::command::{self, Exec};
 use bulkhead_os::launch::{self, Env, Fds, Join, Launch, Program};
+use bulkhead_plan::programs::{Exec, Programs, Site};
 use bulkhead_task::link::{LinkSpec, ModePort, StopStartPort, TaskLink};
 use bulkhead_task::{Record, Timing};
 use bulkhead_trace::{Event, EventKind, Name};
@@ -55,6 +55,8 @@ pub struct RtOptions {
     pub epoch_ns: u64,
     /// Working directory of the task processes.
     pub workdir: PathBuf,
+    /// The programs of the system's tasks, resolved ([`Programs::resolve`]).
+    pub programs: Programs,
     /// Trace ring capacity per task, in records.
     pub ring_depth: u32,
     /// Move every other process of the top cpuset off the rt CPUs while the partitions
@@ -63,28 +65,27 @@ pub struct RtOptions {
     pub shield: bool,
 }
 
-/// The program of every rt task, in start order, planned as a be process's is
-/// ([`command::plan`], run in `workdir`). A task whose command cannot run (a missing
-/// program, an empty command) is an [`Error::Invalid`] naming its partition, the task,
-/// its key path and its command. Tasks of a bulkhead service whose command is not set
-/// yet are skipped when `skip_unset_services` (the check before the services exist).
-pub fn plan_tasks(system: &System, workdir: &Path, skip_unset_services: bool) -> Result<Vec<Exec>> {
+/// The program of every rt task, in start order, as `programs` resolved it. A task
+/// without one (a description without `cmd`, which analysis and simulation accept) is
+/// an [`Error::Invalid`] naming its partition, the task and its key path.
+fn task_programs(system: &System, programs: &Programs) -> Result<Vec<Exec>> {
     let mut plans = Vec::new();
     for (pi, p) in system.partitions.iter().enumerate() {
         if p.kind != PartitionKind::Rt {
             continue;
         }
         for (ti, task) in p.tasks.iter().enumerate() {
-            if skip_unset_services && task.service.is_some() && task.cmd.is_empty() {
-                continue;
-            }
-            let exec = command::plan(&task.cmd, workdir).map_err(|e| {
+            let site = Site::Task {
+                partition: pi,
+                task: ti,
+            };
+            let exec = programs.get(site).ok_or_else(|| {
                 Error::Invalid(format!(
-                    "partition `{}`, task `{}` (partitions[{pi}].tasks[{ti}].cmd `{}`): {e}",
-                    p.name, task.name, task.cmd
+                    "partition `{}`, task `{}` (partitions[{pi}].tasks[{ti}].cmd): the task has no command to run",
+                    p.name, task.name
                 ))
             })?;
-            plans.push(exec);
+            plans.push(exec.clone());
         }
     }
     Ok(plans)
@@ -271,7 +272,7 @@ impl RtPartitions {
                 p.reclaim = false;
             }
         }
-        let plans = plan_tasks(&system, &options.workdir, false)?;
+        let plans = task_programs(&system, &options.programs)?;
         let cap = crate::bandwidth::cap(Path::new(crate::bandwidth::SYSCTL_DIR))?;
         let report = admit(&system, cap)?;
         let hierarchy = cpuset::detect()?;
@@ -892,13 +893,13 @@ struct Target<'a> {
     confine: &'a Confinement,
 }
 
-/// Starts `exec` (planned by [`plan_tasks`]) through the one launcher
+/// Starts `exec` (resolved by [`Programs::resolve`]) through the one launcher
 /// ([`bulkhead_os::launch`]): in its cgroups (written before exec, the cpuset first, so
 /// the reservation is set inside the exclusive domain), under its policy and
 /// confinement, with the task link's descriptors and stdin from `/dev/null`. Returns
 /// once the program runs; a step that failed in the child is the error.
 fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<TaskChild> {
-    let program = Program::new(&exec.path, &exec.argv, Some(target.workdir))?;
+    let program = Program::new(&exec.path, &exec.argv, Some(target.workdir))?.needing(&exec.needs);
     let confine = target.confine;
     let mut vars = crate::confine::partition_env(&confine.env, confine.sandbox.clean_env);
     let (key, value) = link.env();

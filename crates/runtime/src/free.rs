@@ -10,9 +10,10 @@ use crate::cgroup::{Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
 use crate::spawn::{self, Environment, Prepared};
-use crate::{cgroup, command, leftovers, RunError, Unrunnable};
+use crate::{cgroup, leftovers, RunError, Unrunnable};
 use bulkhead_model::units::format_duration;
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Restart, RestartWhen, System};
+use bulkhead_plan::programs::{Programs, Site};
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
@@ -88,6 +89,14 @@ pub struct FreeRun {
     errors: Vec<String>,
 }
 
+/// What starting the partitions takes besides the system: each partition's
+/// confinement, the resolved programs and the directory they start in.
+pub struct Inputs<'a> {
+    pub confinements: &'a Confinements,
+    pub programs: &'a Programs,
+    pub workdir: &'a Path,
+}
+
 impl FreeRun {
     /// Each partition with a memory limit: its name and the cgroup directory holding it.
     pub fn memory_dirs(&self) -> Vec<(String, PathBuf)> {
@@ -100,9 +109,8 @@ impl FreeRun {
     pub fn start(
         system: &System,
         hierarchy: &Hierarchy,
-        confinements: &Confinements,
         own_cpus: &CpuSet,
-        workdir: &Path,
+        inputs: &Inputs<'_>,
     ) -> Result<Option<FreeRun>, RunError> {
         let free = partitions(system);
         if free.is_empty() {
@@ -126,19 +134,28 @@ impl FreeRun {
             errors: Vec::new(),
         };
         for (i, (p, cpus)) in free.iter().zip(&cpus).enumerate() {
-            run.start_partition(i, p, cpus, confinements, workdir)?;
+            let model = system
+                .partition_index(&p.name)
+                .expect("a partition of `system`");
+            run.start_partition((i, model), p, cpus, inputs)?;
         }
         Ok(Some(run))
     }
 
+    /// Starts partition `p`, the `index.0`th started here and `index.1`th of the system.
     fn start_partition(
         &mut self,
-        index: usize,
+        index: (usize, usize),
         p: &Partition,
         cpus: &CpuSet,
-        confinements: &Confinements,
-        workdir: &Path,
+        inputs: &Inputs<'_>,
     ) -> Result<(), RunError> {
+        let (index, model) = index;
+        let Inputs {
+            confinements,
+            programs,
+            workdir,
+        } = inputs;
         let dir_name = cgroup::partition_dir_name(index, &p.name);
         let cg = self
             .instance
@@ -151,9 +168,14 @@ impl FreeRun {
         self.envs.push(Environment::demos(false, &confine));
         for (k, process) in p.processes.iter().enumerate() {
             let where_ = || format!("partition `{}`, process {k} (`{}`)", p.name, process.cmd);
-            let exec = command::plan(&process.cmd, workdir)
-                .map_err(|e| RunError::invalid(format!("{}: {e}", where_())))?;
-            let plan = Prepared::new(&exec.path, &exec.argv, Some(workdir))
+            let site = Site::Process {
+                partition: model,
+                process: k,
+            };
+            let exec = programs
+                .get(site)
+                .ok_or_else(|| RunError::invalid(format!("{}: the command is empty", where_())))?;
+            let plan = Prepared::new(exec, Some(workdir))
                 .map_err(|source| {
                     let what = where_();
                     RunError::Invalid(Unrunnable::Exec { what, source })

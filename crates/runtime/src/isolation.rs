@@ -1,7 +1,8 @@
 //! Each partition's confinement for a run: the user its processes run as (`user:`, else
 //! a uid of its own from `system.user_range`, see [`Identities`]), the
 //! network namespace they see (`network:`, see [`System::network_of`]) and the
-//! environment variables bulkhead gives them (e.g. their CAN channels).
+//! environment variables bulkhead gives them (their `PATH`, as the plan decided it,
+//! and e.g. their CAN channels).
 //!
 //! Postcondition of [`Confinements::prepare`]: one private network namespace per
 //! partition that needs one, kept alive by an fd this value owns; the namespaces go away
@@ -11,6 +12,7 @@
 
 use crate::RunError;
 use bulkhead_model::{Network, Partition, Service, System, Task};
+use bulkhead_plan::Programs;
 use bulkhead_reserve::confine::{private_netns, resolve_user, Confinement};
 use bulkhead_reserve::netdev::IsolatedInterface;
 use std::collections::BTreeMap;
@@ -31,11 +33,15 @@ pub struct Confinements {
 impl Confinements {
     /// Resolves users and creates the private network namespaces. A user that does not
     /// exist is an [`RunError::Invalid`] naming the partition.
-    pub fn prepare(system: &System, env: &PartitionEnv) -> Result<Confinements, RunError> {
+    pub fn prepare(
+        system: &System,
+        env: &PartitionEnv,
+        programs: &Programs,
+    ) -> Result<Confinements, RunError> {
         let mut netns = Vec::new();
         let mut by_partition = BTreeMap::new();
         let mut identities = Identities::new(system.user_range());
-        for p in &system.partitions {
+        for (i, p) in system.partitions.iter().enumerate() {
             let gateway = system.buses.iter().any(|b| b.gateway == p.name);
             let identity = match p.user.as_deref() {
                 Some(user) => Some(resolve_user(user)),
@@ -57,10 +63,15 @@ impl Confinements {
                     Some(raw)
                 }
             };
+            // Its PATH first: bulkhead's variables for it may not set one.
+            let path = programs
+                .env_path(i)
+                .map(|v| ("PATH".to_string(), v.to_string()));
+            let own = env.get(&p.name).into_iter().flatten().cloned();
             let c = Confinement {
                 identity,
                 netns: ns,
-                env: env.get(&p.name).cloned().unwrap_or_default(),
+                env: path.into_iter().chain(own).collect(),
                 pass_fds: Vec::new(),
                 sandbox: p.sandbox,
             };

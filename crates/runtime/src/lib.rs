@@ -28,7 +28,6 @@ pub mod spawn;
 mod stopstart;
 mod supervisor;
 
-pub use bulkhead_os::command;
 pub use cgroup::Hierarchy;
 pub use links::{shell_words, stage_var};
 pub use power::PowerOptions;
@@ -152,6 +151,8 @@ pub enum Unrunnable {
     Check(String),
     /// The window schedule cannot be built from the description.
     Schedule(bulkhead_windows::ScheduleError),
+    /// A task's or process's program cannot be found or run (`bulkhead-plan`).
+    Program(Box<bulkhead_plan::ProgramError>),
     /// The reservations refuse the rt partitions' description (their commands and
     /// parameters) or the housekeeping isolation.
     Reserve(bulkhead_reserve::Error),
@@ -167,6 +168,7 @@ impl std::fmt::Display for Unrunnable {
         match self {
             Unrunnable::Check(m) => f.write_str(m),
             Unrunnable::Schedule(e) => write!(f, "{e}"),
+            Unrunnable::Program(e) => write!(f, "{e}"),
             Unrunnable::Reserve(e) => write!(f, "{e}"),
             Unrunnable::Exec { what, source } => write!(f, "{what}: {source}"),
         }
@@ -178,6 +180,7 @@ impl std::error::Error for Unrunnable {
         match self {
             Unrunnable::Check(_) => None,
             Unrunnable::Schedule(e) => Some(e),
+            Unrunnable::Program(e) => Some(e.as_ref()),
             Unrunnable::Reserve(e) => Some(e),
             Unrunnable::Exec { source, .. } => Some(source),
         }

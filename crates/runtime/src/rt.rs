@@ -13,6 +13,7 @@ use crate::signals::StopSignals;
 use crate::{leftovers, CgroupsUnusable, LiveTasks, RunError, RunOptions, Unrunnable};
 use bulkhead_model::{CpuSet, Partition, PartitionKind, System, Task};
 use bulkhead_os::clock::now_ns as monotonic_ns;
+use bulkhead_plan::Programs;
 use bulkhead_reserve::cpuset;
 use bulkhead_reserve::housekeeping::Housekeeping;
 use bulkhead_reserve::netdev::IsolatedInterface;
@@ -246,6 +247,7 @@ pub fn clean_leftovers() -> Vec<String> {
 pub fn start(
     system: &System,
     options: &RunOptions,
+    programs: &Programs,
     cpuset_base: Option<&Path>,
     confinements: &Confinements,
     mut sink: Sink,
@@ -262,6 +264,7 @@ pub fn start(
         instance: instance_path(hierarchy.mount(), cpuset_base)?,
         epoch_ns,
         workdir: workdir.to_path_buf(),
+        programs: programs.clone(),
         ring_depth: 4096,
         shield: false,
     };

@@ -15,6 +15,7 @@
 
 use crate::cgroup::{PartitionCgroup, ProcessCgroup, Version};
 use bulkhead_os::launch::{self, Confine, Env, Fds, Join, Launch, Program};
+use bulkhead_plan::Exec;
 use bulkhead_reserve::confine::{partition_env, Confinement};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -55,9 +56,10 @@ impl Environment {
 }
 
 impl Prepared {
-    pub fn new(path: &Path, argv: &[String], cwd: Option<&Path>) -> io::Result<Prepared> {
+    /// The resolved program `exec`, started in `cwd`.
+    pub fn new(exec: &Exec, cwd: Option<&Path>) -> io::Result<Prepared> {
         Ok(Prepared {
-            program: Program::new(path, argv, cwd)?,
+            program: Program::new(&exec.path, &exec.argv, cwd)?.needing(&exec.needs),
             confine: Confine::default(),
             pass_fds: Vec::new(),
         })

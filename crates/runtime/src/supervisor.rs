@@ -2,7 +2,6 @@
 //! state machine ([`bulkhead_windows::Machine`]) from a timerfd and an epoll loop.
 
 use crate::cgroup::{self, Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
-use crate::command;
 use crate::control::Control;
 use crate::free::{FreeKeeper, FreeRun};
 use crate::isolation::Confinements;
@@ -15,6 +14,7 @@ use bulkhead_model::{CpuSet, Nanos, System};
 use bulkhead_os::clock::now_ns as monotonic_ns;
 use bulkhead_os::event::{self, Epoll, Timer};
 use bulkhead_os::sched::Realtime;
+use bulkhead_plan::programs::{Host, Programs, Site};
 use bulkhead_reserve::partition::TaskSummary;
 use bulkhead_trace::{Event as TraceEvent, EventKind, GrantEnd as TraceStop};
 use bulkhead_windows::{Action, Config, Event, Grant, Machine, Phase, Schedule, StopReason};
@@ -219,7 +219,8 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         Some(h) => h.clone(),
         None => Hierarchy::detect().map_err(|m| RunError::Cgroups(CgroupsUnusable::Detect(m)))?,
     };
-    check_commands(system, &options.workdir)?;
+    let host = Host::current(&options.workdir);
+    resolve_programs(system, &host)?;
     crate::affinity::check(system, &own_cpus())?;
     crate::stopstart::check_suspend_to_ram(system)?;
     let mut warnings = clean_leftovers(Some(&hierarchy));
@@ -236,14 +237,16 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         c.count_channels(links.described());
         c.hand_status(system, &mut links)?;
     }
-    let mut confinements = Confinements::prepare(system, &links.env)?;
+    let system = &links.with_commands(system);
+    let programs = resolve_programs(system, &host)?;
+    let mut confinements = Confinements::prepare(system, &links.env, &programs)?;
     links.own_ends(|p| confinements.of(p).identity)?;
     confinements.pass_fds(&links.fds);
-    let system = &links.with_commands(system);
     let (sink, shared) = outputs(system, options)?;
     let mut rt = rt::start(
         system,
         options,
+        &programs,
         hierarchy.cpuset_base.as_deref(),
         &confinements,
         sink,
@@ -256,7 +259,12 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         }
     }
     let own = own_cpus();
-    let free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?;
+    let inputs = crate::free::Inputs {
+        confinements: &confinements,
+        programs: &programs,
+        workdir: &options.workdir,
+    };
+    let free = FreeRun::start(system, &hierarchy, &own, &inputs)?;
     if let (Some(c), Some(f)) = (&mut control, &free) {
         c.measure_memory(f.memory_dirs());
     }
@@ -279,7 +287,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let schedule = Schedule::from_system(system, &own)
         .map_err(|e| RunError::Invalid(Unrunnable::Schedule(e)))?;
     check_cpus(&schedule)?;
-    let plans = plan_commands(&schedule, options, &confinements)?;
+    let plans = plan_commands(&schedule, &programs, options, &confinements)?;
     let mut run = Run {
         plans,
         envs: environments(&schedule, &confinements),
@@ -551,26 +559,17 @@ fn check_cpus(schedule: &Schedule) -> Result<(), RunError> {
     Ok(())
 }
 
-/// Plans the command of every rt task and every process before anything is created, so
-/// that a missing program is reported (with its partition and position) up front.
-fn check_commands(system: &System, workdir: &std::path::Path) -> Result<(), RunError> {
-    bulkhead_reserve::partition::plan_tasks(system, workdir, true)
-        .map_err(|e| RunError::Invalid(Unrunnable::Reserve(e)))?;
-    for (pi, p) in system.partitions.iter().enumerate() {
-        for (k, process) in p.processes.iter().enumerate() {
-            command::plan(&process.cmd, workdir).map_err(|e| {
-                RunError::invalid(format!(
-                    "partition `{}`, process {k} (partitions[{pi}].processes[{k}] `{}`): {e}",
-                    p.name, process.cmd
-                ))
-            })?;
-        }
-    }
-    Ok(())
+/// Resolves the program of every rt task and every process of `system` (before anything
+/// is created, so that a missing program is reported with its partition and key path up
+/// front; a bulkhead service's task whose command is not set yet is skipped).
+fn resolve_programs(system: &System, host: &Host) -> Result<Programs, RunError> {
+    Programs::resolve(system, host).map_err(|e| RunError::Invalid(Unrunnable::Program(e)))
 }
 
+/// The prepared program of every window process, in the schedule's order.
 fn plan_commands(
     schedule: &Schedule,
+    programs: &Programs,
     options: &RunOptions,
     confinements: &Confinements,
 ) -> Result<Vec<Prepared>, RunError> {
@@ -578,17 +577,25 @@ fn plan_commands(
         .processes
         .iter()
         .map(|p| {
-            let partition = &schedule.partitions[p.partition].name;
-            let where_ = || format!("partition `{partition}`, process {} (`{}`)", p.index, p.cmd);
-            let exec = command::plan(&p.cmd, &options.workdir)
-                .map_err(|e| RunError::invalid(format!("{}: {e}", where_())))?;
-            let plan = Prepared::new(&exec.path, &exec.argv, Some(&options.workdir)).map_err(
-                |source| {
-                    let what = where_();
-                    RunError::Invalid(Unrunnable::Exec { what, source })
-                },
-            )?;
-            Ok(plan.confined(&confinements.of(partition)))
+            let partition = &schedule.partitions[p.partition];
+            let where_ = || {
+                format!(
+                    "partition `{}`, process {} (`{}`)",
+                    partition.name, p.index, p.cmd
+                )
+            };
+            let site = Site::Process {
+                partition: partition.model_index,
+                process: p.index,
+            };
+            let exec = programs
+                .get(site)
+                .ok_or_else(|| RunError::invalid(format!("{}: the command is empty", where_())))?;
+            let plan = Prepared::new(exec, Some(&options.workdir)).map_err(|source| {
+                let what = where_();
+                RunError::Invalid(Unrunnable::Exec { what, source })
+            })?;
+            Ok(plan.confined(&confinements.of(&partition.name)))
         })
         .collect()
 }

@@ -575,7 +575,7 @@ fn a_missing_command_is_a_clear_error_and_leaves_nothing() {
     .expect_err("must fail");
     assert!(
         e.to_string()
-            .contains("`no-such-program-bulkhead`: command not found"),
+            .contains("program `no-such-program-bulkhead` not found (searched: "),
         "{e}"
     );
 }

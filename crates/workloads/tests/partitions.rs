@@ -5,6 +5,7 @@
 //! adds SCHED_FLAG_RECLAIM, as `sched_getattr` shows); their records become
 //! trace events; nothing is left behind.
 
+use bulkhead_plan::{Host, Programs};
 use bulkhead_reserve::cpuset;
 use bulkhead_reserve::partition::{admit, RtOptions, RtPartitions};
 use bulkhead_reserve::sched::{self, Policy};
@@ -76,6 +77,7 @@ fn rt_tasks_run_with_their_reservations_and_report_every_job() {
         instance: instance.clone(),
         epoch_ns: now_ns() + 50_000_000,
         workdir: std::env::temp_dir(),
+        programs: Programs::resolve(&sys, &Host::current(&std::env::temp_dir())).unwrap(),
         ring_depth: 1024,
         shield: false,
     };

@@ -21,6 +21,7 @@
 //! response-time analysis for fixed priority, the deadline for EDF (CBS guarantee).
 
 use bulkhead_model::{CpuSet, System};
+use bulkhead_plan::{Host, Programs};
 use bulkhead_reserve::housekeeping::Housekeeping;
 use bulkhead_reserve::partition::{admit, RtOptions, RtPartitions};
 use bulkhead_task::clock::now_ns;
@@ -392,6 +393,8 @@ fn run_bulkhead(
         // ~0.3 s on this loaded VM, and releases before a task runs count as misses.
         epoch_ns: now_ns() + 1_000_000_000,
         workdir: std::env::temp_dir(),
+        programs: Programs::resolve(system, &Host::current(&std::env::temp_dir()))
+            .expect("the tasks' programs exist"),
         ring_depth: 16384,
         shield: std::env::var_os("BULKHEAD_NO_SHIELD").is_none(),
     };

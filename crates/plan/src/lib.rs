@@ -1,0 +1,14 @@
+//! The plan of a system description: what is decided about it once, before anything
+//! runs, so that `check`, `analyze`, `sim` and `run` never decide it again each in its
+//! own way.
+//!
+//! Today the plan holds the programs ([`programs`]): every command of the description
+//! resolved to the file it executes, how it is executed, the `PATH` its partition's
+//! processes get, and the files the sandbox must keep visible for it.
+//!
+//! The crate is pure apart from looking files up (it reads the file system, it changes
+//! nothing), needs no privileges and builds anywhere.
+
+pub mod programs;
+
+pub use programs::{CommandError, Exec, Host, ProgramError, Programs, Search};
