@@ -3,6 +3,17 @@
 # tests that spawn them), then every test of every crate. Benchmarks are not run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# What a new user gets: bulkhead's programs come from this checkout only. A copy in a
+# system directory would let a missing step (a program not found from a partition)
+# pass here and fail on a fresh machine, so it fails the tests instead.
+installed=$(find /usr/local/bin /usr/local/sbin /usr/bin /usr/sbin /bin /sbin -maxdepth 1 \
+  \( -name 'bulkhead*' -o -name 'demos-*' \) 2>/dev/null | sort -u)
+if [ -n "$installed" ]; then
+  echo "test: bulkhead programs are installed in system directories; remove them, the" >&2
+  echo "test: tests must run what a fresh checkout builds:" >&2
+  echo "$installed" >&2
+  exit 1
+fi
 . scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
@@ -15,3 +26,6 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-chan 
 # The browser tests (tests/browser): the dashboard and the report in a headless Chromium
 # driven by Playwright (the dashboard's need root and are skipped otherwise).
 .venv/bin/python -m pytest -q tests/browser
+# The README's main job, end to end, as a new user runs it: it checks its own results
+# (as root: the vehicle follows its set point, the gateways forward frames).
+bash scripts/demo.sh
