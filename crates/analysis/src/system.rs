@@ -254,21 +254,10 @@ pub(crate) fn to_task(t: &bulkhead_model::Task) -> Task {
     }
 }
 
-/// Priority rank of each task of `p` (0 = highest): explicit priorities first
-/// (1 = highest), then deadline monotonic (Leung & Whitehead 1982), ties by shorter period
-/// (rate monotonic), then declaration order. The runtime (`bulkhead-reserve`) gives
-/// SCHED_FIFO levels in this same order, so the analysis holds for the kernel's priorities.
+/// Priority rank of each task of `p` (0 = highest): the one order of
+/// [`bulkhead_model::priority::ranks`], which `sim` and `run` use too.
 pub fn priority_ranks(p: &Partition) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..p.tasks.len()).collect();
-    order.sort_by_key(|&i| {
-        let t = &p.tasks[i];
-        (t.priority.unwrap_or(u32::MAX), t.deadline, t.period)
-    });
-    let mut rank = vec![0; order.len()];
-    for (r, &i) in order.iter().enumerate() {
-        rank[i] = r;
-    }
-    rank
+    bulkhead_model::priority::ranks(&p.tasks)
 }
 
 fn analyze_partition(

@@ -14,6 +14,7 @@ pub mod modes;
 mod normalize;
 pub mod pipes;
 pub mod power;
+pub mod priority;
 mod raw;
 pub mod stop_start;
 pub mod types;

@@ -319,7 +319,7 @@ impl RtPartitions {
             .iter()
             .filter(|p| p.kind == PartitionKind::Rt)
         {
-            let ranks = prio::rm_dm_ranks(&p.tasks);
+            let ranks = bulkhead_model::priority::ranks(&p.tasks);
             let joins = self.v1_limits(p, h, options)?;
             let running = initial.partitions.iter().find(|v| v.name == p.name);
             for (ti, task) in p.tasks.iter().enumerate() {

@@ -8,39 +8,20 @@
 //! deadline-monotonic priorities (Leung & Whitehead, "On the complexity of fixed-priority
 //! scheduling of periodic, real-time tasks", Performance Evaluation 1982), which reduce to
 //! rate monotonic when D = T. Explicit priorities of the description (1 = highest) come
-//! first. This is the order `bulkhead-analysis` analyses, so the response-time analysis
-//! holds for the priorities the kernel is given.
+//! first. The order is [`bulkhead_model::priority::ranks`], the one `bulkhead-analysis`
+//! analyses and `sim` simulates, so the response-time analysis holds for the priorities
+//! the kernel is given.
 //!
 //! Each task gets its own SCHED_FIFO level, from [`TOP`] downwards: equal levels would run
 //! first-in first-out, which the response-time analysis of a total order does not model.
 
 use crate::error::{Error, Result};
-use bulkhead_model::Task;
 
 /// The highest SCHED_FIFO priority given to a task. 99 is kept for the budget enforcer
 /// ([`crate::enforce`]), which must preempt the tasks it polices.
 pub const TOP: u32 = 98;
 /// The lowest SCHED_FIFO priority.
 pub const BOTTOM: u32 = 1;
-
-/// Rank of each task (0 = highest priority): explicit priorities first (1 = highest), then
-/// deadline monotonic (shorter relative deadline first), ties by shorter period, then by
-/// declaration order.
-pub fn rm_dm_ranks(tasks: &[Task]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..tasks.len()).collect();
-    order.sort_by_key(|&i| {
-        (
-            tasks[i].priority.unwrap_or(u32::MAX),
-            tasks[i].deadline,
-            tasks[i].period,
-        )
-    });
-    let mut rank = vec![0; tasks.len()];
-    for (r, &i) in order.iter().enumerate() {
-        rank[i] = r;
-    }
-    rank
-}
 
 /// SCHED_FIFO priority for each rank: rank 0 gets `top`, rank 1 `top - 1`, and so on.
 /// Fails when there are more ranks than levels in `BOTTOM..=top`.
@@ -69,6 +50,7 @@ pub fn fifo_priorities(ranks: &[usize], top: u32) -> Result<Vec<u32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bulkhead_model::Task;
 
     fn task(name: &str, budget_us: u64, period_us: u64) -> Task {
         Task {
@@ -106,18 +88,9 @@ mod tests {
     #[test]
     fn driveos_table3_is_rate_monotonic() {
         let tasks = driveos_table3();
-        let prio = fifo_priorities(&rm_dm_ranks(&tasks), TOP).unwrap();
+        let prio = fifo_priorities(&bulkhead_model::priority::ranks(&tasks), TOP).unwrap();
         // Every 1 ms task (A, B, G, H) outranks every 2 ms task (C-F); ties keep table order.
         assert_eq!(prio, vec![98, 97, 94, 93, 92, 91, 96, 95]);
-    }
-
-    #[test]
-    fn deadline_monotonic_and_explicit_priorities() {
-        let mut tasks = vec![task("a", 1, 10), task("b", 1, 20), task("c", 1, 30)];
-        tasks[2].deadline = 5_000; // c: D = 5 us < a's 10 us
-        assert_eq!(rm_dm_ranks(&tasks), vec![1, 2, 0]);
-        tasks[1].priority = Some(1);
-        assert_eq!(rm_dm_ranks(&tasks), vec![2, 0, 1]);
     }
 
     #[test]

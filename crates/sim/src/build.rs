@@ -297,20 +297,11 @@ fn lcm(a: Nanos, b: Nanos) -> Option<Nanos> {
     (a / x).checked_mul(b)
 }
 
-/// Fixed priorities, 1 = highest: explicit priorities first (ties by declaration
-/// order), then the others deadline-monotonic (Leung & Whitehead 1982; ties by
-/// declaration order).
+/// Fixed priorities, 1 = highest, in the one order of [`bulkhead_model::priority::ranks`]
+/// (the order `analyze` analyses and `run` gives the kernel).
 pub fn priority_ranks(tasks: &[Task]) -> Vec<u32> {
-    let mut order: Vec<usize> = (0..tasks.len()).collect();
-    order.sort_by_key(|&i| match tasks[i].priority {
-        Some(p) => (p, 0, i),
-        None => (u32::MAX, tasks[i].deadline, i),
-    });
-    let mut ranks = vec![0; tasks.len()];
-    for (rank, i) in order.into_iter().enumerate() {
-        ranks[i] = rank as u32 + 1;
-    }
-    ranks
+    let ranks = bulkhead_model::priority::ranks(tasks);
+    ranks.into_iter().map(|r| r as u32 + 1).collect()
 }
 
 /// The simulated task of `task`, alone on its `server`.
