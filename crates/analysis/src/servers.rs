@@ -16,7 +16,9 @@ use crate::edf::demand_test;
 use crate::prm::{gedf_schedulable, minimal_budget, minimal_mpr_budget, Bound, Mpr, Policy};
 use crate::rta::response_time;
 use crate::supply::PeriodicSupply;
-use crate::system::{partition_verdict, resume_warnings, CpuAcc, Interface, Report, TaskVerdict};
+use crate::system::{
+    partition_verdict, resume_warnings, CpuAcc, Interface, Placement, Report, TaskVerdict,
+};
 use crate::task::{Task, Time};
 use bulkhead_model::units::format_duration as fmt;
 use bulkhead_model::{Partition, Scheduler};
@@ -314,10 +316,11 @@ pub fn resolve(p: &Partition, cpus: usize) -> Resolved {
 /// each CPU it shares with other servers.
 pub(crate) fn analyze(
     p: &Partition,
-    cpus: &[String],
+    cpus: (&[String], Option<&[u32]>),
     report: &mut Report,
     per_cpu: &mut BTreeMap<String, CpuAcc>,
 ) {
+    let (cpus, numbers) = cpus;
     let set = ServerSet::of(p, cpus.len());
     let resolved = resolve(p, cpus.len());
     let verdict = match resolved.budget {
@@ -338,6 +341,12 @@ pub(crate) fn analyze(
         report
             .tasks
             .push(task_verdict(p, &set, &verdict, i, t, cpus));
+        let placement = match (numbers, verdict.cpu[i]) {
+            (Some(n), Some(c)) => Placement::Cpu(n[c]),
+            (Some(n), None) => Placement::Global(n.to_vec()),
+            (None, _) => Placement::Unplaced,
+        };
+        report.tasks.last_mut().expect("just pushed").placement = placement;
     }
     let budget_ppm = resolved
         .budget
@@ -410,6 +419,7 @@ fn task_verdict(
         partition: p.name.clone(),
         name: p.tasks[i].name.clone(),
         cpu: verdict.cpu[i].map_or_else(|| cpus.join(","), |c| cpus[c].clone()),
+        placement: Placement::Unplaced,
         wcrt_ns: wcrt,
         deadline_ns: t.deadline,
         schedulable,

@@ -23,6 +23,8 @@ pub struct TaskVerdict {
     pub name: String,
     /// The CPU the task runs on (a cpulist when it fits on none of its partition's CPUs).
     pub cpu: String,
+    /// Where it runs, as a type: what `sim` simulates and `run` reserves.
+    pub placement: Placement,
     /// Worst-case response time; `null` when unbounded or not established.
     pub wcrt_ns: Option<Time>,
     pub deadline_ns: Time,
@@ -40,6 +42,23 @@ pub struct TaskVerdict {
     /// The largest WCET this task may have with its CPU still schedulable (others
     /// unchanged; sensitivity analysis); `null` where not computed or none suffices.
     pub wcet_limit_ns: Option<Time>,
+}
+
+/// Where a task runs, decided by the analysis that admits it: the placement `sim`
+/// simulates and `run` gives the kernel (an exclusive cpuset of one CPU, or one over
+/// several CPUs whose SCHED_DEADLINE tasks the kernel schedules by global EDF).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// On this CPU alone (partitioned scheduling: first-fit decreasing, or the
+    /// partition's only CPU).
+    Cpu(u32),
+    /// Global scheduling over these CPUs: jobs migrate among them (global EDF of an
+    /// `edf` partition on several CPUs, or the pool of a partition scheduled as a server).
+    Global(Vec<u32>),
+    /// On no CPU: it fits on none of its partition's, or the partition names none
+    /// (`cpus: all` without `system.cpus`, analysed as one CPU).
+    Unplaced,
 }
 
 /// The verdict on one partition.
@@ -235,12 +254,20 @@ impl CpuAcc {
 }
 
 pub(crate) fn cpu_names(system: &System, p: &Partition) -> Vec<String> {
-    match &p.cpus {
-        Some(Cpus::Set(set)) => set.iter().map(|c| c.to_string()).collect(),
-        Some(Cpus::All) | None => match &system.cpus {
-            Some(set) => set.iter().map(|c| c.to_string()).collect(),
-            None => vec!["all".to_string()],
-        },
+    match cpu_numbers(system, p) {
+        Some(cpus) => cpus.iter().map(|c| c.to_string()).collect(),
+        None => vec!["all".to_string()],
+    }
+}
+
+/// The CPUs of partition `p` by number (its own, or the system's for `cpus: all`);
+/// `None` when it names none (`cpus: all` without `system.cpus`).
+pub(crate) fn cpu_numbers(system: &System, p: &Partition) -> Option<Vec<u32>> {
+    match (&p.cpus, &system.cpus) {
+        (Some(Cpus::Set(set)), _) | (Some(Cpus::All) | None, Some(set)) => {
+            Some(set.iter().collect())
+        }
+        (Some(Cpus::All) | None, None) => None,
     }
 }
 
@@ -274,15 +301,21 @@ fn analyze_partition(
             p.name
         ));
     }
+    let numbers = cpu_numbers(system, p);
     if p.interface.is_some() {
-        crate::servers::analyze(p, &cpus, report, per_cpu);
+        crate::servers::analyze(p, (&cpus, numbers.as_deref()), report, per_cpu);
         return;
     }
     let tasks: Vec<Task> = p.tasks.iter().map(to_task).collect();
     let rank = priority_ranks(p);
     let edf = p.scheduler == Scheduler::Edf;
     if edf && cpus.len() > 1 {
+        let first = report.tasks.len();
         global_edf(p, &tasks, &cpus, options.deadline_cap, report, per_cpu);
+        let placement = numbers.map_or(Placement::Unplaced, Placement::Global);
+        for v in &mut report.tasks[first..] {
+            v.placement = placement.clone();
+        }
         return;
     }
     let policy = if edf {
@@ -323,7 +356,15 @@ fn analyze_partition(
             }
         }
         interfaces.push(interface(&tasks, &rank, &members, edf, cpu));
-        report.tasks.extend(verdicts);
+        let placement = numbers
+            .as_ref()
+            .map_or(Placement::Unplaced, |n| Placement::Cpu(n[ci]));
+        report
+            .tasks
+            .extend(verdicts.into_iter().map(|v| TaskVerdict {
+                placement: placement.clone(),
+                ..v
+            }));
     }
     for (i, t) in p
         .tasks
@@ -430,6 +471,7 @@ fn fp_verdict(
         partition: p.name.clone(),
         name: model.name.clone(),
         cpu: cpu.to_string(),
+        placement: Placement::Unplaced,
         wcrt_ns: r.wcrt,
         deadline_ns: t.deadline,
         schedulable,
@@ -508,6 +550,7 @@ fn edf_cpu(
                 partition: p.name.clone(),
                 name: p.tasks[i].name.clone(),
                 cpu: cpu.to_string(),
+                placement: Placement::Unplaced,
                 wcrt_ns: wcrt,
                 deadline_ns: t.deadline,
                 schedulable: ok,
@@ -579,6 +622,7 @@ fn global_edf(
             partition: p.name.clone(),
             name: p.tasks[i].name.clone(),
             cpu: cpulist.clone(),
+            placement: Placement::Unplaced,
             wcrt_ns: wcrt,
             deadline_ns: t.deadline,
             schedulable: ok,
@@ -637,6 +681,7 @@ fn unplaced(p: &Partition, model: &bulkhead_model::Task, t: &Task, cpus: &[Strin
         partition: p.name.clone(),
         name: model.name.clone(),
         cpu: cpus.join(","),
+        placement: Placement::Unplaced,
         wcrt_ns: None,
         deadline_ns: t.deadline,
         schedulable: false,

@@ -5,8 +5,10 @@
 //! WCRT exactly. Observed from outside: `analyze --json` and `sim --stats-json`.
 
 mod common;
-use common::Scratch;
+use common::{exclusive_cpus_lock, is_root, Running, Scratch};
 use serde_json::Value;
+use std::process::Stdio;
+use std::time::Duration;
 
 /// `analyze --json` of `file`: each task's WCRT in ns by name.
 fn wcrts(file: &std::path::Path) -> Vec<(String, u64)> {
@@ -66,4 +68,96 @@ fn tasks_with_equal_deadlines_get_one_priority_order() {
     let analysed = wcrts(&file);
     assert_eq!(analysed, [("a".into(), 8_000_000), ("b".into(), 4_000_000)]);
     assert_eq!(responses(&scratch, &file, "100ms"), analysed);
+}
+
+/// Fixed priority on two CPUs is partitioned in `analyze` (first-fit decreasing: `y` and
+/// `z` on CPU 0, `x` on CPU 1), in `run` (each task pinned to its CPU) and now in `sim`,
+/// which scheduled the partition globally (`z` finished in 7 ms there, against the
+/// analysed 10 ms).
+#[test]
+fn fixed_priority_on_two_cpus_is_partitioned_in_sim_as_analysed() {
+    let scratch = Scratch::new("agree-fp2");
+    let file = scratch.file("fp2.yaml");
+    std::fs::write(
+        &file,
+        "system: {cpus: 0-1}\npartitions:\n  - name: p\n    kind: rt\n    cpus: 0-1\n    tasks:\n      - {name: x, budget: 2ms, period: 10ms}\n      - {name: y, budget: 5ms, period: 10ms}\n      - {name: z, budget: 5ms, period: 10ms}\n",
+    )
+    .unwrap();
+    let analysed = wcrts(&file);
+    let want: Vec<(String, u64)> = vec![
+        ("x".into(), 2_000_000),
+        ("y".into(), 5_000_000),
+        ("z".into(), 10_000_000),
+    ];
+    assert_eq!(analysed, want);
+    assert_eq!(responses(&scratch, &file, "100ms"), analysed);
+}
+
+/// An `edf` partition on two CPUs that `analyze` admits as global EDF (120% on two CPUs,
+/// which fits on no one CPU) runs: its tasks take SCHED_DEADLINE in one exclusive cpuset
+/// over both CPUs, none pinned to one (it was EBUSY: both pinned to the first CPU).
+#[test]
+fn a_two_cpu_edf_partition_runs_as_global_edf() {
+    if !is_root() {
+        eprintln!("skipping: needs root (SCHED_DEADLINE, cpusets)");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("agree-gedf");
+    let file = scratch.file("gedf.yaml");
+    let task = |name: &str| {
+        format!(
+            "      - {{name: {name}, cmd: {} --exec-us 500, budget: 6ms, period: 10ms}}\n",
+            common::bin("bulkhead-periodic").display()
+        )
+    };
+    let yaml = format!(
+        "system: {{cpus: 0-1}}\npartitions:\n  - name: p\n    kind: rt\n    cpus: 0-1\n    scheduler: edf\n    tasks:\n{}{}",
+        task("a"),
+        task("b")
+    );
+    std::fs::write(&file, yaml).unwrap();
+    let analysed = wcrts(&file);
+    assert_eq!(analysed.len(), 2, "{analysed:?}");
+    let mut run = Running(Some(
+        common::bulkhead()
+            .arg("run")
+            .arg(&file)
+            .args(["--timeout", "3s"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let child = run.0.as_ref().unwrap();
+    let tasks: Vec<u32> = wait_deadline_children(child.id(), 2);
+    let allowed: Vec<String> = tasks.iter().map(|&pid| cpus_allowed(pid)).collect();
+    let out = run.0.take().unwrap().wait_with_output().unwrap();
+    let stderr = common::text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(allowed, ["0-1", "0-1"], "{stderr}");
+}
+
+/// The supervisor `pid`'s children that run under SCHED_DEADLINE, once `n` do (5 s at most).
+fn wait_deadline_children(pid: u32, n: usize) -> Vec<u32> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let found: Vec<u32> = common::children(pid)
+            .into_iter()
+            .filter(|&c| common::chrt(c).contains("SCHED_DEADLINE"))
+            .collect();
+        if found.len() >= n || std::time::Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The CPUs process `pid` may run on (`Cpus_allowed_list` of /proc/PID/status).
+fn cpus_allowed(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default()
 }

@@ -4,11 +4,16 @@
 //!
 //! Today the plan holds the programs ([`programs`]): every command of the description
 //! resolved to the file it executes, how it is executed, the `PATH` its partition's
-//! processes get, and the files the sandbox must keep visible for it.
+//! processes get, and the files the sandbox must keep visible for it; and where every
+//! rt task runs ([`placement`]), as the analysis that admits the system placed it. The
+//! fixed-priority order is the model's one function, `bulkhead_model::priority::ranks`.
 //!
 //! The crate is pure apart from looking files up (it reads the file system, it changes
 //! nothing), needs no privileges and builds anywhere.
 
+pub mod placement;
 pub mod programs;
 
+pub use bulkhead_analysis::system::Placement;
+pub use placement::Placements;
 pub use programs::{CommandError, Exec, Host, ProgramError, Programs, Search};

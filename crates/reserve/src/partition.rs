@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::limit::V1Limit;
 use crate::sched::{DeadlineParams, Policy};
 use crate::{detect, prio};
-use bulkhead_analysis::system::{analyze_system_with, Options, Report};
+use bulkhead_analysis::system::{analyze_system_with, Options, Placement, Report};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task};
 use bulkhead_os::launch::{self, Env, Fds, Join, Launch, Program};
 use bulkhead_plan::programs::{Exec, Programs, Site};
@@ -332,11 +332,7 @@ impl RtPartitions {
                         let first = pool.iter().next().expect("a non-empty pool");
                         (first, pool, format!("pool-cpu{first}"))
                     }
-                    None => {
-                        let cpu = task_cpu(system, &p.cpus, &verdict.cpu)?;
-                        let set = CpuSet::from_cpus([cpu]).expect("one CPU");
-                        (cpu, set, format!("{}-cpu{cpu}", p.name))
-                    }
+                    None => domain_of(p, task, &verdict.placement)?,
                 };
                 let key = (name.clone(), cpu);
                 let d = match domains.get(&key) {
@@ -824,7 +820,9 @@ fn rt_cpus(system: &System, report: &Report) -> Result<Option<CpuSet>> {
             continue;
         }
         for v in report.tasks.iter().filter(|v| v.partition == p.name) {
-            cpus.push(task_cpu(system, &p.cpus, &v.cpu)?);
+            let task = p.tasks.iter().find(|t| t.name == v.name);
+            let task = task.expect("the analysis reports the partition's tasks");
+            cpus.extend(domain_of(p, task, &v.placement)?.1.iter());
         }
     }
     Ok(CpuSet::from_cpus(cpus))
@@ -870,19 +868,28 @@ fn signal(pid: u32, sig: i32) {
 }
 
 /// The CPU the analysis placed a task on, resolving `all` against the system's CPUs.
-fn task_cpu(system: &System, cpus: &Option<Cpus>, placed: &str) -> Result<u32> {
-    if let Ok(cpu) = placed.parse::<u32>() {
-        return Ok(cpu);
+/// The exclusive cpuset a task runs in, as the analysis placed it: its CPU's own
+/// (`<partition>-cpu<N>`), or one over several CPUs (`<partition>-cpus<LIST>`) whose
+/// SCHED_DEADLINE tasks the kernel schedules by global EDF, none of them pinned. Returns
+/// the domain's first CPU, its CPUs and its name.
+fn domain_of(p: &Partition, task: &Task, placement: &Placement) -> Result<(u32, CpuSet, String)> {
+    match placement {
+        Placement::Cpu(cpu) => {
+            let set = CpuSet::from_cpus([*cpu]).expect("one CPU");
+            Ok((*cpu, set, format!("{}-cpu{cpu}", p.name)))
+        }
+        Placement::Global(cpus) => {
+            let set = CpuSet::from_cpus(cpus.iter().copied()).ok_or_else(|| {
+                Error::Invalid(format!("task `{}` is placed on no CPU", task.name))
+            })?;
+            let first = set.iter().next().expect("a non-empty set");
+            Ok((first, set.clone(), format!("{}-cpus{set}", p.name)))
+        }
+        Placement::Unplaced => Err(Error::Invalid(format!(
+            "cannot place task `{}` of partition `{}` on a CPU: give the partition `cpus`",
+            task.name, p.name
+        ))),
     }
-    let set = match cpus {
-        Some(Cpus::Set(s)) => Some(s.clone()),
-        _ => system.cpus.clone(),
-    };
-    set.and_then(|s| s.iter().next()).ok_or_else(|| {
-        Error::Invalid(format!(
-            "cannot place a task on CPU `{placed}`: give the partition `cpus`"
-        ))
-    })
 }
 
 /// Where and how a task process starts.

@@ -4,6 +4,7 @@ use crate::energy::TaskScaling;
 pub use crate::error::BuildError;
 use crate::spec::*;
 use crate::windows::{Behaviour, WindowsSpec};
+use bulkhead_analysis::system::Placement;
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task, TaskServer};
 use bulkhead_trace::Name;
 use bulkhead_windows::Schedule;
@@ -148,11 +149,36 @@ impl Link {
 /// The budget and period per CPU of a partition scheduled as a server on `n` CPUs.
 pub(crate) type InterfaceOf<'a> = dyn Fn(&Partition, usize) -> (Nanos, Nanos) + 'a;
 
+/// Where the analysis placed task `task` (by name) of partition `partition`.
+pub(crate) type PlacementOf<'a> = dyn Fn(&str, &str) -> Placement + 'a;
+
+/// The scheduling domains of rt partition `p` on `cpus` and the tasks (by index) in
+/// each, as the analysis placed them (the placement `run` reserves): one domain per CPU
+/// for partitioned scheduling (fixed priority on several CPUs: first-fit decreasing),
+/// one over several CPUs for global scheduling (`edf` on several CPUs). A task the
+/// analysis could place nowhere (it refuses the system then) runs on the first CPU.
+fn domains_of(p: &Partition, cpus: &[u32], placement: &PlacementOf) -> Vec<(Vec<u32>, Vec<usize>)> {
+    let mut domains: Vec<(Vec<u32>, Vec<usize>)> = Vec::new();
+    for (k, task) in p.tasks.iter().enumerate() {
+        let on = match placement(&p.name, &task.name) {
+            Placement::Cpu(cpu) => vec![cpu],
+            Placement::Global(set) => set,
+            Placement::Unplaced => vec![cpus[0]],
+        };
+        match domains.iter_mut().find(|(c, _)| *c == on) {
+            Some((_, tasks)) => tasks.push(k),
+            None => domains.push((on, vec![k])),
+        }
+    }
+    domains
+}
+
 /// [`crate::from_system`] with the interfaces of the partitions scheduled as servers given.
 pub(crate) fn build(
     system: &System,
     options: &BuildOptions,
     interface: &InterfaceOf,
+    placement: &PlacementOf,
 ) -> Result<Spec, BuildError> {
     let mut spec = Spec::default();
     let mut pools = crate::pools::Pools::default();
@@ -185,14 +211,19 @@ pub(crate) fn build(
             Scheduler::FixedPriority => Policy::FixedPriority,
             Scheduler::Edf => Policy::Edf,
         };
-        let domain = spec.domains.len();
-        spec.domains.push(Domain {
-            name: partition.clone(),
-            cpus,
-            policy,
-        });
+        let domains = domains_of(p, &cpus, placement);
+        let first_domain = spec.domains.len();
+        for (cpus, _) in &domains {
+            spec.domains.push(Domain {
+                name: partition.clone(),
+                cpus: cpus.clone(),
+                policy,
+            });
+        }
         let ranks = priority_ranks(&p.tasks);
-        for (task, rank) in p.tasks.iter().zip(ranks) {
+        for (k, (task, rank)) in p.tasks.iter().zip(ranks).enumerate() {
+            let group = domains.iter().position(|(_, tasks)| tasks.contains(&k));
+            let domain = first_domain + group.expect("every task is in a domain");
             let server = match options.task_server(&p.name, task) {
                 ServerChoice::Io { permille } => Server::io(domain, permille, task.period, rank),
                 ServerChoice::Kind(kind) => Server {

@@ -61,10 +61,19 @@ pub fn from_system(
     if system.modes.is_some() {
         return modes::from_modal_system(system, options);
     }
-    build::build(system, options, &|p, n| {
+    let placements = placements(system);
+    let interface = |p: &bulkhead_model::Partition, n| {
         let r = bulkhead_analysis::servers::resolve(p, n);
         (r.budget.unwrap_or(r.period), r.period)
-    })
+    };
+    build::build(system, options, &interface, &|p, t| placements.get(p, t))
+}
+
+/// Where `system`'s rt tasks run: as the analysis that admits it places them, which is
+/// where `run` reserves them ([`bulkhead_plan::Placements`]).
+pub(crate) fn placements(system: &bulkhead_model::System) -> bulkhead_plan::Placements {
+    let report = bulkhead_analysis::system::analyze_system(system);
+    bulkhead_plan::Placements::of(&report)
 }
 
 /// Simulates `spec` to the end of `options`, sending events to `sink` (none are

@@ -16,7 +16,7 @@ use crate::spec::*;
 use bulkhead_analysis::modes::mode_table;
 use bulkhead_analysis::system::Options as AnalysisOptions;
 use bulkhead_model::modes::AGENT_TASK;
-use bulkhead_model::{PartitionKind, Service, System};
+use bulkhead_model::{Partition, PartitionKind, Service, System};
 
 pub use crate::spec::{MemberSpec, ModesSpec, TaskParams};
 
@@ -50,7 +50,8 @@ pub(crate) fn from_modal_system(
     let table = mode_table(system, &AnalysisOptions::default());
     let initial = table.mode(&modes.initial).expect("the initial mode");
     let universe = universe(system);
-    let mut spec = build(&universe, options, &|p, _| {
+    let placements = crate::placements(system);
+    let interface = |p: &Partition, _| {
         let k = table
             .members
             .iter()
@@ -60,7 +61,8 @@ pub(crate) fn from_modal_system(
             .interface
             .expect("a server's interface");
         (i.budget, i.period)
-    })?;
+    };
+    let mut spec = build(&universe, options, &interface, &|p, t| placements.get(p, t))?;
     let params: Vec<Vec<Option<TaskParams>>> = modes
         .table
         .iter()

@@ -135,7 +135,9 @@ fn a_partition_on_all_cpus_needs_system_cpus() {
         &BuildOptions::default(),
     )
     .unwrap();
-    assert_eq!(spec.domains[0].cpus, [2, 3]);
+    // Fixed priority on two CPUs is partitioned: the one task runs on the first, where
+    // the analysis places it and `run` pins it.
+    assert_eq!(spec.domains[0].cpus, [2]);
 }
 
 /// A task whose 8 ms were measured at 600 MHz, a quarter of them memory-bound, on a
