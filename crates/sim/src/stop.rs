@@ -24,6 +24,11 @@ pub struct StopSpec {
     pub order: Vec<String>,
     /// How long the tasks have to acknowledge a suspend request.
     pub ack_deadline: Nanos,
+    /// Partitions that stay awake through a suspension, as `run` keeps them: the
+    /// gateways of the buses a stop-start trigger watches (`StopStart::awake`). The
+    /// protocol neither asks nor freezes them, and their tasks go on as they were
+    /// (continuable, whatever they declare: they are never suspended).
+    pub awake: Vec<String>,
 }
 
 /// The supervisor's default acknowledgement deadline (5 ms).
@@ -34,6 +39,7 @@ impl Default for StopSpec {
         StopSpec {
             order: Vec::new(),
             ack_deadline: DEFAULT_ACK_DEADLINE,
+            awake: Vec::new(),
         }
     }
 }
@@ -119,16 +125,18 @@ pub(crate) fn protocol(
     (events, resumed - wall)
 }
 
-/// Partition names in suspend order: `order` first, then the others as they appear.
+/// Partition names in suspend order: `spec.order` first, then the others as they
+/// appear, without the partitions that stay awake.
 pub(crate) fn suspend_order<'n>(
-    order: &[String],
+    spec: &StopSpec,
     appearing: impl Iterator<Item = &'n str>,
 ) -> Vec<String> {
-    let mut out: Vec<String> = order.to_vec();
+    let mut out: Vec<String> = spec.order.to_vec();
     for name in appearing {
         if !out.iter().any(|o| o == name) {
             out.push(name.to_string());
         }
     }
+    out.retain(|name| !spec.awake.contains(name));
     out
 }

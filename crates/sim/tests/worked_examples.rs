@@ -82,6 +82,7 @@ fn jump2start_stop_protocol_order_acknowledgements_and_fresh_frames() {
         stop: stop::StopSpec {
             order: vec!["hmi".into(), "ctl".into(), "gw".into()],
             ack_deadline: 2 * MS,
+            awake: Vec::new(),
         },
         ..Options::until(20 * MS)
     };
@@ -147,6 +148,66 @@ fn jump2start_stop_protocol_order_acknowledgements_and_fresh_frames() {
         })
         .collect();
     assert_eq!(reads.first(), Some(&(13, 3)), "{reads:?}");
+}
+
+/// The same kind of stop with `gw` awake, as `run` keeps the gateway of a bus a
+/// stop-start trigger watches: the protocol neither asks nor freezes it (no
+/// `partition_suspended` or `partition_resumed` for it), and its restartable task is
+/// not restarted (it would get a fresh job at the resume instant 5); it goes on as a
+/// continuable task.
+#[test]
+fn a_trigger_gateway_stays_awake_through_a_stop() {
+    let mut spec = one_cpu(Policy::FixedPriority);
+    let tau1 = add_task(&mut spec, "tau1", ServerKind::Sporadic, 4 * MS, 8 * MS, 1);
+    let sense = add_task(&mut spec, "sense", ServerKind::Sporadic, MS, 2 * MS, 1);
+    spec.domains.push(Domain {
+        name: "gw".into(),
+        cpus: vec![1],
+        policy: Policy::FixedPriority,
+    });
+    spec.servers[spec.tasks[sense].server].domain = 1;
+    spec.tasks[tau1].partition = "ctl".into();
+    spec.tasks[sense].partition = "gw".into();
+    spec.tasks[sense].resume = Resume::Restartable;
+    let options = Options {
+        suspensions: vec![Suspension {
+            at: 5 * MS,
+            duration: 7 * MS,
+        }],
+        stop: stop::StopSpec {
+            awake: vec!["gw".into()],
+            ..stop::StopSpec::default()
+        },
+        ..Options::until(20 * MS)
+    };
+    let (report, events) = run(&spec, options);
+    let stops: Vec<String> = report
+        .stops
+        .iter()
+        .map(|e| format!("{} {}", e.event, e.partition.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        stops,
+        [
+            "suspend_request ",
+            "partition_suspended ctl",
+            "system_suspended ",
+            "resume_request ",
+            "partition_resumed ctl",
+            "system_resumed ",
+        ]
+    );
+    let releases: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::JobRelease { task, .. } if task.as_ref() == "sense" => Some(e.t_ns / MS),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !releases.contains(&5),
+        "restarted at the resume: {releases:?}"
+    );
 }
 
 /// JuMP2start Fig. 5: restartable tau1 (C=4, T=8) and continuable tau2 (C=3, T=10)

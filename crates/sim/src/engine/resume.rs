@@ -42,7 +42,10 @@ impl<'a> Sim<'a> {
             if !self.tasks[task].active {
                 continue;
             }
+            let partition = &self.spec.tasks[task].partition;
+            let awake = self.opts.stop.awake.iter().any(|a| **a == **partition);
             match self.spec.tasks[task].resume {
+                _ if awake => self.continue_task(task, t, &mut shifted_servers),
                 Resume::Restartable => {
                     self.drop_stale(task);
                     self.restart(task, t);
@@ -57,7 +60,7 @@ impl<'a> Sim<'a> {
     fn at_request(&self) -> Vec<PartitionAtRequest> {
         let spec = self.spec;
         let names = spec.tasks.iter().map(|t| t.partition.as_ref());
-        suspend_order(&self.opts.stop.order, names)
+        suspend_order(&self.opts.stop, names)
             .into_iter()
             .map(|name| PartitionAtRequest {
                 tasks: (0..spec.tasks.len())
