@@ -138,6 +138,9 @@ pub struct Confine {
     pub private_tmp: bool,
     /// A pid namespace of its own under a minimal init ([`crate::pidns`]).
     pub pid_namespace: bool,
+    /// The `oom_score_adj` the program starts with (not below the supervisor's, see
+    /// [`crate::oom`]); `None`: the supervisor's, inherited.
+    pub oom_score_adj: Option<i32>,
 }
 
 /// How the child gets into its cgroups before its program runs.
@@ -151,10 +154,14 @@ pub enum Join<'a> {
     Write(&'a [PathBuf]),
     /// cgroup v1 with a freezer: [`Join::Write`] of `procs`, then the handshake on the
     /// channel ([`Fds::channel`], whose other end is `peer`): `freeze` freezes the
-    /// freezer cgroup (thawed during the join) before the child is released. The child
-    /// is cloned with `CLONE_VM`; keep [`Child::memory`] until it is dead.
+    /// freezer cgroup (thawed during the join) before the child is released. With
+    /// [`Confine::pid_namespace`] the child (the monitor) is cloned with `CLONE_VM`;
+    /// keep [`Child::memory`] until it is dead. `program_procs` (the memory cgroup) are
+    /// joined by the process that execs the program alone: no process sharing the
+    /// supervisor's memory is ever in a partition's memory cgroup ([`crate::oom`]).
     Hold {
         procs: &'a [PathBuf],
+        program_procs: &'a [PathBuf],
         peer: RawFd,
         freeze: &'a mut dyn FnMut() -> io::Result<()>,
     },
@@ -186,8 +193,7 @@ pub struct Launch<'a> {
     pub fds: Fds<'a>,
     /// Wait until the child has exec'd, and return the errno of a step that failed
     /// before as the error. Only for a child that runs at once (not with [`Join::Into`],
-    /// whose cgroup may be frozen, nor [`Join::Hold`]) and keeps its other descriptors
-    /// (not [`Fds::close_others`], which would close the report pipe).
+    /// whose cgroup may be frozen, nor [`Join::Hold`]).
     pub wait_exec: bool,
 }
 
@@ -217,19 +223,24 @@ pub fn spawn(launch: Launch<'_>) -> io::Result<Child> {
         }
     }
     let hold = matches!(join, Join::Hold { .. });
-    let waits_in_vain = wait_exec && (hold || fds.close_others || matches!(join, Join::Into(_)));
+    let waits_in_vain = wait_exec && (hold || matches!(join, Join::Into(_)));
     if waits_in_vain || (hold && fds.channel.is_none()) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "a held child, a frozen one or one that closes its other descriptors cannot be \
-             waited for, and a held one needs a channel",
+            "a held child or a frozen one cannot be waited for, and a held one needs a channel",
         ));
     }
-    let procs: &[PathBuf] = match &join {
-        Join::Write(procs) | Join::Hold { procs, .. } => procs,
-        _ => &[],
+    let (procs, program_procs): (&[PathBuf], &[PathBuf]) = match &join {
+        Join::Write(procs) => (procs, &[]),
+        Join::Hold {
+            procs,
+            program_procs,
+            ..
+        } => (procs, program_procs),
+        _ => (&[], &[]),
     };
     let files = open_procs(procs)?;
+    let program_files = open_procs(program_procs)?;
     let null = match fds.null_stdin {
         true => Some(File::open("/dev/null")?),
         false => None,
@@ -242,6 +253,7 @@ pub fn spawn(launch: Launch<'_>) -> io::Result<Child> {
         program,
         env,
         procs: files.iter().map(|f| f.as_raw_fd()).collect(),
+        program_procs: program_files.iter().map(|f| f.as_raw_fd()).collect(),
         hold,
         sched,
         confine,
@@ -264,19 +276,23 @@ pub fn spawn(launch: Launch<'_>) -> io::Result<Child> {
             Child { pid, memory: None }
         }
         Join::Hold { peer, freeze, .. } => {
-            let memory = ChildMemory::new(plan)?;
-            let pid = memory.clone_child()?;
+            // Only a monitor, which never execs, may share the supervisor's memory: a
+            // process that execs sets its OOM score, which the kernel would pass on.
+            let (pid, memory) = match confine.pid_namespace {
+                true => {
+                    let memory = ChildMemory::new(plan)?;
+                    (memory.clone_child()?, Some(memory))
+                }
+                false => (fork_into(None, &plan)?, None),
+            };
             if let Err(e) = handshake(peer, freeze) {
                 kill_and_reap(pid);
                 return Err(e);
             }
-            Child {
-                pid,
-                memory: Some(memory),
-            }
+            Child { pid, memory }
         }
     };
-    drop((files, null));
+    drop((files, program_files, null));
     if let Some((read, write)) = report {
         drop(write);
         if let Err(e) = wait_for_exec(&read) {
@@ -343,6 +359,8 @@ struct Plan {
     env: *const Env,
     /// Open `cgroup.procs` files to write "0" into.
     procs: Vec<RawFd>,
+    /// Those the process that execs writes "0" into, last ([`Join::Hold`]).
+    program_procs: Vec<RawFd>,
     hold: bool,
     sched: Option<libc::sched_attr>,
     confine: Confine,
@@ -622,12 +640,14 @@ fn ok(r: libc::c_long) -> Result<(), i32> {
     }
 }
 
-/// Writes the calling child into each of `plan`'s cgroups.
+/// Writes the calling child into each cgroup whose `cgroup.procs` is open as `procs`.
+/// The files were opened by the supervisor (root), which is what the kernel checks:
+/// this works after the child's uid change too.
 ///
 /// # Safety
 /// Only in a child between clone and exec; the descriptors are open.
-unsafe fn join_cgroups(plan: &Plan) -> Result<(), i32> {
-    for &fd in &plan.procs {
+unsafe fn join_cgroups(procs: &[RawFd]) -> Result<(), i32> {
+    for &fd in procs {
         // SAFETY: write(2) of a static byte to an open descriptor.
         if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
             return Err(crate::sandbox::errno());
@@ -679,16 +699,36 @@ unsafe fn hand_over(plan: &Plan) -> Result<(), i32> {
         }
         for &fd in &plan.keep {
             if plan.close_others && fd > from {
-                libc::syscall(libc::SYS_close_range, from as u32, (fd - 1) as u32, 0u32);
+                close_all_but(from, fd - 1, plan.report);
             }
             ok(libc::fcntl(fd, libc::F_SETFD, 0).into())?;
             from = fd + 1;
         }
         if plan.close_others {
-            libc::syscall(libc::SYS_close_range, from as u32, u32::MAX, 0u32);
+            close_all_but(from, u32::MAX as i32, plan.report);
         }
     }
     Ok(())
+}
+
+/// Closes the descriptors `from..=to` of the calling child but `spare` (the report
+/// pipe, close-on-exec: it reports a failure up to the exec).
+///
+/// # Safety
+/// Only in a child between clone and exec (close_range on its own table).
+unsafe fn close_all_but(from: i32, to: i32, spare: RawFd) {
+    let close = |from: i32, to: i32| {
+        if from <= to {
+            // SAFETY: the caller's contract.
+            unsafe { libc::syscall(libc::SYS_close_range, from as u32, to as u32, 0u32) };
+        }
+    };
+    if (from..=to).contains(&spare) {
+        close(from, spare - 1);
+        close(spare + 1, to);
+    } else {
+        close(from, to);
+    }
 }
 
 /// Resets every caught signal to its default action, then unblocks all signals: the
@@ -728,7 +768,7 @@ unsafe fn child_main(plan: &Plan) -> ! {
     // NUL-terminated strings and pointer arrays prepared (and kept alive) before the clone.
     unsafe {
         let (program, env) = (&*plan.program, &*plan.env);
-        let joined = join_cgroups(plan);
+        let joined = join_cgroups(&plan.procs);
         if plan.hold {
             hold(plan, joined);
         } else if let Err(e) = joined {
@@ -781,6 +821,14 @@ unsafe fn child_main(plan: &Plan) -> ! {
         }
         if let Some(status) = status {
             crate::pidns::start_program(status);
+        }
+        if let Err(e) = join_cgroups(&plan.program_procs) {
+            fail(plan, e, 127);
+        }
+        if let Some(score) = confine.oom_score_adj {
+            if let Err(e) = crate::oom::set_score(score) {
+                fail(plan, e, 127);
+            }
         }
         if let Err(e) = hand_over(plan) {
             fail(plan, e, 127);
@@ -876,19 +924,19 @@ mod tests {
                 l.fds.channel = Some(ch);
                 l.fds.null_stdin = true;
                 l.fds.close_others = close_others;
-                l.wait_exec = !close_others;
             }
         };
         let (text, status) = run(&script, handed(false));
         assert_eq!(status, 0, "{text}");
         assert_eq!(text, "/usr/bin:/bin\n/\nopen\nopen\nopen\n");
-        let (text, _) = run(&script, handed(true));
+        let (text, status) = run(&script, handed(true));
+        assert_eq!(status, 0, "{text}");
         assert_eq!(text, "/usr/bin:/bin\n/\nopen\nopen\nclosed\n");
         let (text, _) = run("readlink /proc/self/fd/0", handed(false));
         assert_eq!(text, "/dev/null\n");
-        // close_others would close the report pipe: that launch cannot be waited for.
-        let e = failure("/bin/true", |l| l.fds.close_others = true);
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        // The report pipe survives close_others up to the exec: a failure still arrives.
+        let e = failure("/nonexistent/bulkhead-program", |l| l.fds.close_others = true);
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub mod event;
 pub mod fd;
 pub mod futex;
 pub mod launch;
+pub mod oom;
 mod pidns;
 pub mod proc;
 pub mod sandbox;

@@ -194,11 +194,15 @@ pub unsafe fn clear_capabilities() -> Result<(), i32> {
 ///   without SCHED_RESET_ON_FORK), `sched_setparam` and `sched_setattr` (they set a
 ///   real-time priority or a reservation), `sched_setaffinity` (moving threads among
 ///   CPUs; the cpuset bounds it, the filter keeps the kernel's balancing untouched),
-///   `ioprio_set` to the real-time I/O class, `mlockall`: the rt partitions' CPU time,
-///   I/O and memory;
+///   `ioprio_set` to the real-time I/O class, `mlockall`, `mlock` and `mlock2`: the rt
+///   partitions' CPU time, I/O and memory (locked pages are out of the reach of the
+///   partition's memory limit's reclaim);
 /// - with EPERM, `ptrace`, `process_vm_readv`/`process_vm_writev`, `perf_event_open`,
-///   `bpf`, `userfaultfd`, `keyctl`/`add_key`/`request_key`: reading or steering other
-///   processes, timing side channels, kernel attack surface, the per-uid keyrings;
+///   `bpf`, `userfaultfd`, `keyctl`/`add_key`/`request_key`, `io_uring_setup`,
+///   `io_uring_enter`, `io_uring_register`, `syslog`: reading or steering other
+///   processes, timing side channels, kernel attack surface (io_uring's requests run
+///   in kernel workers, out of the filter's sight), the per-uid keyrings, the kernel's
+///   log;
 /// - with EPERM, `unshare`, `setns`, `clone` with a namespace flag, `mount`, `umount2`,
 ///   `pivot_root`, `chroot` and the new mount API (`open_tree`, `move_mount`, `fsopen`,
 ///   `fsconfig`, `fsmount`, `fspick`, `mount_setattr`): leaving the sandbox's namespaces,
@@ -210,11 +214,17 @@ pub struct Filter {
 }
 
 /// Calls refused outright with EPERM.
-const REFUSED: [i64; 25] = [
+const REFUSED: [i64; 31] = [
     libc::SYS_sched_setparam,
     libc::SYS_sched_setattr,
     libc::SYS_sched_setaffinity,
     libc::SYS_mlockall,
+    libc::SYS_mlock,
+    libc::SYS_mlock2,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_syslog,
     libc::SYS_ptrace,
     libc::SYS_process_vm_readv,
     libc::SYS_process_vm_writev,
@@ -537,7 +547,8 @@ mod tests {
     }
 
     /// A forked child that loads the filter cannot switch itself to SCHED_FIFO or change
-    /// its affinity (EPERM), gets ENOSYS from clone3, and still runs a program.
+    /// its affinity (EPERM), gets ENOSYS from clone3 and EPERM from io_uring, mlock and
+    /// syslog, and still runs a program.
     #[test]
     fn a_filtered_child_is_refused_rt_scheduling_and_affinity_but_runs() {
         let filter = Filter::new().expect("compiles");
@@ -564,6 +575,19 @@ mod tests {
                 }
                 if libc::syscall(libc::SYS_clone3, 0usize, 0usize) == 0 || errno() != libc::ENOSYS {
                     libc::_exit(13);
+                }
+                // Refused before the kernel looks at the (here invalid) arguments.
+                for nr in [
+                    libc::SYS_io_uring_setup,
+                    libc::SYS_io_uring_enter,
+                    libc::SYS_io_uring_register,
+                    libc::SYS_mlock,
+                    libc::SYS_mlock2,
+                    libc::SYS_syslog,
+                ] {
+                    if libc::syscall(nr, 0usize, 0usize, 0usize) == 0 || errno() != libc::EPERM {
+                        libc::_exit(15);
+                    }
                 }
                 let other = libc::sched_param { sched_priority: 0 };
                 if libc::sched_setscheduler(0, libc::SCHED_BATCH, &other) != 0 {

@@ -27,6 +27,10 @@ pub struct Confinement {
     /// The parts of the sandbox that apply ([`partition_env`] when `clean_env`, the
     /// others through [`Confinement::launch`]); all by default.
     pub sandbox: Sandbox,
+    /// A process of bulkhead's own (a bus's gateway task): it keeps the supervisor's
+    /// OOM protection; a partition's program starts with the supervisor's original
+    /// score ([`bulkhead_os::oom`]).
+    pub bulkhead_own: bool,
 }
 
 impl Confinement {
@@ -45,6 +49,7 @@ impl Confinement {
             seccomp: be && s.seccomp,
             private_tmp: be && s.private_tmp,
             pid_namespace: be && s.pid_namespace,
+            oom_score_adj: (!self.bulkhead_own).then(bulkhead_os::oom::program_score),
         }
     }
 }
@@ -145,6 +150,7 @@ mod tests {
             env: Vec::new(),
             pass_fds: Vec::new(),
             sandbox: Sandbox::default(),
+            bulkhead_own: false,
         };
         let (mut out, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let fd = theirs.as_raw_fd();

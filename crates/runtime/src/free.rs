@@ -349,8 +349,8 @@ impl Files<'_> {
         pcg: &mut ProcessCgroup,
     ) -> std::io::Result<spawn::Child> {
         pcg.set_frozen(true).map_err(std::io::Error::other)?;
-        let join = &self.limits[limits].join;
-        let child = spawn::spawn_into(&self.plans[plan], &self.envs[env], cg, pcg, join)?;
+        let limits = &self.limits[limits];
+        let child = spawn::spawn_into(&self.plans[plan], &self.envs[env], cg, pcg, limits)?;
         pcg.set_frozen(false).map_err(std::io::Error::other)?;
         Ok(child)
     }

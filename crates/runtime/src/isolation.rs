@@ -63,6 +63,7 @@ impl Confinements {
                 env: env.get(&p.name).cloned().unwrap_or_default(),
                 pass_fds: Vec::new(),
                 sandbox: p.sandbox,
+                bulkhead_own: false,
             };
             by_partition.insert(p.name.clone(), c);
         }
@@ -88,13 +89,15 @@ impl Confinements {
     }
 
     /// The confinement of task `task` of partition `p`: the partition's, except that the
-    /// gateway tasks of a bus with a SocketCAN interface run in the interface's namespace.
+    /// gateway tasks of a bus, bulkhead's own, keep the supervisor's OOM protection, and
+    /// with a SocketCAN interface run in the interface's namespace.
     pub fn of_task(&self, p: &Partition, task: &Task) -> Confinement {
         let mut c = self.of(&p.name);
         let bus = match &task.service {
             Some(Service::CanReader { bus } | Service::CanWriter { bus }) => bus,
             Some(Service::ModeAgent) | None => return c,
         };
+        c.bulkhead_own = true;
         if let Some(iface) = self.interfaces.get(bus) {
             c.netns = Some(iface.netns());
         }

@@ -14,6 +14,7 @@
 //! dies with the supervisor.
 
 use crate::cgroup::{PartitionCgroup, ProcessCgroup, Version};
+use crate::limits::Limits;
 use bulkhead_os::launch::{self, Confine, Env, Fds, Join, Launch, Program};
 use bulkhead_reserve::confine::{partition_env, Confinement};
 use std::io;
@@ -84,14 +85,14 @@ pub struct Child {
 
 /// Spawns `command` with environment `env` into the frozen process cgroup `cg` of
 /// `partition`: on v2 straight into it; on v1 the child joins the partition's cpuset,
-/// `cg` and `extra` (the `cgroup.procs` files of further cgroups: memory, pids) before
-/// it execs. The child is frozen when this returns.
+/// `cg` and the pids cgroup of `limits`, and the process that execs the program joins
+/// its memory cgroup, before it execs. The child is frozen when this returns.
 pub fn spawn_into(
     command: &Prepared,
     env: &Environment,
     partition: &PartitionCgroup,
     cg: &mut ProcessCgroup,
-    extra: &[PathBuf],
+    limits: &Limits,
 ) -> io::Result<Child> {
     let (parent_end, child_end) = socketpair()?;
     let fds = Fds {
@@ -108,11 +109,12 @@ pub fn spawn_into(
             procs.push(dir.join("cgroup.procs"));
         }
         procs.push(cg.dir.join("cgroup.procs"));
-        procs.extend(extra.iter().cloned());
+        procs.extend(limits.join.iter().cloned());
         cg.set_frozen(false).map_err(io::Error::other)?;
         let mut freeze = || cg.set_frozen(true).map_err(io::Error::other);
         let join = Join::Hold {
             procs: &procs,
+            program_procs: &limits.program_join,
             peer: parent_end.as_raw_fd(),
             freeze: &mut freeze,
         };

@@ -625,8 +625,8 @@ fn spawn_all(
             .add_process(&partition, process.index, keep_open)
             .map_err(RunError::Cgroup)?;
         let env = &run.envs[2 * process.partition + usize::from(process.init)];
-        let join = &run.limits[process.partition].join;
-        let child = spawn::spawn_into(&run.plans[id], env, &partition, &mut cg, join).map_err(
+        let limits = &run.limits[process.partition];
+        let child = spawn::spawn_into(&run.plans[id], env, &partition, &mut cg, limits).map_err(
             |source| RunError::Spawn {
                 what: format!("`{}`", process.cmd),
                 source,
