@@ -42,6 +42,7 @@
 //! child right after its first thaw could change the code in a supervisor error
 //! message; nothing else is shared that either writes.)
 
+use crate::harden::{enter_user_namespace, Protect, Protections};
 use crate::sandbox::{
     clear_capabilities, die_with_parent, drop_bounding_set, enter_netns, mount_proc, no_new_privs,
     take_identity, Filter, Mounts,
@@ -141,6 +142,12 @@ pub struct Confine {
     /// The `oom_score_adj` the program starts with (not below the supervisor's, see
     /// [`crate::oom`]); `None`: the supervisor's, inherited.
     pub oom_score_adj: Option<i32>,
+    /// Root of a user namespace of its own whose uid and gid 0 are [`Confine::identity`]
+    /// ([`enter_user_namespace`]); without an identity, nothing.
+    pub private_users: bool,
+    /// Read-only system files, kernel settings and cgroups, the runtime directory
+    /// hidden, an IPC namespace of its own ([`Protections`]).
+    pub protect: Protect,
 }
 
 /// How the child gets into its cgroups before its program runs.
@@ -258,6 +265,7 @@ pub fn spawn(launch: Launch<'_>) -> io::Result<Child> {
         sched,
         confine,
         mounts: confine.private_tmp.then(|| Mounts::new(program.cwd())),
+        protections: Protections::new(confine.protect),
         channel: fds.channel.unwrap_or(-1),
         stdin: null.as_ref().map_or(-1, |f| f.as_raw_fd()),
         keep: sorted(fds.keep, fds.channel.is_some()),
@@ -365,6 +373,7 @@ struct Plan {
     sched: Option<libc::sched_attr>,
     confine: Confine,
     mounts: Option<Mounts>,
+    protections: Option<Protections>,
     channel: RawFd,
     stdin: RawFd,
     /// Descriptors kept, ascending, above the standard streams and the channel.
@@ -584,12 +593,17 @@ fn handshake(peer: RawFd, freeze: &mut dyn FnMut() -> io::Result<()>) -> io::Res
 
 /// Confines the calling child as `confine` says, in this order: its network namespace,
 /// no-new-privileges, an empty bounding set (while still root), the seccomp filter (which
-/// refuses `setns`, so after it), its user, then no capabilities left.
+/// refuses `setns`, so after it), its user, then no capabilities left. With a user
+/// namespace, that is entered after the uid change (unprivileged: the new namespace's
+/// root is the process's uid outside), and the bounding set emptied again (a new user
+/// namespace gives its creator every capability in it) and the filter loaded (it
+/// refuses `unshare`) in it.
 ///
 /// # Safety
 /// Only in a child between clone and exec: async-signal-safe calls on memory prepared
 /// before the clone ([`FILTER`] is set when `confine.seccomp`).
 unsafe fn restrict(confine: &Confine) -> Result<(), i32> {
+    let userns = confine.identity.filter(|_| confine.private_users);
     // SAFETY: the caller's contract.
     unsafe {
         if let Some(fd) = confine.netns {
@@ -601,20 +615,38 @@ unsafe fn restrict(confine: &Confine) -> Result<(), i32> {
         if confine.no_capabilities {
             drop_bounding_set()?;
         }
-        if confine.seccomp {
-            match FILTER.get() {
-                Some(Ok(filter)) => filter.install()?,
-                _ => return Err(libc::EINVAL),
-            }
+        if confine.seccomp && userns.is_none() {
+            install_filter()?;
         }
         if let Some((uid, gid)) = confine.identity {
             take_identity(uid, gid)?;
+        }
+        if let Some((uid, gid)) = userns {
+            enter_user_namespace(uid, gid)?;
+            if confine.no_capabilities {
+                drop_bounding_set()?;
+            }
+            if confine.seccomp {
+                install_filter()?;
+            }
         }
         if confine.no_capabilities {
             clear_capabilities()?;
         }
     }
     Ok(())
+}
+
+/// Loads the seccomp filter ([`FILTER`]) into the calling child.
+///
+/// # Safety
+/// As [`restrict`].
+unsafe fn install_filter() -> Result<(), i32> {
+    match FILTER.get() {
+        // SAFETY: the caller's contract.
+        Some(Ok(filter)) => unsafe { filter.install() },
+        _ => Err(libc::EINVAL),
+    }
 }
 
 /// Ends the child after a failed step: reports `errno` on the report pipe, if any,
@@ -801,6 +833,12 @@ unsafe fn child_main(plan: &Plan) -> ! {
         }
         if status.is_some() {
             if let Err(e) = mount_proc(plan.mounts.is_none()) {
+                fail(plan, e, 126);
+            }
+        }
+        if let Some(protections) = &plan.protections {
+            let in_mount_namespace = plan.mounts.is_some() || status.is_some();
+            if let Err(e) = protections.apply(in_mount_namespace) {
                 fail(plan, e, 126);
             }
         }

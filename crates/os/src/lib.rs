@@ -33,6 +33,8 @@ pub mod command;
 pub mod event;
 pub mod fd;
 pub mod futex;
+pub mod harden;
+pub mod ipc;
 pub mod launch;
 pub mod oom;
 mod pidns;

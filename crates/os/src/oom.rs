@@ -63,56 +63,10 @@ pub fn program_score() -> i32 {
 /// kernel gives every process sharing a memory the same score). Async-signal-safe.
 pub(crate) unsafe fn set_score(score: i32) -> Result<(), i32> {
     let mut text = [0u8; 12];
-    let len = decimal(score, &mut text);
-    // SAFETY: prctl with integer arguments; open, write and close of a local buffer.
+    let len = crate::sandbox::decimal(score.into(), &mut text);
+    // SAFETY: prctl with integer arguments; a write of a local buffer.
     unsafe {
-        if libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) != 0 {
-            return Err(crate::sandbox::errno());
-        }
-        let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
-        if fd < 0 {
-            return Err(crate::sandbox::errno());
-        }
-        let written = libc::write(fd, text.as_ptr().cast(), len);
-        let errno = crate::sandbox::errno();
-        libc::close(fd);
-        if written != len as isize {
-            return Err(errno);
-        }
-    }
-    Ok(())
-}
-
-/// Writes `n` in decimal into `out` (no allocation: used in a child); its length.
-fn decimal(n: i32, out: &mut [u8; 12]) -> usize {
-    let mut digits = [0u8; 10];
-    let (mut rest, mut len) = (n.unsigned_abs(), 0);
-    loop {
-        digits[len] = b'0' + (rest % 10) as u8;
-        len += 1;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    let sign = usize::from(n < 0);
-    out[0] = b'-';
-    for (i, d) in digits[..len].iter().rev().enumerate() {
-        out[sign + i] = *d;
-    }
-    sign + len
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scores_are_written_in_decimal_without_allocating() {
-        for (n, text) in [(0, "0"), (-1000, "-1000"), (1000, "1000"), (i32::MIN, "-2147483648")] {
-            let mut out = [0u8; 12];
-            let len = decimal(n, &mut out);
-            assert_eq!(&out[..len], text.as_bytes());
-        }
+        crate::sandbox::ok(libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0))?;
+        crate::harden::write_file(c"/proc/self/oom_score_adj", &text[..len])
     }
 }

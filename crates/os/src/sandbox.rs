@@ -350,7 +350,7 @@ fn rules(matches: impl IntoIterator<Item = (u8, u64, u64)>) -> Result<Vec<Seccom
 
 /// The mount namespace of a be process: its own, with mount events private both ways
 /// (nothing it mounts reaches the host, nothing of the host's reaches it later), a fresh
-/// tmpfs on `/tmp` and one on `/dev/shm`. Both go away with the last process of the
+/// tmpfs on `/tmp`, one on `/var/tmp` and one on `/dev/shm`. Both go away with the last process of the
 /// namespace. A working directory under `/tmp` stays visible at its path (bind-mounted
 /// back into the fresh `/tmp`), so the description's files keep working. Prepared before
 /// fork ([`Mounts::new`]), applied in the child ([`Mounts::apply`]) while still root.
@@ -433,8 +433,25 @@ impl Mounts {
                 ))?;
                 libc::close(fd);
             }
+            private_var_tmp()
         }
-        Ok(())
+    }
+}
+
+/// A fresh tmpfs on `/var/tmp` (the other world-writable directory that outlives a
+/// run), as on `/tmp`; nothing if the host has no `/var/tmp`.
+///
+/// # Safety
+/// As [`Mounts::apply`], in the process's own mount namespace.
+unsafe fn private_var_tmp() -> Result<(), i32> {
+    let tmpfs = c"tmpfs".as_ptr();
+    let flags = libc::MS_NOSUID | libc::MS_NODEV;
+    let options = c"mode=1777".as_ptr().cast();
+    // SAFETY: the caller's contract; static NUL-terminated strings.
+    match unsafe { libc::mount(tmpfs, c"/var/tmp".as_ptr(), tmpfs, flags, options) } {
+        0 => Ok(()),
+        _ if errno() == libc::ENOENT => Ok(()),
+        _ => Err(errno()),
     }
 }
 
@@ -470,7 +487,7 @@ pub unsafe fn mount_proc(own_namespace: bool) -> Result<(), i32> {
 ///
 /// # Safety
 /// Only in a child between fork and exec; async-signal-safe (unshare, mount).
-unsafe fn private_mount_namespace() -> Result<(), i32> {
+pub(crate) unsafe fn private_mount_namespace() -> Result<(), i32> {
     let none = std::ptr::null();
     // SAFETY: the caller's contract; every pointer is null or a NUL-terminated static
     // string.
@@ -487,7 +504,7 @@ unsafe fn private_mount_namespace() -> Result<(), i32> {
 }
 
 /// `Ok` for a system call's 0, else its errno.
-fn ok(r: libc::c_int) -> Result<(), i32> {
+pub(crate) fn ok(r: libc::c_int) -> Result<(), i32> {
     if r == 0 {
         Ok(())
     } else {
@@ -508,20 +525,31 @@ fn cstr(path: &Path) -> Option<CString> {
 fn fd_path(fd: i32, out: &mut [u8; 32]) {
     let prefix = b"/proc/self/fd/";
     out[..prefix.len()].copy_from_slice(prefix);
-    let mut digits = [0u8; 10];
-    let (mut n, mut len) = (fd.unsigned_abs(), 0);
+    let len = decimal(fd.into(), &mut out[prefix.len()..]);
+    out[prefix.len() + len] = 0;
+}
+
+/// Writes `n` in decimal at the start of `out`, which must hold it (up to 20 bytes);
+/// its length. No allocation: used in a child.
+pub(crate) fn decimal(n: i64, out: &mut [u8]) -> usize {
+    let mut digits = [0u8; 20];
+    let (mut rest, mut len) = (n.unsigned_abs(), 0);
     loop {
-        digits[len] = b'0' + (n % 10) as u8;
+        digits[len] = b'0' + (rest % 10) as u8;
         len += 1;
-        n /= 10;
-        if n == 0 {
+        rest /= 10;
+        if rest == 0 {
             break;
         }
     }
-    for (i, d) in digits[..len].iter().rev().enumerate() {
-        out[prefix.len() + i] = *d;
+    let sign = usize::from(n < 0);
+    if n < 0 {
+        out[0] = b'-';
     }
-    out[prefix.len() + len] = 0;
+    for (i, d) in digits[..len].iter().rev().enumerate() {
+        out[sign + i] = *d;
+    }
+    sign + len
 }
 
 #[cfg(test)]
@@ -533,6 +561,15 @@ mod tests {
         let mut out = [0xffu8; 32];
         fd_path(1207, &mut out);
         assert_eq!(&out[..20], b"/proc/self/fd/1207\0\xff");
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal_without_allocating() {
+        for (n, text) in [(0, "0"), (-1000, "-1000"), (65534, "65534"), (i64::MIN, "-9223372036854775808")] {
+            let mut out = [0u8; 20];
+            let len = decimal(n, &mut out);
+            assert_eq!(&out[..len], text.as_bytes());
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! ([`bulkhead_os::launch`], given [`Confinement::launch`]).
 
 use bulkhead_model::types::Sandbox;
+use bulkhead_os::harden::Protect;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -31,6 +32,9 @@ pub struct Confinement {
     /// OOM protection; a partition's program starts with the supervisor's original
     /// score ([`bulkhead_os::oom`]).
     pub bulkhead_own: bool,
+    /// `identity` is a uid of its own given to a `user: root` be partition: its
+    /// processes are root of a user namespace that maps root to it.
+    pub user_namespace: bool,
 }
 
 impl Confinement {
@@ -50,6 +54,14 @@ impl Confinement {
             private_tmp: be && s.private_tmp,
             pid_namespace: be && s.pid_namespace,
             oom_score_adj: (!self.bulkhead_own).then(bulkhead_os::oom::program_score),
+            private_users: be && self.user_namespace,
+            protect: Protect {
+                system: be && s.protect_system,
+                kernel: be && s.protect_kernel,
+                cgroups: be && s.protect_cgroups,
+                runtime_dir: be && s.hide_runtime_dir,
+                ipc: be && s.private_ipc,
+            },
         }
     }
 }
@@ -151,6 +163,7 @@ mod tests {
             pass_fds: Vec::new(),
             sandbox: Sandbox::default(),
             bulkhead_own: false,
+            user_namespace: false,
         };
         let (mut out, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let fd = theirs.as_raw_fd();
