@@ -186,6 +186,15 @@ pub fn clean_leftovers(hierarchy: Option<&Hierarchy>) -> Vec<String> {
         }
         warnings.extend(failed);
     }
+    // After the cgroups (their processes may hold a copy of a dead system's listening
+    // socket), before what may wait for another run's lock.
+    let sockets = bulkhead_control::remove_stale(Path::new(bulkhead_control::SOCKET_DIR));
+    for socket in sockets {
+        warnings.push(format!(
+            "removed the control socket of a bulkhead that died: {}",
+            socket.display()
+        ));
+    }
     let (channels, failed) = leftovers::clean_channels();
     for name in channels {
         warnings.push(format!(
