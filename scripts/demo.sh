@@ -53,9 +53,9 @@ if [ "$(id -u)" -eq 0 ]; then
   "$bulkhead" run examples/driveos.yaml --timeout 8s --schedule-log "$out/vehicle.jsonl" \
     >"$out/vehicle.out" 2>"$out/vehicle.err" || { cat "$out/vehicle.err"; exit 1; }
   "$bulkhead" report "$out/vehicle.jsonl" -o target/demo/vehicle-report.html --system examples/driveos.yaml
-  grep '^openpilot: ' "$out/vehicle.out"
+  grep '^adas\[0\]: openpilot: ' "$out/vehicle.out"
   grep -E '^aml-(read|write): ' "$out/vehicle.err"
-  grep '^plant: pipeline' "$out/vehicle.out" | tail -n 1
+  grep '^hil\[0\]: plant: pipeline' "$out/vehicle.out" | tail -n 1
   grep -E "^  task " "$out/vehicle.err"
   echo "== the gateway's counters at the end (mhydra_rx, mhydra_tx)"
   grep -E '"event":"counter".*"task":"mhydra_(rx|tx)"' "$out/vehicle.jsonl" \

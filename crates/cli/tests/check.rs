@@ -141,11 +141,24 @@ fn a_be_partition_running_as_the_hosts_root_is_warned_about() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("root.yaml:5:"), "{stderr}");
-    assert!(stderr.contains("partitions[0].sandbox.private_users: partition `ivi` runs as the host's root"), "{stderr}");
-    std::fs::write(&tmp, desc.replace("    sandbox: {private_users: false}\n", "")).unwrap();
+    assert!(
+        stderr.contains(
+            "partitions[0].sandbox.private_users: partition `ivi` runs as the host's root"
+        ),
+        "{stderr}"
+    );
+    std::fs::write(
+        &tmp,
+        desc.replace("    sandbox: {private_users: false}\n", ""),
+    )
+    .unwrap();
     let out = bulkhead(&["check", tmp.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
-    assert!(!text(&out.stderr).contains("warning"), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

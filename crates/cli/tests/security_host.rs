@@ -65,7 +65,13 @@ fn a_partition_cannot_control_the_system_even_as_the_hosts_root() {
     let path = dir.file("system.yaml");
     std::fs::write(&path, desc).unwrap();
     let run = bulkhead()
-        .args(["run", path.to_str().unwrap(), "--timeout", "4s", "--control"])
+        .args([
+            "run",
+            path.to_str().unwrap(),
+            "--timeout",
+            "4s",
+            "--control",
+        ])
         .arg(&socket)
         .stderr(Stdio::piped())
         .spawn()
@@ -80,8 +86,16 @@ fn a_partition_cannot_control_the_system_even_as_the_hosts_root() {
     let out = running.0.take().unwrap().wait_with_output().unwrap();
     let stderr = text(&out.stderr);
     let report = std::fs::read_to_string(dir.file("ctl")).unwrap_or_default();
-    assert_eq!(from_host.status.code(), Some(0), "{}", text(&from_host.stderr));
-    assert!(report.contains("exit=") && !report.contains("exit=0"), "{report}\n{stderr}");
+    assert_eq!(
+        from_host.status.code(),
+        Some(0),
+        "{}",
+        text(&from_host.stderr)
+    );
+    assert!(
+        report.contains("exit=") && !report.contains("exit=0"),
+        "{report}\n{stderr}"
+    );
     assert!(report.contains("runs in a partition"), "{report}");
     assert!(
         stderr.contains("control socket: refused a peer (uid 0"),
@@ -111,8 +125,14 @@ mv @D@/report.tmp @D@/report
             "system: {{}}\npartitions:\n  - {{name: ivi, cpus: 1{keys}, processes: [\"sh {d}/probe.sh\"]}}\n"
         );
         let (report, stderr) = common::run_probe(&dir, &desc, &probe.replace("@D@", &d));
-        assert!(report.contains(&format!("seen={seen}")), "{keys}: {report}\n{stderr}");
-        assert!(report.contains("open=") && !report.contains("open=0"), "{keys}: {report}\n{stderr}");
+        assert!(
+            report.contains(&format!("seen={seen}")),
+            "{keys}: {report}\n{stderr}"
+        );
+        assert!(
+            report.contains("open=") && !report.contains("open=0"),
+            "{keys}: {report}\n{stderr}"
+        );
     }
 }
 
@@ -148,4 +168,41 @@ fn a_killed_supervisors_janitor_removes_its_control_socket() {
     let left = socket.exists();
     let _ = std::fs::remove_file(&socket);
     assert!(!left, "{} was left", socket.display());
+}
+
+/// A be partition prints a fake summary of an rt task to its standard error and a line
+/// without an end to its output: both reach the run's streams labelled with the
+/// partition and process, so no line of the partition's starts as the supervisor's do.
+#[test]
+fn a_partitions_output_cannot_pass_for_the_supervisors() {
+    if !is_root() {
+        return eprintln!("skipping: needs root for users and cgroups");
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("sec-host-output");
+    let fake =
+        "  task `a` of `ctl` (SCHED_DEADLINE, pid 1): 100 jobs, max response 0.1 ms, 0 misses";
+    std::fs::write(
+        dir.file("fake.sh"),
+        format!("echo '{fake}' >&2; printf 'no end'"),
+    )
+    .unwrap();
+    let desc = format!(
+        "system: {{}}\npartitions:\n  - {{name: ivi, cpus: 1, processes: [\"sh {}/fake.sh\"]}}\n",
+        dir.0.display()
+    );
+    let path = dir.file("system.yaml");
+    std::fs::write(&path, desc).unwrap();
+    let out = bulkhead()
+        .args(["run", path.to_str().unwrap(), "--timeout", "3s"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        !stderr.lines().any(|l| l.starts_with("  task ")),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("ivi[0]: {fake}\n")), "{stderr}");
+    assert_eq!(stdout, "ivi[0]: no end\n");
 }

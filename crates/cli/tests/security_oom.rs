@@ -54,7 +54,11 @@ fn a_be_partition_filling_its_memory_leaves_the_supervisor_and_the_rt_task_runni
     for keys in ["", ", sandbox: {pid_namespace: false}"] {
         let _ = std::fs::remove_file(dir.file("filled"));
         let path = dir.file("system.yaml");
-        std::fs::write(&path, description(&periodic.display().to_string(), &d, keys)).unwrap();
+        std::fs::write(
+            &path,
+            description(&periodic.display().to_string(), &d, keys),
+        )
+        .unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
             .args(["run", path.to_str().unwrap(), "--timeout", "6s"])
             .output()

@@ -100,8 +100,11 @@ sleep 2
 /// What the host sees of the probe's uid: (segments, file) during and after the run.
 fn ipc_leak(dir: &Scratch, keys: &str, name: &str) -> ((bool, bool), (bool, bool)) {
     let d = dir.0.display().to_string();
-    std::fs::write(dir.file("probe.sh"), IPC_PROBE.replace("@D@", &d).replace("@N@", name))
-        .unwrap();
+    std::fs::write(
+        dir.file("probe.sh"),
+        IPC_PROBE.replace("@D@", &d).replace("@N@", name),
+    )
+    .unwrap();
     let _ = std::fs::remove_file(dir.file("uid"));
     let desc = format!(
         "system: {{}}\npartitions:\n  - {{name: ivi, cpus: 1, sandbox: {{{keys}}}, processes: [\"sh {d}/probe.sh\"]}}\n"
@@ -133,7 +136,9 @@ fn ipc_leak(dir: &Scratch, keys: &str, name: &str) -> ((bool, bool), (bool, bool
     // What the relaxed runs leave (a segment of the uid, the file) is removed here.
     let _ = std::fs::remove_file(&file);
     for id in segments_of(uid) {
-        let _ = std::process::Command::new("ipcrm").args(["-m", &id]).output();
+        let _ = std::process::Command::new("ipcrm")
+            .args(["-m", &id])
+            .output();
     }
     (during, after)
 }
@@ -160,7 +165,15 @@ fn ipc_objects_and_var_tmp_files_of_a_partition_stay_private_and_go_with_its_uid
     assert_eq!((during, after), ((false, false), (false, false)));
     let shared = "private_ipc: false, private_tmp: false";
     let (during, after) = ipc_leak(&dir, shared, &name);
-    assert_eq!((during, after), ((true, true), (false, false)), "removed with the uid");
+    assert_eq!(
+        (during, after),
+        ((true, true), (false, false)),
+        "removed with the uid"
+    );
     let (during, after) = ipc_leak(&dir, &format!("{shared}, remove_ipc: false"), &name);
-    assert_eq!((during, after), ((true, true), (true, true)), "left without remove_ipc");
+    assert_eq!(
+        (during, after),
+        ((true, true), (true, true)),
+        "left without remove_ipc"
+    );
 }

@@ -76,7 +76,11 @@ const CALLS: [(&str, i32, i32); 3] = [
 fn assert_calls(report: &str, filtered: bool, ctx: &str) {
     for (call, refused, allowed) in CALLS {
         let expected = if filtered { refused } else { allowed };
-        assert_eq!(value(report, call), Some(expected.to_string().as_str()), "{call}: {ctx}");
+        assert_eq!(
+            value(report, call),
+            Some(expected.to_string().as_str()),
+            "{call}: {ctx}"
+        );
     }
 }
 

@@ -229,7 +229,10 @@ impl Server {
         };
         text.lines()
             .filter_map(|line| line.splitn(3, ':').nth(2))
-            .any(|path| path.split('/').any(|part| part.starts_with(prefix.as_str())))
+            .any(|path| {
+                path.split('/')
+                    .any(|part| part.starts_with(prefix.as_str()))
+            })
     }
 
     /// The socket's path.

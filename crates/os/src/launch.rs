@@ -187,6 +187,9 @@ pub struct Fds<'a> {
     pub close_others: bool,
     /// Standard input from `/dev/null` instead of the parent's.
     pub null_stdin: bool,
+    /// Standard output and error (e.g. pipes whose lines the supervisor labels)
+    /// instead of the parent's; the caller keeps them open until the child has exec'd.
+    pub output: Option<(RawFd, RawFd)>,
 }
 
 /// What to start, where and how.
@@ -268,6 +271,7 @@ pub fn spawn(launch: Launch<'_>) -> io::Result<Child> {
         protections: Protections::new(confine.protect),
         channel: fds.channel.unwrap_or(-1),
         stdin: null.as_ref().map_or(-1, |f| f.as_raw_fd()),
+        output: fds.output,
         keep: sorted(fds.keep, fds.channel.is_some()),
         close_others: fds.close_others,
         report: report.as_ref().map_or(-1, |(_, w)| w.as_raw_fd()),
@@ -376,6 +380,7 @@ struct Plan {
     protections: Option<Protections>,
     channel: RawFd,
     stdin: RawFd,
+    output: Option<(RawFd, RawFd)>,
     /// Descriptors kept, ascending, above the standard streams and the channel.
     keep: Vec<RawFd>,
     close_others: bool,
@@ -720,6 +725,10 @@ unsafe fn hand_over(plan: &Plan) -> Result<(), i32> {
         if plan.stdin >= 0 {
             ok(libc::dup2(plan.stdin, 0).into())?;
         }
+        if let Some((out, err)) = plan.output {
+            ok(libc::dup2(out, 1).into())?;
+            ok(libc::dup2(err, 2).into())?;
+        }
         let mut from = 3;
         if plan.channel >= 0 {
             if plan.channel == CHANNEL_FD {
@@ -973,7 +982,9 @@ mod tests {
         let (text, _) = run("readlink /proc/self/fd/0", handed(false));
         assert_eq!(text, "/dev/null\n");
         // The report pipe survives close_others up to the exec: a failure still arrives.
-        let e = failure("/nonexistent/bulkhead-program", |l| l.fds.close_others = true);
+        let e = failure("/nonexistent/bulkhead-program", |l| {
+            l.fds.close_others = true
+        });
         assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
     }
 

@@ -565,7 +565,12 @@ mod tests {
 
     #[test]
     fn numbers_are_written_in_decimal_without_allocating() {
-        for (n, text) in [(0, "0"), (-1000, "-1000"), (65534, "65534"), (i64::MIN, "-9223372036854775808")] {
+        for (n, text) in [
+            (0, "0"),
+            (-1000, "-1000"),
+            (65534, "65534"),
+            (i64::MIN, "-9223372036854775808"),
+        ] {
             let mut out = [0u8; 20];
             let len = decimal(n, &mut out);
             assert_eq!(&out[..len], text.as_bytes());

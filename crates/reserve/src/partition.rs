@@ -929,6 +929,7 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<TaskC
             keep: &keep,
             close_others: true,
             null_stdin: true,
+            output: None,
         },
         wait_exec: true,
     })?;

@@ -9,8 +9,9 @@
 use crate::cgroup::{Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
+use crate::output::Output;
 use crate::spawn::{self, Environment, Prepared};
-use crate::{cgroup, command, leftovers, RunError, Unrunnable};
+use crate::{cgroup, command, leftovers, RunError, RunOptions, Unrunnable};
 use bulkhead_model::units::format_duration;
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Restart, RestartWhen, System};
 use std::collections::VecDeque;
@@ -102,8 +103,10 @@ impl FreeRun {
         hierarchy: &Hierarchy,
         confinements: &Confinements,
         own_cpus: &CpuSet,
-        workdir: &Path,
+        output: &Output,
+        options: &RunOptions,
     ) -> Result<Option<FreeRun>, RunError> {
+        let workdir = &options.workdir;
         let free = partitions(system);
         if free.is_empty() {
             return Ok(None);
@@ -126,7 +129,7 @@ impl FreeRun {
             errors: Vec::new(),
         };
         for (i, (p, cpus)) in free.iter().zip(&cpus).enumerate() {
-            run.start_partition(i, p, cpus, confinements, workdir)?;
+            run.start_partition(i, p, cpus, confinements, output, workdir)?;
         }
         Ok(Some(run))
     }
@@ -137,6 +140,7 @@ impl FreeRun {
         p: &Partition,
         cpus: &CpuSet,
         confinements: &Confinements,
+        output: &Output,
         workdir: &Path,
     ) -> Result<(), RunError> {
         let dir_name = cgroup::partition_dir_name(index, &p.name);
@@ -158,7 +162,8 @@ impl FreeRun {
                     let what = where_();
                     RunError::Invalid(Unrunnable::Exec { what, source })
                 })?
-                .confined(&confine);
+                .confined(&confine)
+                .labelled(output.clone(), &p.name, k);
             self.plans.push(plan);
             let mut pcg = self
                 .instance

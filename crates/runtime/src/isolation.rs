@@ -283,7 +283,9 @@ mod tests {
         };
         let (mut a, mut b) = (identities(), identities());
         let take = |ids: &mut Identities, n: usize| -> Vec<u32> {
-            (0..n).map(|_| ids.allocate(false).unwrap().unwrap().0).collect()
+            (0..n)
+                .map(|_| ids.allocate(false).unwrap().unwrap().0)
+                .collect()
         };
         let first = take(&mut a, 3);
         let second = take(&mut b, 3);

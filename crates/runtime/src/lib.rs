@@ -21,6 +21,7 @@ mod limits;
 mod links;
 mod mailbox;
 mod modes;
+mod output;
 mod power;
 mod rt;
 mod signals;

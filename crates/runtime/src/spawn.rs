@@ -15,6 +15,7 @@
 
 use crate::cgroup::{PartitionCgroup, ProcessCgroup, Version};
 use crate::limits::Limits;
+use crate::output::Output;
 use bulkhead_os::launch::{self, Confine, Env, Fds, Join, Launch, Program};
 use bulkhead_reserve::confine::{partition_env, Confinement};
 use std::io;
@@ -36,6 +37,9 @@ pub struct Prepared {
     confine: Confine,
     /// The partition's passed descriptors, kept open until the child has exec'd.
     pass_fds: Vec<RawFd>,
+    /// Where its standard output and error go, labelled (`<partition>[<k>]`); `None`:
+    /// the supervisor's own.
+    output: Option<(Output, String)>,
 }
 
 /// A partition's environment block, which outlives the spawns using it.
@@ -61,7 +65,15 @@ impl Prepared {
             program: Program::new(path, argv, cwd)?,
             confine: Confine::default(),
             pass_fds: Vec::new(),
+            output: None,
         })
+    }
+
+    /// The command's output goes through `output`'s relay, each line labelled
+    /// `<partition>[<k>]: ` ([`crate::output`]).
+    pub fn labelled(mut self, output: Output, partition: &str, k: usize) -> Prepared {
+        self.output = Some((output, format!("{partition}[{k}]")));
+        self
     }
 
     /// The command run as `confine` says (user, network namespace, sandbox), keeping
@@ -95,11 +107,17 @@ pub fn spawn_into(
     limits: &Limits,
 ) -> io::Result<Child> {
     let (parent_end, child_end) = socketpair()?;
+    // Closed once the child has them (it has its own table from the clone on).
+    let pipes = match &command.output {
+        Some((output, label)) => Some(output.pipes(label)?),
+        None => None,
+    };
     let fds = Fds {
         channel: Some(child_end.as_raw_fd()),
         keep: &command.pass_fds,
         close_others: true,
         null_stdin: false,
+        output: pipes.as_ref().map(|(o, e)| (o.as_raw_fd(), e.as_raw_fd())),
     };
     let child = if cg.version() == Version::V2 {
         launch::spawn(plan(command, env, fds, Join::Into(&cg.dir)))?

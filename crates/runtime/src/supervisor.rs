@@ -8,6 +8,7 @@ use crate::free::{FreeKeeper, FreeRun};
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
 use crate::links::Links;
+use crate::output::{Output, Relay};
 use crate::rt::{self, RtRun};
 use crate::spawn::{self, Environment, Prepared};
 use crate::{leftovers, signals, CgroupsUnusable, RunError, RunOptions, Unrunnable};
@@ -246,6 +247,9 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         c.hand_status(system, &mut links)?;
     }
     let mut confinements = Confinements::prepare(system, &links.env)?;
+    // Dropped after every process is gone: the partitions' last lines come before the
+    // caller's summary.
+    let relay = Relay::start().map_err(|e| RunError::io("the output relay", e))?;
     links.own_ends(|p| confinements.of(p).identity)?;
     confinements.pass_fds(&links.fds);
     let system = &links.with_commands(system);
@@ -265,7 +269,8 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         }
     }
     let own = own_cpus();
-    let free = FreeRun::start(system, &hierarchy, &confinements, &own, &options.workdir)?;
+    let output = relay.output();
+    let free = FreeRun::start(system, &hierarchy, &confinements, &own, &output, options)?;
     if let (Some(c), Some(f)) = (&mut control, &free) {
         c.measure_memory(f.memory_dirs());
     }
@@ -288,7 +293,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let schedule = Schedule::from_system(system, &own)
         .map_err(|e| RunError::Invalid(Unrunnable::Schedule(e)))?;
     check_cpus(&schedule)?;
-    let plans = plan_commands(&schedule, options, &confinements)?;
+    let plans = plan_commands(&schedule, options, &confinements, &output)?;
     let mut run = Run {
         plans,
         envs: environments(&schedule, &confinements),
@@ -582,6 +587,7 @@ fn plan_commands(
     schedule: &Schedule,
     options: &RunOptions,
     confinements: &Confinements,
+    output: &Output,
 ) -> Result<Vec<Prepared>, RunError> {
     schedule
         .processes
@@ -597,7 +603,11 @@ fn plan_commands(
                     RunError::Invalid(Unrunnable::Exec { what, source })
                 },
             )?;
-            Ok(plan.confined(&confinements.of(partition)))
+            Ok(plan.confined(&confinements.of(partition)).labelled(
+                output.clone(),
+                partition,
+                p.index,
+            ))
         })
         .collect()
 }
