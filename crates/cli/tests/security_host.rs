@@ -8,7 +8,8 @@ use common::{bulkhead, exclusive_cpus_lock, is_root, rt_test_setup, text, Scratc
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// `bulkhead run x.yaml 7<secret`: the rt task's shell tries to read descriptor 7.
+/// `bulkhead run x.yaml 7<secret 900<secret`: the rt task's shell tries to read
+/// descriptors 7 and 900 (below and above the descriptors it is handed).
 #[test]
 fn rt_tasks_get_none_of_the_supervisors_inherited_descriptors() {
     let Some((periodic, _lock)) = rt_test_setup() else {
@@ -18,7 +19,7 @@ fn rt_tasks_get_none_of_the_supervisors_inherited_descriptors() {
     let d = dir.0.display().to_string();
     std::fs::write(dir.file("secret"), "the supervisor's secret\n").unwrap();
     let task = format!(
-        "sh -c 'cat <&7 > {d}/leak 2>&1; echo $? >> {d}/leak; exec {} --exec-us 100'",
+        "sh -c 'cat /proc/self/fd/7 /proc/self/fd/900 > {d}/leak 2>&1; echo $? >> {d}/leak; exec {} --exec-us 100'",
         periodic.display()
     );
     let desc = format!(
@@ -26,10 +27,10 @@ fn rt_tasks_get_none_of_the_supervisors_inherited_descriptors() {
     );
     let path = dir.file("system.yaml");
     std::fs::write(&path, desc).unwrap();
-    let out = Command::new("sh")
+    let out = Command::new("bash")
         .arg("-c")
         .arg(format!(
-            "exec '{}' run '{}' --timeout 2s 7<'{d}/secret'",
+            "exec '{}' run '{}' --timeout 2s 7<'{d}/secret' 900<'{d}/secret'",
             env!("CARGO_BIN_EXE_bulkhead"),
             path.display()
         ))

@@ -24,12 +24,16 @@
 //! (`sched_setattr`: inside the exclusive cpuset, while still privileged and before the
 //! seccomp filter refuses it); with [`Confine::pid_namespace`] the child splits into a
 //! monitor and a pid namespace's init that runs the rest and starts the program
-//! ([`crate::pidns`]); the process gets its own mount namespace with a fresh `/tmp` and
-//! `/dev/shm` ([`Mounts`]) and the init a fresh `/proc`; the working directory is set;
-//! the process enters its network namespace, sets no-new-privileges, empties its
-//! capability bounding set, loads the seccomp filter, takes its user and clears its
-//! capabilities (each as [`Confine`] says, see [`restrict`]); it asks to be SIGKILLed
-//! when the parent dies (and exits if it already has); the descriptors are handed over
+//! ([`crate::pidns`]); the process gets its own mount namespace with a fresh `/tmp`,
+//! `/var/tmp` and `/dev/shm` ([`Mounts`]) and the init a fresh `/proc`; then the
+//! read-only host, the hidden runtime directory and its IPC namespace ([`Protections`]);
+//! the working directory is set; the process enters its network namespace, sets
+//! no-new-privileges, empties its capability bounding set, loads the seccomp filter,
+//! takes its user (and enters its user namespace) and clears its capabilities (each as
+//! [`Confine`] says, see [`restrict`]); it asks to be SIGKILLed when the parent dies (and
+//! exits if it already has); the process that execs the program (the pid namespace's
+//! program, else the child itself) joins the cgroups only it joins (the v1 memory
+//! cgroup) and sets its OOM score ([`crate::oom`]); the descriptors are handed over
 //! ([`Fds`]: stdin from `/dev/null`, the channel becomes fd [`CHANNEL_FD`] without
 //! close-on-exec, the kept descriptors lose close-on-exec, every other one above is
 //! closed when asked); the descriptor limit the supervisor started with is restored
@@ -746,7 +750,7 @@ unsafe fn hand_over(plan: &Plan) -> Result<(), i32> {
             from = fd + 1;
         }
         if plan.close_others {
-            close_all_but(from, u32::MAX as i32, plan.report);
+            close_all_but(from, RawFd::MAX, plan.report);
         }
     }
     Ok(())
@@ -955,10 +959,16 @@ mod tests {
     fn the_child_gets_its_environment_directory_and_only_the_handed_descriptors() {
         let (channel, _peer) = UnixStream::pair().unwrap();
         // Handed to no child: left open across exec on purpose, so that only the
-        // launcher's close_others closes it.
-        let stray = std::fs::File::open("/dev/null").unwrap();
-        // SAFETY: F_SETFD clears close-on-exec on a descriptor this test owns.
-        unsafe { libc::fcntl(stray.as_raw_fd(), libc::F_SETFD, 0) };
+        // launcher's close_others closes it; above every handed descriptor, so that
+        // the closing of the range above the last one is tried.
+        let null = std::fs::File::open("/dev/null").unwrap();
+        // SAFETY: F_DUPFD (without close-on-exec) of a descriptor this test owns; the
+        // new descriptor is owned below.
+        let stray = unsafe {
+            let fd = libc::fcntl(null.as_raw_fd(), libc::F_DUPFD, 900);
+            assert!(fd >= 900);
+            std::fs::File::from_raw_fd(fd)
+        };
         // Shell built-ins only: no descriptor of another program is looked at.
         let script = format!(
             "echo $PATH; pwd; for f in 0 {CHANNEL_FD} {}; do \
