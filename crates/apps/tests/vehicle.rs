@@ -278,7 +278,7 @@ fn the_rav4_log_replayed_reaches_the_instrument_cluster() {
     );
     let speeds: Vec<f64> = stdout
         .lines()
-        .filter_map(|l| l.strip_prefix("instrument-cluster: speed "))
+        .filter_map(|l| l.strip_prefix("infotainment[1]: instrument-cluster: speed "))
         .map(|l| l.split(' ').next().unwrap().parse().unwrap())
         .collect();
     assert!(speeds.len() >= 4, "{stdout}");
