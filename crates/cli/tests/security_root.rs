@@ -9,7 +9,7 @@
 //! files).
 
 mod common;
-use common::{bin, exclusive_cpus_lock, is_root, run_probe, Scratch};
+use common::{bin, exclusive_cpus_lock, is_root, run_probe, value, Scratch};
 use std::path::Path;
 
 /// Each attempt prints `NAME=STATUS` (0: it succeeded). `@B@`: a bulkhead binary that
@@ -30,13 +30,6 @@ mv @D@/report.tmp @D@/report
 "#;
 
 const ATTACKS: [&str; 6] = ["freeze", "limit", "cpuset", "sysctl", "passwd", "binary"];
-
-/// The value after `name=` in a report.
-fn value<'a>(report: &'a str, name: &str) -> Option<&'a str> {
-    let prefix = format!("{name}=");
-    let line = report.lines().find(|l| l.starts_with(&prefix))?;
-    Some(line[prefix.len()..].trim())
-}
 
 /// Runs the probe in a `user: root` be partition (64 MiB) with sandbox keys `keys`.
 fn run_root(dir: &Scratch, keys: &str) -> (String, String) {

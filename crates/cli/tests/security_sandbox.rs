@@ -4,7 +4,7 @@
 //! holds (docs/security.md). Needs root (partition users, cgroups, namespaces).
 
 mod common;
-use common::{bulkhead, exclusive_cpus_lock, is_root, run_probe, Scratch};
+use common::{bulkhead, exclusive_cpus_lock, is_root, run_probe, value, Scratch};
 
 /// Runs one be partition on CPU 1 whose process runs `script` (with `@D@` the scratch
 /// directory) with the extra partition keys `keys`; returns what the script wrote to
@@ -25,13 +25,6 @@ fn run_windowed(dir: &Scratch, keys: &str, script: &str) -> (String, String) {
         "windows:\n  - length: 20\n    slices:\n      - {{cpu: 1, be_partition: ivi}}\npartitions:\n  - {{name: ivi{keys}, processes: [{{budget: 5, cmd: \"sh {d}/probe.sh\"}}]}}\n"
     );
     run_probe(dir, &desc, &script.replace("@D@", &d))
-}
-
-/// The value after `name=` in a report (`None` if the line is missing).
-fn value<'a>(report: &'a str, name: &str) -> Option<&'a str> {
-    let prefix = format!("{name}=");
-    let line = report.lines().find(|l| l.starts_with(&prefix))?;
-    Some(line[prefix.len()..].trim())
 }
 
 /// As root in its partition: the capability bounding set, a switch of its shell to
