@@ -91,7 +91,8 @@ impl Protections {
 
     /// Applies them: in the calling child's mount namespace if `in_mount_namespace`,
     /// else in a new private one. A path that does not exist (e.g. the program's
-    /// directory under a fresh `/tmp`) is left out. Needs CAP_SYS_ADMIN.
+    /// directory under a fresh `/tmp`) is left out. Needs CAP_SYS_ADMIN. A working
+    /// directory under a read-only path stays read-only.
     ///
     /// # Safety
     /// Only in a child between clone and exec, after its other mounts (a fresh `/tmp`,
@@ -120,7 +121,12 @@ impl Protections {
                 let tmpfs = c"tmpfs".as_ptr();
                 let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
                 let options = c"mode=000,size=4k".as_ptr().cast();
-                ok(libc::mount(tmpfs, dir.as_ptr(), tmpfs, flags, options))?;
+                // Missing only if it could not be made (not root): nothing to hide.
+                if libc::mount(tmpfs, dir.as_ptr(), tmpfs, flags, options) != 0
+                    && errno() != libc::ENOENT
+                {
+                    return Err(errno());
+                }
             }
         }
         Ok(())
