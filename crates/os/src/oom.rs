@@ -15,6 +15,11 @@
 //!   process of its own memory (the kernel would otherwise pass the value on to the
 //!   supervisor): a program is a candidate of its partition's OOM killer as it was
 //!   without bulkhead, and nothing else of the partition is.
+//!
+//! On cgroup v1 the monitor and the init also stay out of the partition's memory
+//! cgroup (only the program joins it, [`crate::launch::Join::Hold`]); on v2 they are born
+//! in its leaf cgroup (`CLONE_INTO_CGROUP`) as copy-on-write copies of the supervisor,
+//! with memory of their own and the score -1000.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
