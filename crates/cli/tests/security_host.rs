@@ -106,7 +106,8 @@ fn a_partition_cannot_control_the_system_even_as_the_hosts_root() {
 
 /// A be partition tries to open the uid allocator's lock file (a read lock on it kept
 /// every other run from taking uids): hidden with the runtime directory, and mode 0600
-/// when the directory is not hidden.
+/// when the directory is not hidden. The cpuset lock file (`flock`, which any open
+/// descriptor may take) is mode 0600 as well.
 #[test]
 fn a_partition_cannot_open_the_uid_lock_file() {
     if !is_root() {
@@ -118,6 +119,7 @@ fn a_partition_cannot_open_the_uid_lock_file() {
 exec > @D@/report.tmp 2>&1
 test -e /run/bulkhead/uids.lock; echo seen=$?
 (exec 3</run/bulkhead/uids.lock); echo open=$?
+(exec 3</run/bulkhead-cpuset.lock); echo cpuset=$?
 mv @D@/report.tmp @D@/report
 "#;
     let d = dir.0.display().to_string();
@@ -130,10 +132,11 @@ mv @D@/report.tmp @D@/report
             report.contains(&format!("seen={seen}")),
             "{keys}: {report}\n{stderr}"
         );
-        assert!(
-            report.contains("open=") && !report.contains("open=0"),
-            "{keys}: {report}\n{stderr}"
-        );
+        for lock in ["open", "cpuset"] {
+            let opened = report.contains(&format!("{lock}=0"));
+            let tried = report.contains(&format!("{lock}="));
+            assert!(tried && !opened, "{lock}, {keys}: {report}\n{stderr}");
+        }
     }
 }
 
