@@ -13,10 +13,12 @@
 //!   child writes itself into its cgroups (the freezer one still thawed), reports
 //!   success on its channel and blocks reading it; the parent waits for the report,
 //!   freezes the freezer cgroup (`freeze`) and releases the child, which continues (and
-//!   execs) only when first thawed. The child is cloned with `CLONE_VM` (see
-//!   [`ChildMemory`]): thousands of frozen, not yet exec'd children sharing the
-//!   supervisor's memory copy-on-write made each further fork slower (10000
-//!   partitions: 35 s).
+//!   execs) only when first thawed. A child that becomes a pid namespace's monitor is
+//!   cloned with `CLONE_VM` (see [`ChildMemory`]): thousands of frozen, not yet exec'd
+//!   children sharing the supervisor's memory copy-on-write made each further fork
+//!   slower (10000 partitions: 35 s). One that execs itself (`pid_namespace: false`)
+//!   is forked copy-on-write: it sets its OOM score, which the kernel would pass on to
+//!   every sharer of its memory ([`crate::oom`]); that relaxation pays the slower forks.
 //!
 //! In the child, between clone and exec, only async-signal-safe system calls run, on
 //! memory prepared before the clone (no allocation), in this order: SIGPIPE is reset
