@@ -138,13 +138,15 @@ if [ "$code" -ne 0 ]; then
 fi
 step "bulkhead report of the vehicle's run" \
   "$bulkhead" report "$out/vehicle.jsonl" -o target/demo/vehicle-report.html --system examples/driveos.yaml
-expect "the controller's lines (openpilot)" '^openpilot: ' "$out/vehicle.out" "$out/vehicle.err"
-expect "the ADAS mappers' summaries" '^aml-(read|write): ' "$out/vehicle.err" "$out/vehicle.out"
-expect "the plant's pipeline figures" '^plant: pipeline' "$out/vehicle.out" "$out/vehicle.err" | tail -n 1
+# A be process's lines carry its partition's label (`adas[0]: `); rt tasks write their own.
+label='^([a-z_]+\[[0-9]+\]: )?'
+expect "the controller's lines (openpilot)" "${label}openpilot: " "$out/vehicle.out" "$out/vehicle.err"
+expect "the ADAS mappers' summaries" "${label}aml-(read|write): " "$out/vehicle.err" "$out/vehicle.out"
+expect "the plant's pipeline figures" "${label}plant: pipeline" "$out/vehicle.out" "$out/vehicle.err" | tail -n 1
 expect "the rt tasks' summaries" '^  task ' "$out/vehicle.err"
 echo "== the vehicle's speed: 72 km/h before the step, 90 km/h at the end"
-speeds=$(expect "the plant's speed lines" '^plant t=' "$out/vehicle.out" \
-  | sed -E 's/^plant t=([0-9.]+)s v=([0-9.-]+)km\/h.*/\1 \2/')
+speeds=$(expect "the plant's speed lines" "${label}plant t=" "$out/vehicle.out" \
+  | sed -E 's/^.*plant t=([0-9.]+)s v=([0-9.-]+)km\/h.*/\1 \2/')
 first=$(echo "$speeds" | head -n 1)
 last=$(echo "$speeds" | tail -n 1)
 echo "first: t=${first% *} s v=${first#* } km/h; last: t=${last% *} s v=${last#* } km/h"

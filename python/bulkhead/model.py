@@ -79,6 +79,13 @@ class Sandbox:
     seccomp: bool
     private_tmp: bool
     pid_namespace: bool
+    private_users: bool
+    protect_system: bool
+    protect_kernel: bool
+    protect_cgroups: bool
+    hide_runtime_dir: bool
+    private_ipc: bool
+    remove_ipc: bool
 
 
 @dataclass(frozen=True)

@@ -213,6 +213,12 @@ fn partition_json(p: &Partition) -> Value {
             "clean_env": p.sandbox.clean_env, "no_new_privs": p.sandbox.no_new_privs,
             "no_capabilities": p.sandbox.no_capabilities, "seccomp": p.sandbox.seccomp,
             "private_tmp": p.sandbox.private_tmp, "pid_namespace": p.sandbox.pid_namespace,
+            "private_users": p.sandbox.private_users,
+            "protect_system": p.sandbox.protect_system,
+            "protect_kernel": p.sandbox.protect_kernel,
+            "protect_cgroups": p.sandbox.protect_cgroups,
+            "hide_runtime_dir": p.sandbox.hide_runtime_dir,
+            "private_ipc": p.sandbox.private_ipc, "remove_ipc": p.sandbox.remove_ipc,
         }),
     })
 }

@@ -66,7 +66,9 @@ def test_python_rt_task_and_window_client_under_bulkhead_run(scratch):
     (scratch / "client.py").write_text(CLIENT)
     task_out, client_out = scratch / "task.out", scratch / "client.out"
     # The interpreter may live where only root can read it (pyenv under /root): both
-    # partitions run as root, declared shared, instead of uids bulkhead allocates.
+    # partitions run as the host's root, declared shared, instead of uids bulkhead
+    # allocates (a be partition's `user: root` is otherwise root of a user namespace
+    # of its own, mapped to such a uid).
     py = sys.executable
     (scratch / "system.yaml").write_text(textwrap.dedent(f"""\
         system: {{cpus: 0-1}}
@@ -82,6 +84,7 @@ def test_python_rt_task_and_window_client_under_bulkhead_run(scratch):
             kind: be
             user: root
             shared_user: true
+            sandbox: {{private_users: false}}
             processes:
               - {{cmd: {py} {scratch}/client.py {client_out}, budget: 5ms, init: true}}
         windows:

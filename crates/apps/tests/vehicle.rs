@@ -110,7 +110,8 @@ fn run(name: &str, edit: impl Fn(String) -> String) -> Run {
     }
 }
 
-/// The plant's `(t s, v km/h)` lines.
+/// The plant's `(t s, v km/h)` lines (the plant is process 0 of partition `hil`, whose
+/// lines bulkhead labels `hil[0]: `).
 fn speeds(stdout: &str) -> Vec<(f64, f64)> {
     let field = |line: &str, key: &str| -> Option<f64> {
         let rest = line.split(key).nth(1)?;
@@ -119,7 +120,7 @@ fn speeds(stdout: &str) -> Vec<(f64, f64)> {
     };
     stdout
         .lines()
-        .filter(|l| l.starts_with("plant t="))
+        .filter(|l| l.starts_with("hil[0]: plant t="))
         .filter_map(|l| Some((field(l, "t=")?, field(l, "v=")?)))
         .collect()
 }
@@ -236,10 +237,10 @@ fn the_vehicle_runs_in_closed_loop_and_the_allowlist_holds() {
     // frames, for most SPEED frames (41.45 Hz over 10 s; the first ones precede INIT).
     let pipeline = stdout
         .lines()
-        .rfind(|l| l.starts_with("plant: pipeline: "))
+        .rfind(|l| l.starts_with("hil[0]: plant: pipeline: "))
         .unwrap_or_else(|| panic!("no pipeline figures:\n{stdout}"));
     eprintln!("{pipeline}");
-    let frames: u64 = pipeline.split(' ').nth(2).unwrap().parse().unwrap();
+    let frames: u64 = pipeline.split(' ').nth(3).unwrap().parse().unwrap();
     assert!(frames > 200, "{pipeline}");
 
     // The allowlist: the three ACC commands from the be partition were refused and
@@ -277,7 +278,7 @@ fn the_rav4_log_replayed_reaches_the_instrument_cluster() {
     );
     let speeds: Vec<f64> = stdout
         .lines()
-        .filter_map(|l| l.strip_prefix("instrument-cluster: speed "))
+        .filter_map(|l| l.strip_prefix("infotainment[1]: instrument-cluster: speed "))
         .map(|l| l.split(' ').next().unwrap().parse().unwrap())
         .collect();
     assert!(speeds.len() >= 4, "{stdout}");

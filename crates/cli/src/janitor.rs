@@ -42,7 +42,11 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(1);
         }
     }
-    // The supervisor has ended, so the pipe holds its byte or nothing: no wait.
+    // The supervisor has ended, so the pipe holds its byte or nothing: no wait. Not a
+    // blocking read either: a child the supervisor was starting when it died (between
+    // clone and exec) may still hold a copy of the pipe's writing end.
+    // SAFETY: fcntl on the standard input, which this process owns.
+    unsafe { libc::fcntl(0, libc::F_SETFL, libc::O_NONBLOCK) };
     let mut byte = [0u8; 1];
     if matches!(std::io::stdin().read(&mut byte), Ok(1) if byte[0] == ENDED_NORMALLY) {
         return ExitCode::SUCCESS;

@@ -142,6 +142,9 @@ pub fn run(args: Args) -> ExitCode {
     }
     // Dropped when this function returns, after the run's own teardown: it then tells
     // the janitor that there is nothing to clean (a SIGKILL tells it nothing).
+    // Before the janitor starts, so that it inherits the supervisor's OOM protection
+    // (as root; else nothing changes).
+    let _ = bulkhead_os::oom::shield_supervisor();
     let _janitor = crate::janitor::Janitor::start();
     match bulkhead_runtime::run(&system, &options) {
         Ok(outcome) => {

@@ -18,7 +18,11 @@ fn metadata() -> BTreeMap<String, (String, BTreeSet<String>)> {
         .current_dir(repo())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
     let root = meta["workspace_root"].as_str().unwrap().to_string();
     let mut crates = BTreeMap::new();
@@ -71,8 +75,14 @@ fn the_architecture_page_matches_the_workspace() {
             "docs/architecture.md's diagram line of `{name}` does not list its dependencies"
         );
         let row = format!("| `bulkhead-{name}` | `{dir}` |");
-        assert!(page.contains(&row), "docs/architecture.md has no row `{row}`");
+        assert!(
+            page.contains(&row),
+            "docs/architecture.md has no row `{row}`"
+        );
     }
     let extra: Vec<&String> = drawn.keys().filter(|n| !crates.contains_key(*n)).collect();
-    assert!(extra.is_empty(), "the diagram names crates the workspace lacks: {extra:?}");
+    assert!(
+        extra.is_empty(),
+        "the diagram names crates the workspace lacks: {extra:?}"
+    );
 }

@@ -129,6 +129,38 @@ fn warnings_go_to_stderr_and_do_not_fail() {
     assert!(!text(&out.stdout).contains("warning"));
 }
 
+/// `user: root` in a be partition is root of a user namespace of its own; relaxed, it
+/// is the host's root, which `check` warns about with the key's position.
+#[test]
+fn a_be_partition_running_as_the_hosts_root_is_warned_about() {
+    let scratch = common::Scratch::new("warn-root");
+    let tmp = scratch.file("root.yaml");
+    let desc = "system: {}\npartitions:\n  - name: ivi\n    user: root\n    sandbox: {private_users: false}\n    processes: [\"true x\"]\n";
+    std::fs::write(&tmp, desc).unwrap();
+    let out = bulkhead(&["check", tmp.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("root.yaml:5:"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "partitions[0].sandbox.private_users: partition `ivi` runs as the host's root"
+        ),
+        "{stderr}"
+    );
+    std::fs::write(
+        &tmp,
+        desc.replace("    sandbox: {private_users: false}\n", ""),
+    )
+    .unwrap();
+    let out = bulkhead(&["check", tmp.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        !text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn missing_file_is_invalid_input() {
     let out = bulkhead(&["check", "/nonexistent/bulkhead.yaml"]);

@@ -116,7 +116,7 @@ impl Handler for Fake {
         })
     }
 
-    fn refused(&mut self, _peer: Peer) {}
+    fn refused(&mut self, _peer: Peer, _why: &str) {}
 }
 
 struct Served {

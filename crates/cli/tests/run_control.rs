@@ -146,7 +146,8 @@ fn ctl_talks_to_a_running_system_and_bad_peers_do_not_disturb_it() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("timeout reached"), "{stderr}");
     assert!(
-        stderr.contains("refused a peer") && stderr.contains("uid 65534"),
+        stderr.contains("refused a peer (uid 65534")
+            && stderr.contains("root or its own user only"),
         "{stderr}"
     );
     assert!(!socket.exists(), "the socket is removed at the end");

@@ -147,7 +147,12 @@ fn be_hogs_cause_no_rt_miss_and_cannot_touch_the_rt_partition() {
     );
     assert_eq!(probe.matches("refused").count(), 9, "{probe}");
     for line in probe.lines().filter(|l| l.starts_with("refused")) {
-        let why = ["not permitted", "Permission denied", "Invalid argument"];
+        let why = [
+            "not permitted",
+            "Permission denied",
+            "Invalid argument",
+            "Read-only file system",
+        ];
         assert!(
             why.iter().any(|w| line.contains(w)),
             "refused for another reason: {line}"

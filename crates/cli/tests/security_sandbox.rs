@@ -4,7 +4,7 @@
 //! holds (docs/security.md). Needs root (partition users, cgroups, namespaces).
 
 mod common;
-use common::{bulkhead, exclusive_cpus_lock, is_root, run_probe, Scratch};
+use common::{bulkhead, exclusive_cpus_lock, is_root, run_probe, value, Scratch};
 
 /// Runs one be partition on CPU 1 whose process runs `script` (with `@D@` the scratch
 /// directory) with the extra partition keys `keys`; returns what the script wrote to
@@ -27,16 +27,12 @@ fn run_windowed(dir: &Scratch, keys: &str, script: &str) -> (String, String) {
     run_probe(dir, &desc, &script.replace("@D@", &d))
 }
 
-/// The value after `name=` in a report (`None` if the line is missing).
-fn value<'a>(report: &'a str, name: &str) -> Option<&'a str> {
-    let prefix = format!("{name}=");
-    let line = report.lines().find(|l| l.starts_with(&prefix))?;
-    Some(line[prefix.len()..].trim())
-}
-
 /// As root in its partition: the capability bounding set, a switch of its shell to
 /// SCHED_FIFO, a change of its affinity (to its own CPU 1), an I/O priority in the
-/// real-time class.
+/// real-time class; then, through perl's `syscall`, an io_uring instance, locked memory
+/// (`mlock` of an unmapped page: ENOMEM when the call is let through) and the size of
+/// the kernel's log (`syslog`, which needs CAP_SYSLOG): each prints its result and
+/// errno. `@IO_URING_SETUP@`, `@MLOCK@`, `@SYSLOG@`: the calls' numbers.
 const PRIVILEGED: &str = r#"
 exec > @D@/report.tmp 2>&1
 echo capbnd=$(grep ^CapBnd: /proc/self/status | cut -f2)
@@ -45,8 +41,41 @@ chrt -f -p 10 $$ >/dev/null 2>&1; echo chrt=$?
 chrt -o -p 0 $$ >/dev/null 2>&1
 taskset -p 2 $$ >/dev/null 2>&1; echo taskset=$?
 ionice -c 1 -p $$ >/dev/null 2>&1; echo ionice=$?
+perl -e '$p = "\0" x 120; $r = syscall(@IO_URING_SETUP@, 1, $p); print "io_uring=", $r < 0 ? $!+0 : 0, "\n"'
+perl -e '$r = syscall(@MLOCK@, 0, 4096); print "mlock=", $r < 0 ? $!+0 : 0, "\n"'
+perl -e '$r = syscall(@SYSLOG@, 10, 0, 0); print "syslog=", $r < 0 ? $!+0 : 0, "\n"'
 mv @D@/report.tmp @D@/report
 "#;
+
+/// [`PRIVILEGED`] with the system call numbers of this machine.
+fn privileged() -> String {
+    PRIVILEGED
+        .replace("@IO_URING_SETUP@", &libc::SYS_io_uring_setup.to_string())
+        .replace("@MLOCK@", &libc::SYS_mlock.to_string())
+        .replace("@SYSLOG@", &libc::SYS_syslog.to_string())
+}
+
+/// The errno of each system call [`PRIVILEGED`] makes when the seccomp filter refuses
+/// it, and when it lets it through (io_uring and syslog succeed, `mlock` of an unmapped
+/// page fails with ENOMEM).
+const CALLS: [(&str, i32, i32); 3] = [
+    ("io_uring", libc::EPERM, 0),
+    ("mlock", libc::EPERM, libc::ENOMEM),
+    ("syslog", libc::EPERM, 0),
+];
+
+/// Whether each call of [`CALLS`] got the errno it gets with the filter (`filtered`) or
+/// without.
+fn assert_calls(report: &str, filtered: bool, ctx: &str) {
+    for (call, refused, allowed) in CALLS {
+        let expected = if filtered { refused } else { allowed };
+        assert_eq!(
+            value(report, call),
+            Some(expected.to_string().as_str()),
+            "{call}: {ctx}"
+        );
+    }
+}
 
 #[test]
 fn a_be_partition_has_no_capabilities_and_may_not_take_real_time_scheduling() {
@@ -58,7 +87,7 @@ fn a_be_partition_has_no_capabilities_and_may_not_take_real_time_scheduling() {
     let zero = "0000000000000000";
 
     // Even as root, the default sandbox leaves no capability and refuses every attempt.
-    let (report, stderr) = run_be(&dir, ", user: root", PRIVILEGED);
+    let (report, stderr) = run_be(&dir, ", user: root", &privileged());
     let ctx = format!("{report}\n{stderr}");
     assert_eq!(value(&report, "capbnd"), Some(zero), "{ctx}");
     assert_eq!(value(&report, "capeff"), Some(zero), "{ctx}");
@@ -67,22 +96,26 @@ fn a_be_partition_has_no_capabilities_and_may_not_take_real_time_scheduling() {
         assert!(value(&report, attack).is_some(), "{attack}: {ctx}");
     }
 
-    // With root's capabilities back, the seccomp filter alone still refuses them.
-    let keys = ", user: root, sandbox: {no_capabilities: false}";
-    let (report, stderr) = run_be(&dir, keys, PRIVILEGED);
+    // With the host root's capabilities back, the seccomp filter alone still refuses
+    // them.
+    let keys = ", user: root, sandbox: {no_capabilities: false, private_users: false}";
+    let (report, stderr) = run_be(&dir, keys, &privileged());
     let ctx = format!("{report}\n{stderr}");
     assert_ne!(value(&report, "capbnd"), Some(zero), "{ctx}");
     for attack in ["chrt", "taskset", "ionice"] {
         assert_eq!(value(&report, attack), Some("1"), "{attack}: {ctx}");
     }
+    assert_calls(&report, true, &ctx);
 
     // Without either, every attack succeeds: the two parts are what refused them.
-    let keys = ", user: root, sandbox: {no_capabilities: false, seccomp: false}";
-    let (report, stderr) = run_be(&dir, keys, PRIVILEGED);
+    let keys =
+        ", user: root, sandbox: {no_capabilities: false, seccomp: false, private_users: false}";
+    let (report, stderr) = run_be(&dir, keys, &privileged());
     let ctx = format!("{report}\n{stderr}");
     for attack in ["chrt", "taskset", "ionice"] {
         assert_eq!(value(&report, attack), Some("0"), "{attack}: {ctx}");
     }
+    assert_calls(&report, false, &ctx);
 }
 
 /// A windowed process of a be partition gets the same sandbox as an unwindowed one.
@@ -93,14 +126,15 @@ fn a_windowed_be_process_gets_the_same_sandbox() {
     }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-sandbox-windowed");
-    let (report, stderr) = run_windowed(&dir, ", user: root", PRIVILEGED);
+    let (report, stderr) = run_windowed(&dir, ", user: root", &privileged());
     let ctx = format!("{report}\n{stderr}");
     assert_eq!(value(&report, "capbnd"), Some("0000000000000000"), "{ctx}");
     for attack in ["chrt", "taskset"] {
         assert_eq!(value(&report, attack), Some("1"), "{attack}: {ctx}");
     }
-    let keys = ", user: root, sandbox: {no_capabilities: false, seccomp: false}";
-    let (report, stderr) = run_windowed(&dir, keys, PRIVILEGED);
+    let keys =
+        ", user: root, sandbox: {no_capabilities: false, seccomp: false, private_users: false}";
+    let (report, stderr) = run_windowed(&dir, keys, &privileged());
     let ctx = format!("{report}\n{stderr}");
     assert_ne!(value(&report, "capbnd"), Some("0000000000000000"), "{ctx}");
     assert_eq!(value(&report, "chrt"), Some("0"), "{ctx}");
@@ -183,8 +217,10 @@ fn files_a_be_partition_writes_in_tmp_and_dev_shm_stay_in_its_own_mount_namespac
     assert_eq!(value(&report, "tmp"), Some("1"), "{report}");
     assert_eq!(value(&report, "shm"), Some("1"), "{report}");
 
-    // Relaxed: the host and the other partition see them.
-    let (during, after, report) = leak(&dir, ", sandbox: {private_tmp: false}", &name);
+    // Relaxed: the host and the other partition see them (and, without the removal
+    // of what the partition's uid left, the host after the run).
+    let keys = ", sandbox: {private_tmp: false, remove_ipc: false}";
+    let (during, after, report) = leak(&dir, keys, &name);
     assert!(
         during && after,
         "the host did not see the files: {during} {after}"

@@ -169,6 +169,29 @@ pub fn default_path(description: &Path) -> PathBuf {
     Path::new(SOCKET_DIR).join(format!("{name}.sock"))
 }
 
+/// Removes the control sockets in `dir` that no system listens on any more (left by a
+/// supervisor killed by SIGKILL: `discover` would count them as running); returns
+/// them. A socket counts as dead when a connection is refused twice, 50 ms apart (a
+/// system starting up binds its socket and listens on it right after).
+pub fn remove_stale(dir: &Path) -> Vec<PathBuf> {
+    let refused = |p: &Path| {
+        UnixStream::connect(p).is_err_and(|e| e.kind() == io::ErrorKind::ConnectionRefused)
+    };
+    let mut removed = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let socket = entry.file_type().is_ok_and(|t| t.is_socket());
+        if !socket || path.extension().is_none_or(|x| x != "sock") || !refused(&path) {
+            continue;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        if refused(&path) && std::fs::remove_file(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
 /// The one control socket in `dir`, for a `bulkhead ctl` without `--control`.
 pub fn discover(dir: &Path) -> Result<PathBuf, String> {
     let entries = match std::fs::read_dir(dir) {

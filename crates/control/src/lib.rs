@@ -22,7 +22,9 @@ pub mod lines;
 pub mod protocol;
 mod server;
 
-pub use client::{default_path, discover, Client, ClientError, MAX_REPLY, SOCKET_DIR};
+pub use client::{
+    default_path, discover, remove_stale, Client, ClientError, MAX_REPLY, SOCKET_DIR,
+};
 pub use protocol::*;
 pub use server::{
     BindError, Handled, Handler, Peer, Server, Ticket, MAX_CONNECTIONS, MAX_REQUEST, READ_ONLY,

@@ -11,8 +11,10 @@
 //! Who may talk to the system: the socket file has mode 0600 and belongs to the
 //! supervisor's user, and every connection's peer credentials (`SO_PEERCRED`) are
 //! checked against the allowed users (root and the supervisor's own user) before any
-//! request is read; another peer gets one `permission_denied` reply, is reported to
-//! [`Handler::refused`] (for the log) and is disconnected.
+//! request is read, and the peer process's cgroups (`/proc/PID/cgroup`) against the
+//! refused ones ([`Server::refuse_cgroups_named`]: a partition's process is refused
+//! whatever its uid, root included); another peer gets one `permission_denied` reply,
+//! is reported to [`Handler::refused`] (for the log) and is disconnected.
 
 use crate::lines::{Line, LineBuffer};
 use crate::protocol::{ErrorCode, Request, RequestLine, Response};
@@ -75,8 +77,9 @@ pub enum Handled {
 pub trait Handler {
     /// A valid request from an allowed peer. Must not block.
     fn request(&mut self, request: Request, peer: Peer, ticket: Ticket) -> Handled;
-    /// A peer that is not allowed connected (and was disconnected): to be logged.
-    fn refused(&mut self, peer: Peer);
+    /// A peer that is not allowed connected (and was disconnected, told `why`): to be
+    /// logged.
+    fn refused(&mut self, peer: Peer, why: &str);
     /// A request other than `status` on a read-only connection ([`Server::adopt`]):
     /// it was answered with an error and not passed on; to be logged.
     fn refused_read_only(&mut self, _request: &Request, _peer: Peer) {}
@@ -153,6 +156,8 @@ pub struct Server {
     epoll: OwnedFd,
     path: PathBuf,
     allowed: Vec<u32>,
+    /// Peers in a cgroup with a path component starting with this are refused.
+    refused_cgroup: Option<String>,
     connections: Vec<Connection>,
     serial: u64,
 }
@@ -200,9 +205,34 @@ impl Server {
             epoll,
             path: path.to_path_buf(),
             allowed: allowed.to_vec(),
+            refused_cgroup: None,
             connections: Vec::new(),
             serial: LISTENER,
         })
+    }
+
+    /// Refuses every peer whose process is, in any cgroup hierarchy, in a cgroup with a
+    /// path component that starts with `prefix` (e.g. `bulkhead-`, the start of every
+    /// partition's cgroup): a partition may not control the system even as root. A peer
+    /// whose cgroups cannot be read (it has gone) is refused too.
+    pub fn refuse_cgroups_named(&mut self, prefix: &str) {
+        self.refused_cgroup = Some(prefix.to_string());
+    }
+
+    /// Whether process `pid` is in a refused cgroup (or cannot be looked at).
+    fn in_refused_cgroup(&self, pid: u32) -> bool {
+        let Some(prefix) = &self.refused_cgroup else {
+            return false;
+        };
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+            return true;
+        };
+        text.lines()
+            .filter_map(|line| line.splitn(3, ':').nth(2))
+            .any(|path| {
+                path.split('/')
+                    .any(|part| part.starts_with(prefix.as_str()))
+            })
     }
 
     /// The socket's path.
@@ -287,16 +317,22 @@ impl Server {
             uid: cred.uid.as_raw(),
             gid: cred.gid.as_raw(),
         };
-        let refusal = if !self.allowed.contains(&peer.uid) {
-            handler.refused(peer);
-            Some(Response::error(
-                None,
-                ErrorCode::PermissionDenied,
-                format!(
-                    "uid {} may not control this system (root or its own user only)",
-                    peer.uid
-                ),
+        let why = if !self.allowed.contains(&peer.uid) {
+            Some(format!(
+                "uid {} may not control this system (root or its own user only)",
+                peer.uid
             ))
+        } else if self.in_refused_cgroup(peer.pid) {
+            Some(format!(
+                "pid {} runs in a partition: partitions may not control the system",
+                peer.pid
+            ))
+        } else {
+            None
+        };
+        let refusal = if let Some(why) = why {
+            handler.refused(peer, &why);
+            Some(Response::error(None, ErrorCode::PermissionDenied, why))
         } else if self.connections.len() >= MAX_CONNECTIONS {
             Some(Response::error(
                 None,

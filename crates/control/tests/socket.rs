@@ -58,7 +58,7 @@ impl Handler for Fake {
         }
     }
 
-    fn refused(&mut self, peer: Peer) {
+    fn refused(&mut self, peer: Peer, _why: &str) {
         self.refused.lock().unwrap().push(peer);
     }
 }

@@ -121,6 +121,13 @@ fn partition(p: &Partition) -> Vec<String> {
         (!p.sandbox.seccomp).then_some("seccomp: false"),
         (!p.sandbox.private_tmp).then_some("private_tmp: false"),
         (!p.sandbox.pid_namespace).then_some("pid_namespace: false"),
+        (!p.sandbox.private_users).then_some("private_users: false"),
+        (!p.sandbox.protect_system).then_some("protect_system: false"),
+        (!p.sandbox.protect_kernel).then_some("protect_kernel: false"),
+        (!p.sandbox.protect_cgroups).then_some("protect_cgroups: false"),
+        (!p.sandbox.hide_runtime_dir).then_some("hide_runtime_dir: false"),
+        (!p.sandbox.private_ipc).then_some("private_ipc: false"),
+        (!p.sandbox.remove_ipc).then_some("remove_ipc: false"),
     ]
     .into_iter()
     .flatten()

@@ -276,6 +276,13 @@ impl Normalizer {
                 seccomp: s.seccomp.unwrap_or(true),
                 private_tmp: s.private_tmp.unwrap_or(true),
                 pid_namespace: s.pid_namespace.unwrap_or(true),
+                private_users: s.private_users.unwrap_or(true),
+                protect_system: s.protect_system.unwrap_or(true),
+                protect_kernel: s.protect_kernel.unwrap_or(true),
+                protect_cgroups: s.protect_cgroups.unwrap_or(true),
+                hide_runtime_dir: s.hide_runtime_dir.unwrap_or(true),
+                private_ipc: s.private_ipc.unwrap_or(true),
+                remove_ipc: s.remove_ipc.unwrap_or(true),
             }),
             path: def
                 .path

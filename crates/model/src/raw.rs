@@ -88,6 +88,13 @@ pub struct RawSandbox {
     pub seccomp: Option<bool>,
     pub private_tmp: Option<bool>,
     pub pid_namespace: Option<bool>,
+    pub private_users: Option<bool>,
+    pub protect_system: Option<bool>,
+    pub protect_kernel: Option<bool>,
+    pub protect_cgroups: Option<bool>,
+    pub hide_runtime_dir: Option<bool>,
+    pub private_ipc: Option<bool>,
+    pub remove_ipc: Option<bool>,
 }
 
 /// A process: a command string, or a mapping.

@@ -145,12 +145,32 @@ pub struct Sandbox {
     /// A seccomp filter refusing (EPERM) real-time scheduling, affinity changes and the
     /// other calls docs/security.md lists; `false`: no filter.
     pub seccomp: bool,
-    /// A mount namespace of its own with a fresh `/tmp` and `/dev/shm` (the working
-    /// directory stays visible); `false`: the host's.
+    /// A mount namespace of its own with a fresh `/tmp`, `/var/tmp` and `/dev/shm` (the
+    /// working directory stays visible); `false`: the host's.
     pub private_tmp: bool,
     /// A pid namespace of its own under a minimal init (it sees only its own processes,
     /// and all of them die with the init); `false`: the host's.
     pub pid_namespace: bool,
+    /// `user: root` is root of a user namespace of its own, mapped to a uid of its own
+    /// (as a partition without `user:` gets); `false`: the host's root.
+    pub private_users: bool,
+    /// `/usr`, `/etc`, `/boot` and the directory of the running `bulkhead` read-only
+    /// (systemd's `ProtectSystem=full`); `false`: as the host mounts them.
+    pub protect_system: bool,
+    /// `/proc/sys` and `/proc/sysrq-trigger` read-only (`ProtectKernelTunables=`).
+    pub protect_kernel: bool,
+    /// `/sys/fs/cgroup` read-only (`ProtectControlGroups=`).
+    pub protect_cgroups: bool,
+    /// bulkhead's runtime directory `/run/bulkhead` (uid locks, control sockets)
+    /// hidden under an empty, inaccessible mount; `false`: visible.
+    pub hide_runtime_dir: bool,
+    /// An IPC namespace of its own: System V shared memory, message queues and
+    /// semaphores and POSIX message queues (`PrivateIPC=`); `false`: the host's.
+    pub private_ipc: bool,
+    /// When the run releases the partition's uid of its own, its System V IPC objects
+    /// and its files in the host's `/tmp`, `/var/tmp`, `/dev/shm` and `/dev/mqueue` are
+    /// removed, and again when a run takes the uid (`RemoveIPC=`); `false`: left.
+    pub remove_ipc: bool,
 }
 
 impl Default for Sandbox {
@@ -162,6 +182,13 @@ impl Default for Sandbox {
             seccomp: true,
             private_tmp: true,
             pid_namespace: true,
+            private_users: true,
+            protect_system: true,
+            protect_kernel: true,
+            protect_cgroups: true,
+            hide_runtime_dir: true,
+            private_ipc: true,
+            remove_ipc: true,
         }
     }
 }

@@ -524,6 +524,13 @@ fn warnings(n: &Normalized, names: &Names) -> Vec<PathError> {
         }
     }
     for (p, path) in n.system.partitions.iter().zip(&n.partition_paths) {
+        let root = matches!(p.user.as_deref(), Some("root" | "0"));
+        if root && p.kind == PartitionKind::Be && !p.sandbox.private_users {
+            out.push(PathError {
+                path: format!("{path}.sandbox.private_users"),
+                message: format!("partition `{}` runs as the host's root: without capabilities it still owns the host's files, cgroups and kernel settings that are not read-only to it", p.name),
+            });
+        }
         let gateway = n.system.buses.iter().any(|b| b.gateway == p.name);
         if !n.system.buses.is_empty() && !gateway && p.network == Some(Network::Host) {
             out.push(PathError {

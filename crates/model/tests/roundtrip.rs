@@ -64,6 +64,7 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
             any::<bool>(),
             any::<bool>(),
         ),
+        proptest::array::uniform7(any::<bool>()),
     )
         .prop_map(
             move |(
@@ -74,6 +75,7 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                 user,
                 network,
                 (clean_env, no_new_privs, no_capabilities, seccomp, private_tmp, pid_namespace),
+                [private_users, protect_system, protect_kernel, protect_cgroups, hide_runtime_dir, private_ipc, remove_ipc],
             )| {
                 Partition {
                     name: format!("{prefix}{i}"),
@@ -104,6 +106,13 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                         seccomp,
                         private_tmp,
                         pid_namespace,
+                        private_users,
+                        protect_system,
+                        protect_kernel,
+                        protect_cgroups,
+                        hide_runtime_dir,
+                        private_ipc,
+                        remove_ipc,
                     },
                     // Some partitions set their own search path (absolute entries).
                     path: network.map(|_| format!("/opt/p{i}/bin:/usr/bin")),

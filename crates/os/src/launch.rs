@@ -13,10 +13,12 @@
 //!   child writes itself into its cgroups (the freezer one still thawed), reports
 //!   success on its channel and blocks reading it; the parent waits for the report,
 //!   freezes the freezer cgroup (`freeze`) and releases the child, which continues (and
-//!   execs) only when first thawed. The child is cloned with `CLONE_VM` (see
-//!   [`ChildMemory`]): thousands of frozen, not yet exec'd children sharing the
-//!   supervisor's memory copy-on-write made each further fork slower (10000
-//!   partitions: 35 s).
+//!   execs) only when first thawed. A child that becomes a pid namespace's monitor is
+//!   cloned with `CLONE_VM` (see [`ChildMemory`]): thousands of frozen, not yet exec'd
+//!   children sharing the supervisor's memory copy-on-write made each further fork
+//!   slower (10000 partitions: 35 s). One that execs itself (`pid_namespace: false`)
+//!   is forked copy-on-write: it sets its OOM score, which the kernel would pass on to
+//!   every sharer of its memory ([`crate::oom`]); that relaxation pays the slower forks.
 //!
 //! In the child, between clone and exec, only async-signal-safe system calls run, on
 //! memory prepared before the clone (no allocation), in this order: SIGPIPE is reset
@@ -24,12 +26,16 @@
 //! (`sched_setattr`: inside the exclusive cpuset, while still privileged and before the
 //! seccomp filter refuses it); with [`Confine::pid_namespace`] the child splits into a
 //! monitor and a pid namespace's init that runs the rest and starts the program
-//! ([`crate::pidns`]); the process gets its own mount namespace with a fresh `/tmp` and
-//! `/dev/shm` ([`Mounts`]) and the init a fresh `/proc`; the working directory is set;
-//! the process enters its network namespace, sets no-new-privileges, empties its
-//! capability bounding set, loads the seccomp filter, takes its user and clears its
-//! capabilities (each as [`Confine`] says, see [`restrict`]); it asks to be SIGKILLed
-//! when the parent dies (and exits if it already has); the descriptors are handed over
+//! ([`crate::pidns`]); the process gets its own mount namespace with a fresh `/tmp`,
+//! `/var/tmp` and `/dev/shm` ([`Mounts`]) and the init a fresh `/proc`; then the
+//! read-only host, the hidden runtime directory and its IPC namespace ([`Protections`]);
+//! the working directory is set; the process enters its network namespace, sets
+//! no-new-privileges, empties its capability bounding set, loads the seccomp filter,
+//! takes its user (and enters its user namespace) and clears its capabilities (each as
+//! [`Confine`] says, see [`restrict`]); it asks to be SIGKILLed when the parent dies (and
+//! exits if it already has); the process that execs the program (the pid namespace's
+//! program, else the child itself) joins the cgroups only it joins (the v1 memory
+//! cgroup) and sets its OOM score ([`crate::oom`]); the descriptors are handed over
 //! ([`Fds`]: stdin from `/dev/null`, the channel becomes fd [`CHANNEL_FD`] without
 //! close-on-exec, the kept descriptors lose close-on-exec, every other one above is
 //! closed when asked); the descriptor limit the supervisor started with is restored
@@ -42,6 +48,7 @@
 //! child right after its first thaw could change the code in a supervisor error
 //! message; nothing else is shared that either writes.)
 
+use crate::harden::{enter_user_namespace, Protect, Protections};
 use crate::sandbox::{
     clear_capabilities, die_with_parent, drop_bounding_set, enter_netns, mount_proc, no_new_privs,
     take_identity, Filter, Mounts,
@@ -149,6 +156,15 @@ pub struct Confine {
     pub private_tmp: bool,
     /// A pid namespace of its own under a minimal init ([`crate::pidns`]).
     pub pid_namespace: bool,
+    /// The `oom_score_adj` the program starts with (not below the supervisor's, see
+    /// [`crate::oom`]); `None`: the supervisor's, inherited.
+    pub oom_score_adj: Option<i32>,
+    /// Root of a user namespace of its own whose uid and gid 0 are [`Confine::identity`]
+    /// ([`enter_user_namespace`]); without an identity, nothing.
+    pub private_users: bool,
+    /// Read-only system files, kernel settings and cgroups, the runtime directory
+    /// hidden, an IPC namespace of its own ([`Protections`]).
+    pub protect: Protect,
 }
 
 /// How the child gets into its cgroups before its program runs.
@@ -162,10 +178,14 @@ pub enum Join<'a> {
     Write(&'a [PathBuf]),
     /// cgroup v1 with a freezer: [`Join::Write`] of `procs`, then the handshake on the
     /// channel ([`Fds::channel`], whose other end is `peer`): `freeze` freezes the
-    /// freezer cgroup (thawed during the join) before the child is released. The child
-    /// is cloned with `CLONE_VM`; keep [`Child::memory`] until it is dead.
+    /// freezer cgroup (thawed during the join) before the child is released. With
+    /// [`Confine::pid_namespace`] the child (the monitor) is cloned with `CLONE_VM`;
+    /// keep [`Child::memory`] until it is dead. `program_procs` (the memory cgroup) are
+    /// joined by the process that execs the program alone: no process sharing the
+    /// supervisor's memory is ever in a partition's memory cgroup ([`crate::oom`]).
     Hold {
         procs: &'a [PathBuf],
+        program_procs: &'a [PathBuf],
         peer: RawFd,
         freeze: &'a mut dyn FnMut() -> io::Result<()>,
     },
@@ -184,6 +204,9 @@ pub struct Fds<'a> {
     pub close_others: bool,
     /// Standard input from `/dev/null` instead of the parent's.
     pub null_stdin: bool,
+    /// Standard output and error (e.g. pipes whose lines the supervisor labels)
+    /// instead of the parent's; the caller keeps them open until the child has exec'd.
+    pub output: Option<(RawFd, RawFd)>,
 }
 
 /// What to start, where and how.
@@ -197,8 +220,7 @@ pub struct Launch<'a> {
     pub fds: Fds<'a>,
     /// Wait until the child has exec'd, and return the errno of a step that failed
     /// before as the error. Only for a child that runs at once (not with [`Join::Into`],
-    /// whose cgroup may be frozen, nor [`Join::Hold`]) and keeps its other descriptors
-    /// (not [`Fds::close_others`], which would close the report pipe).
+    /// whose cgroup may be frozen, nor [`Join::Hold`]).
     pub wait_exec: bool,
 }
 
@@ -228,19 +250,24 @@ pub fn spawn(launch: Launch<'_>) -> io::Result<Child> {
         }
     }
     let hold = matches!(join, Join::Hold { .. });
-    let waits_in_vain = wait_exec && (hold || fds.close_others || matches!(join, Join::Into(_)));
+    let waits_in_vain = wait_exec && (hold || matches!(join, Join::Into(_)));
     if waits_in_vain || (hold && fds.channel.is_none()) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "a held child, a frozen one or one that closes its other descriptors cannot be \
-             waited for, and a held one needs a channel",
+            "a held child or a frozen one cannot be waited for, and a held one needs a channel",
         ));
     }
-    let procs: &[PathBuf] = match &join {
-        Join::Write(procs) | Join::Hold { procs, .. } => procs,
-        _ => &[],
+    let (procs, program_procs): (&[PathBuf], &[PathBuf]) = match &join {
+        Join::Write(procs) => (procs, &[]),
+        Join::Hold {
+            procs,
+            program_procs,
+            ..
+        } => (procs, program_procs),
+        _ => (&[], &[]),
     };
     let files = open_procs(procs)?;
+    let program_files = open_procs(program_procs)?;
     let null = match fds.null_stdin {
         true => Some(File::open("/dev/null")?),
         false => None,
@@ -253,14 +280,17 @@ pub fn spawn(launch: Launch<'_>) -> io::Result<Child> {
         program,
         env,
         procs: files.iter().map(|f| f.as_raw_fd()).collect(),
+        program_procs: program_files.iter().map(|f| f.as_raw_fd()).collect(),
         hold,
         sched,
         confine,
         mounts: confine
             .private_tmp
             .then(|| Mounts::new(program.cwd(), &program.needs)),
+        protections: Protections::new(confine.protect),
         channel: fds.channel.unwrap_or(-1),
         stdin: null.as_ref().map_or(-1, |f| f.as_raw_fd()),
+        output: fds.output,
         keep: sorted(fds.keep, fds.channel.is_some()),
         close_others: fds.close_others,
         report: report.as_ref().map_or(-1, |(_, w)| w.as_raw_fd()),
@@ -277,19 +307,23 @@ pub fn spawn(launch: Launch<'_>) -> io::Result<Child> {
             Child { pid, memory: None }
         }
         Join::Hold { peer, freeze, .. } => {
-            let memory = ChildMemory::new(plan)?;
-            let pid = memory.clone_child()?;
+            // Only a monitor, which never execs, may share the supervisor's memory: a
+            // process that execs sets its OOM score, which the kernel would pass on.
+            let (pid, memory) = match confine.pid_namespace {
+                true => {
+                    let memory = ChildMemory::new(plan)?;
+                    (memory.clone_child()?, Some(memory))
+                }
+                false => (fork_into(None, &plan)?, None),
+            };
             if let Err(e) = handshake(peer, freeze) {
                 kill_and_reap(pid);
                 return Err(e);
             }
-            Child {
-                pid,
-                memory: Some(memory),
-            }
+            Child { pid, memory }
         }
     };
-    drop((files, null));
+    drop((files, program_files, null));
     if let Some((read, write)) = report {
         drop(write);
         if let Err(e) = wait_for_exec(&read) {
@@ -356,12 +390,16 @@ struct Plan {
     env: *const Env,
     /// Open `cgroup.procs` files to write "0" into.
     procs: Vec<RawFd>,
+    /// Those the process that execs writes "0" into, last ([`Join::Hold`]).
+    program_procs: Vec<RawFd>,
     hold: bool,
     sched: Option<libc::sched_attr>,
     confine: Confine,
     mounts: Option<Mounts>,
+    protections: Option<Protections>,
     channel: RawFd,
     stdin: RawFd,
+    output: Option<(RawFd, RawFd)>,
     /// Descriptors kept, ascending, above the standard streams and the channel.
     keep: Vec<RawFd>,
     close_others: bool,
@@ -579,12 +617,17 @@ fn handshake(peer: RawFd, freeze: &mut dyn FnMut() -> io::Result<()>) -> io::Res
 
 /// Confines the calling child as `confine` says, in this order: its network namespace,
 /// no-new-privileges, an empty bounding set (while still root), the seccomp filter (which
-/// refuses `setns`, so after it), its user, then no capabilities left.
+/// refuses `setns`, so after it), its user, then no capabilities left. With a user
+/// namespace, that is entered after the uid change (unprivileged: the new namespace's
+/// root is the process's uid outside), and the bounding set emptied again (a new user
+/// namespace gives its creator every capability in it) and the filter loaded (it
+/// refuses `unshare`) in it.
 ///
 /// # Safety
 /// Only in a child between clone and exec: async-signal-safe calls on memory prepared
 /// before the clone ([`FILTER`] is set when `confine.seccomp`).
 unsafe fn restrict(confine: &Confine) -> Result<(), i32> {
+    let userns = confine.identity.filter(|_| confine.private_users);
     // SAFETY: the caller's contract.
     unsafe {
         if let Some(fd) = confine.netns {
@@ -596,20 +639,38 @@ unsafe fn restrict(confine: &Confine) -> Result<(), i32> {
         if confine.no_capabilities {
             drop_bounding_set()?;
         }
-        if confine.seccomp {
-            match FILTER.get() {
-                Some(Ok(filter)) => filter.install()?,
-                _ => return Err(libc::EINVAL),
-            }
+        if confine.seccomp && userns.is_none() {
+            install_filter()?;
         }
         if let Some((uid, gid)) = confine.identity {
             take_identity(uid, gid)?;
+        }
+        if let Some((uid, gid)) = userns {
+            enter_user_namespace(uid, gid)?;
+            if confine.no_capabilities {
+                drop_bounding_set()?;
+            }
+            if confine.seccomp {
+                install_filter()?;
+            }
         }
         if confine.no_capabilities {
             clear_capabilities()?;
         }
     }
     Ok(())
+}
+
+/// Loads the seccomp filter ([`FILTER`]) into the calling child.
+///
+/// # Safety
+/// As [`restrict`].
+unsafe fn install_filter() -> Result<(), i32> {
+    match FILTER.get() {
+        // SAFETY: the caller's contract.
+        Some(Ok(filter)) => unsafe { filter.install() },
+        _ => Err(libc::EINVAL),
+    }
 }
 
 /// Ends the child after a failed step: reports `errno` on the report pipe, if any,
@@ -635,12 +696,14 @@ fn ok(r: libc::c_long) -> Result<(), i32> {
     }
 }
 
-/// Writes the calling child into each of `plan`'s cgroups.
+/// Writes the calling child into each cgroup whose `cgroup.procs` is open as `procs`.
+/// The files were opened by the supervisor (root), which is what the kernel checks:
+/// this works after the child's uid change too.
 ///
 /// # Safety
 /// Only in a child between clone and exec; the descriptors are open.
-unsafe fn join_cgroups(plan: &Plan) -> Result<(), i32> {
-    for &fd in &plan.procs {
+unsafe fn join_cgroups(procs: &[RawFd]) -> Result<(), i32> {
+    for &fd in procs {
         // SAFETY: write(2) of a static byte to an open descriptor.
         if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
             return Err(crate::sandbox::errno());
@@ -681,6 +744,10 @@ unsafe fn hand_over(plan: &Plan) -> Result<(), i32> {
         if plan.stdin >= 0 {
             ok(libc::dup2(plan.stdin, 0).into())?;
         }
+        if let Some((out, err)) = plan.output {
+            ok(libc::dup2(out, 1).into())?;
+            ok(libc::dup2(err, 2).into())?;
+        }
         let mut from = 3;
         if plan.channel >= 0 {
             if plan.channel == CHANNEL_FD {
@@ -692,16 +759,36 @@ unsafe fn hand_over(plan: &Plan) -> Result<(), i32> {
         }
         for &fd in &plan.keep {
             if plan.close_others && fd > from {
-                libc::syscall(libc::SYS_close_range, from as u32, (fd - 1) as u32, 0u32);
+                close_all_but(from, fd - 1, plan.report);
             }
             ok(libc::fcntl(fd, libc::F_SETFD, 0).into())?;
             from = fd + 1;
         }
         if plan.close_others {
-            libc::syscall(libc::SYS_close_range, from as u32, u32::MAX, 0u32);
+            close_all_but(from, RawFd::MAX, plan.report);
         }
     }
     Ok(())
+}
+
+/// Closes the descriptors `from..=to` of the calling child but `spare` (the report
+/// pipe, close-on-exec: it reports a failure up to the exec).
+///
+/// # Safety
+/// Only in a child between clone and exec (close_range on its own table).
+unsafe fn close_all_but(from: i32, to: i32, spare: RawFd) {
+    let close = |from: i32, to: i32| {
+        if from <= to {
+            // SAFETY: the caller's contract.
+            unsafe { libc::syscall(libc::SYS_close_range, from as u32, to as u32, 0u32) };
+        }
+    };
+    if (from..=to).contains(&spare) {
+        close(from, spare - 1);
+        close(spare + 1, to);
+    } else {
+        close(from, to);
+    }
 }
 
 /// Resets every caught signal to its default action, then unblocks all signals: the
@@ -741,7 +828,7 @@ unsafe fn child_main(plan: &Plan) -> ! {
     // NUL-terminated strings and pointer arrays prepared (and kept alive) before the clone.
     unsafe {
         let (program, env) = (&*plan.program, &*plan.env);
-        let joined = join_cgroups(plan);
+        let joined = join_cgroups(&plan.procs);
         if plan.hold {
             hold(plan, joined);
         } else if let Err(e) = joined {
@@ -777,6 +864,12 @@ unsafe fn child_main(plan: &Plan) -> ! {
                 fail(plan, e, 126);
             }
         }
+        if let Some(protections) = &plan.protections {
+            let in_mount_namespace = plan.mounts.is_some() || status.is_some();
+            if let Err(e) = protections.apply(in_mount_namespace) {
+                fail(plan, e, 126);
+            }
+        }
         if let Some(cwd) = &program.cwd {
             if let Err(e) = ok(libc::chdir(cwd.as_ptr()).into()) {
                 fail(plan, e, 126);
@@ -794,6 +887,14 @@ unsafe fn child_main(plan: &Plan) -> ! {
         }
         if let Some(status) = status {
             crate::pidns::start_program(status);
+        }
+        if let Err(e) = join_cgroups(&plan.program_procs) {
+            fail(plan, e, 127);
+        }
+        if let Some(score) = confine.oom_score_adj {
+            if let Err(e) = crate::oom::set_score(score) {
+                fail(plan, e, 127);
+            }
         }
         if let Err(e) = hand_over(plan) {
             fail(plan, e, 127);
@@ -873,10 +974,16 @@ mod tests {
     fn the_child_gets_its_environment_directory_and_only_the_handed_descriptors() {
         let (channel, _peer) = UnixStream::pair().unwrap();
         // Handed to no child: left open across exec on purpose, so that only the
-        // launcher's close_others closes it.
-        let stray = std::fs::File::open("/dev/null").unwrap();
-        // SAFETY: F_SETFD clears close-on-exec on a descriptor this test owns.
-        unsafe { libc::fcntl(stray.as_raw_fd(), libc::F_SETFD, 0) };
+        // launcher's close_others closes it; above every handed descriptor, so that
+        // the closing of the range above the last one is tried.
+        let null = std::fs::File::open("/dev/null").unwrap();
+        // SAFETY: F_DUPFD (without close-on-exec) of a descriptor this test owns; the
+        // new descriptor is owned below.
+        let stray = unsafe {
+            let fd = libc::fcntl(null.as_raw_fd(), libc::F_DUPFD, 900);
+            assert!(fd >= 900);
+            std::fs::File::from_raw_fd(fd)
+        };
         // Shell built-ins only: no descriptor of another program is looked at.
         let script = format!(
             "echo $PATH; pwd; for f in 0 {CHANNEL_FD} {}; do \
@@ -889,19 +996,21 @@ mod tests {
                 l.fds.channel = Some(ch);
                 l.fds.null_stdin = true;
                 l.fds.close_others = close_others;
-                l.wait_exec = !close_others;
             }
         };
         let (text, status) = run(&script, handed(false));
         assert_eq!(status, 0, "{text}");
         assert_eq!(text, "/usr/bin:/bin\n/\nopen\nopen\nopen\n");
-        let (text, _) = run(&script, handed(true));
+        let (text, status) = run(&script, handed(true));
+        assert_eq!(status, 0, "{text}");
         assert_eq!(text, "/usr/bin:/bin\n/\nopen\nopen\nclosed\n");
         let (text, _) = run("readlink /proc/self/fd/0", handed(false));
         assert_eq!(text, "/dev/null\n");
-        // close_others would close the report pipe: that launch cannot be waited for.
-        let e = failure("/bin/true", |l| l.fds.close_others = true);
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        // The report pipe survives close_others up to the exec: a failure still arrives.
+        let e = failure("/nonexistent/bulkhead-program", |l| {
+            l.fds.close_others = true
+        });
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
     }
 
     #[test]

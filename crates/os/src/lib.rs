@@ -15,8 +15,11 @@
 //!   processes, rt tasks): cgroups joined before the program runs (`clone3` with
 //!   `CLONE_INTO_CGROUP`, or join-before-exec), scheduling policy, credentials,
 //!   namespaces, capabilities, seccomp, descriptor limit, death with the parent, the
-//!   descriptors handed over; with [`sandbox`] (what the child sets on itself) and
-//!   `pidns` (a pid namespace under a minimal init).
+//!   descriptors handed over; with [`sandbox`] (what the child sets on itself),
+//!   [`harden`] (read-only host, hidden runtime directory, IPC and user namespaces),
+//!   [`oom`] (the OOM scores of the supervisor and of programs) and `pidns` (a pid
+//!   namespace under a minimal init);
+//! - [`ipc`]: what a uid left in the host's System V IPC and shared directories.
 //!
 //! It sits at the bottom of the OS layers: it imports no other bulkhead crate; the
 //! crates above (`runtime`, `reserve`) decide *what* to start, it decides *how*.
@@ -31,7 +34,10 @@ pub mod clock;
 pub mod event;
 pub mod fd;
 pub mod futex;
+pub mod harden;
+pub mod ipc;
 pub mod launch;
+pub mod oom;
 mod pidns;
 pub mod proc;
 pub mod sandbox;

@@ -194,11 +194,15 @@ pub unsafe fn clear_capabilities() -> Result<(), i32> {
 ///   without SCHED_RESET_ON_FORK), `sched_setparam` and `sched_setattr` (they set a
 ///   real-time priority or a reservation), `sched_setaffinity` (moving threads among
 ///   CPUs; the cpuset bounds it, the filter keeps the kernel's balancing untouched),
-///   `ioprio_set` to the real-time I/O class, `mlockall`: the rt partitions' CPU time,
-///   I/O and memory;
+///   `ioprio_set` to the real-time I/O class, `mlockall`, `mlock` and `mlock2`: the rt
+///   partitions' CPU time, I/O and memory (locked pages are out of the reach of the
+///   partition's memory limit's reclaim);
 /// - with EPERM, `ptrace`, `process_vm_readv`/`process_vm_writev`, `perf_event_open`,
-///   `bpf`, `userfaultfd`, `keyctl`/`add_key`/`request_key`: reading or steering other
-///   processes, timing side channels, kernel attack surface, the per-uid keyrings;
+///   `bpf`, `userfaultfd`, `keyctl`/`add_key`/`request_key`, `io_uring_setup`,
+///   `io_uring_enter`, `io_uring_register`, `syslog`: reading or steering other
+///   processes, timing side channels, kernel attack surface (io_uring's requests run
+///   in kernel workers, out of the filter's sight), the per-uid keyrings, the kernel's
+///   log;
 /// - with EPERM, `unshare`, `setns`, `clone` with a namespace flag, `mount`, `umount2`,
 ///   `pivot_root`, `chroot` and the new mount API (`open_tree`, `move_mount`, `fsopen`,
 ///   `fsconfig`, `fsmount`, `fspick`, `mount_setattr`): leaving the sandbox's namespaces,
@@ -210,11 +214,17 @@ pub struct Filter {
 }
 
 /// Calls refused outright with EPERM.
-const REFUSED: [i64; 25] = [
+const REFUSED: [i64; 31] = [
     libc::SYS_sched_setparam,
     libc::SYS_sched_setattr,
     libc::SYS_sched_setaffinity,
     libc::SYS_mlockall,
+    libc::SYS_mlock,
+    libc::SYS_mlock2,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_syslog,
     libc::SYS_ptrace,
     libc::SYS_process_vm_readv,
     libc::SYS_process_vm_writev,
@@ -339,17 +349,17 @@ fn rules(matches: impl IntoIterator<Item = (u8, u64, u64)>) -> Result<Vec<Seccom
 }
 
 /// The directories a be process gets fresh, empty and private in its mount namespace.
-pub const PRIVATE_DIRS: [&str; 2] = ["/tmp", "/dev/shm"];
+pub const PRIVATE_DIRS: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
 
 /// The mount namespace of a be process: its own, with mount events private both ways
 /// (nothing it mounts reaches the host, nothing of the host's reaches it later), a fresh
-/// tmpfs on `/tmp` and one on `/dev/shm` ([`PRIVATE_DIRS`]). Both go away with the last
-/// process of the namespace. What the private directories would hide and the process
-/// needs is bind-mounted back at its path: its working directory (writable: the
-/// description's files keep working), and read-only the program it runs, its script and
-/// the directories of its `PATH` (so a checkout under `/tmp` runs its own programs,
-/// `bulkhead`'s too, without the host's `/tmp` being shown). Prepared before fork
-/// ([`Mounts::new`]), applied in the child ([`Mounts::apply`]) while still root.
+/// tmpfs on `/tmp`, one on `/var/tmp` and one on `/dev/shm` ([`PRIVATE_DIRS`]). They go
+/// away with the last process of the namespace. What the private directories would hide
+/// and the process needs is bind-mounted back at its path: its working directory
+/// (writable: the description's files keep working), and read-only the program it runs,
+/// its script and the directories of its `PATH` (so a checkout under `/tmp` runs its own
+/// programs, `bulkhead`'s too, without the host's `/tmp` being shown). Prepared before
+/// fork ([`Mounts::new`]), applied in the child ([`Mounts::apply`]) while still root.
 pub struct Mounts {
     /// What to bind back, ancestors before what lies below them.
     binds: Vec<Bind>,
@@ -419,6 +429,7 @@ impl Mounts {
             for dir in [c"/tmp", c"/dev/shm"] {
                 ok(libc::mount(tmpfs, dir.as_ptr(), tmpfs, flags, options))?;
             }
+            private_var_tmp()?;
             for (bind, &fd) in self.binds.iter().zip(sources.iter()) {
                 bind.apply(fd)?;
                 libc::close(fd);
@@ -519,6 +530,23 @@ impl Bind {
     }
 }
 
+/// A fresh tmpfs on `/var/tmp` (the other world-writable directory that outlives a
+/// run), as on `/tmp`; nothing if the host has no `/var/tmp`.
+///
+/// # Safety
+/// As [`Mounts::apply`], in the process's own mount namespace.
+unsafe fn private_var_tmp() -> Result<(), i32> {
+    let tmpfs = c"tmpfs".as_ptr();
+    let flags = libc::MS_NOSUID | libc::MS_NODEV;
+    let options = c"mode=1777".as_ptr().cast();
+    // SAFETY: the caller's contract; static NUL-terminated strings.
+    match unsafe { libc::mount(tmpfs, c"/var/tmp".as_ptr(), tmpfs, flags, options) } {
+        0 => Ok(()),
+        _ if errno() == libc::ENOENT => Ok(()),
+        _ => Err(errno()),
+    }
+}
+
 /// Mounts a fresh `/proc` for the calling child, which must be the first process of a
 /// new pid namespace: `/proc` then lists only that namespace's processes. With
 /// `own_namespace` it first enters a new mount namespace of its own (`/` made
@@ -551,7 +579,7 @@ pub unsafe fn mount_proc(own_namespace: bool) -> Result<(), i32> {
 ///
 /// # Safety
 /// Only in a child between fork and exec; async-signal-safe (unshare, mount).
-unsafe fn private_mount_namespace() -> Result<(), i32> {
+pub(crate) unsafe fn private_mount_namespace() -> Result<(), i32> {
     let none = std::ptr::null();
     // SAFETY: the caller's contract; every pointer is null or a NUL-terminated static
     // string.
@@ -568,7 +596,7 @@ unsafe fn private_mount_namespace() -> Result<(), i32> {
 }
 
 /// `Ok` for a system call's 0, else its errno.
-fn ok(r: libc::c_int) -> Result<(), i32> {
+pub(crate) fn ok(r: libc::c_int) -> Result<(), i32> {
     if r == 0 {
         Ok(())
     } else {
@@ -589,20 +617,31 @@ fn cstr(path: &Path) -> Option<CString> {
 fn fd_path(fd: i32, out: &mut [u8; 32]) {
     let prefix = b"/proc/self/fd/";
     out[..prefix.len()].copy_from_slice(prefix);
-    let mut digits = [0u8; 10];
-    let (mut n, mut len) = (fd.unsigned_abs(), 0);
+    let len = decimal(fd.into(), &mut out[prefix.len()..]);
+    out[prefix.len() + len] = 0;
+}
+
+/// Writes `n` in decimal at the start of `out`, which must hold it (up to 20 bytes);
+/// its length. No allocation: used in a child.
+pub(crate) fn decimal(n: i64, out: &mut [u8]) -> usize {
+    let mut digits = [0u8; 20];
+    let (mut rest, mut len) = (n.unsigned_abs(), 0);
     loop {
-        digits[len] = b'0' + (n % 10) as u8;
+        digits[len] = b'0' + (rest % 10) as u8;
         len += 1;
-        n /= 10;
-        if n == 0 {
+        rest /= 10;
+        if rest == 0 {
             break;
         }
     }
-    for (i, d) in digits[..len].iter().rev().enumerate() {
-        out[prefix.len() + i] = *d;
+    let sign = usize::from(n < 0);
+    if n < 0 {
+        out[0] = b'-';
     }
-    out[prefix.len() + len] = 0;
+    for (i, d) in digits[..len].iter().rev().enumerate() {
+        out[sign + i] = *d;
+    }
+    sign + len
 }
 
 #[cfg(test)]
@@ -614,6 +653,20 @@ mod tests {
         let mut out = [0xffu8; 32];
         fd_path(1207, &mut out);
         assert_eq!(&out[..20], b"/proc/self/fd/1207\0\xff");
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal_without_allocating() {
+        for (n, text) in [
+            (0, "0"),
+            (-1000, "-1000"),
+            (65534, "65534"),
+            (i64::MIN, "-9223372036854775808"),
+        ] {
+            let mut out = [0u8; 20];
+            let len = decimal(n, &mut out);
+            assert_eq!(&out[..len], text.as_bytes());
+        }
     }
 
     #[test]
@@ -656,7 +709,8 @@ mod tests {
     }
 
     /// A forked child that loads the filter cannot switch itself to SCHED_FIFO or change
-    /// its affinity (EPERM), gets ENOSYS from clone3, and still runs a program.
+    /// its affinity (EPERM), gets ENOSYS from clone3 and EPERM from io_uring, mlock and
+    /// syslog, and still runs a program.
     #[test]
     fn a_filtered_child_is_refused_rt_scheduling_and_affinity_but_runs() {
         let filter = Filter::new().expect("compiles");
@@ -683,6 +737,19 @@ mod tests {
                 }
                 if libc::syscall(libc::SYS_clone3, 0usize, 0usize) == 0 || errno() != libc::ENOSYS {
                     libc::_exit(13);
+                }
+                // Refused before the kernel looks at the (here invalid) arguments.
+                for nr in [
+                    libc::SYS_io_uring_setup,
+                    libc::SYS_io_uring_enter,
+                    libc::SYS_io_uring_register,
+                    libc::SYS_mlock,
+                    libc::SYS_mlock2,
+                    libc::SYS_syslog,
+                ] {
+                    if libc::syscall(nr, 0usize, 0usize, 0usize) == 0 || errno() != libc::EPERM {
+                        libc::_exit(15);
+                    }
                 }
                 let other = libc::sched_param { sched_priority: 0 };
                 if libc::sched_setscheduler(0, libc::SCHED_BATCH, &other) != 0 {

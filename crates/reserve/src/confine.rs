@@ -7,6 +7,7 @@
 //! ([`bulkhead_os::launch`], given [`Confinement::launch`]).
 
 use bulkhead_model::types::Sandbox;
+use bulkhead_os::harden::Protect;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -27,6 +28,13 @@ pub struct Confinement {
     /// The parts of the sandbox that apply ([`partition_env`] when `clean_env`, the
     /// others through [`Confinement::launch`]); all by default.
     pub sandbox: Sandbox,
+    /// A process of bulkhead's own (a bus's gateway task): it keeps the supervisor's
+    /// OOM protection; a partition's program starts with the supervisor's original
+    /// score ([`bulkhead_os::oom`]).
+    pub bulkhead_own: bool,
+    /// `identity` is a uid of its own given to a `user: root` be partition: its
+    /// processes are root of a user namespace that maps root to it.
+    pub user_namespace: bool,
 }
 
 impl Confinement {
@@ -45,6 +53,15 @@ impl Confinement {
             seccomp: be && s.seccomp,
             private_tmp: be && s.private_tmp,
             pid_namespace: be && s.pid_namespace,
+            oom_score_adj: (!self.bulkhead_own).then(bulkhead_os::oom::program_score),
+            private_users: be && self.user_namespace,
+            protect: Protect {
+                system: be && s.protect_system,
+                kernel: be && s.protect_kernel,
+                cgroups: be && s.protect_cgroups,
+                runtime_dir: be && s.hide_runtime_dir,
+                ipc: be && s.private_ipc,
+            },
         }
     }
 }
@@ -145,6 +162,8 @@ mod tests {
             env: Vec::new(),
             pass_fds: Vec::new(),
             sandbox: Sandbox::default(),
+            bulkhead_own: false,
+            user_namespace: false,
         };
         let (mut out, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let fd = theirs.as_raw_fd();

@@ -29,6 +29,7 @@ use bulkhead_os::proc::start_time;
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -610,19 +611,25 @@ fn access_hint(e: &io::Error) -> String {
 }
 
 /// An exclusive `flock` on [`LOCK_FILE`], held while shared cpuset state changes; closing
-/// the file (dropping the value) releases it.
+/// the file (dropping the value) releases it. The file has mode 0600: a partition's
+/// process could otherwise open it and hold a lock that stops every run's start (as
+/// with the uid lock file).
 struct Lock {
     _file: fs::File,
 }
 
 impl Lock {
     fn take() -> Result<Lock> {
+        let opening = |e| Error::os(format!("opening {LOCK_FILE}"), e, "run as root");
         let file = fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .mode(0o600)
             .open(LOCK_FILE)
-            .map_err(|e| Error::os(format!("opening {LOCK_FILE}"), e, "run as root"))?;
+            .map_err(opening)?;
+        file.set_permissions(fs::Permissions::from_mode(0o600))
+            .map_err(opening)?;
         // SAFETY: flock on a valid open descriptor; the lock lives as long as the file.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
             return Err(Error::os(

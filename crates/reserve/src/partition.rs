@@ -903,7 +903,9 @@ struct Target<'a> {
 /// Starts `exec` (resolved by [`Programs::resolve`]) through the one launcher
 /// ([`bulkhead_os::launch`]): in its cgroups (written before exec, the cpuset first, so
 /// the reservation is set inside the exclusive domain), under its policy and
-/// confinement, with the task link's descriptors and stdin from `/dev/null`. Returns
+/// confinement, with the task link's descriptors, its partition's passed descriptors
+/// and stdin from `/dev/null`, and no other descriptor of the supervisor's (not even one
+/// the supervisor inherited without close-on-exec). Returns
 /// once the program runs; a step that failed in the child is the error.
 fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<TaskChild> {
     let program = Program::new(&exec.path, &exec.argv, Some(target.workdir))?.needing(&exec.needs);
@@ -933,8 +935,9 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<TaskC
         fds: Fds {
             channel: None,
             keep: &keep,
-            close_others: false,
+            close_others: true,
             null_stdin: true,
+            output: None,
         },
         wait_exec: true,
     })?;

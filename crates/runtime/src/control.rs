@@ -72,7 +72,10 @@ impl Control {
     pub fn bind(path: &Path, name: &str, system: &System) -> Result<Control, RunError> {
         // SAFETY: getuid has no preconditions and cannot fail.
         let uid = unsafe { libc::getuid() };
-        let server = Server::bind(path, &[0, uid]).map_err(RunError::Control)?;
+        let mut server = Server::bind(path, &[0, uid]).map_err(RunError::Control)?;
+        // Every cgroup bulkhead makes for a partition (of this run or another) is named
+        // `bulkhead-...` or lies under one that is.
+        server.refuse_cgroups_named("bulkhead-");
         let ready = epoll_over(&[server.as_fd().as_raw_fd()])
             .map_err(|e| RunError::io("control socket: epoll", e))?;
         Ok(Control {
@@ -281,9 +284,9 @@ impl Handler for State {
         })
     }
 
-    fn refused(&mut self, peer: Peer) {
+    fn refused(&mut self, peer: Peer, why: &str) {
         let line = format!(
-            "control socket: refused a peer that is not root nor this system's user (uid {}, pid {})",
+            "control socket: refused a peer (uid {}, pid {}): {why}",
             peer.uid, peer.pid
         );
         eprintln!("bulkhead: {line}");

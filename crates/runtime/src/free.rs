@@ -9,6 +9,7 @@
 use crate::cgroup::{Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
+use crate::output::Output;
 use crate::spawn::{self, Environment, Prepared};
 use crate::{cgroup, leftovers, RunError, Unrunnable};
 use bulkhead_model::units::format_duration;
@@ -90,10 +91,13 @@ pub struct FreeRun {
 }
 
 /// What starting the partitions takes besides the system: each partition's
-/// confinement, the resolved programs and the directory they start in.
+/// confinement, the resolved programs, the relay of their output and the directory they
+/// start in.
 pub struct Inputs<'a> {
     pub confinements: &'a Confinements,
     pub programs: &'a Programs,
+    /// Where the processes' output lines go, labelled with their partition.
+    pub output: &'a Output,
     pub workdir: &'a Path,
 }
 
@@ -154,6 +158,7 @@ impl FreeRun {
         let Inputs {
             confinements,
             programs,
+            output,
             workdir,
         } = inputs;
         let dir_name = cgroup::partition_dir_name(index, &p.name);
@@ -180,7 +185,8 @@ impl FreeRun {
                     let what = where_();
                     RunError::Invalid(Unrunnable::Exec { what, source })
                 })?
-                .confined(&confine);
+                .confined(&confine)
+                .labelled((*output).clone(), &p.name, k);
             self.plans.push(plan);
             let mut pcg = self
                 .instance
@@ -371,8 +377,8 @@ impl Files<'_> {
         pcg: &mut ProcessCgroup,
     ) -> std::io::Result<spawn::Child> {
         pcg.set_frozen(true).map_err(std::io::Error::other)?;
-        let join = &self.limits[limits].join;
-        let child = spawn::spawn_into(&self.plans[plan], &self.envs[env], cg, pcg, join)?;
+        let limits = &self.limits[limits];
+        let child = spawn::spawn_into(&self.plans[plan], &self.envs[env], cg, pcg, limits)?;
         pcg.set_frozen(false).map_err(std::io::Error::other)?;
         Ok(child)
     }

@@ -11,12 +11,13 @@
 //! ([`Confinements::of_task`]); dropping this value moves the interfaces back.
 
 use crate::RunError;
-use bulkhead_model::{Network, Partition, Service, System, Task};
+use bulkhead_model::{Network, Partition, PartitionKind, Service, System, Task};
 use bulkhead_plan::Programs;
 use bulkhead_reserve::confine::{private_netns, resolve_user, Confinement};
 use bulkhead_reserve::netdev::IsolatedInterface;
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 
 /// Environment variables per partition name.
 pub type PartitionEnv = BTreeMap<String, Vec<(String, String)>>;
@@ -43,14 +44,24 @@ impl Confinements {
         let mut identities = Identities::new(system.user_range());
         for (i, p) in system.partitions.iter().enumerate() {
             let gateway = system.buses.iter().any(|b| b.gateway == p.name);
+            let invalid = |e| RunError::invalid(format!("partition `{}`: {e}", p.name));
+            let remove_ipc = p.sandbox.remove_ipc;
             let identity = match p.user.as_deref() {
                 Some(user) => Some(resolve_user(user)),
                 // bulkhead's own gateway service reaches the bus as the supervisor does.
                 None if gateway => None,
-                None => identities.allocate().transpose(),
+                None => identities.allocate(remove_ipc).transpose(),
             }
             .transpose()
-            .map_err(|e| RunError::invalid(format!("partition `{}`: {e}", p.name)))?;
+            .map_err(invalid)?;
+            // `user: root` of a be partition: root of a user namespace, mapped to a uid
+            // of its own (none when this supervisor may not change uids).
+            let root = identity.is_some_and(|(uid, _)| uid == 0);
+            let mapped = match p.kind == PartitionKind::Be && p.sandbox.private_users && root {
+                true => identities.allocate(remove_ipc).map_err(invalid)?,
+                false => None,
+            };
+            let identity = mapped.or(identity);
             let ns = match system.network_of(p) {
                 Network::Host => None,
                 Network::Private => {
@@ -74,6 +85,8 @@ impl Confinements {
                 env: path.into_iter().chain(own).collect(),
                 pass_fds: Vec::new(),
                 sandbox: p.sandbox,
+                bulkhead_own: false,
+                user_namespace: mapped.is_some(),
             };
             by_partition.insert(p.name.clone(), c);
         }
@@ -99,13 +112,15 @@ impl Confinements {
     }
 
     /// The confinement of task `task` of partition `p`: the partition's, except that the
-    /// gateway tasks of a bus with a SocketCAN interface run in the interface's namespace.
+    /// gateway tasks of a bus, bulkhead's own, keep the supervisor's OOM protection, and
+    /// with a SocketCAN interface run in the interface's namespace.
     pub fn of_task(&self, p: &Partition, task: &Task) -> Confinement {
         let mut c = self.of(&p.name);
         let bus = match &task.service {
             Some(Service::CanReader { bus } | Service::CanWriter { bus }) => bus,
             Some(Service::ModeAgent) | None => return c,
         };
+        c.bulkhead_own = true;
         if let Some(iface) = self.interfaces.get(bus) {
             c.netns = Some(iface.netns());
         }
@@ -122,12 +137,21 @@ impl Confinements {
 /// cost a descriptor per partition, and 10,000 partitions then passed the descriptor
 /// limit. Only a supervisor that may change its uid (root) allocates; another runs
 /// every partition as itself.
+///
+/// The lock file has mode 0600: a partition's process cannot open it, so it cannot
+/// hold locks on it that keep other runs from taking uids (and `/run/bulkhead` is
+/// hidden from be partitions besides). A uid allocated with `remove_ipc` has what it
+/// owns in the host's shared places removed ([`bulkhead_os::ipc`]) when it is taken
+/// (an earlier run may have been killed) and when it is released (on drop, before the
+/// lock).
 struct Identities {
     next: u32,
     last: u32,
     enabled: bool,
     path: &'static str,
     locks: Option<std::fs::File>,
+    /// The uids to clean when released.
+    cleaned: Vec<u32>,
 }
 
 /// Where the uid locks live.
@@ -143,11 +167,13 @@ impl Identities {
             enabled,
             path: LOCK_FILE,
             locks: None,
+            cleaned: Vec::new(),
         }
     }
 
-    /// The next free uid as (uid, gid); `Ok(None)` when not enabled.
-    fn allocate(&mut self) -> Result<Option<(u32, u32)>, String> {
+    /// The next free uid as (uid, gid), what it owns removed first with `remove_ipc`;
+    /// `Ok(None)` when not enabled.
+    fn allocate(&mut self, remove_ipc: bool) -> Result<Option<(u32, u32)>, String> {
         if !self.enabled {
             return Ok(None);
         }
@@ -160,6 +186,10 @@ impl Identities {
                 continue;
             }
             if lock_byte(file, uid).map_err(|e| format!("{path}: {e}"))? {
+                if remove_ipc {
+                    remove_leftovers(uid);
+                    self.cleaned.push(uid);
+                }
                 return Ok(Some((uid, uid)));
             }
         }
@@ -182,11 +212,30 @@ impl Identities {
                 .create(true)
                 .truncate(false)
                 .write(true)
+                .mode(0o600)
                 .open(self.path)
+                .map_err(io)?;
+            // A file an earlier version made readable to all.
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
                 .map_err(io)?;
             self.locks = Some(file);
         }
         Ok(())
+    }
+}
+
+impl Drop for Identities {
+    fn drop(&mut self) {
+        for &uid in &self.cleaned {
+            remove_leftovers(uid);
+        }
+    }
+}
+
+/// Removes what `uid` left in the host's shared places, naming what it could not.
+fn remove_leftovers(uid: u32) {
+    for line in bulkhead_os::ipc::remove_owned_by(uid) {
+        eprintln!("bulkhead: warning: removing what a partition left: {line}");
     }
 }
 
@@ -241,10 +290,13 @@ mod tests {
             enabled: true,
             path,
             locks: None,
+            cleaned: Vec::new(),
         };
         let (mut a, mut b) = (identities(), identities());
         let take = |ids: &mut Identities, n: usize| -> Vec<u32> {
-            (0..n).map(|_| ids.allocate().unwrap().unwrap().0).collect()
+            (0..n)
+                .map(|_| ids.allocate(false).unwrap().unwrap().0)
+                .collect()
         };
         let first = take(&mut a, 3);
         let second = take(&mut b, 3);

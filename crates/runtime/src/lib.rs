@@ -21,6 +21,7 @@ mod limits;
 mod links;
 mod mailbox;
 mod modes;
+mod output;
 mod power;
 mod rt;
 mod signals;
@@ -305,7 +306,12 @@ impl std::error::Error for RunError {
 /// Runs `system`'s window schedule until every process exited, a stop signal
 /// (with [`RunOptions::handle_signals`]) or the timeout. Kills every process and
 /// removes every cgroup it created before returning, also on errors.
+///
+/// The calling process keeps `oom_score_adj` -1000 from here on (as root;
+/// [`bulkhead_os::oom`]): no partition's memory limit, nor the machine's, kills it.
 pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
+    // Not root: the partitions run as this user and the score stays as it was.
+    let _ = bulkhead_os::oom::shield_supervisor();
     supervisor::run(system, options)
 }
 

@@ -12,8 +12,12 @@ use std::path::PathBuf;
 /// The limits of one partition; dropping it removes its v1 cgroups (after the
 /// partition's processes are gone).
 pub struct Limits {
-    /// `cgroup.procs` files a v1 process joins.
+    /// `cgroup.procs` files a v1 process joins (its pids cgroup).
     pub join: Vec<PathBuf>,
+    /// `cgroup.procs` files only the process that execs the program joins on v1 (its
+    /// memory cgroup): a pid namespace's monitor and init stay out of the partition's
+    /// OOM kills ([`bulkhead_os::oom`]).
+    pub program_join: Vec<PathBuf>,
     /// The cgroup directory holding the memory limit, if there is one.
     pub memory: Option<PathBuf>,
     _v1: Vec<V1Limit>,
@@ -32,6 +36,7 @@ pub fn apply(
     ];
     let mut limits = Limits {
         join: Vec::new(),
+        program_join: Vec::new(),
         memory: None,
         _v1: Vec::new(),
     };
@@ -59,9 +64,12 @@ pub fn apply(
                             source,
                         })
                     })?;
-                limits.join.push(limit.dir().join("cgroup.procs"));
+                let procs = limit.dir().join("cgroup.procs");
                 if controller == "memory" {
                     limits.memory = Some(limit.dir().to_path_buf());
+                    limits.program_join.push(procs);
+                } else {
+                    limits.join.push(procs);
                 }
                 limits._v1.push(limit);
             }

@@ -14,6 +14,8 @@
 //! dies with the supervisor.
 
 use crate::cgroup::{PartitionCgroup, ProcessCgroup, Version};
+use crate::limits::Limits;
+use crate::output::Output;
 use bulkhead_os::launch::{self, Confine, Env, Fds, Join, Launch, Program};
 use bulkhead_plan::Exec;
 use bulkhead_reserve::confine::{partition_env, Confinement};
@@ -36,6 +38,9 @@ pub struct Prepared {
     confine: Confine,
     /// The partition's passed descriptors, kept open until the child has exec'd.
     pass_fds: Vec<RawFd>,
+    /// Where its standard output and error go, labelled (`<partition>[<k>]`); `None`:
+    /// the supervisor's own.
+    output: Option<(Output, String)>,
 }
 
 /// A partition's environment block, which outlives the spawns using it.
@@ -62,7 +67,15 @@ impl Prepared {
             program: Program::new(&exec.path, &exec.argv, cwd)?.needing(&exec.needs),
             confine: Confine::default(),
             pass_fds: Vec::new(),
+            output: None,
         })
+    }
+
+    /// The command's output goes through `output`'s relay, each line labelled
+    /// `<partition>[<k>]: ` ([`crate::output`]).
+    pub fn labelled(mut self, output: Output, partition: &str, k: usize) -> Prepared {
+        self.output = Some((output, format!("{partition}[{k}]")));
+        self
     }
 
     /// The command run as `confine` says (user, network namespace, sandbox), keeping
@@ -86,21 +99,27 @@ pub struct Child {
 
 /// Spawns `command` with environment `env` into the frozen process cgroup `cg` of
 /// `partition`: on v2 straight into it; on v1 the child joins the partition's cpuset,
-/// `cg` and `extra` (the `cgroup.procs` files of further cgroups: memory, pids) before
-/// it execs. The child is frozen when this returns.
+/// `cg` and the pids cgroup of `limits`, and the process that execs the program joins
+/// its memory cgroup, before it execs. The child is frozen when this returns.
 pub fn spawn_into(
     command: &Prepared,
     env: &Environment,
     partition: &PartitionCgroup,
     cg: &mut ProcessCgroup,
-    extra: &[PathBuf],
+    limits: &Limits,
 ) -> io::Result<Child> {
     let (parent_end, child_end) = socketpair()?;
+    // Closed once the child has them (it has its own table from the clone on).
+    let pipes = match &command.output {
+        Some((output, label)) => Some(output.pipes(label)?),
+        None => None,
+    };
     let fds = Fds {
         channel: Some(child_end.as_raw_fd()),
         keep: &command.pass_fds,
         close_others: true,
         null_stdin: false,
+        output: pipes.as_ref().map(|(o, e)| (o.as_raw_fd(), e.as_raw_fd())),
     };
     let child = if cg.version() == Version::V2 {
         launch::spawn(plan(command, env, fds, Join::Into(&cg.dir)))?
@@ -110,11 +129,12 @@ pub fn spawn_into(
             procs.push(dir.join("cgroup.procs"));
         }
         procs.push(cg.dir.join("cgroup.procs"));
-        procs.extend(extra.iter().cloned());
+        procs.extend(limits.join.iter().cloned());
         cg.set_frozen(false).map_err(io::Error::other)?;
         let mut freeze = || cg.set_frozen(true).map_err(io::Error::other);
         let join = Join::Hold {
             procs: &procs,
+            program_procs: &limits.program_join,
             peer: parent_end.as_raw_fd(),
             freeze: &mut freeze,
         };

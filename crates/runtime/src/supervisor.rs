@@ -7,6 +7,7 @@ use crate::free::{FreeKeeper, FreeRun};
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
 use crate::links::Links;
+use crate::output::{Output, Relay};
 use crate::rt::{self, RtRun};
 use crate::spawn::{self, Environment, Prepared};
 use crate::{leftovers, signals, CgroupsUnusable, RunError, RunOptions, Unrunnable};
@@ -186,6 +187,15 @@ pub fn clean_leftovers(hierarchy: Option<&Hierarchy>) -> Vec<String> {
         }
         warnings.extend(failed);
     }
+    // After the cgroups (their processes may hold a copy of a dead system's listening
+    // socket), before what may wait for another run's lock.
+    let sockets = bulkhead_control::remove_stale(Path::new(bulkhead_control::SOCKET_DIR));
+    for socket in sockets {
+        warnings.push(format!(
+            "removed the control socket of a bulkhead that died: {}",
+            socket.display()
+        ));
+    }
     let (channels, failed) = leftovers::clean_channels();
     for name in channels {
         warnings.push(format!(
@@ -240,6 +250,9 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let system = &links.with_commands(system);
     let programs = resolve_programs(system, &host)?;
     let mut confinements = Confinements::prepare(system, &links.env, &programs)?;
+    // Dropped after every process is gone: the partitions' last lines come before the
+    // caller's summary.
+    let relay = Relay::start().map_err(|e| RunError::io("the output relay", e))?;
     links.own_ends(|p| confinements.of(p).identity)?;
     confinements.pass_fds(&links.fds);
     let (sink, shared) = outputs(system, options)?;
@@ -259,9 +272,11 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         }
     }
     let own = own_cpus();
+    let output = relay.output();
     let inputs = crate::free::Inputs {
         confinements: &confinements,
         programs: &programs,
+        output: &output,
         workdir: &options.workdir,
     };
     let free = FreeRun::start(system, &hierarchy, &own, &inputs)?;
@@ -287,7 +302,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let schedule = Schedule::from_system(system, &own)
         .map_err(|e| RunError::Invalid(Unrunnable::Schedule(e)))?;
     check_cpus(&schedule)?;
-    let plans = plan_commands(&schedule, &programs, options, &confinements)?;
+    let plans = plan_commands(&schedule, &programs, options, &confinements, &output)?;
     let mut run = Run {
         plans,
         envs: environments(&schedule, &confinements),
@@ -572,6 +587,7 @@ fn plan_commands(
     programs: &Programs,
     options: &RunOptions,
     confinements: &Confinements,
+    output: &Output,
 ) -> Result<Vec<Prepared>, RunError> {
     schedule
         .processes
@@ -595,7 +611,11 @@ fn plan_commands(
                 let what = where_();
                 RunError::Invalid(Unrunnable::Exec { what, source })
             })?;
-            Ok(plan.confined(&confinements.of(&partition.name)))
+            Ok(plan.confined(&confinements.of(&partition.name)).labelled(
+                output.clone(),
+                &partition.name,
+                p.index,
+            ))
         })
         .collect()
 }
@@ -632,8 +652,8 @@ fn spawn_all(
             .add_process(&partition, process.index, keep_open)
             .map_err(RunError::Cgroup)?;
         let env = &run.envs[2 * process.partition + usize::from(process.init)];
-        let join = &run.limits[process.partition].join;
-        let child = spawn::spawn_into(&run.plans[id], env, &partition, &mut cg, join).map_err(
+        let limits = &run.limits[process.partition];
+        let child = spawn::spawn_into(&run.plans[id], env, &partition, &mut cg, limits).map_err(
             |source| RunError::Spawn {
                 what: format!("`{}`", process.cmd),
                 source,

@@ -240,6 +240,13 @@ pub fn wait_for(path: &Path) {
     }
 }
 
+/// The value after `name=` in a report (`None` if the line is missing).
+pub fn value<'a>(report: &'a str, name: &str) -> Option<&'a str> {
+    let prefix = format!("{name}=");
+    let line = report.lines().find(|l| l.starts_with(&prefix))?;
+    Some(line[prefix.len()..].trim())
+}
+
 /// Writes `probe` to `probe.sh` and `desc` to `system.yaml` in `dir`, runs the system for
 /// 3 s (it must exit 0) and returns what the probe left in `dir/report` (empty if
 /// nothing) and the run's stderr. A probe writes `report.tmp` and renames it, so a
