@@ -108,6 +108,7 @@ pub fn run(args: Args) -> ExitCode {
     let control = args.control.unwrap_or_else(|| default_path(&args.file));
     let options = RunOptions {
         seed: args.seed,
+        jitter: Default::default(),
         timeout: args.timeout,
         window_message: args.window_message,
         frame_message: args.frame_message,

@@ -42,6 +42,9 @@ use std::time::Duration;
 pub struct RunOptions {
     /// Seed of the budget jitter (`--seed`).
     pub seed: u64,
+    /// Where fresh budgets are drawn from: bulkhead's portable streams, or DEmOS's own
+    /// (`demos-sched` with `DEMOS_RAND_SEED`).
+    pub jitter: bulkhead_windows::Jitter,
     /// Stop this long after the schedule starts (`--timeout`); also bounds the init phase.
     pub timeout: Option<Duration>,
     /// Printed as a line on stdout at each window start (`--window-message`).

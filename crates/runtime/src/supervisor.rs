@@ -712,6 +712,7 @@ impl Supervisor {
                 Config {
                     seed: options.seed,
                     stop_at,
+                    jitter: options.jitter,
                 },
             ),
             run,
