@@ -131,6 +131,20 @@ fn set_cwd_and_demos_cpu() {
 }
 
 #[test]
+fn demos_cpu_all_pins_nothing() {
+    let s = load("demos_cpu: all\nwindows: [{length: 5, sc_processes: [a]}]");
+    assert_eq!(s.supervisor_cpus, None);
+}
+
+#[test]
+fn a_scalar_of_another_type_is_a_command() {
+    // DEmOS reads every scalar where a process is expected as its command.
+    let s = load("windows: [{length: 100, sc_partition: [ true ]}, {length: 5, sc_processes: 42}]");
+    assert_eq!(s.partitions[0].processes[0].cmd, "true");
+    assert_eq!(s.partitions[1].processes[0].cmd, "42");
+}
+
+#[test]
 fn jitter_may_reach_twice_the_budget() {
     let s = load("windows: [{length: 50, sc_processes: [{cmd: a, budget: 10, jitter: 20}]}]");
     assert_eq!(s.partitions[0].processes[0].jitter, 20 * MS);
