@@ -316,7 +316,7 @@ fn cpus_text(cpus: &Cpus) -> String {
 }
 
 /// A YAML double-quoted scalar.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {

@@ -281,3 +281,12 @@ fn one_process_may_be_given_without_a_list() {
     assert_eq!(single, listed);
     assert_eq!(single.partitions[0].processes[0].cmd, "./e");
 }
+
+#[test]
+fn sets_key_tells_a_key_written_from_a_default() {
+    assert!(bulkhead_model::sets_key("set_cwd: yes", "set_cwd"));
+    assert!(bulkhead_model::sets_key("{set_cwd: false}", "set_cwd"));
+    assert!(!bulkhead_model::sets_key("{}", "set_cwd"));
+    assert!(!bulkhead_model::sets_key("[set_cwd]", "set_cwd"));
+    assert!(!bulkhead_model::sets_key("{a: {set_cwd: 1}}", "set_cwd"));
+}
