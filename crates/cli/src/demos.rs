@@ -163,14 +163,14 @@ fn run(args: &Args, config: Config, log: &Log) -> Result<(), Failure> {
     let file = config.file.clone().unwrap_or_else(|| PathBuf::from("-"));
     let workdir = crate::common::workdir(&system, &file);
     let system = runnable(system, (&config.src, &config.name), &file, &workdir)?;
-    if args.timeout == Some(Duration::ZERO) {
-        log.info("Zero timeout set, stopping immediately");
-        return Ok(());
-    }
     let schedule_log = std::env::var_os("DEMOS_SCHEDULE_LOG")
         .map(|path| ScheduleLog::create(Path::new(&path)))
         .transpose()
         .map_err(Failure::plain)?;
+    if args.timeout == Some(Duration::ZERO) {
+        log.info("Zero timeout set, stopping immediately");
+        return Ok(());
+    }
     let options = bulkhead_runtime::RunOptions {
         seed: seed()?,
         jitter: bulkhead_windows::Jitter::Demos,
