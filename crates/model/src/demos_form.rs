@@ -51,34 +51,19 @@ fn emit(system: &System) -> String {
     out
 }
 
-/// `key:` and one item per element (each a list of `key: value` lines), or `key: ~`.
+/// Writes the [`nested`] lines of `key` at the top level.
 fn list<T>(out: &mut String, key: &str, items: &[T], lines: impl Fn(&T) -> Vec<String>) {
-    if items.is_empty() {
-        writeln!(out, "{key}: ~").unwrap();
-        return;
-    }
-    writeln!(out, "{key}:").unwrap();
-    for item in items {
-        for (i, line) in lines(item).iter().enumerate() {
-            let bullet = if i == 0 { "- " } else { "  " };
-            writeln!(out, "  {bullet}{line}").unwrap();
-        }
+    for line in nested(key, items, lines) {
+        writeln!(out, "{line}").unwrap();
     }
 }
 
-/// Nested item lines (`- a: 1`, `  b: 2`) under a key of an item, indented once more.
+/// `key:` and its items as block-sequence lines, or `key: ~` for none.
 fn nested<T>(key: &str, items: &[T], lines: impl Fn(&T) -> Vec<String>) -> Vec<String> {
-    if items.is_empty() {
-        return vec![format!("{key}: ~")];
+    match items.is_empty() {
+        true => vec![format!("{key}: ~")],
+        false => crate::canonical::block_list(key, items, lines),
     }
-    let mut out = vec![format!("{key}:")];
-    for item in items {
-        for (i, line) in lines(item).iter().enumerate() {
-            let bullet = if i == 0 { "- " } else { "  " };
-            out.push(format!("  {bullet}{line}"));
-        }
-    }
-    out
 }
 
 fn partition(p: &Partition) -> Vec<String> {

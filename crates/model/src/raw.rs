@@ -292,25 +292,15 @@ impl<'de> Visitor<'de> for ProcessSpecVisitor {
 /// command its text names, as DEmOS reads every scalar there as a string (`as<string>()`).
 macro_rules! scalar_commands {
     (|$text:ident| $value:expr) => {
-        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-            let $text = v.to_string();
-            Ok($value)
-        }
-
-        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-            let $text = v.to_string();
-            Ok($value)
-        }
-
-        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-            let $text = v.to_string();
-            Ok($value)
-        }
-
-        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-            let $text = v.to_string();
-            Ok($value)
-        }
+        scalar_commands!(@each |$text| $value; visit_bool: bool, visit_i64: i64, visit_u64: u64, visit_f64: f64);
+    };
+    (@each |$text:ident| $value:expr; $($visit:ident: $ty:ty),*) => {
+        $(
+            fn $visit<E: de::Error>(self, v: $ty) -> Result<Self::Value, E> {
+                let $text = v.to_string();
+                Ok($value)
+            }
+        )*
     };
 }
 use scalar_commands;
