@@ -2,7 +2,7 @@
 # Installs what bulkhead needs on a Debian machine, only what is missing:
 # Debian packages (C compiler for the C API tests, pkg-config, curl, iproute2 for the
 # network-namespace tests, python3-venv for the Python test environment, chromium for the
-# browser tests), a Rust
+# browser tests, bats with bats-support and bats-assert for DEmOS's test suite), a Rust
 # toolchain through rustup, and .venv: a Python virtual environment in the repository
 # with the pinned packages of python/requirements-test.txt (python-can, cantools, and
 # maturin, pytest, numpy, pandas) and the Python package bulkhead built from python/.
@@ -10,7 +10,7 @@
 set -euo pipefail
 
 apt_packages=(build-essential pkg-config curl ca-certificates git util-linux procps iproute2
-  python3 python3-venv chromium)
+  python3 python3-venv chromium bats bats-support bats-assert)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

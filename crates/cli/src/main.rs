@@ -13,6 +13,9 @@ mod can_utils;
 mod check;
 mod common;
 mod ctl;
+mod demos;
+mod demos_config;
+mod demos_log;
 mod fail;
 mod janitor;
 mod report;
@@ -66,6 +69,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // `demos-sched` (src/bin/demos-sched.rs) runs `bulkhead demos-sched ARGS`: DEmOS's
+    // command line, with its own parser (docs/demos.md).
+    let mut argv = std::env::args_os().skip(1);
+    if argv.next().is_some_and(|a| a == "demos-sched") {
+        return demos::main(argv.collect());
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

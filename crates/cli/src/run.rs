@@ -57,7 +57,7 @@ pub struct Args {
 }
 
 /// SCHED_FIFO priority of the supervisor (below the kernel's threaded IRQs at 50).
-const REALTIME_PRIORITY: i32 = 40;
+pub(crate) const REALTIME_PRIORITY: i32 = 40;
 
 /// A CPU list (`0`, `0-2,5`).
 fn cpu_list(text: &str) -> Result<bulkhead_model::CpuSet, String> {
@@ -108,6 +108,7 @@ pub fn run(args: Args) -> ExitCode {
     let control = args.control.unwrap_or_else(|| default_path(&args.file));
     let options = RunOptions {
         seed: args.seed,
+        jitter: Default::default(),
         timeout: args.timeout,
         window_message: args.window_message,
         frame_message: args.frame_message,
@@ -128,18 +129,10 @@ pub fn run(args: Args) -> ExitCode {
             }),
         control: Some(control),
         name,
+        raw_output: false,
     };
     let mut system = system;
-    for bus in &mut system.buses {
-        // A DBC is named relative to the description: the gateway gets an absolute path.
-        if let Some(dbc) = &mut bus.dbc {
-            let path = dir.join(&*dbc);
-            *dbc = std::path::absolute(&path)
-                .unwrap_or(path)
-                .display()
-                .to_string();
-        }
-    }
+    absolute_dbcs(&mut system, &dir);
     // Dropped when this function returns, after the run's own teardown: it then tells
     // the janitor that there is nothing to clean (a SIGKILL tells it nothing).
     // Before the janitor starts, so that it inherits the supervisor's OOM protection
@@ -210,6 +203,20 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
+/// Makes each bus's DBC, named relative to the description's directory `dir`, an
+/// absolute path for the gateway.
+pub(crate) fn absolute_dbcs(system: &mut bulkhead_model::System, dir: &std::path::Path) {
+    for bus in &mut system.buses {
+        if let Some(dbc) = &mut bus.dbc {
+            let path = dir.join(&*dbc);
+            *dbc = std::path::absolute(&path)
+                .unwrap_or(path)
+                .display()
+                .to_string();
+        }
+    }
+}
+
 /// Creates the output files before anything starts, so that a path that cannot be
 /// created is reported against its option (the run writes them again).
 fn create_outputs(args: &Args) -> Result<(), String> {
@@ -233,7 +240,7 @@ fn create_outputs(args: &Args) -> Result<(), String> {
 /// - a modal partition that owns several CPUs: the analysis places its tasks on its CPUs
 ///   per mode (first-fit, docs/analysis.md) and may place a task on another CPU in
 ///   another mode, while a task keeps the CPU (and exclusive cpuset) it starts on.
-fn not_run_yet(system: &bulkhead_model::System) -> Option<(String, String)> {
+pub(crate) fn not_run_yet(system: &bulkhead_model::System) -> Option<(String, String)> {
     if let Some(why) = task_without_program(system) {
         return Some(why);
     }

@@ -30,6 +30,9 @@ pub enum Error {
     NoStopStart,
     /// `BULKHEAD_STOP_START` does not name a stop-start notice page.
     BadNotice,
+    /// DEmOS's `demos_initialization_completed` without a pending initialization (no
+    /// `init: yes`, or it was already completed).
+    NoInitialization,
 }
 
 impl Error {
@@ -38,6 +41,7 @@ impl Error {
         match self {
             Error::NotScheduled | Error::NoStopStart => libc::ENOKEY,
             Error::BadParameters | Error::BadNotice => libc::EBADMSG,
+            Error::NoInitialization => libc::EWOULDBLOCK,
             Error::Io(e) => e,
         }
     }
@@ -57,6 +61,9 @@ impl std::fmt::Display for Error {
             ),
             Error::BadNotice => f.write_str(
                 "BULKHEAD_STOP_START does not name a stop-start notice page (expected fd:N)",
+            ),
+            Error::NoInitialization => f.write_str(
+                "no initialization is pending (the process has no `init: yes`, or completed it already)",
             ),
             Error::Io(e) => write!(
                 f,
@@ -150,6 +157,17 @@ pub fn initialization_completed() -> Result<(), Error> {
     signal(params)
 }
 
+/// DEmOS's `demos_initialization_completed` (its `lib/demos-sch.c`): ends a pending
+/// initialization like [`initialization_completed`]; without one it does nothing and
+/// fails with [`Error::NoInitialization`] (`EWOULDBLOCK`), the process going on running.
+pub fn initialization_completed_if_pending() -> Result<(), Error> {
+    let params = with_state(|s| match std::mem::take(&mut s.init_pending) {
+        true => Ok(s.params),
+        false => Err(Error::NoInitialization),
+    })?;
+    signal(params)
+}
+
 /// One round of the protocol: [`notify`], then [`wait`].
 pub fn signal(params: Parameters) -> Result<(), Error> {
     notify(params)?;
@@ -211,10 +229,12 @@ pub extern "C" fn demos_completed() -> libc::c_int {
     c_result(completed())
 }
 
-/// C: ends initialization; blocks until the schedule runs the process.
+/// C: ends initialization; blocks until the schedule runs the process. Without a
+/// pending initialization: -1 with `EWOULDBLOCK`, at once (DEmOS's semantics; see
+/// [`initialization_completed_if_pending`]).
 #[no_mangle]
 pub extern "C" fn demos_initialization_completed() -> libc::c_int {
-    c_result(initialization_completed())
+    c_result(initialization_completed_if_pending())
 }
 
 /// C: same as `demos_init`.
@@ -229,7 +249,8 @@ pub extern "C" fn bulkhead_completed() -> libc::c_int {
     c_result(completed())
 }
 
-/// C: same as `demos_initialization_completed`.
+/// C: ends initialization; blocks until the schedule runs the process (for a process
+/// without a pending initialization it acts like `bulkhead_completed`).
 #[no_mangle]
 pub extern "C" fn bulkhead_initialization_completed() -> libc::c_int {
     c_result(initialization_completed())
@@ -410,6 +431,21 @@ mod tests {
         for bad in ["", "3", "a,b,0", "3,-1,0", "3,3,x"] {
             assert_eq!(parse_parameters(bad), Err(Error::BadParameters), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn demos_initialization_completed_without_init_fails_at_once() {
+        // The only test of this binary that reads DEMOS_PARAMETERS (the state is global).
+        std::env::set_var("DEMOS_PARAMETERS", "3,3,0");
+        assert_eq!(
+            initialization_completed_if_pending(),
+            Err(Error::NoInitialization)
+        );
+        assert_eq!(demos_initialization_completed(), -1);
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EWOULDBLOCK)
+        );
     }
 
     #[test]

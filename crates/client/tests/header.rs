@@ -4,7 +4,7 @@
 #[path = "../../chan/tests/support/header_check.rs"]
 mod header_check;
 
-const HEADERS: &[&str] = &["include/bulkhead/client.h"];
+const HEADERS: &[&str] = &["include/bulkhead/client.h", "include/demos-sch.h"];
 const LIBRARY: &str = "libbulkhead_client.so";
 
 #[test]

@@ -60,13 +60,26 @@ fn section<T>(out: &mut String, key: &str, items: &[T], lines: impl Fn(&T) -> Ve
     if items.is_empty() {
         return;
     }
-    writeln!(out, "{key}:").unwrap();
+    for line in block_list(key, items, lines) {
+        writeln!(out, "{line}").unwrap();
+    }
+}
+
+/// `key:` and one block-sequence item per element under it, two spaces in: each item's
+/// lines (from `lines`) as `- first` and `  rest`.
+pub(crate) fn block_list<T>(
+    key: &str,
+    items: &[T],
+    lines: impl Fn(&T) -> Vec<String>,
+) -> Vec<String> {
+    let mut out = vec![format!("{key}:")];
     for item in items {
         for (i, line) in lines(item).iter().enumerate() {
             let bullet = if i == 0 { "- " } else { "  " };
-            writeln!(out, "  {bullet}{line}").unwrap();
+            out.push(format!("  {bullet}{line}"));
         }
     }
+    out
 }
 
 fn partition(p: &Partition) -> Vec<String> {
@@ -323,7 +336,7 @@ fn cpus_text(cpus: &Cpus) -> String {
 }
 
 /// A YAML double-quoted scalar.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {

@@ -9,6 +9,7 @@
 mod canonical;
 pub mod cpuset;
 mod de;
+mod demos_form;
 pub mod input;
 pub mod modes;
 mod normalize;
@@ -25,6 +26,7 @@ mod yaml;
 
 pub use canonical::to_canonical_yaml;
 pub use cpuset::CpuSet;
+pub use demos_form::{to_demos_yaml, NotDemos};
 pub use modes::{
     Agent, LocalMode, Mode, ModeTask, Modes, ServerInterface, SwitchPolicy, Transition,
 };
@@ -201,6 +203,14 @@ pub fn diagnostic_at(src: &str, file_name: &str, path: &str, message: String) ->
         path: path.to_string(),
         message,
     }
+}
+
+/// Whether the description `src` sets the top-level key `key` (false when `src` is not
+/// a YAML mapping), for a caller whose default for a key is not the model's: DEmOS's
+/// `-C` configuration, whose `set_cwd` is false and may not be given.
+pub fn sets_key(src: &str, key: &str) -> bool {
+    let src = src.strip_prefix('\u{feff}').unwrap_or(src);
+    yaml::parse(src).is_ok_and(|root| root.get(key).is_some())
 }
 
 /// The document must be a mapping and must not use a section that is not implemented yet.

@@ -75,7 +75,9 @@ pub fn normalize(raw: RawFile) -> Result<Normalized> {
     n.out.system.user_range = user_range
         .map(|r| crate::users::range(&r).or_else(|e| err("system.user_range", e)))
         .transpose()?;
-    n.out.system.supervisor_cpus = opt_cpuset(raw.demos_cpu, "demos_cpu")?;
+    // DEmOS's default `demos_cpu: all` (what DEmOS's own `-d` prints) pins nothing.
+    let demos_cpu = raw.demos_cpu.filter(|c| c.trim() != "all");
+    n.out.system.supervisor_cpus = opt_cpuset(demos_cpu, "demos_cpu")?;
     n.out.system.power = crate::power::normalize(raw.power)?;
     for (i, spec) in raw.partitions.unwrap_or_default().into_iter().enumerate() {
         n.top_level_partition(spec, &format!("partitions[{i}]"))?;

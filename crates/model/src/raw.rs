@@ -288,10 +288,29 @@ impl<'de> Visitor<'de> for ProcessSpecVisitor {
         Ok(ProcessSpec::Cmd(v.to_string()))
     }
 
+    scalar_commands!(|text| ProcessSpec::Cmd(text));
+
     fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         RawProcess::deserialize(MapAccessDeserializer::new(map)).map(ProcessSpec::Def)
     }
 }
+
+/// A scalar of another type where a command is expected (`sc_partition: [true]`) is the
+/// command its text names, as DEmOS reads every scalar there as a string (`as<string>()`).
+macro_rules! scalar_commands {
+    (|$text:ident| $value:expr) => {
+        scalar_commands!(@each |$text| $value; visit_bool: bool, visit_i64: i64, visit_u64: u64, visit_f64: f64);
+    };
+    (@each |$text:ident| $value:expr; $($visit:ident: $ty:ty),*) => {
+        $(
+            fn $visit<E: de::Error>(self, v: $ty) -> Result<Self::Value, E> {
+                let $text = v.to_string();
+                Ok($value)
+            }
+        )*
+    };
+}
+use scalar_commands;
 
 /// A list of processes as DEmOS's `normalize_processes` reads it: a list, or one
 /// process alone (a command string or a process mapping).
@@ -315,6 +334,8 @@ impl<'de> Visitor<'de> for ProcessesVisitor {
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
         Ok(Some(vec![ProcessSpec::Cmd(v.to_string())]))
     }
+
+    scalar_commands!(|text| Some(vec![ProcessSpec::Cmd(text)]));
 
     fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         let one = RawProcess::deserialize(MapAccessDeserializer::new(map))?;

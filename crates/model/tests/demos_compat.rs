@@ -131,6 +131,20 @@ fn set_cwd_and_demos_cpu() {
 }
 
 #[test]
+fn demos_cpu_all_pins_nothing() {
+    let s = load("demos_cpu: all\nwindows: [{length: 5, sc_processes: [a]}]");
+    assert_eq!(s.supervisor_cpus, None);
+}
+
+#[test]
+fn a_scalar_of_another_type_is_a_command() {
+    // DEmOS reads every scalar where a process is expected as its command.
+    let s = load("windows: [{length: 100, sc_partition: [ true ]}, {length: 5, sc_processes: 42}]");
+    assert_eq!(s.partitions[0].processes[0].cmd, "true");
+    assert_eq!(s.partitions[1].processes[0].cmd, "42");
+}
+
+#[test]
 fn jitter_may_reach_twice_the_budget() {
     let s = load("windows: [{length: 50, sc_processes: [{cmd: a, budget: 10, jitter: 20}]}]");
     assert_eq!(s.partitions[0].processes[0].jitter, 20 * MS);
@@ -266,4 +280,13 @@ fn one_process_may_be_given_without_a_list() {
     );
     assert_eq!(single, listed);
     assert_eq!(single.partitions[0].processes[0].cmd, "./e");
+}
+
+#[test]
+fn sets_key_tells_a_key_written_from_a_default() {
+    assert!(bulkhead_model::sets_key("set_cwd: yes", "set_cwd"));
+    assert!(bulkhead_model::sets_key("{set_cwd: false}", "set_cwd"));
+    assert!(!bulkhead_model::sets_key("{}", "set_cwd"));
+    assert!(!bulkhead_model::sets_key("[set_cwd]", "set_cwd"));
+    assert!(!bulkhead_model::sets_key("{a: {set_cwd: 1}}", "set_cwd"));
 }

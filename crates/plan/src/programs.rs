@@ -5,7 +5,8 @@
 //! How a command is executed ([`plan_command`]): directly when it is a plain list of
 //! words; through `/bin/sh -c 'exec CMD'` when it needs the shell only to expand words
 //! (quotes, variables, globs, redirections); through `/bin/sh -c CMD` when it is a
-//! compound command (`;`, `&&`, `|`, ...), which `exec` would cut short.
+//! compound command (`;`, `&&`, `|`, ...), which `exec` would cut short, or starts with
+//! a word the shell runs itself (`exit`, `cd`, ...), which `exec` cannot run.
 //!
 //! Where a program is found ([`Search`]): a name with a `/` relative to the working
 //! directory (the description's directory, or the current one with `set_cwd: false`);
@@ -180,10 +181,12 @@ pub fn plan_command(cmd: &str, cwd: &Path, search: &Search) -> Result<Exec, Comm
     let Some(&first) = words.first() else {
         return Err(CommandError::Empty);
     };
+    let shell_own = SHELL_OWN_WORDS.contains(&first);
     let needs_shell = cmd
         .chars()
         .any(|c| SHELL_WORD_CHARS.contains(c) || COMPOUND_CHARS.contains(c))
-        || first.contains('=');
+        || first.contains('=')
+        || shell_own;
     let mut needs: Vec<PathBuf> = search.path_dirs().collect();
     if !needs_shell {
         let path = resolve(first, cwd, search)?;
@@ -192,9 +195,11 @@ pub fn plan_command(cmd: &str, cwd: &Path, search: &Search) -> Result<Exec, Comm
         let argv = words.iter().map(|w| w.to_string()).collect();
         return Ok(Exec { path, argv, needs });
     }
-    let script = if is_compound(cmd) || first.contains('=') || first == "exec" {
+    // `exec` runs programs only: a word the shell runs itself (`exit`, `cd`, `umask`,
+    // `exec` itself) is left to the shell as it is.
+    let script = if is_compound(cmd) || first.contains('=') || shell_own {
         cmd.to_string()
-    } else if is_plain(first) && !SHELL_OWN_WORDS.contains(&first) {
+    } else if is_plain(first) {
         let path = resolve(first, cwd, search)?;
         needs.extend(canonical(&path));
         let rest = &cmd.trim_start()[first.len()..];

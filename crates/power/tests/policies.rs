@@ -49,6 +49,7 @@ fn run(policy: &str, yaml: &str, until_ms: u64) -> Result<Vec<(u64, usize, u64)>
         Config {
             seed: 0,
             stop_at: Some(until_ms * MS),
+            ..Config::default()
         },
     );
     let mut actions = Vec::new();

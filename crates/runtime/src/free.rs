@@ -96,8 +96,9 @@ pub struct FreeRun {
 pub struct Inputs<'a> {
     pub confinements: &'a Confinements,
     pub programs: &'a Programs,
-    /// Where the processes' output lines go, labelled with their partition.
-    pub output: &'a Output,
+    /// Where the processes' output lines go, labelled with their partition; `None`:
+    /// straight to the supervisor's streams ([`crate::RunOptions::raw_output`]).
+    pub output: Option<&'a Output>,
     pub workdir: &'a Path,
 }
 
@@ -186,7 +187,7 @@ impl FreeRun {
                     RunError::Invalid(Unrunnable::Exec { what, source })
                 })?
                 .confined(&confine)
-                .labelled((*output).clone(), &p.name, k);
+                .labelled(*output, &p.name, k);
             self.plans.push(plan);
             let mut pcg = self
                 .instance

@@ -43,6 +43,9 @@ use std::time::Duration;
 pub struct RunOptions {
     /// Seed of the budget jitter (`--seed`).
     pub seed: u64,
+    /// Where fresh budgets are drawn from: bulkhead's portable streams, or DEmOS's own
+    /// (`demos-sched` with `DEMOS_RAND_SEED`).
+    pub jitter: bulkhead_windows::Jitter,
     /// Stop this long after the schedule starts (`--timeout`); also bounds the init phase.
     pub timeout: Option<Duration>,
     /// Printed as a line on stdout at each window start (`--window-message`).
@@ -80,6 +83,11 @@ pub struct RunOptions {
     pub control: Option<PathBuf>,
     /// The system's name in `status` (the description's file stem).
     pub name: String,
+    /// be processes write straight to the supervisor's standard output and error, as
+    /// DEmOS's do (`demos-sched`, whose users and tests read their programs' lines as
+    /// they are); by default each of their lines is labelled with its partition
+    /// ([`crate::output`]), so that none can pass for the supervisor's.
+    pub raw_output: bool,
 }
 
 /// A shared buffer receiving the window/frame message lines (for embedding and tests).

@@ -72,9 +72,10 @@ impl Prepared {
     }
 
     /// The command's output goes through `output`'s relay, each line labelled
-    /// `<partition>[<k>]: ` ([`crate::output`]).
-    pub fn labelled(mut self, output: Output, partition: &str, k: usize) -> Prepared {
-        self.output = Some((output, format!("{partition}[{k}]")));
+    /// `<partition>[<k>]: ` ([`crate::output`]); with no relay, straight to the
+    /// supervisor's streams.
+    pub fn labelled(mut self, output: Option<&Output>, partition: &str, k: usize) -> Prepared {
+        self.output = output.map(|o| (o.clone(), format!("{partition}[{k}]")));
         self
     }
 

@@ -252,7 +252,10 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let mut confinements = Confinements::prepare(system, &links.env, &programs)?;
     // Dropped after every process is gone: the partitions' last lines come before the
     // caller's summary.
-    let relay = Relay::start().map_err(|e| RunError::io("the output relay", e))?;
+    let relay = (!options.raw_output)
+        .then(Relay::start)
+        .transpose()
+        .map_err(|e| RunError::io("the output relay", e))?;
     links.own_ends(|p| confinements.of(p).identity)?;
     confinements.pass_fds(&links.fds);
     let (sink, shared) = outputs(system, options)?;
@@ -272,11 +275,11 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         }
     }
     let own = own_cpus();
-    let output = relay.output();
+    let output = relay.as_ref().map(Relay::output);
     let inputs = crate::free::Inputs {
         confinements: &confinements,
         programs: &programs,
-        output: &output,
+        output: output.as_ref(),
         workdir: &options.workdir,
     };
     let free = FreeRun::start(system, &hierarchy, &own, &inputs)?;
@@ -302,7 +305,13 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let schedule = Schedule::from_system(system, &own)
         .map_err(|e| RunError::Invalid(Unrunnable::Schedule(e)))?;
     check_cpus(&schedule)?;
-    let plans = plan_commands(&schedule, &programs, options, &confinements, &output)?;
+    let plans = plan_commands(
+        &schedule,
+        &programs,
+        options,
+        &confinements,
+        output.as_ref(),
+    )?;
     let mut run = Run {
         plans,
         envs: environments(&schedule, &confinements),
@@ -587,7 +596,7 @@ fn plan_commands(
     programs: &Programs,
     options: &RunOptions,
     confinements: &Confinements,
-    output: &Output,
+    output: Option<&Output>,
 ) -> Result<Vec<Prepared>, RunError> {
     schedule
         .processes
@@ -611,11 +620,8 @@ fn plan_commands(
                 let what = where_();
                 RunError::Invalid(Unrunnable::Exec { what, source })
             })?;
-            Ok(plan.confined(&confinements.of(&partition.name)).labelled(
-                output.clone(),
-                &partition.name,
-                p.index,
-            ))
+            let plan = plan.confined(&confinements.of(&partition.name));
+            Ok(plan.labelled(output, &partition.name, p.index))
         })
         .collect()
 }
@@ -732,6 +738,7 @@ impl Supervisor {
                 Config {
                     seed: options.seed,
                     stop_at,
+                    jitter: options.jitter,
                 },
             ),
             run,

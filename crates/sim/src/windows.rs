@@ -75,6 +75,7 @@ impl Driver {
                 Config {
                     seed,
                     stop_at: Some(stop_at),
+                    ..Config::default()
                 },
             ),
             behaviours: spec.behaviours.clone(),

@@ -23,7 +23,8 @@
 //! - The window end stops whatever runs. A run whose budget ends exactly at the
 //!   window end is complete. An SC process cut by the window end starts over (fresh
 //!   budget) in the next window.
-//! - A fresh budget is drawn in `budget ± jitter/2` (see [`jitter`]); a draw of 0
+//! - A fresh budget is drawn in `budget ± jitter/2` (see [`jitter`]: bulkhead's
+//!   portable draws, or DEmOS's own for `demos-sched`); a draw of 0
 //!   skips the process for this run. BE leftovers are not redrawn.
 //! - `init: true` processes first run all together, each on its partition's widest
 //!   CPU set, until each signals initialization completed or exits; then the
@@ -43,7 +44,7 @@
 //! # let system = bulkhead_model::load_str(
 //! #     "windows: [{length: 10, cpu: 0, sc_partition: [{cmd: work, budget: 4}]}]", "doc.yaml").unwrap().system;
 //! let schedule = Schedule::from_system(&system, &bulkhead_model::CpuSet::parse("0").unwrap()).unwrap();
-//! let mut machine = Machine::new(schedule, Config { seed: 1, stop_at: Some(20_000_000) });
+//! let mut machine = Machine::new(schedule, Config { seed: 1, stop_at: Some(20_000_000), ..Config::default() });
 //! let mut actions = Vec::new();
 //! machine.start(&mut actions);
 //! while let Some(t) = machine.next_timer() {
@@ -74,6 +75,7 @@ pub fn run_event(schedule: &Schedule, grant: &Grant) -> bulkhead_trace::Event {
 }
 
 pub use drive::Behaviour;
+pub use jitter::Jitter;
 pub use machine::{Action, Config, Event, Grant, Machine, Phase, StopReason};
 pub use schedule::{
     PartitionId, PartitionSpec, ProcessId, ProcessSpec, Schedule, ScheduleError, SliceSpec,

@@ -1,14 +1,16 @@
 //! The window scheduler state machine (DEmOS semantics; see the crate docs).
 
-use crate::jitter::BudgetDraw;
+use crate::jitter::{Draws, Jitter};
 use crate::schedule::{PartitionId, ProcessId, Schedule};
 use bulkhead_model::{CpuSet, Nanos};
 
 /// Settings of one execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Config {
-    /// Seed of the budget-jitter streams (`--seed`).
+    /// Seed of the budget-jitter streams (`--seed`; `demos-sched`: `DEMOS_RAND_SEED`).
     pub seed: u64,
+    /// Where fresh budgets are drawn from.
+    pub jitter: Jitter,
     /// Stop at this schedule time (`--timeout`): every event planned at or before it
     /// is handled first (a window starting exactly then is still started, as DEmOS
     /// does), then the machine stops.
@@ -122,7 +124,6 @@ struct ProcessState {
     initializing: bool,
     /// Budget left over by a best-effort run cut by a window end.
     carried: Option<Nanos>,
-    draw: BudgetDraw,
 }
 
 #[derive(Debug, Clone)]
@@ -160,6 +161,7 @@ pub struct Machine {
     config: Config,
     phase: Phase,
     processes: Vec<ProcessState>,
+    draws: Draws,
     partitions: Vec<PartitionState>,
     slices: Vec<SliceState>,
     window: usize,
@@ -175,15 +177,19 @@ impl Machine {
         let processes = schedule
             .processes
             .iter()
-            .enumerate()
-            .map(|(id, p)| ProcessState {
+            .map(|_| ProcessState {
                 alive: true,
                 completed: false,
                 initializing: false,
                 carried: None,
-                draw: BudgetDraw::new(config.seed, id, p.budget, p.jitter),
             })
             .collect();
+        let budgets: Vec<(Nanos, Nanos)> = schedule
+            .processes
+            .iter()
+            .map(|p| (p.budget, p.jitter))
+            .collect();
+        let draws = Draws::new(config.jitter, config.seed, &budgets);
         let partitions = schedule
             .partitions
             .iter()
@@ -197,6 +203,7 @@ impl Machine {
             config,
             phase: Phase::Created,
             processes,
+            draws,
             partitions,
             slices: Vec::new(),
             window: 0,
@@ -485,7 +492,7 @@ impl Machine {
             let budget = state
                 .carried
                 .take()
-                .unwrap_or_else(|| state.draw.next_budget());
+                .unwrap_or_else(|| self.draws.next_budget(process));
             if budget == 0 {
                 // Jitter can draw an empty budget: the process has nothing to do now.
                 state.completed = true;

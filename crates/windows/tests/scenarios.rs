@@ -42,6 +42,7 @@ fn play(yaml: &str, seed: u64, timeout_ms: Nanos, behaviour: &[(&str, Behaviour)
     let config = Config {
         seed,
         stop_at: Some(timeout_ms * MS),
+        ..Config::default()
     };
     let actions = drive(&schedule, config, &behaviours);
     let events = run_events(&schedule, &actions);
@@ -232,6 +233,7 @@ fn init_process_that_exits_does_not_block_the_start() {
         Config {
             seed: 0,
             stop_at: None,
+            ..Config::default()
         },
     );
     let mut out = Vec::new();
@@ -420,4 +422,33 @@ windows:
             _ => {}
         }
     }
+}
+
+#[test]
+fn demos_jitter_gives_the_budgets_demos_draws_with_its_seed() {
+    // DEmOS's maximum-jitter scenario (budget 1 ms, jitter 2 ms, windows of 2 ms) run
+    // with DEMOS_RAND_SEED=2: std::mt19937(2) draws the offsets 0, -1, -1, +1, 0, +1 ms,
+    // so the empty budgets at 2 and 4 ms are skipped and the run at 6 ms ends exactly
+    // with its window.
+    let yaml = "windows: [{length: 2, cpu: 0, sc_processes: [{cmd: dummy, budget: 1, jitter: 2}]}]";
+    let config = Config {
+        seed: 2,
+        stop_at: Some(10 * MS),
+        jitter: bulkhead_windows::Jitter::Demos,
+    };
+    let schedule = load(yaml);
+    let actions = drive(&schedule, config, &[Behaviour::Busy]);
+    let log: Vec<String> = run_events(&schedule, &actions)
+        .iter()
+        .filter_map(demos_line)
+        .collect();
+    assert_eq!(
+        log,
+        [
+            "     0: cpus=0 cmd='dummy' budget=1",
+            "     6: cpus=0 cmd='dummy' budget=2",
+            "     8: cpus=0 cmd='dummy' budget=1",
+            "    10: cpus=0 cmd='dummy' budget=2",
+        ]
+    );
 }

@@ -22,7 +22,9 @@ int bulkhead_initialization_completed(void);
  * Does nothing while an initialization is pending. */
 int bulkhead_completed(void);
 
-/* DEmOS names. */
+/* DEmOS names (also in demos-sch.h, DEmOS's header, beside bulkhead/); with DEmOS's
+ * semantics: demos_initialization_completed without a pending initialization returns
+ * -1 with errno EWOULDBLOCK at once. */
 int demos_init(void);
 int demos_initialization_completed(void);
 int demos_completed(void);

@@ -59,11 +59,14 @@ fn a_simple_shell_command_names_its_resolved_program() {
     assert_eq!(e.argv, ["/bin/sh", "-c", want.as_str()]);
     let e = plan_in("cat < /dev/null", &h).unwrap();
     assert!(e.argv[2].starts_with("exec /") && e.argv[2].ends_with("cat < /dev/null"));
-    // A word the shell runs itself is left to it.
+    // A word the shell runs itself is left to it, without `exec` (which runs programs
+    // only: `exec umask` or `exec exit` is "not found"), even with nothing to expand.
     assert_eq!(
         plan_in("umask 077 >/dev/null", &h).unwrap().argv[2],
-        "exec umask 077 >/dev/null"
+        "umask 077 >/dev/null"
     );
+    assert_eq!(plan_in("exit", &h).unwrap().argv, ["/bin/sh", "-c", "exit"]);
+    assert_eq!(plan_in("cd /tmp", &h).unwrap().argv[2], "cd /tmp");
     assert_eq!(
         plan_in("exec tool \"$X\"", &h).unwrap().argv[2],
         "exec tool \"$X\""
