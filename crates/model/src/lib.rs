@@ -13,6 +13,7 @@ pub mod input;
 pub mod modes;
 mod normalize;
 pub mod pipes;
+pub mod platform;
 pub mod power;
 mod raw;
 pub mod stop_start;
@@ -27,7 +28,7 @@ pub use cpuset::CpuSet;
 pub use modes::{
     Agent, LocalMode, Mode, ModeTask, Modes, ServerInterface, SwitchPolicy, Transition,
 };
-pub use pipes::{Endpoint, Pipeline, Qos, Stage};
+pub use pipes::{EdgeBuffer, Endpoint, Pipeline, Qos, Stage};
 pub use stop_start::{Compare, Stale, StopStart, Trigger};
 pub use types::*;
 
