@@ -159,8 +159,12 @@ fn stalls_of(args: &Args, spec: &bulkhead_sim::Spec, until: u64) -> Result<Vec<S
     cpus.dedup();
     if let Some(s) = args.inject_stall.iter().find(|s| !cpus.contains(&s.cpu)) {
         return Err(fail(format!(
-            "--inject-stall {}: CPU {} runs nothing in this simulation (its CPUs: {:?})",
-            s.cpu, s.cpu, cpus
+            "--inject-stall {}:{}:{}: CPU {} runs nothing in this simulation (its CPUs: {:?})",
+            s.cpu,
+            format_duration(s.at),
+            format_duration(s.duration),
+            s.cpu,
+            cpus
         )));
     }
     let mut out = args.inject_stall.clone();
