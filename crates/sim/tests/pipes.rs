@@ -100,7 +100,8 @@ pipelines:
             "E" | "F" => ("quest", ", output: quest/x/out"),
             _ => ("quest", ""),
         };
-        text += &format!("      {name}: {{partition: {partition}, wcet: 20us, period: {t}us{end}}}\n");
+        text +=
+            &format!("      {name}: {{partition: {partition}, wcet: 20us, period: {t}us{end}}}\n");
     }
     text
 }

@@ -109,7 +109,10 @@ fn a_stall_of_one_cpu_leaves_the_other_running() {
     let (report, _) = run(&spec, options);
     // Both run on CPU 0 one after the other: 4 and 8 ms.
     let worst = |n: &str| stats(&report, n).max_response_ns;
-    assert_eq!((worst("a").min(worst("b")), worst("a").max(worst("b"))), (4 * MS, 8 * MS));
+    assert_eq!(
+        (worst("a").min(worst("b")), worst("a").max(worst("b"))),
+        (4 * MS, 8 * MS)
+    );
 }
 
 #[test]
@@ -119,7 +122,9 @@ fn random_stalls_are_drawn_from_their_seed_within_their_bounds() {
     assert_ne!(a, random_stalls(&[0, 1], 8, 5.0, 5 * MS, 10_000 * MS));
     // About 5 a second per CPU for 10 s.
     assert!((60..=140).contains(&a.len()), "{}", a.len());
-    assert!(a.iter().all(|s| s.duration >= 1 && s.duration <= 5 * MS && s.at < 10_000 * MS));
+    assert!(a
+        .iter()
+        .all(|s| s.duration >= 1 && s.duration <= 5 * MS && s.at < 10_000 * MS));
     for cpu in [0, 1] {
         let mine: Vec<&Stall> = a.iter().filter(|s| s.cpu == cpu).collect();
         assert!(mine.windows(2).all(|w| w[0].at + w[0].duration <= w[1].at));

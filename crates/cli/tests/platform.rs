@@ -1,0 +1,121 @@
+//! The platform's floor as an input (issue 37, docs/platform.md): `analyze` reports the
+//! verdicts with the `platform:` stall beside those without it, `solve` sizes pipelines
+//! for it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bulkhead(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(args)
+        .output()
+        .expect("bulkhead runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `examples/boomerang.yaml` with `platform: {stall: STALL}`, in a temporary file.
+struct WithPlatform(PathBuf);
+
+impl WithPlatform {
+    fn new(name: &str, stall: &str) -> WithPlatform {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/boomerang.yaml");
+        let yaml = std::fs::read_to_string(example).unwrap().replace(
+            "pipelines:",
+            &format!("platform: {{stall: {stall}}}\npipelines:"),
+        );
+        let path = std::env::temp_dir().join(format!(
+            "bulkhead-platform-{}-{name}.yaml",
+            std::process::id()
+        ));
+        std::fs::write(&path, yaml).unwrap();
+        WithPlatform(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for WithPlatform {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A 5 ms stall is longer than every 2 ms period of Table I: with it, every task misses
+/// (the rt tasks cannot hide a stall; the pipelines' buffers do). The exit status stays
+/// the verdict without it.
+#[test]
+fn analyze_reports_the_verdicts_with_and_without_the_stall() {
+    let file = WithPlatform::new("analyze", "5ms");
+    let out = bulkhead(&["analyze", file.path()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains(": SCHEDULABLE"), "{stdout}");
+    assert!(
+        stdout.contains("with the platform's stall (up to 5ms on a CPU")
+            && stdout.contains("NOT SCHEDULABLE (7 of 7 tasks miss)"),
+        "{stdout}"
+    );
+    let out = bulkhead(&["analyze", "--json", file.path()]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let with = &json["with_platform"];
+    assert_eq!(
+        (&with["stall_ns"], &with["schedulable"]),
+        (&5_000_000.into(), &false.into())
+    );
+    let reader = &with["tasks"][0];
+    assert_eq!(reader["name"], "rav4-reader");
+    // The highest-priority task: its 300 µs plus the stall.
+    assert_eq!(
+        (&reader["wcrt_ns"], &reader["stalled_wcrt_ns"]),
+        (&300_000.into(), &5_300_000.into())
+    );
+    let small = WithPlatform::new("analyze-small", "100us");
+    let out = bulkhead(&["analyze", "--json", small.path()]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["with_platform"]["schedulable"], true,
+        "{}",
+        json["with_platform"]
+    );
+}
+
+/// `solve` with `platform: {stall: 5ms}` gives deeper buffers than without: fifos of
+/// 8 holding the stall's backlog where the ideal machine has four-slot buffers.
+#[test]
+fn solve_sizes_the_buffers_for_the_stall() {
+    let depths = |file: &str| {
+        let out = bulkhead(&["solve", "--json", file]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let pipelines = json["pipelines"].as_array().unwrap().clone();
+        pipelines
+            .iter()
+            .flat_map(|p| p["buffers"].as_array().unwrap().clone())
+            .map(|b| {
+                (
+                    b["kind"].as_str().unwrap().to_string(),
+                    b["depth"].as_u64().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let ideal = WithPlatform::new("solve-ideal", "0s");
+    let stalled = WithPlatform::new("solve-stalled", "5ms");
+    let latest = ("latest".to_string(), 1);
+    let fifo = ("fifo".to_string(), 8);
+    assert_eq!(
+        depths(ideal.path()),
+        vec![latest.clone(), latest.clone(), latest]
+    );
+    assert_eq!(
+        depths(stalled.path()),
+        vec![fifo.clone(), fifo.clone(), fifo]
+    );
+    let out = bulkhead(&["solve", stalled.path()]);
+    assert!(text(&out.stdout).contains("with one stall of up to 5ms: delay bound"));
+}
