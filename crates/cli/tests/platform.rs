@@ -119,3 +119,85 @@ fn solve_sizes_the_buffers_for_the_stall() {
     let out = bulkhead(&["solve", stalled.path()]);
     assert!(text(&out.stdout).contains("with one stall of up to 5ms: delay bound"));
 }
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `bulkhead probe --json` gives each CPU's figures (the wake-ups of a real-time thread
+/// every 1 ms for 1 s), and `--write-platform` a section a description loads with.
+#[test]
+fn probe_reports_each_cpu_and_writes_a_platform_section() {
+    if !is_root() {
+        eprintln!("skipping: the probe needs root for SCHED_FIFO");
+        return;
+    }
+    let section = std::env::temp_dir().join(format!("bulkhead-probe-{}.yaml", std::process::id()));
+    let out = bulkhead(&[
+        "probe",
+        "--for",
+        "1s",
+        "--cpus",
+        "0",
+        "--json",
+        "--write-platform",
+        section.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cpus = json["cpus"].as_array().unwrap();
+    assert_eq!(cpus.len(), 1, "{json}");
+    let cpu = &cpus[0];
+    assert_eq!(
+        (&cpu["cpu"], &cpu["samples"]),
+        (&0.into(), &1000.into()),
+        "{cpu}"
+    );
+    let f = |k: &str| cpu[k].as_f64().unwrap();
+    assert!(
+        f("min_us") <= f("median_us") && f("median_us") <= f("p99_us"),
+        "{cpu}"
+    );
+    assert!(
+        f("p99_us") <= f("p999_us") && f("p999_us") <= f("max_us"),
+        "{cpu}"
+    );
+    let counted: u64 = cpu["stalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, 1000);
+    let written = std::fs::read_to_string(&section).unwrap();
+    std::fs::remove_file(&section).unwrap();
+    let file = WithPlatform::new("probed", "0s");
+    let yaml = std::fs::read_to_string(&file.0)
+        .unwrap()
+        .replace("platform: {stall: 0s}\n", &written);
+    std::fs::write(&file.0, yaml).unwrap();
+    let out = bulkhead(&["check", file.path()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{written}: {}",
+        text(&out.stderr)
+    );
+}
+
+/// A CPU the probe cannot run on is an error naming it, not a panic.
+#[test]
+fn probe_of_a_cpu_it_cannot_use_fails_naming_it() {
+    if !is_root() {
+        eprintln!("skipping: the probe needs root for SCHED_FIFO");
+        return;
+    }
+    let out = bulkhead(&["probe", "--for", "10ms", "--cpus", "1000"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("CPU 1000"),
+        "{}",
+        text(&out.stderr)
+    );
+}
