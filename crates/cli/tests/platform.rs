@@ -2,11 +2,14 @@
 //! verdicts with the `platform:` stall beside those without it, `solve` sizes pipelines
 //! for it.
 
+mod common;
+
+use common::{is_root, Scratch};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn bulkhead(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+    common::bulkhead()
         .args(args)
         .output()
         .expect("bulkhead runs")
@@ -16,8 +19,12 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// `examples/boomerang.yaml` with `platform: {stall: STALL}`, in a temporary file.
-struct WithPlatform(PathBuf);
+/// `examples/boomerang.yaml` with `platform: {stall: STALL}`, in a scratch directory.
+struct WithPlatform {
+    /// Removes the file with its directory on drop.
+    _dir: Scratch,
+    path: PathBuf,
+}
 
 impl WithPlatform {
     fn new(name: &str, stall: &str) -> WithPlatform {
@@ -26,22 +33,14 @@ impl WithPlatform {
             "pipelines:",
             &format!("platform: {{stall: {stall}}}\npipelines:"),
         );
-        let path = std::env::temp_dir().join(format!(
-            "bulkhead-platform-{}-{name}.yaml",
-            std::process::id()
-        ));
+        let dir = Scratch::new(&format!("platform-{name}"));
+        let path = dir.file("p.yaml");
         std::fs::write(&path, yaml).unwrap();
-        WithPlatform(path)
+        WithPlatform { _dir: dir, path }
     }
 
     fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for WithPlatform {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        self.path.to_str().unwrap()
     }
 }
 
@@ -120,11 +119,6 @@ fn solve_sizes_the_buffers_for_the_stall() {
     assert!(text(&out.stdout).contains("with one stall of up to 5ms: delay bound"));
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// `bulkhead probe --json` gives each CPU's figures (the wake-ups of a real-time thread
 /// every 1 ms for 1 s), and `--write-platform` a section a description loads with.
 #[test]
@@ -133,7 +127,8 @@ fn probe_reports_each_cpu_and_writes_a_platform_section() {
         eprintln!("skipping: the probe needs root for SCHED_FIFO");
         return;
     }
-    let section = std::env::temp_dir().join(format!("bulkhead-probe-{}.yaml", std::process::id()));
+    let dir = Scratch::new("probe");
+    let section = dir.file("platform.yaml");
     let out = bulkhead(&[
         "probe",
         "--for",
@@ -171,12 +166,11 @@ fn probe_reports_each_cpu_and_writes_a_platform_section() {
         .sum();
     assert_eq!(counted, 1000);
     let written = std::fs::read_to_string(&section).unwrap();
-    std::fs::remove_file(&section).unwrap();
     let file = WithPlatform::new("probed", "0s");
-    let yaml = std::fs::read_to_string(&file.0)
+    let yaml = std::fs::read_to_string(&file.path)
         .unwrap()
         .replace("platform: {stall: 0s}\n", &written);
-    std::fs::write(&file.0, yaml).unwrap();
+    std::fs::write(&file.path, yaml).unwrap();
     let out = bulkhead(&["check", file.path()]);
     assert_eq!(
         out.status.code(),

@@ -26,6 +26,37 @@ fn status(socket: &Path, json: bool) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `bulkhead run FILE` with a control socket at `socket`, its stderr piped.
+fn start(file: &Path, socket: &Path) -> Running {
+    Running(Some(
+        common::bulkhead()
+            .arg("run")
+            .arg(file)
+            .args(["--timeout", "20s", "--control"])
+            .arg(socket)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ))
+}
+
+/// The channels of `ctl status --json` once `settled` holds of them, within 15 s.
+fn channels_once(socket: &Path, what: &str, settled: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(100));
+        if UnixStream::connect(socket).is_err() {
+            continue;
+        }
+        let doc: Value = serde_json::from_str(&status(socket, true)).unwrap();
+        let channels = doc["status"]["channels"].clone();
+        if settled(&channels) {
+            return channels;
+        }
+    }
+}
+
 #[test]
 fn status_reports_each_channels_counters_and_ends() {
     if !common::is_root() {
@@ -58,29 +89,10 @@ channels:
         ),
     )
     .unwrap();
-    let mut run = Running(Some(
-        common::bulkhead()
-            .arg("run")
-            .arg(&file)
-            .args(["--timeout", "20s", "--control"])
-            .arg(&socket)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let channels = loop {
-        assert!(Instant::now() < deadline, "the counters never settled");
-        std::thread::sleep(Duration::from_millis(100));
-        if UnixStream::connect(&socket).is_err() {
-            continue;
-        }
-        let doc: Value = serde_json::from_str(&status(&socket, true)).unwrap();
-        let channels = doc["status"]["channels"].clone();
-        if channels[1]["written"] == 50 && channels[1]["read"].as_u64() > Some(0) {
-            break channels;
-        }
-    };
+    let mut run = start(&file, &socket);
+    let channels = channels_once(&socket, "the counters never settled", |c| {
+        c[1]["written"] == 50 && c[1]["read"].as_u64() > Some(0)
+    });
     let (speed, pos) = (&channels[0], &channels[1]);
     assert_eq!(
         (&speed["name"], &speed["kind"], &speed["writer"]),

@@ -121,40 +121,36 @@ struct Chain {
 }
 
 impl ChannelState {
+    /// The position of the oldest message a reader has not read (with no reader, the
+    /// next one to be stored).
+    fn oldest_unread(&self) -> u64 {
+        let next = self.readers.iter().map(|r| r.next);
+        next.min().unwrap_or(self.stored)
+    }
+
+    /// Forgets the messages every reader has read.
+    fn drop_read(&mut self) {
+        let oldest = self.oldest_unread();
+        while self.first < oldest {
+            self.buffer.pop_front();
+            self.first += 1;
+        }
+    }
+
     /// A fifo holding `depth` messages its slowest reader has not read.
     fn is_full(&self) -> bool {
-        let oldest_unread = self
-            .readers
-            .iter()
-            .map(|r| r.next)
-            .min()
-            .unwrap_or(self.stored);
-        self.stored - oldest_unread >= self.spec.depth as u64
+        self.stored - self.oldest_unread() >= self.spec.depth as u64
     }
 
     /// Drops the oldest message the slowest readers have not read (`drop_oldest`): they
     /// skip it. Returns its id.
     fn evict_oldest(&mut self) -> u64 {
-        let oldest = self
-            .readers
-            .iter()
-            .map(|r| r.next)
-            .min()
-            .unwrap_or(self.stored);
+        let oldest = self.oldest_unread();
         let id = self.buffer[(oldest - self.first) as usize].id;
         for r in self.readers.iter_mut().filter(|r| r.next == oldest) {
             r.next += 1;
         }
-        let slowest = self
-            .readers
-            .iter()
-            .map(|r| r.next)
-            .min()
-            .unwrap_or(self.stored);
-        while self.first < slowest {
-            self.buffer.pop_front();
-            self.first += 1;
-        }
+        self.drop_read();
         id
     }
 }
@@ -213,11 +209,7 @@ impl Channels {
                 let next = ch.readers[r].next;
                 let message = ch.buffer.get((next - ch.first) as usize)?.clone();
                 ch.readers[r].next = next + 1;
-                let slowest = ch.readers.iter().map(|r| r.next).min().unwrap_or(next + 1);
-                while ch.first < slowest {
-                    ch.buffer.pop_front();
-                    ch.first += 1;
-                }
+                ch.drop_read();
                 message
             }
             ChannelKind::Latest => {
@@ -244,11 +236,7 @@ impl Channels {
             ChannelKind::Fifo => {
                 ch.stale += ch.stored - ch.readers[r].next;
                 ch.readers[r].next = ch.stored;
-                let slowest = ch.readers.iter().map(|r| r.next).min().unwrap_or(ch.stored);
-                while ch.first < slowest {
-                    ch.buffer.pop_front();
-                    ch.first += 1;
-                }
+                ch.drop_read();
             }
             ChannelKind::Latest => {
                 ch.stale += !ch.buffer.is_empty() as u64;
@@ -313,8 +301,7 @@ impl Channels {
         {
             return u64::MAX;
         }
-        let oldest_unread = ch.readers.iter().map(|r| r.next).min().unwrap_or(ch.stored);
-        (ch.spec.depth as u64).saturating_sub(ch.stored - oldest_unread)
+        (ch.spec.depth as u64).saturating_sub(ch.stored - ch.oldest_unread())
     }
 
     /// A source task's job produced data that entered a channel.
