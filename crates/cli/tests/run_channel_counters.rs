@@ -57,18 +57,26 @@ fn channels_once(socket: &Path, what: &str, settled: impl Fn(&Value) -> bool) ->
     }
 }
 
-#[test]
-fn status_reports_each_channels_counters_and_ends() {
+/// The channel peer program and the exclusive CPUs' lock; `None` (said) without root
+/// or the peer.
+fn peer_and_cpus() -> Option<(std::path::PathBuf, std::fs::File)> {
     if !common::is_root() {
         eprintln!("skipping: needs root for the partitions' cpusets");
-        return;
+        return None;
     }
     let peer = common::bin("bulkhead-chan-peer");
     if !peer.exists() {
         eprintln!("skipping: {} is not built", peer.display());
-        return;
+        return None;
     }
-    let _lock = exclusive_cpus_lock();
+    Some((peer, exclusive_cpus_lock()))
+}
+
+#[test]
+fn status_reports_each_channels_counters_and_ends() {
+    let Some((peer, _lock)) = peer_and_cpus() else {
+        return;
+    };
     let dir = Scratch::new("chan-counters");
     let file = dir.file("car.yaml");
     let socket = dir.file("car.sock");
@@ -147,16 +155,9 @@ channels:
 /// overwritten at the reader, `block` holds the writer and loses nothing.
 #[test]
 fn a_full_fifo_follows_its_overflow_rule() {
-    if !common::is_root() {
-        eprintln!("skipping: needs root for the partitions' cpusets");
+    let Some((peer, _lock)) = peer_and_cpus() else {
         return;
-    }
-    let peer = common::bin("bulkhead-chan-peer");
-    if !peer.exists() {
-        eprintln!("skipping: {} is not built", peer.display());
-        return;
-    }
-    let _lock = exclusive_cpus_lock();
+    };
     let cases = [
         (
             "drop_newest",
