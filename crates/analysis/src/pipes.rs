@@ -21,12 +21,12 @@
 //! passed through shared FIFO buffers" match) is kept at every step: a stage forwards
 //! every message it takes, a source takes one per period, so the messages per period of
 //! every consumer whose budget the description leaves open are derived from the rate of
-//! its fifo inputs, `m_c ≥ T_c Σ m_p / T_p` ([`Solver::match_rates`]). A consumer the
+//! its fifo inputs, `m_c ≥ T_c Σ m_p / T_p` (`Solver::match_rates`). A consumer the
 //! description fixes below that rate makes a `*` pipeline infeasible (`rate-matching`),
 //! naming the loss it implies under the pipeline's `overflow:` rule.
 //!
 //! With a `platform:` section ([`crate::platform`], docs/platform.md) every pipeline is
-//! sized for a stall of each CPU of up to `D` ([`Solver::size_for_stalls`]): a four-slot
+//! sized for a stall of each CPU of up to `D` (`Solver::size_for_stalls`): a four-slot
 //! edge that cannot tolerate it becomes a FIFO, each FIFO holds the stall's backlog
 //! `⌈D Σ m_p / T_p⌉` besides the paper's depth, each consumer takes enough messages per
 //! period to drain that backlog within `max(D, T_c)` after the stall, and the solution
@@ -119,7 +119,7 @@ pub struct Solution {
     /// (`platform:`); 0 without one.
     pub stall_ns: Time,
     /// The exact bound with one stall of up to `stall_ns` while a message is in
-    /// flight ([`Solver::stall_bound`]); `None` without a stall or when not established.
+    /// flight (`Solver::stall_bound`); `None` without a stall or when not established.
     pub stall_delay_bound_ns: Option<Time>,
     /// min m_i / T_i over the stages, messages per second.
     pub throughput_per_s: f64,

@@ -1,6 +1,6 @@
 //! Pipelines in simulation: each edge of a solved pipeline (Boomerang III-B, III-E)
 //! becomes a channel between its stage tasks, the solved buffer of the edge
-//! ([`Pipeline::buffers`], the lowering `run` builds too): four-slot `latest`, or a
+//! ([`bulkhead_model::Pipeline::buffers`], the lowering `run` builds too): four-slot `latest`, or a
 //! `fifo` of the solved depth and overflow rule from which the consumer takes its m
 //! messages per job (over all its fifo inputs); the chain statistics of a pipeline's
 //! sources and sinks add up to its statistics.
