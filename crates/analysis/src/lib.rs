@@ -25,6 +25,7 @@ pub mod generate;
 pub mod modes;
 pub mod pipeline;
 pub mod pipes;
+pub mod platform;
 pub mod prm;
 pub mod reservation;
 pub mod rta;

@@ -16,6 +16,22 @@
 //! 5. FIFO depths `m_p(⌈T_c/T_p⌉ + 1)` (III-E), the four-slot loss bound
 //!    `max(1 - T_p/T_c)` (III-E, condition 2 of the four-slot list).
 //!
+//! Rate matching (III-E, FIFO condition 3: buffers "sized to ensure no additional
+//! blocking delays", which holds only when "the arrival and departure rates of messages
+//! passed through shared FIFO buffers" match) is kept at every step: a stage forwards
+//! every message it takes, a source takes one per period, so the messages per period of
+//! every consumer whose budget the description leaves open are derived from the rate of
+//! its fifo inputs, `m_c ≥ T_c Σ m_p / T_p` (`Solver::match_rates`). A consumer the
+//! description fixes below that rate makes a `*` pipeline infeasible (`rate-matching`),
+//! naming the loss it implies under the pipeline's `overflow:` rule.
+//!
+//! With a `platform:` section ([`crate::platform`], docs/platform.md) every pipeline is
+//! sized for a stall of each CPU of up to `D` (`Solver::size_for_stalls`): a four-slot
+//! edge that cannot tolerate it becomes a FIFO, each FIFO holds the stall's backlog
+//! `⌈D Σ m_p / T_p⌉` besides the paper's depth, each consumer takes enough messages per
+//! period to drain that backlog within `max(D, T_c)` after the stall, and the solution
+//! carries a delay bound with one stall (`stall_delay_bound_ns`).
+//!
 //! Where this improves on the paper:
 //! * admission is the exact test of each stage's partition (RTA for fixed priority, QPA
 //!   and SCHED_DEADLINE admission for EDF) with the partition's other tasks and the
@@ -31,17 +47,24 @@
 //!   et al., DAC 2007, for the sampling term). The paper's sum of periods holds only when
 //!   each stage's data is ready at its consumer's next release (its Figure 7 schedule);
 //! * the ring sizes are the formula's depth rounded up to a power of two, which gives
-//!   Table V's 4, 2 and 4 messages where the formula alone gives 3, 2 and 3.
+//!   Table V's 4, 2 and 4 messages where the formula alone gives 3, 2 and 3;
+//! * the paper's Table V holds because its inputs arrive at λ = 100 and 125 messages a
+//!   second (Table VII), below the sources' periods; here a source takes one message
+//!   per period, so Table V's ProcData (one message every 4 ms) cannot keep up with
+//!   CanRead (one every 2 ms) and the solver says so, or, with ProcData's budget left
+//!   open, gives it two messages per period.
 
+use crate::platform::{partition_stall, stall_busy_period};
 use crate::system::{analyze_system_with, Options, Report};
-use crate::task::Time;
-use bulkhead_model::{ChannelKind, Endpoint, Pipeline, Resume, System, Task};
+use crate::task::{Task as PlainTask, Time};
+use bulkhead_model::{ChannelKind, EdgeBuffer, Endpoint, Overflow, Pipeline, Resume, System, Task};
 use serde::Serialize;
 
 /// α of III-E: the factor solved periods grow by while the system is not schedulable.
 const ALPHA: (Time, Time) = (5, 4);
 /// Rounds of α scaling before a pipeline is declared infeasible.
 const MAX_SCALINGS: usize = 64;
+const NS_PER_S: f64 = 1e9;
 
 /// A solved stage.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -68,6 +91,10 @@ pub struct Buffer {
     pub kind: &'static str,
     /// Messages the ring holds (fifo); 1 for `latest`.
     pub depth: u64,
+    /// What a write to the full fifo does (`block`, `drop_newest`, `drop_oldest`);
+    /// absent for `latest`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overflow: Option<&'static str>,
 }
 
 /// Why a pipeline is infeasible: the stage (or task) and the test that fails.
@@ -88,9 +115,16 @@ pub struct Solution {
     pub e2e_delay_bound_ns: Time,
     /// Σ (k_i T_i + R_i) along the worst path; `None` when a WCRT is not established.
     pub exact_delay_bound_ns: Option<Time>,
+    /// The longest stall of a CPU of the pipeline's stages the solution is sized for
+    /// (`platform:`); 0 without one.
+    pub stall_ns: Time,
+    /// The exact bound with one stall of up to `stall_ns` while a message is in
+    /// flight (`Solver::stall_bound`); `None` without a stall or when not established.
+    pub stall_delay_bound_ns: Option<Time>,
     /// min m_i / T_i over the stages, messages per second.
     pub throughput_per_s: f64,
-    /// Four-slot: max(1 - T_p/T_c); FIFO: 0.
+    /// The largest of: four-slot `max(1 - T_p/T_c)`, and what a fifo whose consumer
+    /// cannot keep up loses (`1 - m_c/T_c / Σ m_p/T_p`, 0 when rates match).
     pub loss_bound: f64,
     pub stages: Vec<SolvedStage>,
     pub buffers: Vec<Buffer>,
@@ -103,14 +137,21 @@ pub struct Solution {
 struct Var {
     period: Time,
     messages: u64,
-    /// Fixed by the description: the solver keeps period and messages.
-    fixed: bool,
+    /// The description fixes the period: the solver keeps it.
+    fixed_period: bool,
+    /// The description fixes the budget (so the messages per period).
+    fixed_messages: bool,
     wcet: Time,
 }
 
 impl Var {
     fn budget(&self) -> Time {
         self.messages * self.wcet
+    }
+
+    /// Messages it can take per second.
+    fn capacity(&self) -> f64 {
+        self.messages as f64 * NS_PER_S / self.period.max(1) as f64
     }
 }
 
@@ -129,9 +170,10 @@ pub fn solve(system: &System, options: &Options) -> Vec<Solution> {
     out
 }
 
-/// `system` with the solved stages as tasks of their partitions, and each stage's
-/// period and budget set to the solved ones: what `check`, `analyze` and `sim` work on
-/// (the analysis sees the tasks; the simulator also links the pipelines' edges).
+/// `system` with the solved stages as tasks of their partitions, each stage's period
+/// and budget set to the solved ones and each edge's buffer lowered
+/// ([`Pipeline::buffers`]): what `check`, `analyze`, `sim` and `run` work on (the
+/// analysis sees the tasks; `sim` and `run` build the edges' channels from the buffers).
 pub fn apply(system: &System, solutions: &[Solution]) -> System {
     let mut out = system.clone();
     for (p, s) in out.pipelines.iter_mut().zip(solutions) {
@@ -139,11 +181,23 @@ pub fn apply(system: &System, solutions: &[Solution]) -> System {
             stage.period = Some(solved.period_ns);
             stage.budget = Some(solved.budget_ns);
         }
+        p.buffers = s.buffers.iter().map(|b| lowered(b, p.overflow)).collect();
     }
     for (p, s) in system.pipelines.iter().zip(solutions) {
         add_stages(&mut out, p, s);
     }
     out
+}
+
+fn lowered(b: &Buffer, overflow: Overflow) -> EdgeBuffer {
+    EdgeBuffer {
+        kind: match b.kind {
+            "fifo" => ChannelKind::Fifo,
+            _ => ChannelKind::Latest,
+        },
+        depth: u32::try_from(b.depth.max(1)).unwrap_or(u32::MAX),
+        overflow,
+    }
 }
 
 fn without_pipelines(system: &System) -> System {
@@ -214,11 +268,28 @@ pub fn phase_offsets(p: &Pipeline, stages: &[SolvedStage]) -> Vec<Time> {
     stages.iter().zip(&depth).map(offset).collect()
 }
 
+/// Why the messages per period of a consumer cannot be what its inputs need.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Shortfall {
+    /// The description fixes the consumer's budget below its fifo inputs' rate
+    /// (condition 3 fails): `(consumer, needed messages per period)`.
+    Rate(usize, u64),
+    /// The rates match, but the fixed budget cannot drain a stall's backlog.
+    Stall(usize, u64),
+}
+
 struct Solver<'a> {
     system: &'a System,
     pipeline: &'a Pipeline,
     options: &'a Options,
     vars: Vec<Var>,
+    /// The buffering of each edge (in `pipeline.edges` order): the spec's, until a
+    /// four-slot edge that cannot tolerate the platform's stall becomes a fifo.
+    kinds: Vec<ChannelKind>,
+    /// The platform's stall on each stage's CPUs.
+    stalls: Vec<Time>,
+    /// Whether the buffers and consumers are sized for the stalls yet.
+    for_stalls: bool,
     /// Every path from a source to a sink, as stage indices.
     paths: Vec<Vec<usize>>,
     order: Vec<usize>,
@@ -232,22 +303,31 @@ impl<'a> Solver<'a> {
             .map(|s| Var {
                 period: s.period.unwrap_or(0),
                 messages: s.budget.map_or(1, |b| (b / s.wcet).max(1)),
-                fixed: s.period.is_some(),
+                fixed_period: s.period.is_some(),
+                fixed_messages: s.budget.is_some(),
                 wcet: s.wcet,
             })
+            .collect();
+        let stalls = pipeline
+            .stages
+            .iter()
+            .map(|s| partition_stall(system, &s.partition))
             .collect();
         Solver {
             system,
             pipeline,
             options,
             vars,
+            kinds: vec![pipeline.buffering; pipeline.edges.len()],
+            stalls,
+            for_stalls: false,
             paths: paths(pipeline),
             order: pipeline.topological_order(),
         }
     }
 
-    fn fifo(&self) -> bool {
-        self.pipeline.buffering == ChannelKind::Fifo
+    fn edge_is_fifo(&self, e: usize) -> bool {
+        self.kinds[e] == ChannelKind::Fifo
     }
 
     /// The gateway task behind a `can:BUS` endpoint (its reader for an input, its
@@ -265,20 +345,24 @@ impl<'a> Solver<'a> {
         Some((b.gateway.as_str(), task, b.period))
     }
 
-    /// The periods of the gateway tasks at the ends of `path` (a bus period each).
-    fn device_time(&self, path: &[usize]) -> Time {
+    /// The gateway tasks at the ends of `path`.
+    fn path_gateways(&self, path: &[usize]) -> Vec<(&str, String, Time)> {
         let (Some(&first), Some(&last)) = (path.first(), path.last()) else {
-            return 0;
+            return Vec::new();
         };
         let stages = &self.pipeline.stages;
-        let ends = [
+        [
             self.gateway_task(&stages[first].input, true),
             self.gateway_task(&stages[last].output, false),
-        ];
-        ends.into_iter()
-            .flatten()
-            .map(|(_, _, period)| period)
-            .sum()
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// The periods of the gateway tasks at the ends of `path` (a bus period each).
+    fn device_time(&self, path: &[usize]) -> Time {
+        self.path_gateways(path).iter().map(|g| g.2).sum()
     }
 
     /// The paper's bound: max over paths of Σ T_i plus the gateway tasks' periods.
@@ -289,6 +373,110 @@ impl<'a> Solver<'a> {
         self.paths.iter().map(sum).max().unwrap_or(0)
     }
 
+    /// The edges into stage `c`, as indices into `pipeline.edges`.
+    fn inputs(&self, c: usize) -> impl Iterator<Item = usize> + '_ {
+        let edges = self.pipeline.edges.iter().enumerate();
+        edges.filter(move |(_, &(_, to))| to == c).map(|(e, _)| e)
+    }
+
+    /// Messages per second each stage forwards: a source takes in one message per
+    /// period (it samples its input, III-E: "one message transfer every corresponding
+    /// period"); any other stage forwards what it takes, all of its fifo inputs up to
+    /// `m` per period and the newest message of each four-slot input once per period.
+    fn flows(&self) -> Vec<f64> {
+        let mut flow = vec![0.0; self.vars.len()];
+        for &i in &self.order {
+            flow[i] = self.flow_of(i, &flow);
+        }
+        flow
+    }
+
+    fn flow_of(&self, i: usize, flow: &[f64]) -> f64 {
+        let v = self.vars[i];
+        let per_job = NS_PER_S / v.period.max(1) as f64;
+        let mut inputs = self.inputs(i).peekable();
+        if inputs.peek().is_none() {
+            return per_job;
+        }
+        let (mut fifo, mut latest) = (0.0, 0.0);
+        for e in inputs {
+            let p = self.pipeline.edges[e].0;
+            match self.edge_is_fifo(e) {
+                true => fifo += flow[p],
+                false => latest += flow[p].min(per_job),
+            }
+        }
+        fifo.min(v.capacity()) + latest
+    }
+
+    /// The rate of the fifo inputs of stage `i`, messages per second.
+    fn fifo_inflow(&self, i: usize, flow: &[f64]) -> f64 {
+        let fifo = self.inputs(i).filter(|&e| self.edge_is_fifo(e));
+        fifo.map(|e| flow[self.pipeline.edges[e].0]).sum()
+    }
+
+    /// The stall a fifo into `c` must absorb: the longest of its own CPUs' and its fifo
+    /// producers' (a stall of either leaves a backlog); 0 before sizing for stalls.
+    fn edge_stall(&self, p: usize, c: usize) -> Time {
+        match self.for_stalls {
+            true => self.stalls[p].max(self.stalls[c]),
+            false => 0,
+        }
+    }
+
+    fn consumer_stall(&self, c: usize) -> Time {
+        let producers = self.inputs(c).filter(|&e| self.edge_is_fifo(e));
+        let stall = producers.map(|e| self.edge_stall(self.pipeline.edges[e].0, c));
+        stall.max().unwrap_or(0)
+    }
+
+    /// Whether source `i` takes its input from a CAN bus through a fifo link (frames
+    /// queue there while it is held, so it catches up like a fifo consumer).
+    fn takes_frames(&self, i: usize) -> bool {
+        let stage = &self.pipeline.stages[i];
+        let bus_fed = matches!(&stage.input, Some(Endpoint::Can { ids, .. }) if !ids.is_empty());
+        let mut outputs = self.pipeline.edges.iter().enumerate();
+        bus_fed && outputs.any(|(e, &(p, _))| p == i && self.edge_is_fifo(e))
+    }
+
+    /// The messages per period stage `i` needs: its fifo inputs' rate over a period
+    /// (condition 3), and, sized for a stall `D`, as much again over `min(D, T)` so that
+    /// the backlog of a stall drains within `max(D, T)` after it. Returns (for the rate
+    /// alone, with the stall's catch-up).
+    fn needed(&self, i: usize, flow: &[f64]) -> (u64, u64) {
+        let v = self.vars[i];
+        let period = v.period.max(1) as f64;
+        let (rate, stall) = match self.inputs(i).next() {
+            None if self.takes_frames(i) => (NS_PER_S / period, self.edge_stall(i, i)),
+            None => return (1, 1),
+            Some(_) => (self.fifo_inflow(i, flow), self.consumer_stall(i)),
+        };
+        let catch_up = stall.min(v.period) as f64;
+        let messages = |span: f64| ((rate * span / NS_PER_S) - 1e-9).ceil().max(1.0) as u64;
+        (messages(period), messages(period + catch_up))
+    }
+
+    /// Rate matching (III-E condition 3), in topological order: every consumer whose
+    /// budget is open takes the messages per period its inputs need ([`Self::needed`]);
+    /// the first fixed one that cannot is returned.
+    fn match_rates(&mut self) -> Option<Shortfall> {
+        let mut flow = vec![0.0; self.vars.len()];
+        let mut shortfall = None;
+        for i in self.order.clone() {
+            let (rate, with_stall) = self.needed(i, &flow);
+            let v = &mut self.vars[i];
+            if !v.fixed_messages {
+                v.messages = with_stall;
+            } else if v.messages < rate {
+                shortfall = shortfall.or(Some(Shortfall::Rate(i, rate)));
+            } else if v.messages < with_stall {
+                shortfall = shortfall.or(Some(Shortfall::Stall(i, with_stall)));
+            }
+            flow[i] = self.flow_of(i, &flow);
+        }
+        shortfall
+    }
+
     /// Step 1 (rate matching): Δ = min over paths of (delay - fixed part) / n.
     fn rate_matching(&mut self) -> Result<(), Failure> {
         let delta = match self.pipeline.qos.delay {
@@ -297,7 +485,7 @@ impl<'a> Solver<'a> {
             None => 10 * self.vars.iter().map(|v| v.wcet).max().unwrap_or(1),
         };
         let tput = self.pipeline.qos.throughput_per_s;
-        for v in self.vars.iter_mut().filter(|v| !v.fixed) {
+        for v in self.vars.iter_mut().filter(|v| !v.fixed_period) {
             v.period = delta.max(v.budget() + 1);
             if let Some(t) = tput {
                 // Condition 2 (FIFO): m / T >= e2e_tput.
@@ -307,6 +495,7 @@ impl<'a> Solver<'a> {
                     .max(v.budget() + 1);
             }
         }
+        self.match_rates();
         Ok(())
     }
 
@@ -315,11 +504,11 @@ impl<'a> Solver<'a> {
         for path in &self.paths {
             let fixed: Time = path
                 .iter()
-                .filter(|&&i| self.vars[i].fixed)
+                .filter(|&&i| self.vars[i].fixed_period)
                 .map(|&i| self.vars[i].period)
                 .sum::<Time>()
                 + self.device_time(path);
-            let free = path.iter().filter(|&&i| !self.vars[i].fixed).count() as Time;
+            let free = path.iter().filter(|&&i| !self.vars[i].fixed_period).count() as Time;
             if fixed >= delay && free > 0 || fixed > delay {
                 let first = &self.pipeline.stages[path[0]].name;
                 return Err(Failure {
@@ -382,12 +571,13 @@ impl<'a> Solver<'a> {
                 Ok(report) => return Ok(report),
                 Err(f) => last = Some(f),
             }
-            if self.vars.iter().all(|v| v.fixed) {
+            if self.vars.iter().all(|v| v.fixed_period) {
                 break;
             }
-            for v in self.vars.iter_mut().filter(|v| !v.fixed) {
+            for v in self.vars.iter_mut().filter(|v| !v.fixed_period) {
                 v.period = v.period * ALPHA.0 / ALPHA.1;
             }
+            self.match_rates();
         }
         Err(last.expect("at least one round"))
     }
@@ -404,15 +594,14 @@ impl<'a> Solver<'a> {
         limit.is_none_or(|l| self.loss_bound() <= l + 1e-12)
     }
 
-    /// Step 3: from the inputs on, halve T_p and (FIFO) double C_c per pair.
+    /// Step 3: from the inputs on, halve T_p per pair (rate matching then doubles the
+    /// consumer's messages per period, III-E's "C_c is similarly doubled").
     fn tighten_pairs(&mut self) {
         let mut edges = self.pipeline.edges.clone();
         let rank = |i: usize| self.order.iter().position(|&o| o == i);
         edges.sort_by_key(|&(p, c)| (rank(p), rank(c)));
-        for (p, c) in edges {
-            while !self.delay_met() && self.try_step(|vars, fifo| halve_producer(vars, p, c, fifo))
-            {
-            }
+        for (p, _) in edges {
+            while !self.delay_met() && self.try_step(|vars| halve_producer(vars, p)) {}
             if self.delay_met() {
                 return;
             }
@@ -422,19 +611,22 @@ impl<'a> Solver<'a> {
     /// Step 4: revisit consumers with several messages per budget: halve C_c and T_c.
     fn revisit_consumers(&mut self) {
         for i in self.order.clone() {
-            while !self.delay_met() && self.try_step(|vars, _| halve_consumer(vars, i)) {}
+            while !self.delay_met() && self.try_step(|vars| halve_consumer(vars, i)) {}
         }
     }
 
-    /// Applies `step` if it is possible, keeps the loss within its bound and leaves
-    /// every partition schedulable; otherwise undoes it.
-    fn try_step(&mut self, step: impl Fn(&mut [Var], bool) -> bool) -> bool {
+    /// Applies `step` if it is possible, keeps the rates matched (or no worse than the
+    /// description makes them), the loss within its bound and every partition
+    /// schedulable; otherwise undoes it.
+    fn try_step(&mut self, step: impl Fn(&mut [Var]) -> bool) -> bool {
         let saved = self.vars.clone();
-        let fifo = self.fifo();
-        if !step(&mut self.vars, fifo) {
+        let before = self.rate_shortfall();
+        if !step(&mut self.vars) {
             return false;
         }
+        let after = self.match_rates();
         let ok = self.vars.iter().all(|v| v.period > v.budget())
+            && (after.is_none() || before.is_some())
             && self.loss_ok()
             && self.admit().is_ok();
         if !ok {
@@ -443,15 +635,41 @@ impl<'a> Solver<'a> {
         ok
     }
 
+    /// The first consumer that cannot keep up, on the current values.
+    fn rate_shortfall(&self) -> Option<Shortfall> {
+        let flow = self.flows();
+        self.order.iter().find_map(|&i| {
+            let v = self.vars[i];
+            let (rate, with_stall) = self.needed(i, &flow);
+            match v.messages {
+                m if m < rate => Some(Shortfall::Rate(i, rate)),
+                m if m < with_stall => Some(Shortfall::Stall(i, with_stall)),
+                _ => None,
+            }
+        })
+    }
+
+    /// The loss of each edge: four-slot `1 - T_p/T_c`; a fifo's share of its
+    /// consumer's inputs beyond what the consumer takes.
+    fn edge_losses(&self) -> Vec<f64> {
+        let flow = self.flows();
+        let edges = self.pipeline.edges.iter().enumerate();
+        edges
+            .map(|(e, &(p, c))| {
+                let (vp, vc) = (self.vars[p], self.vars[c]);
+                match self.edge_is_fifo(e) {
+                    false => crate::pipeline::four_slot_loss(vp.period.max(1), vc.period.max(1)),
+                    true => {
+                        let inflow = self.fifo_inflow(c, &flow);
+                        (1.0 - vc.capacity() / inflow.max(f64::MIN_POSITIVE)).max(0.0)
+                    }
+                }
+            })
+            .collect()
+    }
+
     fn loss_bound(&self) -> f64 {
-        if self.fifo() {
-            return 0.0;
-        }
-        let loss = |&(p, c): &(usize, usize)| {
-            let (tp, tc) = (self.vars[p].period.max(1), self.vars[c].period.max(1));
-            crate::pipeline::four_slot_loss(tp, tc)
-        };
-        self.pipeline.edges.iter().map(loss).fold(0.0, f64::max)
+        self.edge_losses().into_iter().fold(0.0, f64::max)
     }
 
     fn current(&self) -> Solution {
@@ -475,6 +693,8 @@ impl<'a> Solver<'a> {
             feasible: false,
             e2e_delay_bound_ns: self.paper_bound(),
             exact_delay_bound_ns: None,
+            stall_ns: self.stalls.iter().copied().max().unwrap_or(0),
+            stall_delay_bound_ns: None,
             throughput_per_s: self.throughput(),
             loss_bound: self.loss_bound(),
             stages,
@@ -484,67 +704,182 @@ impl<'a> Solver<'a> {
     }
 
     fn throughput(&self) -> f64 {
-        let rate = |v: &Var| v.messages as f64 * 1e9 / v.period.max(1) as f64;
-        self.vars.iter().map(rate).fold(f64::INFINITY, f64::min)
+        self.vars
+            .iter()
+            .map(Var::capacity)
+            .fold(f64::INFINITY, f64::min)
     }
 
     /// Step 5: the buffer of each edge.
     fn buffers(&self) -> Vec<Buffer> {
         let name = |i: usize| self.pipeline.stages[i].name.clone();
-        let buffer = |&(p, c): &(usize, usize)| {
-            let (kind, depth) = match self.fifo() {
-                true => ("fifo", self.formula_depth(p, c).next_power_of_two()),
-                false => ("latest", 1),
-            };
-            Buffer {
-                from: name(p),
-                to: name(c),
-                kind,
-                depth,
-            }
-        };
-        self.pipeline.edges.iter().map(buffer).collect()
+        let flow = self.flows();
+        let edges = self.pipeline.edges.iter().enumerate();
+        edges
+            .map(|(e, &(p, c))| {
+                let (kind, depth, overflow) = match self.edge_is_fifo(e) {
+                    true => {
+                        let depth = self.depth(p, c, &flow, self.for_stalls);
+                        (
+                            "fifo",
+                            depth.next_power_of_two(),
+                            Some(self.pipeline.overflow.name()),
+                        )
+                    }
+                    false => ("latest", 1, None),
+                };
+                Buffer {
+                    from: name(p),
+                    to: name(c),
+                    kind,
+                    depth,
+                    overflow,
+                }
+            })
+            .collect()
     }
 
-    /// `m_p (⌈T_c / T_p⌉ + 1)` (III-E).
-    fn formula_depth(&self, p: usize, c: usize) -> u64 {
+    /// `m_p (⌈T_c / T_p⌉ + 1)` (III-E), plus, for a stall of `D`, the backlog it leaves:
+    /// `⌈D · m_p / T_p⌉` (the producer's rate while the consumer is held, or what a
+    /// held producer writes at once after it).
+    fn depth(&self, p: usize, c: usize, flow: &[f64], stalled: bool) -> u64 {
         let (vp, vc) = (self.vars[p], self.vars[c]);
         // Periods are 0 only before rate matching (an infeasible pipeline's report).
-        crate::pipeline::fifo_depth(vp.messages, vp.period.max(1), vc.period.max(1))
+        let base = crate::pipeline::fifo_depth(vp.messages, vp.period.max(1), vc.period.max(1));
+        let stall = match stalled {
+            true => self.stalls[p].max(self.stalls[c]),
+            false => 0,
+        };
+        base + ((stall as f64 * flow[p] / NS_PER_S) - 1e-9).ceil().max(0.0) as u64
     }
 
     /// The exact bound: max over paths of Σ (k_i T_i + R_i), the gateway's reader and
-    /// writer included with their own period and WCRT.
-    fn exact_bound(&self, report: &Report) -> Option<Time> {
-        let wcrt = |partition: &str, task: &str| {
-            let t = report.tasks.iter();
-            t.clone()
-                .find(|t| t.partition == partition && t.name == task)
-                .and_then(|t| t.wcrt_ns)
-        };
+    /// writer included with their own period and WCRT; `stalled`: with the depths
+    /// sized for a stall (the queue a message may find after one).
+    fn exact_bound(&self, report: &Report, stalled: bool) -> Option<Time> {
+        let flow = self.flows();
         let mut worst = 0;
         for path in &self.paths {
             let mut sum = 0;
             for (k, &i) in path.iter().enumerate() {
                 let s = &self.pipeline.stages[i];
                 let v = self.vars[i];
-                let periods = match (self.fifo(), k) {
-                    (true, k) if k > 0 => self.formula_depth(path[k - 1], i).div_ceil(v.messages),
+                let edge = (k > 0).then(|| self.edge_index(path[k - 1], i));
+                let periods = match edge {
+                    Some(e) if self.edge_is_fifo(e) => self
+                        .depth(path[k - 1], i, &flow, stalled)
+                        .div_ceil(v.messages),
                     _ => 1,
                 };
-                sum += periods * v.period + wcrt(&s.partition, &s.name)?;
+                sum += periods * v.period + wcrt(report, &s.partition, &s.name)?;
             }
-            let (first, last) = (path[0], *path.last().expect("paths are not empty"));
-            let ends = [
-                self.gateway_task(&self.pipeline.stages[first].input, true),
-                self.gateway_task(&self.pipeline.stages[last].output, false),
-            ];
-            for (gateway, task, period) in ends.into_iter().flatten() {
-                sum += period + wcrt(gateway, &task)?;
+            for (gateway, task, period) in self.path_gateways(path) {
+                sum += period + wcrt(report, gateway, &task)?;
             }
             worst = worst.max(sum);
         }
         Some(worst)
+    }
+
+    fn edge_index(&self, p: usize, c: usize) -> usize {
+        let edges = &self.pipeline.edges;
+        edges
+            .iter()
+            .position(|&e| e == (p, c))
+            .expect("an edge of the path")
+    }
+
+    /// The delay bound with one stall of up to `D` while a message is in flight
+    /// (Boomerang III-E's exact bound plus the stall): the stall holds the message at
+    /// one stage `i` (or gateway task) at a time, whose job then completes within the
+    /// busy period of its CPU with the stall, `L_i^D` ([`stall_busy_period`]) instead of
+    /// `R_i`; the backlog it leaves at every later stage is at most the stall-sized
+    /// depth, which the `k_i = ⌈depth_i / m_i⌉` periods of [`Self::exact_bound`] drain.
+    /// So the bound is the exact bound with the stall-sized depths plus
+    /// `max_i (L_i^D - R_i)` over the path. It assumes one stall per message's passage
+    /// (stalls further apart than the bound and the drain time `max(D, T)`).
+    fn stall_bound(&self, report: &Report) -> Option<Time> {
+        let base = self.exact_bound(report, true)?;
+        let mut extra = 0;
+        for path in &self.paths {
+            let stages = path.iter().map(|&i| {
+                let s = &self.pipeline.stages[i];
+                (s.partition.as_str(), s.name.clone(), self.stalls[i])
+            });
+            let gateways = self
+                .path_gateways(path)
+                .into_iter()
+                .map(|(g, task, _)| (g, task, partition_stall(self.system, g)));
+            for (partition, task, stall) in stages.chain(gateways) {
+                let r = wcrt(report, partition, &task)?;
+                let busy = cpu_busy_period(report, partition, &task, stall)?;
+                extra = extra.max(busy.saturating_sub(r));
+            }
+        }
+        Some(base + extra)
+    }
+
+    /// Makes every four-slot edge that cannot tolerate the platform's stall a fifo
+    /// ([`Self::tolerates`]), then sizes the consumers for it ([`Self::match_rates`]
+    /// with the catch-up) and admits the result. Without a stall: nothing to do.
+    fn size_for_stalls(&mut self, report: Report) -> Result<Report, Failure> {
+        if self.stalls.iter().all(|&d| d == 0) {
+            return Ok(report);
+        }
+        let offsets = phase_offsets(self.pipeline, &self.current().stages);
+        for e in 0..self.kinds.len() {
+            if !self.edge_is_fifo(e) && !self.tolerates(e, &report, &offsets) {
+                self.kinds[e] = ChannelKind::Fifo;
+            }
+        }
+        self.for_stalls = true;
+        self.match_rates();
+        let stall = self.stalls.iter().copied().max().unwrap_or(0);
+        if let Some(i) =
+            (0..self.vars.len()).find(|&i| self.vars[i].period <= self.vars[i].budget())
+        {
+            let v = self.vars[i];
+            return Err(Failure {
+                stage: self.pipeline.stages[i].name.clone(),
+                test: "stall".into(),
+                message: format!(
+                    "catching up after a stall of {} ns takes {} messages per period, {} ns of budget, not less than its period {} ns",
+                    stall,
+                    v.messages,
+                    v.budget(),
+                    v.period
+                ),
+            });
+        }
+        self.admit().map_err(|f| Failure {
+            message: format!(
+                "sized for the platform's stall of {stall} ns (docs/platform.md): {}",
+                f.message
+            ),
+            ..f
+        })
+    }
+
+    /// Whether the four-slot edge `e` loses nothing when a stall of `D` delays either
+    /// end: the consumer must read each message after the producer wrote it and before
+    /// it writes the next. With equal periods `T`, the producer's write within `R_p`
+    /// of its release and the consumer's read within `R_c` of its own, `δ` after it
+    /// (the release offsets): `R_p + D ≤ δ` and `δ + R_c + D ≤ T`.
+    fn tolerates(&self, e: usize, report: &Report, offsets: &[Time]) -> bool {
+        let (p, c) = self.pipeline.edges[e];
+        let (sp, sc) = (&self.pipeline.stages[p], &self.pipeline.stages[c]);
+        let (Some(rp), Some(rc)) = (
+            wcrt(report, &sp.partition, &sp.name),
+            wcrt(report, &sc.partition, &sc.name),
+        ) else {
+            return false;
+        };
+        let (t, d) = (self.vars[c].period, self.stalls[p].max(self.stalls[c]));
+        let delta = offsets[c].wrapping_sub(offsets[p]);
+        self.vars[p].period == t
+            && offsets[c] >= offsets[p]
+            && rp + d <= delta
+            && delta + rc + d <= t
     }
 
     /// Runs the steps; the solution names the stage and test of a failure.
@@ -554,13 +889,12 @@ impl<'a> Solver<'a> {
         match result {
             Ok(report) => {
                 s.feasible = true;
-                s.exact_delay_bound_ns = self.exact_bound(&report);
+                s.exact_delay_bound_ns = self.exact_bound(&report, false);
+                if self.for_stalls {
+                    s.stall_delay_bound_ns = self.stall_bound(&report);
+                }
                 for st in &mut s.stages {
-                    let t = report.tasks.iter();
-                    st.wcrt_ns = t
-                        .clone()
-                        .find(|t| t.partition == st.partition && t.name == st.name)
-                        .and_then(|t| t.wcrt_ns);
+                    st.wcrt_ns = wcrt(&report, &st.partition, &st.name);
                 }
                 let offsets = phase_offsets(self.pipeline, &s.stages);
                 for (st, offset) in s.stages.iter_mut().zip(offsets) {
@@ -577,8 +911,11 @@ impl<'a> Solver<'a> {
         self.scale_until_schedulable()?;
         self.tighten_pairs();
         self.revisit_consumers();
+        let report = self.admit()?;
         self.final_checks()?;
-        self.admit()
+        let report = self.size_for_stalls(report)?;
+        self.stall_checks()?;
+        Ok(report)
     }
 
     /// The QoS conditions of III-E on the final values.
@@ -600,8 +937,11 @@ impl<'a> Solver<'a> {
                 });
             }
         }
+        if let Some(Shortfall::Rate(c, needed)) = self.rate_shortfall() {
+            return Err(self.rate_failure(c, needed));
+        }
         if let Some(t) = self.pipeline.qos.throughput_per_s {
-            let rate = |i: usize| self.vars[i].messages as f64 * 1e9 / self.vars[i].period as f64;
+            let rate = |i: usize| self.vars[i].capacity();
             let worst = (0..self.vars.len())
                 .min_by(|&a, &b| rate(a).total_cmp(&rate(b)))
                 .expect("a pipeline has stages");
@@ -614,47 +954,123 @@ impl<'a> Solver<'a> {
             }
         }
         if !self.loss_ok() {
-            let loss = |&(p, c): &(usize, usize)| {
-                crate::pipeline::four_slot_loss(self.vars[p].period, self.vars[c].period)
-            };
-            let worst = self
-                .pipeline
-                .edges
-                .iter()
-                .max_by(|a, b| loss(a).total_cmp(&loss(b)));
-            let &(p, c) = worst.expect("a loss needs an edge");
+            let losses = self.edge_losses();
+            let worst = (0..losses.len()).max_by(|&a, &b| losses[a].total_cmp(&losses[b]));
+            let (p, c) = self.pipeline.edges[worst.expect("a loss needs an edge")];
             return Err(Failure {
                 stage: stage_name(c),
                 test: "loss".into(),
                 message: format!(
                     "1 - T_p/T_c = {:.4} from `{}` exceeds the loss rate",
-                    loss(&(p, c)),
+                    crate::pipeline::four_slot_loss(self.vars[p].period, self.vars[c].period),
                     stage_name(p)
                 ),
             });
         }
         Ok(())
     }
+
+    /// A consumer the description fixes below its inputs' rate cannot stay within the
+    /// sized buffers once sized for the stall.
+    fn stall_checks(&self) -> Result<(), Failure> {
+        match self.rate_shortfall() {
+            Some(Shortfall::Stall(c, needed)) => Err(Failure {
+                stage: self.pipeline.stages[c].name.clone(),
+                test: "stall".into(),
+                message: format!(
+                    "its budget fixes {} messages per period; draining the backlog of a stall of {} ns takes {needed}",
+                    self.vars[c].messages,
+                    self.consumer_stall(c)
+                ),
+            }),
+            Some(Shortfall::Rate(c, needed)) => Err(self.rate_failure(c, needed)),
+            None => Ok(()),
+        }
+    }
+
+    /// Condition 3 fails at fifo consumer `c`: what the description implies under the
+    /// pipeline's overflow rule.
+    fn rate_failure(&self, c: usize, needed: u64) -> Failure {
+        let flow = self.flows();
+        let inflow = self.fifo_inflow(c, &flow);
+        let v = self.vars[c];
+        let loss = 100.0 * (1.0 - v.capacity() / inflow).max(0.0);
+        let producers: Vec<String> = self
+            .inputs(c)
+            .filter(|&e| self.edge_is_fifo(e))
+            .map(|e| format!("`{}`", self.pipeline.stages[self.pipeline.edges[e].0].name))
+            .collect();
+        let implied = match self.pipeline.overflow {
+            Overflow::Block => format!(
+                "with overflow block its full fifo holds {} to {:.1}/s and the rest of their input, {loss:.1}%, is never taken in",
+                producers.join(" and "),
+                v.capacity()
+            ),
+            rule => format!(
+                "with overflow {} its full fifo loses {loss:.1}% of the messages, each waiting {} periods",
+                rule.name(),
+                self.inputs(c)
+                    .filter(|&e| self.edge_is_fifo(e))
+                    .map(|e| self.depth(self.pipeline.edges[e].0, c, &flow, false))
+                    .max()
+                    .unwrap_or(1)
+                    .div_ceil(v.messages)
+            ),
+        };
+        Failure {
+            stage: self.pipeline.stages[c].name.clone(),
+            test: "rate-matching".into(),
+            message: format!(
+                "it takes {} messages per period of {} ns, {:.1}/s, of the {inflow:.1}/s {} send (Boomerang III-E, condition 3: needs {needed} per period); {implied}",
+                v.messages,
+                v.period,
+                v.capacity(),
+                producers.join(" and ")
+            ),
+        }
+    }
 }
 
-/// Step 3 for one pair: T_p / 2 and, FIFO, m_c x 2. False when neither may change.
-fn halve_producer(vars: &mut [Var], p: usize, c: usize, fifo: bool) -> bool {
-    if vars[p].fixed || vars[p].period / 2 <= vars[p].budget() {
+/// The WCRT of task `name` of `partition` in `report`.
+fn wcrt(report: &Report, partition: &str, name: &str) -> Option<Time> {
+    let mut tasks = report.tasks.iter();
+    tasks
+        .find(|t| t.partition == partition && t.name == name)
+        .and_then(|t| t.wcrt_ns)
+}
+
+/// The busy period with a stall of `stall` of the CPU task `name` of `partition` runs
+/// on, over every task the report places there.
+fn cpu_busy_period(report: &Report, partition: &str, name: &str, stall: Time) -> Option<Time> {
+    let me = report
+        .tasks
+        .iter()
+        .find(|t| t.partition == partition && t.name == name)?;
+    let tasks: Vec<PlainTask> = report
+        .tasks
+        .iter()
+        .filter(|t| t.cpu == me.cpu)
+        .map(|t| PlainTask::new(t.wcet_ns, t.period_ns, t.deadline_ns))
+        .collect();
+    stall_busy_period(&tasks, stall)
+}
+
+/// Step 3 for one producer: T_p / 2. False when it may not change.
+fn halve_producer(vars: &mut [Var], p: usize) -> bool {
+    if vars[p].fixed_period || vars[p].period / 2 <= vars[p].budget() {
         return false;
     }
     vars[p].period /= 2;
-    if fifo && !vars[c].fixed {
-        vars[c].messages *= 2;
-    }
     true
 }
 
-/// Step 4 for one consumer: C_c / 2 and T_c / 2 while C_c holds a message.
+/// Step 4 for one consumer: C_c / 2 and T_c / 2 while C_c holds a message (rate
+/// matching gives it its messages per period again).
 fn halve_consumer(vars: &mut [Var], i: usize) -> bool {
-    if vars[i].fixed || vars[i].messages < 2 {
+    let v = vars[i];
+    if v.fixed_period || v.fixed_messages || v.messages < 2 {
         return false;
     }
-    vars[i].messages /= 2;
     vars[i].period /= 2;
     true
 }
@@ -685,7 +1101,7 @@ fn paths(p: &Pipeline) -> Vec<Vec<usize>> {
     out
 }
 
-/// The solutions as text: per pipeline its stages, buffers and both bounds.
+/// The solutions as text: per pipeline its stages, buffers and the bounds.
 pub fn render_text(solutions: &[Solution]) -> String {
     use bulkhead_model::units::format_duration as d;
     let mut out = String::new();
@@ -710,8 +1126,11 @@ pub fn render_text(solutions: &[Solution]) -> String {
             );
         }
         for b in &s.buffers {
+            let overflow = b
+                .overflow
+                .map_or(String::new(), |o| format!(", overflow {o}"));
             out += &format!(
-                "  buffer {} -> {}: {} depth {}\n",
+                "  buffer {} -> {}: {} depth {}{overflow}\n",
                 b.from, b.to, b.kind, b.depth
             );
         }
@@ -720,6 +1139,13 @@ pub fn render_text(solutions: &[Solution]) -> String {
             "  delay bound: {} (paper: Σ T + blocking), {exact} (exact: Σ (k T + R))\n",
             d(s.e2e_delay_bound_ns)
         );
+        if s.stall_ns > 0 {
+            let with = s.stall_delay_bound_ns.map_or("-".into(), d);
+            out += &format!(
+                "  with one stall of up to {}: delay bound {with}\n",
+                d(s.stall_ns)
+            );
+        }
         out += &format!(
             "  throughput >= {:.1}/s, loss <= {:.1}%\n",
             s.throughput_per_s,

@@ -1,7 +1,7 @@
 //! Control words: each side of a channel owns one [`Side`], alone on its own
 //! page, and is the only one to write it. The peer maps that page read-only.
 
-use crate::sync::AtomicU32;
+use crate::sync::{AtomicU32, AtomicU64};
 
 /// Bit 31 of [`Side::seq`]: the side has closed its endpoint.
 pub const CLOSED: u32 = 1 << 31;
@@ -25,10 +25,17 @@ pub struct Side {
     /// Messages this side moved: written (writer) or read (reader). Counted by the
     /// endpoint, not the algorithm; the supervisor reports them (`ctl status`).
     pub count: std::sync::atomic::AtomicU64,
-    /// Messages lost at this side: writes refused because the fifo was full (writer),
-    /// or messages of a latest channel overwritten before this reader saw them (reader).
+    /// Messages lost at this side: writes refused or dropped because the fifo was full
+    /// (writer), or messages of a latest channel overwritten or of a `drop_oldest` fifo
+    /// dropped before this reader saw them (reader).
     pub lost: std::sync::atomic::AtomicU64,
-    _line: [u32; 10],
+    /// A fifo with `overflow: drop_oldest` ([`crate::fifo`]'s overwriting mode), by
+    /// absolute message positions: the writer's messages written, the reader's next
+    /// message to read.
+    pub pos: AtomicU64,
+    /// Overwriting mode, the writer's: the position of the oldest message not dropped.
+    pub floor: AtomicU64,
+    _line: [u32; 6],
     /// 1 while this side sleeps, or is about to sleep, on the peer's `seq`.
     /// Only the sleeper sets and clears it.
     pub waiting: AtomicU32,
@@ -50,7 +57,9 @@ impl Side {
             _pad: 0,
             count: std::sync::atomic::AtomicU64::new(0),
             lost: std::sync::atomic::AtomicU64::new(0),
-            _line: [0; 10],
+            pos: AtomicU64::new(0),
+            floor: AtomicU64::new(0),
+            _line: [0; 6],
             waiting: AtomicU32::new(0),
             owner: AtomicU32::new(0),
             pair: AtomicU32::new(0),

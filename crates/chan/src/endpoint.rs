@@ -5,9 +5,9 @@ use crate::ctrl::Side;
 use crate::error::{OpenError, RecvError, SendError};
 use crate::fifo::{Consumer, Producer};
 use crate::fourslot;
-use crate::layout::{Kind, Layout, Meta};
+use crate::layout::{Kind, Layout, Meta, Overflow};
 use crate::map::Map;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long an operation may wait.
@@ -155,9 +155,12 @@ impl Sender {
         // SAFETY: both sides lie in `map`, which the Sender owns and unmaps
         // only after dropping `tx`; this process now owns the writer side.
         let tx = unsafe {
-            match meta.kind {
-                Kind::Fifo => Producer::new(mine, peer, meta.depth).map(Tx::Fifo),
-                Kind::Latest => fourslot::Writer::new(mine, peer).map(Tx::Latest),
+            match (meta.kind, meta.overflow) {
+                (Kind::Fifo, Overflow::DropOldest) => {
+                    Producer::new(mine, peer, meta.depth).map(|p| Tx::Fifo(p.overwriting()))
+                }
+                (Kind::Fifo, _) => Producer::new(mine, peer, meta.depth).map(Tx::Fifo),
+                (Kind::Latest, _) => fourslot::Writer::new(mine, peer).map(Tx::Latest),
             }
         };
         // SAFETY: `mine` points into the live mapping we own (as above).
@@ -181,7 +184,10 @@ impl Sender {
         &self.meta
     }
 
-    /// Writes one message, blocking while a fifo is full (latest never blocks).
+    /// Writes one message. A full fifo follows its overflow rule ([`Overflow`]): the
+    /// write waits for room (`Block`), drops this message (`DropNewest`, counted in the
+    /// writer's `lost`) or the oldest unread one (`DropOldest`, counted in the reader's
+    /// `lost` when it skips it). Latest never blocks.
     pub fn write(&mut self, msg: &[u8]) -> Result<(), SendError> {
         self.write_with(msg, Wait::Until(None))
     }
@@ -191,7 +197,8 @@ impl Sender {
         self.write_with(msg, deadline(timeout))
     }
 
-    /// Writes one message or fails at once with [`SendError::Full`].
+    /// Writes one message or fails at once with [`SendError::Full`] (a `DropOldest`
+    /// fifo is never full: it drops the oldest unread message).
     pub fn try_write(&mut self, msg: &[u8]) -> Result<(), SendError> {
         self.write_with(msg, Wait::Never)
     }
@@ -201,27 +208,40 @@ impl Sender {
         if len != msg_size as usize {
             return Err(SendError::Length { len, msg_size });
         }
-        let slot = match (&mut self.tx, wait) {
-            (Tx::Fifo(p), Wait::Never) => p.try_reserve(),
-            (Tx::Fifo(p), Wait::Until(d)) => blocking(&self.peer, d, |until| p.reserve(until)),
-            (Tx::Latest(w), _) => Ok(w.begin()),
-        };
         // SAFETY: `side` points into the still-mapped `_map`.
         let side = unsafe { &*self.side };
+        let overflow = self.meta.overflow;
+        let slot = match (&mut self.tx, wait, overflow) {
+            (Tx::Fifo(p), _, Overflow::DropOldest) => p.reserve_overwriting().map(|(slot, _)| slot),
+            (Tx::Fifo(p), Wait::Never, _) => p.try_reserve(),
+            (Tx::Fifo(p), Wait::Until(_), Overflow::DropNewest) => match p.try_reserve() {
+                Err(SendError::Full) => {
+                    side.lost.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+                r => r,
+            },
+            (Tx::Fifo(p), Wait::Until(d), Overflow::Block) => {
+                blocking(&self.peer, d, |until| p.reserve(until))
+            }
+            (Tx::Latest(w), _, _) => Ok(w.begin()),
+        };
         if matches!(slot, Err(SendError::Full) | Err(SendError::Timeout)) {
             side.lost.fetch_add(1, Ordering::Relaxed);
         }
         let slot = slot?;
         // SAFETY: slot < number of slots (depth or 4) by construction of the
-        // algorithms, so the write stays inside the message area; the
-        // algorithm guarantees the reader is not reading this slot.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                msg.as_ptr(),
-                self.data.add(slot * self.stride),
-                msg.len(),
-            )
-        };
+        // algorithms, so the write stays inside the message area; the algorithm
+        // guarantees the reader is not reading this slot, except in the overwriting
+        // mode, where both sides access the area by atomic words only.
+        let dst = unsafe { self.data.add(slot * self.stride) };
+        match overflow {
+            // SAFETY: `dst` is 8-aligned (the area starts on a page, the stride is a
+            // multiple of 8) and `stride >= msg.len()` bytes long inside the mapping.
+            Overflow::DropOldest => unsafe { store_words(dst, msg) },
+            // SAFETY: as above; no reader accesses this slot meanwhile.
+            _ => unsafe { std::ptr::copy_nonoverlapping(msg.as_ptr(), dst, msg.len()) },
+        }
         match &mut self.tx {
             Tx::Fifo(p) => p.commit(),
             Tx::Latest(w) => w.commit(),
@@ -298,9 +318,12 @@ impl Receiver {
         let hold = claim(unsafe { &*mine }, locks[1], locks[0])?;
         // SAFETY: as in Sender::new.
         let rx = unsafe {
-            match meta.kind {
-                Kind::Fifo => Consumer::new(mine, peer, meta.depth).map(Rx::Fifo),
-                Kind::Latest => Ok(Rx::Latest(fourslot::Reader::new(mine, peer))),
+            match (meta.kind, meta.overflow) {
+                (Kind::Fifo, Overflow::DropOldest) => {
+                    Consumer::new(mine, peer, meta.depth).map(|c| Rx::Fifo(c.overwriting()))
+                }
+                (Kind::Fifo, _) => Consumer::new(mine, peer, meta.depth).map(Rx::Fifo),
+                (Kind::Latest, _) => Ok(Rx::Latest(fourslot::Reader::new(mine, peer))),
             }
         };
         // SAFETY: `mine` points into the live mapping we own (as above).
@@ -369,25 +392,33 @@ impl Receiver {
         if len != msg_size as usize {
             return Err(RecvError::Length { len, msg_size });
         }
-        let slot = match (&mut self.rx, wait) {
-            (Rx::Fifo(c), Wait::Never) => c.try_acquire()?,
-            (Rx::Fifo(c), Wait::Until(d)) => blocking(&self.peer, d, |until| match interrupt {
-                Some((word, seen)) => c.acquire_or(until, word, seen),
-                None => c.acquire(until),
-            })?,
-            (Rx::Latest(r), _) => r.begin()?.ok_or(RecvError::Empty)?,
-        };
-        // SAFETY: slot is in range by construction (see Sender::write_with);
-        // the algorithm guarantees the writer is not writing this slot.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.data.add(slot * self.stride),
-                buf.as_mut_ptr(),
-                buf.len(),
-            )
-        };
-        if let Rx::Fifo(c) = &mut self.rx {
-            c.release();
+        loop {
+            let slot = match (&mut self.rx, wait) {
+                (Rx::Fifo(c), Wait::Never) => c.try_acquire()?,
+                (Rx::Fifo(c), Wait::Until(d)) => {
+                    blocking(&self.peer, d, |until| match interrupt {
+                        Some((word, seen)) => c.acquire_or(until, word, seen),
+                        None => c.acquire(until),
+                    })?
+                }
+                (Rx::Latest(r), _) => r.begin()?.ok_or(RecvError::Empty)?,
+            };
+            // SAFETY: slot is in range by construction (see Sender::write_with).
+            let src = unsafe { self.data.add(slot * self.stride) };
+            match self.meta.overflow {
+                // SAFETY: 8-aligned and in the mapping (see Sender::write_with); the
+                // writer may overwrite the slot meanwhile, by atomic words too.
+                Overflow::DropOldest => unsafe { load_words(src, buf) },
+                // SAFETY: the algorithm guarantees the writer is not writing this slot.
+                _ => unsafe { std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), buf.len()) },
+            }
+            match &mut self.rx {
+                // A drop overwrote the slot while it was copied: take the next one.
+                Rx::Fifo(c) if !c.intact() => continue,
+                Rx::Fifo(c) => c.release(),
+                Rx::Latest(_) => {}
+            }
+            break;
         }
         // SAFETY: `side` points into the still-mapped region or map.
         let side = unsafe { &*self.side };
@@ -433,6 +464,36 @@ impl Receiver {
             Rx::Fifo(c) => c.sleeps,
             Rx::Latest(_) => 0,
         }
+    }
+}
+
+/// Copies `msg` into the slot at `dst` by 8-byte atomic words (Relaxed), the last one
+/// padded with zeros.
+///
+/// # Safety
+/// `dst` must be 8-aligned and valid for `msg.len()` rounded up to 8 bytes, and only
+/// accessed by atomic words by others while this runs.
+unsafe fn store_words(dst: *mut u8, msg: &[u8]) {
+    for (i, chunk) in msg.chunks(8).enumerate() {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        // SAFETY: within the slot and aligned (precondition); an AtomicU64 has the
+        // size and alignment of a u64.
+        let cell = unsafe { &*(dst.add(8 * i) as *const AtomicU64) };
+        cell.store(u64::from_ne_bytes(word), Ordering::Relaxed);
+    }
+}
+
+/// Copies the slot at `src` into `buf` by 8-byte atomic words (Relaxed).
+///
+/// # Safety
+/// As [`store_words`], for `buf.len()` bytes.
+unsafe fn load_words(src: *const u8, buf: &mut [u8]) {
+    for (i, chunk) in buf.chunks_mut(8).enumerate() {
+        // SAFETY: as in `store_words`.
+        let cell = unsafe { &*(src.add(8 * i) as *const AtomicU64) };
+        let word = cell.load(Ordering::Relaxed).to_ne_bytes();
+        chunk.copy_from_slice(&word[..chunk.len()]);
     }
 }
 

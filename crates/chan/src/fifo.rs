@@ -21,6 +21,23 @@
 //! publishes its index, issues a SeqCst fence, then reads the sleeper's flag
 //! and wakes if it is set. By the two fences at least one of them sees the
 //! other's store (Dekker). Only the sleeper clears its flag.
+//!
+//! **Overwriting mode** (a channel with `overflow: drop_oldest`, [`Producer::overwriting`],
+//! [`Consumer::overwriting`]): the writer never waits; when `depth` messages are unread
+//! it drops the oldest to make room. Both sides then count absolute message positions
+//! in their [`Side::pos`] (the writer's messages written, the reader's next message),
+//! message `n` living in slot `n mod depth`, and the writer publishes in
+//! [`Side::floor`] the position of the oldest message it has not dropped. The reader
+//! skips to the floor when it is behind it. A drop lets the writer reuse the slot of a
+//! message the reader may be copying at that moment, so the message area is accessed
+//! with per-word atomics in this mode and a copy is validated as a seqlock read is
+//! (Lamport; Boehm, "Can Seqlocks Get Along With Programming Language Memory Models?",
+//! MSPC 2012): the writer stores the floor, then a SeqCst fence, then the slot; the
+//! reader copies the slot, then an Acquire fence, then loads the floor again; a floor
+//! past the message it copied means the copy may be torn, and it is discarded
+//! ([`Consumer::intact`]). A message read intact was written before its position was
+//! published (the writer's `pos`, Release; the reader's Acquire load). The reader counts
+//! the messages it skips in its [`Side::lost`].
 
 use crate::ctrl::{Side, CLOSED, INDEX};
 use crate::error::{OpenError, RecvError, SendError};
@@ -115,6 +132,8 @@ pub struct Producer {
     ends: Ends,
     head: u32,
     tail_seen: u32,
+    /// Overwriting mode: (messages written, oldest position not dropped).
+    overwrite: Option<(u64, u64)>,
     /// Spin iterations before sleeping.
     pub spin: u32,
     /// Number of futex sleeps so far.
@@ -155,9 +174,38 @@ impl Producer {
             ends,
             head,
             tail_seen: tail,
+            overwrite: None,
             spin: DEFAULT_SPIN,
             sleeps: 0,
         })
+    }
+
+    /// Switches to the overwriting mode (module doc), continuing from the positions
+    /// this side published.
+    pub fn overwriting(mut self) -> Producer {
+        let mine = self.ends.mine();
+        self.overwrite = Some((mine.pos.load(Acquire), mine.floor.load(Acquire)));
+        self
+    }
+
+    /// Overwriting mode: the slot for the next message, never waiting; `true` beside
+    /// it when the oldest unread message was dropped to make room. `Closed` once the
+    /// reader closed.
+    pub fn reserve_overwriting(&mut self) -> Result<(usize, bool), SendError> {
+        let depth = u64::from(self.ends.depth);
+        let (written, floor) = self.overwrite.as_mut().expect("overwriting mode");
+        if self.ends.peer().seq.load(Acquire) & CLOSED != 0 {
+            return Err(SendError::Closed);
+        }
+        let read = self.ends.peer().pos.load(Acquire).min(*written);
+        let dropped = *written - (*floor).max(read) >= depth;
+        if dropped {
+            *floor = *written + 1 - depth;
+            self.ends.mine().floor.store(*floor, Relaxed);
+            // Orders the floor before the slot's words (module doc).
+            fence(SeqCst);
+        }
+        Ok(((*written % depth) as usize, dropped))
     }
 
     /// Slot number free for the next message, or `Full` / `Closed`.
@@ -202,6 +250,10 @@ impl Producer {
 
     /// Publishes the message written into the reserved slot.
     pub fn commit(&mut self) {
+        if let Some((written, _)) = &mut self.overwrite {
+            *written += 1;
+            self.ends.mine().pos.store(*written, Release);
+        }
         self.head = self.ends.next(self.head);
         self.ends.publish(self.head);
     }
@@ -217,6 +269,8 @@ pub struct Consumer {
     ends: Ends,
     tail: u32,
     head_seen: u32,
+    /// Overwriting mode: the position of the next message to read.
+    overwrite: Option<u64>,
     /// Spin iterations before sleeping.
     pub spin: u32,
     /// Number of futex sleeps so far.
@@ -246,13 +300,70 @@ impl Consumer {
             ends,
             tail,
             head_seen: tail,
+            overwrite: None,
             spin: DEFAULT_SPIN,
             sleeps: 0,
         })
     }
 
+    /// Switches to the overwriting mode (module doc), continuing from the position
+    /// this side published.
+    pub fn overwriting(mut self) -> Consumer {
+        self.overwrite = Some(self.ends.mine().pos.load(Acquire));
+        self
+    }
+
+    /// Overwriting mode: after copying the acquired slot, whether the copy is the
+    /// message (no drop overwrote the slot meanwhile); if not, the next acquire skips
+    /// to the oldest message left. Always true in the normal mode.
+    pub fn intact(&self) -> bool {
+        let Some(next) = self.overwrite else {
+            return true;
+        };
+        fence(Acquire);
+        self.ends.peer().floor.load(Relaxed) <= next
+    }
+
+    /// Overwriting mode: [`Self::try_acquire`] by positions, skipping the dropped.
+    fn try_acquire_overwriting(&mut self, next: u64) -> Result<usize, RecvError> {
+        let floor = self.ends.peer().floor.load(Acquire);
+        let next = match floor > next {
+            true => {
+                // Dropped before this reader got them: lost here, where it is exact
+                // (the writer cannot tell a drop from a read it has not seen yet).
+                let lost = &self.ends.mine().lost;
+                lost.fetch_add(floor - next, std::sync::atomic::Ordering::Relaxed);
+                self.skip_to(floor);
+                floor
+            }
+            false => next,
+        };
+        let peer = self.ends.peer();
+        let h = peer.seq.load(Acquire);
+        let written = peer.pos.load(Acquire);
+        self.head_seen = h & INDEX;
+        if written > next {
+            Ok((next % u64::from(self.ends.depth)) as usize)
+        } else if h & CLOSED != 0 {
+            Err(RecvError::Closed)
+        } else {
+            Err(RecvError::Empty)
+        }
+    }
+
+    /// Overwriting mode: moves to position `to`, publishing it (and its index).
+    fn skip_to(&mut self, to: u64) {
+        self.overwrite = Some(to);
+        self.ends.mine().pos.store(to, Release);
+        self.tail = (to % (2 * u64::from(self.ends.depth))) as u32;
+        self.ends.publish(self.tail);
+    }
+
     /// Slot number of the oldest unread message, or `Empty` / `Closed`.
     pub fn try_acquire(&mut self) -> Result<usize, RecvError> {
+        if let Some(next) = self.overwrite {
+            return self.try_acquire_overwriting(next);
+        }
         if self.head_seen != self.tail {
             return Ok(self.ends.slot(self.tail));
         }
@@ -319,6 +430,10 @@ impl Consumer {
 
     /// Frees the slot returned by the last acquire.
     pub fn release(&mut self) {
+        if let Some(next) = self.overwrite {
+            self.skip_to(next + 1);
+            return;
+        }
         self.tail = self.ends.next(self.tail);
         self.ends.publish(self.tail);
     }

@@ -64,6 +64,39 @@ impl fmt::Display for Kind {
     }
 }
 
+/// What a write to a full fifo does (the description's `overflow:`); header offset 68,
+/// 0 in headers written before it existed, which is [`Overflow::Block`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overflow {
+    /// [`crate::Sender::write`] waits for room (Boomerang's `RT_FIFO`).
+    #[default]
+    Block,
+    /// [`crate::Sender::write`] drops the new message when the fifo is full (counted in
+    /// the writer's `lost`).
+    DropNewest,
+    /// [`crate::Sender::write`] drops the oldest unread message to make room (counted in
+    /// the writer's `lost`): the fifo's overwriting mode ([`crate::fifo`]).
+    DropOldest,
+}
+
+impl Overflow {
+    fn code(self) -> u32 {
+        match self {
+            Overflow::Block => 0,
+            Overflow::DropNewest => 1,
+            Overflow::DropOldest => 2,
+        }
+    }
+    fn from_code(c: u32) -> Option<Overflow> {
+        match c {
+            0 => Some(Overflow::Block),
+            1 => Some(Overflow::DropNewest),
+            2 => Some(Overflow::DropOldest),
+            _ => None,
+        }
+    }
+}
+
 /// What a channel is: the metadata of shmcomm's `get_vshm_key` and
 /// `get_channel_transfer_type` (DriveOS section 5.1.3), plus sizes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +109,8 @@ pub struct Meta {
     pub msg_size: u32,
     /// Messages the fifo holds; 1 for latest (it holds one message).
     pub depth: u32,
+    /// What a write to the full fifo does; [`Overflow::Block`] for latest.
+    pub overflow: Overflow,
     /// pid of the process that created the channel.
     pub creator_pid: u32,
     /// Start time of the creator (clock ticks since boot), against pid reuse.
@@ -168,6 +203,7 @@ pub fn encode(meta: &Meta, l: &Layout) -> [u8; HEADER_LEN] {
     put(48, &l.data_off.to_le_bytes());
     put(56, &l.total_len.to_le_bytes());
     put(64, &meta.creator_pid.to_le_bytes());
+    put(68, &meta.overflow.code().to_le_bytes());
     put(72, &meta.creator_start.to_le_bytes());
     put(80, meta.name.as_bytes());
     b
@@ -238,11 +274,21 @@ pub fn validate(b: &[u8], file_len: u64, page: u64) -> Result<(Meta, Layout), Op
         return bad(e.to_string());
     }
     let creator_pid = u32_at(b, 64);
+    let overflow = match (kind, Overflow::from_code(u32_at(b, 68))) {
+        (Kind::Fifo, Some(o)) | (Kind::Latest, Some(o @ Overflow::Block)) => o,
+        (_, _) => {
+            return bad(format!(
+                "overflow {}, want 0 (block), 1 (drop newest) or 2 (drop oldest; fifo only)",
+                u32_at(b, 68)
+            ))
+        }
+    };
     let meta = Meta {
         name,
         kind,
         msg_size,
         depth,
+        overflow,
         creator_pid,
         creator_start: u64_at(b, 72),
     };
@@ -260,6 +306,7 @@ mod tests {
             kind,
             msg_size,
             depth,
+            overflow: Overflow::Block,
             creator_pid: 7,
             creator_start: 9,
         }
@@ -287,7 +334,8 @@ mod tests {
         let m = meta(Kind::Fifo, 32, 64);
         let l = Layout::compute(m.kind, m.msg_size, m.depth, 4096).unwrap();
         let good = encode(&m, &l);
-        let cases: [(usize, &str); 9] = [
+        let cases: [(usize, &str); 10] = [
+            (68, "overflow"),
             (0, "magic"),
             (8, "version"),
             (12, "kind"),

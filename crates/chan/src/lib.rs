@@ -72,7 +72,7 @@ pub use error::{Error, OpenError, RecvError, Result, SendError};
 #[cfg(not(loom))]
 pub use fdpass::{recv_fd, send_fd};
 #[cfg(not(loom))]
-pub use layout::{Kind, Meta};
+pub use layout::{Kind, Meta, Overflow};
 #[cfg(not(loom))]
 pub use named::{cleanup_stale, named_exists, PREFIX};
 #[cfg(not(loom))]

@@ -15,7 +15,7 @@ use crate::ctrl::Side;
 use crate::endpoint::{Receiver, Sender};
 use crate::error::{OpenError, Result};
 use crate::fdpass::{recv_fd, send_fd};
-use crate::layout::{check_name, Kind, Layout, Meta};
+use crate::layout::{check_name, Kind, Layout, Meta, Overflow};
 use crate::map::{page_size, read_header, write_header, Map};
 use crate::named::{is_stale, shm_path, PREFIX};
 use bulkhead_os::proc::start_time;
@@ -32,16 +32,20 @@ pub struct Spec {
     pub kind: Kind,
     pub msg_size: u32,
     pub depth: u32,
+    /// What a write to the full fifo does (always [`Overflow::Block`] for latest).
+    pub overflow: Overflow,
 }
 
 impl Spec {
-    /// A lossless ring of `depth` messages of `msg_size` bytes.
+    /// A lossless ring of `depth` messages of `msg_size` bytes, whose writer waits
+    /// while it is full.
     pub fn fifo(name: &str, msg_size: u32, depth: u32) -> Spec {
         Spec {
             name: name.into(),
             kind: Kind::Fifo,
             msg_size,
             depth,
+            overflow: Overflow::Block,
         }
     }
     /// A four-slot register of one `msg_size`-byte message.
@@ -51,7 +55,12 @@ impl Spec {
             kind: Kind::Latest,
             msg_size,
             depth: 1,
+            overflow: Overflow::Block,
         }
+    }
+    /// This fifo with another overflow rule.
+    pub fn with_overflow(self, overflow: Overflow) -> Spec {
+        Spec { overflow, ..self }
     }
 }
 
@@ -60,8 +69,9 @@ impl Spec {
 pub struct EndCounters {
     /// Messages written (writer) or read (reader).
     pub count: u64,
-    /// Writes refused on a full fifo (writer); messages of a latest channel
-    /// overwritten before the reader saw them (reader).
+    /// Writes refused or dropped on a full fifo (writer); messages of a latest channel
+    /// overwritten, or of a `drop_oldest` fifo dropped, before the reader saw them
+    /// (reader).
     pub lost: u64,
     /// The attached process, 0 when none is.
     pub pid: u32,
@@ -177,6 +187,10 @@ impl Channel {
             kind: spec.kind,
             msg_size: spec.msg_size,
             depth: spec.depth,
+            overflow: match spec.kind {
+                Kind::Fifo => spec.overflow,
+                Kind::Latest => Overflow::Block,
+            },
             creator_pid: pid,
             creator_start: start_time(pid).unwrap_or(0),
         };

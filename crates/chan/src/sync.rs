@@ -5,10 +5,10 @@
 //! production and under the loom model checker in `tests/loom.rs`.
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{fence, AtomicU32};
+pub use loom::sync::atomic::{fence, AtomicU32, AtomicU64};
 pub use std::sync::atomic::Ordering;
 #[cfg(not(loom))]
-pub use std::sync::atomic::{fence, AtomicU32};
+pub use std::sync::atomic::{fence, AtomicU32, AtomicU64};
 
 #[cfg(not(loom))]
 use rustix::time::Timespec;

@@ -164,3 +164,57 @@ fn four_slot_never_torn_and_fresh() {
         assert_eq!(v, WRITES, "after the writer finished, the latest value");
     });
 }
+
+/// The overwriting fifo (`overflow: drop_oldest`): a writer that never waits against a
+/// reader, a message being two words a slot holds as atomics (as `Sender` does in this
+/// mode). Every message the reader keeps is whole and newer than the last, and the
+/// newest is never dropped. Checked to fail when the reader keeps a copy without
+/// [`Consumer::intact`] (a torn or reordered message).
+#[test]
+fn fifo_overwriting_never_torn_nor_reordered() {
+    use loom::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    model(|| {
+        const WRITES: u64 = 3;
+        let words: Arc<Vec<[AtomicU64; 2]>> = Arc::new(
+            (0..1)
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect(),
+        );
+        let s = shared(1);
+        let (w, ww) = (s.clone(), words.clone());
+        let writer = thread::spawn(move || {
+            // SAFETY: the Sides live in the Arc.
+            let p = unsafe { Producer::new(&w.writer, &w.reader, 1) }.unwrap();
+            let mut p = p.overwriting();
+            for v in 1..=WRITES {
+                let (slot, _) = p.reserve_overwriting().unwrap();
+                ww[slot][0].store(v, Relaxed);
+                ww[slot][1].store(v, Relaxed);
+                p.commit();
+            }
+            p.close();
+        });
+        // SAFETY: as above.
+        let c = unsafe { Consumer::new(&s.reader, &s.writer, 1) }.unwrap();
+        let mut c = c.overwriting();
+        c.spin = 0;
+        let mut last = 0;
+        loop {
+            let slot = match c.acquire(None) {
+                Ok(slot) => slot,
+                Err(RecvError::Closed) => break,
+                Err(e) => panic!("{e}"),
+            };
+            let (a, b) = (words[slot][0].load(Relaxed), words[slot][1].load(Relaxed));
+            if !c.intact() {
+                continue;
+            }
+            assert_eq!(a, b, "torn message");
+            assert!(a > last, "reordered: {a} after {last}");
+            last = a;
+            c.release();
+        }
+        assert_eq!(last, WRITES, "the newest message is never dropped");
+        writer.join().unwrap();
+    });
+}

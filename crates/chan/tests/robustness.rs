@@ -315,3 +315,30 @@ fn wrong_sizes_and_double_ends_are_refused() {
     rx.read(&mut m).unwrap();
     assert_eq!(m, [1; 8]);
 }
+
+/// A `drop_oldest` fifo's positions (the writer's messages written and floor, the
+/// reader's next message: words 24 and 32 of a side) scribbled with any value: every
+/// slot is a position modulo the depth, so the other side never leaves the message
+/// area, whatever it reads; it gets messages, none or errors, never a fault.
+#[test]
+fn scribbled_overwriting_positions_keep_each_side_inside_the_ring() {
+    let spec =
+        Spec::fifo("rob-overwrite", 32, 4).with_overflow(bulkhead_chan::Overflow::DropOldest);
+    let chan = Channel::create(&spec).unwrap();
+    let mut tx = chan.sender().unwrap();
+    let mut rx = chan.receiver().unwrap();
+    let hostile = Hostile::map(&chan);
+    let poke64 = |off: usize, v: u64| {
+        hostile.poke32(off, v as u32);
+        hostile.poke32(off + 4, (v >> 32) as u32);
+    };
+    let mut buf = [0u8; 32];
+    for v in [u64::MAX, 1 << 40, 3, 0, u64::MAX - 1] {
+        poke64(WRITER + 24, v);
+        poke64(WRITER + 32, v.rotate_left(7));
+        let _ = rx.try_read(&mut buf);
+        poke64(READER + 24, v.wrapping_mul(3));
+        let _ = tx.try_write(&[7u8; 32]);
+        let _ = rx.try_read(&mut buf);
+    }
+}

@@ -10,13 +10,15 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 #[command(
     after_help = "Exit status: 0 when every task, partition, CPU and window is schedulable; \
-1 when a verdict fails or the description is invalid; 2 on a usage error.\n\
-See docs/analysis.md for the tests behind each verdict."
+1 when a verdict fails or the description is invalid; 2 on a usage error. The verdicts with \
+the platform's stall (`platform:`) are reported beside them and do not change the status.\n\
+See docs/analysis.md for the tests behind each verdict and docs/platform.md for the stall."
 )]
 pub struct Args {
     /// System description (YAML; native or DEmOS configuration)
     file: PathBuf,
-    /// Print one JSON document (`tasks`, `partitions`, `cpus`, `windows`, `warnings`) instead of text
+    /// Print one JSON document (`tasks`, `partitions`, `cpus`, `windows`, `warnings`, and
+    /// `with_platform`: the verdicts with the description's platform stall) instead of text
     #[arg(long)]
     json: bool,
     /// SCHED_DEADLINE bandwidth cap per CPU in percent (the kernel's sched_rt_runtime_us/sched_rt_period_us)
@@ -41,6 +43,7 @@ pub fn run(args: Args) -> ExitCode {
         Err(code) => return code,
     };
     let report = analyze_system_with(&system, &options);
+    let stalls = bulkhead_analysis::platform::stall_verdicts(&system, &options);
     let energy = match args.min_energy {
         true => match bulkhead_analysis::energy::min_energy(&system, &options) {
             Ok(found) => Some(found),
@@ -56,12 +59,18 @@ pub fn run(args: Args) -> ExitCode {
         if let Some(found) = &energy {
             json["min_energy"] = serde_json::to_value(found).expect("serializes");
         }
+        if let Some(v) = &stalls {
+            json["with_platform"] = serde_json::to_value(v).expect("serializes");
+        }
         println!(
             "{}",
             serde_json::to_string_pretty(&json).expect("serializes")
         );
     } else {
         print!("{}", render_text(&report, &args.file.display().to_string()));
+        if let Some(v) = &stalls {
+            print!("{}", bulkhead_analysis::platform::render_stall_text(v));
+        }
         if let Some(found) = &energy {
             print!("{}", min_energy_text(found));
         }

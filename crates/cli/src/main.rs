@@ -18,6 +18,7 @@ mod demos_config;
 mod demos_log;
 mod fail;
 mod janitor;
+mod probe;
 mod report;
 mod run;
 mod run_pipes;
@@ -54,6 +55,8 @@ enum Command {
     /// Waits for a run's supervisor to end and removes what it left if it was killed
     #[command(hide = true)]
     Janitor(janitor::Args),
+    /// Measure the platform's floor: per CPU timer wake-up latencies and stalls, as cyclictest (docs/platform.md)
+    Probe(probe::Args),
     /// One self-contained HTML page (or JSON) of a run's or a sim's schedule log or trace: Gantt chart, response times, latencies, throughput
     Report(report::Args),
     /// Run a system for real: rt partitions on reserved CPUs, be partitions and window schedules as cgroups (DEmOS semantics)
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::Ctl(args) => ctl::run(args),
         Command::Janitor(args) => janitor::run(args),
+        Command::Probe(args) => probe::run(args),
         Command::Report(args) => report::run(args),
         Command::Run(args) => run::run(args),
         Command::Sim(args) => sim::run(args),

@@ -29,9 +29,9 @@ pub fn runnable(
     }
     check_programs(system, file, workdir)?;
     let mut out = bulkhead_analysis::pipes::apply(system, &solutions);
-    for (p, s) in system.pipelines.iter().zip(&solutions) {
-        for &(from, to) in &p.edges {
-            out.channels.push(edge_channel(p, s, from, to));
+    for (p, s) in out.pipelines.clone().iter().zip(&solutions) {
+        for (e, &(from, to)) in p.edges.iter().enumerate() {
+            out.channels.push(edge_channel(p, e));
             out.channels.push(ready_channel(p, from, to));
         }
         for (i, stage) in p.stages.iter().enumerate() {
@@ -51,22 +51,18 @@ pub fn runnable(
     Ok((out, solutions))
 }
 
-/// The channel of edge `from -> to`, named `PIPELINE.FROM.TO`.
-fn edge_channel(p: &Pipeline, s: &Solution, from: usize, to: usize) -> Channel {
+/// The channel of edge `e`, `from -> to`, named `PIPELINE.FROM.TO`: the solved buffer
+/// of the edge ([`Pipeline::buffers`], the lowering `sim` builds too).
+fn edge_channel(p: &Pipeline, e: usize) -> Channel {
+    let (from, to) = p.edges[e];
     let (a, b) = (&p.stages[from], &p.stages[to]);
-    let depth = s
-        .buffers
-        .iter()
-        .find(|x| x.from == a.name && x.to == b.name)
-        .map_or(1, |x| u32::try_from(x.depth.max(1)).unwrap_or(u32::MAX));
+    let buffer = p.buffers[e];
     Channel {
         name: channel_name(p, from, to),
-        kind: p.buffering,
+        kind: buffer.kind,
         message_size: crate::stage::MESSAGE_SIZE as u32,
-        depth: match p.buffering {
-            bulkhead_model::ChannelKind::Fifo => depth,
-            bulkhead_model::ChannelKind::Latest => 1,
-        },
+        depth: buffer.depth,
+        overflow: buffer.overflow,
         writer: a.partition.clone(),
         readers: vec![b.partition.clone()],
         writer_task: Some(a.name.clone()),
@@ -87,6 +83,7 @@ fn ready_channel(p: &Pipeline, from: usize, to: usize) -> Channel {
         kind: bulkhead_model::ChannelKind::Latest,
         message_size: crate::stage::READY_SIZE as u32,
         depth: 1,
+        overflow: bulkhead_model::Overflow::Block,
         writer: b.partition.clone(),
         readers: vec![a.partition.clone()],
         writer_task: Some(b.name.clone()),
@@ -166,11 +163,19 @@ fn can_words(p: &Pipeline, i: usize) -> Vec<String> {
                 hex(first),
             ],
         });
-        if input && p.buffering == bulkhead_model::ChannelKind::Latest {
+        if input && only_latest_outputs(p, i) {
             words.push("--can-input-latest".into());
         }
     }
     words
+}
+
+/// Whether every edge out of stage `i` is four-slot: a source then passes on only the
+/// newest of the frames waiting (RT_ASYNC's freshest value); with a fifo it takes them
+/// oldest first.
+fn only_latest_outputs(p: &Pipeline, i: usize) -> bool {
+    let mut outputs = p.edges.iter().zip(&p.buffers);
+    outputs.all(|(&(from, _), b)| from != i || b.kind == bulkhead_model::ChannelKind::Latest)
 }
 
 /// Every stage `cmd`'s program resolves as a task's does ([`bulkhead_plan::programs`],

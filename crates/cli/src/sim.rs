@@ -7,7 +7,7 @@ use bulkhead_model::CpuSet;
 use bulkhead_sim::trace::{perfetto, Event, ScheduleLogWriter, Sink};
 use bulkhead_sim::{
     Arrivals, Behaviour, BuildOptions, ExecModel, Link, ModeSwitch, Options, Report, ServerChoice,
-    ServerKind, Sim, Suspension,
+    ServerKind, Sim, Stall, Suspension,
 };
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -31,6 +31,14 @@ pub struct Args {
     /// Suspend the whole system at system time AT for DURATION of wall-clock time (repeatable)
     #[arg(long, value_name = "AT:DURATION", value_parser = suspension)]
     suspend: Vec<Suspension>,
+    /// Take CPU CPU away (nothing runs on it) at system time AT for DURATION, as a
+    /// platform stall (repeatable; see docs/platform.md)
+    #[arg(long, value_name = "CPU:AT:DURATION", value_parser = stall)]
+    inject_stall: Vec<Stall>,
+    /// Random stalls of every CPU: RATE a second per CPU, each up to MAX, drawn from
+    /// SEED (see docs/platform.md)
+    #[arg(long, value_name = "SEED:RATE:MAX", value_parser = random_stalls)]
+    stalls: Option<RandomStalls>,
     /// Request a switch to mode MODE at system time AT (repeatable; see docs/modes.md)
     #[arg(long, value_name = "AT:MODE", value_parser = ModeSwitch::parse)]
     mode_switch: Vec<ModeSwitch>,
@@ -94,6 +102,78 @@ fn suspension(text: &str) -> Result<Suspension, String> {
         at: parse_duration(at, None)?,
         duration: parse_duration(duration, None)?,
     })
+}
+
+/// `CPU:AT:DURATION`.
+fn stall(text: &str) -> Result<Stall, String> {
+    let usage = || format!("`{text}`: expected CPU:AT:DURATION, e.g. 0:1s:5ms");
+    let mut parts = text.splitn(3, ':');
+    let (Some(cpu), Some(at), Some(duration)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(usage());
+    };
+    Ok(Stall {
+        cpu: cpu.parse().map_err(|_| usage())?,
+        at: parse_duration(at, None)?,
+        duration: parse_duration(duration, None)?,
+    })
+}
+
+/// `--stalls SEED:RATE:MAX`.
+#[derive(Clone, Copy)]
+struct RandomStalls {
+    seed: u64,
+    per_s: f64,
+    max: u64,
+}
+
+fn random_stalls(text: &str) -> Result<RandomStalls, String> {
+    let usage = || {
+        format!("`{text}`: expected SEED:RATE:MAX, e.g. 1:2:5ms (2 stalls a second per CPU, each up to 5 ms)")
+    };
+    let mut parts = text.splitn(3, ':');
+    let (Some(seed), Some(rate), Some(max)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(usage());
+    };
+    let per_s: f64 = rate.parse().map_err(|_| usage())?;
+    if !per_s.is_finite() || per_s < 0.0 {
+        return Err(format!(
+            "`{text}`: RATE must be a non-negative number of stalls a second"
+        ));
+    }
+    Ok(RandomStalls {
+        seed: seed.parse().map_err(|_| usage())?,
+        per_s,
+        max: parse_duration(max, None)?,
+    })
+}
+
+/// The stalls to inject: `--inject-stall` and `--stalls` over the CPUs of `spec`; a
+/// stall of a CPU the simulation does not use is an error naming the flag.
+fn stalls_of(args: &Args, spec: &bulkhead_sim::Spec, until: u64) -> Result<Vec<Stall>, ExitCode> {
+    let mut cpus: Vec<u32> = spec
+        .domains
+        .iter()
+        .flat_map(|d| d.cpus.iter().copied())
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    if let Some(s) = args.inject_stall.iter().find(|s| !cpus.contains(&s.cpu)) {
+        return Err(fail(format!(
+            "--inject-stall {}:{}:{}: CPU {} runs nothing in this simulation (its CPUs: {:?})",
+            s.cpu,
+            format_duration(s.at),
+            format_duration(s.duration),
+            s.cpu,
+            cpus
+        )));
+    }
+    let mut out = args.inject_stall.clone();
+    if let Some(r) = args.stalls {
+        out.extend(bulkhead_sim::random_stalls(
+            &cpus, r.seed, r.per_s, r.max, until,
+        ));
+    }
+    Ok(out)
 }
 
 fn exec_model(text: &str) -> Result<ExecModel, String> {
@@ -242,6 +322,7 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         suspensions: args.suspend.clone(),
         mode_switches: args.mode_switch.clone(),
         stop: stop_spec(&system),
+        stalls: stalls_of(args, &spec, until)?,
     };
     let sim = Sim::new(&spec, sim_options, outputs.enabled())
         .map_err(|e| fail(format!("{file}: {e}")))?;

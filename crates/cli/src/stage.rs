@@ -1,10 +1,12 @@
 //! `bulkhead stage`: the program `bulkhead run` starts for a pipeline stage that names
 //! no `cmd` (Boomerang II-B, III-B: a tuned pipe). Once per activation it takes in its
 //! messages (a source stage samples its input: one new message stamped with the job's
-//! release; other stages read up to `--messages` from each fifo input, or the freshest
-//! message of a four-slot input), spends `--work` of CPU time per message (counting
-//! its own costs since its last job ended), and forwards each message, origin stamp
-//! and sequence number unchanged, to every output. A sink stage measures each
+//! release; other stages read up to `--messages` over all their fifo inputs, one of
+//! each in turn, as `sim` does, and the freshest message of each four-slot input),
+//! spends `--work` of CPU time per message (counting its own costs since its last job
+//! ended), and forwards each message, origin stamp and sequence number unchanged, to
+//! every output. A full fifo output follows the channel's overflow rule (its header:
+//! the writer waits, or the channel drops a message). A sink stage measures each
 //! message's end-to-end delay (its completion minus the origin stamp) and the sequence
 //! numbers it never saw (lost), and publishes them as the task's named counters, which
 //! the supervisor writes to the schedule log and `run` sums per pipeline.
@@ -71,7 +73,7 @@ pub struct Args {
     /// CPU time spent per message, ns, counting the job's own costs since the last job
     #[arg(long, value_name = "NS")]
     work: u64,
-    /// Messages taken from each fifo input per activation (m)
+    /// Messages taken per activation (m), over all fifo inputs together
     #[arg(long, default_value_t = 1)]
     messages: u32,
     /// The stage's budget per period, ns: jobs whose own CPU time exceeds it are counted
@@ -225,7 +227,43 @@ impl CanInput {
     }
 }
 
+/// Takes this job's messages from `inputs`: the freshest of each four-slot input (and
+/// of each pipe with `--latest`), and up to `m` over the fifo inputs, one of each in
+/// turn. Marks in `ended` the inputs whose end marker came.
+fn take_all(inputs: &mut [Input], ended: &mut [bool], m: u32, out: &mut Vec<Message>) {
+    let mut taken = 0;
+    for (input, done) in inputs.iter_mut().zip(ended.iter_mut()) {
+        if !input.is_fifo() {
+            let before = out.len();
+            input.take(1, out);
+            *done |= out[before..].iter().any(Message::is_end);
+        }
+    }
+    loop {
+        let before = taken;
+        for (input, done) in inputs.iter_mut().zip(ended.iter_mut()) {
+            if taken < m && input.is_fifo() {
+                let n = out.len();
+                input.take(1, out);
+                taken += (out.len() - n) as u32;
+                *done |= out[n..].iter().any(Message::is_end);
+            }
+        }
+        if taken == before || taken >= m {
+            break;
+        }
+    }
+}
+
 impl Input {
+    /// Whether messages queue in it (a fifo channel or a pipe without `--latest`).
+    fn is_fifo(&self) -> bool {
+        match self {
+            Input::Chan { fifo, .. } => *fifo,
+            Input::Pipe { latest, .. } => !*latest,
+        }
+    }
+
     /// Up to `m` messages (fifo, pipe) or the freshest one not read before (four-slot).
     fn take(&mut self, m: u32, out: &mut Vec<Message>) {
         let mut buf = [0u8; MESSAGE_SIZE];
@@ -270,9 +308,10 @@ impl Input {
 }
 
 impl Output {
-    /// Whether the message went in. A fifo is lossless (Boomerang's `RT_FIFO`): the
-    /// writer waits while it is full, until there is room or `stop` is set; a four-slot
-    /// buffer always takes it; a (non-blocking) pipe refuses it when full.
+    /// Whether the message went in. A fifo follows its overflow rule: with `block`
+    /// (Boomerang's `RT_FIFO`) the writer waits while it is full, until there is room or
+    /// `stop` is set; with a drop rule the channel drops a message and counts it; a
+    /// four-slot buffer always takes it; a (non-blocking) pipe refuses it when full.
     fn put(&mut self, msg: &Message, stop: &AtomicBool) -> bool {
         let wait = std::time::Duration::from_millis(50);
         match self {
@@ -435,11 +474,7 @@ fn stage(args: &Args) -> R<()> {
             }
             counts.values[0] += 1;
         }
-        for (i, done) in inputs.iter_mut().zip(&mut ended) {
-            let before = msgs.len();
-            i.take(args.messages, &mut msgs);
-            *done |= msgs[before..].iter().any(Message::is_end);
-        }
+        take_all(&mut inputs, &mut ended, args.messages, &mut msgs);
         msgs.retain(|m| !m.is_end());
         // The i-th message's work ends `(i + 1) * work` after the previous job ended: the
         // stage's own costs (waking, reading, writing, the task library) come out of its

@@ -26,18 +26,57 @@ fn status(socket: &Path, json: bool) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-#[test]
-fn status_reports_each_channels_counters_and_ends() {
+/// `bulkhead run FILE` with a control socket at `socket`, its stderr piped.
+fn start(file: &Path, socket: &Path) -> Running {
+    Running(Some(
+        common::bulkhead()
+            .arg("run")
+            .arg(file)
+            .args(["--timeout", "20s", "--control"])
+            .arg(socket)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ))
+}
+
+/// The channels of `ctl status --json` once `settled` holds of them, within 15 s.
+fn channels_once(socket: &Path, what: &str, settled: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(100));
+        if UnixStream::connect(socket).is_err() {
+            continue;
+        }
+        let doc: Value = serde_json::from_str(&status(socket, true)).unwrap();
+        let channels = doc["status"]["channels"].clone();
+        if settled(&channels) {
+            return channels;
+        }
+    }
+}
+
+/// The channel peer program and the exclusive CPUs' lock; `None` (said) without root
+/// or the peer.
+fn peer_and_cpus() -> Option<(std::path::PathBuf, std::fs::File)> {
     if !common::is_root() {
         eprintln!("skipping: needs root for the partitions' cpusets");
-        return;
+        return None;
     }
     let peer = common::bin("bulkhead-chan-peer");
     if !peer.exists() {
         eprintln!("skipping: {} is not built", peer.display());
-        return;
+        return None;
     }
-    let _lock = exclusive_cpus_lock();
+    Some((peer, exclusive_cpus_lock()))
+}
+
+#[test]
+fn status_reports_each_channels_counters_and_ends() {
+    let Some((peer, _lock)) = peer_and_cpus() else {
+        return;
+    };
     let dir = Scratch::new("chan-counters");
     let file = dir.file("car.yaml");
     let socket = dir.file("car.sock");
@@ -58,29 +97,10 @@ channels:
         ),
     )
     .unwrap();
-    let mut run = Running(Some(
-        common::bulkhead()
-            .arg("run")
-            .arg(&file)
-            .args(["--timeout", "20s", "--control"])
-            .arg(&socket)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let channels = loop {
-        assert!(Instant::now() < deadline, "the counters never settled");
-        std::thread::sleep(Duration::from_millis(100));
-        if UnixStream::connect(&socket).is_err() {
-            continue;
-        }
-        let doc: Value = serde_json::from_str(&status(&socket, true)).unwrap();
-        let channels = doc["status"]["channels"].clone();
-        if channels[1]["written"] == 50 && channels[1]["read"].as_u64() > Some(0) {
-            break channels;
-        }
-    };
+    let mut run = start(&file, &socket);
+    let channels = channels_once(&socket, "the counters never settled", |c| {
+        c[1]["written"] == 50 && c[1]["read"].as_u64() > Some(0)
+    });
     let (speed, pos) = (&channels[0], &channels[1]);
     assert_eq!(
         (&speed["name"], &speed["kind"], &speed["writer"]),
@@ -126,4 +146,91 @@ channels:
         unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
         c.wait()
     }));
+}
+
+/// The description's `overflow:` rule of a fifo is what `run`'s channel does when it is
+/// full (as `sim` does, crates/sim/tests/platform.rs): prod writes 300 messages to a
+/// fifo of 4 while cons waits 2 s before it reads. `drop_newest` keeps the first 4 and
+/// counts 296 dropped at the writer, `drop_oldest` keeps the last 4 and counts 296
+/// overwritten at the reader, `block` holds the writer and loses nothing.
+#[test]
+fn a_full_fifo_follows_its_overflow_rule() {
+    let Some((peer, _lock)) = peer_and_cpus() else {
+        return;
+    };
+    let cases = [
+        (
+            "drop_newest",
+            "drained 4 in order, first Some(0), last Some(3)",
+            296,
+            0,
+        ),
+        (
+            "drop_oldest",
+            "drained 4 in order, first Some(296), last Some(299)",
+            0,
+            296,
+        ),
+        (
+            "block",
+            "drained 300 in order, first Some(0), last Some(299)",
+            0,
+            0,
+        ),
+    ];
+    for (rule, drained, dropped, overwritten) in cases {
+        let dir = Scratch::new(&format!("overflow-{rule}"));
+        let file = dir.file("o.yaml");
+        let socket = dir.file("o.sock");
+        let peer = peer.display();
+        std::fs::write(
+            &file,
+            format!(
+                "system: {{cpus: 0-1}}
+partitions:
+  - {{name: prod, cpus: 0, processes: [\"sh -c 'PEER_CHANNEL=speed {peer} fifo-send 300; exec sleep 60'\"]}}
+  - {{name: cons, cpus: 1, processes: [\"sh -c 'sleep 2; PEER_CHANNEL=speed {peer} fifo-drain 0 >&2; exec sleep 60'\"]}}
+channels:
+  - {{name: speed, kind: fifo, message_size: 32, depth: 4, overflow: {rule}, writer: prod, readers: [cons]}}
+"
+            ),
+        )
+        .unwrap();
+        let mut run = Running(Some(
+            common::bulkhead()
+                .arg("run")
+                .arg(&file)
+                .args(["--timeout", "20s", "--control"])
+                .arg(&socket)
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ));
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let speed = loop {
+            assert!(Instant::now() < deadline, "{rule}: the writer never closed");
+            std::thread::sleep(Duration::from_millis(100));
+            if UnixStream::connect(&socket).is_err() {
+                continue;
+            }
+            let doc: Value = serde_json::from_str(&status(&socket, true)).unwrap();
+            let speed = doc["status"]["channels"][0].clone();
+            if speed["writer_end"]["state"] == "closed" && speed["reader_end"]["state"] == "closed"
+            {
+                break speed;
+            }
+        };
+        assert_eq!(speed["written"], 300 - dropped, "{rule}: {speed}");
+        assert_eq!(
+            (&speed["dropped"], &speed["overwritten"]),
+            (&dropped.into(), &overwritten.into()),
+            "{rule}: {speed}"
+        );
+        let child = run.0.take().unwrap();
+        // SAFETY: signalling our own child, not yet reaped.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(drained), "{rule}: {stderr}");
+    }
 }

@@ -323,10 +323,11 @@ pub struct ChannelStatus {
     pub read: u64,
     /// `dropped` + `overwritten`.
     pub lost: u64,
-    /// Writes refused because the fifo was full.
+    /// Writes refused, or dropped (`overflow: drop_newest`), because the fifo was full.
     #[serde(default)]
     pub dropped: u64,
-    /// Messages of a latest channel overwritten before the reader saw them.
+    /// Messages of a latest channel overwritten, or of a `drop_oldest` fifo dropped,
+    /// before the reader saw them.
     #[serde(default)]
     pub overwritten: u64,
     /// Each end's state: `attached` (with its `pid`), `closed` or `waiting` (never attached).

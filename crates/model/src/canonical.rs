@@ -40,6 +40,12 @@ pub fn to_canonical_yaml(system: &System) -> String {
             writeln!(out, "  {line}").unwrap();
         }
     }
+    if let Some(platform) = &system.platform {
+        writeln!(out, "platform:").unwrap();
+        for line in crate::platform::canonical_lines(platform) {
+            writeln!(out, "  {line}").unwrap();
+        }
+    }
     if let Some(s) = &system.stop_start {
         writeln!(out, "stop_start:").unwrap();
         for line in crate::stop_start::canonical_lines(s, quote) {
@@ -275,7 +281,7 @@ fn channel(c: &Channel) -> String {
         ChannelKind::Latest => "latest",
     };
     let depth = if c.kind == ChannelKind::Fifo {
-        format!(", depth: {}", c.depth)
+        format!(", depth: {}, overflow: {}", c.depth, c.overflow.name())
     } else {
         String::new()
     };

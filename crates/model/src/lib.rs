@@ -14,6 +14,7 @@ pub mod input;
 pub mod modes;
 mod normalize;
 pub mod pipes;
+pub mod platform;
 pub mod power;
 pub mod priority;
 mod raw;
@@ -30,7 +31,7 @@ pub use demos_form::{to_demos_yaml, NotDemos};
 pub use modes::{
     Agent, LocalMode, Mode, ModeTask, Modes, ServerInterface, SwitchPolicy, Transition,
 };
-pub use pipes::{Endpoint, Pipeline, Qos, Stage};
+pub use pipes::{EdgeBuffer, Endpoint, Pipeline, Qos, Stage};
 pub use stop_start::{Compare, Stale, StopStart, Trigger};
 pub use types::*;
 

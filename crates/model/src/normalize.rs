@@ -79,6 +79,7 @@ pub fn normalize(raw: RawFile) -> Result<Normalized> {
     let demos_cpu = raw.demos_cpu.filter(|c| c.trim() != "all");
     n.out.system.supervisor_cpus = opt_cpuset(demos_cpu, "demos_cpu")?;
     n.out.system.power = crate::power::normalize(raw.power)?;
+    n.out.system.platform = crate::platform::normalize(raw.platform)?;
     for (i, spec) in raw.partitions.unwrap_or_default().into_iter().enumerate() {
         n.top_level_partition(spec, &format!("partitions[{i}]"))?;
     }
@@ -1075,11 +1076,18 @@ fn channel(
         }
     };
     check_capacity(c.message_size, depth, path)?;
+    if c.kind == ChannelKind::Latest && c.overflow.is_some() {
+        return err(
+            child(path, "overflow"),
+            "a `latest` channel never fills (four-slot: the newest message replaces the last): omit overflow",
+        );
+    }
     Ok(Channel {
         name: c.name,
         kind: c.kind,
         message_size: c.message_size,
         depth,
+        overflow: c.overflow.unwrap_or_default(),
         writer: end(&c.writer).0,
         writer_task: end(&c.writer).1,
         readers: c.readers.iter().map(|r| end(r).0).collect(),

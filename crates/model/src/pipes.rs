@@ -25,7 +25,7 @@
 //! ```
 
 use crate::normalize::PathError;
-use crate::types::{ChannelKind, Nanos, PartitionKind, System};
+use crate::types::{ChannelKind, Nanos, Overflow, PartitionKind, System};
 use crate::units::{format_duration, parse_duration};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -44,6 +44,21 @@ pub struct Pipeline {
     pub stages: Vec<Stage>,
     /// Producer -> consumer, as indices into `stages`; each pair once, in spec order.
     pub edges: Vec<(usize, usize)>,
+    /// What a write to a full fifo of this pipeline does (`overflow:`, default
+    /// [`Overflow::Block`], Boomerang III-B's `RT_FIFO`).
+    pub overflow: Overflow,
+    /// The buffer of each edge (in `edges` order) once solved: what `sim` and `run`
+    /// build. Empty in a description; `bulkhead_analysis::pipes::apply` fills it.
+    pub buffers: Vec<EdgeBuffer>,
+}
+
+/// The solved buffer of one edge: the one lowering `sim` and `run` both use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EdgeBuffer {
+    pub kind: ChannelKind,
+    /// Messages a fifo holds; 1 for `latest`.
+    pub depth: u32,
+    pub overflow: Overflow,
 }
 
 /// The end-to-end requirement (Boomerang III-D); every part is optional.
@@ -215,6 +230,7 @@ fn topological(n: usize, edges: &[(usize, usize)]) -> Result<Vec<usize>, Vec<usi
 pub struct RawPipeline {
     pub name: String,
     pub spec: String,
+    pub overflow: Option<Overflow>,
     pub stages: BTreeMap<String, RawStage>,
 }
 
@@ -335,6 +351,8 @@ fn pipeline(r: RawPipeline, path: &str, system: &System) -> Result<Pipeline, Pip
         qos,
         stages,
         edges: parsed.edges,
+        overflow: r.overflow.unwrap_or_default(),
+        buffers: Vec::new(),
     };
     check_outputs(&p, path)?;
     Ok(p)
@@ -776,6 +794,7 @@ pub(crate) fn canonical_lines(pipelines: &[Pipeline], quote: fn(&str) -> String)
     for p in pipelines {
         lines.push(format!("- name: {}", quote(&p.name)));
         lines.push(format!("  spec: {}", quote(&p.spec)));
+        lines.push(format!("  overflow: {}", p.overflow.name()));
         lines.push("  stages:".into());
         for s in &p.stages {
             let mut keys = vec![

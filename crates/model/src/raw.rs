@@ -25,6 +25,7 @@ pub struct RawFile {
     pub power: Option<crate::power::RawPower>,
     pub pipelines: Option<Vec<crate::pipes::RawPipeline>>,
     pub stop_start: Option<crate::stop_start::RawStopStart>,
+    pub platform: Option<crate::platform::RawPlatform>,
 }
 
 /// Top-level sections reserved for later capabilities; using one is an error, never ignored.
@@ -210,6 +211,7 @@ pub struct RawChannel {
     pub kind: ChannelKind,
     pub message_size: u32,
     pub depth: Option<u32>,
+    pub overflow: Option<crate::types::Overflow>,
     pub writer: String,
     pub readers: Vec<String>,
 }

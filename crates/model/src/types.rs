@@ -43,6 +43,9 @@ pub struct System {
     /// How the system is suspended and resumed (`stop_start:`); `None`: not given,
     /// [`System::stop_start`] gives the defaults.
     pub stop_start: Option<crate::stop_start::StopStart>,
+    /// The platform's floor (`platform:`): the longest stall of a CPU the system is
+    /// designed to tolerate; `None` = an ideal machine.
+    pub platform: Option<crate::platform::Platform>,
 }
 
 /// The uids of partitions without `user:`: systemd's DynamicUser range (61184-65519),
@@ -446,6 +449,32 @@ pub enum ChannelKind {
     Latest,
 }
 
+/// What a write to a full `fifo` does (`overflow:` of a channel or a pipeline): the
+/// one rule both `sim` and `run` apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overflow {
+    /// The writer waits for room (Boomerang III-B, `RT_FIFO`: "the sender must block
+    /// when the buffer is full"); nothing is lost at the buffer.
+    #[default]
+    Block,
+    /// The new message is dropped (and counted lost).
+    DropNewest,
+    /// The oldest unread message is dropped to make room (and counted lost).
+    DropOldest,
+}
+
+impl Overflow {
+    /// The name as written in a description.
+    pub fn name(self) -> &'static str {
+        match self {
+            Overflow::Block => "block",
+            Overflow::DropNewest => "drop_newest",
+            Overflow::DropOldest => "drop_oldest",
+        }
+    }
+}
+
 /// A shared-memory channel with fixed message size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Channel {
@@ -454,6 +483,8 @@ pub struct Channel {
     pub message_size: u32,
     /// Ring capacity in messages (fifo); 1 for `latest`.
     pub depth: u32,
+    /// What a write to a full fifo does (`latest` never fills: [`Overflow::Block`]).
+    pub overflow: Overflow,
     /// Partition that writes.
     pub writer: String,
     /// Partitions that read.

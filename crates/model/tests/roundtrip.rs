@@ -411,23 +411,36 @@ fn window(names: Vec<String>) -> impl Strategy<Value = Window> {
 
 fn channel(k: usize, names: Vec<String>) -> impl Strategy<Value = Channel> {
     let kind = prop_oneof![Just(ChannelKind::Fifo), Just(ChannelKind::Latest)];
+    let overflow = prop_oneof![
+        Just(Overflow::Block),
+        Just(Overflow::DropNewest),
+        Just(Overflow::DropOldest)
+    ];
     (
         kind,
         1u32..4096,
         1u32..100,
         proptest::sample::select(names.clone()),
         proptest::sample::select(names),
+        overflow,
     )
-        .prop_map(move |(kind, message_size, depth, writer, reader)| Channel {
-            name: format!("c{k}"),
-            kind,
-            message_size,
-            depth: if kind == ChannelKind::Fifo { depth } else { 1 },
-            writer,
-            readers: vec![reader],
-            writer_task: None,
-            reader_tasks: vec![None],
-        })
+        .prop_map(
+            move |(kind, message_size, depth, writer, reader, overflow)| Channel {
+                name: format!("c{k}"),
+                kind,
+                message_size,
+                depth: if kind == ChannelKind::Fifo { depth } else { 1 },
+                overflow: if kind == ChannelKind::Fifo {
+                    overflow
+                } else {
+                    Overflow::Block
+                },
+                writer,
+                readers: vec![reader],
+                writer_task: None,
+                reader_tasks: vec![None],
+            },
+        )
 }
 
 fn system() -> impl Strategy<Value = System> {
@@ -462,10 +475,21 @@ fn system() -> impl Strategy<Value = System> {
                 proptest::option::of(cpuset(4)),
                 buses,
                 modes,
+                proptest::option::of(platform()),
             )
         })
         .prop_map(
-            |(mut partitions, windows, channels, set_cwd, cpus, supervisor_cpus, bus, modes)| {
+            |(
+                mut partitions,
+                windows,
+                channels,
+                set_cwd,
+                cpus,
+                supervisor_cpus,
+                bus,
+                modes,
+                platform,
+            )| {
                 let mut buses = Vec::new();
                 if let Some((bus, tasks)) = bus {
                     let gateway = partitions.iter_mut().find(|p| p.name == bus.gateway);
@@ -486,9 +510,16 @@ fn system() -> impl Strategy<Value = System> {
                     path: set_cwd.then(|| "/opt/bulkhead/bin:/usr/bin:/bin".to_string()),
                     pipelines: Vec::new(),
                     stop_start: None,
+                    platform,
                 }
             },
         )
+}
+
+fn platform() -> impl Strategy<Value = bulkhead_model::platform::Platform> {
+    let per_cpu = proptest::collection::btree_map(0u32..8, 0u64..50_000_000, 0..3);
+    (0u64..50_000_000, per_cpu)
+        .prop_map(|(stall, per_cpu)| bulkhead_model::platform::Platform { stall, per_cpu })
 }
 
 proptest! {

@@ -139,23 +139,7 @@ impl Drop for Enforcer {
 /// Pins the calling thread to `cpu`, makes it SCHED_FIFO 99 with 1 ns timer slack.
 fn prepare_thread(cpu: Option<u32>) -> Result<()> {
     if let Some(cpu) = cpu {
-        // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it for cpu < CPU_SETSIZE.
-        let r = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            if cpu as usize >= libc::CPU_SETSIZE as usize {
-                return Err(Error::Invalid(format!("CPU {cpu} is out of range")));
-            }
-            libc::CPU_SET(cpu as usize, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-        };
-        if r != 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(Error::os(
-                format!("pinning the enforcer to CPU {cpu}"),
-                e,
-                "",
-            ));
-        }
+        crate::probe::pin(cpu)?;
     }
     sched::set(0, &Policy::Fifo { priority: 99 })?;
     // SAFETY: prctl(PR_SET_TIMERSLACK) takes an integer argument and touches no memory.

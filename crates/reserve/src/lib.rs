@@ -28,6 +28,7 @@ pub mod netdev;
 mod owner;
 pub mod partition;
 pub mod prio;
+pub mod probe;
 pub mod sched;
 
 pub use error::{Error, Result};

@@ -332,7 +332,7 @@ impl RtPartitions {
                         let first = pool.iter().next().expect("a non-empty pool");
                         (first, pool, format!("pool-cpu{first}"))
                     }
-                    None => domain_of(p, task, &verdict.placement)?,
+                    None => domain_of(p, &task.name, &verdict.placement)?,
                 };
                 let key = (name.clone(), cpu);
                 let d = match domains.get(&key) {
@@ -820,9 +820,7 @@ fn rt_cpus(system: &System, report: &Report) -> Result<Option<CpuSet>> {
             continue;
         }
         for v in report.tasks.iter().filter(|v| v.partition == p.name) {
-            let task = p.tasks.iter().find(|t| t.name == v.name);
-            let task = task.expect("the analysis reports the partition's tasks");
-            cpus.extend(domain_of(p, task, &v.placement)?.1.iter());
+            cpus.extend(domain_of(p, &v.name, &v.placement)?.1.iter());
         }
     }
     Ok(CpuSet::from_cpus(cpus))
@@ -872,7 +870,7 @@ fn signal(pid: u32, sig: i32) {
 /// (`<partition>-cpu<N>`), or one over several CPUs (`<partition>-cpus<LIST>`) whose
 /// SCHED_DEADLINE tasks the kernel schedules by global EDF, none of them pinned. Returns
 /// the domain's first CPU, its CPUs and its name.
-fn domain_of(p: &Partition, task: &Task, placement: &Placement) -> Result<(u32, CpuSet, String)> {
+fn domain_of(p: &Partition, task: &str, placement: &Placement) -> Result<(u32, CpuSet, String)> {
     match placement {
         Placement::Cpu(cpu) => {
             let set = CpuSet::from_cpus([*cpu]).expect("one CPU");
@@ -880,14 +878,14 @@ fn domain_of(p: &Partition, task: &Task, placement: &Placement) -> Result<(u32, 
         }
         Placement::Global(cpus) => {
             let set = CpuSet::from_cpus(cpus.iter().copied()).ok_or_else(|| {
-                Error::Invalid(format!("task `{}` is placed on no CPU", task.name))
+                Error::Invalid(format!("task `{task}` is placed on no CPU"))
             })?;
             let first = set.iter().next().expect("a non-empty set");
             Ok((first, set.clone(), format!("{}-cpus{set}", p.name)))
         }
         Placement::Unplaced => Err(Error::Invalid(format!(
-            "cannot place task `{}` of partition `{}` on a CPU: give the partition `cpus`",
-            task.name, p.name
+            "cannot place task `{task}` of partition `{}` on a CPU: give the partition `cpus`",
+            p.name
         ))),
     }
 }

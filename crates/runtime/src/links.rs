@@ -166,7 +166,9 @@ impl Links {
     fn add_channel(&mut self, index: usize, c: &ModelChannel) -> Result<(), RunError> {
         let name = format!("c{}-{index}", std::process::id());
         let spec = match c.kind {
-            ChannelKind::Fifo => Spec::fifo(&name, c.message_size, c.depth),
+            ChannelKind::Fifo => {
+                Spec::fifo(&name, c.message_size, c.depth).with_overflow(overflow(c.overflow))
+            }
             ChannelKind::Latest => Spec::latest(&name, c.message_size),
         };
         let what = format!("channel `{}`", c.name);
@@ -402,6 +404,16 @@ fn triggers(system: &System, bus: &Bus, reader: &mut GatewayArgs) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// The description's overflow rule as the channel's header carries it: the rule a
+/// full fifo follows in `run`, as in `sim`.
+fn overflow(o: bulkhead_model::Overflow) -> bulkhead_chan::Overflow {
+    match o {
+        bulkhead_model::Overflow::Block => bulkhead_chan::Overflow::Block,
+        bulkhead_model::Overflow::DropNewest => bulkhead_chan::Overflow::DropNewest,
+        bulkhead_model::Overflow::DropOldest => bulkhead_chan::Overflow::DropOldest,
+    }
 }
 
 #[cfg(test)]

@@ -459,6 +459,7 @@ fn link_channels(
             name: channel.name.as_str().into(),
             kind: channel.kind,
             depth: channel.depth.max(1),
+            overflow: channel.overflow,
             per_read: 1,
             pipeline: false,
         });

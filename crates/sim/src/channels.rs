@@ -9,8 +9,8 @@
 //! is the completion time minus the origin's release.
 
 use crate::spec::ChannelSpec;
-use bulkhead_model::ChannelKind;
 use bulkhead_model::Nanos;
+use bulkhead_model::{ChannelKind, Overflow};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -63,10 +63,13 @@ struct ChannelState {
 /// Outcome of a write.
 pub enum Write {
     Stored(u64),
-    /// The message (id) was rejected by a full fifo.
+    /// The message (id) was rejected by a full fifo (`overflow: drop_newest`).
     Rejected(u64),
-    /// Stored (first id), overwriting the unread message (second id) of a latest channel.
+    /// Stored (first id), overwriting the unread message (second id) of a latest
+    /// channel, or dropping the oldest unread one of a full fifo (`drop_oldest`).
     Overwrote(u64, u64),
+    /// A full fifo with `overflow: block`: nothing written, the writer waits.
+    Full,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -115,6 +118,41 @@ struct Chain {
     min: Option<Nanos>,
     max: Option<Nanos>,
     sum: u128,
+}
+
+impl ChannelState {
+    /// The position of the oldest message a reader has not read (with no reader, the
+    /// next one to be stored).
+    fn oldest_unread(&self) -> u64 {
+        let next = self.readers.iter().map(|r| r.next);
+        next.min().unwrap_or(self.stored)
+    }
+
+    /// Forgets the messages every reader has read.
+    fn drop_read(&mut self) {
+        let oldest = self.oldest_unread();
+        while self.first < oldest {
+            self.buffer.pop_front();
+            self.first += 1;
+        }
+    }
+
+    /// A fifo holding `depth` messages its slowest reader has not read.
+    fn is_full(&self) -> bool {
+        self.stored - self.oldest_unread() >= self.spec.depth as u64
+    }
+
+    /// Drops the oldest message the slowest readers have not read (`drop_oldest`): they
+    /// skip it. Returns its id.
+    fn evict_oldest(&mut self) -> u64 {
+        let oldest = self.oldest_unread();
+        let id = self.buffer[(oldest - self.first) as usize].id;
+        for r in self.readers.iter_mut().filter(|r| r.next == oldest) {
+            r.next += 1;
+        }
+        self.drop_read();
+        id
+    }
 }
 
 /// All channels and chain bookkeeping.
@@ -171,11 +209,7 @@ impl Channels {
                 let next = ch.readers[r].next;
                 let message = ch.buffer.get((next - ch.first) as usize)?.clone();
                 ch.readers[r].next = next + 1;
-                let slowest = ch.readers.iter().map(|r| r.next).min().unwrap_or(next + 1);
-                while ch.first < slowest {
-                    ch.buffer.pop_front();
-                    ch.first += 1;
-                }
+                ch.drop_read();
                 message
             }
             ChannelKind::Latest => {
@@ -202,11 +236,7 @@ impl Channels {
             ChannelKind::Fifo => {
                 ch.stale += ch.stored - ch.readers[r].next;
                 ch.readers[r].next = ch.stored;
-                let slowest = ch.readers.iter().map(|r| r.next).min().unwrap_or(ch.stored);
-                while ch.first < slowest {
-                    ch.buffer.pop_front();
-                    ch.first += 1;
-                }
+                ch.drop_read();
             }
             ChannelKind::Latest => {
                 ch.stale += !ch.buffer.is_empty() as u64;
@@ -215,17 +245,25 @@ impl Channels {
         }
     }
 
-    /// Writes a message with `origins` to `channel`.
+    /// Writes a message with `origins` to `channel`; a full fifo applies the channel's
+    /// overflow rule (the one `run` applies: `bulkhead_chan`'s fifo).
     pub fn write(&mut self, channel: usize, origins: Rc<[Origin]>) -> Write {
         let ch = &mut self.channels[channel];
+        let full = ch.spec.kind == ChannelKind::Fifo && ch.is_full();
+        if full && ch.spec.overflow == Overflow::Block {
+            return Write::Full;
+        }
         let id = ch.written;
         ch.written += 1;
         match ch.spec.kind {
             ChannelKind::Fifo => {
-                let oldest_unread = ch.readers.iter().map(|r| r.next).min().unwrap_or(ch.stored);
-                if ch.stored - oldest_unread >= ch.spec.depth as u64 {
+                let mut evicted = None;
+                if full {
                     ch.lost += 1;
-                    return Write::Rejected(id);
+                    match ch.spec.overflow {
+                        Overflow::DropOldest => evicted = Some(ch.evict_oldest()),
+                        _ => return Write::Rejected(id),
+                    }
                 }
                 ch.stored += 1;
                 if ch.readers.is_empty() {
@@ -233,7 +271,10 @@ impl Channels {
                     return Write::Stored(id);
                 }
                 ch.buffer.push_back(Message { id, origins });
-                Write::Stored(id)
+                match evicted {
+                    Some(old) => Write::Overwrote(id, old),
+                    None => Write::Stored(id),
+                }
             }
             ChannelKind::Latest => {
                 let previous = ch.buffer.pop_back();
@@ -248,6 +289,19 @@ impl Channels {
                 }
             }
         }
+    }
+
+    /// Messages `channel` takes before a writer must wait: the free slots of a fifo
+    /// with `overflow: block` and a simulated reader; unlimited otherwise.
+    pub fn room(&self, channel: usize) -> u64 {
+        let ch = &self.channels[channel];
+        if ch.spec.kind != ChannelKind::Fifo
+            || ch.spec.overflow != Overflow::Block
+            || ch.readers.is_empty()
+        {
+            return u64::MAX;
+        }
+        (ch.spec.depth as u64).saturating_sub(ch.stored - ch.oldest_unread())
     }
 
     /// A source task's job produced data that entered a channel.

@@ -7,7 +7,7 @@
 //! instant are applied in a fixed order (CPU completions, replenishments, releases,
 //! deadline checks, suspensions), then every touched domain is dispatched once.
 
-use crate::channels::{Channels, Origin, Write};
+use crate::channels::{Channels, Origin};
 use crate::report::{Report, TaskStats};
 use crate::spec::*;
 use crate::windows::Driver;
@@ -18,9 +18,13 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 
+mod io;
 mod modes;
 mod resume;
 mod servers;
+mod stalls;
+
+pub use stalls::{random_stalls, Stall};
 
 /// Jobs a task may have queued; releases beyond this backlog (a heavily overloaded
 /// task over a long simulation) are dropped and counted as misses, so that memory
@@ -48,6 +52,8 @@ pub struct Options {
     pub mode_switches: Vec<crate::modes::ModeSwitch>,
     /// How a suspension's stop protocol runs (suspend order, acknowledgement deadline).
     pub stop: crate::stop::StopSpec,
+    /// CPUs taken away for a while (`--inject-stall`, `--stalls`).
+    pub stalls: Vec<Stall>,
 }
 
 impl Options {
@@ -59,6 +65,7 @@ impl Options {
             suspensions: Vec::new(),
             mode_switches: Vec::new(),
             stop: crate::stop::StopSpec::default(),
+            stalls: Vec::new(),
         }
     }
 }
@@ -68,6 +75,8 @@ impl Options {
 /// first, then these in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ev {
+    /// Stall `i` starts (generation 0) or ends (1).
+    Stall(u32),
     Replenish(u32),
     Release(u32),
     /// Deadline of job `job` (low 32 bits of its index) of a task; only when tracing.
@@ -93,6 +102,7 @@ struct Queue(BinaryHeap<Reverse<(Nanos, u64)>>);
 impl Queue {
     fn push(&mut self, at: Nanos, ev: Ev, gen: u64) {
         let (class, index, gen) = match ev {
+            Ev::Stall(i) => (0u64, i, gen as u32),
             Ev::Replenish(i) => (1u64, i, gen as u32),
             Ev::Release(i) => (2, i, gen as u32),
             Ev::Check { task, job } => (3, task, job),
@@ -118,6 +128,7 @@ impl Queue {
         let index = (packed >> 32) as u32 & ((1 << 29) - 1);
         let gen = packed as u32;
         let ev = match packed >> 61 {
+            0 => Ev::Stall(index),
             1 => Ev::Replenish(index),
             2 => Ev::Release(index),
             3 => Ev::Check {
@@ -152,8 +163,14 @@ struct TaskState {
     gen: u64,
     released: u64,
     last_release: Option<Nanos>,
-    /// Origins of everything the current job read.
+    /// Origins of the latest messages the current job read (merged, the newest per
+    /// source).
     inputs: Vec<Origin>,
+    /// The fifo messages the current job read, in order: each is forwarded on its own.
+    fifo_inputs: Vec<Rc<[Origin]>>,
+    /// Its head job has done its work but waits for room in a fifo it writes
+    /// (`overflow: block`).
+    blocked: Option<io::Blocked>,
     stats: TaskStats,
     /// Whether the task runs in the current mode (always, without modes).
     active: bool,
@@ -204,6 +221,8 @@ struct Slot {
     /// How fast the running job has progressed since `since`, as a fraction of its
     /// speed at the top frequencies (`energy::task_speed`).
     speed: (u64, u64),
+    /// Stalls of the CPU under way: nothing runs on it while above 0.
+    stalled: u32,
 }
 
 struct DomainState {
@@ -242,6 +261,8 @@ pub struct Sim<'a> {
     stop_events: Vec<crate::stop::StopEvent>,
     /// Wall-clock time minus system time: what the stops took so far.
     wall_offset: Nanos,
+    /// Tasks whose head job waits for room in a fifo.
+    blocked_writers: u32,
 }
 
 impl<'a> Sim<'a> {
@@ -274,6 +295,7 @@ impl<'a> Sim<'a> {
             boosted: 0,
             stop_events: Vec::new(),
             wall_offset: 0,
+            blocked_writers: 0,
             opts,
         };
         sim.init();
@@ -296,6 +318,7 @@ impl<'a> Sim<'a> {
                         since: 0,
                         speed: (1, 1),
                         armed: None,
+                        stalled: 0,
                     })
                     .collect(),
                 dirty: false,
@@ -358,6 +381,8 @@ impl<'a> Sim<'a> {
                 released: 0,
                 last_release: None,
                 inputs: Vec::new(),
+                fifo_inputs: Vec::new(),
+                blocked: None,
                 stats: TaskStats {
                     partition: t.partition.to_string(),
                     name: t.name.to_string(),
@@ -374,6 +399,7 @@ impl<'a> Sim<'a> {
         for (i, s) in self.opts.suspensions.iter().enumerate() {
             self.heap.push(s.at, Ev::Suspend(i as u32), 0);
         }
+        self.init_stalls();
         self.init_modes();
         if let Some(windows) = &spec.windows {
             let mut driver = Driver::new(windows, self.opts.seed, self.opts.until);
@@ -524,6 +550,7 @@ impl<'a> Sim<'a> {
 
     fn apply(&mut self, t: Nanos, ev: Ev, gen: u32) {
         match ev {
+            Ev::Stall(i) => self.stall(i as usize, gen == 1, t),
             Ev::Replenish(s) => {
                 if self.servers[s as usize].gen as u32 == gen {
                     let domain = self.spec.servers[s as usize].domain;
@@ -649,8 +676,26 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// The head job of `task` completes at `t` on `cpu`.
+    /// The head job of `task` has done its work at `t` on `cpu`: it completes, unless
+    /// a fifo it writes with `overflow: block` has no room for its messages, in which
+    /// case it waits for room ([`Self::block_writer`]).
     fn complete(&mut self, task: usize, cpu: u32, t: Nanos) {
+        let spec = self.task_spec(task);
+        if spec.outputs.is_empty() && spec.inputs.is_empty() {
+            self.finish_job(task, cpu, t, Vec::new());
+            return;
+        }
+        let messages = self.outgoing(task);
+        if self.would_block(task, messages.len()) {
+            self.block_writer(task, cpu, messages, t);
+            return;
+        }
+        self.finish_job(task, cpu, t, messages);
+    }
+
+    /// The head job of `task` completes at `t` on `cpu`, writing `messages` to every
+    /// output (a sink delivers what it read instead).
+    fn finish_job(&mut self, task: usize, cpu: u32, t: Nanos, messages: Vec<Rc<[Origin]>>) {
         let job = self.tasks[task]
             .jobs
             .pop_front()
@@ -675,7 +720,7 @@ impl<'a> Sim<'a> {
             self.emit(t, kind);
         }
         if !spec.outputs.is_empty() || !spec.inputs.is_empty() {
-            self.write_outputs(task, &job, cpu, t);
+            self.write_outputs(task, cpu, t, messages);
         }
         self.fresh_frame(task, t);
         let s = spec.server;
@@ -703,99 +748,6 @@ impl<'a> Sim<'a> {
                 deadline_ns: t,
             };
             self.emit(t, kind);
-        }
-    }
-
-    // ----- channels -----
-
-    fn read_inputs(&mut self, task: usize, t: Nanos) {
-        self.tasks[task].inputs.clear();
-        for &c in &self.spec.tasks[task].inputs {
-            let per_read = self.spec.channels[c].per_read.max(1);
-            for _ in 0..per_read {
-                let Some(message) = self.channels.read(c, task as u32) else {
-                    break;
-                };
-                if self.tracing {
-                    let spec = &self.spec.tasks[task];
-                    let kind = EventKind::ChannelRead {
-                        cpu: self.task_cpu(task),
-                        channel: self.channels.name(c).clone(),
-                        partition: spec.partition.clone(),
-                        task: spec.name.clone(),
-                        msg: message.id,
-                    };
-                    self.emit(t, kind);
-                }
-                merge_origins(&mut self.tasks[task].inputs, &message.origins);
-            }
-        }
-    }
-
-    /// A pipeline's sink reports each message it finished: its source job and its
-    /// end-to-end delay (`message` events, as the task library's message ring gives a run).
-    fn emit_messages(&mut self, task: usize, delivered: &[(Origin, Nanos)], t: Nanos) {
-        let spec = &self.spec.tasks[task];
-        let pipeline = spec.inputs.iter().any(|&c| self.spec.channels[c].pipeline);
-        if !self.tracing || !pipeline {
-            return;
-        }
-        let (partition, name) = (spec.partition.clone(), spec.name.clone());
-        for (origin, delay) in delivered {
-            let kind = EventKind::Message {
-                partition: partition.clone(),
-                task: name.clone(),
-                // As a run's: the source in the top 16 bits (here its task index),
-                // its job below, so ids of different sources never collide.
-                id: (u64::from(origin.source) << 48) | (origin.seq & ((1 << 48) - 1)),
-                e2e_ns: *delay,
-            };
-            self.emit(t, kind);
-        }
-    }
-
-    fn write_outputs(&mut self, task: usize, job: &Job, cpu: u32, t: Nanos) {
-        let spec = self.task_spec(task);
-        if spec.outputs.is_empty() {
-            let inputs = std::mem::take(&mut self.tasks[task].inputs);
-            let delivered = self.channels.deliver(task as u32, &inputs, t);
-            self.tasks[task].inputs = inputs;
-            self.emit_messages(task, &delivered, t);
-            return;
-        }
-        let origins: Rc<[Origin]> = if self.sources[task] {
-            self.channels.produced(task as u32);
-            Rc::new([Origin {
-                source: task as u32,
-                seq: job.index,
-                t: job.release,
-            }])
-        } else if self.tasks[task].inputs.is_empty() {
-            return;
-        } else {
-            self.tasks[task].inputs.as_slice().into()
-        };
-        for &c in &spec.outputs {
-            let written = self.channels.write(c, origins.clone());
-            if self.tracing {
-                let channel = self.channels.name(c).clone();
-                let (id, lost) = match written {
-                    Write::Stored(id) => (id, None),
-                    Write::Rejected(id) => (id, Some(id)),
-                    Write::Overwrote(id, old) => (id, Some(old)),
-                };
-                let kind = EventKind::ChannelWrite {
-                    cpu,
-                    channel: channel.clone(),
-                    partition: spec.partition.clone(),
-                    task: spec.name.clone(),
-                    msg: id,
-                };
-                self.emit(t, kind);
-                if let Some(msg) = lost {
-                    self.emit(t, EventKind::ChannelLoss { channel, msg });
-                }
-            }
         }
     }
 
@@ -838,13 +790,21 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// Chooses what runs on the CPUs of `domain` from `t` on.
+    /// Chooses what runs on the CPUs of `domain` from `t` on (those not stalled).
     fn dispatch(&mut self, domain: usize, t: Nanos) {
-        let m = self.domains[domain].slots.len();
+        let slots = self.domains[domain].slots.len();
+        let m = self.domains[domain]
+            .slots
+            .iter()
+            .filter(|s| s.stalled == 0)
+            .count();
         let mut chosen = std::mem::take(&mut self.scratch);
         chosen.clear();
         let fixed_priority = self.spec.domains[domain].policy == Policy::FixedPriority;
         for i in 0..self.domains[domain].servers.len() {
+            if m == 0 {
+                break;
+            }
             let s = self.domains[domain].servers[i] as usize;
             if !self.eligible(s, t) {
                 continue;
@@ -862,10 +822,12 @@ impl<'a> Sim<'a> {
                 break;
             }
         }
-        // Stop what should not run (or should run another of its tasks).
-        for k in 0..m {
+        // Stop what should not run (or should run another of its tasks), and what runs
+        // on a stalled CPU.
+        for k in 0..slots {
             if let Some(run) = self.domains[domain].slots[k].running {
-                let keep = chosen.iter().any(|&(_, s)| s == run.server)
+                let keep = self.domains[domain].slots[k].stalled == 0
+                    && chosen.iter().any(|&(_, s)| s == run.server)
                     && self.current_task(run.server as usize) == run.task;
                 if !keep {
                     self.stop(domain, k, t, true);
@@ -874,14 +836,17 @@ impl<'a> Sim<'a> {
         }
         for &(_, s) in &chosen {
             if self.servers[s as usize].slot.is_none() {
-                let k = (0..m)
-                    .find(|&k| self.domains[domain].slots[k].running.is_none())
+                let k = (0..slots)
+                    .find(|&k| {
+                        let slot = &self.domains[domain].slots[k];
+                        slot.running.is_none() && slot.stalled == 0
+                    })
                     .expect("a free CPU");
                 self.start(domain, k, s as usize, t);
             }
         }
         self.scratch = chosen;
-        for k in 0..m {
+        for k in 0..slots {
             self.arm(domain, k, t);
         }
     }
@@ -1073,15 +1038,4 @@ fn sources(spec: &Spec) -> Vec<bool> {
         .iter()
         .map(|t| t.inputs.iter().all(|&c| !written[c]))
         .collect()
-}
-
-/// Adds `more` to `origins`, keeping the newest origin per source.
-fn merge_origins(origins: &mut Vec<Origin>, more: &[Origin]) {
-    for o in more {
-        match origins.iter_mut().find(|x| x.source == o.source) {
-            Some(x) if x.seq < o.seq => *x = *o,
-            Some(_) => {}
-            None => origins.push(*o),
-        }
-    }
 }

@@ -35,7 +35,7 @@ pub use build::{
 };
 pub use channels::{ChainStats, ChannelStats};
 pub use energy::{CpuEnergy, EnergyStats, PowerSpec};
-pub use engine::{Options, Sim, Suspension, MAX_BACKLOG};
+pub use engine::{random_stalls, Options, Sim, Stall, Suspension, MAX_BACKLOG};
 pub use error::BuildError;
 pub use modes::{ModeSwitch, ModesSpec};
 pub use report::{Report, SwitchStats, TaskStats};

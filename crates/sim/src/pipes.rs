@@ -1,7 +1,9 @@
 //! Pipelines in simulation: each edge of a solved pipeline (Boomerang III-B, III-E)
-//! becomes a channel between its stage tasks (four-slot `latest`, or a `fifo` of the
-//! solved depth from which the consumer takes its m messages per job), and the chain
-//! statistics of a pipeline's sources and sinks add up to its statistics.
+//! becomes a channel between its stage tasks, the solved buffer of the edge
+//! ([`bulkhead_model::Pipeline::buffers`], the lowering `run` builds too): four-slot `latest`, or a
+//! `fifo` of the solved depth and overflow rule from which the consumer takes its m
+//! messages per job (over all its fifo inputs); the chain statistics of a pipeline's
+//! sources and sinks add up to its statistics.
 //!
 //! A message's end-to-end delay runs from the release of the source stage's job that
 //! took it in (when it sampled its input) to the completion of the sink stage's job
@@ -11,7 +13,7 @@ use crate::channels::ChainStats;
 use crate::error::BuildError;
 use crate::spec::{ChannelSpec, Spec};
 use bulkhead_model::Nanos;
-use bulkhead_model::{ChannelKind, Pipeline, System};
+use bulkhead_model::System;
 use serde::Serialize;
 
 /// `--stats-json`'s `pipelines` entries.
@@ -33,7 +35,14 @@ pub struct PipelineStats {
 /// solved system carry their period and budget (`bulkhead_analysis::pipes::apply`).
 pub(crate) fn link_pipelines(system: &System, spec: &mut Spec) -> Result<(), BuildError> {
     for p in &system.pipelines {
-        for &(from, to) in &p.edges {
+        if p.buffers.len() != p.edges.len() {
+            let stage = p.stages.first().map_or(String::new(), |s| s.name.clone());
+            return Err(BuildError::Unsolved {
+                pipeline: p.name.clone(),
+                stage,
+            });
+        }
+        for (&(from, to), buffer) in p.edges.iter().zip(&p.buffers) {
             let task = |i: usize| {
                 let s = &p.stages[i];
                 let found = spec
@@ -46,14 +55,14 @@ pub(crate) fn link_pipelines(system: &System, spec: &mut Spec) -> Result<(), Bui
                 })
             };
             let (writer, reader) = (task(from)?, task(to)?);
-            let (depth, per_read) = buffer(p, from, to);
             spec.channels.push(ChannelSpec {
                 name: format!("{}/{}->{}", p.name, p.stages[from].name, p.stages[to].name)
                     .as_str()
                     .into(),
-                kind: p.buffering,
-                depth,
-                per_read,
+                kind: buffer.kind,
+                depth: buffer.depth,
+                overflow: buffer.overflow,
+                per_read: messages_per_job(&p.stages[to]),
                 pipeline: true,
             });
             let c = spec.channels.len() - 1;
@@ -64,23 +73,10 @@ pub(crate) fn link_pipelines(system: &System, spec: &mut Spec) -> Result<(), Bui
     Ok(())
 }
 
-/// Depth and messages per read of an edge: the solved FIFO depth `m_p(⌈T_c/T_p⌉ + 1)`
-/// rounded up to a power of two, read m_c at a time; a four-slot buffer holds one.
-fn buffer(p: &Pipeline, from: usize, to: usize) -> (u32, u32) {
-    let messages = |i: usize| {
-        let s = &p.stages[i];
-        s.budget.map_or(1, |b| (b / s.wcet).max(1))
-    };
-    match p.buffering {
-        ChannelKind::Latest => (1, 1),
-        ChannelKind::Fifo => {
-            let (tp, tc) = (p.stages[from].period, p.stages[to].period);
-            let (tp, tc) = (tp.unwrap_or(1).max(1), tc.unwrap_or(1).max(1));
-            let depth = bulkhead_analysis::pipeline::fifo_depth(messages(from), tp, tc);
-            let depth = u32::try_from(depth.next_power_of_two()).unwrap_or(u32::MAX);
-            (depth, u32::try_from(messages(to)).unwrap_or(u32::MAX))
-        }
-    }
+/// The messages a solved stage takes per job: its budget over its WCET (its m).
+fn messages_per_job(s: &bulkhead_model::Stage) -> u32 {
+    let m = s.budget.map_or(1, |b| (b / s.wcet).max(1));
+    u32::try_from(m).unwrap_or(u32::MAX)
 }
 
 /// Per pipeline of `system`, the sum of the chains from its source stages to its sinks.

@@ -6,7 +6,7 @@
 
 pub use bulkhead_model::Nanos;
 
-use bulkhead_model::{ChannelKind, Resume, SwitchPolicy};
+use bulkhead_model::{ChannelKind, Overflow, Resume, SwitchPolicy};
 use bulkhead_modes::Table;
 use bulkhead_trace::Name;
 
@@ -133,13 +133,17 @@ pub struct TaskSpec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChannelSpec {
     pub name: Name,
-    /// `fifo`: lossless ring of `depth` messages, one read per job and input; a write to
-    /// a full ring is lost. `latest`: the reader gets the newest message (Simpson's
-    /// four-slot); a message overwritten before any read is lost.
+    /// `fifo`: ring of `depth` messages, one read per job and input (a pipeline stage:
+    /// `per_read` over all its fifo inputs); a write to a full ring follows `overflow`.
+    /// `latest`: the reader gets the newest message (Simpson's four-slot); a message
+    /// overwritten before any read is lost.
     pub kind: ChannelKind,
     pub depth: u32,
-    /// `fifo`: messages a reader takes per job (a pipeline stage's m, Boomerang III-E); 1
-    /// otherwise.
+    /// What a write to a full fifo does: the writer's job waits for room (`block`), the
+    /// new message is lost (`drop_newest`) or the oldest unread one (`drop_oldest`).
+    pub overflow: Overflow,
+    /// `fifo`: messages a reader takes per job (a pipeline stage's m, Boomerang III-E,
+    /// over all of its pipeline inputs together); 1 otherwise.
     pub per_read: u32,
     /// An edge of a pipeline: a sink reading it reports each message it finishes
     /// (a `message` event with its end-to-end delay), as a pipeline's sink does under

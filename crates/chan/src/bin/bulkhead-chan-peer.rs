@@ -6,6 +6,8 @@
 //!
 //! * `fifo-recv`: read COUNT messages, check order and content, no loss;
 //! * `fifo-send`: write COUNT messages;
+//! * `fifo-drain`: read until the writer has closed, checking content and order, and
+//!   print how many came and their first and last numbers (COUNT is ignored);
 //! * `latest-recv`: read until message COUNT-1 is seen, checking that no
 //!   message is torn and freshness never goes backwards;
 //! * `echo`: take two channels (in, out) and echo COUNT messages back,
@@ -96,6 +98,29 @@ mod peer {
             }
             other => Err(format!("after the last message: {other:?}, want Closed")),
         }
+    }
+
+    fn fifo_drain() -> Result<String, String> {
+        let chan = channel()?;
+        let mut rx = chan.receiver().map_err(|e| e.to_string())?;
+        let mut m = [0u8; 32];
+        let mut got: Vec<u64> = Vec::new();
+        loop {
+            match rx.read_timeout(&mut m, TIMEOUT) {
+                Err(RecvError::Closed) => break,
+                r => r.map_err(|e| format!("read after {}: {e}", got.len()))?,
+            }
+            let n = number(&m)?;
+            if got.last().is_some_and(|&last| n <= last) {
+                return Err(format!("message {n} after {got:?}"));
+            }
+            got.push(n);
+        }
+        let (first, last) = (got.first().copied(), got.last().copied());
+        Ok(format!(
+            "drained {} in order, first {first:?}, last {last:?}",
+            got.len()
+        ))
     }
 
     fn fifo_send(count: u64) -> Result<String, String> {
@@ -391,7 +416,7 @@ mod peer {
 
     pub fn main() -> ExitCode {
         let args: Vec<String> = std::env::args().collect();
-        let usage = "usage: bulkhead-chan-peer fifo-recv|fifo-send|latest-recv|latest-send|attack-reader|scribble|attack-can|echo|create-named COUNT [SPIN] (socket on fd 3)";
+        let usage = "usage: bulkhead-chan-peer fifo-recv|fifo-send|fifo-drain|latest-recv|latest-send|attack-reader|scribble|attack-can|echo|create-named COUNT [SPIN] (socket on fd 3)";
         let count = args.get(2).and_then(|c| c.parse::<u64>().ok());
         let spin = args.get(3).map_or(Some(0), |s| s.parse::<u32>().ok());
         let (Some(role), Some(count), Some(spin)) = (args.get(1), count, spin) else {
@@ -401,6 +426,7 @@ mod peer {
         let r = match role.as_str() {
             "fifo-recv" => fifo_recv(count),
             "fifo-send" => fifo_send(count),
+            "fifo-drain" => fifo_drain(),
             "latest-recv" => latest_recv(count),
             "latest-send" => latest_send(count),
             "attack-reader" => attack_reader(count),

@@ -90,7 +90,8 @@ impl<'a> Sim<'a> {
     /// fresh from the resume on).
     pub(super) fn fresh_frame(&mut self, task: usize, t: Nanos) {
         let state = &self.tasks[task];
-        if !state.fresh_pending || (!self.sources[task] && state.inputs.is_empty()) {
+        let read = !state.inputs.is_empty() || !state.fifo_inputs.is_empty();
+        if !state.fresh_pending || (!self.sources[task] && !read) {
             return;
         }
         self.tasks[task].fresh_pending = false;
@@ -108,6 +109,9 @@ impl<'a> Sim<'a> {
         let spec = self.task_spec(task);
         let s = spec.server;
         let dropped: Vec<Job> = self.tasks[task].jobs.drain(..).collect();
+        if self.tasks[task].blocked.take().is_some() {
+            self.blocked_writers -= 1;
+        }
         self.tasks[task].stats.aborted += dropped.len() as u64;
         if self.tracing {
             for job in &dropped {

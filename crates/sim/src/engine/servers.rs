@@ -183,6 +183,7 @@ impl Sim<'_> {
         self.refresh(s, t);
         let server = &self.servers[s];
         server.pending > 0
+            && server.tasks.iter().any(|&k| self.runnable(k))
             && (server.boost.is_some()
                 || (server.budget > 0 && !server.throttled && t >= server.eligible_at))
     }
@@ -195,15 +196,11 @@ impl Sim<'_> {
             return server.tasks[0];
         }
         if let Some(agent) = server.boost {
-            if !self.tasks[agent as usize].jobs.is_empty() {
+            if self.runnable(agent) {
                 return agent;
             }
         }
-        let with_work = server
-            .tasks
-            .iter()
-            .copied()
-            .filter(|&t| !self.tasks[t as usize].jobs.is_empty());
+        let with_work = server.tasks.iter().copied().filter(|&t| self.runnable(t));
         let domain = self.spec.domains[self.spec.servers[s].domain].policy;
         let policy = self.spec.inner.get(s).copied().flatten().unwrap_or(domain);
         match policy {

@@ -68,6 +68,7 @@ pub fn add_channel(
         name: name.into(),
         kind,
         depth,
+        overflow: bulkhead_model::Overflow::DropNewest,
         per_read: 1,
         pipeline: false,
     });
