@@ -10,7 +10,7 @@ use bulkhead_can::generate::{self, Generator, Mode, Spec};
 use bulkhead_can::replay::{self, Options, ReplayError, ReplayStats, Route};
 use bulkhead_can::Frame;
 use bulkhead_model::units::{format_duration, parse_duration};
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -258,7 +258,7 @@ pub fn run_dump(a: DumpArgs) -> Result<ExitCode, String> {
         timeout: a.timeout,
     };
     let mut printer = Printer::new(format, iface);
-    let mut out = io::stdout().lock();
+    let mut out = crate::out::stdout();
     let n = dump::dump(bus.as_mut(), &filters, &mut printer, limits, &mut out)
         .map_err(|e| format!("--bus {}: {e}", a.bus))?;
     match a.count {
@@ -394,7 +394,7 @@ pub fn run_gen(a: GenArgs) -> Result<ExitCode, String> {
         .strip_prefix(SOCKETCAN_PREFIX)
         .unwrap_or(&a.bus)
         .to_string();
-    let mut out = io::stdout().lock();
+    let mut out = crate::out::stdout();
     let mut print = |frame: &Frame| match a.verbose {
         true => writeln!(out, "  {iface}  {}", dump::long_frame(frame)),
         false => Ok(()),

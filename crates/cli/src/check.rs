@@ -1,6 +1,7 @@
 //! `bulkhead check`: validate a description, print a summary or its canonical form.
 
 use crate::common::load_system;
+use crate::out::{out, outln};
 use bulkhead_model::units::format_duration;
 use bulkhead_model::{PartitionKind, System};
 use std::path::PathBuf;
@@ -21,17 +22,17 @@ pub fn run(args: Args) -> ExitCode {
         Err(code) => return code,
     };
     if args.canonical {
-        print!("{}", bulkhead_model::to_canonical_yaml(&loaded.system));
+        out!("{}", bulkhead_model::to_canonical_yaml(&loaded.system));
     } else {
         let system = match crate::common::solved_system(&loaded.system, &args.file) {
             Ok(system) => system,
             Err(code) => return code,
         };
-        println!("{}: ok", crate::common::name(&args.file));
-        println!("{}", summary(&system));
+        outln!("{}: ok", crate::common::name(&args.file));
+        outln!("{}", summary(&system));
         if !loaded.system.pipelines.is_empty() {
             let n = loaded.system.pipelines.len();
-            println!("  pipelines:  {n} (solved; their stages are counted as tasks)");
+            outln!("  pipelines:  {n} (solved; their stages are counted as tasks)");
         }
     }
     ExitCode::SUCCESS

@@ -1,6 +1,7 @@
 //! `bulkhead ctl`: talk to a running system through its control socket (docs/control.md).
 
 use crate::fail::{error_line, fail, INVALID};
+use crate::out::{out, outln};
 use bulkhead_control::{
     discover, Client, ModeOutcome, PowerOutcome, Request, Response, Status, WindowsStatus,
     SOCKET_DIR,
@@ -86,18 +87,18 @@ fn exchange(args: &Args) -> Result<Response, String> {
 
 fn show(args: &Args, reply: &Response) -> ExitCode {
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(reply).expect("a reply serializes")
         );
     } else if let Some(e) = &reply.error {
         error_line(format!("{}: {}", e.code.name(), e.message));
     } else if let Some(s) = &reply.status {
-        print!("{}", status_text(s));
+        out!("{}", status_text(s));
     } else if let Some(m) = &reply.mode {
-        print!("{}", mode_text(m));
+        out!("{}", mode_text(m));
     } else if let Some(p) = &reply.power {
-        print!("{}", power_text(p));
+        out!("{}", power_text(p));
     }
     if reply.ok {
         ExitCode::SUCCESS

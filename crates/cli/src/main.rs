@@ -4,6 +4,8 @@
 //! Each subcommand lives in its own module exposing `Args` (clap) and
 //! `run(args) -> ExitCode`.
 
+#![deny(clippy::print_stdout)]
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -15,6 +17,7 @@ mod common;
 mod ctl;
 mod fail;
 mod janitor;
+mod out;
 mod report;
 mod run;
 mod run_pipes;

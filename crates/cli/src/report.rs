@@ -6,6 +6,7 @@ mod read;
 
 use crate::common::{load_system, solved_system};
 use crate::fail::fail;
+use crate::out::{out, outln};
 use model::{Builder, Figures, Gantt, Source};
 use read::Format;
 use std::path::{Path, PathBuf};
@@ -74,14 +75,14 @@ pub fn run(args: Args) -> ExitCode {
         Some(path) => match std::fs::write(&path, text) {
             Ok(()) => {
                 if args.format == OutputFormat::Html {
-                    println!("report: {}", path.display());
+                    outln!("report: {}", path.display());
                 }
                 ExitCode::SUCCESS
             }
             Err(e) => fail(format!("--output {}: {e}", path.display())),
         },
         None => {
-            print!("{text}");
+            out!("{text}");
             ExitCode::SUCCESS
         }
     }

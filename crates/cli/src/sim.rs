@@ -2,6 +2,7 @@
 
 use crate::common::load_system;
 use crate::fail::fail;
+use crate::out::out;
 use bulkhead_model::units::{format_duration, parse_duration};
 use bulkhead_model::CpuSet;
 use bulkhead_sim::trace::{perfetto, Event, ScheduleLogWriter, Sink};
@@ -169,7 +170,7 @@ impl Sink for Outputs {
 pub fn run(args: Args) -> ExitCode {
     match simulate(&args) {
         Ok(report) => {
-            print!("{}", summary(&report));
+            out!("{}", summary(&report));
             match report.energy.as_ref().and_then(|e| e.policy_error.as_ref()) {
                 Some(e) => fail(format!("{}: power policy: {e}", args.file.display())),
                 None => ExitCode::SUCCESS,
