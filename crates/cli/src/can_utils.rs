@@ -33,8 +33,8 @@ pub struct ReplayArgs {
     /// With --bus: replay only the log's records of this interface
     #[arg(long, requires = "bus")]
     iface: Option<String>,
-    /// Time scale: 2.0 replays twice as fast
-    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
+    /// Time scale: 2.0 replays twice as fast (0.001 to 1000000)
+    #[arg(allow_hyphen_values = true, long, default_value_t = 1.0, value_parser = parse_speed)]
     speed: f64,
     /// Skip gaps in log time longer than this (canplayer -s): the next record goes out
     /// at once
@@ -81,8 +81,12 @@ fn parse_assignment(text: &str) -> Result<(String, String), String> {
 
 fn parse_speed(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("`{text}` is not a positive number")),
+        Ok(v) if (replay::MIN_SPEED..=replay::MAX_SPEED).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "`{text}`: want a number from {} (a thousandth of real time) to {} (a million times)",
+            replay::MIN_SPEED,
+            replay::MAX_SPEED
+        )),
     }
 }
 

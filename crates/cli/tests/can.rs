@@ -166,6 +166,35 @@ fn bad_flags_are_usage_errors() {
     }
 }
 
+/// `--speed 1e-300` made the due time of the second record infinite, and replay
+/// panicked; a speed out of range is now a usage error naming the flag.
+#[test]
+fn a_replay_speed_out_of_range_is_a_usage_error_naming_the_flag() {
+    let name = unique("speed");
+    let _bus = start_bus(&name, "500000");
+    let log = std::env::temp_dir().join(unique("speed.log"));
+    std::fs::write(&log, "(1.0) can0 123#00\n(2.0) can0 123#01\n").unwrap();
+    for speed in ["1e-300", "1e300", "0", "-1", "NaN", "inf"] {
+        let out = bulkhead(&[
+            "can",
+            "replay",
+            log.to_str().unwrap(),
+            "--bus",
+            &name,
+            "--speed",
+            speed,
+        ]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--speed {speed}: {stderr}");
+        assert!(
+            stderr.contains(&format!("invalid value '{speed}' for '--speed <SPEED>'"))
+                && stderr.contains("want a number from 0.001"),
+            "--speed {speed}: {stderr}"
+        );
+    }
+    let _ = std::fs::remove_file(&log);
+}
+
 #[test]
 fn missing_buses_are_reported_clearly() {
     let out = bulkhead(&["can", "dump", "--bus", &unique("none"), "--timeout", "1s"]);
