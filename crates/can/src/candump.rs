@@ -6,10 +6,10 @@
 //! a CAN FD frame (flags nibble: 1 = bit-rate switch). Logs compressed with gzip are
 //! read transparently ([`open_log`]).
 
-use crate::excerpt::excerpt;
 /// A frame's `ID#DATA` text, the form it takes in a log line.
 pub use crate::frame::format_frame;
 use crate::frame::{CanId, Frame};
+use bulkhead_model::excerpt::excerpt;
 use flate2::read::MultiGzDecoder;
 use std::fmt;
 use std::fs::File;

@@ -14,8 +14,8 @@
 //! only when their own condition holds.
 
 use crate::dbc_check::{self, MessageSource, Problem};
-use crate::excerpt::excerpt;
 use crate::frame::{CanId, Frame};
+use bulkhead_model::excerpt::excerpt;
 use can_dbc::{ByteOrder, Dbc, MessageId, MultiplexIndicator, SignalExtendedValueType, ValueType};
 use std::collections::HashMap;
 use std::fmt;

@@ -21,7 +21,6 @@ pub mod dbc;
 pub mod dbc_check;
 pub mod decode;
 pub mod dump;
-pub mod excerpt;
 pub mod frame;
 pub mod gateway;
 pub mod generate;

@@ -185,7 +185,7 @@ fn load_dbc(path: &Path, strict: bool) -> Result<Database, String> {
     })?;
     let warnings = db.warnings();
     for w in warnings.iter().take(MAX_DBC_WARNINGS) {
-        eprintln!("warning: {}", at(w));
+        crate::fail::warning_line(at(w));
     }
     if warnings.len() > MAX_DBC_WARNINGS {
         eprintln!(

@@ -51,7 +51,7 @@ pub fn load_system(path: &Path) -> Result<Loaded, ExitCode> {
     match loaded {
         Ok(loaded) => {
             for w in &loaded.warnings {
-                eprintln!("warning: {w}");
+                crate::fail::warning_line(w);
             }
             Ok(loaded)
         }

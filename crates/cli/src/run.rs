@@ -147,7 +147,7 @@ pub fn run(args: Args) -> ExitCode {
     match bulkhead_runtime::run(&system, &options) {
         Ok(outcome) => {
             for w in &outcome.warnings {
-                eprintln!("warning: {w}");
+                crate::fail::warning_line(w);
             }
             match outcome.windows {
                 0 => eprintln!("bulkhead run: {}", outcome.reason.text()),

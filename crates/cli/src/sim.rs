@@ -200,7 +200,7 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         power_policy: args.power_policy.clone(),
     };
     for warning in bulkhead_sim::link_warnings(&system, &options) {
-        eprintln!("warning: {warning}");
+        crate::fail::warning_line(warning);
     }
     let spec =
         bulkhead_sim::from_system(&system, &options).map_err(|e| fail(format!("{file}: {e}")))?;

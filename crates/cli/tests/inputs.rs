@@ -93,3 +93,71 @@ fn a_closed_standard_output_ends_every_subcommand_quietly() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A description in a fresh directory, removed on drop.
+struct Description(PathBuf);
+
+impl Description {
+    fn new(tag: &str, yaml: &str) -> Description {
+        let dir =
+            std::env::temp_dir().join(format!("bulkhead-inputs-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{tag}.yaml"));
+        std::fs::write(&path, yaml).unwrap();
+        Description(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for Description {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(self.0.parent().unwrap());
+    }
+}
+
+/// A 4 MB command (or partition name) was echoed whole, twice, in the error: a value
+/// is now shown by its first 200 bytes and its length.
+#[test]
+fn a_long_value_is_shown_by_its_first_bytes_and_its_length() {
+    let long = "x".repeat(4_000_000);
+    let command = Description::new(
+        "long-cmd",
+        &format!(
+            "partitions:\n  - {{name: p, processes: [{{cmd: {long}, budget: 20}}]}}\n\
+             windows:\n  - {{length: 100, be_partition: p}}\n"
+        ),
+    );
+    let reference = Description::new(
+        "long-ref",
+        &format!(
+            "partitions:\n  - {{name: p, processes: [{{cmd: true, budget: 20}}]}}\n\
+             windows:\n  - {{length: 100, be_partition: {long}}}\n"
+        ),
+    );
+    let cases = [
+        (
+            ["run", command.path(), "--timeout", "1s"],
+            "command not found",
+        ),
+        (["check", reference.path(), "", ""], "unknown partition"),
+    ];
+    for (args, what) in cases {
+        let args: Vec<&str> = args.into_iter().filter(|a| !a.is_empty()).collect();
+        let out = Command::new(bin()).args(&args).output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            stderr.len() < 2000,
+            "{args:?}: {} bytes of stderr",
+            stderr.len()
+        );
+        assert!(
+            stderr.contains(what)
+                && stderr.contains(&format!("{}...` (4000000 bytes)", &long[..197])),
+            "{args:?}: {stderr}"
+        );
+    }
+}

@@ -9,6 +9,7 @@
 mod canonical;
 pub mod cpuset;
 mod de;
+pub mod excerpt;
 pub mod input;
 pub mod modes;
 mod normalize;
@@ -58,16 +59,17 @@ pub struct Diagnostic {
 pub type LoadError = Diagnostic;
 
 impl fmt::Display for Diagnostic {
-    /// `file:line:col: key.path: message`.
+    /// `file:line:col: key.path: message`, a long key path and long values in the
+    /// message cut ([`excerpt`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.file)?;
         if self.line > 0 {
             write!(f, ":{}:{}", self.line, self.column)?;
         }
         if !self.path.is_empty() {
-            write!(f, ": {}", self.path)?;
+            write!(f, ": {}", excerpt::shorten(&self.path))?;
         }
-        write!(f, ": {}", self.message)
+        write!(f, ": {}", excerpt::values(&self.message))
     }
 }
 
