@@ -290,21 +290,10 @@ const INDEPENDENT_SIGNALS: &str = "VECTOR__INDEPENDENT_SIG_MSG";
 pub const MAX_FILE_SIZE: u64 = 16 << 20;
 
 /// Reads a regular file of at most [`MAX_FILE_SIZE`] bytes (a FIFO or a device is refused
-/// before it is opened).
+/// before it is opened: `bulkhead_model::input`).
 fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::{Error, ErrorKind, Read};
-    if !std::fs::metadata(path)?.is_file() {
-        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_FILE_SIZE + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_FILE_SIZE {
-        let message = format!("larger than {MAX_FILE_SIZE} bytes");
-        return Err(Error::new(ErrorKind::InvalidData, message));
-    }
-    Ok(bytes)
+    use bulkhead_model::input::{read_file, Fifo};
+    Ok(read_file(path, MAX_FILE_SIZE, Fifo::Refuse)?)
 }
 
 impl Database {

@@ -169,7 +169,7 @@ fn load_dbc(path: &Path, strict: bool) -> Result<Database, String> {
         Some(line) => format!("{}:{line}: {}", path.display(), p.message),
         None => format!("{}: {}", path.display(), p.message),
     };
-    let bytes = crate::common::read_input(path)?;
+    let bytes = crate::common::read_input(path, crate::common::Input::Dbc)?;
     let text = String::from_utf8_lossy(&bytes);
     let db = Database::parse_with(&text, strict).map_err(|e| match e {
         LoadError::Invalid(problems) => problems

@@ -21,7 +21,7 @@ pub struct Args {
     #[arg(long, value_name = "PATH", global = true)]
     control: Option<PathBuf>,
     /// The system named NAME (its description's file name without extension): /run/bulkhead/NAME.sock
-    #[arg(long, value_name = "NAME", global = true, conflicts_with = "control")]
+    #[arg(long, value_name = "NAME", global = true, conflicts_with = "control", value_parser = system_name)]
     system: Option<String>,
     /// Print the reply as one JSON object
     #[arg(long, global = true)]
@@ -46,6 +46,25 @@ enum Command {
     Suspend,
     /// Resume a suspended system
     Resume,
+}
+
+/// A system's name as `run` makes it (`bulkhead_control::default_path`): 1 to 255 of
+/// `A-Z a-z 0-9 - _ .`, not `.` or `..`, so that it names a socket in /run/bulkhead
+/// and nothing elsewhere.
+fn system_name(text: &str) -> Result<String, String> {
+    let ok = (1..=255).contains(&text.len())
+        && text != "."
+        && text != ".."
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    match ok {
+        true => Ok(text.to_string()),
+        false => Err(
+            "want 1 to 255 of A-Z a-z 0-9 - _ . (the description's file name without extension)"
+                .into(),
+        ),
+    }
 }
 
 fn duration(text: &str) -> Result<Duration, String> {

@@ -33,10 +33,11 @@ mod stage;
     about = "Mixed-criticality vehicle management runtime for Linux"
 )]
 struct Cli {
-    /// Largest file read whole (description, DBC, standard input), e.g. 64MiB
-    #[arg(long, global = true, value_name = "SIZE", default_value = "16MiB",
+    /// Largest input read (description, DBC file, report's log or trace, standard
+    /// input), e.g. 64MiB [default: 16MiB; for report's log or trace 1GiB]
+    #[arg(long, global = true, value_name = "SIZE",
           value_parser = bulkhead_model::units::parse_size)]
-    max_input_size: u64,
+    max_input_size: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -80,7 +81,9 @@ fn main() -> ExitCode {
             };
         }
     };
-    common::set_max_input_size(cli.max_input_size);
+    if let Some(limit) = cli.max_input_size {
+        common::set_max_input_size(limit);
+    }
     match cli.command {
         Command::Analyze(args) => analyze::run(args),
         Command::Can(args) => can::run(args),

@@ -13,11 +13,12 @@ use bulkhead_sim::pipes::PipelineStats;
 use std::path::Path;
 
 /// The system `run` executes: `system` with its pipelines solved and wired, stage
-/// programs checked. `exe` is the `bulkhead` binary (the default stage program),
-/// `workdir` the directory programs start in. Errors name the file, position and key.
+/// programs checked. `(file, text)` are the description's path and text, `exe` the
+/// `bulkhead` binary (the default stage program), `workdir` the directory programs
+/// start in. Errors name the file, position and key.
 pub fn runnable(
     system: &System,
-    file: &Path,
+    (file, text): (&Path, &str),
     exe: &Path,
     workdir: &Path,
 ) -> Result<(System, Vec<Solution>), String> {
@@ -26,7 +27,7 @@ pub fn runnable(
     if let Some(why) = crate::common::infeasible(&solutions) {
         return Err(format!("{}: {why}", file.display()));
     }
-    check_programs(system, file, workdir)?;
+    check_programs(system, (file, text), workdir)?;
     let mut out = bulkhead_analysis::pipes::apply(system, &solutions);
     for (p, s) in system.pipelines.iter().zip(&solutions) {
         for &(from, to) in &p.edges {
@@ -174,7 +175,11 @@ fn can_words(p: &Pipeline, i: usize) -> Vec<String> {
 
 /// Every stage `cmd`'s program exists and is executable (from `workdir`, or on PATH
 /// for a bare name); else an error at the `cmd`'s position.
-fn check_programs(system: &System, file: &Path, workdir: &Path) -> Result<(), String> {
+fn check_programs(
+    system: &System,
+    (file, text): (&Path, &str),
+    workdir: &Path,
+) -> Result<(), String> {
     for (k, p) in system.pipelines.iter().enumerate() {
         for stage in p.stages.iter().filter(|s| !s.cmd.is_empty()) {
             let program = stage.cmd.split_whitespace().next().unwrap_or_default();
@@ -182,12 +187,11 @@ fn check_programs(system: &System, file: &Path, workdir: &Path) -> Result<(), St
                 continue;
             }
             let key = format!("pipelines[{k}].stages.{}.cmd", stage.name);
-            let src = std::fs::read_to_string(file).unwrap_or_default();
             let why = format!(
                 "stage `{}`: program `{program}` is not an executable file",
                 stage.name
             );
-            let at = bulkhead_model::diagnostic_at(&src, &file.display().to_string(), &key, why);
+            let at = bulkhead_model::diagnostic_at(text, &file.display().to_string(), &key, why);
             return Err(at.to_string());
         }
     }

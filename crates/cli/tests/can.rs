@@ -128,7 +128,7 @@ fn decode_refuses_special_files_and_bounds_the_dbc() {
         (
             &data(DBC),
             "/dev/zero".into(),
-            "/dev/zero: not a regular file",
+            "/dev/zero: cannot read: a character device, not a regular file",
         ),
     ] {
         let out = bulkhead(&["can", "decode", "--dbc", dbc, &log]);

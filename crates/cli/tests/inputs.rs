@@ -6,6 +6,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_bulkhead")
@@ -21,6 +22,75 @@ fn example(name: &str) -> String {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `bulkhead args` with `stdin`, within 20 s: a child still running then is killed
+/// and the test fails (a FIFO without a writer blocked `report` for ever).
+fn bounded(args: &[&str], stdin: Stdio) -> Output {
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bulkhead runs");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("bulkhead {args:?} still runs after 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A scratch directory with a FIFO (`fifo`) and a symbolic link to /dev/zero (`zero`),
+/// removed on drop.
+struct Specials(PathBuf);
+
+impl Specials {
+    fn new(tag: &str) -> Specials {
+        let dir =
+            std::env::temp_dir().join(format!("bulkhead-inputs-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = std::ffi::CString::new(dir.join("fifo").to_str().unwrap()).unwrap();
+        // SAFETY: `fifo` is a NUL-terminated path that lives across the call.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::os::unix::fs::symlink("/dev/zero", dir.join("zero")).unwrap();
+        Specials(dir)
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+
+    /// The special files and what each is called in the error.
+    fn cases(&self) -> [(String, &'static str); 3] {
+        [
+            (self.path("fifo"), "a FIFO"),
+            (self.path("zero"), "a character device"),
+            (self.0.display().to_string(), "a directory"),
+        ]
+    }
+}
+
+impl Drop for Specials {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn assert_refused(out: &Output, args: &[&str], message: &str) {
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    assert!(
+        stderr.contains(message),
+        "{args:?}: want {message:?}: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
 }
 
 /// A pipe whose reading end is closed: every write to the other end fails with EPIPE.
@@ -158,6 +228,168 @@ fn a_long_value_is_shown_by_its_first_bytes_and_its_length() {
             stderr.contains(what)
                 && stderr.contains(&format!("{}...` (4000000 bytes)", &long[..197])),
             "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// `report` of a symbolic link to /dev/zero grew to 24 GB, of a FIFO blocked for ever:
+/// special files are refused before they are read, standard input is read up to
+/// `--max-input-size`, and so is a log.
+#[test]
+fn report_refuses_special_files_and_bounds_what_it_reads() {
+    let specials = Specials::new("report");
+    for (path, what) in specials.cases() {
+        let args = ["report", "--format", "json", &path];
+        let out = bounded(&args, Stdio::null());
+        assert_refused(
+            &out,
+            &args,
+            &format!("{path}: cannot read: {what}, not a regular file"),
+        );
+    }
+    let args = ["report", "--max-input-size", "1MiB", "-"];
+    let out = bounded(
+        &args,
+        Stdio::from(std::fs::File::open("/dev/zero").unwrap()),
+    );
+    assert_refused(
+        &out,
+        &args,
+        "<stdin>: larger than the input size limit of 1048576 bytes; raise it with --max-input-size",
+    );
+    let log = specials.path("schedule.log");
+    let sim = Command::new(bin())
+        .args([
+            "sim",
+            &example("demos-simplified.yaml"),
+            "--for",
+            "1s",
+            "--schedule-log",
+            &log,
+        ])
+        .output()
+        .unwrap();
+    assert!(sim.status.success(), "{}", text(&sim.stderr));
+    let args = [
+        "report",
+        "--format",
+        "json",
+        "--max-input-size",
+        "1KiB",
+        &log,
+    ];
+    let out = bounded(&args, Stdio::null());
+    assert_refused(
+        &out,
+        &args,
+        "larger than the input size limit of 1024 bytes",
+    );
+    let args = ["report", "--format", "json", &log];
+    assert!(bounded(&args, Stdio::null()).status.success());
+}
+
+/// The other inputs read whole or streamed get the same file-type check: the DBC and the
+/// log of `can decode`, the log of `can replay`, and a description refuses devices and
+/// directories (its FIFOs are read: see the next test).
+#[test]
+fn every_file_input_refuses_devices_directories_and_where_it_must_fifos() {
+    let specials = Specials::new("types");
+    let dbc = repo().join("crates/can/tests/data/toyota_new_mc_pt_generated.dbc");
+    let dbc = dbc.display().to_string();
+    let log = repo().join("crates/can/tests/data/comma2k19_rav4_seg40_excerpt.log.gz");
+    let log = log.display().to_string();
+    for (path, what) in specials.cases() {
+        let refused = format!("{path}: cannot read: {what}, not a regular file");
+        let mut commands: Vec<Vec<&str>> = vec![
+            vec!["can", "decode", "--dbc", &path, &log],
+            vec!["can", "decode", "--dbc", &dbc, &path],
+            vec!["can", "replay", &path, "--bus", "bulkhead-inputs-none"],
+        ];
+        if what != "a FIFO" {
+            for sub in ["check", "analyze", "sim", "solve", "run"] {
+                commands.push(vec![sub, &path]);
+            }
+        }
+        for args in &commands {
+            assert_refused(&bounded(args, Stdio::null()), args, &refused);
+        }
+    }
+}
+
+/// Writes `bytes` (`None`: endlessly, until the reader goes) into the FIFO at `path`
+/// from a thread; [`Feeder::finish`] joins it, first opening and closing the FIFO for
+/// reading so that a writer still waiting for a reader (bulkhead refused the FIFO) ends.
+struct Feeder(String, std::thread::JoinHandle<()>);
+
+impl Feeder {
+    fn start(path: &str, bytes: Option<Vec<u8>>) -> Feeder {
+        let fifo = path.to_string();
+        let thread = std::thread::spawn(move || {
+            let mut w = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
+            match bytes {
+                Some(bytes) => drop(std::io::Write::write_all(&mut w, &bytes)),
+                // Ends with EPIPE once bulkhead has stopped reading.
+                None => while std::io::Write::write_all(&mut w, &[b'#'; 65536]).is_ok() {},
+            }
+        });
+        Feeder(path.to_string(), thread)
+    }
+
+    fn finish(self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        // A waiting writer's open returns once a reader has come, even one gone again;
+        // its writes then fail with EPIPE.
+        drop(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&self.0),
+        );
+        self.1.join().unwrap();
+    }
+}
+
+/// A description may be a FIFO (DEmOS reads its configuration from one; `<(generate)`
+/// passes one): it is read up to `--max-input-size` like standard input (it was refused).
+#[test]
+fn a_description_is_read_from_a_fifo_up_to_the_limit() {
+    let specials = Specials::new("fifo-description");
+    let fifo = specials.path("fifo");
+    let yaml = std::fs::read(example("demos-simplified.yaml")).unwrap();
+    for sub in ["check", "analyze", "sim"] {
+        let feeder = Feeder::start(&fifo, Some(yaml.clone()));
+        let out = bounded(&[sub, &fifo], Stdio::null());
+        feeder.finish();
+        assert!(out.status.success(), "{sub}: {}", text(&out.stderr));
+    }
+    let feeder = Feeder::start(&fifo, None);
+    let args = ["check", "--max-input-size", "1MiB", &fifo];
+    let out = bounded(&args, Stdio::null());
+    feeder.finish();
+    assert_refused(
+        &out,
+        &args,
+        "larger than the input size limit of 1048576 bytes",
+    );
+}
+
+/// `ctl --control` at something that is not a socket said "left over from one that
+/// stopped"; now it says what it is. `--system` names a socket in /run/bulkhead only.
+#[test]
+fn ctl_names_what_is_not_a_control_socket() {
+    let specials = Specials::new("ctl");
+    for (path, _) in specials.cases() {
+        let args = ["ctl", "--control", &path, "status"];
+        let out = bounded(&args, Stdio::null());
+        assert_refused(&out, &args, &format!("{path} is not a socket"));
+    }
+    for name in ["../../tmp/x", "a/b", "..", ""] {
+        let out = bounded(&["ctl", "--system", name, "status"], Stdio::null());
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "--system {name:?}: {}",
+            text(&out.stderr)
         );
     }
 }

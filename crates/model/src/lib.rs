@@ -75,16 +75,18 @@ impl fmt::Display for Diagnostic {
 
 impl std::error::Error for Diagnostic {}
 
-/// Loads and validates the description in `path` (a regular file of at most
+/// Loads and validates the description in `path` (a regular file or a FIFO of at most
 /// [`input::DEFAULT_MAX_INPUT_SIZE`] bytes).
 pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
     load_file_with(path, input::DEFAULT_MAX_INPUT_SIZE)
 }
 
-/// Loads and validates the description in `path`, a regular file of at most `limit` bytes.
+/// Loads and validates the description in `path`, a regular file or a FIFO of at most
+/// `limit` bytes.
 pub fn load_file_with(path: &Path, limit: u64) -> Result<Loaded, LoadError> {
     let file = path.display().to_string();
-    let bytes = input::read_file(path, limit).map_err(|e| file_error(&file, e.to_string()))?;
+    let bytes = input::read_file(path, limit, input::Fifo::Accept)
+        .map_err(|e| file_error(&file, e.to_string()))?;
     load_bytes(&bytes, &file)
 }
 
