@@ -25,5 +25,6 @@ mod server;
 pub use client::{default_path, discover, Client, ClientError, MAX_REPLY, SOCKET_DIR};
 pub use protocol::*;
 pub use server::{
-    BindError, Handled, Handler, Peer, Server, Ticket, MAX_CONNECTIONS, MAX_REQUEST, READ_ONLY,
+    BindError, Handled, Handler, Limits, Peer, Server, Ticket, IDLE_TIMEOUT, MAX_CONNECTIONS,
+    MAX_PER_USER, MAX_REQUEST, READ_ONLY,
 };
