@@ -217,9 +217,13 @@ enum TimestampArg {
 
 #[derive(clap::Args)]
 pub struct DumpArgs {
-    /// The bus: a virtual bus name, or socketcan:IFACE
-    #[arg(long, value_parser = parse_bus_spec)]
-    bus: String,
+    /// The bus: a virtual bus name, or socketcan:IFACE (positional, as candump's)
+    #[arg(value_name = "BUS", value_parser = parse_bus_spec, required_unless_present = "bus_flag")]
+    bus: Option<String>,
+    /// The bus, as `dump` took it before it took it as candump does
+    #[arg(long = "bus", id = "bus_flag", value_name = "BUS", value_parser = parse_bus_spec,
+          conflicts_with = "bus", hide = true)]
+    bus_flag: Option<String>,
     /// Only frames that match ID:MASK (id word & MASK == ID & MASK) or ID~MASK (the
     /// others), hex; 8 digits of ID mean a 29-bit id; repeat for more (any matches)
     #[arg(short = 'f', long = "filter", value_name = "ID:MASK", value_parser = Filter::parse)]
@@ -243,8 +247,9 @@ pub struct DumpArgs {
 }
 
 pub fn run_dump(a: DumpArgs) -> Result<ExitCode, String> {
-    let mut bus = bus::open(&a.bus).map_err(|e| format!("--bus {}: {e}", a.bus))?;
-    let iface = a.bus.strip_prefix(SOCKETCAN_PREFIX).unwrap_or(&a.bus);
+    let spec = a.bus.or(a.bus_flag).expect("clap requires one");
+    let mut bus = bus::open(&spec).map_err(|e| format!("{spec}: {e}"))?;
+    let iface = spec.strip_prefix(SOCKETCAN_PREFIX).unwrap_or(&spec);
     let format = match (a.log, a.timestamps) {
         (true, _) => Format::Log,
         (false, t) => Format::Table(t.map(|t| match t {
@@ -264,7 +269,7 @@ pub fn run_dump(a: DumpArgs) -> Result<ExitCode, String> {
     let mut printer = Printer::new(format, iface);
     let mut out = crate::out::stdout();
     let n = dump::dump(bus.as_mut(), &filters, &mut printer, limits, &mut out)
-        .map_err(|e| format!("--bus {}: {e}", a.bus))?;
+        .map_err(|e| format!("{spec}: {e}"))?;
     match a.count {
         Some(count) if n < count => {
             eprintln!("timeout: received {n} of {count} frames");

@@ -346,7 +346,7 @@ fn negative_durations_are_reported_against_their_flag() {
         &["run", "--timeout", "-5ms", "x.yaml"][..],
         &["sim", "--for", "-5ms", "x.yaml"],
         &["ctl", "--timeout", "-1s", "status"],
-        &["can", "dump", "--bus", "b", "--timeout", "-5s"],
+        &["can", "dump", "b", "--timeout", "-5s"],
     ] {
         let out = bulkhead_bounded(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
