@@ -1,6 +1,6 @@
 //! `bulkhead check`: validate a description, print a summary or its canonical form.
 
-use crate::common::load_system;
+use crate::common::{load_system_on, this_machine};
 use crate::out::{out, outln};
 use bulkhead_model::units::format_duration;
 use bulkhead_model::{PartitionKind, System};
@@ -14,11 +14,16 @@ pub struct Args {
     /// Print the normalized description as YAML (loads back to the same model)
     #[arg(long)]
     canonical: bool,
+    /// Check only what holds on any machine: not this machine's CPUs and its kernel's
+    /// SCHED_DEADLINE period bounds (for a description meant for another machine)
+    #[arg(long)]
+    any_machine: bool,
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let loaded = match load_system(&args.file) {
-        Ok(loaded) => loaded,
+    let host = (!args.any_machine).then(this_machine);
+    let loaded = match load_system_on(&args.file, host.as_ref()) {
+        Ok((loaded, _)) => loaded,
         Err(code) => return code,
     };
     if args.canonical {

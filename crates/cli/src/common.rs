@@ -2,8 +2,9 @@
 //! the CLI reads an input whole.
 
 use crate::fail::fail;
+use bulkhead_model::host::{self, Host};
 use bulkhead_model::input::{self, Fifo, ReadError};
-use bulkhead_model::Loaded;
+use bulkhead_model::{CpuSet, Loaded, Places};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::OnceLock;
@@ -81,15 +82,19 @@ pub fn name(path: &Path) -> String {
 /// Loads `path` (`-`: standard input), printing warnings to stderr. On error prints
 /// the positioned message (`file:line:col: key.path: message`) and returns exit code 1.
 pub fn load_system(path: &Path) -> Result<Loaded, ExitCode> {
-    load_system_text(path).map(|(loaded, _)| loaded)
+    load_system_on(path, None).map(|(loaded, _)| loaded)
 }
 
-/// [`load_system`], and the description's text: to position what is found wrong after
-/// loading ([`bulkhead_model::diagnostic_at`]) without reading the input again (a FIFO
-/// or standard input cannot be).
-pub fn load_system_text(path: &Path) -> Result<(Loaded, String), ExitCode> {
+/// [`load_system`], also refused where it does not fit `host` (this machine, for what
+/// runs here: [`this_machine`]); and the description's text, to position what is found
+/// wrong after loading ([`bulkhead_model::diagnostic_at`]) without reading the input
+/// again (a FIFO or standard input cannot be).
+pub fn load_system_on(path: &Path, host: Option<&Host>) -> Result<(Loaded, String), ExitCode> {
     let loaded = read_input(path, Input::Description).and_then(|bytes| {
-        let dbcs = |s: &bulkhead_model::System| check_trigger_signals(s, path);
+        let dbcs = |s: &bulkhead_model::System, places: &Places| {
+            check_trigger_signals(s, path)?;
+            host.map_or(Ok(()), |h| h.check(s, places))
+        };
         let loaded = bulkhead_model::load_bytes_with(&bytes, &name(path), &dbcs)
             .map_err(|e| e.to_string())?;
         Ok((loaded, String::from_utf8_lossy(&bytes).into_owned()))
@@ -102,6 +107,19 @@ pub fn load_system_text(path: &Path) -> Result<(Loaded, String), ExitCode> {
             Ok((loaded, text))
         }
         Err(e) => Err(fail(e)),
+    }
+}
+
+/// What this machine allows (`bulkhead_os::host`): its SCHED_DEADLINE period bounds
+/// (Linux's defaults where unreadable) and its CPUs present and online.
+pub fn this_machine() -> Host {
+    let (min, max) = bulkhead_os::host::deadline_period_bounds_us();
+    let cpus = |list: Option<String>| list.and_then(|l| CpuSet::parse(&l).ok());
+    Host {
+        deadline_period_min: min.map_or(host::DEFAULT_DEADLINE_PERIOD_MIN, |us| us * 1000),
+        deadline_period_max: max.map_or(host::DEFAULT_DEADLINE_PERIOD_MAX, |us| us * 1000),
+        present: cpus(bulkhead_os::host::cpus_present()),
+        online: cpus(bulkhead_os::host::cpus_online()),
     }
 }
 

@@ -1,6 +1,6 @@
 //! `bulkhead run`: execute a system description's window schedule on real cgroups.
 
-use crate::common::load_system_text;
+use crate::common::{load_system_on, this_machine};
 use crate::fail::{error_line, fail, run_failed, INVALID};
 use bulkhead_control::default_path;
 use bulkhead_model::units::parse_duration;
@@ -73,7 +73,7 @@ fn duration(text: &str) -> Result<Duration, String> {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let (loaded, text) = match load_system_text(&args.file) {
+    let (loaded, text) = match load_system_on(&args.file, Some(&this_machine())) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };

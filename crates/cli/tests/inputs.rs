@@ -393,3 +393,77 @@ fn ctl_names_what_is_not_a_control_socket() {
         );
     }
 }
+
+/// The kernel's longest SCHED_DEADLINE period here, in microseconds.
+fn deadline_period_max_us() -> u64 {
+    std::fs::read_to_string("/proc/sys/kernel/sched_deadline_period_max_us")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(4_194_304)
+}
+
+/// A CPU the machine lacks, a SCHED_DEADLINE period above the kernel's maximum and a
+/// `pids` limit too small to start a process passed `check` and failed in `run` with a
+/// bare errno (or, for `pids: 1`, a run that exited 0 while its process exited 127).
+/// Now `check` and `run` refuse them at their position before anything starts;
+/// `check --any-machine` leaves out what depends on this machine.
+#[test]
+fn check_and_run_refuse_what_this_machine_cannot_run_at_its_position() {
+    let period = format!("{}us", deadline_period_max_us() + 1_000_000);
+    let rt = |cpus: &str, scheduler: &str| {
+        format!(
+            "partitions:\n  - name: inputs_rt\n    kind: rt\n    cpus: {cpus}\n    scheduler: {scheduler}\n    \
+             tasks: [{{name: t, cmd: sleep 1, budget: 1ms, period: {period}}}]\n"
+        )
+    };
+    let no_cpu = Description::new("no-cpu", &rt("4095", "fixed-priority"));
+    let long_period = Description::new("long-period", &rt("1", "edf"));
+    let pids = Description::new(
+        "pids-one",
+        "partitions:\n  - name: inputs_pids\n    pids: 1\n    processes: [{cmd: sleep 0.2, budget: 20}]\n\
+         windows:\n  - {length: 100, be_partition: inputs_pids}\n",
+    );
+    let column = rt("1", "edf")
+        .lines()
+        .nth(5)
+        .unwrap()
+        .find(&period)
+        .unwrap()
+        + 1;
+    let at_period = format!("6:{column}: partitions[0].tasks[0].period: {period} is outside");
+    let cases = [
+        (
+            &no_cpu,
+            "4:11: partitions[0].cpus: this machine has no CPU 4095",
+            true,
+        ),
+        (&long_period, at_period.as_str(), true),
+        (
+            &pids,
+            "3:11: partitions[0].pids: 1 pids cannot start",
+            false,
+        ),
+    ];
+    for (description, error, machine) in cases {
+        for args in [
+            vec!["check", description.path()],
+            vec!["run", description.path(), "--timeout", "1s"],
+        ] {
+            let out = bounded(&args, Stdio::null());
+            let want = format!("error: {}:{error}", description.path());
+            assert_refused(&out, &args, &want);
+        }
+        let out = bounded(
+            &["check", "--any-machine", description.path()],
+            Stdio::null(),
+        );
+        assert_eq!(out.status.success(), machine, "{}", text(&out.stderr));
+    }
+    let fixed = Description::new("long-period-fifo", &rt("1", "fixed-priority"));
+    let out = bounded(&["check", fixed.path()], Stdio::null());
+    assert!(
+        out.status.success(),
+        "SCHED_FIFO takes any period: {}",
+        text(&out.stderr)
+    );
+}

@@ -33,6 +33,7 @@ pub mod command;
 pub mod event;
 pub mod fd;
 pub mod futex;
+pub mod host;
 pub mod launch;
 mod pidns;
 pub mod proc;
