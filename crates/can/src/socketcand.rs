@@ -383,6 +383,34 @@ fn parse_send(words: &[&str]) -> Result<Frame, Fatal> {
     Frame::new(id, &data).map_err(|e| bad(&e.to_string()))
 }
 
+/// A client's bytes as the server reads them, without a connection: each command the
+/// reader frames is parsed, until the end or the first error that would close the
+/// connection; a `send` parsed is written back as `< send ... >` and must parse to the
+/// same frame. Returns the commands read. For the fuzz target (`fuzz/`), which
+/// cargo-fuzz builds with `--cfg fuzzing`.
+#[cfg(fuzzing)]
+pub fn fuzz_commands(bytes: &[u8]) -> usize {
+    let mut commands = Commands {
+        input: BufReader::new(bytes),
+    };
+    let mut n = 0;
+    while let Ok(Some(Ok(inner))) = commands.next() {
+        n += 1;
+        match parse_command(&inner) {
+            Ok(Command::Send(frame)) => {
+                let mut again = format!("send {} {}", frame.id(), frame.data().len());
+                for b in frame.data() {
+                    let _ = write!(again, " {b:02x}");
+                }
+                assert_eq!(parse_command(&again), Ok(Command::Send(frame)), "{inner}");
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    n
+}
+
 /// `< frame ID SECS.USECS DATA >` of a received frame (socketcand's `state_raw.c`).
 fn frame_line(received: &Received, out: &mut String) {
     let t = received.t_ns;
