@@ -2,6 +2,9 @@
 //! standard output, special files, endless inputs and over-long values (docs/security.md,
 //! "Bounded input").
 
+mod common;
+
+use common::Scratch;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -48,23 +51,20 @@ fn bounded(args: &[&str], stdin: Stdio) -> Output {
 
 /// A scratch directory with a FIFO (`fifo`) and a symbolic link to /dev/zero (`zero`),
 /// removed on drop.
-struct Specials(PathBuf);
+struct Specials(Scratch);
 
 impl Specials {
     fn new(tag: &str) -> Specials {
-        let dir =
-            std::env::temp_dir().join(format!("bulkhead-inputs-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let fifo = std::ffi::CString::new(dir.join("fifo").to_str().unwrap()).unwrap();
+        let dir = Scratch::new(&format!("inputs-{tag}"));
+        let fifo = std::ffi::CString::new(dir.file("fifo").to_str().unwrap()).unwrap();
         // SAFETY: `fifo` is a NUL-terminated path that lives across the call.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-        std::os::unix::fs::symlink("/dev/zero", dir.join("zero")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.file("zero")).unwrap();
         Specials(dir)
     }
 
     fn path(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
+        self.0.file(name).display().to_string()
     }
 
     /// The special files and what each is called in the error.
@@ -72,14 +72,8 @@ impl Specials {
         [
             (self.path("fifo"), "a FIFO"),
             (self.path("zero"), "a character device"),
-            (self.0.display().to_string(), "a directory"),
+            (self.0 .0.display().to_string(), "a directory"),
         ]
-    }
-}
-
-impl Drop for Specials {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -119,9 +113,8 @@ fn into_closed_pipe(args: &[&str]) -> Output {
 /// `cat`, with nothing on stderr (it panicked with "failed printing to stdout").
 #[test]
 fn a_closed_standard_output_ends_every_subcommand_quietly() {
-    let dir = std::env::temp_dir().join(format!("bulkhead-inputs-pipe-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("schedule.log");
+    let dir = Scratch::new("inputs-pipe");
+    let log = dir.file("schedule.log");
     let sim = Command::new(bin())
         .args(["sim", &example("demos-simplified.yaml"), "--for", "1s"])
         .arg("--schedule-log")
@@ -161,30 +154,27 @@ fn a_closed_standard_output_ends_every_subcommand_quietly() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert!(!stderr.contains("error:"), "{args:?}: {stderr}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A description in a fresh directory, removed on drop.
-struct Description(PathBuf);
+/// A description in a scratch directory of its own, removed on drop.
+struct Description {
+    path: String,
+    _dir: Scratch,
+}
 
 impl Description {
     fn new(tag: &str, yaml: &str) -> Description {
-        let dir =
-            std::env::temp_dir().join(format!("bulkhead-inputs-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("{tag}.yaml"));
+        let dir = Scratch::new(&format!("inputs-{tag}"));
+        let path = dir.file(&format!("{tag}.yaml"));
         std::fs::write(&path, yaml).unwrap();
-        Description(path)
+        Description {
+            path: path.display().to_string(),
+            _dir: dir,
+        }
     }
 
     fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for Description {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(self.0.parent().unwrap());
+        &self.path
     }
 }
 
