@@ -6,13 +6,13 @@
 //! a CAN FD frame (flags nibble: 1 = bit-rate switch). Logs compressed with gzip are
 //! read transparently ([`open_log`]).
 
-use crate::excerpt::excerpt;
 /// A frame's `ID#DATA` text, the form it takes in a log line.
 pub use crate::frame::format_frame;
 use crate::frame::{CanId, Frame};
+use bulkhead_model::excerpt::excerpt;
+use bulkhead_model::input::{self, Fifo};
 use flate2::read::MultiGzDecoder;
 use std::fmt;
-use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::Path;
 
@@ -177,22 +177,12 @@ fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
 }
 
 /// Opens a candump log, decompressing it when it starts with the gzip magic bytes.
-/// Only a regular file is a log: a FIFO, a device or a directory is refused before it
-/// is opened (opening a FIFO blocks, a device may never end).
+/// Only a regular file is a log (`bulkhead_model::input::open`): a FIFO, a device or a
+/// directory is refused before it is opened (opening a FIFO blocks, a device may never
+/// end, and replay opens the log again for each loop). A log is streamed, so its size
+/// is not bounded, the memory of reading it is ([`MAX_LINE`]).
 pub fn open_log(path: &Path) -> io::Result<Box<dyn BufRead>> {
-    let regular = |m: std::fs::Metadata| {
-        if m.is_file() {
-            Ok(())
-        } else {
-            Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "not a regular file",
-            ))
-        }
-    };
-    regular(std::fs::metadata(path)?)?;
-    let file = File::open(path)?;
-    regular(file.metadata()?)?;
+    let file = input::open(path, Fifo::Refuse)?;
     let mut file = BufReader::new(file);
     let gz = file.fill_buf()?.starts_with(&[0x1f, 0x8b]);
     Ok(if gz {

@@ -14,8 +14,9 @@
 //! only when their own condition holds.
 
 use crate::dbc_check::{self, MessageSource, Problem};
-use crate::excerpt::excerpt;
+use crate::dbc_overlap;
 use crate::frame::{CanId, Frame};
+use bulkhead_model::excerpt::excerpt;
 use can_dbc::{ByteOrder, Dbc, MessageId, MultiplexIndicator, SignalExtendedValueType, ValueType};
 use std::collections::HashMap;
 use std::fmt;
@@ -32,7 +33,7 @@ pub enum Encoding {
 
 /// When a signal is present in a frame.
 #[derive(Debug, Clone, PartialEq)]
-enum Presence {
+pub(crate) enum Presence {
     Always,
     /// When signal `switch` (index in the message) is present and its raw value is in
     /// one of the inclusive ranges.
@@ -53,7 +54,7 @@ pub struct SignalDef {
     pub factor: f64,
     pub offset: f64,
     pub unit: String,
-    presence: Presence,
+    pub(crate) presence: Presence,
 }
 
 impl SignalDef {
@@ -290,21 +291,10 @@ const INDEPENDENT_SIGNALS: &str = "VECTOR__INDEPENDENT_SIG_MSG";
 pub const MAX_FILE_SIZE: u64 = 16 << 20;
 
 /// Reads a regular file of at most [`MAX_FILE_SIZE`] bytes (a FIFO or a device is refused
-/// before it is opened).
+/// before it is opened: `bulkhead_model::input`).
 fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::{Error, ErrorKind, Read};
-    if !std::fs::metadata(path)?.is_file() {
-        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_FILE_SIZE + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_FILE_SIZE {
-        let message = format!("larger than {MAX_FILE_SIZE} bytes");
-        return Err(Error::new(ErrorKind::InvalidData, message));
-    }
-    Ok(bytes)
+    use bulkhead_model::input::{read_file, Fifo};
+    Ok(read_file(path, MAX_FILE_SIZE, Fifo::Refuse)?)
 }
 
 impl Database {
@@ -349,6 +339,7 @@ impl Database {
         let dbc = Dbc::try_from(text).map_err(parse_error)?;
         let scanned = dbc_check::scan(text);
         let sources = dbc_check::locate(dbc.messages.iter().map(|m| m.name.as_str()), &scanned);
+        let lookups = Lookups::new(&dbc);
         let mut errors = Vec::new();
         let mut kept = Vec::new();
         let mut messages = Vec::new();
@@ -356,7 +347,7 @@ impl Database {
             if m.name == INDEPENDENT_SIGNALS {
                 continue;
             }
-            messages.push(message_def(&dbc, m, source.as_ref(), &mut errors));
+            messages.push(message_def(&lookups, m, source.as_ref(), &mut errors));
             kept.push(source);
         }
         let mut warnings: Vec<Problem> = messages
@@ -495,10 +486,12 @@ fn present(message: &MessageDef, raws: &[Option<u64>], i: usize, depth: usize) -
     }
 }
 
+#[cfg(test)]
 impl MessageDef {
     /// Whether signals `i` and `j` can be present in one frame: not when both hang, at
-    /// some level, on the same switch with value ranges that do not meet.
-    pub fn can_coexist(&self, i: usize, j: usize) -> bool {
+    /// some level, on the same switch with value ranges that do not meet. The pairwise
+    /// reference the overlap check (`dbc_overlap`) is tested against.
+    fn can_coexist(&self, i: usize, j: usize) -> bool {
         let (a, b) = (self.switch_chain(i), self.switch_chain(j));
         !a.iter().any(|(switch, ra)| {
             b.iter().any(|(other, rb)| {
@@ -580,8 +573,37 @@ fn checked_id(m: &can_dbc::Message, raw: Option<u64>) -> Result<CanId, String> {
 
 /// The decoding table of message `m`; its content errors go to `errors`, each with the
 /// line of its `BO_` or `SG_` (from `source`).
+/// What the DBC says of its signals beyond their `SG_` lines, looked up by message id and
+/// signal name (the first entry wins, as can-dbc's own lookups find it).
+struct Lookups<'a> {
+    value_types: HashMap<(MessageId, &'a str), SignalExtendedValueType>,
+    extended: HashMap<(MessageId, &'a str), &'a can_dbc::ExtendedMultiplex>,
+}
+
+impl<'a> Lookups<'a> {
+    fn new(dbc: &'a Dbc) -> Lookups<'a> {
+        let mut value_types = HashMap::new();
+        for x in &dbc.signal_extended_value_type_list {
+            let key = (x.message_id, x.signal_name.as_str());
+            value_types
+                .entry(key)
+                .or_insert(x.signal_extended_value_type);
+        }
+        let mut extended = HashMap::new();
+        for x in &dbc.extended_multiplex {
+            extended
+                .entry((x.message_id, x.signal_name.as_str()))
+                .or_insert(x);
+        }
+        Lookups {
+            value_types,
+            extended,
+        }
+    }
+}
+
 fn message_def(
-    dbc: &Dbc,
+    lookups: &Lookups,
     m: &can_dbc::Message,
     source: Option<&MessageSource>,
     errors: &mut Vec<Problem>,
@@ -593,15 +615,14 @@ fn message_def(
         });
         can_id(m.id)
     });
-    let mut seen: HashMap<&str, usize> = HashMap::new();
+    let switches = Switches::of(m);
+    let lines = signal_lines(m.signals.iter().map(|s| s.name.as_str()), source);
     let signals = m
         .signals
         .iter()
-        .map(|s| {
-            let nth = seen.entry(&s.name).or_default();
-            let line = source.and_then(|src| src.signal_line(&s.name, *nth));
-            *nth += 1;
-            let encoding = encoding(dbc, m, s);
+        .zip(&lines)
+        .map(|(s, &line)| {
+            let encoding = encoding(lookups, m, s);
             if let Some(message) = signal_error(s, encoding) {
                 errors.push(Problem {
                     line,
@@ -617,16 +638,46 @@ fn message_def(
                 factor: s.factor,
                 offset: s.offset,
                 unit: s.unit.clone(),
-                presence: presence(dbc, m, s),
+                presence: presence(lookups, &switches, m, s),
             }
         })
         .collect();
-    MessageDef {
+    let def = MessageDef {
         id,
         name: m.name.clone(),
         size: m.size as usize,
         signals,
+    };
+    for (i, path) in dbc_overlap::paths(&def).iter().enumerate() {
+        if path.is_none() {
+            errors.push(Problem {
+                line: lines[i],
+                message: format!(
+                    "message {}, signal {}: multiplexed more than {} levels deep, or its \
+                     switches form a cycle",
+                    def.name,
+                    def.signals[i].name,
+                    dbc_overlap::MAX_DEPTH
+                ),
+            });
+        }
     }
+    def
+}
+
+/// The DBC line of each signal of a message, by the `nth` signal of its name.
+fn signal_lines<'a>(
+    names: impl Iterator<Item = &'a str>,
+    source: Option<&MessageSource>,
+) -> Vec<Option<usize>> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    names
+        .map(|name| {
+            let nth = seen.entry(name).or_default();
+            *nth += 1;
+            source.and_then(|src| src.signal_line(name, *nth - 1))
+        })
+        .collect()
 }
 
 /// What is wrong with a signal's size for its encoding, if anything.
@@ -650,10 +701,6 @@ fn signal_error(s: &can_dbc::Signal, encoding: Encoding) -> Option<String> {
     }
 }
 
-/// Largest payload of any CAN frame (CAN FD), in bits: signal bits beyond it are
-/// beyond every message.
-const MAX_BITS: usize = 64 * 8;
-
 /// The payload bits (byte * 8 + bit) a signal occupies, in the order
 /// [`SignalDef::raw_bits`] reads them.
 fn bit_positions(s: &SignalDef) -> Vec<u32> {
@@ -674,27 +721,12 @@ fn bit_positions(s: &SignalDef) -> Vec<u32> {
     out
 }
 
-/// The signals' bits as bitsets of [`MAX_BITS`] (bits beyond are dropped: such a signal
-/// is reported as not fitting anyway).
-fn bitset(positions: &[u32]) -> [u64; MAX_BITS / 64] {
-    let mut set = [0u64; MAX_BITS / 64];
-    for &p in positions.iter().filter(|&&p| (p as usize) < MAX_BITS) {
-        set[p as usize / 64] |= 1 << (p % 64);
-    }
-    set
-}
-
 /// Warnings about one message's layout: signals beyond its length, and signals that
-/// share bits and can be present in one frame.
+/// share bits and can be present in one frame (each signal at most once, with the first
+/// earlier one found: [`dbc_overlap`]).
 fn layout_warnings(m: &MessageDef, source: Option<&MessageSource>) -> Vec<Problem> {
     let mut out = Vec::new();
-    let mut seen: HashMap<&str, usize> = HashMap::new();
-    let mut lines = Vec::new();
-    for s in &m.signals {
-        let nth = seen.entry(&s.name).or_default();
-        lines.push(source.and_then(|src| src.signal_line(&s.name, *nth)));
-        *nth += 1;
-    }
+    let lines = signal_lines(m.signals.iter().map(|s| s.name.as_str()), source);
     let positions: Vec<Vec<u32>> = m.signals.iter().map(bit_positions).collect();
     for (i, s) in m.signals.iter().enumerate() {
         let beyond = positions[i].iter().any(|&p| p as usize >= m.size * 8);
@@ -709,21 +741,16 @@ fn layout_warnings(m: &MessageDef, source: Option<&MessageSource>) -> Vec<Proble
             });
         }
     }
-    let sets: Vec<_> = positions.iter().map(|p| bitset(p)).collect();
-    for i in 0..m.signals.len() {
-        for j in i + 1..m.signals.len() {
-            let shared = sets[i].iter().zip(&sets[j]).any(|(a, b)| a & b != 0);
-            if shared && m.can_coexist(i, j) {
-                out.push(Problem {
-                    line: lines[j],
-                    message: format!(
-                        "message {}: signals {} and {} share bits (cantools' strict mode \
-                         rejects this too)",
-                        m.name, m.signals[i].name, m.signals[j].name
-                    ),
-                });
-            }
-        }
+    let paths = dbc_overlap::paths(m);
+    for (j, i) in dbc_overlap::overlaps(m, &paths, &positions) {
+        out.push(Problem {
+            line: lines[j],
+            message: format!(
+                "message {}: signals {} and {} share bits (cantools' strict mode rejects this \
+                 too)",
+                m.name, m.signals[i].name, m.signals[j].name
+            ),
+        });
     }
     out
 }
@@ -764,8 +791,8 @@ fn duplicate_warnings(messages: &[MessageDef], sources: &[Option<MessageSource>]
     out
 }
 
-fn encoding(dbc: &Dbc, m: &can_dbc::Message, s: &can_dbc::Signal) -> Encoding {
-    match dbc.extended_value_type_for_signal(m.id, &s.name) {
+fn encoding(lookups: &Lookups, m: &can_dbc::Message, s: &can_dbc::Signal) -> Encoding {
+    match lookups.value_types.get(&(m.id, s.name.as_str())) {
         Some(SignalExtendedValueType::IEEEfloat32Bit) => Encoding::Float32,
         Some(SignalExtendedValueType::IEEEdouble64bit) => Encoding::Float64,
         _ if s.value_type == ValueType::Signed => Encoding::Signed,
@@ -773,21 +800,39 @@ fn encoding(dbc: &Dbc, m: &can_dbc::Message, s: &can_dbc::Signal) -> Encoding {
     }
 }
 
+/// A message's switches: the index of each signal name (the first of a name), and its
+/// multiplexor (`M`) for `mN` signals.
+struct Switches<'a> {
+    index: HashMap<&'a str, usize>,
+    main: Option<usize>,
+}
+
+impl<'a> Switches<'a> {
+    fn of(m: &'a can_dbc::Message) -> Switches<'a> {
+        let mut index = HashMap::new();
+        for (i, s) in m.signals.iter().enumerate() {
+            index.entry(s.name.as_str()).or_insert(i);
+        }
+        let main = m
+            .signals
+            .iter()
+            .position(|s| s.multiplexer_indicator == MultiplexIndicator::Multiplexor);
+        Switches { index, main }
+    }
+}
+
 /// When signal `s` of `m` is present: extended multiplexing (`SG_MUL_VAL_`) if given,
 /// else the message's multiplexor for `mN` signals.
-fn presence(dbc: &Dbc, m: &can_dbc::Message, s: &can_dbc::Signal) -> Presence {
-    let index_of = |name: &str| m.signals.iter().position(|s| s.name == name);
-    let main_switch = m
-        .signals
-        .iter()
-        .position(|s| s.multiplexer_indicator == MultiplexIndicator::Multiplexor);
-    let extended = dbc
-        .extended_multiplex
-        .iter()
-        .find(|x| x.message_id == m.id && x.signal_name == s.name);
+fn presence(
+    lookups: &Lookups,
+    switches: &Switches,
+    m: &can_dbc::Message,
+    s: &can_dbc::Signal,
+) -> Presence {
+    let extended = lookups.extended.get(&(m.id, s.name.as_str()));
     match (extended, s.multiplexer_indicator) {
-        (Some(x), _) => match index_of(&x.multiplexor_signal_name) {
-            Some(switch) => Presence::When {
+        (Some(x), _) => match switches.index.get(x.multiplexor_signal_name.as_str()) {
+            Some(&switch) => Presence::When {
                 switch,
                 ranges: x
                     .mappings
@@ -801,7 +846,7 @@ fn presence(dbc: &Dbc, m: &can_dbc::Message, s: &can_dbc::Signal) -> Presence {
             None,
             MultiplexIndicator::MultiplexedSignal(v)
             | MultiplexIndicator::MultiplexorAndMultiplexedSignal(v),
-        ) => match main_switch {
+        ) => match switches.main {
             Some(switch) => Presence::When {
                 switch,
                 ranges: vec![(v, v)],
@@ -944,6 +989,102 @@ SIG_VALTYPE_ 100 F32 : 1;
         ));
     }
 
+    /// A message of `n` random signals: bits anywhere in 8 bytes, each always present
+    /// or hanging on an earlier signal (so nested, up to deeper than the limit) with one
+    /// or two value ranges.
+    fn random_message(rng: &mut rand_xorshift::XorShiftRng, n: usize) -> MessageDef {
+        use rand::RngExt;
+        let signals = (0..n)
+            .map(|i| {
+                let presence = match i > 0 && rng.random_range(0..3) > 0 {
+                    true => Presence::When {
+                        switch: rng.random_range(0..i),
+                        ranges: (0..rng.random_range(1..3))
+                            .map(|_| {
+                                let lo = rng.random_range(0..6);
+                                (lo, lo + rng.random_range(0..3))
+                            })
+                            .collect(),
+                    },
+                    false => Presence::Always,
+                };
+                SignalDef {
+                    name: format!("S{i}"),
+                    start_bit: rng.random_range(0..64),
+                    size: rng.random_range(1..10),
+                    little_endian: rng.random_range(0..2) == 0,
+                    encoding: Encoding::Unsigned,
+                    factor: 1.0,
+                    offset: 0.0,
+                    unit: String::new(),
+                    presence,
+                }
+            })
+            .collect();
+        MessageDef {
+            id: CanId::Standard(1),
+            name: "M".into(),
+            size: 8,
+            signals,
+        }
+    }
+
+    /// The overlap check reports exactly the signals that share a bit with an earlier
+    /// signal they can be present with, as comparing every pair finds them.
+    #[test]
+    fn the_overlap_check_finds_what_comparing_every_pair_finds() {
+        use rand::SeedableRng;
+        let mut rng = rand_xorshift::XorShiftRng::seed_from_u64(35);
+        for _ in 0..2000 {
+            let n = rand::RngExt::random_range(&mut rng, 1..40);
+            let m = random_message(&mut rng, n);
+            let paths = dbc_overlap::paths(&m);
+            let bits: Vec<Vec<u32>> = m.signals.iter().map(bit_positions).collect();
+            let found = dbc_overlap::overlaps(&m, &paths, &bits);
+            let expected: Vec<usize> = (0..n)
+                .filter(|&j| paths[j].is_some())
+                .filter(|&j| {
+                    (0..j).any(|i| {
+                        paths[i].is_some()
+                            && bits[i].iter().any(|b| bits[j].contains(b))
+                            && m.can_coexist(i, j)
+                    })
+                })
+                .collect();
+            let reported: Vec<usize> = found.iter().map(|&(j, _)| j).collect();
+            assert_eq!(reported, expected, "{m:#?}");
+            for &(j, i) in &found {
+                assert!(i < j && bits[i].iter().any(|b| bits[j].contains(b)));
+                assert!(m.can_coexist(i, j), "{i} and {j} in {m:#?}");
+            }
+        }
+    }
+
+    /// 20,000 signals in one message: all overlapping, or all multiplexed on one switch
+    /// at the same bits. The check compared every pair (quadratic time: 200,000 took
+    /// over 40 s) and warned once per overlapping pair (3 million warnings here).
+    #[test]
+    fn a_message_of_many_signals_is_checked_in_linear_time() {
+        let header = "BO_ 100 BIG: 64 X\n SG_ SW M : 0|32@1+ (1,0) [0|0] \"\" X\n";
+        let n = 20_000;
+        let mut plain = String::from(header);
+        let mut muxed = String::from(header);
+        for i in 0..n {
+            plain.push_str(&format!(
+                " SG_ P{i} : {}|1@1+ (1,0) [0|1] \"\" X\n",
+                32 + i % 64
+            ));
+            muxed.push_str(&format!(" SG_ X{i} m{i} : 32|8@1+ (1,0) [0|255] \"\" X\n"));
+        }
+        let warnings = Database::parse(&plain).unwrap().warnings().len();
+        assert_eq!(
+            warnings,
+            n - 64,
+            "each signal once, after the first 64 bits are taken"
+        );
+        assert!(Database::parse(&muxed).unwrap().warnings().is_empty());
+    }
+
     fn problems(text: &str, strict: bool) -> Vec<(Option<usize>, String)> {
         match Database::parse_with(text, strict) {
             Ok(db) => panic!("accepted; warnings {:?}", db.warnings()),
@@ -970,6 +1111,33 @@ SIG_VALTYPE_ 100 F32 : 1;
             got[3].1.contains("0x60000000 has more than 29 bits"),
             "{got:?}"
         );
+    }
+
+    /// Switches in a cycle (A on B, B on A) would make every walk up a signal's chain
+    /// endless, as 17 nested levels make it long: both are errors at the signal's line.
+    #[test]
+    fn switches_in_a_cycle_or_nested_too_deep_are_errors() {
+        let cycle = "BO_ 100 M: 8 X\n SG_ A : 0|8@1+ (1,0) [0|0] \"\" X\n\
+                     SG_ B : 8|8@1+ (1,0) [0|0] \"\" X\n\n\
+                     SG_MUL_VAL_ 100 A B 1-1;\nSG_MUL_VAL_ 100 B A 1-1;\n";
+        let got = problems(cycle, false);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].0, Some(2));
+        assert!(
+            got[0].1.contains(
+                "signal A: multiplexed more than 16 levels deep, or its switches form a cycle"
+            ),
+            "{got:?}"
+        );
+        let mut deep = String::from("BO_ 100 M: 8 X\n SG_ S0 : 0|1@1+ (1,0) [0|0] \"\" X\n");
+        let mut muls = String::new();
+        for i in 1..=17 {
+            deep.push_str(&format!(" SG_ S{i} : {i}|1@1+ (1,0) [0|0] \"\" X\n"));
+            muls.push_str(&format!("SG_MUL_VAL_ 100 S{i} S{} 1-1;\n", i - 1));
+        }
+        let got = problems(&format!("{deep}\n{muls}"), false);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, Some(19), "S17's line: {got:?}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! lines), so that the content checks of [`crate::dbc`] can name the line each
 //! [`Problem`] is about.
 
+use std::collections::HashMap;
 use std::fmt;
 
 /// One problem of a DBC: the line it is about (1-based, when known) and what is wrong.
@@ -28,17 +29,14 @@ pub(crate) struct MessageSource {
     name: String,
     /// The id as written (with the extended flag, bit 31), before any masking.
     pub raw_id: Option<u64>,
-    signals: Vec<(String, usize)>,
+    /// The lines of the message's signals of each name, in order.
+    signals: HashMap<String, Vec<usize>>,
 }
 
 impl MessageSource {
     /// The line of signal `name`, the `nth` of that name in the message.
     pub fn signal_line(&self, name: &str, nth: usize) -> Option<usize> {
-        self.signals
-            .iter()
-            .filter(|(n, _)| n == name)
-            .nth(nth)
-            .map(|&(_, line)| line)
+        self.signals.get(name)?.get(nth).copied()
     }
 }
 
@@ -55,12 +53,12 @@ pub(crate) fn scan(text: &str) -> Vec<MessageSource> {
                     line: i + 1,
                     name: name.to_string(),
                     raw_id,
-                    signals: Vec::new(),
+                    signals: HashMap::new(),
                 });
             }
             Some("SG_") => {
                 if let (Some(m), Some(name)) = (messages.last_mut(), tokens.next()) {
-                    m.signals.push((name.to_string(), i + 1));
+                    m.signals.entry(name.to_string()).or_default().push(i + 1);
                 }
             }
             _ => {}
@@ -76,12 +74,17 @@ pub(crate) fn locate<'a>(
     names: impl Iterator<Item = &'a str>,
     scanned: &[MessageSource],
 ) -> Vec<Option<MessageSource>> {
+    let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, m) in scanned.iter().enumerate() {
+        by_name.entry(m.name.as_str()).or_default().push(i);
+    }
     let mut cursor = 0;
     names
         .map(|name| {
-            let found = scanned[cursor..].iter().position(|m| m.name == name)?;
-            cursor += found + 1;
-            Some(scanned[cursor - 1].clone())
+            let at = by_name.get(name)?;
+            let found = at[at.partition_point(|&i| i < cursor)..].first()?;
+            cursor = found + 1;
+            Some(scanned[*found].clone())
         })
         .collect()
 }

@@ -20,10 +20,17 @@ use std::fmt;
 use std::io::{self, BufRead};
 use std::time::{Duration, Instant};
 
+/// The slowest speed: a thousandth of real time (a gap of an hour in the log takes
+/// 42 days). Slower ones would put due times beyond what a clock can hold.
+pub const MIN_SPEED: f64 = 1e-3;
+/// The fastest speed: a million times real time (every record at once, in effect).
+pub const MAX_SPEED: f64 = 1e6;
+
 /// How records are timed and how often the log is played.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
-    /// Time scale: 2.0 plays twice as fast.
+    /// Time scale: 2.0 plays twice as fast; [`MIN_SPEED`] to [`MAX_SPEED`] (a speed
+    /// outside is taken as the nearer bound, NaN as the slowest).
     pub speed: f64,
     /// Gaps in log time longer than this are skipped (canplayer `-s`).
     pub max_gap: Duration,
@@ -208,7 +215,12 @@ fn due_time(
         *base = Some(Base { t0: t, start: now });
     }
     let b = base.expect("set above");
-    let offset = (t - b.t0) as f64 / options.speed;
+    // `>=` is false for NaN, which so becomes the slowest speed.
+    let speed = match options.speed >= MIN_SPEED {
+        true => options.speed.min(MAX_SPEED),
+        false => MIN_SPEED,
+    };
+    let offset = (t - b.t0) as f64 / speed;
     b.start + Duration::from_secs_f64(offset / 1e9)
 }
 

@@ -21,6 +21,15 @@
 //! [`MAX_COMMAND`], a malformed `send`, a bus that is not served) gets `< error ... >`
 //! and the connection is closed; the bus and its other nodes do not notice.
 //!
+//! How many clients are served ([`Limits`]): at most 32 at once and 8 of one peer (the
+//! user, by uid, of a client on this machine, found as `identd` finds it in
+//! `/proc/net/tcp`; the address of another host's). When the server is full, the
+//! client that has sent no command and been forwarded no frame for longest gives up its
+//! place to a new one, if that is 10 s or more. So clients that connect and stay silent
+//! hold no place that someone else asks for, and one user's clients leave room for the
+//! others', while a listener on a quiet bus keeps its connection as long as nobody
+//! needs it.
+//!
 //! One wrinkle of the client: python-can reads the `< ok >` of `< rawmode >` with a
 //! single `recv` and compares it whole, so a frame that arrives in the same read
 //! breaks its handshake. The first frame after `< rawmode >` is therefore sent
@@ -31,8 +40,9 @@ use crate::frame::{CanId, Frame, CLASSIC_MAX_LEN, MAX_EXTENDED_ID, MAX_STANDARD_
 use crate::vbus::{Node, Received};
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::IpAddr;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -42,6 +52,32 @@ use std::time::{Duration, Instant};
 pub const MAX_COMMAND: usize = 256;
 /// Clients served at once; more are refused with `< error too many clients >`.
 pub const MAX_CLIENTS: usize = 32;
+/// Clients of one peer (user or host) served at once.
+pub const MAX_PER_PEER: usize = 8;
+/// How long a client must have been idle to give up its place to a new one.
+pub const IDLE_YIELD: Duration = Duration::from_secs(10);
+
+/// What a server admits: see the module's documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Clients at once ([`MAX_CLIENTS`]).
+    pub clients: usize,
+    /// Clients of one peer at once ([`MAX_PER_PEER`]).
+    pub per_peer: usize,
+    /// A client idle this long gives up its place when the server is full
+    /// ([`IDLE_YIELD`]).
+    pub idle_yield: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            clients: MAX_CLIENTS,
+            per_peer: MAX_PER_PEER,
+            idle_yield: IDLE_YIELD,
+        }
+    }
+}
 /// Pause between the `< ok >` of `< rawmode >` and the first frame sent.
 pub const RAW_START_DELAY: Duration = Duration::from_millis(100);
 /// Frames written to a client with one system call, at most.
@@ -54,6 +90,7 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Server {
     listener: TcpListener,
     bus: String,
+    limits: Limits,
 }
 
 impl Server {
@@ -64,7 +101,13 @@ impl Server {
         Ok(Server {
             listener,
             bus: bus.to_string(),
+            limits: Limits::default(),
         })
+    }
+
+    /// Admits clients within `limits` (the defaults otherwise).
+    pub fn with_limits(self, limits: Limits) -> Server {
+        Server { limits, ..self }
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -78,7 +121,7 @@ impl Server {
         let addr = self.listener.local_addr()?;
         let acceptor = {
             let stop = stop.clone();
-            thread::spawn(move || accept(&self.listener, &self.bus, &stop))
+            thread::spawn(move || accept(&self.listener, &self.bus, self.limits, &stop))
         };
         Ok(ServerHandle {
             stop,
@@ -110,26 +153,80 @@ impl Drop for ServerHandle {
     }
 }
 
+/// Who a client is, for [`Limits::per_peer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Peer {
+    /// A client on this machine, by the uid owning its socket.
+    User(u32),
+    /// A client of another host (or whose owner could not be found).
+    Host(IpAddr),
+}
+
+/// A client being served.
+struct Client {
+    /// The connection again, to close it.
+    stream: TcpStream,
+    thread: JoinHandle<()>,
+    peer: Peer,
+    /// When it last sent a command or was forwarded a frame.
+    active: Arc<Activity>,
+}
+
+/// The instant of a client's last activity, shared between its session's threads and
+/// the acceptor.
+struct Activity {
+    since: Instant,
+    /// Nanoseconds from `since`.
+    at: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Arc<Activity> {
+        Arc::new(Activity {
+            since: Instant::now(),
+            at: AtomicU64::new(0),
+        })
+    }
+
+    fn touch(&self) {
+        let now = self.since.elapsed().as_nanos() as u64;
+        self.at.store(now, Ordering::Relaxed);
+    }
+
+    fn idle(&self) -> Duration {
+        let at = Duration::from_nanos(self.at.load(Ordering::Relaxed));
+        self.since.elapsed().saturating_sub(at)
+    }
+}
+
 /// Accepts clients until `stop`, each served by its own thread; then closes their
 /// connections and joins them.
-fn accept(listener: &TcpListener, bus: &str, stop: &AtomicBool) {
-    let mut clients: Vec<(TcpStream, JoinHandle<()>)> = Vec::new();
+fn accept(listener: &TcpListener, bus: &str, limits: Limits, stop: &AtomicBool) {
+    let mut clients: Vec<Client> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
-                clients.retain(|(_, t)| !t.is_finished());
-                if clients.len() >= MAX_CLIENTS {
-                    let _ = (&stream).write_all(b"< error too many clients >");
+                clients.retain(|c| !c.thread.is_finished());
+                let peer = peer_of(&stream);
+                if let Err(why) = make_room(&mut clients, peer, &limits) {
+                    let _ = (&stream).write_all(format!("< error {why} >").as_bytes());
                     continue;
                 }
                 let Ok(handle) = stream.try_clone() else {
                     continue;
                 };
                 let bus = bus.to_string();
+                let active = Activity::new();
+                let session_active = active.clone();
                 let thread = thread::spawn(move || {
-                    let _ = Session::serve(stream, &bus);
+                    let _ = Session::serve(stream, &bus, session_active);
                 });
-                clients.push((handle, thread));
+                clients.push(Client {
+                    stream: handle,
+                    thread,
+                    peer,
+                    active,
+                });
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 thread::sleep(Duration::from_millis(5));
@@ -137,10 +234,73 @@ fn accept(listener: &TcpListener, bus: &str, stop: &AtomicBool) {
             Err(_) => thread::sleep(Duration::from_millis(5)),
         }
     }
-    for (stream, thread) in clients {
-        let _ = stream.shutdown(Shutdown::Both);
-        let _ = thread.join();
+    for c in clients {
+        let _ = c.stream.shutdown(Shutdown::Both);
+        let _ = c.thread.join();
     }
+}
+
+/// Makes a place for a client of `peer`, closing the longest idle client if the server
+/// is full; Err is why there is none (the text of the `< error ... >`).
+fn make_room(clients: &mut Vec<Client>, peer: Peer, limits: &Limits) -> Result<(), &'static str> {
+    if clients.iter().filter(|c| c.peer == peer).count() >= limits.per_peer {
+        return Err("too many clients of this peer");
+    }
+    if clients.len() < limits.clients {
+        return Ok(());
+    }
+    let idlest = (0..clients.len())
+        .map(|i| (clients[i].active.idle(), i))
+        .max()
+        .filter(|&(idle, _)| idle >= limits.idle_yield);
+    let Some((_, i)) = idlest else {
+        return Err("too many clients");
+    };
+    let gone = clients.swap_remove(i);
+    let _ = (&gone.stream).write_all(b"< error idle client closed for a new one >");
+    let _ = gone.stream.shutdown(Shutdown::Both);
+    let _ = gone.thread.join();
+    Ok(())
+}
+
+/// Who the client at the other end of `stream` is: the owner of its socket when it is
+/// on this machine (its socket is then in `/proc/net/tcp` or `tcp6` of this network
+/// namespace, where `identd` finds it too), else its address.
+fn peer_of(stream: &TcpStream) -> Peer {
+    let (Ok(remote), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
+        return Peer::Host(IpAddr::from([0, 0, 0, 0]));
+    };
+    let table = match remote {
+        SocketAddr::V4(_) => "/proc/net/tcp",
+        SocketAddr::V6(_) => "/proc/net/tcp6",
+    };
+    // The client's socket: its local address is our remote one and the other way round.
+    let (client, server) = (proc_address(&remote), proc_address(&local));
+    let uid = std::fs::read_to_string(table).ok().and_then(|text| {
+        text.lines().skip(1).find_map(|line| {
+            let fields: Vec<&str> = line.split_ascii_whitespace().collect();
+            let matches =
+                fields.get(1) == Some(&client.as_str()) && fields.get(2) == Some(&server.as_str());
+            matches.then(|| fields.get(7)?.parse().ok()).flatten()
+        })
+    });
+    uid.map_or(Peer::Host(remote.ip()), Peer::User)
+}
+
+/// `addr` as `/proc/net/tcp` writes it: the address as 32-bit words in the machine's
+/// byte order, in hex, then `:` and the port in hex.
+fn proc_address(addr: &SocketAddr) -> String {
+    let octets = match addr.ip() {
+        IpAddr::V4(ip) => ip.octets().to_vec(),
+        IpAddr::V6(ip) => ip.octets().to_vec(),
+    };
+    let mut text = String::new();
+    for word in octets.chunks(4) {
+        let word = u32::from_ne_bytes([word[0], word[1], word[2], word[3]]);
+        let _ = write!(text, "{word:08X}");
+    }
+    let _ = write!(text, ":{:04X}", addr.port());
+    text
 }
 
 /// A command of the protocol, as far as the server tells them apart.
@@ -223,6 +383,34 @@ fn parse_send(words: &[&str]) -> Result<Frame, Fatal> {
     Frame::new(id, &data).map_err(|e| bad(&e.to_string()))
 }
 
+/// A client's bytes as the server reads them, without a connection: each command the
+/// reader frames is parsed, until the end or the first error that would close the
+/// connection; a `send` parsed is written back as `< send ... >` and must parse to the
+/// same frame. Returns the commands read. For the fuzz target (`fuzz/`), which
+/// cargo-fuzz builds with `--cfg fuzzing`.
+#[cfg(fuzzing)]
+pub fn fuzz_commands(bytes: &[u8]) -> usize {
+    let mut commands = Commands {
+        input: BufReader::new(bytes),
+    };
+    let mut n = 0;
+    while let Ok(Some(Ok(inner))) = commands.next() {
+        n += 1;
+        match parse_command(&inner) {
+            Ok(Command::Send(frame)) => {
+                let mut again = format!("send {} {}", frame.id(), frame.data().len());
+                for b in frame.data() {
+                    let _ = write!(again, " {b:02x}");
+                }
+                assert_eq!(parse_command(&again), Ok(Command::Send(frame)), "{inner}");
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    n
+}
+
 /// `< frame ID SECS.USECS DATA >` of a received frame (socketcand's `state_raw.c`).
 fn frame_line(received: &Received, out: &mut String) {
     let t = received.t_ns;
@@ -283,13 +471,15 @@ struct Session {
     raw_from: Arc<Mutex<Instant>>,
     closed: Arc<AtomicBool>,
     forwarder: Option<JoinHandle<()>>,
+    /// Touched at each command and each batch of frames forwarded.
+    active: Arc<Activity>,
 }
 
 impl Session {
     /// Greets, then serves commands until the client leaves or breaks the protocol,
     /// or the connection is shut down (by the server, or by the forwarder when the bus
     /// goes away).
-    fn serve(stream: TcpStream, bus: &str) -> io::Result<()> {
+    fn serve(stream: TcpStream, bus: &str, active: Arc<Activity>) -> io::Result<()> {
         stream.set_nodelay(true)?;
         stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
         let mut session = Session {
@@ -301,6 +491,7 @@ impl Session {
             raw_from: Arc::new(Mutex::new(Instant::now())),
             closed: Arc::new(AtomicBool::new(false)),
             forwarder: None,
+            active,
         };
         session.reply("< hi >")?;
         let mut commands = Commands {
@@ -318,6 +509,7 @@ impl Session {
                 Some(Ok(inner)) => parse_command(&inner),
                 Some(Err(fatal)) => Err(fatal),
             };
+            self.active.touch();
             if let Err(Fatal(why)) = command.and_then(|c| self.execute(c)) {
                 return self.reply(&format!("< error {why} >"));
             }
@@ -366,14 +558,22 @@ impl Session {
             .control
             .try_clone()
             .map_err(|_| fail("connection failed"))?;
-        let (out, raw, raw_from, closed) = (
+        let (out, raw, raw_from, closed, active) = (
             self.out.clone(),
             self.raw.clone(),
             self.raw_from.clone(),
             self.closed.clone(),
+            self.active.clone(),
         );
         self.forwarder = Some(thread::spawn(move || {
-            forward(&mut rx, &out, &raw, &raw_from, &closed);
+            let to = Forwarding {
+                out: &out,
+                raw: &raw,
+                raw_from: &raw_from,
+                closed: &closed,
+                active: &active,
+            };
+            forward(&mut rx, &to);
             closed.store(true, Ordering::SeqCst);
             let _ = control.shutdown(Shutdown::Both);
         }));
@@ -401,24 +601,28 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Forwards the bus's frames to the client while in raw mode (discarding them
 /// otherwise), in batches, until the connection closes or the bus goes away.
-fn forward(
-    rx: &mut Node,
-    out: &Mutex<TcpStream>,
-    raw: &AtomicBool,
-    raw_from: &Mutex<Instant>,
-    closed: &AtomicBool,
-) {
+/// What the forwarder of a session shares with it.
+struct Forwarding<'a> {
+    out: &'a Mutex<TcpStream>,
+    /// Raw mode: frames are forwarded, else discarded.
+    raw: &'a AtomicBool,
+    raw_from: &'a Mutex<Instant>,
+    closed: &'a AtomicBool,
+    active: &'a Activity,
+}
+
+fn forward(rx: &mut Node, to: &Forwarding) {
     let mut text = String::new();
-    while !closed.load(Ordering::Relaxed) {
+    while !to.closed.load(Ordering::Relaxed) {
         let first = match rx.recv(Some(Duration::from_millis(100))) {
             Ok(Some(r)) => r,
             Ok(None) => continue,
             Err(_) => return,
         };
-        if !raw.load(Ordering::SeqCst) {
+        if !to.raw.load(Ordering::SeqCst) {
             continue;
         }
-        let start = *lock(raw_from);
+        let start = *lock(to.raw_from);
         let now = Instant::now();
         if start > now {
             thread::sleep(start - now);
@@ -436,9 +640,10 @@ fn forward(
                 false => None,
             };
         }
-        if lock(out).write_all(text.as_bytes()).is_err() {
+        if lock(to.out).write_all(text.as_bytes()).is_err() {
             return;
         }
+        to.active.touch();
     }
 }
 

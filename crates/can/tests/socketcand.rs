@@ -1,7 +1,7 @@
 //! The socketcand server observed from TCP clients speaking the protocol by hand (the
 //! python-can test in crates/cli/tests/socketcand.rs uses the real client).
 
-use bulkhead_can::socketcand::{Server, ServerHandle};
+use bulkhead_can::socketcand::{Limits, Server, ServerHandle, MAX_CLIENTS, MAX_PER_PEER};
 use bulkhead_can::vbus::{Bus, BusHandle, Node};
 use bulkhead_can::{CanId, Frame};
 use std::io::{Read, Write};
@@ -9,10 +9,15 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 fn serve(tag: &str) -> (BusHandle, ServerHandle) {
+    serve_with(tag, Limits::default())
+}
+
+fn serve_with(tag: &str, limits: Limits) -> (BusHandle, ServerHandle) {
     let name = format!("scd-{tag}-{}", std::process::id());
     let bus = Bus::bind(&name, 1_000_000).unwrap().spawn();
     let server = Server::bind("127.0.0.1:0".parse().unwrap(), &name)
         .unwrap()
+        .with_limits(limits)
         .spawn()
         .unwrap();
     (bus, server)
@@ -26,16 +31,21 @@ struct Client {
 
 impl Client {
     fn connect(server: &ServerHandle) -> Client {
+        let mut c = Client::greeted(server);
+        assert_eq!(c.items(1), ["< hi >"]);
+        c
+    }
+
+    /// A connection whose greeting (`< hi >` or a refusal) is still to be read.
+    fn greeted(server: &ServerHandle) -> Client {
         let stream = TcpStream::connect(server.local_addr()).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_millis(50)))
             .unwrap();
-        let mut c = Client {
+        Client {
             stream,
             got: String::new(),
-        };
-        assert_eq!(c.items(1), ["< hi >"]);
-        c
+        }
     }
 
     fn say(&mut self, text: &str) {
@@ -237,5 +247,108 @@ fn bad_clients_get_the_protocols_error_and_are_disconnected_without_disturbing_t
             .malformed
             .load(std::sync::atomic::Ordering::Relaxed),
         0
+    );
+}
+
+/// Whether a child that becomes `uid` connects to `server` and is greeted `< hi >`.
+/// Between fork and exit the child makes only async-signal-safe calls on memory
+/// prepared before the fork.
+fn greeted_as(server: &ServerHandle, uid: u32) -> bool {
+    let std::net::SocketAddr::V4(addr) = server.local_addr() else {
+        panic!("the test server listens on IPv4");
+    };
+    // SAFETY: a zeroed sockaddr_in is a valid address to fill in.
+    let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    sa.sin_family = libc::AF_INET as libc::sa_family_t;
+    sa.sin_port = addr.port().to_be();
+    sa.sin_addr.s_addr = u32::from_ne_bytes(addr.ip().octets());
+    let mut got = [0u8; 64];
+    // SAFETY: the child calls only setgid, setuid, socket, connect, read and _exit on
+    // memory allocated before the fork; the parent waits for it below.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        // SAFETY: see above; every path ends in _exit.
+        unsafe {
+            if libc::setgid(uid) != 0 || libc::setuid(uid) != 0 {
+                libc::_exit(10);
+            }
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            if libc::connect(fd, &sa as *const _ as *const libc::sockaddr, len) != 0 {
+                libc::_exit(11);
+            }
+            let n = libc::read(fd, got.as_mut_ptr().cast(), got.len());
+            libc::_exit(if n >= 6 && got[..6] == *b"< hi >" {
+                0
+            } else {
+                12
+            });
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+}
+
+/// 32 silent clients locked every other client out for ever. One user's clients now
+/// take at most MAX_PER_PEER places: another user is still greeted.
+#[test]
+fn one_users_silent_clients_leave_room_for_other_users() {
+    let (_bus, server) = serve("peers");
+    let mut clients: Vec<Client> = (0..MAX_CLIENTS).map(|_| Client::greeted(&server)).collect();
+    let mut greeted = 0;
+    let mut refused = 0;
+    for c in &mut clients {
+        match c.items(1).first().map(String::as_str) {
+            Some("< hi >") => greeted += 1,
+            Some("< error too many clients of this peer >") => refused += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        (greeted, refused),
+        (MAX_PER_PEER, MAX_CLIENTS - MAX_PER_PEER)
+    );
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } == 0 {
+        assert!(greeted_as(&server, 65534), "another user is served");
+    }
+}
+
+/// When the server is full, the client idle for longest (at least `idle_yield`) gives
+/// up its place to a new one; a client that keeps talking keeps its place.
+#[test]
+fn an_idle_client_gives_up_its_place_when_the_server_is_full() {
+    let limits = Limits {
+        clients: 2,
+        idle_yield: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let (_bus, server) = serve_with("yield", limits);
+    let mut silent = Client::connect(&server);
+    let mut talking = Client::connect(&server);
+    talking.say(&format!("< open scd-yield-{} >", std::process::id()));
+    assert_eq!(talking.items(1), ["< ok >"]);
+    let mut too_soon = Client::greeted(&server);
+    assert_eq!(too_soon.items(1), ["< error too many clients >"]);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(600) {
+        talking.say("< echo >");
+        assert_eq!(talking.items(1), ["< echo >"]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _new = Client::connect(&server);
+    assert_eq!(
+        silent.items(1),
+        ["< error idle client closed for a new one >"]
+    );
+    assert!(silent.closed());
+    talking.say("< echo >");
+    assert_eq!(
+        talking.items(1),
+        ["< echo >"],
+        "the talking client is served"
     );
 }

@@ -2,6 +2,7 @@
 
 use crate::common::load_system;
 use crate::fail::{fail, INVALID};
+use crate::out::{out, outln};
 use bulkhead_analysis::system::{analyze_system_with, Options};
 use bulkhead_analysis::text::render_text;
 use std::path::PathBuf;
@@ -62,17 +63,17 @@ pub fn run(args: Args) -> ExitCode {
         if let Some(v) = &stalls {
             json["with_platform"] = serde_json::to_value(v).expect("serializes");
         }
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&json).expect("serializes")
         );
     } else {
-        print!("{}", render_text(&report, &args.file.display().to_string()));
+        out!("{}", render_text(&report, &args.file.display().to_string()));
         if let Some(v) = &stalls {
-            print!("{}", bulkhead_analysis::platform::render_stall_text(v));
+            out!("{}", bulkhead_analysis::platform::render_stall_text(v));
         }
         if let Some(found) = &energy {
-            print!("{}", min_energy_text(found));
+            out!("{}", min_energy_text(found));
         }
     }
     let all_found = energy

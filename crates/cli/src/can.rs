@@ -19,7 +19,7 @@ pub(crate) use bulkhead_canwire::parse_bus_spec;
 use bulkhead_canwire::GatewayArgs;
 use bulkhead_model::units::parse_duration;
 use clap::Subcommand;
-use std::io::{self, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -169,7 +169,7 @@ fn load_dbc(path: &Path, strict: bool) -> Result<Database, String> {
         Some(line) => format!("{}:{line}: {}", path.display(), p.message),
         None => format!("{}: {}", path.display(), p.message),
     };
-    let bytes = crate::common::read_input(path)?;
+    let bytes = crate::common::read_input(path, crate::common::Input::Dbc)?;
     let text = String::from_utf8_lossy(&bytes);
     let db = Database::parse_with(&text, strict).map_err(|e| match e {
         LoadError::Invalid(problems) => problems
@@ -185,7 +185,7 @@ fn load_dbc(path: &Path, strict: bool) -> Result<Database, String> {
     })?;
     let warnings = db.warnings();
     for w in warnings.iter().take(MAX_DBC_WARNINGS) {
-        eprintln!("warning: {}", at(w));
+        crate::fail::warning_line(at(w));
     }
     if warnings.len() > MAX_DBC_WARNINGS {
         eprintln!(
@@ -203,7 +203,7 @@ fn load_dbc(path: &Path, strict: bool) -> Result<Database, String> {
 fn run_decode(a: DecodeArgs) -> Result<ExitCode, String> {
     let db = load_dbc(&a.dbc, a.strict)?;
     let input = open_log(&a.log).map_err(|e| format!("{}: {e}", a.log.display()))?;
-    let stdout = io::stdout().lock();
+    let stdout = crate::out::stdout();
     let mut out = BufWriter::new(stdout);
     let summary = decode_log(&db, input, a.iface.as_deref(), &mut out)
         .and_then(|s| out.flush().map(|_| s))
@@ -296,7 +296,7 @@ fn run_map(a: MapArgs) -> Result<ExitCode, String> {
             .map_err(|e| format!("--send {}: {e}", candump::format_frame(frame)))?;
     }
     let deadline = a.timeout.map(|t| Instant::now() + t);
-    let mut out = io::stdout().lock();
+    let mut out = crate::out::stdout();
     let mut n = 0u64;
     while a.count.is_none_or(|c| n < c) {
         let wait = match deadline {

@@ -10,7 +10,7 @@ use bulkhead_can::generate::{self, Generator, Mode, Spec};
 use bulkhead_can::replay::{self, Options, ReplayError, ReplayStats, Route};
 use bulkhead_can::Frame;
 use bulkhead_model::units::{format_duration, parse_duration};
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -33,8 +33,8 @@ pub struct ReplayArgs {
     /// With --bus: replay only the log's records of this interface
     #[arg(long, requires = "bus")]
     iface: Option<String>,
-    /// Time scale: 2.0 replays twice as fast
-    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
+    /// Time scale: 2.0 replays twice as fast (0.001 to 1000000)
+    #[arg(allow_hyphen_values = true, long, default_value_t = 1.0, value_parser = parse_speed)]
     speed: f64,
     /// Skip gaps in log time longer than this (canplayer -s): the next record goes out
     /// at once
@@ -81,8 +81,12 @@ fn parse_assignment(text: &str) -> Result<(String, String), String> {
 
 fn parse_speed(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("`{text}` is not a positive number")),
+        Ok(v) if (replay::MIN_SPEED..=replay::MAX_SPEED).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "`{text}`: want a number from {} (a thousandth of real time) to {} (a million times)",
+            replay::MIN_SPEED,
+            replay::MAX_SPEED
+        )),
     }
 }
 
@@ -213,9 +217,13 @@ enum TimestampArg {
 
 #[derive(clap::Args)]
 pub struct DumpArgs {
-    /// The bus: a virtual bus name, or socketcan:IFACE
-    #[arg(long, value_parser = parse_bus_spec)]
-    bus: String,
+    /// The bus: a virtual bus name, or socketcan:IFACE (positional, as candump's)
+    #[arg(value_name = "BUS", value_parser = parse_bus_spec, required_unless_present = "bus_flag")]
+    bus: Option<String>,
+    /// The bus, as `dump` took it before it took it as candump does
+    #[arg(long = "bus", id = "bus_flag", value_name = "BUS", value_parser = parse_bus_spec,
+          conflicts_with = "bus", hide = true)]
+    bus_flag: Option<String>,
     /// Only frames that match ID:MASK (id word & MASK == ID & MASK) or ID~MASK (the
     /// others), hex; 8 digits of ID mean a 29-bit id; repeat for more (any matches)
     #[arg(short = 'f', long = "filter", value_name = "ID:MASK", value_parser = Filter::parse)]
@@ -239,8 +247,9 @@ pub struct DumpArgs {
 }
 
 pub fn run_dump(a: DumpArgs) -> Result<ExitCode, String> {
-    let mut bus = bus::open(&a.bus).map_err(|e| format!("--bus {}: {e}", a.bus))?;
-    let iface = a.bus.strip_prefix(SOCKETCAN_PREFIX).unwrap_or(&a.bus);
+    let spec = a.bus.or(a.bus_flag).expect("clap requires one");
+    let mut bus = bus::open(&spec).map_err(|e| format!("{spec}: {e}"))?;
+    let iface = spec.strip_prefix(SOCKETCAN_PREFIX).unwrap_or(&spec);
     let format = match (a.log, a.timestamps) {
         (true, _) => Format::Log,
         (false, t) => Format::Table(t.map(|t| match t {
@@ -258,9 +267,9 @@ pub fn run_dump(a: DumpArgs) -> Result<ExitCode, String> {
         timeout: a.timeout,
     };
     let mut printer = Printer::new(format, iface);
-    let mut out = io::stdout().lock();
+    let mut out = crate::out::stdout();
     let n = dump::dump(bus.as_mut(), &filters, &mut printer, limits, &mut out)
-        .map_err(|e| format!("--bus {}: {e}", a.bus))?;
+        .map_err(|e| format!("{spec}: {e}"))?;
     match a.count {
         Some(count) if n < count => {
             eprintln!("timeout: received {n} of {count} frames");
@@ -394,7 +403,7 @@ pub fn run_gen(a: GenArgs) -> Result<ExitCode, String> {
         .strip_prefix(SOCKETCAN_PREFIX)
         .unwrap_or(&a.bus)
         .to_string();
-    let mut out = io::stdout().lock();
+    let mut out = crate::out::stdout();
     let mut print = |frame: &Frame| match a.verbose {
         true => writeln!(out, "  {iface}  {}", dump::long_frame(frame)),
         false => Ok(()),

@@ -1,6 +1,7 @@
 //! `bulkhead check`: validate a description, print a summary or its canonical form.
 
-use crate::common::load_system;
+use crate::common::{load_system_on, this_machine};
+use crate::out::{out, outln};
 use bulkhead_model::units::format_duration;
 use bulkhead_model::{PartitionKind, System};
 use std::path::PathBuf;
@@ -13,32 +14,38 @@ pub struct Args {
     /// Print the normalized description as YAML (loads back to the same model)
     #[arg(long)]
     canonical: bool,
+    /// Check only what holds on any machine: not this machine's CPUs and its kernel's
+    /// SCHED_DEADLINE period bounds (for a description meant for another machine)
+    #[arg(long)]
+    any_machine: bool,
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let loaded = match load_system(&args.file) {
+    let host = (!args.any_machine).then(this_machine);
+    let (loaded, text) = match load_system_on(&args.file, host.as_ref()) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
     if args.canonical {
-        print!("{}", bulkhead_model::to_canonical_yaml(&loaded.system));
+        out!("{}", bulkhead_model::to_canonical_yaml(&loaded.system));
     } else {
         let system = match crate::common::solved_system(&loaded.system, &args.file) {
             Ok(system) => system,
             Err(code) => return code,
         };
         let workdir = crate::common::workdir(&loaded.system, &args.file);
-        if let Err(why) = crate::run_pipes::check_programs(&loaded.system, &args.file, &workdir) {
+        let described = (args.file.as_path(), text.as_str());
+        if let Err(why) = crate::run_pipes::check_programs(&loaded.system, described, &workdir) {
             return crate::fail::fail(why);
         }
-        if let Err(code) = crate::common::resolve_programs(&system, &args.file) {
+        if let Err(code) = crate::common::resolve_programs(&system, described) {
             return code;
         }
-        println!("{}: ok", crate::common::name(&args.file));
-        println!("{}", summary(&system));
+        outln!("{}: ok", crate::common::name(&args.file));
+        outln!("{}", summary(&system));
         if !loaded.system.pipelines.is_empty() {
             let n = loaded.system.pipelines.len();
-            println!("  pipelines:  {n} (solved; their stages are counted as tasks)");
+            outln!("  pipelines:  {n} (solved; their stages are counted as tasks)");
         }
     }
     ExitCode::SUCCESS

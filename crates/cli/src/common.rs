@@ -1,28 +1,66 @@
-//! What every subcommand that reads a system description shares.
+//! What every subcommand that reads a system description shares, and the one way
+//! the CLI reads an input whole.
 
 use crate::fail::fail;
-use bulkhead_model::input::{self, ReadError};
-use bulkhead_model::Loaded;
+use bulkhead_model::host::{self, Host};
+use bulkhead_model::input::{self, Fifo, ReadError};
+use bulkhead_model::{CpuSet, Loaded, Places};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::OnceLock;
 
-/// The limit on a file read whole (`--max-input-size`), set once by `main`.
+/// `--max-input-size`, when given; set once by `main`.
 static MAX_INPUT_SIZE: OnceLock<u64> = OnceLock::new();
 
-/// Sets the limit on files read whole (descriptions, DBC files, standard input).
+/// Sets the limit on every input read (`--max-input-size`).
 pub fn set_max_input_size(bytes: u64) {
     let _ = MAX_INPUT_SIZE.set(bytes);
 }
 
-/// Reads the regular file `path` whole (`-`: standard input), bounded by
-/// `--max-input-size`; the error names the file and, for a large file, the flag.
-pub fn read_input(path: &Path) -> Result<Vec<u8>, String> {
-    let limit = *MAX_INPUT_SIZE.get_or_init(|| input::DEFAULT_MAX_INPUT_SIZE);
+/// What an input is: its default size limit and whether a FIFO is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// A system description: at most 16 MiB; a FIFO is read (DEmOS reads its
+    /// configuration from one, and `<(generate)` passes one).
+    Description,
+    /// A DBC file: at most 16 MiB; no FIFO.
+    Dbc,
+    /// The schedule log or trace `report` reads: at most 1 GiB (a 60 s simulation of
+    /// the DriveOS example writes a 280 MB trace); no FIFO (`-` reads standard input).
+    Log,
+}
+
+/// The largest log or trace `report` reads by default.
+pub const DEFAULT_MAX_LOG_SIZE: u64 = 1 << 30;
+
+impl Input {
+    /// `--max-input-size`, else this input's default.
+    fn limit(self) -> u64 {
+        let default = match self {
+            Input::Description | Input::Dbc => input::DEFAULT_MAX_INPUT_SIZE,
+            Input::Log => DEFAULT_MAX_LOG_SIZE,
+        };
+        MAX_INPUT_SIZE.get().copied().unwrap_or(default)
+    }
+
+    fn fifo(self) -> Fifo {
+        match self {
+            Input::Description => Fifo::Accept,
+            Input::Dbc | Input::Log => Fifo::Refuse,
+        }
+    }
+}
+
+/// Reads the file `path` whole (`-`: standard input, whatever it is), bounded by
+/// `--max-input-size` or the default of `what`: a device, socket or directory (and a
+/// FIFO but for a description) is refused before it is read. The error names the file
+/// and, for a large input, the flag.
+pub fn read_input(path: &Path, what: Input) -> Result<Vec<u8>, String> {
+    let limit = what.limit();
     let read = if path == Path::new("-") {
         input::read_limited(std::io::stdin().lock(), limit)
     } else {
-        input::read_file(path, limit)
+        input::read_file(path, limit, what.fifo())
     };
     read.map_err(|e| match e {
         ReadError::TooLarge { .. } => {
@@ -43,20 +81,19 @@ pub fn workdir(system: &bulkhead_model::System, file: &Path) -> std::path::PathB
     std::path::absolute(&dir).unwrap_or(dir)
 }
 
-/// Resolves every program of `system` (`file`'s, run from [`workdir`]) as `run` will
+/// Resolves every program of `system` (described in `file` as `text`, run from
+/// [`workdir`]) as `run` will
 /// ([`bulkhead_plan::Programs::resolve`]); the first that cannot run is reported at its
 /// position (`file:line:col: key.path: program ... not found (searched: ...)`), exit 1.
 pub fn resolve_programs(
     system: &bulkhead_model::System,
-    file: &Path,
+    (file, text): (&Path, &str),
 ) -> Result<bulkhead_plan::Programs, ExitCode> {
     let host = bulkhead_plan::Host::current(&workdir(system, file));
     bulkhead_plan::Programs::resolve(system, &host).map_err(|e| {
-        let src = read_input(file).unwrap_or_default();
-        let src = String::from_utf8_lossy(&src);
         let why = e.source.to_string();
         fail(bulkhead_model::diagnostic_at(
-            &src,
+            text,
             &name(file),
             &e.key_path,
             why,
@@ -76,18 +113,44 @@ pub fn name(path: &Path) -> String {
 /// Loads `path` (`-`: standard input), printing warnings to stderr. On error prints
 /// the positioned message (`file:line:col: key.path: message`) and returns exit code 1.
 pub fn load_system(path: &Path) -> Result<Loaded, ExitCode> {
-    let loaded = read_input(path).and_then(|bytes| {
-        let dbcs = |s: &bulkhead_model::System| check_trigger_signals(s, path);
-        bulkhead_model::load_bytes_with(&bytes, &name(path), &dbcs).map_err(|e| e.to_string())
+    load_system_on(path, None).map(|(loaded, _)| loaded)
+}
+
+/// [`load_system`], also refused where it does not fit `host` (this machine, for what
+/// runs here: [`this_machine`]); and the description's text, to position what is found
+/// wrong after loading ([`bulkhead_model::diagnostic_at`]) without reading the input
+/// again (a FIFO or standard input cannot be).
+pub fn load_system_on(path: &Path, host: Option<&Host>) -> Result<(Loaded, String), ExitCode> {
+    let loaded = read_input(path, Input::Description).and_then(|bytes| {
+        let dbcs = |s: &bulkhead_model::System, places: &Places| {
+            check_trigger_signals(s, path)?;
+            host.map_or(Ok(()), |h| h.check(s, places))
+        };
+        let loaded = bulkhead_model::load_bytes_with(&bytes, &name(path), &dbcs)
+            .map_err(|e| e.to_string())?;
+        Ok((loaded, String::from_utf8_lossy(&bytes).into_owned()))
     });
     match loaded {
-        Ok(loaded) => {
+        Ok((loaded, text)) => {
             for w in &loaded.warnings {
-                eprintln!("warning: {w}");
+                crate::fail::warning_line(w);
             }
-            Ok(loaded)
+            Ok((loaded, text))
         }
         Err(e) => Err(fail(e)),
+    }
+}
+
+/// What this machine allows (`bulkhead_os::host`): its SCHED_DEADLINE period bounds
+/// (Linux's defaults where unreadable) and its CPUs present and online.
+pub fn this_machine() -> Host {
+    let (min, max) = bulkhead_os::host::deadline_period_bounds_us();
+    let cpus = |list: Option<String>| list.and_then(|l| CpuSet::parse(&l).ok());
+    Host {
+        deadline_period_min: min.map_or(host::DEFAULT_DEADLINE_PERIOD_MIN, |us| us * 1000),
+        deadline_period_max: max.map_or(host::DEFAULT_DEADLINE_PERIOD_MAX, |us| us * 1000),
+        present: cpus(bulkhead_os::host::cpus_present()),
+        online: cpus(bulkhead_os::host::cpus_online()),
     }
 }
 
@@ -111,7 +174,7 @@ fn check_trigger_signals(
         };
         let Some(dbc) = &bus.dbc else { continue };
         let file = dir.join(dbc);
-        let db = read_input(&file)
+        let db = read_input(&file, Input::Dbc)
             .and_then(|bytes| {
                 bulkhead_can::dbc::Database::parse(&String::from_utf8_lossy(&bytes))
                     .map_err(|e| format!("{}: {e}", file.display()))

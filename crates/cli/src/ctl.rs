@@ -1,6 +1,7 @@
 //! `bulkhead ctl`: talk to a running system through its control socket (docs/control.md).
 
 use crate::fail::{error_line, fail, INVALID};
+use crate::out::{out, outln};
 use bulkhead_control::{
     discover, Client, ModeOutcome, PowerOutcome, Request, Response, Status, WindowsStatus,
     SOCKET_DIR,
@@ -20,7 +21,7 @@ pub struct Args {
     #[arg(long, value_name = "PATH", global = true)]
     control: Option<PathBuf>,
     /// The system named NAME (its description's file name without extension): /run/bulkhead/NAME.sock
-    #[arg(long, value_name = "NAME", global = true, conflicts_with = "control")]
+    #[arg(long, value_name = "NAME", global = true, conflicts_with = "control", value_parser = system_name)]
     system: Option<String>,
     /// Print the reply as one JSON object
     #[arg(long, global = true)]
@@ -45,6 +46,25 @@ enum Command {
     Suspend,
     /// Resume a suspended system
     Resume,
+}
+
+/// A system's name as `run` makes it (`bulkhead_control::default_path`): 1 to 255 of
+/// `A-Z a-z 0-9 - _ .`, not `.` or `..`, so that it names a socket in /run/bulkhead
+/// and nothing elsewhere.
+fn system_name(text: &str) -> Result<String, String> {
+    let ok = (1..=255).contains(&text.len())
+        && text != "."
+        && text != ".."
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    match ok {
+        true => Ok(text.to_string()),
+        false => Err(
+            "want 1 to 255 of A-Z a-z 0-9 - _ . (the description's file name without extension)"
+                .into(),
+        ),
+    }
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
@@ -86,18 +106,18 @@ fn exchange(args: &Args) -> Result<Response, String> {
 
 fn show(args: &Args, reply: &Response) -> ExitCode {
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(reply).expect("a reply serializes")
         );
     } else if let Some(e) = &reply.error {
         error_line(format!("{}: {}", e.code.name(), e.message));
     } else if let Some(s) = &reply.status {
-        print!("{}", status_text(s));
+        out!("{}", status_text(s));
     } else if let Some(m) = &reply.mode {
-        print!("{}", mode_text(m));
+        out!("{}", mode_text(m));
     } else if let Some(p) = &reply.power {
-        print!("{}", power_text(p));
+        out!("{}", power_text(p));
     }
     if reply.ok {
         ExitCode::SUCCESS

@@ -9,6 +9,7 @@
 
 use crate::demos_config::{Config, Failure, Source};
 use crate::demos_log::{Log, ScheduleLog};
+use crate::out::{out, outln};
 use bulkhead_model::{PartitionKind, System};
 use clap::{CommandFactory, Parser};
 use std::ffi::OsString;
@@ -94,13 +95,13 @@ pub fn main(argv: Vec<OsString>) -> ExitCode {
             }
         };
     if args.help {
-        print!("{}", Args::command().render_help());
+        out!("{}", Args::command().render_help());
         return ExitCode::SUCCESS;
     }
     if args.version {
         let version = env!("CARGO_PKG_VERSION");
         // DEmOS's debug builds say `debug`: they alone write DEMOS_SCHEDULE_LOG.
-        println!("demos-sched version bulkhead {version} (debug: DEMOS_SCHEDULE_LOG is supported)");
+        outln!("demos-sched version bulkhead {version} (debug: DEMOS_SCHEDULE_LOG is supported)");
         return ExitCode::SUCCESS;
     }
     let log = Log::from_env();
@@ -108,7 +109,7 @@ pub fn main(argv: Vec<OsString>) -> ExitCode {
         (Some(file), _) => Source::File(file),
         (None, Some(text)) => Source::Inline(text),
         (None, None) => {
-            print!("{}", Args::command().render_help());
+            out!("{}", Args::command().render_help());
             return ExitCode::from(1);
         }
     };
@@ -131,7 +132,7 @@ pub fn main(argv: Vec<OsString>) -> ExitCode {
 /// `-d`: the normalized configuration in DEmOS's form.
 fn dump(system: &System) -> Result<(), Failure> {
     let text = bulkhead_model::to_demos_yaml(system).map_err(|e| Failure::plain(e.to_string()))?;
-    println!("{text}");
+    outln!("{text}");
     Ok(())
 }
 
@@ -219,7 +220,7 @@ fn runnable(
         true => system,
         false => {
             let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("bulkhead"));
-            crate::run_pipes::runnable(&system, file, &exe, workdir)
+            crate::run_pipes::runnable(&system, (file, source.0), &exe, workdir)
                 .map_err(Failure::plain)?
                 .0
         }

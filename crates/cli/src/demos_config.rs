@@ -94,7 +94,7 @@ fn read(path: &Path) -> Result<(Vec<u8>, bool), Failure> {
     };
     let meta = std::fs::metadata(path).map_err(|e| cannot(e.to_string()))?;
     if meta.is_file() {
-        let bytes = input::read_file(path, input::DEFAULT_MAX_INPUT_SIZE)
+        let bytes = input::read_file(path, input::DEFAULT_MAX_INPUT_SIZE, input::Fifo::Accept)
             .map_err(|e| cannot(e.to_string()))?;
         return Ok((bytes, true));
     }

@@ -5,6 +5,7 @@
 //! after parsing (clap's own usage errors exit 2 too).
 
 use bulkhead_can::service::ServiceError;
+use bulkhead_model::excerpt;
 use bulkhead_runtime::RunError;
 use std::fmt::Display;
 use std::io::Write;
@@ -17,9 +18,20 @@ pub const INVALID: u8 = 1;
 /// Exit code of a usage error (flags that do not fit together).
 pub const USAGE: u8 = 2;
 
-/// Writes `error: MESSAGE` and a newline to stderr in one write.
+/// Writes `error: MESSAGE` and a newline to stderr in one write, long values cut.
 pub fn error_line(message: impl Display) {
-    let line = format!("error: {message}\n");
+    line("error", message);
+}
+
+/// Writes `warning: MESSAGE` and a newline to stderr in one write, long values cut.
+pub fn warning_line(message: impl Display) {
+    line("warning", message);
+}
+
+/// `KIND: MESSAGE` in one write, each value quoted in the message that is longer than
+/// [`excerpt::MAX_VALUE`] cut (a 4 MB command is shown by its first 200 bytes).
+fn line(kind: &str, message: impl Display) {
+    let line = format!("{kind}: {}\n", excerpt::values(&message.to_string()));
     let _ = std::io::stderr().write_all(line.as_bytes());
 }
 

@@ -4,6 +4,8 @@
 //! Each subcommand lives in its own module exposing `Args` (clap) and
 //! `run(args) -> ExitCode`.
 
+#![deny(clippy::print_stdout)]
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -18,6 +20,7 @@ mod demos_config;
 mod demos_log;
 mod fail;
 mod janitor;
+mod out;
 mod probe;
 mod report;
 mod run;
@@ -34,10 +37,11 @@ mod stage;
     about = "Mixed-criticality vehicle management runtime for Linux"
 )]
 struct Cli {
-    /// Largest file read whole (description, DBC, standard input), e.g. 64MiB
-    #[arg(long, global = true, value_name = "SIZE", default_value = "16MiB",
+    /// Largest input read (description, DBC file, report's log or trace, standard
+    /// input), e.g. 64MiB [default: 16MiB; for report's log or trace 1GiB]
+    #[arg(long, global = true, value_name = "SIZE",
           value_parser = bulkhead_model::units::parse_size)]
-    max_input_size: u64,
+    max_input_size: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -89,7 +93,9 @@ fn main() -> ExitCode {
             };
         }
     };
-    common::set_max_input_size(cli.max_input_size);
+    if let Some(limit) = cli.max_input_size {
+        common::set_max_input_size(limit);
+    }
     match cli.command {
         Command::Analyze(args) => analyze::run(args),
         Command::Can(args) => can::run(args),

@@ -3,6 +3,7 @@
 //! `platform:` section of a description written from it (docs/platform.md).
 
 use crate::fail::fail;
+use crate::out::{out, outln};
 use bulkhead_model::units::{format_duration, parse_duration};
 use bulkhead_model::CpuSet;
 use bulkhead_reserve::probe::{measure, summarize, ProbePolicy, Spec, Summary, BUCKETS};
@@ -89,8 +90,8 @@ pub fn run(args: Args) -> ExitCode {
         }
     }
     match args.json {
-        true => println!("{}", json(&summaries, &spec)),
-        false => print!("{}", text(&summaries, &spec)),
+        true => outln!("{}", json(&summaries, &spec)),
+        false => out!("{}", text(&summaries, &spec)),
     }
     ExitCode::SUCCESS
 }

@@ -4,8 +4,9 @@
 mod model;
 mod read;
 
-use crate::common::{load_system, solved_system};
+use crate::common::{load_system, solved_system, Input};
 use crate::fail::fail;
+use crate::out::{out, outln};
 use model::{Builder, Figures, Gantt, Source};
 use read::Format;
 use std::path::{Path, PathBuf};
@@ -15,11 +16,13 @@ use std::process::ExitCode;
 #[command(
     after_help = "Reads what `bulkhead run` or `bulkhead sim` wrote with --schedule-log or --trace \
 (the format is recognized). Exit status: 0 when the report is written; 1 when the input is empty, \
-truncated, of another bulkhead version or not readable, or an output cannot be written; 2 on a \
-usage error.\nSee docs/report.md for what each figure shows."
+truncated, of another bulkhead version, larger than --max-input-size (default 1GiB), not a regular \
+file (a FIFO, a device, a directory: give `-` to read standard input) or not readable, or an output \
+cannot be written; 2 on a usage error.\nSee docs/report.md for what each figure shows."
 )]
 pub struct Args {
-    /// A schedule log (JSON lines) or a Chrome/Perfetto trace written by bulkhead
+    /// A schedule log (JSON lines) or a Chrome/Perfetto trace written by bulkhead (a
+    /// regular file of at most --max-input-size, default 1GiB); `-` reads standard input
     input: PathBuf,
     /// Where to write the report [default: report.html, or standard output for json]
     #[arg(short, long, value_name = "PATH")]
@@ -74,31 +77,24 @@ pub fn run(args: Args) -> ExitCode {
         Some(path) => match std::fs::write(&path, text) {
             Ok(()) => {
                 if args.format == OutputFormat::Html {
-                    println!("report: {}", path.display());
+                    outln!("report: {}", path.display());
                 }
                 ExitCode::SUCCESS
             }
             Err(e) => fail(format!("--output {}: {e}", path.display())),
         },
         None => {
-            print!("{text}");
+            out!("{text}");
             ExitCode::SUCCESS
         }
     }
 }
 
-/// Reads and recognizes `path`; errors are `FILE:LINE:COLUMN: message`.
+/// Reads (a regular file, or `-` for standard input, at most `--max-input-size`) and
+/// recognizes `path`; errors are `FILE:LINE:COLUMN: message`.
 fn read_input(path: &Path) -> Result<(Figures, Gantt), String> {
     let file = crate::common::name(path);
-    let bytes = match path == Path::new("-") {
-        true => {
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes)
-                .map(|_| bytes)
-                .map_err(|e| format!("{file}: {e}"))?
-        }
-        false => std::fs::read(path).map_err(|e| format!("{file}: {e}"))?,
-    };
+    let bytes = crate::common::read_input(path, Input::Log)?;
     let format = read::detect(&bytes).map_err(|e| format!("{file}:{e}"))?;
     let mut builder = Builder::default();
     match format {

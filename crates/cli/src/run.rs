@@ -1,6 +1,6 @@
 //! `bulkhead run`: execute a system description's window schedule on real cgroups.
 
-use crate::common::load_system;
+use crate::common::{load_system_on, this_machine};
 use crate::fail::{error_line, fail, run_failed, INVALID};
 use bulkhead_control::default_path;
 use bulkhead_model::units::parse_duration;
@@ -73,7 +73,7 @@ fn duration(text: &str) -> Result<Duration, String> {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let loaded = match load_system(&args.file) {
+    let (loaded, text) = match load_system_on(&args.file, Some(&this_machine())) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
@@ -85,17 +85,15 @@ pub fn run(args: Args) -> ExitCode {
     let workdir = crate::common::workdir(&loaded.system, &args.file);
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("bulkhead"));
     let (system, solutions) =
-        match crate::run_pipes::runnable(&loaded.system, &args.file, &exe, &workdir) {
+        match crate::run_pipes::runnable(&loaded.system, (&args.file, &text), &exe, &workdir) {
             Ok(done) => done,
             Err(why) => return fail(why),
         };
     if let Some((path, why)) = not_run_yet(&system) {
-        let src = std::fs::read(&args.file).unwrap_or_default();
-        let src = String::from_utf8_lossy(&src);
-        let at = bulkhead_model::diagnostic_at(&src, &args.file.display().to_string(), &path, why);
+        let at = bulkhead_model::diagnostic_at(&text, &args.file.display().to_string(), &path, why);
         return fail(at);
     }
-    if let Err(code) = crate::common::resolve_programs(&system, &args.file) {
+    if let Err(code) = crate::common::resolve_programs(&system, (&args.file, &text)) {
         return code;
     }
     if let Err(why) = create_outputs(&args) {
@@ -142,7 +140,7 @@ pub fn run(args: Args) -> ExitCode {
     match bulkhead_runtime::run(&system, &options) {
         Ok(outcome) => {
             for w in &outcome.warnings {
-                eprintln!("warning: {w}");
+                crate::fail::warning_line(w);
             }
             match outcome.windows {
                 0 => eprintln!("bulkhead run: {}", outcome.reason.text()),

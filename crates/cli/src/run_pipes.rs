@@ -14,11 +14,12 @@ use bulkhead_sim::pipes::PipelineStats;
 use std::path::Path;
 
 /// The system `run` executes: `system` with its pipelines solved and wired, stage
-/// programs checked. `exe` is the `bulkhead` binary (the default stage program),
-/// `workdir` the directory programs start in. Errors name the file, position and key.
+/// programs checked. `(file, text)` are the description's path and text, `exe` the
+/// `bulkhead` binary (the default stage program), `workdir` the directory programs
+/// start in. Errors name the file, position and key.
 pub fn runnable(
     system: &System,
-    file: &Path,
+    (file, text): (&Path, &str),
     exe: &Path,
     workdir: &Path,
 ) -> Result<(System, Vec<Solution>), String> {
@@ -27,7 +28,7 @@ pub fn runnable(
     if let Some(why) = crate::common::infeasible(&solutions) {
         return Err(format!("{}: {why}", file.display()));
     }
-    check_programs(system, file, workdir)?;
+    check_programs(system, (file, text), workdir)?;
     let mut out = bulkhead_analysis::pipes::apply(system, &solutions);
     for (p, s) in out.pipelines.clone().iter().zip(&solutions) {
         for (e, &(from, to)) in p.edges.iter().enumerate() {
@@ -179,8 +180,13 @@ fn only_latest_outputs(p: &Pipeline, i: usize) -> bool {
 }
 
 /// Every stage `cmd`'s program resolves as a task's does ([`bulkhead_plan::programs`],
-/// from `workdir`, searched as its partition's); else an error at the `cmd`'s position.
-pub fn check_programs(system: &System, file: &Path, workdir: &Path) -> Result<(), String> {
+/// from `workdir`, searched as its partition's); else an error at the `cmd`'s position
+/// in the description `(file, text)`.
+pub fn check_programs(
+    system: &System,
+    (file, text): (&Path, &str),
+    workdir: &Path,
+) -> Result<(), String> {
     let host = Host::current(workdir);
     for (k, p) in system.pipelines.iter().enumerate() {
         for stage in p.stages.iter().filter(|s| !s.cmd.is_empty()) {
@@ -193,9 +199,8 @@ pub fn check_programs(system: &System, file: &Path, workdir: &Path) -> Result<()
                 continue;
             };
             let key = format!("pipelines[{k}].stages.{}.cmd", stage.name);
-            let src = std::fs::read_to_string(file).unwrap_or_default();
             let why = format!("stage `{}`: {e}", stage.name);
-            let at = bulkhead_model::diagnostic_at(&src, &file.display().to_string(), &key, why);
+            let at = bulkhead_model::diagnostic_at(text, &file.display().to_string(), &key, why);
             return Err(at.to_string());
         }
     }

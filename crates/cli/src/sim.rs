@@ -2,6 +2,7 @@
 
 use crate::common::load_system;
 use crate::fail::fail;
+use crate::out::out;
 use bulkhead_model::units::{format_duration, parse_duration};
 use bulkhead_model::CpuSet;
 use bulkhead_sim::trace::{perfetto, Event, ScheduleLogWriter, Sink};
@@ -249,7 +250,7 @@ impl Sink for Outputs {
 pub fn run(args: Args) -> ExitCode {
     match simulate(&args) {
         Ok(report) => {
-            print!("{}", summary(&report));
+            out!("{}", summary(&report));
             match report.energy.as_ref().and_then(|e| e.policy_error.as_ref()) {
                 Some(e) => fail(format!("{}: power policy: {e}", args.file.display())),
                 None => ExitCode::SUCCESS,
@@ -279,7 +280,7 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         power_policy: args.power_policy.clone(),
     };
     for warning in bulkhead_sim::link_warnings(&system, &options) {
-        eprintln!("warning: {warning}");
+        crate::fail::warning_line(warning);
     }
     let spec =
         bulkhead_sim::from_system(&system, &options).map_err(|e| fail(format!("{file}: {e}")))?;

@@ -3,6 +3,7 @@
 
 use crate::common::{infeasible, load_system, name};
 use crate::fail::fail;
+use crate::out::{out, outln};
 use bulkhead_analysis::pipes::{render_text, solve, Solution};
 use bulkhead_analysis::system::Options;
 use bulkhead_model::System;
@@ -33,17 +34,17 @@ pub fn run(args: Args) -> ExitCode {
     let solutions = solve(&loaded.system, &Options::default());
     if let Some(why) = infeasible(&solutions) {
         if args.json {
-            println!("{}", json(&solutions));
+            outln!("{}", json(&solutions));
         }
         return fail(format!("{}: {why}", name(&args.file)));
     }
     if args.json {
-        println!("{}", json(&solutions));
+        outln!("{}", json(&solutions));
     } else if args.canonical {
         let filled = with_solved_values(&loaded.system, &solutions);
-        print!("{}", bulkhead_model::to_canonical_yaml(&filled));
+        out!("{}", bulkhead_model::to_canonical_yaml(&filled));
     } else {
-        print!("{}", render_text(&solutions));
+        out!("{}", render_text(&solutions));
     }
     ExitCode::SUCCESS
 }

@@ -23,6 +23,7 @@
 //! over named pipes (`--input`/`--output` are then paths of FIFOs), printing its
 //! counters as one JSON line on SIGTERM.
 
+use crate::out::outln;
 use bulkhead_can::{gateway, CanId, Frame};
 use bulkhead_canwire::WIRE_SIZE;
 use bulkhead_chan::{Channel, Receiver, Sender};
@@ -522,7 +523,7 @@ fn stage(args: &Args) -> R<()> {
                 .zip(counts.values)
                 .map(|(n, v)| format!("\"{n}\":{v}"))
                 .collect();
-            println!(
+            outln!(
                 "{{\"pipeline\":\"{}\",\"stage\":\"{}\",{}}}",
                 args.pipeline,
                 args.stage,

@@ -128,7 +128,7 @@ fn decode_refuses_special_files_and_bounds_the_dbc() {
         (
             &data(DBC),
             "/dev/zero".into(),
-            "/dev/zero: not a regular file",
+            "/dev/zero: cannot read: a character device, not a regular file",
         ),
     ] {
         let out = bulkhead(&["can", "decode", "--dbc", dbc, &log]);
@@ -159,25 +159,86 @@ fn bad_flags_are_usage_errors() {
     for args in [
         &["can", "bus", "bad name"][..],
         &["can", "bus", "ok", "--bitrate", "2000000"],
-        &["can", "dump", "--bus", "x", "--timeout", "3 parsecs"],
+        &["can", "dump", "x", "--timeout", "3 parsecs"],
         &["can", "replay", "log", "--bus", "x", "--speed", "-1"],
     ] {
         assert_eq!(bulkhead(args).status.code(), Some(2), "{args:?}");
     }
 }
 
+/// `--speed 1e-300` made the due time of the second record infinite, and replay
+/// panicked; a speed out of range is now a usage error naming the flag.
+#[test]
+fn a_replay_speed_out_of_range_is_a_usage_error_naming_the_flag() {
+    let name = unique("speed");
+    let _bus = start_bus(&name, "500000");
+    let log = std::env::temp_dir().join(unique("speed.log"));
+    std::fs::write(&log, "(1.0) can0 123#00\n(2.0) can0 123#01\n").unwrap();
+    for speed in ["1e-300", "1e300", "0", "-1", "NaN", "inf"] {
+        let out = bulkhead(&[
+            "can",
+            "replay",
+            log.to_str().unwrap(),
+            "--bus",
+            &name,
+            "--speed",
+            speed,
+        ]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--speed {speed}: {stderr}");
+        assert!(
+            stderr.contains(&format!("invalid value '{speed}' for '--speed <SPEED>'"))
+                && stderr.contains("want a number from 0.001"),
+            "--speed {speed}: {stderr}"
+        );
+    }
+    let _ = std::fs::remove_file(&log);
+}
+
 #[test]
 fn missing_buses_are_reported_clearly() {
-    let out = bulkhead(&["can", "dump", "--bus", &unique("none"), "--timeout", "1s"]);
+    let out = bulkhead(&["can", "dump", &unique("none"), "--timeout", "1s"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("no virtual CAN bus"));
-    let out = bulkhead(&["can", "dump", "--bus", "socketcan:bulkheadnone0"]);
+    let out = bulkhead(&["can", "dump", "socketcan:bulkheadnone0"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains("no SocketCAN support") || stderr.contains("no network interface"),
         "{stderr}"
     );
+}
+
+/// candump and cansend both take the interface positionally; `can dump` took
+/// `--bus`. Both forms now dump the bus; giving both, or none, is a usage error.
+#[test]
+fn dump_takes_the_bus_as_candump_does_and_still_by_the_bus_flag() {
+    let name = unique("positional");
+    let _bus = start_bus(&name, "500000");
+    for form in [&[name.as_str()][..], &["--bus", &name]] {
+        let mut dump = Reaped(
+            Command::new(bin())
+                .args(["can", "dump", "-L", "--count", "1", "--timeout", "10s"])
+                .args(form)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let send = bulkhead(&["can", "send", &name, "123#C0FFEE"]);
+        assert_eq!(send.status.code(), Some(0), "{}", text(&send.stderr));
+        let mut dumped = String::new();
+        let stdout = dump.0.stdout.take().unwrap();
+        std::io::Read::read_to_string(&mut BufReader::new(stdout), &mut dumped).unwrap();
+        assert_eq!(dump.0.wait().unwrap().code(), Some(0), "{form:?}");
+        assert!(dumped.contains("123#C0FFEE"), "{form:?}: {dumped}");
+    }
+    for args in [
+        &["can", "dump", "a", "--bus", "b"][..],
+        &["can", "dump", "-L"],
+    ] {
+        assert_eq!(bulkhead(args).status.code(), Some(2), "{args:?}");
+    }
 }
 
 #[test]
@@ -201,7 +262,6 @@ fn replayed_log_arrives_at_a_dumping_node_in_order_of_arbitration_and_time() {
                 "can",
                 "dump",
                 "-L",
-                "--bus",
                 &name,
                 "--count",
                 "500",
@@ -265,16 +325,7 @@ fn dump_times_out_with_exit_1_when_fewer_frames_came() {
     let name = unique("quiet");
     let _bus = start_bus(&name, "125000");
     let t0 = Instant::now();
-    let out = bulkhead(&[
-        "can",
-        "dump",
-        "--bus",
-        &name,
-        "--count",
-        "1",
-        "--timeout",
-        "300ms",
-    ]);
+    let out = bulkhead(&["can", "dump", &name, "--count", "1", "--timeout", "300ms"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(t0.elapsed() < Duration::from_secs(5));
     assert!(text(&out.stderr).contains("received 0 of 1"));
@@ -386,7 +437,7 @@ fn the_gateway_forwards_bus_frames_to_a_mapper_and_only_allowed_ids_to_the_bus()
     // the dump shows it is attached.
     let mut dump = Reaped(
         Command::new(bin())
-            .args(["can", "dump", "-L", "--bus", &bus, "--timeout", "20s"])
+            .args(["can", "dump", "-L", &bus, "--timeout", "20s"])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -892,7 +943,7 @@ struct Dump(Reaped);
 impl Dump {
     fn start(bus: &str, extra: &[&str]) -> Dump {
         let child = Command::new(bin())
-            .args(["can", "dump", "--bus", bus, "--timeout", "20s"])
+            .args(["can", "dump", bus, "--timeout", "20s"])
             .args(extra)
             .stdout(Stdio::piped())
             .spawn()
@@ -1092,7 +1143,7 @@ fn gen_sends_frames_at_its_gap_as_cangen_does() {
 #[test]
 fn durations_need_a_unit_as_in_run_and_bad_tool_flags_are_usage_errors() {
     let run = bulkhead(&["run", "x.yaml", "--timeout", "1"]);
-    let dump = bulkhead(&["can", "dump", "--bus", "b", "--timeout", "1"]);
+    let dump = bulkhead(&["can", "dump", "b", "--timeout", "1"]);
     assert_eq!((run.status.code(), dump.status.code()), (Some(2), Some(2)));
     let needs_unit = "`1` needs a unit, e.g. 500us, 2ms, 1s";
     assert!(
@@ -1116,8 +1167,8 @@ fn durations_need_a_unit_as_in_run_and_bad_tool_flags_are_usage_errors() {
         &["can", "replay", "log", "--bus", "b", "-g", "5ms"],
         &["can", "replay", "log", "--bus", "b", "-l", "0"],
         &["can", "replay", "log", "--bus", "b", "-s", "0s"],
-        &["can", "dump", "--bus", "b", "-f", "123"],
-        &["can", "dump", "--bus", "b", "-j"],
+        &["can", "dump", "b", "-f", "123"],
+        &["can", "dump", "b", "-j"],
         &["can", "send", "b"],
         &["can", "send", "b", "123#0"],
         &["can", "send", "b", "123##1001122"],

@@ -166,14 +166,17 @@ fn run_refuses_modes_it_cannot_hold_with_reservations() {
         ) && fp.contains("needs `scheduler: edf`"),
         "{fp}"
     );
-    let cpus = refused("cpus.yaml", &|s| {
-        s.replace("{cpus: 0-1}", "{cpus: 0-2}")
-            .replace("cpus: 1\n", "cpus: 2\n")
-            .replace("cpus: 0\n", "cpus: 0-1\n")
+    // Only chassis, on both CPUs (a CPU 2 the machine may lack is refused before this).
+    let cpus = refused("cpus.yaml", &|_| {
+        "system: {cpus: 0-1}\npartitions:\n  - name: chassis\n    kind: rt\n    scheduler: edf\n    \
+         cpus: 0-1\n    tasks:\n      - {name: can_rx, cmd: bulkhead-periodic, budget: 200us, period: 1ms}\n\
+         modes:\n  initial: parking\n  table:\n    - {name: parking, partitions: {chassis: {tasks: [can_rx]}}}\n\
+         \x20   - {name: urban, partitions: {chassis: {tasks: []}}}\n"
+            .to_string()
     });
     assert!(
         cpus.contains(
-            "partitions[0].cpus: partition `chassis` is listed by `modes` and owns 2 CPUs"
+            "cpus.yaml:6:11: partitions[0].cpus: partition `chassis` is listed by `modes` and owns 2 CPUs"
         ),
         "{cpus}"
     );

@@ -36,7 +36,7 @@ partitions:
     user: nobody
     processes:
       - \"{exe} can map --bus {bus} --send 1A0#0102 --send 7FF#0304 --count 4 --timeout 4s > {d}/mapped 2> {d}/map.err\"
-      - \"sh -c '{exe} can dump --bus {bus} --count 1 --timeout 1s; echo $? > {d}/direct'\"
+      - \"sh -c '{exe} can dump {bus} --count 1 --timeout 1s; echo $? > {d}/direct'\"
 buses:
   - name: {bus}
     gateway: gw
@@ -62,7 +62,7 @@ fn the_gateway_alone_holds_the_bus_and_filters_what_a_partition_sends() {
     std::thread::sleep(Duration::from_millis(200));
     // What reaches the bus from the partition, seen by a node of the host network.
     let dump = bulkhead()
-        .args(["can", "dump", "-L", "--bus", &bus, "--timeout", "5s"])
+        .args(["can", "dump", "-L", &bus, "--timeout", "5s"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

@@ -311,7 +311,7 @@ fn run_fed(
 ) -> (String, String) {
     let mut dump = Killed(
         bulkhead()
-            .args(["can", "dump", "-L", "--bus", bus, "--timeout", "90s"])
+            .args(["can", "dump", "-L", bus, "--timeout", "90s"])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap(),

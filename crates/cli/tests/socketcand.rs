@@ -115,7 +115,7 @@ fn python_can_frames_reach_a_dump_in_order_at_the_buss_full_rate() {
     let log = scratch("to-dump.log");
     let mut dump = Reaped(
         Command::new(bin())
-            .args(["can", "dump", "-L", "--bus", &name, "--timeout", "120s"])
+            .args(["can", "dump", "-L", &name, "--timeout", "120s"])
             .stdout(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap(),

@@ -18,6 +18,8 @@ pub enum ClientError {
     NotRunning(PathBuf),
     /// A socket is there but nobody listens: a system that stopped without cleaning up.
     Stale(PathBuf),
+    /// Something other than a socket is at the path (a file, a FIFO, a directory).
+    NotASocket(PathBuf),
     /// The socket is someone else's.
     PermissionDenied {
         path: PathBuf,
@@ -43,6 +45,11 @@ impl fmt::Display for ClientError {
             ClientError::Stale(p) => write!(
                 f,
                 "no bulkhead system is running at {} (the socket is left over from one that stopped)",
+                p.display()
+            ),
+            ClientError::NotASocket(p) => write!(
+                f,
+                "{} is not a socket, so no control socket of a bulkhead system",
                 p.display()
             ),
             ClientError::PermissionDenied { path, owner } => {
@@ -137,6 +144,9 @@ use std::io::Read;
 fn connect_error(path: &Path, e: io::Error) -> ClientError {
     match e.kind() {
         io::ErrorKind::NotFound => ClientError::NotRunning(path.to_path_buf()),
+        io::ErrorKind::ConnectionRefused if !is_socket(path) => {
+            ClientError::NotASocket(path.to_path_buf())
+        }
         io::ErrorKind::ConnectionRefused => ClientError::Stale(path.to_path_buf()),
         io::ErrorKind::PermissionDenied => ClientError::PermissionDenied {
             path: path.to_path_buf(),
@@ -144,6 +154,11 @@ fn connect_error(path: &Path, e: io::Error) -> ClientError {
         },
         _ => ClientError::Io(path.to_path_buf(), e),
     }
+}
+
+/// Whether a socket is at `path` (followed if a symbolic link).
+fn is_socket(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_socket())
 }
 
 /// The directory of control sockets.

@@ -27,5 +27,6 @@ pub use client::{
 };
 pub use protocol::*;
 pub use server::{
-    BindError, Handled, Handler, Peer, Server, Ticket, MAX_CONNECTIONS, MAX_REQUEST, READ_ONLY,
+    BindError, Handled, Handler, Limits, Peer, Server, Ticket, IDLE_TIMEOUT, MAX_CONNECTIONS,
+    MAX_PER_USER, MAX_REQUEST, READ_ONLY,
 };

@@ -35,8 +35,8 @@ impl RequestLine {
     /// Parses one line. Errors are replies to send back (with the id, if it could be read).
     pub fn parse(line: &str) -> Result<RequestLine, Response> {
         let malformed = |id, message: String| Response::error(id, ErrorCode::Malformed, message);
-        let mut value: serde_json::Value = serde_json::from_str(line)
-            .map_err(|e| malformed(None, format!("not a JSON object: {e}")))?;
+        let mut value =
+            unique_keys(line).map_err(|e| malformed(None, format!("not a JSON object: {e}")))?;
         let Some(object) = value.as_object_mut() else {
             return Err(malformed(None, "a request is a JSON object".into()));
         };
@@ -81,6 +81,83 @@ impl RequestLine {
 }
 
 const KNOWN: [&str; 4] = ["status", "mode", "suspend", "resume"];
+
+/// Parses `line` as JSON whose objects name each key once. serde_json keeps the last of
+/// two equal keys, so `{"request":"status","request":"suspend"}` would suspend a client
+/// (or a proxy that checked the first key) that meant `status`: a duplicate is an error.
+fn unique_keys(line: &str) -> Result<serde_json::Value, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(line);
+    let value = Unique::deserialize(&mut de)?;
+    de.end()?;
+    Ok(value.0)
+}
+
+/// A JSON value read with [`UniqueVisitor`]: every object's keys distinct.
+struct Unique(serde_json::Value);
+
+impl<'de> Deserialize<'de> for Unique {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Unique, D::Error> {
+        d.deserialize_any(UniqueVisitor).map(Unique)
+    }
+}
+
+struct UniqueVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueVisitor {
+    type Value = serde_json::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Unique(value) = map.next_value()?;
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!("duplicate key `{key}`")));
+            }
+            object.insert(key, value);
+        }
+        Ok(serde_json::Value::Object(object))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Unique(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(serde_json::Value::Array(items))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, Into::into))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+}
 
 /// A reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -422,6 +499,27 @@ mod tests {
         );
         let e = RequestLine::parse(r#"{"id":3,"request":"mode","name":7}"#).unwrap_err();
         assert_eq!(e.id, Some(3), "the id is echoed when it could be read");
+    }
+
+    /// serde_json keeps the last of two equal keys: this suspended the system.
+    #[test]
+    fn a_key_given_twice_is_refused_wherever_it_is() {
+        for line in [
+            r#"{"request":"status","request":"suspend"}"#,
+            r#"{"id":1,"request":"mode","name":"a","name":"b"}"#,
+            r#"{"id":1,"id":2,"request":"status"}"#,
+            r#"{"request":"status","x":[{"k":1,"k":2}]}"#,
+        ] {
+            let e = RequestLine::parse(line).unwrap_err().error.unwrap();
+            assert_eq!(e.code, ErrorCode::Malformed, "{line}");
+            assert!(e.message.contains("duplicate key"), "{line}: {}", e.message);
+        }
+        let nested = r#"{"request":"status","x":[1,2.5,null,true,"s",{"k":{}}]}"#;
+        let e = RequestLine::parse(nested).unwrap_err().error.unwrap();
+        assert_eq!(
+            e.message, "unknown field `x`",
+            "parsed, then refused as unknown"
+        );
     }
 
     #[test]

@@ -15,24 +15,61 @@
 //! refused ones ([`Server::refuse_cgroups_named`]: a partition's process is refused
 //! whatever its uid, root included); another peer gets one `permission_denied` reply,
 //! is reported to [`Handler::refused`] (for the log) and is disconnected.
+//!
+//! How many may talk at once ([`Limits`]): at most 32 accepted connections, at most 8 of
+//! one user (uid), and a connection that has no request being answered and sent no
+//! complete request for 10 s is closed. So a client that opens connections and says
+//! nothing (or dribbles bytes that never end a line) holds none for long, and one user's
+//! connections leave room for the others'. The idle timeout runs on a timerfd in the
+//! server's epoll set: the server stays one descriptor to watch.
 
 use crate::lines::{Line, LineBuffer};
 use crate::protocol::{ErrorCode, Request, RequestLine, Response};
 use rustix::event::epoll;
 use rustix::event::Timespec;
+use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest request line accepted; a longer one gets a `too_long` reply.
 pub const MAX_REQUEST: usize = 64 * 1024;
 
-/// Connections served at once; more are told so and closed.
+/// Accepted connections served at once; more are told so and closed.
 pub const MAX_CONNECTIONS: usize = 32;
+
+/// Accepted connections of one user served at once.
+pub const MAX_PER_USER: usize = 8;
+
+/// How long an accepted connection may wait without a request before it is closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a server admits: see the module's documentation. Connections given to
+/// [`Server::adopt`] are none of these: one per partition, made by the supervisor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Accepted connections open at once ([`MAX_CONNECTIONS`]).
+    pub connections: usize,
+    /// Accepted connections of one uid open at once ([`MAX_PER_USER`]).
+    pub per_user: usize,
+    /// An accepted connection with no request being answered, whose last complete
+    /// request (or reply) is this old, is closed ([`IDLE_TIMEOUT`]).
+    pub idle: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            connections: MAX_CONNECTIONS,
+            per_user: MAX_PER_USER,
+            idle: IDLE_TIMEOUT,
+        }
+    }
+}
 
 /// Replies a peer has not read yet, beyond which it is disconnected.
 const MAX_PENDING_OUTPUT: usize = 4 << 20;
@@ -41,6 +78,8 @@ const MAX_PENDING_OUTPUT: usize = 4 << 20;
 const READ_PER_POLL: usize = 64 * 1024;
 
 const LISTENER: u64 = 0;
+/// The epoll data of the idle timer (connections count up from [`LISTENER`]).
+const IDLE_TIMER: u64 = u64::MAX;
 
 /// The credentials of a connected peer (`SO_PEERCRED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +173,10 @@ struct Connection {
     awaited: usize,
     /// Only `status` is served ([`Server::adopt`]).
     read_only: bool,
+    /// Accepted on the socket (counted against [`Limits`]), not adopted.
+    accepted: bool,
+    /// The last complete request read or reply sent.
+    active: Instant,
 }
 
 impl Connection {
@@ -148,6 +191,12 @@ impl Connection {
         }
         flags
     }
+
+    /// When the connection is closed for idleness, if nothing is going on.
+    fn idle_deadline(&self, idle: Duration) -> Option<Instant> {
+        let waiting = self.awaited > 0 || !self.out.is_empty();
+        (self.accepted && !waiting).then(|| self.active + idle)
+    }
 }
 
 /// The control socket of a running system.
@@ -160,6 +209,9 @@ pub struct Server {
     refused_cgroup: Option<String>,
     connections: Vec<Connection>,
     serial: u64,
+    limits: Limits,
+    /// Fires at the earliest idle deadline ([`Connection::idle_deadline`]).
+    idle_timer: OwnedFd,
 }
 
 impl Server {
@@ -200,6 +252,15 @@ impl Server {
             epoll::EventFlags::IN,
         )
         .map_err(|e| io(e.into()))?;
+        let idle_timer = rustix::time::timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::CLOEXEC | TimerfdFlags::NONBLOCK,
+        )
+        .and_then(|timer| {
+            let data = epoll::EventData::new_u64(IDLE_TIMER);
+            epoll::add(&epoll, &timer, data, epoll::EventFlags::IN).map(|_| timer)
+        })
+        .map_err(|e| io(e.into()))?;
         Ok(Server {
             listener,
             epoll,
@@ -208,6 +269,8 @@ impl Server {
             refused_cgroup: None,
             connections: Vec::new(),
             serial: LISTENER,
+            limits: Limits::default(),
+            idle_timer,
         })
     }
 
@@ -233,6 +296,11 @@ impl Server {
                 path.split('/')
                     .any(|part| part.starts_with(prefix.as_str()))
             })
+    }
+
+    /// Admits connections within `limits` from now on (the defaults otherwise).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
     }
 
     /// The socket's path.
@@ -271,9 +339,53 @@ impl Server {
         for event in events {
             match event.data.u64() {
                 LISTENER => self.accept_all(handler),
+                IDLE_TIMER => self.close_idle(),
                 serial => self.serve(serial, event.flags, handler),
             }
         }
+        self.arm_idle_timer()
+    }
+
+    /// Closes the accepted connections past their idle deadline.
+    fn close_idle(&mut self) {
+        let mut expirations = [0u8; 8];
+        let _ = rustix::io::read(&self.idle_timer, &mut expirations);
+        let now = Instant::now();
+        while let Some(i) = self.connections.iter().position(|c| {
+            c.idle_deadline(self.limits.idle)
+                .is_some_and(|deadline| deadline <= now)
+        }) {
+            self.close(i);
+        }
+    }
+
+    /// Sets the idle timer to the earliest idle deadline, or stops it when there is none.
+    fn arm_idle_timer(&self) -> io::Result<()> {
+        let earliest = self
+            .connections
+            .iter()
+            .filter_map(|c| c.idle_deadline(self.limits.idle))
+            .min();
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let value = match earliest {
+            // At least a nanosecond: zero would stop the timer.
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                Timespec {
+                    tv_sec: left.as_secs() as i64,
+                    tv_nsec: left.subsec_nanos().max(1) as i64,
+                }
+            }
+            None => zero,
+        };
+        let spec = Itimerspec {
+            it_interval: zero,
+            it_value: value,
+        };
+        rustix::time::timerfd_settime(&self.idle_timer, TimerfdTimerFlags::empty(), &spec)?;
         Ok(())
     }
 
@@ -283,12 +395,14 @@ impl Server {
         if let Some(i) = self.index(ticket.connection) {
             let c = &mut self.connections[i];
             c.awaited = c.awaited.saturating_sub(1);
+            c.active = Instant::now();
             let response = Response {
                 id: ticket.id,
                 ..response
             };
             c.out.extend_from_slice(response.to_line().as_bytes());
             self.flush(i);
+            let _ = self.arm_idle_timer();
         }
     }
 
@@ -333,14 +447,9 @@ impl Server {
         let refusal = if let Some(why) = why {
             handler.refused(peer, &why);
             Some(Response::error(None, ErrorCode::PermissionDenied, why))
-        } else if self.connections.len() >= MAX_CONNECTIONS {
-            Some(Response::error(
-                None,
-                ErrorCode::Busy,
-                format!("{MAX_CONNECTIONS} connections are open already"),
-            ))
         } else {
-            None
+            let busy = |why| Response::error(None, ErrorCode::Busy, why);
+            self.full(peer.uid).map(busy)
         };
         if let Some(refusal) = refusal {
             // Best effort: a non-blocking write of one short line, then close.
@@ -368,7 +477,27 @@ impl Server {
             eof: false,
             awaited: 0,
             read_only: false,
+            accepted: true,
+            active: Instant::now(),
         });
+    }
+
+    /// Why a connection of `uid` cannot be accepted now, if it cannot.
+    fn full(&self, uid: u32) -> Option<String> {
+        let accepted = || self.connections.iter().filter(|c| c.accepted);
+        if accepted().count() >= self.limits.connections {
+            return Some(format!(
+                "{} connections are open already",
+                self.limits.connections
+            ));
+        }
+        let of_user = accepted().filter(|c| c.peer.uid == uid).count();
+        (of_user >= self.limits.per_user).then(|| {
+            format!(
+                "uid {uid} has {} connections open already",
+                self.limits.per_user
+            )
+        })
     }
 
     /// Serves an already connected stream (the supervisor's end of a socket pair whose
@@ -376,7 +505,8 @@ impl Server {
     /// `read_only` only `status` is answered: any other request gets a
     /// `permission_denied` error "read-only connection" and goes to
     /// [`Handler::refused_read_only`]. No peer check: whoever holds the other end was
-    /// given it. Counts towards [`MAX_CONNECTIONS`] only for later accepts.
+    /// given it. Not counted against [`Limits`], and never closed for idleness: one such
+    /// connection per partition is what the supervisor made.
     pub fn adopt(&mut self, stream: UnixStream, read_only: bool) -> io::Result<()> {
         let cred = rustix::net::sockopt::socket_peercred(&stream)?;
         stream.set_nonblocking(true)?;
@@ -398,6 +528,8 @@ impl Server {
             eof: false,
             awaited: 0,
             read_only,
+            accepted: false,
+            active: Instant::now(),
         });
         Ok(())
     }
@@ -442,6 +574,15 @@ impl Server {
                     self.close(i);
                     return;
                 }
+            }
+        }
+        // Blank lines are no requests: they do not keep a connection from being idle.
+        let requested = lines
+            .iter()
+            .any(|l| !matches!(l, Line::Text(t) if t.trim().is_empty()));
+        if requested {
+            if let Some(i) = self.index(serial) {
+                self.connections[i].active = Instant::now();
             }
         }
         for line in lines {

@@ -74,12 +74,17 @@ struct Running {
 
 impl Running {
     fn start(name: &str, allowed: &[u32]) -> Running {
+        Running::start_with(name, allowed, Limits::default())
+    }
+
+    fn start_with(name: &str, allowed: &[u32], limits: Limits) -> Running {
         let dir =
             std::env::temp_dir().join(format!("bulkhead-control-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path = dir.join("vehicle.sock");
         let mut server = Server::bind(&path, allowed).unwrap();
+        server.set_limits(limits);
         let stop = Arc::new(AtomicBool::new(false));
         let refused = Arc::new(Mutex::new(Vec::new()));
         let mut fake = Fake {
@@ -237,6 +242,14 @@ fn bad_requests_get_errors_and_disturb_nothing() {
         code(exchange(&mut reader, b"{\"request\":\"suspend\"}\n")),
         ErrorCode::Unsupported
     );
+    // serde_json keeps the last of two keys: this reached the system as a suspend.
+    assert_eq!(
+        code(exchange(
+            &mut reader,
+            b"{\"request\":\"status\",\"request\":\"suspend\"}\n"
+        )),
+        ErrorCode::Malformed
+    );
     // The same connection and the system are fine afterwards.
     let ok = exchange(&mut reader, b"{\"id\":9,\"request\":\"status\"}\n");
     assert!(ok.ok && ok.id == Some(9));
@@ -321,15 +334,16 @@ fn default_paths_follow_the_description_name() {
 enum ChildSaw {
     /// connect() failed with EACCES: the file mode kept it out.
     ConnectDenied,
-    /// Connected and got a `permission_denied` reply: SO_PEERCRED kept it out.
-    Refused,
+    /// Connected and got a reply with the text looked for.
+    Reply,
     Other(i32),
 }
 
 /// Forks a child that becomes `uid`, connects to `path`, asks for the status and
-/// reports by its exit status what happened. Between fork and exit the child makes
-/// only async-signal-safe system calls on memory prepared before the fork.
-fn as_other_user(path: &Path, uid: u32) -> ChildSaw {
+/// reports by its exit status what happened: whether the reply holds `needle`. Between
+/// fork and exit the child makes only async-signal-safe system calls on memory
+/// prepared before the fork.
+fn as_other_user(path: &Path, uid: u32, needle: &[u8]) -> ChildSaw {
     // SAFETY: a zeroed sockaddr_un is a valid (empty) address.
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
@@ -340,7 +354,6 @@ fn as_other_user(path: &Path, uid: u32) -> ChildSaw {
     }
     let request = b"{\"request\":\"status\"}\n";
     let mut reply = [0u8; 512];
-    let needle = b"permission_denied";
     // SAFETY: the child only calls setgid, setuid, socket, connect, write, read and
     // _exit, all async-signal-safe, on memory allocated before the fork; the parent
     // waits for it below.
@@ -370,7 +383,7 @@ fn as_other_user(path: &Path, uid: u32) -> ChildSaw {
     let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
     assert_eq!(waited, pid);
     match libc::WEXITSTATUS(status) {
-        0 => ChildSaw::Refused,
+        0 => ChildSaw::Reply,
         1 => ChildSaw::ConnectDenied,
         other => ChildSaw::Other(other),
     }
@@ -385,16 +398,115 @@ fn a_peer_of_another_user_is_refused_and_reported() {
     let nobody = 65534;
     let sys = Running::start("peer", &[0]);
     // Mode 0600 keeps it from connecting at all.
-    assert_eq!(as_other_user(&sys.path, nobody), ChildSaw::ConnectDenied);
+    assert_eq!(
+        as_other_user(&sys.path, nobody, b"permission_denied"),
+        ChildSaw::ConnectDenied
+    );
     assert!(sys.refused.lock().unwrap().is_empty());
     // With the file opened up (as a careless administrator might), the peer check
     // still refuses it, and the refusal is reported for the log.
     std::fs::set_permissions(&sys.path, std::fs::Permissions::from_mode(0o666)).unwrap();
-    assert_eq!(as_other_user(&sys.path, nobody), ChildSaw::Refused);
+    assert_eq!(
+        as_other_user(&sys.path, nobody, b"permission_denied"),
+        ChildSaw::Reply
+    );
     let refused = sys.refused.lock().unwrap().clone();
     assert_eq!(refused.len(), 1);
     assert_eq!(refused[0].uid, nobody);
     // Root still gets its answers.
     let mut client = Client::connect(&sys.path).unwrap();
+    assert!(client.request(Request::Status, WAIT).unwrap().ok);
+}
+
+/// What the server sent on `stream` by now: Some(text) (empty at the end of the
+/// connection), None when nothing is there.
+fn sent_by_now(stream: &mut UnixStream) -> Option<String> {
+    use std::io::Read;
+    stream.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 512];
+    let read = stream.read(&mut buf);
+    stream.set_nonblocking(false).unwrap();
+    read.ok()
+        .map(|n| String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// 32 connections that said nothing locked every other client out for ever. Now one
+/// user holds at most MAX_PER_USER of them, another user is still answered, and a
+/// connection without a request for `idle` (one that dribbles bytes without ending a
+/// line too) is closed.
+#[test]
+fn idle_connections_are_closed_and_one_user_cannot_take_them_all() {
+    let nobody = 65534;
+    let idle = Duration::from_secs(2);
+    let limits = Limits {
+        idle,
+        ..Limits::default()
+    };
+    let sys = Running::start_with("idle", &[0, me(), nobody], limits);
+    std::fs::set_permissions(&sys.path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mut silent: Vec<UnixStream> = (0..MAX_CONNECTIONS)
+        .map(|_| UnixStream::connect(&sys.path).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let refusal = format!("uid {} has {MAX_PER_USER} connections open already", me());
+    let mut refused = 0;
+    for s in &mut silent {
+        match sent_by_now(s) {
+            Some(text) if text.contains(&refusal) => refused += 1,
+            None => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(refused, MAX_CONNECTIONS - MAX_PER_USER);
+    if me() == 0 {
+        assert_eq!(
+            as_other_user(&sys.path, nobody, b"\"ok\":true"),
+            ChildSaw::Reply,
+            "another user is answered"
+        );
+    }
+    let mut busy = Client::connect(&sys.path).unwrap();
+    let reply = busy.request(Request::Status, WAIT);
+    let reply = reply.map_or_else(|e| e.to_string(), |r| r.to_line());
+    assert!(reply.contains(&refusal), "{reply}");
+    let dribbler = std::thread::spawn({
+        let path = sys.path.clone();
+        move || {
+            let mut s = UnixStream::connect(&path).unwrap();
+            let started = Instant::now();
+            while started.elapsed() < 3 * idle && s.write_all(b" ").is_ok() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            started.elapsed()
+        }
+    });
+    for s in &mut silent {
+        s.set_read_timeout(Some(2 * idle)).unwrap();
+        let mut rest = Vec::new();
+        let read = std::io::Read::read_to_end(s, &mut rest);
+        assert!(read.is_ok(), "closed when idle: {read:?}");
+    }
+    assert!(
+        dribbler.join().unwrap() < 3 * idle,
+        "a line never ended is idle"
+    );
+    let mut client = Client::connect(&sys.path).unwrap();
+    assert!(client.request(Request::Status, WAIT).unwrap().ok);
+}
+
+/// A connection waiting for a reply given later is not idle, however long it waits.
+#[test]
+fn a_connection_waiting_for_its_reply_is_not_idle() {
+    let limits = Limits {
+        idle: SWITCH / 6,
+        ..Limits::default()
+    };
+    let sys = Running::start_with("waiting", &[0, me()], limits);
+    let mut client = Client::connect(&sys.path).unwrap();
+    let slow = Request::Mode {
+        name: "highway".into(),
+    };
+    let done = client.request(slow, WAIT).unwrap();
+    assert!(done.ok, "{done:?}");
     assert!(client.request(Request::Status, WAIT).unwrap().ok);
 }

@@ -10,6 +10,8 @@ mod canonical;
 pub mod cpuset;
 mod de;
 mod demos_form;
+pub mod excerpt;
+pub mod host;
 pub mod input;
 pub mod modes;
 mod normalize;
@@ -62,31 +64,34 @@ pub struct Diagnostic {
 pub type LoadError = Diagnostic;
 
 impl fmt::Display for Diagnostic {
-    /// `file:line:col: key.path: message`.
+    /// `file:line:col: key.path: message`, a long key path and long values in the
+    /// message cut ([`excerpt`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.file)?;
         if self.line > 0 {
             write!(f, ":{}:{}", self.line, self.column)?;
         }
         if !self.path.is_empty() {
-            write!(f, ": {}", self.path)?;
+            write!(f, ": {}", excerpt::shorten(&self.path))?;
         }
-        write!(f, ": {}", self.message)
+        write!(f, ": {}", excerpt::values(&self.message))
     }
 }
 
 impl std::error::Error for Diagnostic {}
 
-/// Loads and validates the description in `path` (a regular file of at most
+/// Loads and validates the description in `path` (a regular file or a FIFO of at most
 /// [`input::DEFAULT_MAX_INPUT_SIZE`] bytes).
 pub fn load_file(path: &Path) -> Result<Loaded, LoadError> {
     load_file_with(path, input::DEFAULT_MAX_INPUT_SIZE)
 }
 
-/// Loads and validates the description in `path`, a regular file of at most `limit` bytes.
+/// Loads and validates the description in `path`, a regular file or a FIFO of at most
+/// `limit` bytes.
 pub fn load_file_with(path: &Path, limit: u64) -> Result<Loaded, LoadError> {
     let file = path.display().to_string();
-    let bytes = input::read_file(path, limit).map_err(|e| file_error(&file, e.to_string()))?;
+    let bytes = input::read_file(path, limit, input::Fifo::Accept)
+        .map_err(|e| file_error(&file, e.to_string()))?;
     load_bytes(&bytes, &file)
 }
 
@@ -104,13 +109,33 @@ fn file_error(file: &str, message: String) -> Diagnostic {
 /// Loads and validates a description from raw bytes: UTF-8, with or without a byte
 /// order mark; a byte that is not UTF-8 is reported at its line, column and offset.
 pub fn load_bytes(bytes: &[u8], file_name: &str) -> Result<Loaded, LoadError> {
-    load_bytes_with(bytes, file_name, &|_| Ok(()))
+    load_bytes_with(bytes, file_name, &|_, _| Ok(()))
 }
 
 /// A check a caller adds to loading, for what the model cannot see itself (e.g. a
-/// signal in a bus's DBC file): an error is a key path and a message, positioned in
-/// the file like the loader's own errors.
-pub type ExtraCheck<'a> = &'a dyn Fn(&System) -> Result<(), (String, String)>;
+/// signal in a bus's DBC file, the machine's limits: [`host::Host::check`]): an error is
+/// a key path and a message, positioned in the file like the loader's own errors.
+pub type ExtraCheck<'a> = &'a dyn Fn(&System, &Places) -> Result<(), (String, String)>;
+
+/// Where a loaded description defined its partitions and window slices (key paths), so
+/// that a check added to loading ([`ExtraCheck`]) names them as the loader does: a
+/// DEmOS form defines a partition inside a window, for instance.
+pub struct Places<'a> {
+    partitions: &'a [String],
+    slices: &'a [Vec<String>],
+}
+
+impl Places<'_> {
+    /// The key path of partition `i`'s definition.
+    pub fn partition(&self, i: usize) -> &str {
+        &self.partitions[i]
+    }
+
+    /// The key path of slice `s` of window `w`.
+    pub fn slice(&self, w: usize, s: usize) -> &str {
+        &self.slices[w][s]
+    }
+}
 
 /// [`load_bytes`], then `extra` on the valid description.
 pub fn load_bytes_with(
@@ -152,7 +177,7 @@ fn not_utf8(bytes: &[u8], offset: usize, file_name: &str) -> Diagnostic {
 /// Loads and validates a description from `src`; `file_name` is used in messages.
 /// A leading byte order mark is skipped.
 pub fn load_str(src: &str, file_name: &str) -> Result<Loaded, LoadError> {
-    load_str_with(src, file_name, &|_| Ok(()))
+    load_str_with(src, file_name, &|_, _| Ok(()))
 }
 
 /// [`load_str`], then `extra` on the valid description.
@@ -183,7 +208,11 @@ pub fn load_str_with(
     normalized.system.pipelines = pipes::normalize(raw_pipelines, &normalized.system)
         .map_err(|e| at(pipe_mark(&root, &e), e.path, e.message))?;
     normalize::add_gateway_tasks(&mut normalized.system);
-    extra(&normalized.system)
+    let places = Places {
+        partitions: &normalized.partition_paths,
+        slices: &normalized.slice_paths,
+    };
+    extra(&normalized.system, &places)
         .map_err(|(path, message)| at(self::locate(&root, &path), path, message))?;
     Ok(Loaded {
         system: normalized.system,

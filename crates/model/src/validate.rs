@@ -12,8 +12,10 @@ type Names<'a> = HashMap<&'a str, usize>;
 /// description (hash lookups by name), so 10000 partitions validate in milliseconds.
 pub fn validate(n: &Normalized) -> Result<Vec<PathError>> {
     let names = partition_names(n)?;
+    check_name_lengths(n)?;
     check_references(n, &names)?;
     check_tasks(n)?;
+    check_pids(n)?;
     check_cpus(n)?;
     check_users(n)?;
     check_listen(n)?;
@@ -44,6 +46,84 @@ fn partition_names(n: &Normalized) -> Result<Names<'_>> {
         }
     }
     Ok(names)
+}
+
+/// The longest name of a partition, task or channel, in bytes. Names become parts of
+/// cgroup directory names (`p<i>-<name>`, `<name>-cpu<N>`) and memfd names
+/// (`bulkhead-task-<name>`, `bulkhead-chan-<name>-writer-lock`), which Linux bounds at
+/// 255 (NAME_MAX) and 249 bytes; 200 leaves room for what bulkhead adds.
+pub const MAX_NAME: usize = 200;
+
+/// Every partition, task and channel name fits [`MAX_NAME`]: `run` failed on a longer
+/// one with a bare EINVAL from `memfd_create` or ENAMETOOLONG from `mkdir`.
+fn check_name_lengths(n: &Normalized) -> Result<()> {
+    let sys = &n.system;
+    let partitions = sys
+        .partitions
+        .iter()
+        .zip(&n.partition_paths)
+        .flat_map(|(p, path)| {
+            let tasks = p.tasks.iter().enumerate();
+            let tasks = tasks.map(move |(i, t)| (&t.name, format!("{path}.tasks[{i}].name")));
+            std::iter::once((&p.name, format!("{path}.name"))).chain(tasks)
+        });
+    let channels = sys
+        .channels
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (&c.name, format!("channels[{i}].name")));
+    match partitions
+        .chain(channels)
+        .find(|(name, _)| name.len() > MAX_NAME)
+    {
+        Some((name, path)) => err(
+            path,
+            format!(
+                "a name of {} bytes: at most {MAX_NAME} (it becomes part of cgroup \
+                 directory and memfd names, which Linux bounds at 255 bytes)",
+                name.len()
+            ),
+        ),
+        None => Ok(()),
+    }
+}
+
+/// The pids a partition's programs take when they start: one per rt task (its bus
+/// gateway tasks included), one per process, and two more per process of a be
+/// partition in a pid namespace of its own (its monitor and init, docs/security.md).
+fn pids_needed(sys: &System, p: &Partition) -> usize {
+    let gateway_tasks = 2 * sys.buses.iter().filter(|b| b.gateway == p.name).count();
+    let per_process = match p.kind == PartitionKind::Be && p.sandbox.pid_namespace {
+        true => 3,
+        false => 1,
+    };
+    p.tasks.len() + gateway_tasks + per_process * p.processes.len()
+}
+
+/// A `pids` limit leaves room to start the partition's programs: below it, a process
+/// could not start (its monitor could not fork the init and exited 127) and `run`
+/// went on with a warning.
+fn check_pids(n: &Normalized) -> Result<()> {
+    for (p, path) in n.system.partitions.iter().zip(&n.partition_paths) {
+        let needed = pids_needed(&n.system, p);
+        match p.pids {
+            Some(limit) if (limit as usize) < needed => {
+                let why = match p.kind == PartitionKind::Be && p.sandbox.pid_namespace {
+                    true => "each process takes 3 (its program, and the monitor and init of its pid namespace)",
+                    false => "one per process and rt task",
+                };
+                return err(
+                    format!("{path}.pids"),
+                    format!(
+                        "{limit} pids cannot start the partition's programs, which take at \
+                         least {needed}: {why}"
+                    ),
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// One identity per partition: two partitions naming the same `user` have no boundary

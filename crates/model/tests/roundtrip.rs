@@ -84,7 +84,9 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                     scheduler: Scheduler::FixedPriority,
                     reclaim: false,
                     memory,
-                    pids: memory.map(|m| (m % 1000) as u32 + 1),
+                    // At least what starting the processes takes: 3 each (program,
+                    // monitor, init of its pid namespace).
+                    pids: memory.map(|m| (m % 1000) as u32 + 3 * processes.len() as u32),
                     tasks: Vec::new(),
                     processes,
                     // A numeric uid of its own (names must be accounts of this machine).

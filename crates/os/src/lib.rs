@@ -35,6 +35,7 @@ pub mod event;
 pub mod fd;
 pub mod futex;
 pub mod harden;
+pub mod host;
 pub mod ipc;
 pub mod launch;
 pub mod oom;

@@ -117,6 +117,26 @@ impl Drop for StopSignals {
     }
 }
 
+/// Ends the process the way a program killed by SIGPIPE ends (a shell shows status
+/// 141), without a message: for a write to standard output after its reader has gone
+/// (`bulkhead analyze --json | head -1`), where `cat` would die of the signal. Rust
+/// programs ignore SIGPIPE, so the signal's default action is restored and it is
+/// raised unblocked; never returns.
+pub fn die_of_sigpipe() -> ! {
+    // SAFETY: restoring a signal's default action, unblocking it in this thread and
+    // raising it have no preconditions; with the default action the kernel ends the
+    // whole process at the raise.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(libc::SIGPIPE);
+    }
+    std::process::exit(128 + libc::SIGPIPE)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -877,9 +877,8 @@ fn domain_of(p: &Partition, task: &str, placement: &Placement) -> Result<(u32, C
             Ok((*cpu, set, format!("{}-cpu{cpu}", p.name)))
         }
         Placement::Global(cpus) => {
-            let set = CpuSet::from_cpus(cpus.iter().copied()).ok_or_else(|| {
-                Error::Invalid(format!("task `{task}` is placed on no CPU"))
-            })?;
+            let set = CpuSet::from_cpus(cpus.iter().copied())
+                .ok_or_else(|| Error::Invalid(format!("task `{task}` is placed on no CPU")))?;
             let first = set.iter().next().expect("a non-empty set");
             Ok((first, set.clone(), format!("{}-cpus{set}", p.name)))
         }

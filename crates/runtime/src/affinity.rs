@@ -11,8 +11,8 @@ pub(crate) fn check(system: &System, allowed: &CpuSet) -> Result<(), RunError> {
     let Some(cpus) = &system.supervisor_cpus else {
         return Ok(());
     };
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let usable = match CpuSet::parse(online.trim()) {
+    let online = bulkhead_os::host::cpus_online().unwrap_or_default();
+    let usable = match CpuSet::parse(&online) {
         Ok(online) => CpuSet::from_cpus(allowed.iter().filter(|&c| online.contains(c))),
         Err(_) => Some(allowed.clone()),
     };

@@ -566,8 +566,8 @@ fn schedule_cpus(schedule: &Schedule) -> CpuSet {
 }
 
 fn check_cpus(schedule: &Schedule) -> Result<(), RunError> {
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let Ok(online) = CpuSet::parse(online.trim()) else {
+    let online = bulkhead_os::host::cpus_online().unwrap_or_default();
+    let Ok(online) = CpuSet::parse(&online) else {
         return Ok(());
     };
     for (w, window) in schedule.windows.iter().enumerate() {
