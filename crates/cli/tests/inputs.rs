@@ -198,10 +198,7 @@ fn a_long_value_is_shown_by_its_first_bytes_and_its_length() {
         ),
     );
     let cases = [
-        (
-            ["run", command.path(), "--timeout", "1s"],
-            "command not found",
-        ),
+        (["run", command.path(), "--timeout", "1s"], "not found"),
         (["check", reference.path(), "", ""], "unknown partition"),
     ];
     for (args, what) in cases {

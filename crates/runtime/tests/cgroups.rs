@@ -158,11 +158,6 @@ fn ms(t: Nanos) -> String {
     }
 }
 
-fn expect(ran: &Ran, expected: &str) {
-    let expected: Vec<&str> = expected.lines().collect();
-    assert_eq!(ran.log, expected, "\nactual:\n{}\n", ran.log.join("\n"));
-}
-
 /// Every scenario of the corpus not timed by its processes, played by the spinner and the probe
 /// ([`corpus::Scenario::real_system`]): exactly the corpus's log. (A yield and an exit
 /// on real processes: `yield_starts_the_next_process_early`, `exits_when_every_process_exited`.)
@@ -333,7 +328,17 @@ fn exits_when_every_process_exited() {
         "exit",
         |_| {},
     );
-    expect(&ran, "     0: cpus=0 cmd='SPIN 1' budget=50");
+    // On an idle machine it exits in its first window; on a loaded one (other CPU
+    // hogs, a noisy host) it may need a few more windows: the run ends anyway.
+    assert!(!ran.log.is_empty(), "no window ran");
+    for (k, line) in ran.log.iter().enumerate() {
+        assert_eq!(
+            line,
+            &format!("{:>6}: cpus=0 cmd='SPIN 1' budget=50", k * 100),
+            "\nactual:\n{}\n",
+            ran.log.join("\n")
+        );
+    }
     assert_eq!(ran.outcome.reason, StopReason::AllExited);
 }
 
