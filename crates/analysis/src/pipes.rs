@@ -739,10 +739,28 @@ impl<'a> Solver<'a> {
             .collect()
     }
 
+    /// The depth of the fifo from `p` into `c`: the backlog `c` may have queued over all
+    /// of its fifo inputs ([`Self::single_depth`] summed over them). With one input it
+    /// is the paper's depth; a consumer with several (a MIMO join, Boomerang III-E,
+    /// Figure 6) takes its m messages per job from whichever inputs hold some, so one
+    /// input's burst (a slow producer writing its m at once) delays the others and
+    /// their messages queue behind it: their sum bounds the queue of each.
+    fn depth(&self, p: usize, c: usize, flow: &[f64], stalled: bool) -> u64 {
+        let fifo = self.inputs(c).filter(|&e| self.edge_is_fifo(e));
+        let producers: Vec<usize> = fifo.map(|e| self.pipeline.edges[e].0).collect();
+        match producers.len() {
+            0 | 1 => self.single_depth(p, c, flow, stalled),
+            _ => producers
+                .iter()
+                .map(|&q| self.single_depth(q, c, flow, stalled))
+                .sum(),
+        }
+    }
+
     /// `m_p (⌈T_c / T_p⌉ + 1)` (III-E), plus, for a stall of `D`, the backlog it leaves:
     /// `⌈D · m_p / T_p⌉` (the producer's rate while the consumer is held, or what a
     /// held producer writes at once after it).
-    fn depth(&self, p: usize, c: usize, flow: &[f64], stalled: bool) -> u64 {
+    fn single_depth(&self, p: usize, c: usize, flow: &[f64], stalled: bool) -> u64 {
         let (vp, vc) = (self.vars[p], self.vars[c]);
         // Periods are 0 only before rate matching (an infeasible pipeline's report).
         let base = crate::pipeline::fifo_depth(vp.messages, vp.period.max(1), vc.period.max(1));
