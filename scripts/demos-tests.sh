@@ -3,9 +3,8 @@
 # against bulkhead's demos-sched, unchanged (docs/demos.md).
 #
 # Usage: scripts/demos-tests.sh DEMOS_SRC
-#   DEMOS_SRC  a source tree of DEmOS (github.com/CTU-IIG/demos-sched; the commit
-#              scripts/build-demos.sh pins is the one this was checked with), e.g. the
-#              one scripts/build-demos.sh clones into target/demos/src.
+#   DEMOS_SRC  a source tree of DEmOS (a clone of github.com/CTU-IIG/demos-sched;
+#              checked with its commit a70ef5264086609316cf9dd51283f14aac84b6a8).
 # Needs root (the suite runs schedules on cgroups) and `cargo build --release` done.
 #
 # The suite finds its programs in ../build/{src,src/tests,lib} beside its test/

@@ -24,13 +24,13 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo build --release
 cargo test
 # DEmOS's own test suite against demos-sched (docs/demos.md), from a DEmOS source tree:
-# $DEMOS_SRC, else the one scripts/build-demos.sh clones into target/demos/src.
+# $DEMOS_SRC, else target/demos/src (a clone of github.com/CTU-IIG/demos-sched you made).
 demos_src="${DEMOS_SRC:-target/demos/src}"
 if [ -d "$demos_src/test" ]; then
   scripts/demos-tests.sh "$demos_src"
 else
   echo "test: DEmOS's test suite NOT run: no DEmOS source tree at $demos_src" \
-    "(set DEMOS_SRC, or clone one with scripts/build-demos.sh; docs/demos.md)"
+    "(set DEMOS_SRC to a clone of DEmOS; docs/demos.md)"
 fi
 # Model checking of the channel algorithms (loom explores every interleaving).
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-chan --release --test loom
