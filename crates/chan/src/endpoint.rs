@@ -206,10 +206,12 @@ impl Sender {
 
     /// Writes one message or fails at once with [`SendError::Full`] (a `DropOldest`
     /// fifo is never full: it drops the oldest unread message).
+    #[inline]
     pub fn try_write(&mut self, msg: &[u8]) -> Result<(), SendError> {
         self.write_with(msg, Wait::Never)
     }
 
+    #[inline]
     fn write_with(&mut self, msg: &[u8], wait: Wait) -> Result<(), SendError> {
         let (len, msg_size) = (msg.len(), self.meta.msg_size);
         if len != msg_size as usize {
@@ -383,12 +385,14 @@ impl Receiver {
     }
 
     /// Reads one message or fails at once with [`RecvError::Empty`].
+    #[inline]
     pub fn try_read(&mut self, buf: &mut [u8]) -> Result<(), RecvError> {
         self.read_with(buf, Wait::Never, None)
     }
 
     /// `interrupt`: a word whose change (or wake-up) ends a fifo's wait, and its value
     /// before the wait.
+    #[inline]
     fn read_with(
         &mut self,
         buf: &mut [u8],

@@ -108,14 +108,17 @@ impl Ends {
             fence_free,
         }
     }
+    #[inline]
     fn mine(&self) -> &Side {
         // SAFETY: `new_*` require both pointers valid for the lifetime of self.
         unsafe { &*self.mine }
     }
+    #[inline]
     fn peer(&self) -> &Side {
         // SAFETY: as in `mine`.
         unsafe { &*self.peer }
     }
+    #[inline]
     fn next(&self, i: u32) -> u32 {
         if i + 1 == 2 * self.depth {
             0
@@ -123,11 +126,13 @@ impl Ends {
             i + 1
         }
     }
+    #[inline]
     fn slot(&self, i: u32) -> usize {
         (if i >= self.depth { i - self.depth } else { i }) as usize
     }
     /// Number of messages in the ring between `tail` and `head`, or an error
     /// if the peer's index is out of range.
+    #[inline]
     fn used(&self, head: u32, tail: u32) -> Result<u32, &'static str> {
         let n = 2 * self.depth;
         if head >= n || tail >= n {
@@ -149,6 +154,7 @@ impl Ends {
     /// Postcondition: a peer that sleeps on an older index (or is about to) is woken,
     /// or sees `index` before it sleeps (module doc: fenced, or fence-free when the
     /// peer's `fence_free` is set).
+    #[inline]
     fn publish(&mut self, index: u32) {
         self.mine().seq.store(index, Release);
         sync::light_barrier();
@@ -291,6 +297,7 @@ impl Producer {
     }
 
     /// Slot number free for the next message, or `Full` / `Closed`.
+    #[inline]
     pub fn try_reserve(&mut self) -> Result<usize, SendError> {
         let used = self.ends.used(self.head, self.tail_seen);
         if used.map_err(SendError::Corrupt)? < self.ends.depth {
@@ -331,6 +338,7 @@ impl Producer {
     }
 
     /// Publishes the message written into the reserved slot.
+    #[inline]
     pub fn commit(&mut self) {
         if let Some((written, _)) = &mut self.overwrite {
             *written += 1;
@@ -399,6 +407,7 @@ impl Consumer {
     /// Overwriting mode: after copying the acquired slot, whether the copy is the
     /// message (no drop overwrote the slot meanwhile); if not, the next acquire skips
     /// to the oldest message left. Always true in the normal mode.
+    #[inline]
     pub fn intact(&self) -> bool {
         let Some(next) = self.overwrite else {
             return true;
@@ -443,6 +452,7 @@ impl Consumer {
     }
 
     /// Slot number of the oldest unread message, or `Empty` / `Closed`.
+    #[inline]
     pub fn try_acquire(&mut self) -> Result<usize, RecvError> {
         if let Some(next) = self.overwrite {
             return self.try_acquire_overwriting(next);
@@ -512,6 +522,7 @@ impl Consumer {
     }
 
     /// Frees the slot returned by the last acquire.
+    #[inline]
     pub fn release(&mut self) {
         if let Some(next) = self.overwrite {
             self.skip_to(next + 1);
