@@ -114,6 +114,13 @@ fn release(side: &Side) {
     side.owner.store(0, Ordering::Release);
 }
 
+/// Adds `n` to a counter of this endpoint's own side: a load and a store, not a locked
+/// read-modify-write (which costs as much as a fence on every message), since only
+/// the endpoint holding the side writes its counters (`claim`: one holder at a time).
+fn add(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+}
+
 enum Tx {
     Fifo(Producer),
     Latest(fourslot::Writer),
@@ -199,10 +206,12 @@ impl Sender {
 
     /// Writes one message or fails at once with [`SendError::Full`] (a `DropOldest`
     /// fifo is never full: it drops the oldest unread message).
+    #[inline]
     pub fn try_write(&mut self, msg: &[u8]) -> Result<(), SendError> {
         self.write_with(msg, Wait::Never)
     }
 
+    #[inline]
     fn write_with(&mut self, msg: &[u8], wait: Wait) -> Result<(), SendError> {
         let (len, msg_size) = (msg.len(), self.meta.msg_size);
         if len != msg_size as usize {
@@ -216,7 +225,7 @@ impl Sender {
             (Tx::Fifo(p), Wait::Never, _) => p.try_reserve(),
             (Tx::Fifo(p), Wait::Until(_), Overflow::DropNewest) => match p.try_reserve() {
                 Err(SendError::Full) => {
-                    side.lost.fetch_add(1, Ordering::Relaxed);
+                    add(&side.lost, 1);
                     return Ok(());
                 }
                 r => r,
@@ -227,7 +236,7 @@ impl Sender {
             (Tx::Latest(w), _, _) => Ok(w.begin()),
         };
         if matches!(slot, Err(SendError::Full) | Err(SendError::Timeout)) {
-            side.lost.fetch_add(1, Ordering::Relaxed);
+            add(&side.lost, 1);
         }
         let slot = slot?;
         // SAFETY: slot < number of slots (depth or 4) by construction of the
@@ -246,7 +255,7 @@ impl Sender {
             Tx::Fifo(p) => p.commit(),
             Tx::Latest(w) => w.commit(),
         }
-        side.count.fetch_add(1, Ordering::Relaxed);
+        add(&side.count, 1);
         Ok(())
     }
 
@@ -376,12 +385,14 @@ impl Receiver {
     }
 
     /// Reads one message or fails at once with [`RecvError::Empty`].
+    #[inline]
     pub fn try_read(&mut self, buf: &mut [u8]) -> Result<(), RecvError> {
         self.read_with(buf, Wait::Never, None)
     }
 
     /// `interrupt`: a word whose change (or wake-up) ends a fifo's wait, and its value
     /// before the wait.
+    #[inline]
     fn read_with(
         &mut self,
         buf: &mut [u8],
@@ -422,14 +433,13 @@ impl Receiver {
         }
         // SAFETY: `side` points into the still-mapped region or map.
         let side = unsafe { &*self.side };
-        side.count.fetch_add(1, Ordering::Relaxed);
+        add(&side.count, 1);
         if let Rx::Latest(r) = &self.rx {
             // Messages published since the last one this reader saw, minus the one read.
             let now = r.published();
             let skipped = now.wrapping_sub(self.seen) & crate::ctrl::INDEX;
             if skipped > 1 {
-                side.lost
-                    .fetch_add(u64::from(skipped - 1), Ordering::Relaxed);
+                add(&side.lost, u64::from(skipped - 1));
             }
             self.seen = now;
         }

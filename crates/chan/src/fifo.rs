@@ -22,6 +22,26 @@
 //! and wakes if it is set. By the two fences at least one of them sees the
 //! other's store (Dekker). Only the sleeper clears its flag.
 //!
+//! **Publishing without a fence.** The waker's fence stalls until its index store
+//! has reached the peer's cache, on every message: that halved the round trip and cut
+//! the throughput to a fifth of a bare ring's. So a side that has not slept for
+//! [`CALM_OPS`] of its own publications sets its `fence_free` word, promising to issue a
+//! *heavy* barrier ([`sync::heavy_barrier`], `membarrier(2)`) instead of its fence the
+//! next time it sleeps, after clearing `fence_free` and setting `waiting`. A waker that
+//! reads the peer's `fence_free` set after publishing (with only a compiler barrier,
+//! [`sync::light_barrier`], between) neither fences nor reads `waiting`: it can skip the
+//! wake. Why: let the sleeper's sleep be `W: fence_free = 0, waiting = 1; H: heavy
+//! barrier; R: re-read seq` and the waker's publication `S: store seq; L: load
+//! fence_free`. The heavy barrier acts as a SeqCst fence of the waker at some point P
+//! during H. If L is after P, L sees W's 0 (only the sleeper writes `fence_free`, and it
+//! sets it again only once awake), so the waker takes the fenced path. If L is before
+//! P, so is S, and R sees S: the sleeper does not sleep on the old index. A side sets
+//! `fence_free` only if its heavy barrier works, and reads the peer's only if its own
+//! process is registered for the peer's heavy barriers ([`sync::barriers_ready`]);
+//! otherwise both fence as above. A side that sleeps at least every [`CALM_OPS`]
+//! publications never sets `fence_free` and pays no heavy barrier; one that stops
+//! sleeping pays one heavy barrier (a few microseconds) when it sleeps again.
+//!
 //! **Overwriting mode** (a channel with `overflow: drop_oldest`, [`Producer::overwriting`],
 //! [`Consumer::overwriting`]): the writer never waits; when `depth` messages are unread
 //! it drops the oldest to make room. Both sides then count absolute message positions
@@ -47,22 +67,58 @@ use std::time::Instant;
 /// Largest supported depth (indices need `2*depth` values below bit 31).
 pub const MAX_DEPTH: u32 = 1 << 24;
 
-/// Shared state of one end: its own words, the peer's words, the depth.
+/// A side's publications without a sleep after which it sets its `fence_free` (module
+/// doc): one heavy barrier at the next sleep costs about as much as this many fences.
+#[cfg(not(loom))]
+pub const CALM_OPS: u32 = 256;
+/// In the loom model, after one publication, so that every model crosses the protocol.
+#[cfg(loom)]
+pub const CALM_OPS: u32 = 1;
+
+/// Shared state of one end: its own words, the peer's words, the depth, and where
+/// this side stands in the fence-free protocol (module doc).
 struct Ends {
     mine: *const Side,
     peer: *const Side,
     depth: u32,
+    /// This process is registered for heavy barriers and can issue them.
+    barriers: bool,
+    /// This side's publications since it last slept, up to [`CALM_OPS`].
+    calm: u32,
+    /// The value this side last stored in its `fence_free`.
+    fence_free: bool,
 }
 
 impl Ends {
+    /// The ends of a side whose holder may have left its `fence_free` set: this one
+    /// keeps the promise (its next sleep issues the heavy barrier). Enters the
+    /// fence-free protocol (module doc) when this process can.
+    ///
+    /// # Safety
+    /// As [`Producer::new`].
+    unsafe fn new(mine: *const Side, peer: *const Side, depth: u32) -> Ends {
+        // SAFETY: valid by the caller's contract.
+        let fence_free = unsafe { &*mine }.fence_free.load(Relaxed) != 0;
+        Ends {
+            mine,
+            peer,
+            depth,
+            barriers: sync::barriers_ready(),
+            calm: 0,
+            fence_free,
+        }
+    }
+    #[inline]
     fn mine(&self) -> &Side {
         // SAFETY: `new_*` require both pointers valid for the lifetime of self.
         unsafe { &*self.mine }
     }
+    #[inline]
     fn peer(&self) -> &Side {
         // SAFETY: as in `mine`.
         unsafe { &*self.peer }
     }
+    #[inline]
     fn next(&self, i: u32) -> u32 {
         if i + 1 == 2 * self.depth {
             0
@@ -70,11 +126,13 @@ impl Ends {
             i + 1
         }
     }
+    #[inline]
     fn slot(&self, i: u32) -> usize {
         (if i >= self.depth { i - self.depth } else { i }) as usize
     }
     /// Number of messages in the ring between `tail` and `head`, or an error
     /// if the peer's index is out of range.
+    #[inline]
     fn used(&self, head: u32, tail: u32) -> Result<u32, &'static str> {
         let n = 2 * self.depth;
         if head >= n || tail >= n {
@@ -92,11 +150,25 @@ impl Ends {
         Ok(used)
     }
     /// Publishes `index` as this side's position and wakes a sleeping peer.
-    fn publish(&self, index: u32) {
+    ///
+    /// Postcondition: a peer that sleeps on an older index (or is about to) is woken,
+    /// or sees `index` before it sleeps (module doc: fenced, or fence-free when the
+    /// peer's `fence_free` is set).
+    #[inline]
+    fn publish(&mut self, index: u32) {
         self.mine().seq.store(index, Release);
-        fence(SeqCst);
-        if self.peer().waiting.load(Relaxed) != 0 {
-            sync::wake(&self.mine().seq);
+        sync::light_barrier();
+        if !(self.barriers && self.peer().fence_free.load(Relaxed) != 0) {
+            fence(SeqCst);
+            if self.peer().waiting.load(Relaxed) != 0 {
+                sync::wake(&self.mine().seq);
+            }
+        }
+        if self.calm < CALM_OPS {
+            self.calm += 1;
+        } else if self.barriers && !self.fence_free {
+            self.fence_free = true;
+            self.mine().fence_free.store(1, Relaxed);
         }
     }
     /// Marks this side closed and wakes the peer unconditionally.
@@ -108,14 +180,29 @@ impl Ends {
     /// Sleeps until the peer's `seq` differs from `seen` (or spuriously): `wait(word,
     /// value)` is the futex wait on the peer's `seq` while it holds `value`.
     /// Returns whether it actually called the futex.
+    ///
+    /// Precondition: `seen` is the peer's index this side last read, with which it
+    /// could not proceed. Postcondition: when it returns after sleeping, the peer
+    /// published a newer index, woke it, or the wait failed; no publication of the
+    /// peer after `seen` is missed (module doc).
     fn sleep<E>(
-        &self,
+        &mut self,
         seen: u32,
         wait: impl FnOnce(&AtomicU32, u32) -> Result<(), E>,
     ) -> Result<bool, E> {
-        let word = &self.peer().seq;
+        self.calm = 0;
         self.mine().waiting.store(1, Relaxed);
+        if self.fence_free {
+            self.fence_free = false;
+            self.mine().fence_free.store(0, Relaxed);
+            // The peer may still publish without a fence until this returns. A
+            // failure here means this process refused itself membarrier after
+            // attaching (a seccomp filter installed later), which its contract rules
+            // out; the fence below is then the best left to do.
+            sync::heavy_barrier();
+        }
         fence(SeqCst);
+        let word = &self.peer().seq;
         let now = word.load(Relaxed);
         let slept = now == seen;
         let r = if slept { wait(word, now) } else { Ok(()) };
@@ -156,7 +243,8 @@ impl Producer {
         peer: *const Side,
         depth: u32,
     ) -> Result<Producer, OpenError> {
-        let ends = Ends { mine, peer, depth };
+        // SAFETY: the caller's contract.
+        let ends = unsafe { Ends::new(mine, peer, depth) };
         let head = ends.mine().seq.load(Acquire) & INDEX;
         if head >= 2 * depth {
             return Err(OpenError::Corrupt("own fifo index out of range"));
@@ -209,6 +297,7 @@ impl Producer {
     }
 
     /// Slot number free for the next message, or `Full` / `Closed`.
+    #[inline]
     pub fn try_reserve(&mut self) -> Result<usize, SendError> {
         let used = self.ends.used(self.head, self.tail_seen);
         if used.map_err(SendError::Corrupt)? < self.ends.depth {
@@ -249,6 +338,7 @@ impl Producer {
     }
 
     /// Publishes the message written into the reserved slot.
+    #[inline]
     pub fn commit(&mut self) {
         if let Some((written, _)) = &mut self.overwrite {
             *written += 1;
@@ -290,7 +380,8 @@ impl Consumer {
         peer: *const Side,
         depth: u32,
     ) -> Result<Consumer, OpenError> {
-        let ends = Ends { mine, peer, depth };
+        // SAFETY: the caller's contract.
+        let ends = unsafe { Ends::new(mine, peer, depth) };
         let tail = ends.mine().seq.load(Acquire) & INDEX;
         if tail >= 2 * depth {
             return Err(OpenError::Corrupt("own fifo index out of range"));
@@ -316,6 +407,7 @@ impl Consumer {
     /// Overwriting mode: after copying the acquired slot, whether the copy is the
     /// message (no drop overwrote the slot meanwhile); if not, the next acquire skips
     /// to the oldest message left. Always true in the normal mode.
+    #[inline]
     pub fn intact(&self) -> bool {
         let Some(next) = self.overwrite else {
             return true;
@@ -360,6 +452,7 @@ impl Consumer {
     }
 
     /// Slot number of the oldest unread message, or `Empty` / `Closed`.
+    #[inline]
     pub fn try_acquire(&mut self) -> Result<usize, RecvError> {
         if let Some(next) = self.overwrite {
             return self.try_acquire_overwriting(next);
@@ -429,6 +522,7 @@ impl Consumer {
     }
 
     /// Frees the slot returned by the last acquire.
+    #[inline]
     pub fn release(&mut self) {
         if let Some(next) = self.overwrite {
             self.skip_to(next + 1);

@@ -21,8 +21,9 @@ use std::fmt;
 
 /// "BHDCHAN1" little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"BHDCHAN1");
-/// Layout version; bumped on any incompatible change.
-pub const VERSION: u32 = 1;
+/// Layout version; bumped on any incompatible change (2: the control words of a
+/// [`crate::ctrl::Side`] regrouped 128 bytes apart, with `fence_free`).
+pub const VERSION: u32 = 2;
 /// Bytes of the encoded header.
 pub const HEADER_LEN: usize = 144;
 /// Longest channel name, in bytes.

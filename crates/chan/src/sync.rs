@@ -110,6 +110,65 @@ pub fn wake(word: &AtomicU32) {
         rustix::thread::futex::wake(word, rustix::thread::futex::Flags::empty(), i32::MAX as u32);
 }
 
+/// Prepares the asymmetric barrier pair ([`heavy_barrier`], [`light_barrier`]) for
+/// this process: registers it for `MEMBARRIER_CMD_GLOBAL_EXPEDITED` (so that another
+/// process's heavy barrier interrupts this one's threads), then issues one heavy barrier
+/// as a probe. Returns whether both worked; if not (a kernel before 4.16, a seccomp
+/// filter that refuses them), the caller must use fences on both sides.
+///
+/// The registration belongs to the process (its memory map), not to the caller: a child
+/// forked afterwards is not registered, so an endpoint must be attached, not inherited
+/// through `fork`, by the process that uses it.
+#[cfg(not(loom))]
+pub fn barriers_ready() -> bool {
+    use rustix::thread::{membarrier, MembarrierCommand};
+    membarrier(MembarrierCommand::RegisterGlobalExpedited).is_ok() && heavy_barrier()
+}
+
+/// The heavy half of an asymmetric barrier pair: a SeqCst fence in this thread and,
+/// before it returns, a full memory barrier in every running thread of every process
+/// registered by [`barriers_ready`] (`membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`, an
+/// inter-processor interrupt to their CPUs; a thread not running passed one in the
+/// scheduler). So for every such thread there is a point P during this call such that
+/// what it did before P is visible to this thread after the call, and what this thread
+/// did before the call is visible to what it does after P: as if that thread had
+/// executed a SeqCst fence at P (membarrier(2)). A few microseconds; returns whether the
+/// kernel did it.
+#[cfg(not(loom))]
+pub fn heavy_barrier() -> bool {
+    use rustix::thread::{membarrier, MembarrierCommand};
+    membarrier(MembarrierCommand::GlobalExpedited).is_ok()
+}
+
+/// The light half of the pair: keeps the compiler from moving memory accesses across
+/// it; the processor's reordering across it is what [`heavy_barrier`] undoes.
+#[cfg(not(loom))]
+pub fn light_barrier() {
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+}
+
+/// Loom model of [`barriers_ready`]: the pair always works.
+#[cfg(loom)]
+pub fn barriers_ready() -> bool {
+    true
+}
+
+/// Loom model of the heavy barrier: a SeqCst fence. With [`light_barrier`] modelled as a
+/// SeqCst fence too, the model checks the protocol built on the pair as if the peer's
+/// barrier point P were at its light barrier; why any P will do is argued where the pair
+/// is used ([`crate::fifo`]).
+#[cfg(loom)]
+pub fn heavy_barrier() -> bool {
+    fence(Ordering::SeqCst);
+    true
+}
+
+/// Loom model of the light barrier: a SeqCst fence (see [`heavy_barrier`]).
+#[cfg(loom)]
+pub fn light_barrier() {
+    fence(Ordering::SeqCst);
+}
+
 /// Spin-wait hint.
 #[cfg(not(loom))]
 pub fn spin_hint() {

@@ -6,7 +6,9 @@
 //! sides asleep) or a failed assertion (loss, reordering, stale data).
 //!
 //! Each model was checked to fail when its algorithm is broken on purpose:
-//! dropping the sleeper's fence gives a deadlock, and dropping either
+//! dropping the sleeper's fence gives a deadlock, so does a sleeper that clears its
+//! `fence_free` only after re-reading the peer's index (the fence-free protocol of
+//! src/fifo.rs: every model crosses it, `CALM_OPS` being 1 under loom), and dropping either
 //! four-slot fence or letting the writer pick the pair being read gives a
 //! causality violation on a slot.
 //!

@@ -2,6 +2,8 @@
 //! side. The "hostile peer" here is a separate read-write mapping of the
 //! channel file, exactly what a misbehaving process holding the fd can do.
 
+use bulkhead_chan::ctrl::Side;
+use bulkhead_chan::layout::VERSION;
 use bulkhead_chan::{Channel, OpenError, RecvError, SendError, Spec};
 use rustix::fd::AsFd;
 use rustix::mm::{MapFlags, ProtFlags};
@@ -10,9 +12,9 @@ use std::time::{Duration, Instant};
 const PAGE: usize = 4096;
 const WRITER: usize = PAGE;
 const READER: usize = 2 * PAGE;
-// Offsets of the words inside a side's page (see ctrl::Side).
-const SEQ: usize = 0;
-const PAIR: usize = 72;
+// Offsets of the words inside a side's page.
+const SEQ: usize = std::mem::offset_of!(Side, seq);
+const PAIR: usize = std::mem::offset_of!(Side, pair);
 
 /// A read-write mapping of the whole channel, unmapped on drop.
 struct Hostile {
@@ -190,10 +192,11 @@ fn every_header_corruption_is_rejected_or_harmless() {
         }
     }
     let e = {
-        h.poke32(8, 2);
+        h.poke32(8, VERSION + 1);
         Channel::from_fd(dup(&chan)).unwrap_err().to_string()
     };
-    assert!(e.contains("version 2, want 1"), "{e}");
+    let want = format!("version {}, want {VERSION}", VERSION + 1);
+    assert!(e.contains(&want), "{e}");
 }
 
 #[test]

@@ -31,8 +31,10 @@ fn run_windowed(dir: &Scratch, keys: &str, script: &str) -> (String, String) {
 /// SCHED_FIFO, a change of its affinity (to its own CPU 1), an I/O priority in the
 /// real-time class; then, through perl's `syscall`, an io_uring instance, locked memory
 /// (`mlock` of an unmapped page: ENOMEM when the call is let through) and the size of
-/// the kernel's log (`syslog`, which needs CAP_SYSLOG): each prints its result and
-/// errno. `@IO_URING_SETUP@`, `@MLOCK@`, `@SYSLOG@`: the calls' numbers.
+/// the kernel's log (`syslog`, which needs CAP_SYSLOG) and a global expedited memory
+/// barrier (`membarrier`, an interrupt to every CPU running a registered process): each
+/// prints its result and errno. `@IO_URING_SETUP@`, `@MLOCK@`, `@SYSLOG@`,
+/// `@MEMBARRIER@`: the calls' numbers.
 const PRIVILEGED: &str = r#"
 exec > @D@/report.tmp 2>&1
 echo capbnd=$(grep ^CapBnd: /proc/self/status | cut -f2)
@@ -44,6 +46,7 @@ ionice -c 1 -p $$ >/dev/null 2>&1; echo ionice=$?
 perl -e '$p = "\0" x 120; $r = syscall(@IO_URING_SETUP@, 1, $p); print "io_uring=", $r < 0 ? $!+0 : 0, "\n"'
 perl -e '$r = syscall(@MLOCK@, 0, 4096); print "mlock=", $r < 0 ? $!+0 : 0, "\n"'
 perl -e '$r = syscall(@SYSLOG@, 10, 0, 0); print "syslog=", $r < 0 ? $!+0 : 0, "\n"'
+perl -e '$r = syscall(@MEMBARRIER@, 2, 0); print "membarrier=", $r < 0 ? $!+0 : 0, "\n"'
 mv @D@/report.tmp @D@/report
 "#;
 
@@ -53,15 +56,17 @@ fn privileged() -> String {
         .replace("@IO_URING_SETUP@", &libc::SYS_io_uring_setup.to_string())
         .replace("@MLOCK@", &libc::SYS_mlock.to_string())
         .replace("@SYSLOG@", &libc::SYS_syslog.to_string())
+        .replace("@MEMBARRIER@", &libc::SYS_membarrier.to_string())
 }
 
 /// The errno of each system call [`PRIVILEGED`] makes when the seccomp filter refuses
 /// it, and when it lets it through (io_uring and syslog succeed, `mlock` of an unmapped
 /// page fails with ENOMEM).
-const CALLS: [(&str, i32, i32); 3] = [
+const CALLS: [(&str, i32, i32); 4] = [
     ("io_uring", libc::EPERM, 0),
     ("mlock", libc::EPERM, libc::ENOMEM),
     ("syslog", libc::EPERM, 0),
+    ("membarrier", libc::EPERM, 0),
 ];
 
 /// Whether each call of [`CALLS`] got the errno it gets with the filter (`filtered`) or

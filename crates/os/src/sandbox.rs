@@ -203,6 +203,11 @@ pub unsafe fn clear_capabilities() -> Result<(), i32> {
 ///   processes, timing side channels, kernel attack surface (io_uring's requests run
 ///   in kernel workers, out of the filter's sight), the per-uid keyrings, the kernel's
 ///   log;
+/// - with EPERM, `membarrier` with a command that reaches other processes (global, global
+///   expedited and its registration): a global expedited barrier interrupts every CPU
+///   running a registered process, rt partitions' exclusive CPUs included (their fifo
+///   channels register, `bulkhead_chan::sync::barriers_ready`); a be process's channel
+///   ends then fence on every message instead;
 /// - with EPERM, `unshare`, `setns`, `clone` with a namespace flag, `mount`, `umount2`,
 ///   `pivot_root`, `chroot` and the new mount API (`open_tree`, `move_mount`, `fsopen`,
 ///   `fsconfig`, `fsmount`, `fspick`, `mount_setattr`): leaving the sandbox's namespaces,
@@ -259,6 +264,12 @@ const NAMESPACE_FLAGS: [i32; 7] = [
     libc::CLONE_NEWCGROUP,
 ];
 
+/// The `membarrier` commands that reach other processes: `MEMBARRIER_CMD_GLOBAL` (1),
+/// `MEMBARRIER_CMD_GLOBAL_EXPEDITED` (2), which interrupts every CPU running a process
+/// registered for it (the fifo channels of rt partitions register), and its
+/// registration (4).
+const MEMBARRIER_GLOBAL: [u64; 3] = [1, 2, 4];
+
 /// `IOPRIO_CLASS_RT` in the class bits of an I/O priority (`class << 13`).
 const IOPRIO_CLASS_RT: u64 = 1 << 13;
 const IOPRIO_CLASS_MASK: u64 = 7 << 13;
@@ -281,6 +292,10 @@ impl Filter {
         refused.insert(
             libc::SYS_ioprio_set,
             rules([(2, IOPRIO_CLASS_MASK, IOPRIO_CLASS_RT)])?,
+        );
+        refused.insert(
+            libc::SYS_membarrier,
+            rules(MEMBARRIER_GLOBAL.iter().map(|&c| (0, 0xffff_ffff, c)))?,
         );
         refused.insert(
             libc::SYS_clone,
@@ -750,6 +765,17 @@ mod tests {
                     if libc::syscall(nr, 0usize, 0usize, 0usize) == 0 || errno() != libc::EPERM {
                         libc::_exit(15);
                     }
+                }
+                for cmd in MEMBARRIER_GLOBAL {
+                    if libc::syscall(libc::SYS_membarrier, cmd, 0usize) == 0
+                        || errno() != libc::EPERM
+                    {
+                        libc::_exit(16);
+                    }
+                }
+                // MEMBARRIER_CMD_QUERY stays allowed (and answers which commands work).
+                if libc::syscall(libc::SYS_membarrier, 0usize, 0usize) < 0 {
+                    libc::_exit(17);
                 }
                 let other = libc::sched_param { sched_priority: 0 };
                 if libc::sched_setscheduler(0, libc::SCHED_BATCH, &other) != 0 {
