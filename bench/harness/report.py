@@ -126,9 +126,9 @@ def write(path, results, experiments):
     quick = any(r["quick"] for r in results)
     head = f"""# Results
 
-Every experiment of `bench/run` (the papers' evaluations and our own benchmarks), from one
-run of `bench/run --all{' --quick' if quick else ''} --report docs/results.md` that started on {first.get('date', '?')}.
-The JSON of that run is kept beside this page (`docs/results.jsonl`, one object an
+Every experiment of `bench/run` (the papers' evaluations and our own benchmarks), from a
+run of `bench/run --all{' --quick' if quick else ''} --report docs/results.md` that started on {first.get('date', '?')}
+(an experiment rerun alone afterwards shows its own date). The JSON of that run is kept beside this page (`docs/results.jsonl`, one object an
 experiment); `bench/run --report docs/results.md --from docs/results.jsonl` writes the page
 again from it. Each experiment names its paper's table or figure, the paper's figures,
 ours (bulkhead) and the baseline's (the peer or plain Linux, measured in the same
