@@ -666,7 +666,7 @@ EXPERIMENTS = [
                "bench/window-switch: fixed CPU work pinned alone against the same work in one "
                "repeating window of 100/10/5/2/1 ms.",
                "CPU work instead of the paper's video frames; demos-sched beside it only when "
-               "scripts/build-demos.sh built it.",
+               "DEMOS_SCHED names a build of it (this repository does not build it).",
                demos_window_switch, packages=["bulkhead-runtime", "bulkhead-bench-window-switch"],
                rt=True, timescale_us=1000),
     Experiment("demos-startup", "Start-up and teardown of many partitions", f"{DEMOS} (start-up)",
