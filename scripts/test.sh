@@ -39,6 +39,9 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-chan 
 # The browser tests (tests/browser): the dashboard and the report in a headless Chromium
 # driven by Playwright (the dashboard's need root and are skipped otherwise).
 .venv/bin/python -m pytest -q tests/browser
+# The benchmark harness's shape (bench/run, docs/results.md): --list and two quick runs
+# print the JSON the report reads; their figures are not judged.
+python3 bench/harness/shape.py
 # The README's main job, end to end, as a new user runs it: it checks its own results
 # (as root: the vehicle follows its set point, the gateways forward frames).
 bash scripts/demo.sh

@@ -5,7 +5,7 @@
 #![no_main]
 
 use bulkhead_chan::layout::{self, Layout, HEADER_LEN};
-use bulkhead_chan::{Kind, Meta};
+use bulkhead_chan::{Kind, Meta, Overflow};
 use libfuzzer_sys::fuzz_target;
 
 const PAGE: u64 = 4096;
@@ -16,6 +16,7 @@ fn valid_header() -> ([u8; HEADER_LEN], u64) {
         kind: Kind::Fifo,
         msg_size: 8,
         depth: 10,
+        overflow: Overflow::Block,
         creator_pid: 1,
         creator_start: 2,
     };

@@ -48,6 +48,8 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod driveos;
+
 /// Gateway task period: DriveOS Table 3 gives its CAN mapper tasks in the gateway
 /// (C, D) a 2 ms period with a 0.1 ms budget; our jobs make system calls into the
 /// virtual bus and the channels, so they get 0.25 ms.
@@ -69,6 +71,9 @@ fn main() {
         "replay" => role_replay(&args[2], &args[3], args[4].parse().unwrap()),
         "saturate" => role_saturate(&args[2], args[3].parse().unwrap()),
         "hog" => role_hog(),
+        "logger" => driveos::role_logger(&args[2], &args[3]),
+        "critical" => driveos::role_critical(&args[2], &args[3]),
+        "table4" | "fig8" | "fig9" => driveos::orchestrate(&args),
         _ => orchestrate(&args),
     }
 }
@@ -93,15 +98,21 @@ const SCHED_DEADLINE: u32 = 6;
 /// Puts the calling thread under SCHED_DEADLINE (runtime `BUDGET`, deadline and
 /// period `PERIOD`). One system call, no allocation: usable between fork and exec.
 fn set_deadline() -> std::io::Result<()> {
+    set_deadline_of(BUDGET, PERIOD)
+}
+
+/// Puts the calling thread under SCHED_DEADLINE with `runtime` every `period` (deadline
+/// = period). One system call, no allocation: usable between fork and exec.
+fn set_deadline_of(runtime: Duration, period: Duration) -> std::io::Result<()> {
     let attr = SchedAttr {
         size: std::mem::size_of::<SchedAttr>() as u32,
         policy: SCHED_DEADLINE,
         flags: 0,
         nice: 0,
         priority: 0,
-        runtime: BUDGET.as_nanos() as u64,
-        deadline: PERIOD.as_nanos() as u64,
-        period: PERIOD.as_nanos() as u64,
+        runtime: runtime.as_nanos() as u64,
+        deadline: period.as_nanos() as u64,
+        period: period.as_nanos() as u64,
     };
     // SAFETY: sched_setattr(0, attr, 0) reads `size` bytes of a valid, initialized
     // struct that outlives the call; pid 0 is the calling thread.
@@ -116,8 +127,13 @@ fn set_deadline() -> std::io::Result<()> {
 /// [`set_deadline`], retrying for 2 s while admission control refuses (EBUSY: other
 /// reservations on this machine use the bandwidth).
 fn set_deadline_retrying() -> Result<(), String> {
+    set_deadline_of_retrying(BUDGET, PERIOD)
+}
+
+/// [`set_deadline_of`], retrying for 2 s while admission control refuses.
+fn set_deadline_of_retrying(runtime: Duration, period: Duration) -> Result<(), String> {
     for _ in 0..20 {
-        match set_deadline() {
+        match set_deadline_of(runtime, period) {
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
                 thread::sleep(Duration::from_millis(100))
             }
@@ -174,7 +190,7 @@ fn role_probe(bus_name: &str) {
     println!("{}", json!({"t_bus": t_bus, "t_deliv": t_deliv}));
 }
 
-/// Prints `{"received", "missed", "span_s", "t_bus": [..], "t_map": [..]}`.
+/// Prints `{"received", "missed", "span_s", "t_bus": [..], "t_map": [..], "id": [..]}`.
 fn role_mapper(to: &str, from: &str, reserved: bool) {
     if reserved {
         if let Err(e) = set_deadline_retrying() {
@@ -190,6 +206,7 @@ fn role_mapper(to: &str, from: &str, reserved: bool) {
     }
     mapper.subscribe_all();
     let (mut t_bus, mut t_map) = (Vec::with_capacity(1 << 16), Vec::with_capacity(1 << 16));
+    let mut ids = Vec::with_capacity(1 << 16);
     let (mut first, mut last) = (None, Instant::now());
     let start = Instant::now();
     loop {
@@ -197,6 +214,7 @@ fn role_mapper(to: &str, from: &str, reserved: bool) {
             Some(d) => {
                 t_map.push(now_unix_ns());
                 t_bus.push(d.t_ns);
+                ids.push(driveos::id_word(d.frame.id()));
                 last = Instant::now();
                 first.get_or_insert(last);
             }
@@ -209,7 +227,7 @@ fn role_mapper(to: &str, from: &str, reserved: bool) {
     println!(
         "{}",
         json!({"received": t_map.len(), "missed": mapper.missed(), "span_s": span,
-               "t_bus": t_bus, "t_map": t_map})
+               "t_bus": t_bus, "t_map": t_map, "id": ids})
     );
 }
 
@@ -259,10 +277,12 @@ fn role_hog() {
 
 // ---- orchestration ----------------------------------------------------------
 
-/// Child processes killed and reaped on drop; named channels destroyed on drop.
+/// Child processes killed and reaped on drop; named channels destroyed and scratch
+/// directories removed on drop.
 struct Cleanup {
     children: Vec<Child>,
     channels: Vec<String>,
+    dirs: Vec<std::path::PathBuf>,
 }
 
 impl Drop for Cleanup {
@@ -276,6 +296,9 @@ impl Drop for Cleanup {
             if let Ok(c) = Channel::open_named(name) {
                 let _ = c.destroy();
             }
+        }
+        for dir in &self.dirs {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
@@ -347,15 +370,44 @@ fn u64s(v: &Value) -> Vec<u64> {
         .unwrap_or_default()
 }
 
+/// What runs beside the gateway path: `hogs` CPU hogs, and each of `extra`'s roles
+/// (arguments of this program; `{dir}` a scratch directory, `{bus}` the bus's name).
+struct Background {
+    hogs: usize,
+    extra: Vec<Vec<String>>,
+}
+
 /// One run: load `load` ("replay" or "saturate") with the gateway path `mode`.
-fn run(bulkhead: &str, load: &str, mode: &str, log: &str, seconds: f64) -> Value {
+fn run(
+    bulkhead: &str,
+    load: &str,
+    mode: &str,
+    log: &str,
+    seconds: f64,
+    background: &Background,
+) -> Value {
+    run_raw(bulkhead, load, mode, log, seconds, background).0
+}
+
+/// [`run`], and what the mapper printed (each frame's timestamps and id).
+fn run_raw(
+    bulkhead: &str,
+    load: &str,
+    mode: &str,
+    log: &str,
+    seconds: f64,
+    background: &Background,
+) -> (Value, Value) {
     let reserved = mode == "reserved";
     let tag = format!("{}-{load}-{mode}", std::process::id());
     let bus_name = format!("bench-{tag}");
     let (to, from) = (format!("bench-{tag}-to"), format!("bench-{tag}-from"));
+    let dir = std::env::temp_dir().join(format!("bh-bench-can-{tag}"));
+    std::fs::create_dir_all(&dir).unwrap();
     let mut cleanup = Cleanup {
         children: Vec::new(),
         channels: vec![to.clone(), from.clone()],
+        dirs: vec![dir.clone()],
     };
     let _to = Channel::create_named(&Spec::fifo(&to, WIRE_SIZE as u32, 1024)).unwrap();
     let _from = Channel::create_named(&Spec::fifo(&from, WIRE_SIZE as u32, 64)).unwrap();
@@ -381,9 +433,20 @@ fn run(bulkhead: &str, load: &str, mode: &str, log: &str, seconds: f64) -> Value
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let hogs = hog_count();
+    let hogs = background.hogs;
     for _ in 0..hogs {
         spawn(&mut cleanup, &["hog"]);
+    }
+    let dir_text = dir.display().to_string();
+    for role in &background.extra {
+        let role: Vec<String> = role
+            .iter()
+            .map(|a| a.replace("{dir}", &dir_text).replace("{bus}", &bus_name))
+            .collect();
+        spawn(
+            &mut cleanup,
+            &role.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
     }
     thread::sleep(Duration::from_millis(300));
     let secs = seconds.to_string();
@@ -411,11 +474,12 @@ fn run(bulkhead: &str, load: &str, mode: &str, log: &str, seconds: f64) -> Value
     let counters: HashMap<String, u64> = reader.named_counters().into_iter().collect();
     drop(cleanup);
     let mut result = summarize(load, mode, &sent, &got, &probed, &jobs, hogs);
+    result["inter_frame_ms"] = driveos::inter_frame(&got);
     result["steal_ms"] = json!(steal);
     result["elapsed_s"] = json!(started.elapsed().as_secs_f64());
     result["gateway_rx_dropped"] = json!(counters.get("be.rx_dropped"));
     result["gateway_rx_forwarded"] = json!(counters.get("be.rx_forwarded"));
-    result
+    (result, got)
 }
 
 /// CPU time stolen by the hypervisor so far, all CPUs (`/proc/stat` `steal`), ms.
@@ -559,7 +623,11 @@ fn orchestrate(args: &[String]) {
     let mut results = Vec::new();
     for (load, secs) in [("replay", replay_s), ("saturate", saturate_s)] {
         for mode in ["reserved", "sched_other"] {
-            let r = run(bulkhead, load, mode, log, secs);
+            let background = Background {
+                hogs: hog_count(),
+                extra: Vec::new(),
+            };
+            let r = run(bulkhead, load, mode, log, secs, &background);
             print_row(&r);
             results.push(r);
         }

@@ -30,7 +30,8 @@ pub(crate) fn spin_ns(output: &[u8]) -> f64 {
     let line = text
         .lines()
         .rev()
-        .find_map(|l| l.trim().parse::<f64>().ok());
+        // `bulkhead run` prefixes a process's lines with its name (`NAME[i]: `).
+        .find_map(|l| l.split_whitespace().last()?.parse::<f64>().ok());
     line.unwrap_or_else(|| panic!("no elapsed time in output: {text}"))
 }
 

@@ -1,0 +1,1 @@
+"""bench/run's experiments (docs/results.md)."""

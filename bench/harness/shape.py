@@ -1,0 +1,58 @@
+"""The harness's shape, for scripts/test.sh: `bench/run --list` names the issue's
+experiments, and two quick runs (one plain, one rt under the lock) each end with one JSON
+object with every key docs/results.md reads. Figures are not judged (benchmarks never
+fail the tests on their numbers). Exit status 1 names what is missing."""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUN = os.path.join(ROOT, "bench", "run")
+NAMES = ["driveos-table2", "driveos-table4", "driveos-fig8", "driveos-fig9", "driveos-7.2",
+         "jump2start-fig5", "jump2start-fig11", "jump2start-3.3", "m2xen-fig5", "m2xen-fig8-9",
+         "boomerang-table2", "boomerang-table4", "boomerang-table6", "boomerang-mimo",
+         "demos-fig5", "demos-window-switch", "demos-startup", "channels", "can", "analysis",
+         "sim", "probe"]
+KEYS = ["experiment", "paper", "measured", "baseline", "floor", "verdict", "date", "commands"]
+# One experiment without root and one rt experiment (the lock, the floor's probe).
+QUICK = ["analysis", "demos-fig5"]
+
+
+def listed():
+    out = subprocess.run([RUN, "--list"], capture_output=True, text=True, check=True).stdout
+    names = {line.split()[0] for line in out.splitlines() if line.strip()}
+    return [f"`bench/run --list` does not name {n}" for n in NAMES if n not in names]
+
+
+def quick(n):
+    out = subprocess.run([RUN, n, "--quick"], capture_output=True, text=True)
+    if out.returncode != 0:
+        return [f"`bench/run {n} --quick` exited with {out.returncode}: {out.stderr[-500:]}"]
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    found = [f"`bench/run {n} --quick`: no `{k}` in its JSON" for k in KEYS if k not in doc]
+    if doc.get("experiment") != n:
+        found.append(f"`bench/run {n} --quick`: experiment is {doc.get('experiment')!r}")
+    if not {"source", "figures"} <= set(doc.get("paper") or {}):
+        found.append(f"`bench/run {n} --quick`: paper without source and figures")
+    for name, v in (doc.get("verdict") or {}).items():
+        if set(v) != {"target", "value", "met"}:
+            found.append(f"`bench/run {n} --quick`: verdict {name} is not target/value/met")
+    if os.geteuid() == 0 and not (doc.get("floor") or {}).get("cpus"):
+        found.append(f"`bench/run {n} --quick`: no floor probed as root")
+    return found
+
+
+def main():
+    checks = [listed()] + [quick(n) for n in QUICK]
+    for found in checks:
+        for p in found:
+            print(f"bench shape: {p}", file=sys.stderr)
+    failed = sum(1 for found in checks if found)
+    print(f"bench-shape: {len(checks) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
