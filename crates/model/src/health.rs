@@ -17,6 +17,8 @@
 //! action was taken `N` times (default 1), the next firing takes `A` (which may have a
 //! `then:` of its own).
 
+pub mod monitor;
+
 use crate::normalize::{err, Result};
 use crate::types::{Nanos, System};
 use crate::units::{format_duration, parse_duration};
