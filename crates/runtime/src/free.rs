@@ -7,11 +7,14 @@
 //! cgroup it created is removed.
 
 use crate::cgroup::{Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
+use crate::health::{lock, SharedHealth};
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
 use crate::output::Output;
 use crate::spawn::{self, Environment, Prepared};
 use crate::{cgroup, leftovers, RunError, Unrunnable};
+use bulkhead_model::health::monitor::{Decision, Evidence};
+use bulkhead_model::health::{Action, Member};
 use bulkhead_model::units::format_duration;
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Restart, RestartWhen, System};
 use bulkhead_plan::programs::{Programs, Site};
@@ -61,6 +64,10 @@ struct FreeProc {
     /// How often it was restarted, and the status of its last exit.
     restarts: u64,
     last_status: Option<ExitStatus>,
+    /// Its index in the health monitor, if it has a `health:` key.
+    supervised: Option<usize>,
+    /// The health decision a pending restart carries out.
+    healing: Option<Decision>,
 }
 
 /// Where a process is in its life.
@@ -88,6 +95,7 @@ pub struct FreeRun {
     /// Exits reported so far: warnings, and errors that fail the run.
     warnings: Vec<String>,
     errors: Vec<String>,
+    health: Option<SharedHealth>,
 }
 
 /// What starting the partitions takes besides the system: each partition's
@@ -100,6 +108,8 @@ pub struct Inputs<'a> {
     /// straight to the supervisor's streams ([`crate::RunOptions::raw_output`]).
     pub output: Option<&'a Output>,
     pub workdir: &'a Path,
+    /// The run's health monitor, if any process or task has a `health:` key.
+    pub health: Option<&'a SharedHealth>,
 }
 
 impl FreeRun {
@@ -137,6 +147,7 @@ impl FreeRun {
             envs: Vec::new(),
             warnings: Vec::new(),
             errors: Vec::new(),
+            health: inputs.health.cloned(),
         };
         for (i, (p, cpus)) in free.iter().zip(&cpus).enumerate() {
             let model = system
@@ -161,6 +172,7 @@ impl FreeRun {
             programs,
             output,
             workdir,
+            health,
         } = inputs;
         let dir_name = cgroup::partition_dir_name(index, &p.name);
         let cg = self
@@ -222,6 +234,8 @@ impl FreeRun {
                 starts: VecDeque::from([Instant::now()]),
                 restarts: 0,
                 last_status: None,
+                supervised: health.and_then(|h| lock(h).find(&p.name, &Member::Process(k))),
+                healing: None,
             });
         }
         Ok(())
@@ -252,6 +266,10 @@ impl FreeRun {
         p.memory = None;
         let status = ExitStatus::from_raw(if r == p.pid { status } else { 0 });
         p.last_status = Some(status);
+        if restart && self.heal(i, now) {
+            return;
+        }
+        let p = &mut self.procs[i];
         let wanted = match p.restart.map(|r| r.when) {
             Some(RestartWhen::Always) => true,
             Some(RestartWhen::OnFailure) => !status.success(),
@@ -291,6 +309,37 @@ impl FreeRun {
         }
     }
 
+    /// Feeds the exit of process `i` to the health monitor; true when its `on_exit`
+    /// decided what follows (instead of `restart:` and the exit's report): a restart now,
+    /// or its end with the action logged, or queued for the supervisor's loop.
+    fn heal(&mut self, i: usize, now: Instant) -> bool {
+        let (Some(health), Some(h)) = (&self.health, self.procs[i].supervised) else {
+            return false;
+        };
+        let mut health = lock(health);
+        let Some(d) = health.observe(h, Evidence::Exit) else {
+            return false;
+        };
+        let p = &mut self.procs[i];
+        let status = p.last_status.map(|s| s.to_string()).unwrap_or_default();
+        match d.action {
+            Action::Restart => {
+                p.cgroup.kill();
+                p.state = State::Restarting(now);
+                p.healing = Some(d);
+                return true;
+            }
+            Action::Stop => {
+                health.stop(format!("{} exited: {status}; health action: stop", p.what));
+                health.done(&d, Ok(()));
+            }
+            Action::Mode(_) => health.request(d),
+            _ => health.done(&d, Ok(())),
+        }
+        p.state = State::Ended;
+        true
+    }
+
     /// Reports an exit of process `i`: an error when it is required, else a warning.
     fn report(&mut self, i: usize, text: String) {
         let required = self.procs[i].required;
@@ -327,9 +376,15 @@ impl FreeRun {
                 p.state = State::Running;
                 p.starts.push_back(Instant::now());
                 p.restarts += 1;
+                if let (Some(d), Some(h)) = (p.healing.take(), &self.health) {
+                    lock(h).done(&d, Ok(()));
+                }
             }
             Err(e) => {
                 p.state = State::Ended;
+                if let (Some(d), Some(h)) = (p.healing.take(), &self.health) {
+                    lock(h).done(&d, Err(e.to_string()));
+                }
                 let text = format!("{} could not be restarted: {e}", p.what);
                 self.report(i, text);
             }

@@ -1,0 +1,130 @@
+//! `health:` in `bulkhead run` (issue 38), observed from outside: the exit code, the
+//! run's `bulkhead: health:` lines, files the programs write and the schedule log's
+//! `health_action` and mode events. Needs root (cgroups, SCHED_DEADLINE).
+
+mod common;
+use common::{exclusive_cpus_lock, is_root, Scratch};
+
+fn run(scratch: &Scratch, yaml: &str, timeout: &str) -> (Option<i32>, String) {
+    let file = scratch.file("system.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let log = scratch.file("log.jsonl");
+    let out = common::bulkhead()
+        .current_dir(&scratch.0)
+        .args(["run", file.to_str().unwrap(), "--timeout", timeout])
+        .arg("--schedule-log")
+        .arg(&log)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// An exiting process is restarted by `on_exit`, and after two restarts the escalation
+/// stops the run, which fails.
+#[test]
+fn an_exiting_process_is_restarted_then_the_escalation_stops_the_run() {
+    if !is_root() {
+        eprintln!("skipping: needs root");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("health-exit");
+    let (code, stderr) = run(
+        &scratch,
+        "system: {}\npartitions:\n  - name: hm-ivi\n    cpus: 1\n    processes:\n      - {cmd: \"sh -c 'echo x >> starts; sleep 0.1; exit 3'\", health: {on_exit: {action: restart, then: {after: 2, action: stop}}}}\n      - sleep 30\n",
+        "20s",
+    );
+    assert_eq!(code, Some(1), "the stop fails the run: {stderr}");
+    let starts = std::fs::read_to_string(scratch.file("starts")).unwrap_or_default();
+    assert_eq!(
+        starts.lines().count(),
+        3,
+        "started, restarted twice: {stderr}"
+    );
+    let restarts = stderr
+        .matches("bulkhead: health: process 0 of partition `hm-ivi`: exit: restart")
+        .count();
+    assert_eq!(restarts, 2, "{stderr}");
+    assert!(
+        stderr.contains("bulkhead: health: process 0 of partition `hm-ivi`: exit: stop")
+            && stderr.contains("exited: exit status: 3; health action: stop"),
+        "{stderr}"
+    );
+}
+
+/// A task that overruns every period misses 3 deadlines within 1 s: its `on_miss`
+/// switches the system to mode `safe`, seen in the schedule log as the monitor's
+/// `health_action` and the mode manager's finished switch.
+#[test]
+fn repeated_misses_switch_the_system_to_its_degraded_mode() {
+    let Some((periodic, _lock)) = common::rt_test_setup() else {
+        return;
+    };
+    let scratch = Scratch::new("health-miss");
+    let yaml = format!(
+        "system: {{cpus: 0-1}}\npartitions:\n  - name: hm-ctl\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - name: late\n        cmd: {} --exec-us 15000\n        budget: 9ms\n        period: 10ms\n        health: {{on_miss: {{misses: 3, within: 1s, action: {{mode: safe}}}}}}\nmodes:\n  initial: normal\n  agent: {{budget: 100us, period: 100ms}}\n  table:\n    - name: normal\n      partitions:\n        hm-ctl: {{tasks: [late]}}\n    - name: safe\n      partitions:\n        hm-ctl: {{tasks: [{{name: late, period: 20ms, deadline: 20ms}}]}}\n",
+        periodic.display()
+    );
+    let (code, stderr) = run(&scratch, &yaml, "2s");
+    assert_eq!(code, Some(0), "{stderr}");
+    let log = std::fs::read_to_string(scratch.file("log.jsonl")).unwrap();
+    let events: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let actions: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["event"] == "health_action")
+        .collect();
+    assert!(!actions.is_empty(), "no health_action: {stderr}");
+    let first = actions[0];
+    assert_eq!(
+        (
+            &first["partition"],
+            &first["task"],
+            &first["cause"],
+            &first["action"]
+        ),
+        (
+            &serde_json::json!("hm-ctl"),
+            &serde_json::json!("late"),
+            &serde_json::json!("miss"),
+            &serde_json::json!("mode: safe")
+        ),
+        "{first}"
+    );
+    assert!(first.get("failed").is_none(), "{first}");
+    let done = events
+        .iter()
+        .any(|e| e["event"] == "mode_done" && e["mode"] == "safe");
+    assert!(done, "the switch to safe finished: {stderr}");
+    assert!(
+        stderr.contains("bulkhead: health: task `late` of partition `hm-ctl`: miss: mode: safe"),
+        "{stderr}"
+    );
+}
+
+/// `run` refuses what it does not carry out yet, before anything starts.
+#[test]
+fn run_refuses_a_supervision_it_does_not_carry_out() {
+    if !is_root() {
+        eprintln!("skipping: needs root");
+        return;
+    }
+    let scratch = Scratch::new("health-refused");
+    let (code, stderr) = run(
+        &scratch,
+        "system: {}\npartitions:\n  - name: hm-svc\n    cpus: 1\n    processes:\n      - {cmd: sleep 30, health: {watchdog: {timeout: 100ms, action: restart}}}\n",
+        "2s",
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "partition `hm-svc`, process 0: health.watchdog: not carried out by `run` yet"
+        ),
+        "{stderr}"
+    );
+}
