@@ -117,14 +117,51 @@ fn run_refuses_a_supervision_it_does_not_carry_out() {
     let scratch = Scratch::new("health-refused");
     let (code, stderr) = run(
         &scratch,
-        "system: {}\npartitions:\n  - name: hm-svc\n    cpus: 1\n    processes:\n      - {cmd: sleep 30, health: {watchdog: {timeout: 100ms, action: restart}}}\n",
+        "system: {}\npartitions:\n  - name: hm-svc\n    cpus: 1\n    processes:\n      - {cmd: sleep 30, health: {on_exit: {action: restart_partition}}}\n",
         "2s",
     );
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains(
-            "partition `hm-svc`, process 0: health.watchdog: not carried out by `run` yet"
+            "partition `hm-svc`, process 0: health.on_exit: the action `restart_partition` is not carried out by `run` yet"
         ),
+        "{stderr}"
+    );
+}
+
+/// A process that stops sending heartbeats (8-byte messages 2 on its channel, fd 3,
+/// what `bulkhead_heartbeat()` sends) is restarted by its watchdog; one that keeps
+/// beating is left alone.
+#[test]
+fn a_silent_process_is_restarted_by_its_watchdog() {
+    if !is_root() {
+        eprintln!("skipping: needs root");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("health-watchdog");
+    // Backslashes doubled for YAML's double-quoted string.
+    let beat = r"printf '\\002\\000\\000\\000\\000\\000\\000\\000' >&3";
+    let yaml = format!(
+        "system: {{}}\npartitions:\n  - name: hm-wd\n    cpus: 1\n    processes:\n      - {{cmd: \"sh -c \\\"echo x >> silent; {beat}; sleep 30\\\"\", health: {{watchdog: {{timeout: 300ms, action: restart}}}}}}\n      - {{cmd: \"sh -c \\\"echo x >> beating; while true; do {beat}; sleep 0.05; done\\\"\", health: {{watchdog: {{timeout: 300ms, action: restart}}}}}}\n"
+    );
+    let (code, stderr) = run(&scratch, &yaml, "2s");
+    assert_eq!(code, Some(0), "{stderr}");
+    let count = |f: &str| {
+        std::fs::read_to_string(scratch.file(f))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    // 2 s with a 300 ms timeout: about 6 starts; at least 3 whatever the load.
+    assert!((3..=8).contains(&count("silent")), "{stderr}");
+    assert_eq!(count("beating"), 1, "never restarted: {stderr}");
+    assert!(
+        stderr.contains("bulkhead: health: process 0 of partition `hm-wd`: silence: restart"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("process 1 of partition `hm-wd`: silence"),
         "{stderr}"
     );
 }

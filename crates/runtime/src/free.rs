@@ -19,7 +19,7 @@ use bulkhead_model::units::format_duration;
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Restart, RestartWhen, System};
 use bulkhead_plan::programs::{Programs, Site};
 use std::collections::VecDeque;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -49,9 +49,9 @@ struct FreeProc {
     plan: usize,
     env: usize,
     limits: usize,
-    /// The DEmOS channel's supervisor end, held open so that a client library call
-    /// does not fail; nothing is ever sent on it.
-    _channel: OwnedFd,
+    /// The DEmOS channel's supervisor end: the process's heartbeats arrive on it
+    /// (`bulkhead_heartbeat()`); nothing is ever sent on it.
+    channel: OwnedFd,
     /// What a v1 child reads until it execs; freed only after it is dead.
     memory: Option<spawn::ChildMemory>,
     state: State,
@@ -183,7 +183,7 @@ impl FreeRun {
         self.limits
             .push(limits::apply(&self.instance, p, &cg, &dir_name)?);
         let confine = confinements.of(&p.name);
-        self.envs.push(Environment::demos(false, &confine));
+        self.envs.push(Environment::free(&confine));
         for (k, process) in p.processes.iter().enumerate() {
             let where_ = || format!("partition `{}`, process {k} (`{}`)", p.name, process.cmd);
             let site = Site::Process {
@@ -225,7 +225,7 @@ impl FreeRun {
                 plan,
                 env,
                 limits,
-                _channel: child.channel,
+                channel: child.channel,
                 memory: child.memory,
                 state: State::Running,
                 what: where_(),
@@ -245,7 +245,11 @@ impl FreeRun {
     /// starts again those whose restart time came.
     pub fn poll(&mut self, restart: bool) {
         let now = Instant::now();
+        if restart {
+            self.restart_silent(now);
+        }
         for i in 0..self.procs.len() {
+            self.beats(i);
             match self.procs[i].state {
                 State::Running => self.reap(i, restart, now),
                 State::Restarting(at) if restart && at <= now => self.restart(i),
@@ -306,6 +310,62 @@ impl FreeRun {
         } else if !status.success() {
             let text = format!("{} exited: {status}", p.what);
             self.report(i, text);
+        }
+    }
+
+    /// Reads the heartbeats process `i` sent since the last call and feeds them to the
+    /// health monitor (other messages are dropped: nothing waits for them here).
+    fn beats(&mut self, i: usize) {
+        let p = &self.procs[i];
+        let mut beat = false;
+        let mut buf = [0u8; 64];
+        loop {
+            // SAFETY: reading into a valid buffer of its length, without blocking.
+            let n = unsafe {
+                libc::recv(
+                    p.channel.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n <= 0 {
+                break;
+            }
+            let beats = buf[..n as usize].chunks_exact(8);
+            beat |= beats
+                .into_iter()
+                .any(|c| c == bulkhead_client::HEARTBEAT.to_ne_bytes());
+        }
+        if let (true, Some(h), Some(health)) = (beat, p.supervised, &self.health) {
+            lock(health).observe(h, Evidence::Heartbeat);
+        }
+    }
+
+    /// Restarts the running processes whose watchdog decided so: killed, reaped (the
+    /// kill of its whole cgroup ends it at once), started again at the next poll.
+    fn restart_silent(&mut self, now: Instant) {
+        let Some(health) = &self.health else { return };
+        let decisions = lock(health).take_restarts();
+        for d in decisions {
+            let Some(p) = self
+                .procs
+                .iter_mut()
+                .find(|p| p.supervised == Some(d.member))
+            else {
+                continue;
+            };
+            if p.state != State::Running {
+                continue;
+            }
+            p.cgroup.kill();
+            let mut status = 0;
+            // SAFETY: waitpid on our own child, killed above, with a valid status pointer.
+            unsafe { libc::waitpid(p.pid, &mut status, 0) };
+            p.memory = None;
+            p.last_status = Some(ExitStatus::from_raw(status));
+            p.state = State::Restarting(now);
+            p.healing = Some(d);
         }
     }
 
@@ -371,13 +431,17 @@ impl FreeRun {
         match result {
             Ok(child) => {
                 p.pid = child.pid;
-                p._channel = child.channel;
+                p.channel = child.channel;
                 p.memory = child.memory;
                 p.state = State::Running;
                 p.starts.push_back(Instant::now());
                 p.restarts += 1;
-                if let (Some(d), Some(h)) = (p.healing.take(), &self.health) {
-                    lock(h).done(&d, Ok(()));
+                if let (Some(s), Some(h)) = (p.supervised, &self.health) {
+                    let mut h = lock(h);
+                    h.observe(s, Evidence::Heartbeat);
+                    if let Some(d) = p.healing.take() {
+                        h.done(&d, Ok(()));
+                    }
                 }
             }
             Err(e) => {

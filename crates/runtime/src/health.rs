@@ -24,6 +24,8 @@ pub struct Health {
     monitor: Monitor,
     /// Mode switches and stops for the supervisor's loop, in order.
     requests: Vec<Decision>,
+    /// Watchdog restarts of best-effort processes, for the free keeper.
+    restarts: Vec<Decision>,
     /// Events for the schedule log, times since `epoch_ns`.
     events: Vec<Event>,
     epoch_ns: u64,
@@ -31,11 +33,29 @@ pub struct Health {
     stop: Option<String>,
 }
 
-/// Carries out the queued mode switches and stops with `modes` (the mode manager, where
+/// Fires the expired watchdogs (a process's restart goes to the free keeper) and
+/// carries out the queued mode switches and stops with `modes` (the mode manager, where
 /// the system has modes); true when the run must stop.
 pub fn serve(health: &SharedHealth, mut modes: Option<&mut ModeManager>) -> bool {
     let mut h = lock(health);
-    for d in h.take_requests() {
+    let expired = h.monitor.tick(now_ns());
+    let mut decisions = h.take_requests();
+    for d in expired {
+        match d.action {
+            Action::Restart => h.restarts.push(d),
+            Action::Stop => {
+                let (partition, member) = h.monitor.member(d.member);
+                let why = format!(
+                    "{} of partition `{partition}` fell silent (no heartbeat within its watchdog's timeout); health action: stop",
+                    who(member)
+                );
+                h.stop(why);
+                decisions.push(d);
+            }
+            _ => decisions.push(d),
+        }
+    }
+    for d in decisions {
         let result = match (&d.action, modes.as_deref_mut()) {
             (Action::Mode(name), Some(m)) => match m.request(name, None) {
                 Some(r) if r.error.is_some() => Err(r.error.map(|e| e.message).unwrap_or_default()),
@@ -50,19 +70,23 @@ pub fn serve(health: &SharedHealth, mut modes: Option<&mut ModeManager>) -> bool
 }
 
 /// Feeds a job event of the rt drain to the monitor: a deadline miss of a supervised
-/// task; a decision is logged at once (`log`) or queued for the supervisor's loop.
+/// task, or a completed job (a heartbeat of its watchdog); a decision is logged at once
+/// (`log`) or queued for the supervisor's loop.
 pub fn job_event(health: &SharedHealth, event: &Event) {
-    let EventKind::DeadlineMiss {
-        partition, task, ..
-    } = &event.kind
-    else {
-        return;
+    let (partition, task, evidence) = match &event.kind {
+        EventKind::DeadlineMiss {
+            partition, task, ..
+        } => (partition, task, Evidence::Miss),
+        EventKind::JobComplete {
+            partition, task, ..
+        } => (partition, task, Evidence::Heartbeat),
+        _ => return,
     };
     let mut h = lock(health);
     let Some(i) = h.find(partition, &Member::Task(task.to_string())) else {
         return;
     };
-    let Some(d) = h.observe(i, Evidence::Miss) else {
+    let Some(d) = h.observe(i, evidence) else {
         return;
     };
     match d.action {
@@ -74,6 +98,14 @@ pub fn job_event(health: &SharedHealth, event: &Event) {
             h.request(d);
         }
         _ => h.request(d),
+    }
+}
+
+/// `task `T`` or `process K`, as messages name a supervised member.
+fn who(member: &Member) -> String {
+    match member {
+        Member::Task(t) => format!("task `{t}`"),
+        Member::Process(k) => format!("process {k}"),
     }
 }
 
@@ -95,6 +127,7 @@ impl Health {
         Ok(Some(Arc::new(Mutex::new(Health {
             monitor: Monitor::new(&system.health, now),
             requests: Vec::new(),
+            restarts: Vec::new(),
             events: Vec::new(),
             epoch_ns: now,
             stop: None,
@@ -126,6 +159,11 @@ impl Health {
         std::mem::take(&mut self.requests)
     }
 
+    /// The watchdog restarts of processes decided so far, emptied.
+    pub fn take_restarts(&mut self) -> Vec<Decision> {
+        std::mem::take(&mut self.restarts)
+    }
+
     /// The run must stop: why.
     pub fn stop(&mut self, why: String) {
         self.stop.get_or_insert(why);
@@ -141,10 +179,7 @@ impl Health {
     pub fn done(&mut self, d: &Decision, result: Result<(), String>) {
         let end = now_ns();
         let (partition, member) = self.monitor.member(d.member);
-        let who = match member {
-            Member::Task(t) => format!("task `{t}`"),
-            Member::Process(k) => format!("process {k}"),
-        };
+        let who = who(member);
         let outcome = match &result {
             Ok(()) => String::new(),
             Err(e) => format!(" failed: {e}"),
@@ -177,9 +212,10 @@ impl Health {
     }
 }
 
-/// What `run` carries out: exits of best-effort processes (every action but
-/// `restart_partition` and `suspend`) and deadline misses of rt tasks (`log`, `mode`,
-/// `stop`). The rest is refused before anything starts.
+/// What `run` carries out: exits of best-effort processes, deadline misses of rt
+/// tasks and watchdogs of both, in a system without windows, with every action but
+/// `restart_partition` and `suspend` (`restart` of best-effort processes only). The
+/// rest is refused before anything starts.
 fn check(system: &System) -> Result<(), RunError> {
     if !system.windows.is_empty() {
         return Err(RunError::invalid(
@@ -190,14 +226,10 @@ fn check(system: &System) -> Result<(), RunError> {
         let rt = system
             .partition(&s.partition)
             .is_some_and(|p| p.kind == PartitionKind::Rt);
-        let who = match &s.member {
-            Member::Task(t) => format!("task `{t}`"),
-            Member::Process(k) => format!("process {k}"),
-        };
+        let who = who(&s.member);
         let h = &s.health;
         let unsupported = [
             ("on_overrun", h.on_overrun.is_some()),
-            ("watchdog", h.watchdog.is_some()),
             ("on_exit", rt && h.on_exit.is_some()),
         ];
         if let Some((key, _)) = unsupported.iter().find(|(_, given)| *given) {
