@@ -165,3 +165,25 @@ fn a_silent_process_is_restarted_by_its_watchdog() {
         "{stderr}"
     );
 }
+
+/// An rt task's completed jobs feed its watchdog: a task that never completes one (a
+/// program without the task library) falls silent, and its watchdog's `stop` ends the
+/// run, which fails.
+#[test]
+fn a_task_that_completes_no_job_is_silent_and_its_watchdog_stops_the_run() {
+    let Some((_periodic, _lock)) = common::rt_test_setup() else {
+        return;
+    };
+    let scratch = Scratch::new("health-rt-watchdog");
+    let (code, stderr) = run(
+        &scratch,
+        "system: {cpus: 0-1}\npartitions:\n  - name: hm-rt\n    kind: rt\n    cpus: 1\n    tasks:\n      - {name: mute, cmd: sleep 30, budget: 1ms, period: 10ms, health: {watchdog: {timeout: 300ms, action: stop}}}\n",
+        "20s",
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("bulkhead: health: task `mute` of partition `hm-rt`: silence: stop")
+            && stderr.contains("fell silent"),
+        "{stderr}"
+    );
+}
