@@ -23,3 +23,9 @@ def completed() -> None:
 def initialization_pending() -> bool:
     """Whether the process has an initialization phase that has not ended yet."""
     return _native.initialization_pending()
+
+
+def heartbeat() -> None:
+    """Feeds the process's watchdog (``health: {watchdog: ...}``, docs/health.md) without
+    blocking; does nothing where bulkhead reads no heartbeats (a windowed process)."""
+    _native.heartbeat()

@@ -7,6 +7,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(initialization_completed, m)?)?;
     m.add_function(wrap_pyfunction!(completed, m)?)?;
     m.add_function(wrap_pyfunction!(initialization_pending, m)?)?;
+    m.add_function(wrap_pyfunction!(heartbeat, m)?)?;
     Ok(())
 }
 
@@ -28,4 +29,10 @@ fn completed(py: Python<'_>) -> PyResult<()> {
 #[pyfunction]
 fn initialization_pending(py: Python<'_>) -> PyResult<bool> {
     bulkhead_client::initialization_pending().map_err(|e| client_err(py, e))
+}
+
+/// Feeds the process's watchdog (`health: {watchdog: ...}`); never blocks.
+#[pyfunction]
+fn heartbeat(py: Python<'_>) -> PyResult<()> {
+    bulkhead_client::heartbeat().map_err(|e| client_err(py, e))
 }

@@ -19,3 +19,12 @@ def test_client_outside_bulkhead_run(monkeypatch):
     monkeypatch.delenv("DEMOS_PARAMETERS", raising=False)
     with pytest.raises(NotAttachedError, match="DEMOS_PARAMETERS is not set"):
         client.completed()
+
+
+def test_heartbeat_does_nothing_where_no_watchdog_listens(monkeypatch):
+    monkeypatch.delenv("BULKHEAD_HEARTBEAT", raising=False)
+    monkeypatch.delenv("DEMOS_PARAMETERS", raising=False)
+    client.heartbeat()
+    monkeypatch.setenv("BULKHEAD_HEARTBEAT", "1")
+    with pytest.raises(NotAttachedError, match="DEMOS_PARAMETERS is not set"):
+        client.heartbeat()

@@ -168,6 +168,32 @@ pub fn initialization_completed_if_pending() -> Result<(), Error> {
     signal(params)
 }
 
+/// The variable `bulkhead run` sets where it reads heartbeats on the channel: the
+/// processes of best-effort partitions in no window.
+pub const HEARTBEAT_VAR: &str = "BULKHEAD_HEARTBEAT";
+
+/// The heartbeat message on the channel (a completion is 1).
+pub const HEARTBEAT: u64 = 2;
+
+/// Feeds this process's watchdog (`health: {watchdog: ...}`, docs/health.md): writes
+/// the heartbeat message on the channel without blocking. Where nothing reads
+/// heartbeats (no [`HEARTBEAT_VAR`]: a windowed process, or not started by `bulkhead
+/// run`) it does nothing; a full channel drops the beat (the next one counts the same).
+pub fn heartbeat() -> Result<(), Error> {
+    if std::env::var_os(HEARTBEAT_VAR).is_none() {
+        return Ok(());
+    }
+    let fd = with_state(|s| Ok(s.params.completed_fd))?;
+    let beat = HEARTBEAT.to_ne_bytes();
+    // SAFETY: sending 8 bytes from a valid buffer on an fd number; an invalid fd only fails.
+    let n = unsafe { libc::send(fd, beat.as_ptr().cast(), 8, libc::MSG_DONTWAIT) };
+    match n {
+        8 => Ok(()),
+        _ if last_errno() == libc::EAGAIN => Ok(()),
+        _ => Err(Error::Io(last_errno())),
+    }
+}
+
 /// One round of the protocol: [`notify`], then [`wait`].
 pub fn signal(params: Parameters) -> Result<(), Error> {
     notify(params)?;
@@ -254,6 +280,12 @@ pub extern "C" fn bulkhead_completed() -> libc::c_int {
 #[no_mangle]
 pub extern "C" fn bulkhead_initialization_completed() -> libc::c_int {
     c_result(initialization_completed())
+}
+
+/// C: feeds the watchdog ([`heartbeat`]). 0, or -1 with errno.
+#[no_mangle]
+pub extern "C" fn bulkhead_heartbeat() -> libc::c_int {
+    c_result(heartbeat())
 }
 
 /// The C view of a stop-start event (`struct bulkhead_stop_start_event`).

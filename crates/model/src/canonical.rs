@@ -24,7 +24,9 @@ pub fn to_canonical_yaml(system: &System) -> String {
     if let Some(cpus) = &system.supervisor_cpus {
         writeln!(out, "demos_cpu: {}", quote(&cpus.to_string())).unwrap();
     }
-    section(&mut out, "partitions", &system.partitions, partition);
+    section(&mut out, "partitions", &system.partitions, |p| {
+        partition(p, &system.health)
+    });
     section(&mut out, "windows", &system.windows, window);
     section(&mut out, "channels", &system.channels, |c| vec![channel(c)]);
     section(&mut out, "buses", &system.buses, bus);
@@ -88,7 +90,14 @@ pub(crate) fn block_list<T>(
     out
 }
 
-fn partition(p: &Partition) -> Vec<String> {
+fn partition(p: &Partition, health: &[crate::health::Supervised]) -> Vec<String> {
+    use crate::health::Member;
+    let of = |m: Member| {
+        let s = health
+            .iter()
+            .find(|s| s.partition == p.name && s.member == m);
+        s.map(|s| &s.health)
+    };
     let kind = match p.kind {
         PartitionKind::Rt => "rt",
         PartitionKind::Be => "be",
@@ -162,7 +171,12 @@ fn partition(p: &Partition) -> Vec<String> {
         .tasks
         .iter()
         .filter(|t| t.service.is_none())
-        .map(|t| format!("  - {}", task(t)))
+        .map(|t| {
+            format!(
+                "  - {}",
+                with_health(task(t), of(Member::Task(t.name.clone())))
+            )
+        })
         .collect();
     if !tasks.is_empty() {
         lines.push("tasks:".into());
@@ -170,9 +184,25 @@ fn partition(p: &Partition) -> Vec<String> {
     }
     if !p.processes.is_empty() {
         lines.push("processes:".into());
-        lines.extend(p.processes.iter().map(|q| format!("  - {}", process(q))));
+        let processes = p.processes.iter().enumerate();
+        lines.extend(
+            processes
+                .map(|(i, q)| format!("  - {}", with_health(process(q), of(Member::Process(i))))),
+        );
     }
     lines
+}
+
+/// A task's or process's flow mapping with its `health:` key added.
+fn with_health(mapping: String, health: Option<&crate::health::Health>) -> String {
+    match health {
+        Some(h) => format!(
+            "{}, health: {}}}",
+            mapping.strip_suffix('}').unwrap_or(&mapping),
+            crate::health::canonical(h)
+        ),
+        None => mapping,
+    }
 }
 
 fn task(t: &Task) -> String {

@@ -11,6 +11,7 @@ pub mod cpuset;
 mod de;
 mod demos_form;
 pub mod excerpt;
+pub mod health;
 pub mod host;
 pub mod input;
 pub mod modes;

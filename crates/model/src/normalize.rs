@@ -52,6 +52,8 @@ pub struct Normalized {
     pub slice_paths: Vec<Vec<String>>,
     /// Slice references by name.
     pub references: Vec<Reference>,
+    /// Path of each `health:` key, parallel to `system.health`.
+    pub health_paths: Vec<String>,
 }
 
 const MS: u64 = 1_000_000;
@@ -192,11 +194,11 @@ impl Normalizer {
 
     fn partition(
         &mut self,
-        def: RawPartition,
+        mut def: RawPartition,
         path: &str,
         default_budget: Option<Nanos>,
     ) -> Result<Partition> {
-        let name = match def.name {
+        let name = match def.name.take() {
             Some(name) => path_safe_name(name, &format!("{path}.name"))?,
             None => self.anonymous_name(),
         };
@@ -205,6 +207,7 @@ impl Normalizer {
         } else {
             PartitionKind::Be
         });
+        self.take_health(&name, &mut def, path)?;
         let processes = self.partition_processes(
             def.processes,
             def.cmd,
@@ -292,6 +295,38 @@ impl Normalizer {
                 .map(|p| search_path(p, &child(path, "path")))
                 .transpose()?,
         })
+    }
+
+    /// Moves the `health:` keys of the tasks and processes of partition `name` into
+    /// `system.health`, each with its path.
+    fn take_health(&mut self, name: &str, def: &mut RawPartition, path: &str) -> Result<()> {
+        use crate::health::{Member, Supervised};
+        let tasks = def.tasks.iter_mut().flatten().enumerate();
+        let tasks = tasks.map(|(i, t)| {
+            let member = Member::Task(t.name.clone());
+            (format!("{path}.tasks[{i}].health"), member, t.health.take())
+        });
+        let mut found: Vec<_> = tasks.collect();
+        let processes = def.processes.iter_mut().flatten().enumerate();
+        found.extend(processes.filter_map(|(i, p)| match p {
+            ProcessSpec::Def(raw) => Some((
+                format!("{path}.processes[{i}].health"),
+                Member::Process(i),
+                raw.health.take(),
+            )),
+            ProcessSpec::Cmd(_) => None,
+        }));
+        for (at, member, raw) in found {
+            let Some(raw) = raw else { continue };
+            let health = crate::health::parse(*raw, &at, self.bare_unit)?;
+            self.out.system.health.push(Supervised {
+                partition: name.to_string(),
+                member,
+                health,
+            });
+            self.out.health_paths.push(at);
+        }
+        Ok(())
     }
 
     /// A `frequency` key; with a `power:` section it must be an operating point of every
@@ -396,6 +431,12 @@ impl Normalizer {
             },
             ProcessSpec::Def(raw) => raw,
         };
+        if raw.health.is_some() {
+            return err(
+                child(path, "health"),
+                "applies to a process of a named partition (give the partition a `name`)",
+            );
+        }
         let cmd = match raw.cmd.clone() {
             None => return err(path, "missing `cmd`"),
             Some(cmd) => {

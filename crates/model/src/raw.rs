@@ -123,6 +123,8 @@ pub struct RawProcess {
     /// systemd's `StartLimitIntervalSec=`.
     pub start_limit_interval: Option<String>,
     pub required: Option<bool>,
+    /// Supervisions and their actions (`crate::health`).
+    pub health: Option<Box<crate::health::RawHealth>>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -150,6 +152,8 @@ pub struct RawTask {
     pub memory_bound: Option<f64>,
     /// The reservation `sim` models: none, sporadic, deferrable, cbs or io:PERMILLE.
     pub server: Option<String>,
+    /// Supervisions and their actions (`crate::health`).
+    pub health: Option<Box<crate::health::RawHealth>>,
 }
 
 /// A window: canonical (`slices`) or simplified (one slice given inline).

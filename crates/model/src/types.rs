@@ -46,6 +46,8 @@ pub struct System {
     /// The platform's floor (`platform:`): the longest stall of a CPU the system is
     /// designed to tolerate; `None` = an ideal machine.
     pub platform: Option<crate::platform::Platform>,
+    /// The tasks and processes with a `health:` key, in declaration order.
+    pub health: Vec<crate::health::Supervised>,
 }
 
 /// The uids of partitions without `user:`: systemd's DynamicUser range (61184-65519),

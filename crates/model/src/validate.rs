@@ -22,6 +22,7 @@ pub fn validate(n: &Normalized) -> Result<Vec<PathError>> {
     check_channels(&n.system, &names)?;
     check_buses(n, &names)?;
     crate::modes::validate(&n.system, &n.partition_paths)?;
+    crate::health::validate(&n.system, &n.health_paths)?;
     Ok(warnings(n, &names))
 }
 

@@ -513,6 +513,7 @@ fn system() -> impl Strategy<Value = System> {
                     pipelines: Vec::new(),
                     stop_start: None,
                     platform,
+                    health: Vec::new(),
                 }
             },
         )

@@ -184,6 +184,11 @@ impl Control {
         self.state.stop_start = None;
     }
 
+    /// The mode manager of a system with modes, for the health monitor's switches.
+    pub fn modes_mut(&mut self) -> Option<&mut ModeManager> {
+        self.state.modes.as_mut()
+    }
+
     /// Stops the mode manager and its agents (before the tasks are stopped).
     pub fn stop_modes(&mut self) {
         if let Some(mut m) = self.state.modes.take() {
@@ -257,7 +262,7 @@ impl Handler for State {
                     ));
                 }
                 let modes = self.modes.as_mut().expect("checked");
-                let reply = modes.request(&name, ticket);
+                let reply = modes.request(&name, Some(ticket));
                 self.release_suspends();
                 match reply {
                     Some(reply) => reply,

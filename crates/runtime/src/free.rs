@@ -7,16 +7,19 @@
 //! cgroup it created is removed.
 
 use crate::cgroup::{Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
+use crate::health::{lock, SharedHealth};
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
 use crate::output::Output;
 use crate::spawn::{self, Environment, Prepared};
 use crate::{cgroup, leftovers, RunError, Unrunnable};
+use bulkhead_model::health::monitor::{Decision, Evidence};
+use bulkhead_model::health::{Action, Member};
 use bulkhead_model::units::format_duration;
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Restart, RestartWhen, System};
 use bulkhead_plan::programs::{Programs, Site};
 use std::collections::VecDeque;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -46,9 +49,9 @@ struct FreeProc {
     plan: usize,
     env: usize,
     limits: usize,
-    /// The DEmOS channel's supervisor end, held open so that a client library call
-    /// does not fail; nothing is ever sent on it.
-    _channel: OwnedFd,
+    /// The DEmOS channel's supervisor end: the process's heartbeats arrive on it
+    /// (`bulkhead_heartbeat()`); nothing is ever sent on it.
+    channel: OwnedFd,
     /// What a v1 child reads until it execs; freed only after it is dead.
     memory: Option<spawn::ChildMemory>,
     state: State,
@@ -61,6 +64,10 @@ struct FreeProc {
     /// How often it was restarted, and the status of its last exit.
     restarts: u64,
     last_status: Option<ExitStatus>,
+    /// Its index in the health monitor, if it has a `health:` key.
+    supervised: Option<usize>,
+    /// The health decision a pending restart carries out.
+    healing: Option<Decision>,
 }
 
 /// Where a process is in its life.
@@ -88,6 +95,7 @@ pub struct FreeRun {
     /// Exits reported so far: warnings, and errors that fail the run.
     warnings: Vec<String>,
     errors: Vec<String>,
+    health: Option<SharedHealth>,
 }
 
 /// What starting the partitions takes besides the system: each partition's
@@ -100,6 +108,8 @@ pub struct Inputs<'a> {
     /// straight to the supervisor's streams ([`crate::RunOptions::raw_output`]).
     pub output: Option<&'a Output>,
     pub workdir: &'a Path,
+    /// The run's health monitor, if any process or task has a `health:` key.
+    pub health: Option<&'a SharedHealth>,
 }
 
 impl FreeRun {
@@ -137,6 +147,7 @@ impl FreeRun {
             envs: Vec::new(),
             warnings: Vec::new(),
             errors: Vec::new(),
+            health: inputs.health.cloned(),
         };
         for (i, (p, cpus)) in free.iter().zip(&cpus).enumerate() {
             let model = system
@@ -161,6 +172,7 @@ impl FreeRun {
             programs,
             output,
             workdir,
+            health,
         } = inputs;
         let dir_name = cgroup::partition_dir_name(index, &p.name);
         let cg = self
@@ -171,7 +183,7 @@ impl FreeRun {
         self.limits
             .push(limits::apply(&self.instance, p, &cg, &dir_name)?);
         let confine = confinements.of(&p.name);
-        self.envs.push(Environment::demos(false, &confine));
+        self.envs.push(Environment::free(&confine));
         for (k, process) in p.processes.iter().enumerate() {
             let where_ = || format!("partition `{}`, process {k} (`{}`)", p.name, process.cmd);
             let site = Site::Process {
@@ -213,7 +225,7 @@ impl FreeRun {
                 plan,
                 env,
                 limits,
-                _channel: child.channel,
+                channel: child.channel,
                 memory: child.memory,
                 state: State::Running,
                 what: where_(),
@@ -222,6 +234,8 @@ impl FreeRun {
                 starts: VecDeque::from([Instant::now()]),
                 restarts: 0,
                 last_status: None,
+                supervised: health.and_then(|h| lock(h).find(&p.name, &Member::Process(k))),
+                healing: None,
             });
         }
         Ok(())
@@ -231,7 +245,11 @@ impl FreeRun {
     /// starts again those whose restart time came.
     pub fn poll(&mut self, restart: bool) {
         let now = Instant::now();
+        if restart {
+            self.restart_silent(now);
+        }
         for i in 0..self.procs.len() {
+            self.beats(i);
             match self.procs[i].state {
                 State::Running => self.reap(i, restart, now),
                 State::Restarting(at) if restart && at <= now => self.restart(i),
@@ -252,6 +270,10 @@ impl FreeRun {
         p.memory = None;
         let status = ExitStatus::from_raw(if r == p.pid { status } else { 0 });
         p.last_status = Some(status);
+        if restart && self.heal(i, now) {
+            return;
+        }
+        let p = &mut self.procs[i];
         let wanted = match p.restart.map(|r| r.when) {
             Some(RestartWhen::Always) => true,
             Some(RestartWhen::OnFailure) => !status.success(),
@@ -291,6 +313,93 @@ impl FreeRun {
         }
     }
 
+    /// Reads the heartbeats process `i` sent since the last call and feeds them to the
+    /// health monitor (other messages are dropped: nothing waits for them here).
+    fn beats(&mut self, i: usize) {
+        let p = &self.procs[i];
+        let mut beat = false;
+        let mut buf = [0u8; 64];
+        loop {
+            // SAFETY: reading into a valid buffer of its length, without blocking.
+            let n = unsafe {
+                libc::recv(
+                    p.channel.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n <= 0 {
+                break;
+            }
+            let beats = buf[..n as usize].chunks_exact(8);
+            beat |= beats
+                .into_iter()
+                .any(|c| c == bulkhead_client::HEARTBEAT.to_ne_bytes());
+        }
+        if let (true, Some(h), Some(health)) = (beat, p.supervised, &self.health) {
+            lock(health).observe(h, Evidence::Heartbeat);
+        }
+    }
+
+    /// Restarts the running processes whose watchdog decided so: killed, reaped (the
+    /// kill of its whole cgroup ends it at once), started again at the next poll.
+    fn restart_silent(&mut self, now: Instant) {
+        let Some(health) = &self.health else { return };
+        let decisions = lock(health).take_restarts();
+        for d in decisions {
+            let Some(p) = self
+                .procs
+                .iter_mut()
+                .find(|p| p.supervised == Some(d.member))
+            else {
+                continue;
+            };
+            if p.state != State::Running {
+                continue;
+            }
+            p.cgroup.kill();
+            let mut status = 0;
+            // SAFETY: waitpid on our own child, killed above, with a valid status pointer.
+            unsafe { libc::waitpid(p.pid, &mut status, 0) };
+            p.memory = None;
+            p.last_status = Some(ExitStatus::from_raw(status));
+            p.state = State::Restarting(now);
+            p.healing = Some(d);
+        }
+    }
+
+    /// Feeds the exit of process `i` to the health monitor; true when its `on_exit`
+    /// decided what follows (instead of `restart:` and the exit's report): a restart now,
+    /// or its end with the action logged, or queued for the supervisor's loop.
+    fn heal(&mut self, i: usize, now: Instant) -> bool {
+        let (Some(health), Some(h)) = (&self.health, self.procs[i].supervised) else {
+            return false;
+        };
+        let mut health = lock(health);
+        let Some(d) = health.observe(h, Evidence::Exit) else {
+            return false;
+        };
+        let p = &mut self.procs[i];
+        let status = p.last_status.map(|s| s.to_string()).unwrap_or_default();
+        match d.action {
+            Action::Restart => {
+                p.cgroup.kill();
+                p.state = State::Restarting(now);
+                p.healing = Some(d);
+                return true;
+            }
+            Action::Stop => {
+                health.stop(format!("{} exited: {status}; health action: stop", p.what));
+                health.done(&d, Ok(()));
+            }
+            Action::Mode(_) => health.request(d),
+            _ => health.done(&d, Ok(())),
+        }
+        p.state = State::Ended;
+        true
+    }
+
     /// Reports an exit of process `i`: an error when it is required, else a warning.
     fn report(&mut self, i: usize, text: String) {
         let required = self.procs[i].required;
@@ -322,14 +431,24 @@ impl FreeRun {
         match result {
             Ok(child) => {
                 p.pid = child.pid;
-                p._channel = child.channel;
+                p.channel = child.channel;
                 p.memory = child.memory;
                 p.state = State::Running;
                 p.starts.push_back(Instant::now());
                 p.restarts += 1;
+                if let (Some(s), Some(h)) = (p.supervised, &self.health) {
+                    let mut h = lock(h);
+                    h.observe(s, Evidence::Heartbeat);
+                    if let Some(d) = p.healing.take() {
+                        h.done(&d, Ok(()));
+                    }
+                }
             }
             Err(e) => {
                 p.state = State::Ended;
+                if let (Some(d), Some(h)) = (p.healing.take(), &self.health) {
+                    lock(h).done(&d, Err(e.to_string()));
+                }
                 let text = format!("{} could not be restarted: {e}", p.what);
                 self.report(i, text);
             }

@@ -15,6 +15,7 @@ pub mod cgroup;
 mod control;
 pub mod cpufreq;
 mod free;
+mod health;
 mod isolation;
 pub mod leftovers;
 mod limits;

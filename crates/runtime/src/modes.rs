@@ -249,9 +249,10 @@ impl ModeManager {
         self.running.is_some()
     }
 
-    /// A `mode` request: starts the switch to `name`. Returns the reply when it is over
+    /// A `mode` request (from the control socket with its `ticket`, or from the health
+    /// monitor without): starts the switch to `name`. Returns the reply when it is over
     /// at once or refused; `None` when the reply comes later (from [`Self::collect`]).
-    pub fn request(&mut self, name: &str, ticket: Ticket) -> Option<Response> {
+    pub fn request(&mut self, name: &str, ticket: Option<Ticket>) -> Option<Response> {
         let refuse = |code, message: String| Some(Response::error(None, code, message));
         let modes = self.system.modes.as_ref().expect("a system with modes");
         let Some(to) = self.table.mode(name) else {
@@ -288,7 +289,12 @@ impl ModeManager {
         Some(self.begin(to, policy, ticket)).flatten()
     }
 
-    fn begin(&mut self, to: usize, policy: SwitchPolicy, ticket: Ticket) -> Option<Response> {
+    fn begin(
+        &mut self,
+        to: usize,
+        policy: SwitchPolicy,
+        ticket: Option<Ticket>,
+    ) -> Option<Response> {
         let started = Instant::now();
         self.last_request = Some(started);
         let mut switch = Switch::new(&self.table, self.current, to, policy);
@@ -299,7 +305,7 @@ impl ModeManager {
             from: self.current,
             to,
             started,
-            ticket: Some(ticket),
+            ticket,
             steps: Vec::new(),
         });
         self.go_on(first)

@@ -7,6 +7,7 @@
 //! and every cgroup it used removed.
 
 use crate::control::Control;
+use crate::health::SharedHealth;
 use crate::isolation::Confinements;
 use crate::modes::{ModeEvents, ModeManager};
 use crate::signals::StopSignals;
@@ -124,6 +125,8 @@ pub struct Sink {
     outputs: Target,
     epoch_ns: u64,
     pending: Vec<Event>,
+    /// The run's health monitor: fed the drained misses, its events written here.
+    pub health: Option<SharedHealth>,
 }
 
 enum Target {
@@ -141,6 +144,7 @@ impl Sink {
             outputs: Target::Own(Box::new(outputs)),
             epoch_ns: 0,
             pending: Vec::new(),
+            health: None,
         }
     }
 
@@ -151,6 +155,7 @@ impl Sink {
             outputs: Target::Shared { outputs, origin },
             epoch_ns: 0,
             pending: Vec::new(),
+            health: None,
         }
     }
 
@@ -260,6 +265,9 @@ pub fn start(
     let hierarchy = cpuset::detect().map_err(|e| RunError::Cgroups(CgroupsUnusable::Cpuset(e)))?;
     let epoch_ns = (monotonic_ns() + START_DELAY_NS).next_multiple_of(EPOCH_GRID_NS);
     sink.epoch_ns = epoch_ns;
+    if let Some(h) = &sink.health {
+        crate::health::lock(h).set_epoch(epoch_ns);
+    }
     let rt_options = RtOptions {
         instance: instance_path(hierarchy.mount(), cpuset_base)?,
         epoch_ns,
@@ -364,10 +372,20 @@ fn drain_until_stopped(
     all_exited: &AtomicBool,
     live: &LiveTasks,
 ) -> Drained {
+    let health = sink.health.clone();
     while !stop.load(Ordering::Acquire) {
         std::thread::sleep(DRAIN_PERIOD);
-        rt.drain(&mut |e| sink.put(e));
+        rt.drain(&mut |e| {
+            if let Some(h) = &health {
+                crate::health::job_event(h, &e);
+            }
+            sink.put(e)
+        });
         put_mode_steps(mode_events, &mut sink);
+        if let Some(h) = &health {
+            let events = crate::health::lock(h).take_events();
+            events.into_iter().for_each(|e| sink.put(e));
+        }
         *live.lock().unwrap_or_else(|e| e.into_inner()) = rt.summaries();
         if rt.all_exited() {
             all_exited.store(true, Ordering::Release);
@@ -423,6 +441,7 @@ pub fn wait(
     timeout: Option<Duration>,
     signals: bool,
     mut control: Option<&mut Control>,
+    mut health: Option<(&SharedHealth, Option<&mut ModeManager>)>,
 ) -> Result<StopReason, RunError> {
     let signals = signals
         .then(StopSignals::install)
@@ -430,6 +449,15 @@ pub fn wait(
         .map_err(|e| RunError::io("signals", e))?;
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
+        if let Some((h, modes)) = &mut health {
+            let modes = match control.as_deref_mut() {
+                Some(c) => c.modes_mut(),
+                None => modes.as_deref_mut(),
+            };
+            if crate::health::serve(h, modes) {
+                return Ok(StopReason::Requested);
+            }
+        }
         if all_exited() {
             return Ok(StopReason::AllExited);
         }

@@ -52,10 +52,22 @@ impl Environment {
     /// `DEMOS_PARAMETERS` set to `3,3,<init>` (completion fd, continue fd,
     /// has-initialization: the DEmOS protocol; both fds are the one channel).
     pub fn demos(init: bool, confine: &Confinement) -> Environment {
+        Environment::with_channel(init, confine, &[])
+    }
+
+    /// [`Environment::demos`] of a best-effort partition in no window, whose channels
+    /// the supervisor reads for heartbeats (`BULKHEAD_HEARTBEAT=1`).
+    pub fn free(confine: &Confinement) -> Environment {
+        Environment::with_channel(false, confine, &[(bulkhead_client::HEARTBEAT_VAR, "1")])
+    }
+
+    fn with_channel(init: bool, confine: &Confinement, extra: &[(&str, &str)]) -> Environment {
         let mut vars = partition_env(&confine.env, confine.sandbox.clean_env);
-        vars.retain(|(k, _)| k != "DEMOS_PARAMETERS");
+        let ours = |k: &str| k == "DEMOS_PARAMETERS" || extra.iter().any(|(e, _)| *e == k);
+        vars.retain(|(k, _)| !ours(k));
         let value = format!("{CHILD_CHANNEL_FD},{CHILD_CHANNEL_FD},{}", u8::from(init));
         vars.push(("DEMOS_PARAMETERS".to_string(), value));
+        vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         Environment(Env::new(vars))
     }
 }

@@ -4,6 +4,7 @@
 use crate::cgroup::{self, Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::control::Control;
 use crate::free::{FreeKeeper, FreeRun};
+use crate::health::{lock, Health, SharedHealth};
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
 use crate::links::Links;
@@ -233,6 +234,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     resolve_programs(system, &host)?;
     crate::affinity::check(system, &own_cpus())?;
     crate::stopstart::check_suspend_to_ram(system)?;
+    let health = Health::start(system)?;
     let mut warnings = clean_leftovers(Some(&hierarchy));
     let mut control = options
         .control
@@ -258,7 +260,8 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         .map_err(|e| RunError::io("the output relay", e))?;
     links.own_ends(|p| confinements.of(p).identity)?;
     confinements.pass_fds(&links.fds);
-    let (sink, shared) = outputs(system, options)?;
+    let (mut sink, shared) = outputs(system, options)?;
+    sink.health = health.clone();
     let mut rt = rt::start(
         system,
         options,
@@ -281,6 +284,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         programs: &programs,
         output: output.as_ref(),
         workdir: &options.workdir,
+        health: health.as_ref(),
     };
     let free = FreeRun::start(system, &hierarchy, &own, &inputs)?;
     if let (Some(c), Some(f)) = (&mut control, &free) {
@@ -299,6 +303,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
             launch,
             fds_before,
             control,
+            health,
         };
         return run_services(started, options, warnings);
     }
@@ -439,6 +444,7 @@ struct Started {
     launch: Instant,
     fds_before: usize,
     control: Option<Control>,
+    health: Option<SharedHealth>,
 }
 
 /// A system without windows: runs its rt and best-effort partitions until the timeout,
@@ -455,6 +461,9 @@ fn run_services(
     }
     let startup = s.launch.elapsed();
     let fds_held = count_fds().saturating_sub(s.fds_before);
+    // Without a control socket, the mode manager serves the health monitor alone.
+    let mut modes = s.rt.as_mut().and_then(|rt| rt.modes.take());
+    let health = s.health.as_ref().map(|h| (h, modes.as_mut()));
     let mut all_exited = || {
         s.rt.as_ref().is_none_or(|rt| rt.all_exited())
             && s.free.as_ref().is_none_or(|f| f.all_exited())
@@ -470,15 +479,24 @@ fn run_services(
         options.timeout,
         options.handle_signals,
         s.control.as_mut(),
+        health,
     )?;
     drop(realtime);
+    drop(modes);
     if let Some(c) = &mut s.control {
         c.stop_stop_start();
         c.stop_modes();
         warnings.extend(c.take_refused());
     }
-    let (w, errors) = s.free.map(FreeKeeper::finish).unwrap_or_default();
+    let (w, mut errors) = s.free.map(FreeKeeper::finish).unwrap_or_default();
     warnings.extend(w);
+    if let Some(why) = s
+        .health
+        .as_ref()
+        .and_then(|h| lock(h).stopped().map(str::to_string))
+    {
+        errors.push(why);
+    }
     let drained = s.rt.map(RtRun::finish);
     let summaries = match drained {
         Some(d) => {

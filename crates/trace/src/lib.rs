@@ -255,6 +255,22 @@ pub enum EventKind {
         name: Name,
         value: u64,
     },
+    /// The health monitor took `action` (as written: `restart`, `mode: safe`...) for
+    /// task `task` or process `process` (its index) of `partition`, because of `cause`
+    /// (`miss`, `overrun`, `exit`, `silence`), `latency_ns` after the evidence; `failed`
+    /// says why the action could not be carried out (docs/health.md).
+    HealthAction {
+        partition: Name,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<Name>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        process: Option<u32>,
+        cause: Name,
+        action: Name,
+        latency_ns: Nanos,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failed: Option<Name>,
+    },
     /// Task `task` of `partition` (a pipeline's sink) finished message `id` at `t_ns`,
     /// `e2e_ns` after the message's origin stamp (its end-to-end delay).
     Message {

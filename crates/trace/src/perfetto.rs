@@ -417,6 +417,7 @@ impl<W: Write> Writer<W> {
             EventKind::SuspendRequest { .. }
             | EventKind::PartitionSuspended { .. }
             | EventKind::SystemSuspended { .. }
+            | EventKind::HealthAction { .. }
             | EventKind::ResumeRequest { .. }
             | EventKind::PartitionResumed { .. }
             | EventKind::SystemResumed { .. }

@@ -21,6 +21,9 @@ int bulkhead_initialization_completed(void);
 /* Yields the rest of the current window; blocks until the process is scheduled again.
  * Does nothing while an initialization is pending. */
 int bulkhead_completed(void);
+/* Feeds this process's watchdog (health: {watchdog: ...}, docs/health.md) without
+ * blocking; does nothing where bulkhead reads no heartbeats (BULKHEAD_HEARTBEAT unset). */
+int bulkhead_heartbeat(void);
 
 /* DEmOS names (also in demos-sch.h, DEmOS's header, beside bulkhead/); with DEmOS's
  * semantics: demos_initialization_completed without a pending initialization returns
