@@ -1,0 +1,408 @@
+//! The checks of one execution: against the promises of `analyze` and `solve`
+//! ([`against_bounds`]) and against the simulation of the same scenario
+//! ([`against_reference`]).
+//!
+//! `sim` is held to the bounds exactly. A real execution gets the platform's floor
+//! measured in the same run ([`Observation::floor`]): a response or delay beyond its
+//! bound by no more than the longest latency the probe saw on its CPUs, or an order
+//! that differs where the probe saw a stall longer than the gap that orders it, is
+//! the platform's (excused, and reported as such), not a disagreement.
+
+use crate::bounds::Bounds;
+use crate::observation::{Job, Observation};
+use crate::scenario::Scenario;
+use bulkhead_model::modes::AGENT_TASK;
+use bulkhead_model::units::format_duration;
+use bulkhead_model::Nanos;
+use std::collections::BTreeMap;
+
+/// Completions closer than this in the simulation may come in either order in a real
+/// execution: its jobs run their `--exec-us` plus the wake-up and bookkeeping of a real
+/// task (tens of microseconds here), so near ties are not decisions.
+pub const TIE: Nanos = 1_000_000;
+
+/// The outcome of the checks of one execution.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Disagreements: the execution did not do what the bounds or the reference say.
+    pub failures: Vec<String>,
+    /// Departures within the platform's floor (only a real execution has any).
+    pub excused: Vec<String>,
+}
+
+impl Verdict {
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+
+    fn judge(&mut self, what: String, within_floor: bool) {
+        match within_floor {
+            true => self.excused.push(what),
+            false => self.failures.push(what),
+        }
+    }
+}
+
+/// Every job's response within its task's WCRT (plus the floor of its CPUs), every job
+/// released before `until` completed, every pipeline within its loss and delay bounds,
+/// and the window grants the scenario's log.
+pub fn against_bounds(s: &Scenario, o: &Observation, bounds: &Bounds) -> Verdict {
+    let mut v = Verdict::default();
+    if !bounds.schedulable && !bounds.tasks.is_empty() {
+        v.failures
+            .push("analyze does not admit its rt tasks: their bounds would promise nothing".into());
+    }
+    for job in o
+        .jobs_before(s.until)
+        .filter(|j| !s.overruns(&j.task_name()))
+    {
+        responses(job, o, bounds, &mut v);
+    }
+    pipelines(o, bounds, &mut v);
+    if let Some(expected) = &s.expected_log {
+        if &o.grants != expected {
+            v.failures.push(format!(
+                "window grants differ from {}.log:\nexpected:\n{}\nactual:\n{}",
+                s.name,
+                expected.join("\n"),
+                o.grants.join("\n")
+            ));
+        }
+    }
+    v
+}
+
+fn responses(job: &Job, o: &Observation, bounds: &Bounds, v: &mut Verdict) {
+    let name = job.task_name();
+    let Some(bound) = bounds.task(&name) else {
+        return;
+    };
+    let floor = o.floor_of(&bound.cpus);
+    let Some(response) = job.response() else {
+        let what = format!(
+            "{name} job {} (released {}) never completed",
+            job.index,
+            ms(job.release)
+        );
+        v.judge(what, floor > 0);
+        return;
+    };
+    let Some(wcrt) = bound.wcrt else {
+        return;
+    };
+    if response > wcrt {
+        let what = format!(
+            "{name} job {}: response {} > WCRT {} (platform floor {})",
+            job.index,
+            ms(response),
+            ms(wcrt),
+            ms(floor)
+        );
+        v.judge(what, response <= wcrt + floor);
+    }
+}
+
+fn pipelines(o: &Observation, bounds: &Bounds, v: &mut Verdict) {
+    for p in &o.pipelines {
+        let Some(bound) = bounds.pipelines.iter().find(|b| b.name == p.name) else {
+            v.failures
+                .push(format!("pipeline `{}`: solve has no solution", p.name));
+            continue;
+        };
+        let floor = o.floor_of(&bound.cpus);
+        let lost = p.lost as f64 / p.messages_in.max(1) as f64;
+        if lost > bound.loss {
+            let what = format!(
+                "pipeline `{}`: lost {} of {} ({:.1}%) > solve's loss bound {:.1}% (platform floor {})",
+                p.name,
+                p.lost,
+                p.messages_in,
+                100.0 * lost,
+                100.0 * bound.loss,
+                ms(floor)
+            );
+            v.judge(what, floor > bound.stall_tolerance);
+        }
+        if let Some(max) = p.max_e2e_ns.filter(|&m| m > bound.delay) {
+            let what = format!(
+                "pipeline `{}`: delay {} > solve's bound {} (platform floor {})",
+                p.name,
+                ms(max),
+                ms(bound.delay),
+                ms(floor)
+            );
+            v.judge(what, max <= bound.delay + floor);
+        }
+    }
+}
+
+/// The same decisions as the simulation `reference` of the scenario: per CPU (or set of
+/// CPUs a partition migrates over) the jobs released before `until` complete in the
+/// same order, but for near ties ([`TIE`]); each pipeline sink finishes the same
+/// messages in the same order over the range both executions cover; the window grants,
+/// the mode switches' steps, the stop protocol's steps and the power policy's
+/// frequencies are the same.
+pub fn against_reference(
+    s: &Scenario,
+    o: &Observation,
+    reference: &Observation,
+    bounds: &Bounds,
+) -> Verdict {
+    let mut v = Verdict::default();
+    let domains = |obs: &Observation| completions(s, obs, bounds);
+    let (mine, theirs) = (domains(o), domains(reference));
+    for (cpus, sequence) in &theirs {
+        let empty = Vec::new();
+        let got = mine.get(cpus).unwrap_or(&empty);
+        if let Err(e) = same_order(sequence, got) {
+            let floor = o.floor_of(&cpu_list(cpus));
+            v.judge(
+                format!("jobs on CPUs {cpus}: {e} (platform floor {})", ms(floor)),
+                floor > TIE,
+            );
+        }
+    }
+    messages(o, reference, &mut v);
+    let same = |v: &mut Verdict, what: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
+        let (a, b) = (format!("{a:#?}"), format!("{b:#?}"));
+        if a != b {
+            v.failures
+                .push(format!("{what} differ:\nsim:\n{b}\nthis:\n{a}"));
+        }
+    };
+    same(&mut v, "window grants", &o.grants, &reference.grants);
+    same(
+        &mut v,
+        "mode switches",
+        &canonical_switches(&o.switches),
+        &canonical_switches(&reference.switches),
+    );
+    same(&mut v, "stop protocols", &o.stops, &reference.stops);
+    let until = |f: &[(Nanos, u32, u64)]| -> Vec<(Nanos, u32, u64)> {
+        f.iter()
+            .copied()
+            .filter(|&(t, _, _)| t <= s.until)
+            .collect()
+    };
+    same(
+        &mut v,
+        "frequencies",
+        &until(&o.frequencies),
+        &until(&reference.frequencies),
+    );
+    v
+}
+
+/// Per domain (the CPU list of the tasks' placement), the completed jobs released
+/// before the scenario's `until` as (completion, `task#index`), in completion order;
+/// not those of a task that overruns its budget, whose jobs each reservation cuts at
+/// instants of its own, nor a partition's mode agent, a task in the simulation and a
+/// thread of the supervisor in a run (M2-Xen IV-A's DMM either way).
+fn completions(
+    s: &Scenario,
+    o: &Observation,
+    bounds: &Bounds,
+) -> BTreeMap<String, Vec<(Nanos, String)>> {
+    let mut out: BTreeMap<String, Vec<(Nanos, String)>> = BTreeMap::new();
+    let compared = |j: &&Job| !s.overruns(&j.task_name()) && j.task != AGENT_TASK;
+    for job in o.jobs_before(s.until).filter(compared) {
+        let name = job.task_name();
+        let (Some(bound), Some(done)) = (bounds.task(&name), job.completed) else {
+            continue;
+        };
+        let cpus: Vec<String> = bound.cpus.iter().map(u32::to_string).collect();
+        out.entry(cpus.join(","))
+            .or_default()
+            .push((done, format!("{name}#{}", job.index)));
+    }
+    for sequence in out.values_mut() {
+        sequence.sort();
+    }
+    out
+}
+
+fn cpu_list(text: &str) -> Vec<u32> {
+    text.split(',').filter_map(|c| c.parse().ok()).collect()
+}
+
+/// Whether `got` lists the jobs of `reference` in its order, where jobs the reference
+/// completes within [`TIE`] of each other may come in either order.
+pub fn same_order(reference: &[(Nanos, String)], got: &[(Nanos, String)]) -> Result<(), String> {
+    let blocks = |seq: &[(Nanos, String)], tie_of: &dyn Fn(usize) -> bool| {
+        let mut out: Vec<Vec<String>> = Vec::new();
+        for (i, (_, job)) in seq.iter().enumerate() {
+            match out.last_mut() {
+                Some(block) if tie_of(i) => block.push(job.clone()),
+                _ => out.push(vec![job.clone()]),
+            }
+        }
+        out
+    };
+    let tie = |i: usize| i > 0 && reference[i].0 - reference[i - 1].0 < TIE;
+    let want = blocks(reference, &tie);
+    let mut at = 0;
+    for block in &want {
+        let end = at + block.len();
+        let Some(part) = got.get(at..end) else {
+            return Err(format!(
+                "{} jobs completed where the simulation completes {}; first missing: {}",
+                got.len(),
+                reference.len(),
+                block[0]
+            ));
+        };
+        let mut have: Vec<&String> = part.iter().map(|(_, j)| j).collect();
+        let mut need: Vec<&String> = block.iter().collect();
+        have.sort();
+        need.sort();
+        if have != need {
+            return Err(format!(
+                "after {at} jobs in the same order, the simulation completes {need:?}, this {have:?}"
+            ));
+        }
+        at = end;
+    }
+    match got.get(at) {
+        None => Ok(()),
+        Some((_, extra)) => Err(format!("a job the simulation does not complete: {extra}")),
+    }
+}
+
+/// Per sink and source, the messages finished (named by their origin), compared over
+/// the range of origins both executions cover (a real run's sources start after its
+/// Start-of-Task handshake and stop at its timeout).
+fn messages(o: &Observation, reference: &Observation, v: &mut Verdict) {
+    let by_source = |obs: &Observation| {
+        let mut out: BTreeMap<(String, u64), Vec<Nanos>> = BTreeMap::new();
+        for m in &obs.messages {
+            out.entry((m.sink.clone(), m.source))
+                .or_default()
+                .push(m.origin);
+        }
+        out
+    };
+    let (mine, theirs) = (by_source(o), by_source(reference));
+    for (key, want) in &theirs {
+        let Some(got) = mine.get(key) else {
+            v.failures
+                .push(format!("{} finished no message of source {}", key.0, key.1));
+            continue;
+        };
+        let span = |seq: &[Nanos]| (seq.iter().min().copied(), seq.iter().max().copied());
+        let ((Some(a), Some(b)), (Some(c), Some(d))) = (span(want), span(got)) else {
+            continue;
+        };
+        let (lo, hi) = (a.max(c), b.min(d));
+        let range = |seq: &[Nanos]| -> Vec<Nanos> {
+            seq.iter()
+                .copied()
+                .filter(|t| (lo..=hi).contains(t))
+                .collect()
+        };
+        let (want, got) = (range(want), range(got));
+        if want != got {
+            let floor = o.floor.iter().map(|&(_, l)| l).max().unwrap_or(0);
+            let what = format!(
+                "{} finished other messages of source {} (by origin, {}..={}): simulation {}, this {} (platform floor {})",
+                key.0,
+                key.1,
+                ms(lo),
+                ms(hi),
+                origins(&want),
+                origins(&got),
+                ms(floor)
+            );
+            v.judge(what, floor > TIE);
+        }
+    }
+}
+
+/// Origins as milliseconds, the first and last few.
+fn origins(list: &[Nanos]) -> String {
+    let text: Vec<String> = list
+        .iter()
+        .map(|&t| format!("{:.3}", t as f64 / 1e6))
+        .collect();
+    match text.len() > 12 {
+        true => format!(
+            "[{} ... {}] ({})",
+            text[..6].join(", "),
+            text[text.len() - 6..].join(", "),
+            text.len()
+        ),
+        false => format!("[{}]", text.join(", ")),
+    }
+}
+
+/// The steps of each switch, in order; under `batch` and `greedy` several agents work
+/// at once and acknowledge in the order they finish, so their steps are compared as a
+/// set.
+fn canonical_switches(switches: &[Vec<String>]) -> Vec<Vec<String>> {
+    switches
+        .iter()
+        .map(|steps| {
+            let parallel = steps
+                .first()
+                .is_some_and(|s| s.ends_with("batch") || s.ends_with("greedy"));
+            let mut steps = steps.clone();
+            if parallel {
+                steps[1..].sort();
+            }
+            steps
+        })
+        .collect()
+}
+
+/// A duration as the model writes it.
+fn ms(t: Nanos) -> String {
+    format_duration(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seq(items: &[(Nanos, &str)]) -> Vec<(Nanos, String)> {
+        items.iter().map(|&(t, j)| (t, j.to_string())).collect()
+    }
+
+    #[test]
+    fn orders_agree_up_to_near_ties_and_a_swap_or_a_missing_job_is_named() {
+        let reference = seq(&[
+            (4_000_000, "p/b#0"),
+            (8_000_000, "p/a#0"),
+            (8_500_000, "p/c#0"),
+        ]);
+        // c and a complete within a tie of each other: either order.
+        let tied = seq(&[
+            (2_000_000, "p/b#0"),
+            (4_100_000, "p/c#0"),
+            (4_200_000, "p/a#0"),
+        ]);
+        assert_eq!(same_order(&reference, &tied), Ok(()));
+        let swapped = seq(&[(1, "p/a#0"), (2, "p/b#0"), (3, "p/c#0")]);
+        let e = same_order(&reference, &swapped).unwrap_err();
+        assert!(e.contains("after 0 jobs in the same order"), "{e}");
+        let short = seq(&[(1, "p/b#0")]);
+        let e = same_order(&reference, &short).unwrap_err();
+        assert!(e.contains("first missing: p/a#0"), "{e}");
+        let long = seq(&[(1, "p/b#0"), (2, "p/a#0"), (3, "p/c#0"), (4, "p/b#1")]);
+        assert!(same_order(&reference, &long).unwrap_err().contains("p/b#1"));
+    }
+
+    #[test]
+    fn batch_steps_compare_as_a_set_and_sequential_steps_in_order() {
+        let batch = vec![vec![
+            "mode_request batch".to_string(),
+            "agent_ack b".into(),
+            "agent_ack a".into(),
+        ]];
+        assert_eq!(canonical_switches(&batch)[0][1], "agent_ack a");
+        let sequential = vec![vec![
+            "mode_request sequential".to_string(),
+            "agent_ack b".into(),
+            "agent_ack a".into(),
+        ]];
+        assert_eq!(canonical_switches(&sequential)[0][1], "agent_ack b");
+    }
+}
