@@ -2,11 +2,12 @@
 //! ([`against_bounds`]) and against the simulation of the same scenario
 //! ([`against_reference`]).
 //!
-//! `sim` is held to the bounds exactly. A real execution gets the platform's floor
-//! measured in the same run ([`Observation::floor`]): a response or delay beyond its
-//! bound by no more than the longest latency the probe saw on its CPUs, or an order
-//! that differs where the probe saw a stall longer than the gap that orders it, is
-//! the platform's (excused, and reported as such), not a disagreement.
+//! `sim` is held to the bounds exactly. A real execution gets a wide margin over the
+//! platform's floor measured in the same run ([`Observation::floor`]): a response,
+//! lateness or delay beyond its bound by no more than [`margin`] (twice the longest
+//! latency the probe saw on its CPUs, plus [`TIE`]), or an order that differs where
+//! the probe saw a stall longer than the gap that orders it, is the platform's
+//! (excused, and reported as such), not a disagreement.
 
 use crate::bounds::Bounds;
 use crate::observation::{Job, Observation};
@@ -14,12 +15,24 @@ use crate::scenario::Scenario;
 use bulkhead_model::modes::AGENT_TASK;
 use bulkhead_model::units::format_duration;
 use bulkhead_model::Nanos;
+use bulkhead_sim::stop::StopSpec;
 use std::collections::BTreeMap;
 
 /// Completions closer than this in the simulation may come in either order in a real
 /// execution: its jobs run their `--exec-us` plus the wake-up and bookkeeping of a real
 /// task (tens of microseconds here), so near ties are not decisions.
 pub const TIE: Nanos = 1_000_000;
+
+/// How far beyond a bound a real execution may go where the platform stalled for up to
+/// `floor` on the CPUs concerned: a response may take two such stalls (one delaying the
+/// release, one the job), plus a real job's own wake-up and bookkeeping ([`TIE`]). No
+/// margin without a probe (`floor` 0: the simulation, the window machine).
+pub fn margin(floor: Nanos) -> Nanos {
+    match floor {
+        0 => 0,
+        f => 2 * f + TIE,
+    }
+}
 
 /// The outcome of the checks of one execution.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -87,6 +100,17 @@ fn responses(job: &Job, o: &Observation, bounds: &Bounds, v: &mut Verdict) {
         v.judge(what, floor > 0);
         return;
     };
+    let late = (job.release + response).saturating_sub(job.deadline);
+    if job.missed || late > 0 {
+        let what = format!(
+            "{name} job {}: missed its deadline {} by {} (platform floor {})",
+            job.index,
+            ms(job.deadline),
+            ms(late),
+            ms(floor)
+        );
+        v.judge(what, floor > 0 && late <= margin(floor));
+    }
     let Some(wcrt) = bound.wcrt else {
         return;
     };
@@ -98,7 +122,7 @@ fn responses(job: &Job, o: &Observation, bounds: &Bounds, v: &mut Verdict) {
             ms(wcrt),
             ms(floor)
         );
-        v.judge(what, response <= wcrt + floor);
+        v.judge(what, floor > 0 && response <= wcrt + margin(floor));
     }
 }
 
@@ -111,7 +135,10 @@ fn pipelines(o: &Observation, bounds: &Bounds, v: &mut Verdict) {
         };
         let floor = o.floor_of(&bound.cpus);
         let lost = p.lost as f64 / p.messages_in.max(1) as f64;
-        if lost > bound.loss {
+        // The bound is a fraction; of a count that is not a multiple of its
+        // denominator, the largest whole number of messages it allows is its ceiling.
+        let allowed = (bound.loss * p.messages_in as f64 - 1e-9).ceil().max(0.0) as u64;
+        if p.lost > allowed {
             let what = format!(
                 "pipeline `{}`: lost {} of {} ({:.1}%) > solve's loss bound {:.1}% (platform floor {})",
                 p.name,
@@ -131,7 +158,7 @@ fn pipelines(o: &Observation, bounds: &Bounds, v: &mut Verdict) {
                 ms(bound.delay),
                 ms(floor)
             );
-            v.judge(what, max <= bound.delay + floor);
+            v.judge(what, floor > 0 && max <= bound.delay + margin(floor));
         }
     }
 }
@@ -197,14 +224,21 @@ pub fn against_reference(
 /// before the scenario's `until` as (completion, `task#index`), in completion order;
 /// not those of a task that overruns its budget, whose jobs each reservation cuts at
 /// instants of its own, nor a partition's mode agent, a task in the simulation and a
-/// thread of the supervisor in a run (M2-Xen IV-A's DMM either way).
+/// thread of the supervisor in a run (M2-Xen IV-A's DMM either way), nor, in a scenario
+/// that stops, a partition kept awake ([`awake`]), nor a task that joins in a later mode
+/// ([`joining`]).
 fn completions(
     s: &Scenario,
     o: &Observation,
     bounds: &Bounds,
 ) -> BTreeMap<String, Vec<(Nanos, String)>> {
     let mut out: BTreeMap<String, Vec<(Nanos, String)>> = BTreeMap::new();
-    let compared = |j: &&Job| !s.overruns(&j.task_name()) && j.task != AGENT_TASK;
+    let (awake, joining) = (awake(s), joining(s));
+    let compared = |j: &&Job| {
+        let name = j.task_name();
+        let own = !awake.contains(&j.partition) && !joining.contains(&name);
+        own && !s.overruns(&name) && j.task != AGENT_TASK
+    };
     for job in o.jobs_before(s.until).filter(compared) {
         let name = job.task_name();
         let (Some(bound), Some(done)) = (bounds.task(&name), job.completed) else {
@@ -219,6 +253,55 @@ fn completions(
         sequence.sort();
     }
     out
+}
+
+/// The partitions a scenario with stops keeps awake through them (the trigger buses'
+/// gateways, [`StopSpec::of`]): a real run goes on running them while the others are
+/// frozen, where the simulation's stitched time has no room for their work, so their
+/// jobs are held to their bounds but their order is not compared.
+fn awake(s: &Scenario) -> Vec<String> {
+    match (s.suspensions.is_empty(), s.system()) {
+        (false, Ok(system)) => StopSpec::of(&system).awake,
+        _ => Vec::new(),
+    }
+}
+
+/// The tasks (`partition/task`) of a modal scenario that its initial mode does not run.
+/// Their releases are phased differently by the two executions, a disagreement left to
+/// the plan (issue 33; docs/conformance.md, "Known disagreements"): `sim` releases such a
+/// task first when its partition's agent acknowledges the switch and every period from
+/// there, numbering its jobs from 0, `run` on the grid of its epoch, multiples of its
+/// period from the schedule's start, numbering them from there. A task of 2 ms that joins at 115.48 ms is released at 199.48 ms in one and at
+/// 200 ms in the other, so its completions interleave differently with those of the
+/// tasks beside it; they are held to their bounds but their order is not compared.
+fn joining(s: &Scenario) -> Vec<String> {
+    let Ok(system) = s.system() else {
+        return Vec::new();
+    };
+    let Some(initial) = system
+        .modes
+        .as_ref()
+        .and_then(|m| system.in_mode(&m.initial))
+    else {
+        return Vec::new();
+    };
+    let names = |sys: &bulkhead_model::System| -> Vec<String> {
+        let tasks = sys.partitions.iter().flat_map(|p| {
+            p.tasks
+                .iter()
+                .map(move |t| format!("{}/{}", p.name, t.name))
+        });
+        tasks.collect()
+    };
+    let first = names(&initial);
+    let every: Vec<String> = system
+        .modes
+        .iter()
+        .flat_map(|m| &m.table)
+        .filter_map(|mode| system.in_mode(&mode.name))
+        .flat_map(|sys| names(&sys))
+        .collect();
+    every.into_iter().filter(|t| !first.contains(t)).collect()
 }
 
 fn cpu_list(text: &str) -> Vec<u32> {
@@ -388,6 +471,64 @@ mod tests {
         assert!(e.contains("first missing: p/a#0"), "{e}");
         let long = seq(&[(1, "p/b#0"), (2, "p/a#0"), (3, "p/c#0"), (4, "p/b#1")]);
         assert!(same_order(&reference, &long).unwrap_err().contains("p/b#1"));
+    }
+
+    fn pipeline_run(lost: u64, messages_in: u64, max_e2e_ns: Nanos, floor: Nanos) -> Verdict {
+        let bounds = Bounds {
+            schedulable: true,
+            tasks: Vec::new(),
+            pipelines: vec![crate::bounds::PipelineBound {
+                name: "p1".into(),
+                loss: 0.2,
+                delay: 10_000_000,
+                cpus: vec![1],
+                stall_tolerance: 5_000_000,
+            }],
+        };
+        let o = Observation {
+            pipelines: vec![crate::observation::PipelineTotals {
+                name: "p1".into(),
+                messages_in,
+                messages_out: messages_in - lost,
+                lost,
+                max_e2e_ns: Some(max_e2e_ns),
+            }],
+            floor: vec![(1, floor)],
+            ..Observation::default()
+        };
+        let mut v = Verdict::default();
+        pipelines(&o, &bounds, &mut v);
+        v
+    }
+
+    /// A loss bound of 20% allows 80 of 398 messages (79.6, the one in five a
+    /// four-slot pipeline of rates 5:4 drops by design, counted from its first), not 81;
+    /// the failure names the pipeline and the figures.
+    #[test]
+    fn a_loss_bound_allows_its_ceiling_in_whole_messages() {
+        assert!(pipeline_run(80, 398, 1, 0).passed());
+        let v = pipeline_run(81, 398, 1, 0);
+        assert!(
+            v.failures[0].contains("`p1`: lost 81 of 398 (20.4%) > solve's loss bound 20.0%"),
+            "{v:?}"
+        );
+    }
+
+    /// A real run's delay may exceed the bound by the margin over the floor its probe
+    /// measured (and is then excused as the platform's), no further; without a probe
+    /// not at all.
+    #[test]
+    fn a_delay_beyond_the_bound_is_the_platforms_only_within_the_margin() {
+        assert_eq!(margin(0), 0);
+        assert_eq!(margin(100_000), 1_200_000);
+        let v = pipeline_run(0, 100, 11_000_000, 100_000);
+        assert!(v.passed() && v.excused.len() == 1, "{v:?}");
+        let v = pipeline_run(0, 100, 11_300_000, 100_000);
+        assert!(
+            v.failures[0].contains("delay 11300us > solve's bound 10ms (platform floor 100us)"),
+            "{v:?}"
+        );
+        assert!(!pipeline_run(0, 100, 10_000_001, 0).passed());
     }
 
     #[test]

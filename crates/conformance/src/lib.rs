@@ -40,16 +40,22 @@ pub trait Executor {
 }
 
 /// The verdict on `executor`'s execution of `s`: its observation against the bounds
-/// and against `reference` (the simulation of `s`), or why it could not run.
-pub fn conform(executor: &dyn Executor, s: &Scenario, reference: &Observation) -> Verdict {
+/// and against the simulation of `s` with its stimuli when the execution received them
+/// ([`Scenario::retimed`]), or why it could not run.
+pub fn conform(executor: &dyn Executor, s: &Scenario) -> Verdict {
     let bounds = match s.solved() {
         Ok(system) => Bounds::of(&system),
         Err(e) => return failed(e),
     };
     match executor.execute(s) {
         Ok(o) => {
+            let retimed = s.retimed(&o.stimuli);
+            let reference = match Sim.execute(retimed.as_ref().unwrap_or(s)) {
+                Ok(reference) => reference,
+                Err(e) => return failed(format!("sim could not execute it: {e}")),
+            };
             let mut v = check::against_bounds(s, &o, &bounds);
-            let cross = check::against_reference(s, &o, reference, &bounds);
+            let cross = check::against_reference(s, &o, &reference, &bounds);
             v.failures.extend(cross.failures);
             v.excused.extend(cross.excused);
             v

@@ -20,6 +20,8 @@ pub struct Job {
     /// It was discarded unfinished: its task left the mode, or restarted after a
     /// suspension (`job_abort`); no promise is made about it.
     pub aborted: bool,
+    /// It passed its deadline unfinished (`deadline_miss`).
+    pub missed: bool,
 }
 
 impl Job {
@@ -74,15 +76,69 @@ pub struct Observation {
     /// `run`: per CPU, the longest wake-up latency a probe beside the tasks saw (the
     /// platform's floor in this run); empty for `sim`.
     pub floor: Vec<(u32, Nanos)>,
+    /// When the execution received the scenario's stimuli: each mode switch request,
+    /// and each stop's suspend and resume request (in the execution's own time).
+    pub stimuli: Stimuli,
+}
+
+/// When an execution received the scenario's mode switches and stops, in schedule time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stimuli {
+    pub mode_requests: Vec<Nanos>,
+    /// Each stop: when it froze the system and for how long.
+    pub suspends: Vec<(Nanos, Nanos)>,
+}
+
+/// The stops a real run logged, in its wall-clock time: when the system was frozen
+/// (`system_suspended`) and how long until its resume (`system_resumed`'s
+/// `suspended_ns`, by which the run shifts the times of its continuable tasks). The
+/// simulation logs no such events: its time is stitched already.
+fn stops(events: &[Event]) -> Vec<(Nanos, Nanos)> {
+    let mut out = Vec::new();
+    let mut frozen = None;
+    for e in events {
+        match &e.kind {
+            EventKind::SystemSuspended { .. } => frozen = Some(e.t_ns),
+            EventKind::SystemResumed { suspended_ns, .. } => {
+                if let Some(at) = frozen.take() {
+                    out.push((at, *suspended_ns));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Wall-clock time `t` as schedule time, in which a stop does not exist (JuMP2start
+/// 2.2's time stitching, as `sim` keeps it): less every earlier stop; an instant inside
+/// a stop (what a partition kept awake does meanwhile) is its start.
+fn stitch(stops: &[(Nanos, Nanos)], t: Nanos) -> Nanos {
+    let mut before = 0;
+    for &(at, duration) in stops {
+        if t <= at {
+            break;
+        }
+        before += duration.min(t - at);
+    }
+    t - before
 }
 
 impl Observation {
-    /// What `events` show; grants after `until` are left out.
+    /// What `events` show; grants after `until` are left out. The times of a run that
+    /// stopped are stitched first ([`stitch`]), as the simulation's are.
     pub fn from_events(events: &[Event], until: Nanos) -> Observation {
+        let stops = stops(events);
         let mut out = Observation::default();
         for e in events {
-            out.add(e, until);
+            let mut e = e.clone();
+            e.t_ns = stitch(&stops, e.t_ns);
+            out.add(&e, until);
         }
+        out.stimuli.suspends = stops
+            .iter()
+            .map(|&(at, d)| (stitch(&stops, at), d))
+            .collect();
         out.messages
             .sort_by(|a, b| (&a.sink, a.at).cmp(&(&b.sink, b.at)));
         out
@@ -105,6 +161,7 @@ impl Observation {
                 deadline: *deadline_ns,
                 completed: None,
                 aborted: false,
+                missed: false,
             }),
             EventKind::JobComplete {
                 partition,
@@ -126,6 +183,16 @@ impl Observation {
                     j.aborted = true;
                 }
             }
+            EventKind::DeadlineMiss {
+                partition,
+                task,
+                job,
+                ..
+            } => {
+                if let Some(j) = self.job(partition, task, *job) {
+                    j.missed = true;
+                }
+            }
             EventKind::Run { .. } if t <= until => {
                 self.grants.extend(bulkhead_windows::drive::demos_line(e));
             }
@@ -142,6 +209,7 @@ impl Observation {
             }),
             EventKind::ModeRequest { policy, .. } => {
                 self.switches.push(vec![format!("mode_request {policy}")]);
+                self.stimuli.mode_requests.push(t);
             }
             EventKind::InterfaceChange { partition, .. } => {
                 self.step("interface_change", partition)
@@ -260,5 +328,50 @@ mod tests {
         let m = &o.messages[0];
         assert_eq!((m.sink.as_str(), m.source, m.origin), ("p/s", 0, 3));
         assert_eq!(o.switches, [["mode_request boost", "agent_ack q"]]);
+    }
+
+    /// A run frozen at 199 ms for 99.6 ms: a continuable task's job released at
+    /// 299.6 ms (wall clock) is its job of 200 ms in schedule time, an event during the
+    /// stop (a partition kept awake) is at the stop's start, and the stop is a stimulus
+    /// at 199 ms for 99.6 ms.
+    #[test]
+    fn a_run_that_stopped_is_read_in_stitched_time() {
+        let us = 1_000;
+        let release = |t: Nanos, job: u64| {
+            let (partition, task) = ("ctl".into(), "a".into());
+            event(
+                t,
+                EventKind::JobRelease {
+                    cpu: 1,
+                    partition,
+                    task,
+                    job,
+                    deadline_ns: t + 10_000 * us,
+                },
+            )
+        };
+        let events = [
+            event(
+                199_000 * us,
+                EventKind::SystemSuspended {
+                    seq: 1,
+                    latency_ns: 0,
+                },
+            ),
+            release(250_000 * us, 0),
+            event(
+                298_700 * us,
+                EventKind::SystemResumed {
+                    seq: 1,
+                    latency_ns: 0,
+                    suspended_ns: 99_600 * us,
+                },
+            ),
+            release(299_600 * us, 20),
+        ];
+        let o = Observation::from_events(&events, 1_000_000 * us);
+        let releases: Vec<Nanos> = o.jobs.iter().map(|j| j.release / us).collect();
+        assert_eq!(releases, [199_000, 200_000]);
+        assert_eq!(o.stimuli.suspends, [(199_000 * us, 99_600 * us)]);
     }
 }

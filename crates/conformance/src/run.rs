@@ -7,7 +7,8 @@
 //! stage without one `bulkhead stage` (as `run` gives it), a window process
 //! `bulkhead-spin` (busy), an `init` one `bulkhead-probe` (initializes at once). Mode
 //! switches and suspensions go to the run's control socket (`bulkhead ctl`) at their
-//! schedule times, counted from when the socket appears plus [`START`]. Beside the
+//! schedule times, counted from when its `status` first shows a job ([`schedule_start`];
+//! the checks then simulate the stimuli when the run logged them). Beside the
 //! tasks, `bulkhead probe` at SCHED_FIFO 99 (above every task) samples each of their
 //! CPUs every millisecond for the whole run: its longest latency per CPU is the
 //! platform's floor in this run ([`Observation::floor`]).
@@ -22,9 +23,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// How long after the control socket appears a run's schedule time is taken to start:
-/// release 0 is at least 50 ms after the supervisor starts (docs/rt.md).
+/// What a run gets beyond the schedule time compared and its tail: room for the last
+/// jobs' wake-ups on a loaded machine.
 pub const START: Duration = Duration::from_millis(100);
+
+/// How much later than their schedule times a run may receive the scenario's stimuli
+/// (each a `bulkhead ctl` started and answered on a loaded machine) and still go on long
+/// enough after the last one.
+const STIMULI_LATE: Duration = Duration::from_secs(1);
+
+/// How long a run may take to start its tasks (their Start-of-Task handshake), on a
+/// loaded machine.
+const STARTING: Duration = Duration::from_secs(10);
 
 /// What a run may take beyond its timeout before it counts as hung.
 const GRACE: Duration = Duration::from_secs(30);
@@ -253,7 +263,11 @@ fn timeout(s: &Scenario, system: &System) -> Duration {
         false => 200_000_000,
     };
     let start = START.as_nanos() as Nanos;
-    Duration::from_nanos(s.until + crate::sim::tail(system) + suspended + start + pipes)
+    let late = match s.mode_switches.is_empty() && s.suspensions.is_empty() {
+        true => 0,
+        false => STIMULI_LATE.as_nanos() as Nanos,
+    };
+    Duration::from_nanos(s.until + crate::sim::tail(system) + suspended + start + pipes + late)
 }
 
 impl Run {
@@ -358,17 +372,14 @@ impl Run {
             return Ok(());
         }
         timeline.sort();
-        let appeared = Instant::now() + Duration::from_secs(10);
-        while std::os::unix::net::UnixStream::connect(socket).is_err() {
-            if Instant::now() > appeared {
-                return Err(format!("no control socket at {}", socket.display()));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let zero = Instant::now() + START;
+        // Each stimulus as long after the one before was answered as the scenario has
+        // them apart (a run refuses a switch sooner than the agent period after the
+        // last, which a loaded machine may answer late); the checks simulate them when
+        // the run received them.
+        let mut previous = (schedule_start(socket)?, 0);
         let mut refused = Vec::new();
         for (at, args) in timeline {
-            let when = zero + Duration::from_nanos(at);
+            let when = previous.0 + Duration::from_nanos(at - previous.1);
             std::thread::sleep(when.saturating_duration_since(Instant::now()));
             let out = Command::new(&self.programs.bulkhead)
                 .arg("ctl")
@@ -377,6 +388,7 @@ impl Run {
                 .args(&args)
                 .output()
                 .map_err(|e| format!("bulkhead ctl: {e}"))?;
+            previous = (Instant::now(), at);
             if !out.status.success() {
                 let why = String::from_utf8_lossy(&out.stderr);
                 refused.push(format!("ctl {}: {}", args.join(" "), why.trim()));
@@ -397,6 +409,51 @@ impl Run {
         o.pipelines = stderr.lines().filter_map(pipeline_totals).collect();
         Ok(o)
     }
+}
+
+/// When the run at `socket` started its schedule, within the 10 ms its `status` is
+/// refreshed in and a job: the first instant its `status` shows a task that released a
+/// job (the socket appears before the tasks' Start-of-Task handshake, which a loaded
+/// machine may take hundreds of milliseconds over).
+fn schedule_start(socket: &Path) -> Result<Instant, String> {
+    use std::io::{BufRead, Write};
+    let given_up = Instant::now() + STARTING;
+    while Instant::now() < given_up {
+        std::thread::sleep(Duration::from_millis(5));
+        let Ok(mut stream) = std::os::unix::net::UnixStream::connect(socket) else {
+            continue;
+        };
+        if stream
+            .write_all(b"{\"id\":1,\"request\":\"status\"}\n")
+            .is_err()
+        {
+            continue;
+        }
+        let mut line = String::new();
+        if std::io::BufReader::new(&stream)
+            .read_line(&mut line)
+            .is_err()
+        {
+            continue;
+        }
+        if released(&line) {
+            return Ok(Instant::now());
+        }
+    }
+    Err(format!(
+        "no task of the run at {} released a job within {STARTING:?}",
+        socket.display()
+    ))
+}
+
+/// Whether a `status` reply shows a task with a job.
+fn released(reply: &str) -> bool {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(reply) else {
+        return false;
+    };
+    let partitions = v["status"]["partitions"].as_array().into_iter().flatten();
+    let mut tasks = partitions.flat_map(|p| p["tasks"].as_array().into_iter().flatten());
+    tasks.any(|t| t["jobs"].as_u64().is_some_and(|j| j > 0))
 }
 
 /// A grant of a window process as the scenario names it: the command after the `#` of

@@ -23,6 +23,7 @@
 //!   by a simulation at WCET from the synchronous release (the critical instant;
 //!   repeatable).
 
+use crate::observation::Stimuli;
 use bulkhead_model::units::parse_duration;
 use bulkhead_model::{Nanos, System};
 use bulkhead_sim::{Behaviour, ModeSwitch, Suspension};
@@ -214,6 +215,25 @@ impl Scenario {
         Ok(bulkhead_analysis::pipes::apply(&system, &solutions))
     }
 
+    /// The scenario with its mode switches and stops at the instants an execution
+    /// received them (`at`, in schedule time; a real run's requests come through its
+    /// control socket late), so that a simulation of it decides on the same inputs;
+    /// `None` when the execution did not receive each of them.
+    pub fn retimed(&self, at: &Stimuli) -> Option<Scenario> {
+        let counts = (at.mode_requests.len(), at.suspends.len());
+        if counts != (self.mode_switches.len(), self.suspensions.len()) {
+            return None;
+        }
+        let mut s = self.clone();
+        for (m, &t) in s.mode_switches.iter_mut().zip(&at.mode_requests) {
+            m.at = t;
+        }
+        for (x, &(t, duration)) in s.suspensions.iter_mut().zip(&at.suspends) {
+            *x = Suspension { at: t, duration };
+        }
+        Some(s)
+    }
+
     /// Whether a window process yields or exits by itself, so that the schedule depends
     /// on how fast it runs.
     pub fn is_timed_by_processes(&self) -> bool {
@@ -273,5 +293,28 @@ mod tests {
         let e = Scenario::load(&dir, "nopaper").unwrap_err();
         assert!(e.contains("no `# paper:` line"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A run whose stop froze it at 153 ms (schedule time) for 102 ms is compared with
+    /// the simulation of that stop, not of the scenario's at 150 ms for 100 ms; a stop
+    /// it did not receive leaves nothing to retime.
+    #[test]
+    fn stimuli_are_retimed_to_when_the_execution_received_them() {
+        let ms = 1_000_000;
+        let s = Scenario::load(&dir(), "stop-start-order").unwrap();
+        assert_eq!(
+            (s.suspensions[0].at, s.suspensions[0].duration),
+            (150 * ms, 100 * ms)
+        );
+        let at = Stimuli {
+            mode_requests: Vec::new(),
+            suspends: vec![(153 * ms, 102 * ms)],
+        };
+        let r = s.retimed(&at).unwrap();
+        assert_eq!(
+            (r.suspensions[0].at, r.suspensions[0].duration),
+            (153 * ms, 102 * ms)
+        );
+        assert!(s.retimed(&Stimuli::default()).is_none());
     }
 }

@@ -57,7 +57,7 @@ pub fn simulate(s: &Scenario, system: &System, exec: ExecModel) -> Result<Observ
         mode_switches: s.mode_switches.clone(),
         suspensions: s.suspensions.clone(),
         stop: StopSpec::of(system),
-        ..Options::until(s.until + tail(system))
+        ..Options::until(horizon(s) + tail(system))
     };
     let mut events: Vec<Event> = Vec::new();
     let report = bulkhead_sim::simulate(&spec, options, &mut events)?;
@@ -143,6 +143,14 @@ fn channel_reads(system: &System, events: &[Event], o: &Observation) -> Vec<Mess
 fn budget(system: &System, partition: &str, name: &str) -> Option<Nanos> {
     let p = system.partitions.iter().find(|p| p.name == partition)?;
     Some(p.tasks.iter().find(|t| t.name == name)?.budget)
+}
+
+/// The compared time, or the last stimulus when it comes later (a real run received it
+/// late, [`Scenario::retimed`]).
+fn horizon(s: &Scenario) -> Nanos {
+    let switches = s.mode_switches.iter().map(|m| m.at);
+    let stops = s.suspensions.iter().map(|x| x.at);
+    switches.chain(stops).fold(s.until, Nanos::max)
 }
 
 /// How long past `until` an execution goes on, so that every job released before
