@@ -22,6 +22,8 @@ export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261128}"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --release
+# Every crate's tests, among them the conformance suite (docs/conformance.md): as root
+# its `run` executor runs each scenario with target/release/bulkhead.
 cargo test
 # DEmOS's own test suite against demos-sched (docs/demos.md), from a DEmOS source tree:
 # $DEMOS_SRC, else target/demos/src (a clone of github.com/CTU-IIG/demos-sched you made).

@@ -28,9 +28,17 @@ use serde::Serialize;
 /// One CPU in ppm.
 pub const CPU: Ppm = bulkhead_modes::CPU_PPM;
 
-/// The bandwidth cap `runtime/period` of one CPU in ppm (rounded down).
+/// What the reservations of a pool's tasks may take of one of its CPUs in ppm (rounded
+/// down): the bandwidth cap `runtime/period` less the kernel's fair server
+/// ([`crate::reservation::FAIR_SERVER`]), as SCHED_DEADLINE admission counts them.
 pub fn cap_ppm(cap: (Time, Time)) -> Ppm {
-    (cap.0 as u128 * CPU as u128 / cap.1.max(1) as u128) as Ppm
+    let ppm = |(runtime, period): (Time, Time)| {
+        (runtime as u128 * CPU as u128 / period.max(1) as u128) as Ppm
+    };
+    match cap.0 >= cap.1 {
+        true => ppm(cap),
+        false => ppm(cap).saturating_sub(ppm(crate::reservation::FAIR_SERVER)),
+    }
 }
 
 /// What `bulkhead analyze` reports about the modes of a system.

@@ -10,6 +10,27 @@ pub const BW_SHIFT: u32 = 20;
 /// The kernel's default cap: `sched_rt_runtime_us / sched_rt_period_us = 950000 / 1000000`.
 pub const DEFAULT_CAP: (Time, Time) = (950_000, 1_000_000);
 
+/// The kernel's fair server (Linux 6.12 and later, kernel/sched/deadline.c
+/// `sched_init_dl_servers`: `dl_server_apply_params(dl_se, 50 * NSEC_PER_MSEC,
+/// 1000 * NSEC_PER_MSEC, ...)`): a SCHED_DEADLINE server on every CPU that keeps 50 ms
+/// of each second for SCHED_OTHER tasks, its bandwidth added to the root domain's
+/// admission total. Reservations of tasks get the cap less this (measured on this
+/// machine's 6.18 kernel: 90% of a CPU is admitted, 93% refused with EBUSY). On an
+/// older kernel, which has no fair server, the analysis refuses what lies between the
+/// two, a margin on the safe side.
+pub const FAIR_SERVER: (Time, Time) = (50_000, 1_000_000);
+
+/// What SCHED_DEADLINE reservations of tasks may take of one CPU under `cap`, in the
+/// kernel's fixed point: the cap less the [`FAIR_SERVER`]; a cap of the whole period
+/// (`sched_rt_runtime_us = -1`) is no admission control at all.
+pub fn task_bandwidth(cap: (Time, Time)) -> u64 {
+    let whole = to_ratio(cap.1, cap.0);
+    match cap.0 >= cap.1 {
+        true => whole,
+        false => whole.saturating_sub(to_ratio(FAIR_SERVER.1, FAIR_SERVER.0)),
+    }
+}
+
 /// A SCHED_DEADLINE reservation (runtime, deadline, period), all in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Reservation {
@@ -41,8 +62,10 @@ pub fn to_ratio(period: Time, runtime: Time) -> u64 {
 /// SCHED_DEADLINE admission of `reservations` on `cpus` CPUs of one root domain, as the
 /// kernel enforces it (Documentation/scheduler/sched-deadline.rst, Sec. 5 "Bandwidth
 /// management"; kernel/sched/deadline.c `__dl_overflow`): each reservation must satisfy
-/// `0 < runtime <= deadline <= period`, and `Σ to_ratio(period, runtime) <= cpus ×
-/// to_ratio(cap.1, cap.0)`. With one CPU per partition's cpuset this is the per-CPU cap.
+/// `0 < runtime <= deadline <= period`, and `Σ to_ratio(period, runtime) <= cpus ×`
+/// [`task_bandwidth`]`(cap)` (the cap less the fair servers' shares, which the kernel
+/// counts in the same total). With one CPU per partition's cpuset this is the per-CPU
+/// cap.
 pub fn admit(reservations: &[Reservation], cpus: u64, cap: (Time, Time)) -> Admission {
     let invalid = reservations
         .iter()
@@ -51,7 +74,7 @@ pub fn admit(reservations: &[Reservation], cpus: u64, cap: (Time, Time)) -> Admi
         .iter()
         .map(|r| to_ratio(r.period, r.runtime))
         .sum();
-    let cap_bw = cpus * to_ratio(cap.1, cap.0);
+    let cap_bw = cpus * task_bandwidth(cap);
     Admission {
         admitted: invalid.is_none() && total_bw <= cap_bw,
         total_bw,
@@ -85,8 +108,11 @@ pub fn io_reservation(served: &Task, io_num: Time, io_den: Time) -> Task {
 mod tests {
     use super::*;
 
+    /// The kernel's 95% cap less its fair server's 5%: 90% of a CPU (on this machine
+    /// 0.9 ms every 1 ms is admitted, 0.93 ms refused); with no limit (a cap of the
+    /// whole period) everything is.
     #[test]
-    fn kernel_cap_at_95_percent() {
+    fn kernel_cap_at_95_percent_less_the_fair_server() {
         let ms = 1_000_000;
         let r = |rt: Time, p: Time| Reservation {
             runtime: rt,
@@ -95,12 +121,14 @@ mod tests {
         };
         assert!(
             admit(
-                &[r(45 * ms / 100, ms), r(50 * ms / 100, ms)],
+                &[r(40 * ms / 100, ms), r(50 * ms / 100, ms)],
                 1,
                 DEFAULT_CAP
             )
             .admitted
         );
+        assert!(!admit(&[r(93 * ms / 100, ms)], 1, DEFAULT_CAP).admitted);
+        assert!(admit(&[r(99 * ms / 100, ms)], 1, (ms, ms)).admitted);
         let over = admit(
             &[r(50 * ms / 100, ms), r(46 * ms / 100, ms)],
             1,

@@ -253,6 +253,17 @@ impl CpuAcc {
     }
 }
 
+/// What SCHED_DEADLINE tasks may take of a CPU under `cap`, in words: the cap less the
+/// kernel's fair server ([`crate::reservation::task_bandwidth`]).
+fn tasks_cap(cap: (Time, Time)) -> String {
+    let tasks = crate::reservation::task_bandwidth(cap) as f64 / (1u64 << 20) as f64;
+    let whole = cap.0 as f64 / cap.1 as f64;
+    match cap.0 >= cap.1 {
+        true => format!("the kernel cap {whole:.2}"),
+        false => format!("{tasks:.2} (the kernel cap {whole:.2} less its fair server's share)"),
+    }
+}
+
 pub(crate) fn cpu_names(system: &System, p: &Partition) -> Vec<String> {
     match cpu_numbers(system, p) {
         Some(cpus) => cpus.iter().map(|c| c.to_string()).collect(),
@@ -501,9 +512,9 @@ fn edf_cpu(
     acc.dl_bw = Some((total, adm.cap_bw));
     let over_cap = (total > adm.cap_bw).then(|| {
         format!(
-            "SCHED_DEADLINE admission: Σ runtime/period = {:.4} exceeds the kernel cap {:.2} (the kernel refuses the last reservation)",
+            "SCHED_DEADLINE admission: Σ runtime/period = {:.4} exceeds {} (the kernel refuses the last reservation)",
             total as f64 / (1u64 << 20) as f64,
-            cap.0 as f64 / cap.1 as f64
+            tasks_cap(cap)
         )
     });
     if let Some(msg) = &over_cap {
@@ -597,9 +608,9 @@ fn global_edf(
         Some("SCHED_DEADLINE requires runtime <= deadline <= period".to_string())
     } else if !adm.admitted {
         Some(format!(
-            "SCHED_DEADLINE admission: Σ runtime/period = {:.4} exceeds {m} × cap {:.2}",
+            "SCHED_DEADLINE admission: Σ runtime/period = {:.4} exceeds {m} × {}",
             adm.total_bw as f64 / (1u64 << 20) as f64,
-            cap.0 as f64 / cap.1 as f64
+            tasks_cap(cap)
         ))
     } else {
         match test {

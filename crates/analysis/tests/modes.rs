@@ -75,7 +75,7 @@ fn a_budget_too_small_or_a_pool_too_full_fails() {
     assert!(!full.schedulable);
     assert!(
         full.cpus[0].binding.contains("take 1")
-            && full.cpus[0].binding.contains("above the cap 95.00%"),
+            && full.cpus[0].binding.contains("above the cap 90.00%"),
         "{}",
         full.cpus[0].binding
     );
@@ -98,7 +98,8 @@ fn each_mode_is_analysed_with_its_agent_and_each_switch_is_replayed() {
     // Boost reserve: two modal partitions in the pool, 100 us every 100 ms each.
     assert!(modes.boost_reserved);
     assert_eq!(modes.pools[0].reserve_ppm, 2_000);
-    assert_eq!(modes.pools[0].capacity_ppm, 1_900_000);
+    // Two CPUs at the kernel's 95% cap, less its fair server's 5% on each.
+    assert_eq!(modes.pools[0].capacity_ppm, 1_800_000);
     let urban = &modes.modes[0];
     assert_eq!(urban.partitions[0].tasks, ["mode-agent", "can_rx"]);
     assert_eq!(urban.partitions[0].demand_ppm, 1_000 + 40_000);
@@ -190,12 +191,13 @@ fn an_unsafe_switch_is_refused_naming_the_step_and_the_partition() {
 
 #[test]
 fn a_mode_whose_pool_cannot_hold_the_boost_reserve_fails() {
-    // Two servers whose interfaces fill the pool's 95% exactly: the boost reserve
-    // (M2-Xen V-B's hypothetical VCPU) of 2 x 100 us / 100 ms does not fit.
+    // Two servers whose interfaces fill the pool's 90% exactly (the kernel's 95% cap
+    // less its fair server's 5%): the boost reserve (M2-Xen V-B's hypothetical VCPU) of
+    // 2 x 100 us / 100 ms does not fit.
     let src = "system: {cpus: 0}
 partitions:
   - {name: a, kind: rt, cpus: 0, interface: {period: 2ms, budget: 1ms}, tasks: [{name: t, cmd: x, budget: 1ms, period: 10ms}]}
-  - {name: b, kind: rt, cpus: 0, interface: {period: 2ms, budget: 900us}, tasks: [{name: t, cmd: x, budget: 1ms, period: 10ms}]}
+  - {name: b, kind: rt, cpus: 0, interface: {period: 2ms, budget: 800us}, tasks: [{name: t, cmd: x, budget: 1ms, period: 10ms}]}
 modes:
   initial: m
   table:
@@ -208,7 +210,7 @@ modes:
     assert!(!m.schedulable);
     assert!(
         m.binding.contains(
-            "with the boost reserve of 0.002 CPUs take 0.952 CPUs of its capacity 0.950 CPUs"
+            "with the boost reserve of 0.002 CPUs take 0.902 CPUs of its capacity 0.900 CPUs"
         ),
         "{}",
         m.binding

@@ -30,8 +30,9 @@ pub struct Args {
     /// CPULIST [default: every CPU probed]
     #[arg(long, value_name = "CPULIST", num_args = 0..=1, default_missing_value = "probed")]
     load: Option<String>,
-    /// SCHED_FIFO priority of the probes (cyclictest's -p)
-    #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u32).range(1..=98))]
+    /// SCHED_FIFO priority of the probes (cyclictest's -p); 99 is above every rt task
+    /// of a run (98 downwards), for a probe beside them
+    #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u32).range(1..=99))]
     priority: u32,
     /// Probe under SCHED_DEADLINE instead (not pinned; each wake-up counts for the CPU
     /// it ran on)

@@ -322,7 +322,7 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         seed: args.seed,
         suspensions: args.suspend.clone(),
         mode_switches: args.mode_switch.clone(),
-        stop: stop_spec(&system),
+        stop: bulkhead_sim::stop::StopSpec::of(&system),
         stalls: stalls_of(args, &spec, until)?,
     };
     let sim = Sim::new(&spec, sim_options, outputs.enabled())
@@ -420,18 +420,6 @@ fn summary(report: &Report) -> String {
         };
     }
     text
-}
-
-/// The simulator's stop protocol settings from the description's `stop_start:`, with
-/// the partitions `run` keeps awake (the trigger buses' gateways).
-fn stop_spec(system: &bulkhead_model::System) -> bulkhead_sim::stop::StopSpec {
-    let stop_start = system.stop_start();
-    let awake = stop_start.awake(system).into_iter().map(String::from);
-    bulkhead_sim::stop::StopSpec {
-        order: stop_start.order.clone(),
-        ack_deadline: stop_start.ack_deadline,
-        awake: awake.collect(),
-    }
 }
 
 #[cfg(test)]

@@ -161,3 +161,51 @@ fn cpus_allowed(pid: u32) -> String {
         .map(|v| v.trim().to_string())
         .unwrap_or_default()
 }
+
+/// A one-CPU EDF partition of 92.5%: under the kernel's 95% cap, but over what tasks may
+/// reserve beside the kernel's fair server (5% of each CPU since Linux 6.12). `analyze`
+/// refuses it naming the fair server, and `run`'s admission refuses it before anything
+/// starts (found by the conformance suite: `analyze` admitted it and `run` failed
+/// starting the second task with EBUSY).
+#[test]
+fn an_edf_partition_over_the_fair_servers_share_is_refused_by_analyze_and_run() {
+    let scratch = Scratch::new("agree-fair");
+    let file = scratch.file("fair.yaml");
+    let task = |name: &str, budget: &str, period: &str| {
+        format!(
+            "      - {{name: {name}, cmd: {} --exec-us 100, budget: {budget}, period: {period}}}\n",
+            common::bin("bulkhead-periodic").display()
+        )
+    };
+    let yaml = format!(
+        "system: {{cpus: 0-1}}\npartitions:\n  - name: p\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n{}{}",
+        task("a", "2ms", "5ms"),
+        task("b", "4200us", "8ms")
+    );
+    std::fs::write(&file, yaml).unwrap();
+    let out = common::bulkhead()
+        .arg("analyze")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let report = common::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(report.contains("fair server"), "{report}");
+    if !is_root() {
+        eprintln!("skipping the run: needs root (SCHED_DEADLINE, cpusets)");
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let out = common::bulkhead()
+        .arg("run")
+        .arg(&file)
+        .args(["--timeout", "1s"])
+        .output()
+        .unwrap();
+    let stderr = common::text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("admission refused") && !stderr.contains("busy"),
+        "{stderr}"
+    );
+}

@@ -1,5 +1,5 @@
 //! `bulkhead run` on real cgroups: every scenario of the DEmOS scenario corpus
-//! (`crates/windows/scenarios`) with its expected schedule log, processes really frozen
+//! (`crates/conformance/scenarios/windows-*`) with its expected schedule log, processes really frozen
 //! and really pinned, no escapes, no leaks, leftovers removed, and the v2 code path on
 //! the machine's cgroup2 mount.
 //!

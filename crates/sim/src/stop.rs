@@ -44,6 +44,21 @@ impl Default for StopSpec {
     }
 }
 
+impl StopSpec {
+    /// How `system`'s stops run, as `bulkhead run`'s supervisor runs them: its
+    /// `stop_start:` order and acknowledgement deadline (or their defaults), and the
+    /// gateways of the buses its triggers watch kept awake.
+    pub fn of(system: &bulkhead_model::System) -> StopSpec {
+        let stop_start = system.stop_start();
+        let awake = stop_start.awake(system).into_iter().map(String::from);
+        StopSpec {
+            order: stop_start.order.clone(),
+            ack_deadline: stop_start.ack_deadline,
+            awake: awake.collect(),
+        }
+    }
+}
+
 /// One event of a stop.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StopEvent {

@@ -1,4 +1,4 @@
-//! The DEmOS scenario corpus (`crates/windows/scenarios`, [`bulkhead_windows::corpus`])
+//! The DEmOS scenario corpus (`crates/conformance/scenarios/windows-*`, [`bulkhead_windows::corpus`])
 //! through the whole simulator: description -> `from_system` -> simulation -> `run`
 //! lines of the schedule log, in DEmOS's notation; and the simulator's own schedule-log
 //! and seed properties.

@@ -1,7 +1,9 @@
-//! The DEmOS scenario corpus: one directory ([`dir`]) of scenarios, each a system
-//! description `NAME.yaml` and its expected schedule `NAME.log`, instantiated by four
-//! suites: the pure machine ([`crate::drive::drive`]), the simulator, real cgroups
-//! (`bulkhead-runtime`) and `bulkhead run` against `bulkhead sim` (`bulkhead-cli`).
+//! The DEmOS scenario corpus: the window scenarios of the conformance suite's directory
+//! ([`dir`]: `crates/conformance/scenarios/windows-*`), each a system description
+//! `NAME.yaml` and its expected schedule `NAME.log`, instantiated by five suites: the
+//! pure machine ([`crate::drive::drive`]), the simulator, real cgroups
+//! (`bulkhead-runtime`), `bulkhead run` against `bulkhead sim` (`bulkhead-cli`) and the
+//! conformance suite (docs/conformance.md), which also reads the other scenarios there.
 //!
 //! The logs are in DEmOS's notation (`test/0300-schedule.t`,
 //! [`crate::drive::demos_line`]). A description's leading comment lines set how it
@@ -32,12 +34,16 @@ pub struct Scenario {
     pub expected: Vec<String>,
 }
 
-/// The corpus directory (in the source tree).
+/// The directory of the corpus (in the source tree): the conformance suite's scenarios,
+/// of which the window schedules' are the corpus.
 pub fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance/scenarios")
 }
 
-/// Every scenario of `dir`, by name.
+/// The prefix of the corpus's scenarios among the conformance suite's.
+pub const PREFIX: &str = "windows-";
+
+/// Every scenario of `dir` whose name starts with [`PREFIX`], by name.
 pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut names: Vec<String> = entries
@@ -46,6 +52,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
             e.file_name()
                 .to_str()?
                 .strip_suffix(".yaml")
+                .filter(|n| n.starts_with(PREFIX))
                 .map(String::from)
         })
         .collect();

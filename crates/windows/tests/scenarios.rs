@@ -1,4 +1,4 @@
-//! The DEmOS scenario corpus (`scenarios/`, [`bulkhead_windows::corpus`]) on the pure
+//! The DEmOS scenario corpus (`crates/conformance/scenarios/windows-*`, [`bulkhead_windows::corpus`]) on the pure
 //! machine, and what the machine does beyond the log: its actions, stop reasons,
 //! seeded budgets.
 //!

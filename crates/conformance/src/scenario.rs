@@ -1,0 +1,320 @@
+//! A scenario: a system description and what is expected of every execution of it,
+//! as data. `scenarios/NAME.yaml` is the description, its leading comment lines the
+//! scenario's header; `scenarios/NAME.log`, when present, the window schedule every
+//! execution must grant, in DEmOS's notation (`test/0300-schedule.t`,
+//! [`bulkhead_windows::drive::demos_line`]).
+//!
+//! Header lines are `# KEY: VALUE`; other comment lines are the scenario's prose.
+//!
+//! - `paper:` the paper section the scenario exercises (required);
+//! - `until:` how much schedule time the executions are compared over (required);
+//! - `seed:` the seed of budget jitter (default 0);
+//! - `process: CMD=BEHAVIOUR` what a window process does ([`Behaviour::parse`];
+//!   default busy);
+//! - `exec: P%` the deterministic workload: every rt job executes P percent of its
+//!   budget (default 50), in `sim` as a fixed execution time, in `run` as
+//!   `bulkhead-periodic --exec-us` of the task; `exec: PARTITION/TASK=P%` sets one
+//!   task's share, above 100% an overrun (the task then has no promise to keep: the
+//!   checks hold the others to theirs);
+//! - `mode-switch: AT:MODE` a switch request at schedule time AT (repeatable);
+//! - `suspend: AT:DURATION` a stop at schedule time AT for DURATION (repeatable);
+//! - `power-policy: NAME` the power policy of the window schedule;
+//! - `wcrt: PARTITION/TASK=DURATION` a WCRT the analysis must give, reached exactly
+//!   by a simulation at WCET from the synchronous release (the critical instant;
+//!   repeatable).
+
+use crate::observation::Stimuli;
+use bulkhead_model::units::parse_duration;
+use bulkhead_model::{Nanos, System};
+use bulkhead_sim::{Behaviour, ModeSwitch, Suspension};
+use std::path::{Path, PathBuf};
+
+/// One scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The file name without `.yaml`.
+    pub name: String,
+    /// The system description.
+    pub yaml: String,
+    /// The prose of the header.
+    pub about: String,
+    /// The paper section it exercises.
+    pub paper: String,
+    pub until: Nanos,
+    pub seed: u64,
+    /// By command: how a window process behaves (others are busy).
+    pub behaviours: Vec<(String, Behaviour)>,
+    /// Percent of its budget every rt job executes.
+    pub exec_pct: u32,
+    /// Per task (`partition/task`), a share of its own.
+    pub exec_of: Vec<(String, u32)>,
+    pub mode_switches: Vec<ModeSwitch>,
+    pub suspensions: Vec<Suspension>,
+    /// The power policy's name as `sim` and `run` take it (`--power-policy`).
+    pub power_policy: Option<String>,
+    /// Pinned WCRTs: (`partition/task`, WCRT).
+    pub wcrts: Vec<(String, Nanos)>,
+    /// The window schedule's grants in DEmOS's notation (`NAME.log`), if given.
+    pub expected_log: Option<Vec<String>>,
+}
+
+/// The scenario directory (in the source tree).
+pub fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+}
+
+/// Every scenario of `dir`, by name.
+pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            name.to_str()?.strip_suffix(".yaml").map(String::from)
+        })
+        .collect();
+    names.sort();
+    names.iter().map(|n| Scenario::load(dir, n)).collect()
+}
+
+/// Every scenario of the directory.
+pub fn all() -> Vec<Scenario> {
+    load_dir(&dir()).unwrap_or_else(|e| panic!("the scenarios load: {e}"))
+}
+
+impl Scenario {
+    /// Reads `dir/NAME.yaml` and, if it exists, `dir/NAME.log`.
+    pub fn load(dir: &Path, name: &str) -> Result<Scenario, String> {
+        let path = dir.join(format!("{name}.yaml"));
+        let yaml =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let log = dir.join(format!("{name}.log"));
+        let expected_log = match log.exists() {
+            true => Some(
+                std::fs::read_to_string(&log)
+                    .map_err(|e| format!("{}: {e}", log.display()))?
+                    .lines()
+                    .map(String::from)
+                    .collect(),
+            ),
+            false => None,
+        };
+        let mut scenario = Scenario {
+            name: name.to_string(),
+            yaml: yaml.clone(),
+            about: String::new(),
+            paper: String::new(),
+            until: 0,
+            seed: 0,
+            behaviours: Vec::new(),
+            exec_pct: 50,
+            exec_of: Vec::new(),
+            mode_switches: Vec::new(),
+            suspensions: Vec::new(),
+            power_policy: None,
+            wcrts: Vec::new(),
+            expected_log,
+        };
+        let at = |line: usize, e: String| format!("{name}.yaml:{}: {e}", line + 1);
+        for (i, line) in yaml.lines().enumerate() {
+            let Some(rest) = line.strip_prefix("# ") else {
+                break;
+            };
+            scenario.header(rest).map_err(|e| at(i, e))?;
+        }
+        if scenario.until == 0 {
+            return Err(format!("{name}.yaml: no `# until:` line"));
+        }
+        if scenario.paper.is_empty() {
+            return Err(format!("{name}.yaml: no `# paper:` line"));
+        }
+        Ok(scenario)
+    }
+
+    fn header(&mut self, line: &str) -> Result<(), String> {
+        let duration = |v: &str| parse_duration(v, None);
+        let Some((key, value)) = line.split_once(':') else {
+            return self.prose(line);
+        };
+        let value = value.trim();
+        match key {
+            "paper" => self.paper = value.to_string(),
+            "until" => self.until = duration(value)?,
+            "seed" => self.seed = value.parse().map_err(|_| "bad seed")?,
+            "process" => {
+                let (cmd, b) = value.rsplit_once('=').ok_or("want CMD=BEHAVIOUR")?;
+                self.behaviours
+                    .push((cmd.to_string(), Behaviour::parse(b)?));
+            }
+            "exec" => match value.split_once('=') {
+                Some((task, pct)) => self.exec_of.push((task.to_string(), percent(pct, 1000)?)),
+                None => self.exec_pct = percent(value, 100)?,
+            },
+            "mode-switch" => self.mode_switches.push(ModeSwitch::parse(value)?),
+            "suspend" => {
+                let (at, long) = value.split_once(':').ok_or("want AT:DURATION")?;
+                self.suspensions.push(Suspension {
+                    at: duration(at)?,
+                    duration: duration(long)?,
+                });
+            }
+            "power-policy" => self.power_policy = Some(value.to_string()),
+            "wcrt" => {
+                let (task, wcrt) = value
+                    .split_once('=')
+                    .ok_or("want PARTITION/TASK=DURATION")?;
+                self.wcrts.push((task.to_string(), duration(wcrt)?));
+            }
+            _ => return self.prose(line),
+        }
+        Ok(())
+    }
+
+    /// The percent of its budget each job of `task` (`partition/task`) executes.
+    pub fn exec_pct_of(&self, task: &str) -> u32 {
+        let own = self.exec_of.iter().find(|(t, _)| t == task);
+        own.map_or(self.exec_pct, |&(_, p)| p)
+    }
+
+    /// Whether the jobs of `task` (`partition/task`) overrun their budget.
+    pub fn overruns(&self, task: &str) -> bool {
+        self.exec_pct_of(task) > 100
+    }
+
+    fn prose(&mut self, line: &str) -> Result<(), String> {
+        if !self.about.is_empty() {
+            self.about.push(' ');
+        }
+        self.about.push_str(line);
+        Ok(())
+    }
+
+    /// The description as a system.
+    pub fn system(&self) -> Result<System, String> {
+        bulkhead_model::load_str(&self.yaml, &format!("{}.yaml", self.name))
+            .map(|l| l.system)
+            .map_err(|e| format!("{}: {e}", self.name))
+    }
+
+    /// The system every execution runs: its pipelines solved and lowered
+    /// (`bulkhead_analysis::pipes::apply`, as `sim` and `run` do); an infeasible
+    /// pipeline is an error naming it.
+    pub fn solved(&self) -> Result<System, String> {
+        let system = self.system()?;
+        if system.pipelines.is_empty() {
+            return Ok(system);
+        }
+        let options = bulkhead_analysis::system::Options::default();
+        let solutions = bulkhead_analysis::pipes::solve(&system, &options);
+        if let Some(s) = solutions.iter().find(|s| !s.feasible) {
+            return Err(format!(
+                "{}: pipeline `{}` is infeasible",
+                self.name, s.name
+            ));
+        }
+        Ok(bulkhead_analysis::pipes::apply(&system, &solutions))
+    }
+
+    /// The scenario with its mode switches and stops at the instants an execution
+    /// received them (`at`, in schedule time; a real run's requests come through its
+    /// control socket late), so that a simulation of it decides on the same inputs;
+    /// `None` when the execution did not receive each of them.
+    pub fn retimed(&self, at: &Stimuli) -> Option<Scenario> {
+        let counts = (at.mode_requests.len(), at.suspends.len());
+        if counts != (self.mode_switches.len(), self.suspensions.len()) {
+            return None;
+        }
+        let mut s = self.clone();
+        for (m, &t) in s.mode_switches.iter_mut().zip(&at.mode_requests) {
+            m.at = t;
+        }
+        for (x, &(t, duration)) in s.suspensions.iter_mut().zip(&at.suspends) {
+            *x = Suspension { at: t, duration };
+        }
+        Some(s)
+    }
+
+    /// Whether a window process yields or exits by itself, so that the schedule depends
+    /// on how fast it runs.
+    pub fn is_timed_by_processes(&self) -> bool {
+        self.behaviours
+            .iter()
+            .any(|(_, b)| matches!(b, Behaviour::YieldAfter(_) | Behaviour::ExitAfter(_)))
+    }
+
+    /// Whether a window process initializes first (`init:DUR`), so that the schedule
+    /// starts when the processes say so.
+    pub fn has_init_phase(&self) -> bool {
+        self.behaviours
+            .iter()
+            .any(|(_, b)| matches!(b, Behaviour::InitFor(_)))
+    }
+}
+
+/// `P%` with `1 <= P <= max`.
+fn percent(text: &str, max: u32) -> Result<u32, String> {
+    let pct = text.trim().strip_suffix('%').ok_or("want P%, e.g. 50%")?;
+    match pct.parse() {
+        Ok(p) if (1..=max).contains(&p) => Ok(p),
+        _ => Err(format!("`{text}`: want 1% to {max}%")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_set_how_a_scenario_runs_and_errors_name_the_line() {
+        let dir = std::env::temp_dir().join(format!("bulkhead-conform-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let yaml = "# Two tasks: a note.\n# paper: DEmOS 3.2\n# until: 20ms\n# seed: 2\n# process: a b=yield:1ms\n# exec: 40%\n# exec: p/hog=150%\n# mode-switch: 5ms:two\n# suspend: 7ms:3ms\n# wcrt: p/a=8ms\nwindows: []\n";
+        std::fs::write(dir.join("s.yaml"), yaml).unwrap();
+        std::fs::write(dir.join("s.log"), "x\n").unwrap();
+        std::fs::write(dir.join("bad.yaml"), "# paper: x\n# exec: 0%\n").unwrap();
+        std::fs::write(dir.join("nopaper.yaml"), "# until: 1ms\n").unwrap();
+        let s = Scenario::load(&dir, "s").unwrap();
+        assert_eq!((s.until, s.seed, s.exec_pct), (20_000_000, 2, 40));
+        assert_eq!((s.exec_pct_of("p/hog"), s.exec_pct_of("p/a")), (150, 40));
+        assert!(s.overruns("p/hog") && !s.overruns("p/a"));
+        assert_eq!(s.about, "Two tasks: a note.");
+        assert_eq!(s.paper, "DEmOS 3.2");
+        assert!(s.is_timed_by_processes());
+        assert_eq!(s.behaviours[0].1, Behaviour::YieldAfter(1_000_000));
+        assert_eq!(
+            (s.mode_switches[0].at, s.mode_switches[0].mode.as_str()),
+            (5_000_000, "two")
+        );
+        assert_eq!(s.suspensions[0].duration, 3_000_000);
+        assert_eq!(s.wcrts, [("p/a".to_string(), 8_000_000)]);
+        assert_eq!(s.expected_log.as_deref(), Some(&["x".to_string()][..]));
+        let e = Scenario::load(&dir, "bad").unwrap_err();
+        assert!(e.starts_with("bad.yaml:2: "), "{e}");
+        let e = Scenario::load(&dir, "nopaper").unwrap_err();
+        assert!(e.contains("no `# paper:` line"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A run whose stop froze it at 153 ms (schedule time) for 102 ms is compared with
+    /// the simulation of that stop, not of the scenario's at 150 ms for 100 ms; a stop
+    /// it did not receive leaves nothing to retime.
+    #[test]
+    fn stimuli_are_retimed_to_when_the_execution_received_them() {
+        let ms = 1_000_000;
+        let s = Scenario::load(&dir(), "stop-start-order").unwrap();
+        assert_eq!(
+            (s.suspensions[0].at, s.suspensions[0].duration),
+            (150 * ms, 100 * ms)
+        );
+        let at = Stimuli {
+            mode_requests: Vec::new(),
+            suspends: vec![(153 * ms, 102 * ms)],
+        };
+        let r = s.retimed(&at).unwrap();
+        assert_eq!(
+            (r.suspensions[0].at, r.suspensions[0].duration),
+            (153 * ms, 102 * ms)
+        );
+        assert!(s.retimed(&Stimuli::default()).is_none());
+    }
+}
