@@ -96,7 +96,12 @@ fn task_programs(system: &System, programs: &Programs) -> Result<Vec<Exec>> {
 /// partition's root domain; the message names the first failing task and the test that
 /// failed it, or the CPU and why.
 pub fn admit(system: &System, cap: (u64, u64)) -> Result<Report> {
-    let report = analyze_system_with(system, &Options { deadline_cap: cap });
+    // Admission needs the verdicts, not C max.
+    let options = Options {
+        deadline_cap: cap,
+        sensitivity: false,
+    };
+    let report = analyze_system_with(system, &options);
     admit_modes(&report)?;
     if let Some(t) = report.tasks.iter().find(|t| !t.schedulable) {
         return Err(Error::Invalid(format!(
