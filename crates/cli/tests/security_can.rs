@@ -40,7 +40,7 @@ fn a_can_client_flooding_its_allowed_id_gets_its_limit_and_stalls_nothing() {
     std::thread::sleep(Duration::from_millis(200));
     let mut dump = Running(Some(
         bulkhead()
-            .args(["can", "dump", "-L", "--bus", &bus, "--timeout", "10s"])
+            .args(["can", "dump", "-L", &bus, "--timeout", "10s"])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -106,8 +106,10 @@ buses:
     // The writer ran its jobs, period after period.
     let (jobs, misses) = (of_writer("job_complete"), of_writer("deadline_miss"));
     assert!(jobs >= 500, "{jobs} writer jobs\n{stderr}");
+    // Blocked on the bus it missed most of them (2,000 and more of 2,500, issue 35); on a
+    // busy machine a few jobs run late whatever the gateway does.
     assert!(
-        misses <= 25,
+        misses * 10 <= jobs,
         "{misses} writer misses in {jobs} jobs\n{stderr}"
     );
     // The flooder: no more than its rate over the run (and its burst), the rest dropped.

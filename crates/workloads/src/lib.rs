@@ -81,8 +81,10 @@ pub fn fork() -> ! {
 
 /// Frames of `id` into the channel of bus `bus` to the CAN gateway ([`client_channels`]):
 /// one every `every`, or as fast as the channel takes them (a full channel is retried
-/// after a yield), `count` of them or forever. Frame k carries k (u64, little-endian) as
-/// its 8 data bytes. Returns the frames written.
+/// after a yield), `count` of them or forever. Each frame carries the time it was
+/// written, ns since the Unix epoch (u64, little-endian), as its 8 data bytes: the
+/// virtual bus's timestamps are of the same clock, so a dump of the bus gives each
+/// frame's latency through the gateway. Returns the frames written.
 pub fn can(
     bus: &str,
     id: CanId,
@@ -102,7 +104,7 @@ pub fn can(
             let due = start + every * sent as u32;
             std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
         }
-        frame[8..].copy_from_slice(&sent.to_le_bytes());
+        frame[8..].copy_from_slice(&unix_ns().to_le_bytes());
         match tx.try_write(&join(0, 0, &frame)) {
             Ok(()) => sent += 1,
             Err(SendError::Full) => std::thread::yield_now(),
@@ -110,6 +112,12 @@ pub fn can(
         }
     }
     Ok(sent)
+}
+
+/// The time now, ns since the Unix epoch.
+fn unix_ns() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// Writes `file_bytes` with `fsync` to an unlinked file in `dir` and reads it back, forever.
