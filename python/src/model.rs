@@ -68,6 +68,7 @@ fn load_str(py: Python<'_>, src: &str, file_name: &str) -> PyResult<(PySystem, V
 fn analyze(py: Python<'_>, system: &PySystem, deadline_cap_percent: u64) -> PyResult<String> {
     let options = bulkhead_analysis::system::Options {
         deadline_cap: (deadline_cap_percent * 10_000, 1_000_000),
+        ..Default::default()
     };
     let system = solved(py, &system.system)?;
     Ok(bulkhead_analysis::system::analyze_system_with(&system, &options).to_json())

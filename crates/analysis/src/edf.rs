@@ -131,47 +131,18 @@ pub fn qpa(tasks: &[Task]) -> DemandVerdict {
 /// deadline `t` up to `L = (Σ U_i (T_i - D_i) + ρ Δ) / (ρ - U)` where `sbf(t) >= ρ (t - Δ)`
 /// (Shin & Lee, RTSS 2003, EDF schedulability over a periodic resource,
 /// `∀t: dbf(t) <= sbf(t)`, with the interval bound derived from the linear bound lsbf
-/// and generalized to any supply with a linear lower bound).
+/// and generalized to any supply with a linear lower bound). Reports the first deadline
+/// that fails; [`demand_schedulable`] gives the verdict alone, faster.
 pub fn demand_test(tasks: &[Task], supply: &impl Supply) -> DemandVerdict {
+    let limit = match demand_limit(tasks, supply) {
+        Ok(limit) => limit,
+        Err(verdict) => return verdict,
+    };
     let mut verdict = DemandVerdict::not_yet_violated();
-    if tasks.is_empty() {
-        return verdict;
-    }
-    let (num, den) = supply.rate();
-    let strict = utilization_cmp(tasks, num, den) == Ordering::Less;
-    if !strict && !supply.is_dedicated() {
-        verdict.schedulable = false;
-        verdict.violation = Some(Violation {
-            interval: 0,
-            demand: 0,
-            supply: 0,
-            utilization: true,
-        });
-        return verdict;
-    }
-    if supply.is_dedicated() {
-        return qpa(tasks);
-    }
-    let rho = num as f64 / den as f64;
-    let slack: f64 = tasks
-        .iter()
-        .map(|k| k.utilization() * (k.period as f64 + k.jitter as f64 - k.deadline as f64).max(0.0))
-        .sum();
-    let bound = (slack + rho * supply.linear_delay() as f64) / (rho - utilization(tasks));
-    let d_max = tasks.iter().map(|k| k.deadline).max().expect("non-empty");
-    let limit = (bound.ceil() as Time).max(d_max);
     verdict.checked_up_to = limit;
-    let count = tasks
-        .iter()
-        .map(|k| limit.saturating_sub(k.deadline.saturating_sub(k.jitter)) / k.period + 1)
-        .fold(0, Time::saturating_add);
-    if count > MAX_DEADLINES {
-        verdict.schedulable = false;
-        verdict.inconclusive = true;
-        return verdict;
-    }
+    let mut demand_at = Demand::new(tasks, limit);
     for t in deadlines_up_to(tasks, limit) {
-        let demand = dbf(tasks, t);
+        let demand = demand_at.next(t);
         verdict.evaluations += 1;
         let sup = supply.sbf(t);
         if demand > sup {
@@ -188,6 +159,72 @@ pub fn demand_test(tasks: &[Task], supply: &impl Supply) -> DemandVerdict {
     verdict
 }
 
+/// The verdict of [`demand_test`], found from the last deadline down as QPA does on a
+/// dedicated processor (Zhang & Burns 2009, see [`qpa`]), with the supply in place of `t`:
+/// when `dbf(t) <= sbf(t)`, every deadline `t'` in `[sbf⁻¹(dbf(t)), t]` passes too
+/// (`dbf(t') <= dbf(t) <= sbf(t')`), so the next one to check is the last deadline below
+/// `sbf⁻¹(dbf(t))`. A few evaluations instead of every deadline up to `L`.
+pub fn demand_schedulable(tasks: &[Task], supply: &impl Supply) -> bool {
+    let limit = match demand_limit(tasks, supply) {
+        Ok(limit) => limit,
+        Err(verdict) => return verdict.schedulable,
+    };
+    let mut next = checkpoint_before(tasks, limit.saturating_add(1));
+    while let Some(t) = next {
+        let demand = dbf(tasks, t);
+        if demand > supply.sbf(t) {
+            return false;
+        }
+        let passed = supply.time_for(demand).unwrap_or(t).min(t);
+        next = checkpoint_before(tasks, passed);
+    }
+    true
+}
+
+/// The `L` up to which [`demand_test`] checks the deadlines; `Err` with the verdict when
+/// none need checking: no tasks, utilization at or above the supply's rate, a dedicated
+/// processor (QPA), or more than [`MAX_DEADLINES`] deadlines (inconclusive).
+fn demand_limit(tasks: &[Task], supply: &impl Supply) -> Result<Time, DemandVerdict> {
+    let mut verdict = DemandVerdict::not_yet_violated();
+    if tasks.is_empty() {
+        return Err(verdict);
+    }
+    let (num, den) = supply.rate();
+    let strict = utilization_cmp(tasks, num, den) == Ordering::Less;
+    if !strict && !supply.is_dedicated() {
+        verdict.schedulable = false;
+        verdict.violation = Some(Violation {
+            interval: 0,
+            demand: 0,
+            supply: 0,
+            utilization: true,
+        });
+        return Err(verdict);
+    }
+    if supply.is_dedicated() {
+        return Err(qpa(tasks));
+    }
+    let rho = num as f64 / den as f64;
+    let slack: f64 = tasks
+        .iter()
+        .map(|k| k.utilization() * (k.period as f64 + k.jitter as f64 - k.deadline as f64).max(0.0))
+        .sum();
+    let bound = (slack + rho * supply.linear_delay() as f64) / (rho - utilization(tasks));
+    let d_max = tasks.iter().map(|k| k.deadline).max().expect("non-empty");
+    let limit = (bound.ceil() as Time).max(d_max);
+    let count = tasks
+        .iter()
+        .map(|k| limit.saturating_sub(k.deadline.saturating_sub(k.jitter)) / k.period + 1)
+        .fold(0, Time::saturating_add);
+    if count > MAX_DEADLINES {
+        verdict.checked_up_to = limit;
+        verdict.schedulable = false;
+        verdict.inconclusive = true;
+        return Err(verdict);
+    }
+    Ok(limit)
+}
+
 fn utilization_violation(tasks: &[Task], num: Time, den: Time) -> Option<Violation> {
     (utilization_cmp(tasks, num, den) == Ordering::Greater).then_some(Violation {
         interval: 0,
@@ -197,39 +234,46 @@ fn utilization_violation(tasks: &[Task], num: Time, den: Time) -> Option<Violati
     })
 }
 
-/// `min(L_a, L_b)` for QPA (see [`qpa`]); `None` when both are unbounded.
+/// `min(L_a, L_b)` for QPA (see [`qpa`]); `None` when both are unbounded. `L_b` is
+/// iterated only up to `L_a`: beyond it the minimum is `L_a` (the iteration is
+/// increasing), and as `U` nears 1 it would take steps of about `(1 - U) L_b`.
 fn interval_bound(tasks: &[Task]) -> Option<Time> {
-    let lb = synchronous_busy_period(tasks)?;
-    let u = utilization(tasks);
-    if utilization_cmp(tasks, 1, 1) == Ordering::Less {
-        let d_max = tasks.iter().map(|k| k.deadline).max().unwrap_or(0);
-        let s: f64 = tasks
-            .iter()
-            .map(|k| (k.period as f64 + k.jitter as f64 - k.deadline as f64) * k.utilization())
-            .sum();
-        let la = (s / (1.0 - u)).ceil();
-        let la = if la >= Time::MAX as f64 {
-            Time::MAX
-        } else {
-            (la as Time).max(d_max)
-        };
-        Some(la.min(lb))
-    } else {
-        Some(lb)
+    if utilization_cmp(tasks, 1, 1) != Ordering::Less {
+        return synchronous_busy_period(tasks);
     }
+    let u = utilization(tasks);
+    let d_max = tasks.iter().map(|k| k.deadline).max().unwrap_or(0);
+    let s: f64 = tasks
+        .iter()
+        .map(|k| (k.period as f64 + k.jitter as f64 - k.deadline as f64) * k.utilization())
+        .sum();
+    let la = (s / (1.0 - u)).ceil();
+    let la = if la >= Time::MAX as f64 {
+        Time::MAX
+    } else {
+        (la as Time).max(d_max)
+    };
+    Some(busy_period_up_to(tasks, la))
 }
 
 /// Length of the synchronous busy period `L = Σ ⌈(L + J_i)/T_i⌉ C_i`; `None` when it is
-/// unbounded (`U > 1`, or `U = 1` with release jitter). With `U = 1` and no jitter it ends
-/// by the hyperperiod.
+/// unbounded (`U > 1`, or `U = 1` with release jitter). With `U = 1` and no jitter it is
+/// the hyperperiod: `Σ ⌈t/T_i⌉ C_i >= Σ (t/T_i) C_i = t`, with equality first where
+/// every `T_i` divides `t` ([`Time::MAX`] when the hyperperiod overflows).
 pub fn synchronous_busy_period(tasks: &[Task]) -> Option<Time> {
     match utilization_cmp(tasks, 1, 1) {
-        Ordering::Greater => return None,
-        Ordering::Equal if tasks.iter().any(|k| k.jitter > 0) => return None,
-        _ => {}
+        Ordering::Greater => None,
+        Ordering::Equal if tasks.iter().any(|k| k.jitter > 0) => None,
+        Ordering::Equal => Some(crate::task::hyperperiod(tasks).unwrap_or(Time::MAX)),
+        Ordering::Less => Some(busy_period_up_to(tasks, Time::MAX)),
     }
+}
+
+/// The least fixed point of `L = Σ ⌈(L + J_i)/T_i⌉ C_i` from `Σ C_i`, or `cap` once the
+/// iteration reaches it. Precondition: `U < 1` (or a finite `cap`).
+fn busy_period_up_to(tasks: &[Task], cap: Time) -> Time {
     let mut w: Time = tasks.iter().map(|k| k.wcet).fold(0, Time::saturating_add);
-    loop {
+    while w < cap {
         let next = tasks
             .iter()
             .map(|k| {
@@ -239,10 +283,11 @@ pub fn synchronous_busy_period(tasks: &[Task]) -> Option<Time> {
             })
             .fold(0, Time::saturating_add);
         if next <= w {
-            return Some(w);
+            return w;
         }
         w = next;
     }
+    cap
 }
 
 /// The largest absolute deadline `k T_i + D_i - J_i` strictly below `t`.
@@ -259,11 +304,85 @@ fn last_deadline_before(tasks: &[Task], t: Time) -> Option<Time> {
         .max()
 }
 
+/// [`dbf`] at ascending points, in `O(1)` per absolute deadline passed instead of `O(n)`
+/// per point: `dbf` grows by `C_i` at each absolute deadline `D_i - J_i + k T_i` and is
+/// constant in between, so the first point is evaluated by the formula and the later ones
+/// add the deadlines they pass.
+struct Demand<'a> {
+    tasks: &'a [Task],
+    /// The absolute deadlines up to the limit, with the C of their task, ascending.
+    steps: Vec<(Time, Time)>,
+    next: usize,
+    /// `dbf` at the last point.
+    last: Option<Time>,
+}
+
+impl<'a> Demand<'a> {
+    fn new(tasks: &'a [Task], limit: Time) -> Demand<'a> {
+        let mut steps = Vec::new();
+        for k in tasks {
+            // The deadlines D - J + mT that are positive (earlier ones count from the start).
+            let mut d = match k.deadline.checked_sub(k.jitter) {
+                Some(d) if d > 0 => d,
+                _ => k.period - (k.jitter - k.deadline) % k.period,
+            };
+            while d <= limit {
+                steps.push((d, k.wcet));
+                let Some(next) = d.checked_add(k.period) else {
+                    break;
+                };
+                d = next;
+            }
+        }
+        steps.sort_unstable();
+        Demand {
+            tasks,
+            steps,
+            next: 0,
+            last: None,
+        }
+    }
+
+    /// `dbf(t)`; `t` not below the previous point.
+    fn next(&mut self, t: Time) -> Time {
+        let mut demand = self.last.unwrap_or_else(|| dbf(self.tasks, t));
+        while let Some(&(d, c)) = self.steps.get(self.next) {
+            if d > t {
+                break;
+            }
+            // The first point's formula counted the deadlines up to it already.
+            if self.last.is_some() {
+                demand = demand.saturating_add(c);
+            }
+            self.next += 1;
+        }
+        self.last = Some(demand);
+        demand
+    }
+}
+
+/// The first point [`deadlines_up_to`] checks for `k`: its first absolute deadline
+/// `D - J`, or 1 if that is not positive.
+fn first_checkpoint(k: &Task) -> Time {
+    k.deadline.saturating_sub(k.jitter).max(1)
+}
+
+/// The largest point of [`deadlines_up_to`] (whatever its limit) strictly below `t`.
+fn checkpoint_before(tasks: &[Task], t: Time) -> Option<Time> {
+    tasks
+        .iter()
+        .filter_map(|k| {
+            let first = first_checkpoint(k);
+            (first < t).then(|| first + (t - 1 - first) / k.period * k.period)
+        })
+        .max()
+}
+
 /// Every absolute deadline up to `limit`, ascending and without duplicates.
 fn deadlines_up_to(tasks: &[Task], limit: Time) -> Vec<Time> {
     let mut all = Vec::new();
     for k in tasks {
-        let mut d = k.deadline.saturating_sub(k.jitter).max(1);
+        let mut d = first_checkpoint(k);
         while d <= limit {
             all.push(d);
             let Some(next) = d.checked_add(k.period) else {

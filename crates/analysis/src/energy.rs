@@ -51,11 +51,16 @@ pub fn min_energy(system: &System, options: &Options) -> Result<MinEnergy, Strin
     let clusters = &power.clusters;
     let mut chosen: Vec<u64> = clusters.iter().map(top).collect();
     let mut found = vec![true; clusters.len()];
+    // Each trial needs the verdict, not C max.
+    let verdicts = Options {
+        sensitivity: false,
+        ..*options
+    };
     for c in 0..clusters.len() {
         let passing = clusters[c].points.iter().map(|p| p.khz).find(|&khz| {
             let mut trial = chosen.clone();
             trial[c] = khz;
-            analyze_system_with(&scaled(system, clusters, &trial), options).schedulable
+            analyze_system_with(&scaled(system, clusters, &trial), &verdicts).schedulable
         });
         match passing {
             Some(khz) => chosen[c] = khz,

@@ -22,6 +22,7 @@ pub mod bounds;
 pub mod edf;
 pub mod energy;
 pub mod generate;
+mod levels;
 pub mod modes;
 pub mod pipeline;
 pub mod pipes;

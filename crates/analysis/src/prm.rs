@@ -1,8 +1,9 @@
 //! Compositional interfaces: minimal periodic-resource budgets (Shin & Lee) and the
 //! multiprocessor periodic resource model (Shin, Easwaran & Lee).
 
-use crate::edf::demand_test;
-use crate::rta::response_times;
+use crate::edf::demand_schedulable;
+use crate::levels::Analysed;
+use crate::rta::{meets_deadlines, response_times};
 use crate::supply::{LinearSupply, PeriodicSupply, Supply};
 use crate::task::{first_passing, Task, Time};
 use serde::Serialize;
@@ -27,14 +28,11 @@ pub enum Bound {
 }
 
 /// Whether `tasks` meet their deadlines under `policy` on `supply`
-/// (fixed priority: every WCRT <= D, by [`response_times`]; EDF: [`demand_test`]).
+/// (fixed priority: every WCRT <= D, by [`meets_deadlines`]; EDF: [`demand_schedulable`]).
 pub fn schedulable_on(tasks: &[Task], policy: &Policy, supply: &impl Supply) -> bool {
     match policy {
-        Policy::FixedPriority(order) => response_times(tasks, order, supply)
-            .iter()
-            .zip(tasks)
-            .all(|(r, t)| r.wcrt.is_some_and(|w| w <= t.deadline)),
-        Policy::Edf => demand_test(tasks, supply).schedulable,
+        Policy::FixedPriority(order) => meets_deadlines(tasks, order, supply),
+        Policy::Edf => demand_schedulable(tasks, supply),
     }
 }
 
@@ -48,12 +46,28 @@ pub fn schedulable_on(tasks: &[Task], policy: &Policy, supply: &impl Supply) -> 
 /// `∀t: dbf(t) <= sbf_Γ(t)` (EDF), with `sbf_Γ(t) = yΘ + max(0, t - 2(Π-Θ) - yΠ)`,
 /// `y = ⌊(t - (Π-Θ))/Π⌋`, or the linear bound `lsbf_Γ(t) = (Θ/Π)(t - 2(Π-Θ))`.
 /// Both conditions are monotone in Θ, so the least Θ is found by bisection.
+///
+/// Under fixed priority the set is analysed once on a dedicated processor, and each trial
+/// budget asks that analysis's facts first ([`Analysed::meets_deadlines_on`]: neither
+/// supply gives more than a dedicated processor), so a trial costs `O(n)` plus the levels
+/// they leave open, not a whole analysis.
 pub fn minimal_budget(tasks: &[Task], policy: &Policy, period: Time, bound: Bound) -> Option<Time> {
+    let analysed = match policy {
+        Policy::FixedPriority(order) => {
+            let sorted: Vec<Task> = order.iter().map(|&k| tasks[k]).collect();
+            let identity: Vec<usize> = (0..sorted.len()).collect();
+            let responses = response_times(&sorted, &identity, &PeriodicSupply::dedicated());
+            Some(Analysed::new(sorted, &responses))
+        }
+        Policy::Edf => None,
+    };
     let ok = |budget: Time| {
         let prm = PeriodicSupply::prm(period, budget);
-        match bound {
-            Bound::Exact => schedulable_on(tasks, policy, &prm),
-            Bound::Linear => schedulable_on(tasks, policy, &LinearSupply(prm)),
+        match (&analysed, bound) {
+            (Some(a), Bound::Exact) => a.meets_deadlines_on(&prm),
+            (Some(a), Bound::Linear) => a.meets_deadlines_on(&LinearSupply(prm)),
+            (None, Bound::Exact) => demand_schedulable(tasks, &prm),
+            (None, Bound::Linear) => demand_schedulable(tasks, &LinearSupply(prm)),
         }
     };
     if !ok(period) {

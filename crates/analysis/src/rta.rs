@@ -1,7 +1,7 @@
 //! Exact response-time analysis for preemptive fixed-priority scheduling.
 
 use crate::supply::{PeriodicSupply, Supply};
-use crate::task::{hyperperiod, utilization_cmp, Task, Time};
+use crate::task::{hyperperiod, utilization_cmp_summed, Task, Time};
 use serde::Serialize;
 use std::cmp::Ordering;
 
@@ -28,39 +28,46 @@ pub struct ResponseTime {
 /// the bound `L_i + J_i` (keeps pathological inputs, such as a huge blocking term, fast).
 pub const MAX_JOBS: u64 = 100_000;
 
-/// Worst-case response time of the task at position `pos` of `order` (task indices,
-/// highest priority first) on `supply`.
-///
-/// Exact for preemptive fixed priority with constrained *and* arbitrary deadlines:
-/// the level-i busy period holds several jobs of task i, each analysed in turn
-/// (Lehoczky, "Fixed Priority Scheduling of Periodic Task Sets with Arbitrary
-/// Deadlines", RTSS 1990, the level-i busy period analysis), with release jitter and blocking as in
-/// Tindell, Burns, Wellings, "An Extendible Approach for Analysing Fixed Priority Hard
-/// Real-Time Tasks", Real-Time Systems 6(2), 1994 (window with jitter and blocking):
-///
-/// `w_i(q) = sbf⁻¹( B_i + (q+1) C_i + Σ_{j ∈ hp(i)} ⌈(w_i(q) + J_j) / T_j⌉ C_j )`,
-/// `R_i = max_q ( w_i(q) - q T_i + J_i )`, for `q = 0, 1, ...` until
-/// `w_i(q) + J_i <= (q+1) T_i` (the busy period ends). With a dedicated processor and
-/// one job this is the recurrence of Joseph & Pandya, "Finding Response Times in a
-/// Real-Time System", The Computer Journal 29(5), 1986. Using the inverse supply bound
-/// function `sbf⁻¹` for a partition's resource is the compositional form of Shin & Lee,
-/// RTSS 2003 (fixed priority over a periodic resource), and of Davis & Burns,
-/// RTSS 2005.
-///
-/// Tasks of equal priority must be ordered by `order`; an earlier one is treated as higher.
-pub fn response_time(
-    tasks: &[Task],
-    order: &[usize],
-    pos: usize,
-    supply: &impl Supply,
-) -> ResponseTime {
-    let sorted: Vec<Task> = order[..=pos].iter().map(|&k| tasks[k]).collect();
-    level(&sorted[..pos], &sorted[pos], supply, 0)
+/// The float sums over the tasks of a level (the higher-priority ones and its own) that
+/// its busy-period horizon needs: Σ C/T and Σ C (1 + J/T), each added in priority order.
+/// A caller analysing level after level keeps them as running sums ([`Load::add`]), so a
+/// level costs its fixed-point iteration alone, not another pass over the tasks above it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Load {
+    utilization: f64,
+    fixed: f64,
+}
+
+impl Load {
+    /// The sums over `tasks`, in their order.
+    pub(crate) fn of(tasks: &[Task]) -> Load {
+        tasks.iter().fold(Load::default(), |l, t| l.add(t))
+    }
+
+    /// Σ C/T.
+    pub(crate) fn utilization(self) -> f64 {
+        self.utilization
+    }
+
+    /// The sums with `t` added last.
+    pub(crate) fn add(self, t: &Task) -> Load {
+        Load {
+            utilization: self.utilization + t.utilization(),
+            fixed: self.fixed + t.wcet as f64 * (1.0 + t.jitter as f64 / t.period as f64),
+        }
+    }
 }
 
 /// The analysis of task `me` below the higher-priority tasks `hp`, with the fixed-point
 /// iteration of job 0 started at `start`, which must not exceed the least fixed point `w_i(0)`.
-fn level(hp: &[Task], me: &Task, supply: &impl Supply, start: Time) -> ResponseTime {
+/// `load` is [`Load::of`] `hp` then `me`.
+pub(crate) fn level(
+    hp: &[Task],
+    me: &Task,
+    supply: &impl Supply,
+    start: Time,
+    load: Load,
+) -> ResponseTime {
     let me = *me;
     let unbounded = ResponseTime {
         wcrt: None,
@@ -70,7 +77,7 @@ fn level(hp: &[Task], me: &Task, supply: &impl Supply, start: Time) -> ResponseT
         first_window: None,
         exact: true,
     };
-    let Some(horizon) = busy_period_horizon(hp, &me, supply) else {
+    let Some(horizon) = busy_period_horizon(hp, &me, supply, load) else {
         return unbounded;
     };
     let mut best = ResponseTime {
@@ -172,10 +179,11 @@ fn window(
 /// processor without jitter and blocking; if `U < ρ`, demand
 /// `<= B + U L + Σ C_j (1 + J_j/T_j)` meets supply `>= ρ (L - Δ)` by
 /// `L* = (B + Σ C_j (1 + J_j/T_j) + ρ Δ) / (ρ - U)`, doubled here as a margin for rounding.
-fn busy_period_horizon(hp: &[Task], me: &Task, supply: &impl Supply) -> Option<Time> {
+/// `load` is [`Load::of`] `hp` then `me`.
+fn busy_period_horizon(hp: &[Task], me: &Task, supply: &impl Supply, load: Load) -> Option<Time> {
     let (num, den) = supply.rate();
     let all = hp.iter().chain(std::iter::once(me));
-    match utilization_cmp(all.clone(), num, den) {
+    match utilization_cmp_summed(load.utilization, all.clone(), num, den) {
         Ordering::Greater => None,
         Ordering::Equal => {
             let clean =
@@ -185,13 +193,9 @@ fn busy_period_horizon(hp: &[Task], me: &Task, supply: &impl Supply) -> Option<T
         }
         Ordering::Less => {
             let rho = num as f64 / den as f64;
-            let u: f64 = all.clone().map(Task::utilization).sum();
-            let fixed: f64 = me.blocking as f64
-                + all
-                    .map(|t| t.wcet as f64 * (1.0 + t.jitter as f64 / t.period as f64))
-                    .sum::<f64>();
-            let bound =
-                (fixed + rho * supply.linear_delay() as f64) / (rho - u).max(f64::MIN_POSITIVE);
+            let fixed = me.blocking as f64 + load.fixed;
+            let bound = (fixed + rho * supply.linear_delay() as f64)
+                / (rho - load.utilization).max(f64::MIN_POSITIVE);
             let bound = 2.0 * bound + 2.0 * den as f64 + me.period as f64;
             Some(if bound >= (Time::MAX / 4) as f64 {
                 Time::MAX / 4
@@ -202,24 +206,10 @@ fn busy_period_horizon(hp: &[Task], me: &Task, supply: &impl Supply) -> Option<T
     }
 }
 
-/// Response times of all tasks, indexed like `tasks`.
-///
-/// Level by level, the iteration of job 0 starts from the previous level's `w(0)`
-/// whenever `B_i + C_i >= B_{i-1}`: then `f_i(w) >= f_{i-1}(w)` pointwise, so the least
-/// fixed point can only grow (the start value of Sjödin & Hansson, "Improved
-/// Response-Time Analysis Calculations", RTSS 1998).
+/// Response times of all tasks, indexed like `tasks` (every level of [`levels`]).
 pub fn response_times(tasks: &[Task], order: &[usize], supply: &impl Supply) -> Vec<ResponseTime> {
-    let sorted: Vec<Task> = order.iter().map(|&k| tasks[k]).collect();
     let mut out = vec![None; tasks.len()];
-    let mut prev: Option<(Time, Time)> = None;
-    for (pos, &i) in order.iter().enumerate() {
-        let me = tasks[i];
-        let start = match prev {
-            Some((w0, blocking)) if me.blocking + me.wcet >= blocking => w0,
-            _ => 0,
-        };
-        let r = level(&sorted[..pos], &me, supply, start);
-        prev = r.first_window.map(|w0| (w0, me.blocking));
+    for (r, &i) in levels(tasks, order, supply).zip(order) {
         out[i] = Some(r);
     }
     out.into_iter()
@@ -227,37 +217,77 @@ pub fn response_times(tasks: &[Task], order: &[usize], supply: &impl Supply) -> 
         .collect()
 }
 
+/// Whether every task meets its deadline: the levels of [`levels`], stopping at the first
+/// task whose WCRT exceeds its deadline.
+pub fn meets_deadlines(tasks: &[Task], order: &[usize], supply: &impl Supply) -> bool {
+    levels(tasks, order, supply)
+        .zip(order)
+        .all(|(r, &i)| r.wcrt.is_some_and(|w| w <= tasks[i].deadline))
+}
+
+/// The analysis of each task of `order` (task indices, highest priority first), level by
+/// level, lazily: its worst-case response time on `supply` and how it was found.
+///
+/// Exact for preemptive fixed priority with constrained *and* arbitrary deadlines:
+/// the level-i busy period holds several jobs of task i, each analysed in turn
+/// (Lehoczky, "Fixed Priority Scheduling of Periodic Task Sets with Arbitrary
+/// Deadlines", RTSS 1990, the level-i busy period analysis), with release jitter and blocking as in
+/// Tindell, Burns, Wellings, "An Extendible Approach for Analysing Fixed Priority Hard
+/// Real-Time Tasks", Real-Time Systems 6(2), 1994 (window with jitter and blocking):
+///
+/// `w_i(q) = sbf⁻¹( B_i + (q+1) C_i + Σ_{j ∈ hp(i)} ⌈(w_i(q) + J_j) / T_j⌉ C_j )`,
+/// `R_i = max_q ( w_i(q) - q T_i + J_i )`, for `q = 0, 1, ...` until
+/// `w_i(q) + J_i <= (q+1) T_i` (the busy period ends). With a dedicated processor and
+/// one job this is the recurrence of Joseph & Pandya, "Finding Response Times in a
+/// Real-Time System", The Computer Journal 29(5), 1986. Using the inverse supply bound
+/// function `sbf⁻¹` for a partition's resource is the compositional form of Shin & Lee,
+/// RTSS 2003 (fixed priority over a periodic resource), and of Davis & Burns,
+/// RTSS 2005.
+///
+/// Tasks of equal priority must be ordered by `order`; an earlier one is treated as higher.
+///
+/// The iteration of job 0 starts from the previous level's `w(0)` whenever
+/// `B_i + C_i >= B_{i-1}`: then `f_i(w) >= f_{i-1}(w)` pointwise, so the least fixed point
+/// can only grow (the start value of Sjödin & Hansson, "Improved Response-Time Analysis
+/// Calculations", RTSS 1998). The sums the busy-period horizon needs are carried from
+/// level to level ([`Load`]).
+pub fn levels<'a, S: Supply>(
+    tasks: &'a [Task],
+    order: &'a [usize],
+    supply: &'a S,
+) -> impl Iterator<Item = ResponseTime> + 'a {
+    let sorted: Vec<Task> = order.iter().map(|&k| tasks[k]).collect();
+    let mut prev: Option<(Time, Time)> = None;
+    let mut load = Load::default();
+    (0..sorted.len()).map(move |pos| {
+        let me = sorted[pos];
+        let start = match prev {
+            Some((w0, blocking)) if me.blocking + me.wcet >= blocking => w0,
+            _ => 0,
+        };
+        load = load.add(&me);
+        let r = level(&sorted[..pos], &me, supply, start, load);
+        prev = r.first_window.map(|w0| (w0, me.blocking));
+        r
+    })
+}
+
 /// Verdict only, as cheaply as possible: when the priorities are rate monotonic
 /// (`rate_monotonic`) and the quick tests apply, the hyperbolic bound
 /// ([`crate::bounds::hyperbolic`]) may prove schedulability at once; otherwise exact RTA
-/// level by level, stopping at the first task whose WCRT exceeds its deadline.
+/// level by level, stopping at the first task whose WCRT exceeds its deadline
+/// ([`meets_deadlines`]).
 pub fn fp_schedulable(tasks: &[Task], order: &[usize], rate_monotonic: bool) -> bool {
     if rate_monotonic && crate::bounds::hyperbolic(tasks) == crate::bounds::Quick::Passed {
         return true;
     }
-    let supply = PeriodicSupply::dedicated();
-    let sorted: Vec<Task> = order.iter().map(|&k| tasks[k]).collect();
-    let mut start = 0;
-    let mut prev_blocking = 0;
-    for (pos, me) in sorted.iter().enumerate() {
-        if me.blocking + me.wcet < prev_blocking {
-            start = 0;
-        }
-        let r = level(&sorted[..pos], me, &supply, start);
-        match r.wcrt {
-            Some(w) if w <= me.deadline => {}
-            _ => return false,
-        }
-        start = r.first_window.unwrap_or(0);
-        prev_blocking = me.blocking;
-    }
-    true
+    meets_deadlines(tasks, order, &PeriodicSupply::dedicated())
 }
 
 /// The worst-case supply a periodic, sporadic or deferrable server (budget `budget` per
 /// `period`) gives the tasks it serves when it runs as a task of its own below the
 /// higher-priority tasks `higher` on a dedicated CPU: its budget completes within
-/// `R_s` (the server's response time as the task (Q, P, P), by [`response_time`]), so the
+/// `R_s` (the server's response time as the task (Q, P, P), by [`levels`]), so the
 /// supply is [`PeriodicSupply::server`] with blackout `P + R_s - 2Q` (Davis & Burns,
 /// "Hierarchical Fixed Priority Pre-emptive Scheduling", RTSS 2005). `None` when the
 /// server itself is not schedulable (`R_s > P`).
@@ -266,7 +296,8 @@ pub fn fp_schedulable(tasks: &[Task], order: &[usize], rate_monotonic: bool) -> 
 /// here: to analyse those, treat the deferrable server as a task with jitter `P - Q`.
 pub fn server_supply(higher: &[Task], budget: Time, period: Time) -> Option<PeriodicSupply> {
     let server = Task::new(budget, period, period);
-    let r = level(higher, &server, &PeriodicSupply::dedicated(), 0).wcrt?;
+    let load = Load::of(higher).add(&server);
+    let r = level(higher, &server, &PeriodicSupply::dedicated(), 0, load).wcrt?;
     (r <= period).then(|| PeriodicSupply::server(period, budget, r))
 }
 

@@ -1,6 +1,8 @@
 //! Sensitivity: how far a task's execution time may grow before a deadline is missed.
 
+use crate::levels::{jobs_by, Analysed, LevelFacts};
 use crate::prm::{schedulable_on, Policy};
+use crate::rta::{level, ResponseTime};
 use crate::supply::Supply;
 use crate::task::{first_passing, Task, Time};
 
@@ -23,6 +25,120 @@ pub fn max_wcet(tasks: &[Task], i: usize, policy: &Policy, supply: &impl Supply)
     }
     // The first WCET that fails, taking D_i + 1 as failing (C_i > D_i always misses).
     Some(first_passing(1, tasks[i].deadline + 1, |c| !ok(c)) - 1)
+}
+
+/// [`max_wcet`] of every task of a fixed-priority set: `tasks` in priority order (highest
+/// first), `responses` their [`crate::rta::response_times`] on `supply`.
+///
+/// The same bisection as [`max_wcet`] task by task, with the same trials and so the same
+/// results, but each trial answered from the first analysis where it can be: the levels
+/// above the task do not change, and each level at or below it is decided by its
+/// [`LevelFacts`] (`O(1)`) or, when they leave it open, by the exact iteration of that
+/// level alone. A trial of `max_wcet` analyses every level again, `O(n²)` for `n` tasks,
+/// so that `O(n³ log D)` for all of them.
+pub fn fp_max_wcets(
+    tasks: &[Task],
+    responses: &[ResponseTime],
+    supply: &impl Supply,
+) -> Vec<Option<Time>> {
+    let mut search = Search::new(tasks, responses, supply);
+    let mut above_ok = true;
+    let mut out = Vec::with_capacity(tasks.len());
+    for p in 0..tasks.len() {
+        out.push(if above_ok { search.max_wcet(p) } else { None });
+        above_ok &= search.analysed.facts[p].ok;
+    }
+    out
+}
+
+/// The trials of [`fp_max_wcets`].
+struct Search<'a, S> {
+    analysed: Analysed,
+    supply: &'a S,
+    /// Whether every level from `j` on met its deadline (met it in one exact job).
+    ok_from: Vec<bool>,
+    simple_from: Vec<bool>,
+    /// The set of the trial in progress (one task's C changed, then restored).
+    trial: Vec<Task>,
+}
+
+impl<'a, S: Supply> Search<'a, S> {
+    fn new(tasks: &[Task], responses: &[ResponseTime], supply: &'a S) -> Self {
+        let analysed = Analysed::new(tasks.to_vec(), responses);
+        let suffix = |f: fn(&LevelFacts) -> bool| {
+            let mut all = vec![true; tasks.len() + 1];
+            for j in (0..tasks.len()).rev() {
+                all[j] = all[j + 1] && f(&analysed.facts[j]);
+            }
+            all
+        };
+        Search {
+            ok_from: suffix(|f| f.ok),
+            simple_from: suffix(|f| f.simple),
+            trial: tasks.to_vec(),
+            analysed,
+            supply,
+        }
+    }
+
+    /// [`max_wcet`] of `tasks[p]`, the levels above it having met their deadlines.
+    fn max_wcet(&mut self, p: usize) -> Option<Time> {
+        if !self.ok(p, 1) {
+            return None;
+        }
+        let deadline = self.trial[p].deadline;
+        Some(first_passing(1, deadline + 1, |c| !self.ok(p, c)) - 1)
+    }
+
+    /// Whether every level from `p` on meets its deadline with `C_p = c`.
+    fn ok(&mut self, p: usize, c: Time) -> bool {
+        let me = self.analysed.tasks[p];
+        if c == me.wcet {
+            return self.ok_from[p];
+        }
+        if c < me.wcet && self.simple_from[p] {
+            // Less demand: each level's one job finishes no later.
+            return true;
+        }
+        let more = c > me.wcet;
+        let delta = c.abs_diff(me.wcet) as u128;
+        self.trial[p].wcet = c;
+        let mut load = self.analysed.loads[p];
+        let mut open = Vec::new();
+        for j in p..self.trial.len() {
+            load = load.add(&self.trial[j]);
+            let facts = &self.analysed.facts[j];
+            let decided = match more {
+                true if j == p => facts.decide(|_| Some(delta), load.utilization(), self.supply),
+                true => facts.decide(
+                    |t| Some(delta * jobs_by(&me, t)?),
+                    load.utilization(),
+                    self.supply,
+                ),
+                false => facts.simple.then_some(true),
+            };
+            match decided {
+                Some(false) => {
+                    self.trial[p].wcet = me.wcet;
+                    return false;
+                }
+                Some(true) => {}
+                None => open.push((j, load)),
+            }
+        }
+        let ok = open.into_iter().all(|(j, load)| {
+            let start = if more {
+                self.analysed.facts[j].start()
+            } else {
+                0
+            };
+            let t = &self.trial;
+            let r = level(&t[..j], &t[j], self.supply, start, load);
+            r.wcrt.is_some_and(|w| w <= t[j].deadline)
+        });
+        self.trial[p].wcet = me.wcet;
+        ok
+    }
 }
 
 #[cfg(test)]

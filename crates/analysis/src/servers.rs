@@ -14,7 +14,7 @@
 use crate::assign::{first_fit_decreasing, CpuPolicy};
 use crate::edf::demand_test;
 use crate::prm::{gedf_schedulable, minimal_budget, minimal_mpr_budget, Bound, Mpr, Policy};
-use crate::rta::response_time;
+use crate::rta::levels;
 use crate::supply::PeriodicSupply;
 use crate::system::{
     partition_verdict, resume_warnings, CpuAcc, Interface, Placement, Report, TaskVerdict,
@@ -185,9 +185,7 @@ impl ServerSet {
         supply: &PeriodicSupply,
         verdict: &mut ServerVerdict,
     ) {
-        for pos in 0..order.len() {
-            let k = order[pos];
-            let r = response_time(local, order, pos, supply);
+        for (pos, (r, &k)) in levels(local, order, supply).zip(order).enumerate() {
             let i = members[k];
             verdict.wcrt[i] = r.wcrt;
             let ok = r.wcrt.is_some_and(|w| w <= local[k].deadline);

@@ -5,8 +5,8 @@ use crate::bounds::{hyperbolic, liu_layland, Quick};
 use crate::edf::qpa;
 use crate::prm::{gedf_schedulable, minimal_budget, minimal_mpr_budget, Bound, Mpr, Policy};
 use crate::reservation::{admit, reservation_of, DEFAULT_CAP};
-use crate::rta::{response_time, ResponseTime};
-use crate::sensitivity::max_wcet;
+use crate::rta::{response_times, ResponseTime};
+use crate::sensitivity::{fp_max_wcets, max_wcet};
 use crate::supply::PeriodicSupply;
 use crate::task::{Task, Time};
 use crate::windows::{analyze_windows, WindowReport};
@@ -132,7 +132,7 @@ impl Report {
 /// rt partitions: tasks become (C = budget, T = period, D = deadline, J, B); a partition
 /// on several CPUs is partitioned by [`first_fit_decreasing`]; fixed priority uses
 /// explicit priorities first, then deadline monotonic; each task's WCRT comes from
-/// [`response_time`]; EDF partitions are checked by [`qpa`] and SCHED_DEADLINE admission
+/// [`response_times`]; EDF partitions are checked by [`qpa`] and SCHED_DEADLINE admission
 /// ([`admit`], 95% per CPU), and a schedulable EDF task's WCRT is bounded by its
 /// deadline (CBS guarantee). Windowed partitions: [`analyze_windows`].
 pub fn analyze_system(system: &System) -> Report {
@@ -145,15 +145,30 @@ pub struct Options {
     /// SCHED_DEADLINE bandwidth cap per CPU as (runtime, period), the kernel's
     /// `sched_rt_runtime_us / sched_rt_period_us`; default 950000/1000000.
     pub deadline_cap: (Time, Time),
+    /// Compute each task's `wcet_limit_ns` (C max, sensitivity analysis); default true.
+    /// Admission needs the verdicts alone.
+    pub sensitivity: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             deadline_cap: DEFAULT_CAP,
+            sensitivity: true,
         }
     }
 }
+
+/// The most tasks on one CPU of a partition for which C max is searched for exactly.
+///
+/// That search ([`max_wcet`]: bisection on the exact test) is the one part of the analysis
+/// that grows faster than `n²`: a trial is an analysis of the CPU's tasks, and each of the
+/// `n` tasks needs about `log2 D` trials; [`fp_max_wcets`] answers most trials from the
+/// first analysis, but not all, and an EDF trial is a whole demand test. Beyond this many
+/// tasks on one CPU, C max is given only where one demand test at the SCHED_DEADLINE cap
+/// settles it, and otherwise left out, with a warning: 5,000 tasks on one CPU are then
+/// analysed in seconds, where the search would take hours.
+pub const SENSITIVITY_MAX_TASKS: usize = 100;
 
 /// [`analyze_system`] with explicit [`Options`].
 pub fn analyze_system_with(system: &System, options: &Options) -> Report {
@@ -349,11 +364,24 @@ fn analyze_partition(
             continue;
         }
         let acc = per_cpu.entry(cpu.clone()).or_default();
+        let search = options.sensitivity && members.len() <= SENSITIVITY_MAX_TASKS;
         let verdicts = if edf {
-            edf_cpu(p, &tasks, &members, cpu, options.deadline_cap, acc)
+            edf_cpu(p, &tasks, &members, cpu, options, acc)
         } else {
-            fp_cpu(p, &tasks, &rank, &members, cpu)
+            fp_cpu(p, &tasks, &rank, &members, cpu, search)
         };
+        let left_out = verdicts
+            .iter()
+            .filter(|v| v.wcet_limit_ns.is_none())
+            .count();
+        if options.sensitivity && !search && left_out > 0 {
+            report.warnings.push(format!(
+                "C max (sensitivity) is not computed for {left_out} of the {} tasks of partition `{}` on CPU {cpu}: \
+                 its exact search is run on at most {SENSITIVITY_MAX_TASKS} tasks per CPU",
+                members.len(),
+                p.name
+            ));
+        }
         for v in &verdicts {
             acc.utilization += tasks[index_of(p, &v.name)].utilization();
             if let Some(s) = v.slack_ns {
@@ -399,28 +427,35 @@ fn index_of(p: &Partition, name: &str) -> usize {
         .expect("task of this partition")
 }
 
+/// The verdicts of the tasks `members` of `p` on `cpu` under fixed priority; C max by
+/// [`fp_max_wcets`] if `search`.
 fn fp_cpu(
     p: &Partition,
     tasks: &[Task],
     rank: &[usize],
     members: &[usize],
     cpu: &str,
+    search: bool,
 ) -> Vec<TaskVerdict> {
     let mut order = members.to_vec();
     order.sort_by_key(|&i| rank[i]);
     let local: Vec<Task> = order.iter().map(|&i| tasks[i]).collect();
     let local_order: Vec<usize> = (0..local.len()).collect();
     let supply = PeriodicSupply::dedicated();
+    let responses = response_times(&local, &local_order, &supply);
+    let limits = match search {
+        true => fp_max_wcets(&local, &responses, &supply),
+        false => vec![None; local.len()],
+    };
+    let mut hep_utilization = 0.0;
     order
         .iter()
         .enumerate()
         .map(|(pos, &i)| {
-            let r = response_time(&local, &local_order, pos, &supply);
-            let hep_utilization = crate::task::utilization(&local[..=pos]);
-            let fp = Policy::FixedPriority(local_order.clone());
+            hep_utilization += local[pos].utilization();
             TaskVerdict {
-                wcet_limit_ns: max_wcet(&local, pos, &fp, &supply),
-                ..fp_verdict(p, i, &tasks[i], r, (pos, hep_utilization), cpu)
+                wcet_limit_ns: limits[pos],
+                ..fp_verdict(p, i, &tasks[i], responses[pos], (pos, hep_utilization), cpu)
             }
         })
         .collect()
@@ -501,9 +536,10 @@ fn edf_cpu(
     tasks: &[Task],
     members: &[usize],
     cpu: &str,
-    cap: (Time, Time),
+    options: &Options,
     acc: &mut CpuAcc,
 ) -> Vec<TaskVerdict> {
+    let cap = options.deadline_cap;
     let local: Vec<Task> = members.iter().map(|&i| tasks[i]).collect();
     let reservations: Vec<_> = local.iter().map(reservation_of).collect();
     let adm = admit(&reservations, 1, cap);
@@ -571,7 +607,10 @@ fn edf_cpu(
                 priority: None,
                 test: "edf-qpa",
                 binding,
-                wcet_limit_ns: edf_wcet_limit(&local, k, &adm),
+                wcet_limit_ns: options
+                    .sensitivity
+                    .then(|| edf_wcet_limit(&local, k, &adm))
+                    .flatten(),
             }
         })
         .collect()
@@ -677,14 +716,41 @@ fn global_edf(
 
 /// The largest runtime task `k` may have on its CPU: the EDF demand test (QPA) still
 /// passes ([`max_wcet`]) and the kernel still admits the reservations under the cap.
+///
+/// The demand test passes for every runtime up to the one it passes with (more demand never
+/// helps), so when it passes at the cap's runtime, that is the answer without a search; only
+/// otherwise does [`max_wcet`] search, on at most [`SENSITIVITY_MAX_TASKS`] tasks.
 fn edf_wcet_limit(local: &[Task], k: usize, adm: &crate::reservation::Admission) -> Option<Time> {
-    let by_demand = max_wcet(local, k, &Policy::Edf, &PeriodicSupply::dedicated())?;
     let own = crate::reservation::to_ratio(local[k].period, local[k].wcet);
     let room = adm.cap_bw.checked_sub(adm.total_bw - own)?;
     // Largest C with (C << 20) / T <= room.
     let by_cap = (((room as u128 + 1) * local[k].period as u128 - 1)
         >> crate::reservation::BW_SHIFT) as Time;
-    Some(by_demand.min(by_cap).min(local[k].deadline))
+    let cap = by_cap.min(local[k].deadline);
+    if cap >= 1 && edf_passes_with(local, k, cap) {
+        return Some(cap);
+    }
+    if local.len() > SENSITIVITY_MAX_TASKS {
+        return None;
+    }
+    let by_demand = max_wcet(local, k, &Policy::Edf, &PeriodicSupply::dedicated())?;
+    Some(by_demand.min(cap))
+}
+
+/// Whether `local` with task `k`'s runtime `c` passes the EDF demand test: at once when its
+/// density `Σ C / min(D - J, T)` is below 1 (then `dbf(t) <= t` everywhere: each task's
+/// demand is at most `C t / min(D - J, T)`), else by QPA.
+fn edf_passes_with(local: &[Task], k: usize, c: Time) -> bool {
+    let mut trial = local.to_vec();
+    trial[k].wcet = c;
+    let density = trial.iter().try_fold(0.0, |sum, t| {
+        let window = t.deadline.checked_sub(t.jitter)?.min(t.period);
+        (window > 0).then(|| sum + t.wcet as f64 / window as f64)
+    });
+    if density.is_some_and(|d| d < 1.0 - 1e-9) {
+        return true;
+    }
+    crate::prm::schedulable_on(&trial, &Policy::Edf, &PeriodicSupply::dedicated())
 }
 
 fn unplaced(p: &Partition, model: &bulkhead_model::Task, t: &Task, cpus: &[String]) -> TaskVerdict {
@@ -798,5 +864,46 @@ fn fmt_signed(ns: i64) -> String {
         format!("-{}", fmt(ns.unsigned_abs()))
     } else {
         fmt(ns as Time)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reservation::{to_ratio, BW_SHIFT};
+    use proptest::prelude::*;
+
+    /// C max of an EDF task as it was computed before the shortcut at the cap: the
+    /// bisection on the demand test, then the admission cap and the deadline.
+    fn searched(local: &[Task], k: usize, adm: &crate::reservation::Admission) -> Option<Time> {
+        let by_demand = max_wcet(local, k, &Policy::Edf, &PeriodicSupply::dedicated())?;
+        let own = to_ratio(local[k].period, local[k].wcet);
+        let room = adm.cap_bw.checked_sub(adm.total_bw - own)?;
+        let by_cap = (((room as u128 + 1) * local[k].period as u128 - 1) >> BW_SHIFT) as Time;
+        Some(by_demand.min(by_cap).min(local[k].deadline))
+    }
+
+    fn edf_task() -> impl Strategy<Value = Task> {
+        (1u64..=30, 1u64..=1000)
+            .prop_flat_map(|(t, s)| (Just(t * s), 1..=t * s / 2 + 1))
+            .prop_flat_map(|(t, c)| (Just(t), Just(c.min(t)), c.min(t)..=t))
+            .prop_map(|(t, c, d)| Task::new(c, t, d))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// The EDF C max settled by one demand test at the cap equals the search's.
+        #[test]
+        fn edf_c_max_at_the_cap_is_the_searched_one(
+            local in prop::collection::vec(edf_task(), 1..=8),
+            cap in prop_oneof![Just((950_000, 1_000_000)), Just((1, 1)), Just((1, 2))],
+        ) {
+            let reservations: Vec<_> = local.iter().map(reservation_of).collect();
+            let adm = admit(&reservations, 1, cap);
+            for k in 0..local.len() {
+                prop_assert_eq!(edf_wcet_limit(&local, k, &adm), searched(&local, k, &adm), "task {} of {:?}", k, local);
+            }
+        }
     }
 }

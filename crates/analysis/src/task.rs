@@ -54,6 +54,18 @@ pub fn utilization_cmp<'a>(
     den: Time,
 ) -> Ordering {
     let float: f64 = tasks.clone().into_iter().map(Task::utilization).sum();
+    utilization_cmp_summed(float, tasks, num, den)
+}
+
+/// [`utilization_cmp`] given `float`, the float sum of the tasks' C/T in their order (a
+/// caller that analyses level after level keeps it as a running sum): the tasks are
+/// read again only when `float` is too close to `num/den` to decide.
+pub fn utilization_cmp_summed<'a>(
+    float: f64,
+    tasks: impl IntoIterator<Item = &'a Task>,
+    num: Time,
+    den: Time,
+) -> Ordering {
     let target = num as f64 / den as f64;
     // Each term is exact to 1 ulp: a margin of 1e-9 separates clear cases safely.
     if (float - target).abs() > 1e-9 * target.max(1.0) {

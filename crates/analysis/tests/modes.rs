@@ -255,6 +255,7 @@ modes:
 ";
     let options = Options {
         deadline_cap: (1, 1),
+        ..Options::default()
     };
     let report = analyze_system_with(&load(src), &options);
     let text = render_text(&report, "t1.yaml");

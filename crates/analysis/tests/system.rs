@@ -262,3 +262,54 @@ fn a_slice_on_all_cpus_is_not_printed_as_a_cpu_named_all() {
         "{text}"
     );
 }
+
+/// One rt partition on CPU 0 of `n` tasks of 10 µs every 10 ms (U = n / 1000) under
+/// `scheduler`.
+fn many(scheduler: &str, n: usize) -> String {
+    let tasks: String = (0..n)
+        .map(|i| format!("      - {{name: t{i}, budget: 10us, period: 10ms}}\n"))
+        .collect();
+    format!("partitions:\n  - name: p\n    kind: rt\n    cpus: 0\n    scheduler: {scheduler}\n    tasks:\n{tasks}")
+}
+
+/// C max is searched for on at most SENSITIVITY_MAX_TASKS tasks per CPU: below, every
+/// fixed-priority task has one; above, none has (the search would grow as n³) and a
+/// warning says so, while the WCRTs are still all there. EDF tasks above the limit still
+/// get theirs when one demand test at the admission cap settles it (here: 95% of 10 ms,
+/// less the others' share), without a warning. `sensitivity: false` (what `run` asks
+/// for) computes none.
+#[test]
+fn c_max_is_searched_for_on_at_most_a_hundred_tasks_per_cpu() {
+    use bulkhead_analysis::system::{analyze_system_with, Options, SENSITIVITY_MAX_TASKS};
+    let k = SENSITIVITY_MAX_TASKS;
+    assert_eq!(k, 100);
+    let limits = |r: &Report| r.tasks.iter().filter(|t| t.wcet_limit_ns.is_some()).count();
+    let fp_at = analyze(&many("fixed-priority", k));
+    assert_eq!(limits(&fp_at), k);
+    assert!(fp_at.warnings.is_empty(), "{:?}", fp_at.warnings);
+    let fp_above = analyze(&many("fixed-priority", k + 1));
+    assert_eq!(limits(&fp_above), 0);
+    assert!(fp_above.tasks.iter().all(|t| t.wcrt_ns.is_some()));
+    assert_eq!(
+        fp_above.warnings,
+        [format!(
+            "C max (sensitivity) is not computed for {0} of the {0} tasks of partition `p` on CPU 0: \
+             its exact search is run on at most {k} tasks per CPU",
+            k + 1
+        )]
+    );
+    let edf_above = analyze(&many("edf", k + 1));
+    assert!(edf_above.warnings.is_empty(), "{:?}", edf_above.warnings);
+    // Room under the cap in the kernel's fixed point (1 << 20 = one CPU): the cap is
+    // 996147, each other task takes 10us/10ms·2^20 rounded down = 1048, so 891347 are left,
+    // which is a runtime of (891347 + 1)·10 ms / 2^20 - 1 ns = 8.500556 ms.
+    assert_eq!(edf_above.tasks[0].wcet_limit_ns, Some(8_500_556));
+    let loaded = bulkhead_model::load_str(&many("fixed-priority", 3), "t.yaml").unwrap();
+    let options = Options {
+        sensitivity: false,
+        ..Options::default()
+    };
+    let quick = analyze_system_with(&loaded.system, &options);
+    assert_eq!(limits(&quick), 0);
+    assert!(quick.warnings.is_empty(), "{:?}", quick.warnings);
+}

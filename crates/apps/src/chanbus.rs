@@ -36,6 +36,11 @@ impl CanBus for ChanBus {
         Ok(())
     }
 
+    /// The same as `send`: writing `usb_tx` never waits.
+    fn try_send(&mut self, frame: &Frame) -> io::Result<bool> {
+        self.send(frame).map(|()| true)
+    }
+
     fn recv(&mut self, _timeout: Option<Duration>) -> io::Result<Option<Received>> {
         let Some(rx) = self.rx.as_mut() else {
             return Ok(None);

@@ -12,7 +12,7 @@ use crate::wire::{
     UpdateOutput, HVAC_COMMAND_ID, HVAC_STATUS_ID, SIZE,
 };
 use bulkhead_can::frame::{CanId, Frame};
-use bulkhead_can::gateway::{self, BusReader, BusWriter, Role, WIRE_SIZE};
+use bulkhead_can::gateway::{self, BusReader, BusWriter, Limit, Role, WriterLink, WIRE_SIZE};
 use bulkhead_can::service::{parse_ids, stop_on_signals};
 use bulkhead_can::vbus::{Bus, Node};
 use bulkhead_chan::{Channel, Receiver, Sender};
@@ -316,7 +316,7 @@ fn report(who: &str, counters: &[(String, u64)]) {
 }
 
 /// H: the gateway's writer: each `--from CHANNEL=IDS` (allowlist, hex or decimal) to
-/// `usb_tx`.
+/// `usb_tx`, each channel at the gateway's default limit for its ids ([`Limit::of_ids`]).
 fn mhydra_tx(flags: &Flags) -> R<()> {
     let from = match flags.all("--from") {
         f if f.is_empty() => names(&["ivi_can_tx=", "adas_can_tx=0x343", "adas_raw_tx=0x2E4"]),
@@ -326,7 +326,12 @@ fn mhydra_tx(flags: &Flags) -> R<()> {
     for spec in &from {
         let (chan, ids) = spec.split_once('=').unwrap_or((spec, ""));
         let allow: HashSet<CanId> = parse_ids(ids)?.into_iter().collect();
-        links.push((chan.to_string(), receiver(chan)?, allow));
+        links.push(WriterLink {
+            partition: chan.to_string(),
+            from_partition: receiver(chan)?,
+            limit: Limit::of_ids(&allow, |_| None),
+            allow,
+        });
     }
     let dropped = Arc::new(AtomicU64::new(0));
     let bus = ChanBus {
@@ -343,7 +348,7 @@ fn mhydra_tx(flags: &Flags) -> R<()> {
         .collect();
     named.push("usb_tx_dropped".into());
     let result = periodic(&named, |_, v| {
-        writer.step(64).map_err(|e| e.to_string())?;
+        writer.step(64, now_ns()).map_err(|e| e.to_string())?;
         let mut k = 0;
         counters.for_each_value(Role::Writer, |x| {
             v[k] = x;

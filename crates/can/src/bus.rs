@@ -14,6 +14,9 @@ pub use crate::vbus::Received;
 pub trait CanBus: Send {
     /// Transmits `frame` (may block while the transmit queue is full).
     fn send(&mut self, frame: &Frame) -> io::Result<()>;
+    /// Transmits `frame` if the bus takes it without waiting: `Ok(false)` while its
+    /// transmit queue is full (the frame was not taken; try again later).
+    fn try_send(&mut self, frame: &Frame) -> io::Result<bool>;
     /// The next frame from another node, waiting at most `timeout` (for ever if
     /// None); Ok(None) on timeout.
     fn recv(&mut self, timeout: Option<Duration>) -> io::Result<Option<Received>>;
@@ -23,6 +26,9 @@ impl CanBus for Node {
     fn send(&mut self, frame: &Frame) -> io::Result<()> {
         Node::send(self, frame)
     }
+    fn try_send(&mut self, frame: &Frame) -> io::Result<bool> {
+        Node::try_send(self, frame)
+    }
     fn recv(&mut self, timeout: Option<Duration>) -> io::Result<Option<Received>> {
         Node::recv(self, timeout)
     }
@@ -31,6 +37,9 @@ impl CanBus for Node {
 impl CanBus for SocketCan {
     fn send(&mut self, frame: &Frame) -> io::Result<()> {
         SocketCan::send(self, frame)
+    }
+    fn try_send(&mut self, frame: &Frame) -> io::Result<bool> {
+        SocketCan::try_send(self, frame)
     }
     fn recv(&mut self, timeout: Option<Duration>) -> io::Result<Option<Received>> {
         SocketCan::recv(self, timeout)
@@ -72,8 +81,29 @@ impl CanBus for std::sync::Arc<SocketCan> {
     fn send(&mut self, frame: &Frame) -> io::Result<()> {
         SocketCan::send(self, frame)
     }
+    fn try_send(&mut self, frame: &Frame) -> io::Result<bool> {
+        SocketCan::try_send(self, frame)
+    }
     fn recv(&mut self, timeout: Option<Duration>) -> io::Result<Option<Received>> {
         SocketCan::recv(self, timeout)
+    }
+}
+
+/// Opens `spec` for a sender that keeps its own queue and uses
+/// [`CanBus::try_send`] (the gateway's writer): on a virtual bus, the node's socket holds
+/// only a few frames on their way to the bus ([`Node::hold_few_frames`]), so that what
+/// waits for the bus waits in the sender's queue, in the sender's order, not in the
+/// socket's first-in first-out one. A SocketCAN interface's transmit queue is short
+/// already (`txqueuelen` 10 for CAN devices).
+pub fn open_sender(spec: &str) -> Result<Box<dyn CanBus>, OpenError> {
+    match spec.strip_prefix(SOCKETCAN_PREFIX) {
+        Some(_) => open(spec),
+        None => {
+            let node = Node::attach(spec).map_err(OpenError::Virtual)?;
+            node.hold_few_frames()
+                .map_err(|e| OpenError::Virtual(BusError::Io(e)))?;
+            Ok(Box::new(node))
+        }
     }
 }
 

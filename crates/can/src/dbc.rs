@@ -17,7 +17,10 @@ use crate::dbc_check::{self, MessageSource, Problem};
 use crate::dbc_overlap;
 use crate::frame::{CanId, Frame};
 use bulkhead_model::excerpt::excerpt;
-use can_dbc::{ByteOrder, Dbc, MessageId, MultiplexIndicator, SignalExtendedValueType, ValueType};
+use can_dbc::{
+    AttributeValue, ByteOrder, Dbc, MessageId, MultiplexIndicator, SignalExtendedValueType,
+    ValueType,
+};
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
@@ -157,6 +160,10 @@ pub struct MessageDef {
     /// Payload length the DBC declares.
     pub size: usize,
     pub signals: Vec<SignalDef>,
+    /// How often the message is sent, in ms: its `GenMsgCycleTime` attribute (`BA_`), or
+    /// the attribute's default (`BA_DEF_DEF_`); `None` when neither is a positive number
+    /// (the message is not sent periodically, or the DBC does not say).
+    pub cycle_ms: Option<f64>,
 }
 
 /// A decoded frame: its message name and `(signal, physical value)` pairs in DBC order.
@@ -571,13 +578,15 @@ fn checked_id(m: &can_dbc::Message, raw: Option<u64>) -> Result<CanId, String> {
     })
 }
 
-/// The decoding table of message `m`; its content errors go to `errors`, each with the
-/// line of its `BO_` or `SG_` (from `source`).
 /// What the DBC says of its signals beyond their `SG_` lines, looked up by message id and
 /// signal name (the first entry wins, as can-dbc's own lookups find it).
 struct Lookups<'a> {
     value_types: HashMap<(MessageId, &'a str), SignalExtendedValueType>,
     extended: HashMap<(MessageId, &'a str), &'a can_dbc::ExtendedMultiplex>,
+    /// Each message's `GenMsgCycleTime` attribute (`BA_`), and the attribute's default
+    /// (`BA_DEF_DEF_`).
+    cycle_times: HashMap<MessageId, &'a AttributeValue>,
+    default_cycle_time: Option<&'a AttributeValue>,
 }
 
 impl<'a> Lookups<'a> {
@@ -595,13 +604,43 @@ impl<'a> Lookups<'a> {
                 .entry((x.message_id, x.signal_name.as_str()))
                 .or_insert(x);
         }
+        let mut cycle_times = HashMap::new();
+        for a in &dbc.attribute_values_message {
+            if a.name == CYCLE_TIME {
+                cycle_times.entry(a.message_id).or_insert(&a.value);
+            }
+        }
+        let defaults = dbc.attribute_defaults.iter();
         Lookups {
             value_types,
             extended,
+            cycle_times,
+            default_cycle_time: defaults
+                .filter(|a| a.name == CYCLE_TIME)
+                .map(|a| &a.value)
+                .next(),
         }
+    }
+
+    /// How often message `id` is sent, in ms: its `GenMsgCycleTime`, else the
+    /// attribute's default, if a positive number.
+    fn cycle_ms(&self, id: &MessageId) -> Option<f64> {
+        let value = self
+            .cycle_times
+            .get(id)
+            .or(self.default_cycle_time.as_ref())?;
+        let ms = match value {
+            AttributeValue::Uint(v) => *v as f64,
+            AttributeValue::Int(v) => *v as f64,
+            AttributeValue::Double(v) => *v,
+            AttributeValue::String(_) => return None,
+        };
+        (ms > 0.0 && ms.is_finite()).then_some(ms)
     }
 }
 
+/// The decoding table of message `m`; its content errors go to `errors`, each with the
+/// line of its `BO_` or `SG_` (from `source`).
 fn message_def(
     lookups: &Lookups,
     m: &can_dbc::Message,
@@ -647,6 +686,7 @@ fn message_def(
         name: m.name.clone(),
         size: m.size as usize,
         signals,
+        cycle_ms: lookups.cycle_ms(&m.id),
     };
     for (i, path) in dbc_overlap::paths(&def).iter().enumerate() {
         if path.is_none() {
@@ -679,6 +719,9 @@ fn signal_lines<'a>(
         })
         .collect()
 }
+
+/// The attribute that gives a message's period in Vector's DBC convention.
+const CYCLE_TIME: &str = "GenMsgCycleTime";
 
 /// What is wrong with a signal's size for its encoding, if anything.
 fn signal_error(s: &can_dbc::Signal, encoding: Encoding) -> Option<String> {
@@ -1026,6 +1069,7 @@ SIG_VALTYPE_ 100 F32 : 1;
             name: "M".into(),
             size: 8,
             signals,
+            cycle_ms: None,
         }
     }
 
@@ -1163,6 +1207,22 @@ SIG_VALTYPE_ 100 F32 : 1;
         assert!(db.message(CanId::Standard(0)).is_none());
         let shared = text.replace("B m2", "B m1");
         assert_eq!(problems(&shared, true).len(), 1);
+    }
+
+    /// A message's `GenMsgCycleTime`, else the attribute's default; 0 (not periodic) is
+    /// none, as is a DBC without the attribute.
+    #[test]
+    fn cycle_times_come_from_gen_msg_cycle_time() {
+        let attrs = "BA_DEF_ BO_ \"GenMsgCycleTime\" INT 0 65535;\n\
+                     BA_DEF_DEF_ \"GenMsgCycleTime\" 100;\n\
+                     BA_ \"GenMsgCycleTime\" BO_ 100 10;\n\
+                     BA_ \"GenMsgCycleTime\" BO_ 2147484672 0;\n";
+        let with = Database::parse(&format!("{DBC}\n{attrs}")).unwrap();
+        let cycle = |id| with.message(id).unwrap().cycle_ms;
+        assert_eq!(cycle(CanId::Standard(100)), Some(10.0));
+        assert_eq!(cycle(CanId::Standard(101)), Some(100.0));
+        assert_eq!(cycle(CanId::Extended(0x400)), None);
+        assert_eq!(db().message(CanId::Standard(100)).unwrap().cycle_ms, None);
     }
 
     #[test]

@@ -13,6 +13,14 @@
 //! partition's frame only if its id is on that partition's allowlist; others are
 //! dropped and counted (DriveOS 3.3.2: no malicious frame reaches the bus).
 //!
+//! Nor does the writer wait for the bus, or let one partition take it: each partition
+//! may send at its [`Limit`] (a rate, and a queue of frames waiting for the bus), frames
+//! beyond are dropped and counted; the frames of all partitions wait in one queue in
+//! the order the bus itself would take them, lowest arbitration field first (the
+//! identifier: Davis et al. 2007, Section 2; DriveOS 6.4.1's Program 5 writes each
+//! partition's frames in turn), and are handed to the bus only as fast as it takes them
+//! ([`CanBus::try_send`]).
+//!
 //! Messages on the channels are [`WIRE_SIZE`] bytes ([`encode`], [`decode`]): the
 //! reception timestamp (u64 ns, little-endian), a per-bus sequence number (u64,
 //! little-endian; gaps reveal drops) and the Linux `struct can_frame`; the
@@ -26,7 +34,8 @@ pub use bulkhead_canwire::{Role, WIRE_SIZE};
 use bulkhead_chan::{Receiver, RecvError, Sender};
 use bulkhead_trace::{Event, EventKind, Sink};
 use serde_json::{json, Value};
-use std::collections::HashSet;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet};
 use std::fmt;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -60,6 +69,8 @@ pub struct LinkCounters {
     pub tx_denied: AtomicU64,
     /// Messages from the partition that were not valid classic CAN frames.
     pub tx_malformed: AtomicU64,
+    /// Allowed frames from the partition dropped because they exceeded its [`Limit`].
+    pub tx_dropped: AtomicU64,
 }
 
 /// One partition's connection to a bus.
@@ -72,6 +83,44 @@ pub struct PartitionLink {
     pub from_partition: Receiver,
     /// Ids the partition may send.
     pub allow: HashSet<CanId>,
+    /// How much it may send.
+    pub limit: Limit,
+}
+
+/// What one partition may send through the writer: `rate` frames per second on average,
+/// in bursts of up to `queue` frames (a token bucket of `queue` tokens refilled at `rate`
+/// per second), with at most `queue` of its frames waiting in the writer for the bus.
+/// Its frames beyond either are dropped and counted (`tx_dropped`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub rate: u32,
+    pub queue: u32,
+}
+
+impl Limit {
+    /// Frames per second of an allowed id whose cycle time is not known: one per ms.
+    pub const ID_RATE: u32 = 1000;
+    /// Frames per allowed id that may wait for the bus (and its burst).
+    pub const ID_QUEUE: u32 = 4;
+
+    /// The limit of a partition allowed `ids` when its description sets none: each id
+    /// may be sent as often as its cycle time says (`cycle_ms`, e.g. its DBC message's
+    /// `GenMsgCycleTime`), else [`Limit::ID_RATE`] times a second, and [`Limit::ID_QUEUE`]
+    /// frames of each may wait. No ids: nothing.
+    pub fn of_ids(ids: &HashSet<CanId>, cycle_ms: impl Fn(CanId) -> Option<f64>) -> Limit {
+        let rate: u64 = ids
+            .iter()
+            .map(|&id| match cycle_ms(id) {
+                Some(ms) => (1000.0 / ms).ceil().max(1.0) as u64,
+                None => u64::from(Limit::ID_RATE),
+            })
+            .sum();
+        let n = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        Limit {
+            rate: u32::try_from(rate).unwrap_or(u32::MAX),
+            queue: n.saturating_mul(Limit::ID_QUEUE),
+        }
+    }
 }
 
 /// A snapshot of one link's counters, named for traces.
@@ -84,6 +133,7 @@ pub struct CounterSnapshot {
     pub tx_sent: u64,
     pub tx_denied: u64,
     pub tx_malformed: u64,
+    pub tx_dropped: u64,
 }
 
 /// Read access to the counters of every link of a gateway bus.
@@ -96,7 +146,7 @@ pub struct Counters {
 impl Counters {
     /// The counters `role` updates, named `<partition>.<counter>` as the gateway
     /// service publishes them: `rx_forwarded`, `rx_dropped` (reader); `tx_sent`,
-    /// `tx_denied`, `tx_malformed` (writer).
+    /// `tx_denied`, `tx_malformed`, `tx_dropped` (writer).
     pub fn named(&self, role: Role) -> Vec<(String, u64)> {
         let mut names = Vec::new();
         for (partition, _) in &self.links {
@@ -117,7 +167,7 @@ impl Counters {
                 Role::Reader => [&c.rx_forwarded, &c.rx_dropped][..]
                     .iter()
                     .for_each(|v| f(v.load(Relaxed))),
-                Role::Writer => [&c.tx_sent, &c.tx_denied, &c.tx_malformed][..]
+                Role::Writer => [&c.tx_sent, &c.tx_denied, &c.tx_malformed, &c.tx_dropped][..]
                     .iter()
                     .for_each(|v| f(v.load(Relaxed))),
             }
@@ -135,6 +185,7 @@ impl Counters {
                 tx_sent: c.tx_sent.load(Relaxed),
                 tx_denied: c.tx_denied.load(Relaxed),
                 tx_malformed: c.tx_malformed.load(Relaxed),
+                tx_dropped: c.tx_dropped.load(Relaxed),
             })
             .collect()
     }
@@ -157,6 +208,7 @@ impl Counters {
                         "rx_dropped": s.rx_dropped,
                         "tx_sent": s.tx_sent,
                         "tx_denied": s.tx_denied,
+                        "tx_dropped": s.tx_dropped,
                     }
                 })
             })
@@ -217,7 +269,7 @@ impl Gateway {
                 counters: c.clone(),
                 only: None,
             });
-            from.push((link.from_partition, link.allow, c));
+            from.push(Sending::new(link.from_partition, link.allow, link.limit, c));
         }
         let reader = BusReader {
             bus: rx_bus,
@@ -227,10 +279,7 @@ impl Gateway {
             triggers: None,
             pending: None,
         };
-        let writer = BusWriter {
-            bus: tx_bus,
-            links: from,
-        };
+        let writer = BusWriter::over(tx_bus, from);
         let counters = Counters {
             bus: self.bus,
             links: counters,
@@ -447,80 +496,217 @@ impl BusReader {
     }
 }
 
-/// Partitions to CAN (DriveOS Program 5 plus the allowlist, one job per call).
+/// One partition's connection to the writer, for [`BusWriter::new`].
+pub struct WriterLink {
+    pub partition: String,
+    /// Channel from the partition to the gateway.
+    pub from_partition: Receiver,
+    /// Ids the partition may send.
+    pub allow: HashSet<CanId>,
+    pub limit: Limit,
+}
+
+/// Partitions to CAN (DriveOS Program 5 plus the allowlist and the limits, one job per
+/// call).
 pub struct BusWriter {
     bus: Box<dyn CanBus>,
-    links: Vec<(Receiver, HashSet<CanId>, Arc<LinkCounters>)>,
+    links: Vec<Sending>,
+    /// The frames admitted and not sent yet, of every partition: the lowest arbitration
+    /// field first, then in the order they were admitted.
+    waiting: BinaryHeap<Reverse<Waiting>>,
+    admitted: u64,
+    /// The time of the last step (CLOCK_MONOTONIC ns), from which the buckets refill.
+    last_ns: Option<u64>,
+}
+
+/// A token is this many units: one frame, with rate x elapsed ns added per step.
+const TOKEN: u128 = 1_000_000_000;
+
+/// One partition's link in the writer, with what it may still send.
+struct Sending {
+    rx: Receiver,
+    allow: HashSet<CanId>,
+    limit: Limit,
+    counters: Arc<LinkCounters>,
+    /// Its token bucket, in [`TOKEN`] units per frame.
+    tokens: u128,
+    /// Its frames in [`BusWriter::waiting`].
+    waiting: u32,
+}
+
+impl Sending {
+    fn new(rx: Receiver, allow: HashSet<CanId>, limit: Limit, counters: Arc<LinkCounters>) -> Self {
+        Sending {
+            rx,
+            allow,
+            limit,
+            counters,
+            tokens: u128::from(limit.queue) * TOKEN,
+            waiting: 0,
+        }
+    }
+
+    /// Whether one more frame fits its rate and its queue (and takes its token).
+    fn admits(&mut self) -> bool {
+        let fits = self.tokens >= TOKEN && self.waiting < self.limit.queue;
+        if fits {
+            self.tokens -= TOKEN;
+            self.waiting += 1;
+        }
+        fits
+    }
+}
+
+/// A frame waiting for the bus, ordered as arbitration orders it, then by admission.
+struct Waiting {
+    key: u32,
+    admitted: u64,
+    link: usize,
+    frame: Frame,
+}
+
+impl PartialEq for Waiting {
+    fn eq(&self, other: &Self) -> bool {
+        (self.key, self.admitted) == (other.key, other.admitted)
+    }
+}
+
+impl Eq for Waiting {}
+
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Waiting {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.key, self.admitted).cmp(&(other.key, other.admitted))
+    }
 }
 
 impl BusWriter {
     /// A writer alone: sends to `bus` (called `bus_name`) the frames each partition
-    /// writes to its channel whose ids are on its allowlist, `(partition, receiver,
-    /// allowlist)`.
+    /// writes to its channel whose ids are on its allowlist, within its limit.
     pub fn new(
         bus_name: &str,
         bus: Box<dyn CanBus>,
-        links: Vec<(String, Receiver, HashSet<CanId>)>,
+        links: Vec<WriterLink>,
     ) -> Result<(BusWriter, Counters), LinkError> {
-        check_unique(links.iter().map(|l| l.0.as_str()))?;
+        check_unique(links.iter().map(|l| l.partition.as_str()))?;
         let mut from = Vec::new();
         let mut counters = Vec::new();
-        for (partition, rx, allow) in links {
-            check_channel(&partition, "from_partition", rx.meta().msg_size)?;
+        for link in links {
+            let end = "from_partition";
+            check_channel(&link.partition, end, link.from_partition.meta().msg_size)?;
             let c = Arc::new(LinkCounters::default());
-            counters.push((partition, c.clone()));
-            from.push((rx, allow, c));
+            counters.push((link.partition, c.clone()));
+            from.push(Sending::new(link.from_partition, link.allow, link.limit, c));
         }
-        let writer = BusWriter { bus, links: from };
         let counters = Counters {
             bus: bus_name.to_string(),
             links: counters,
         };
-        Ok((writer, counters))
+        Ok((BusWriter::over(bus, from), counters))
     }
 
-    /// Takes at most `max_frames` messages in total from the partitions' channels
-    /// (round robin, so no partition starves another), sends those whose id is on
-    /// the sender's allowlist and drops (and counts) the others. Returns the number
-    /// of messages taken.
-    pub fn step(&mut self, max_frames: usize) -> io::Result<usize> {
+    fn over(bus: Box<dyn CanBus>, links: Vec<Sending>) -> BusWriter {
+        BusWriter {
+            bus,
+            links,
+            waiting: BinaryHeap::new(),
+            admitted: 0,
+            last_ns: None,
+        }
+    }
+
+    /// One job at `now_ns` (CLOCK_MONOTONIC): refills each partition's bucket for the
+    /// time since the last job; takes what each partition's channel holds (at most its
+    /// depth, so a partition that keeps writing cannot keep the job going), dropping and
+    /// counting the frames whose id is not on its allowlist (`tx_denied`), that are not
+    /// classic CAN frames (`tx_malformed`) or that exceed its limit (`tx_dropped`); then
+    /// hands the waiting frames of all partitions to the bus, lowest arbitration field
+    /// first, at most `max_frames`, and only while the bus takes them without waiting:
+    /// the rest wait for the next job. Returns the number of messages taken.
+    pub fn step(&mut self, max_frames: usize, now_ns: u64) -> io::Result<usize> {
+        self.refill(now_ns);
         let mut taken = 0;
-        let mut idle = 0;
+        for i in 0..self.links.len() {
+            taken += self.take(i);
+        }
+        self.send(max_frames)?;
+        Ok(taken)
+    }
+
+    /// Adds `rate` tokens per second elapsed to every bucket, up to `queue`.
+    fn refill(&mut self, now_ns: u64) {
+        let elapsed = match self.last_ns {
+            Some(last) => u128::from(now_ns.saturating_sub(last)),
+            None => 0,
+        };
+        self.last_ns = Some(now_ns);
+        for link in &mut self.links {
+            let full = u128::from(link.limit.queue) * TOKEN;
+            let added = elapsed.saturating_mul(u128::from(link.limit.rate));
+            link.tokens = link.tokens.saturating_add(added).min(full);
+        }
+    }
+
+    /// Takes the messages of partition `i`'s channel: at most its depth.
+    fn take(&mut self, i: usize) -> usize {
         let mut buf = [0u8; WIRE_SIZE];
-        let n = self.links.len();
-        let mut i = 0;
-        while taken < max_frames && idle < n {
-            let (rx, allow, counters) = &mut self.links[i % n];
-            i += 1;
-            match rx.try_read(&mut buf) {
-                Ok(()) => idle = 0,
-                Err(RecvError::Empty) | Err(RecvError::Closed) => {
-                    idle += 1;
-                    continue;
-                }
+        let link = &mut self.links[i];
+        let mut taken = 0;
+        for _ in 0..link.rx.meta().depth {
+            match link.rx.try_read(&mut buf) {
+                Ok(()) => taken += 1,
+                Err(RecvError::Empty) | Err(RecvError::Closed) => break,
                 // The partition corrupted the channel it writes: its frames are
                 // lost until it repairs it; the bus and the others go on.
                 Err(_) => {
-                    counters.tx_malformed.fetch_add(1, Relaxed);
-                    idle += 1;
+                    link.counters.tx_malformed.fetch_add(1, Relaxed);
+                    break;
+                }
+            }
+            let counter = match decode(&buf) {
+                Ok((_, _, frame)) if link.allow.contains(&frame.id()) => {
+                    if !link.admits() {
+                        link.counters.tx_dropped.fetch_add(1, Relaxed);
+                        continue;
+                    }
+                    self.waiting.push(Reverse(Waiting {
+                        key: crate::timing::arbitration_key(&frame),
+                        admitted: self.admitted,
+                        link: i,
+                        frame,
+                    }));
+                    self.admitted += 1;
                     continue;
                 }
-            }
-            taken += 1;
-            match decode(&buf) {
-                Ok((_, _, frame)) if allow.contains(&frame.id()) => {
-                    self.bus.send(&frame)?;
-                    counters.tx_sent.fetch_add(1, Relaxed);
-                }
-                Ok(_) => {
-                    counters.tx_denied.fetch_add(1, Relaxed);
-                }
-                Err(_) => {
-                    counters.tx_malformed.fetch_add(1, Relaxed);
-                }
-            }
+                Ok(_) => &link.counters.tx_denied,
+                Err(_) => &link.counters.tx_malformed,
+            };
+            counter.fetch_add(1, Relaxed);
         }
-        Ok(taken)
+        taken
+    }
+
+    /// Hands the waiting frames to the bus in arbitration order while it takes them,
+    /// at most `max_frames`.
+    fn send(&mut self, max_frames: usize) -> io::Result<()> {
+        for _ in 0..max_frames {
+            let Some(Reverse(next)) = self.waiting.peek() else {
+                break;
+            };
+            if !self.bus.try_send(&next.frame)? {
+                break;
+            }
+            let link = &mut self.links[next.link];
+            link.waiting -= 1;
+            link.counters.tx_sent.fetch_add(1, Relaxed);
+            self.waiting.pop();
+        }
+        Ok(())
     }
 }
 
@@ -589,6 +775,180 @@ mod tests {
         );
     }
 
+    /// A bus that takes `room` frames, then is full until given more.
+    #[derive(Clone, Default)]
+    struct Wire {
+        room: Arc<std::sync::atomic::AtomicUsize>,
+        sent: Arc<std::sync::Mutex<Vec<u32>>>,
+    }
+
+    impl CanBus for Wire {
+        fn send(&mut self, _: &Frame) -> io::Result<()> {
+            unreachable!("the writer never waits for the bus")
+        }
+        fn try_send(&mut self, frame: &Frame) -> io::Result<bool> {
+            let took = self
+                .room
+                .fetch_update(Relaxed, Relaxed, |r| r.checked_sub(1))
+                .is_ok();
+            if took {
+                self.sent.lock().unwrap().push(frame.id().raw());
+            }
+            Ok(took)
+        }
+        fn recv(&mut self, _: Option<Duration>) -> io::Result<Option<Received>> {
+            Ok(None)
+        }
+    }
+
+    impl Wire {
+        fn give(&self, frames: usize) {
+            self.room.fetch_add(frames, Relaxed);
+        }
+        fn sent(&self) -> Vec<u32> {
+            std::mem::take(&mut self.sent.lock().unwrap())
+        }
+    }
+
+    /// A writer over `wire` with partitions `(name, allowed id, limit)`, and the senders of
+    /// their channels (depth 16), which `tag` keeps apart from other tests'.
+    fn writer(
+        tag: &str,
+        wire: &Wire,
+        partitions: &[(&str, u32, Limit)],
+    ) -> (BusWriter, Counters, Vec<(Sender, bulkhead_chan::Channel)>) {
+        use bulkhead_chan::{Channel, Spec};
+        let mut links = Vec::new();
+        let mut senders = Vec::new();
+        for (name, id, limit) in partitions {
+            let chan = format!("w-{tag}-{name}-{}", std::process::id());
+            let c = Channel::create(&Spec::fifo(&chan, WIRE_SIZE as u32, 16)).unwrap();
+            links.push(WriterLink {
+                partition: name.to_string(),
+                from_partition: c.receiver().unwrap(),
+                allow: [CanId::Standard(*id as u16)].into(),
+                limit: *limit,
+            });
+            senders.push((c.sender().unwrap(), c));
+        }
+        let (w, counters) = BusWriter::new("b", Box::new(wire.clone()), links).unwrap();
+        (w, counters, senders)
+    }
+
+    fn put(tx: &mut Sender, id: u32, n: usize) {
+        let msg = encode(0, 0, &Frame::new(CanId::Standard(id as u16), &[1]).unwrap()).unwrap();
+        for _ in 0..n {
+            tx.try_write(&msg).unwrap();
+        }
+    }
+
+    /// Frames of several partitions go to the bus lowest id first, as arbitration would
+    /// take them, however the partitions wrote them; a full bus leaves them waiting (the
+    /// writer does not wait), in the same order at the next job.
+    #[test]
+    fn the_lowest_id_goes_first_and_a_full_bus_is_not_waited_for() {
+        let wire = Wire::default();
+        let wide = Limit {
+            rate: 1000,
+            queue: 8,
+        };
+        let (mut w, counters, mut tx) = writer(
+            "order",
+            &wire,
+            &[("low", 0x300, wide), ("high", 0x100, wide)],
+        );
+        put(&mut tx[0].0, 0x300, 3);
+        put(&mut tx[1].0, 0x100, 2);
+        wire.give(3);
+        assert_eq!(w.step(64, 0).unwrap(), 5);
+        assert_eq!(wire.sent(), [0x100, 0x100, 0x300]);
+        put(&mut tx[1].0, 0x100, 1);
+        assert_eq!(w.step(64, 1_000_000).unwrap(), 1);
+        assert_eq!(wire.sent(), Vec::<u32>::new());
+        wire.give(10);
+        w.step(64, 2_000_000).unwrap();
+        assert_eq!(wire.sent(), [0x100, 0x300, 0x300]);
+        let sent: Vec<_> = counters.snapshot().iter().map(|s| s.tx_sent).collect();
+        assert_eq!(sent, [3, 3]);
+    }
+
+    /// A partition beyond its limit loses its own frames, counted: at rate 100/s with a
+    /// queue of 2 it gets its 2 tokens at once, then one per 10 ms; while the bus is full
+    /// no more than 2 of its frames wait. The other partition is not touched.
+    #[test]
+    fn a_partition_beyond_its_limit_loses_its_own_frames_counted() {
+        let wire = Wire::default();
+        let (mut w, counters, mut tx) = writer(
+            "limit",
+            &wire,
+            &[
+                (
+                    "flood",
+                    0x100,
+                    Limit {
+                        rate: 100,
+                        queue: 2,
+                    },
+                ),
+                (
+                    "calm",
+                    0x200,
+                    Limit {
+                        rate: 100,
+                        queue: 2,
+                    },
+                ),
+            ],
+        );
+        wire.give(100);
+        put(&mut tx[0].0, 0x100, 10);
+        put(&mut tx[1].0, 0x200, 1);
+        w.step(64, 0).unwrap();
+        assert_eq!(wire.sent(), [0x100, 0x100, 0x200]);
+        put(&mut tx[0].0, 0x100, 10);
+        w.step(64, 10_000_000).unwrap();
+        assert_eq!(wire.sent(), [0x100], "one token in 10 ms");
+        // A full bus: the tokens of 1 s, but only 2 frames may wait.
+        wire.room.store(0, Relaxed);
+        put(&mut tx[0].0, 0x100, 10);
+        w.step(64, 1_010_000_000).unwrap();
+        wire.give(100);
+        w.step(64, 1_010_000_001).unwrap();
+        assert_eq!(wire.sent(), [0x100, 0x100]);
+        let flood = &counters.snapshot()[0];
+        assert_eq!((flood.tx_sent, flood.tx_dropped), (5, 25));
+        let calm = &counters.snapshot()[1];
+        assert_eq!((calm.tx_sent, calm.tx_dropped), (1, 0));
+        assert_eq!(
+            counters.named(Role::Writer)[..4],
+            [
+                ("flood.tx_sent".to_string(), 5),
+                ("flood.tx_denied".to_string(), 0),
+                ("flood.tx_malformed".to_string(), 0),
+                ("flood.tx_dropped".to_string(), 25)
+            ]
+        );
+    }
+
+    /// The default limit of an allowlist: each id's cycle time (10 ms: 100/s), else
+    /// 1000/s; 4 frames per id.
+    #[test]
+    fn the_default_limit_comes_from_the_ids_cycle_times() {
+        let ids: HashSet<CanId> = [CanId::Standard(0x10), CanId::Standard(0x20)].into();
+        let cycle = |id: CanId| (id.raw() == 0x10).then_some(10.0);
+        assert_eq!(
+            Limit::of_ids(&ids, cycle),
+            Limit {
+                rate: 1100,
+                queue: 8
+            }
+        );
+        assert_eq!(
+            Limit::of_ids(&HashSet::new(), cycle),
+            Limit { rate: 0, queue: 0 }
+        );
+    }
+
     #[test]
     fn a_lone_reader_or_writer_checks_its_channels_and_names_its_counters() {
         use bulkhead_chan::{Channel, Spec};
@@ -616,9 +976,15 @@ mod tests {
             vec![("ivi.rx_forwarded".into(), 0), ("ivi.rx_dropped".into(), 0)]
         );
         let other = Channel::create(&Spec::fifo("lone-c", WIRE_SIZE as u32, 4)).unwrap();
+        let link = |rx| WriterLink {
+            partition: "ivi".into(),
+            from_partition: rx,
+            allow: HashSet::new(),
+            limit: Limit { rate: 1, queue: 1 },
+        };
         let twice = vec![
-            ("ivi".into(), good.receiver().unwrap(), HashSet::new()),
-            ("ivi".into(), other.receiver().unwrap(), HashSet::new()),
+            link(good.receiver().unwrap()),
+            link(other.receiver().unwrap()),
         ];
         let err = BusWriter::new("b", node(), twice).err().unwrap();
         assert_eq!(err, LinkError::Duplicate("ivi".into()));

@@ -9,7 +9,10 @@
 //! * the **reader** opens every partition's gateway-to-partition channel by name and
 //!   runs [`BusReader::step`] once per job;
 //! * the **writer** opens every partition-to-gateway channel by name and runs
-//!   [`BusWriter::step`] once per job, sending only allowlisted ids.
+//!   [`BusWriter::step`] once per job, sending only allowlisted ids, each partition
+//!   within its [`Limit`] (`--rate`, `--queue`, else derived from its allowlist and
+//!   the cycle times of `--dbc`), the frames of all in arbitration order, never waiting
+//!   for the bus.
 //!
 //! Each job handles at most `max_frames` frames and never waits for the bus or a
 //! partition. Under a supervisor (the [`bulkhead_task::ENV`] variable is set) a job is
@@ -18,7 +21,7 @@
 //! blocks on the bus, so it forwards each frame as soon as it is received), and after
 //! each job the service copies its counters into the task's
 //! named counters (`<partition>.rx_forwarded`, `.rx_dropped`; `.tx_sent`,
-//! `.tx_denied`, `.tx_malformed`), which the supervisor exports to the trace.
+//! `.tx_denied`, `.tx_malformed`, `.tx_dropped`), which the supervisor exports to the trace.
 //! Standalone, jobs are released every `period` on an absolute CLOCK_MONOTONIC
 //! grid. Either way the service ends after the job in progress on SIGINT, SIGTERM or
 //! the supervisor's stop request.
@@ -27,9 +30,9 @@
 //! frames the writer sends, as a SocketCAN socket receives the frames other sockets of
 //! its host send: every partition sees what any partition sent to the bus.
 
-use crate::bus::{self, CanBus};
+use crate::bus;
 use crate::frame::CanId;
-use crate::gateway::{BusReader, BusWriter, Counters, LinkError, Role};
+use crate::gateway::{BusReader, BusWriter, Counters, Limit, LinkError, Role, WriterLink};
 use crate::trigger::{Trigger, Triggers};
 pub use bulkhead_canwire::parse_ids;
 use bulkhead_chan::{Channel, OpenError};
@@ -53,13 +56,17 @@ pub struct Config {
     pub from: Vec<(String, String)>,
     /// Writer: (partition, ids it may send); a partition without one sends nothing.
     pub allow: Vec<(String, Vec<CanId>)>,
+    /// Writer: (partition, frames per second it may send); else [`Limit::of_ids`].
+    pub rate: Vec<(String, u32)>,
+    /// Writer: (partition, frames of it that may wait for the bus); else [`Limit::of_ids`].
+    pub queue: Vec<(String, u32)>,
     /// Reader: (partition, the only ids forwarded to it); without one, every frame.
     pub only: Vec<(String, Vec<CanId>)>,
     /// Frames per job, at most.
     pub max_frames: usize,
     /// Standalone job period (ignored under a supervisor, which sets the period).
     pub period: Duration,
-    /// Reader: the bus's DBC, for the triggers' signals.
+    /// The bus's DBC: the reader's triggers' signals, the writer's default rates.
     pub dbc: Option<std::path::PathBuf>,
     /// Reader: stop-start triggers, counted in `ss.suspend_when` and `ss.resume_when`.
     pub suspend_when: Option<Trigger>,
@@ -92,8 +99,13 @@ impl std::error::Error for ServiceError {}
 pub fn check(config: &Config) -> Result<(), ServiceError> {
     let usage = |m: String| Err(ServiceError::Usage(m));
     match config.role {
-        Role::Reader if !config.from.is_empty() || !config.allow.is_empty() => {
-            return usage("--from and --allow are for --role writer".into())
+        Role::Reader
+            if !config.from.is_empty()
+                || !config.allow.is_empty()
+                || !config.rate.is_empty()
+                || !config.queue.is_empty() =>
+        {
+            return usage("--from, --allow, --rate and --queue are for --role writer".into())
         }
         Role::Reader if config.to.is_empty() => {
             return usage("--role reader needs at least one --to PARTITION=CHANNEL".into())
@@ -113,6 +125,8 @@ pub fn check(config: &Config) -> Result<(), ServiceError> {
         }
     }
     id_lists("allow", &config.allow, "from", &config.from)?;
+    id_lists("rate", &config.rate, "from", &config.from)?;
+    id_lists("queue", &config.queue, "from", &config.from)?;
     id_lists("only", &config.only, "to", &config.to)?;
     let triggers = config.suspend_when.is_some() || config.resume_when.is_some();
     if triggers && config.role != Role::Reader {
@@ -129,10 +143,10 @@ pub fn check(config: &Config) -> Result<(), ServiceError> {
     Ok(())
 }
 
-/// Each `--FLAG PARTITION=IDS` names a partition of a `--LINK PARTITION=CHANNEL`, once.
-fn id_lists(
+/// Each `--FLAG PARTITION=...` names a partition of a `--LINK PARTITION=CHANNEL`, once.
+fn id_lists<T>(
     flag: &str,
-    lists: &[(String, Vec<CanId>)],
+    lists: &[(String, T)],
     link: &str,
     links: &[(String, String)],
 ) -> Result<(), ServiceError> {
@@ -187,7 +201,7 @@ impl Job {
     fn step(&mut self, max_frames: usize) -> Result<usize, ServiceError> {
         let result = match self {
             Job::Reader(r) => r.step(max_frames, &mut Discard),
-            Job::Writer(w) => w.step(max_frames),
+            Job::Writer(w) => w.step(max_frames, now_ns()),
         };
         result.map_err(|e| ServiceError::Failed(format!("bus: {e}")))
     }
@@ -199,10 +213,10 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
     let channel = |flag: &str, partition: &str, name: &str| {
         Channel::open_handed(name).map_err(|e| failed(format!("--{flag} {partition}={name}: {e}")))
     };
-    let bus: Box<dyn CanBus> =
-        bus::open(&config.bus).map_err(|e| failed(format!("--bus {}: {e}", config.bus)))?;
     let built = match config.role {
         Role::Reader => {
+            let bus =
+                bus::open(&config.bus).map_err(|e| failed(format!("--bus {}: {e}", config.bus)))?;
             let mut links = Vec::new();
             for (partition, name) in &config.to {
                 let tx = channel("to", partition, name)?
@@ -221,6 +235,12 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
             Ok((Job::Reader(Box::new(reader)), counters))
         }
         Role::Writer => {
+            let bus = bus::open_sender(&config.bus)
+                .map_err(|e| failed(format!("--bus {}: {e}", config.bus)))?;
+            let cycles = match &config.dbc {
+                Some(path) => Some(database(path)?),
+                None => None,
+            };
             let mut links = Vec::new();
             for (partition, name) in &config.from {
                 // A channel that cannot be found or mapped is the caller's error. The
@@ -239,13 +259,27 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
                         continue;
                     }
                 };
-                let allow: HashSet<CanId> = config
-                    .allow
-                    .iter()
-                    .filter(|(p, _)| p == partition)
-                    .flat_map(|(_, ids)| ids.iter().copied())
+                let allow: HashSet<CanId> = of(&config.allow, partition)
+                    .flat_map(|ids| ids.iter().copied())
                     .collect();
-                links.push((partition.clone(), rx, allow));
+                let cycle = |id| cycles.as_ref()?.message(id)?.cycle_ms;
+                let derived = Limit::of_ids(&allow, cycle);
+                let limit = Limit {
+                    rate: of(&config.rate, partition)
+                        .next()
+                        .copied()
+                        .unwrap_or(derived.rate),
+                    queue: of(&config.queue, partition)
+                        .next()
+                        .copied()
+                        .unwrap_or(derived.queue),
+                };
+                links.push(WriterLink {
+                    partition: partition.clone(),
+                    from_partition: rx,
+                    allow,
+                    limit,
+                });
             }
             BusWriter::new(&config.bus, bus, links).map(|(w, c)| (Job::Writer(w), c))
         }
@@ -262,10 +296,25 @@ fn triggers(config: &Config) -> Result<Option<Triggers>, ServiceError> {
         .dbc
         .as_ref()
         .expect("checked: triggers come with --dbc");
-    let failed = |e: String| ServiceError::Failed(format!("--dbc {}: {e}", path.display()));
-    let db = crate::dbc::Database::from_file(path).map_err(|e| failed(e.to_string()))?;
+    let db = database(path)?;
     let (suspend, resume) = (config.suspend_when.clone(), config.resume_when.clone());
-    Triggers::new(db, suspend, resume).map(Some).map_err(failed)
+    Triggers::new(db, suspend, resume)
+        .map(Some)
+        .map_err(|e| ServiceError::Failed(format!("--dbc {}: {e}", path.display())))
+}
+
+/// The DBC at `path`; the error names `--dbc`.
+fn database(path: &std::path::Path) -> Result<crate::dbc::Database, ServiceError> {
+    crate::dbc::Database::from_file(path)
+        .map_err(|e| ServiceError::Failed(format!("--dbc {}: {e}", path.display())))
+}
+
+/// The values given for `partition` in `lists` (`--FLAG PARTITION=...`).
+fn of<'a, T>(lists: &'a [(String, T)], partition: &'a str) -> impl Iterator<Item = &'a T> {
+    lists
+        .iter()
+        .filter(move |(p, _)| p == partition)
+        .map(|(_, v)| v)
 }
 
 /// Runs the service until `stop` is set, the supervisor asks it to stop, or the bus
@@ -385,6 +434,8 @@ mod tests {
             to: vec![],
             from: vec![],
             allow: vec![],
+            rate: vec![],
+            queue: vec![],
             only: vec![],
             max_frames: 8,
             period: Duration::from_millis(2),
@@ -402,12 +453,26 @@ mod tests {
         assert_eq!(check(&c), Ok(()));
         c.allow = vec![("a".into(), vec![])];
         assert!(check(&c).unwrap_err().to_string().contains("--role writer"));
+        c.allow.clear();
+        c.queue = vec![("a".into(), 4)];
+        assert!(check(&c).unwrap_err().to_string().contains("--role writer"));
         let mut c = config(Role::Writer);
         c.from = vec![("a".into(), "x".into()), ("b".into(), "y".into())];
         c.allow = vec![("c".into(), vec![])];
         assert!(check(&c).unwrap_err().to_string().contains("no --from c"));
-        c.from[1].0 = "a".into();
         c.allow.clear();
+        c.rate = vec![("b".into(), 10), ("b".into(), 20)];
+        assert!(check(&c)
+            .unwrap_err()
+            .to_string()
+            .contains("--rate b=... is given twice"));
+        c.rate = vec![("c".into(), 10)];
+        assert!(check(&c)
+            .unwrap_err()
+            .to_string()
+            .contains("--rate c=...: no --from c"));
+        c.rate.clear();
+        c.from[1].0 = "a".into();
         assert!(check(&c).unwrap_err().to_string().contains("twice"));
         let speed = bulkhead_canwire::parse_trigger("SPEED<1").unwrap();
         c.from.pop();

@@ -5,6 +5,7 @@ use crate::frame::{CanId, Frame};
 use crate::vbus::Received;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
+use rustix::net::SendFlags;
 use socketcan::{CanFrame, CanSocket, EmbeddedFrame, ExtendedId, Id, Socket, StandardId};
 use std::fmt;
 use std::io;
@@ -81,6 +82,22 @@ impl SocketCan {
         let frame = to_socketcan(frame)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a classic frame"))?;
         self.socket.write_frame(&frame)
+    }
+
+    /// Transmits `frame` if the interface's transmit queue takes it at once: `Ok(false)`
+    /// when it is full (`EAGAIN`, or `ENOBUFS` as CAN drivers report a full queue).
+    pub fn try_send(&self, frame: &Frame) -> io::Result<bool> {
+        let bytes = frame
+            .to_can_frame_bytes()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        loop {
+            return match rustix::net::send(&self.socket, &bytes, SendFlags::DONTWAIT) {
+                Ok(_) => Ok(true),
+                Err(Errno::AGAIN | Errno::NOBUFS) => Ok(false),
+                Err(Errno::INTR) => continue,
+                Err(e) => Err(e.into()),
+            };
+        }
     }
 
     /// Receives a frame, waiting at most `timeout` (for ever if None; a zero

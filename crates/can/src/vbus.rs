@@ -24,7 +24,7 @@ use crate::frame::{Frame, CAN_FRAME_SIZE};
 use crate::timing;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
-use rustix::net::RecvFlags;
+use rustix::net::{RecvFlags, SendFlags};
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -520,6 +520,35 @@ impl Node {
             .to_can_frame_bytes()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         (&self.stream).write_all(&bytes)
+    }
+
+    /// Queues `frame` for transmission if that does not wait: `Ok(false)` when this node
+    /// already has [`MAX_PENDING_PER_NODE`] frames waiting and its socket is full.
+    pub fn try_send(&self, frame: &Frame) -> io::Result<bool> {
+        let bytes = frame
+            .to_can_frame_bytes()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        loop {
+            match rustix::net::send(&self.stream, &bytes, SendFlags::DONTWAIT) {
+                Ok(n) if n == bytes.len() => return Ok(true),
+                // A stream socket takes a 16-byte record whole or not at all (one buffer
+                // of its size, or EAGAIN); should it take part of one, the rest follows at
+                // once so that the bus never reads half a record.
+                Ok(n) => return (&self.stream).write_all(&bytes[n..]).map(|()| true),
+                Err(Errno::AGAIN) => return Ok(false),
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Shrinks this node's socket send buffer to the kernel's least, a few records: a
+    /// sender using [`Node::try_send`] then finds the bus full after the bus's own
+    /// [`MAX_PENDING_PER_NODE`] frames (which it arbitrates by id) and a few more, rather
+    /// than after hundreds queued in arrival order in the socket.
+    pub fn hold_few_frames(&self) -> io::Result<()> {
+        rustix::net::sockopt::set_socket_send_buffer_size(&self.stream, 1)?;
+        Ok(())
     }
 
     /// Receives the next frame another node sent, waiting at most `timeout`

@@ -3,7 +3,7 @@
 
 use bulkhead_can::bus::open_pair;
 use bulkhead_can::candump::{open_log, Reader};
-use bulkhead_can::gateway::{Gateway, PartitionLink, WIRE_SIZE};
+use bulkhead_can::gateway::{Gateway, Limit, PartitionLink, WIRE_SIZE};
 use bulkhead_can::mapper::Mapper;
 use bulkhead_can::vbus::{Bus, Node};
 use bulkhead_can::{CanId, Database, Frame};
@@ -70,7 +70,7 @@ impl Running {
             let mut events: Vec<Event> = Vec::new();
             while !flag.load(Ordering::Relaxed) {
                 reader.step(64, &mut events).unwrap();
-                writer.step(64).unwrap();
+                writer.step(64, bulkhead_task::clock::now_ns()).unwrap();
                 thread::sleep(Duration::from_millis(1));
             }
             events
@@ -105,6 +105,10 @@ fn link(partition: &str, to: &Channel, from: &Channel, allow: &[CanId]) -> Parti
         to_partition: to.sender().unwrap(),
         from_partition: from.receiver().unwrap(),
         allow: allow.iter().copied().collect(),
+        limit: Limit {
+            rate: 10_000,
+            queue: 64,
+        },
     }
 }
 

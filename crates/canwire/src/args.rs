@@ -31,7 +31,7 @@ impl Role {
     pub fn counter_names(self) -> &'static [&'static str] {
         match self {
             Role::Reader => &["rx_forwarded", "rx_dropped"],
-            Role::Writer => &["tx_sent", "tx_denied", "tx_malformed"],
+            Role::Writer => &["tx_sent", "tx_denied", "tx_malformed", "tx_dropped"],
         }
     }
 }
@@ -65,6 +65,20 @@ pub struct GatewayArgs {
         arg(long, value_name = "PARTITION=ID,ID,...", value_parser = parse_allow)
     )]
     pub allow: Vec<(String, Vec<CanId>)>,
+    /// Writer: frames per second the partition may send (a token bucket of --queue frames);
+    /// without it, its allowed ids' rates: each one's cycle time in --dbc, else 1000/s
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "PARTITION=N", value_parser = parse_count)
+    )]
+    pub rate: Vec<(String, u32)>,
+    /// Writer: the partition's frames that may wait in the gateway for the bus, and its
+    /// largest burst; without it, 4 per allowed id
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "PARTITION=N", value_parser = parse_count)
+    )]
+    pub queue: Vec<(String, u32)>,
     /// Reader: the only ids forwarded to the partition, hex (0x1A0) or decimal; a
     /// partition without --only gets every frame (a pipeline stage declares its ids)
     #[cfg_attr(
@@ -72,7 +86,9 @@ pub struct GatewayArgs {
         arg(long, value_name = "PARTITION=ID,ID,...", value_parser = parse_allow)
     )]
     pub only: Vec<(String, Vec<CanId>)>,
-    /// Reader: the bus's DBC, to decode the signals of --suspend-when and --resume-when
+    /// The bus's DBC: the reader decodes the signals of --suspend-when and --resume-when
+    /// with it; the writer takes its messages' cycle times (GenMsgCycleTime) as the default
+    /// rates
     #[cfg_attr(feature = "clap", arg(long, value_name = "PATH"))]
     pub dbc: Option<String>,
     /// Reader: count `ss.suspend_when` up each time this signal condition is met (stop-start)
@@ -98,6 +114,8 @@ impl GatewayArgs {
             to: Vec::new(),
             from: Vec::new(),
             allow: Vec::new(),
+            rate: Vec::new(),
+            queue: Vec::new(),
             only: Vec::new(),
             dbc: None,
             suspend_when: None,
@@ -119,6 +137,9 @@ impl GatewayArgs {
                 let ids: Vec<String> = ids.iter().map(|id| format!("{:#x}", id.raw())).collect();
                 argv.push(format!("--{flag}={p}={}", ids.join(",")));
             }
+        }
+        for (flag, counts) in [("rate", &self.rate), ("queue", &self.queue)] {
+            argv.extend(counts.iter().map(|(p, n)| format!("--{flag}={p}={n}")));
         }
         argv.extend(self.dbc.iter().map(|d| format!("--dbc={d}")));
         for (flag, t) in [
@@ -151,6 +172,17 @@ pub fn parse_link(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `PARTITION=N`, N a positive integer.
+pub fn parse_count(text: &str) -> Result<(String, u32), String> {
+    match text.rsplit_once('=') {
+        Some((p, n)) if !p.is_empty() => match n.parse::<u32>() {
+            Ok(n) if n > 0 => Ok((p.to_string(), n)),
+            _ => Err(format!("`{n}`: want a positive integer")),
+        },
+        _ => Err(format!("`{text}`: want PARTITION=N")),
+    }
+}
+
 /// `PARTITION=ID,ID,...` (no ids: the partition sends nothing).
 pub fn parse_allow(text: &str) -> Result<(String, Vec<CanId>), String> {
     match text.split_once('=') {
@@ -179,6 +211,9 @@ mod tests {
     fn the_command_line_reads_back_to_the_same_arguments() {
         let mut args = GatewayArgs::new(Role::Writer, "socketcan:vcan0");
         args.from = vec![("body".into(), "fd:3:4".into()), ("a b".into(), "x".into())];
+        args.rate = vec![("body".into(), 500)];
+        args.queue = vec![("a b".into(), 3), ("body".into(), 8)];
+        args.dbc = Some("/d/toyota.dbc".into());
         args.allow = vec![
             (
                 "body".into(),
@@ -216,6 +251,8 @@ mod tests {
         assert!(bad(&["--role=reader", "--bus=socketcan:"]).contains("interface name"));
         assert!(bad(&["--role=writer", "--bus=b", "--allow=p=speed"]).contains("`speed`"));
         assert!(bad(&["--role=writer", "--bus=b", "--from=p"]).contains("PARTITION=CHANNEL"));
+        assert!(bad(&["--role=writer", "--bus=b", "--rate=p=0"]).contains("positive integer"));
+        assert!(bad(&["--role=writer", "--bus=b", "--queue=p"]).contains("PARTITION=N"));
         assert!(
             bad(&["--role=reader", "--bus=b", "--suspend-when=SPEED"]).contains("--suspend-when")
         );

@@ -14,7 +14,7 @@ mod id;
 mod trigger;
 mod wire;
 
-pub use args::{parse_allow, parse_bus_spec, parse_link, GatewayArgs, Role};
+pub use args::{parse_allow, parse_bus_spec, parse_count, parse_link, GatewayArgs, Role};
 pub use id::{parse_ids, CanId, MAX_EXTENDED_ID, MAX_STANDARD_ID};
 pub use trigger::{parse_trigger, Trigger};
 pub use wire::{join, split, FRAME_SIZE, WIRE_SIZE};

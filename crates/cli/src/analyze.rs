@@ -38,6 +38,7 @@ pub fn run(args: Args) -> ExitCode {
     };
     let options = Options {
         deadline_cap: (args.deadline_cap * 10_000, 1_000_000),
+        ..Options::default()
     };
     let system = match crate::common::solved_system(&loaded.system, &args.file) {
         Ok(system) => system,

@@ -258,6 +258,8 @@ fn run_gateway(a: GatewayCmd) -> ExitCode {
         to: a.link.to,
         from: a.link.from,
         allow: a.link.allow,
+        rate: a.link.rate,
+        queue: a.link.queue,
         only: a.link.only,
         max_frames: a.max_frames as usize,
         period: a.period,

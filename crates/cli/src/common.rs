@@ -123,7 +123,7 @@ pub fn load_system(path: &Path) -> Result<Loaded, ExitCode> {
 pub fn load_system_on(path: &Path, host: Option<&Host>) -> Result<(Loaded, String), ExitCode> {
     let loaded = read_input(path, Input::Description).and_then(|bytes| {
         let dbcs = |s: &bulkhead_model::System, places: &Places| {
-            check_trigger_signals(s, path)?;
+            check_dbcs(s, path)?;
             host.map_or(Ok(()), |h| h.check(s, places))
         };
         let loaded = bulkhead_model::load_bytes_with(&bytes, &name(path), &dbcs)
@@ -154,24 +154,15 @@ pub fn this_machine() -> Host {
     }
 }
 
-/// Each stop-start trigger's signal must be in its bus's DBC, when the bus names one
-/// (relative to the description's directory): an error names the key path.
-fn check_trigger_signals(
-    system: &bulkhead_model::System,
-    description: &Path,
-) -> Result<(), (String, String)> {
-    let Some(ss) = &system.stop_start else {
-        return Ok(());
-    };
+/// Each bus's DBC must load (relative to the description's directory: the gateway's
+/// writer takes its messages' cycle times), and each stop-start trigger's signal must be
+/// in its bus's DBC: an error names the key path.
+fn check_dbcs(system: &bulkhead_model::System, description: &Path) -> Result<(), (String, String)> {
     let dir = match description.parent() {
         Some(d) if description != Path::new("-") => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
-    for (key, trigger) in ss.triggers() {
-        let Some((i, bus)) = (system.buses.iter().enumerate()).find(|(_, b)| b.name == trigger.bus)
-        else {
-            continue;
-        };
+    for (i, bus) in system.buses.iter().enumerate() {
         let Some(dbc) = &bus.dbc else { continue };
         let file = dir.join(dbc);
         let db = read_input(&file, Input::Dbc)
@@ -180,18 +171,21 @@ fn check_trigger_signals(
                     .map_err(|e| format!("{}: {e}", file.display()))
             })
             .map_err(|e| (format!("buses[{i}].dbc"), e))?;
-        let found = db
-            .messages()
-            .iter()
-            .any(|m| m.signals.iter().any(|s| s.name == trigger.signal));
-        if !found {
-            return Err((
-                format!("stop_start.{key}.signal"),
-                format!(
-                    "no signal `{}` in the DBC of bus `{}` ({dbc})",
-                    trigger.signal, bus.name
-                ),
-            ));
+        let triggers = system.stop_start.iter().flat_map(|ss| ss.triggers());
+        for (key, trigger) in triggers.filter(|(_, t)| t.bus == bus.name) {
+            let found = db
+                .messages()
+                .iter()
+                .any(|m| m.signals.iter().any(|s| s.name == trigger.signal));
+            if !found {
+                return Err((
+                    format!("stop_start.{key}.signal"),
+                    format!(
+                        "no signal `{}` in the DBC of bus `{}` ({dbc})",
+                        trigger.signal, bus.name
+                    ),
+                ));
+            }
         }
     }
     Ok(())

@@ -141,6 +141,42 @@ fn admission_refuses_an_overloaded_set_and_names_the_task() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// 100 SCHED_FIFO tasks on one CPU need 100 distinct levels of the 98: `run` refuses
+/// them before starting any, counting all 100 (it said "1 tasks", asking for each task's
+/// level alone), and leaves no cgroup behind.
+#[test]
+fn too_many_fifo_tasks_on_one_cpu_are_counted_in_the_refusal() {
+    if !is_root() {
+        return eprintln!("skipping: needs root");
+    }
+    let _lock = exclusive_cpus_lock();
+    let tasks: String = (0..100)
+        .map(|i| format!("      - {{name: t{i}, cmd: sleep 1, budget: 10us, period: 100ms}}\n"))
+        .collect();
+    let path = std::env::temp_dir().join(format!("bulkhead-rt-levels-{}.yaml", std::process::id()));
+    let src = format!(
+        "system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: fixed-priority\n    tasks:\n{tasks}"
+    );
+    std::fs::write(&path, src).unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["run", path.to_str().unwrap(), "--timeout", "2s"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let supervisor = run.id();
+    let out = run.wait_with_output().unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "partition `ctl`: CPU 0: 100 tasks need distinct SCHED_FIFO priorities but only 98 levels (1..=98) exist"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(cgroups_of(supervisor), Vec::<String>::new());
+}
+
 /// The workqueue cpumask and the default IRQ affinity before, 800 ms into and after a
 /// 1.5 s `bulkhead run FILE FLAG`, and its stderr; `None` (skipped) without root or the
 /// files. The caller holds `exclusive_cpus_lock`.

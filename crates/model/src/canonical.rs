@@ -355,8 +355,12 @@ fn bus(b: &Bus) -> Vec<String> {
     }
     for c in &b.clients {
         let ids: Vec<String> = c.allow.iter().map(|id| format!("{id:#x}")).collect();
+        let limits: String = [("rate", c.rate), ("queue", c.queue)]
+            .iter()
+            .filter_map(|(key, n)| n.map(|n| format!(", {key}: {n}")))
+            .collect();
         lines.push(format!(
-            "  - {{partition: {}, allow: [{}]}}",
+            "  - {{partition: {}, allow: [{}]{limits}}}",
             quote(&c.partition),
             ids.join(", ")
         ));

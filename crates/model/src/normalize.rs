@@ -674,6 +674,8 @@ impl Normalizer {
             .map(|c| BusClient {
                 partition: c.partition,
                 allow: c.allow.unwrap_or_default(),
+                rate: c.rate,
+                queue: c.queue,
             });
         Ok(Bus {
             name: non_empty(b.name, &child(path, "name"))?,

@@ -240,6 +240,8 @@ pub struct RawBus {
 pub struct RawBusClient {
     pub partition: String,
     pub allow: Option<Vec<u32>>,
+    pub rate: Option<u32>,
+    pub queue: Option<u32>,
 }
 
 impl<'de> Deserialize<'de> for PartitionEntry {

@@ -354,6 +354,12 @@ pub struct BusClient {
     pub partition: String,
     /// CAN ids the partition may send (ids above 0x7FF are 29-bit); others are dropped.
     pub allow: Vec<u32>,
+    /// `rate`: frames per second it may send through the gateway on average; `None`: the
+    /// gateway derives it from `allow` (each id's DBC cycle time, else 1000 a second).
+    pub rate: Option<u32>,
+    /// `queue`: its frames that may wait in the gateway for the bus, and its largest
+    /// burst; `None`: 4 per allowed id. Frames beyond `rate` or `queue` are dropped.
+    pub queue: Option<u32>,
 }
 
 impl Bus {

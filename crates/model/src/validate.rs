@@ -573,14 +573,41 @@ fn check_client(b: &Bus, c: &BusClient, names: &Names, path: &str) -> Result<()>
             "the gateway's own partition holds the bus; it is not a client",
         );
     }
-    match c.allow.iter().position(|&id| id > MAX_EXTENDED_ID) {
-        Some(k) => err(
+    if let Some(k) = c.allow.iter().position(|&id| id > MAX_EXTENDED_ID) {
+        return err(
             format!("{path}.allow[{k}]"),
             format!("{:#x} is not a CAN id (at most 0x1FFFFFFF)", c.allow[k]),
-        ),
-        None => Ok(()),
+        );
     }
+    let limits = [
+        (
+            "rate",
+            c.rate,
+            MAX_CLIENT_RATE,
+            "frames per second: a CAN bus carries fewer than 22000",
+        ),
+        ("queue", c.queue, MAX_CLIENT_QUEUE, "frames"),
+    ];
+    for (key, value, most, unit) in limits {
+        let Some(n) = value else { continue };
+        let key = format!("{path}.{key}");
+        if c.allow.is_empty() {
+            return err(
+                key,
+                "the partition may send no id (`allow` is empty): nothing to limit",
+            );
+        }
+        if n == 0 || n > most {
+            return err(key, format!("{n}: give 1 to {most} ({unit})"));
+        }
+    }
+    Ok(())
 }
+
+/// The most frames per second a bus client's `rate` may give.
+pub const MAX_CLIENT_RATE: u32 = 100_000;
+/// The most frames a bus client's `queue` may give.
+pub const MAX_CLIENT_QUEUE: u32 = 4096;
 
 fn warnings(n: &Normalized, names: &Names) -> Vec<PathError> {
     let mut out = Vec::new();

@@ -339,7 +339,13 @@ fn modes(rt: Vec<Partition>) -> impl Strategy<Value = Option<Modes>> {
 /// A bus owned by `gateway` (an rt partition) with `clients`, and its two gateway tasks.
 fn bus(gateway: String, clients: Vec<String>) -> impl Strategy<Value = (Bus, [Task; 2])> {
     let ids = proptest::collection::vec(0u32..0x2000_0000, 0..4);
-    let allows = proptest::collection::vec(ids, clients.len());
+    let limit = proptest::option::of(1u32..=1024);
+    // A client that may send nothing has no limits to set.
+    let client = (ids, limit.clone(), limit).prop_map(|(ids, rate, queue)| {
+        let some = !ids.is_empty();
+        (ids, rate.filter(|_| some), queue.filter(|_| some))
+    });
+    let allows = proptest::collection::vec(client, clients.len());
     let interface = proptest::option::of(Just("can0".to_string()));
     (duration(), duration(), 1u32..1000, interface, allows).prop_map(
         move |(extra, budget, depth, interface, allows)| {
@@ -347,9 +353,11 @@ fn bus(gateway: String, clients: Vec<String>) -> impl Strategy<Value = (Bus, [Ta
             let clients = clients
                 .iter()
                 .zip(allows)
-                .map(|(partition, allow)| BusClient {
+                .map(|(partition, (allow, rate, queue))| BusClient {
                     partition: partition.clone(),
                     allow,
+                    rate,
+                    queue,
                 })
                 .collect();
             let bus = Bus {

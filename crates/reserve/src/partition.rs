@@ -96,7 +96,12 @@ fn task_programs(system: &System, programs: &Programs) -> Result<Vec<Exec>> {
 /// partition's root domain; the message names the first failing task and the test that
 /// failed it, or the CPU and why.
 pub fn admit(system: &System, cap: (u64, u64)) -> Result<Report> {
-    let report = analyze_system_with(system, &Options { deadline_cap: cap });
+    // Admission needs the verdicts, not C max.
+    let options = Options {
+        deadline_cap: cap,
+        sensitivity: false,
+    };
+    let report = analyze_system_with(system, &options);
     admit_modes(&report)?;
     if let Some(t) = report.tasks.iter().find(|t| !t.schedulable) {
         return Err(Error::Invalid(format!(
@@ -319,7 +324,10 @@ impl RtPartitions {
             .iter()
             .filter(|p| p.kind == PartitionKind::Rt)
         {
-            let ranks = bulkhead_model::priority::ranks(&p.tasks);
+            let fifo = match p.scheduler {
+                Scheduler::FixedPriority => fifo_levels(report, p)?,
+                Scheduler::Edf => Vec::new(),
+            };
             let joins = self.v1_limits(p, h, options)?;
             let running = initial.partitions.iter().find(|v| v.name == p.name);
             for (ti, task) in p.tasks.iter().enumerate() {
@@ -354,12 +362,7 @@ impl RtPartitions {
                         DeadlineParams::for_task(now.budget, now.deadline, now.period)?
                             .reclaiming(p.reclaim),
                     ),
-                    (Some(_), Scheduler::FixedPriority) => {
-                        let rank = verdict.priority.map_or(ranks[ti], |r| r.saturating_sub(1));
-                        Policy::Fifo {
-                            priority: prio::fifo_priorities(&[rank], prio::TOP)?[0],
-                        }
-                    }
+                    (Some(_), Scheduler::FixedPriority) => Policy::Fifo { priority: fifo[ti] },
                 };
                 let spec = LinkSpec {
                     name: task.name.clone(),
@@ -833,6 +836,25 @@ fn initial_view(system: &System) -> System {
     initial
         .and_then(|name| system.in_mode(name))
         .unwrap_or_else(|| system.clone())
+}
+
+/// The SCHED_FIFO priority of each task of the fixed-priority partition `p`: from its
+/// position on the CPU the analysis placed it on (the rate/deadline-monotonic rank where
+/// the verdict has none), the levels of one CPU distinct ([`prio::fifo_priorities_per_cpu`]).
+fn fifo_levels(report: &Report, p: &Partition) -> Result<Vec<u32>> {
+    let ranks = bulkhead_model::priority::ranks(&p.tasks);
+    let mut placed = Vec::with_capacity(p.tasks.len());
+    for (task, &rank) in p.tasks.iter().zip(&ranks) {
+        let v = verdict(report, &p.name, &task.name).ok_or_else(|| {
+            Error::Invalid(format!("no analysis verdict for task `{}`", task.name))
+        })?;
+        placed.push((
+            v.cpu.as_str(),
+            v.priority.map_or(rank, |r| r.saturating_sub(1)),
+        ));
+    }
+    prio::fifo_priorities_per_cpu(&placed, prio::TOP)
+        .map_err(|e| Error::Invalid(format!("partition `{}`: {e}", p.name)))
 }
 
 /// The analysis verdict on a task: in the initial mode, else in the first mode that

@@ -16,6 +16,7 @@
 //! first-in first-out, which the response-time analysis of a total order does not model.
 
 use crate::error::{Error, Result};
+use std::collections::BTreeMap;
 
 /// The highest SCHED_FIFO priority given to a task. 99 is kept for the budget enforcer
 /// ([`crate::enforce`]), which must preempt the tasks it polices.
@@ -45,6 +46,27 @@ pub fn fifo_priorities(ranks: &[usize], top: u32) -> Result<Vec<u32>> {
             }
         })
         .collect()
+}
+
+/// The SCHED_FIFO priority of each task placed as `(cpu, rank)`, `rank` its position on
+/// that CPU (0 = highest): the tasks of one CPU get distinct levels from `top` down
+/// ([`fifo_priorities`]); tasks on different CPUs may share a level. Fails, naming the CPU
+/// and counting its tasks, when a CPU has more tasks than levels.
+pub fn fifo_priorities_per_cpu(placed: &[(&str, usize)], top: u32) -> Result<Vec<u32>> {
+    let mut by_cpu: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, (cpu, _)) in placed.iter().enumerate() {
+        by_cpu.entry(cpu).or_default().push(i);
+    }
+    let mut out = vec![0; placed.len()];
+    for (cpu, members) in by_cpu {
+        let ranks: Vec<usize> = members.iter().map(|&i| placed[i].1).collect();
+        let levels =
+            fifo_priorities(&ranks, top).map_err(|e| Error::Invalid(format!("CPU {cpu}: {e}")))?;
+        for (i, level) in members.into_iter().zip(levels) {
+            out[i] = level;
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -91,6 +113,23 @@ mod tests {
         let prio = fifo_priorities(&bulkhead_model::priority::ranks(&tasks), TOP).unwrap();
         // Every 1 ms task (A, B, G, H) outranks every 2 ms task (C-F); ties keep table order.
         assert_eq!(prio, vec![98, 97, 94, 93, 92, 91, 96, 95]);
+    }
+
+    /// 100 tasks on one CPU need 100 levels of the 98: the error counts all 100 (it said
+    /// "1 tasks" when each task's level was asked for alone); 60 on each of two CPUs
+    /// share the levels and fit.
+    #[test]
+    fn the_tasks_of_one_cpu_are_counted_together() {
+        let one: Vec<(&str, usize)> = (0..100).map(|r| ("0", r)).collect();
+        let e = fifo_priorities_per_cpu(&one, TOP).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "CPU 0: 100 tasks need distinct SCHED_FIFO priorities but only 98 levels (1..=98) exist"
+        );
+        let two: Vec<(&str, usize)> = (0..120).map(|i| (["0", "1"][i % 2], i / 2)).collect();
+        let levels = fifo_priorities_per_cpu(&two, TOP).unwrap();
+        assert_eq!(&levels[..4], [98, 98, 97, 97]);
+        assert_eq!(levels[119], 98 - 59);
     }
 
     #[test]

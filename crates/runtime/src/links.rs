@@ -12,10 +12,11 @@
 //!   of gateway messages (gateway to partition, partition to gateway); the client gets
 //!   `BULKHEAD_CAN_<BUS>` with both ([`bulkhead_canwire::env_var`]); the gateway's
 //!   reader and writer tasks get their command lines (`bulkhead can gateway`,
-//!   [`GatewayArgs`]). A pipeline stage with a `can:BUS:IDS` endpoint gets a link
-//!   of its own: one fifo channel from the gateway's reader (an input) or to its
-//!   writer (an output, allowlisted to the stage's ids), named in
-//!   [`stage_var`]`(BUS, PIPELINE, STAGE)`. Only the
+//!   [`GatewayArgs`]: the writer each client's allowlist, its `rate` and `queue` where the
+//!   description sets them, and the bus's DBC, whose cycle times give the others). A
+//!   pipeline stage with a `can:BUS:IDS` endpoint gets a link of its own: one fifo
+//!   channel from the gateway's reader (an input) or to its writer (an output,
+//!   allowlisted to the stage's ids), named in [`stage_var`]`(BUS, PIPELINE, STAGE)`. Only the
 //!   gateway partition keeps the host network: the others run in private network
 //!   namespaces ([`crate::isolation`]), so the channels are their only way to a bus.
 //! * Each best-effort partition with `listen` gets a TCP socket the supervisor binds and
@@ -95,6 +96,8 @@ impl Links {
                 if !ids.is_empty() {
                     writer.allow.push((p.clone(), ids));
                 }
+                writer.rate.extend(client.rate.map(|n| (p.clone(), n)));
+                writer.queue.extend(client.queue.map(|n| (p.clone(), n)));
                 let vars = out.env.entry(p.clone()).or_default();
                 vars.push((env_var(&bus.name), format!("{to},{from}")));
             }
@@ -103,6 +106,8 @@ impl Links {
                 out.stage_link(b, k, bus, link, &mut reader, &mut writer)?;
             }
             triggers(system, bus, &mut reader)?;
+            // The default limits of the clients come from the messages' cycle times.
+            writer.dbc = bus.dbc.clone();
             let gw = bus.gateway.clone();
             out.commands.insert(
                 (gw.clone(), bus.reader_task()),

@@ -8,15 +8,21 @@
 //!   fork (the partition's `pids.max`) is retried after a yield. Bounded only by pids.max.
 //! * [`io`]: writes and `fsync`s a file in `dir` (created and unlinked at once, so a
 //!   killed hog leaves nothing behind), then reads it back, in a loop.
+//! * [`can`]: writes frames of one CAN id into its partition's channel to the CAN gateway
+//!   as fast as the channel takes them (or one every `every`), so it meets its limits at
+//!   the gateway.
 //!
 //! The real-time tasks' counterpart is `bulkhead-periodic` in bulkhead-task. Every hog
 //! runs until it is killed; the supervisor kills it with its partition.
 
 pub mod be;
 
+use bulkhead_canwire::{client_channels, join, CanId, FRAME_SIZE};
+use bulkhead_chan::SendError;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::FromRawFd;
 use std::path::Path;
+use std::time::Duration;
 
 /// `threads` busy loops, forever (as many as the partition's pids.max lets it start).
 pub fn cpu(threads: u32) -> ! {
@@ -71,6 +77,47 @@ pub fn fork() -> ! {
             unsafe { libc::sched_yield() };
         }
     }
+}
+
+/// Frames of `id` into the channel of bus `bus` to the CAN gateway ([`client_channels`]):
+/// one every `every`, or as fast as the channel takes them (a full channel is retried
+/// after a yield), `count` of them or forever. Each frame carries the time it was
+/// written, ns since the Unix epoch (u64, little-endian), as its 8 data bytes: the
+/// virtual bus's timestamps are of the same clock, so a dump of the bus gives each
+/// frame's latency through the gateway. Returns the frames written.
+pub fn can(
+    bus: &str,
+    id: CanId,
+    every: Option<Duration>,
+    count: Option<u64>,
+) -> Result<u64, String> {
+    let (_, to_gateway) = client_channels(bus)?;
+    let mut tx = to_gateway.sender().map_err(|e| e.to_string())?;
+    let mut frame = [0u8; FRAME_SIZE];
+    let flag = if id.is_extended() { 0x8000_0000 } else { 0 };
+    frame[..4].copy_from_slice(&(id.raw() | flag).to_le_bytes());
+    frame[4] = 8;
+    let start = std::time::Instant::now();
+    let mut sent = 0u64;
+    while count.is_none_or(|n| sent < n) {
+        if let Some(every) = every {
+            let due = start + every * sent as u32;
+            std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
+        }
+        frame[8..].copy_from_slice(&unix_ns().to_le_bytes());
+        match tx.try_write(&join(0, 0, &frame)) {
+            Ok(()) => sent += 1,
+            Err(SendError::Full) => std::thread::yield_now(),
+            Err(e) => return Err(format!("bus {bus}: {e}")),
+        }
+    }
+    Ok(sent)
+}
+
+/// The time now, ns since the Unix epoch.
+fn unix_ns() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// Writes `file_bytes` with `fsync` to an unlinked file in `dir` and reads it back, forever.

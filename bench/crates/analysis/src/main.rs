@@ -10,6 +10,14 @@
 //!   from `C_i` with no quick test and no carried start value.
 //!
 //! The naive WCRTs are checked equal to the library's before timing counts.
+//!
+//! Then how the whole analysis scales with the number of tasks ([`scale`]): the shapes of
+//! `scale::SHAPES` with the numbers of tasks of `SCALE` (comma-separated, default
+//! `400,800,5000`), each loaded and analysed once, against the target of 5 s for 5,000
+//! tasks. With `SCALE_DIR` set, the descriptions are also written there
+//! (`<shape>-<n>.yaml`) to time `bulkhead analyze` itself.
+
+mod scale;
 
 use bulkhead_analysis::bounds::{hyperbolic, liu_layland};
 use bulkhead_analysis::edf::qpa;
@@ -129,11 +137,57 @@ fn main() {
         ms(base)
     );
     println!("target: full analysis <= 5 ms total");
+    let scaling = scaling();
     println!(
-        "{{\"sets\": {SETS}, \"tasks_per_set\": 10, \"schedulable\": {base_ok}, \"full_ms\": {:.3}, \"verdict_ms\": {:.3}, \"baseline_naive_rta_ms\": {:.3}, \"target_ms\": 5.0, \"within_target\": {}}}",
+        "{{\"sets\": {SETS}, \"tasks_per_set\": 10, \"schedulable\": {base_ok}, \"full_ms\": {:.3}, \"verdict_ms\": {:.3}, \"baseline_naive_rta_ms\": {:.3}, \"target_ms\": 5.0, \"within_target\": {}, \"scale\": {scaling}}}",
         ms(full),
         ms(verdict),
         ms(base),
         ms(full) <= 5.0
     );
+}
+
+/// Times every shape at every size of `SCALE`; prints a table and returns it as a JSON
+/// object `{"SHAPE": {"N": seconds, ...}, ..., "within_target": bool}`.
+fn scaling() -> String {
+    let sizes: Vec<usize> = std::env::var("SCALE")
+        .unwrap_or_else(|_| "400,800,5000".into())
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .parse()
+                .expect("SCALE: numbers of tasks, comma-separated")
+        })
+        .collect();
+    if let Some(dir) = std::env::var_os("SCALE_DIR") {
+        for shape in scale::SHAPES {
+            for &n in &sizes {
+                let path = std::path::Path::new(&dir).join(format!("{shape}-{n}.yaml"));
+                std::fs::write(path, scale::description(shape, n)).expect("SCALE_DIR");
+            }
+        }
+    }
+    println!("whole analysis (load, validate, analyze_system), seconds:");
+    println!(
+        "{:<16}{}",
+        "shape",
+        sizes.iter().map(|n| format!("{n:>10}")).collect::<String>()
+    );
+    let mut within = true;
+    let mut json = Vec::new();
+    for shape in scale::SHAPES {
+        let mut row = format!("{shape:<16}");
+        let mut cells = Vec::new();
+        for &n in &sizes {
+            let (took, schedulable) = scale::analyze(&scale::description(shape, n));
+            let s = took.as_secs_f64();
+            within &= n > 5000 || s <= 5.0;
+            row.push_str(&format!("{s:>9.3}{}", if schedulable { ' ' } else { '*' }));
+            cells.push(format!("\"{n}\": {s:.3}"));
+        }
+        println!("{row}");
+        json.push(format!("\"{shape}\": {{{}}}", cells.join(", ")));
+    }
+    println!("(* not schedulable) target: 5,000 tasks <= 5 s");
+    format!("{{{}, \"within_target\": {within}}}", json.join(", "))
 }

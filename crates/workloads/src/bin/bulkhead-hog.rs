@@ -1,13 +1,15 @@
-//! `bulkhead-hog cpu [--threads N] | mem [--bytes N] | fork | io [--dir D] [--bytes N]`:
-//! a best-effort hog that runs until killed (see the bulkhead-workloads crate docs).
-//! Exit 2 on bad arguments, 1 if the hog fails to start.
+//! `bulkhead-hog cpu [--threads N] | mem [--bytes N] | fork | io [--dir D] [--bytes N] |
+//! can --bus BUS --id ID [--every-us N] [--count N]`: a best-effort hog that runs until
+//! killed (see the bulkhead-workloads crate docs); `can` with `--count` ends after that
+//! many frames and prints `sent N`. Exit 2 on bad arguments, 1 if the hog fails.
 
 use std::process::ExitCode;
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("bulkhead-hog: {msg}");
     eprintln!(
-        "usage: bulkhead-hog cpu [--threads N] | mem [--bytes N] | fork | io [--dir D] [--bytes N]"
+        "usage: bulkhead-hog cpu [--threads N] | mem [--bytes N] | fork | io [--dir D] [--bytes N] \
+         | can --bus BUS --id ID [--every-us N] [--count N]"
     );
     ExitCode::from(2)
 }
@@ -15,11 +17,13 @@ fn usage(msg: &str) -> ExitCode {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(kind) = args.first() else {
-        return usage("which hog? cpu, mem, fork or io");
+        return usage("which hog? cpu, mem, fork, io or can");
     };
     let mut threads = 1u32;
     let mut bytes: Option<u64> = None;
     let mut dir = std::env::temp_dir();
+    let (mut bus, mut id) = (None, None);
+    let (mut every, mut count) = (None, None);
     let mut rest = args[1..].iter();
     while let Some(flag) = rest.next() {
         let Some(value) = rest.next() else {
@@ -41,6 +45,19 @@ fn main() -> ExitCode {
                 Err(e) => return usage(&e),
             },
             ("io", "--dir") => dir = value.into(),
+            ("can", "--bus") => bus = Some(value.clone()),
+            ("can", "--id") => match bulkhead_canwire::parse_ids(value).as_deref() {
+                Ok([one]) => id = Some(*one),
+                _ => return usage(&format!("--id: `{value}` is not one CAN id")),
+            },
+            ("can", "--every-us") => match number() {
+                Ok(n) => every = Some(std::time::Duration::from_micros(n)),
+                Err(e) => return usage(&e),
+            },
+            ("can", "--count") => match number() {
+                Ok(n) => count = Some(n),
+                Err(e) => return usage(&e),
+            },
             _ => return usage(&format!("`{flag}` is not an option of `{kind}`")),
         }
     }
@@ -54,6 +71,21 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
+        "can" => {
+            let (Some(bus), Some(id)) = (bus, id) else {
+                return usage("can needs --bus BUS and --id ID");
+            };
+            match bulkhead_workloads::can(&bus, id, every, count) {
+                Ok(sent) => {
+                    println!("sent {sent}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("bulkhead-hog: can: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         other => usage(&format!("unknown hog `{other}`")),
     }
 }
