@@ -368,10 +368,12 @@ fn gateway(args: &[&str]) -> Command {
 }
 
 /// Waits until the gateway process holds the sending end of `channel` (it attached
-/// to the bus before opening its channels), or panics after 10 s.
+/// to the bus before opening its channels), or panics after 10 s. It reads the
+/// writer's pid from the control words: attaching as the writer to find out would
+/// hold the end for a moment and refuse the gateway ("held by live process").
 fn wait_until_claimed(channel: &Channel, gateway: &mut Reaped) {
     let end = Instant::now() + Duration::from_secs(10);
-    while channel.sender().is_ok() {
+    while channel.counters().unwrap().writer.pid == 0 {
         assert!(
             gateway.0.try_wait().unwrap().is_none(),
             "the gateway exited early"

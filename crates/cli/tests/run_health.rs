@@ -65,7 +65,7 @@ fn repeated_misses_switch_the_system_to_its_degraded_mode() {
     };
     let scratch = Scratch::new("health-miss");
     let yaml = format!(
-        "system: {{cpus: 0-1}}\npartitions:\n  - name: hm-ctl\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - name: late\n        cmd: {} --exec-us 15000\n        budget: 9ms\n        period: 10ms\n        health: {{on_miss: {{misses: 3, within: 1s, action: {{mode: safe}}}}}}\nmodes:\n  initial: normal\n  agent: {{budget: 100us, period: 100ms}}\n  table:\n    - name: normal\n      partitions:\n        hm-ctl: {{tasks: [late]}}\n    - name: safe\n      partitions:\n        hm-ctl: {{tasks: [{{name: late, period: 20ms, deadline: 20ms}}]}}\n",
+        "system: {{cpus: 0-1}}\npartitions:\n  - name: hm-ctl\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - name: late\n        cmd: {} --exec-us 15000\n        budget: 8ms\n        period: 10ms\n        health: {{on_miss: {{misses: 3, within: 1s, action: {{mode: safe}}}}}}\nmodes:\n  initial: normal\n  agent: {{budget: 100us, period: 100ms}}\n  table:\n    - name: normal\n      partitions:\n        hm-ctl: {{tasks: [late]}}\n    - name: safe\n      partitions:\n        hm-ctl: {{tasks: [{{name: late, period: 20ms, deadline: 20ms}}]}}\n",
         periodic.display()
     );
     let (code, stderr) = run(&scratch, &yaml, "2s");
