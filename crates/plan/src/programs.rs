@@ -19,8 +19,8 @@
 //! looks its programs up in the partition's `PATH`: bulkhead's directory, then
 //! `/usr/local/bin:/usr/bin:/bin` ([`DEFAULT_PATH`]), unless `path` says otherwise.
 //!
-//! What the sandbox must keep visible ([`Exec::needs`]): the program, the script an
-//! interpreter is given as its first argument, and the directories of the partition's
+//! What the sandbox must keep visible ([`Exec::needs`]): the program, the files its
+//! arguments name (the script an interpreter is given, a log to replay), and the directories of the partition's
 //! `PATH`, each as an absolute path with its symbolic links resolved. The launcher
 //! shows those that a private `/tmp` or `/dev/shm` would hide, read-only
 //! (`bulkhead_os::sandbox::Mounts`).
@@ -191,10 +191,11 @@ pub fn plan_command(cmd: &str, cwd: &Path, search: &Search) -> Result<Exec, Comm
     if !needs_shell {
         let path = resolve(first, cwd, search)?;
         needs.extend(canonical(&path));
-        needs.extend(script_argument(&words, cwd));
+        needs.extend(file_arguments(&words, cwd));
         let argv = words.iter().map(|w| w.to_string()).collect();
         return Ok(Exec { path, argv, needs });
     }
+    needs.extend(file_arguments(&words, cwd));
     // `exec` runs programs only: a word the shell runs itself (`exit`, `cd`, `umask`,
     // `exec` itself) is left to the shell as it is.
     let script = if is_compound(cmd) || first.contains('=') || shell_own {
@@ -286,12 +287,18 @@ fn canonical(path: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(path).ok()
 }
 
-/// The script an interpreter is given: the first argument after the program that is
-/// not an option and names an existing file (from `cwd`).
-fn script_argument(words: &[&str], cwd: &Path) -> Option<PathBuf> {
-    let arg = words.iter().skip(1).find(|w| !w.starts_with('-'))?;
-    let path = cwd.join(arg);
-    path.is_file().then(|| canonical(&path)).flatten()
+/// The files a command names as arguments (`script.py`, `--replay=log.gz`, `/tmp/x/log`),
+/// relative to `cwd` unless absolute: a plain word, or the value of a `--flag=value`,
+/// that is an existing regular file. The program's own script is the first of them.
+fn file_arguments(words: &[&str], cwd: &Path) -> Vec<PathBuf> {
+    let values = words.iter().skip(1);
+    let values = values.map(|w| w.split_once('=').map_or(*w, |(_, v)| v));
+    let files = values.filter(|v| is_plain(v) && !v.starts_with('-'));
+    files
+        .map(|v| cwd.join(v))
+        .filter(|p| p.is_file())
+        .filter_map(|p| canonical(&p))
+        .collect()
 }
 
 /// Where a command is in the description.

@@ -166,6 +166,35 @@ fn a_process_needs_its_program_its_script_and_its_path() {
     assert!(!e.needs.iter().any(|p| p.ends_with("absent.py")), "{e:?}");
 }
 
+/// A file named anywhere in the arguments (a log to replay, `--flag=FILE`), by a
+/// relative or an absolute path, is kept visible too: under a private /tmp the program
+/// would not find it otherwise.
+#[test]
+fn a_process_needs_every_file_its_arguments_name() {
+    let dir = Dir::new("args");
+    let prog = dir.file("bin/prog", true);
+    let log = dir.file("data/log.gz", false);
+    let conf = dir.file("work/c.yaml", false);
+    let h = host(&dir.0.join("work"), Some(&dir.0.join("bin")));
+    let cmd = format!(
+        "prog plant --replay {} --config=c.yaml --iface can0",
+        log.display()
+    );
+    let e = plan_in(&cmd, &h).unwrap();
+    assert!(e.needs.contains(&prog), "{e:?}");
+    assert!(e.needs.contains(&log), "{e:?}");
+    assert!(e.needs.contains(&conf), "{e:?}");
+    assert!(
+        !e.needs
+            .iter()
+            .any(|p| p.ends_with("can0") || p.ends_with("plant")),
+        "{e:?}"
+    );
+    // The same through the shell (a redirection): the program's arguments still count.
+    let e = plan_in(&format!("{cmd} > out.txt"), &h).unwrap();
+    assert!(e.needs.contains(&log), "{e:?}");
+}
+
 fn load(yaml: &str) -> System {
     bulkhead_model::load_bytes(yaml.as_bytes(), "t.yaml")
         .unwrap()
