@@ -64,8 +64,13 @@ fn description(dir: &Path, edit: impl Fn(String) -> String) -> PathBuf {
     path
 }
 
+/// The repository's directory, without `..`: a be partition under a private /tmp sees a
+/// file the command names at its real path only (the directories around it are hidden).
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// The example with the attacker in the adas partition.
