@@ -22,6 +22,10 @@ export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261128}"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --release
+# The debug build of every package: integration tests run other packages' programs and
+# link the C client's static library from target/debug, which `cargo test` alone does
+# not build.
+cargo build --workspace
 # Every crate's tests, among them the conformance suite (docs/conformance.md): as root
 # its `run` executor runs each scenario with target/release/bulkhead.
 cargo test
