@@ -27,11 +27,6 @@ fn bulkhead() -> PathBuf {
     path
 }
 
-fn is_root() -> bool {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc::getuid() == 0 }
-}
-
 /// Serializes the suites that take CPUs exclusively (as crates/cli's do).
 fn exclusive_cpus_lock() -> std::fs::File {
     let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
@@ -166,11 +161,8 @@ fn counter(log: &str, name: &str) -> Option<u64> {
 }
 
 #[test]
+#[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn the_vehicle_runs_in_closed_loop_and_the_allowlist_holds() {
-    if !is_root() {
-        eprintln!("skipped: bulkhead run of rt partitions needs root");
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let Run {
         code,
@@ -262,11 +254,8 @@ fn the_vehicle_runs_in_closed_loop_and_the_allowlist_holds() {
 /// and every frame taken from the bus reaches both read mappers; the controller runs
 /// open loop.
 #[test]
+#[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn the_rav4_log_replayed_reaches_the_instrument_cluster() {
-    if !is_root() {
-        eprintln!("skipped: bulkhead run of rt partitions needs root");
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let log = repo().join("crates/can/tests/data/comma2k19_rav4_seg40_excerpt.log.gz");
     let replay = format!("plant --bus car --replay {} --iface can0", log.display());

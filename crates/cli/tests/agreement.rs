@@ -5,7 +5,7 @@
 //! WCRT exactly. Observed from outside: `analyze --json` and `sim --stats-json`.
 
 mod common;
-use common::{exclusive_cpus_lock, is_root, Running, Scratch};
+use common::{exclusive_cpus_lock, Running, Scratch};
 use serde_json::Value;
 use std::process::Stdio;
 use std::time::Duration;
@@ -97,11 +97,8 @@ fn fixed_priority_on_two_cpus_is_partitioned_in_sim_as_analysed() {
 /// which fits on no one CPU) runs: its tasks take SCHED_DEADLINE in one exclusive cpuset
 /// over both CPUs, none pinned to one (it was EBUSY: both pinned to the first CPU).
 #[test]
+#[ignore = "needs root: SCHED_DEADLINE, cpusets"]
 fn a_two_cpu_edf_partition_runs_as_global_edf() {
-    if !is_root() {
-        eprintln!("skipping: needs root (SCHED_DEADLINE, cpusets)");
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("agree-gedf");
     let file = scratch.file("gedf.yaml");
@@ -163,13 +160,8 @@ fn cpus_allowed(pid: u32) -> String {
 }
 
 /// A one-CPU EDF partition of 92.5%: under the kernel's 95% cap, but over what tasks may
-/// reserve beside the kernel's fair server (5% of each CPU since Linux 6.12). `analyze`
-/// refuses it naming the fair server, and `run`'s admission refuses it before anything
-/// starts (found by the conformance suite: `analyze` admitted it and `run` failed
-/// starting the second task with EBUSY).
-#[test]
-fn an_edf_partition_over_the_fair_servers_share_is_refused_by_analyze_and_run() {
-    let scratch = Scratch::new("agree-fair");
+/// reserve beside the kernel's fair server (5% of each CPU since Linux 6.12).
+fn over_the_fair_servers_share(scratch: &Scratch) -> std::path::PathBuf {
     let file = scratch.file("fair.yaml");
     let task = |name: &str, budget: &str, period: &str| {
         format!(
@@ -183,6 +175,15 @@ fn an_edf_partition_over_the_fair_servers_share_is_refused_by_analyze_and_run() 
         task("b", "4200us", "8ms")
     );
     std::fs::write(&file, yaml).unwrap();
+    file
+}
+
+/// `analyze` refuses an EDF partition over the fair server's share, naming the fair
+/// server (found by the conformance suite: `analyze` admitted it).
+#[test]
+fn an_edf_partition_over_the_fair_servers_share_is_refused_by_analyze() {
+    let scratch = Scratch::new("agree-fair-analyze");
+    let file = over_the_fair_servers_share(&scratch);
     let out = common::bulkhead()
         .arg("analyze")
         .arg(&file)
@@ -191,11 +192,17 @@ fn an_edf_partition_over_the_fair_servers_share_is_refused_by_analyze_and_run() 
     let report = common::text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{report}");
     assert!(report.contains("fair server"), "{report}");
-    if !is_root() {
-        eprintln!("skipping the run: needs root (SCHED_DEADLINE, cpusets)");
-        return;
-    }
+}
+
+/// `run`'s admission refuses an EDF partition over the fair server's share before
+/// anything starts (found by the conformance suite: `run` failed starting the second
+/// task with EBUSY).
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE, cpusets"]
+fn an_edf_partition_over_the_fair_servers_share_is_refused_by_run() {
     let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("agree-fair-run");
+    let file = over_the_fair_servers_share(&scratch);
     let out = common::bulkhead()
         .arg("run")
         .arg(&file)

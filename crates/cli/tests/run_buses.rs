@@ -6,7 +6,7 @@
 //! the schedule log, `chrt`, what is left afterwards.
 
 mod common;
-use common::{bulkhead, deadline_children, exclusive_cpus_lock, is_root, shm_objects, Scratch};
+use common::{bulkhead, deadline_children, exclusive_cpus_lock, shm_objects, Scratch};
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
@@ -50,11 +50,8 @@ buses:
 }
 
 #[test]
+#[ignore = "needs root: SCHED_DEADLINE, cgroups, users and namespaces"]
 fn the_gateway_alone_holds_the_bus_and_filters_what_a_partition_sends() {
-    if !is_root() {
-        eprintln!("skipping: needs root for SCHED_DEADLINE, cgroups, users and namespaces");
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("buses");
     let bus = format!("bh-test-{}", std::process::id());
@@ -224,11 +221,8 @@ buses:
 }
 
 #[test]
+#[ignore = "needs root: make a veth pair"]
 fn an_interface_that_is_not_can_is_refused_with_the_bus_position_before_anything_moves() {
-    if !is_root() {
-        eprintln!("skipping: needs root to make a veth pair");
-        return;
-    }
     let Some(veth) = Veth::create("nc") else {
         return;
     };
@@ -261,11 +255,8 @@ fn an_interface_that_is_not_can_is_refused_with_the_bus_position_before_anything
 }
 
 #[test]
+#[ignore = "needs root: namespaces and interfaces"]
 fn a_socketcan_interface_is_only_in_the_gateways_namespace_while_it_runs() {
-    if !is_root() {
-        eprintln!("skipping: needs root for namespaces and interfaces");
-        return;
-    }
     // This kernel has no CAN: one end of a veth pair stands in for can0 (an interface
     // moves between namespaces the same way, whatever its kind), which the bus allows
     // with `allow_non_can`.

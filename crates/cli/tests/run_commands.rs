@@ -4,7 +4,7 @@
 //! files the commands write, the exit code and the message. Needs root (rt tasks).
 
 mod common;
-use common::{exclusive_cpus_lock, is_root, Scratch};
+use common::{exclusive_cpus_lock, Scratch};
 use std::process::Output;
 
 /// Runs a description with one rt task `cmd` (in `scratch`, its working directory) for 1 s.
@@ -20,18 +20,9 @@ fn run_rt_task(scratch: &Scratch, cmd: &str) -> Output {
         .unwrap()
 }
 
-fn skip() -> bool {
-    if !is_root() {
-        eprintln!("skipping: rt tasks need root");
-    }
-    !is_root()
-}
-
 #[test]
+#[ignore = "needs root: rt tasks"]
 fn a_compound_rt_command_runs_every_part() {
-    if skip() {
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("cmd-compound");
     let out = run_rt_task(&scratch, "true && touch b-ran");
@@ -43,10 +34,8 @@ fn a_compound_rt_command_runs_every_part() {
 }
 
 #[test]
+#[ignore = "needs root: rt tasks"]
 fn an_assignment_before_an_rt_command_sets_the_variable() {
-    if skip() {
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("cmd-assign");
     let script = scratch.file("t");
@@ -62,10 +51,8 @@ fn an_assignment_before_an_rt_command_sets_the_variable() {
 }
 
 #[test]
+#[ignore = "needs root: rt tasks"]
 fn a_missing_rt_program_is_reported_up_front_with_its_position() {
-    if skip() {
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("cmd-missing");
     let out = run_rt_task(&scratch, "./no-such-task-program");
@@ -82,10 +69,8 @@ fn a_missing_rt_program_is_reported_up_front_with_its_position() {
 }
 
 #[test]
+#[ignore = "needs root: rt tasks"]
 fn an_rt_task_that_ends_before_the_stop_fails_the_run_naming_it() {
-    if skip() {
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("cmd-ends");
     let out = run_rt_task(&scratch, "sh -c 'exit 3'");
@@ -98,10 +83,8 @@ fn an_rt_task_that_ends_before_the_stop_fails_the_run_naming_it() {
 }
 
 #[test]
+#[ignore = "needs root: rt tasks"]
 fn a_be_process_that_fails_is_reported_with_its_status() {
-    if skip() {
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("cmd-be-fails");
     let file = scratch.file("system.yaml");
@@ -152,10 +135,8 @@ fn lines(scratch: &Scratch, name: &str) -> usize {
 }
 
 #[test]
+#[ignore = "needs root: rt tasks"]
 fn an_sc_process_that_ends_before_the_stop_fails_the_run_naming_it_with_its_status() {
-    if skip() {
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("cmd-win-fails");
     let (code, stderr) = run_yaml(
@@ -175,10 +156,8 @@ fn an_sc_process_that_ends_before_the_stop_fails_the_run_naming_it_with_its_stat
 }
 
 #[test]
+#[ignore = "needs root: rt tasks"]
 fn a_windowed_be_process_that_fails_is_a_warning_with_its_status() {
-    if skip() {
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("cmd-win-be-fails");
     let (code, stderr) = run_yaml(
@@ -196,10 +175,8 @@ fn a_windowed_be_process_that_fails_is_a_warning_with_its_status() {
 }
 
 #[test]
+#[ignore = "needs root: rt tasks"]
 fn a_required_be_process_that_exits_fails_the_run() {
-    if skip() {
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("cmd-required");
     let (code, stderr) = run_yaml(
@@ -215,10 +192,8 @@ fn a_required_be_process_that_exits_fails_the_run() {
 }
 
 #[test]
+#[ignore = "needs root: rt tasks"]
 fn a_be_process_restarted_on_failure_stops_at_its_start_limit() {
-    if skip() {
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("cmd-restart-limit");
     let (code, stderr) = run_yaml(
@@ -236,10 +211,8 @@ fn a_be_process_restarted_on_failure_stops_at_its_start_limit() {
 }
 
 #[test]
+#[ignore = "needs root: rt tasks"]
 fn a_required_be_process_that_exhausts_its_restarts_fails_the_run() {
-    if skip() {
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("cmd-restart-required");
     let (code, stderr) = run_yaml(
@@ -255,10 +228,8 @@ fn a_required_be_process_that_exhausts_its_restarts_fails_the_run() {
 }
 
 #[test]
+#[ignore = "needs root: rt tasks"]
 fn a_be_process_restarted_always_waits_its_restart_delay() {
-    if skip() {
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("cmd-restart-always");
     let (code, stderr) = run_yaml(
@@ -277,10 +248,8 @@ fn a_be_process_restarted_always_waits_its_restart_delay() {
 /// process), but its programs get back the limit it was started with: an rt task and a
 /// windowed process each write the soft limit they see.
 #[test]
+#[ignore = "needs root: rt tasks"]
 fn programs_get_the_descriptor_limit_the_supervisor_was_started_with() {
-    if skip() {
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("cmd-fd-limit");
     let file = scratch.file("system.yaml");

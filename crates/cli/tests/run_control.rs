@@ -4,7 +4,7 @@
 //! running through all of it.
 
 mod common;
-use common::{ctl, ctl_ok, exclusive_cpus_lock, is_root, text, wait_for, Running};
+use common::{ctl, ctl_ok, exclusive_cpus_lock, text, wait_for, Running};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
@@ -32,11 +32,8 @@ fn raw(path: &Path, bytes: &[u8]) -> String {
 }
 
 #[test]
+#[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn ctl_talks_to_a_running_system_and_bad_peers_do_not_disturb_it() {
-    if !is_root() {
-        eprintln!("skipping: needs root for SCHED_DEADLINE and cpusets");
-        return;
-    }
     let periodic = common::bin("bulkhead-periodic");
     if !periodic.exists() {
         eprintln!("skipping: {} is not built", periodic.display());
@@ -154,11 +151,8 @@ fn ctl_talks_to_a_running_system_and_bad_peers_do_not_disturb_it() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn a_window_schedule_serves_the_socket_between_its_windows() {
-    if !is_root() {
-        eprintln!("skipping: needs root for cgroups");
-        return;
-    }
     // CPU 0 is the other test's exclusive rt CPU: not at the same time.
     let _lock = exclusive_cpus_lock();
     let dir = Dir(std::env::temp_dir().join(format!("bulkhead-ctlwin-{}", std::process::id())));

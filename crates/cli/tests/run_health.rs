@@ -3,7 +3,7 @@
 //! `health_action` and mode events. Needs root (cgroups, SCHED_DEADLINE).
 
 mod common;
-use common::{exclusive_cpus_lock, is_root, Scratch};
+use common::{exclusive_cpus_lock, Scratch};
 
 fn run(scratch: &Scratch, yaml: &str, timeout: &str) -> (Option<i32>, String) {
     let file = scratch.file("system.yaml");
@@ -25,11 +25,8 @@ fn run(scratch: &Scratch, yaml: &str, timeout: &str) -> (Option<i32>, String) {
 /// An exiting process is restarted by `on_exit`, and after two restarts the escalation
 /// stops the run, which fails.
 #[test]
+#[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn an_exiting_process_is_restarted_then_the_escalation_stops_the_run() {
-    if !is_root() {
-        eprintln!("skipping: needs root");
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("health-exit");
     let (code, stderr) = run(
@@ -109,11 +106,8 @@ fn repeated_misses_switch_the_system_to_its_degraded_mode() {
 
 /// `run` refuses what it does not carry out yet, before anything starts.
 #[test]
+#[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn run_refuses_a_supervision_it_does_not_carry_out() {
-    if !is_root() {
-        eprintln!("skipping: needs root");
-        return;
-    }
     let scratch = Scratch::new("health-refused");
     let (code, stderr) = run(
         &scratch,
@@ -133,11 +127,8 @@ fn run_refuses_a_supervision_it_does_not_carry_out() {
 /// what `bulkhead_heartbeat()` sends) is restarted by its watchdog; one that keeps
 /// beating is left alone.
 #[test]
+#[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn a_silent_process_is_restarted_by_its_watchdog() {
-    if !is_root() {
-        eprintln!("skipping: needs root");
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("health-watchdog");
     // Backslashes doubled for YAML's double-quoted string.

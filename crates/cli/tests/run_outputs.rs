@@ -4,7 +4,7 @@
 //! the option. Observed from outside: exit code and message. Needs root (cgroups).
 
 mod common;
-use common::{exclusive_cpus_lock, is_root, Scratch};
+use common::{exclusive_cpus_lock, Scratch};
 use std::process::Output;
 
 /// A window schedule of one process (20 ms windows).
@@ -32,18 +32,9 @@ fn assert_fails_naming(scratch: &Scratch, description: &str, flag: &str, path: &
     assert!(!stderr.contains("system.yaml"), "{flag} {path}: {stderr}");
 }
 
-fn skip() -> bool {
-    if !is_root() {
-        eprintln!("skipping: `run` needs root for cgroups");
-    }
-    !is_root()
-}
-
 #[test]
+#[ignore = "needs root: cgroups"]
 fn an_output_that_cannot_be_created_is_reported_against_its_option_before_the_run() {
-    if skip() {
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("out-create");
     let marker = scratch.file("started");
@@ -55,10 +46,8 @@ fn an_output_that_cannot_be_created_is_reported_against_its_option_before_the_ru
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn an_output_that_cannot_be_written_fails_a_window_schedule_naming_its_option() {
-    if skip() {
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("out-windows");
     for flag in ["--schedule-log", "--trace"] {
@@ -69,10 +58,8 @@ fn an_output_that_cannot_be_written_fails_a_window_schedule_naming_its_option() 
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn an_output_that_cannot_be_written_fails_an_rt_run_naming_its_option() {
-    if skip() {
-        return;
-    }
     let periodic = common::bin("bulkhead-periodic");
     if !periodic.exists() {
         eprintln!("skipping: {} is not built", periodic.display());
@@ -92,10 +79,8 @@ fn an_output_that_cannot_be_written_fails_an_rt_run_naming_its_option() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn the_trace_of_an_rt_run_holds_its_jobs_as_slices_on_their_cpu() {
-    if skip() {
-        return;
-    }
     let periodic = common::bin("bulkhead-periodic");
     if !periodic.exists() {
         eprintln!("skipping: {} is not built", periodic.display());

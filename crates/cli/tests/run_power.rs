@@ -3,7 +3,7 @@
 //! files' final contents (restored), restoring after a SIGKILL, clear errors.
 
 mod common;
-use common::{is_root, Scratch};
+use common::Scratch;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
@@ -130,11 +130,8 @@ fn assert_restored(root: &Path) {
 const SC_BE: &str = "windows: [{length: 100, cpu: 0, sc_processes: [{cmd: sleep 30, budget: 40}], be_processes: [{cmd: sleep 30, budget: 100}]}]\n";
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn minbe_switches_at_each_window_and_be_start_and_restores() {
-    if !is_root() {
-        eprintln!("skipping: needs root for cgroups");
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (_dir, root, changes, _) = run("power-minbe", "minbe", SC_BE, "350ms");
     let mut expected = Vec::new();
@@ -152,11 +149,8 @@ fn minbe_switches_at_each_window_and_be_start_and_restores() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn high_and_low_write_once() {
-    if !is_root() {
-        eprintln!("skipping: needs root for cgroups");
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (_dir, root, changes, _) = run("power-low", "low", SC_BE, "250ms");
     assert_eq!(changes, [(0, 0, 600_000), (0, 1, 600_000)]);
@@ -184,11 +178,8 @@ windows:
 ";
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn per_slice_writes_each_window_s_slice_frequencies_and_restores() {
-    if !is_root() {
-        eprintln!("skipping: needs root for cgroups");
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (_dir, root, changes, _) = run("power-ps", "per_slice", PER_SLICE, "350ms");
     assert_eq!(
@@ -210,11 +201,8 @@ fn per_slice_writes_each_window_s_slice_frequencies_and_restores() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn fixed_and_alternating_write_the_indexed_frequencies_and_restore() {
-    if !is_root() {
-        eprintln!("skipping: needs root for cgroups");
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (_dir, root, changes, _) = run("power-fixed", "imx8_fixed:1,2", SC_BE, "250ms");
     assert_eq!(changes, [(0, 0, 896_000), (0, 1, 1_296_000)]);
@@ -256,11 +244,8 @@ windows:
 ";
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn per_process_uses_the_frequencies_of_a_demos_config() {
-    if !is_root() {
-        eprintln!("skipping: needs root for cgroups");
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (_dir, root, changes, _) = run("power-pp", "per_process", PER_PROCESS2, "420ms");
     // As in bulkhead-power's policies test: SC1 at 1200 MHz on CPU 0; the BE processes
@@ -280,11 +265,8 @@ fn per_process_uses_the_frequencies_of_a_demos_config() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn a_killed_run_s_settings_are_restored_by_the_next_run() {
-    if !is_root() {
-        eprintln!("skipping: needs root for cgroups");
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _clean = common::CleanLeftovers;
     let dir = Scratch::new("power-kill");
@@ -331,11 +313,8 @@ fn a_killed_run_s_settings_are_restored_by_the_next_run() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn missing_or_unwritable_cpufreq_is_a_clear_error_and_changes_nothing() {
-    if !is_root() {
-        eprintln!("skipping: needs root for cgroups");
-        return;
-    }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = Scratch::new("power-missing");
     let desc = dir.file("system.yaml");

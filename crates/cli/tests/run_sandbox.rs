@@ -4,7 +4,7 @@
 //! secret in a variable). Needs root (rt tasks, partition uids).
 
 mod common;
-use common::{exclusive_cpus_lock, is_root, Scratch};
+use common::{exclusive_cpus_lock, Scratch};
 
 /// What `probe.sh <file>` writes: its NoNewPrivs line, then its environment.
 const PROBE: &str =
@@ -77,11 +77,8 @@ fn assert_sandboxed(kind: &str, seen: &str, stderr: &str) {
 }
 
 #[test]
+#[ignore = "needs root: rt tasks and partition uids need root"]
 fn partition_processes_run_without_new_privileges_in_a_clean_environment() {
-    if !is_root() {
-        eprintln!("skipping: rt tasks and partition uids need root");
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("sandbox-probe");
     let (rt, be, stderr) = probe_both(&scratch, "");
@@ -98,11 +95,8 @@ fn partition_processes_run_without_new_privileges_in_a_clean_environment() {
 /// partition only: its process sees the supervisor's environment and may gain
 /// privileges; the rt partition beside it keeps its sandbox.
 #[test]
+#[ignore = "needs root: rt tasks and partition uids need root"]
 fn a_partitions_sandbox_can_be_relaxed_by_name() {
-    if !is_root() {
-        eprintln!("skipping: rt tasks and partition uids need root");
-        return;
-    }
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("sandbox-relaxed");
     let relaxed = "    sandbox: {clean_env: false, no_new_privs: false}\n";

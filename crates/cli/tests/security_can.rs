@@ -4,7 +4,7 @@
 //! clients' counters), the frames on the bus (`can dump`), what the other client sent.
 
 mod common;
-use common::{bin, bulkhead, exclusive_cpus_lock, is_root, Running, Scratch};
+use common::{bin, bulkhead, exclusive_cpus_lock, Running, Scratch};
 use serde_json::Value;
 use std::io::Read;
 use std::process::Stdio;
@@ -24,12 +24,11 @@ const CALM: u64 = 200;
 /// and no more, its other frames dropped and counted (`evil.tx_dropped`), and every frame
 /// of the other client reaches the bus, none dropped.
 #[test]
+#[ignore = "needs root: rt partitions, cgroups and network namespaces"]
 fn a_can_client_flooding_its_allowed_id_gets_its_limit_and_stalls_nothing() {
     let hog = bin("bulkhead-hog");
-    if !is_root() || !hog.exists() {
-        return eprintln!(
-            "skipping: needs root and bulkhead-hog (cargo build -p bulkhead-workloads)"
-        );
+    if !hog.exists() {
+        return eprintln!("skipping: needs bulkhead-hog (cargo build -p bulkhead-workloads)");
     }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-can-flood");

@@ -7,7 +7,7 @@
 //! `network: host` reaches all of them, which shows the attacks are real. Needs root.
 
 mod common;
-use common::{bulkhead, exclusive_cpus_lock, is_root, Scratch};
+use common::{bulkhead, exclusive_cpus_lock, Scratch};
 use std::io::{ErrorKind, Read};
 use std::net::{TcpListener, TcpStream};
 use std::os::linux::net::SocketAddrExt;
@@ -167,10 +167,8 @@ fn attack(dir: &Scratch, keys: &str) -> Seen {
 }
 
 #[test]
+#[ignore = "needs root: users, cgroups and namespaces"]
 fn a_listening_partition_accepts_on_its_socket_and_reaches_nothing_else_of_the_host() {
-    if !is_root() {
-        return eprintln!("skipping: needs root for users, cgroups and namespaces");
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-listen");
 
@@ -203,10 +201,8 @@ fn a_listening_partition_accepts_on_its_socket_and_reaches_nothing_else_of_the_h
 }
 
 #[test]
+#[ignore = "needs root: bulkhead run"]
 fn an_address_that_cannot_be_bound_stops_the_run_naming_the_key() {
-    if !is_root() {
-        return eprintln!("skipping: needs root for bulkhead run");
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-listen-busy");
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -40,6 +40,7 @@ fn jobs(stderr: &str) -> Option<u64> {
 }
 
 #[test]
+#[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
 fn a_be_partition_filling_its_memory_leaves_the_supervisor_and_the_rt_task_running() {
     let Some((periodic, _lock)) = rt_test_setup() else {
         return;

@@ -8,7 +8,7 @@
 //! are real and what the relaxations give up (docs/security.md).
 
 mod common;
-use common::{bulkhead, exclusive_cpus_lock, is_root, Scratch};
+use common::{bulkhead, exclusive_cpus_lock, Scratch};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -66,10 +66,8 @@ fn status(report: &str, name: &str) -> Option<bool> {
 }
 
 #[test]
+#[ignore = "needs root: users and cgroups"]
 fn a_partition_cannot_stop_or_read_another_partitions_processes() {
-    if !is_root() {
-        return eprintln!("skipping: needs root for users and cgroups");
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-partitions");
     let report = attack(&dir, "");

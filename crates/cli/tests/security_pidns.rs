@@ -5,7 +5,7 @@
 //! (docs/security.md). Needs root (partition users, cgroups, namespaces).
 
 mod common;
-use common::{bulkhead, exclusive_cpus_lock, is_root, run_probe, Scratch};
+use common::{bulkhead, exclusive_cpus_lock, run_probe, Scratch};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -80,10 +80,8 @@ fn number(report: &str, name: &str) -> Option<usize> {
 }
 
 #[test]
+#[ignore = "needs root: users and cgroups"]
 fn a_be_process_sees_only_its_own_partitions_processes() {
-    if !is_root() {
-        return eprintln!("skipping: needs root for users and cgroups");
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-pidns-proc");
     let marker = format!("sleep 1000.{}", std::process::id());
@@ -150,10 +148,8 @@ fn survives(dir: &Scratch, desc: &str, marker: &str, cleanup: &mut Cleanup) -> b
 }
 
 #[test]
+#[ignore = "needs root: users and cgroups"]
 fn a_setsid_double_forked_process_dies_with_a_killed_supervisor() {
-    if !is_root() {
-        return eprintln!("skipping: needs root for users and cgroups");
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-pidns-orphan");
     let marker = format!("sleep 1001.{}", std::process::id());
@@ -186,10 +182,8 @@ fn a_setsid_double_forked_process_dies_with_a_killed_supervisor() {
 }
 
 #[test]
+#[ignore = "needs root: users and cgroups"]
 fn a_be_process_killed_by_a_signal_is_reported_with_that_signal() {
-    if !is_root() {
-        return eprintln!("skipping: needs root for users and cgroups");
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-pidns-signal");
     let path = dir.file("system.yaml");
@@ -240,10 +234,8 @@ channels:
 }
 
 #[test]
+#[ignore = "needs root: users and cgroups"]
 fn a_background_job_of_a_process_with_channels_dies_with_a_killed_supervisor() {
-    if !is_root() {
-        return eprintln!("skipping: needs root for users and cgroups");
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-pidns-chan-orphan");
     let marker = format!("sleep 1002.{}", std::process::id());
@@ -264,10 +256,8 @@ fn a_background_job_of_a_process_with_channels_dies_with_a_killed_supervisor() {
 /// gets its peer-died error (the writer's lock went with its process), not a hang
 /// until the read's 30 s timeout nor a false death while the writer lived.
 #[test]
+#[ignore = "needs root: users and cgroups"]
 fn a_reader_in_a_pid_namespace_learns_that_its_writer_was_killed() {
-    if !is_root() {
-        return eprintln!("skipping: needs root for users and cgroups");
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-pidns-chan-died");
     let (d, peer) = (dir.0.display(), peer().display().to_string());
@@ -344,10 +334,8 @@ os.execv(peer, [peer, "fifo-recv", "2000"])
 /// that only its own user can open, the reader's lock on the writer's byte of the
 /// message file made the writer's attach fail with "held by live process".
 #[test]
+#[ignore = "needs root: users and cgroups"]
 fn a_reader_cannot_keep_its_writer_from_attaching() {
-    if !is_root() {
-        return eprintln!("skipping: needs root for users and cgroups");
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-pidns-chan-lock");
     let (d, peer) = (dir.0.display(), peer().display().to_string());
@@ -530,10 +518,8 @@ partitions:
 /// channels had before channel ends stopped recording pids) the same client sees every
 /// process of the host and its orphan survives the supervisor.
 #[test]
+#[ignore = "needs root: users and cgroups"]
 fn a_can_client_in_its_own_pid_namespace_gets_frames_and_dies_with_the_supervisor() {
-    if !is_root() {
-        return eprintln!("skipping: needs root for users and cgroups");
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-pidns-can");
     let bus = format!("bh-pidns-{}", std::process::id());

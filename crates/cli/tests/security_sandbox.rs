@@ -4,7 +4,7 @@
 //! holds (docs/security.md). Needs root (partition users, cgroups, namespaces).
 
 mod common;
-use common::{bulkhead, exclusive_cpus_lock, is_root, run_probe, value, Scratch};
+use common::{bulkhead, exclusive_cpus_lock, run_probe, value, Scratch};
 
 /// Runs one be partition on CPU 1 whose process runs `script` (with `@D@` the scratch
 /// directory) with the extra partition keys `keys`; returns what the script wrote to
@@ -83,10 +83,8 @@ fn assert_calls(report: &str, filtered: bool, ctx: &str) {
 }
 
 #[test]
+#[ignore = "needs root: users and cgroups"]
 fn a_be_partition_has_no_capabilities_and_may_not_take_real_time_scheduling() {
-    if !is_root() {
-        return eprintln!("skipping: needs root for users and cgroups");
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-sandbox-caps");
     let zero = "0000000000000000";
@@ -125,10 +123,8 @@ fn a_be_partition_has_no_capabilities_and_may_not_take_real_time_scheduling() {
 
 /// A windowed process of a be partition gets the same sandbox as an unwindowed one.
 #[test]
+#[ignore = "needs root: users and cgroups"]
 fn a_windowed_be_process_gets_the_same_sandbox() {
-    if !is_root() {
-        return eprintln!("skipping: needs root for users and cgroups");
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-sandbox-windowed");
     let (report, stderr) = run_windowed(&dir, ", user: root", &privileged());
@@ -199,10 +195,8 @@ fn leak(dir: &Scratch, keys: &str, name: &str) -> (bool, bool, String) {
 }
 
 #[test]
+#[ignore = "needs root: users, cgroups and namespaces"]
 fn files_a_be_partition_writes_in_tmp_and_dev_shm_stay_in_its_own_mount_namespace() {
-    if !is_root() {
-        return eprintln!("skipping: needs root for users, cgroups and namespaces");
-    }
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-sandbox-tmp");
     let name = format!("bulkhead-sec-leak-{}", std::process::id());

@@ -31,17 +31,9 @@ impl Reaped {
     }
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// The cpuset hierarchy, with the serializing lock held, or a printed reason to skip.
+/// The cpuset hierarchy, with the serializing lock held, or a printed reason to skip
+/// (the tests that call it need root).
 fn cpuset_or_skip(test: &str) -> Option<(CpusetMount, fs::File)> {
-    if !is_root() {
-        eprintln!("skipping {test}: needs root");
-        return None;
-    }
     let h = match cpuset::detect() {
         Ok(h) => h,
         Err(e) => {
@@ -146,6 +138,7 @@ fn leftovers(h: &CpusetMount) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn deadline_task_in_an_exclusive_domain_shows_its_reservation() {
     let Some((h, _lock)) = cpuset_or_skip("deadline_task_in_an_exclusive_domain") else {
         return;
@@ -191,6 +184,7 @@ fn deadline_task_in_an_exclusive_domain_shows_its_reservation() {
 }
 
 #[test]
+#[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn deadline_needs_the_root_domain() {
     let Some((h, _lock)) = cpuset_or_skip("deadline_needs_the_root_domain") else {
         return;
@@ -248,6 +242,7 @@ impl Drop for Cleanup {
 }
 
 #[test]
+#[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn overlapping_exclusive_domains_are_refused_with_the_culprit() {
     let Some((h, _lock)) = cpuset_or_skip("overlapping_exclusive_domains") else {
         return;
@@ -272,11 +267,8 @@ fn overlapping_exclusive_domains_are_refused_with_the_culprit() {
 }
 
 #[test]
+#[ignore = "needs root: SCHED_FIFO"]
 fn fifo_priority_shows_in_chrt_and_proc() {
-    if !is_root() {
-        eprintln!("skipping fifo_priority_shows_in_chrt_and_proc: needs root");
-        return;
-    }
     if let Err(e) = detect::fifo() {
         eprintln!("skipping: {e}");
         return;
@@ -300,6 +292,7 @@ fn fifo_priority_shows_in_chrt_and_proc() {
 /// may still get the 5% the kernel keeps from real-time tasks),
 /// and the lower-priority task gets the rest.
 #[test]
+#[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn enforcer_holds_a_fifo_hog_to_its_budget() {
     let Some((_h, _lock)) = cpuset_or_skip("enforcer_holds_a_fifo_hog_to_its_budget") else {
         return;
@@ -359,6 +352,7 @@ fn enforcer_holds_a_fifo_hog_to_its_budget() {
 /// forgetting it and registering a dead owner) is released by `release_stale_shields`:
 /// its processes return to the top cpuset and its cpuset disappears.
 #[test]
+#[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn a_dead_supervisors_shield_is_released() {
     let Some((h, _lock)) = cpuset_or_skip("a_dead_supervisors_shield_is_released") else {
         return;

@@ -92,12 +92,9 @@ fn pins_of(pid: u32) -> Vec<String> {
         .collect()
 }
 
+/// A veth pair (the tests that call it need root), `None` (said) where the kernel
+/// cannot make one.
 fn root_with_veth(tag: &str) -> Option<Veth> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping: needs root");
-        return None;
-    }
     let veth = Veth::create(tag);
     if veth.is_none() {
         eprintln!("skipping: `ip link add ... type veth` failed here");
@@ -106,6 +103,7 @@ fn root_with_veth(tag: &str) -> Option<Veth> {
 }
 
 #[test]
+#[ignore = "needs root: veth pairs and network namespaces"]
 fn the_interface_leaves_this_namespace_and_comes_back_as_it_was() {
     let Some(veth) = root_with_veth("t") else {
         return;
@@ -135,7 +133,7 @@ fn the_interface_leaves_this_namespace_and_comes_back_as_it_was() {
 
 /// Runs only as the child of `a_killed_owners_interface_is_moved_back_by_restore_stale`.
 #[test]
-#[ignore]
+#[ignore = "the child process of another test, run by it"]
 fn isolating_child() {
     let Some(iface) = std::env::var_os("BULKHEAD_NETDEV_CHILD") else {
         return;
@@ -146,6 +144,7 @@ fn isolating_child() {
 }
 
 #[test]
+#[ignore = "needs root: veth pairs and network namespaces"]
 fn a_killed_owners_interface_is_moved_back_by_restore_stale() {
     let Some(veth) = root_with_veth("k") else {
         return;

@@ -895,12 +895,8 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: cgroups"]
     fn the_v1_and_v2_freezers_freeze_and_thaw_read_back() {
-        // SAFETY: getuid has no preconditions.
-        if unsafe { libc::getuid() } != 0 {
-            eprintln!("skipping: needs root");
-            return;
-        }
         let v1 = Path::new("/sys/fs/cgroup/freezer");
         if v1.join("cgroup.procs").exists() {
             freeze_and_thaw(v1, Version::V1);

@@ -3,7 +3,8 @@
 //! and really pinned, no escapes, no leaks, leftovers removed, and the v2 code path on
 //! the machine's cgroup2 mount.
 //!
-//! Needs root and cgroups; each test prints why it skips otherwise.
+//! Needs root and cgroups: ignored unless asked for (`-- --include-ignored`, as
+//! scripts/test.sh does as root).
 
 use bulkhead_model::System;
 use bulkhead_runtime::{Hierarchy, Outcome, RunOptions};
@@ -18,24 +19,14 @@ const MS: Nanos = 1_000_000;
 const SPIN: &str = env!("CARGO_BIN_EXE_bulkhead-spin");
 const PROBE: &str = env!("CARGO_BIN_EXE_bulkhead-probe");
 
-/// Why these tests cannot run here, if they cannot.
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    Hierarchy::detect().err()
-}
-
 /// The tests run one at a time: they share 2 CPUs and check for leftovers of this process.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 macro_rules! require_cgroups {
     () => {
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(reason) = skip_reason() {
-            eprintln!("skipped: {reason}");
-            return;
+        if let Err(e) = Hierarchy::detect() {
+            panic!("these tests need root and cgroups: {e}");
         }
     };
 }
@@ -162,6 +153,7 @@ fn ms(t: Nanos) -> String {
 /// ([`corpus::Scenario::real_system`]): exactly the corpus's log. (A yield and an exit
 /// on real processes: `yield_starts_the_next_process_early`, `exits_when_every_process_exited`.)
 #[test]
+#[ignore = "needs root: cgroups"]
 fn every_scenario_of_the_corpus_gives_its_log() {
     require_cgroups!();
     let scenarios: Vec<_> = corpus::all()
@@ -199,6 +191,7 @@ fn every_scenario_of_the_corpus_gives_its_log() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn init_phase_before_the_schedule() {
     require_cgroups!();
     let out = tmp("init.txt");
@@ -246,6 +239,7 @@ windows:
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn yield_starts_the_next_process_early() {
     require_cgroups!();
     let out = tmp("yield.txt");
@@ -298,6 +292,7 @@ fn yield_starts_the_next_process_early() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn window_and_frame_messages_in_order() {
     require_cgroups!();
     let yaml = "
@@ -320,6 +315,7 @@ windows:
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn exits_when_every_process_exited() {
     require_cgroups!();
     // `SPIN 1` does a million iterations (about a millisecond) and exits.
@@ -354,6 +350,7 @@ fn samples(text: &str) -> Vec<(u64, u64, String)> {
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn processes_are_really_frozen_and_pinned() {
     require_cgroups!();
     let out = tmp("frozen.txt");
@@ -405,6 +402,7 @@ windows:
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn children_inherit_only_their_channel() {
     require_cgroups!();
     let out = tmp("fds.txt");
@@ -446,6 +444,7 @@ fn our_instances() -> Vec<PathBuf> {
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn two_hundred_short_runs_leave_nothing_behind() {
     require_cgroups!();
     // A whole process tree per partition: the shell stays (compound command) and
@@ -489,6 +488,7 @@ windows:
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn leftovers_of_a_dead_supervisor_are_removed_and_live_ones_kept() {
     require_cgroups!();
     let h = Hierarchy::detect().unwrap();
@@ -520,6 +520,7 @@ fn leftovers_of_a_dead_supervisor_are_removed_and_live_ones_kept() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn cgroup_v2_freeze_spawn_and_kill_on_the_unified_mount() {
     require_cgroups!();
     let unified = Path::new("/sys/fs/cgroup/unified");
@@ -562,6 +563,7 @@ fn cgroup_v2_freeze_spawn_and_kill_on_the_unified_mount() {
 }
 
 #[test]
+#[ignore = "needs root: cgroups"]
 fn a_missing_command_is_a_clear_error_and_leaves_nothing() {
     require_cgroups!();
     let system = bulkhead_model::load_str(
@@ -588,6 +590,7 @@ fn a_missing_command_is_a_clear_error_and_leaves_nothing() {
 /// A best-effort partition in no window runs for the whole run, never frozen, as its user:
 /// here on the v2 code path (clone3 into its cgroup, cgroup.kill at the end).
 #[test]
+#[ignore = "needs root: cgroups"]
 fn cgroup_v2_an_unwindowed_partition_runs_unfrozen_as_its_user() {
     require_cgroups!();
     let unified = Path::new("/sys/fs/cgroup/unified");

@@ -124,7 +124,7 @@ fn overloaded_vectors_miss_deadlines() {
 /// The 1.2e10-unit hyperperiod holds about 5.6e8 jobs: a minute or two in release
 /// mode. Run with `cargo test --release -p bulkhead-sim --test rta_vectors -- --ignored`.
 #[test]
-#[ignore]
+#[ignore = "long: minutes in release mode (scripts/test.sh skips it)"]
 fn long_hyperperiod_vector_over_its_full_hyperperiod() {
     let v = vectors()
         .into_iter()

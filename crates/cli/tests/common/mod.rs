@@ -16,11 +16,6 @@ pub fn bulkhead() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bulkhead"))
 }
 
-pub fn is_root() -> bool {
-    // SAFETY: getuid has no preconditions.
-    unsafe { libc::getuid() == 0 }
-}
-
 /// Serializes the suites that take CPUs exclusively (as bulkhead-reserve's tests do).
 pub fn exclusive_cpus_lock() -> std::fs::File {
     let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
@@ -80,12 +75,9 @@ pub fn partition_children(pid: u32) -> Vec<u32> {
 }
 
 /// For a test of rt tasks: `bulkhead-periodic` and the exclusive-CPU lock, or `None`
-/// (the reason printed) without root or without the built workload.
+/// (the reason printed) without the built workload. The tests that call it need root
+/// (`#[ignore = "needs root: ..."]`).
 pub fn rt_test_setup() -> Option<(PathBuf, std::fs::File)> {
-    if !is_root() {
-        eprintln!("skipping: needs root for SCHED_DEADLINE, cgroups and cpusets");
-        return None;
-    }
     let periodic = bin("bulkhead-periodic");
     if !periodic.exists() {
         eprintln!(
