@@ -6,7 +6,7 @@ use crate::fail::fail;
 use crate::out::{out, outln};
 use bulkhead_model::units::{format_duration, parse_duration};
 use bulkhead_model::CpuSet;
-use bulkhead_reserve::probe::{measure, summarize, ProbePolicy, Spec, Summary, BUCKETS};
+use bulkhead_os::probe::{measure, summarize, ProbePolicy, Spec, Summary, BUCKETS};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -2,7 +2,7 @@
 //! (`/proc/self/mountinfo`, `/proc/self/cgroup`), and the one detection of the cgroups
 //! bulkhead uses ([`Layout::detect`], by the one rule of [`Mounts::cpuset_root`]): the
 //! supervisor's hierarchy (`bulkhead-runtime`), the exclusive cpusets and the v1 limit
-//! cgroups (`bulkhead-reserve`) all start from it.
+//! cgroups (`cpuset`, `limit`) all start from it.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -101,7 +101,7 @@ impl CpusetMount {
 
 /// The cgroups of this machine bulkhead uses, found by the one detection every crate
 /// shares ([`Layout::detect`]): the supervisor's hierarchy (`bulkhead-runtime`) and the
-/// exclusive cpusets and v1 limit cgroups (`bulkhead-reserve`) both start from it.
+/// exclusive cpusets and v1 limit cgroups (`cpuset`, `limit`) both start from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
     /// Where the cpuset controller is ([`Mounts::cpuset_root`]).

@@ -1,5 +1,10 @@
 //! The calling process's CPUs, scheduling policy and descriptor limit.
 
+pub mod detect;
+mod policy;
+
+pub use policy::*;
+
 use std::sync::OnceLock;
 
 /// The CPUs the calling thread may run on, in increasing order.

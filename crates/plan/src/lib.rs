@@ -11,9 +11,11 @@
 //! The crate is pure apart from looking files up (it reads the file system, it changes
 //! nothing), needs no privileges and builds anywhere.
 
+pub mod admission;
 pub mod placement;
 pub mod programs;
 
+pub use admission::{admit, Refusal};
 pub use bulkhead_analysis::system::Placement;
 pub use placement::Placements;
 pub use programs::{CommandError, Exec, Host, ProgramError, Programs, Search};

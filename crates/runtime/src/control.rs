@@ -10,6 +10,7 @@
 use crate::links::Links;
 use crate::modes::ModeManager;
 use crate::stopstart::{Phase, StopStartManager};
+use crate::tasks::TaskSummary;
 use crate::{LiveTasks, RunError};
 use bulkhead_chan::Channel;
 use bulkhead_control::{
@@ -18,9 +19,8 @@ use bulkhead_control::{
     PROTOCOL_VERSION,
 };
 use bulkhead_model::{ChannelKind, Cpus, PartitionKind, System, Task};
-use bulkhead_reserve::partition::TaskSummary;
-use bulkhead_reserve::sched::{self, Policy};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use bulkhead_os::sched::{self, Policy};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,9 +33,6 @@ pub const STATUS_VAR: &str = "BULKHEAD_STATUS";
 pub struct Control {
     server: Server,
     state: State,
-    /// An epoll instance over the server and the mode manager's acknowledgements: the
-    /// one descriptor the event loops watch.
-    ready: OwnedFd,
 }
 
 struct State {
@@ -76,11 +73,8 @@ impl Control {
         // Every cgroup bulkhead makes for a partition (of this run or another) is named
         // `bulkhead-...` or lies under one that is.
         server.refuse_cgroups_named("bulkhead-");
-        let ready = epoll_over(&[server.as_fd().as_raw_fd()])
-            .map_err(|e| RunError::io("control socket: epoll", e))?;
         Ok(Control {
             server,
-            ready,
             state: State {
                 name: name.to_string(),
                 system: system.clone(),
@@ -163,19 +157,13 @@ impl Control {
     }
 
     /// Serves `mode` requests with `modes` from now on.
-    pub fn manage(&mut self, modes: ModeManager) -> Result<(), RunError> {
-        watch(self.ready.as_raw_fd(), modes.fd())
-            .map_err(|e| RunError::io("control socket: epoll", e))?;
+    pub fn manage(&mut self, modes: ModeManager) {
         self.state.modes = Some(modes);
-        Ok(())
     }
 
     /// Serves `suspend` and `resume` with `manager` from now on.
-    pub fn stop_start(&mut self, manager: StopStartManager) -> Result<(), RunError> {
-        watch(self.ready.as_raw_fd(), manager.fd())
-            .map_err(|e| RunError::io("control socket: epoll", e))?;
+    pub fn stop_start(&mut self, manager: StopStartManager) {
         self.state.stop_start = Some(manager);
-        Ok(())
     }
 
     /// Stops the stop-start manager, resuming a suspended system (before the tasks are
@@ -196,9 +184,17 @@ impl Control {
         }
     }
 
-    /// The descriptor to watch for readability.
-    pub fn fd(&self) -> i32 {
-        self.ready.as_raw_fd()
+    /// The descriptors the event loop watches for readability: the server's, and the
+    /// mode and stop-start managers' replies. Precondition: the managers are handed over
+    /// ([`Control::manage`], [`Control::stop_start`]) before the loop starts.
+    pub fn fds(&self) -> Vec<i32> {
+        let modes = self.state.modes.as_ref().map(ModeManager::fd);
+        let stop_start = self.state.stop_start.as_ref().map(StopStartManager::fd);
+        let server = self.server.as_fd().as_raw_fd();
+        std::iter::once(server)
+            .chain(modes)
+            .chain(stop_start)
+            .collect()
     }
 
     /// Serves what is ready; never blocks. A failure of the server's own epoll instance
@@ -449,7 +445,7 @@ fn memory_dir_of(pid: u32) -> Option<PathBuf> {
         .iter()
         .find(|(c, _)| c.split(',').any(|c| c == "memory"))
     {
-        return Some(bulkhead_reserve::limit::v1_mount("memory")?.join(path));
+        return Some(bulkhead_os::limit::v1_mount("memory")?.join(path));
     }
     let (_, path) = lines.iter().find(|(c, _)| c.is_empty())?;
     Some(v2_mount()?.join(path))
@@ -527,32 +523,4 @@ fn task_status(t: &TaskSummary, model: Option<&Task>) -> TaskStatus {
         Err(_) => status.policy = "exited".into(),
     }
     status
-}
-
-/// A new epoll instance watching `fds` for readability.
-fn epoll_over(fds: &[i32]) -> std::io::Result<OwnedFd> {
-    // SAFETY: epoll_create1 has no memory preconditions; the result is checked.
-    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    if ep < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: ep is a new descriptor owned by nobody else.
-    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
-    for &fd in fds {
-        watch(ep.as_raw_fd(), fd)?;
-    }
-    Ok(ep)
-}
-
-/// Adds `fd` to epoll instance `ep`, readable interest, level-triggered.
-fn watch(ep: i32, fd: i32) -> std::io::Result<()> {
-    let mut event = libc::epoll_event {
-        events: libc::EPOLLIN as u32,
-        u64: fd as u64,
-    };
-    // SAFETY: a valid epoll_event on the stack; the kernel copies it.
-    match unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut event) } {
-        0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
-    }
 }

@@ -10,11 +10,12 @@
 //! a bus is moved into a namespace of its own that only that bus's gateway tasks enter
 //! ([`Confinements::of_task`]); dropping this value moves the interfaces back.
 
+use crate::confine::{resolve_user, Confinement};
 use crate::RunError;
 use bulkhead_model::{Network, Partition, PartitionKind, Service, System, Task};
+use bulkhead_os::netdev::private_netns;
+use bulkhead_os::netdev::IsolatedInterface;
 use bulkhead_plan::Programs;
-use bulkhead_reserve::confine::{private_netns, resolve_user, Confinement};
-use bulkhead_reserve::netdev::IsolatedInterface;
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

@@ -47,7 +47,7 @@ pub fn clean(hierarchy: &Hierarchy) -> (Vec<PathBuf>, Vec<String>) {
     let mut removed = Vec::new();
     let mut warnings = Vec::new();
     let limits = match hierarchy.version {
-        Version::V1 => ["memory", "pids"].map(bulkhead_reserve::limit::v1_mount),
+        Version::V1 => ["memory", "pids"].map(bulkhead_os::limit::v1_mount),
         Version::V2 => [None, None],
     };
     let bases = hierarchy.bases().into_iter().map(Path::to_path_buf);

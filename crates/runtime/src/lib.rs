@@ -12,10 +12,14 @@
 
 mod affinity;
 pub mod cgroup;
+pub mod confine;
 mod control;
 pub mod cpufreq;
+pub mod enforce;
+mod event_loop;
 mod free;
 mod health;
+pub mod housekeeping;
 mod isolation;
 pub mod leftovers;
 mod limits;
@@ -24,11 +28,12 @@ mod mailbox;
 mod modes;
 mod output;
 mod power;
+pub mod prio;
 mod rt;
-mod signals;
 pub mod spawn;
 mod stopstart;
 mod supervisor;
+pub mod tasks;
 
 pub use cgroup::Hierarchy;
 pub use links::{shell_words, stage_var};
@@ -71,7 +76,7 @@ pub struct RunOptions {
     /// Where the window and frame messages go; `None` = stdout (flushed per line).
     pub messages: Option<Messages>,
     /// While rt partitions run, move IRQs, unbound workqueues and unbound kernel threads
-    /// off their CPUs (`bulkhead_reserve::housekeeping`; restored at the end).
+    /// off their CPUs (`crate::housekeeping`; restored at the end).
     pub isolate_housekeeping: bool,
     /// With `isolate_housekeeping`, the rt CPUs to move that work off; `None`: every rt
     /// CPU. When rt partitions own every CPU, the work needs one of them to go to (e.g.
@@ -96,8 +101,7 @@ pub type Messages = std::sync::Arc<std::sync::Mutex<Vec<u8>>>;
 
 /// Per-task figures of the rt partitions, refreshed by the drain thread (`rt`), read by
 /// the control socket's `status` (`control`) and the stop-start manager (`stopstart`).
-pub(crate) type LiveTasks =
-    std::sync::Arc<std::sync::Mutex<Vec<bulkhead_reserve::partition::TaskSummary>>>;
+pub(crate) type LiveTasks = std::sync::Arc<std::sync::Mutex<Vec<crate::tasks::TaskSummary>>>;
 
 /// Why a run could not be carried out.
 #[derive(Debug)]
@@ -117,7 +121,7 @@ pub enum RunError {
     /// bus's interface could not be set up: for what, and the reservation error.
     Reserve {
         what: String,
-        source: bulkhead_reserve::Error,
+        source: tasks::RtError,
     },
     /// A channel between partitions could not be created or handed over: for what,
     /// and the channel error.
@@ -165,7 +169,7 @@ pub enum Unrunnable {
     Program(Box<bulkhead_plan::ProgramError>),
     /// The reservations refuse the rt partitions' description (their commands and
     /// parameters) or the housekeeping isolation.
-    Reserve(bulkhead_reserve::Error),
+    Reserve(tasks::RtError),
     /// A process's program cannot be prepared for exec: which process, and the reason.
     Exec {
         what: String,
@@ -203,7 +207,7 @@ pub enum CgroupsUnusable {
     /// No hierarchy for the window partitions ([`Hierarchy::detect`]'s message).
     Detect(String),
     /// No cpuset mount for the rt partitions' reservations.
-    Cpuset(bulkhead_reserve::Error),
+    Cpuset(bulkhead_os::Error),
     /// bulkhead's cpuset cgroup `base` is not under the reservations' cpuset `mount`.
     Outside { base: PathBuf, mount: PathBuf },
     /// A partition's v1 resource-limit cgroup cannot be made: the partition, the
@@ -211,7 +215,7 @@ pub enum CgroupsUnusable {
     Limit {
         partition: String,
         controller: String,
-        source: bulkhead_reserve::Error,
+        source: bulkhead_os::Error,
     },
 }
 
@@ -259,10 +263,10 @@ impl RunError {
     }
 
     /// A reservation error while setting up `what`.
-    pub(crate) fn reserve(what: impl Into<String>, source: bulkhead_reserve::Error) -> RunError {
+    pub(crate) fn reserve(what: impl Into<String>, source: impl Into<tasks::RtError>) -> RunError {
         RunError::Reserve {
             what: what.into(),
-            source,
+            source: source.into(),
         }
     }
 }
@@ -386,12 +390,10 @@ mod tests {
         );
         let source = e.source().and_then(|s| s.downcast_ref::<io::Error>());
         assert_eq!(source.and_then(io::Error::raw_os_error), Some(libc::EINVAL));
-        let reserve = bulkhead_reserve::Error::Invalid("runtime > deadline".into());
-        let e = RunError::Invalid(Unrunnable::Reserve(reserve));
+        let reserve = bulkhead_os::Error::Invalid("runtime > deadline".into());
+        let e = RunError::Invalid(Unrunnable::Reserve(reserve.into()));
         assert_eq!(e.to_string(), "runtime > deadline");
-        assert!(e
-            .source()
-            .is_some_and(|s| s.is::<bulkhead_reserve::Error>()));
+        assert!(e.source().is_some_and(|s| s.is::<crate::tasks::RtError>()));
         let e = RunError::Cgroups(CgroupsUnusable::Outside {
             base: "/sys/fs/cgroup/cpuset/a".into(),
             mount: "/sys/fs/cgroup/b".into(),
@@ -405,7 +407,7 @@ mod tests {
         let e = RunError::Cgroups(CgroupsUnusable::Limit {
             partition: "p".into(),
             controller: "memory".into(),
-            source: bulkhead_reserve::Error::Invalid("no v1 memory mount".into()),
+            source: bulkhead_os::Error::Invalid("no v1 memory mount".into()),
         });
         assert_eq!(
             e.to_string(),

@@ -6,7 +6,7 @@
 use crate::cgroup::{self, Instance, PartitionCgroup, Version};
 use crate::{CgroupsUnusable, RunError};
 use bulkhead_model::Partition;
-use bulkhead_reserve::limit::V1Limit;
+use bulkhead_os::limit::V1Limit;
 use std::path::PathBuf;
 
 /// The limits of one partition; dropping it removes its v1 cgroups (after the

@@ -36,12 +36,12 @@
 //! lowers it back when it has the acknowledgement.
 
 use crate::mailbox::{self, Receiver, Sender};
+use crate::tasks::TaskPort;
 use bulkhead_control::{ErrorCode, InterfaceStatus, ModeOutcome, Response, StepRecord, Ticket};
 use bulkhead_model::{Nanos, SwitchPolicy, System, Task};
 use bulkhead_modes::{Interface, Step, Switch, Table};
 use bulkhead_os::event::Wakeup;
-use bulkhead_reserve::partition::TaskPort;
-use bulkhead_reserve::sched::{self, DeadlineParams, Policy};
+use bulkhead_os::sched::{self, DeadlineParams, Policy};
 use bulkhead_trace::{Event, EventKind};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -154,7 +154,7 @@ pub struct ModeManager {
 
 impl ModeManager {
     /// Starts an agent per modal partition over the tasks in `ports` (every rt task,
-    /// started by `bulkhead-reserve` in the initial mode) and publishes the initial
+    /// started by `crate::tasks` in the initial mode) and publishes the initial
     /// mode in their control blocks. Events are recorded in `events` with times since
     /// `epoch_ns` (CLOCK_MONOTONIC).
     pub fn start(
@@ -461,7 +461,7 @@ impl ModeManager {
     /// receives the acknowledgement"). Lowering itself before it acknowledged would put
     /// the agent's last step, the acknowledgement, behind every normal thread of the
     /// supervisor's CPUs.
-    fn lower(&mut self, member: usize) -> Result<(), bulkhead_reserve::Error> {
+    fn lower(&mut self, member: usize) -> Result<(), bulkhead_os::Error> {
         let Some(agent) = self.agents[member].as_mut().filter(|a| a.boosted) else {
             return Ok(());
         };

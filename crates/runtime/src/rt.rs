@@ -1,34 +1,31 @@
 //! The rt partitions of a run: admitted by analysis, started with their
-//! reservations through `bulkhead-reserve`, and drained by a thread of their own while
+//! reservations of `bulkhead-os` (`tasks`), and drained by a thread of their own while
 //! the window supervisor (or [`wait`], for a system without windows) runs.
 //!
 //! Preconditions: root (or CAP_SYS_NICE and a writable cpuset hierarchy). Postcondition
 //! of [`RtRun::finish`] and of dropping an [`RtRun`]: every task process has been killed
 //! and every cgroup it used removed.
 
-use crate::control::Control;
 use crate::health::SharedHealth;
+use crate::housekeeping::Housekeeping;
 use crate::isolation::Confinements;
 use crate::modes::{ModeEvents, ModeManager};
-use crate::signals::StopSignals;
+use crate::tasks::{RtOptions, RtPartitions, StopStartTask, TaskSummary};
 use crate::{leftovers, CgroupsUnusable, LiveTasks, RunError, RunOptions, Unrunnable};
 use bulkhead_model::{CpuSet, Partition, PartitionKind, System, Task};
 use bulkhead_os::clock::now_ns as monotonic_ns;
+use bulkhead_os::cpuset;
+use bulkhead_os::netdev::IsolatedInterface;
 use bulkhead_plan::Programs;
-use bulkhead_reserve::cpuset;
-use bulkhead_reserve::housekeeping::Housekeeping;
-use bulkhead_reserve::netdev::IsolatedInterface;
-use bulkhead_reserve::partition::{RtOptions, RtPartitions, StopStartTask, TaskSummary};
 use bulkhead_trace::schedule_log::ScheduleLogWriter;
 use bulkhead_trace::{perfetto, Event};
-use bulkhead_windows::StopReason;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often the tasks' trace rings are drained.
 const DRAIN_PERIOD: Duration = Duration::from_millis(10);
@@ -277,9 +274,11 @@ pub fn start(
         shield: false,
     };
     let confine = |p: &Partition, t: &Task| confinements.of_task(p, t);
-    let rt = RtPartitions::start_confined(system, &rt_options, &confine).map_err(|e| match e {
-        e @ bulkhead_reserve::Error::Invalid(_) => RunError::Invalid(Unrunnable::Reserve(e)),
-        e => RunError::reserve("rt partitions", e),
+    let rt = RtPartitions::start_confined(system, &rt_options, &confine).map_err(|e| {
+        match e.is_invalid() {
+            true => RunError::Invalid(Unrunnable::Reserve(e)),
+            false => RunError::reserve("rt partitions", e),
+        }
     })?;
     let housekeeping = match options.isolate_housekeeping {
         true => Some(isolate_housekeeping(
@@ -342,7 +341,8 @@ fn isolate_housekeeping(
             "housekeeping isolation: CPU {c} is not an rt partition's CPU (those are {rt_cpus})"
         )));
     }
-    let hk = Housekeeping::isolate(cpus).map_err(|e| RunError::Invalid(Unrunnable::Reserve(e)))?;
+    let hk = Housekeeping::isolate(cpus)
+        .map_err(|e| RunError::Invalid(Unrunnable::Reserve(e.into())))?;
     warnings.extend(hk.warnings().iter().cloned());
     Ok(hk)
 }
@@ -431,61 +431,6 @@ impl Drop for RtRun {
     fn drop(&mut self) {
         self.modes = None;
         self.join();
-    }
-}
-
-/// A system without windows: waits for `timeout`, SIGINT/SIGTERM (when `signals`) or
-/// until `all_exited` (every task and process exited), serving the control socket.
-pub fn wait(
-    all_exited: &mut dyn FnMut() -> bool,
-    timeout: Option<Duration>,
-    signals: bool,
-    mut control: Option<&mut Control>,
-    mut health: Option<(&SharedHealth, Option<&mut ModeManager>)>,
-) -> Result<StopReason, RunError> {
-    let signals = signals
-        .then(StopSignals::install)
-        .transpose()
-        .map_err(|e| RunError::io("signals", e))?;
-    let deadline = timeout.map(|t| Instant::now() + t);
-    loop {
-        if let Some((h, modes)) = &mut health {
-            let modes = match control.as_deref_mut() {
-                Some(c) => c.modes_mut(),
-                None => modes.as_deref_mut(),
-            };
-            if crate::health::serve(h, modes) {
-                return Ok(StopReason::Requested);
-            }
-        }
-        if all_exited() {
-            return Ok(StopReason::AllExited);
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Ok(StopReason::Timeout);
-        }
-        let watch = |fd: i32| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let mut fds = [
-            watch(signals.as_ref().map_or(-1, |s| s.fd())),
-            watch(control.as_ref().map_or(-1, |c| c.fd())),
-        ];
-        // SAFETY: two valid pollfds; negative fds are ignored by poll.
-        if unsafe { libc::poll(fds.as_mut_ptr(), 2, DRAIN_PERIOD.as_millis() as i32) } <= 0 {
-            continue;
-        }
-        if fds[0].revents != 0 {
-            if let Some(s) = &signals {
-                s.drain();
-            }
-            return Ok(StopReason::Requested);
-        }
-        if let Some(c) = control.as_deref_mut().filter(|_| fds[1].revents != 0) {
-            c.poll()?;
-        }
     }
 }
 

@@ -14,11 +14,11 @@
 //! dies with the supervisor.
 
 use crate::cgroup::{PartitionCgroup, ProcessCgroup, Version};
+use crate::confine::{partition_env, Confinement};
 use crate::limits::Limits;
 use crate::output::Output;
 use bulkhead_os::launch::{self, Confine, Env, Fds, Join, Launch, Program};
 use bulkhead_plan::Exec;
-use bulkhead_reserve::confine::{partition_env, Confinement};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;

@@ -25,7 +25,7 @@
 //!
 //! **Freezing.** cgroup v1 `freezer.state` or v2 `cgroup.freeze`, as detected at start.
 //! Best-effort partitions are frozen at their own freezer cgroup. rt tasks live in
-//! cpuset cgroups (`bulkhead-reserve`): when the freezer is in another hierarchy (v1, or
+//! cpuset cgroups (`bulkhead_runtime::tasks`): when the freezer is in another hierarchy (v1, or
 //! v2 beside v1 controllers on a hybrid machine) each task joins a freezer cgroup of its
 //! partition's when the worker starts (a restarted task at the next suspend) and stays
 //! there until the worker ends; on a pure v2 machine the task's own cgroup is frozen.
@@ -40,13 +40,13 @@ use crate::cgroup::{self, Hierarchy, Version};
 use crate::links::Links;
 use crate::mailbox::{self, Receiver, Recv, Sender};
 use crate::modes::ModeEvents;
+use crate::tasks::StopStartTask;
 use crate::{leftovers, LiveTasks, RunError, RunOptions};
 use bulkhead_client::stopstart::{NoticeWriter, NOTICE_VAR};
 use bulkhead_control::{ErrorCode, PartitionPower, PowerOutcome, Response, Ticket};
 use bulkhead_model::{Nanos, PartitionKind, Resume, StopStart, System};
 use bulkhead_os::clock::now_ns as monotonic_ns;
 use bulkhead_os::event::Wakeup;
-use bulkhead_reserve::partition::StopStartTask;
 use bulkhead_trace::{Event, EventKind, Name};
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,23 +1,26 @@
 //! The supervisor: spawns the processes into their cgroups and drives the window
-//! state machine ([`bulkhead_windows::Machine`]) from a timerfd and an epoll loop.
+//! state machine ([`bulkhead_windows::Machine`]) from a timerfd in the one event loop
+//! ([`crate::event_loop`]).
 
 use crate::cgroup::{self, Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::control::Control;
+use crate::event_loop::{EventLoop, Wake};
 use crate::free::{FreeKeeper, FreeRun};
 use crate::health::{lock, Health, SharedHealth};
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
 use crate::links::Links;
+use crate::modes::ModeManager;
 use crate::output::{Output, Relay};
 use crate::rt::{self, RtRun};
 use crate::spawn::{self, Environment, Prepared};
-use crate::{leftovers, signals, CgroupsUnusable, RunError, RunOptions, Unrunnable};
+use crate::tasks::TaskSummary;
+use crate::{leftovers, CgroupsUnusable, RunError, RunOptions, Unrunnable};
 use bulkhead_model::{CpuSet, Nanos, System};
 use bulkhead_os::clock::now_ns as monotonic_ns;
-use bulkhead_os::event::{self, Epoll, Timer};
+use bulkhead_os::event::{self, Timer};
 use bulkhead_os::sched::Realtime;
 use bulkhead_plan::programs::{Host, Programs, Site};
-use bulkhead_reserve::partition::TaskSummary;
 use bulkhead_trace::{Event as TraceEvent, EventKind, GrantEnd as TraceStop};
 use bulkhead_windows::{Action, Config, Event, Grant, Machine, Phase, Schedule, StopReason};
 use std::fs::File;
@@ -274,7 +277,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     if let (Some(c), Some(rt)) = (&mut control, &mut rt) {
         c.follow(rt.live.clone());
         if let Some(modes) = rt.modes.take() {
-            c.manage(modes)?;
+            c.manage(modes);
         }
     }
     let own = own_cpus();
@@ -295,7 +298,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         crate::affinity::pin(system, &mut warnings);
         if let Some(c) = &mut control {
             let manager = stop_start(system, &hierarchy, rt.as_mut(), free.as_ref(), notice)?;
-            c.stop_start(manager)?;
+            c.stop_start(manager);
         }
         let started = Started {
             rt,
@@ -474,7 +477,7 @@ fn run_services(
     let realtime = options
         .realtime_priority
         .map(|p| enter_realtime(p, &mut warnings));
-    let reason = rt::wait(
+    let reason = wait_services(
         &mut all_exited,
         options.timeout,
         options.handle_signals,
@@ -697,14 +700,56 @@ fn spawn_all(
     Ok(())
 }
 
-const TOKEN_TIMER: u64 = u64::MAX;
-const TOKEN_SIGNAL: u64 = u64::MAX - 1;
-const TOKEN_CONTROL: u64 = u64::MAX - 2;
+/// How often a run without windows looks whether its tasks and processes all exited.
+const SERVICES_TICK: Duration = Duration::from_millis(10);
+
+/// A system without windows: waits in the event loop for `timeout`, SIGINT/SIGTERM
+/// (when `signals`), a health action's stop or until `all_exited` (every task and
+/// process exited), serving the control socket and, at least every tick, the health
+/// monitor (its watchdogs and the mode switches its actions request, with the control
+/// socket's mode manager, else the one in `health`).
+fn wait_services(
+    all_exited: &mut dyn FnMut() -> bool,
+    timeout: Option<Duration>,
+    signals: bool,
+    mut control: Option<&mut Control>,
+    mut health: Option<(&SharedHealth, Option<&mut ModeManager>)>,
+) -> Result<StopReason, RunError> {
+    let mut events = EventLoop::new(signals, control.as_deref())?;
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        if let Some((h, modes)) = &mut health {
+            let modes = match control.as_deref_mut() {
+                Some(c) => c.modes_mut(),
+                None => modes.as_deref_mut(),
+            };
+            if crate::health::serve(h, modes) {
+                return Ok(StopReason::Requested);
+            }
+        }
+        if all_exited() {
+            return Ok(StopReason::AllExited);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(StopReason::Timeout);
+        }
+        let wakes = events.wait(SERVICES_TICK.as_millis() as i32)?;
+        if wakes.contains(&Wake::Stop) {
+            return Ok(StopReason::Requested);
+        }
+        if let Some(c) = control
+            .as_deref_mut()
+            .filter(|_| wakes.contains(&Wake::Control))
+        {
+            c.poll()?;
+        }
+    }
+}
 
 struct Supervisor {
     machine: Machine,
     run: Run,
-    epoll: Epoll,
+    events: EventLoop,
     timer: Timer,
     armed: Option<Nanos>,
     t0: Option<u64>,
@@ -723,7 +768,6 @@ struct Supervisor {
     windows: u64,
     startup: Duration,
     warnings: Vec<String>,
-    signals: Option<signals::StopSignals>,
     stop_reason: Option<StopReason>,
     control: Option<Control>,
     /// Per process: its end before the stop fails the run (an SC or `required` process).
@@ -740,17 +784,16 @@ impl Supervisor {
         control: Option<Control>,
         (outputs, origin): Shared,
     ) -> Result<Supervisor, RunError> {
-        let io = |e: std::io::Error| RunError::io("event loop", e);
-        let epoll = Epoll::new().map_err(io)?;
-        let timer = Timer::new().map_err(io)?;
+        let events = EventLoop::new(options.handle_signals, control.as_ref())?;
+        let timer = Timer::new().map_err(|e| RunError::io("event loop", e))?;
+        events.watch_timer(timer.fd())?;
+        for (i, p) in run.procs.iter().enumerate() {
+            let fd = p.channel.as_ref().expect("just spawned").as_raw_fd();
+            events.watch_channel(i, fd)?;
+        }
         let n = schedule.processes.len();
         let stop_at = options.timeout.map(|d| d.as_nanos() as Nanos);
-        let signals = if options.handle_signals {
-            Some(signals::StopSignals::install().map_err(io)?)
-        } else {
-            None
-        };
-        let sup = Supervisor {
+        Ok(Supervisor {
             machine: Machine::new(
                 schedule,
                 Config {
@@ -760,7 +803,7 @@ impl Supervisor {
                 },
             ),
             run,
-            epoll,
+            events,
             timer,
             armed: None,
             t0: None,
@@ -775,28 +818,11 @@ impl Supervisor {
             windows: 0,
             startup: Duration::ZERO,
             warnings: Vec::new(),
-            signals,
             stop_reason: None,
             control,
             must_run: vec![false; n],
             errors: Vec::new(),
-        };
-        sup.watch(sup.timer.fd(), TOKEN_TIMER).map_err(io)?;
-        if let Some(s) = &sup.signals {
-            sup.watch(s.fd(), TOKEN_SIGNAL).map_err(io)?;
-        }
-        if let Some(c) = &sup.control {
-            sup.watch(c.fd(), TOKEN_CONTROL).map_err(io)?;
-        }
-        for (i, p) in sup.run.procs.iter().enumerate() {
-            let fd = p.channel.as_ref().expect("just spawned").as_raw_fd();
-            sup.watch(fd, i as u64).map_err(io)?;
-        }
-        Ok(sup)
-    }
-
-    fn watch(&self, fd: i32, token: u64) -> std::io::Result<()> {
-        self.epoll.add(fd, token)
+        })
     }
 
     fn now(&self) -> Nanos {
@@ -830,30 +856,9 @@ impl Supervisor {
                     wait_ms = if wait_ms < 0 { ms } else { wait_ms.min(ms) };
                 }
             }
-            let ready: Vec<(u64, bool)> = (self.epoll.wait(wait_ms))
-                .map_err(|e| RunError::io("epoll_wait", e))?
-                .iter()
-                .map(|r| (r.token, r.closed()))
-                .collect();
             // Timers first (DEmOS gives them priority), then signals, then processes.
-            if ready.iter().any(|&(t, _)| t == TOKEN_TIMER) {
-                self.on_timer(launch)?;
-            }
-            if ready.iter().any(|&(t, _)| t == TOKEN_SIGNAL) {
-                self.signals.as_ref().expect("watched").drain();
-                let t = self.now();
-                self.machine.handle(Event::Stop { t }, &mut self.actions);
-                self.execute(None, launch)?;
-            }
-            if ready.iter().any(|&(t, _)| t == TOKEN_CONTROL) {
-                if let Some(c) = &mut self.control {
-                    c.poll()?;
-                }
-            }
-            for &(token, hung_up) in &ready {
-                if token < TOKEN_CONTROL {
-                    self.on_channel(token as usize, hung_up, launch)?;
-                }
+            for wake in self.events.wait(wait_ms)? {
+                self.on_wake(wake, launch)?;
             }
             self.check_lingering(launch)?;
         }
@@ -863,6 +868,19 @@ impl Supervisor {
         // The last Stop action tells why; the machine is then in Phase::Stopped.
         (self.machine.phase() == Phase::Stopped)
             .then_some(self.stop_reason.unwrap_or(StopReason::Requested))
+    }
+
+    fn on_wake(&mut self, wake: Wake, launch: Instant) -> Result<(), RunError> {
+        match wake {
+            Wake::Timer => self.on_timer(launch),
+            Wake::Stop => {
+                let t = self.now();
+                self.machine.handle(Event::Stop { t }, &mut self.actions);
+                self.execute(None, launch)
+            }
+            Wake::Control => self.control.as_mut().map_or(Ok(()), Control::poll),
+            Wake::Channel { index, hung_up } => self.on_channel(index, hung_up, launch),
+        }
     }
 
     fn on_timer(&mut self, launch: Instant) -> Result<(), RunError> {
@@ -894,7 +912,7 @@ impl Supervisor {
             return Ok(());
         }
         if matches!(n, Ok(0)) || hung_up {
-            self.epoll.remove(fd);
+            self.events.unwatch(fd);
             self.run.procs[i].channel = None;
             if !self.lingering.contains(&i) {
                 self.lingering.push(i);

@@ -22,9 +22,21 @@ const PROBE: &str = env!("CARGO_BIN_EXE_bulkhead-probe");
 /// The tests run one at a time: they share 2 CPUs and check for leftovers of this process.
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// The lock of the test suites that take CPUs exclusively (bulkhead-cli's, the
+/// reservations'): while one holds CPU 0 as an exclusive cpuset, an instance on every
+/// CPU cannot be made.
+fn exclusive_cpus_lock() -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
+    // SAFETY: flock on an open descriptor.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    lock
+}
+
 macro_rules! require_cgroups {
     () => {
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let _cpus = exclusive_cpus_lock();
         if let Err(e) = Hierarchy::detect() {
             panic!("these tests need root and cgroups: {e}");
         }

@@ -1,14 +1,15 @@
 //! rt partitions from a system description, through the supervisor hook
-//! `bulkhead_reserve::partition`: admission refuses an overloaded set and names the task;
+//! `bulkhead_runtime::tasks`: admission refuses an overloaded set and names the task;
 //! an `edf` partition's tasks run under SCHED_DEADLINE and a `fixed-priority` one's under
 //! SCHED_FIFO at their rate-monotonic priority, as `chrt -p` shows (and `reclaim: true`
 //! adds SCHED_FLAG_RECLAIM, as `sched_getattr` shows); their records become
 //! trace events; nothing is left behind.
 
+use bulkhead_os::cpuset;
+use bulkhead_os::sched::{self, Policy};
+use bulkhead_plan::admit;
 use bulkhead_plan::{Host, Programs};
-use bulkhead_reserve::cpuset;
-use bulkhead_reserve::partition::{admit, RtOptions, RtPartitions};
-use bulkhead_reserve::sched::{self, Policy};
+use bulkhead_runtime::tasks::{RtOptions, RtPartitions};
 use bulkhead_task::clock::now_ns;
 use bulkhead_trace::{Event, EventKind};
 use std::os::fd::AsRawFd;

@@ -9,7 +9,7 @@
 //! hogs, also on both CPUs (the fork hogs stay bounded by a pids cgroup).
 //!
 //! Housekeeping isolation (on unless `--no-housekeeping`): for the bulkhead run, IRQs,
-//! unbound workqueues and unbound kthreads leave CPU 0 (`bulkhead_reserve::housekeeping`),
+//! unbound workqueues and unbound kthreads leave CPU 0 (`bulkhead_runtime::housekeeping`),
 //! and so does this supervisor. `--misses FILE` writes every missed job (CLOCK_MONOTONIC
 //! release, start, end) to lay beside a kernel trace (`trace-cpu0.sh` in this crate);
 //! `--no-baseline` skips the baseline; `--reclaim` gives the partition `reclaim: true`
@@ -21,9 +21,10 @@
 //! response-time analysis for fixed priority, the deadline for EDF (CBS guarantee).
 
 use bulkhead_model::{CpuSet, System};
+use bulkhead_plan::admit;
 use bulkhead_plan::{Host, Programs};
-use bulkhead_reserve::housekeeping::Housekeeping;
-use bulkhead_reserve::partition::{admit, RtOptions, RtPartitions};
+use bulkhead_runtime::housekeeping::Housekeeping;
+use bulkhead_runtime::tasks::{RtOptions, RtPartitions};
 use bulkhead_task::clock::now_ns;
 use bulkhead_task::link::{LinkSpec, TaskLink};
 use bulkhead_task::Record;
@@ -146,12 +147,14 @@ fn main() {
         .unwrap()
         .to_path_buf();
     let system = quest_system(&bin.join("bulkhead-periodic"), &scheduler, o.reclaim);
-    let sysctl = std::path::Path::new(bulkhead_reserve::bandwidth::SYSCTL_DIR);
-    let report = match bulkhead_reserve::bandwidth::cap(sysctl).and_then(|cap| admit(&system, cap))
-    {
+    let sysctl = std::path::Path::new(bulkhead_os::bandwidth::SYSCTL_DIR);
+    let admitted = bulkhead_os::bandwidth::cap(sysctl)
+        .map_err(|e| e.to_string())
+        .and_then(|cap| admit(&system, cap).map_err(|e| e.to_string()));
+    let report = match admitted {
         Ok(r) => r,
         Err(e) => {
-            println!("{{\"error\": {:?}}}", e.to_string());
+            println!("{{\"error\": {e:?}}}");
             std::process::exit(1);
         }
     };
@@ -211,7 +214,7 @@ fn main() {
 }
 
 /// Housekeeping isolation of the rt CPUs for the bulkhead run: IRQs, unbound workqueues
-/// and kthreads moved off them (`bulkhead_reserve::housekeeping`), and this supervisor
+/// and kthreads moved off them (`bulkhead_runtime::housekeeping`), and this supervisor
 /// itself (its drain loop ran on CPU 0 for up to 2 ms, not preemptible, in traces).
 /// Dropping it undoes both.
 struct Isolation {

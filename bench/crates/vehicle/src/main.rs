@@ -43,7 +43,7 @@ mod load;
 
 use bulkhead_chan::{Channel, Spec};
 use bulkhead_model::{ChannelKind, PartitionKind, System};
-use bulkhead_reserve::sched::{self, DeadlineParams, Policy};
+use bulkhead_os::sched::{self, DeadlineParams, Policy};
 use bulkhead_task::clock::now_ns;
 use bulkhead_task::link::{LinkSpec, TaskLink};
 use bulkhead_task::Record;

@@ -16,7 +16,7 @@ pub fn bulkhead() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bulkhead"))
 }
 
-/// Serializes the suites that take CPUs exclusively (as bulkhead-reserve's tests do).
+/// Serializes the suites that take CPUs exclusively (as bulkhead-runtime's reservation tests do).
 pub fn exclusive_cpus_lock() -> std::fs::File {
     let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
     // SAFETY: flock on an open descriptor.

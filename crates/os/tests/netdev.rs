@@ -1,10 +1,10 @@
-//! `bulkhead_reserve::netdev`: an interface moved into a namespace of its own is gone from
+//! `bulkhead_os::netdev`: an interface moved into a namespace of its own is gone from
 //! the machine's namespace, up inside its own, and back (with its former state) after the
 //! drop, or after its owner's SIGKILL once `restore_stale` ran. This kernel has no CAN, so
 //! the interface is one end of a veth pair (moved the same way). Root; skips where veth
 //! pairs cannot be made.
 
-use bulkhead_reserve::netdev::{IsolatedInterface, NETNS_DIR};
+use bulkhead_os::netdev::{IsolatedInterface, NETNS_DIR};
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};

@@ -15,7 +15,7 @@
 //! Each task gets its own SCHED_FIFO level, from [`TOP`] downwards: equal levels would run
 //! first-in first-out, which the response-time analysis of a total order does not model.
 
-use crate::error::{Error, Result};
+use bulkhead_os::{Error, Result};
 use std::collections::BTreeMap;
 
 /// The highest SCHED_FIFO priority given to a task. 99 is kept for the budget enforcer

@@ -3,11 +3,10 @@
 //! hold a lock file, so they never compete for CPU 0 with each other or with the
 //! bulkhead-task tests.
 
-use bulkhead_model::CpuSet;
-use bulkhead_reserve::cpuset::{self, CpusetMount, ExclusiveDomain};
-use bulkhead_reserve::detect;
-use bulkhead_reserve::enforce::{cpu_time, monotonic_ns, Budgeted, Enforcer};
-use bulkhead_reserve::sched::{self, DeadlineParams, Policy};
+use bulkhead_os::cpuset::{self, CpusetMount, ExclusiveDomain};
+use bulkhead_os::sched::detect;
+use bulkhead_os::sched::{self, DeadlineParams, Policy};
+use bulkhead_runtime::enforce::{cpu_time, monotonic_ns, Budgeted, Enforcer};
 use std::fs;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
@@ -49,7 +48,7 @@ fn cpuset_or_skip(test: &str) -> Option<(CpusetMount, fs::File)> {
 
 /// Creates an exclusive domain, waiting (up to 20 s) while another bulkhead instance (a
 /// benchmark or test suite running now) holds an overlapping cpuset under the same parent.
-fn domain(h: &CpusetMount, rel: &Path, cpus: &CpuSet) -> bulkhead_reserve::Result<ExclusiveDomain> {
+fn domain(h: &CpusetMount, rel: &Path, cpus: &str) -> bulkhead_os::Result<ExclusiveDomain> {
     for _ in 0..200 {
         match ExclusiveDomain::create(h, rel, cpus) {
             Err(e) if held_by_another_instance(&e.to_string()) => {
@@ -148,8 +147,8 @@ fn deadline_task_in_an_exclusive_domain_shows_its_reservation() {
         return;
     }
     let lb_before = root_load_balance(&h);
-    let cpu0 = CpuSet::parse("0").unwrap();
-    let domain = match domain(&h, &unique("dl").join("rt"), &cpu0) {
+    let cpu0 = "0";
+    let domain = match domain(&h, &unique("dl").join("rt"), cpu0) {
         Err(e) if held_by_another_instance(&e.to_string()) => {
             eprintln!("skipping: another bulkhead instance holds CPU 0: {e}");
             return;
@@ -247,15 +246,15 @@ fn overlapping_exclusive_domains_are_refused_with_the_culprit() {
     let Some((h, _lock)) = cpuset_or_skip("overlapping_exclusive_domains") else {
         return;
     };
-    let cpu0 = CpuSet::parse("0").unwrap();
-    let first = match domain(&h, &unique("a"), &cpu0) {
+    let cpu0 = "0";
+    let first = match domain(&h, &unique("a"), cpu0) {
         Err(e) if held_by_another_instance(&e.to_string()) => {
             eprintln!("skipping: another bulkhead instance holds CPU 0: {e}");
             return;
         }
         r => r.expect("first domain"),
     };
-    let err = ExclusiveDomain::create(&h, &unique("b"), &cpu0)
+    let err = ExclusiveDomain::create(&h, &unique("b"), cpu0)
         .unwrap_err()
         .to_string();
     assert!(err.contains(&unique("a").display().to_string()), "{err}");
@@ -363,7 +362,7 @@ fn a_dead_supervisors_shield_is_released() {
     }
     let sleeper = Reaped(Command::new("sleep").arg("60").spawn().unwrap());
     let name = unique("shield").display().to_string();
-    let (shield, moved) = cpuset::Shield::create(&h, &name, &CpuSet::parse("1").unwrap()).unwrap();
+    let (shield, moved) = cpuset::Shield::create(&h, &name, "1").unwrap();
     assert!(moved >= 1);
     let dir = h.mount().join(&name);
     let inside = fs::read_to_string(dir.join("cgroup.procs")).unwrap();

@@ -27,9 +27,9 @@
 //! cgroup per task with the runtime granted down the whole hierarchy; and cgroup v2 has no
 //! RT group scheduling in most kernels. `cpu.max` throttles SCHED_OTHER only.
 
-use crate::error::{Error, Result};
-use crate::sched::{self, Policy};
 use bulkhead_model::Nanos;
+use bulkhead_os::sched::{self, Policy};
+use bulkhead_os::{Error, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -139,7 +139,7 @@ impl Drop for Enforcer {
 /// Pins the calling thread to `cpu`, makes it SCHED_FIFO 99 with 1 ns timer slack.
 fn prepare_thread(cpu: Option<u32>) -> Result<()> {
     if let Some(cpu) = cpu {
-        crate::probe::pin(cpu)?;
+        bulkhead_os::probe::pin(cpu)?;
     }
     sched::set(0, &Policy::Fifo { priority: 99 })?;
     // SAFETY: prctl(PR_SET_TIMERSLACK) takes an integer argument and touches no memory.

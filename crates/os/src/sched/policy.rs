@@ -6,7 +6,8 @@
 //! SCHED_OTHER, so a task cannot hand its reservation or priority to processes it spawns.
 
 use crate::error::{Error, Result};
-use bulkhead_model::Nanos;
+/// Nanoseconds.
+type Nanos = u64;
 use std::io;
 use std::mem::size_of;
 
@@ -101,7 +102,7 @@ impl Policy {
     }
 
     /// The kernel's `sched_attr` for this policy (what the launcher sets in a child,
-    /// [`bulkhead_os::launch::Launch::sched`]).
+    /// [`crate::launch::Launch::sched`]).
     pub fn to_attr(self) -> libc::sched_attr {
         let mut a = empty_attr();
         match self {
@@ -289,7 +290,7 @@ fn hint(policy: &Policy, errno: i32) -> String {
     let dl = matches!(policy, Policy::Deadline(_));
     match errno {
         libc::EPERM if dl => "SCHED_DEADLINE needs CAP_SYS_NICE (run as root) and a thread whose allowed CPUs \
-             cover its whole root domain: put it in an exclusive cpuset (bulkhead_reserve::cpuset::ExclusiveDomain)"
+             cover its whole root domain: put it in an exclusive cpuset (bulkhead_os::cpuset::ExclusiveDomain)"
             .into(),
         libc::EPERM => "real-time policies need CAP_SYS_NICE (run as root) or RLIMIT_RTPRIO; with \
              CONFIG_RT_GROUP_SCHED the thread's cpu cgroup also needs cpu.rt_runtime_us > 0"

@@ -20,7 +20,7 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    pub(crate) fn os(what: impl Into<String>, source: io::Error, hint: impl Into<String>) -> Error {
+    pub fn os(what: impl Into<String>, source: io::Error, hint: impl Into<String>) -> Error {
         Error::Os {
             what: what.into(),
             source,

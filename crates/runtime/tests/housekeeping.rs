@@ -4,7 +4,7 @@
 //! files are not writable or the machine has one CPU.
 
 use bulkhead_model::CpuSet;
-use bulkhead_reserve::housekeeping::{Housekeeping, RECORD_DIR};
+use bulkhead_runtime::housekeeping::{Housekeeping, RECORD_DIR};
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

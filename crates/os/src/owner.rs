@@ -8,23 +8,23 @@ use std::fs;
 use std::path::Path;
 
 /// A record's owner: pid and start time.
-pub(crate) type Owner = (i32, u64);
+pub type Owner = (i32, u64);
 
 /// (ppid, flags, start time) from `/proc/PID/stat`.
-pub(crate) fn stat_fields(pid: i32) -> Option<(i32, u64, u64)> {
-    let stat = bulkhead_os::proc::proc_stat(u32::try_from(pid).ok()?).ok()?;
+pub fn stat_fields(pid: i32) -> Option<(i32, u64, u64)> {
+    let stat = crate::proc::proc_stat(u32::try_from(pid).ok()?).ok()?;
     Some((stat.ppid()?, stat.flags()?, stat.start_time()?))
 }
 
 /// The owner line of a record written by this process, with its newline.
-pub(crate) fn line() -> String {
+pub fn line() -> String {
     let me = std::process::id() as i32;
     let start = stat_fields(me).map_or(0, |f| f.2);
     format!("owner {me} {start}\n")
 }
 
 /// The owner of the record at `path` (`None`: not a record, or unreadable).
-pub(crate) fn of_record(path: &Path) -> Option<Owner> {
+pub fn of_record(path: &Path) -> Option<Owner> {
     let text = fs::read_to_string(path).ok()?;
     let mut f = text
         .lines()
@@ -35,6 +35,6 @@ pub(crate) fn of_record(path: &Path) -> Option<Owner> {
 }
 
 /// Whether the owner still runs (same pid, same start time; a zombie has ended).
-pub(crate) fn alive((pid, start): Owner) -> bool {
-    u32::try_from(pid).is_ok_and(|pid| bulkhead_os::proc::start_time(pid) == Some(start))
+pub fn alive((pid, start): Owner) -> bool {
+    u32::try_from(pid).is_ok_and(|pid| crate::proc::start_time(pid) == Some(start))
 }

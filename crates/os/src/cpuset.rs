@@ -24,8 +24,8 @@
 //! processes with a lock file, because they read and write shared state (the top cpuset).
 
 use crate::error::{Error, Result};
-use bulkhead_model::CpuSet;
-use bulkhead_os::proc::start_time;
+use crate::proc::start_time;
+use std::collections::BTreeSet;
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -37,13 +37,13 @@ use std::time::{Duration, Instant};
 pub const ROOT_MARK: &str = "/run/bulkhead-cpuset-root-load-balance";
 const LOCK_FILE: &str = "/run/bulkhead-cpuset.lock";
 
-pub use bulkhead_os::cgroup::CpusetMount;
+pub use crate::cgroup::CpusetMount;
 
 /// Where the cpuset controller is, in the one detection of this machine's cgroups
-/// ([`bulkhead_os::cgroup::Layout::detect`]: the v1 hierarchy mounted with `cpuset`,
+/// ([`crate::cgroup::Layout::detect`]: the v1 hierarchy mounted with `cpuset`,
 /// else a cgroup2 mount whose root offers it).
 pub fn detect() -> Result<CpusetMount> {
-    match bulkhead_os::cgroup::Layout::detect() {
+    match crate::cgroup::Layout::detect() {
         Ok(layout) => Ok(layout.cpuset),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::Invalid(e.to_string())),
         Err(e) => Err(Error::os("reading the mount table", e, "")),
@@ -57,7 +57,8 @@ pub fn detect() -> Result<CpusetMount> {
 pub struct ExclusiveDomain {
     hierarchy: CpusetMount,
     dir: PathBuf,
-    cpus: CpuSet,
+    /// The CPUs, in the kernel's list format (`0-2,5`).
+    cpus: String,
     /// Files to restore on removal, in the order they were changed.
     undo: Vec<(PathBuf, String)>,
     /// Directories this domain created, parents first.
@@ -68,15 +69,20 @@ pub struct ExclusiveDomain {
 impl ExclusiveDomain {
     /// Makes the cgroup `rel` (relative to the hierarchy's mount, e.g.
     /// `bulkhead-1234/rt-control`; it must contain "bulkhead") an exclusive root domain on
-    /// `cpus`, creating it and missing ancestors. Existing ancestors must already include
-    /// `cpus`. On error nothing is left changed.
-    pub fn create(hierarchy: &CpusetMount, rel: &Path, cpus: &CpuSet) -> Result<ExclusiveDomain> {
+    /// `cpus` (the kernel's list format, `0-2,5`), creating it and missing ancestors.
+    /// Existing ancestors must already include `cpus`. On error nothing is left changed.
+    pub fn create(hierarchy: &CpusetMount, rel: &Path, cpus: &str) -> Result<ExclusiveDomain> {
         check_rel(rel)?;
+        let cpus = list(&parse(cpus).ok_or_else(|| {
+            Error::Invalid(format!(
+                "`{cpus}` is not a CPU list (e.g. 0, 0-2 or 0,2,5-7)"
+            ))
+        })?);
         let _lock = Lock::take()?;
         let mut d = ExclusiveDomain {
             hierarchy: hierarchy.clone(),
             dir: hierarchy.mount().join(rel),
-            cpus: cpus.clone(),
+            cpus,
             undo: Vec::new(),
             created: Vec::new(),
             removed: false,
@@ -102,8 +108,8 @@ impl ExclusiveDomain {
         &self.dir
     }
 
-    /// The CPUs of the domain.
-    pub fn cpus(&self) -> &CpuSet {
+    /// The CPUs of the domain, in the kernel's list format.
+    pub fn cpus(&self) -> &str {
         &self.cpus
     }
 
@@ -177,11 +183,12 @@ impl ExclusiveDomain {
         if dir.exists() {
             if dir != self.dir {
                 let have = cpuset_of(&dir.join("cpuset.cpus"))?;
-                if !have.as_ref().is_some_and(|h| self.cpus.is_subset(h)) {
+                let ours = parse(&self.cpus).unwrap_or_default();
+                if !have.as_ref().is_some_and(|h| ours.is_subset(h)) {
                     return Err(Error::Invalid(format!(
                         "cpuset {} has CPUs `{}`, which do not include {}",
                         dir.display(),
-                        have.map(|h| h.to_string()).unwrap_or_default(),
+                        have.map(|h| list(&h)).unwrap_or_default(),
                         self.cpus
                     )));
                 }
@@ -196,14 +203,14 @@ impl ExclusiveDomain {
         if read(dir.join("cpuset.mems"))?.is_empty() {
             write(&dir.join("cpuset.mems"), &mems)?;
         }
-        self.set(&dir.join("cpuset.cpus"), &self.cpus.to_string())
+        self.set(&dir.join("cpuset.cpus"), &self.cpus.clone())
             .map_err(|e| explain_overlap(e, dir, &self.cpus))
     }
 
     fn setup_v2(&mut self, rel: &Path) -> Result<()> {
         let mut dir = self.hierarchy.mount().to_path_buf();
         let comps: Vec<_> = rel.components().collect();
-        let cpus = self.cpus.to_string();
+        let cpus = self.cpus.clone();
         for (i, c) in comps.iter().enumerate() {
             let parent = dir.clone();
             dir.push(c);
@@ -220,7 +227,7 @@ impl ExclusiveDomain {
             if excl.exists() {
                 let have = cpuset_of(&excl)?;
                 let want = union(have.as_ref(), &self.cpus);
-                self.set(&excl, &want.to_string())
+                self.set(&excl, &want)
                     .map_err(|e| explain_overlap(e, &dir, &self.cpus))?;
             }
         }
@@ -330,7 +337,7 @@ impl Drop for ExclusiveDomain {
         if !self.removed {
             self.removed = true;
             if let Err(e) = self.kill_and_remove() {
-                eprintln!("bulkhead-reserve: cleaning up {}: {e}", self.dir.display());
+                eprintln!("bulkhead: cleaning up {}: {e}", self.dir.display());
             }
         }
     }
@@ -351,7 +358,7 @@ impl Shield {
     /// Moves the top cpuset's processes (not this one) to `<mount>/<name>` on `cpus`.
     /// Returns the shield and how many processes it moved (kernel threads bound to a CPU
     /// cannot move and stay).
-    pub fn create(hierarchy: &CpusetMount, name: &str, cpus: &CpuSet) -> Result<(Shield, usize)> {
+    pub fn create(hierarchy: &CpusetMount, name: &str, cpus: &str) -> Result<(Shield, usize)> {
         let CpusetMount::V1(mount) = hierarchy else {
             return Err(Error::Invalid(
                 "a shield needs the cgroup v1 cpuset layout".into(),
@@ -370,7 +377,7 @@ impl Shield {
             &shield.dir.join("cpuset.mems"),
             &read(mount.join("cpuset.mems"))?,
         )?;
-        write(&shield.dir.join("cpuset.cpus"), &cpus.to_string())?;
+        write(&shield.dir.join("cpuset.cpus"), cpus)?;
         let moved = move_procs(mount, &shield.dir);
         Ok((shield, moved))
     }
@@ -397,7 +404,7 @@ impl Drop for Shield {
         }
         if self.dir.exists() {
             eprintln!(
-                "bulkhead-reserve: could not empty and remove {}",
+                "bulkhead: could not empty and remove {}",
                 self.dir.display()
             );
         } else if let Some(name) = self.dir.file_name() {
@@ -508,11 +515,12 @@ fn check_rel(rel: &Path) -> Result<()> {
 }
 
 /// Turns the kernel's bare EINVAL on an exclusive cpuset into the sibling that overlaps.
-fn explain_overlap(e: Error, dir: &Path, cpus: &CpuSet) -> Error {
+fn explain_overlap(e: Error, dir: &Path, cpus: &str) -> Error {
     if e.errno() != Some(libc::EINVAL) {
         return e;
     }
     let Some(parent) = dir.parent() else { return e };
+    let ours = parse(cpus).unwrap_or_default();
     let mut clashes = Vec::new();
     for entry in fs::read_dir(parent).into_iter().flatten().flatten() {
         let sib = entry.path();
@@ -521,8 +529,8 @@ fn explain_overlap(e: Error, dir: &Path, cpus: &CpuSet) -> Error {
         }
         for f in ["cpuset.cpus", "cpuset.cpus.exclusive"] {
             if let Ok(Some(set)) = cpuset_of(&sib.join(f)) {
-                if set.intersects(cpus) {
-                    clashes.push(format!("{} ({f} {set})", sib.display()));
+                if !set.is_disjoint(&ours) {
+                    clashes.push(format!("{} ({f} {})", sib.display(), list(&set)));
                     break;
                 }
             }
@@ -539,23 +547,49 @@ fn explain_overlap(e: Error, dir: &Path, cpus: &CpuSet) -> Error {
     ))
 }
 
-fn union(a: Option<&CpuSet>, b: &CpuSet) -> CpuSet {
-    let all = a
-        .into_iter()
-        .flat_map(|s| s.iter().collect::<Vec<_>>())
-        .chain(b.iter());
-    CpuSet::from_cpus(all).expect("b is not empty")
+/// The CPUs of `a` and of the list `b`, as a list.
+fn union(a: Option<&BTreeSet<u32>>, b: &str) -> String {
+    let mut all = a.cloned().unwrap_or_default();
+    all.extend(parse(b).unwrap_or_default());
+    list(&all)
+}
+
+/// The CPUs of a list in the kernel's format (`0-2,5`); `None` if it is not one.
+fn parse(text: &str) -> Option<BTreeSet<u32>> {
+    let mut cpus = BTreeSet::new();
+    for part in text.trim().split(',') {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let (lo, hi): (u32, u32) = (lo.trim().parse().ok()?, hi.trim().parse().ok()?);
+        cpus.extend(lo..=hi);
+    }
+    Some(cpus)
+}
+
+/// `cpus` in the kernel's list format: ascending, runs as ranges (`0-2,5`).
+fn list(cpus: &BTreeSet<u32>) -> String {
+    let mut parts: Vec<(u32, u32)> = Vec::new();
+    for &c in cpus {
+        match parts.last_mut() {
+            Some((_, hi)) if *hi + 1 == c => *hi = c,
+            _ => parts.push((c, c)),
+        }
+    }
+    let part = |&(lo, hi): &(u32, u32)| match lo == hi {
+        true => lo.to_string(),
+        false => format!("{lo}-{hi}"),
+    };
+    parts.iter().map(part).collect::<Vec<_>>().join(",")
 }
 
 /// The CPU set in a cpuset file; `None` when empty.
-fn cpuset_of(file: &Path) -> Result<Option<CpuSet>> {
+fn cpuset_of(file: &Path) -> Result<Option<BTreeSet<u32>>> {
     let text = read(file)?;
     if text.is_empty() {
         return Ok(None);
     }
-    CpuSet::parse(&text)
+    parse(&text)
         .map(Some)
-        .map_err(|e| Error::Invalid(format!("{}: {e}", file.display())))
+        .ok_or_else(|| Error::Invalid(format!("{}: `{text}` is not a CPU list", file.display())))
 }
 
 /// SIGKILLs every process in cgroup `dir` and waits (up to 2 s) until it is empty.
@@ -658,12 +692,11 @@ mod tests {
     }
 
     #[test]
-    fn unions_cpu_sets() {
-        let a = CpuSet::parse("0,2").unwrap();
-        assert_eq!(
-            union(Some(&a), &CpuSet::parse("1").unwrap()).to_string(),
-            "0-2"
-        );
-        assert_eq!(union(None, &a).to_string(), "0,2");
+    fn unions_cpu_lists() {
+        let a = parse("0,2").unwrap();
+        assert_eq!(union(Some(&a), "1"), "0-2");
+        assert_eq!(union(None, "0,2"), "0,2");
+        assert_eq!(list(&parse(" 0-1,3,5-6\n").unwrap()), "0-1,3,5-6");
+        assert_eq!(parse("0-x"), None);
     }
 }

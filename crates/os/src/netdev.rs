@@ -14,7 +14,6 @@
 //! written before the move. [`IsolatedInterface::restore_stale`] moves the interfaces of
 //! dead owners back into the caller's namespace and removes their pins.
 
-use crate::confine::private_netns;
 use crate::error::{Error, Result};
 use crate::owner;
 use netlink_packet_core::{
@@ -26,7 +25,7 @@ use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use std::ffi::CString;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -126,10 +125,7 @@ impl Drop for IsolatedInterface {
     fn drop(&mut self) {
         let (ns, home) = (self.ns.as_raw_fd(), self.home.as_raw_fd());
         if let Err(e) = move_back(&self.iface, ns, home, self.was_up) {
-            eprintln!(
-                "bulkhead-reserve: moving interface `{}` back: {e}",
-                self.iface
-            );
+            eprintln!("bulkhead: moving interface `{}` back: {e}", self.iface);
         }
         unpin(&self.pin);
     }
@@ -290,4 +286,47 @@ fn request(payload: RouteNetlinkMessage) -> io::Result<Option<RouteNetlinkMessag
             }
         }
     }
+}
+/// A new network namespace holding only a loopback interface (up). Made on a thread of
+/// its own (`unshare(CLONE_NEWNET)` changes the calling thread only), which ends after
+/// opening it: the returned fd keeps it alive. Needs CAP_SYS_ADMIN.
+pub fn private_netns() -> io::Result<OwnedFd> {
+    std::thread::spawn(|| {
+        // SAFETY: unshare affects only this short-lived thread.
+        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let ns = std::fs::File::open("/proc/thread-self/ns/net")?;
+        loopback_up()?;
+        Ok(OwnedFd::from(ns))
+    })
+    .join()
+    .map_err(|_| io::Error::other("netns thread panicked"))?
+}
+
+/// Sets `lo` up in the calling thread's network namespace.
+fn loopback_up() -> io::Result<()> {
+    // SAFETY: a fresh datagram socket, owned below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by socket and is owned by nobody else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain data.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write `req`, a valid ifreq naming `lo`.
+    unsafe {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// Where the cgroup v1 `controller` hierarchy is mounted, if it is.
 pub fn v1_mount(controller: &str) -> Option<PathBuf> {
-    let mounts = bulkhead_os::cgroup::Mounts::read().ok()?;
+    let mounts = crate::cgroup::Mounts::read().ok()?;
     mounts.v1(controller).map(Path::to_path_buf)
 }
 

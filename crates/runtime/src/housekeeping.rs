@@ -19,9 +19,9 @@
 //! bulkhead's leftover cleanup) puts them back. The latency request needs no record: the
 //! kernel drops it when the descriptor closes, also on SIGKILL.
 
-use crate::error::{Error, Result};
-use crate::owner::{self, stat_fields};
 use bulkhead_model::CpuSet;
+use bulkhead_os::owner::{self, stat_fields};
+use bulkhead_os::{Error, Result};
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -150,10 +150,7 @@ impl Drop for Housekeeping {
     fn drop(&mut self) {
         for c in self.changes.iter().rev() {
             if let Err(e) = restore(c) {
-                eprintln!(
-                    "bulkhead-reserve: housekeeping: restoring {}: {e}",
-                    describe(c)
-                );
+                eprintln!("bulkhead: housekeeping: restoring {}: {e}", describe(c));
             }
         }
         if let Some(r) = &self.record {

@@ -7,9 +7,9 @@
 //! let summary = rt.stop(&mut |event| log(event));                                // at the end
 //! ```
 //!
-//! * Admission: [`admit`] runs `bulkhead-analysis` over the system and refuses it, naming
-//!   the first failing task and the test that failed (or the CPU and its binding
-//!   constraint).
+//! * Admission: the plan's verdict ([`bulkhead_plan::admit`]) with the machine's
+//!   SCHED_DEADLINE bandwidth; a refusal names the first failing task and the test that
+//!   failed (or the CPU and its binding constraint), and nothing is started.
 //! * Each CPU of an rt partition becomes an exclusive cpuset root domain
 //!   (`<instance>/<partition>-cpu<N>`, [`crate::cpuset::ExclusiveDomain`]); each task runs
 //!   on the CPU the analysis placed it on.
@@ -24,15 +24,16 @@
 //!   start, completion, deadline miss) on the schedule's time line (ns since `epoch_ns`).
 
 use crate::confine::Confinement;
-use crate::cpuset::{self, CpusetMount, ExclusiveDomain, Shield};
 use crate::enforce::{Budgeted, Enforcer};
-use crate::error::{Error, Result};
-use crate::limit::V1Limit;
-use crate::sched::{DeadlineParams, Policy};
-use crate::{detect, prio};
-use bulkhead_analysis::system::{analyze_system_with, Options, Placement, Report};
+use crate::prio;
+use bulkhead_analysis::system::{Placement, Report};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task};
+use bulkhead_os::cpuset::{self, CpusetMount, ExclusiveDomain, Shield};
 use bulkhead_os::launch::{self, Env, Fds, Join, Launch, Program};
+use bulkhead_os::limit::V1Limit;
+use bulkhead_os::sched::{detect, DeadlineParams, Policy};
+use bulkhead_os::Error;
+use bulkhead_plan::admission::{admit, Refusal};
 use bulkhead_plan::programs::{Exec, Programs, Site};
 use bulkhead_task::link::{LinkSpec, ModePort, StopStartPort, TaskLink};
 use bulkhead_task::{Record, Timing};
@@ -44,6 +45,60 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Why the rt partitions cannot be started or watched.
+#[derive(Debug)]
+pub enum RtError {
+    /// The analysis refuses the system on this machine (the plan's verdict).
+    Refused(Box<Refusal>),
+    /// A task's words shared with the task library (its control block and trace ring,
+    /// its mode or stop-start words) cannot be made or mapped.
+    Link {
+        task: String,
+        what: &'static str,
+        source: bulkhead_task::Error,
+    },
+    /// A reservation, cpuset or limit cannot be set up (or the description asks for one
+    /// that cannot exist here).
+    Os(Error),
+}
+
+/// A result of the rt partitions' start.
+pub type Result<T> = std::result::Result<T, RtError>;
+
+impl From<Error> for RtError {
+    fn from(e: Error) -> RtError {
+        RtError::Os(e)
+    }
+}
+
+impl std::fmt::Display for RtError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RtError::Refused(r) => write!(f, "{r}"),
+            RtError::Link { task, what, source } => write!(f, "task `{task}`: {what}: {source}"),
+            RtError::Os(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RtError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RtError::Refused(r) => Some(r.as_ref()),
+            RtError::Link { source, .. } => Some(source),
+            RtError::Os(e) => Some(e),
+        }
+    }
+}
+
+impl RtError {
+    /// Whether the description, not the machine, is at fault: a refusal or an
+    /// impossible request (`run` reports it as invalid input).
+    pub fn is_invalid(&self) -> bool {
+        matches!(self, RtError::Refused(_) | RtError::Os(Error::Invalid(_)))
+    }
+}
 
 /// How to start the rt partitions.
 #[derive(Debug, Clone)]
@@ -89,61 +144,6 @@ fn task_programs(system: &System, programs: &Programs) -> Result<Vec<Exec>> {
         }
     }
     Ok(plans)
-}
-
-/// Refuses a system whose rt partitions fail the analysis with SCHED_DEADLINE bandwidth
-/// `cap` (`(runtime, period)`, the machine's: [`crate::bandwidth::cap`]) per CPU of each
-/// partition's root domain; the message names the first failing task and the test that
-/// failed it, or the CPU and why.
-pub fn admit(system: &System, cap: (u64, u64)) -> Result<Report> {
-    // Admission needs the verdicts, not C max.
-    let options = Options {
-        deadline_cap: cap,
-        sensitivity: false,
-    };
-    let report = analyze_system_with(system, &options);
-    admit_modes(&report)?;
-    if let Some(t) = report.tasks.iter().find(|t| !t.schedulable) {
-        return Err(Error::Invalid(format!(
-            "admission refused: task `{}` of partition `{}` fails the {} test on CPU {}: {}",
-            t.name, t.partition, t.test, t.cpu, t.binding
-        )));
-    }
-    if let Some(c) = report.cpus.iter().find(|c| !c.schedulable) {
-        return Err(Error::Invalid(format!(
-            "admission refused: CPU {}: {}",
-            c.cpu, c.binding
-        )));
-    }
-    if let Some(p) = report.partitions.iter().find(|p| !p.schedulable) {
-        return Err(Error::Invalid(format!(
-            "admission refused: partition `{}`: {}",
-            p.name, p.binding
-        )));
-    }
-    Ok(report)
-}
-
-/// With modes, every mode and every allowed switch must pass: a switch then never
-/// fails for lack of bandwidth (the analysis of docs/modes.md).
-fn admit_modes(report: &Report) -> Result<()> {
-    let Some(modes) = &report.modes else {
-        return Ok(());
-    };
-    if let Some(m) = modes.modes.iter().find(|m| !m.schedulable) {
-        return Err(Error::Invalid(format!(
-            "admission refused: mode `{}`: {}",
-            m.name, m.binding
-        )));
-    }
-    if let Some(t) = modes.transitions.iter().find(|t| !t.safe) {
-        let why = t.refusal.as_ref().map_or("", |r| r.message.as_str());
-        return Err(Error::Invalid(format!(
-            "admission refused: switch {} -> {} ({}): {why}",
-            t.from, t.to, t.policy
-        )));
-    }
-    Ok(())
 }
 
 /// One running task.
@@ -260,9 +260,9 @@ impl RtPartitions {
         // the tasks' own exclusive domains.
         if let Some(why) = detect::deadline().err().filter(|u| u.is_permanent()) {
             if system.modes.is_some() {
-                return Err(Error::Invalid(format!(
+                return Err(RtError::Os(Error::Invalid(format!(
                     "modes are executed with SCHED_DEADLINE reservations: {why}"
-                )));
+                ))));
             }
             for p in system
                 .partitions
@@ -278,8 +278,8 @@ impl RtPartitions {
             }
         }
         let plans = task_programs(&system, &options.programs)?;
-        let cap = crate::bandwidth::cap(Path::new(crate::bandwidth::SYSCTL_DIR))?;
-        let report = admit(&system, cap)?;
+        let cap = bulkhead_os::bandwidth::cap(Path::new(bulkhead_os::bandwidth::SYSCTL_DIR))?;
+        let report = admit(&system, cap).map_err(|r| RtError::Refused(Box::new(r)))?;
         let hierarchy = cpuset::detect()?;
         let mut rt = RtPartitions {
             epoch_ns: options.epoch_ns,
@@ -296,7 +296,7 @@ impl RtPartitions {
             rt.instance = Some(ExclusiveDomain::create(
                 &hierarchy,
                 &options.instance,
-                &cpus,
+                &cpus.to_string(),
             )?);
         }
         if options.shield {
@@ -347,7 +347,7 @@ impl RtPartitions {
                     Some(&d) => d,
                     None => {
                         let rel = options.instance.join(&name);
-                        let domain = ExclusiveDomain::create(h, &rel, &set)?;
+                        let domain = ExclusiveDomain::create(h, &rel, &set.to_string())?;
                         if matches!(h, CpusetMount::V2(_)) {
                             limit_v2(domain.dir(), p)?;
                         }
@@ -373,8 +373,11 @@ impl RtPartitions {
                     epoch_ns: options.epoch_ns,
                     ring_depth: options.ring_depth,
                 };
-                let link = TaskLink::create(&spec)
-                    .map_err(|e| Error::Invalid(format!("task `{}`: {e}", task.name)))?;
+                let link = TaskLink::create(&spec).map_err(|source| RtError::Link {
+                    task: task.name.clone(),
+                    what: "control block and trace ring",
+                    source,
+                })?;
                 link.set_release_offset_ns(task.offset);
                 let cgroups: Vec<Option<&Path>> = std::iter::once(self.domains[d].dir())
                     .chain(joins.iter().map(PathBuf::as_path))
@@ -499,8 +502,10 @@ impl RtPartitions {
                     parked: t.parked,
                     reclaim: t.reclaim,
                     judged_from: t.judged_from.clone(),
-                    port: t.link.mode_port().map_err(|e| {
-                        Error::Invalid(format!("task `{}`: mode words: {e}", t.task))
+                    port: t.link.mode_port().map_err(|source| RtError::Link {
+                        task: t.task.to_string(),
+                        what: "mode words",
+                        source,
                     })?,
                 })
             })
@@ -516,8 +521,10 @@ impl RtPartitions {
                     partition: t.partition.to_string(),
                     task: t.task.to_string(),
                     judged_from: t.judged_from.clone(),
-                    port: t.link.stop_start_port().map_err(|e| {
-                        Error::Invalid(format!("task `{}`: stop-start words: {e}", t.task))
+                    port: t.link.stop_start_port().map_err(|source| RtError::Link {
+                        task: t.task.to_string(),
+                        what: "stop-start words",
+                        source,
                     })?,
                 })
             })
@@ -805,7 +812,7 @@ fn shield(
         Error::Invalid("no CPU is left outside the rt partitions for the shield".into())
     })?;
     let name = format!("{}-shield", options.instance.display());
-    let (shield, moved) = Shield::create(h, &name, &rest)?;
+    let (shield, moved) = Shield::create(h, &name, &rest.to_string())?;
     eprintln!("bulkhead: shield: moved {moved} processes to CPUs {rest}");
     Ok(shield)
 }
@@ -854,7 +861,7 @@ fn fifo_levels(report: &Report, p: &Partition) -> Result<Vec<u32>> {
         ));
     }
     prio::fifo_priorities_per_cpu(&placed, prio::TOP)
-        .map_err(|e| Error::Invalid(format!("partition `{}`: {e}", p.name)))
+        .map_err(|e| RtError::Os(Error::Invalid(format!("partition `{}`: {e}", p.name))))
 }
 
 /// The analysis verdict on a task: in the initial mode, else in the first mode that
@@ -904,10 +911,10 @@ fn domain_of(p: &Partition, task: &str, placement: &Placement) -> Result<(u32, C
             let first = set.iter().next().expect("a non-empty set");
             Ok((first, set.clone(), format!("{}-cpus{set}", p.name)))
         }
-        Placement::Unplaced => Err(Error::Invalid(format!(
+        Placement::Unplaced => Err(RtError::Os(Error::Invalid(format!(
             "cannot place task `{task}` of partition `{}` on a CPU: give the partition `cpus`",
             p.name
-        ))),
+        )))),
     }
 }
 

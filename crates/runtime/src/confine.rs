@@ -2,14 +2,13 @@
 //! network namespace they see (DESIGN: "its own uid where configured, optionally its own
 //! namespaces"; DriveOS 3.3.2: only the CAN gateway reaches the bus).
 //!
-//! A [`Confinement`] is prepared before the clone ([`resolve_user`], [`private_netns`])
+//! A [`Confinement`] is prepared before the clone ([`resolve_user`], [`bulkhead_os::netdev::private_netns`])
 //! and applied in the child between clone and exec by the one launcher
 //! ([`bulkhead_os::launch`], given [`Confinement::launch`]).
 
 use bulkhead_model::types::Sandbox;
 use bulkhead_os::harden::Protect;
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 
 /// How a partition's processes are confined (besides their cgroups).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -90,55 +89,13 @@ pub fn partition_env(own: &[(String, String)], clean: bool) -> Vec<(String, Stri
 
 pub use bulkhead_model::users::resolve as resolve_user;
 
-/// A new network namespace holding only a loopback interface (up). Made on a thread of
-/// its own (`unshare(CLONE_NEWNET)` changes the calling thread only), which ends after
-/// opening it: the returned fd keeps it alive. Needs CAP_SYS_ADMIN.
-pub fn private_netns() -> io::Result<OwnedFd> {
-    std::thread::spawn(|| {
-        // SAFETY: unshare affects only this short-lived thread.
-        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let ns = std::fs::File::open("/proc/thread-self/ns/net")?;
-        loopback_up()?;
-        Ok(OwnedFd::from(ns))
-    })
-    .join()
-    .map_err(|_| io::Error::other("netns thread panicked"))?
-}
-
-/// Sets `lo` up in the calling thread's network namespace.
-fn loopback_up() -> io::Result<()> {
-    // SAFETY: a fresh datagram socket, owned below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by socket and is owned by nobody else.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: ifreq is plain data.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
-        *dst = *src as libc::c_char;
-    }
-    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write `req`, a valid ifreq naming `lo`.
-    unsafe {
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use bulkhead_os::launch::{self, Env, Fds, Join, Launch, Program};
+    use bulkhead_os::netdev::private_netns;
     use std::io::Read;
+    use std::os::fd::AsRawFd;
     use std::path::Path;
 
     /// A child confined to a private network namespace and uid 65534 (by the launcher,

@@ -8,9 +8,9 @@
 //! refuses a deadline task narrower than its root domain) and each wake-up counts for
 //! the CPU it ran on.
 
+use crate::clock::{now_ns, sleep_until};
 use crate::error::{Error, Result};
 use crate::sched::{self, DeadlineParams, Policy};
-use bulkhead_os::clock::{now_ns, sleep_until};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
