@@ -397,30 +397,10 @@ fn run_standalone(config: &Config, job: &mut Job, stop: &AtomicBool) -> Result<(
     Ok(())
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    // Async-signal-safe: one atomic store.
-    STOP.store(true, Ordering::Relaxed);
-}
-
 /// Installs SIGINT and SIGTERM handlers that set the returned flag (the service then
 /// ends after its current job and its sleep).
 pub fn stop_on_signals() -> std::io::Result<&'static AtomicBool> {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: a zeroed sigaction with a handler that only stores an atomic
-        // (async-signal-safe) and an empty mask; sigaction reads it during the call.
-        let rc = unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(signal, &action, std::ptr::null_mut())
-        };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(&STOP)
+    bulkhead_os::signal::stop_flag()
 }
 
 #[cfg(test)]

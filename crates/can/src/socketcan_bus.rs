@@ -41,8 +41,12 @@ impl std::error::Error for SocketCanError {}
 
 fn classify(e: io::Error, iface: &str) -> SocketCanError {
     match e.raw_os_error() {
-        Some(libc::EAFNOSUPPORT) | Some(libc::EPROTONOSUPPORT) => SocketCanError::NoKernelSupport,
-        Some(libc::ENODEV) | Some(libc::ENXIO) => SocketCanError::NoInterface(iface.to_string()),
+        Some(bulkhead_os::errno::EAFNOSUPPORT) | Some(bulkhead_os::errno::EPROTONOSUPPORT) => {
+            SocketCanError::NoKernelSupport
+        }
+        Some(bulkhead_os::errno::ENODEV) | Some(bulkhead_os::errno::ENXIO) => {
+            SocketCanError::NoInterface(iface.to_string())
+        }
         _ if e.kind() == io::ErrorKind::NotFound => SocketCanError::NoInterface(iface.to_string()),
         _ => SocketCanError::Io(e),
     }

@@ -37,7 +37,8 @@
 //! [`Layout::reader_off`]: crate::layout::Layout::reader_off
 
 use crate::error::{OpenError, Result};
-use rustix::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use bulkhead_os::lock::{locked_by_others, try_lock_byte, Kind};
+use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 
 /// Where an end's lock lies: one byte of a file.
@@ -77,18 +78,10 @@ impl Hold {
             peer_byte: peer.byte,
         };
         // Refused only by a write lock, which no endpoint takes.
-        match lock(
-            hold.fd.as_raw_fd(),
-            libc::F_OFD_SETLK,
-            libc::F_RDLCK,
-            mine.byte,
-        ) {
-            Err(OpenError::Io { source, .. }) if source.raw_os_error() == Some(libc::EAGAIN) => {
-                return Err(OpenError::Busy(owner))
-            }
-            r => r?,
-        };
-        if held_by_others(hold.fd.as_raw_fd(), mine.byte)? {
+        if !try_lock_byte(hold.fd.as_fd(), mine.byte, Kind::Read).map_err(lock_error)? {
+            return Err(OpenError::Busy(owner));
+        }
+        if held_by_others(hold.fd.as_fd(), mine.byte)? {
             return Err(OpenError::Busy(owner));
         }
         Ok(hold)
@@ -96,39 +89,22 @@ impl Hold {
 
     /// Whether an endpoint other than this one holds the peer's byte.
     pub fn peer_alive(&self) -> bool {
-        held_by_others(self.peer.as_raw_fd(), self.peer_byte).unwrap_or(true)
+        held_by_others(self.peer.as_fd(), self.peer_byte).unwrap_or(true)
     }
 }
 
 /// Whether an open file description other than `fd`'s holds a lock on `byte` of the
 /// file (for stale-channel cleanup: `fd` holds none).
 pub(crate) fn held(fd: BorrowedFd<'_>, byte: u64) -> bool {
-    held_by_others(fd.as_raw_fd(), byte).unwrap_or(true)
+    held_by_others(fd, byte).unwrap_or(true)
 }
 
-/// `F_OFD_GETLK` for a write lock on `byte`: a lock of another open file description
-/// conflicts with it; one of `fd`'s own does not. Needs no access to the file.
-fn held_by_others(fd: i32, byte: u64) -> Result<bool, OpenError> {
-    let l = lock(fd, libc::F_OFD_GETLK, libc::F_WRLCK, byte)?;
-    Ok(l.l_type != libc::F_UNLCK as libc::c_short)
+/// Whether another open file description than `fd`'s holds a lock on `byte`. Needs no
+/// access to the file.
+fn held_by_others(fd: BorrowedFd<'_>, byte: u64) -> Result<bool, OpenError> {
+    locked_by_others(fd, byte).map_err(lock_error)
 }
 
-/// One `fcntl` record-lock command on the single byte `byte` of `fd`.
-fn lock(fd: i32, cmd: libc::c_int, kind: libc::c_int, byte: u64) -> Result<libc::flock, OpenError> {
-    // SAFETY: an all-zero flock is valid (l_pid must be 0 for the OFD commands).
-    let mut l: libc::flock = unsafe { std::mem::zeroed() };
-    l.l_type = kind as libc::c_short;
-    l.l_whence = libc::SEEK_SET as libc::c_short;
-    l.l_start = byte as libc::off_t;
-    l.l_len = 1;
-    // SAFETY: fcntl with a record-lock command and a pointer to a local flock, which
-    // the kernel reads (and for GETLK writes) only during the call.
-    let r = unsafe { libc::fcntl(fd, cmd, &mut l) };
-    if r != 0 {
-        return Err(OpenError::io(
-            "fcntl channel liveness lock",
-            std::io::Error::last_os_error(),
-        ));
-    }
-    Ok(l)
+fn lock_error(e: std::io::Error) -> OpenError {
+    OpenError::io("fcntl channel liveness lock", e)
 }

@@ -38,8 +38,7 @@ pub struct BulkheadChan {
 }
 
 fn set_errno(e: c_int) {
-    // SAFETY: __errno_location returns this thread's errno slot.
-    unsafe { *libc::__errno_location() = e };
+    bulkhead_os::errno::set(e);
 }
 
 fn fail<T>(e: &OpenError) -> *mut T {
@@ -253,7 +252,7 @@ pub unsafe extern "C" fn bulkhead_chan_open_receive_fd(
 #[no_mangle]
 pub unsafe extern "C" fn bulkhead_chan_send_fd(sock: c_int, fd: c_int) -> c_int {
     if sock < 0 || fd < 0 {
-        return -libc::EBADF;
+        return -bulkhead_os::errno::EBADF;
     }
     // SAFETY: caller contract; borrowed for the call only.
     let r = unsafe { crate::send_fd(BorrowedFd::borrow_raw(sock), BorrowedFd::borrow_raw(fd)) };
@@ -267,7 +266,7 @@ pub unsafe extern "C" fn bulkhead_chan_send_fd(sock: c_int, fd: c_int) -> c_int 
 #[no_mangle]
 pub unsafe extern "C" fn bulkhead_chan_recv_fd(sock: c_int) -> c_int {
     if sock < 0 {
-        return -libc::EBADF;
+        return -bulkhead_os::errno::EBADF;
     }
     // SAFETY: caller contract.
     match crate::recv_fd(unsafe { BorrowedFd::borrow_raw(sock) }) {
@@ -336,15 +335,15 @@ pub unsafe extern "C" fn bulkhead_chan_write(
 ) -> c_int {
     // SAFETY: caller contract.
     let Some(h) = (unsafe { ch.as_mut() }) else {
-        return -libc::EINVAL;
+        return -bulkhead_os::errno::EINVAL;
     };
     if buf.is_null() || nbytes > c_int::MAX as usize {
-        return -libc::EINVAL;
+        return -bulkhead_os::errno::EINVAL;
     }
     // SAFETY: caller contract.
     let src = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), nbytes) };
     let End::Tx(tx) = &mut h.end else {
-        return -libc::EBADF;
+        return -bulkhead_os::errno::EBADF;
     };
     let r = if h.convert.is_some() {
         if let Err(e) = convert(h.convert, src, &mut h.scratch) {
@@ -376,15 +375,15 @@ pub unsafe extern "C" fn bulkhead_chan_read(
 ) -> c_int {
     // SAFETY: caller contract.
     let Some(h) = (unsafe { ch.as_mut() }) else {
-        return -libc::EINVAL;
+        return -bulkhead_os::errno::EINVAL;
     };
     if buf.is_null() || nbytes > c_int::MAX as usize {
-        return -libc::EINVAL;
+        return -bulkhead_os::errno::EINVAL;
     }
     // SAFETY: caller contract.
     let dst = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), nbytes) };
     let End::Rx(rx) = &mut h.end else {
-        return -libc::EBADF;
+        return -bulkhead_os::errno::EBADF;
     };
     let r = if h.convert.is_some() {
         let r = read_msg(rx, &mut h.scratch, timeout_ms);
@@ -411,7 +410,7 @@ pub unsafe extern "C" fn bulkhead_chan_read(
 #[no_mangle]
 pub unsafe extern "C" fn bulkhead_chan_close(ch: *mut BulkheadChan) -> c_int {
     if ch.is_null() {
-        return -libc::EINVAL;
+        return -bulkhead_os::errno::EINVAL;
     }
     // SAFETY: caller contract: a handle from Box::into_raw, closed once.
     drop(unsafe { Box::from_raw(ch) });
@@ -426,7 +425,7 @@ pub unsafe extern "C" fn bulkhead_chan_close(ch: *mut BulkheadChan) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn bulkhead_chan_destroy(ch: *mut BulkheadChan) -> c_int {
     if ch.is_null() {
-        return -libc::EINVAL;
+        return -bulkhead_os::errno::EINVAL;
     }
     // SAFETY: caller contract.
     let h = unsafe { Box::from_raw(ch) };
@@ -452,7 +451,7 @@ pub unsafe extern "C" fn bulkhead_chan_name(ch: *const BulkheadChan) -> *const c
 #[no_mangle]
 pub unsafe extern "C" fn bulkhead_chan_kind(ch: *const BulkheadChan) -> c_int {
     // SAFETY: caller contract.
-    unsafe { ch.as_ref() }.map_or(-libc::EINVAL, |h| match h.chan.meta().kind {
+    unsafe { ch.as_ref() }.map_or(-bulkhead_os::errno::EINVAL, |h| match h.chan.meta().kind {
         Kind::Fifo => BULKHEAD_CHAN_SYNC as c_int,
         Kind::Latest => BULKHEAD_CHAN_ASYNC as c_int,
     })
@@ -485,7 +484,7 @@ pub unsafe extern "C" fn bulkhead_chan_depth(ch: *const BulkheadChan) -> c_uint 
 #[no_mangle]
 pub unsafe extern "C" fn bulkhead_chan_fd(ch: *const BulkheadChan) -> c_int {
     // SAFETY: caller contract.
-    unsafe { ch.as_ref() }.map_or(-libc::EINVAL, |h| h.chan.as_fd().as_raw_fd())
+    unsafe { ch.as_ref() }.map_or(-bulkhead_os::errno::EINVAL, |h| h.chan.as_fd().as_raw_fd())
 }
 
 /// Removes stale named channels; returns how many, or -errno.

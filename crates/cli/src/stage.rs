@@ -215,7 +215,7 @@ impl CanInput {
         let mut buf = [0u8; WIRE_SIZE];
         let mut out = Vec::new();
         // The gateway stamps frames with CLOCK_REALTIME.
-        let realtime = bulkhead_task::clock::read_ns(libc::CLOCK_REALTIME).unwrap_or(0);
+        let realtime = bulkhead_os::clock::realtime_ns();
         let offset = realtime.saturating_sub(now_ns());
         while out.len() < max && self.rx.try_read(&mut buf).is_ok() {
             if let Ok((t_ns, _, frame)) = gateway::decode(&buf) {
@@ -760,7 +760,7 @@ fn can_channel(var: &str) -> R<Channel> {
 fn pipe_in(path: &str, latest: bool) -> R<Input> {
     OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(bulkhead_os::fd::O_NONBLOCK)
         .open(path)
         .map(|file| Input::Pipe { file, latest })
         .map_err(|e| format!("input {path}: {e}"))
@@ -771,7 +771,7 @@ fn pipe_out(path: &str) -> R<Output> {
     OpenOptions::new()
         .read(true)
         .write(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(bulkhead_os::fd::O_NONBLOCK)
         .open(path)
         .map(Output::Pipe)
         .map_err(|e| format!("output {path}: {e}"))
@@ -779,20 +779,7 @@ fn pipe_out(path: &str) -> R<Output> {
 
 /// Sleeps until CLOCK_MONOTONIC reaches `t_ns` (or a signal arrives).
 fn sleep_until(t_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (t_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (t_ns % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: `ts` is a valid timespec for the duration of the call; the remaining-time
-    // pointer may be null with TIMER_ABSTIME.
-    unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        );
-    }
+    let _ = bulkhead_os::clock::sleep_until_or_signal(t_ns);
 }
 
 #[cfg(test)]

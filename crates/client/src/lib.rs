@@ -12,6 +12,9 @@
 //! equivalents; see `include/bulkhead/client.h`. They return 0, or -1 with `errno`
 //! set (`ENOKEY`: not started by a scheduler; `EBADMSG`: malformed parameters).
 
+use bulkhead_os::errno;
+use bulkhead_os::fd::{read_raw, send_nonblocking, write_raw};
+use std::ffi::c_int;
 use std::sync::Mutex;
 
 pub mod stopstart;
@@ -39,9 +42,9 @@ impl Error {
     /// The errno value the C ABI reports.
     pub fn errno(self) -> i32 {
         match self {
-            Error::NotScheduled | Error::NoStopStart => libc::ENOKEY,
-            Error::BadParameters | Error::BadNotice => libc::EBADMSG,
-            Error::NoInitialization => libc::EWOULDBLOCK,
+            Error::NotScheduled | Error::NoStopStart => errno::ENOKEY,
+            Error::BadParameters | Error::BadNotice => errno::EBADMSG,
+            Error::NoInitialization => errno::EWOULDBLOCK,
             Error::Io(e) => e,
         }
     }
@@ -185,12 +188,11 @@ pub fn heartbeat() -> Result<(), Error> {
     }
     let fd = with_state(|s| Ok(s.params.completed_fd))?;
     let beat = HEARTBEAT.to_ne_bytes();
-    // SAFETY: sending 8 bytes from a valid buffer on an fd number; an invalid fd only fails.
-    let n = unsafe { libc::send(fd, beat.as_ptr().cast(), 8, libc::MSG_DONTWAIT) };
-    match n {
-        8 => Ok(()),
-        _ if last_errno() == libc::EAGAIN => Ok(()),
-        _ => Err(Error::Io(last_errno())),
+    match send_nonblocking(fd, &beat) {
+        Ok(8) => Ok(()),
+        Ok(_) => Err(Error::Io(errno::EIO)),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
+        Err(e) => Err(Error::Io(errno::of(&e))),
     }
 }
 
@@ -202,42 +204,31 @@ pub fn signal(params: Parameters) -> Result<(), Error> {
 
 /// Writes the completion message (the 8-byte integer 1).
 pub fn notify(params: Parameters) -> Result<(), Error> {
-    let one = 1u64.to_ne_bytes();
-    // SAFETY: writing 8 bytes from a valid buffer to an fd number; an invalid fd only fails.
-    if unsafe { libc::write(params.completed_fd, one.as_ptr().cast(), 8) } != 8 {
-        return Err(Error::Io(last_errno()));
+    match write_raw(params.completed_fd, &1u64.to_ne_bytes()) {
+        Ok(8) => Ok(()),
+        Ok(_) => Err(Error::Io(errno::EIO)),
+        Err(e) => Err(Error::Io(errno::of(&e))),
     }
-    Ok(())
 }
 
 /// Blocks until the continue message (8 bytes) arrives.
 pub fn wait(params: Parameters) -> Result<(), Error> {
     let mut buf = [0u8; 8];
     loop {
-        // SAFETY: reading 8 bytes into a valid buffer.
-        let n = unsafe { libc::read(params.continue_fd, buf.as_mut_ptr().cast(), 8) };
-        if n == 8 {
-            return Ok(());
+        match read_raw(params.continue_fd, &mut buf) {
+            Ok(8) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::Io(errno::of(&e))),
+            Ok(_) => return Err(Error::Io(errno::EPIPE)),
         }
-        if n < 0 && last_errno() == libc::EINTR {
-            continue;
-        }
-        return Err(Error::Io(if n < 0 { last_errno() } else { libc::EPIPE }));
     }
 }
 
-fn last_errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
-
-fn c_result(r: Result<(), Error>) -> libc::c_int {
+fn c_result(r: Result<(), Error>) -> c_int {
     match r {
         Ok(()) => 0,
         Err(e) => {
-            // SAFETY: __errno_location returns the calling thread's errno slot.
-            unsafe { *libc::__errno_location() = e.errno() };
+            errno::set(e.errno());
             -1
         }
     }
@@ -245,13 +236,13 @@ fn c_result(r: Result<(), Error>) -> libc::c_int {
 
 /// C: reads `DEMOS_PARAMETERS`. 0 or -1 with errno.
 #[no_mangle]
-pub extern "C" fn demos_init() -> libc::c_int {
+pub extern "C" fn demos_init() -> c_int {
     c_result(init())
 }
 
 /// C: yields the rest of this window; blocks until scheduled again.
 #[no_mangle]
-pub extern "C" fn demos_completed() -> libc::c_int {
+pub extern "C" fn demos_completed() -> c_int {
     c_result(completed())
 }
 
@@ -259,32 +250,32 @@ pub extern "C" fn demos_completed() -> libc::c_int {
 /// pending initialization: -1 with `EWOULDBLOCK`, at once (DEmOS's semantics; see
 /// [`initialization_completed_if_pending`]).
 #[no_mangle]
-pub extern "C" fn demos_initialization_completed() -> libc::c_int {
+pub extern "C" fn demos_initialization_completed() -> c_int {
     c_result(initialization_completed_if_pending())
 }
 
 /// C: same as `demos_init`.
 #[no_mangle]
-pub extern "C" fn bulkhead_init() -> libc::c_int {
+pub extern "C" fn bulkhead_init() -> c_int {
     c_result(init())
 }
 
 /// C: same as `demos_completed`.
 #[no_mangle]
-pub extern "C" fn bulkhead_completed() -> libc::c_int {
+pub extern "C" fn bulkhead_completed() -> c_int {
     c_result(completed())
 }
 
 /// C: ends initialization; blocks until the schedule runs the process (for a process
 /// without a pending initialization it acts like `bulkhead_completed`).
 #[no_mangle]
-pub extern "C" fn bulkhead_initialization_completed() -> libc::c_int {
+pub extern "C" fn bulkhead_initialization_completed() -> c_int {
     c_result(initialization_completed())
 }
 
 /// C: feeds the watchdog ([`heartbeat`]). 0, or -1 with errno.
 #[no_mangle]
-pub extern "C" fn bulkhead_heartbeat() -> libc::c_int {
+pub extern "C" fn bulkhead_heartbeat() -> c_int {
     c_result(heartbeat())
 }
 
@@ -319,7 +310,7 @@ fn with_stop_start<T>(
     f(STOP_START.get().expect("set above"))
 }
 
-fn c_value(r: Result<libc::c_int, Error>) -> libc::c_int {
+fn c_value(r: Result<c_int, Error>) -> c_int {
     match r {
         Ok(v) => v,
         Err(e) => c_result(Err(e)),
@@ -329,7 +320,7 @@ fn c_value(r: Result<libc::c_int, Error>) -> libc::c_int {
 /// C: maps the stop-start notice page (`BULKHEAD_STOP_START`). 0, or -1 with errno
 /// (`ENOKEY`: not a best-effort program of a run without windows).
 #[no_mangle]
-pub extern "C" fn bulkhead_stop_start_init() -> libc::c_int {
+pub extern "C" fn bulkhead_stop_start_init() -> c_int {
     c_result(with_stop_start(|_| Ok(())))
 }
 
@@ -343,9 +334,9 @@ pub extern "C" fn bulkhead_stop_start_init() -> libc::c_int {
 pub unsafe extern "C" fn bulkhead_stop_start_event(
     timeout_ns: i64,
     event: *mut CStopStartEvent,
-) -> libc::c_int {
+) -> c_int {
     if event.is_null() {
-        return c_result(Err(Error::Io(libc::EFAULT)));
+        return c_result(Err(Error::Io(errno::EFAULT)));
     }
     let timeout = u64::try_from(timeout_ns)
         .ok()
@@ -392,17 +383,15 @@ pub extern "C" fn bulkhead_stop_start_system_time_ns() -> u64 {
 /// C: the stale/fresh rule for an input stamped `stamp_ns` on CLOCK_MONOTONIC: 1 fresh
 /// (use it), 0 stale (stamped before the latest resume: drop it), -1 with errno.
 #[no_mangle]
-pub extern "C" fn bulkhead_stop_start_fresh(stamp_ns: u64) -> libc::c_int {
-    c_value(with_stop_start(|s| Ok(s.fresh(stamp_ns) as libc::c_int)))
+pub extern "C" fn bulkhead_stop_start_fresh(stamp_ns: u64) -> c_int {
+    c_value(with_stop_start(|s| Ok(s.fresh(stamp_ns) as c_int)))
 }
 
 /// C: [`bulkhead_stop_start_fresh`] for a CAN frame from a gateway channel, stamped on
 /// CLOCK_REALTIME.
 #[no_mangle]
-pub extern "C" fn bulkhead_stop_start_fresh_can(stamp_ns: u64) -> libc::c_int {
-    c_value(with_stop_start(
-        |s| Ok(s.fresh_can(stamp_ns) as libc::c_int),
-    ))
+pub extern "C" fn bulkhead_stop_start_fresh_can(stamp_ns: u64) -> c_int {
+    c_value(with_stop_start(|s| Ok(s.fresh_can(stamp_ns) as c_int)))
 }
 
 /// C: inputs found stale so far by the two calls above.
@@ -433,6 +422,8 @@ pub fn signal_completion_main() -> std::process::ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn parses_demos_parameters() {
@@ -476,36 +467,25 @@ mod tests {
         assert_eq!(demos_initialization_completed(), -1);
         assert_eq!(
             std::io::Error::last_os_error().raw_os_error(),
-            Some(libc::EWOULDBLOCK)
+            Some(errno::EWOULDBLOCK)
         );
     }
 
     #[test]
     fn one_round_over_a_socket() {
-        let mut fds = [0; 2];
-        // SAFETY: valid array for socketpair.
-        let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) };
-        assert_eq!(r, 0);
+        let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let scheduler = std::thread::spawn(move || {
             let mut buf = [0u8; 8];
-            // SAFETY: reading/writing valid buffers on our socket end.
-            unsafe {
-                assert_eq!(libc::read(fds[1], buf.as_mut_ptr().cast(), 8), 8);
-                assert_eq!(u64::from_ne_bytes(buf), 1);
-                libc::write(fds[1], 1u64.to_ne_bytes().as_ptr().cast(), 8);
-            }
+            theirs.read_exact(&mut buf).unwrap();
+            assert_eq!(u64::from_ne_bytes(buf), 1);
+            theirs.write_all(&1u64.to_ne_bytes()).unwrap();
         });
         signal(Parameters {
-            completed_fd: fds[0],
-            continue_fd: fds[0],
+            completed_fd: ours.as_raw_fd(),
+            continue_fd: ours.as_raw_fd(),
             init: false,
         })
         .unwrap();
         scheduler.join().unwrap();
-        // SAFETY: closing fds we own.
-        unsafe {
-            libc::close(fds[0]);
-            libc::close(fds[1]);
-        }
     }
 }

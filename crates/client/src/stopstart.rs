@@ -25,7 +25,8 @@ use crate::Error;
 pub use bulkhead_os::clock::now_ns as monotonic_ns;
 use bulkhead_os::clock::realtime_to_monotonic;
 use bulkhead_os::futex::{wait as futex_wait, wake_all as futex_wake_all};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use bulkhead_os::shm::{self, SharedMap};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::time::Duration;
@@ -75,51 +76,19 @@ pub enum Event {
 }
 
 /// A shared mapping of the page (read-only for programs, writable for the supervisor).
-struct Map {
-    ptr: *mut Notice,
-}
-
-// SAFETY: the mapping is process-wide memory whose fields are all atomics.
-unsafe impl Send for Map {}
-// SAFETY: as for Send.
-unsafe impl Sync for Map {}
+struct Map(SharedMap);
 
 impl Map {
-    fn new(fd: BorrowedFd<'_>, writable: bool) -> Result<Map, Error> {
-        let prot = match writable {
-            true => libc::PROT_READ | libc::PROT_WRITE,
-            false => libc::PROT_READ,
-        };
-        // SAFETY: a fresh shared mapping of NOTICE_LEN bytes of the file; unmapped only in
-        // Drop. The caller checked (or made) the file at least NOTICE_LEN long: a shorter
-        // file would only fault on access past its end, which the size check prevents.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                NOTICE_LEN,
-                prot,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::Io(crate::last_errno()));
-        }
-        Ok(Map { ptr: p.cast() })
+    /// Precondition (checked by the callers): the file is at least NOTICE_LEN long and
+    /// sealed against shrinking.
+    fn new(fd: BorrowedFd<'_>, writable: bool) -> std::io::Result<Map> {
+        SharedMap::new(fd, NOTICE_LEN, writable).map(Map)
     }
 
     fn get(&self) -> &Notice {
-        // SAFETY: ptr is a live mapping of NOTICE_LEN >= size_of::<Notice>() bytes,
-        // page-aligned; every field is an atomic, valid for any bit pattern.
-        unsafe { &*self.ptr }
-    }
-}
-
-impl Drop for Map {
-    fn drop(&mut self) {
-        // SAFETY: ptr/NOTICE_LEN come from our own successful mmap.
-        unsafe { libc::munmap(self.ptr.cast(), NOTICE_LEN) };
+        // SAFETY: the mapping is NOTICE_LEN >= size_of::<Notice>() bytes, page-aligned;
+        // every field is an atomic, valid for any bit pattern.
+        unsafe { &*self.0.as_ptr().cast::<Notice>() }
     }
 }
 
@@ -132,28 +101,13 @@ pub struct NoticeWriter {
 impl NoticeWriter {
     /// A new page, initialized and sealed so that no one else can map it writable.
     pub fn create() -> std::io::Result<NoticeWriter> {
-        let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
-        // SAFETY: the name is a NUL-terminated literal; the result is checked.
-        let fd = unsafe { libc::memfd_create(c"bulkhead-stop-start".as_ptr(), flags) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: fd is a new descriptor owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: ftruncate on our own memfd.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), NOTICE_LEN as libc::off_t) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let map = Map::new(fd.as_fd(), true).map_err(io_error)?;
+        let fd = shm::memfd(c"bulkhead-stop-start", NOTICE_LEN)?;
+        let map = Map::new(fd.as_fd(), true)?;
         let n = map.get();
         n.version.store(NOTICE_VERSION, Relaxed);
         n.magic.store(NOTICE_MAGIC, Release);
-        let seals =
-            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_SEAL;
-        // SAFETY: F_ADD_SEALS takes an int argument.
-        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        let seals = shm::SEAL_SHRINK | shm::SEAL_GROW | shm::SEAL_FUTURE_WRITE | shm::SEAL_SEAL;
+        shm::add_seals(fd.as_fd(), seals)?;
         Ok(NoticeWriter { fd, map })
     }
 
@@ -214,16 +168,11 @@ impl StopStart {
 
     /// Maps the page of descriptor `fd` read-only and checks it.
     pub fn from_fd(fd: BorrowedFd<'_>) -> Result<StopStart, Error> {
-        // SAFETY: stat is plain data; fstat overwrites it.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: fstat writes one stat struct into `st`.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(Error::Io(crate::last_errno()));
-        }
-        if (st.st_size as usize) < NOTICE_LEN {
+        let size = shm::size(fd).map_err(io_errno)?;
+        if size < NOTICE_LEN as u64 {
             return Err(Error::BadNotice);
         }
-        let map = Map::new(fd, false)?;
+        let map = Map::new(fd, false).map_err(io_errno)?;
         let n = map.get();
         if n.magic.load(Acquire) != NOTICE_MAGIC || n.version.load(Relaxed) != NOTICE_VERSION {
             return Err(Error::BadNotice);
@@ -360,25 +309,23 @@ impl StopStart {
     }
 }
 
-fn io_error(e: Error) -> std::io::Error {
-    match e {
-        Error::Io(errno) => std::io::Error::from_raw_os_error(errno),
-        other => std::io::Error::other(other),
-    }
+fn io_errno(e: std::io::Error) -> Error {
+    Error::Io(bulkhead_os::errno::of(&e))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
 
     #[test]
     fn a_program_sees_the_suspend_then_the_resume_and_drops_older_inputs() {
         let w = NoticeWriter::create().unwrap();
         let ro = w.read_only_fd().unwrap();
-        // SAFETY: a one-byte write from a live buffer; it must be refused.
-        let wrote = unsafe { libc::write(ro.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
-        assert_eq!(
-            wrote, -1,
+        let wrote = std::fs::File::from(ro.try_clone().unwrap()).write(&[1]);
+        assert!(
+            wrote.is_err(),
             "a partition's descriptor of the page cannot write"
         );
         let p = StopStart::from_fd(ro.as_fd()).unwrap();
@@ -440,25 +387,12 @@ mod tests {
     #[test]
     fn the_page_cannot_be_mapped_writable_by_a_program() {
         let w = NoticeWriter::create().unwrap();
-        // SAFETY: an attempt at a writable shared mapping of the sealed page; on success
-        // (a defect) it is unmapped at once.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                NOTICE_LEN,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                w.fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p != libc::MAP_FAILED {
-            // SAFETY: unmapping the mapping just made.
-            unsafe { libc::munmap(p, NOTICE_LEN) };
-        }
-        assert_eq!(p, libc::MAP_FAILED, "the sealed page was mapped writable");
-        // SAFETY: pwrite from a valid one-byte buffer; the seal must refuse it.
-        let n = unsafe { libc::pwrite(w.fd.as_raw_fd(), [1u8].as_ptr().cast(), 1, 8) };
-        assert_eq!(n, -1);
+        let writable = SharedMap::new(w.fd.as_fd(), NOTICE_LEN, true);
+        assert!(writable.is_err(), "the sealed page was mapped writable");
+        let file = std::fs::File::from(w.fd.try_clone().unwrap());
+        assert!(
+            file.write_at(&[1], 8).is_err(),
+            "the sealed page was written"
+        );
     }
 }

@@ -54,7 +54,8 @@ fn outside_a_scheduler_the_c_api_fails_with_enokey() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("errno {}", libc::ENOKEY)));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains(&format!("errno {}", bulkhead_os::errno::ENOKEY)));
     let _ = std::fs::remove_file(program);
 }
 

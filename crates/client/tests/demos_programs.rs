@@ -36,7 +36,7 @@ fn outside_a_scheduler_the_api_programs_fail_with_enokey() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{program}: {stderr}");
-        let enokey = std::io::Error::from_raw_os_error(libc::ENOKEY).to_string();
+        let enokey = std::io::Error::from_raw_os_error(bulkhead_os::errno::ENOKEY).to_string();
         // err(3)'s message: "PROGRAM: demos_init: <strerror>".
         let enokey = enokey.split(" (os error").next().unwrap();
         assert!(

@@ -66,6 +66,16 @@ impl Mounts {
         self.0.iter().filter(|m| m.v2).map(|m| m.path.as_path())
     }
 
+    /// The memory cgroup directory of the process whose `/proc/PID/cgroup` text is
+    /// `proc_cgroup`: in the v1 memory hierarchy where the process has a line for it,
+    /// else in the first cgroup2 mount.
+    pub fn memory_dir(&self, proc_cgroup: &str) -> Option<PathBuf> {
+        match own_cgroup_in(proc_cgroup, Some("memory")) {
+            Some(path) => Some(self.v1("memory")?.join(path)),
+            None => Some(self.v2().next()?.join(own_cgroup_in(proc_cgroup, None)?)),
+        }
+    }
+
     /// The hierarchy bulkhead uses, the one rule for every crate: the v1 hierarchy of
     /// the cpuset controller if one is mounted (a hybrid machine binds cpuset there, and
     /// then no cgroup2 mount can offer it), else the first cgroup2 mount whose root
@@ -150,6 +160,13 @@ impl Layout {
     }
 }
 
+/// The memory cgroup directory of process `pid` ([`Mounts::memory_dir`]), `None` if
+/// its cgroups or the mounts cannot be read.
+pub fn memory_dir_of(pid: u32) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    Mounts::read().ok()?.memory_dir(&text)
+}
+
 /// The text of `<dir>/cgroup.controllers` (empty if it cannot be read).
 pub fn controllers(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default()
@@ -190,6 +207,28 @@ mod tests {
 28 25 0:26 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid shared:7 - cgroup cgroup rw,cpu,cpuacct
 29 25 0:27 / /sys/fs/cgroup/freezer rw,nosuid shared:8 - cgroup cgroup rw,freezer
 ";
+
+    #[test]
+    fn a_processs_memory_cgroup_is_in_the_v1_memory_hierarchy_else_the_unified_one() {
+        let with_memory =
+            format!("{HYBRID}30 25 0:28 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n");
+        let m = Mounts::parse(&with_memory);
+        let v1 = "5:memory:/bulkhead-p\n0::/user.slice\n";
+        assert_eq!(
+            m.memory_dir(v1),
+            Some(PathBuf::from("/sys/fs/cgroup/memory/bulkhead-p"))
+        );
+        let v2 = "0::/bulkhead-q\n";
+        assert_eq!(
+            m.memory_dir(v2),
+            Some(PathBuf::from("/sys/fs/cgroup/unified/bulkhead-q"))
+        );
+        assert_eq!(
+            Mounts::parse(HYBRID).memory_dir(v1),
+            None,
+            "no v1 memory mount"
+        );
+    }
 
     #[test]
     fn mounts_name_each_controllers_hierarchy_and_the_unified_one() {

@@ -25,22 +25,36 @@ pub fn realtime_ns() -> u64 {
 /// Sleeps until CLOCK_MONOTONIC reaches `t_ns` (absolute, so no drift accumulates),
 /// resuming after signals.
 pub fn sleep_until(t_ns: u64) {
+    while sleep_until_or_signal(t_ns) == Err(libc::EINTR) {}
+}
+
+/// Sleeps until CLOCK_MONOTONIC reaches `t_ns` or a signal arrives (`Err(EINTR)`), for
+/// a loop that looks at a stop flag its signal handlers set.
+pub fn sleep_until_or_signal(t_ns: u64) -> Result<(), i32> {
     let ts = timespec(t_ns);
-    // SAFETY: clock_nanosleep reads `ts`; the remainder pointer may be null with TIMER_ABSTIME.
-    while unsafe {
+    // SAFETY: clock_nanosleep reads `ts`; the remainder pointer may be null with
+    // TIMER_ABSTIME.
+    match unsafe {
         libc::clock_nanosleep(
             libc::CLOCK_MONOTONIC,
             libc::TIMER_ABSTIME,
             &ts,
             std::ptr::null_mut(),
         )
-    } == libc::EINTR
-    {}
+    } {
+        0 => Ok(()),
+        errno => Err(errno),
+    }
 }
 
 /// CPU time of the calling thread, ns.
 pub fn thread_cpu_ns() -> u64 {
     read_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
+}
+
+/// CPU time of the calling process (all its threads), ns.
+pub fn process_cpu_ns() -> u64 {
+    read_ns(libc::CLOCK_PROCESS_CPUTIME_ID).unwrap_or(0)
 }
 
 /// The CLOCK_MONOTONIC instant of the CLOCK_REALTIME instant `t_ns` (e.g. a CAN frame's

@@ -25,6 +25,26 @@ pub fn wait(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>) {
     };
 }
 
+/// Sleeps while `word` holds `expected`, until CLOCK_MONOTONIC reaches `until_ns` at the
+/// latest (an absolute time, FUTEX_WAIT_BITSET). Returns on a wake-up ([`wake_all`]
+/// wakes any bitset), the time, a signal, or at once if the word differs: callers loop.
+pub fn wait_until(word: &AtomicU32, expected: u32, until_ns: u64) {
+    let ts = crate::clock::timespec(until_ns);
+    // SAFETY: `word` is a live, aligned u32 for the duration of the call; `ts` outlives
+    // it; the bitset call takes no second word (null).
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT_BITSET,
+            expected,
+            &ts as *const libc::timespec,
+            std::ptr::null::<u32>(),
+            libc::FUTEX_BITSET_MATCH_ANY,
+        )
+    };
+}
+
 /// Wakes every waiter on `word`.
 pub fn wake_all(word: &AtomicU32) {
     // SAFETY: `word` is a live, aligned u32; FUTEX_WAKE only reads its address.
@@ -55,5 +75,20 @@ mod tests {
             waiter.join().unwrap();
         });
         assert!(t.elapsed() < Duration::from_secs(4), "woken, not timed out");
+    }
+
+    #[test]
+    fn a_waiter_until_a_time_sleeps_until_it() {
+        let word = AtomicU32::new(0);
+        let until = crate::clock::now_ns() + 20_000_000;
+        while crate::clock::now_ns() < until {
+            wait_until(&word, 0, until);
+        }
+        let t = Instant::now();
+        wait_until(&word, 1, crate::clock::now_ns() + 5_000_000_000);
+        assert!(
+            t.elapsed() < Duration::from_secs(4),
+            "a differing word returns at once"
+        );
     }
 }

@@ -29,9 +29,28 @@ fn cpu_list(which: &str) -> Option<String> {
     Some(text.trim().to_string())
 }
 
+/// The type of the file system `file` lies on (`statfs`'s `f_type`, e.g. SYSFS_MAGIC
+/// 0x62656572), `None` if the kernel does not say.
+pub fn fs_type(file: &std::fs::File) -> Option<i64> {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: `statfs` is plain data, fully written by a successful fstatfs.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid open descriptor and a pointer to a live statfs.
+    let r = unsafe { libc::fstatfs(file.as_raw_fd(), &mut stat) };
+    (r == 0).then_some(stat.f_type as i64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_is_not_sysfs_and_sysfs_is() {
+        let proc = std::fs::File::open("/proc/self/stat").unwrap();
+        assert_ne!(fs_type(&proc), Some(0x6265_6572));
+        let sys = std::fs::File::open("/sys/kernel").unwrap();
+        assert_eq!(fs_type(&sys), Some(0x6265_6572));
+    }
 
     #[test]
     fn the_machines_bounds_are_read() {

@@ -13,8 +13,11 @@
 //!   after a SIGKILL; [`owner`]: the owner line of what a run must put back;
 //! - [`probe`]: the platform's floor measured per CPU as cyclictest does;
 //! - [`proc`]: `/proc/PID/stat` ([`proc::proc_stat`]), a process's end on a pidfd;
-//! - [`futex`]: waiting on and waking words in shared memory;
-//! - [`fd`]: descriptors handed to children, numbered above the ones moved into place;
+//! - [`futex`]: waiting on and waking words in shared memory; [`shm`]: the sealed memfd
+//!   pages they live in, and their mappings;
+//! - [`lock`]: open-file-description locks on single bytes;
+//! - [`fd`]: descriptors handed to children, numbered above the ones moved into place,
+//!   reads and writes on descriptor numbers; [`errno`]: the thread's error number;
 //! - [`clock`]: CLOCK_MONOTONIC, the clock every bulkhead time is on, and the other clocks;
 //! - [`event`]: the supervisor's event loop: epoll, a timerfd on absolute CLOCK_MONOTONIC
 //!   times, non-blocking reads and writes of its channel sockets, reaping children;
@@ -43,6 +46,7 @@ pub mod bandwidth;
 pub mod cgroup;
 pub mod clock;
 pub mod cpuset;
+pub mod errno;
 mod error;
 pub mod event;
 pub mod fd;
@@ -52,6 +56,7 @@ pub mod host;
 pub mod ipc;
 pub mod launch;
 pub mod limit;
+pub mod lock;
 pub mod netdev;
 pub mod oom;
 pub mod owner;
@@ -60,6 +65,7 @@ pub mod probe;
 pub mod proc;
 pub mod sandbox;
 pub mod sched;
+pub mod shm;
 pub mod signal;
 
 pub use error::{Error, Result};

@@ -68,6 +68,36 @@ pub fn start_time(pid: u32) -> Option<u64> {
     }
 }
 
+/// This process's effective uid (0: it acts as root).
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// This process's real uid.
+pub fn uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// The signals the supervisor sends its processes: stop, continue, kill.
+pub use libc::{SIGCONT, SIGKILL, SIGSTOP};
+
+/// The calling thread's id.
+pub fn tid() -> i32 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Reaps child `pid` if it has ended, without waiting: its wait status, or `None` while
+/// it runs.
+pub fn try_wait(pid: i32) -> io::Result<Option<i32>> {
+    let mut status = 0;
+    // SAFETY: waitpid on a pid with a valid status pointer; WNOHANG does not block.
+    let r = crate::check(unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) })?;
+    Ok((r != 0).then_some(status))
+}
+
 /// Sends signal `sig` to process `pid`.
 pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
     // SAFETY: kill(2) takes two integers and touches no memory.

@@ -9,13 +9,44 @@ use std::sync::OnceLock;
 
 /// The CPUs the calling thread may run on, in increasing order.
 pub fn own_cpus() -> Vec<u32> {
-    // SAFETY: `set` is a valid cpu_set_t for sched_getaffinity to fill.
+    affinity(0).unwrap_or_default()
+}
+
+/// The CPUs thread (or process) `tid` may run on, in increasing order (0: the calling
+/// thread).
+pub fn affinity(tid: i32) -> std::io::Result<Vec<u32>> {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; pid 0 = the calling thread.
-    unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    // SAFETY: CPU_ISSET reads the set filled above.
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_getaffinity(tid, std::mem::size_of_val(&set), &mut set) };
+    crate::check(r)?;
+    // SAFETY: CPU_ISSET reads the set filled above, within CPU_SETSIZE.
     let cpus = (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) });
-    cpus.map(|c| c as u32).collect()
+    Ok(cpus.map(|c| c as u32).collect())
+}
+
+/// Lets thread (or process) `tid` run on `cpus` only (0: the calling thread). CPUs at
+/// or above CPU_SETSIZE are left out; a set the kernel cannot honour fails (EINVAL).
+pub fn set_affinity(tid: i32, cpus: impl IntoIterator<Item = u32>) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for c in cpus
+        .into_iter()
+        .filter(|&c| (c as usize) < libc::CPU_SETSIZE as usize)
+    {
+        // SAFETY: CPU_SET writes inside `set` for c < CPU_SETSIZE (filtered).
+        unsafe { libc::CPU_SET(c as usize, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set) };
+    crate::check(r).map(drop)
+}
+
+/// Sets the calling thread's timer slack to `ns` (the kernel's default is 50 µs): its
+/// timed sleeps end that much closer to their time. Best effort.
+pub fn set_timer_slack_ns(ns: u64) {
+    // SAFETY: prctl(PR_SET_TIMERSLACK) takes an integer argument and touches no memory.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
 }
 
 /// The descriptor limit the process had before [`raise_fd_limit`] first raised it: the
@@ -139,6 +170,20 @@ mod tests {
             .find_map(|l| l.strip_prefix("CapEff:"))
             .unwrap();
         u64::from_str_radix(eff.trim(), 16).unwrap() & (1 << 24) != 0
+    }
+
+    #[test]
+    fn a_thread_pinned_to_one_of_its_cpus_runs_on_that_cpu_only() {
+        let cpus = own_cpus();
+        let last = *cpus.last().unwrap();
+        let seen = std::thread::spawn(move || {
+            set_affinity(0, [last]).unwrap();
+            affinity(0).unwrap()
+        });
+        assert_eq!(seen.join().unwrap(), vec![last]);
+        assert_eq!(own_cpus(), cpus, "the other threads keep theirs");
+        let none = set_affinity(0, [libc::CPU_SETSIZE as u32]).unwrap_err();
+        assert_eq!(none.raw_os_error(), Some(libc::EINVAL));
     }
 
     /// The only test that changes the process's limit (tests run in parallel threads).

@@ -117,6 +117,34 @@ impl Drop for StopSignals {
     }
 }
 
+/// The process's stop flag, set by SIGINT and SIGTERM once [`stop_flag`] installed its
+/// handlers.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn set_stop(_: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Installs SIGINT and SIGTERM handlers that set the returned flag, for a program that
+/// looks at a flag between jobs rather than watching a descriptor (the CAN services).
+/// Precondition: no [`StopSignals`] is installed in this process (they would replace
+/// each other's handlers).
+pub fn stop_flag() -> io::Result<&'static AtomicBool> {
+    for sig in SIGNALS {
+        // SAFETY: a zeroed sigaction with a handler that only stores an atomic
+        // (async-signal-safe) and an empty mask; sigaction reads it during the call.
+        let rc = unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = set_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut())
+        };
+        crate::check(rc)?;
+    }
+    Ok(&STOP)
+}
+
 /// Ends the process the way a program killed by SIGPIPE ends (a shell shows status
 /// 141), without a message: for a write to standard output after its reader has gone
 /// (`bulkhead analyze --json | head -1`), where `cat` would die of the signal. Rust

@@ -31,28 +31,14 @@ pub(crate) fn pin(system: &System, warnings: &mut Vec<String>) {
     let Some(cpus) = &system.supervisor_cpus else {
         return;
     };
-    // SAFETY: an all-zero cpu_set_t is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for cpu in cpus
-        .iter()
-        .filter(|&c| (c as usize) < libc::CPU_SETSIZE as usize)
-    {
-        // SAFETY: `cpu` is below CPU_SETSIZE, within `set`.
-        unsafe { libc::CPU_SET(cpu as usize, &mut set) };
-    }
-    let tids: Vec<libc::pid_t> = match std::fs::read_dir("/proc/self/task") {
+    let tids: Vec<i32> = match std::fs::read_dir("/proc/self/task") {
         Ok(dir) => dir
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
             .collect(),
         Err(_) => vec![0],
     };
     for tid in tids {
-        // SAFETY: `set` is a valid cpu_set_t of the size passed; `tid` is a thread of
-        // this process (or 0, the calling thread).
-        let rc =
-            unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
+        if let Err(e) = bulkhead_os::sched::set_affinity(tid, cpus.iter()) {
             warnings.push(format!(
                 "demos_cpu: the supervisor could not be pinned to CPUs {cpus}: {e}"
             ));

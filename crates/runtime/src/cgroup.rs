@@ -55,9 +55,11 @@ impl std::fmt::Display for CgroupError {
         )?;
         let denied = matches!(
             self.source.raw_os_error(),
-            Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EROFS)
+            Some(bulkhead_os::errno::EACCES)
+                | Some(bulkhead_os::errno::EPERM)
+                | Some(bulkhead_os::errno::EROFS)
         );
-        let busy_control = self.source.raw_os_error() == Some(libc::EBUSY)
+        let busy_control = self.source.raw_os_error() == Some(bulkhead_os::errno::EBUSY)
             && self.path.ends_with("cgroup.subtree_control");
         if busy_control {
             write!(
@@ -265,9 +267,8 @@ pub fn kill_cgroup(dir: &Path, version: Version) {
     // signal every member, thaw so that the signals are delivered.
     let _ = set_frozen(dir, version, true);
     for pid in procs(dir) {
-        // SAFETY: kill(2) has no memory-safety preconditions; `pid` is a member of
-        // a cgroup this supervisor owns.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        // `pid` is a member of a cgroup this supervisor owns.
+        let _ = bulkhead_os::proc::kill(pid, bulkhead_os::proc::SIGKILL);
     }
     let _ = set_frozen(dir, version, false);
 }
@@ -494,7 +495,7 @@ pub fn set_cpus(partition: &PartitionCgroup, cpus: &CpuSet) -> Result<()> {
 fn write_cpus(dir: &Path, cpus: &CpuSet) -> Result<()> {
     let path = dir.join("cpuset.cpus");
     write_file(&path, &cpus.to_string()).map_err(|e| match e.source.raw_os_error() {
-        Some(libc::EINVAL) => CgroupError {
+        Some(bulkhead_os::errno::EINVAL) => CgroupError {
             what: "give CPUs (another cgroup may own them exclusively: cpuset.cpu_exclusive) to",
             ..e
         },
@@ -527,7 +528,7 @@ mod tests {
         let e = CgroupError {
             path: PathBuf::from("/sys/fs/cgroup/freezer/bulkhead-1-2-0"),
             what: "create cgroup",
-            source: io::Error::from_raw_os_error(libc::EACCES),
+            source: io::Error::from_raw_os_error(bulkhead_os::errno::EACCES),
         };
         let text = e.to_string();
         assert!(
@@ -541,7 +542,7 @@ mod tests {
             "{text}"
         );
         let other = CgroupError {
-            source: io::Error::from_raw_os_error(libc::ENOSPC),
+            source: io::Error::from_raw_os_error(bulkhead_os::errno::ENOSPC),
             ..e
         };
         assert!(!other.to_string().contains("systemd-run"));

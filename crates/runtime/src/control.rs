@@ -67,8 +67,7 @@ struct Windows {
 impl Control {
     /// Listens at `path` for root and the supervisor's own user.
     pub fn bind(path: &Path, name: &str, system: &System) -> Result<Control, RunError> {
-        // SAFETY: getuid has no preconditions and cannot fail.
-        let uid = unsafe { libc::getuid() };
+        let uid = bulkhead_os::proc::uid();
         let mut server = Server::bind(path, &[0, uid]).map_err(RunError::Control)?;
         // Every cgroup bulkhead makes for a partition (of this run or another) is named
         // `bulkhead-...` or lies under one that is.
@@ -375,7 +374,7 @@ impl State {
             .chain(
                 live.iter()
                     .filter(|t| t.partition == name)
-                    .filter_map(|t| memory_dir_of(t.pid)),
+                    .filter_map(|t| bulkhead_os::cgroup::memory_dir_of(t.pid)),
             )
             .collect();
         dirs.sort();
@@ -426,39 +425,6 @@ fn memory_of(dir: &Path) -> Option<MemoryStatus> {
         used_bytes: used.trim().parse().ok()?,
         limit_bytes,
     })
-}
-
-/// The memory cgroup of process `pid`: in the v1 memory hierarchy where it is mounted,
-/// else in the v2 hierarchy.
-fn memory_dir_of(pid: u32) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let fields = |line: &str| {
-        let mut f = line.splitn(3, ':');
-        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
-        Some((
-            controllers.to_string(),
-            path.trim_start_matches('/').to_string(),
-        ))
-    };
-    let lines: Vec<(String, String)> = text.lines().filter_map(fields).collect();
-    if let Some((_, path)) = lines
-        .iter()
-        .find(|(c, _)| c.split(',').any(|c| c == "memory"))
-    {
-        return Some(bulkhead_os::limit::v1_mount("memory")?.join(path));
-    }
-    let (_, path) = lines.iter().find(|(c, _)| c.is_empty())?;
-    Some(v2_mount()?.join(path))
-}
-
-/// Where the cgroup v2 hierarchy is mounted, if it is.
-fn v2_mount() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    mounts
-        .lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|f| f.len() > 2 && f[2] == "cgroup2")
-        .map(|f| PathBuf::from(f[1]))
 }
 
 /// A channel and what its ends counted (zero when its control words cannot be mapped).

@@ -80,12 +80,7 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 }
 
 fn on_sysfs(file: &File) -> bool {
-    use std::os::fd::AsRawFd as _;
-    // SAFETY: `statfs` is plain data, fully written by a successful fstatfs.
-    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid open descriptor and a pointer to a live statfs.
-    let r = unsafe { libc::fstatfs(file.as_raw_fd(), &mut stat) };
-    r == 0 && stat.f_type as i64 == SYSFS_MAGIC
+    bulkhead_os::host::fs_type(file) == Some(SYSFS_MAGIC)
 }
 
 impl Cpufreq {

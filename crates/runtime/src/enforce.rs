@@ -142,8 +142,7 @@ fn prepare_thread(cpu: Option<u32>) -> Result<()> {
         bulkhead_os::probe::pin(cpu)?;
     }
     sched::set(0, &Policy::Fifo { priority: 99 })?;
-    // SAFETY: prctl(PR_SET_TIMERSLACK) takes an integer argument and touches no memory.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+    sched::set_timer_slack_ns(1);
     Ok(())
 }
 

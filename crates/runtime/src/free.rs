@@ -260,15 +260,14 @@ impl FreeRun {
 
     fn reap(&mut self, i: usize, restart: bool, now: Instant) {
         let p = &mut self.procs[i];
-        let mut status = 0;
-        // SAFETY: waitpid on our own child with a valid status pointer.
-        let r = unsafe { libc::waitpid(p.pid, &mut status, libc::WNOHANG) };
-        if r == 0 {
-            return;
-        }
+        let status = match bulkhead_os::proc::try_wait(p.pid) {
+            Ok(None) => return,
+            Ok(Some(status)) => status,
+            Err(_) => 0,
+        };
         // The child's memory is no longer read (it exec'd or died).
         p.memory = None;
-        let status = ExitStatus::from_raw(if r == p.pid { status } else { 0 });
+        let status = ExitStatus::from_raw(status);
         p.last_status = Some(status);
         if restart && self.heal(i, now) {
             return;

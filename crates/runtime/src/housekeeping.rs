@@ -236,33 +236,11 @@ fn movable_kthreads(rt: &CpuSet) -> Vec<(i32, u64, CpuSet)> {
 }
 
 fn affinity(pid: i32) -> Option<CpuSet> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size into it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid cpu_set_t of the size passed.
-    let r = unsafe { libc::sched_getaffinity(pid, std::mem::size_of_val(&set), &mut set) };
-    if r != 0 {
-        return None;
-    }
-    // SAFETY: CPU_ISSET reads the initialized set within CPU_SETSIZE.
-    CpuSet::from_cpus(
-        (0..libc::CPU_SETSIZE as u32).filter(|&c| unsafe { libc::CPU_ISSET(c as usize, &set) }),
-    )
+    CpuSet::from_cpus(bulkhead_os::sched::affinity(pid).ok()?)
 }
 
 fn set_affinity(pid: i32, cpus: &CpuSet) -> std::io::Result<()> {
-    // SAFETY: as in `affinity`.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for c in cpus.iter() {
-        if (c as usize) < libc::CPU_SETSIZE as usize {
-            // SAFETY: CPU_SET writes inside `set` for c < CPU_SETSIZE (checked).
-            unsafe { libc::CPU_SET(c as usize, &mut set) };
-        }
-    }
-    // SAFETY: `set` is a valid cpu_set_t of the size passed.
-    if unsafe { libc::sched_setaffinity(pid, std::mem::size_of_val(&set), &set) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    bulkhead_os::sched::set_affinity(pid, cpus.iter())
 }
 
 fn apply(change: &Change, new: &str) -> Result<()> {

@@ -13,11 +13,12 @@
 use crate::confine::{resolve_user, Confinement};
 use crate::RunError;
 use bulkhead_model::{Network, Partition, PartitionKind, Service, System, Task};
+use bulkhead_os::lock::Kind;
 use bulkhead_os::netdev::private_netns;
 use bulkhead_os::netdev::IsolatedInterface;
 use bulkhead_plan::Programs;
 use std::collections::BTreeMap;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 
 /// Environment variables per partition name.
@@ -160,8 +161,7 @@ const LOCK_FILE: &str = "/run/bulkhead/uids.lock";
 
 impl Identities {
     fn new((first, last): (u32, u32)) -> Identities {
-        // SAFETY: geteuid has no preconditions.
-        let enabled = unsafe { libc::geteuid() } == 0;
+        let enabled = bulkhead_os::proc::euid() == 0;
         Identities {
             next: first,
             last,
@@ -243,21 +243,7 @@ fn remove_leftovers(uid: u32) {
 /// Takes an exclusive open-file-description lock on byte `at` of `file` without waiting;
 /// whether it got it (false: another open description holds it).
 fn lock_byte(file: &std::fs::File, at: u32) -> std::io::Result<bool> {
-    let lock = libc::flock {
-        l_type: libc::F_WRLCK as libc::c_short,
-        l_whence: libc::SEEK_SET as libc::c_short,
-        l_start: libc::off_t::from(at),
-        l_len: 1,
-        l_pid: 0,
-    };
-    // SAFETY: fcntl F_OFD_SETLK reads one flock struct on a descriptor `file` owns.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) } == 0 {
-        return Ok(true);
-    }
-    match std::io::Error::last_os_error() {
-        e if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => Ok(false),
-        e => Err(e),
-    }
+    bulkhead_os::lock::try_lock_byte(file.as_fd(), u64::from(at), Kind::Write)
 }
 
 /// Moves every bus's SocketCAN interface into a namespace of its own (DriveOS 3.3.2: the

@@ -137,15 +137,17 @@ fn remove_tree(dir: &Path, version: Version) -> std::io::Result<()> {
         // A cpuset-only (v1) cgroup: its members are killed through the freezer
         // tree; signal any that are left directly.
         for pid in procs(dir) {
-            // SAFETY: kill(2) has no memory-safety preconditions.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = bulkhead_os::proc::kill(pid, bulkhead_os::proc::SIGKILL);
         }
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         match fs::remove_dir(dir) {
             Ok(()) => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
+            Err(e)
+                if e.raw_os_error() == Some(bulkhead_os::errno::EBUSY)
+                    && Instant::now() < deadline =>
+            {
                 std::thread::sleep(Duration::from_millis(2));
             }
             Err(e) => return Err(e),

@@ -353,21 +353,24 @@ mod tests {
     fn run_errors_keep_their_source_and_say_what_failed() {
         let e = RunError::Spawn {
             what: "`/bin/x`".into(),
-            source: io::Error::from_raw_os_error(libc::ENOENT),
+            source: io::Error::from_raw_os_error(bulkhead_os::errno::ENOENT),
         };
         assert!(e.to_string().starts_with("cannot spawn `/bin/x`: "), "{e}");
         let source = e.source().and_then(|s| s.downcast_ref::<io::Error>());
-        assert_eq!(source.and_then(io::Error::raw_os_error), Some(libc::ENOENT));
+        assert_eq!(
+            source.and_then(io::Error::raw_os_error),
+            Some(bulkhead_os::errno::ENOENT)
+        );
         let e = RunError::Output {
             flag: "--trace".into(),
             path: "/nope/t.json".into(),
-            source: io::Error::from_raw_os_error(libc::EACCES),
+            source: io::Error::from_raw_os_error(bulkhead_os::errno::EACCES),
         };
         assert!(e.to_string().starts_with("--trace /nope/t.json: "), "{e}");
         assert!(e.source().is_some());
         let e = RunError::Netns {
             partition: "p".into(),
-            source: io::Error::from_raw_os_error(libc::EPERM),
+            source: io::Error::from_raw_os_error(bulkhead_os::errno::EPERM),
         };
         let text = e.to_string();
         assert!(text.starts_with("cannot spawn partition `p`: a private network namespace: "));
@@ -381,7 +384,7 @@ mod tests {
     fn invalid_and_cgroups_causes_keep_their_source() {
         let e = RunError::Invalid(Unrunnable::Exec {
             what: "partition `p`, process 0 (`x`)".into(),
-            source: io::Error::from_raw_os_error(libc::EINVAL),
+            source: io::Error::from_raw_os_error(bulkhead_os::errno::EINVAL),
         });
         assert!(
             e.to_string()
@@ -389,7 +392,10 @@ mod tests {
             "{e}"
         );
         let source = e.source().and_then(|s| s.downcast_ref::<io::Error>());
-        assert_eq!(source.and_then(io::Error::raw_os_error), Some(libc::EINVAL));
+        assert_eq!(
+            source.and_then(io::Error::raw_os_error),
+            Some(bulkhead_os::errno::EINVAL)
+        );
         let reserve = bulkhead_os::Error::Invalid("runtime > deadline".into());
         let e = RunError::Invalid(Unrunnable::Reserve(reserve.into()));
         assert_eq!(e.to_string(), "runtime > deadline");
@@ -421,7 +427,7 @@ mod tests {
         let e = RunError::Cpufreq {
             cluster: "policy0".into(),
             khz: 1_200_000,
-            source: io::Error::from_raw_os_error(libc::EACCES),
+            source: io::Error::from_raw_os_error(bulkhead_os::errno::EACCES),
         };
         let text = e.to_string();
         assert!(
@@ -429,6 +435,9 @@ mod tests {
             "{text}"
         );
         let source = e.source().and_then(|s| s.downcast_ref::<io::Error>());
-        assert_eq!(source.and_then(io::Error::raw_os_error), Some(libc::EACCES));
+        assert_eq!(
+            source.and_then(io::Error::raw_os_error),
+            Some(bulkhead_os::errno::EACCES)
+        );
     }
 }

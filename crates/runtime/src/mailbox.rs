@@ -194,14 +194,7 @@ mod tests {
     /// The calling thread on the last CPU it may use under SCHED_FIFO `priority`, or
     /// `None` where the kernel refuses (not root).
     fn pinned_fifo(cpu: usize, priority: i32) -> Option<bulkhead_os::sched::Realtime> {
-        // SAFETY: a zeroed cpu_set_t is an empty set.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `cpu` is below CPU_SETSIZE (a CPU the thread may use).
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: pid 0 = the calling thread; `set` is a valid cpu_set_t of `size` bytes.
-        let pinned = unsafe { libc::sched_setaffinity(0, size, &set) };
-        assert_eq!(pinned, 0);
+        bulkhead_os::sched::set_affinity(0, [cpu as u32]).unwrap();
         bulkhead_os::sched::Realtime::enter(priority).ok()
     }
 

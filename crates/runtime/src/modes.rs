@@ -586,8 +586,7 @@ fn spawn_agent(
         .spawn(move || {
             // Agents run at normal priority except while boosted.
             let _ = sched::set_current(&Policy::Other { nice: 0 });
-            // SAFETY: gettid has no preconditions.
-            let _ = tid_tx.send(unsafe { libc::gettid() });
+            let _ = tid_tx.send(bulkhead_os::proc::tid());
             warm_up(&tasks);
             while let Some(command) = rx.recv() {
                 let problems = switch_tasks(&tasks, &command, ack_timeout);
@@ -618,22 +617,21 @@ const WARM_UP_LIMIT: Duration = Duration::from_secs(2);
 fn warm_up(tasks: &[TaskPort]) {
     let parked: Vec<&TaskPort> = tasks.iter().filter(|t| t.parked).collect();
     for t in &parked {
-        signal(t.pid, libc::SIGCONT);
+        signal(t.pid, bulkhead_os::proc::SIGCONT);
     }
     let until = Instant::now() + WARM_UP_LIMIT;
     for t in &parked {
         while !t.port.attached() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(1));
         }
-        signal(t.pid, libc::SIGSTOP);
+        signal(t.pid, bulkhead_os::proc::SIGSTOP);
     }
 }
 
 /// Sends `sig` to task process `pid`.
 fn signal(pid: u32, sig: i32) {
-    // SAFETY: kill(2) has no memory preconditions; the pid is a task child of this
-    // process, reaped only after the agents stopped.
-    unsafe { libc::kill(pid as i32, sig) };
+    // The pid is a task child of this process, reaped only after the agents stopped.
+    let _ = bulkhead_os::proc::kill(pid as i32, sig);
 }
 
 /// One local switch (M2-Xen IV-B, Step 4): the task engine, then the programs'
@@ -676,7 +674,7 @@ fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), String> {
     match action {
         Action::Park => {
             t.judged_from.store(u64::MAX, Ordering::Release);
-            kill(libc::SIGSTOP);
+            kill(bulkhead_os::proc::SIGSTOP);
             sched::set_process(pid, &Policy::Other { nice: 0 }).map_err(|e| e.to_string())?;
             wait_stopped(t.pid, until)
         }
@@ -691,7 +689,7 @@ fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), String> {
             t.judged_from
                 .store(bulkhead_task::clock::now_ns(), Ordering::Release);
             t.port.release();
-            kill(libc::SIGCONT);
+            kill(bulkhead_os::proc::SIGCONT);
             Ok(())
         }
     }
@@ -726,7 +724,7 @@ const ADMISSION_RETRY: Duration = Duration::from_micros(50);
 fn reserve(pid: i32, p: DeadlineParams, until: Instant) -> Result<(), String> {
     loop {
         match sched::set_process(pid, &Policy::Deadline(p)) {
-            Err(e) if e.errno() == Some(libc::EBUSY) && Instant::now() < until => {
+            Err(e) if e.errno() == Some(bulkhead_os::errno::EBUSY) && Instant::now() < until => {
                 std::thread::sleep(ADMISSION_RETRY)
             }
             r => return r.map(|_| ()).map_err(|e| e.to_string()),
@@ -747,7 +745,7 @@ mod tests {
         let soon = || Instant::now() + Duration::from_millis(200);
         let running = wait_stopped(child.id(), soon()).unwrap_err();
         assert!(running.contains("not stopped yet"), "{running}");
-        signal(child.id(), libc::SIGSTOP);
+        signal(child.id(), bulkhead_os::proc::SIGSTOP);
         assert_eq!(
             wait_stopped(child.id(), Instant::now() + Duration::from_secs(5)),
             Ok(())

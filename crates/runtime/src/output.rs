@@ -13,9 +13,10 @@
 //! Postcondition of dropping the [`Relay`]: every line written by a process whose pipes
 //! were closed (it ended) within [`DRAIN`] of the drop has been passed on.
 
+use bulkhead_os::fd::pipe;
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -125,26 +126,14 @@ fn relay(receiver: mpsc::Receiver<Source>, stop: &AtomicBool) {
                 break;
             }
         }
-        let mut polled: Vec<libc::pollfd> = sources
-            .keys()
-            .map(|&fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        // SAFETY: poll on a valid array of pollfds of descriptors `sources` owns.
-        let ready = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, 50) };
-        if ready <= 0 {
-            continue;
-        }
-        for p in polled.iter().filter(|p| p.revents != 0) {
-            let Some(source) = sources.get_mut(&p.fd) else {
+        let fds: Vec<i32> = sources.keys().copied().collect();
+        for fd in bulkhead_os::fd::poll_readable(&fds, 50) {
+            let Some(source) = sources.get_mut(&fd) else {
                 continue;
             };
             if !pass_on(source) {
                 finish(source);
-                sources.remove(&p.fd);
+                sources.remove(&fd);
             }
         }
     }
@@ -156,12 +145,12 @@ fn relay(receiver: mpsc::Receiver<Source>, stop: &AtomicBool) {
 /// Reads what `source` has and writes its whole lines; false at its end.
 fn pass_on(source: &mut Source) -> bool {
     let mut buf = [0u8; 16 * 1024];
-    // SAFETY: reading into a local buffer from a descriptor `source` owns.
-    let n = unsafe { libc::read(source.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-    if n <= 0 {
-        return n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted;
-    }
-    let lines = whole_lines(&source.label, &mut source.partial, &buf[..n as usize]);
+    let n = match bulkhead_os::fd::read_raw(source.fd.as_raw_fd(), &mut buf) {
+        Ok(0) => return false,
+        Ok(n) => n,
+        Err(e) => return e.kind() == io::ErrorKind::Interrupted,
+    };
+    let lines = whole_lines(&source.label, &mut source.partial, &buf[..n]);
     write(source.stream, &lines);
     true
 }
@@ -216,15 +205,6 @@ fn write(stream: Stream, bytes: &[u8]) {
         Stream::Out => io::stdout().lock().write_all(bytes),
         Stream::Err => io::stderr().lock().write_all(bytes),
     };
-}
-
-/// A pipe: (reading end, close-on-exec; writing end, close-on-exec).
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0i32; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    bulkhead_os::check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
-    // SAFETY: pipe2 succeeded: both descriptors are new and owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 #[cfg(test)]

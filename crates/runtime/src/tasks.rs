@@ -403,7 +403,7 @@ impl RtPartitions {
                     )
                 })?;
                 if now.is_none() {
-                    signal(child.id(), libc::SIGSTOP);
+                    signal(child.id(), bulkhead_os::proc::SIGSTOP);
                 }
                 self.tasks.push(Running {
                     partition: Arc::from(p.name.as_str()),
@@ -579,7 +579,7 @@ impl RtPartitions {
         for t in &self.tasks {
             t.link.request_stop();
             // A task parked by its mode agent must run to see the request.
-            signal(t.child.id(), libc::SIGCONT);
+            signal(t.child.id(), bulkhead_os::proc::SIGCONT);
         }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
         while !self.all_exited() && std::time::Instant::now() < deadline {
@@ -997,7 +997,7 @@ impl TaskChild {
     /// SIGKILL, unless it was reaped (its pid may be another process's by now).
     fn kill(&self) {
         if self.status.is_none() {
-            let _ = bulkhead_os::proc::kill(self.pid, libc::SIGKILL);
+            let _ = bulkhead_os::proc::kill(self.pid, bulkhead_os::proc::SIGKILL);
         }
     }
 

@@ -49,7 +49,7 @@ fn with_task(f: impl FnOnce(&mut Task) -> i32) -> i32 {
     let mut guard = TASK.lock().unwrap_or_else(|p| p.into_inner());
     match guard.as_mut() {
         Some(t) => f(t),
-        None => -libc::ENOTCONN,
+        None => -bulkhead_os::errno::ENOTCONN,
     }
 }
 
@@ -122,7 +122,7 @@ pub unsafe extern "C" fn bulkhead_wait_arrival(
     out: *mut bulkhead_activation,
 ) -> i32 {
     let Some(f) = arrival else {
-        return -libc::EINVAL;
+        return -bulkhead_os::errno::EINVAL;
     };
     let mut wait = |wake: crate::Wake<'_>| {
         let mut at = 0u64;
@@ -186,12 +186,12 @@ pub unsafe extern "C" fn bulkhead_task_params(
 #[no_mangle]
 pub unsafe extern "C" fn bulkhead_counter(name: *const std::ffi::c_char) -> i32 {
     if name.is_null() {
-        return -libc::EINVAL;
+        return -bulkhead_os::errno::EINVAL;
     }
     // SAFETY: the caller guarantees a NUL-terminated string.
     let name = unsafe { std::ffi::CStr::from_ptr(name) };
     let Ok(name) = name.to_str() else {
-        return -libc::EINVAL;
+        return -bulkhead_os::errno::EINVAL;
     };
     with_task(|t| match t.counter(name) {
         Ok(c) => c.slot() as i32,
@@ -218,7 +218,7 @@ fn with_counter(counter: i32, f: impl FnOnce(&Task, Counter)) -> i32 {
             f(t, c);
             0
         }
-        None => -libc::EINVAL,
+        None => -bulkhead_os::errno::EINVAL,
     })
 }
 
@@ -286,7 +286,7 @@ fn restore_checkpoint() {
 #[no_mangle]
 pub unsafe extern "C" fn bulkhead_checkpoint(state: *mut c_void, len: usize) -> i32 {
     if state.is_null() || len == 0 {
-        return -libc::EINVAL;
+        return -bulkhead_os::errno::EINVAL;
     }
     with_task(|t| {
         t.set_resume(Resume::Restartable);

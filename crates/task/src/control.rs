@@ -74,8 +74,11 @@
 //! [`MESSAGE_EVENTS`] ahead: it skips them) and stores the new `msg_read` (Release). Bounded: a consumer that falls
 //! behind loses the newest events, counted, and never blocks the task.
 use crate::error::{Error, Result};
-use bulkhead_os::futex::{wait as futex_wait, wake_all as futex_wake_all};
-use std::os::fd::{AsRawFd, BorrowedFd};
+use bulkhead_os::futex::{
+    wait as futex_wait, wait_until as futex_wait_until, wake_all as futex_wake_all,
+};
+use bulkhead_os::shm::{self, SharedMap};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64};
 
@@ -230,56 +233,27 @@ pub struct ModeChange {
 const _: () = assert!(std::mem::size_of::<Control>() <= CONTROL_LEN);
 
 /// A shared, writable mapping of a control block.
-pub struct Mapping {
-    ptr: *mut Control,
-}
-
-// SAFETY: the mapping is process-wide memory; all shared fields are atomics or written
-// only before the magic is published.
-unsafe impl Send for Mapping {}
-// SAFETY: as for Send: shared access goes through atomics or immutable fields.
-unsafe impl Sync for Mapping {}
+pub struct Mapping(SharedMap);
 
 impl Mapping {
     /// Maps the first [`CONTROL_LEN`] bytes of `fd` shared and writable.
     /// Precondition: the file is at least that long (checked) and sealed against shrinking
     /// (checked by [`Mapping::open`]; the creator seals it).
     pub fn map(fd: BorrowedFd<'_>) -> Result<Mapping> {
-        // SAFETY: stat is plain data; all-zero is a valid value for fstat to overwrite.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: fstat writes one stat struct into `st`.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(Error::last_os("fstat control block"));
-        }
-        if (st.st_size as usize) < CONTROL_LEN {
+        let size = shm::size(fd).map_err(|e| Error::io("fstat control block", e))?;
+        if size < CONTROL_LEN as u64 {
             return Err(Error::BadControl(format!(
-                "file is {} bytes, want {CONTROL_LEN}",
-                st.st_size
+                "file is {size} bytes, want {CONTROL_LEN}"
             )));
         }
-        // SAFETY: a fresh shared mapping of a file at least CONTROL_LEN long; it is unmapped
-        // only in Drop, after which no reference derived from it is used.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                CONTROL_LEN,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::last_os("mmap control block"));
-        }
-        Ok(Mapping { ptr: p.cast() })
+        let map = SharedMap::new(fd, CONTROL_LEN, true)
+            .map_err(|e| Error::io("mmap control block", e))?;
+        Ok(Mapping(map))
     }
 
     /// Maps a control block received from the supervisor and validates it.
     pub fn open(fd: BorrowedFd<'_>) -> Result<Mapping> {
-        // SAFETY: F_GET_SEALS takes no pointer argument.
-        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
-        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+        if shm::seals(fd).map_or(true, |seals| seals & shm::SEAL_SHRINK == 0) {
             return Err(Error::BadControl(
                 "not a memfd sealed against shrinking".into(),
             ));
@@ -306,9 +280,9 @@ impl Mapping {
 
     /// The control block.
     pub fn get(&self) -> &Control {
-        // SAFETY: ptr is a live mapping of CONTROL_LEN >= size_of::<Control>() bytes,
-        // page-aligned; every field is valid for any bit pattern.
-        unsafe { &*self.ptr }
+        // SAFETY: the mapping is CONTROL_LEN >= size_of::<Control>() bytes, page-aligned,
+        // alive as long as self; every field is valid for any bit pattern.
+        unsafe { &*self.0.as_ptr().cast::<Control>() }
     }
 
     /// Mutable access for initialization by the creator, before it publishes the magic.
@@ -316,15 +290,8 @@ impl Mapping {
     /// # Safety
     /// No other process may have mapped the block yet.
     pub(crate) unsafe fn get_mut(&mut self) -> &mut Control {
-        // SAFETY: the caller guarantees exclusive access.
-        unsafe { &mut *self.ptr }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: ptr/CONTROL_LEN come from our own successful mmap.
-        unsafe { libc::munmap(self.ptr.cast(), CONTROL_LEN) };
+        // SAFETY: the caller guarantees exclusive access; the mapping is as for `get`.
+        unsafe { &mut *self.0.as_ptr().cast::<Control>() }
     }
 }
 
@@ -452,19 +419,10 @@ impl Control {
         if self.held.load(Acquire) == 0 {
             return;
         }
-        // SAFETY: `held` is a live, aligned u32 of the shared mapping for the duration of
-        // the call. FUTEX_WAIT sleeps only while the word is still 1, so a release between
-        // the load above and the call is not lost; no timeout (the release or a stop
-        // request wakes it).
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.held.as_ptr(),
-                libc::FUTEX_WAIT,
-                1u32,
-                std::ptr::null::<libc::timespec>(),
-            )
-        };
+        // FUTEX_WAIT sleeps only while the word is still 1, so a release between the load
+        // above and the call is not lost; no timeout (the release or a stop request wakes
+        // it).
+        futex_wait(&self.held, 1, None);
     }
 
     /// Publishes a request to switch to `mode` and wakes the waiting task (supervisor
@@ -605,24 +563,7 @@ impl Control {
     /// release hears a suspend request at once). Returns early on a signal too; the caller
     /// loops.
     pub fn sleep_until_suspend(&self, seen_seq: u32, until_ns: u64) {
-        let ts = libc::timespec {
-            tv_sec: (until_ns / 1_000_000_000) as i64,
-            tv_nsec: (until_ns % 1_000_000_000) as i64,
-        };
-        // SAFETY: `suspend_seq` is a live, aligned u32 of the shared mapping for the
-        // duration of the call; `ts` outlives it. FUTEX_WAIT_BITSET takes an absolute
-        // CLOCK_MONOTONIC timeout; FUTEX_WAKE (request_suspend) wakes any bitset.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.suspend_seq.as_ptr(),
-                libc::FUTEX_WAIT_BITSET,
-                seen_seq,
-                &ts as *const libc::timespec,
-                std::ptr::null::<u32>(),
-                libc::FUTEX_BITSET_MATCH_ANY,
-            )
-        };
+        futex_wait_until(&self.suspend_seq, seen_seq, until_ns);
     }
 
     /// bulkhead's system time at CLOCK_MONOTONIC instant `monotonic_ns`: the time the

@@ -28,19 +28,15 @@ impl Error {
         Error::Io { what, source }
     }
 
-    pub(crate) fn last_os(what: &'static str) -> Error {
-        Error::io(what, io::Error::last_os_error())
-    }
-
     /// The negative errno the C API returns for this error.
     pub fn errno(&self) -> i32 {
         -match self {
-            Error::NotAttached(_) => libc::ENOENT,
-            Error::BadControl(_) => libc::EPROTO,
-            Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+            Error::NotAttached(_) => bulkhead_os::errno::ENOENT,
+            Error::BadControl(_) => bulkhead_os::errno::EPROTO,
+            Error::Io { source, .. } => source.raw_os_error().unwrap_or(bulkhead_os::errno::EIO),
             Error::Chan(e) => -e.errno(),
-            Error::Invalid(_) => libc::EINVAL,
-            Error::Stopped => libc::ESHUTDOWN,
+            Error::Invalid(_) => bulkhead_os::errno::EINVAL,
+            Error::Stopped => bulkhead_os::errno::ESHUTDOWN,
         }
     }
 }

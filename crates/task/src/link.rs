@@ -6,8 +6,9 @@ use crate::error::{Error, Result};
 use crate::record::{Record, RECORD_SIZE};
 use crate::ENV;
 use bulkhead_chan::{Channel, Receiver, Spec};
+use bulkhead_os::shm;
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -256,34 +257,19 @@ fn ring(spec: &LinkSpec) -> Result<(Channel, Receiver)> {
 /// A close-on-exec memfd of [`CONTROL_LEN`] bytes, sealed against resizing.
 fn memfd(name: &str) -> Result<OwnedFd> {
     let cname = CString::new(name.replace('\0', "_")).expect("no NUL");
-    // SAFETY: memfd_create reads a NUL-terminated name.
-    let fd =
-        unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
-    if fd < 0 {
-        return Err(Error::last_os("memfd_create"));
-    }
-    // SAFETY: fd was just returned by memfd_create and is owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: ftruncate and F_ADD_SEALS on our own descriptor.
-    unsafe {
-        if libc::ftruncate(fd.as_raw_fd(), CONTROL_LEN as libc::off_t) != 0 {
-            return Err(Error::last_os("ftruncate control block"));
-        }
-        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-        if libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) != 0 {
-            return Err(Error::last_os("sealing control block"));
-        }
-    }
+    let fd = shm::memfd(&cname, CONTROL_LEN).map_err(|e| Error::io("memfd_create", e))?;
+    shm::add_seals(
+        fd.as_fd(),
+        shm::SEAL_SHRINK | shm::SEAL_GROW | shm::SEAL_SEAL,
+    )
+    .map_err(|e| Error::io("sealing control block", e))?;
     Ok(fd)
 }
 
 /// In a forked child: clears close-on-exec on `fds` so they reach the task program.
 fn inherit(fds: &[RawFd; 2]) -> std::io::Result<()> {
     for &fd in fds {
-        // SAFETY: fcntl on inherited descriptors; async-signal-safe.
-        if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        bulkhead_os::fd::set_cloexec(fd, false)?;
     }
     Ok(())
 }
@@ -416,13 +402,17 @@ mod tests {
     /// A task attached to `link` through duplicates of its descriptors.
     fn attach(link: &TaskLink) -> crate::Task {
         let [c, t] = link.fds();
-        // SAFETY: dups of open descriptors; each result is owned by its OwnedFd.
+        // SAFETY: the link's descriptors stay open while it lives; only borrowed to dup.
         let (c, t) = unsafe {
             (
-                OwnedFd::from_raw_fd(libc::dup(c)),
-                OwnedFd::from_raw_fd(libc::dup(t)),
+                std::os::fd::BorrowedFd::borrow_raw(c),
+                std::os::fd::BorrowedFd::borrow_raw(t),
             )
         };
+        let (c, t) = (
+            c.try_clone_to_owned().unwrap(),
+            t.try_clone_to_owned().unwrap(),
+        );
         crate::Task::from_fds(c, t).unwrap()
     }
 

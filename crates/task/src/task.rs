@@ -737,8 +737,7 @@ fn parse_env(value: &str) -> Result<(i32, i32)> {
         return Err(bad());
     }
     for fd in [ctl, trace] {
-        // SAFETY: F_GETFD only inspects the descriptor table.
-        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        if !bulkhead_os::fd::is_open(fd) {
             return Err(Error::NotAttached(format!(
                 "{ENV}: descriptor {fd} is not open"
             )));
@@ -750,11 +749,7 @@ fn parse_env(value: &str) -> Result<(i32, i32)> {
 /// Keeps the descriptor from leaking into programs the task executes.
 fn set_cloexec(fd: &OwnedFd) -> Result<()> {
     use std::os::fd::AsRawFd;
-    // SAFETY: F_SETFD on a descriptor we own.
-    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
-        return Err(Error::last_os("fcntl(F_SETFD)"));
-    }
-    Ok(())
+    bulkhead_os::fd::set_cloexec(fd.as_raw_fd(), true).map_err(|e| Error::io("fcntl(F_SETFD)", e))
 }
 
 #[cfg(test)]

@@ -261,5 +261,5 @@ fn a_sporadic_c_task_is_released_by_each_input_not_by_its_period() {
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut output, &mut rest).unwrap();
     assert_eq!(status.code(), Some(0), "{rest}");
-    assert_eq!(rest, format!("ended {}\n", -libc::EPIPE));
+    assert_eq!(rest, format!("ended {}\n", -bulkhead_os::errno::EPIPE));
 }

@@ -5,23 +5,13 @@
 //! `yield <monotonic ns>` before and `resumed <monotonic ns>` after the call.
 //! An `init: true` process first calls `initialization_completed()` and appends
 //! `init <monotonic ns>`.
+use bulkhead_os::clock::{now_ns, process_cpu_ns};
+use bulkhead_os::sched::own_cpus;
 use std::fs::OpenOptions;
 use std::io::Write;
 
-fn clock(id: libc::clockid_t) -> u64 {
-    bulkhead_task::clock::read_ns(id).unwrap_or(0)
-}
-
 fn allowed_cpus() -> String {
-    // SAFETY: a zeroed cpu_set_t is valid for sched_getaffinity to fill.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    // SAFETY: reads the set filled above.
-    let cpus: Vec<String> = (0..64)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .map(|c| c.to_string())
-        .collect();
+    let cpus: Vec<String> = own_cpus().iter().map(u32::to_string).collect();
     cpus.join(",")
 }
 
@@ -61,27 +51,20 @@ fn main() {
     }
     if bulkhead_client::initialization_pending().unwrap_or(false) {
         bulkhead_client::initialization_completed().expect("initialization_completed");
-        writeln!(file, "init {}", clock(libc::CLOCK_MONOTONIC)).unwrap();
+        writeln!(file, "init {}", now_ns()).unwrap();
     }
-    let mut since_yield = clock(libc::CLOCK_PROCESS_CPUTIME_ID);
+    let mut since_yield = process_cpu_ns();
     loop {
-        let start = clock(libc::CLOCK_PROCESS_CPUTIME_ID);
-        while clock(libc::CLOCK_PROCESS_CPUTIME_ID) - start < 200_000 {}
-        let cpu = clock(libc::CLOCK_PROCESS_CPUTIME_ID);
-        writeln!(
-            file,
-            "{} {} {}",
-            clock(libc::CLOCK_MONOTONIC),
-            cpu,
-            allowed_cpus()
-        )
-        .unwrap();
+        let start = process_cpu_ns();
+        while process_cpu_ns() - start < 200_000 {}
+        let cpu = process_cpu_ns();
+        writeln!(file, "{} {} {}", now_ns(), cpu, allowed_cpus()).unwrap();
         if let Some(y) = yield_ns {
             if cpu - since_yield >= y {
-                writeln!(file, "yield {}", clock(libc::CLOCK_MONOTONIC)).unwrap();
+                writeln!(file, "yield {}", now_ns()).unwrap();
                 bulkhead_client::completed().expect("completed");
-                writeln!(file, "resumed {}", clock(libc::CLOCK_MONOTONIC)).unwrap();
-                since_yield = clock(libc::CLOCK_PROCESS_CPUTIME_ID);
+                writeln!(file, "resumed {}", now_ns()).unwrap();
+                since_yield = process_cpu_ns();
             }
         }
     }
