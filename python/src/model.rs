@@ -104,7 +104,7 @@ fn sim(py: Python<'_>, system: &PySystem, for_ns: Option<u64>, seed: u64) -> PyR
         arrivals: bulkhead_sim::Arrivals::Periodic,
         links: Vec::new(),
         behaviours: Vec::new(),
-        all_cpus: bulkhead_model::CpuSet::parse("0-1").map_err(fail)?,
+        all_cpus: bulkhead_model::CpuSet::parse("0-1").map_err(|e| fail(e.into()))?,
         task_servers: Vec::new(),
         power_policy: None,
     };
@@ -141,7 +141,7 @@ impl bulkhead_sim::trace::Sink for NoTrace {
 /// Nanoseconds of a duration written as in descriptions (`1ms`, `250us`, `2.5s`).
 #[pyfunction]
 fn duration_ns(text: &str) -> PyResult<u64> {
-    parse_duration(text, None).map_err(pyo3::exceptions::PyValueError::new_err)
+    parse_duration(text, None).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }
 
 fn cpus(c: &Option<Cpus>) -> Value {

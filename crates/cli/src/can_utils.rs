@@ -92,7 +92,7 @@ fn parse_speed(text: &str) -> Result<f64, String> {
 
 /// A duration with a unit that may be zero (`0ms`: back to back).
 fn parse_gap(text: &str) -> Result<Duration, String> {
-    parse_duration(text, None).map(Duration::from_nanos)
+    Ok(Duration::from_nanos(parse_duration(text, None)?))
 }
 
 /// The buses to open (each spec once) and the routes onto them, from --bus/--iface and

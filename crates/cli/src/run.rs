@@ -61,7 +61,7 @@ pub(crate) const REALTIME_PRIORITY: i32 = 40;
 
 /// A CPU list (`0`, `0-2,5`).
 fn cpu_list(text: &str) -> Result<bulkhead_model::CpuSet, String> {
-    bulkhead_model::CpuSet::parse(text)
+    Ok(bulkhead_model::CpuSet::parse(text)?)
 }
 
 /// A positive duration with a unit (`500us`, `2ms`, `1s`).

@@ -92,7 +92,7 @@ enum ServerArg {
 }
 
 fn duration(text: &str) -> Result<u64, String> {
-    parse_duration(text, None)
+    Ok(parse_duration(text, None)?)
 }
 
 fn suspension(text: &str) -> Result<Suspension, String> {

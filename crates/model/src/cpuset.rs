@@ -6,13 +6,52 @@ use std::fmt;
 /// Highest CPU number accepted (the kernel's default NR_CPUS on x86-64 is 8192).
 pub const MAX_CPU: u32 = 8191;
 
+/// Why a text is not a CPU list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuListError {
+    /// Not numbers and ranges separated by commas.
+    NotAList { text: String },
+    /// A range whose end is below its start.
+    Backwards { text: String, range: String },
+    /// A CPU number above [`MAX_CPU`].
+    TooLarge { cpu: u32 },
+}
+
+impl fmt::Display for CpuListError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CpuListError::NotAList { text } => write!(
+                f,
+                "`{text}` is not a CPU list (e.g. 0, 0-2, 0,2,5-7 or all)"
+            ),
+            CpuListError::Backwards { text, range } => {
+                write!(f, "`{text}`: range {range} runs backwards")
+            }
+            CpuListError::TooLarge { cpu } => write!(
+                f,
+                "CPU {cpu} is beyond the largest supported CPU number {MAX_CPU}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CpuListError {}
+
+/// The message, for the layers that report in text (command-line value parsers, the
+/// description's diagnostics).
+impl From<CpuListError> for String {
+    fn from(e: CpuListError) -> String {
+        e.to_string()
+    }
+}
+
 /// A non-empty set of CPU numbers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CpuSet(BTreeSet<u32>);
 
 impl CpuSet {
     /// Parses a cpulist such as `0,2,5-7`.
-    pub fn parse(text: &str) -> Result<CpuSet, String> {
+    pub fn parse(text: &str) -> Result<CpuSet, CpuListError> {
         let mut cpus = BTreeSet::new();
         for part in text.split(',').map(str::trim) {
             let (lo, hi) = match part.split_once('-') {
@@ -23,7 +62,10 @@ impl CpuSet {
                 }
             };
             if lo > hi {
-                return Err(format!("`{text}`: range {part} runs backwards"));
+                return Err(CpuListError::Backwards {
+                    text: text.into(),
+                    range: part.into(),
+                });
             }
             cpus.extend(lo..=hi);
         }
@@ -62,15 +104,13 @@ impl CpuSet {
     }
 }
 
-fn parse_cpu(s: &str, whole: &str) -> Result<u32, String> {
+fn parse_cpu(s: &str, whole: &str) -> Result<u32, CpuListError> {
     let cpu: u32 = s
         .trim()
         .parse()
-        .map_err(|_| format!("`{whole}` is not a CPU list (e.g. 0, 0-2, 0,2,5-7 or all)"))?;
+        .map_err(|_| CpuListError::NotAList { text: whole.into() })?;
     if cpu > MAX_CPU {
-        return Err(format!(
-            "CPU {cpu} is beyond the largest supported CPU number {MAX_CPU}"
-        ));
+        return Err(CpuListError::TooLarge { cpu });
     }
     Ok(cpu)
 }
@@ -133,6 +173,21 @@ mod tests {
         for bad in ["", "a", "1-", "3-1", "1,,2", "-1", "99999"] {
             assert!(CpuSet::parse(bad).is_err(), "{bad:?} accepted");
         }
+        assert_eq!(
+            CpuSet::parse("3-1"),
+            Err(CpuListError::Backwards {
+                text: "3-1".into(),
+                range: "3-1".into()
+            })
+        );
+        assert_eq!(
+            CpuSet::parse("99999"),
+            Err(CpuListError::TooLarge { cpu: 99999 })
+        );
+        assert_eq!(
+            CpuSet::parse("a").unwrap_err().to_string(),
+            "`a` is not a CPU list (e.g. 0, 0-2, 0,2,5-7 or all)"
+        );
     }
 
     #[test]

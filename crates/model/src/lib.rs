@@ -29,7 +29,7 @@ mod validate;
 mod yaml;
 
 pub use canonical::to_canonical_yaml;
-pub use cpuset::CpuSet;
+pub use cpuset::{CpuListError, CpuSet};
 pub use demos_form::{to_demos_yaml, NotDemos};
 pub use modes::{
     Agent, LocalMode, Mode, ModeTask, Modes, ServerInterface, SwitchPolicy, Transition,

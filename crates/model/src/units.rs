@@ -25,31 +25,100 @@ const UNITS_BYTES: [(&str, u64); 10] = [
     ("TiB", 1 << 40),
 ];
 
+/// Why a text is not a duration or a size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnitError {
+    /// A bare number where no unit is implied.
+    NeedsUnit { text: String },
+    /// A unit that is not one of the time units.
+    UnknownTimeUnit { unit: String },
+    /// A unit that is not one of the size units.
+    UnknownSizeUnit { unit: String },
+    /// The number before the unit is not a non-negative decimal that fits.
+    Number { text: String, problem: NumberError },
+}
+
+/// What is wrong with the number of a duration or size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NumberError {
+    Negative,
+    NotANumber,
+    TooLarge,
+    /// It would be a fraction of a nanosecond or of a byte.
+    TooFine,
+}
+
+impl std::fmt::Display for UnitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UnitError::NeedsUnit { text } => {
+                write!(f, "`{text}` needs a unit, e.g. 500us, 2ms, 1s")
+            }
+            UnitError::UnknownTimeUnit { unit } => {
+                write!(f, "unknown time unit `{unit}` (use ns, us, ms, s or min)")
+            }
+            UnitError::UnknownSizeUnit { unit } => write!(
+                f,
+                "unknown size unit `{unit}` (use B, KiB, MiB, GiB, kB, MB, GB)"
+            ),
+            UnitError::Number { text, problem } => write!(f, "`{text}`: {problem}"),
+        }
+    }
+}
+
+impl std::fmt::Display for NumberError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NumberError::Negative => "must not be negative",
+            NumberError::NotANumber => "not a number",
+            NumberError::TooLarge => "too large",
+            NumberError::TooFine => "finer than the smallest unit (1 ns or 1 byte)",
+        })
+    }
+}
+
+impl std::error::Error for UnitError {}
+
+/// The message, for the layers that report in text (command-line value parsers, the
+/// description's diagnostics).
+impl From<UnitError> for String {
+    fn from(e: UnitError) -> String {
+        e.to_string()
+    }
+}
+
 /// Parses a duration: a non-negative decimal number and a unit (`ns`, `us`, `ms`, `s`,
 /// `min`), e.g. `500us`, `1.5ms`. A bare number is taken in `bare_unit_ns` units if
 /// given (DEmOS files: milliseconds), and is an error otherwise.
-pub fn parse_duration(text: &str, bare_unit_ns: Option<u64>) -> Result<Nanos, String> {
+pub fn parse_duration(text: &str, bare_unit_ns: Option<u64>) -> Result<Nanos, UnitError> {
     let text = text.trim();
     let (number, unit) = split_unit(text);
     let scale = match unit {
-        "" => bare_unit_ns.ok_or_else(|| format!("`{text}` needs a unit, e.g. 500us, 2ms, 1s"))?,
-        u => lookup(&UNITS_NS, u)
-            .ok_or_else(|| format!("unknown time unit `{u}` (use ns, us, ms, s or min)"))?,
+        "" => bare_unit_ns.ok_or_else(|| UnitError::NeedsUnit { text: text.into() })?,
+        u => lookup(&UNITS_NS, u).ok_or_else(|| UnitError::UnknownTimeUnit { unit: u.into() })?,
     };
-    scale_decimal(number, scale).map_err(|e| format!("`{text}`: {e}"))
+    scaled(text, number, scale)
+}
+
+fn scaled(text: &str, number: &str, scale: u64) -> Result<u64, UnitError> {
+    scale_decimal(number, scale).map_err(|problem| UnitError::Number {
+        text: text.into(),
+        problem,
+    })
 }
 
 /// Parses a size: a non-negative decimal number and a unit (`B`, `KiB`, `MiB`, `GiB`,
 /// `kB`, `MB`, `GB`...). A bare integer means bytes.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, UnitError> {
     let text = text.trim();
     let (number, unit) = split_unit(text);
     let scale = match unit {
         "" => 1,
-        u => lookup(&UNITS_BYTES, u)
-            .ok_or_else(|| format!("unknown size unit `{u}` (use B, KiB, MiB, GiB, kB, MB, GB)"))?,
+        u => {
+            lookup(&UNITS_BYTES, u).ok_or_else(|| UnitError::UnknownSizeUnit { unit: u.into() })?
+        }
     };
-    scale_decimal(number, scale).map_err(|e| format!("`{text}`: {e}"))
+    scaled(text, number, scale)
 }
 
 /// Formats a duration with the largest unit that represents it exactly: `2ms`, `500us`.
@@ -94,9 +163,9 @@ fn split_unit(text: &str) -> (&str, &str) {
 }
 
 /// `number * scale` exactly, for a decimal `number` such as `1.25`.
-fn scale_decimal(number: &str, scale: u64) -> Result<u64, String> {
+fn scale_decimal(number: &str, scale: u64) -> Result<u64, NumberError> {
     if number.starts_with('-') {
-        return Err("must not be negative".into());
+        return Err(NumberError::Negative);
     }
     let number = number.strip_prefix('+').unwrap_or(number);
     let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
@@ -105,9 +174,9 @@ fn scale_decimal(number: &str, scale: u64) -> Result<u64, String> {
         || !digits_ok(int_part)
         || !digits_ok(frac_part)
     {
-        return Err("not a number".into());
+        return Err(NumberError::NotANumber);
     }
-    let too_big = || "too large".to_string();
+    let too_big = || NumberError::TooLarge;
     let int: u64 = if int_part.is_empty() {
         0
     } else {
@@ -115,7 +184,7 @@ fn scale_decimal(number: &str, scale: u64) -> Result<u64, String> {
     };
     let frac_part = frac_part.trim_end_matches('0');
     if frac_part.len() > 18 {
-        return Err("finer than the smallest unit (1 ns or 1 byte)".into());
+        return Err(NumberError::TooFine);
     }
     // frac_part = f / 10^len; its share of `scale` must be a whole number.
     let f: u128 = if frac_part.is_empty() {
@@ -126,7 +195,7 @@ fn scale_decimal(number: &str, scale: u64) -> Result<u64, String> {
     let scaled = f * u128::from(scale);
     let denominator = 10u128.pow(frac_part.len() as u32);
     if scaled % denominator != 0 {
-        return Err("finer than the smallest unit (1 ns or 1 byte)".into());
+        return Err(NumberError::TooFine);
     }
     let frac = u64::try_from(scaled / denominator).map_err(|_| too_big())?;
     int.checked_mul(scale)
@@ -151,8 +220,13 @@ mod tests {
 
     #[test]
     fn bare_numbers_need_a_context() {
+        assert_eq!(
+            parse_duration("5", None),
+            Err(UnitError::NeedsUnit { text: "5".into() })
+        );
         assert!(parse_duration("5", None)
             .unwrap_err()
+            .to_string()
             .contains("needs a unit"));
         assert_eq!(parse_duration("5", Some(1_000_000)), Ok(5_000_000));
         assert_eq!(parse_duration("0.5", Some(1_000_000)), Ok(500_000));
@@ -165,7 +239,12 @@ mod tests {
         assert!(parse_duration("abc", None).is_err());
         assert!(parse_duration("3 parsecs", None)
             .unwrap_err()
+            .to_string()
             .contains("unknown time unit"));
+        assert_eq!(
+            parse_duration("1.5ns", None).unwrap_err().to_string(),
+            "`1.5ns`: finer than the smallest unit (1 ns or 1 byte)"
+        );
         assert!(parse_duration("99999999999999999999s", None).is_err());
         assert!(parse_duration("ms", None).is_err());
     }

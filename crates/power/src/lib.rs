@@ -24,8 +24,10 @@
 //! changes, not writes; the `imx8_*` policies address clusters by order instead of the
 //! names `policy0` and `policy4`, so they work on any cluster layout.
 
+mod error;
 mod policy;
 
+pub use error::{Offer, PolicyError, PowerError};
 pub use policy::{Policy, NAMES};
 
 use bulkhead_model::CpuSet;
@@ -57,21 +59,29 @@ impl Cluster {
     }
 
     /// The `index`-th lowest available frequency (DEmOS `CpufreqPolicy::get_freq`).
-    pub fn frequency_at(&self, index: usize) -> Result<u64, String> {
-        let list = self.available_khz.as_ref().ok_or_else(|| {
-            format!(
-                "cluster {} lists no available frequencies (the intel_pstate driver does not), \
-                 so frequencies cannot be chosen by index",
-                self.name
-            )
-        })?;
-        list.get(index).copied().ok_or_else(|| {
-            format!(
-                "cluster {} has {} frequencies ({}), index {index} is out of range",
-                self.name,
-                list.len(),
-                khz_list(list)
-            )
+    pub fn frequency_at(&self, index: usize) -> Result<u64, PowerError> {
+        let list = self
+            .available_khz
+            .as_ref()
+            .ok_or_else(|| PowerError::NoFrequencyList {
+                cluster: self.name.clone(),
+            })?;
+        list.get(index)
+            .copied()
+            .ok_or_else(|| PowerError::IndexOutOfRange {
+                cluster: self.name.clone(),
+                count: list.len(),
+                offered: khz_list(list),
+                index,
+            })
+    }
+
+    /// What it offers, for an error about a frequency it does not.
+    fn not_offering(&self) -> Box<error::Offer> {
+        Box::new(error::Offer {
+            cluster: self.name.clone(),
+            cpus: self.cpus.to_string(),
+            offer: self.describe_offer(),
         })
     }
 
@@ -117,9 +127,9 @@ impl Governor {
         policy: Policy,
         clusters: Vec<Cluster>,
         schedule: &Schedule,
-    ) -> Result<Governor, String> {
+    ) -> Result<Governor, PowerError> {
         if policy != Policy::None && clusters.is_empty() {
-            return Err("no CPUFreq cluster to control".into());
+            return Err(PowerError::NoCluster);
         }
         check_arguments(&policy, &clusters)?;
         if policy.uses_process_frequencies() {
@@ -167,7 +177,7 @@ impl Governor {
     }
 
     /// The settings before the schedule starts (DEmOS's policy constructors), at time 0.
-    pub fn start(&mut self, out: &mut Vec<Change>) -> Result<(), String> {
+    pub fn start(&mut self, out: &mut Vec<Change>) -> Result<(), PowerError> {
         match self.policy.clone() {
             Policy::High | Policy::MinBe => self.all(0, |c| c.max_khz, out),
             Policy::Low => self.all(0, |c| c.min_khz, out),
@@ -197,7 +207,7 @@ impl Governor {
         schedule: &Schedule,
         action: &Action,
         out: &mut Vec<Change>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PowerError> {
         match action {
             Action::WindowStart { t, window } => self.window_start(schedule, *t, *window, out),
             Action::BeStart { t, .. } => {
@@ -239,7 +249,7 @@ impl Governor {
         t: Nanos,
         window: usize,
         out: &mut Vec<Change>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PowerError> {
         self.running = vec![None; schedule.windows[window].slices.len()];
         match self.policy.clone() {
             Policy::MinBe => self.all(t, |c| c.max_khz, out),
@@ -272,7 +282,7 @@ impl Governor {
         schedule: &Schedule,
         window: usize,
         cluster: usize,
-    ) -> Result<Option<u64>, String> {
+    ) -> Result<Option<u64>, PowerError> {
         let cpus = &self.clusters[cluster].cpus;
         let mut chosen = None;
         for slice in &schedule.windows[window].slices {
@@ -284,11 +294,13 @@ impl Governor {
             }
             match chosen {
                 Some(other) if other != khz => {
-                    return Err(format!(
-                    "slices of window {window} ask for different frequencies on the CPUs {cpus} \
-                         of cluster {}: {other} kHz and {khz} kHz",
-                    self.clusters[cluster].name
-                ))
+                    return Err(PowerError::SlicesDisagree {
+                        window,
+                        cpus: cpus.to_string(),
+                        cluster: self.clusters[cluster].name.clone(),
+                        first_khz: other,
+                        second_khz: khz,
+                    })
                 }
                 _ => chosen = Some(khz),
             }
@@ -305,7 +317,7 @@ impl Governor {
         slice: usize,
         khz: u64,
         out: &mut Vec<Change>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PowerError> {
         let slices = &schedule.windows[window].slices;
         let me = self.running[slice];
         for cluster in 0..self.clusters.len() {
@@ -320,13 +332,14 @@ impl Governor {
                     continue;
                 }
                 if let Some(other_khz) = asks.filter(|&f| f != khz) {
-                    return Err(format!(
-                        "processes running at the same time ask for different frequencies on the \
-                         CPUs {cpus} of cluster {}: {other_khz} kHz (`{}`) and {khz} kHz (`{}`)",
-                        self.clusters[cluster].name,
-                        schedule.processes[other].cmd,
-                        schedule.processes[me.expect("granted")].cmd,
-                    ));
+                    return Err(PowerError::ProcessesDisagree {
+                        cpus: cpus.to_string(),
+                        cluster: self.clusters[cluster].name.clone(),
+                        other_khz,
+                        other_cmd: schedule.processes[other].cmd.clone(),
+                        khz,
+                        cmd: schedule.processes[me.expect("granted")].cmd.clone(),
+                    });
                 }
             }
             self.set(t, cluster, khz, out);
@@ -366,7 +379,7 @@ impl Governor {
     }
 }
 
-fn check_arguments(policy: &Policy, clusters: &[Cluster]) -> Result<(), String> {
+fn check_arguments(policy: &Policy, clusters: &[Cluster]) -> Result<(), PowerError> {
     let indices: Vec<usize> = match policy {
         Policy::Fixed(i) => i.clone(),
         Policy::Alternating(pairs) => pairs.iter().flat_map(|&(a, b)| [a, b]).collect(),
@@ -378,12 +391,10 @@ fn check_arguments(policy: &Policy, clusters: &[Cluster]) -> Result<(), String> 
             _ => 1,
         };
     if per_cluster != clusters.len() {
-        let names: Vec<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
-        return Err(format!(
-            "the power policy gives frequencies for {per_cluster} clusters, this machine has {} ({})",
-            clusters.len(),
-            names.join(", ")
-        ));
+        return Err(PowerError::ClusterCount {
+            given: per_cluster,
+            clusters: clusters.iter().map(|c| c.name.clone()).collect(),
+        });
     }
     let step = indices.len() / clusters.len();
     for (i, &index) in indices.iter().enumerate() {
@@ -397,7 +408,7 @@ fn clusters_of<'a>(clusters: &'a [Cluster], cpus: &'a CpuSet) -> impl Iterator<I
     clusters.iter().filter(move |c| c.cpus.intersects(cpus))
 }
 
-fn check_process_frequencies(clusters: &[Cluster], schedule: &Schedule) -> Result<(), String> {
+fn check_process_frequencies(clusters: &[Cluster], schedule: &Schedule) -> Result<(), PowerError> {
     for slice in schedule.windows.iter().flat_map(|w| &w.slices) {
         for partition in [slice.sc, slice.be].into_iter().flatten() {
             for p in schedule.partitions[partition].processes.clone() {
@@ -406,15 +417,12 @@ fn check_process_frequencies(clusters: &[Cluster], schedule: &Schedule) -> Resul
                     continue;
                 };
                 if let Some(c) = clusters_of(clusters, &slice.cpus).find(|c| !c.offers(khz)) {
-                    return Err(format!(
-                        "process `{}` of partition `{}` asks for {khz} kHz, which cluster {} \
-                         (CPUs {}) does not offer: {}",
-                        process.cmd,
-                        schedule.partitions[partition].name,
-                        c.name,
-                        c.cpus,
-                        c.describe_offer()
-                    ));
+                    return Err(PowerError::ProcessFrequency {
+                        cmd: process.cmd.clone(),
+                        partition: schedule.partitions[partition].name.clone(),
+                        khz,
+                        offer: c.not_offering(),
+                    });
                 }
             }
         }
@@ -422,20 +430,19 @@ fn check_process_frequencies(clusters: &[Cluster], schedule: &Schedule) -> Resul
     Ok(())
 }
 
-fn check_slice_frequencies(clusters: &[Cluster], schedule: &Schedule) -> Result<(), String> {
+fn check_slice_frequencies(clusters: &[Cluster], schedule: &Schedule) -> Result<(), PowerError> {
     for (w, window) in schedule.windows.iter().enumerate() {
         for (s, slice) in window.slices.iter().enumerate() {
             let Some(khz) = slice.frequency_khz else {
                 continue;
             };
             if let Some(c) = clusters_of(clusters, &slice.cpus).find(|c| !c.offers(khz)) {
-                return Err(format!(
-                    "slice {s} of window {w} asks for {khz} kHz, which cluster {} (CPUs {}) \
-                     does not offer: {}",
-                    c.name,
-                    c.cpus,
-                    c.describe_offer()
-                ));
+                return Err(PowerError::SliceFrequency {
+                    slice: s,
+                    window: w,
+                    khz,
+                    offer: c.not_offering(),
+                });
             }
         }
     }

@@ -1,6 +1,8 @@
 //! Power policies by name, as DEmOS's `-p` option takes them (DEmOS
 //! `src/power_policy/_power_policy.cpp`): `NAME` or `NAME:ARG,ARG,...`, case-insensitive.
 
+use crate::PolicyError;
+
 /// A power policy (DEmOS thesis 3.6; DEmOS `src/power_policy/*.hpp`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Policy {
@@ -36,7 +38,7 @@ imx8_alternating:I,J,I,J as well)";
 
 impl Policy {
     /// Parses DEmOS's `-p` syntax.
-    pub fn parse(text: &str) -> Result<Policy, String> {
+    pub fn parse(text: &str) -> Result<Policy, PolicyError> {
         let (name, args) = match text.split_once(':') {
             Some((name, args)) => (name, args.split(',').map(str::trim).collect()),
             None => (text, Vec::new()),
@@ -46,7 +48,7 @@ impl Policy {
             if args.is_empty() {
                 Ok(policy)
             } else {
-                Err(format!("power policy `{name}` takes no arguments"))
+                Err(PolicyError::TakesNoArguments { name: name.clone() })
             }
         };
         match name.as_str() {
@@ -65,18 +67,16 @@ impl Policy {
                 let indices = indices(&name, &args)?;
                 exact_count(&name, &indices, 4)?;
                 if indices.len() % 2 != 0 {
-                    return Err(format!(
-                        "power policy `{name}` takes two frequency indices per cluster, got {}",
-                        indices.len()
-                    ));
+                    return Err(PolicyError::OddIndices {
+                        name: name.clone(),
+                        got: indices.len(),
+                    });
                 }
                 Ok(Policy::Alternating(
                     indices.chunks(2).map(|p| (p[0], p[1])).collect(),
                 ))
             }
-            _ => Err(format!(
-                "unknown power policy `{name}`; available policies: {NAMES}"
-            )),
+            _ => Err(PolicyError::Unknown { name: name.clone() }),
         }
     }
 
@@ -91,28 +91,28 @@ impl Policy {
     }
 }
 
-fn indices(name: &str, args: &[&str]) -> Result<Vec<usize>, String> {
+fn indices(name: &str, args: &[&str]) -> Result<Vec<usize>, PolicyError> {
     if args.is_empty() {
-        return Err(format!(
-            "power policy `{name}` needs frequency indices: `{name}:I,I,...`"
-        ));
+        return Err(PolicyError::NeedsIndices { name: name.into() });
     }
     args.iter()
         .map(|a| {
-            a.parse().map_err(|_| {
-                format!("power policy `{name}`: `{a}` is not a frequency index (0 = the lowest)")
+            a.parse().map_err(|_| PolicyError::NotAnIndex {
+                name: name.into(),
+                arg: a.to_string(),
             })
         })
         .collect()
 }
 
 /// DEmOS's `imx8_*` policies take an exact argument count (two clusters).
-fn exact_count(name: &str, indices: &[usize], imx8: usize) -> Result<(), String> {
+fn exact_count(name: &str, indices: &[usize], imx8: usize) -> Result<(), PolicyError> {
     if name.starts_with("imx8_") && indices.len() != imx8 {
-        return Err(format!(
-            "incorrect number of parameters for the `{name}` power policy; got {}, expected {imx8}",
-            indices.len()
-        ));
+        return Err(PolicyError::ArgumentCount {
+            name: name.into(),
+            got: indices.len(),
+            expected: imx8,
+        });
     }
     Ok(())
 }
@@ -139,18 +139,24 @@ mod tests {
 
     #[test]
     fn bad_names_and_arguments_say_what_is_wrong() {
-        let e = Policy::parse("turbo").unwrap_err();
+        let e = Policy::parse("turbo").unwrap_err().to_string();
         assert!(
             e.contains("unknown power policy `turbo`") && e.contains("minbe"),
             "{e}"
         );
-        let e = Policy::parse("imx8_fixed:1").unwrap_err();
+        let e = Policy::parse("imx8_fixed:1").unwrap_err().to_string();
         assert!(e.contains("got 1, expected 2"), "{e}");
-        let e = Policy::parse("high:1").unwrap_err();
+        assert_eq!(
+            Policy::parse("high:1"),
+            Err(PolicyError::TakesNoArguments {
+                name: "high".into()
+            })
+        );
+        let e = Policy::parse("high:1").unwrap_err().to_string();
         assert!(e.contains("takes no arguments"), "{e}");
-        let e = Policy::parse("fixed:x").unwrap_err();
+        let e = Policy::parse("fixed:x").unwrap_err().to_string();
         assert!(e.contains("`x` is not a frequency index"), "{e}");
-        let e = Policy::parse("alternating:1,2,3").unwrap_err();
+        let e = Policy::parse("alternating:1,2,3").unwrap_err().to_string();
         assert!(e.contains("two frequency indices per cluster"), "{e}");
     }
 }

@@ -24,7 +24,7 @@ use crate::RunError;
 use bulkhead_model::CpuSet;
 use bulkhead_power::Cluster;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write as _;
+use std::io::{self, Write as _};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
@@ -32,6 +32,112 @@ use std::path::{Path, PathBuf};
 pub const RECORD_DIR: &str = "/run/bulkhead/cpufreq";
 /// `statfs` magic of sysfs: its attribute files are rewritten by each write.
 const SYSFS_MAGIC: i64 = 0x6265_6572;
+
+/// Why CPUFreq cannot be taken over or written; each names its file.
+#[derive(Debug)]
+pub enum CpufreqError {
+    /// No `cpufreq/policy0/scaling_governor`: no frequency scaling here.
+    Missing { probe: PathBuf },
+    /// `intel_pstate/status` is `off`: another driver is in use.
+    PstateOff { status: PathBuf },
+    /// A file cannot be read.
+    Read { path: PathBuf, source: io::Error },
+    /// A file that holds a frequency (or a list of them) holds something else.
+    NotKhz {
+        path: PathBuf,
+        text: String,
+        list: bool,
+    },
+    /// A file cannot be opened for writing.
+    Open { path: PathBuf, source: io::Error },
+    /// A file cannot be written.
+    Write {
+        path: PathBuf,
+        text: String,
+        source: io::Error,
+    },
+    /// A directory cannot be made or listed (`list`).
+    Dir {
+        path: PathBuf,
+        list: bool,
+        source: io::Error,
+    },
+    /// The record of the originals cannot be written.
+    Record { path: PathBuf, source: io::Error },
+    /// A path or original text with a tab or newline, which the record cannot hold.
+    Unrecordable { path: PathBuf },
+}
+
+impl std::fmt::Display for CpufreqError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CpufreqError::Missing { probe } => write!(
+                f,
+                "CPUFreq: {} does not exist: this kernel (or the tree under --cpufreq-root) \
+                 offers no CPU frequency scaling; run without --power-policy",
+                probe.display()
+            ),
+            CpufreqError::PstateOff { status } => write!(
+                f,
+                "CPUFreq: {} is `off`: an Intel CPU with a driver other than intel_pstate; \
+                 switch to intel_pstate or run without --power-policy",
+                status.display()
+            ),
+            CpufreqError::Read { path, source } => {
+                write!(f, "CPUFreq: cannot read {}: {source}", path.display())
+            }
+            CpufreqError::NotKhz { path, text, list } => write!(
+                f,
+                "CPUFreq: {}: `{text}` is not {} in kHz",
+                path.display(),
+                if *list {
+                    "a list of frequencies"
+                } else {
+                    "a frequency"
+                }
+            ),
+            CpufreqError::Open { path, source } => write!(
+                f,
+                "CPUFreq: cannot open {} for writing: {source}",
+                path.display()
+            ),
+            CpufreqError::Write { path, text, source } => write!(
+                f,
+                "CPUFreq: cannot write `{text}` to {}: {source}",
+                path.display()
+            ),
+            CpufreqError::Dir { path, list, source } => write!(
+                f,
+                "CPUFreq: cannot {} {}: {source}",
+                if *list { "list" } else { "create" },
+                path.display()
+            ),
+            CpufreqError::Record { path, source } => write!(
+                f,
+                "CPUFreq: cannot write the record {}: {source}",
+                path.display()
+            ),
+            CpufreqError::Unrecordable { path } => {
+                write!(f, "CPUFreq: {}: unexpected tab or newline", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for CpufreqError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CpufreqError::Read { source, .. }
+            | CpufreqError::Open { source, .. }
+            | CpufreqError::Write { source, .. }
+            | CpufreqError::Dir { source, .. }
+            | CpufreqError::Record { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, CpufreqError>;
 
 /// One cluster under control.
 #[derive(Debug)]
@@ -53,30 +159,43 @@ pub struct Cpufreq {
 }
 
 /// A file's text, trimmed; the error names the file.
-fn read(path: &Path) -> Result<String, String> {
+fn read(path: &Path) -> Result<String> {
     fs::read_to_string(path)
         .map(|s| s.trim().to_string())
-        .map_err(|e| format!("CPUFreq: cannot read {}: {e}", path.display()))
+        .map_err(|source| CpufreqError::Read {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
-fn read_khz(path: &Path) -> Result<u64, String> {
+fn read_khz(path: &Path) -> Result<u64> {
     let text = read(path)?;
-    text.parse().map_err(|_| {
-        format!(
-            "CPUFreq: {}: `{text}` is not a frequency in kHz",
-            path.display()
-        )
+    text.parse().map_err(|_| CpufreqError::NotKhz {
+        path: path.to_path_buf(),
+        text,
+        list: false,
     })
 }
 
-fn write(path: &Path, text: &str) -> Result<(), String> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(path)
-        .map_err(|e| format!("CPUFreq: cannot open {} for writing: {e}", path.display()))?;
+fn write(path: &Path, text: &str) -> Result<()> {
+    let mut file = open_for_writing(path, true)?;
     file.write_all(text.as_bytes())
-        .map_err(|e| format!("CPUFreq: cannot write `{text}` to {}: {e}", path.display()))
+        .map_err(|source| CpufreqError::Write {
+            path: path.to_path_buf(),
+            text: text.to_string(),
+            source,
+        })
+}
+
+fn open_for_writing(path: &Path, truncate: bool) -> Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .truncate(truncate)
+        .open(path)
+        .map_err(|source| CpufreqError::Open {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 fn on_sysfs(file: &File) -> bool {
@@ -87,18 +206,17 @@ impl Cpufreq {
     /// Takes control of CPUFreq under `root` (normally `/sys`), recording the originals
     /// in `record_dir/<instance>` first. Errors name the file that is missing, unreadable
     /// or not writable; whatever was changed before an error is restored.
-    pub fn take(root: &Path, record_dir: &Path, instance: &str) -> Result<Cpufreq, String> {
+    pub fn take(root: &Path, record_dir: &Path, instance: &str) -> Result<Cpufreq> {
         let cpu = root.join("devices/system/cpu");
         let probe = cpu.join("cpufreq/policy0/scaling_governor");
         if !probe.exists() {
-            return Err(format!(
-                "CPUFreq: {} does not exist: this kernel (or the tree under --cpufreq-root) \
-                 offers no CPU frequency scaling; run without --power-policy",
-                probe.display()
-            ));
+            return Err(CpufreqError::Missing { probe });
         }
-        fs::create_dir_all(record_dir)
-            .map_err(|e| format!("CPUFreq: cannot create {}: {e}", record_dir.display()))?;
+        fs::create_dir_all(record_dir).map_err(|source| CpufreqError::Dir {
+            path: record_dir.to_path_buf(),
+            list: false,
+            source,
+        })?;
         let mut me = Cpufreq {
             policies: Vec::new(),
             changes: Vec::new(),
@@ -107,13 +225,7 @@ impl Cpufreq {
         let pstate = cpu.join("intel_pstate/status");
         if pstate.exists() {
             match read(&pstate)?.as_str() {
-                "off" => {
-                    return Err(format!(
-                        "CPUFreq: {} is `off`: an Intel CPU with a driver other than \
-                         intel_pstate; switch to intel_pstate or run without --power-policy",
-                        pstate.display()
-                    ))
-                }
+                "off" => return Err(CpufreqError::PstateOff { status: pstate }),
                 "active" => me.change(&pstate, "passive")?,
                 _ => {}
             }
@@ -130,7 +242,7 @@ impl Cpufreq {
     }
 
     /// Sets cluster `index` to `khz` (one write to its `scaling_setspeed`).
-    pub fn set(&self, index: usize, khz: u64) -> Result<(), RunError> {
+    pub fn set(&self, index: usize, khz: u64) -> std::result::Result<(), RunError> {
         let p = &self.policies[index];
         let text = khz.to_string();
         p.setspeed
@@ -149,7 +261,7 @@ impl Cpufreq {
             })
     }
 
-    fn take_policy(&mut self, dir: &Path) -> Result<(), String> {
+    fn take_policy(&mut self, dir: &Path) -> Result<()> {
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -168,12 +280,11 @@ impl Cpufreq {
             let mut list = text
                 .split_whitespace()
                 .map(|f| f.parse::<u64>())
-                .collect::<Result<Vec<u64>, _>>()
-                .map_err(|_| {
-                    format!(
-                        "CPUFreq: {}: `{text}` is not a list of frequencies in kHz",
-                        available.display()
-                    )
+                .collect::<std::result::Result<Vec<u64>, _>>()
+                .map_err(|_| CpufreqError::NotKhz {
+                    path: available.clone(),
+                    text: text.clone(),
+                    list: true,
                 })?;
             list.sort_unstable();
             Some(list)
@@ -193,15 +304,7 @@ impl Cpufreq {
         if scaling_max.exists() && read_khz(&scaling_max)? != max_khz {
             self.change(&scaling_max, &max_khz.to_string())?;
         }
-        let setspeed = OpenOptions::new()
-            .write(true)
-            .open(&setspeed_path)
-            .map_err(|e| {
-                format!(
-                    "CPUFreq: cannot open {} for writing: {e}",
-                    setspeed_path.display()
-                )
-            })?;
+        let setspeed = open_for_writing(&setspeed_path, false)?;
         let truncate = !on_sysfs(&setspeed);
         self.policies.push(Policy {
             cluster: Cluster {
@@ -218,17 +321,19 @@ impl Cpufreq {
     }
 
     /// Writes `text` to `path` after recording its original text.
-    fn change(&mut self, path: &Path, text: &str) -> Result<(), String> {
+    fn change(&mut self, path: &Path, text: &str) -> Result<()> {
         let original = read(path)?;
         self.note(path, original)?;
         write(path, text)
     }
 
     /// Records that `path` is to be restored to `original`, in the record file first.
-    fn note(&mut self, path: &Path, original: String) -> Result<(), String> {
+    fn note(&mut self, path: &Path, original: String) -> Result<()> {
         let shown = path.display().to_string();
         if shown.contains(['\t', '\n']) || original.contains(['\t', '\n']) {
-            return Err(format!("CPUFreq: {shown}: unexpected tab or newline"));
+            return Err(CpufreqError::Unrecordable {
+                path: path.to_path_buf(),
+            });
         }
         self.changes.push((path.to_path_buf(), original));
         let me = std::process::id();
@@ -237,11 +342,9 @@ impl Cpufreq {
         for (p, o) in &self.changes {
             text.push_str(&format!("{}\t{o}\n", p.display()));
         }
-        fs::write(&self.record, text).map_err(|e| {
-            format!(
-                "CPUFreq: cannot write the record {}: {e}",
-                self.record.display()
-            )
+        fs::write(&self.record, text).map_err(|source| CpufreqError::Record {
+            path: self.record.clone(),
+            source,
         })
     }
 }
@@ -258,9 +361,12 @@ impl Drop for Cpufreq {
 }
 
 /// The `policy<N>` directories under `dir`, by N.
-fn policy_dirs(dir: &Path) -> Result<Vec<PathBuf>, String> {
-    let entries =
-        fs::read_dir(dir).map_err(|e| format!("CPUFreq: cannot list {}: {e}", dir.display()))?;
+fn policy_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = fs::read_dir(dir).map_err(|source| CpufreqError::Dir {
+        path: dir.to_path_buf(),
+        list: true,
+        source,
+    })?;
     let mut dirs: Vec<(u32, PathBuf)> = entries
         .flatten()
         .filter_map(|e| {
@@ -396,7 +502,11 @@ mod tests {
         let status = dir.join("devices/system/cpu/intel_pstate/status");
         fs::write(&status, "off\n").unwrap();
         let e = Cpufreq::take(&dir, &dir.join("records"), "r").unwrap_err();
-        assert!(e.contains("intel_pstate/status is `off`"), "{e}");
+        assert!(matches!(e, CpufreqError::PstateOff { .. }), "{e}");
+        assert!(
+            e.to_string().contains("intel_pstate/status is `off`"),
+            "{e}"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -65,7 +65,7 @@ impl Housekeeping {
     /// housekeeping work, or the record cannot be written (then nothing is changed).
     pub fn isolate(rt_cpus: &CpuSet) -> Result<Housekeeping> {
         let online = read("/sys/devices/system/cpu/online")
-            .and_then(|s| CpuSet::parse(&s).map_err(Error::Invalid))?;
+            .and_then(|s| CpuSet::parse(&s).map_err(|e| Error::Invalid(e.into())))?;
         let rest = CpuSet::from_cpus(online.iter().filter(|c| !rt_cpus.contains(*c))).ok_or_else(
             || {
                 Error::Invalid(format!(
@@ -247,7 +247,7 @@ fn apply(change: &Change, new: &str) -> Result<()> {
     match change {
         Change::File { path, .. } => write(path, new),
         Change::Affinity { pid, .. } => {
-            let cpus = CpuSet::parse(new).map_err(Error::Invalid)?;
+            let cpus = CpuSet::parse(new).map_err(|e| Error::Invalid(e.into()))?;
             set_affinity(*pid, &cpus)
                 .map_err(|e| Error::os(format!("moving kernel thread {pid} to CPUs {new}"), e, ""))
         }

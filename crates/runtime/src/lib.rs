@@ -161,8 +161,12 @@ pub enum RunError {
 pub enum Unrunnable {
     /// A check of the description against this machine failed (CPUs offline, nothing to
     /// run, too few descriptors), or a layer that reports in text refused it (commands,
-    /// users, the power policy, triggers): the message, naming what it is about.
+    /// users, triggers): the message, naming what it is about.
     Check(String),
+    /// The power policy cannot be carried out on this machine's clusters.
+    Power(bulkhead_power::PowerError),
+    /// CPUFreq cannot be taken over (`--power-policy`, `--cpufreq-root`).
+    Cpufreq(cpufreq::CpufreqError),
     /// The window schedule cannot be built from the description.
     Schedule(bulkhead_windows::ScheduleError),
     /// A task's or process's program cannot be found or run (`bulkhead-plan`).
@@ -181,6 +185,8 @@ impl std::fmt::Display for Unrunnable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Unrunnable::Check(m) => f.write_str(m),
+            Unrunnable::Power(e) => write!(f, "power policy: {e}"),
+            Unrunnable::Cpufreq(e) => write!(f, "{e}"),
             Unrunnable::Schedule(e) => write!(f, "{e}"),
             Unrunnable::Program(e) => write!(f, "{e}"),
             Unrunnable::Reserve(e) => write!(f, "{e}"),
@@ -193,6 +199,8 @@ impl std::error::Error for Unrunnable {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Unrunnable::Check(_) => None,
+            Unrunnable::Power(e) => Some(e),
+            Unrunnable::Cpufreq(e) => Some(e),
             Unrunnable::Schedule(e) => Some(e),
             Unrunnable::Program(e) => Some(e.as_ref()),
             Unrunnable::Reserve(e) => Some(e),

@@ -3,7 +3,7 @@
 //! `cpu_frequency` events (schedule log and trace). See docs/power.md.
 
 use crate::cpufreq::{self, Cpufreq};
-use crate::{leftovers, RunError};
+use crate::{leftovers, RunError, Unrunnable};
 use bulkhead_power::{Change, Governor, Policy};
 use bulkhead_trace::Event;
 use bulkhead_windows::{Action, Schedule};
@@ -46,9 +46,9 @@ impl Power {
             Path::new(cpufreq::RECORD_DIR),
             &leftovers::instance_name(),
         )
-        .map_err(RunError::invalid)?;
+        .map_err(|e| RunError::Invalid(Unrunnable::Cpufreq(e)))?;
         let governor = Governor::new(options.policy.clone(), cpufreq.clusters(), schedule)
-            .map_err(|e| RunError::invalid(format!("power policy: {e}")))?;
+            .map_err(|e| RunError::Invalid(Unrunnable::Power(e)))?;
         warnings.extend(governor.unused_frequencies(schedule));
         let mut power = Power {
             governor,
@@ -59,7 +59,7 @@ impl Power {
         power
             .governor
             .start(&mut changes)
-            .map_err(|e| RunError::invalid(format!("power policy: {e}")))?;
+            .map_err(|e| RunError::Invalid(Unrunnable::Power(e)))?;
         power.apply(&changes)?;
         power.pending = changes;
         Ok(Some(power))
@@ -75,7 +75,7 @@ impl Power {
         let done = changes.len();
         self.governor
             .on_action(schedule, action, &mut changes)
-            .map_err(|e| RunError::invalid(format!("power policy: {e}")))?;
+            .map_err(|e| RunError::Invalid(Unrunnable::Power(e)))?;
         self.apply(&changes[done..])?;
         Ok(changes
             .iter()

@@ -801,7 +801,7 @@ fn shield(
 ) -> Result<Shield> {
     let online = fs::read_to_string("/sys/devices/system/cpu/online")
         .map_err(|e| Error::os("reading /sys/devices/system/cpu/online", e, ""))?;
-    let online = CpuSet::parse(online.trim()).map_err(Error::Invalid)?;
+    let online = CpuSet::parse(online.trim()).map_err(|e| Error::Invalid(e.into()))?;
     let rt = rt_cpus(system, report)?;
     let rest = CpuSet::from_cpus(
         online

@@ -132,7 +132,7 @@ impl Power {
     pub fn on_action(&mut self, schedule: &Schedule, action: &Action) -> Vec<(Nanos, EventKind)> {
         if self.error.is_none() {
             if let Err(e) = self.governor.on_action(schedule, action, &mut self.changes) {
-                self.error = Some(e);
+                self.error = Some(e.to_string());
             }
         }
         let events = self
