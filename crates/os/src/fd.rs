@@ -129,7 +129,7 @@ mod tests {
         assert_eq!(&buf[..3], b"abc");
         drop(w);
         assert_eq!(read_raw(r.as_raw_fd(), &mut buf).unwrap(), 0, "its end");
-        let closed = read_raw(w_number_closed(), &mut buf).unwrap_err();
+        let closed = read_raw(NEVER_OPEN, &mut buf).unwrap_err();
         assert_eq!(closed.raw_os_error(), Some(libc::EBADF));
     }
 
@@ -147,28 +147,32 @@ mod tests {
             .find_map(|_| send_nonblocking(a.as_raw_fd(), &buf).err())
             .expect("a socket's buffer is bounded");
         assert_eq!(full.kind(), io::ErrorKind::WouldBlock);
-        let closed = send_nonblocking(w_number_closed(), &buf).unwrap_err();
+        let closed = send_nonblocking(NEVER_OPEN, &buf).unwrap_err();
         assert_eq!(closed.raw_os_error(), Some(libc::EBADF));
     }
 
-    /// A descriptor number that is not open.
-    fn w_number_closed() -> i32 {
-        let file = std::fs::File::open("/dev/null").unwrap();
-        file.as_raw_fd()
-    }
+    /// A descriptor number no process has open (above any descriptor limit).
+    const NEVER_OPEN: i32 = i32::MAX - 1;
 
     #[test]
     fn close_on_exec_is_set_and_cleared_and_a_closed_number_is_not_open() {
-        let file = std::fs::File::open("/dev/null").unwrap();
-        let fd = file.as_raw_fd();
-        set_cloexec(fd, false).unwrap();
-        assert_eq!(cloexec(fd), 0);
-        set_cloexec(fd, true).unwrap();
-        assert_eq!(cloexec(fd), libc::FD_CLOEXEC);
-        assert!(is_open(fd));
-        drop(file);
-        assert!(!is_open(fd));
-        let err = set_cloexec(fd, true).unwrap_err();
+        // In a forked child, so that the descriptor made inheritable for a moment cannot
+        // leak into a process another test of this binary starts meanwhile. The child
+        // calls only open, fcntl and _exit (async-signal-safe).
+        // SAFETY: fork has no memory preconditions; the child ends in _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // SAFETY: open reads a NUL-terminated literal.
+            let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY) };
+            let cleared = set_cloexec(fd, false).is_ok() && cloexec(fd) == 0;
+            let set = set_cloexec(fd, true).is_ok() && cloexec(fd) == libc::FD_CLOEXEC;
+            // SAFETY: _exit ends the child without running the parent's destructors.
+            unsafe { libc::_exit(if cleared && set && is_open(fd) { 0 } else { 1 }) };
+        }
+        assert_eq!(crate::proc::wait(pid).unwrap(), 0);
+        assert!(!is_open(NEVER_OPEN));
+        let err = set_cloexec(NEVER_OPEN, true).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EBADF));
     }
 }
