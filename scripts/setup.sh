@@ -48,8 +48,14 @@ if ! cmp -s "$requirements" "$repo/.venv/requirements-test.txt"; then
   "$repo/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
   cp "$requirements" "$repo/.venv/requirements-test.txt"
 fi
-# The Python package bulkhead (python/), built from the Rust crates into .venv (an
-# editable install: the pure-Python modules are used from python/bulkhead).
-VIRTUAL_ENV="$repo/.venv" "$repo/.venv/bin/maturin" develop --release --quiet \
-  -m "$repo/python/Cargo.toml"
+# The Python package bulkhead (python/), built from the Rust crates as a wheel and
+# installed into .venv, as `pip install` would: the environment holds all of it, so a
+# partition that runs .venv/bin/python sees the package with the interpreter (its
+# prefix is shown in a private /tmp, the checkout is not; docs/security.md).
+wheels="$repo/target/wheels"
+rm -rf "$wheels"
+"$repo/.venv/bin/maturin" build --release --quiet -i "$repo/.venv/bin/python" \
+  -m "$repo/python/Cargo.toml" -o "$wheels"
+"$repo/.venv/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+  --force-reinstall "$wheels"/bulkhead-*.whl
 "$repo/.venv/bin/python" --version

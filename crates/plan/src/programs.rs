@@ -19,7 +19,8 @@
 //! looks its programs up in the partition's `PATH`: bulkhead's directory, then
 //! `/usr/local/bin:/usr/bin:/bin` ([`DEFAULT_PATH`]), unless `path` says otherwise.
 //!
-//! What the sandbox must keep visible ([`Exec::needs`]): the program, the files its
+//! What the sandbox must keep visible ([`Exec::needs`]): the program (with the directory
+//! of a link to it and its installation prefix, [`program_needs`]), the files its
 //! arguments name (the script an interpreter is given, a log to replay), and the directories of the partition's
 //! `PATH`, each as an absolute path with its symbolic links resolved. The launcher
 //! shows those that a private `/tmp` or `/dev/shm` would hide, read-only
@@ -116,7 +117,8 @@ pub struct Exec {
     pub path: PathBuf,
     pub argv: Vec<String>,
     /// What the process must see at these paths (absolute, links resolved): the
-    /// program, an interpreter's script, the directories of its `PATH`.
+    /// program ([`program_needs`]), an interpreter's script, the directories of its
+    /// `PATH`.
     pub needs: Vec<PathBuf>,
 }
 
@@ -190,7 +192,7 @@ pub fn plan_command(cmd: &str, cwd: &Path, search: &Search) -> Result<Exec, Comm
     let mut needs: Vec<PathBuf> = search.path_dirs().collect();
     if !needs_shell {
         let path = resolve(first, cwd, search)?;
-        needs.extend(canonical(&path));
+        needs.extend(program_needs(&path));
         needs.extend(file_arguments(&words, cwd));
         let argv = words.iter().map(|w| w.to_string()).collect();
         return Ok(Exec { path, argv, needs });
@@ -202,7 +204,7 @@ pub fn plan_command(cmd: &str, cwd: &Path, search: &Search) -> Result<Exec, Comm
         cmd.to_string()
     } else if is_plain(first) {
         let path = resolve(first, cwd, search)?;
-        needs.extend(canonical(&path));
+        needs.extend(program_needs(&path));
         let rest = &cmd.trim_start()[first.len()..];
         format!("exec {}{rest}", quoted(&path.display().to_string()))
     } else {
@@ -280,6 +282,23 @@ fn resolve(program: &str, cwd: &Path, search: &Search) -> Result<PathBuf, Comman
 /// A regular file some execute bit is set on (what root may exec).
 fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// What running the program at `path` (absolute, as named) needs to see: the file its
+/// links lead to; the directory that holds it as named, when it is reached through a
+/// link (a Python virtual environment's `bin/python`), so that the name resolves as outside; and the
+/// installation prefix of a program in a `bin` directory (its parent: where a virtual
+/// environment keeps `pyvenv.cfg` and its packages, an install prefix its `lib` and
+/// `share`), which the program finds from the path it was started by.
+fn program_needs(path: &Path) -> Vec<PathBuf> {
+    let target = canonical(path);
+    let dir = path.parent().and_then(canonical);
+    let prefix = dir
+        .as_ref()
+        .filter(|d| d.file_name().is_some_and(|n| n == "bin"))
+        .and_then(|d| d.parent().map(Path::to_path_buf));
+    let named_dir = dir.filter(|_| target.as_deref() != Some(path));
+    target.into_iter().chain(named_dir).chain(prefix).collect()
 }
 
 /// `path` with its links resolved, if it exists.

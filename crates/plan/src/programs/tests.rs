@@ -195,6 +195,27 @@ fn a_process_needs_every_file_its_arguments_name() {
     assert!(e.needs.contains(&log), "{e:?}");
 }
 
+/// A program named through a link (a virtual environment's `bin/python`) keeps the link's
+/// directory and the environment's prefix visible besides the file the link leads to:
+/// the interpreter finds its environment from the path it was started by.
+#[test]
+fn a_program_reached_through_a_link_needs_its_directory_and_prefix() {
+    let dir = Dir::new("link");
+    let real = dir.file("real/python3", true);
+    let venv = dir.0.join("venv");
+    std::fs::create_dir_all(venv.join("bin")).unwrap();
+    std::os::unix::fs::symlink(&real, venv.join("bin/python")).unwrap();
+    let h = host(&dir.0, None);
+    let e = plan_in("venv/bin/python app.py", &h).unwrap();
+    assert!(e.needs.contains(&real), "{e:?}");
+    assert!(e.needs.contains(&venv.join("bin")), "{e:?}");
+    assert!(e.needs.contains(&venv), "{e:?}");
+    // A program that is no link, outside a `bin` directory, needs only itself.
+    let e = plan_in("real/python3", &h).unwrap();
+    let below: Vec<&PathBuf> = e.needs.iter().filter(|p| p.starts_with(&dir.0)).collect();
+    assert_eq!(below, [&real], "{e:?}");
+}
+
 fn load(yaml: &str) -> System {
     bulkhead_model::load_bytes(yaml.as_bytes(), "t.yaml")
         .unwrap()
