@@ -628,7 +628,8 @@ EXPERIMENTS = [
                {"sequential_p99_ms": "> 5", "batch_p99_ms": "> 5",
                 "greedy_p99_ms": "> 5 (min 2.25, max > 10)", "boost_p99_ms": "< 1.5 (1.09-1.49)"},
                "bench/mode-switch: 12 partitions as servers on CPU 1, half growing and half "
-               "shrinking per switch, 300 switches per policy through `bulkhead ctl`'s socket.",
+               "shrinking per switch, 300 switches per policy through `bulkhead ctl`'s socket; "
+               "the partitions reclaim (GRUB), a baseline without reclaiming beside.",
                "Partitions (cgroups, SCHED_DEADLINE) on 2 vCPUs instead of 12 VMs of 3 VCPUs on "
                "15 PCPUs; a switch every ~25 ms instead of every 2-3 s.",
                m2xen_89, rt=True, timescale_us=1500, plots=m2xen_89_plot),
