@@ -42,12 +42,16 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 /// ([`crate::run_pipes::runnable`]).
 pub const MAX_ORIGINS: usize = 8;
 
-/// Bytes of an origin: sequence number, origin stamp (CLOCK_MONOTONIC ns), source index.
+/// Bytes of an origin: sequence number, origin stamp (CLOCK_MONOTONIC ns), source index
+/// (`u32::MAX` in a slot without one), 4 bytes unused. A message is as many origins as its
+/// channel's message size holds: a declared channel of 24 bytes carries one.
 const ORIGIN_SIZE: usize = 24;
 
-/// Bytes of a message: the number of its origins (or [`Message::END`]'s mark), then
-/// [`MAX_ORIGINS`] origins.
-pub const MESSAGE_SIZE: usize = 8 + MAX_ORIGINS * ORIGIN_SIZE;
+/// Bytes of a pipeline's messages: [`MAX_ORIGINS`] origins.
+pub const MESSAGE_SIZE: usize = MAX_ORIGINS * ORIGIN_SIZE;
+
+/// The `source` of an origin slot without one.
+const NO_SOURCE: u32 = u32::MAX;
 
 /// The counters a stage publishes (schedule log `counter` events, `run`'s summary); all
 /// grow but `min_e2e_ns`, which falls when a faster message arrives. `lost` is counted
@@ -224,11 +228,24 @@ impl Message {
         }
     }
 
-    fn encode(&self) -> [u8; MESSAGE_SIZE] {
+    /// The message in `size` bytes (a multiple of [`ORIGIN_SIZE`]): as many of its
+    /// origins as fit, the other slots without a source; the end of a stream is a first
+    /// origin of sequence number `u64::MAX`.
+    fn encode(&self, size: usize) -> [u8; MESSAGE_SIZE] {
         let mut b = [0u8; MESSAGE_SIZE];
-        b[0..4].copy_from_slice(&self.len.to_le_bytes());
-        for (i, o) in self.origins.iter().enumerate() {
-            let at = 8 + i * ORIGIN_SIZE;
+        for i in 0..size.min(MESSAGE_SIZE) / ORIGIN_SIZE {
+            let o = match (self.is_end(), self.origins().get(i)) {
+                (true, _) => Origin {
+                    seq: u64::MAX,
+                    ..Origin::default()
+                },
+                (false, Some(o)) => *o,
+                (false, None) => Origin {
+                    source: NO_SOURCE,
+                    ..Origin::default()
+                },
+            };
+            let at = i * ORIGIN_SIZE;
             b[at..at + 8].copy_from_slice(&o.seq.to_le_bytes());
             b[at + 8..at + 16].copy_from_slice(&o.origin_ns.to_le_bytes());
             b[at + 16..at + 20].copy_from_slice(&o.source.to_le_bytes());
@@ -236,23 +253,30 @@ impl Message {
         b
     }
 
-    fn decode(b: &[u8; MESSAGE_SIZE]) -> Message {
+    /// The message of `b`, the bytes of one channel message.
+    fn decode(b: &[u8]) -> Message {
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
-        let mut origins = [Origin::default(); MAX_ORIGINS];
-        for (i, o) in origins.iter_mut().enumerate() {
-            let at = 8 + i * ORIGIN_SIZE;
-            *o = Origin {
+        if b.len() >= ORIGIN_SIZE && u64_at(0) == u64::MAX {
+            return Message::END;
+        }
+        let mut m = Message {
+            origins: [Origin::default(); MAX_ORIGINS],
+            len: 0,
+        };
+        for at in (0..b.len().min(MESSAGE_SIZE) / ORIGIN_SIZE).map(|i| i * ORIGIN_SIZE) {
+            let o = Origin {
                 seq: u64_at(at),
                 origin_ns: u64_at(at + 8),
                 source: u32_at(at + 16),
             };
+            if o.source == NO_SOURCE {
+                break;
+            }
+            m.origins[m.len as usize] = o;
+            m.len += 1;
         }
-        let len = match u32_at(0) {
-            END_MARK => END_MARK,
-            n => n.min(MAX_ORIGINS as u32),
-        };
-        Message { origins, len }
+        m
     }
 }
 
@@ -261,13 +285,16 @@ enum Input {
         rx: Box<Receiver>,
         fifo: bool,
         last: Option<Message>,
+        /// The channel's message size.
+        size: usize,
     },
     /// A named pipe; `latest`: only the newest message waiting is taken.
     Pipe { file: File, latest: bool },
 }
 
 enum Output {
-    Chan(Sender),
+    /// A channel and its message size.
+    Chan(Sender, usize),
     Pipe(File),
     /// The channel to the CAN gateway's writer, and the id of the frames sent.
     Can(Box<Sender>, CanId),
@@ -350,17 +377,22 @@ impl Input {
         let mut buf = [0u8; MESSAGE_SIZE];
         for _ in 0..m {
             let read = match self {
-                Input::Chan { rx, fifo: true, .. } => rx.try_read(&mut buf).is_ok(),
+                Input::Chan {
+                    rx,
+                    fifo: true,
+                    size,
+                    ..
+                } => rx.try_read(&mut buf[..*size]).ok().map(|()| *size),
                 Input::Pipe {
                     file,
                     latest: false,
-                } => file.read_exact(&mut buf).is_ok(),
-                _ => false,
+                } => file.read_exact(&mut buf).ok().map(|()| MESSAGE_SIZE),
+                _ => None,
             };
-            if !read {
+            let Some(size) = read else {
                 break;
-            }
-            out.push(Message::decode(&buf));
+            };
+            out.push(Message::decode(&buf[..size]));
         }
     }
 
@@ -370,9 +402,9 @@ impl Input {
     fn newest(&mut self) -> Option<(Message, bool)> {
         let mut buf = [0u8; MESSAGE_SIZE];
         match self {
-            Input::Chan { rx, last, .. } => {
-                rx.try_read(&mut buf).ok()?;
-                let msg = Message::decode(&buf);
+            Input::Chan { rx, last, size, .. } => {
+                rx.try_read(&mut buf[..*size]).ok()?;
+                let msg = Message::decode(&buf[..*size]);
                 let new = *last != Some(msg);
                 *last = Some(msg);
                 Some((msg, new))
@@ -396,14 +428,14 @@ impl Output {
     fn put(&mut self, msg: &Message, stop: &AtomicBool) -> bool {
         let wait = std::time::Duration::from_millis(50);
         match self {
-            Output::Chan(tx) => loop {
-                match tx.write_timeout(&msg.encode(), wait) {
+            Output::Chan(tx, size) => loop {
+                match tx.write_timeout(&msg.encode(*size)[..*size], wait) {
                     Ok(()) => return true,
                     Err(bulkhead_chan::SendError::Timeout) if !stop.load(Relaxed) => continue,
                     Err(_) => return false,
                 }
             },
-            Output::Pipe(f) => f.write_all(&msg.encode()).is_ok(),
+            Output::Pipe(f) => f.write_all(&msg.encode(MESSAGE_SIZE)).is_ok(),
             Output::Can(tx, id) => msg
                 .origins()
                 .first()
@@ -808,20 +840,35 @@ fn ready_out(name: &str) -> R<Sender> {
 fn chan_in(name: &str) -> R<Input> {
     let c = Channel::open_env(name).map_err(|e| format!("input {name}: {e}"))?;
     let fifo = c.meta().kind == bulkhead_chan::layout::Kind::Fifo;
+    let size = message_size(&c).map_err(|e| format!("input {name}: {e}"))?;
     let mut rx = c.receiver().map_err(|e| format!("input {name}: {e}"))?;
     rx.set_spin(0);
     Ok(Input::Chan {
         rx: Box::new(rx),
         fifo,
         last: None,
+        size,
     })
+}
+
+/// The message size of `c`, if a message of origins fits it exactly: a multiple of
+/// [`ORIGIN_SIZE`] up to [`MESSAGE_SIZE`].
+fn message_size(c: &Channel) -> R<usize> {
+    let size = c.meta().msg_size as usize;
+    match size % ORIGIN_SIZE == 0 && (ORIGIN_SIZE..=MESSAGE_SIZE).contains(&size) {
+        true => Ok(size),
+        false => Err(format!(
+            "message_size {size}: a stage's messages take a multiple of {ORIGIN_SIZE} bytes, at most {MESSAGE_SIZE}"
+        )),
+    }
 }
 
 fn chan_out(name: &str) -> R<Output> {
     let c = Channel::open_env(name).map_err(|e| format!("output {name}: {e}"))?;
+    let size = message_size(&c).map_err(|e| format!("output {name}: {e}"))?;
     let mut tx = c.sender().map_err(|e| format!("output {name}: {e}"))?;
     tx.set_spin(0);
-    Ok(Output::Chan(tx))
+    Ok(Output::Chan(tx, size))
 }
 
 /// The receiving end of the gateway channel named in `var`.
@@ -885,9 +932,17 @@ mod tests {
             origin_ns: 5,
             source: 0,
         }));
-        assert_eq!(Message::decode(&m.encode()), m);
+        assert_eq!(Message::decode(&m.encode(MESSAGE_SIZE)), m);
         assert_eq!(m.origins().len(), 2);
-        assert_eq!(Message::decode(&Message::END.encode()), Message::END);
+        let end = Message::END.encode(ORIGIN_SIZE);
+        assert_eq!(Message::decode(&end[..ORIGIN_SIZE]), Message::END);
+        // A 24-byte channel carries one origin, laid out as before merging.
+        let one = m.encode(ORIGIN_SIZE);
+        assert_eq!(one[0..8], 7u64.to_le_bytes());
+        assert_eq!(
+            Message::decode(&one[..ORIGIN_SIZE]).origins(),
+            &m.origins()[..1]
+        );
     }
 
     /// A join of two four-slot inputs (D of conformance's `pipes-four-slot-mimo`) takes
@@ -906,6 +961,7 @@ mod tests {
                 rx: Box::new(ch.receiver().unwrap()),
                 fifo: false,
                 last: None,
+                size: MESSAGE_SIZE,
             })
             .collect();
         let (mut to_a, mut to_c) = (a.sender().unwrap(), c.sender().unwrap());
@@ -915,7 +971,7 @@ mod tests {
                 origin_ns: seq * 10,
                 source,
             })
-            .encode()
+            .encode(MESSAGE_SIZE)
         };
         to_a.try_write(&sample(0, 4)).unwrap();
         to_a.try_write(&sample(0, 5)).unwrap();
