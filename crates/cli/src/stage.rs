@@ -284,7 +284,8 @@ enum Input {
     Chan {
         rx: Box<Receiver>,
         fifo: bool,
-        last: Option<Message>,
+        /// The message read last (boxed: a message is 200 bytes).
+        last: Box<Option<Message>>,
         /// The channel's message size.
         size: usize,
     },
@@ -294,7 +295,7 @@ enum Input {
 
 enum Output {
     /// A channel and its message size.
-    Chan(Sender, usize),
+    Chan(Box<Sender>, usize),
     Pipe(File),
     /// The channel to the CAN gateway's writer, and the id of the frames sent.
     Can(Box<Sender>, CanId),
@@ -405,8 +406,8 @@ impl Input {
             Input::Chan { rx, last, size, .. } => {
                 rx.try_read(&mut buf[..*size]).ok()?;
                 let msg = Message::decode(&buf[..*size]);
-                let new = *last != Some(msg);
-                *last = Some(msg);
+                let new = **last != Some(msg);
+                **last = Some(msg);
                 Some((msg, new))
             }
             Input::Pipe { file, .. } => {
@@ -846,7 +847,7 @@ fn chan_in(name: &str) -> R<Input> {
     Ok(Input::Chan {
         rx: Box::new(rx),
         fifo,
-        last: None,
+        last: Box::new(None),
         size,
     })
 }
@@ -868,7 +869,7 @@ fn chan_out(name: &str) -> R<Output> {
     let size = message_size(&c).map_err(|e| format!("output {name}: {e}"))?;
     let mut tx = c.sender().map_err(|e| format!("output {name}: {e}"))?;
     tx.set_spin(0);
-    Ok(Output::Chan(tx, size))
+    Ok(Output::Chan(Box::new(tx), size))
 }
 
 /// The receiving end of the gateway channel named in `var`.
@@ -960,7 +961,7 @@ mod tests {
             .map(|ch| Input::Chan {
                 rx: Box::new(ch.receiver().unwrap()),
                 fifo: false,
-                last: None,
+                last: Box::new(None),
                 size: MESSAGE_SIZE,
             })
             .collect();
