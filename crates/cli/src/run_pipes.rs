@@ -29,6 +29,7 @@ pub fn runnable(
         return Err(format!("{}: {why}", file.display()));
     }
     check_programs(system, (file, text), workdir)?;
+    check_sources(system, (file, text))?;
     let mut out = bulkhead_analysis::pipes::apply(system, &solutions);
     for (p, s) in out.pipelines.clone().iter().zip(&solutions) {
         for (e, &(from, to)) in p.edges.iter().enumerate() {
@@ -50,6 +51,23 @@ pub fn runnable(
         }
     }
     Ok((out, solutions))
+}
+
+/// Every pipeline has at most [`crate::stage::MAX_ORIGINS`] sources: a `bulkhead stage`
+/// merging four-slot inputs carries the newest sample of each source in one message;
+/// else an error at the pipeline's `spec`.
+fn check_sources(system: &System, (file, text): (&Path, &str)) -> Result<(), String> {
+    let max = crate::stage::MAX_ORIGINS;
+    for (k, p) in system.pipelines.iter().enumerate() {
+        let n = p.sources().len();
+        if n > max {
+            let key = format!("pipelines[{k}].spec");
+            let why = format!("{n} sources: a pipeline's messages carry at most {max}");
+            let at = bulkhead_model::diagnostic_at(text, &file.display().to_string(), &key, why);
+            return Err(at.to_string());
+        }
+    }
+    Ok(())
 }
 
 /// The channel of edge `e`, `from -> to`, named `PIPELINE.FROM.TO`: the solved buffer

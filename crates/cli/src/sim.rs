@@ -745,7 +745,7 @@ mod tests {
         // start, not the corpus's `init:DUR`, so a loaded machine can use up the timeout.
         let scenarios: Vec<_> = bulkhead_windows::corpus::all()
             .into_iter()
-            .filter(|s| !s.is_timed_by_processes() && !s.has_init_phase())
+            .filter(|s| !s.header.is_timed_by_processes() && !s.header.has_init_phase())
             .collect();
         assert!(scenarios.len() >= 14, "{} scenarios", scenarios.len());
         for s in &scenarios {
@@ -756,7 +756,10 @@ mod tests {
                 dir.path(&format!("{}-run.jsonl", s.name)),
                 dir.path(&format!("{}-sim.jsonl", s.name)),
             );
-            let (until, seed) = (format!("{}us", s.until / 1000), s.seed.to_string());
+            let (until, seed) = (
+                format!("{}us", s.header.until / 1000),
+                s.header.seed.to_string(),
+            );
             let run_args = RunCli::parse_from([
                 "run",
                 &file,

@@ -36,8 +36,22 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-/// Bytes of a message: sequence number, origin stamp (CLOCK_MONOTONIC ns), source index.
-pub const MESSAGE_SIZE: usize = 24;
+/// The most sources one message carries samples of: a stage merges the freshest message
+/// of each four-slot input into one (Boomerang III-B, `RT_ASYNC`: a stage reads the
+/// newest value of each input), as `sim` does; a pipeline has at most this many sources
+/// ([`crate::run_pipes::runnable`]).
+pub const MAX_ORIGINS: usize = 8;
+
+/// Bytes of an origin: sequence number, origin stamp (CLOCK_MONOTONIC ns), source index
+/// (`u32::MAX` in a slot without one), 4 bytes unused. A message is as many origins as its
+/// channel's message size holds: a declared channel of 24 bytes carries one.
+const ORIGIN_SIZE: usize = 24;
+
+/// Bytes of a pipeline's messages: [`MAX_ORIGINS`] origins.
+pub const MESSAGE_SIZE: usize = MAX_ORIGINS * ORIGIN_SIZE;
+
+/// The `source` of an origin slot without one.
+const NO_SOURCE: u32 = u32::MAX;
 
 /// The counters a stage publishes (schedule log `counter` events, `run`'s summary); all
 /// grow but `min_e2e_ns`, which falls when a faster message arrives. `lost` is counted
@@ -147,41 +161,122 @@ fn parse_can_id(text: &str) -> R<CanId> {
         .ok_or_else(|| format!("`{text}` is not a CAN id"))
 }
 
-/// A message as it travels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Message {
+/// One source's sample a message carries: its sequence number at the source, the
+/// release of the source's job that took it in, and the source's index.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Origin {
     seq: u64,
     origin_ns: u64,
     source: u32,
 }
 
+/// A message as it travels: the samples of one source, or of several merged from
+/// four-slot inputs (the newest per source).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Message {
+    origins: [Origin; MAX_ORIGINS],
+    /// How many of `origins` it carries; [`END_MARK`] for the end of a stream.
+    len: u32,
+}
+
+/// The `len` of [`Message::END`].
+const END_MARK: u32 = u32::MAX;
+
 impl Message {
     /// The end of a stream (End-of-Task): the producer has stopped.
     const END: Message = Message {
-        seq: u64::MAX,
-        origin_ns: 0,
-        source: u32::MAX,
+        origins: [Origin {
+            seq: 0,
+            origin_ns: 0,
+            source: 0,
+        }; MAX_ORIGINS],
+        len: END_MARK,
     };
 
-    fn is_end(&self) -> bool {
-        self.seq == u64::MAX
+    /// A message of one sample.
+    fn of(origin: Origin) -> Message {
+        let mut origins = [Origin::default(); MAX_ORIGINS];
+        origins[0] = origin;
+        Message { origins, len: 1 }
     }
 
-    fn encode(&self) -> [u8; MESSAGE_SIZE] {
+    fn is_end(&self) -> bool {
+        self.len == END_MARK
+    }
+
+    fn origins(&self) -> &[Origin] {
+        match self.is_end() {
+            true => &[],
+            false => &self.origins[..self.len as usize],
+        }
+    }
+
+    /// Adds `other`'s origins, keeping the newest sample per source (`sim`'s
+    /// `merge_origins`). Precondition: at most [`MAX_ORIGINS`] sources in all.
+    fn merge(&mut self, other: &Message) {
+        for o in other.origins() {
+            let n = self.len as usize;
+            match self.origins[..n].iter_mut().find(|m| m.source == o.source) {
+                Some(m) if m.seq < o.seq => *m = *o,
+                Some(_) => {}
+                None if n < MAX_ORIGINS => {
+                    self.origins[n] = *o;
+                    self.len += 1;
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// The message in `size` bytes (a multiple of [`ORIGIN_SIZE`]): as many of its
+    /// origins as fit, the other slots without a source; the end of a stream is a first
+    /// origin of sequence number `u64::MAX`.
+    fn encode(&self, size: usize) -> [u8; MESSAGE_SIZE] {
         let mut b = [0u8; MESSAGE_SIZE];
-        b[0..8].copy_from_slice(&self.seq.to_le_bytes());
-        b[8..16].copy_from_slice(&self.origin_ns.to_le_bytes());
-        b[16..20].copy_from_slice(&self.source.to_le_bytes());
+        for i in 0..size.min(MESSAGE_SIZE) / ORIGIN_SIZE {
+            let o = match (self.is_end(), self.origins().get(i)) {
+                (true, _) => Origin {
+                    seq: u64::MAX,
+                    ..Origin::default()
+                },
+                (false, Some(o)) => *o,
+                (false, None) => Origin {
+                    source: NO_SOURCE,
+                    ..Origin::default()
+                },
+            };
+            let at = i * ORIGIN_SIZE;
+            b[at..at + 8].copy_from_slice(&o.seq.to_le_bytes());
+            b[at + 8..at + 16].copy_from_slice(&o.origin_ns.to_le_bytes());
+            b[at + 16..at + 20].copy_from_slice(&o.source.to_le_bytes());
+        }
         b
     }
 
-    fn decode(b: &[u8; MESSAGE_SIZE]) -> Message {
+    /// The message of `b`, the bytes of one channel message.
+    fn decode(b: &[u8]) -> Message {
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        Message {
-            seq: u64_at(0),
-            origin_ns: u64_at(8),
-            source: u32::from_le_bytes(b[16..20].try_into().expect("4 bytes")),
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        if b.len() >= ORIGIN_SIZE && u64_at(0) == u64::MAX {
+            return Message::END;
         }
+        let mut m = Message {
+            origins: [Origin::default(); MAX_ORIGINS],
+            len: 0,
+        };
+        for at in (0..b.len().min(MESSAGE_SIZE) / ORIGIN_SIZE).map(|i| i * ORIGIN_SIZE) {
+            let o = Origin {
+                seq: u64_at(at),
+                origin_ns: u64_at(at + 8),
+                source: u32_at(at + 16),
+            };
+            if o.source == NO_SOURCE {
+                break;
+            }
+            m.origins[m.len as usize] = o;
+            m.len += 1;
+        }
+        m
     }
 }
 
@@ -189,14 +284,18 @@ enum Input {
     Chan {
         rx: Box<Receiver>,
         fifo: bool,
-        last: Option<Message>,
+        /// The message read last (boxed: a message is 200 bytes).
+        last: Box<Option<Message>>,
+        /// The channel's message size.
+        size: usize,
     },
     /// A named pipe; `latest`: only the newest message waiting is taken.
     Pipe { file: File, latest: bool },
 }
 
 enum Output {
-    Chan(Sender),
+    /// A channel and its message size.
+    Chan(Box<Sender>, usize),
     Pipe(File),
     /// The channel to the CAN gateway's writer, and the id of the frames sent.
     Can(Box<Sender>, CanId),
@@ -228,18 +327,27 @@ impl CanInput {
     }
 }
 
-/// Takes this job's messages from `inputs`: the freshest of each four-slot input (and
-/// of each pipe with `--latest`), and up to `m` over the fifo inputs, one of each in
+/// Takes this job's messages from `inputs`: one merging the freshest message of each
+/// four-slot input (and of each pipe with `--latest`) when one of them is new, as
+/// `sim` merges its `latest` reads, and up to `m` over the fifo inputs, one of each in
 /// turn. Marks in `ended` the inputs whose end marker came.
 fn take_all(inputs: &mut [Input], ended: &mut [bool], m: u32, out: &mut Vec<Message>) {
     let mut taken = 0;
+    let (mut merged, mut fresh) = (None::<Message>, false);
     for (input, done) in inputs.iter_mut().zip(ended.iter_mut()) {
-        if !input.is_fifo() {
-            let before = out.len();
-            input.take(1, out);
-            *done |= out[before..].iter().any(Message::is_end);
+        if input.is_fifo() {
+            continue;
+        }
+        match input.newest() {
+            Some((msg, _)) if msg.is_end() => *done = true,
+            Some((msg, new)) => {
+                fresh |= new;
+                merged.get_or_insert(Message { len: 0, ..msg }).merge(&msg);
+            }
+            None => {}
         }
     }
+    out.extend(merged.filter(|_| fresh));
     loop {
         let before = taken;
         for (input, done) in inputs.iter_mut().zip(ended.iter_mut()) {
@@ -265,44 +373,49 @@ impl Input {
         }
     }
 
-    /// Up to `m` messages (fifo, pipe) or the freshest one not read before (four-slot).
+    /// Up to `m` messages of a fifo or pipe (nothing from a four-slot input).
     fn take(&mut self, m: u32, out: &mut Vec<Message>) {
         let mut buf = [0u8; MESSAGE_SIZE];
+        for _ in 0..m {
+            let read = match self {
+                Input::Chan {
+                    rx,
+                    fifo: true,
+                    size,
+                    ..
+                } => rx.try_read(&mut buf[..*size]).ok().map(|()| *size),
+                Input::Pipe {
+                    file,
+                    latest: false,
+                } => file.read_exact(&mut buf).ok().map(|()| MESSAGE_SIZE),
+                _ => None,
+            };
+            let Some(size) = read else {
+                break;
+            };
+            out.push(Message::decode(&buf[..size]));
+        }
+    }
+
+    /// The freshest message of a four-slot input (or of a pipe with `--latest`, whose
+    /// older ones are dropped) and whether it was not read before; `None` when there
+    /// is none yet.
+    fn newest(&mut self) -> Option<(Message, bool)> {
+        let mut buf = [0u8; MESSAGE_SIZE];
         match self {
-            Input::Chan { rx, fifo: true, .. } => {
-                for _ in 0..m {
-                    if rx.try_read(&mut buf).is_err() {
-                        break;
-                    }
-                    out.push(Message::decode(&buf));
-                }
+            Input::Chan { rx, last, size, .. } => {
+                rx.try_read(&mut buf[..*size]).ok()?;
+                let msg = Message::decode(&buf[..*size]);
+                let new = **last != Some(msg);
+                **last = Some(msg);
+                Some((msg, new))
             }
-            Input::Chan { rx, last, .. } => {
-                if rx.try_read(&mut buf).is_ok() {
-                    let msg = Message::decode(&buf);
-                    if *last != Some(msg) {
-                        *last = Some(msg);
-                        out.push(msg);
-                    }
-                }
-            }
-            Input::Pipe {
-                file,
-                latest: false,
-            } => {
-                for _ in 0..m {
-                    if file.read_exact(&mut buf).is_err() {
-                        break;
-                    }
-                    out.push(Message::decode(&buf));
-                }
-            }
-            Input::Pipe { file, latest: true } => {
+            Input::Pipe { file, .. } => {
                 let mut newest = None;
                 while file.read_exact(&mut buf).is_ok() {
-                    newest = Some(Message::decode(&buf));
+                    newest = Some((Message::decode(&buf), true));
                 }
-                out.extend(newest);
+                newest
             }
         }
     }
@@ -316,16 +429,18 @@ impl Output {
     fn put(&mut self, msg: &Message, stop: &AtomicBool) -> bool {
         let wait = std::time::Duration::from_millis(50);
         match self {
-            Output::Chan(tx) => loop {
-                match tx.write_timeout(&msg.encode(), wait) {
+            Output::Chan(tx, size) => loop {
+                match tx.write_timeout(&msg.encode(*size)[..*size], wait) {
                     Ok(()) => return true,
                     Err(bulkhead_chan::SendError::Timeout) if !stop.load(Relaxed) => continue,
                     Err(_) => return false,
                 }
             },
-            Output::Pipe(f) => f.write_all(&msg.encode()).is_ok(),
-            Output::Can(tx, id) => Frame::new(*id, &msg.seq.to_le_bytes())
-                .ok()
+            Output::Pipe(f) => f.write_all(&msg.encode(MESSAGE_SIZE)).is_ok(),
+            Output::Can(tx, id) => msg
+                .origins()
+                .first()
+                .and_then(|o| Frame::new(*id, &o.seq.to_le_bytes()).ok())
                 .and_then(|frame| gateway::encode(0, 0, &frame))
                 .is_some_and(|wire| tx.try_write(&wire).is_ok()),
         }
@@ -345,22 +460,25 @@ struct Counts {
     done: Vec<(u64, u64, u64)>,
 }
 
-/// A message's id in the run's `message` events: the source stage's index in the top
+/// A sample's id in the run's `message` events: the source stage's index in the top
 /// 16 bits, its sequence number below.
-fn message_id(msg: &Message) -> u64 {
+fn message_id(msg: &Origin) -> u64 {
     (u64::from(msg.source) << 48) | (msg.seq & ((1 << 48) - 1))
 }
 
 impl Counts {
     /// Counts the sequence numbers of `msg`'s source this stage never saw before it
-    /// (`lost`) or an old one arriving late (`out_of_order`, and false).
-    fn seen(&mut self, msg: &Message) -> bool {
+    /// (`lost`) or an old one arriving late (`out_of_order`, and false); false, not
+    /// counted, for the last one seen again (a merged message carries the newest
+    /// sample of each four-slot input, new or not).
+    fn seen(&mut self, msg: &Origin) -> bool {
         let i = msg.source as usize;
         if self.last_seq.len() <= i {
             self.last_seq.resize(i + 1, None);
         }
         match self.last_seq[i] {
-            Some(last) if msg.seq <= last => {
+            Some(last) if msg.seq == last => return false,
+            Some(last) if msg.seq < last => {
                 self.values[6] += 1;
                 return false;
             }
@@ -371,7 +489,7 @@ impl Counts {
         true
     }
 
-    fn delivered(&mut self, msg: &Message, now: u64) {
+    fn delivered(&mut self, msg: &Origin, now: u64) {
         if !self.seen(msg) {
             return;
         }
@@ -467,11 +585,11 @@ fn stage(args: &Args) -> R<()> {
         counts.values[8] += skipped as u64;
         for (k, origin_ns) in origins.into_iter().enumerate() {
             if k >= skipped {
-                msgs.push(Message {
+                msgs.push(Message::of(Origin {
                     seq: counts.values[0],
                     origin_ns,
                     source: args.source.unwrap_or(0),
-                });
+                }));
             }
             counts.values[0] += 1;
         }
@@ -483,10 +601,12 @@ fn stage(args: &Args) -> R<()> {
         let since = rest_cpu.get();
         for (i, msg) in msgs.iter().enumerate() {
             burn_cpu_until(since + (i as u64 + 1) * args.work);
-            if args.sink {
-                counts.delivered(msg, now_ns());
-            } else if args.source.is_none() {
-                counts.seen(msg);
+            for o in msg.origins() {
+                if args.sink {
+                    counts.delivered(o, now_ns());
+                } else if args.source.is_none() {
+                    counts.seen(o);
+                }
             }
             for o in &mut outputs {
                 if !o.put(msg, stop) {
@@ -721,20 +841,35 @@ fn ready_out(name: &str) -> R<Sender> {
 fn chan_in(name: &str) -> R<Input> {
     let c = Channel::open_env(name).map_err(|e| format!("input {name}: {e}"))?;
     let fifo = c.meta().kind == bulkhead_chan::layout::Kind::Fifo;
+    let size = message_size(&c).map_err(|e| format!("input {name}: {e}"))?;
     let mut rx = c.receiver().map_err(|e| format!("input {name}: {e}"))?;
     rx.set_spin(0);
     Ok(Input::Chan {
         rx: Box::new(rx),
         fifo,
-        last: None,
+        last: Box::new(None),
+        size,
     })
+}
+
+/// The message size of `c`, if a message of origins fits it exactly: a multiple of
+/// [`ORIGIN_SIZE`] up to [`MESSAGE_SIZE`].
+fn message_size(c: &Channel) -> R<usize> {
+    let size = c.meta().msg_size as usize;
+    match size % ORIGIN_SIZE == 0 && (ORIGIN_SIZE..=MESSAGE_SIZE).contains(&size) {
+        true => Ok(size),
+        false => Err(format!(
+            "message_size {size}: a stage's messages take a multiple of {ORIGIN_SIZE} bytes, at most {MESSAGE_SIZE}"
+        )),
+    }
 }
 
 fn chan_out(name: &str) -> R<Output> {
     let c = Channel::open_env(name).map_err(|e| format!("output {name}: {e}"))?;
+    let size = message_size(&c).map_err(|e| format!("output {name}: {e}"))?;
     let mut tx = c.sender().map_err(|e| format!("output {name}: {e}"))?;
     tx.set_spin(0);
-    Ok(Output::Chan(tx))
+    Ok(Output::Chan(Box::new(tx), size))
 }
 
 /// The receiving end of the gateway channel named in `var`.
@@ -788,18 +923,78 @@ mod tests {
 
     #[test]
     fn messages_round_trip() {
-        let m = Message {
+        let mut m = Message::of(Origin {
             seq: 7,
             origin_ns: 123_456_789,
             source: 2,
+        });
+        m.merge(&Message::of(Origin {
+            seq: 3,
+            origin_ns: 5,
+            source: 0,
+        }));
+        assert_eq!(Message::decode(&m.encode(MESSAGE_SIZE)), m);
+        assert_eq!(m.origins().len(), 2);
+        let end = Message::END.encode(ORIGIN_SIZE);
+        assert_eq!(Message::decode(&end[..ORIGIN_SIZE]), Message::END);
+        // A 24-byte channel carries one origin, laid out as before merging.
+        let one = m.encode(ORIGIN_SIZE);
+        assert_eq!(one[0..8], 7u64.to_le_bytes());
+        assert_eq!(
+            Message::decode(&one[..ORIGIN_SIZE]).origins(),
+            &m.origins()[..1]
+        );
+    }
+
+    /// A join of two four-slot inputs (D of conformance's `pipes-four-slot-mimo`) takes
+    /// one message carrying the newest sample of each source, as `sim` merges them, not
+    /// two of which the four-slot output downstream keeps only the second.
+    #[test]
+    fn four_slot_inputs_merge_into_one_message_with_the_newest_per_source() {
+        let chan = |n: &str| {
+            let spec = bulkhead_chan::Spec::latest(n, MESSAGE_SIZE as u32);
+            Channel::create(&spec).unwrap()
         };
-        assert_eq!(Message::decode(&m.encode()), m);
+        let (a, c) = (chan("merge-a"), chan("merge-c"));
+        let mut inputs: Vec<Input> = [&a, &c]
+            .iter()
+            .map(|ch| Input::Chan {
+                rx: Box::new(ch.receiver().unwrap()),
+                fifo: false,
+                last: Box::new(None),
+                size: MESSAGE_SIZE,
+            })
+            .collect();
+        let (mut to_a, mut to_c) = (a.sender().unwrap(), c.sender().unwrap());
+        let sample = |source, seq| {
+            Message::of(Origin {
+                seq,
+                origin_ns: seq * 10,
+                source,
+            })
+            .encode(MESSAGE_SIZE)
+        };
+        to_a.try_write(&sample(0, 4)).unwrap();
+        to_a.try_write(&sample(0, 5)).unwrap();
+        to_c.try_write(&sample(1, 9)).unwrap();
+        let (mut ended, mut got) = (vec![false; 2], Vec::new());
+        take_all(&mut inputs, &mut ended, 1, &mut got);
+        let mut want = Message::decode(&sample(0, 5));
+        want.merge(&Message::decode(&sample(1, 9)));
+        assert_eq!(got, [want], "one message, the newest of each source");
+        got.clear();
+        take_all(&mut inputs, &mut ended, 1, &mut got);
+        assert!(got.is_empty(), "nothing new: nothing taken");
+        to_c.try_write(&sample(1, 10)).unwrap();
+        take_all(&mut inputs, &mut ended, 1, &mut got);
+        let origins: Vec<(u32, u64)> = got[0].origins().iter().map(|o| (o.source, o.seq)).collect();
+        assert_eq!(origins, [(0, 5), (1, 10)], "the old sample of A goes along");
     }
 
     #[test]
     fn a_sink_counts_gaps_as_lost_and_old_messages_as_out_of_order() {
         let mut c = Counts::default();
-        let at = |seq, origin_ns| Message {
+        let at = |seq, origin_ns| Origin {
             seq,
             origin_ns,
             source: 0,

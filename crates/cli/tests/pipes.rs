@@ -174,6 +174,32 @@ fn run_refuses_a_missing_stage_program_at_its_position() {
     assert_eq!(std::fs::read_to_string(&log.0).unwrap(), "");
 }
 
+/// A pipeline of more sources than a message carries samples of (`bulkhead stage`
+/// merges the newest of each four-slot input): an error at its `spec`, before anything
+/// starts.
+#[test]
+fn run_refuses_a_pipeline_of_more_sources_than_a_message_carries() {
+    let sources: Vec<String> = (0..9).map(|i| format!("S{i}")).collect();
+    let mut stages: Vec<String> = sources
+        .iter()
+        .map(|n| format!("      {n}: {{partition: a, wcet: 10us}}\n"))
+        .collect();
+    stages.push("      K: {partition: a, wcet: 10us, output: \"a/K/out\"}\n".into());
+    let yaml = format!(
+        "system: {{cpus: 0-1}}\npartitions:\n  - {{name: a, kind: rt, cpus: 1}}\npipelines:\n  - name: wide\n    spec: \"({})|K[0%,900ms]\"\n    stages:\n{}",
+        sources.join(","),
+        stages.concat()
+    );
+    let file = TempFile::new("wide.yaml", &yaml);
+    let log = TempFile::new("wide.jsonl", "");
+    let out = bulkhead(&["run", file.path(), "--schedule-log", log.path()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let at = format!("{}:6:11: pipelines[0].spec: 9 sources", file.path());
+    assert!(stderr.contains(&at), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&log.0).unwrap(), "");
+}
+
 /// Runs `sim` on `file` with `extra` arguments; returns `--stats-json`'s `pipelines`.
 fn simulated(file: &str, name: &str, extra: &[&str]) -> Vec<serde_json::Value> {
     let stats =

@@ -66,7 +66,7 @@ pub fn against_bounds(s: &Scenario, o: &Observation, bounds: &Bounds) -> Verdict
             .push("analyze does not admit its rt tasks: their bounds would promise nothing".into());
     }
     for job in o
-        .jobs_before(s.until)
+        .jobs_before(s.header.until)
         .filter(|j| !s.overruns(&j.task_name()))
     {
         responses(job, o, bounds, &mut v);
@@ -208,7 +208,7 @@ pub fn against_reference(
     let until = |f: &[(Nanos, u32, u64)]| -> Vec<(Nanos, u32, u64)> {
         f.iter()
             .copied()
-            .filter(|&(t, _, _)| t <= s.until)
+            .filter(|&(t, _, _)| t <= s.header.until)
             .collect()
     };
     same(
@@ -239,7 +239,7 @@ fn completions(
         let own = !awake.contains(&j.partition) && !joining.contains(&name);
         own && !s.overruns(&name) && j.task != AGENT_TASK
     };
-    for job in o.jobs_before(s.until).filter(compared) {
+    for job in o.jobs_before(s.header.until).filter(compared) {
         let name = job.task_name();
         let (Some(bound), Some(done)) = (bounds.task(&name), job.completed) else {
             continue;

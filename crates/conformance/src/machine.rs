@@ -44,19 +44,19 @@ impl Executor for Machine {
             .processes
             .iter()
             .map(|p| {
-                let found = s.behaviours.iter().find(|(cmd, _)| *cmd == p.cmd);
+                let found = s.header.behaviours.iter().find(|(cmd, _)| *cmd == p.cmd);
                 found.map_or(Behaviour::Busy, |&(_, b)| b)
             })
             .collect();
         let config = Config {
-            seed: s.seed,
-            stop_at: Some(s.until),
+            seed: s.header.seed,
+            stop_at: Some(s.header.until),
             ..Config::default()
         };
         let actions = drive(&schedule, config, &behaviours);
         Ok(Observation::from_events(
             &run_events(&schedule, &actions),
-            s.until,
+            s.header.until,
         ))
     }
 }

@@ -156,11 +156,14 @@ impl Executor for Run {
     }
 
     fn cannot(&self, s: &Scenario) -> Option<String> {
+        if let Some(why) = &s.run_cannot {
+            return Some(why.clone());
+        }
         let system = match s.system() {
             Ok(system) => system,
             Err(e) => return Some(e),
         };
-        if s.is_timed_by_processes() {
+        if s.header.is_timed_by_processes() {
             return Some("a real process yields or exits after its own CPU time, which a loaded machine gives it late".into());
         }
         let sim_servers = rt_tasks(&system).any(|t| {
@@ -205,7 +208,7 @@ impl Executor for Run {
             .arg("--timeout")
             .arg(format!("{}us", timeout.as_micros()))
             .arg("--seed")
-            .arg(s.seed.to_string())
+            .arg(s.header.seed.to_string())
             .arg("--schedule-log")
             .arg(&log)
             .arg("--control")
@@ -251,11 +254,11 @@ fn timeout(s: &Scenario, system: &System) -> Duration {
     if rt_tasks(system).next().is_none() && system.pipelines.is_empty() {
         // A window schedule alone stops at its timeout after what it plans for that
         // instant, as the corpus's logs end; its init phase is not counted.
-        let slack = match s.has_init_phase() {
+        let slack = match s.header.has_init_phase() {
             true => Duration::from_secs(2),
             false => Duration::ZERO,
         };
-        return Duration::from_nanos(s.until) + slack;
+        return Duration::from_nanos(s.header.until) + slack;
     }
     let suspended: Nanos = s.suspensions.iter().map(|x| x.duration).sum();
     let pipes = match system.pipelines.is_empty() {
@@ -267,7 +270,9 @@ fn timeout(s: &Scenario, system: &System) -> Duration {
         true => 0,
         false => STIMULI_LATE.as_nanos() as Nanos,
     };
-    Duration::from_nanos(s.until + crate::sim::tail(system) + suspended + start + pipes + late)
+    Duration::from_nanos(
+        s.header.until + crate::sim::tail(system) + suspended + start + pipes + late,
+    )
 }
 
 impl Run {
@@ -405,7 +410,7 @@ impl Run {
         let file = std::fs::File::open(log).map_err(|e| format!("{}: {e}", log.display()))?;
         let events = bulkhead_trace::read_schedule_log(std::io::BufReader::new(file))?;
         let events: Vec<Event> = events.into_iter().map(scenario_command).collect();
-        let mut o = Observation::from_events(&events, s.until);
+        let mut o = Observation::from_events(&events, s.header.until);
         o.pipelines = stderr.lines().filter_map(pipeline_totals).collect();
         Ok(o)
     }

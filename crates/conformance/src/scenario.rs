@@ -4,13 +4,13 @@
 //! execution must grant, in DEmOS's notation (`test/0300-schedule.t`,
 //! [`bulkhead_windows::drive::demos_line`]).
 //!
-//! Header lines are `# KEY: VALUE`; other comment lines are the scenario's prose.
+//! Header lines are `# KEY: VALUE`; other comment lines are the scenario's prose. The
+//! keys the DEmOS corpus has too are read by its reader ([`Header`]: `until:`, the schedule
+//! time the executions are compared over, required; `seed:`, the seed of budget jitter,
+//! default 0; `process: CMD=BEHAVIOUR`, what a window process does, default busy); the
+//! suite's own are:
 //!
 //! - `paper:` the paper section the scenario exercises (required);
-//! - `until:` how much schedule time the executions are compared over (required);
-//! - `seed:` the seed of budget jitter (default 0);
-//! - `process: CMD=BEHAVIOUR` what a window process does ([`Behaviour::parse`];
-//!   default busy);
 //! - `exec: P%` the deterministic workload: every rt job executes P percent of its
 //!   budget (default 50), in `sim` as a fixed execution time, in `run` as
 //!   `bulkhead-periodic --exec-us` of the task; `exec: PARTITION/TASK=P%` sets one
@@ -21,12 +21,15 @@
 //! - `power-policy: NAME` the power policy of the window schedule;
 //! - `wcrt: PARTITION/TASK=DURATION` a WCRT the analysis must give, reached exactly
 //!   by a simulation at WCET from the synchronous release (the critical instant;
-//!   repeatable).
+//!   repeatable);
+//! - `run-cannot: REASON` why `run` cannot execute it on a machine like this one
+//!   ([`crate::run::Run`]'s `cannot` prints it and skips the scenario).
 
 use crate::observation::Stimuli;
 use bulkhead_model::units::parse_duration;
 use bulkhead_model::{Nanos, System};
-use bulkhead_sim::{Behaviour, ModeSwitch, Suspension};
+use bulkhead_sim::{ModeSwitch, Suspension};
+use bulkhead_windows::corpus::Header;
 use std::path::{Path, PathBuf};
 
 /// One scenario.
@@ -40,10 +43,8 @@ pub struct Scenario {
     pub about: String,
     /// The paper section it exercises.
     pub paper: String,
-    pub until: Nanos,
-    pub seed: u64,
-    /// By command: how a window process behaves (others are busy).
-    pub behaviours: Vec<(String, Behaviour)>,
+    /// The schedule time compared, the jitter's seed, the window processes' behaviours.
+    pub header: Header,
     /// Percent of its budget every rt job executes.
     pub exec_pct: u32,
     /// Per task (`partition/task`), a share of its own.
@@ -54,6 +55,8 @@ pub struct Scenario {
     pub power_policy: Option<String>,
     /// Pinned WCRTs: (`partition/task`, WCRT).
     pub wcrts: Vec<(String, Nanos)>,
+    /// Why `run` cannot execute it on a machine like this one (`run-cannot:`).
+    pub run_cannot: Option<String>,
     /// The window schedule's grants in DEmOS's notation (`NAME.log`), if given.
     pub expected_log: Option<Vec<String>>,
 }
@@ -65,15 +68,7 @@ pub fn dir() -> PathBuf {
 
 /// Every scenario of `dir`, by name.
 pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut names: Vec<String> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name();
-            name.to_str()?.strip_suffix(".yaml").map(String::from)
-        })
-        .collect();
-    names.sort();
+    let names = bulkhead_windows::corpus::names(dir, "")?;
     names.iter().map(|n| Scenario::load(dir, n)).collect()
 }
 
@@ -104,34 +99,25 @@ impl Scenario {
             yaml: yaml.clone(),
             about: String::new(),
             paper: String::new(),
-            until: 0,
-            seed: 0,
-            behaviours: Vec::new(),
+            header: Header::default(),
             exec_pct: 50,
             exec_of: Vec::new(),
             mode_switches: Vec::new(),
             suspensions: Vec::new(),
             power_policy: None,
             wcrts: Vec::new(),
+            run_cannot: None,
             expected_log,
         };
-        let at = |line: usize, e: String| format!("{name}.yaml:{}: {e}", line + 1);
-        for (i, line) in yaml.lines().enumerate() {
-            let Some(rest) = line.strip_prefix("# ") else {
-                break;
-            };
-            scenario.header(rest).map_err(|e| at(i, e))?;
-        }
-        if scenario.until == 0 {
-            return Err(format!("{name}.yaml: no `# until:` line"));
-        }
+        scenario.header = Header::read(name, &yaml, |line| scenario.key(line))?;
         if scenario.paper.is_empty() {
             return Err(format!("{name}.yaml: no `# paper:` line"));
         }
         Ok(scenario)
     }
 
-    fn header(&mut self, line: &str) -> Result<(), String> {
+    /// Reads a header line of the suite's own keys; other lines are prose.
+    fn key(&mut self, line: &str) -> Result<(), String> {
         let duration = |v: &str| parse_duration(v, None);
         let Some((key, value)) = line.split_once(':') else {
             return self.prose(line);
@@ -139,13 +125,7 @@ impl Scenario {
         let value = value.trim();
         match key {
             "paper" => self.paper = value.to_string(),
-            "until" => self.until = duration(value)?,
-            "seed" => self.seed = value.parse().map_err(|_| "bad seed")?,
-            "process" => {
-                let (cmd, b) = value.rsplit_once('=').ok_or("want CMD=BEHAVIOUR")?;
-                self.behaviours
-                    .push((cmd.to_string(), Behaviour::parse(b)?));
-            }
+            "run-cannot" => self.run_cannot = Some(value.to_string()),
             "exec" => match value.split_once('=') {
                 Some((task, pct)) => self.exec_of.push((task.to_string(), percent(pct, 1000)?)),
                 None => self.exec_pct = percent(value, 100)?,
@@ -233,22 +213,6 @@ impl Scenario {
         }
         Some(s)
     }
-
-    /// Whether a window process yields or exits by itself, so that the schedule depends
-    /// on how fast it runs.
-    pub fn is_timed_by_processes(&self) -> bool {
-        self.behaviours
-            .iter()
-            .any(|(_, b)| matches!(b, Behaviour::YieldAfter(_) | Behaviour::ExitAfter(_)))
-    }
-
-    /// Whether a window process initializes first (`init:DUR`), so that the schedule
-    /// starts when the processes say so.
-    pub fn has_init_phase(&self) -> bool {
-        self.behaviours
-            .iter()
-            .any(|(_, b)| matches!(b, Behaviour::InitFor(_)))
-    }
 }
 
 /// `P%` with `1 <= P <= max`.
@@ -268,19 +232,26 @@ mod tests {
     fn headers_set_how_a_scenario_runs_and_errors_name_the_line() {
         let dir = std::env::temp_dir().join(format!("bulkhead-conform-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let yaml = "# Two tasks: a note.\n# paper: DEmOS 3.2\n# until: 20ms\n# seed: 2\n# process: a b=yield:1ms\n# exec: 40%\n# exec: p/hog=150%\n# mode-switch: 5ms:two\n# suspend: 7ms:3ms\n# wcrt: p/a=8ms\nwindows: []\n";
+        let yaml = "# Two tasks: a note.\n# paper: DEmOS 3.2\n# until: 20ms\n# seed: 2\n# process: a b=yield:1ms\n# exec: 40%\n# exec: p/hog=150%\n# mode-switch: 5ms:two\n# suspend: 7ms:3ms\n# wcrt: p/a=8ms\n# run-cannot: no CAN here\nwindows: []\n";
         std::fs::write(dir.join("s.yaml"), yaml).unwrap();
         std::fs::write(dir.join("s.log"), "x\n").unwrap();
         std::fs::write(dir.join("bad.yaml"), "# paper: x\n# exec: 0%\n").unwrap();
         std::fs::write(dir.join("nopaper.yaml"), "# until: 1ms\n").unwrap();
         let s = Scenario::load(&dir, "s").unwrap();
-        assert_eq!((s.until, s.seed, s.exec_pct), (20_000_000, 2, 40));
+        assert_eq!(
+            (s.header.until, s.header.seed, s.exec_pct),
+            (20_000_000, 2, 40)
+        );
         assert_eq!((s.exec_pct_of("p/hog"), s.exec_pct_of("p/a")), (150, 40));
         assert!(s.overruns("p/hog") && !s.overruns("p/a"));
         assert_eq!(s.about, "Two tasks: a note.");
         assert_eq!(s.paper, "DEmOS 3.2");
-        assert!(s.is_timed_by_processes());
-        assert_eq!(s.behaviours[0].1, Behaviour::YieldAfter(1_000_000));
+        assert!(s.header.is_timed_by_processes());
+        assert_eq!(
+            s.header.behaviours[0].1,
+            bulkhead_sim::Behaviour::YieldAfter(1_000_000)
+        );
+        assert_eq!(s.run_cannot.as_deref(), Some("no CAN here"));
         assert_eq!(
             (s.mode_switches[0].at, s.mode_switches[0].mode.as_str()),
             (5_000_000, "two")

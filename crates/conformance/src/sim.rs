@@ -40,7 +40,7 @@ pub fn simulate(s: &Scenario, system: &System, exec: ExecModel) -> Result<Observ
     };
     let options = BuildOptions {
         exec,
-        behaviours: s.behaviours.clone(),
+        behaviours: s.header.behaviours.clone(),
         power_policy,
         ..BuildOptions::default()
     };
@@ -53,7 +53,7 @@ pub fn simulate(s: &Scenario, system: &System, exec: ExecModel) -> Result<Observ
         }
     }
     let options = Options {
-        seed: s.seed,
+        seed: s.header.seed,
         mode_switches: s.mode_switches.clone(),
         suspensions: s.suspensions.clone(),
         stop: StopSpec::of(system),
@@ -61,7 +61,7 @@ pub fn simulate(s: &Scenario, system: &System, exec: ExecModel) -> Result<Observ
     };
     let mut events: Vec<Event> = Vec::new();
     let report = bulkhead_sim::simulate(&spec, options, &mut events)?;
-    let mut o = Observation::from_events(&events, s.until);
+    let mut o = Observation::from_events(&events, s.header.until);
     o.messages.extend(channel_reads(system, &events, &o));
     o.messages
         .sort_by(|a, b| (&a.sink, a.at).cmp(&(&b.sink, b.at)));
@@ -150,7 +150,7 @@ fn budget(system: &System, partition: &str, name: &str) -> Option<Nanos> {
 fn horizon(s: &Scenario) -> Nanos {
     let switches = s.mode_switches.iter().map(|m| m.at);
     let stops = s.suspensions.iter().map(|x| x.at);
-    switches.chain(stops).fold(s.until, Nanos::max)
+    switches.chain(stops).fold(s.header.until, Nanos::max)
 }
 
 /// How long past `until` an execution goes on, so that every job released before

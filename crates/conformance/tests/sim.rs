@@ -66,7 +66,7 @@ fn pinned_wcrts_are_analysed_and_reached_at_the_critical_instant() {
                 s.name
             );
             let worst = o
-                .jobs_before(s.until)
+                .jobs_before(s.header.until)
                 .filter(|j| &j.task_name() == task)
                 .filter_map(|j| j.response())
                 .max();

@@ -170,18 +170,18 @@ fn every_scenario_of_the_corpus_gives_its_log() {
     require_cgroups!();
     let scenarios: Vec<_> = corpus::all()
         .into_iter()
-        .filter(|s| !s.is_timed_by_processes())
+        .filter(|s| !s.header.is_timed_by_processes())
         .collect();
     assert!(scenarios.len() >= 15, "{} scenarios", scenarios.len());
     for scenario in scenarios {
         let (system, names) = scenario.real_system(SPIN, PROBE);
-        let until = Duration::from_nanos(scenario.until);
-        let slack = match scenario.has_init_phase() {
+        let until = Duration::from_nanos(scenario.header.until);
+        let slack = match scenario.header.has_init_phase() {
             true => INIT_SLACK,
             false => Duration::ZERO,
         };
         let ran = run_system(&system, &scenario.name, |o| {
-            o.seed = scenario.seed;
+            o.seed = scenario.header.seed;
             o.timeout = Some(until + slack);
         });
         let log: Vec<String> = up_to(&ran, until)

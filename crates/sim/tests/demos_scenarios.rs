@@ -13,14 +13,14 @@ const MS: u64 = 1_000_000;
 /// The log of `scenario` in the simulator.
 fn log(scenario: &Scenario) -> Vec<String> {
     let options = BuildOptions {
-        behaviours: scenario.behaviours.clone(),
+        behaviours: scenario.header.behaviours.clone(),
         ..BuildOptions::default()
     };
     let spec = from_system(&scenario.system(), &options).unwrap();
     let mut events = Vec::new();
     let options = Options {
-        seed: scenario.seed,
-        ..Options::until(scenario.until)
+        seed: scenario.header.seed,
+        ..Options::until(scenario.header.until)
     };
     simulate(&spec, options, &mut events).unwrap();
     events.iter().filter_map(demos_line).collect()

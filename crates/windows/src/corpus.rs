@@ -11,7 +11,7 @@
 //! `# process: CMD=BEHAVIOUR` (per command, [`Behaviour::parse`]; default busy).
 //!
 //! The real executions run the scenarios whose schedule does not depend on how fast
-//! the processes are ([`Scenario::is_timed_by_processes`] is false): a real process
+//! the processes are ([`Header::is_timed_by_processes`] is false): a real process
 //! yields or exits after its own CPU time, which a loaded machine gives it late, so
 //! those few are checked with bounds in the real suites' own tests instead.
 
@@ -26,76 +26,52 @@ pub struct Scenario {
     pub name: String,
     /// The system description.
     pub yaml: String,
-    pub until: Nanos,
-    pub seed: u64,
-    /// By command: how the process behaves (others are busy).
-    pub behaviours: Vec<(String, Behaviour)>,
+    pub header: Header,
     /// The expected schedule, one line per grant.
     pub expected: Vec<String>,
 }
 
-/// The directory of the corpus (in the source tree): the conformance suite's scenarios,
-/// of which the window schedules' are the corpus.
-pub fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance/scenarios")
+/// What a description's header says about how it runs: its leading `# KEY: VALUE`
+/// comment lines `until:` (required), `seed:` and `process:`. The one reader of the
+/// scenario directory's headers: the conformance suite reads its own keys through
+/// [`Header::read`]'s `other`.
+#[derive(Debug, Clone, Default)]
+pub struct Header {
+    pub until: Nanos,
+    pub seed: u64,
+    /// By command: how the process behaves (others are busy).
+    pub behaviours: Vec<(String, Behaviour)>,
 }
 
-/// The prefix of the corpus's scenarios among the conformance suite's.
-pub const PREFIX: &str = "windows-";
-
-/// Every scenario of `dir` whose name starts with [`PREFIX`], by name.
-pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut names: Vec<String> = entries
-        .flatten()
-        .filter_map(|e| {
-            e.file_name()
-                .to_str()?
-                .strip_suffix(".yaml")
-                .filter(|n| n.starts_with(PREFIX))
-                .map(String::from)
-        })
-        .collect();
-    names.sort();
-    names.iter().map(|n| Scenario::load(dir, n)).collect()
-}
-
-/// Every scenario of the corpus.
-pub fn all() -> Vec<Scenario> {
-    load_dir(&dir()).expect("the scenario corpus loads")
-}
-
-impl Scenario {
-    /// Reads `dir/NAME.yaml` and `dir/NAME.log`.
-    pub fn load(dir: &Path, name: &str) -> Result<Scenario, String> {
-        let read = |ext: &str| {
-            let path = dir.join(format!("{name}.{ext}"));
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
-        };
-        let yaml = read("yaml")?;
-        let expected = read("log")?.lines().map(String::from).collect();
-        let mut scenario = Scenario {
-            name: name.to_string(),
-            yaml: yaml.clone(),
-            until: 0,
-            seed: 0,
-            behaviours: Vec::new(),
-            expected,
-        };
+impl Header {
+    /// Reads the header of description `NAME.yaml` (`yaml`): its leading lines that
+    /// start with `# `. A line whose key is not `until`, `seed` or `process` (or that has
+    /// none) goes to `other`, without the `# `. Errors name `NAME.yaml:LINE`.
+    pub fn read(
+        name: &str,
+        yaml: &str,
+        mut other: impl FnMut(&str) -> Result<(), String>,
+    ) -> Result<Header, String> {
+        let mut header = Header::default();
         let at = |line: usize, e: String| format!("{name}.yaml:{}: {e}", line + 1);
         for (i, line) in yaml.lines().enumerate() {
             let Some(rest) = line.strip_prefix("# ") else {
                 break;
             };
-            scenario.header(rest).map_err(|e| at(i, e))?;
+            match header.key(rest) {
+                Ok(true) => {}
+                Ok(false) => other(rest).map_err(|e| at(i, e))?,
+                Err(e) => return Err(at(i, e)),
+            }
         }
-        if scenario.until == 0 {
+        if header.until == 0 {
             return Err(format!("{name}.yaml: no `# until:` line"));
         }
-        Ok(scenario)
+        Ok(header)
     }
 
-    fn header(&mut self, line: &str) -> Result<(), String> {
+    /// Reads `line` if its key is one of the header's; false if it is not.
+    fn key(&mut self, line: &str) -> Result<bool, String> {
         let duration = |v: &str| bulkhead_model::units::parse_duration(v.trim(), None);
         match line.split_once(':') {
             Some(("until", v)) => self.until = duration(v)?,
@@ -105,9 +81,9 @@ impl Scenario {
                 self.behaviours
                     .push((cmd.to_string(), Behaviour::parse(b)?));
             }
-            _ => {} // prose
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Whether a process yields or exits by itself, so that the schedule depends on
@@ -125,6 +101,63 @@ impl Scenario {
             .iter()
             .any(|(_, b)| matches!(b, Behaviour::InitFor(_)))
     }
+}
+
+/// The names of the descriptions (`NAME.yaml`) of `dir` that start with `prefix`, sorted.
+pub fn names(dir: &Path, prefix: &str) -> Result<Vec<String>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_suffix(".yaml")
+                .filter(|n| n.starts_with(prefix))
+                .map(String::from)
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// The directory of the corpus (in the source tree): the conformance suite's scenarios,
+/// of which the window schedules' are the corpus.
+pub fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance/scenarios")
+}
+
+/// The prefix of the corpus's scenarios among the conformance suite's.
+pub const PREFIX: &str = "windows-";
+
+/// Every scenario of `dir` whose name starts with [`PREFIX`], by name.
+pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
+    let names = names(dir, PREFIX)?;
+    names.iter().map(|n| Scenario::load(dir, n)).collect()
+}
+
+/// Every scenario of the corpus.
+pub fn all() -> Vec<Scenario> {
+    load_dir(&dir()).expect("the scenario corpus loads")
+}
+
+impl Scenario {
+    /// Reads `dir/NAME.yaml` and `dir/NAME.log`.
+    pub fn load(dir: &Path, name: &str) -> Result<Scenario, String> {
+        let read = |ext: &str| {
+            let path = dir.join(format!("{name}.{ext}"));
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+        };
+        let yaml = read("yaml")?;
+        let expected = read("log")?.lines().map(String::from).collect();
+        // Other lines are prose.
+        let header = Header::read(name, &yaml, |_| Ok(()))?;
+        Ok(Scenario {
+            name: name.to_string(),
+            yaml,
+            header,
+            expected,
+        })
+    }
 
     /// The description as a system.
     pub fn system(&self) -> System {
@@ -135,7 +168,8 @@ impl Scenario {
 
     /// The behaviour of the process running `cmd`.
     pub fn behaviour(&self, cmd: &str) -> Behaviour {
-        self.behaviours
+        self.header
+            .behaviours
             .iter()
             .find(|(c, _)| c == cmd)
             .map_or(Behaviour::Busy, |&(_, b)| b)
@@ -146,10 +180,10 @@ impl Scenario {
     /// (`bulkhead-spin`), `PROBE /dev/null #CMD` for an `init` process with `probe` a
     /// spinner that signals initialization completed (`bulkhead-probe OUT`); the original
     /// command is kept as a shell comment. Returns the system and, per real command, the
-    /// original. Only for scenarios not [timed by their processes](Self::is_timed_by_processes).
+    /// original. Only for scenarios not [timed by their processes](Header::is_timed_by_processes).
     pub fn real_system(&self, spin: &str, probe: &str) -> (System, Vec<(String, String)>) {
         assert!(
-            !self.is_timed_by_processes(),
+            !self.header.is_timed_by_processes(),
             "{}: timed by its processes",
             self.name
         );
@@ -193,8 +227,8 @@ mod tests {
         std::fs::write(dir.join("bad.yaml"), "# seed: x\n").unwrap();
         std::fs::write(dir.join("bad.log"), "").unwrap();
         let s = Scenario::load(&dir, "s").unwrap();
-        assert_eq!((s.until, s.seed), (20_000_000, 2));
-        assert!(s.is_timed_by_processes());
+        assert_eq!((s.header.until, s.header.seed), (20_000_000, 2));
+        assert!(s.header.is_timed_by_processes());
         assert_eq!(s.behaviour("a b"), Behaviour::YieldAfter(1_000_000));
         assert_eq!(s.expected, ["x"]);
         let e = Scenario::load(&dir, "bad").unwrap_err();

@@ -57,14 +57,15 @@ fn play(yaml: &str, seed: u64, timeout_ms: Nanos, behaviour: &[(&str, Behaviour)
 /// The log of `scenario` on the pure machine.
 fn scenario_log(scenario: &Scenario) -> Vec<String> {
     let behaviours: Vec<(&str, Behaviour)> = scenario
+        .header
         .behaviours
         .iter()
         .map(|(c, b)| (c.as_str(), *b))
         .collect();
     play(
         &scenario.yaml,
-        scenario.seed,
-        scenario.until / MS,
+        scenario.header.seed,
+        scenario.header.until / MS,
         &behaviours,
     )
     .log
