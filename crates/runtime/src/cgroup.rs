@@ -354,6 +354,33 @@ impl Instance {
         Ok(partition)
     }
 
+    /// [`Instance::add_partition`] for a best-effort partition on CPUs of a non-exclusive
+    /// rt partition (v1 only): its cpuset is `<parent>/<instance>-<name>`, a plain child
+    /// of `parent`, the rt cpuset holding its CPUs, since the kernel gives no sibling of
+    /// an exclusive cpuset its CPUs; its freezer cgroup is where
+    /// [`Instance::add_partition`] puts it. The cpuset is removed with the instance's
+    /// cgroups, before the rt partitions stop.
+    pub fn add_partition_below(
+        &mut self,
+        name: &str,
+        cpus: &CpuSet,
+        parent: &Path,
+    ) -> Result<PartitionCgroup> {
+        let freezer_dir = self.dirs[0].join(name);
+        fs::create_dir(&freezer_dir).map_err(err("create cgroup", &freezer_dir))?;
+        self.created.push(freezer_dir.clone());
+        let dir = parent.join(format!("{}-{name}", self.name));
+        fs::create_dir(&dir).map_err(err("create cgroup", &dir))?;
+        self.created.push(dir.clone());
+        let mems = read_file(&parent.join("cpuset.mems"))?;
+        write_file(&dir.join("cpuset.mems"), mems.trim())?;
+        write_cpus(&dir, cpus)?;
+        Ok(PartitionCgroup {
+            freezer_dir,
+            cpuset_dir: Some(dir),
+        })
+    }
+
     /// Creates the (frozen) cgroup `proc<index>` of a process of `partition`;
     /// `keep_open`: keep its freeze file open (fast switches, one fd).
     pub fn add_process(
