@@ -138,8 +138,11 @@ impl FreeRun {
             .iter()
             .map(|p| partition_cpus(system, p, own_cpus))
             .collect::<Result<_, _>>()?;
-        let all = instance_cpus(&cpus, inputs.rt_cpusets, own_cpus)?;
-        let instance = Instance::create(hierarchy, &leftovers::instance_name(), &all)
+        let apart = cpus
+            .iter()
+            .filter(|c| rt_cpuset(c, inputs.rt_cpusets).is_none());
+        let all = CpuSet::from_cpus(apart.flat_map(|c| c.iter()));
+        let instance = Instance::create_on(hierarchy, &leftovers::instance_name(), all.as_ref())
             .map_err(RunError::Cgroup)?;
         let mut run = FreeRun {
             instance,
@@ -648,26 +651,6 @@ fn rt_cpuset<'a>(cpus: &CpuSet, rt: &'a [(CpuSet, PathBuf)]) -> Option<&'a Path>
     rt.iter()
         .find(|(set, _)| cpus.is_subset(set))
         .map(|(_, dir)| dir.as_path())
-}
-
-/// The CPUs of the instance's cpuset: those of its partitions on CPUs of their own, or
-/// when every partition shares rt CPUs, `own`'s CPUs outside the rt cpusets (v1: a
-/// sibling of the exclusive rt instance, it cannot hold them).
-fn instance_cpus(
-    cpus: &[CpuSet],
-    rt: &[(CpuSet, PathBuf)],
-    own: &CpuSet,
-) -> Result<CpuSet, RunError> {
-    let apart = cpus.iter().filter(|c| rt_cpuset(c, rt).is_none());
-    let rt_cpus: Vec<u32> = rt.iter().flat_map(|(set, _)| set.iter()).collect();
-    CpuSet::from_cpus(apart.flat_map(|c| c.iter()))
-        .or_else(|| CpuSet::from_cpus(own.iter().filter(|c| !rt_cpus.contains(c))))
-        .ok_or_else(|| {
-            RunError::invalid(format!(
-                "every CPU this process may use ({own}) is an rt partition's: the best-effort \
-                 partitions' cgroups need one outside them"
-            ))
-        })
 }
 
 fn partition_cpus(system: &System, p: &Partition, own: &CpuSet) -> Result<CpuSet, RunError> {
