@@ -412,7 +412,7 @@ fn analyze_partition(
                     .push(format!("task `{}` of `{}`: {}", v.name, p.name, v.binding));
             }
         }
-        interfaces.push(interface(&tasks, &rank, &members, edf, cpu));
+        interfaces.push(interface(tasks, &rank, &members, edf, cpu));
         let placement = numbers
             .as_ref()
             .map_or(Placement::Unplaced, |n| Placement::Cpu(n[ci]));

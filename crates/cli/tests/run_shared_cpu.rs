@@ -1,6 +1,6 @@
-//! `bulkhead run` of a best-effort partition on the CPU of an rt partition with
-//! `exclusive: false` (issue 39.4; DriveOS 7.1's Linux side, Boomerang IV-A's ProcData
-//! beside its load), observed from outside: the be process's CPU affinity, cgroups and
+//! `check`, `analyze`, `sim` and `bulkhead run` of a best-effort partition on the CPU of
+//! an rt partition with `exclusive: false` (issue 39.4; DriveOS 7.1's Linux side,
+//! Boomerang IV-A's ProcData beside its load). `run` is observed from outside: the be process's CPU affinity, cgroups and
 //! CPU time (`/proc/PID/status`, `/proc/PID/cgroup`, `/proc/PID/stat`), the rt task's
 //! jobs and misses in the schedule log, and nothing left behind.
 
@@ -8,6 +8,43 @@ mod common;
 use common::{bin, bulkhead, partition_children, Scratch};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+
+/// Boomerang IV-A's Core 1: ProcData (0.2 ms every 2 ms) under SCHED_DEADLINE beside the
+/// load and a logger held to 20%.
+const CORE1: &str = "partitions:
+  - {name: linux, kind: rt, cpus: 1, exclusive: false, scheduler: edf,
+     tasks: [{name: procdata, cmd: 'true', budget: 200us, period: 2ms}]}
+  - {name: load, kind: be, cpus: 1, processes: ['true']}
+  - {name: logger, kind: be, cpus: 1, cpu: 20%, processes: ['true']}
+";
+
+#[test]
+fn check_analyze_and_sim_take_be_partitions_on_a_non_exclusive_rt_partitions_cpu() {
+    let scratch = Scratch::new("shared-cpu-tools");
+    let file = scratch.file("core1.yaml");
+    std::fs::write(&file, CORE1).unwrap();
+    let path = file.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = bulkhead().args(args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {text}{err}");
+        text
+    };
+    run(&["check", path]);
+    let analysis = run(&["analyze", path]);
+    assert!(analysis.contains("shared with best-effort partition(s) `load`, `logger`"), "{analysis}");
+    let sim = run(&["sim", path, "--for", "1s"]);
+    assert!(sim.contains("best-effort logger in the background on CPU 1: 200ms"), "{sim}");
+    assert!(sim.contains("best-effort load in the background on CPU 1: 700ms"), "{sim}");
+    // Made exclusive, the same description is refused, naming the key to declare.
+    std::fs::write(&file, CORE1.replace("exclusive: false", "exclusive: true")).unwrap();
+    let out = bulkhead().args(["check", path]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(err.contains("core1.yaml:4:") && err.contains("partitions[1].cpus"), "{err}");
+    assert!(err.contains("declare `exclusive: false`"), "{err}");
+}
 
 /// The be process's utime + stime in clock ticks (`/proc/PID/stat` fields 14 and 15).
 fn cpu_ticks(pid: u32) -> u64 {
