@@ -33,16 +33,28 @@ fn check_analyze_and_sim_take_be_partitions_on_a_non_exclusive_rt_partitions_cpu
     };
     run(&["check", path]);
     let analysis = run(&["analyze", path]);
-    assert!(analysis.contains("shared with best-effort partition(s) `load`, `logger`"), "{analysis}");
+    assert!(
+        analysis.contains("shared with best-effort partition(s) `load`, `logger`"),
+        "{analysis}"
+    );
     let sim = run(&["sim", path, "--for", "1s"]);
-    assert!(sim.contains("best-effort logger in the background on CPU 1: 200ms"), "{sim}");
-    assert!(sim.contains("best-effort load in the background on CPU 1: 700ms"), "{sim}");
+    assert!(
+        sim.contains("best-effort logger in the background on CPU 1: 200ms"),
+        "{sim}"
+    );
+    assert!(
+        sim.contains("best-effort load in the background on CPU 1: 700ms"),
+        "{sim}"
+    );
     // Made exclusive, the same description is refused, naming the key to declare.
     std::fs::write(&file, CORE1.replace("exclusive: false", "exclusive: true")).unwrap();
     let out = bulkhead().args(["check", path]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0));
-    assert!(err.contains("core1.yaml:4:") && err.contains("partitions[1].cpus"), "{err}");
+    assert!(
+        err.contains("core1.yaml:4:") && err.contains("partitions[1].cpus"),
+        "{err}"
+    );
     assert!(err.contains("declare `exclusive: false`"), "{err}");
 }
 
