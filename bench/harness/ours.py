@@ -12,7 +12,7 @@ SIMSO_VENV = os.path.join(ROOT, ".venv-simso")
 
 
 def channels(ctx):
-    d = ctx.bench_json(["bench/chan"], timeout=1800)
+    d = ctx.bench_json(["bench/chan"] + (["--quick"] if ctx.quick else []), timeout=1800)
     keys = ["fifo_rtt_median_ns", "fifo_rtt_p99_ns", "latest_rtt_median_ns",
             "fifo_blocking_rtt_median_ns", "fifo_throughput_msgs_per_s"]
     measured = {k: d[k] for k in keys}
@@ -125,7 +125,8 @@ def power(ctx):
 
 
 def python_chan(ctx):
-    d = ctx.bench_json(["bench/python-chan", str(pick(ctx.quick, 2000, 20000))], timeout=1800)
+    argv = ["bench/python-chan", "--quick"] if ctx.quick else ["bench/python-chan", "20000"]
+    d = ctx.bench_json(argv, timeout=1800)
     p50 = d["round_trip_p50_us"]
     measured = {k + "_p50_us": v for k, v in p50.items() if k.startswith("bulkhead")}
     baseline = {"name": "multiprocessing shared memory, iceoryx2's Python binding (same run)"}

@@ -636,8 +636,10 @@ EXPERIMENTS = [
     Experiment("boomerang-table2", "Tuned pipes, no expected loss", f"{BOOM}, Sec. IV-A, Table II",
                BOOM_TABLE2,
                "bench/pipes, set noloss: Table I's pipelines from examples/boomerang.yaml fed "
-               "from a virtual bus every 2 ms, Table I's background load on the `linux` "
-               "partition's CPU, 20 s; against the stages as CFS processes over pipes.",
+               "from a virtual bus every 2 ms, Table I's background load as a best-effort "
+               "partition of the description on the `linux` partition's CPU, which declares "
+               "`exclusive: false` (ProcData under SCHED_DEADLINE beside the load, as the "
+               "paper's Core 1), 20 s; against the stages as CFS processes over pipes.",
                "A virtual bus for the USB-CAN adapter and the Arduinos; the load's wget reads "
                "over loopback; 20 s instead of 10 runs of 30 s; 2 vCPUs of a shared VM.",
                lambda ctx: pipes(ctx, "noloss"), rt=True, timescale_us=8000,

@@ -32,6 +32,7 @@ pub mod reservation;
 pub mod rta;
 pub mod sensitivity;
 pub mod servers;
+pub mod shared;
 pub mod supply;
 pub mod system;
 pub mod task;

@@ -104,6 +104,9 @@ pub struct CpuVerdict {
     /// Σ B/P of the interfaces of the partitions scheduled as servers on this CPU.
     pub server_load: Option<f64>,
     pub binding: String,
+    /// The best-effort partitions that share this CPU with a non-exclusive rt partition,
+    /// and what they can still do to its tasks ([`crate::shared`]).
+    pub best_effort: Option<String>,
 }
 
 /// Everything `bulkhead analyze` reports.
@@ -223,6 +226,7 @@ pub(crate) struct CpuAcc {
     pub(crate) servers: Option<u64>,
     dl_bw: Option<(u64, u64)>,
     window_load: Option<f64>,
+    best_effort: Option<String>,
     pub(crate) tightest: Option<(i64, String)>,
     pub(crate) failures: Vec<String>,
     /// What proved an EDF CPU schedulable (no per-task slack there).
@@ -264,6 +268,7 @@ impl CpuAcc {
             server_load: self.servers.map(|l| l as f64 / 1e6),
             binding,
             cpu,
+            best_effort: self.best_effort,
         }
     }
 }
@@ -365,10 +370,23 @@ fn analyze_partition(
         }
         let acc = per_cpu.entry(cpu.clone()).or_default();
         let search = options.sensitivity && members.len() <= SENSITIVITY_MAX_TASKS;
+        let be = match cpu.parse() {
+            Ok(n) => crate::shared::sharers(system, p, n),
+            Err(_) => Vec::new(),
+        };
+        let shared;
+        let tasks = match be.is_empty() {
+            true => &tasks,
+            false => {
+                acc.best_effort = Some(crate::shared::note(p, &be));
+                shared = crate::shared::with_fair_server(p, &tasks);
+                &shared
+            }
+        };
         let verdicts = if edf {
-            edf_cpu(p, &tasks, &members, cpu, options, acc)
+            edf_cpu(p, tasks, &members, cpu, options, acc)
         } else {
-            fp_cpu(p, &tasks, &rank, &members, cpu, search)
+            fp_cpu(p, tasks, &rank, &members, cpu, search)
         };
         let left_out = verdicts
             .iter()
@@ -394,7 +412,7 @@ fn analyze_partition(
                     .push(format!("task `{}` of `{}`: {}", v.name, p.name, v.binding));
             }
         }
-        interfaces.push(interface(&tasks, &rank, &members, edf, cpu));
+        interfaces.push(interface(tasks, &rank, &members, edf, cpu));
         let placement = numbers
             .as_ref()
             .map_or(Placement::Unplaced, |n| Placement::Cpu(n[ci]));

@@ -142,6 +142,9 @@ pub fn render_text(report: &Report, file: &str) -> String {
             parts.join(", "),
             c.binding
         );
+        if let Some(note) = &c.best_effort {
+            let _ = writeln!(out, "    {note}");
+        }
     }
     if let Some(modes) = &report.modes {
         out += &crate::modes::render_text(modes);

@@ -393,6 +393,19 @@ fn summary(report: &Report) -> String {
             c.name, c.delivered, c.produced, c.lost
         );
     }
+    for b in &report.background {
+        text += &format!(
+            "best-effort {} in the background on CPU {}: {} of CPU time ({:.1}% of one CPU)\n",
+            b.partition,
+            b.cpus
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            format_duration(b.cpu_ns),
+            b.share_of_one_cpu * 100.0
+        );
+    }
     if let Some(w) = &report.windows {
         text += &format!(
             "windows: {} major frames, {} run grants\n",

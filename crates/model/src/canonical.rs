@@ -115,9 +115,15 @@ fn partition(p: &Partition, health: &[crate::health::Supervised]) -> Vec<String>
         if p.reclaim {
             lines.push("reclaim: true".into());
         }
+        if !p.exclusive {
+            lines.push("exclusive: false".into());
+        }
         if let Some(i) = &p.interface {
             lines.push(format!("interface: {}", crate::modes::interface_text(i)));
         }
+    }
+    if let Some(percent) = p.cpu {
+        lines.push(format!("cpu: {percent}%"));
     }
     if let Some(bytes) = p.memory {
         lines.push(format!("memory: {}", crate::units::format_size(bytes)));

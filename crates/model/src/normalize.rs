@@ -169,6 +169,8 @@ impl Normalizer {
                 name: self.anonymous_name(),
                 kind: PartitionKind::Be,
                 cpus: None,
+                exclusive: true,
+                cpu: None,
                 scheduler: Scheduler::FixedPriority,
                 reclaim: false,
                 memory: None,
@@ -231,6 +233,26 @@ impl Normalizer {
                 .cpus
                 .map(|c| cpus(&c, &format!("{path}.cpus")))
                 .transpose()?,
+            exclusive: match def.exclusive {
+                Some(_) if kind != PartitionKind::Rt => {
+                    return err(
+                        child(path, "exclusive"),
+                        "applies to rt partitions only (a best-effort partition never owns \
+                         its CPUs)",
+                    )
+                }
+                e => e.unwrap_or(true),
+            },
+            cpu: match def.cpu {
+                Some(_) if kind == PartitionKind::Rt => {
+                    return err(
+                        child(path, "cpu"),
+                        "applies to best-effort partitions only (rt tasks have reservations)",
+                    )
+                }
+                Some(text) => Some(cpu_percent(&text, &child(path, "cpu"))?),
+                None => None,
+            },
             scheduler,
             reclaim,
             memory: def
@@ -1040,6 +1062,19 @@ fn non_empty(text: String, path: &str) -> Result<String> {
 fn opt_cpuset(text: Option<String>, path: &str) -> Result<Option<CpuSet>> {
     text.map(|t| CpuSet::parse(&t).or_else(|e| err(path, e)))
         .transpose()
+}
+
+/// `cpu: 30%`: a whole percentage of one CPU, 1 to 100 per CPU of a 1024-CPU machine.
+fn cpu_percent(text: &str, path: &str) -> Result<u32> {
+    let number = text.trim().strip_suffix('%').map(str::trim);
+    match number.and_then(|n| n.parse::<u32>().ok()) {
+        Some(n @ 1..=102_400) => Ok(n),
+        Some(_) => err(path, "must be between 1% and 102400% (100% is one CPU)"),
+        None => err(
+            path,
+            format!("`{text}` is not a percentage of one CPU (e.g. `30%`; 100% is one CPU)"),
+        ),
+    }
 }
 
 fn memory(text: &str, path: &str) -> Result<u64> {

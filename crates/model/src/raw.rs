@@ -56,6 +56,8 @@ pub struct RawPartition {
     pub name: Option<String>,
     pub kind: Option<PartitionKind>,
     pub cpus: Option<String>,
+    pub exclusive: Option<bool>,
+    pub cpu: Option<String>,
     pub scheduler: Option<Scheduler>,
     pub reclaim: Option<bool>,
     pub memory: Option<String>,

@@ -88,6 +88,17 @@ pub struct Partition {
     /// Static CPU assignment (rt partitions, unwindowed be partitions); windowed
     /// partitions get their CPUs from the slices they appear in.
     pub cpus: Option<Cpus>,
+    /// `exclusive` (rt partitions; default true): the partition owns its CPUs. `false`:
+    /// best-effort partitions may name its CPUs and run there as normal (SCHED_OTHER)
+    /// tasks in the time its tasks' reservations leave, as DriveOS's Linux side runs its
+    /// background tasks beside its SCHED_DEADLINE tasks (DriveOS 7.1) and Boomerang's
+    /// ProcData runs beside the load of its core (Boomerang IV-A). Two rt partitions
+    /// still never share a CPU this way (only as servers of one pool, `interface`).
+    pub exclusive: bool,
+    /// `cpu` (be partitions): the CPU bandwidth of its processes together, in percent of
+    /// one CPU (`cpu: 30%`), enforced by the cgroup's CFS bandwidth (`cpu.max` on v2,
+    /// `cpu.cfs_quota_us` over a 100 ms period on v1); `None`: unlimited.
+    pub cpu: Option<u32>,
     /// Policy for `tasks` (meaningful for rt partitions; default fixed priority).
     pub scheduler: Scheduler,
     /// `reclaim` (edf partitions only): the tasks' SCHED_DEADLINE reservations carry

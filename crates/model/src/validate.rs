@@ -299,13 +299,15 @@ fn check_cpus(n: &Normalized) -> Result<()> {
         let clash = others
             .map(|o| &sys.partitions[o])
             .find(|o| o.cpus.as_ref().is_some_and(|c| overlap(c, cpus)))
-            .filter(|o| !crate::modes::same_pool(o, p));
+            .filter(|o| !crate::modes::same_pool(o, p) && !below(o, p));
         if let Some(o) = clash {
             let path = format!("{}.cpus", n.partition_paths[i]);
+            let rt = if o.kind == PartitionKind::Rt { o } else { p };
             let why = match (o.interface.is_some() && p.interface.is_some(), o.kind == p.kind) {
                 (true, _) => "partitions scheduled as servers share CPUs only as a whole pool: give both the same `cpus`",
-                (false, true) => "an rt partition owns its CPUs exclusively unless both have an `interface`",
-                (false, false) => "an rt partition owns its CPUs exclusively",
+                (false, true) => "an rt partition owns its CPUs exclusively unless both have an `interface` (`exclusive: false` lets best-effort partitions share them, not rt ones)",
+                (false, false) if !rt.exclusive => "a best-effort partition on the CPUs of a non-exclusive rt partition must name only CPUs of it",
+                (false, false) => "an rt partition owns its CPUs exclusively (declare `exclusive: false` on it to let best-effort partitions run below its reservations)",
             };
             return err(
                 path,
@@ -314,6 +316,20 @@ fn check_cpus(n: &Normalized) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether one of `a` and `b` is a best-effort partition whose CPUs all belong to the
+/// other, an rt partition with `exclusive: false`: it runs there below the reservations.
+fn below(a: &Partition, b: &Partition) -> bool {
+    let (rt, be) = match (a.kind, b.kind) {
+        (PartitionKind::Rt, PartitionKind::Be) => (a, b),
+        (PartitionKind::Be, PartitionKind::Rt) => (b, a),
+        _ => return false,
+    };
+    match (&rt.cpus, &be.cpus) {
+        (Some(Cpus::Set(r)), Some(Cpus::Set(e))) => !rt.exclusive && e.is_subset(r),
+        _ => false,
+    }
 }
 
 /// Channel names are unique, and so are the environment variables they become

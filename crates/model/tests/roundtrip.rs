@@ -80,6 +80,9 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                 Partition {
                     name: format!("{prefix}{i}"),
                     kind: PartitionKind::Be,
+                    exclusive: true,
+                    // Some of the be partitions have a CPU bandwidth (a percentage).
+                    cpu: memory.map(|m| (m % 400) as u32 + 1),
                     cpus,
                     scheduler: Scheduler::FixedPriority,
                     reclaim: false,
@@ -199,6 +202,8 @@ fn rt_partition(i: usize) -> impl Strategy<Value = Partition> {
             name: format!("rt{i}"),
             kind: PartitionKind::Rt,
             cpus: Some(Cpus::Set(CpuSet::from_cpus([100 + i as u32]).unwrap())),
+            exclusive: i % 2 == 0,
+            cpu: None,
             scheduler,
             reclaim,
             memory: None,

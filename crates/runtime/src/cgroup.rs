@@ -278,6 +278,12 @@ impl Instance {
     /// CPUs the schedule uses) and its parent's memory nodes; v2: the cpuset
     /// controller is enabled for its subtree. On failure nothing is left behind.
     pub fn create(hierarchy: &Hierarchy, name: &str, cpus: &CpuSet) -> Result<Instance> {
+        Instance::create_on(hierarchy, name, Some(cpus))
+    }
+
+    /// [`Instance::create`]; `None`: v1's instance cpuset gets no CPUs (every partition's
+    /// cpuset is made elsewhere: [`Instance::add_partition_below`]).
+    pub fn create_on(hierarchy: &Hierarchy, name: &str, cpus: Option<&CpuSet>) -> Result<Instance> {
         let mut instance = Instance {
             hierarchy: hierarchy.clone(),
             name: name.to_string(),
@@ -292,14 +298,15 @@ impl Instance {
         setup.map(|()| instance)
     }
 
-    fn setup(&mut self, cpus: &CpuSet) -> Result<()> {
+    fn setup(&mut self, cpus: Option<&CpuSet>) -> Result<()> {
         for base in self.hierarchy.bases() {
             let dir = base.join(&self.name);
             fs::create_dir(&dir).map_err(err("create cgroup", &dir))?;
             self.dirs.push(dir);
         }
-        match self.hierarchy.version {
-            Version::V1 => {
+        match (self.hierarchy.version, cpus) {
+            (Version::V1, None) => {}
+            (Version::V1, Some(cpus)) => {
                 let cpuset = self.cpuset_dir().expect("v1 has a cpuset").to_path_buf();
                 let parent = cpuset.parent().expect("has a parent").to_path_buf();
                 let mems = read_file(&parent.join("cpuset.mems"))?;
@@ -311,7 +318,7 @@ impl Instance {
                 write_file(&cpuset.join("cgroup.clone_children"), "1")?;
                 self.cpus = Some(cpus.clone());
             }
-            Version::V2 => {
+            (Version::V2, _) => {
                 if self.hierarchy.cpuset_base.is_some() {
                     enable_cpuset(&self.hierarchy.freezer_base)?;
                     enable_cpuset(&self.dirs[0])?;
@@ -352,6 +359,33 @@ impl Instance {
             set_cpus(&partition, cpus)?;
         }
         Ok(partition)
+    }
+
+    /// [`Instance::add_partition`] for a best-effort partition on CPUs of a non-exclusive
+    /// rt partition (v1 only): its cpuset is `<parent>/<instance>-<name>`, a plain child
+    /// of `parent`, the rt cpuset holding its CPUs, since the kernel gives no sibling of
+    /// an exclusive cpuset its CPUs; its freezer cgroup is where
+    /// [`Instance::add_partition`] puts it. The cpuset is removed with the instance's
+    /// cgroups, before the rt partitions stop.
+    pub fn add_partition_below(
+        &mut self,
+        name: &str,
+        cpus: &CpuSet,
+        parent: &Path,
+    ) -> Result<PartitionCgroup> {
+        let freezer_dir = self.dirs[0].join(name);
+        fs::create_dir(&freezer_dir).map_err(err("create cgroup", &freezer_dir))?;
+        self.created.push(freezer_dir.clone());
+        let dir = parent.join(format!("{}-{name}", self.name));
+        fs::create_dir(&dir).map_err(err("create cgroup", &dir))?;
+        self.created.push(dir.clone());
+        let mems = read_file(&parent.join("cpuset.mems"))?;
+        write_file(&dir.join("cpuset.mems"), mems.trim())?;
+        write_cpus(&dir, cpus)?;
+        Ok(PartitionCgroup {
+            freezer_dir,
+            cpuset_dir: Some(dir),
+        })
     }
 
     /// Creates the (frozen) cgroup `proc<index>` of a process of `partition`;

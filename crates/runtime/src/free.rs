@@ -110,6 +110,9 @@ pub struct Inputs<'a> {
     pub workdir: &'a Path,
     /// The run's health monitor, if any process or task has a `health:` key.
     pub health: Option<&'a SharedHealth>,
+    /// The rt CPUs' cpusets, smallest first ([`crate::rt::RtRun::cpusets`]): a partition
+    /// on CPUs of a non-exclusive rt partition gets its cpuset under one of them.
+    pub rt_cpusets: &'a [(CpuSet, PathBuf)],
 }
 
 impl FreeRun {
@@ -135,8 +138,11 @@ impl FreeRun {
             .iter()
             .map(|p| partition_cpus(system, p, own_cpus))
             .collect::<Result<_, _>>()?;
-        let all = CpuSet::from_cpus(cpus.iter().flat_map(|c| c.iter())).expect("not empty");
-        let instance = Instance::create(hierarchy, &leftovers::instance_name(), &all)
+        let apart = cpus
+            .iter()
+            .filter(|c| rt_cpuset(c, inputs.rt_cpusets).is_none());
+        let all = CpuSet::from_cpus(apart.flat_map(|c| c.iter()));
+        let instance = Instance::create_on(hierarchy, &leftovers::instance_name(), all.as_ref())
             .map_err(RunError::Cgroup)?;
         let mut run = FreeRun {
             instance,
@@ -173,12 +179,22 @@ impl FreeRun {
             output,
             workdir,
             health,
+            rt_cpusets,
         } = inputs;
         let dir_name = cgroup::partition_dir_name(index, &p.name);
-        let cg = self
-            .instance
-            .add_partition(&dir_name, cpus)
-            .map_err(RunError::Cgroup)?;
+        let cg = match rt_cpuset(cpus, rt_cpusets) {
+            None => self.instance.add_partition(&dir_name, cpus),
+            Some(_) if self.instance.hierarchy.version == cgroup::Version::V2 => {
+                return Err(RunError::invalid(format!(
+                    "partition `{}` runs on CPUs {cpus} of a non-exclusive rt partition: that \
+                     needs the cgroup v1 cpuset hierarchy (on v2 the rt partition's CPUs are a \
+                     cpuset partition whose tasks cannot share it with a child cgroup)",
+                    p.name
+                )))
+            }
+            Some(parent) => self.instance.add_partition_below(&dir_name, cpus, parent),
+        }
+        .map_err(RunError::Cgroup)?;
         self.dirs.push((p.name.clone(), cg.freezer_dir.clone()));
         self.limits
             .push(limits::apply(&self.instance, p, &cg, &dir_name)?);
@@ -629,6 +645,14 @@ impl Drop for FreeRun {
 
 /// The CPUs of an unwindowed partition: its own set, or (`all`, none) the system's CPUs
 /// (else this process's) that no rt partition owns.
+/// The rt cpuset a partition on `cpus` goes under: the smallest of `rt` holding them
+/// all; `None` when `cpus` are no rt partition's.
+fn rt_cpuset<'a>(cpus: &CpuSet, rt: &'a [(CpuSet, PathBuf)]) -> Option<&'a Path> {
+    rt.iter()
+        .find(|(set, _)| cpus.is_subset(set))
+        .map(|(_, dir)| dir.as_path())
+}
+
 fn partition_cpus(system: &System, p: &Partition, own: &CpuSet) -> Result<CpuSet, RunError> {
     if let Some(Cpus::Set(set)) = &p.cpus {
         return Ok(set.clone());

@@ -40,15 +40,15 @@ pub fn is_leftover(name: &str) -> bool {
 }
 
 /// Removes every leftover instance under the hierarchy's bases (and, on v1, the
-/// limit cgroups `<instance>-<partition>` at the root of the memory and pids hierarchies): kills
+/// limit cgroups `<instance>-<partition>` at the root of the memory, pids and cpu hierarchies): kills
 /// the processes in its cgroups and removes the cgroups. Returns the removed
 /// directories; failures are reported as warnings in the second list.
 pub fn clean(hierarchy: &Hierarchy) -> (Vec<PathBuf>, Vec<String>) {
     let mut removed = Vec::new();
     let mut warnings = Vec::new();
     let limits = match hierarchy.version {
-        Version::V1 => ["memory", "pids"].map(bulkhead_os::limit::v1_mount),
-        Version::V2 => [None, None],
+        Version::V1 => ["memory", "pids", "cpu"].map(bulkhead_os::limit::v1_mount),
+        Version::V2 => [None, None, None],
     };
     let bases = hierarchy.bases().into_iter().map(Path::to_path_buf);
     for base in bases.chain(limits.into_iter().flatten()) {

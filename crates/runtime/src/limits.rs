@@ -1,7 +1,9 @@
-//! A partition's `memory` and `pids` limits on its cgroups: on v2 `memory.max` and
-//! `pids.max` of the partition's cgroup (the controllers enabled down to it); on v1 a
-//! cgroup per controller (`<instance>-<partition>` at the root of the memory and pids
-//! hierarchies) that the partition's processes join before they exec.
+//! A partition's `memory`, `pids` and `cpu` limits on its cgroups: on v2 `memory.max`,
+//! `pids.max` and `cpu.max` of the partition's cgroup (the controllers enabled down to
+//! it); on v1 a cgroup per controller (`<instance>-<partition>` at the root of the
+//! memory, pids and cpu hierarchies) that the partition's processes join before they
+//! exec. `cpu: N%` is CFS bandwidth: N ms of every 100 ms (the kernel's default period),
+//! which throttles SCHED_OTHER work only, never rt tasks' reservations.
 
 use crate::cgroup::{self, Instance, PartitionCgroup, Version};
 use crate::{CgroupsUnusable, RunError};
@@ -33,6 +35,12 @@ pub fn apply(
     let wanted = [
         ("memory", p.memory, "memory.max", "memory.limit_in_bytes"),
         ("pids", p.pids.map(u64::from), "pids.max", "pids.max"),
+        (
+            "cpu",
+            p.cpu.map(cfs_quota_us),
+            "cpu.max",
+            "cpu.cfs_quota_us",
+        ),
     ];
     let mut limits = Limits {
         join: Vec::new(),
@@ -76,4 +84,11 @@ pub fn apply(
         }
     }
     Ok(limits)
+}
+
+/// The CFS quota of `percent` of one CPU in microseconds per the kernel's default
+/// 100 ms period (`cpu.cfs_period_us`, and `cpu.max`'s period when only the quota is
+/// written).
+fn cfs_quota_us(percent: u32) -> u64 {
+    u64::from(percent) * 1_000
 }

@@ -213,6 +213,8 @@ pub struct RtRun {
     pub stop_start: Vec<StopStartTask>,
     /// The mode and stop-start events, which the drain thread moves to the outputs.
     pub events: ModeEvents,
+    /// The rt CPUs' cpusets, smallest first ([`crate::tasks::RtPartitions::cpusets`]).
+    pub cpusets: Vec<(CpuSet, PathBuf)>,
     thread: Option<JoinHandle<Drained>>,
     /// Kernel work moved off the rt CPUs; restored when this is dropped, after the
     /// drain thread stopped the tasks.
@@ -304,6 +306,7 @@ pub fn start(
         .stop_start_ports()
         .map_err(|e| RunError::reserve("stop-start", e))?;
     let events = mode_events.clone();
+    let cpusets = rt.cpusets();
     let stop = Arc::new(AtomicBool::new(false));
     let all_exited = Arc::new(AtomicBool::new(false));
     let live = LiveTasks::new(Mutex::new(rt.summaries()));
@@ -320,6 +323,7 @@ pub fn start(
         modes,
         stop_start,
         events,
+        cpusets,
         thread: Some(thread),
         _housekeeping: housekeeping,
     }))

@@ -288,6 +288,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         output: output.as_ref(),
         workdir: &options.workdir,
         health: health.as_ref(),
+        rt_cpusets: rt.as_ref().map_or(&[], |rt| rt.cpusets.as_slice()),
     };
     let free = FreeRun::start(system, &hierarchy, &own, &inputs)?;
     if let (Some(c), Some(f)) = (&mut control, &free) {

@@ -489,6 +489,21 @@ impl RtPartitions {
         CpuSet::from_cpus(self.tasks.iter().map(|t| t.cpu))
     }
 
+    /// The cpusets of the rt CPUs, smallest first: each task domain, then the instance
+    /// over all of them (v1: a best-effort partition on CPUs of a non-exclusive rt
+    /// partition gets its cpuset under the smallest that holds its CPUs, since no
+    /// sibling of an exclusive cpuset may use its CPUs).
+    pub fn cpusets(&self) -> Vec<(CpuSet, PathBuf)> {
+        let mut all: Vec<(CpuSet, PathBuf)> = self
+            .domains
+            .iter()
+            .chain(&self.instance)
+            .filter_map(|d| Some((CpuSet::parse(d.cpus()).ok()?, d.dir().to_path_buf())))
+            .collect();
+        all.sort_by_key(|(cpus, _)| cpus.iter().count());
+        all
+    }
+
     /// What a mode agent needs of every task, in declaration order: its pid, whether it
     /// starts parked, and a mapping of its mode words.
     pub fn mode_ports(&self) -> Result<Vec<TaskPort>> {

@@ -251,6 +251,7 @@ pub(crate) fn build(
     link_channels(system, options, &first_task, &mut spec)?;
     crate::pipes::link_pipelines(system, &mut spec)?;
     spec.windows = windows(system, options)?;
+    spec.background = crate::background::of_system(system);
     if let Some(power) = spec.windows.as_mut().and_then(|w| w.power.as_mut()) {
         power.tasks = scalings(system);
         debug_assert_eq!(power.tasks.len(), spec.tasks.len());

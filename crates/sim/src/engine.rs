@@ -251,6 +251,8 @@ pub struct Sim<'a> {
     tracing: bool,
     events: Vec<Event>,
     jobs_done: u64,
+    /// Per CPU, the time an rt job ran on it (indexed by CPU number).
+    busy: Vec<Nanos>,
     finished: bool,
     windows: Option<Driver>,
     windows_gen: u64,
@@ -288,6 +290,7 @@ impl<'a> Sim<'a> {
             tracing,
             events: Vec::new(),
             jobs_done: 0,
+            busy: Vec::new(),
             finished: false,
             windows: None,
             windows_gen: 0,
@@ -762,6 +765,11 @@ impl<'a> Sim<'a> {
             let Some(run) = slot.running else { continue };
             let elapsed = t - slot.since;
             slot.since = t;
+            let cpu = slot.cpu as usize;
+            if self.busy.len() <= cpu {
+                self.busy.resize(cpu + 1, 0);
+            }
+            self.busy[cpu] += elapsed;
             let work = bulkhead_windows::drive::work(elapsed, slot.speed);
             let s = run.server as usize;
             let job = &mut self.tasks[run.task as usize].jobs[0];
@@ -1011,6 +1019,9 @@ impl<'a> Sim<'a> {
             pipelines: Vec::new(),
             energy: self.windows.as_ref().and_then(Driver::energy),
             stops: self.stop_events.clone(),
+            background: crate::background::stats(&self.spec.background, self.now, |cpu| {
+                self.busy.get(cpu as usize).copied().unwrap_or(0)
+            }),
         }
     }
 }

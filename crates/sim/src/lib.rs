@@ -14,6 +14,7 @@
 //!
 //! Output: `bulkhead-trace` events (schedule log, Perfetto trace) and a [`Report`].
 
+pub mod background;
 mod build;
 mod channels;
 mod energy;

@@ -30,6 +30,21 @@ pub struct Report {
     /// The stop protocol's events of the suspensions, in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stops: Vec<crate::stop::StopEvent>,
+    /// Best-effort partitions on CPUs of non-exclusive rt partitions: the CPU time they
+    /// got in the background of the rt tasks ([`crate::background`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub background: Vec<BackgroundStats>,
+}
+
+/// What a best-effort partition on rt CPUs got.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct BackgroundStats {
+    pub partition: String,
+    pub cpus: Vec<u32>,
+    /// CPU time, all its CPUs together.
+    pub cpu_ns: Nanos,
+    /// `cpu_ns` over the simulated time (1.0 = one whole CPU).
+    pub share_of_one_cpu: f64,
 }
 
 /// One mode switch request and how it went.

@@ -166,6 +166,8 @@ pub struct Spec {
     pub inner: Vec<Option<Policy>>,
     /// The modes, their table and the mode manager's set-up (a system with modes).
     pub modes: Option<ModesSpec>,
+    /// Best-effort partitions in the background of non-exclusive rt partitions' tasks.
+    pub background: Vec<crate::background::BackgroundSpec>,
 }
 
 impl Spec {

@@ -3,7 +3,8 @@
 //! of bulkhead fifo (busy-poll and blocking), bulkhead latest, a bare SPSC
 //! ring (the physical limit), a raw futex ping-pong, iceoryx2 and a Unix
 //! socket. Prints a table, the channel targets against what was measured,
-//! and one JSON object as its last line.
+//! and one JSON object as its last line. `--quick`: 20x fewer round trips and
+//! 10x fewer one-way messages, one run each (seconds instead of minutes).
 //!
 //! The parent runs each measurement against a child (this same executable,
 //! `child TRANSPORT PHASE COUNT TAG`) that receives its shared-memory fds
@@ -21,9 +22,32 @@ use std::time::Instant;
 
 type Msg = [u8; 32];
 const WARMUP: u64 = 20_000;
-const SAMPLES: u64 = 200_000;
-const SLOW_SAMPLES: u64 = 50_000;
-const TPUT_MSGS: u64 = 5_000_000;
+
+/// How much each measurement takes: round trips of the fast (busy-polling) and the
+/// sleeping transports, one-way messages of a throughput run, and runs of each.
+struct Sizes {
+    samples: u64,
+    slow_samples: u64,
+    tput_msgs: u64,
+    runs: usize,
+}
+
+/// The full benchmark (minutes on two CPUs).
+const FULL: Sizes = Sizes {
+    samples: 200_000,
+    slow_samples: 50_000,
+    tput_msgs: 5_000_000,
+    runs: 3,
+};
+
+/// `--quick` (`bench/run channels --quick`): a smoke test of seconds whose figures
+/// mean little.
+const QUICK: Sizes = Sizes {
+    samples: 10_000,
+    slow_samples: 2_000,
+    tput_msgs: 500_000,
+    runs: 1,
+};
 const DEPTH: u32 = 256;
 
 fn msg(n: u64) -> Msg {
@@ -614,23 +638,19 @@ fn child(args: &[String]) {
     ctl.write_all(b"d").expect("done");
 }
 
-/// Round trips: (median ns, p99 ns).
-/// Runs per measurement; the best is kept, so that a run disturbed by other
-/// load on the machine (a preempted process) does not stand for the transport.
-const RUNS: usize = 3;
-
-/// Best (lowest-median) of [`RUNS`] round-trip measurements.
-fn best_rtt(transport: &str, samples: u64) -> (u64, u64) {
-    (0..RUNS)
+/// Best (lowest-median) of `sizes.runs` round-trip measurements: a run disturbed by
+/// other load on the machine (a preempted process) does not stand for the transport.
+fn best_rtt(transport: &str, samples: u64, sizes: &Sizes) -> (u64, u64) {
+    (0..sizes.runs)
         .map(|_| measure_rtt(transport, samples))
         .min()
         .expect("runs")
 }
 
-/// Best of [`RUNS`] throughput measurements.
-fn best_tput(transport: &str) -> f64 {
-    (0..RUNS)
-        .map(|_| measure_tput(transport))
+/// Best of `sizes.runs` throughput measurements.
+fn best_tput(transport: &str, sizes: &Sizes) -> f64 {
+    (0..sizes.runs)
+        .map(|_| measure_tput(transport, sizes.tput_msgs))
         .fold(0.0, f64::max)
 }
 
@@ -646,23 +666,26 @@ fn measure_rtt(transport: &str, samples: u64) -> (u64, u64) {
 }
 
 /// One-way throughput in messages per second (until the child has them all).
-fn measure_tput(transport: &str) -> f64 {
+fn measure_tput(transport: &str, msgs: u64) -> f64 {
     let tag = format!("{}-{transport}-tput", std::process::id());
-    let peer = Peer::spawn(transport, "tput", TPUT_MSGS, &tag);
+    let peer = Peer::spawn(transport, "tput", msgs, &tag);
     let mut run = link_for(transport, &peer, &tag, true);
     let mut ready = [0u8; 1];
     (&peer.ctl).read_exact(&mut ready).expect("child ready");
     let t = Instant::now();
-    run(TPUT_MSGS, false);
+    run(msgs, false);
     peer.done();
-    TPUT_MSGS as f64 / t.elapsed().as_secs_f64()
+    msgs as f64 / t.elapsed().as_secs_f64()
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("child") {
         return child(&args[1..]);
     }
+    let quick = args.iter().any(|a| a == "--quick");
+    args.retain(|a| a != "--quick");
+    let sizes = if quick { &QUICK } else { &FULL };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus < 2 {
         eprintln!("warning: {cpus} CPU available; the two processes share it");
@@ -670,15 +693,27 @@ fn main() {
     set_log_level(LogLevel::Error);
     pin(0);
     let transports = [
-        ("fifo", "bulkhead fifo (busy-poll)", SAMPLES),
-        ("fifo-blocking", "bulkhead fifo (blocking)", SLOW_SAMPLES),
-        ("latest", "bulkhead latest", SAMPLES),
-        ("bare", "bare SPSC ring", SAMPLES),
-        ("futex", "raw futex ping-pong", SLOW_SAMPLES),
-        ("iceoryx2", "iceoryx2 0.9 pub/sub", SAMPLES),
-        ("unix", "Unix socket", SLOW_SAMPLES),
+        ("fifo", "bulkhead fifo (busy-poll)", sizes.samples),
+        (
+            "fifo-blocking",
+            "bulkhead fifo (blocking)",
+            sizes.slow_samples,
+        ),
+        ("latest", "bulkhead latest", sizes.samples),
+        ("bare", "bare SPSC ring", sizes.samples),
+        ("futex", "raw futex ping-pong", sizes.slow_samples),
+        ("iceoryx2", "iceoryx2 0.9 pub/sub", sizes.samples),
+        ("unix", "Unix socket", sizes.slow_samples),
     ];
-    println!("two processes pinned to CPU 0 and 1, 32-byte messages, {SAMPLES} round trips (fast) / {SLOW_SAMPLES} (sleeping), {TPUT_MSGS} one-way; best of {RUNS} runs each");
+    println!(
+        "two processes pinned to CPU 0 and 1, 32-byte messages, {} round trips (fast) / {} \
+         (sleeping), {} one-way; best of {} runs each{}",
+        sizes.samples,
+        sizes.slow_samples,
+        sizes.tput_msgs,
+        sizes.runs,
+        if quick { " (--quick)" } else { "" }
+    );
     println!(
         "{:<28} {:>12} {:>12} {:>16}",
         "transport", "rtt median", "rtt p99", "one-way msg/s"
@@ -690,10 +725,10 @@ fn main() {
     let only: Vec<&str> = args.iter().map(String::as_str).collect();
     if !only.is_empty() {
         for (key, label, samples) in transports.iter().filter(|t| only.contains(&t.0)) {
-            let (m, p) = best_rtt(key, *samples);
+            let (m, p) = best_rtt(key, *samples, sizes);
             let t = ["fifo", "bare", "iceoryx2"]
                 .contains(key)
-                .then(|| best_tput(key));
+                .then(|| best_tput(key, sizes));
             println!(
                 "{label:<28} {m:>9} ns {p:>9} ns {:>14.2} M",
                 t.unwrap_or(0.0) / 1e6
@@ -703,10 +738,10 @@ fn main() {
         return;
     }
     for (key, label, samples) in transports {
-        let (m, p) = best_rtt(key, samples);
+        let (m, p) = best_rtt(key, samples, sizes);
         let tput = ["fifo", "bare", "iceoryx2"]
             .contains(&key)
-            .then(|| best_tput(key));
+            .then(|| best_tput(key, sizes));
         let t = tput.map_or("-".to_string(), |t| format!("{:.2} M", t / 1e6));
         println!("{label:<28} {m:>9} ns {p:>9} ns {t:>16}");
         let k = key.replace('-', "_").replace("bare", "bare_ring");
