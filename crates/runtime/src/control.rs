@@ -7,6 +7,7 @@
 //! shows), its jobs and misses from the drain thread's latest figures. Peers that are
 //! neither root nor the supervisor's user are refused by the server and logged here.
 
+use crate::health::Managers;
 use crate::links::Links;
 use crate::modes::ModeManager;
 use crate::stopstart::{Phase, StopStartManager};
@@ -171,9 +172,12 @@ impl Control {
         self.state.stop_start = None;
     }
 
-    /// The mode manager of a system with modes, for the health monitor's switches.
-    pub fn modes_mut(&mut self) -> Option<&mut ModeManager> {
-        self.state.modes.as_mut()
+    /// The mode and stop-start managers, for the health monitor's switches and suspends.
+    pub fn managers(&mut self) -> Managers<'_> {
+        Managers {
+            modes: self.state.modes.as_mut(),
+            stop_start: self.state.stop_start.as_mut(),
+        }
     }
 
     /// Stops the mode manager and its agents (before the tasks are stopped).
