@@ -366,3 +366,101 @@ fn an_exit_suspends_the_system_through_stop_start() {
         .count();
     assert!(between <= 1, "{between} releases while suspended: {stderr}");
 }
+
+/// `ctl status` shows each supervision's state: a silent process's watchdog has fired
+/// (its `log` taken) and says how long the process has been silent; the exit
+/// supervision of the other has not fired.
+#[test]
+#[ignore = "needs root: cgroups, SCHED_DEADLINE"]
+fn ctl_status_shows_each_supervisions_state() {
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("health-status");
+    let file = scratch.file("hm-status.yaml");
+    std::fs::write(
+        &file,
+        "system: {}\npartitions:\n  - name: hm-st\n    cpus: 1\n    processes:\n      - {cmd: sleep 30, health: {watchdog: {timeout: 100ms, action: log, then: {after: 1000, action: stop}}}}\n      - {cmd: sleep 30, health: {on_exit: {action: restart}}}\n",
+    )
+    .unwrap();
+    let socket = scratch.file("ctl.sock");
+    let mut run = common::bulkhead()
+        .current_dir(&scratch.0)
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--timeout",
+            "20s",
+            "--control",
+        ])
+        .arg(&socket)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = || -> Option<serde_json::Value> {
+        let out = common::bulkhead()
+            .args([
+                "ctl",
+                "--control",
+                socket.to_str().unwrap(),
+                "status",
+                "--json",
+            ])
+            .output()
+            .ok()?;
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        Some(doc["status"]["health"].clone())
+    };
+    // Asked until the watchdog has fired at least twice (about 200 ms), for 10 s at most.
+    let fired = |h: &serde_json::Value| h[0]["fired"].as_u64().unwrap_or(0);
+    let mut health = serde_json::Value::Null;
+    for _ in 0..100 {
+        health = status().unwrap_or_default();
+        if fired(&health) >= 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let text = common::bulkhead()
+        .args(["ctl", "--control", socket.to_str().unwrap(), "status"])
+        .output()
+        .unwrap();
+    // SAFETY: kill has no memory preconditions; `run` is our unreaped child.
+    unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
+    let _ = run.wait();
+    assert!(fired(&health) >= 2, "{health}");
+    assert_eq!(
+        (
+            &health[0]["partition"],
+            &health[0]["process"],
+            &health[0]["supervision"],
+            &health[0]["next_action"]
+        ),
+        (
+            &serde_json::json!("hm-st"),
+            &serde_json::json!(0),
+            &serde_json::json!("watchdog"),
+            &serde_json::json!("log")
+        ),
+        "{health}"
+    );
+    assert!(health[0]["silent_ns"].as_u64().is_some(), "{health}");
+    assert_eq!(
+        (
+            &health[1]["process"],
+            &health[1]["supervision"],
+            &health[1]["fired"]
+        ),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!("on_exit"),
+            &serde_json::json!(0)
+        ),
+        "{health}"
+    );
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(
+            "health: process 1 of partition hm-st: on_exit fired 0 times, next action restart\n"
+        ),
+        "{text}"
+    );
+}

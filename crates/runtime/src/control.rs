@@ -7,7 +7,7 @@
 //! shows), its jobs and misses from the drain thread's latest figures. Peers that are
 //! neither root nor the supervisor's user are refused by the server and logged here.
 
-use crate::health::Managers;
+use crate::health::{Managers, SharedHealth};
 use crate::links::Links;
 use crate::modes::ModeManager;
 use crate::stopstart::{Phase, StopStartManager};
@@ -54,6 +54,8 @@ struct State {
     memory: Vec<(String, PathBuf)>,
     /// The window schedule of a system with windows, and where it is.
     windows: Option<Windows>,
+    /// The run's health monitor, if any task or process has a `health:` key.
+    health: Option<SharedHealth>,
 }
 
 /// The windows of one major frame and the one running now.
@@ -86,6 +88,7 @@ impl Control {
                 stop_start: None,
                 memory: Vec::new(),
                 windows: None,
+                health: None,
             },
         })
     }
@@ -154,6 +157,11 @@ impl Control {
             w.now = Some((window, Instant::now()));
             w.started += 1;
         }
+    }
+
+    /// Answers `status` with the supervisions of `health` from now on.
+    pub fn supervise(&mut self, health: SharedHealth) {
+        self.state.health = Some(health);
     }
 
     /// Serves `mode` requests with `modes` from now on.
@@ -364,6 +372,11 @@ impl State {
                 }
             }),
             windows: self.windows.as_ref().and_then(Windows::status),
+            health: self
+                .health
+                .as_ref()
+                .map(crate::health::statuses)
+                .unwrap_or_default(),
         }
     }
 

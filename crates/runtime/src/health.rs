@@ -12,7 +12,8 @@ use crate::modes::ModeManager;
 use crate::stopstart::StopStartManager;
 use crate::tasks::RtPartitions;
 use crate::RunError;
-use bulkhead_model::health::monitor::{Decision, Evidence, Monitor};
+use bulkhead_control::SupervisionStatus;
+use bulkhead_model::health::monitor::{Decision, Evidence, Monitor, SupervisionState};
 use bulkhead_model::health::{Action, Member};
 use bulkhead_model::{PartitionKind, System};
 use bulkhead_os::clock::now_ns;
@@ -143,6 +144,30 @@ pub fn serve_rt(health: &SharedHealth, rt: &mut RtPartitions) {
         }
         h.done(&d, restarted.map(drop));
     }
+}
+
+/// Each supervision's state now, for `ctl status`.
+pub fn statuses(health: &SharedHealth) -> Vec<SupervisionStatus> {
+    let h = lock(health);
+    let states = h.monitor.states(now_ns()).into_iter();
+    let status = |s: SupervisionState| {
+        let (partition, member) = h.monitor.member(s.member);
+        let (task, process) = match member {
+            Member::Task(t) => (Some(t.clone()), None),
+            Member::Process(k) => (None, Some(*k as u32)),
+        };
+        SupervisionStatus {
+            partition: partition.to_string(),
+            task,
+            process,
+            supervision: s.supervision.to_string(),
+            fired: s.fired,
+            next_action: s.next_action.text(),
+            misses: s.misses,
+            silent_ns: s.silent_ns,
+        }
+    };
+    states.map(status).collect()
 }
 
 /// `task `T`` or `process K`, as messages name a supervised member.

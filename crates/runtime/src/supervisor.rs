@@ -249,6 +249,9 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let notice = crate::stopstart::hand_notice(system, options, &mut links)?;
     links.listen(system)?;
     if let Some(c) = control.as_mut() {
+        if let Some(h) = &health {
+            c.supervise(h.clone());
+        }
         c.count_channels(links.described());
         c.hand_status(system, &mut links)?;
     }
