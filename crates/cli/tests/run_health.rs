@@ -466,3 +466,43 @@ fn ctl_status_shows_each_supervisions_state() {
         "{text}"
     );
 }
+
+/// A restarted SCHED_FIFO task stays under its budget enforcer: a task that overruns its
+/// budget in every job and exits after 3 jobs is restarted again and again, and the
+/// summary counts it throttled in about every period, not only in its first process's.
+#[test]
+#[ignore = "needs root: cgroups, SCHED_FIFO"]
+fn a_restarted_fifo_task_stays_under_its_budget_enforcer() {
+    let Some((periodic, _lock)) = common::rt_test_setup() else {
+        return;
+    };
+    let scratch = Scratch::new("health-fifo-restart");
+    let yaml = format!(
+        "system: {{cpus: 0-1}}\npartitions:\n  - name: hm-fifo\n    kind: rt\n    cpus: 1\n    tasks:\n      - {{name: over, cmd: {} --activations 3 --exec-us 3000, budget: 1ms, period: 10ms, health: {{on_exit: {{action: restart}}}}}}\n",
+        periodic.display()
+    );
+    let (code, stderr) = run(&scratch, &yaml, "1500ms");
+    assert_eq!(code, Some(0), "{stderr}");
+    let restarts = stderr
+        .matches("task `over` of partition `hm-fifo`: exit: restart")
+        .count();
+    assert!(restarts >= 5, "{restarts} restarts: {stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("task `over` ") && l.contains(" jobs"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let number = |before: &str| -> u64 {
+        let head = line.split(before).next().unwrap();
+        head.rsplit(' ')
+            .find(|w| !w.is_empty())
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (jobs, throttled) = (number(" jobs"), number(" periods"));
+    // Without the enforcer for the new pids only the first process's 3 jobs count.
+    assert!(
+        jobs >= 15 && 2 * throttled >= jobs,
+        "{throttled} of {jobs}: {line}"
+    );
+}

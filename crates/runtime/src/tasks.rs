@@ -600,18 +600,29 @@ impl RtPartitions {
         let chosen = |t: &Running| {
             &*t.partition == partition && (names.is_empty() || names.contains(&&*t.task))
         };
-        let mut restarted = Vec::new();
-        let mut fifo = false;
-        for t in self.tasks.iter_mut().filter(|t| chosen(t)) {
-            t.respawn(&self.workdir)?;
-            fifo |= matches!(t.policy, Policy::Fifo { .. });
-            restarted.push(t.task.to_string());
-        }
+        let fifo = self
+            .tasks
+            .iter()
+            .any(|t| chosen(t) && matches!(t.policy, Policy::Fifo { .. }));
+        // Stopped before the pids change, so that what they throttled is counted.
         if fifo {
             self.stop_enforcers();
+        }
+        let mut restarted = Vec::new();
+        let workdir = &self.workdir;
+        let respawned = self
+            .tasks
+            .iter_mut()
+            .filter(|t| chosen(t))
+            .try_for_each(|t| {
+                t.respawn(workdir)?;
+                restarted.push(t.task.to_string());
+                Ok(())
+            });
+        if fifo {
             self.start_enforcers().map_err(|e| e.to_string())?;
         }
-        Ok(restarted)
+        respawned.map(|()| restarted)
     }
 
     /// Stops the budget enforcers, adding what they throttled to the tasks' figures.
