@@ -190,6 +190,7 @@ fn status_text(s: &Status) -> String {
             ss.order.join(" > ")
         );
     }
+    out += &s.health.iter().map(supervision_text).collect::<String>();
     for c in &s.channels {
         let end = |e: &bulkhead_control::EndStatus| match e.pid {
             Some(pid) => format!("{} (pid {pid})", e.state),
@@ -211,6 +212,26 @@ fn status_text(s: &Status) -> String {
         );
     }
     out
+}
+
+/// One supervision of a `health:` key: `health: task acc of partition control: on_miss
+/// fired 1 times, next action mode: safe, 2 misses in its window`.
+fn supervision_text(h: &bulkhead_control::SupervisionStatus) -> String {
+    let who = match (&h.task, h.process) {
+        (Some(t), _) => format!("task {t}"),
+        (None, Some(k)) => format!("process {k}"),
+        (None, None) => "-".to_string(),
+    };
+    let misses = h
+        .misses
+        .map_or(String::new(), |m| format!(", {m} misses in its window"));
+    let silent = h.silent_ns.map_or(String::new(), |ns| {
+        format!(", silent for {}", format_duration(ns))
+    });
+    format!(
+        "health: {who} of partition {}: {} fired {} times, next action {}{misses}{silent}\n",
+        h.partition, h.supervision, h.fired, h.next_action
+    )
 }
 
 /// Bytes in MiB with one decimal: `4.1MiB`.

@@ -84,6 +84,15 @@ impl Handler for Fake {
                         order: vec!["ivi".into(), "nav".into()],
                     }),
                     windows: None,
+                    health: vec![SupervisionStatus {
+                        partition: "nav".into(),
+                        task: Some("route".into()),
+                        supervision: "on_miss".into(),
+                        fired: 1,
+                        next_action: "mode: safe".into(),
+                        misses: Some(2),
+                        ..SupervisionStatus::default()
+                    }],
                 },
             ),
             Request::Mode { name } if name == "highway" => Response::mode(
@@ -177,6 +186,7 @@ fn status_prints_partitions_tasks_mode_and_channels() {
         "task route            fifo priority 90 4ms every 50ms (deadline 50ms), pid 4242, 30 jobs, 0 misses",
         "channel route2ivi (latest): nav -> ivi, 30 written, 29 read, 1 lost (0 dropped, 1 overwritten); writer attached (pid 4250), reader closed",
         "stop-start: suspended, 3 cycles, last suspend 4ms, last resume -, order ivi > nav",
+        "health: task route of partition nav: on_miss fired 1 times, next action mode: safe, 2 misses in its window",
     ] {
         assert!(stdout.contains(line), "`{line}` in\n{stdout}");
     }

@@ -299,6 +299,32 @@ pub struct Status {
     /// The window schedule's position (`null` for a system without windows).
     #[serde(default)]
     pub windows: Option<WindowsStatus>,
+    /// Each supervision of the `health:` keys (none for a system without them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub health: Vec<SupervisionStatus>,
+}
+
+/// Where one supervision of a `health:` key stands (docs/health.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SupervisionStatus {
+    pub partition: String,
+    /// The supervised rt task, or the index of the supervised process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<u32>,
+    /// `on_miss`, `on_overrun`, `on_exit` or `watchdog`.
+    pub supervision: String,
+    /// How often it fired.
+    pub fired: u64,
+    /// The action its next firing takes, as written (`mode: NAME`).
+    pub next_action: String,
+    /// `on_miss`: misses within its window now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub misses: Option<u32>,
+    /// `watchdog`: the time since the last heartbeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub silent_ns: Option<u64>,
 }
 
 /// Where the window schedule is: the window running now and how far into it.

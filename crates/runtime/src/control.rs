@@ -7,6 +7,7 @@
 //! shows), its jobs and misses from the drain thread's latest figures. Peers that are
 //! neither root nor the supervisor's user are refused by the server and logged here.
 
+use crate::health::{Managers, SharedHealth};
 use crate::links::Links;
 use crate::modes::ModeManager;
 use crate::stopstart::{Phase, StopStartManager};
@@ -53,6 +54,8 @@ struct State {
     memory: Vec<(String, PathBuf)>,
     /// The window schedule of a system with windows, and where it is.
     windows: Option<Windows>,
+    /// The run's health monitor, if any task or process has a `health:` key.
+    health: Option<SharedHealth>,
 }
 
 /// The windows of one major frame and the one running now.
@@ -85,6 +88,7 @@ impl Control {
                 stop_start: None,
                 memory: Vec::new(),
                 windows: None,
+                health: None,
             },
         })
     }
@@ -155,6 +159,11 @@ impl Control {
         }
     }
 
+    /// Answers `status` with the supervisions of `health` from now on.
+    pub fn supervise(&mut self, health: SharedHealth) {
+        self.state.health = Some(health);
+    }
+
     /// Serves `mode` requests with `modes` from now on.
     pub fn manage(&mut self, modes: ModeManager) {
         self.state.modes = Some(modes);
@@ -171,9 +180,12 @@ impl Control {
         self.state.stop_start = None;
     }
 
-    /// The mode manager of a system with modes, for the health monitor's switches.
-    pub fn modes_mut(&mut self) -> Option<&mut ModeManager> {
-        self.state.modes.as_mut()
+    /// The mode and stop-start managers, for the health monitor's switches and suspends.
+    pub fn managers(&mut self) -> Managers<'_> {
+        Managers {
+            modes: self.state.modes.as_mut(),
+            stop_start: self.state.stop_start.as_mut(),
+        }
     }
 
     /// Stops the mode manager and its agents (before the tasks are stopped).
@@ -360,6 +372,11 @@ impl State {
                 }
             }),
             windows: self.windows.as_ref().and_then(Windows::status),
+            health: self
+                .health
+                .as_ref()
+                .map(crate::health::statuses)
+                .unwrap_or_default(),
         }
     }
 

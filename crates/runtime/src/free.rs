@@ -262,7 +262,7 @@ impl FreeRun {
     pub fn poll(&mut self, restart: bool) {
         let now = Instant::now();
         if restart {
-            self.restart_silent(now);
+            self.restart_decided(now);
         }
         for i in 0..self.procs.len() {
             self.beats(i);
@@ -357,36 +357,40 @@ impl FreeRun {
         }
     }
 
-    /// Restarts the running processes whose watchdog decided so: killed, reaped (the
-    /// kill of its whole cgroup ends it at once), started again at the next poll.
-    fn restart_silent(&mut self, now: Instant) {
+    /// Carries out the restarts the monitor decided for processes (a watchdog's, or a
+    /// `restart_partition`): each process concerned (the member, or every process of its
+    /// partition) is killed if it runs, reaped (the kill of its whole cgroup ends it at
+    /// once) and started again at the next poll; the decision is done when the member's
+    /// new process starts.
+    fn restart_decided(&mut self, now: Instant) {
         let Some(health) = &self.health else { return };
-        let decisions = lock(health).take_restarts();
+        let decisions = lock(health).take_be_restarts();
         for d in decisions {
-            let Some(p) = self
+            let Some(m) = self
                 .procs
-                .iter_mut()
-                .find(|p| p.supervised == Some(d.member))
+                .iter()
+                .position(|p| p.supervised == Some(d.member))
             else {
                 continue;
             };
-            if p.state != State::Running {
-                continue;
+            let whole = d.action == Action::RestartPartition;
+            let partition = self.procs[m].partition.freezer_dir.clone();
+            for p in &mut self.procs {
+                let chosen = match whole {
+                    true => p.partition.freezer_dir == partition,
+                    false => p.supervised == Some(d.member),
+                };
+                if chosen && !matches!(p.state, State::Restarting(_)) {
+                    p.end_for_restart(now);
+                }
             }
-            p.cgroup.kill();
-            let mut status = 0;
-            // SAFETY: waitpid on our own child, killed above, with a valid status pointer.
-            unsafe { libc::waitpid(p.pid, &mut status, 0) };
-            p.memory = None;
-            p.last_status = Some(ExitStatus::from_raw(status));
-            p.state = State::Restarting(now);
-            p.healing = Some(d);
+            self.procs[m].healing = Some(d);
         }
     }
 
     /// Feeds the exit of process `i` to the health monitor; true when its `on_exit`
     /// decided what follows (instead of `restart:` and the exit's report): a restart now,
-    /// or its end with the action logged, or queued for the supervisor's loop.
+    /// or its end with the action routed ([`crate::health::Health::route`]).
     fn heal(&mut self, i: usize, now: Instant) -> bool {
         let (Some(health), Some(h)) = (&self.health, self.procs[i].supervised) else {
             return false;
@@ -396,22 +400,16 @@ impl FreeRun {
             return false;
         };
         let p = &mut self.procs[i];
-        let status = p.last_status.map(|s| s.to_string()).unwrap_or_default();
-        match d.action {
-            Action::Restart => {
-                p.cgroup.kill();
-                p.state = State::Restarting(now);
-                p.healing = Some(d);
-                return true;
-            }
-            Action::Stop => {
-                health.stop(format!("{} exited: {status}; health action: stop", p.what));
-                health.done(&d, Ok(()));
-            }
-            Action::Mode(_) => health.request(d),
-            _ => health.done(&d, Ok(())),
+        if d.action == Action::Restart {
+            p.cgroup.kill();
+            p.state = State::Restarting(now);
+            p.healing = Some(d);
+            return true;
         }
+        let status = p.last_status.map(|s| s.to_string()).unwrap_or_default();
+        let why = format!("{} exited: {status}; health action: stop", p.what);
         p.state = State::Ended;
+        health.route(d, why);
         true
     }
 
@@ -498,6 +496,22 @@ struct Files<'a> {
     plans: &'a [Prepared],
     envs: &'a [Environment],
     limits: &'a [Limits],
+}
+
+impl FreeProc {
+    /// Kills it (its whole cgroup) and reaps it if it runs; started again at the next
+    /// poll after `now`.
+    fn end_for_restart(&mut self, now: Instant) {
+        if self.state == State::Running {
+            self.cgroup.kill();
+            let mut status = 0;
+            // SAFETY: waitpid on our own child, killed above, with a valid status pointer.
+            unsafe { libc::waitpid(self.pid, &mut status, 0) };
+            self.memory = None;
+            self.last_status = Some(ExitStatus::from_raw(status));
+        }
+        self.state = State::Restarting(now);
+    }
 }
 
 impl Files<'_> {

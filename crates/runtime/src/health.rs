@@ -9,8 +9,11 @@
 //! call but the clock read).
 
 use crate::modes::ModeManager;
+use crate::stopstart::StopStartManager;
+use crate::tasks::RtPartitions;
 use crate::RunError;
-use bulkhead_model::health::monitor::{Decision, Evidence, Monitor};
+use bulkhead_control::SupervisionStatus;
+use bulkhead_model::health::monitor::{Decision, Evidence, Monitor, SupervisionState};
 use bulkhead_model::health::{Action, Member};
 use bulkhead_model::{PartitionKind, System};
 use bulkhead_os::clock::now_ns;
@@ -24,8 +27,11 @@ pub struct Health {
     monitor: Monitor,
     /// Mode switches and stops for the supervisor's loop, in order.
     requests: Vec<Decision>,
-    /// Watchdog restarts of best-effort processes, for the free keeper.
-    restarts: Vec<Decision>,
+    /// Restarts of best-effort processes (`restart`, `restart_partition`), for the free
+    /// keeper.
+    be_restarts: Vec<Decision>,
+    /// Restarts of rt tasks, for the rt drain thread.
+    rt_restarts: Vec<Decision>,
     /// Events for the schedule log, times since `epoch_ns`.
     events: Vec<Event>,
     epoch_ns: u64,
@@ -33,35 +39,49 @@ pub struct Health {
     stop: Option<String>,
 }
 
-/// Fires the expired watchdogs (a process's restart goes to the free keeper) and
-/// carries out the queued mode switches and stops with `modes` (the mode manager, where
-/// the system has modes); true when the run must stop.
-pub fn serve(health: &SharedHealth, mut modes: Option<&mut ModeManager>) -> bool {
+/// What the supervisor's loop carries out health actions with: the mode manager (a
+/// system with modes) and the stop-start manager (a run with a control socket), the
+/// managers `ctl mode` and `ctl suspend` reach.
+#[derive(Default)]
+pub struct Managers<'a> {
+    pub modes: Option<&'a mut ModeManager>,
+    pub stop_start: Option<&'a mut StopStartManager>,
+}
+
+/// Fires the expired watchdogs (restarts go to the keeper of their member) and carries
+/// out the queued mode switches, suspends and stops with `managers`; true when the run
+/// must stop.
+pub fn serve(health: &SharedHealth, managers: Managers<'_>) -> bool {
+    let Managers {
+        mut modes,
+        mut stop_start,
+    } = managers;
     let mut h = lock(health);
-    let expired = h.monitor.tick(now_ns());
-    let mut decisions = h.take_requests();
-    for d in expired {
-        match d.action {
-            Action::Restart => h.restarts.push(d),
-            Action::Stop => {
-                let (partition, member) = h.monitor.member(d.member);
-                let why = format!(
-                    "{} of partition `{partition}` fell silent (no heartbeat within its watchdog's timeout); health action: stop",
-                    who(member)
-                );
-                h.stop(why);
-                decisions.push(d);
-            }
-            _ => decisions.push(d),
-        }
+    for d in h.monitor.tick(now_ns()) {
+        let (partition, member) = h.monitor.member(d.member);
+        let why = format!(
+            "{} of partition `{partition}` fell silent (no heartbeat within its watchdog's timeout); health action: stop",
+            who(member)
+        );
+        h.route(d, why);
     }
-    for d in decisions {
-        let result = match (&d.action, modes.as_deref_mut()) {
-            (Action::Mode(name), Some(m)) => match m.request(name, None) {
-                Some(r) if r.error.is_some() => Err(r.error.map(|e| e.message).unwrap_or_default()),
-                _ => Ok(()),
+    for d in h.take_requests() {
+        let result = match &d.action {
+            Action::Mode(name) => match modes.as_deref_mut() {
+                Some(m) => match m.request(name, None) {
+                    Some(r) if r.error.is_some() => {
+                        Err(r.error.map(|e| e.message).unwrap_or_default())
+                    }
+                    _ => Ok(()),
+                },
+                None => Err("the system has no mode manager".to_string()),
             },
-            (Action::Mode(_), None) => Err("the system has no mode manager".to_string()),
+            Action::Suspend => match stop_start.as_deref_mut() {
+                Some(s) => s.request_by(true, None, "health").map_or(Ok(()), |r| {
+                    Err(r.error.map(|e| e.message).unwrap_or_default())
+                }),
+                None => Err("the run has no stop-start manager".to_string()),
+            },
             _ => Ok(()),
         };
         h.done(&d, result);
@@ -70,8 +90,8 @@ pub fn serve(health: &SharedHealth, mut modes: Option<&mut ModeManager>) -> bool
 }
 
 /// Feeds a job event of the rt drain to the monitor: a deadline miss of a supervised
-/// task, or a completed job (a heartbeat of its watchdog); a decision is logged at once
-/// (`log`) or queued for the supervisor's loop.
+/// task, or a completed job (a heartbeat of its watchdog); a decision is routed
+/// ([`Health::route`]).
 pub fn job_event(health: &SharedHealth, event: &Event) {
     let (partition, task, evidence) = match &event.kind {
         EventKind::DeadlineMiss {
@@ -86,19 +106,68 @@ pub fn job_event(health: &SharedHealth, event: &Event) {
     let Some(i) = h.find(partition, &Member::Task(task.to_string())) else {
         return;
     };
-    let Some(d) = h.observe(i, evidence) else {
-        return;
-    };
-    match d.action {
-        Action::Log => h.done(&d, Ok(())),
-        Action::Stop => {
-            h.stop(format!(
-                "task `{task}` of partition `{partition}` missed its deadline; health action: stop"
-            ));
-            h.request(d);
-        }
-        _ => h.request(d),
+    if let Some(d) = h.observe(i, evidence) {
+        let why = format!(
+            "task `{task}` of partition `{partition}` missed its deadline; health action: stop"
+        );
+        h.route(d, why);
     }
+}
+
+/// Feeds the exits of rt tasks the drain thread reaped since its last call, and carries
+/// out the restarts decided for tasks (`restart`, `restart_partition` of an rt
+/// partition): each in `rt`, its `health_action` ending at the new process's start.
+pub fn serve_rt(health: &SharedHealth, rt: &mut RtPartitions) {
+    let mut h = lock(health);
+    for (partition, task, status) in rt.take_exits() {
+        let Some(i) = h.find(&partition, &Member::Task(task.clone())) else {
+            continue;
+        };
+        if let Some(d) = h.observe(i, Evidence::Exit) {
+            let why = format!(
+                "task `{task}` of partition `{partition}` exited: {status}; health action: stop"
+            );
+            h.route(d, why);
+        }
+    }
+    for d in std::mem::take(&mut h.rt_restarts) {
+        let (partition, member) = h.monitor.member(d.member);
+        let partition = partition.to_string();
+        let restarted = match (&d.action, member) {
+            (Action::Restart, Member::Task(task)) => rt.restart(&partition, &[task.as_str()]),
+            _ => rt.restart(&partition, &[]),
+        };
+        for task in restarted.as_deref().unwrap_or_default() {
+            if let Some(i) = h.find(&partition, &Member::Task(task.clone())) {
+                h.observe(i, Evidence::Heartbeat);
+            }
+        }
+        h.done(&d, restarted.map(drop));
+    }
+}
+
+/// Each supervision's state now, for `ctl status`.
+pub fn statuses(health: &SharedHealth) -> Vec<SupervisionStatus> {
+    let h = lock(health);
+    let states = h.monitor.states(now_ns()).into_iter();
+    let status = |s: SupervisionState| {
+        let (partition, member) = h.monitor.member(s.member);
+        let (task, process) = match member {
+            Member::Task(t) => (Some(t.clone()), None),
+            Member::Process(k) => (None, Some(*k as u32)),
+        };
+        SupervisionStatus {
+            partition: partition.to_string(),
+            task,
+            process,
+            supervision: s.supervision.to_string(),
+            fired: s.fired,
+            next_action: s.next_action.text(),
+            misses: s.misses,
+            silent_ns: s.silent_ns,
+        }
+    };
+    states.map(status).collect()
 }
 
 /// `task `T`` or `process K`, as messages name a supervised member.
@@ -117,17 +186,19 @@ pub fn lock(h: &SharedHealth) -> std::sync::MutexGuard<'_, Health> {
 
 impl Health {
     /// The monitor of `system`'s `health:` keys; `None` when it has none. Refuses the
-    /// supervisions and actions `run` does not carry out, naming them.
-    pub fn start(system: &System) -> Result<Option<SharedHealth>, RunError> {
+    /// supervisions and actions `run` does not carry out, naming them (`control`: the
+    /// run has a control socket).
+    pub fn start(system: &System, control: bool) -> Result<Option<SharedHealth>, RunError> {
         if system.health.is_empty() {
             return Ok(None);
         }
-        check(system)?;
+        check(system, control)?;
         let now = now_ns();
         Ok(Some(Arc::new(Mutex::new(Health {
             monitor: Monitor::new(&system.health, now),
             requests: Vec::new(),
-            restarts: Vec::new(),
+            be_restarts: Vec::new(),
+            rt_restarts: Vec::new(),
             events: Vec::new(),
             epoch_ns: now,
             stop: None,
@@ -149,19 +220,35 @@ impl Health {
         self.monitor.observe(i, evidence, now_ns())
     }
 
-    /// Queues `d` for the supervisor's loop (a mode switch or a stop).
-    pub fn request(&mut self, d: Decision) {
-        self.requests.push(d);
+    /// Sends `d` where it is carried out: a `log` is done at once; a restart goes to
+    /// the keeper of its member (the free keeper for a process, the rt drain thread for
+    /// a task); a mode switch, a suspend and a stop (which stops the run, `why`) to the
+    /// supervisor's loop.
+    pub fn route(&mut self, d: Decision, why: String) {
+        match (&d.action, self.monitor.member(d.member).1) {
+            (Action::Log, _) => self.done(&d, Ok(())),
+            (Action::Restart | Action::RestartPartition, Member::Process(_)) => {
+                self.be_restarts.push(d)
+            }
+            (Action::Restart | Action::RestartPartition, Member::Task(_)) => {
+                self.rt_restarts.push(d)
+            }
+            (Action::Stop, _) => {
+                self.stop(why);
+                self.requests.push(d);
+            }
+            (Action::Mode(_) | Action::Suspend, _) => self.requests.push(d),
+        }
     }
 
-    /// The queued mode switches and stops, emptied.
-    pub fn take_requests(&mut self) -> Vec<Decision> {
+    /// The queued mode switches, suspends and stops, emptied.
+    fn take_requests(&mut self) -> Vec<Decision> {
         std::mem::take(&mut self.requests)
     }
 
-    /// The watchdog restarts of processes decided so far, emptied.
-    pub fn take_restarts(&mut self) -> Vec<Decision> {
-        std::mem::take(&mut self.restarts)
+    /// The restarts of processes decided so far, emptied.
+    pub fn take_be_restarts(&mut self) -> Vec<Decision> {
+        std::mem::take(&mut self.be_restarts)
     }
 
     /// The run must stop: why.
@@ -212,11 +299,12 @@ impl Health {
     }
 }
 
-/// What `run` carries out: exits of best-effort processes, deadline misses of rt
-/// tasks and watchdogs of both, in a system without windows, with every action but
-/// `restart_partition` and `suspend` (`restart` of best-effort processes only). The
-/// rest is refused before anything starts.
-fn check(system: &System) -> Result<(), RunError> {
+/// What `run` carries out: every supervision but `on_overrun`, in a system without
+/// windows, with every action, where its manager exists: `suspend` needs the control
+/// socket's stop-start manager (`control`: the run has one), a restart of an rt task a
+/// system without modes (the mode agents hold the tasks' processes). The rest is
+/// refused before anything starts.
+fn check(system: &System, control: bool) -> Result<(), RunError> {
     if !system.windows.is_empty() {
         return Err(RunError::invalid(
             "health: not carried out by `run` yet in a system with a window schedule",
@@ -228,30 +316,28 @@ fn check(system: &System) -> Result<(), RunError> {
             .is_some_and(|p| p.kind == PartitionKind::Rt);
         let who = who(&s.member);
         let h = &s.health;
-        let unsupported = [
-            ("on_overrun", h.on_overrun.is_some()),
-            ("on_exit", rt && h.on_exit.is_some()),
-        ];
-        if let Some((key, _)) = unsupported.iter().find(|(_, given)| *given) {
+        if h.on_overrun.is_some() {
             return Err(RunError::invalid(format!(
-                "partition `{}`, {who}: health.{key}: not carried out by `run` yet (check, analyze and sim accept it)",
+                "partition `{}`, {who}: health.on_overrun: not carried out by `run` yet (check, analyze and sim accept it)",
                 s.partition
             )));
         }
         for (key, escalation) in h.escalations() {
             for step in &escalation.steps {
-                let carried = match step.action {
-                    Action::Log | Action::Mode(_) | Action::Stop => true,
-                    Action::Restart => !rt,
-                    Action::RestartPartition | Action::Suspend => false,
+                let why = match step.action {
+                    Action::Suspend if !control => {
+                        "needs the stop-start manager of a run with a control socket (--control)"
+                    }
+                    Action::Restart | Action::RestartPartition if rt && system.modes.is_some() => {
+                        "restarts no rt task in a system with modes yet"
+                    }
+                    _ => continue,
                 };
-                if !carried {
-                    return Err(RunError::invalid(format!(
-                        "partition `{}`, {who}: health.{key}: the action `{}` is not carried out by `run` yet",
-                        s.partition,
-                        step.action.text()
-                    )));
-                }
+                return Err(RunError::invalid(format!(
+                    "partition `{}`, {who}: health.{key}: the action `{}` {why}",
+                    s.partition,
+                    step.action.text()
+                )));
             }
         }
     }

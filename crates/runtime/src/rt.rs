@@ -387,6 +387,10 @@ fn drain_until_stopped(
         });
         put_mode_steps(mode_events, &mut sink);
         if let Some(h) = &health {
+            // Reaps first, so that the exits reach the monitor and a restart it decides
+            // comes before the run looks whether every task exited.
+            rt.all_exited();
+            crate::health::serve_rt(h, &mut rt);
             let events = crate::health::lock(h).take_events();
             events.into_iter().for_each(|e| sink.put(e));
         }

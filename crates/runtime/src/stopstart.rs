@@ -303,9 +303,21 @@ impl StopStartManager {
         Ok(())
     }
 
-    /// A `suspend` (`suspend`: true) or `resume` request: an error reply now, or `None`
-    /// when the worker took it (the reply comes through [`Self::collect`]).
+    /// A `suspend` (`suspend`: true) or `resume` request from the control socket: an
+    /// error reply now, or `None` when the worker took it (the reply comes through
+    /// [`Self::collect`]).
     pub fn request(&mut self, suspend: bool, ticket: Ticket) -> Option<Response> {
+        self.request_by(suspend, Some(ticket), "ctl")
+    }
+
+    /// [`Self::request`] from `by` (the events' `by`); without a ticket nothing is
+    /// replied once the worker is done.
+    pub fn request_by(
+        &mut self,
+        suspend: bool,
+        ticket: Option<Ticket>,
+        by: &'static str,
+    ) -> Option<Response> {
         let want = if suspend {
             Phase::Running
         } else {
@@ -347,8 +359,8 @@ impl StopStartManager {
             return Some(Response::error(None, code, message));
         }
         let job = match suspend {
-            true => Job::Suspend(Some(ticket), "ctl"),
-            false => Job::Resume(Some(ticket), "ctl"),
+            true => Job::Suspend(ticket, by),
+            false => Job::Resume(ticket, by),
         };
         let sent = self.jobs.as_ref().map(|j| j.send(job).is_ok());
         match sent {

@@ -6,7 +6,7 @@ use crate::cgroup::{self, Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::control::Control;
 use crate::event_loop::{EventLoop, Wake};
 use crate::free::{FreeKeeper, FreeRun};
-use crate::health::{lock, Health, SharedHealth};
+use crate::health::{lock, Health, Managers, SharedHealth};
 use crate::isolation::Confinements;
 use crate::limits::{self, Limits};
 use crate::links::Links;
@@ -237,7 +237,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     resolve_programs(system, &host)?;
     crate::affinity::check(system, &own_cpus())?;
     crate::stopstart::check_suspend_to_ram(system)?;
-    let health = Health::start(system)?;
+    let health = Health::start(system, options.control.is_some())?;
     let mut warnings = clean_leftovers(Some(&hierarchy));
     let mut control = options
         .control
@@ -249,6 +249,9 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let notice = crate::stopstart::hand_notice(system, options, &mut links)?;
     links.listen(system)?;
     if let Some(c) = control.as_mut() {
+        if let Some(h) = &health {
+            c.supervise(h.clone());
+        }
         c.count_channels(links.described());
         c.hand_status(system, &mut links)?;
     }
@@ -720,11 +723,14 @@ fn wait_services(
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
         if let Some((h, modes)) = &mut health {
-            let modes = match control.as_deref_mut() {
-                Some(c) => c.modes_mut(),
-                None => modes.as_deref_mut(),
+            let managers = match control.as_deref_mut() {
+                Some(c) => c.managers(),
+                None => Managers {
+                    modes: modes.as_deref_mut(),
+                    stop_start: None,
+                },
             };
-            if crate::health::serve(h, modes) {
+            if crate::health::serve(h, managers) {
                 return Ok(StopReason::Requested);
             }
         }

@@ -27,7 +27,7 @@ use crate::confine::Confinement;
 use crate::enforce::{Budgeted, Enforcer};
 use crate::prio;
 use bulkhead_analysis::system::{Placement, Report};
-use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Scheduler, System, Task};
+use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Resume, Scheduler, System, Task};
 use bulkhead_os::cpuset::{self, CpusetMount, ExclusiveDomain, Shield};
 use bulkhead_os::launch::{self, Env, Fds, Join, Launch, Program};
 use bulkhead_os::limit::V1Limit;
@@ -165,6 +165,14 @@ struct Running {
     /// its mode agent, which moves it: `u64::MAX` while parked, the start time after).
     judged_from: Arc<AtomicU64>,
     exited: bool,
+    /// What a restart starts it with again: its program, cgroups, confinement, and
+    /// whether it continues on its release grid or begins a new one.
+    exec: Exec,
+    cgroups: Vec<PathBuf>,
+    confinement: Confinement,
+    resume: Resume,
+    /// Records its last process wrote that a restart drained, reported at the next drain.
+    leftover: Vec<Record>,
     /// Next job index whose release was not yet reported.
     reported: u64,
     /// Message events the task dropped, as last reported.
@@ -238,6 +246,11 @@ pub struct RtPartitions {
     shield: Option<Shield>,
     /// v1 memory and pids cgroups of partitions with a memory or pids limit.
     limits: Vec<V1Limit>,
+    /// Working directory of the task processes (of a restarted one too).
+    workdir: PathBuf,
+    /// Tasks seen to end on their own since the last [`Self::take_exits`]: (partition,
+    /// task, how it ended).
+    exits: Vec<(String, String, String)>,
 }
 
 impl RtPartitions {
@@ -290,6 +303,8 @@ impl RtPartitions {
             instance: None,
             shield: None,
             limits: Vec::new(),
+            workdir: options.workdir.clone(),
+            exits: Vec::new(),
         };
         let dir = hierarchy.mount().join(&options.instance);
         if let (false, Some(cpus)) = (dir.exists(), rt_cpus(&system, &report)?) {
@@ -379,9 +394,9 @@ impl RtPartitions {
                     source,
                 })?;
                 link.set_release_offset_ns(task.offset);
-                let cgroups: Vec<Option<&Path>> = std::iter::once(self.domains[d].dir())
+                let cgroups: Vec<PathBuf> = std::iter::once(self.domains[d].dir())
                     .chain(joins.iter().map(PathBuf::as_path))
-                    .map(Some)
+                    .map(Path::to_path_buf)
                     .collect();
                 let confinement = confine(p, task);
                 let target = Target {
@@ -435,6 +450,11 @@ impl RtPartitions {
                         None => u64::MAX,
                     })),
                     exited: false,
+                    exec: plans[index as usize].clone(),
+                    cgroups,
+                    confinement,
+                    resume: task.resume,
+                    leftover: Vec::new(),
                     reported: 0,
                 });
                 index += 1;
@@ -474,7 +494,7 @@ impl RtPartitions {
                     priority,
                     budget: t.link.spec().budget_ns,
                     period: t.link.spec().period_ns,
-                    first_release: self.epoch_ns + t.link.release_offset_ns(),
+                    first_release: t.link.epoch_ns() + t.link.release_offset_ns(),
                 });
             }
         }
@@ -564,10 +584,70 @@ impl RtPartitions {
                 t.exited = true;
                 if !self.stopping {
                     t.stats.ended_early = Some(status.to_string());
+                    let (p, task) = (t.partition.to_string(), t.task.to_string());
+                    self.exits.push((p, task, status.to_string()));
                 }
             }
         }
         self.tasks.iter().all(|t| t.exited)
+    }
+
+    /// The tasks seen to end on their own since the last call: (partition, task, how it
+    /// ended).
+    pub fn take_exits(&mut self) -> Vec<(String, String, String)> {
+        std::mem::take(&mut self.exits)
+    }
+
+    /// Starts again the tasks `names` of `partition` (every task of it when `names` is
+    /// empty), running or not, through the same launcher, cgroups, confinement and
+    /// reservation as at the start (JuMP2start 2.2: a continuable task goes on at the
+    /// first release of its grid after the restart, a restartable one begins a new grid
+    /// at the restart instant; the new process's first activation carries `RESTARTED`).
+    /// Releases before the restart are not judged. SCHED_FIFO budget enforcers are
+    /// started again for the new pids. Returns the restarted tasks' names; on error the
+    /// tasks restarted before it stay running.
+    /// Precondition: no mode agent holds the tasks (a system without modes).
+    pub fn restart(
+        &mut self,
+        partition: &str,
+        names: &[&str],
+    ) -> std::result::Result<Vec<String>, String> {
+        let chosen = |t: &Running| {
+            &*t.partition == partition && (names.is_empty() || names.contains(&&*t.task))
+        };
+        let fifo = self
+            .tasks
+            .iter()
+            .any(|t| chosen(t) && matches!(t.policy, Policy::Fifo { .. }));
+        // Stopped before the pids change, so that what they throttled is counted.
+        if fifo {
+            self.stop_enforcers();
+        }
+        let mut restarted = Vec::new();
+        let workdir = &self.workdir;
+        let respawned = self
+            .tasks
+            .iter_mut()
+            .filter(|t| chosen(t))
+            .try_for_each(|t| {
+                t.respawn(workdir)?;
+                restarted.push(t.task.to_string());
+                Ok(())
+            });
+        if fifo {
+            self.start_enforcers().map_err(|e| e.to_string())?;
+        }
+        respawned.map(|()| restarted)
+    }
+
+    /// Stops the budget enforcers, adding what they throttled to the tasks' figures.
+    fn stop_enforcers(&mut self) {
+        for stats in self.enforcers.drain(..).flat_map(Enforcer::stop) {
+            let pid = stats.pid as u32;
+            if let Some(t) = self.tasks.iter_mut().find(|t| t.stats.pid == pid) {
+                *t.stats.throttled.get_or_insert(0) += stats.throttled;
+            }
+        }
     }
 
     /// Moves the tasks' new records into `sink` as trace events, and each named counter
@@ -576,7 +656,7 @@ impl RtPartitions {
         let epoch = self.epoch_ns;
         let now = bulkhead_task::clock::now_ns().saturating_sub(epoch);
         for t in &mut self.tasks {
-            let mut recs = Vec::new();
+            let mut recs = std::mem::take(&mut t.leftover);
             t.link.drain(&mut recs);
             for r in recs {
                 t.report(&r, epoch, sink);
@@ -611,15 +691,7 @@ impl RtPartitions {
             t.child.wait();
             t.stats.dropped = t.link.counters().dropped;
         }
-        for stats in self.enforcers.drain(..).flat_map(Enforcer::stop) {
-            if let Some(t) = self
-                .tasks
-                .iter_mut()
-                .find(|t| t.child.id() as i32 == stats.pid)
-            {
-                t.stats.throttled = Some(stats.throttled);
-            }
-        }
+        self.stop_enforcers();
         // The domains kill what the tasks left (their children) as they go; the limit
         // cgroups those children are in can be removed only after that.
         while let Some(d) = self.domains.pop() {
@@ -642,6 +714,34 @@ impl Drop for RtPartitions {
 }
 
 impl Running {
+    /// Kills and reaps its process if it runs, and starts it again (see
+    /// [`RtPartitions::restart`]).
+    fn respawn(&mut self, workdir: &Path) -> std::result::Result<(), String> {
+        self.child.kill();
+        self.child.wait();
+        self.link
+            .restart(&mut self.leftover)
+            .map_err(|e| format!("task `{}`: a new trace ring: {e}", self.task))?;
+        let now = bulkhead_task::clock::now_ns();
+        if self.resume == Resume::Restartable {
+            self.link.set_epoch_ns(now);
+        }
+        self.judged_from.fetch_max(now, Ordering::AcqRel);
+        let target = Target {
+            cgroups: &self.cgroups,
+            policy: self.policy,
+            workdir,
+            confine: &self.confinement,
+        };
+        let child = spawn(&self.exec, &self.link, &target)
+            .map_err(|e| format!("restarting task `{}`: {e}", self.task))?;
+        self.stats.pid = child.id();
+        self.stats.ended_early = None;
+        self.child = child;
+        self.exited = false;
+        Ok(())
+    }
+
     /// Emits a `message` event per message the task finished (a pipeline's sink), and
     /// the count of those it dropped, as the counter `msg_dropped`, when it grew. Takes
     /// at most 16 rings' worth: a task that keeps the ring full cannot hold the drain.
@@ -935,7 +1035,7 @@ fn domain_of(p: &Partition, task: &str, placement: &Placement) -> Result<(u32, C
 
 /// Where and how a task process starts.
 struct Target<'a> {
-    cgroups: &'a [Option<&'a Path>],
+    cgroups: &'a [PathBuf],
     policy: Policy,
     workdir: &'a Path,
     confine: &'a Confinement,
@@ -959,7 +1059,6 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<TaskC
     let procs: Vec<PathBuf> = target
         .cgroups
         .iter()
-        .flatten()
         .map(|dir| dir.join("cgroup.procs"))
         .collect();
     let keep: Vec<i32> = link

@@ -65,6 +65,8 @@ pub struct Decision {
 struct Ladder {
     step: usize,
     taken: u32,
+    /// Firings so far, on every step.
+    fired: u64,
 }
 
 impl Ladder {
@@ -78,8 +80,31 @@ impl Ladder {
             }
         }
         self.taken += 1;
+        self.fired += 1;
         e.steps[self.step].action.clone()
     }
+
+    /// The action the next firing takes (without climbing).
+    fn next(&self, e: &Escalation) -> Action {
+        self.clone().climb(e)
+    }
+}
+
+/// Where one supervision of a member stands, as `ctl status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SupervisionState {
+    /// The index of the member in the monitor.
+    pub member: usize,
+    /// `on_miss`, `on_overrun`, `on_exit` or `watchdog`.
+    pub supervision: &'static str,
+    /// How often it fired.
+    pub fired: u64,
+    /// The action its next firing takes (the escalation's step in force).
+    pub next_action: Action,
+    /// `on_miss`: the misses within its window now.
+    pub misses: Option<u32>,
+    /// `watchdog`: the time since the last heartbeat (or start, or firing).
+    pub silent_ns: Option<Nanos>,
 }
 
 struct Entry {
@@ -92,6 +117,9 @@ struct Entry {
     /// Per supervision: on_miss, on_overrun, on_exit, watchdog.
     ladders: [Ladder; 4],
 }
+
+/// The supervisions' keys in the order of [`Entry::ladders`].
+const LADDERS: [&str; 4] = ["on_miss", "on_overrun", "on_exit", "watchdog"];
 
 /// The monitor of every supervised task and process of a system.
 pub struct Monitor {
@@ -186,6 +214,36 @@ impl Monitor {
                     cause: Cause::Silence,
                     action: e.ladders[3].climb(&w.escalation),
                     evidence_ns: expiry,
+                });
+            }
+        }
+        out
+    }
+
+    /// Every supervision of every member at `now`, members in order, each member's in
+    /// the order on_miss, on_overrun, on_exit, watchdog.
+    pub fn states(&self, now: Nanos) -> Vec<SupervisionState> {
+        let mut out = Vec::new();
+        for (i, e) in self.entries.iter().enumerate() {
+            let h = &e.health;
+            let within = h.on_miss.as_ref().map(|m| m.within);
+            let fresh = e
+                .misses
+                .iter()
+                .filter(|&&t| within.is_some_and(|w| now.saturating_sub(t) < w));
+            let misses = fresh.count() as u32;
+            for (key, escalation) in h.escalations() {
+                let k = LADDERS
+                    .iter()
+                    .position(|&l| l == key)
+                    .expect("a supervision key");
+                out.push(SupervisionState {
+                    member: i,
+                    supervision: key,
+                    fired: e.ladders[k].fired,
+                    next_action: e.ladders[k].next(escalation),
+                    misses: (key == "on_miss").then_some(misses),
+                    silent_ns: (key == "watchdog").then(|| now.saturating_sub(e.last_beat)),
                 });
             }
         }
@@ -303,6 +361,46 @@ mod tests {
         // Still silent: it fires again one timeout later, escalated.
         assert!(m.tick(294 * MS).is_empty());
         assert_eq!(m.tick(295 * MS)[0].action, Action::Stop);
+    }
+
+    #[test]
+    fn states_show_firings_the_next_action_the_misses_in_the_window_and_the_silence() {
+        let mut m = monitor(Health {
+            on_miss: Some(MissSupervision {
+                misses: 2,
+                within: 100 * MS,
+                escalation: steps(&[(0, Action::Log), (1, Action::Stop)]),
+            }),
+            watchdog: Some(Watchdog {
+                timeout: 1000 * MS,
+                escalation: steps(&[(0, Action::Restart)]),
+            }),
+            ..Health::default()
+        });
+        let state = |m: &Monitor, now| {
+            m.states(now)
+                .into_iter()
+                .map(|s| (s.supervision, s.fired, s.next_action, s.misses, s.silent_ns))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            state(&m, 0),
+            vec![
+                ("on_miss", 0, Action::Log, Some(0), None),
+                ("watchdog", 0, Action::Restart, None, Some(0)),
+            ]
+        );
+        m.observe(0, Evidence::Miss, 10 * MS);
+        m.observe(0, Evidence::Miss, 20 * MS);
+        m.observe(0, Evidence::Miss, 30 * MS);
+        // One firing (log); the next takes the stop; one miss is in the window at 50 ms
+        // and none at 200 ms.
+        assert_eq!(
+            state(&m, 50 * MS)[0],
+            ("on_miss", 1, Action::Stop, Some(1), None)
+        );
+        assert_eq!(state(&m, 200 * MS)[0].3, Some(0));
+        assert_eq!(state(&m, 200 * MS)[1].4, Some(200 * MS));
     }
 
     #[test]
