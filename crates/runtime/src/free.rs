@@ -6,17 +6,17 @@
 //! Postcondition of dropping a [`FreeRun`]: every process it started is dead and every
 //! cgroup it created is removed.
 
-use crate::cgroup::{Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::health::{lock, SharedHealth};
 use crate::isolation::Confinements;
-use crate::limits::{self, Limits};
+use crate::limits;
 use crate::output::Output;
 use crate::spawn::{self, Environment, Prepared};
-use crate::{cgroup, leftovers, RunError, Unrunnable};
+use crate::{leftovers, RunError, Unrunnable};
 use bulkhead_model::health::monitor::{Decision, Evidence};
 use bulkhead_model::health::{Action, Member};
 use bulkhead_model::units::format_duration;
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Restart, RestartWhen, System};
+use bulkhead_os::cgroup::{self, CgroupManager, Hierarchy, Process};
 use bulkhead_plan::programs::{Programs, Site};
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -41,14 +41,11 @@ pub fn partitions(system: &System) -> Vec<&Partition> {
 
 struct FreeProc {
     pid: i32,
-    cgroup: ProcessCgroup,
-    /// Its partition's cgroups, the index of its command in [`FreeRun::plans`], of its
-    /// environment in [`FreeRun::envs`] and of its limits in [`FreeRun::limits`]: what a
-    /// restart needs.
-    partition: PartitionCgroup,
+    cgroup: Process,
+    /// The index of its command in [`FreeRun::plans`] and of its environment in
+    /// [`FreeRun::envs`]: what a restart needs.
     plan: usize,
     env: usize,
-    limits: usize,
     /// The DEmOS channel's supervisor end: the process's heartbeats arrive on it
     /// (`bulkhead_heartbeat()`); nothing is ever sent on it.
     channel: OwnedFd,
@@ -85,11 +82,12 @@ enum State {
 /// Field order matters: processes are killed in `Drop` before the commands and
 /// environments they may still read (v1, before exec) are freed.
 pub struct FreeRun {
-    instance: Instance,
+    cgroups: Box<dyn CgroupManager>,
     /// Each partition's name and freezer cgroup.
     dirs: Vec<(String, PathBuf)>,
     procs: Vec<FreeProc>,
-    limits: Vec<Limits>,
+    /// Per partition: the cgroup directory holding its memory limit, if it has one.
+    memory: Vec<Option<PathBuf>>,
     plans: Vec<Prepared>,
     envs: Vec<Environment>,
     /// Exits reported so far: warnings, and errors that fail the run.
@@ -115,8 +113,8 @@ pub struct Inputs<'a> {
 impl FreeRun {
     /// Each partition with a memory limit: its name and the cgroup directory holding it.
     pub fn memory_dirs(&self) -> Vec<(String, PathBuf)> {
-        let dirs = self.dirs.iter().zip(&self.limits);
-        dirs.filter_map(|((name, _), l)| Some((name.clone(), l.memory.clone()?)))
+        let dirs = self.dirs.iter().zip(&self.memory);
+        dirs.filter_map(|((name, _), m)| Some((name.clone(), m.clone()?)))
             .collect()
     }
     /// Starts every unwindowed best-effort partition of `system`; `None` when there is
@@ -136,13 +134,13 @@ impl FreeRun {
             .map(|p| partition_cpus(system, p, own_cpus))
             .collect::<Result<_, _>>()?;
         let all = CpuSet::from_cpus(cpus.iter().flat_map(|c| c.iter())).expect("not empty");
-        let instance = Instance::create(hierarchy, &leftovers::instance_name(), &all)
+        let cgroups = cgroup::create(hierarchy, &leftovers::instance_name(), &all.to_string())
             .map_err(RunError::Cgroup)?;
         let mut run = FreeRun {
-            instance,
+            cgroups,
             dirs: Vec::new(),
             procs: Vec::new(),
-            limits: Vec::new(),
+            memory: Vec::new(),
             plans: Vec::new(),
             envs: Vec::new(),
             warnings: Vec::new(),
@@ -176,12 +174,13 @@ impl FreeRun {
         } = inputs;
         let dir_name = cgroup::partition_dir_name(index, &p.name);
         let cg = self
-            .instance
-            .add_partition(&dir_name, cpus)
+            .cgroups
+            .add_partition(&dir_name, &cpus.to_string())
             .map_err(RunError::Cgroup)?;
-        self.dirs.push((p.name.clone(), cg.freezer_dir.clone()));
-        self.limits
-            .push(limits::apply(&self.instance, p, &cg, &dir_name)?);
+        let dir = self.cgroups.partition_dir(cg).to_path_buf();
+        self.dirs.push((p.name.clone(), dir));
+        self.memory
+            .push(limits::apply(self.cgroups.as_mut(), p, cg)?);
         let confine = confinements.of(&p.name);
         self.envs.push(Environment::free(&confine));
         for (k, process) in p.processes.iter().enumerate() {
@@ -201,19 +200,18 @@ impl FreeRun {
                 .confined(&confine)
                 .labelled(*output, &p.name, k);
             self.plans.push(plan);
-            let mut pcg = self
-                .instance
-                .add_process(&cg, k, false)
+            let pcg = self
+                .cgroups
+                .add_process(cg, k, false)
                 .map_err(RunError::Cgroup)?;
             let (plan, env) = (self.plans.len() - 1, self.envs.len() - 1);
-            let limits = self.limits.len() - 1;
-            let files = Files {
+            let mut files = Files {
                 plans: &self.plans,
                 envs: &self.envs,
-                limits: &self.limits,
+                cgroups: self.cgroups.as_mut(),
             };
             let child = files
-                .spawn(plan, env, limits, &cg, &mut pcg)
+                .spawn(plan, env, pcg)
                 .map_err(|source| RunError::Spawn {
                     what: where_(),
                     source,
@@ -221,10 +219,8 @@ impl FreeRun {
             self.procs.push(FreeProc {
                 pid: child.pid,
                 cgroup: pcg,
-                partition: cg.clone(),
                 plan,
                 env,
-                limits,
                 channel: child.channel,
                 memory: child.memory,
                 state: State::Running,
@@ -288,7 +284,7 @@ impl FreeRun {
                 p.starts.pop_front();
             }
             if (p.starts.len() as u64) < u64::from(r.burst) {
-                p.cgroup.kill();
+                self.cgroups.kill(p.cgroup);
                 p.state = State::Restarting(now + Duration::from_nanos(r.delay));
                 return;
             }
@@ -357,7 +353,7 @@ impl FreeRun {
             if p.state != State::Running {
                 continue;
             }
-            p.cgroup.kill();
+            self.cgroups.kill(p.cgroup);
             let mut status = 0;
             // SAFETY: waitpid on our own child, killed above, with a valid status pointer.
             unsafe { libc::waitpid(p.pid, &mut status, 0) };
@@ -383,7 +379,7 @@ impl FreeRun {
         let status = p.last_status.map(|s| s.to_string()).unwrap_or_default();
         match d.action {
             Action::Restart => {
-                p.cgroup.kill();
+                self.cgroups.kill(p.cgroup);
                 p.state = State::Restarting(now);
                 p.healing = Some(d);
                 return true;
@@ -416,17 +412,16 @@ impl FreeRun {
     /// Starts process `i` again once what its last run left in its cgroup is gone.
     fn restart(&mut self, i: usize) {
         let p = &mut self.procs[i];
-        if !cgroup::procs(&p.cgroup.dir).is_empty() {
-            p.cgroup.kill();
+        if !self.cgroups.pids(p.cgroup).is_empty() {
+            self.cgroups.kill(p.cgroup);
             return;
         }
-        let files = Files {
+        let mut files = Files {
             plans: &self.plans,
             envs: &self.envs,
-            limits: &self.limits,
+            cgroups: self.cgroups.as_mut(),
         };
-        let p = &mut self.procs[i];
-        let result = files.spawn(p.plan, p.env, p.limits, &p.partition, &mut p.cgroup);
+        let result = files.spawn(p.plan, p.env, p.cgroup);
         match result {
             Ok(child) => {
                 p.pid = child.pid;
@@ -477,28 +472,26 @@ impl FreeRun {
     }
 }
 
-/// What a (re)start reads: the commands, environments and limits of a [`FreeRun`].
+/// What a (re)start reads and where it starts: the commands, environments and
+/// cgroups of a [`FreeRun`].
 struct Files<'a> {
     plans: &'a [Prepared],
     envs: &'a [Environment],
-    limits: &'a [Limits],
+    cgroups: &'a mut dyn CgroupManager,
 }
 
 impl Files<'_> {
-    /// Spawns command `plan` with environment `env` and limits `limits` into the
-    /// (frozen) process cgroup `pcg` of `cg`, and thaws it.
-    fn spawn(
-        &self,
-        plan: usize,
-        env: usize,
-        limits: usize,
-        cg: &PartitionCgroup,
-        pcg: &mut ProcessCgroup,
-    ) -> std::io::Result<spawn::Child> {
-        pcg.set_frozen(true).map_err(std::io::Error::other)?;
-        let limits = &self.limits[limits];
-        let child = spawn::spawn_into(&self.plans[plan], &self.envs[env], cg, pcg, limits)?;
-        pcg.set_frozen(false).map_err(std::io::Error::other)?;
+    /// Spawns command `plan` with environment `env` into the (frozen) process cgroup
+    /// `pcg`, and thaws it.
+    fn spawn(&mut self, plan: usize, env: usize, pcg: Process) -> std::io::Result<spawn::Child> {
+        let cgroups = &mut *self.cgroups;
+        cgroups
+            .set_frozen(pcg, true)
+            .map_err(std::io::Error::other)?;
+        let child = spawn::spawn_into(&self.plans[plan], &self.envs[env], cgroups, pcg)?;
+        cgroups
+            .set_frozen(pcg, false)
+            .map_err(std::io::Error::other)?;
         Ok(child)
     }
 }
@@ -589,28 +582,19 @@ fn keep_until_stopped(run: &mut FreeRun, stop: &AtomicBool, all_exited: &AtomicB
 
 impl Drop for FreeRun {
     fn drop(&mut self) {
-        self.instance
-            .kill_all(self.procs.iter_mut().map(|p| &mut p.cgroup));
+        self.cgroups.kill_all();
         let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline
-            && self
-                .procs
-                .iter()
-                .any(|p| !cgroup::procs(&p.cgroup.dir).is_empty())
-        {
-            for p in self
-                .procs
-                .iter_mut()
-                .filter(|p| !cgroup::procs(&p.cgroup.dir).is_empty())
-            {
-                p.cgroup.kill();
+        let cgroups: Vec<Process> = self.procs.iter().map(|p| p.cgroup).collect();
+        let populated = |c: &dyn CgroupManager, p: &Process| !c.pids(*p).is_empty();
+        while Instant::now() < deadline && cgroups.iter().any(|p| populated(&*self.cgroups, p)) {
+            for p in &cgroups {
+                if populated(&*self.cgroups, p) {
+                    self.cgroups.kill(*p);
+                }
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        let alive = self
-            .procs
-            .iter()
-            .any(|p| !cgroup::procs(&p.cgroup.dir).is_empty());
+        let alive = cgroups.iter().any(|p| populated(&*self.cgroups, p));
         self.poll(false);
         if alive {
             // Not confirmed dead: what they may still read must never be freed.
@@ -621,7 +605,7 @@ impl Drop for FreeRun {
             std::mem::forget(std::mem::take(&mut self.envs));
         }
         self.procs.clear();
-        if let Err(e) = self.instance.remove() {
+        if let Err(e) = self.cgroups.remove() {
             eprintln!("bulkhead: warning: {e}");
         }
     }

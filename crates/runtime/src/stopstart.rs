@@ -36,7 +36,6 @@
 //! checks the request against the state and hands it over, so a request that comes
 //! while one is in progress is refused as busy.
 
-use crate::cgroup::{self, Hierarchy, Version};
 use crate::links::Links;
 use crate::mailbox::{self, Receiver, Recv, Sender};
 use crate::modes::ModeEvents;
@@ -45,6 +44,7 @@ use crate::{leftovers, LiveTasks, RunError, RunOptions};
 use bulkhead_client::stopstart::{NoticeWriter, NOTICE_VAR};
 use bulkhead_control::{ErrorCode, PartitionPower, PowerOutcome, Response, Ticket};
 use bulkhead_model::{Nanos, PartitionKind, Resume, StopStart, System};
+use bulkhead_os::cgroup::{self, Hierarchy, Version};
 use bulkhead_os::clock::now_ns as monotonic_ns;
 use bulkhead_os::event::Wakeup;
 use bulkhead_trace::{Event, EventKind, Name};

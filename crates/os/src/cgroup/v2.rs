@@ -1,0 +1,113 @@
+//! The cgroup v2 backend of [`CgroupManager`] (one unified hierarchy): `cpuset.cpus`
+//! and the limits (`memory.max`, `pids.max`) on the partition's cgroup, the
+//! controllers enabled down to it; `cgroup.freeze` on the process cgroups, which
+//! children are spawned into; `cgroup.kill` on the instance.
+
+use super::files::{enable_controller, write_cpus, write_file, Hierarchy, Result, Version};
+use super::manager::{CgroupManager, Controller, Joins, LimitError, Partition, Process, Tree};
+use std::path::{Path, PathBuf};
+
+/// A run's cgroups on cgroup v2.
+pub struct V2Cgroups {
+    tree: Tree,
+    /// The supervisor's own cgroup, the instance's parent.
+    base: PathBuf,
+    /// The cpuset controller is available (else CPU pinning is impossible).
+    cpuset: bool,
+}
+
+impl V2Cgroups {
+    /// Creates `<base>/<name>` and enables the cpuset controller for its subtree (if
+    /// the hierarchy offers it). The instance's CPUs need no cpuset of their own: each
+    /// partition gets its CPUs. On failure nothing is left behind.
+    pub fn create(hierarchy: &Hierarchy, name: &str, _cpus: &str) -> Result<V2Cgroups> {
+        let mut cgroups = V2Cgroups {
+            tree: Tree::new(Version::V2, name),
+            base: hierarchy.freezer_base.clone(),
+            cpuset: hierarchy.cpuset_base.is_some(),
+        };
+        let setup = cgroups.setup();
+        if setup.is_err() {
+            let _ = cgroups.tree.remove();
+        }
+        setup.map(|()| cgroups)
+    }
+
+    fn setup(&mut self) -> Result<()> {
+        self.tree.add_instance_dir(&self.base)?;
+        if self.cpuset {
+            enable_controller(&self.base, "cpuset")?;
+            enable_controller(&self.tree.dirs[0], "cpuset")?;
+        }
+        Ok(())
+    }
+}
+
+impl CgroupManager for V2Cgroups {
+    fn add_partition(&mut self, name: &str, cpus: &str) -> Result<Partition> {
+        let p = self.tree.add_partition(name)?;
+        self.set_cpus(p, cpus)?;
+        Ok(p)
+    }
+
+    fn partition_dir(&self, p: Partition) -> &Path {
+        &self.tree.partitions[p.0].1
+    }
+
+    fn set_cpus(&mut self, p: Partition, cpus: &str) -> Result<()> {
+        match self.cpuset {
+            true => write_cpus(self.partition_dir(p), cpus),
+            false => Ok(()),
+        }
+    }
+
+    fn limit(
+        &mut self,
+        p: Partition,
+        controller: Controller,
+        value: u64,
+    ) -> std::result::Result<PathBuf, LimitError> {
+        let name = controller.name();
+        for dir in [&self.base, &self.tree.dirs[0]] {
+            enable_controller(dir, name).map_err(LimitError::Cgroup)?;
+        }
+        let dir = self.partition_dir(p).to_path_buf();
+        let file = dir.join(format!("{name}.max"));
+        write_file(&file, &value.to_string()).map_err(LimitError::Cgroup)?;
+        Ok(dir)
+    }
+
+    fn add_process(&mut self, p: Partition, index: usize, keep_open: bool) -> Result<Process> {
+        self.tree.add_process(p, index, keep_open)
+    }
+
+    fn joins(&self, p: Process) -> Joins {
+        Joins::Into(self.tree.process_dir(p).to_path_buf())
+    }
+
+    fn set_frozen(&mut self, p: Process, frozen: bool) -> Result<()> {
+        self.tree.set_frozen(p, frozen)
+    }
+
+    fn pids(&self, p: Process) -> Vec<i32> {
+        self.tree.pids(p)
+    }
+
+    fn kill(&mut self, p: Process) {
+        self.tree.kill(p);
+    }
+
+    fn kill_all(&mut self) {
+        if write_file(&self.tree.dirs[0].join("cgroup.kill"), "1").is_err() {
+            self.tree.kill_each();
+        }
+    }
+
+    fn remove(&mut self) -> Result<()> {
+        self.tree.remove()
+    }
+
+    fn cgroups_left(&self) -> usize {
+        self.tree.cgroups_left()
+    }
+}
