@@ -6,7 +6,7 @@
 
 use crate::spawn::Child;
 use bulkhead_os::cgroup::{
-    CgroupError, CgroupManager, Controller, Joins, LimitError, Partition, Process, Result,
+    CgroupError, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process, Result,
 };
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
@@ -171,12 +171,7 @@ impl CgroupManager for FakeCgroups {
         })
     }
 
-    fn limit(
-        &mut self,
-        p: Partition,
-        controller: Controller,
-        value: u64,
-    ) -> std::result::Result<PathBuf, LimitError> {
+    fn limit(&mut self, p: Partition, controller: Controller, value: u64) -> Limited {
         let call = Call::Limit {
             partition: p.0,
             controller,

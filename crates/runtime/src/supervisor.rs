@@ -1304,7 +1304,7 @@ windows:
             }
         });
         let (run, r) = started(&system, &fake);
-        let e = r.err().expect("the second process cannot start");
+        let e = r.expect_err("the second process cannot start");
         assert!(matches!(e, RunError::Cgroup(_)), "{e}");
         assert_eq!(fake.left(), (4, 1), "instance, 2 partitions, 1 process");
         drop(run);

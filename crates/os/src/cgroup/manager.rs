@@ -60,6 +60,9 @@ pub enum LimitError {
     Controller(crate::Error),
 }
 
+/// The cgroup directory that holds a limit, or why it could not be set.
+pub type Limited = std::result::Result<PathBuf, LimitError>;
+
 /// How a process's child joins its cgroups before it runs its program.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Joins {
@@ -87,12 +90,7 @@ pub trait CgroupManager: Send {
     fn set_cpus(&mut self, p: Partition, cpus: &str) -> Result<()>;
     /// Limits partition `p` to `value` of `controller`; returns the cgroup directory
     /// that holds the limit.
-    fn limit(
-        &mut self,
-        p: Partition,
-        controller: Controller,
-        value: u64,
-    ) -> std::result::Result<PathBuf, LimitError>;
+    fn limit(&mut self, p: Partition, controller: Controller, value: u64) -> Limited;
     /// Creates the frozen cgroup `proc<index>` of a process of partition `p`;
     /// `keep_open`: keep its freeze file open (fast switches, one fd).
     fn add_process(&mut self, p: Partition, index: usize, keep_open: bool) -> Result<Process>;
@@ -122,6 +120,37 @@ pub fn create(hierarchy: &Hierarchy, name: &str, cpus: &str) -> Result<Box<dyn C
         Version::V2 => Box::new(super::v2::V2Cgroups::create(hierarchy, name, cpus)?),
     })
 }
+
+/// The methods of [`CgroupManager`] that both backends carry out alike, on their
+/// `tree` ([`Tree`]).
+macro_rules! on_tree {
+    () => {
+        fn partition_dir(&self, p: Partition) -> &Path {
+            &self.tree.partitions[p.0].1
+        }
+
+        fn add_process(&mut self, p: Partition, index: usize, keep_open: bool) -> Result<Process> {
+            self.tree.add_process(p, index, keep_open)
+        }
+
+        fn set_frozen(&mut self, p: Process, frozen: bool) -> Result<()> {
+            self.tree.set_frozen(p, frozen)
+        }
+
+        fn pids(&self, p: Process) -> Vec<i32> {
+            self.tree.pids(p)
+        }
+
+        fn kill(&mut self, p: Process) {
+            self.tree.kill(p);
+        }
+
+        fn cgroups_left(&self) -> usize {
+            self.tree.cgroups_left()
+        }
+    };
+}
+pub(super) use on_tree;
 
 /// A process's cgroup, with its freeze file kept open (the supervisor's one cgroup
 /// fd per process) unless descriptors are scarce.

@@ -17,7 +17,9 @@ pub use files::{
     enable_controller, is_frozen, kill_cgroup, partition_dir_name, procs, set_frozen, write_file,
     CgroupError, Hierarchy, Result, Version,
 };
-pub use manager::{create, CgroupManager, Controller, Joins, LimitError, Partition, Process};
+pub use manager::{
+    create, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process,
+};
 pub use v1::V1Cgroups;
 pub use v2::V2Cgroups;
 

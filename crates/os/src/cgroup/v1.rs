@@ -5,7 +5,9 @@
 //! ([`crate::limit::V1Limit`]).
 
 use super::files::{read_file, write_cpus, write_file, Hierarchy, Result, Version};
-use super::manager::{CgroupManager, Controller, Joins, LimitError, Partition, Process, Tree};
+use super::manager::{
+    on_tree, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process, Tree,
+};
 use crate::limit::V1Limit;
 use std::path::{Path, PathBuf};
 
@@ -63,6 +65,8 @@ impl V1Cgroups {
 }
 
 impl CgroupManager for V1Cgroups {
+    on_tree!();
+
     fn add_partition(&mut self, name: &str, cpus: &str) -> Result<Partition> {
         let p = self.tree.add_partition(name)?;
         let dir = self.instance_cpuset().join(name);
@@ -75,20 +79,11 @@ impl CgroupManager for V1Cgroups {
         Ok(p)
     }
 
-    fn partition_dir(&self, p: Partition) -> &Path {
-        &self.tree.partitions[p.0].1
-    }
-
     fn set_cpus(&mut self, p: Partition, cpus: &str) -> Result<()> {
         write_cpus(&self.cpusets[p.0], cpus)
     }
 
-    fn limit(
-        &mut self,
-        p: Partition,
-        controller: Controller,
-        value: u64,
-    ) -> std::result::Result<PathBuf, LimitError> {
+    fn limit(&mut self, p: Partition, controller: Controller, value: u64) -> Limited {
         let file = match controller {
             Controller::Memory => "memory.limit_in_bytes",
             Controller::Pids => "pids.max",
@@ -106,10 +101,6 @@ impl CgroupManager for V1Cgroups {
         Ok(dir)
     }
 
-    fn add_process(&mut self, p: Partition, index: usize, keep_open: bool) -> Result<Process> {
-        self.tree.add_process(p, index, keep_open)
-    }
-
     fn joins(&self, p: Process) -> Joins {
         let Partition(partition) = self.tree.partition_of(p);
         let (all, program) = &self.joins[partition];
@@ -124,18 +115,6 @@ impl CgroupManager for V1Cgroups {
         }
     }
 
-    fn set_frozen(&mut self, p: Process, frozen: bool) -> Result<()> {
-        self.tree.set_frozen(p, frozen)
-    }
-
-    fn pids(&self, p: Process) -> Vec<i32> {
-        self.tree.pids(p)
-    }
-
-    fn kill(&mut self, p: Process) {
-        self.tree.kill(p);
-    }
-
     fn kill_all(&mut self) {
         self.tree.kill_each();
     }
@@ -144,9 +123,5 @@ impl CgroupManager for V1Cgroups {
         self.tree.remove()?;
         self.limits.clear();
         Ok(())
-    }
-
-    fn cgroups_left(&self) -> usize {
-        self.tree.cgroups_left()
     }
 }

@@ -4,7 +4,9 @@
 //! children are spawned into; `cgroup.kill` on the instance.
 
 use super::files::{enable_controller, write_cpus, write_file, Hierarchy, Result, Version};
-use super::manager::{CgroupManager, Controller, Joins, LimitError, Partition, Process, Tree};
+use super::manager::{
+    on_tree, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process, Tree,
+};
 use std::path::{Path, PathBuf};
 
 /// A run's cgroups on cgroup v2.
@@ -44,14 +46,12 @@ impl V2Cgroups {
 }
 
 impl CgroupManager for V2Cgroups {
+    on_tree!();
+
     fn add_partition(&mut self, name: &str, cpus: &str) -> Result<Partition> {
         let p = self.tree.add_partition(name)?;
         self.set_cpus(p, cpus)?;
         Ok(p)
-    }
-
-    fn partition_dir(&self, p: Partition) -> &Path {
-        &self.tree.partitions[p.0].1
     }
 
     fn set_cpus(&mut self, p: Partition, cpus: &str) -> Result<()> {
@@ -61,12 +61,7 @@ impl CgroupManager for V2Cgroups {
         }
     }
 
-    fn limit(
-        &mut self,
-        p: Partition,
-        controller: Controller,
-        value: u64,
-    ) -> std::result::Result<PathBuf, LimitError> {
+    fn limit(&mut self, p: Partition, controller: Controller, value: u64) -> Limited {
         let name = controller.name();
         for dir in [&self.base, &self.tree.dirs[0]] {
             enable_controller(dir, name).map_err(LimitError::Cgroup)?;
@@ -77,24 +72,8 @@ impl CgroupManager for V2Cgroups {
         Ok(dir)
     }
 
-    fn add_process(&mut self, p: Partition, index: usize, keep_open: bool) -> Result<Process> {
-        self.tree.add_process(p, index, keep_open)
-    }
-
     fn joins(&self, p: Process) -> Joins {
         Joins::Into(self.tree.process_dir(p).to_path_buf())
-    }
-
-    fn set_frozen(&mut self, p: Process, frozen: bool) -> Result<()> {
-        self.tree.set_frozen(p, frozen)
-    }
-
-    fn pids(&self, p: Process) -> Vec<i32> {
-        self.tree.pids(p)
-    }
-
-    fn kill(&mut self, p: Process) {
-        self.tree.kill(p);
     }
 
     fn kill_all(&mut self) {
@@ -105,9 +84,5 @@ impl CgroupManager for V2Cgroups {
 
     fn remove(&mut self) -> Result<()> {
         self.tree.remove()
-    }
-
-    fn cgroups_left(&self) -> usize {
-        self.tree.cgroups_left()
     }
 }
