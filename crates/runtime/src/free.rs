@@ -6,17 +6,17 @@
 //! Postcondition of dropping a [`FreeRun`]: every process it started is dead and every
 //! cgroup it created is removed.
 
-use crate::cgroup::{Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::health::{lock, SharedHealth};
 use crate::isolation::Confinements;
-use crate::limits::{self, Limits};
+use crate::limits;
 use crate::output::Output;
 use crate::spawn::{self, Environment, Prepared};
-use crate::{cgroup, leftovers, RunError, Unrunnable};
+use crate::{leftovers, RunError, Unrunnable};
 use bulkhead_model::health::monitor::{Decision, Evidence};
 use bulkhead_model::health::{Action, Member};
 use bulkhead_model::units::format_duration;
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Restart, RestartWhen, System};
+use bulkhead_os::cgroup::{self, CgroupManager, Hierarchy, Process};
 use bulkhead_plan::programs::{Programs, Site};
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -41,14 +41,13 @@ pub fn partitions(system: &System) -> Vec<&Partition> {
 
 struct FreeProc {
     pid: i32,
-    cgroup: ProcessCgroup,
-    /// Its partition's cgroups, the index of its command in [`FreeRun::plans`], of its
-    /// environment in [`FreeRun::envs`] and of its limits in [`FreeRun::limits`]: what a
-    /// restart needs.
-    partition: PartitionCgroup,
+    cgroup: Process,
+    /// Its partition's cgroup: whom a `restart_partition` restarts with it.
+    partition: cgroup::Partition,
+    /// The index of its command in [`FreeRun::plans`] and of its environment in
+    /// [`FreeRun::envs`]: what a restart needs.
     plan: usize,
     env: usize,
-    limits: usize,
     /// The DEmOS channel's supervisor end: the process's heartbeats arrive on it
     /// (`bulkhead_heartbeat()`); nothing is ever sent on it.
     channel: OwnedFd,
@@ -85,11 +84,14 @@ enum State {
 /// Field order matters: processes are killed in `Drop` before the commands and
 /// environments they may still read (v1, before exec) are freed.
 pub struct FreeRun {
-    instance: Instance,
+    cgroups: Box<dyn CgroupManager>,
+    /// The hierarchy's version (v2 cannot put a partition below an rt cpuset).
+    version: cgroup::Version,
     /// Each partition's name and freezer cgroup.
     dirs: Vec<(String, PathBuf)>,
     procs: Vec<FreeProc>,
-    limits: Vec<Limits>,
+    /// Per partition: the cgroup directory holding its memory limit, if it has one.
+    memory: Vec<Option<PathBuf>>,
     plans: Vec<Prepared>,
     envs: Vec<Environment>,
     /// Exits reported so far: warnings, and errors that fail the run.
@@ -118,8 +120,8 @@ pub struct Inputs<'a> {
 impl FreeRun {
     /// Each partition with a memory limit: its name and the cgroup directory holding it.
     pub fn memory_dirs(&self) -> Vec<(String, PathBuf)> {
-        let dirs = self.dirs.iter().zip(&self.limits);
-        dirs.filter_map(|((name, _), l)| Some((name.clone(), l.memory.clone()?)))
+        let dirs = self.dirs.iter().zip(&self.memory);
+        dirs.filter_map(|((name, _), m)| Some((name.clone(), m.clone()?)))
             .collect()
     }
     /// Starts every unwindowed best-effort partition of `system`; `None` when there is
@@ -141,14 +143,15 @@ impl FreeRun {
         let apart = cpus
             .iter()
             .filter(|c| rt_cpuset(c, inputs.rt_cpusets).is_none());
-        let all = CpuSet::from_cpus(apart.flat_map(|c| c.iter()));
-        let instance = Instance::create_on(hierarchy, &leftovers::instance_name(), all.as_ref())
+        let all = CpuSet::from_cpus(apart.flat_map(|c| c.iter())).map(|all| all.to_string());
+        let cgroups = cgroup::create(hierarchy, &leftovers::instance_name(), all.as_deref())
             .map_err(RunError::Cgroup)?;
         let mut run = FreeRun {
-            instance,
+            cgroups,
+            version: hierarchy.version,
             dirs: Vec::new(),
             procs: Vec::new(),
-            limits: Vec::new(),
+            memory: Vec::new(),
             plans: Vec::new(),
             envs: Vec::new(),
             warnings: Vec::new(),
@@ -182,9 +185,10 @@ impl FreeRun {
             rt_cpusets,
         } = inputs;
         let dir_name = cgroup::partition_dir_name(index, &p.name);
+        let cpus_text = cpus.to_string();
         let cg = match rt_cpuset(cpus, rt_cpusets) {
-            None => self.instance.add_partition(&dir_name, cpus),
-            Some(_) if self.instance.hierarchy.version == cgroup::Version::V2 => {
+            None => self.cgroups.add_partition(&dir_name, &cpus_text),
+            Some(_) if self.version == cgroup::Version::V2 => {
                 return Err(RunError::invalid(format!(
                     "partition `{}` runs on CPUs {cpus} of a non-exclusive rt partition: that \
                      needs the cgroup v1 cpuset hierarchy (on v2 the rt partition's CPUs are a \
@@ -192,12 +196,15 @@ impl FreeRun {
                     p.name
                 )))
             }
-            Some(parent) => self.instance.add_partition_below(&dir_name, cpus, parent),
+            Some(parent) => self
+                .cgroups
+                .add_partition_below(&dir_name, &cpus_text, parent),
         }
         .map_err(RunError::Cgroup)?;
-        self.dirs.push((p.name.clone(), cg.freezer_dir.clone()));
-        self.limits
-            .push(limits::apply(&self.instance, p, &cg, &dir_name)?);
+        let dir = self.cgroups.partition_dir(cg).to_path_buf();
+        self.dirs.push((p.name.clone(), dir));
+        self.memory
+            .push(limits::apply(self.cgroups.as_mut(), p, cg)?);
         let confine = confinements.of(&p.name);
         self.envs.push(Environment::free(&confine));
         for (k, process) in p.processes.iter().enumerate() {
@@ -217,19 +224,18 @@ impl FreeRun {
                 .confined(&confine)
                 .labelled(*output, &p.name, k);
             self.plans.push(plan);
-            let mut pcg = self
-                .instance
-                .add_process(&cg, k, false)
+            let pcg = self
+                .cgroups
+                .add_process(cg, k, false)
                 .map_err(RunError::Cgroup)?;
             let (plan, env) = (self.plans.len() - 1, self.envs.len() - 1);
-            let limits = self.limits.len() - 1;
-            let files = Files {
+            let mut files = Files {
                 plans: &self.plans,
                 envs: &self.envs,
-                limits: &self.limits,
+                cgroups: self.cgroups.as_mut(),
             };
             let child = files
-                .spawn(plan, env, limits, &cg, &mut pcg)
+                .spawn(plan, env, pcg)
                 .map_err(|source| RunError::Spawn {
                     what: where_(),
                     source,
@@ -237,10 +243,9 @@ impl FreeRun {
             self.procs.push(FreeProc {
                 pid: child.pid,
                 cgroup: pcg,
-                partition: cg.clone(),
+                partition: cg,
                 plan,
                 env,
-                limits,
                 channel: child.channel,
                 memory: child.memory,
                 state: State::Running,
@@ -304,7 +309,7 @@ impl FreeRun {
                 p.starts.pop_front();
             }
             if (p.starts.len() as u64) < u64::from(r.burst) {
-                p.cgroup.kill();
+                self.cgroups.kill(p.cgroup);
                 p.state = State::Restarting(now + Duration::from_nanos(r.delay));
                 return;
             }
@@ -374,14 +379,14 @@ impl FreeRun {
                 continue;
             };
             let whole = d.action == Action::RestartPartition;
-            let partition = self.procs[m].partition.freezer_dir.clone();
+            let partition = self.procs[m].partition;
             for p in &mut self.procs {
                 let chosen = match whole {
-                    true => p.partition.freezer_dir == partition,
+                    true => p.partition == partition,
                     false => p.supervised == Some(d.member),
                 };
                 if chosen && !matches!(p.state, State::Restarting(_)) {
-                    p.end_for_restart(now);
+                    p.end_for_restart(self.cgroups.as_mut(), now);
                 }
             }
             self.procs[m].healing = Some(d);
@@ -401,7 +406,7 @@ impl FreeRun {
         };
         let p = &mut self.procs[i];
         if d.action == Action::Restart {
-            p.cgroup.kill();
+            self.cgroups.kill(p.cgroup);
             p.state = State::Restarting(now);
             p.healing = Some(d);
             return true;
@@ -430,17 +435,16 @@ impl FreeRun {
     /// Starts process `i` again once what its last run left in its cgroup is gone.
     fn restart(&mut self, i: usize) {
         let p = &mut self.procs[i];
-        if !cgroup::procs(&p.cgroup.dir).is_empty() {
-            p.cgroup.kill();
+        if !self.cgroups.pids(p.cgroup).is_empty() {
+            self.cgroups.kill(p.cgroup);
             return;
         }
-        let files = Files {
+        let mut files = Files {
             plans: &self.plans,
             envs: &self.envs,
-            limits: &self.limits,
+            cgroups: self.cgroups.as_mut(),
         };
-        let p = &mut self.procs[i];
-        let result = files.spawn(p.plan, p.env, p.limits, &p.partition, &mut p.cgroup);
+        let result = files.spawn(p.plan, p.env, p.cgroup);
         match result {
             Ok(child) => {
                 p.pid = child.pid;
@@ -491,19 +495,20 @@ impl FreeRun {
     }
 }
 
-/// What a (re)start reads: the commands, environments and limits of a [`FreeRun`].
+/// What a (re)start reads and where it starts: the commands, environments and
+/// cgroups of a [`FreeRun`].
 struct Files<'a> {
     plans: &'a [Prepared],
     envs: &'a [Environment],
-    limits: &'a [Limits],
+    cgroups: &'a mut dyn CgroupManager,
 }
 
 impl FreeProc {
     /// Kills it (its whole cgroup) and reaps it if it runs; started again at the next
     /// poll after `now`.
-    fn end_for_restart(&mut self, now: Instant) {
+    fn end_for_restart(&mut self, cgroups: &mut dyn CgroupManager, now: Instant) {
         if self.state == State::Running {
-            self.cgroup.kill();
+            cgroups.kill(self.cgroup);
             let mut status = 0;
             // SAFETY: waitpid on our own child, killed above, with a valid status pointer.
             unsafe { libc::waitpid(self.pid, &mut status, 0) };
@@ -515,20 +520,17 @@ impl FreeProc {
 }
 
 impl Files<'_> {
-    /// Spawns command `plan` with environment `env` and limits `limits` into the
-    /// (frozen) process cgroup `pcg` of `cg`, and thaws it.
-    fn spawn(
-        &self,
-        plan: usize,
-        env: usize,
-        limits: usize,
-        cg: &PartitionCgroup,
-        pcg: &mut ProcessCgroup,
-    ) -> std::io::Result<spawn::Child> {
-        pcg.set_frozen(true).map_err(std::io::Error::other)?;
-        let limits = &self.limits[limits];
-        let child = spawn::spawn_into(&self.plans[plan], &self.envs[env], cg, pcg, limits)?;
-        pcg.set_frozen(false).map_err(std::io::Error::other)?;
+    /// Spawns command `plan` with environment `env` into the (frozen) process cgroup
+    /// `pcg`, and thaws it.
+    fn spawn(&mut self, plan: usize, env: usize, pcg: Process) -> std::io::Result<spawn::Child> {
+        let cgroups = &mut *self.cgroups;
+        cgroups
+            .set_frozen(pcg, true)
+            .map_err(std::io::Error::other)?;
+        let child = spawn::spawn_into(&self.plans[plan], &self.envs[env], cgroups, pcg)?;
+        cgroups
+            .set_frozen(pcg, false)
+            .map_err(std::io::Error::other)?;
         Ok(child)
     }
 }
@@ -619,28 +621,19 @@ fn keep_until_stopped(run: &mut FreeRun, stop: &AtomicBool, all_exited: &AtomicB
 
 impl Drop for FreeRun {
     fn drop(&mut self) {
-        self.instance
-            .kill_all(self.procs.iter_mut().map(|p| &mut p.cgroup));
+        self.cgroups.kill_all();
         let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline
-            && self
-                .procs
-                .iter()
-                .any(|p| !cgroup::procs(&p.cgroup.dir).is_empty())
-        {
-            for p in self
-                .procs
-                .iter_mut()
-                .filter(|p| !cgroup::procs(&p.cgroup.dir).is_empty())
-            {
-                p.cgroup.kill();
+        let cgroups: Vec<Process> = self.procs.iter().map(|p| p.cgroup).collect();
+        let populated = |c: &dyn CgroupManager, p: &Process| !c.pids(*p).is_empty();
+        while Instant::now() < deadline && cgroups.iter().any(|p| populated(&*self.cgroups, p)) {
+            for p in &cgroups {
+                if populated(&*self.cgroups, p) {
+                    self.cgroups.kill(*p);
+                }
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        let alive = self
-            .procs
-            .iter()
-            .any(|p| !cgroup::procs(&p.cgroup.dir).is_empty());
+        let alive = cgroups.iter().any(|p| populated(&*self.cgroups, p));
         self.poll(false);
         if alive {
             // Not confirmed dead: what they may still read must never be freed.
@@ -651,14 +644,12 @@ impl Drop for FreeRun {
             std::mem::forget(std::mem::take(&mut self.envs));
         }
         self.procs.clear();
-        if let Err(e) = self.instance.remove() {
+        if let Err(e) = self.cgroups.remove() {
             eprintln!("bulkhead: warning: {e}");
         }
     }
 }
 
-/// The CPUs of an unwindowed partition: its own set, or (`all`, none) the system's CPUs
-/// (else this process's) that no rt partition owns.
 /// The rt cpuset a partition on `cpus` goes under: the smallest of `rt` holding them
 /// all; `None` when `cpus` are no rt partition's.
 fn rt_cpuset<'a>(cpus: &CpuSet, rt: &'a [(CpuSet, PathBuf)]) -> Option<&'a Path> {
@@ -667,6 +658,8 @@ fn rt_cpuset<'a>(cpus: &CpuSet, rt: &'a [(CpuSet, PathBuf)]) -> Option<&'a Path>
         .map(|(_, dir)| dir.as_path())
 }
 
+/// The CPUs of an unwindowed partition: its own set, or (`all`, none) the system's CPUs
+/// (else this process's) that no rt partition owns.
 fn partition_cpus(system: &System, p: &Partition, own: &CpuSet) -> Result<CpuSet, RunError> {
     if let Some(Cpus::Set(set)) = &p.cpus {
         return Ok(set.clone());

@@ -7,7 +7,7 @@
 //! supervisor is gone, even if the pid was reused since. A live instance is never
 //! touched.
 
-use crate::cgroup::{kill_cgroup, procs, Hierarchy, Version};
+use bulkhead_os::cgroup::{kill_cgroup, procs, Hierarchy, Version};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -121,7 +121,7 @@ fn run_channel_of_dead_supervisor(name: &str) -> bool {
 fn remove_tree(dir: &Path, version: Version) -> std::io::Result<()> {
     // A supervisor killed while the system was suspended left it frozen: thaw it first,
     // or nothing below it could die (v1) or be removed.
-    let _ = crate::cgroup::set_frozen(dir, version, false);
+    let _ = bulkhead_os::cgroup::set_frozen(dir, version, false);
     let children: Vec<PathBuf> = fs::read_dir(dir)?
         .flatten()
         .map(|e| e.path())

@@ -2,7 +2,7 @@
 //!
 //! [`run`] executes a system description's window schedule on this machine:
 //! every windowed partition becomes a cgroup with a cpuset, every process a frozen
-//! child cgroup (see [`cgroup`] for both layouts); processes are spawned straight
+//! child cgroup (see [`bulkhead_os::cgroup::CgroupManager`] for both layouts); processes are spawned straight
 //! into their cgroups ([`spawn`]); the DEmOS semantics come from the pure state
 //! machine of `bulkhead-windows`, driven by a timerfd and an epoll loop; the
 //! processes talk to the supervisor through the client library (`bulkhead-client`,
@@ -11,12 +11,13 @@
 //! creates is killed and removed when it ends, also on errors.
 
 mod affinity;
-pub mod cgroup;
 pub mod confine;
 mod control;
 pub mod cpufreq;
 pub mod enforce;
 mod event_loop;
+#[cfg(test)]
+mod fake_cgroups;
 mod free;
 mod health;
 pub mod housekeeping;
@@ -35,7 +36,7 @@ mod stopstart;
 mod supervisor;
 pub mod tasks;
 
-pub use cgroup::Hierarchy;
+pub use bulkhead_os::cgroup::Hierarchy;
 pub use links::{shell_words, stage_var};
 pub use power::PowerOptions;
 pub use supervisor::{clean_leftovers, Outcome};
@@ -111,7 +112,7 @@ pub enum RunError {
     /// No usable cgroup hierarchy.
     Cgroups(CgroupsUnusable),
     /// A cgroup operation failed (typically: no permission).
-    Cgroup(cgroup::CgroupError),
+    Cgroup(bulkhead_os::cgroup::CgroupError),
     /// A process could not be spawned: which one (`what`) and the system's reason.
     Spawn {
         what: String,

@@ -13,16 +13,15 @@
 //! pid namespaces, no capabilities, the seccomp filter, its user, no new privileges; it
 //! dies with the supervisor.
 
-use crate::cgroup::{PartitionCgroup, ProcessCgroup, Version};
 use crate::confine::{partition_env, Confinement};
-use crate::limits::Limits;
 use crate::output::Output;
+use bulkhead_os::cgroup::{CgroupManager, Joins, Process};
 use bulkhead_os::launch::{self, Confine, Env, Fds, Join, Launch, Program};
 use bulkhead_plan::Exec;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub use bulkhead_os::launch::ChildMemory;
 
@@ -111,15 +110,15 @@ pub struct Child {
 }
 
 /// Spawns `command` with environment `env` into the frozen process cgroup `cg` of
-/// `partition`: on v2 straight into it; on v1 the child joins the partition's cpuset,
-/// `cg` and the pids cgroup of `limits`, and the process that execs the program joins
-/// its memory cgroup, before it execs. The child is frozen when this returns.
+/// `cgroups`: on v2 straight into it; on v1 the child joins its partition's cpuset,
+/// `cg` and the pids limit, and the process that execs the program joins its memory
+/// limit, before it execs ([`CgroupManager::joins`]). The child is frozen when this
+/// returns.
 pub fn spawn_into(
     command: &Prepared,
     env: &Environment,
-    partition: &PartitionCgroup,
-    cg: &mut ProcessCgroup,
-    limits: &Limits,
+    cgroups: &mut dyn CgroupManager,
+    cg: Process,
 ) -> io::Result<Child> {
     let (parent_end, child_end) = socketpair()?;
     // Closed once the child has them (it has its own table from the clone on).
@@ -134,24 +133,19 @@ pub fn spawn_into(
         null_stdin: false,
         output: pipes.as_ref().map(|(o, e)| (o.as_raw_fd(), e.as_raw_fd())),
     };
-    let child = if cg.version() == Version::V2 {
-        launch::spawn(plan(command, env, fds, Join::Into(&cg.dir)))?
-    } else {
-        let mut procs: Vec<PathBuf> = Vec::new();
-        if let Some(dir) = &partition.cpuset_dir {
-            procs.push(dir.join("cgroup.procs"));
+    let child = match cgroups.joins(cg) {
+        Joins::Into(dir) => launch::spawn(plan(command, env, fds, Join::Into(&dir)))?,
+        Joins::Hold { procs, program } => {
+            cgroups.set_frozen(cg, false).map_err(io::Error::other)?;
+            let mut freeze = || cgroups.set_frozen(cg, true).map_err(io::Error::other);
+            let join = Join::Hold {
+                procs: &procs,
+                program_procs: &program,
+                peer: parent_end.as_raw_fd(),
+                freeze: &mut freeze,
+            };
+            launch::spawn(plan(command, env, fds, join))?
         }
-        procs.push(cg.dir.join("cgroup.procs"));
-        procs.extend(limits.join.iter().cloned());
-        cg.set_frozen(false).map_err(io::Error::other)?;
-        let mut freeze = || cg.set_frozen(true).map_err(io::Error::other);
-        let join = Join::Hold {
-            procs: &procs,
-            program_procs: &limits.program_join,
-            peer: parent_end.as_raw_fd(),
-            freeze: &mut freeze,
-        };
-        launch::spawn(plan(command, env, fds, join))?
     };
     Ok(Child {
         pid: child.pid,

@@ -36,7 +36,6 @@
 //! checks the request against the state and hands it over, so a request that comes
 //! while one is in progress is refused as busy.
 
-use crate::cgroup::{self, Hierarchy, Version};
 use crate::links::Links;
 use crate::mailbox::{self, Receiver, Recv, Sender};
 use crate::modes::ModeEvents;
@@ -45,6 +44,7 @@ use crate::{leftovers, LiveTasks, RunError, RunOptions};
 use bulkhead_client::stopstart::{NoticeWriter, NOTICE_VAR};
 use bulkhead_control::{ErrorCode, PartitionPower, PowerOutcome, Response, Ticket};
 use bulkhead_model::{Nanos, PartitionKind, Resume, StopStart, System};
+use bulkhead_os::cgroup::{self, Hierarchy, Version};
 use bulkhead_os::clock::now_ns as monotonic_ns;
 use bulkhead_os::event::Wakeup;
 use bulkhead_trace::{Event, EventKind, Name};
@@ -921,6 +921,83 @@ mod tests {
                 break;
             }
         }
+    }
+
+    /// Three best-effort partitions suspended in the configured order, `c`, `a`, `b`;
+    /// their freezers are files of a directory of the test's (no root needed).
+    const THREE: &str = "
+partitions:
+  - {name: a, processes: [{cmd: a}]}
+  - {name: b, processes: [{cmd: b}]}
+  - {name: c, processes: [{cmd: c}]}
+stop_start: {order: [c, a, b]}
+";
+
+    /// A directory removed with all it holds when the test ends, passed or failed.
+    struct Removed(PathBuf);
+
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// The partitions named by the `PartitionSuspended` (`suspended`) or
+    /// `PartitionResumed` events of `events`, in their order.
+    fn order(events: &ModeEvents, suspended: bool) -> Vec<String> {
+        let events = events.lock().unwrap();
+        let names = events.iter().filter_map(|e| match (&e.kind, suspended) {
+            (EventKind::PartitionSuspended { partition, .. }, true)
+            | (EventKind::PartitionResumed { partition, .. }, false) => Some(partition.to_string()),
+            _ => None,
+        });
+        names.collect()
+    }
+
+    /// A suspend freezes the partitions one after the other in `stop_start.order`; a
+    /// resume thaws them in the reverse order; each freezer is left in its state.
+    #[test]
+    fn a_suspend_freezes_in_the_configured_order_and_a_resume_thaws_in_reverse() {
+        let system = bulkhead_model::load_str(THREE, "three.yaml")
+            .unwrap()
+            .system;
+        let base = std::env::temp_dir().join(leftovers::instance_name() + "-stop-start-test");
+        let _removed = Removed(base.clone());
+        let be_dirs: Vec<(String, PathBuf)> = ["a", "b", "c"]
+            .iter()
+            .map(|n| (n.to_string(), base.join(n)))
+            .collect();
+        for (_, dir) in &be_dirs {
+            fs::create_dir_all(dir).unwrap();
+            fs::write(dir.join("freezer.state"), "THAWED").unwrap();
+        }
+        let hierarchy = Hierarchy {
+            version: Version::V1,
+            freezer_base: base.clone(),
+            cpuset_base: Some(base.clone()),
+        };
+        let events = ModeEvents::default();
+        let inputs = Inputs {
+            system: &system,
+            hierarchy: &hierarchy,
+            tasks: Vec::new(),
+            be_dirs: be_dirs.clone(),
+            notice: None,
+            live: Default::default(),
+            events: events.clone(),
+            epoch_ns: 0,
+        };
+        let mut worker = Worker::new(inputs, Arc::new(Mutex::new(running(false)))).unwrap();
+        let state = |n: &str| fs::read_to_string(base.join(n).join("freezer.state")).unwrap();
+        let suspended = worker.suspend("test");
+        let frozen: Vec<String> = ["a", "b", "c"].iter().map(|n| state(n)).collect();
+        let resumed = worker.resume("test");
+        let thawed: Vec<String> = ["a", "b", "c"].iter().map(|n| state(n)).collect();
+        assert!(suspended.error.is_none() && resumed.error.is_none());
+        assert_eq!(order(&events, true), ["c", "a", "b"]);
+        assert_eq!(order(&events, false), ["b", "a", "c"]);
+        assert_eq!(frozen, ["FROZEN"; 3]);
+        assert_eq!(thawed, ["THAWED"; 3]);
     }
 
     fn running(held: bool) -> Snapshot {

@@ -2,13 +2,12 @@
 //! state machine ([`bulkhead_windows::Machine`]) from a timerfd in the one event loop
 //! ([`crate::event_loop`]).
 
-use crate::cgroup::{self, Hierarchy, Instance, PartitionCgroup, ProcessCgroup};
 use crate::control::Control;
 use crate::event_loop::{EventLoop, Wake};
 use crate::free::{FreeKeeper, FreeRun};
 use crate::health::{lock, Health, Managers, SharedHealth};
 use crate::isolation::Confinements;
-use crate::limits::{self, Limits};
+use crate::limits;
 use crate::links::Links;
 use crate::modes::ModeManager;
 use crate::output::{Output, Relay};
@@ -17,6 +16,7 @@ use crate::spawn::{self, Environment, Prepared};
 use crate::tasks::TaskSummary;
 use crate::{leftovers, CgroupsUnusable, RunError, RunOptions, Unrunnable};
 use bulkhead_model::{CpuSet, Nanos, System};
+use bulkhead_os::cgroup::{self, CgroupManager, Hierarchy, Partition, Process};
 use bulkhead_os::clock::now_ns as monotonic_ns;
 use bulkhead_os::event::{self, Timer};
 use bulkhead_os::sched::Realtime;
@@ -27,7 +27,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -55,7 +55,7 @@ pub struct Outcome {
 
 struct Proc {
     pid: i32,
-    cgroup: ProcessCgroup,
+    cgroup: Process,
     /// The supervisor's end of the channel; `None` once the other end closed.
     channel: Option<OwnedFd>,
     /// What a v1 child reads until it execs (shared memory): freed after it died.
@@ -74,13 +74,13 @@ struct Proc {
 /// commands and environments (`plans`, `envs`) and each process's spawn memory,
 /// which a v1 child reads until it execs, are freed only after that.
 struct Run {
-    instance: Instance,
+    cgroups: Box<dyn CgroupManager>,
     procs: Vec<Proc>,
-    partitions: Vec<PartitionCgroup>,
+    partitions: Vec<Partition>,
     plans: Vec<Prepared>,
     envs: Vec<Environment>,
-    /// Per partition: its memory and pids limits (removed after the processes died).
-    limits: Vec<Limits>,
+    /// Per partition: the cgroup directory holding its memory limit, if it has one.
+    memory: Vec<Option<PathBuf>>,
 }
 
 impl Drop for Run {
@@ -88,8 +88,7 @@ impl Drop for Run {
         for p in &mut self.procs {
             p.channel = None;
         }
-        self.instance
-            .kill_all(self.procs.iter_mut().map(|p| &mut p.cgroup));
+        self.cgroups.kill_all();
         // Wait until every process cgroup is empty; kill again what is still
         // populated now and then (a member may have forked while being killed).
         // Thousands of killed processes take seconds to exit (their cgroups and
@@ -100,17 +99,17 @@ impl Drop for Run {
         let mut killed = Instant::now();
         while !busy.is_empty() && progress.elapsed() < STALL {
             let before = busy.len();
+            let (procs, cgroups) = (&mut self.procs, &self.cgroups);
             busy.retain(|&i| {
-                let p = &mut self.procs[i];
-                reap(p);
-                !cgroup::procs(&p.cgroup.dir).is_empty()
+                reap(&mut procs[i]);
+                !cgroups.pids(procs[i].cgroup).is_empty()
             });
             if busy.len() < before {
                 progress = Instant::now();
             }
             if killed.elapsed() > Duration::from_millis(500) {
                 for &i in &busy {
-                    self.procs[i].cgroup.kill();
+                    self.cgroups.kill(self.procs[i].cgroup);
                 }
                 killed = Instant::now();
             }
@@ -133,10 +132,10 @@ impl Drop for Run {
         // A cgroup whose last process died stays busy until the kernel released
         // it: retry as long as cgroups keep going away.
         let mut progress = Instant::now();
-        let mut left = self.instance.cgroups_left();
-        while let Err(e) = self.instance.remove() {
-            if self.instance.cgroups_left() < left {
-                left = self.instance.cgroups_left();
+        let mut left = self.cgroups.cgroups_left();
+        while let Err(e) = self.cgroups.remove() {
+            if self.cgroups.cgroups_left() < left {
+                left = self.cgroups.cgroups_left();
                 progress = Instant::now();
             }
             if progress.elapsed() > STALL {
@@ -327,15 +326,15 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let mut run = Run {
         plans,
         envs: environments(&schedule, &confinements),
-        instance: Instance::create(
+        cgroups: cgroup::create(
             &hierarchy,
             &leftovers::instance_name(),
-            &schedule_cpus(&schedule),
+            Some(&schedule_cpus(&schedule).to_string()),
         )
         .map_err(RunError::Cgroup)?,
         procs: Vec::new(),
         partitions: Vec::new(),
-        limits: Vec::new(),
+        memory: Vec::new(),
     };
     // Two fds per process (channel, freeze file) when they fit; else one (the
     // freeze file is then opened at each switch).
@@ -351,11 +350,11 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         Some(p) => crate::power::Power::start(p, &schedule, &mut warnings)?,
         None => None,
     };
-    spawn_all(&mut run, system, &schedule, keep_open)?;
+    spawn_all(&mut run, system, &schedule, keep_open, &mut spawn_process)?;
     if let Some(c) = &mut control {
         let names = schedule.partitions.iter().map(|p| p.name.clone());
-        let dirs = names.zip(&run.limits);
-        c.measure_memory(dirs.filter_map(|(n, l)| Some((n, l.memory.clone()?))));
+        let dirs = names.zip(&run.memory);
+        c.measure_memory(dirs.filter_map(|(n, m)| Some((n, m.clone()?))));
         c.follow_windows(&schedule);
     }
     crate::affinity::pin(system, &mut warnings);
@@ -659,37 +658,43 @@ fn environments(schedule: &Schedule, confinements: &Confinements) -> Vec<Environ
     schedule.partitions.iter().flat_map(per).collect()
 }
 
+/// Spawns process `id` of the schedule with environment `env` into its (frozen) process
+/// cgroup `cg`.
+type Spawn<'a> = dyn FnMut(&mut Run, usize, usize, Process) -> std::io::Result<spawn::Child> + 'a;
+
+/// Creates the cgroups of the schedule's partitions, in the schedule's order, each with
+/// its limits; then, process by process, its frozen cgroup and the process in it
+/// (`spawn`). On an error the caller drops `run`, which kills and removes what was made.
 fn spawn_all(
     run: &mut Run,
     system: &System,
     schedule: &Schedule,
     keep_open: bool,
+    spawn: &mut Spawn<'_>,
 ) -> Result<(), RunError> {
     for (i, partition) in schedule.partitions.iter().enumerate() {
         let dir_name = cgroup::partition_dir_name(i, &partition.name);
+        let cpus = partition.widest_cpus.to_string();
         let cg = run
-            .instance
-            .add_partition(&dir_name, &partition.widest_cpus)
+            .cgroups
+            .add_partition(&dir_name, &cpus)
             .map_err(RunError::Cgroup)?;
         let model = &system.partitions[partition.model_index];
-        run.limits
-            .push(limits::apply(&run.instance, model, &cg, &dir_name)?);
+        run.memory
+            .push(limits::apply(run.cgroups.as_mut(), model, cg)?);
         run.partitions.push(cg);
     }
     for (id, process) in schedule.processes.iter().enumerate() {
-        let partition = run.partitions[process.partition].clone();
-        let mut cg = run
-            .instance
-            .add_process(&partition, process.index, keep_open)
+        let partition = run.partitions[process.partition];
+        let cg = run
+            .cgroups
+            .add_process(partition, process.index, keep_open)
             .map_err(RunError::Cgroup)?;
-        let env = &run.envs[2 * process.partition + usize::from(process.init)];
-        let limits = &run.limits[process.partition];
-        let child = spawn::spawn_into(&run.plans[id], env, &partition, &mut cg, limits).map_err(
-            |source| RunError::Spawn {
-                what: format!("`{}`", process.cmd),
-                source,
-            },
-        )?;
+        let env = 2 * process.partition + usize::from(process.init);
+        let child = spawn(run, id, env, cg).map_err(|source| RunError::Spawn {
+            what: format!("`{}`", process.cmd),
+            source,
+        })?;
         run.procs.push(Proc {
             pid: child.pid,
             cgroup: cg,
@@ -702,6 +707,17 @@ fn spawn_all(
         });
     }
     Ok(())
+}
+
+/// Spawns process `id` of `run` with its command and environment `env`.
+fn spawn_process(
+    run: &mut Run,
+    id: usize,
+    env: usize,
+    cg: Process,
+) -> std::io::Result<spawn::Child> {
+    let (plan, env) = (&run.plans[id], &run.envs[env]);
+    spawn::spawn_into(plan, env, run.cgroups.as_mut(), cg)
 }
 
 /// How often a run without windows looks whether its tasks and processes all exited.
@@ -934,7 +950,7 @@ impl Supervisor {
         while k < self.lingering.len() {
             let i = self.lingering[k];
             reap(&mut self.run.procs[i]);
-            if cgroup::procs(&self.run.procs[i].cgroup.dir).is_empty() {
+            if self.run.cgroups.pids(self.run.procs[i].cgroup).is_empty() {
                 self.lingering.swap_remove(k);
                 self.run.procs[i].exited = true;
                 self.report_exit(i);
@@ -1035,15 +1051,15 @@ impl Supervisor {
             ),
             Action::BeStart { .. } => {}
             Action::SetCpus { partition, cpus } => {
-                cgroup::set_cpus(&self.run.partitions[*partition], cpus).map_err(cg_err)?
+                let p = self.run.partitions[*partition];
+                let cpus = cpus.to_string();
+                self.run.cgroups.set_cpus(p, &cpus).map_err(cg_err)?
             }
             Action::Thaw { process } => self.thaw(*process).map_err(cg_err)?,
             Action::Freeze { process } => {
                 if !runs_on {
-                    self.run.procs[*process]
-                        .cgroup
-                        .set_frozen(true)
-                        .map_err(cg_err)?;
+                    let cg = self.run.procs[*process].cgroup;
+                    self.run.cgroups.set_frozen(cg, true).map_err(cg_err)?;
                 }
                 let reason = cause.unwrap_or(if window_ended {
                     TraceStop::WindowEnd
@@ -1122,7 +1138,8 @@ impl Supervisor {
                 let _ = event::send_nonblocking(channel.as_raw_fd(), &1u64.to_ne_bytes());
             }
         }
-        p.cgroup.set_frozen(false)
+        let cg = p.cgroup;
+        self.run.cgroups.set_frozen(cg, false)
     }
 
     fn arm(&mut self) -> Result<(), RunError> {
@@ -1204,6 +1221,157 @@ fn print_line(message: &str, to: &Option<crate::Messages>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake_cgroups::{Call, Fake};
+
+    /// Partition A (two processes) in window 0 on CPUs 0-1, partition B in window 1 on
+    /// CPU 1 and A again in window 2 on CPU 1 alone; A has a memory limit.
+    const TWO: &str = "
+partitions:
+  - name: A
+    memory: 1048576
+    processes: [{cmd: a0, budget: 5}, {cmd: a1, budget: 5}]
+  - name: B
+    processes: [{cmd: b0, budget: 5}]
+windows:
+  - {length: 10, slices: [{cpu: 0-1, be_partition: A}]}
+  - {length: 10, cpu: 1, be_partition: B}
+  - {length: 10, cpu: 1, be_partition: A}
+";
+
+    fn system() -> System {
+        bulkhead_model::load_str(TWO, "two.yaml")
+            .expect("valid")
+            .system
+    }
+
+    fn schedule(system: &System) -> Schedule {
+        Schedule::from_system(system, &CpuSet::parse("0-1").unwrap()).expect("windows")
+    }
+
+    /// A run of `system` on `fake`'s cgroups, its processes started by the fake.
+    fn started(system: &System, fake: &Fake) -> (Run, Result<(), RunError>) {
+        let mut run = Run {
+            cgroups: fake.cgroups(),
+            procs: Vec::new(),
+            partitions: Vec::new(),
+            plans: Vec::new(),
+            envs: Vec::new(),
+            memory: Vec::new(),
+        };
+        let spawner = fake.clone();
+        let mut spawn = |_: &mut Run, _, _, cg| spawner.spawn(cg);
+        let r = spawn_all(&mut run, system, &schedule(system), true, &mut spawn);
+        (run, r)
+    }
+
+    /// The partitions' cgroups come first (each with its limits), then each process's
+    /// frozen cgroup right before the process is started in it; nothing is thawed.
+    #[test]
+    fn partitions_then_each_process_in_a_frozen_cgroup_of_its_own() {
+        let (system, fake) = (system(), Fake::default());
+        let (run, r) = started(&system, &fake);
+        r.unwrap();
+        let part = |name: &str, cpus: &str| Call::AddPartition {
+            name: name.into(),
+            cpus: cpus.into(),
+        };
+        let memory = Call::Limit {
+            partition: 0,
+            controller: bulkhead_os::cgroup::Controller::Memory,
+            value: 1 << 20,
+        };
+        let proc_ = |partition, index| Call::AddProcess { partition, index };
+        let spawn = |process| Call::Spawn { process };
+        let expected = [
+            part("p0-A", "0-1"),
+            memory,
+            part("p1-B", "1"),
+            proc_(0, 0),
+            spawn(0),
+            proc_(0, 1),
+            spawn(1),
+            proc_(1, 0),
+            spawn(2),
+        ];
+        assert_eq!(fake.calls(), expected);
+        assert_eq!(run.memory, [Some("/fake/p0-A".into()), None]);
+        drop(run);
+        assert_eq!(fake.left(), (0, 0));
+    }
+
+    /// A run that fails half-way (the second process's cgroup cannot be made) leaves
+    /// nothing: what was started is killed, then every cgroup removed.
+    #[test]
+    fn a_start_that_fails_half_way_leaves_nothing() {
+        let system = system();
+        let fake = Fake::failing(|c| {
+            *c == Call::AddProcess {
+                partition: 0,
+                index: 1,
+            }
+        });
+        let (run, r) = started(&system, &fake);
+        let e = r.expect_err("the second process cannot start");
+        assert!(matches!(e, RunError::Cgroup(_)), "{e}");
+        assert_eq!(fake.left(), (4, 1), "instance, 2 partitions, 1 process");
+        drop(run);
+        let calls = fake.calls();
+        assert_eq!(calls[calls.len() - 2..], [Call::KillAll, Call::Remove]);
+        assert_eq!(fake.left(), (0, 0));
+    }
+
+    /// Drives the supervisor of a started run through its windows until `until`
+    /// (schedule time), then stops it; returns the calls made from the schedule's start.
+    fn drive(fake: &Fake, run: Run, schedule: Schedule, until: Nanos) -> Vec<Call> {
+        let options = RunOptions::default();
+        let (_, shared) = outputs(&system(), &options).unwrap();
+        let mut sup = Supervisor::new(schedule, &options, run, None, shared.unwrap()).unwrap();
+        let from = fake.calls().len();
+        let launch = Instant::now();
+        sup.machine.start(&mut sup.actions);
+        sup.execute(None, launch).unwrap();
+        while let Some(t) = sup.machine.next_timer().filter(|&t| t <= until) {
+            sup.machine.handle(Event::Timer { t }, &mut sup.actions);
+            sup.execute(None, launch).unwrap();
+        }
+        sup.machine
+            .handle(Event::Stop { t: until }, &mut sup.actions);
+        sup.execute(None, launch).unwrap();
+        drop(sup);
+        fake.calls().split_off(from)
+    }
+
+    /// At each window's end its processes are frozen before the next window's are
+    /// thawed; a partition is given the CPUs of its slice before it is thawed on them;
+    /// at the stop (in a grant of `a1`) everything is killed, then removed.
+    #[test]
+    fn windows_freeze_before_they_thaw_and_cpus_change_before_the_thaw() {
+        let (system, fake) = (system(), Fake::default());
+        let (run, r) = started(&system, &fake);
+        r.unwrap();
+        let calls = drive(&fake, run, schedule(&system), 25_000_000);
+        let thaw = |process| Call::Thaw { process };
+        let freeze = |process| Call::Freeze { process };
+        let expected = [
+            thaw(0),
+            freeze(0),
+            thaw(1),
+            freeze(1),
+            thaw(2),
+            freeze(2),
+            Call::SetCpus {
+                partition: 0,
+                cpus: "1".into(),
+            },
+            thaw(0),
+            freeze(0),
+            thaw(1),
+            Call::KillAll,
+            Call::Remove,
+        ];
+        assert_eq!(calls, expected);
+        assert_eq!(fake.left(), (0, 0));
+    }
 
     /// The batch of one window end: process 0 is granted again at that instant (left
     /// running), process 1 is not (frozen).

@@ -1,8 +1,27 @@
 //! The machine's cgroup mounts and the calling process's cgroups, read in one place
 //! (`/proc/self/mountinfo`, `/proc/self/cgroup`), and the one detection of the cgroups
 //! bulkhead uses ([`Layout::detect`], by the one rule of [`Mounts::cpuset_root`]): the
-//! supervisor's hierarchy (`bulkhead-runtime`), the exclusive cpusets and the v1 limit
+//! supervisor's hierarchy ([`Hierarchy`]), the exclusive cpusets and the v1 limit
 //! cgroups (`cpuset`, `limit`) all start from it.
+//!
+//! The cgroups of a run are behind one interface, [`CgroupManager`], with a backend per
+//! version ([`V1Cgroups`], [`V2Cgroups`]) chosen at run time ([`create`]); the cgroup
+//! files they and the cleanup of leftovers use are in `files`.
+
+mod files;
+mod manager;
+mod v1;
+mod v2;
+
+pub use files::{
+    enable_controller, is_frozen, kill_cgroup, partition_dir_name, procs, set_frozen, write_file,
+    CgroupError, Hierarchy, Result, Version,
+};
+pub use manager::{
+    create, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process,
+};
+pub use v1::V1Cgroups;
+pub use v2::V2Cgroups;
 
 use std::io;
 use std::path::{Path, PathBuf};

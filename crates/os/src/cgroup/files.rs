@@ -1,0 +1,315 @@
+//! The cgroup files bulkhead reads and writes, by path: the supervisor's hierarchy
+//! ([`Hierarchy`]), freezing, killing and listing a cgroup's processes, enabling a v2
+//! controller, and the errors of these operations ([`CgroupError`]). The backends of
+//! [`super::manager::CgroupManager`] and the cleanup of leftovers are built on them.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Which cgroup version is in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V1,
+    V2,
+}
+
+/// Where bulkhead creates its cgroups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hierarchy {
+    pub version: Version,
+    /// v1: the supervisor's cgroup in the freezer hierarchy; v2: in the unified one.
+    pub freezer_base: PathBuf,
+    /// v1: the supervisor's cgroup in the cpuset hierarchy; v2: `Some(freezer_base)`
+    /// when the cpuset controller is available there, else `None` (CPU pinning is
+    /// then impossible; only [`Hierarchy::v2_at`] builds such a hierarchy, for tests
+    /// of the v2 freezer and kill on hybrid machines).
+    pub cpuset_base: Option<PathBuf>,
+}
+
+/// A cgroup operation failed.
+#[derive(Debug)]
+pub struct CgroupError {
+    pub path: PathBuf,
+    pub what: &'static str,
+    pub source: io::Error,
+}
+
+impl std::fmt::Display for CgroupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot {} {}: {}",
+            self.what,
+            self.path.display(),
+            self.source
+        )?;
+        let denied = matches!(
+            self.source.raw_os_error(),
+            Some(crate::errno::EACCES) | Some(crate::errno::EPERM) | Some(crate::errno::EROFS)
+        );
+        let busy_control = self.source.raw_os_error() == Some(crate::errno::EBUSY)
+            && self.path.ends_with("cgroup.subtree_control");
+        if busy_control {
+            write!(
+                f,
+                "\ncgroup v2 enables controllers only for cgroups without processes of their own: \
+                 start bulkhead in a cgroup of its own, e.g. systemd-run --scope -p Delegate=yes bulkhead run FILE"
+            )?;
+        }
+        if denied {
+            write!(
+                f,
+                "\nbulkhead run needs a writable cgroup hierarchy with the freezer and cpuset \
+                 controllers. Run it as root (sudo bulkhead run ...), or, on a cgroup v2 system, \
+                 let systemd delegate a cgroup to you: \
+                 systemd-run --user --scope -p Delegate=yes bulkhead run FILE"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CgroupError {}
+
+pub type Result<T> = std::result::Result<T, CgroupError>;
+
+pub(super) fn err<'a>(
+    what: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> CgroupError + 'a {
+    move |source| CgroupError {
+        path: path.to_path_buf(),
+        what,
+        source,
+    }
+}
+
+/// Writes `value` to a cgroup file.
+pub fn write_file(path: &Path, value: &str) -> Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(err("open", path))?;
+    file.write_all(value.as_bytes()).map_err(err("write", path))
+}
+
+pub(super) fn read_file(path: &Path) -> Result<String> {
+    let mut text = String::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_string(&mut text))
+        .map_err(err("read", path))?;
+    Ok(text)
+}
+
+/// The pids listed in `<dir>/cgroup.procs` (empty if the cgroup is gone).
+pub fn procs(dir: &Path) -> Vec<i32> {
+    fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+impl Hierarchy {
+    /// The supervisor's cgroups in the one detection of this machine's cgroups
+    /// ([`super::Layout::detect`]): v1 (with the freezer mounted too)
+    /// where cpuset is a v1 controller, else v2 in the cgroup2 mount that offers cpuset
+    /// (which must be available to the supervisor's own cgroup too). The supervisor's
+    /// own cgroup in each hierarchy is read from `/proc/self/cgroup`; a missing line is
+    /// an error, never the hierarchy's root.
+    pub fn detect() -> std::result::Result<Hierarchy, String> {
+        use super::{controllers, CpusetMount, Layout};
+        let layout = Layout::detect().map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => format!("no usable cgroups: {e}"),
+            _ => e.to_string(),
+        })?;
+        let own = |mount: &Path, controller| {
+            Layout::own_dir(mount, controller).map_err(|e| e.to_string())
+        };
+        match (&layout.cpuset, &layout.freezer) {
+            (CpusetMount::V2(root), _) => {
+                let base = own(root, None)?;
+                let offered = controllers(&base);
+                if !offered.split_whitespace().any(|c| c == "cpuset") {
+                    return Err(format!(
+                        "the cpuset controller is not available in {} (cgroup.controllers: `{}`): \
+                         enable it for this cgroup (as root: echo +cpuset > <parent>/cgroup.subtree_control), \
+                         or run under systemd-run --user --scope -p Delegate=yes",
+                        base.display(),
+                        offered.trim()
+                    ));
+                }
+                Ok(Hierarchy {
+                    version: Version::V2,
+                    freezer_base: base.clone(),
+                    cpuset_base: Some(base),
+                })
+            }
+            (CpusetMount::V1(cpuset), Some(freezer)) => Ok(Hierarchy {
+                version: Version::V1,
+                freezer_base: own(freezer, Some("freezer"))?,
+                cpuset_base: Some(own(cpuset, Some("cpuset"))?),
+            }),
+            (CpusetMount::V1(_), None) => Err(
+                "no usable cgroups: the cpuset controller is mounted as cgroup v1, the freezer controller is not"
+                    .into(),
+            ),
+        }
+    }
+
+    /// A v2 hierarchy rooted at `base` (e.g. the cgroup2 mount of a hybrid
+    /// machine, `/sys/fs/cgroup/unified`), with CPU pinning only if `cpuset`.
+    pub fn v2_at(base: &Path, cpuset: bool) -> Hierarchy {
+        Hierarchy {
+            version: Version::V2,
+            freezer_base: base.to_path_buf(),
+            cpuset_base: cpuset.then(|| base.to_path_buf()),
+        }
+    }
+
+    /// The directories instances are created in (one per hierarchy used).
+    pub fn bases(&self) -> Vec<&Path> {
+        let mut bases = vec![self.freezer_base.as_path()];
+        if let Some(cpuset) = &self.cpuset_base {
+            if cpuset != &self.freezer_base {
+                bases.push(cpuset);
+            }
+        }
+        bases
+    }
+}
+
+/// Kills the processes of the cgroup `dir` (and, on v2, of its descendants).
+pub fn kill_cgroup(dir: &Path, version: Version) {
+    if version == Version::V2 && write_file(&dir.join("cgroup.kill"), "1").is_ok() {
+        return;
+    }
+    // v1 (or a kernel without cgroup.kill): freeze so that nothing forks meanwhile,
+    // signal every member, thaw so that the signals are delivered.
+    let _ = set_frozen(dir, version, true);
+    for pid in procs(dir) {
+        // `pid` is a member of a cgroup this supervisor owns.
+        let _ = crate::proc::kill(pid, crate::proc::SIGKILL);
+    }
+    let _ = set_frozen(dir, version, false);
+}
+
+pub(super) fn freeze_file(version: Version) -> &'static str {
+    match version {
+        Version::V1 => "freezer.state",
+        Version::V2 => "cgroup.freeze",
+    }
+}
+
+/// What [`freeze_file`] is written to freeze (`frozen`) or thaw.
+pub(super) fn freeze_value(version: Version, frozen: bool) -> &'static str {
+    match (version, frozen) {
+        (Version::V1, true) => "FROZEN",
+        (Version::V1, false) => "THAWED",
+        (Version::V2, true) => "1",
+        (Version::V2, false) => "0",
+    }
+}
+
+/// Writes the freezer state of cgroup `dir`.
+pub fn set_frozen(dir: &Path, version: Version, frozen: bool) -> Result<()> {
+    let value = freeze_value(version, frozen);
+    write_file(&dir.join(freeze_file(version)), value)
+}
+
+/// Whether cgroup `dir` is frozen now, as the kernel reports it (v1 `freezer.state`:
+/// `FROZEN`, not `FREEZING`; v2 `cgroup.events`: `frozen 1`); `None` if unreadable.
+pub fn is_frozen(dir: &Path, version: Version) -> Option<bool> {
+    match version {
+        Version::V1 => {
+            let state = fs::read_to_string(dir.join("freezer.state")).ok()?;
+            Some(state.trim() == "FROZEN")
+        }
+        Version::V2 => {
+            let events = fs::read_to_string(dir.join("cgroup.events")).ok()?;
+            Some(events.lines().any(|l| l.trim() == "frozen 1"))
+        }
+    }
+}
+
+pub(super) fn remove_dir(dir: &Path) -> Result<()> {
+    match fs::remove_dir(dir) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(err("remove cgroup", dir)(e)),
+        _ => Ok(()),
+    }
+}
+
+/// v2: enables `controller` for the children of `dir` (if not already).
+pub fn enable_controller(dir: &Path, controller: &str) -> Result<()> {
+    let control = dir.join("cgroup.subtree_control");
+    if read_file(&control)?
+        .split_whitespace()
+        .any(|c| c == controller)
+    {
+        return Ok(());
+    }
+    write_file(&control, &format!("+{controller}"))
+}
+
+/// Writes `cpuset.cpus`; the kernel refuses CPUs another cgroup owns exclusively.
+pub(super) fn write_cpus(dir: &Path, cpus: &str) -> Result<()> {
+    let path = dir.join("cpuset.cpus");
+    write_file(&path, cpus).map_err(|e| match e.source.raw_os_error() {
+        Some(crate::errno::EINVAL) => CgroupError {
+            what: "give CPUs (another cgroup may own them exclusively: cpuset.cpu_exclusive) to",
+            ..e
+        },
+        _ => e,
+    })
+}
+
+/// A cgroup-safe name for a partition: letters, digits, `-`, `_` and `.` kept,
+/// anything else replaced by `_`; prefixed with its index so that names stay unique.
+pub fn partition_dir_name(index: usize, name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("p{index}-{clean}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permission_errors_say_how_to_get_rights() {
+        let e = CgroupError {
+            path: PathBuf::from("/sys/fs/cgroup/freezer/bulkhead-1-2-0"),
+            what: "create cgroup",
+            source: io::Error::from_raw_os_error(crate::errno::EACCES),
+        };
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "cannot create cgroup /sys/fs/cgroup/freezer/bulkhead-1-2-0: Permission denied"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("as root") && text.contains("systemd-run --user --scope -p Delegate=yes"),
+            "{text}"
+        );
+        let other = CgroupError {
+            source: io::Error::from_raw_os_error(crate::errno::ENOSPC),
+            ..e
+        };
+        assert!(!other.to_string().contains("systemd-run"));
+    }
+
+    #[test]
+    fn partition_names_are_cgroup_safe() {
+        assert_eq!(partition_dir_name(3, "SC1"), "p3-SC1");
+        assert_eq!(partition_dir_name(0, "a/b c"), "p0-a_b_c");
+    }
+}

@@ -1,0 +1,144 @@
+//! The cgroup v1 backend of [`CgroupManager`] (freezer and cpuset hierarchies, as in
+//! systemd's hybrid or legacy mode): the cpuset is set per partition
+//! (`cpuset/.../<partition>`, processes join it directly), the freezer per process
+//! (`freezer/.../<partition>/proc<i>`), each limit in a hierarchy of its own
+//! ([`crate::limit::V1Limit`]).
+
+use super::files::{read_file, write_cpus, write_file, Hierarchy, Result, Version};
+use super::manager::{
+    on_tree, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process, Tree,
+};
+use crate::limit::V1Limit;
+use std::path::{Path, PathBuf};
+
+/// A run's cgroups on cgroup v1.
+pub struct V1Cgroups {
+    tree: Tree,
+    /// The CPUs of the instance cpuset, which new partitions inherit (`None`: it has
+    /// none; every partition is below an rt cpuset).
+    cpus: Option<String>,
+    /// Per partition: its cpuset cgroup.
+    cpusets: Vec<PathBuf>,
+    /// Per partition: the `cgroup.procs` files of its v1 limits that every process
+    /// joins (pids) and that the process running the program joins (memory).
+    joins: Vec<(Vec<PathBuf>, Vec<PathBuf>)>,
+    /// The limits' cgroups, removed after the instance's.
+    limits: Vec<V1Limit>,
+}
+
+impl V1Cgroups {
+    /// Creates `<base>/<name>` in the freezer and cpuset hierarchies; its cpuset gets
+    /// `cpus` and its parent's memory nodes. On failure nothing is left behind.
+    pub fn create(hierarchy: &Hierarchy, name: &str, cpus: Option<&str>) -> Result<V1Cgroups> {
+        let mut cgroups = V1Cgroups {
+            tree: Tree::new(Version::V1, name),
+            cpus: cpus.map(str::to_string),
+            cpusets: Vec::new(),
+            joins: Vec::new(),
+            limits: Vec::new(),
+        };
+        let setup = cgroups.setup(hierarchy);
+        if setup.is_err() {
+            let _ = cgroups.tree.remove();
+        }
+        setup.map(|()| cgroups)
+    }
+
+    fn setup(&mut self, hierarchy: &Hierarchy) -> Result<()> {
+        for base in hierarchy.bases() {
+            self.tree.add_instance_dir(base)?;
+        }
+        let Some(cpus) = &self.cpus else {
+            return Ok(());
+        };
+        let cpuset = self.instance_cpuset().to_path_buf();
+        let parent = cpuset.parent().expect("has a parent").to_path_buf();
+        let mems = read_file(&parent.join("cpuset.mems"))?;
+        write_cpus(&cpuset, cpus)?;
+        write_file(&cpuset.join("cpuset.mems"), mems.trim())?;
+        // Partitions are born with the instance's CPUs and memory nodes, so that most
+        // need no cpuset write at all: each write is checked against every sibling,
+        // which makes many writes quadratic.
+        write_file(&cpuset.join("cgroup.clone_children"), "1")
+    }
+
+    /// The instance's cgroup in the cpuset hierarchy (created last).
+    fn instance_cpuset(&self) -> &Path {
+        self.tree.dirs.last().expect("created")
+    }
+}
+
+impl CgroupManager for V1Cgroups {
+    on_tree!();
+
+    fn add_partition(&mut self, name: &str, cpus: &str) -> Result<Partition> {
+        let p = self.tree.add_partition(name)?;
+        let dir = self.instance_cpuset().join(name);
+        self.tree.make(&dir)?;
+        self.cpusets.push(dir);
+        self.joins.push((Vec::new(), Vec::new()));
+        if self.cpus.as_deref() != Some(cpus) {
+            self.set_cpus(p, cpus)?;
+        }
+        Ok(p)
+    }
+
+    fn add_partition_below(&mut self, name: &str, cpus: &str, parent: &Path) -> Result<Partition> {
+        let p = self.tree.add_partition(name)?;
+        let dir = parent.join(format!("{}-{name}", self.tree.name));
+        self.tree.make(&dir)?;
+        self.cpusets.push(dir.clone());
+        self.joins.push((Vec::new(), Vec::new()));
+        let mems = read_file(&parent.join("cpuset.mems"))?;
+        write_file(&dir.join("cpuset.mems"), mems.trim())?;
+        write_cpus(&dir, cpus)?;
+        Ok(p)
+    }
+
+    fn set_cpus(&mut self, p: Partition, cpus: &str) -> Result<()> {
+        write_cpus(&self.cpusets[p.0], cpus)
+    }
+
+    fn limit(&mut self, p: Partition, controller: Controller, value: u64) -> Limited {
+        let file = match controller {
+            Controller::Memory => "memory.limit_in_bytes",
+            Controller::Pids => "pids.max",
+            Controller::Cpu => "cpu.cfs_quota_us",
+        };
+        let name = format!("{}-{}", self.tree.name, self.tree.partitions[p.0].0);
+        let limit = V1Limit::create(controller.name(), &name, file, value)
+            .map_err(LimitError::Controller)?;
+        let dir = limit.dir().to_path_buf();
+        let (all, program) = &mut self.joins[p.0];
+        match controller {
+            Controller::Memory => program.push(dir.join("cgroup.procs")),
+            Controller::Pids | Controller::Cpu => all.push(dir.join("cgroup.procs")),
+        }
+        self.limits.push(limit);
+        Ok(dir)
+    }
+
+    fn joins(&self, p: Process) -> Joins {
+        let Partition(partition) = self.tree.partition_of(p);
+        let (all, program) = &self.joins[partition];
+        let mut procs = vec![
+            self.cpusets[partition].join("cgroup.procs"),
+            self.tree.process_dir(p).join("cgroup.procs"),
+        ];
+        procs.extend(all.iter().cloned());
+        Joins::Hold {
+            procs,
+            program: program.clone(),
+        }
+    }
+
+    fn kill_all(&mut self) {
+        self.tree.kill_each();
+    }
+
+    fn remove(&mut self) -> Result<()> {
+        self.tree.remove()?;
+        self.limits.clear();
+        Ok(())
+    }
+}

@@ -1,0 +1,258 @@
+//! A fake host for the supervisor's tests without root: a [`CgroupManager`] that keeps
+//! its cgroups in memory and records every call that changes them, and a spawner that
+//! "starts" processes into them (a pid no process has, a real channel), so that the
+//! supervisor's decisions (start order, freeze order, cleanup, CPU changes) are
+//! checked from the recorded calls.
+
+use crate::spawn::Child;
+use bulkhead_os::cgroup::{
+    CgroupError, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process, Result,
+};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// What the supervisor asked the host to do, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    AddPartition {
+        name: String,
+        cpus: String,
+    },
+    SetCpus {
+        partition: usize,
+        cpus: String,
+    },
+    Limit {
+        partition: usize,
+        controller: Controller,
+        value: u64,
+    },
+    /// A process cgroup, created frozen.
+    AddProcess {
+        partition: usize,
+        index: usize,
+    },
+    /// A process started in process cgroup `process` (by [`Fake::spawn`]).
+    Spawn {
+        process: usize,
+    },
+    Freeze {
+        process: usize,
+    },
+    Thaw {
+        process: usize,
+    },
+    Kill {
+        process: usize,
+    },
+    KillAll,
+    Remove,
+}
+
+/// A fake process cgroup.
+struct FakeProcess {
+    frozen: bool,
+    /// The pid of the process in it, while it runs.
+    pid: Option<i32>,
+    /// The process's end of its channel, while it runs.
+    channel: Option<OwnedFd>,
+}
+
+#[derive(Default)]
+struct State {
+    calls: Vec<Call>,
+    partitions: Vec<PathBuf>,
+    processes: Vec<FakeProcess>,
+    /// The instance and everything below it exist.
+    exists: bool,
+    /// The first call for which this returns true fails (and is not carried out).
+    fail: Option<fn(&Call) -> bool>,
+}
+
+/// The test's handle on the fake host; [`Fake::cgroups`] is the supervisor's.
+#[derive(Clone, Default)]
+pub struct Fake(Arc<Mutex<State>>);
+
+/// The [`CgroupManager`] of a [`Fake`].
+pub struct FakeCgroups(Fake);
+
+impl Fake {
+    /// A fake host whose first call for which `fail` is true fails.
+    pub fn failing(fail: fn(&Call) -> bool) -> Fake {
+        let fake = Fake::default();
+        fake.state().fail = Some(fail);
+        fake
+    }
+
+    /// The run's cgroups on this host (its instance created).
+    pub fn cgroups(&self) -> Box<dyn CgroupManager> {
+        self.state().exists = true;
+        Box::new(FakeCgroups(self.clone()))
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The calls so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.state().calls.clone()
+    }
+
+    /// How many cgroups exist and how many processes run.
+    pub fn left(&self) -> (usize, usize) {
+        let s = self.state();
+        let cgroups = match s.exists {
+            true => 1 + s.partitions.len() + s.processes.len(),
+            false => 0,
+        };
+        (
+            cgroups,
+            s.processes.iter().filter(|p| p.pid.is_some()).count(),
+        )
+    }
+
+    /// Records `call`; an error (and nothing done) when it is the one to fail.
+    fn record(&self, call: Call) -> Result<()> {
+        let mut s = self.state();
+        if s.fail.is_some_and(|fail| fail(&call)) {
+            s.fail = None;
+            return Err(CgroupError {
+                path: PathBuf::from(format!("/fake/{call:?}")),
+                what: "carry out",
+                source: std::io::Error::from_raw_os_error(bulkhead_os::errno::ENOSPC),
+            });
+        }
+        s.calls.push(call);
+        Ok(())
+    }
+
+    /// Starts a process in process cgroup `cg`: its pid is one no process has (pids
+    /// are below 2^22), its channel a real socket whose other end the host keeps.
+    pub fn spawn(&self, cg: Process) -> std::io::Result<Child> {
+        self.record(Call::Spawn { process: cg.0 })
+            .map_err(std::io::Error::other)?;
+        let (ours, theirs) = UnixStream::pair()?;
+        let pid = 1 << 30 | cg.0 as i32;
+        let mut s = self.state();
+        s.processes[cg.0].pid = Some(pid);
+        s.processes[cg.0].channel = Some(theirs.into());
+        Ok(Child {
+            pid,
+            channel: ours.into(),
+            memory: None,
+        })
+    }
+}
+
+impl CgroupManager for FakeCgroups {
+    fn add_partition(&mut self, name: &str, cpus: &str) -> Result<Partition> {
+        let (name, cpus) = (name.to_string(), cpus.to_string());
+        self.0.record(Call::AddPartition {
+            name: name.clone(),
+            cpus,
+        })?;
+        let mut s = self.0.state();
+        s.partitions.push(PathBuf::from("/fake").join(name));
+        Ok(Partition(s.partitions.len() - 1))
+    }
+
+    fn add_partition_below(&mut self, name: &str, cpus: &str, _: &Path) -> Result<Partition> {
+        self.add_partition(name, cpus)
+    }
+
+    fn partition_dir(&self, _: Partition) -> &Path {
+        Path::new("/fake")
+    }
+
+    fn set_cpus(&mut self, p: Partition, cpus: &str) -> Result<()> {
+        let cpus = cpus.to_string();
+        self.0.record(Call::SetCpus {
+            partition: p.0,
+            cpus,
+        })
+    }
+
+    fn limit(&mut self, p: Partition, controller: Controller, value: u64) -> Limited {
+        let call = Call::Limit {
+            partition: p.0,
+            controller,
+            value,
+        };
+        self.0.record(call).map_err(LimitError::Cgroup)?;
+        Ok(self.0.state().partitions[p.0].clone())
+    }
+
+    fn add_process(&mut self, p: Partition, index: usize, _: bool) -> Result<Process> {
+        self.0.record(Call::AddProcess {
+            partition: p.0,
+            index,
+        })?;
+        let mut s = self.0.state();
+        s.processes.push(FakeProcess {
+            frozen: true,
+            pid: None,
+            channel: None,
+        });
+        Ok(Process(s.processes.len() - 1))
+    }
+
+    fn joins(&self, _: Process) -> Joins {
+        Joins::Into(PathBuf::from("/fake"))
+    }
+
+    fn set_frozen(&mut self, p: Process, frozen: bool) -> Result<()> {
+        if self.0.state().processes[p.0].frozen == frozen {
+            return Ok(());
+        }
+        self.0.record(match frozen {
+            true => Call::Freeze { process: p.0 },
+            false => Call::Thaw { process: p.0 },
+        })?;
+        self.0.state().processes[p.0].frozen = frozen;
+        Ok(())
+    }
+
+    fn pids(&self, p: Process) -> Vec<i32> {
+        self.0.state().processes[p.0].pid.into_iter().collect()
+    }
+
+    fn kill(&mut self, p: Process) {
+        if self.0.record(Call::Kill { process: p.0 }).is_ok() {
+            let mut s = self.0.state();
+            s.processes[p.0].pid = None;
+            s.processes[p.0].channel = None;
+        }
+    }
+
+    fn kill_all(&mut self) {
+        if self.0.record(Call::KillAll).is_ok() {
+            for p in &mut self.0.state().processes {
+                p.pid = None;
+                p.channel = None;
+            }
+        }
+    }
+
+    fn remove(&mut self) -> Result<()> {
+        if self.0.state().processes.iter().any(|p| p.pid.is_some()) {
+            return Err(CgroupError {
+                path: PathBuf::from("/fake"),
+                what: "remove cgroup",
+                source: std::io::Error::from_raw_os_error(bulkhead_os::errno::EBUSY),
+            });
+        }
+        self.0.record(Call::Remove)?;
+        let mut s = self.0.state();
+        s.partitions.clear();
+        s.processes.clear();
+        s.exists = false;
+        Ok(())
+    }
+
+    fn cgroups_left(&self) -> usize {
+        self.0.left().0
+    }
+}
