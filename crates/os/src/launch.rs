@@ -198,7 +198,9 @@ pub struct Fds<'a> {
     /// A socket that becomes [`CHANNEL_FD`] in the child.
     pub channel: Option<RawFd>,
     /// Descriptors kept open across exec at their numbers (channels, a task's link);
-    /// the caller keeps them open until the child has exec'd.
+    /// the caller keeps them open until the child has exec'd. Each is above the
+    /// standard streams and, when a channel is handed, above [`CHANNEL_FD`] (else
+    /// [`spawn`] refuses it: the child's own descriptor would replace it).
     pub keep: &'a [RawFd],
     /// Close every descriptor above the standard streams (and the channel) but `keep`.
     pub close_others: bool,
@@ -244,6 +246,15 @@ pub fn spawn(launch: Launch<'_>) -> io::Result<Child> {
         fds,
         wait_exec,
     } = launch;
+    let floor = if fds.channel.is_some() { CHANNEL_FD } else { 2 };
+    if let Some(fd) = fds.keep.iter().find(|&&fd| fd <= floor) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "descriptor {fd} cannot be kept at its number: the child's 0..={floor} are its own"
+            ),
+        ));
+    }
     if confine.seccomp {
         if let Err(e) = FILTER.get_or_init(Filter::new) {
             return Err(io::Error::other(e.clone()));
@@ -291,7 +302,7 @@ pub fn spawn(launch: Launch<'_>) -> io::Result<Child> {
         channel: fds.channel.unwrap_or(-1),
         stdin: null.as_ref().map_or(-1, |f| f.as_raw_fd()),
         output: fds.output,
-        keep: sorted(fds.keep, fds.channel.is_some()),
+        keep: sorted(fds.keep),
         close_others: fds.close_others,
         report: report.as_ref().map_or(-1, |(_, w)| w.as_raw_fd()),
         parent: std::process::id() as libc::pid_t,
@@ -408,11 +419,10 @@ struct Plan {
     parent: libc::pid_t,
 }
 
-/// The descriptors of `fds` above the standard streams (and [`CHANNEL_FD`] when a
-/// channel is moved there), ascending, without duplicates.
-fn sorted(fds: &[RawFd], channel: bool) -> Vec<RawFd> {
-    let floor = if channel { CHANNEL_FD } else { 2 };
-    let mut fds: Vec<RawFd> = fds.iter().copied().filter(|&f| f > floor).collect();
+/// The descriptors of `fds` (above the standard streams and the channel: [`spawn`]
+/// checked), ascending, without duplicates.
+fn sorted(fds: &[RawFd]) -> Vec<RawFd> {
+    let mut fds = fds.to_vec();
     fds.sort_unstable();
     fds.dedup();
     fds
@@ -917,21 +927,19 @@ mod tests {
     use std::os::unix::net::UnixStream;
 
     /// Runs `script` in `/bin/sh` through the launcher (waiting for its exec) with
-    /// `launch` adjusting the defaults; its output goes to a kept socket. Returns the
+    /// `launch` adjusting the defaults; its standard output and error go to a socket. Returns the
     /// output and the wait status.
     fn run(script: &str, adjust: impl FnOnce(&mut Launch<'_>)) -> (String, i32) {
         let (mut out, theirs) = UnixStream::pair().unwrap();
+        // The child's standard output and error: a redirection to the descriptor's number
+        // would fail in dash from fd 10 on, which the pair gets while other tests of this
+        // process hold descriptors.
         let fd = theirs.as_raw_fd();
-        let argv = [
-            "/bin/sh".into(),
-            "-c".into(),
-            format!("{{ {script}; }} >&{fd}"),
-        ];
+        let argv = ["/bin/sh".into(), "-c".into(), script.to_string()];
         let program = Program::new(Path::new("/bin/sh"), &argv, Some(Path::new("/"))).unwrap();
         let env = Env::new([("PATH".to_string(), "/usr/bin:/bin".to_string())]);
-        let keep = [fd];
         let mut launch = plain(&program, &env);
-        launch.fds.keep = &keep;
+        launch.fds.output = Some((fd, fd));
         adjust(&mut launch);
         let child = spawn(launch).expect("starts");
         drop(theirs);
@@ -962,6 +970,21 @@ mod tests {
         let mut launch = plain(&program, &env);
         adjust(&mut launch);
         spawn(launch).err().expect("fails")
+    }
+
+    /// A descriptor to keep at a number the child's own streams or channel take is
+    /// refused before anything starts, instead of being replaced in the child.
+    #[test]
+    fn a_descriptor_kept_at_the_childs_own_numbers_is_refused() {
+        let (channel, _peer) = UnixStream::pair().unwrap();
+        let ch = channel.as_raw_fd();
+        let e = failure("/bin/true", |l| {
+            l.fds.channel = Some(ch);
+            l.fds.keep = &[CHANNEL_FD];
+        });
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        let e = failure("/bin/true", |l| l.fds.keep = &[2]);
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
     }
 
     #[test]
