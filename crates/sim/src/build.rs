@@ -42,7 +42,7 @@ pub enum ServerChoice {
 impl ServerChoice {
     /// Parses `none`, `sporadic`, `deferrable`, `cbs` or `io:PERMILLE` (1..=1000), the
     /// syntax of a description's `server:`.
-    pub fn parse(text: &str) -> Result<ServerChoice, String> {
+    pub fn parse(text: &str) -> Result<ServerChoice, bulkhead_model::TaskServerError> {
         TaskServer::parse(text).map(ServerChoice::from)
     }
 }
