@@ -36,6 +36,7 @@ mod supervisor;
 pub mod tasks;
 
 pub use cgroup::Hierarchy;
+pub use isolation::IdentityError;
 pub use links::{shell_words, stage_var};
 pub use power::PowerOptions;
 pub use supervisor::{clean_leftovers, Outcome};
@@ -179,6 +180,11 @@ pub enum Unrunnable {
         what: String,
         source: std::io::Error,
     },
+    /// A partition has no uid and gid to run as.
+    Identity {
+        partition: String,
+        source: isolation::IdentityError,
+    },
 }
 
 impl std::fmt::Display for Unrunnable {
@@ -191,6 +197,9 @@ impl std::fmt::Display for Unrunnable {
             Unrunnable::Program(e) => write!(f, "{e}"),
             Unrunnable::Reserve(e) => write!(f, "{e}"),
             Unrunnable::Exec { what, source } => write!(f, "{what}: {source}"),
+            Unrunnable::Identity { partition, source } => {
+                write!(f, "partition `{partition}`: {source}")
+            }
         }
     }
 }
@@ -205,6 +214,7 @@ impl std::error::Error for Unrunnable {
             Unrunnable::Program(e) => Some(e.as_ref()),
             Unrunnable::Reserve(e) => Some(e),
             Unrunnable::Exec { source, .. } => Some(source),
+            Unrunnable::Identity { source, .. } => Some(source),
         }
     }
 }
