@@ -122,7 +122,7 @@ fn sim(py: Python<'_>, system: &PySystem, for_ns: Option<u64>, seed: u64) -> PyR
     options.seed = seed;
     let mut report = py
         .detach(|| bulkhead_sim::simulate(&spec, options, &mut NoTrace))
-        .map_err(fail)?;
+        .map_err(|e| fail(e.to_string()))?;
     report.pipelines = bulkhead_sim::pipes::pipeline_stats(&system, &report.chains);
     Ok(report.to_json())
 }

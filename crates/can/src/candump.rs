@@ -52,20 +52,59 @@ impl fmt::Display for Record {
 }
 
 /// A line that is not a candump log record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {problem}")]
 pub struct ParseError {
     /// 1-based line number.
     pub line: usize,
-    pub message: String,
+    #[source]
+    pub problem: LineError,
 }
 
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
-    }
+/// What is wrong with a candump log line (the texts quoted, cut short).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    #[error("expected `(seconds) iface ID#DATA`, found {}", quoted(.0))]
+    Fields(String),
+    #[error("bad timestamp {}", quoted(.0))]
+    Timestamp(String),
+    #[error("line longer than {MAX_LINE} bytes")]
+    TooLong,
+    #[error(transparent)]
+    Frame(#[from] FrameSyntax),
 }
 
-impl std::error::Error for ParseError {}
+/// A frame that is not `ID#DATA`, `ID#R[len]` or `ID##<flags>DATA` ([`parse_frame`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameSyntax {
+    #[error("{} lacks the `#` between id and data", quoted(.0))]
+    NoHash(String),
+    #[error("bad CAN id {}", quoted(.0))]
+    Id(String),
+    #[error("CAN id {} out of range", quoted(.0))]
+    IdRange(String),
+    #[error("{}: CAN FD frame lacks its flags digit", quoted(.0))]
+    FdFlags(String),
+    #[error("{}: bad remote length {}", quoted(.body), quoted(.len))]
+    RemoteLength { body: String, len: String },
+    #[error("{}: {source}", quoted(.body))]
+    Data { body: String, source: HexError },
+    /// The frame the text describes cannot be built.
+    #[error("{}: {source}", quoted(.body))]
+    Frame {
+        body: String,
+        source: crate::frame::FrameError,
+    },
+}
+
+/// Data that is not pairs of hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HexError {
+    #[error("odd number of hex digits in {}", quoted(.0))]
+    Odd(String),
+    #[error("bad hex data {}", quoted(.0))]
+    NotHex(String),
+}
 
 /// Longest excerpt of a line shown in an error message, in characters.
 const SHOWN: usize = 48;
@@ -79,9 +118,9 @@ fn quoted(text: &str) -> String {
 /// `R` or `T` (received or transmitted, which python-can's `can.Logger` writes) is
 /// accepted and ignored.
 pub fn parse_line(text: &str, line_no: usize) -> Result<Record, ParseError> {
-    let err = |message: String| ParseError {
+    let err = |problem: LineError| ParseError {
         line: line_no,
-        message,
+        problem,
     };
     let mut fields = text.split_ascii_whitespace();
     let (Some(ts), Some(iface), Some(body), None | Some("R" | "T"), None) = (
@@ -91,13 +130,10 @@ pub fn parse_line(text: &str, line_no: usize) -> Result<Record, ParseError> {
         fields.next(),
         fields.next(),
     ) else {
-        return Err(err(format!(
-            "expected `(seconds) iface ID#DATA`, found {}",
-            quoted(text)
-        )));
+        return Err(err(LineError::Fields(text.into())));
     };
-    let t_ns = parse_timestamp(ts).ok_or_else(|| err(format!("bad timestamp {}", quoted(ts))))?;
-    let frame = parse_frame(body).map_err(err)?;
+    let t_ns = parse_timestamp(ts).ok_or_else(|| err(LineError::Timestamp(ts.into())))?;
+    let frame = parse_frame(body).map_err(|e| err(e.into()))?;
     Ok(Record {
         t_ns,
         iface: iface.to_string(),
@@ -122,56 +158,63 @@ fn parse_timestamp(ts: &str) -> Option<u64> {
 }
 
 /// Parses `ID#DATA`, `ID#R[len]` or `ID##<flags>DATA`.
-pub fn parse_frame(body: &str) -> Result<Frame, String> {
+pub fn parse_frame(body: &str) -> Result<Frame, FrameSyntax> {
     let (id_text, rest) = body
         .split_once('#')
-        .ok_or_else(|| format!("{} lacks the `#` between id and data", quoted(body)))?;
+        .ok_or_else(|| FrameSyntax::NoHash(body.into()))?;
     let id = parse_id(id_text)?;
-    let shown = quoted(body);
-    let bad = |e: crate::frame::FrameError| format!("{shown}: {e}");
+    let bad = |source| FrameSyntax::Frame {
+        body: body.into(),
+        source,
+    };
+    let data = |source| FrameSyntax::Data {
+        body: body.into(),
+        source,
+    };
     if let Some(fd) = rest.strip_prefix('#') {
         let mut chars = fd.chars();
         let flags = chars
             .next()
             .and_then(|c| c.to_digit(16))
-            .ok_or_else(|| format!("{shown}: CAN FD frame lacks its flags digit"))?;
-        let data = parse_hex(chars.as_str()).map_err(|e| format!("{shown}: {e}"))?;
+            .ok_or_else(|| FrameSyntax::FdFlags(body.into()))?;
+        let data = parse_hex(chars.as_str()).map_err(data)?;
         return Frame::fd(id, flags & 1 != 0, &data).map_err(bad);
     }
     if let Some(len) = rest.strip_prefix(['R', 'r']) {
         let len = if len.is_empty() {
             0
         } else {
-            len.parse::<u8>()
-                .map_err(|_| format!("{shown}: bad remote length {}", quoted(len)))?
+            len.parse::<u8>().map_err(|_| FrameSyntax::RemoteLength {
+                body: body.into(),
+                len: len.into(),
+            })?
         };
         return Frame::remote(id, len).map_err(bad);
     }
-    let data = parse_hex(rest).map_err(|e| format!("{shown}: {e}"))?;
+    let data = parse_hex(rest).map_err(data)?;
     Frame::new(id, &data).map_err(bad)
 }
 
-fn parse_id(text: &str) -> Result<CanId, String> {
-    let value =
-        u32::from_str_radix(text, 16).map_err(|_| format!("bad CAN id {}", quoted(text)))?;
+fn parse_id(text: &str) -> Result<CanId, FrameSyntax> {
+    let value = u32::from_str_radix(text, 16).map_err(|_| FrameSyntax::Id(text.into()))?;
     let id = if text.len() <= 3 {
         CanId::standard(value)
     } else {
         CanId::extended(value)
     };
-    id.ok_or_else(|| format!("CAN id {} out of range", quoted(text)))
+    id.ok_or_else(|| FrameSyntax::IdRange(text.into()))
 }
 
-fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
+fn parse_hex(text: &str) -> Result<Vec<u8>, HexError> {
     if text.len() % 2 != 0 {
-        return Err(format!("odd number of hex digits in {}", quoted(text)));
+        return Err(HexError::Odd(text.into()));
     }
     (0..text.len())
         .step_by(2)
         .map(|i| {
             text.get(i..i + 2)
                 .and_then(|pair| u8::from_str_radix(pair, 16).ok())
-                .ok_or_else(|| format!("bad hex data {}", quoted(text)))
+                .ok_or_else(|| HexError::NotHex(text.into()))
         })
         .collect()
 }
@@ -258,7 +301,7 @@ impl<R: BufRead> Reader<R> {
         }
         Err(ReadError::Parse(ParseError {
             line: self.line_no,
-            message: format!("line longer than {MAX_LINE} bytes"),
+            problem: LineError::TooLong,
         }))
     }
 }
@@ -347,6 +390,22 @@ mod tests {
             assert_eq!(e.line, 7, "{bad}");
             assert!(e.to_string().starts_with("line 7: "), "{e}");
         }
+        let odd = parse_line("(1.0) can0 123#0", 7).unwrap_err();
+        let hex = HexError::Odd("0".into());
+        let data = FrameSyntax::Data {
+            body: "123#0".into(),
+            source: hex,
+        };
+        assert_eq!(odd.problem, LineError::Frame(data));
+        assert_eq!(
+            odd.to_string(),
+            "line 7: \"123#0\": odd number of hex digits in \"0\""
+        );
+        let long = parse_line("(1.0) can0 123#001122334455667788", 7).unwrap_err();
+        let LineError::Frame(FrameSyntax::Frame { .. }) = long.problem else {
+            panic!("{long:?}");
+        };
+        assert_eq!(parse_frame("12G#00"), Err(FrameSyntax::Id("12G".into())));
     }
 
     #[test]
@@ -382,7 +441,10 @@ mod tests {
         let items: Vec<_> = Reader::new(text.as_bytes()).collect();
         assert_eq!(items.len(), 2);
         match &items[0] {
-            Err(ReadError::Parse(e)) => assert!(e.message.contains("longer than"), "{e}"),
+            Err(ReadError::Parse(e)) => {
+                assert_eq!(e.problem, LineError::TooLong);
+                assert_eq!(e.to_string(), "line 1: line longer than 4096 bytes");
+            }
             other => panic!("{other:?}"),
         }
         assert_eq!(items[1].as_ref().unwrap().t_ns, 2_000_000_000);

@@ -553,7 +553,7 @@ fn parse_error(e: can_dbc::DbcError) -> LoadError {
 /// frame id ... is more than 29 bits", "Standard frame id ... is more than 11 bits").
 /// The parser masks extended ids to 29 bits and truncates standard ones to 16, so the
 /// id as written (`raw`) is checked.
-fn checked_id(m: &can_dbc::Message, raw: Option<u64>) -> Result<CanId, String> {
+fn checked_id(m: &can_dbc::Message, raw: Option<u64>) -> Result<CanId, IdTooLong> {
     const EXTENDED_FLAG: u64 = 1 << 31;
     let Some(raw) = raw else {
         return Ok(can_id(m.id));
@@ -564,18 +564,25 @@ fn checked_id(m: &can_dbc::Message, raw: Option<u64>) -> Result<CanId, String> {
     } else {
         u32::try_from(value).ok().and_then(CanId::standard)
     };
-    id.ok_or_else(|| {
-        let (kind, bits) = if extended {
-            ("extended", 29)
-        } else {
-            ("standard", 11)
-        };
-        format!(
-            "message {}: {kind} id {value:#x} has more than {bits} bits (ids with bit 31 set \
-             are extended; cantools rejects this too)",
-            m.name
-        )
+    id.ok_or_else(|| IdTooLong {
+        message: m.name.clone(),
+        extended,
+        value,
     })
+}
+
+/// A message id written with more bits than its kind has.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "message {message}: {} id {value:#x} has more than {} bits (ids with bit 31 set are \
+     extended; cantools rejects this too)",
+    if *.extended { "extended" } else { "standard" },
+    if *.extended { 29 } else { 11 }
+)]
+struct IdTooLong {
+    message: String,
+    extended: bool,
+    value: u64,
 }
 
 /// What the DBC says of its signals beyond their `SG_` lines, looked up by message id and
@@ -647,10 +654,10 @@ fn message_def(
     source: Option<&MessageSource>,
     errors: &mut Vec<Problem>,
 ) -> MessageDef {
-    let id = checked_id(m, source.and_then(|s| s.raw_id)).unwrap_or_else(|message| {
+    let id = checked_id(m, source.and_then(|s| s.raw_id)).unwrap_or_else(|e| {
         errors.push(Problem {
             line: source.map(|s| s.line),
-            message,
+            message: e.to_string(),
         });
         can_id(m.id)
     });

@@ -18,20 +18,33 @@ pub struct Filter {
     pub inverted: bool,
 }
 
+/// A `--filter` text that is not `ID:MASK` or `ID~MASK`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    #[error("`{0}`: want ID:MASK or ID~MASK (hex), e.g. 123:7FF")]
+    Syntax(String),
+    #[error("`{text}`: `{part}` is not a hex number")]
+    NotHex {
+        text: String,
+        part: String,
+        source: std::num::ParseIntError,
+    },
+}
+
 impl Filter {
     /// Parses `ID:MASK` or `ID~MASK` (hexadecimal).
-    pub fn parse(text: &str) -> Result<Filter, String> {
+    pub fn parse(text: &str) -> Result<Filter, FilterError> {
         let (id_text, mask_text, inverted) = match (text.split_once(':'), text.split_once('~')) {
             (Some((i, m)), None) => (i, m, false),
             (None, Some((i, m))) => (i, m, true),
-            _ => {
-                return Err(format!(
-                    "`{text}`: want ID:MASK or ID~MASK (hex), e.g. 123:7FF"
-                ))
-            }
+            _ => return Err(FilterError::Syntax(text.into())),
         };
         let hex = |t: &str| {
-            u32::from_str_radix(t, 16).map_err(|_| format!("`{text}`: `{t}` is not a hex number"))
+            u32::from_str_radix(t, 16).map_err(|source| FilterError::NotHex {
+                text: text.into(),
+                part: t.into(),
+                source,
+            })
         };
         let mut id = hex(id_text)?;
         if id_text.len() == 8 {
@@ -229,6 +242,10 @@ mod tests {
         for bad in ["123", "12G:7FF", "1:2:3", "1~2:3"] {
             assert!(Filter::parse(bad).is_err(), "{bad}");
         }
+        let e = Filter::parse("12G:7FF").unwrap_err();
+        assert!(matches!(&e, FilterError::NotHex { part, .. } if part == "12G"));
+        assert!(std::error::Error::source(&e).is_some());
+        assert_eq!(e.to_string(), "`12G:7FF`: `12G` is not a hex number");
         let any = Filters {
             filters: vec![Filter::parse("100:700").unwrap(), f],
             join: false,

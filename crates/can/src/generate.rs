@@ -28,10 +28,25 @@ pub struct Spec {
     pub remote: bool,
 }
 
+/// A fixed value of a [`Spec`] that does not fit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("id {id:X} does not fit in {max_id:X}")]
+    Id { id: u32, max_id: u32 },
+    #[error("length {0}: a classic frame holds 0..8 bytes")]
+    Length(usize),
+    #[error("{0} data bytes: a classic frame holds 0..8")]
+    Data(usize),
+    #[error("the fixed payload has {data} bytes, the fixed length is {len}")]
+    Mismatch { data: usize, len: usize },
+    #[error("a fixed payload fixes the length: give no length mode")]
+    LengthMode,
+}
+
 impl Spec {
     /// Checks that fixed values fit: the id its kind, the length 0..8, the data its
     /// length (a fixed payload fixes the length).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), SpecError> {
         let max_id = if self.extended {
             MAX_EXTENDED_ID
         } else {
@@ -39,26 +54,21 @@ impl Spec {
         };
         if let Mode::Fixed(id) = self.id {
             if id > max_id {
-                return Err(format!("id {id:X} does not fit in {max_id:X}"));
+                return Err(SpecError::Id { id, max_id });
             }
         }
         if let Mode::Fixed(len) = self.len {
             if len > CLASSIC_MAX_LEN {
-                return Err(format!("length {len}: a classic frame holds 0..8 bytes"));
+                return Err(SpecError::Length(len));
             }
         }
         match (&self.data, &self.len) {
-            (Mode::Fixed(d), _) if d.len() > CLASSIC_MAX_LEN => Err(format!(
-                "{} data bytes: a classic frame holds 0..8",
-                d.len()
-            )),
-            (Mode::Fixed(d), Mode::Fixed(len)) if d.len() != *len => Err(format!(
-                "the fixed payload has {} bytes, the fixed length is {len}",
-                d.len()
-            )),
-            (Mode::Fixed(_), Mode::Random | Mode::Increment) => {
-                Err("a fixed payload fixes the length: give no length mode".into())
-            }
+            (Mode::Fixed(d), _) if d.len() > CLASSIC_MAX_LEN => Err(SpecError::Data(d.len())),
+            (Mode::Fixed(d), Mode::Fixed(len)) if d.len() != *len => Err(SpecError::Mismatch {
+                data: d.len(),
+                len: *len,
+            }),
+            (Mode::Fixed(_), Mode::Random | Mode::Increment) => Err(SpecError::LengthMode),
             _ => Ok(()),
         }
     }
@@ -242,9 +252,12 @@ mod tests {
         assert!(spec(Mode::Random, Mode::Random, Mode::Fixed(vec![1]))
             .check()
             .is_err());
-        assert!(spec(Mode::Random, Mode::Fixed(2), Mode::Fixed(vec![1]))
-            .check()
-            .is_err());
+        let mismatch = spec(Mode::Random, Mode::Fixed(2), Mode::Fixed(vec![1])).check();
+        assert_eq!(mismatch, Err(SpecError::Mismatch { data: 1, len: 2 }));
+        assert_eq!(
+            mismatch.unwrap_err().to_string(),
+            "the fixed payload has 1 bytes, the fixed length is 2"
+        );
         let mut ext = spec(Mode::Fixed(0x1FFF_FFFF), Mode::Random, Mode::Random);
         assert!(ext.check().is_err());
         ext.extended = true;

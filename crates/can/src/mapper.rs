@@ -33,7 +33,7 @@ pub enum MapperError {
     Encode(String),
     /// [`Mapper::from_env`]: the partition's channels to the bus are not in the
     /// environment, or are not there.
-    Env(String),
+    Env(bulkhead_canwire::ClientError),
 }
 
 impl fmt::Display for MapperError {
@@ -48,12 +48,19 @@ impl fmt::Display for MapperError {
             }
             MapperError::Malformed(e) => write!(f, "malformed frame from the gateway: {e}"),
             MapperError::Encode(e) => f.write_str(e),
-            MapperError::Env(e) => f.write_str(e),
+            MapperError::Env(e) => write!(f, "{e}"),
         }
     }
 }
 
-impl std::error::Error for MapperError {}
+impl std::error::Error for MapperError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            MapperError::Env(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<OpenError> for MapperError {
     fn from(e: OpenError) -> MapperError {

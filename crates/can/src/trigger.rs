@@ -25,6 +25,16 @@ struct Watch {
     last_ns: Option<u64>,
 }
 
+/// A trigger on a signal no message of the DBC has: the flag, the trigger as written
+/// and its signal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{flag} {spec}: no message of the DBC has signal {signal}")]
+pub struct UnknownSignal {
+    pub flag: &'static str,
+    pub spec: String,
+    pub signal: String,
+}
+
 /// The triggers of one bus reader.
 pub struct Triggers {
     db: Database,
@@ -38,7 +48,7 @@ impl Triggers {
         db: Database,
         suspend: Option<Trigger>,
         resume: Option<Trigger>,
-    ) -> Result<Triggers, String> {
+    ) -> Result<Triggers, UnknownSignal> {
         let mut watches = Vec::new();
         for (name, flag, trigger) in [
             ("ss.suspend_when", "--suspend-when", suspend),
@@ -52,11 +62,11 @@ impl Triggers {
                 .map(|m| m.id)
                 .collect();
             if ids.is_empty() {
-                return Err(format!(
-                    "{flag} {}: no message of the DBC has signal {}",
-                    trigger.spec(),
-                    trigger.signal
-                ));
+                return Err(UnknownSignal {
+                    flag,
+                    spec: trigger.spec(),
+                    signal: trigger.signal,
+                });
             }
             watches.push(Watch {
                 name,
@@ -158,6 +168,10 @@ mod tests {
         )
         .err()
         .unwrap();
-        assert!(e.contains("--resume-when GAS>0@0: no message"), "{e}");
+        assert_eq!((e.flag, e.signal.as_str()), ("--resume-when", "GAS"));
+        assert_eq!(
+            e.to_string(),
+            "--resume-when GAS>0@0: no message of the DBC has signal GAS"
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! supervisor writes it ([`GatewayArgs::to_argv`]) and the gateway parses it (clap,
 //! under the `clap` feature), so the two cannot drift apart.
 
-use crate::id::{parse_ids, CanId};
+use crate::id::{parse_ids, CanId, IdError};
 #[cfg(feature = "clap")]
 use crate::trigger::parse_trigger;
 use crate::trigger::Trigger;
@@ -152,42 +152,66 @@ impl GatewayArgs {
     }
 }
 
+/// A gateway flag's value that does not have the flag's form (the value quoted).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgError {
+    #[error("socketcan: needs an interface name, e.g. socketcan:can0")]
+    NoInterface,
+    #[error("bad bus name {0:?}: use 1 to 64 characters of A-Z a-z 0-9 _ . -")]
+    BusName(String),
+    #[error("`{0}`: want PARTITION=CHANNEL")]
+    Link(String),
+    #[error("`{0}`: want PARTITION=N")]
+    Count(String),
+    #[error("`{0}`: want a positive integer")]
+    NotPositive(String),
+    #[error("`{0}`: want PARTITION=ID,ID,...")]
+    Allow(String),
+    #[error(transparent)]
+    Id(#[from] IdError),
+}
+
+/// The message, for the commands that report in text (`bulkhead can`'s `BUS:IFACE`).
+impl From<ArgError> for String {
+    fn from(e: ArgError) -> String {
+        e.to_string()
+    }
+}
+
 /// A bus spec: a virtual bus name or `socketcan:IFACE`.
-pub fn parse_bus_spec(text: &str) -> Result<String, String> {
+pub fn parse_bus_spec(text: &str) -> Result<String, ArgError> {
     match text.strip_prefix(SOCKETCAN_PREFIX) {
-        Some("") => Err("socketcan: needs an interface name, e.g. socketcan:can0".into()),
+        Some("") => Err(ArgError::NoInterface),
         Some(_) => Ok(text.to_string()),
         None if is_bus_name(text) => Ok(text.to_string()),
-        None => Err(format!(
-            "bad bus name {text:?}: use 1 to 64 characters of A-Z a-z 0-9 _ . -"
-        )),
+        None => Err(ArgError::BusName(text.into())),
     }
 }
 
 /// `PARTITION=CHANNEL`.
-pub fn parse_link(text: &str) -> Result<(String, String), String> {
+pub fn parse_link(text: &str) -> Result<(String, String), ArgError> {
     match text.split_once('=') {
         Some((p, c)) if !p.is_empty() && !c.is_empty() => Ok((p.to_string(), c.to_string())),
-        _ => Err(format!("`{text}`: want PARTITION=CHANNEL")),
+        _ => Err(ArgError::Link(text.into())),
     }
 }
 
 /// `PARTITION=N`, N a positive integer.
-pub fn parse_count(text: &str) -> Result<(String, u32), String> {
+pub fn parse_count(text: &str) -> Result<(String, u32), ArgError> {
     match text.rsplit_once('=') {
         Some((p, n)) if !p.is_empty() => match n.parse::<u32>() {
             Ok(n) if n > 0 => Ok((p.to_string(), n)),
-            _ => Err(format!("`{n}`: want a positive integer")),
+            _ => Err(ArgError::NotPositive(n.into())),
         },
-        _ => Err(format!("`{text}`: want PARTITION=N")),
+        _ => Err(ArgError::Count(text.into())),
     }
 }
 
 /// `PARTITION=ID,ID,...` (no ids: the partition sends nothing).
-pub fn parse_allow(text: &str) -> Result<(String, Vec<CanId>), String> {
+pub fn parse_allow(text: &str) -> Result<(String, Vec<CanId>), ArgError> {
     match text.split_once('=') {
         Some((p, ids)) if !p.is_empty() => Ok((p.to_string(), parse_ids(ids)?)),
-        _ => Err(format!("`{text}`: want PARTITION=ID,ID,...")),
+        _ => Err(ArgError::Allow(text.into())),
     }
 }
 
@@ -255,6 +279,23 @@ mod tests {
         assert!(bad(&["--role=writer", "--bus=b", "--queue=p"]).contains("PARTITION=N"));
         assert!(
             bad(&["--role=reader", "--bus=b", "--suspend-when=SPEED"]).contains("--suspend-when")
+        );
+    }
+
+    /// Each value parser says which form it wanted, keeping an id's parse error.
+    #[test]
+    fn values_are_refused_with_their_form() {
+        assert_eq!(parse_bus_spec("socketcan:"), Err(ArgError::NoInterface));
+        assert_eq!(parse_bus_spec("a b"), Err(ArgError::BusName("a b".into())));
+        assert_eq!(parse_link("p"), Err(ArgError::Link("p".into())));
+        assert_eq!(parse_count("p=0"), Err(ArgError::NotPositive("0".into())));
+        assert_eq!(parse_count("=3"), Err(ArgError::Count("=3".into())));
+        assert_eq!(parse_allow("p"), Err(ArgError::Allow("p".into())));
+        let e = parse_allow("p=speed").unwrap_err();
+        assert!(matches!(e, ArgError::Id(IdError::NotAnId { .. })), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "`speed` is not a CAN id (hex 0x1A0 or decimal)"
         );
     }
 }

@@ -54,9 +54,28 @@ impl fmt::Display for CanId {
     }
 }
 
+/// An `--allow` (or `--id`) text that is not a list of CAN ids.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("`{text}` is not a CAN id (hex 0x1A0 or decimal)")]
+    NotAnId {
+        text: String,
+        source: std::num::ParseIntError,
+    },
+    #[error("CAN id {0} is above 0x1FFFFFFF")]
+    TooLarge(String),
+}
+
+/// The message, for the programs that report in text (`bulkhead-app`'s flags).
+impl From<IdError> for String {
+    fn from(e: IdError) -> String {
+        e.to_string()
+    }
+}
+
 /// Parses `--allow` ids: `0x1A0` (hex) or `416` (decimal), comma separated; ids above
 /// 0x7FF are 29-bit (extended).
-pub fn parse_ids(text: &str) -> Result<Vec<CanId>, String> {
+pub fn parse_ids(text: &str) -> Result<Vec<CanId>, IdError> {
     text.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
@@ -65,8 +84,11 @@ pub fn parse_ids(text: &str) -> Result<Vec<CanId>, String> {
                 Some(hex) => u32::from_str_radix(hex, 16),
                 None => s.parse::<u32>(),
             }
-            .map_err(|_| format!("`{s}` is not a CAN id (hex 0x1A0 or decimal)"))?;
-            CanId::from_raw(value).ok_or_else(|| format!("CAN id {s} is above 0x1FFFFFFF"))
+            .map_err(|source| IdError::NotAnId {
+                text: s.into(),
+                source,
+            })?;
+            CanId::from_raw(value).ok_or_else(|| IdError::TooLarge(s.into()))
         })
         .collect()
 }
@@ -86,8 +108,17 @@ mod tests {
             ]
         );
         assert!(parse_ids("0x2000_0000").is_err());
-        assert!(parse_ids("0x20000000").unwrap_err().contains("above"));
-        assert!(parse_ids("speed").unwrap_err().contains("`speed`"));
+        assert_eq!(
+            parse_ids("0x20000000"),
+            Err(IdError::TooLarge("0x20000000".into()))
+        );
+        let e = parse_ids("speed").unwrap_err();
+        assert!(matches!(&e, IdError::NotAnId { text, .. } if text == "speed"));
+        assert!(std::error::Error::source(&e).is_some());
+        assert_eq!(
+            e.to_string(),
+            "`speed` is not a CAN id (hex 0x1A0 or decimal)"
+        );
         assert_eq!(CanId::from_raw(0x7FF), Some(CanId::Standard(0x7FF)));
         assert_eq!(CanId::from_raw(0x2000_0000), None);
     }

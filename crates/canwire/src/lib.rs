@@ -14,9 +14,9 @@ mod id;
 mod trigger;
 mod wire;
 
-pub use args::{parse_allow, parse_bus_spec, parse_count, parse_link, GatewayArgs, Role};
-pub use id::{parse_ids, CanId, MAX_EXTENDED_ID, MAX_STANDARD_ID};
-pub use trigger::{parse_trigger, Trigger};
+pub use args::{parse_allow, parse_bus_spec, parse_count, parse_link, ArgError, GatewayArgs, Role};
+pub use id::{parse_ids, CanId, IdError, MAX_EXTENDED_ID, MAX_STANDARD_ID};
+pub use trigger::{parse_trigger, Trigger, TriggerError};
 pub use wire::{join, split, FRAME_SIZE, WIRE_SIZE};
 
 /// Prefix of a bus spec that names a SocketCAN interface.
@@ -41,43 +41,93 @@ pub fn env_var(bus: &str) -> String {
     bulkhead_chan::env_name("BULKHEAD_CAN_", bus)
 }
 
+/// Why a client partition's process cannot reach its bus's gateway; each names the
+/// variable [`env_var`] it read.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "{var} is not set: this process is not in a partition connected to CAN bus \
+         {bus:?} (bulkhead run sets it for the bus's client partitions)"
+    )]
+    Unset {
+        var: String,
+        bus: String,
+        source: std::env::VarError,
+    },
+    #[error(
+        "{var}={value:?}: want `<gateway-to-partition channel>,<partition-to-gateway channel>`"
+    )]
+    Value { var: String, value: String },
+    /// A channel the variable names does not open.
+    #[error("{var}: channel {channel:?}: {source}")]
+    Open {
+        var: String,
+        channel: String,
+        source: bulkhead_chan::OpenError,
+    },
+    /// The gateway-to-partition channel has no receiving end for this process.
+    #[error("{var}: {source}")]
+    Receiver {
+        var: String,
+        source: bulkhead_chan::OpenError,
+    },
+    #[error("{var}: not a CAN gateway channel")]
+    NotGateway { var: String },
+}
+
+/// The message, for the programs that report in text (the workloads' `main`).
+impl From<ClientError> for String {
+    fn from(e: ClientError) -> String {
+        e.to_string()
+    }
+}
+
 /// This process's two channels of bus `bus`, from [`env_var`]: (gateway-to-partition,
 /// partition-to-gateway), opened. The error names the variable, and the channel that
 /// did not open.
-pub fn client_channels(bus: &str) -> Result<(Channel, Channel), String> {
+pub fn client_channels(bus: &str) -> Result<(Channel, Channel), ClientError> {
     let (var, to_partition, to_gateway) = client_names(bus)?;
     let open = |name: &str| {
-        Channel::open_handed(name).map_err(|e| format!("{var}: channel {name:?}: {e}"))
+        Channel::open_handed(name).map_err(|source| ClientError::Open {
+            var: var.clone(),
+            channel: name.into(),
+            source,
+        })
     };
     Ok((open(&to_partition)?, open(&to_gateway)?))
 }
 
 /// This process's receiving end of the gateway-to-partition channel of bus `bus` (as
 /// [`client_channels`]), checked to carry gateway messages of [`WIRE_SIZE`] bytes.
-pub fn client_receiver(bus: &str) -> Result<Receiver, String> {
+pub fn client_receiver(bus: &str) -> Result<Receiver, ClientError> {
     let (var, to_partition, _) = client_names(bus)?;
-    let channel = Channel::open_handed(&to_partition)
-        .map_err(|e| format!("{var}: channel {to_partition:?}: {e}"))?;
-    let rx = channel.receiver().map_err(|e| format!("{var}: {e}"))?;
+    let channel = Channel::open_handed(&to_partition).map_err(|source| ClientError::Open {
+        var: var.clone(),
+        channel: to_partition,
+        source,
+    })?;
+    let rx = match channel.receiver() {
+        Ok(rx) => rx,
+        Err(source) => return Err(ClientError::Receiver { var, source }),
+    };
     if rx.meta().msg_size as usize != WIRE_SIZE {
-        return Err(format!("{var}: not a CAN gateway channel"));
+        return Err(ClientError::NotGateway { var });
     }
     Ok(rx)
 }
 
 /// The variable [`env_var`]`(bus)` and the two channel values it holds, trimmed.
-fn client_names(bus: &str) -> Result<(String, String, String), String> {
+fn client_names(bus: &str) -> Result<(String, String, String), ClientError> {
     let var = env_var(bus);
-    let value = std::env::var(&var).map_err(|_| {
-        format!(
-            "{var} is not set: this process is not in a partition connected to CAN bus \
-             {bus:?} (bulkhead run sets it for the bus's client partitions)"
-        )
-    })?;
+    let value = match std::env::var(&var) {
+        Ok(value) => value,
+        Err(source) => {
+            let bus = bus.into();
+            return Err(ClientError::Unset { var, bus, source });
+        }
+    };
     let Some((to_partition, to_gateway)) = value.split_once(',') else {
-        return Err(format!(
-            "{var}={value:?}: want `<gateway-to-partition channel>,<partition-to-gateway channel>`"
-        ));
+        return Err(ClientError::Value { var, value });
     };
     let (p, g) = (
         to_partition.trim().to_string(),
@@ -97,5 +147,19 @@ mod tests {
         assert!(!is_bus_name("a b"));
         assert!(!is_bus_name(&"x".repeat(65)));
         assert_eq!(env_var("body-1"), "BULKHEAD_CAN_BODY_1");
+    }
+
+    /// A process outside a client partition is told which variable it lacks.
+    #[test]
+    fn client_errors_name_the_variable() {
+        let bus = format!("h-errors-{}", std::process::id());
+        let e = client_channels(&bus).unwrap_err();
+        assert!(matches!(e, ClientError::Unset { .. }), "{e:?}");
+        assert!(std::error::Error::source(&e).is_some());
+        let var = env_var(&bus);
+        assert!(
+            e.to_string().starts_with(&format!("{var} is not set: ")),
+            "{e}"
+        );
     }
 }

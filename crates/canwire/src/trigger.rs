@@ -42,11 +42,22 @@ impl Trigger {
     }
 }
 
+/// A trigger text that is not `SIGNAL<VALUE@HOLD_NS` or `SIGNAL>VALUE@HOLD_NS`: the text
+/// and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}`: {why}; want SIGNAL<VALUE@HOLD_NS or SIGNAL>VALUE@HOLD_NS")]
+pub struct TriggerError {
+    pub text: String,
+    pub why: &'static str,
+}
+
 /// Parses `SIGNAL<VALUE@HOLD_NS` or `SIGNAL>VALUE@HOLD_NS` (`@HOLD_NS` may be left out:
 /// 0).
-pub fn parse_trigger(text: &str) -> Result<Trigger, String> {
-    let bad =
-        |why: &str| format!("`{text}`: {why}; want SIGNAL<VALUE@HOLD_NS or SIGNAL>VALUE@HOLD_NS");
+pub fn parse_trigger(text: &str) -> Result<Trigger, TriggerError> {
+    let bad = |why| TriggerError {
+        text: text.into(),
+        why,
+    };
     let at = text.find(['<', '>']).ok_or_else(|| bad("no < or >"))?;
     let (signal, rest) = (&text[..at], &text[at + 1..]);
     if signal.is_empty() {
@@ -90,12 +101,13 @@ mod tests {
             "SPEED<1@-3",
             "SPEED>1@2s",
         ] {
-            assert!(
-                parse_trigger(bad)
-                    .unwrap_err()
-                    .contains("want SIGNAL<VALUE"),
-                "{bad}"
-            );
+            let e = parse_trigger(bad).unwrap_err();
+            assert_eq!(e.text, bad);
+            assert!(e.to_string().contains("want SIGNAL<VALUE"), "{bad}");
         }
+        assert_eq!(
+            parse_trigger("SPEED<inf").unwrap_err().why,
+            "the value is not finite"
+        );
     }
 }

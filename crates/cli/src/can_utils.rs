@@ -390,7 +390,7 @@ pub fn run_gen(a: GenArgs) -> Result<ExitCode, String> {
         remote: a.remote,
     };
     if let Err(m) = spec.check() {
-        return usage(m);
+        return usage(m.to_string());
     }
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()

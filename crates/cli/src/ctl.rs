@@ -86,7 +86,7 @@ fn socket(args: &Args) -> Result<PathBuf, String> {
     match (&args.control, &args.system) {
         (Some(path), _) => Ok(path.clone()),
         (None, Some(name)) => Ok(Path::new(SOCKET_DIR).join(format!("{name}.sock"))),
-        (None, None) => discover(Path::new(SOCKET_DIR)),
+        (None, None) => discover(Path::new(SOCKET_DIR)).map_err(|e| e.to_string()),
     }
 }
 

@@ -169,7 +169,7 @@ impl ScheduleLog {
         let what = |e: String| format!("DEMOS_SCHEDULE_LOG {}: {e}", self.out_path.display());
         self.json.rewind().map_err(|e| what(e.to_string()))?;
         let events = bulkhead_trace::schedule_log::read_schedule_log(BufReader::new(&self.json))
-            .map_err(what)?;
+            .map_err(|e| what(e.to_string()))?;
         let text: String = events
             .iter()
             .filter_map(bulkhead_windows::drive::demos_line)

@@ -213,7 +213,10 @@ fn task_server(text: &str) -> Result<(String, ServerChoice), String> {
     let (task, kind) = text
         .rsplit_once('=')
         .ok_or("expected TASK=KIND, e.g. quest/usb_bh=io:100")?;
-    Ok((task.to_string(), ServerChoice::parse(kind)?))
+    Ok((
+        task.to_string(),
+        ServerChoice::parse(kind).map_err(|e| e.to_string())?,
+    ))
 }
 
 fn behaviour(text: &str) -> Result<(String, Behaviour), String> {

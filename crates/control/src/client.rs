@@ -207,17 +207,33 @@ pub fn remove_stale(dir: &Path) -> Vec<PathBuf> {
     removed
 }
 
+/// Why [`discover`] finds no one control socket in its directory.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoverError {
+    #[error("no bulkhead system is running ({} does not exist)", .0.display())]
+    NoDirectory(PathBuf),
+    #[error("{}: {source}", .dir.display())]
+    Read { dir: PathBuf, source: io::Error },
+    #[error("no bulkhead system is running (no socket in {})", .0.display())]
+    NoSocket(PathBuf),
+    #[error(
+        "several systems are running ({}): choose one with --control PATH",
+        .0.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+    )]
+    Several(Vec<PathBuf>),
+}
+
 /// The one control socket in `dir`, for a `bulkhead ctl` without `--control`.
-pub fn discover(dir: &Path) -> Result<PathBuf, String> {
+pub fn discover(dir: &Path) -> Result<PathBuf, DiscoverError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(format!(
-                "no bulkhead system is running ({} does not exist)",
-                dir.display()
-            ))
+            return Err(DiscoverError::NoDirectory(dir.into()))
         }
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
+        Err(source) => {
+            let dir = dir.into();
+            return Err(DiscoverError::Read { dir, source });
+        }
     };
     let mut sockets: Vec<PathBuf> = entries
         .filter_map(Result::ok)
@@ -227,17 +243,8 @@ pub fn discover(dir: &Path) -> Result<PathBuf, String> {
         .collect();
     sockets.sort();
     match sockets.len() {
-        0 => Err(format!(
-            "no bulkhead system is running (no socket in {})",
-            dir.display()
-        )),
+        0 => Err(DiscoverError::NoSocket(dir.into())),
         1 => Ok(sockets.remove(0)),
-        _ => {
-            let names: Vec<String> = sockets.iter().map(|p| p.display().to_string()).collect();
-            Err(format!(
-                "several systems are running ({}): choose one with --control PATH",
-                names.join(", ")
-            ))
-        }
+        _ => Err(DiscoverError::Several(sockets)),
     }
 }

@@ -23,7 +23,7 @@ pub mod protocol;
 mod server;
 
 pub use client::{
-    default_path, discover, remove_stale, Client, ClientError, MAX_REPLY, SOCKET_DIR,
+    default_path, discover, remove_stale, Client, ClientError, DiscoverError, MAX_REPLY, SOCKET_DIR,
 };
 pub use protocol::*;
 pub use server::{

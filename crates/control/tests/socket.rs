@@ -304,16 +304,31 @@ fn clients_say_when_no_system_runs() {
     assert!(Client::connect(&stale).is_ok());
     drop(server);
     assert!(!stale.exists());
-    assert!(discover(&dir).unwrap_err().contains("no socket in"));
-    assert!(discover(&dir.join("nothing"))
-        .unwrap_err()
-        .contains("does not exist"));
+    let none = discover(&dir).unwrap_err();
+    assert!(
+        matches!(&none, DiscoverError::NoSocket(d) if d == &dir),
+        "{none:?}"
+    );
+    assert!(none.to_string().contains("no socket in"));
+    let missing = discover(&dir.join("nothing")).unwrap_err();
+    assert!(
+        matches!(missing, DiscoverError::NoDirectory(_)),
+        "{missing:?}"
+    );
+    assert!(missing.to_string().contains("does not exist"));
     let _one = Server::bind(&dir.join("a.sock"), &[me()]).unwrap();
     assert_eq!(discover(&dir).unwrap(), dir.join("a.sock"));
     let _two = Server::bind(&dir.join("b.sock"), &[me()]).unwrap();
-    assert!(discover(&dir)
-        .unwrap_err()
-        .contains("choose one with --control"));
+    let several = discover(&dir).unwrap_err();
+    assert!(matches!(&several, DiscoverError::Several(s) if s.len() == 2));
+    assert_eq!(
+        several.to_string(),
+        format!(
+            "several systems are running ({}, {}): choose one with --control PATH",
+            dir.join("a.sock").display(),
+            dir.join("b.sock").display()
+        )
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -75,7 +75,7 @@ pub fn normalize(raw: RawFile) -> Result<Normalized> {
     n.out.system.path = search.map(|p| search_path(p, "system.path")).transpose()?;
     n.out.system.cpus = opt_cpuset(cpus, "system.cpus")?;
     n.out.system.user_range = user_range
-        .map(|r| crate::users::range(&r).or_else(|e| err("system.user_range", e)))
+        .map(|r| crate::users::range(&r).or_else(|e| err("system.user_range", e.to_string())))
         .transpose()?;
     // DEmOS's default `demos_cpu: all` (what DEmOS's own `-d` prints) pins nothing.
     let demos_cpu = raw.demos_cpu.filter(|c| c.trim() != "all");
@@ -661,7 +661,7 @@ impl Normalizer {
         let server = t
             .server
             .as_deref()
-            .map(|s| TaskServer::parse(s).or_else(|e| err(child(path, "server"), e)))
+            .map(|s| TaskServer::parse(s).or_else(|e| err(child(path, "server"), e.to_string())))
             .transpose()?;
         let offset = optional(t.offset, "offset")?.unwrap_or(0);
         if offset >= period {
@@ -895,7 +895,7 @@ fn servers(
     }
     TaskServer::parse(text)
         .map(Some)
-        .or_else(|e| err(child(path, "server"), e))
+        .or_else(|e| err(child(path, "server"), e.to_string()))
 }
 
 fn check_kind(
@@ -1031,7 +1031,7 @@ pub fn add_gateway_tasks(system: &mut System) {
 /// A `user:` that names an account of this machine, or a uid that `setuid` can take.
 fn user(text: String, path: &str) -> Result<String> {
     let text = non_empty(text, path)?;
-    crate::users::check(&text).or_else(|e| err(path, e))?;
+    crate::users::check(&text).or_else(|e| err(path, e.to_string()))?;
     Ok(text)
 }
 

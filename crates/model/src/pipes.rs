@@ -129,13 +129,31 @@ impl fmt::Display for Endpoint {
     }
 }
 
+/// Why a stage's `input` or `output` is not an endpoint, or one its partition may not
+/// reach.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    #[error("`can:` needs a bus name, e.g. `can:rav4`")]
+    NoBusName,
+    #[error("`{0}` is not a CAN id: want hex (0x1A0) or decimal, at most 29 bits")]
+    CanId(String),
+    #[error("`{0}` is not an endpoint: use `can:BUS` or `partition/task/endpoint`")]
+    Syntax(String),
+    #[error("no bus `{0}` in `buses`")]
+    NoBus(String),
+    #[error("partition `{partition}` is neither the gateway nor a client of bus `{bus}`")]
+    NotOnBus { partition: String, bus: String },
+    #[error("no partition `{0}`")]
+    NoPartition(String),
+}
+
 impl Endpoint {
     /// Parses `can:BUS`, `can:BUS:ID,ID,...` or `partition/task/endpoint`.
-    pub fn parse(text: &str) -> Result<Endpoint, String> {
+    pub fn parse(text: &str) -> Result<Endpoint, EndpointError> {
         if let Some(rest) = text.strip_prefix("can:") {
             let (bus, ids) = rest.split_once(':').unwrap_or((rest, ""));
             if bus.is_empty() {
-                return Err("`can:` needs a bus name, e.g. `can:rav4`".into());
+                return Err(EndpointError::NoBusName);
             }
             let ids = match ids.is_empty() {
                 true => Vec::new(),
@@ -153,15 +171,13 @@ impl Endpoint {
                 task: t.into(),
                 endpoint: e.into(),
             }),
-            _ => Err(format!(
-                "`{text}` is not an endpoint: use `can:BUS` or `partition/task/endpoint`"
-            )),
+            _ => Err(EndpointError::Syntax(text.into())),
         }
     }
 }
 
 /// A CAN id, hex (`0x1A0`) or decimal, of at most 29 bits.
-fn can_id(text: &str) -> Result<u32, String> {
+fn can_id(text: &str) -> Result<u32, EndpointError> {
     let t = text.trim();
     let n = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
         Some(hex) => u32::from_str_radix(hex, 16),
@@ -169,9 +185,7 @@ fn can_id(text: &str) -> Result<u32, String> {
     };
     match n {
         Ok(id) if id <= 0x1FFF_FFFF => Ok(id),
-        _ => Err(format!(
-            "`{t}` is not a CAN id: want hex (0x1A0) or decimal, at most 29 bits"
-        )),
+        _ => Err(EndpointError::CanId(t.into())),
     }
 }
 
@@ -473,8 +487,9 @@ fn stage(name: &str, s: RawStage, path: &str, system: &System) -> Result<Stage, 
     }
     let endpoint = |text: Option<String>, key: &str| -> Result<Option<Endpoint>, PipeError> {
         let Some(text) = text else { return Ok(None) };
-        let e = Endpoint::parse(&text).or_else(|m| at(format!("{path}.{key}"), m))?;
-        check_endpoint(&e, &s.partition, system).or_else(|m| at(format!("{path}.{key}"), m))?;
+        let e = Endpoint::parse(&text).or_else(|e| at(format!("{path}.{key}"), e.to_string()))?;
+        check_endpoint(&e, &s.partition, system)
+            .or_else(|e| at(format!("{path}.{key}"), e.to_string()))?;
         Ok(Some(e))
     };
     Ok(Stage {
@@ -492,23 +507,24 @@ fn stage(name: &str, s: RawStage, path: &str, system: &System) -> Result<Stage, 
 
 /// The access rule: a stage reaches a bus only from the bus's gateway partition or a
 /// client partition of that bus; a task endpoint must name a partition.
-fn check_endpoint(e: &Endpoint, partition: &str, system: &System) -> Result<(), String> {
+fn check_endpoint(e: &Endpoint, partition: &str, system: &System) -> Result<(), EndpointError> {
     match e {
         Endpoint::Can { bus, .. } => {
             let Some(b) = system.buses.iter().find(|b| &b.name == bus) else {
-                return Err(format!("no bus `{bus}` in `buses`"));
+                return Err(EndpointError::NoBus(bus.clone()));
             };
             let client = b.clients.iter().any(|c| c.partition == partition);
             match client || b.gateway == partition {
                 true => Ok(()),
-                false => Err(format!(
-                    "partition `{partition}` is neither the gateway nor a client of bus `{bus}`"
-                )),
+                false => Err(EndpointError::NotOnBus {
+                    partition: partition.into(),
+                    bus: bus.clone(),
+                }),
             }
         }
         Endpoint::Task { partition: p, .. } => match system.partition(p) {
             Some(_) => Ok(()),
-            None => Err(format!("no partition `{p}`")),
+            None => Err(EndpointError::NoPartition(p.clone())),
         },
     }
 }
@@ -523,7 +539,7 @@ fn qos(parsed: &Parsed, path: &str) -> Result<Qos, PipeError> {
     };
     let n = parsed.qos.len();
     for (k, (text, offset)) in parsed.qos.iter().enumerate() {
-        let value = qos_value(text).map_err(|m| fail(*offset, m))?;
+        let value = qos_value(text).map_err(|e| fail(*offset, e.to_string()))?;
         let fifo = parsed.buffering == ChannelKind::Fifo;
         match value {
             QosValue::Delay(_) if n == 2 && k == 0 => {
@@ -556,26 +572,35 @@ enum QosValue {
     Delay(Nanos),
 }
 
-fn qos_value(text: &str) -> Result<QosValue, String> {
+/// Why a QoS value is none of a throughput, a loss rate and a delay.
+#[derive(Debug, thiserror::Error)]
+enum QosError {
+    #[error("`{0}`: a throughput is a positive whole number of messages per second, e.g. `500/s`")]
+    Throughput(String),
+    #[error("`{0}`: a loss rate is a percentage from 0% to 100%, e.g. `20%`")]
+    Loss(String),
+    #[error("`{0}`: the delay must be positive")]
+    ZeroDelay(String),
+    #[error("{0} (a QoS value is a throughput `500/s`, a loss rate `20%` or a delay `10ms`)")]
+    Delay(#[source] crate::units::UnitError),
+}
+
+fn qos_value(text: &str) -> Result<QosValue, QosError> {
     if let Some(n) = text.strip_suffix("/s") {
         return match n.trim().parse::<u64>() {
             Ok(v) if v > 0 => Ok(QosValue::Throughput(v)),
-            _ => Err(format!(
-                "`{text}`: a throughput is a positive whole number of messages per second, e.g. `500/s`"
-            )),
+            _ => Err(QosError::Throughput(text.into())),
         };
     }
     if let Some(n) = text.strip_suffix('%') {
-        return percent_ppm(n.trim()).map(QosValue::Loss).ok_or_else(|| {
-            format!("`{text}`: a loss rate is a percentage from 0% to 100%, e.g. `20%`")
-        });
+        return percent_ppm(n.trim())
+            .map(QosValue::Loss)
+            .ok_or_else(|| QosError::Loss(text.into()));
     }
     match parse_duration(text, None) {
-        Ok(0) => Err(format!("`{text}`: the delay must be positive")),
+        Ok(0) => Err(QosError::ZeroDelay(text.into())),
         Ok(d) => Ok(QosValue::Delay(d)),
-        Err(e) => Err(format!(
-            "{e} (a QoS value is a throughput `500/s`, a loss rate `20%` or a delay `10ms`)"
-        )),
+        Err(e) => Err(QosError::Delay(e)),
     }
 }
 
@@ -914,9 +939,17 @@ mod tests {
         assert!(matches!(qos_value("20%"), Ok(QosValue::Loss(200_000))));
         assert!(matches!(qos_value("2.5%"), Ok(QosValue::Loss(25_000))));
         assert!(matches!(qos_value("10ms"), Ok(QosValue::Delay(10_000_000))));
-        assert!(qos_value("10").is_err());
-        assert!(qos_value("120%").is_err());
-        assert!(qos_value("0/s").is_err());
+        let bare = qos_value("10").err().expect("no unit");
+        assert!(matches!(bare, QosError::Delay(_)), "{bare:?}");
+        assert!(std::error::Error::source(&bare).is_some());
+        assert_eq!(
+            bare.to_string(),
+            "`10` needs a unit, e.g. 500us, 2ms, 1s (a QoS value is a throughput `500/s`, a \
+             loss rate `20%` or a delay `10ms`)"
+        );
+        assert!(matches!(qos_value("120%"), Err(QosError::Loss(_))));
+        assert!(matches!(qos_value("0/s"), Err(QosError::Throughput(_))));
+        assert!(matches!(qos_value("0ms"), Err(QosError::ZeroDelay(_))));
     }
 
     #[test]
@@ -962,12 +995,20 @@ pipelines:
         );
         assert_eq!(e.to_string(), "can:rav4:0x100,0x200");
         assert!(Endpoint::parse("can:rav4:0x100,").is_err());
-        assert!(Endpoint::parse("can:rav4:0x20000000").is_err());
+        assert_eq!(
+            Endpoint::parse("can:rav4:0x20000000"),
+            Err(EndpointError::CanId("0x20000000".into()))
+        );
         assert!(Endpoint::parse("can:rav4:zz").is_err());
         let e = Endpoint::parse("linux/fusion/out").unwrap();
         assert_eq!(e.to_string(), "linux/fusion/out");
-        assert!(Endpoint::parse("can:").is_err());
-        assert!(Endpoint::parse("a/b").is_err());
+        assert_eq!(Endpoint::parse("can:"), Err(EndpointError::NoBusName));
+        let e = Endpoint::parse("a/b").unwrap_err();
+        assert_eq!(e, EndpointError::Syntax("a/b".into()));
+        assert_eq!(
+            e.to_string(),
+            "`a/b` is not an endpoint: use `can:BUS` or `partition/task/endpoint`"
+        );
         assert!(Endpoint::parse("a//c").is_err());
     }
 }

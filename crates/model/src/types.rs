@@ -285,9 +285,14 @@ pub enum TaskServer {
     Io { permille: u32 },
 }
 
+/// A `server:` (or `--task-server`) text that names no server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}`: expected none, sporadic, deferrable, cbs or io:PERMILLE (1-1000)")]
+pub struct TaskServerError(pub String);
+
 impl TaskServer {
     /// Parses `none`, `sporadic`, `deferrable`, `cbs` or `io:PERMILLE` (1..=1000).
-    pub fn parse(text: &str) -> std::result::Result<TaskServer, String> {
+    pub fn parse(text: &str) -> std::result::Result<TaskServer, TaskServerError> {
         match text {
             "none" => Ok(TaskServer::None),
             "sporadic" => Ok(TaskServer::Sporadic),
@@ -297,9 +302,7 @@ impl TaskServer {
                 Some(Ok(permille)) if (1..=1000).contains(&permille) => {
                     Ok(TaskServer::Io { permille })
                 }
-                _ => Err(format!(
-                    "`{text}`: expected none, sporadic, deferrable, cbs or io:PERMILLE (1-1000)"
-                )),
+                _ => Err(TaskServerError(text.into())),
             },
         }
     }

@@ -7,14 +7,31 @@ use std::ffi::CString;
 /// `(uid_t)-1`: `setuid` reads it as "leave unchanged", so it is never an identity.
 const NO_UID: u32 = u32::MAX;
 
+/// Why a `user:` names no identity of this machine, or a `user_range` no uids.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UserError {
+    #[error("{} is not a uid (setuid reads (uid_t)-1 as `no change`)", NO_UID)]
+    NoChange,
+    #[error("user `{user}`: NUL byte")]
+    Nul {
+        user: String,
+        #[source]
+        source: std::ffi::NulError,
+    },
+    #[error("no user `{0}` on this machine")]
+    Unknown(String),
+    #[error("`{0}` is not a uid range FIRST-LAST (e.g. 61184-65519)")]
+    NotARange(String),
+    #[error("`{0}`: FIRST must be at least 1 and at most LAST, LAST below {max}", max = NO_UID)]
+    BadRange(String),
+}
+
 /// uid and primary gid of `user`: a user name, or a numeric uid (its gid is the
 /// account's if it has one, else the same number).
-pub fn resolve(user: &str) -> Result<(u32, u32), String> {
+pub fn resolve(user: &str) -> Result<(u32, u32), UserError> {
     let numeric = user.parse::<u32>().ok();
     if numeric == Some(NO_UID) {
-        return Err(format!(
-            "{NO_UID} is not a uid (setuid reads (uid_t)-1 as `no change`)"
-        ));
+        return Err(UserError::NoChange);
     }
     let entry = match numeric {
         Some(uid) => lookup(|pw, buf, len, out| {
@@ -22,7 +39,10 @@ pub fn resolve(user: &str) -> Result<(u32, u32), String> {
             unsafe { libc::getpwuid_r(uid, pw, buf, len, out) }
         }),
         None => {
-            let name = CString::new(user).map_err(|_| format!("user `{user}`: NUL byte"))?;
+            let name = CString::new(user).map_err(|source| UserError::Nul {
+                user: user.into(),
+                source,
+            })?;
             lookup(|pw, buf, len, out| {
                 // SAFETY: as above; `name` is NUL-terminated.
                 unsafe { libc::getpwnam_r(name.as_ptr(), pw, buf, len, out) }
@@ -32,12 +52,12 @@ pub fn resolve(user: &str) -> Result<(u32, u32), String> {
     match (entry, numeric) {
         (Some(ids), _) => Ok(ids),
         (None, Some(uid)) => Ok((uid, uid)),
-        (None, None) => Err(format!("no user `{user}` on this machine")),
+        (None, None) => Err(UserError::Unknown(user.into())),
     }
 }
 
 /// Whether `user` can be resolved on this machine (see [`resolve`]).
-pub fn check(user: &str) -> Result<(), String> {
+pub fn check(user: &str) -> Result<(), UserError> {
     resolve(user).map(|_| ())
 }
 
@@ -57,17 +77,15 @@ pub fn is_taken(uid: u32) -> bool {
 }
 
 /// `FIRST-LAST` (both included): a range of uids for partitions without `user:`.
-pub fn range(text: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("`{text}` is not a uid range FIRST-LAST (e.g. 61184-65519)");
+pub fn range(text: &str) -> Result<(u32, u32), UserError> {
+    let bad = || UserError::NotARange(text.into());
     let (a, b) = text.split_once('-').ok_or_else(bad)?;
     let (a, b) = (
         a.trim().parse::<u32>().map_err(|_| bad())?,
         b.trim().parse::<u32>().map_err(|_| bad())?,
     );
     if a == 0 || a > b || b == NO_UID {
-        return Err(format!(
-            "`{text}`: FIRST must be at least 1 and at most LAST, LAST below {NO_UID}"
-        ));
+        return Err(UserError::BadRange(text.into()));
     }
     Ok((a, b))
 }
@@ -91,20 +109,30 @@ mod tests {
     fn users_resolve_by_name_and_number() {
         assert_eq!(resolve("root"), Ok((0, 0)));
         assert_eq!(resolve("4000000"), Ok((4_000_000, 4_000_000)));
+        let unknown = resolve("no-such-user-bulkhead").unwrap_err();
+        assert_eq!(unknown, UserError::Unknown("no-such-user-bulkhead".into()));
         assert_eq!(
-            resolve("no-such-user-bulkhead").unwrap_err(),
+            unknown.to_string(),
             "no user `no-such-user-bulkhead` on this machine"
         );
-        assert!(resolve("4294967295").unwrap_err().contains("not a uid"));
+        let no_change = resolve("4294967295").unwrap_err();
+        assert_eq!(no_change, UserError::NoChange);
+        assert!(no_change.to_string().contains("not a uid"), "{no_change}");
+        let nul = resolve("a\0b").unwrap_err();
+        assert!(matches!(nul, UserError::Nul { .. }), "{nul:?}");
+        assert!(std::error::Error::source(&nul).is_some());
     }
 
     #[test]
     fn ranges_are_checked() {
         assert_eq!(range("61184-65519"), Ok((61184, 65519)));
-        assert!(range("5").is_err());
-        assert!(range("0-10").is_err());
+        assert_eq!(range("5"), Err(UserError::NotARange("5".into())));
+        assert_eq!(range("0-10"), Err(UserError::BadRange("0-10".into())));
         assert!(range("10-5").is_err());
-        assert!(range("1-4294967295").is_err());
+        assert_eq!(
+            range("1-4294967295").unwrap_err().to_string(),
+            "`1-4294967295`: FIRST must be at least 1 and at most LAST, LAST below 4294967295"
+        );
         assert!(is_taken(0));
     }
 }

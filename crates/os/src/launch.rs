@@ -51,7 +51,7 @@
 use crate::harden::{enter_user_namespace, Protect, Protections};
 use crate::sandbox::{
     clear_capabilities, die_with_parent, drop_bounding_set, enter_netns, mount_proc, no_new_privs,
-    take_identity, Filter, Mounts,
+    take_identity, Filter, FilterError, Mounts,
 };
 use std::ffi::{c_char, CString};
 use std::fs::{File, OpenOptions};
@@ -65,7 +65,7 @@ pub const CHANNEL_FD: i32 = 3;
 
 /// The seccomp filter of sandboxed processes, compiled once before the first launch
 /// that needs it and never changed after (children read it between clone and exec).
-static FILTER: std::sync::OnceLock<Result<Filter, String>> = std::sync::OnceLock::new();
+static FILTER: std::sync::OnceLock<Result<Filter, FilterError>> = std::sync::OnceLock::new();
 
 /// A program ready to exec: every string is allocated before the clone.
 pub struct Program {

@@ -11,8 +11,8 @@
 //! and returns the errno of the call that failed.
 
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition,
-    SeccompFilter, SeccompRule,
+    BackendError, BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
+    SeccompCondition, SeccompFilter, SeccompRule,
 };
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -274,13 +274,30 @@ const MEMBARRIER_GLOBAL: [u64; 3] = [1, 2, 4];
 const IOPRIO_CLASS_RT: u64 = 1 << 13;
 const IOPRIO_CLASS_MASK: u64 = 7 << 13;
 
+/// Why the seccomp filter cannot be compiled: seccompiler's error, shared (the filter
+/// is compiled once and its result handed to every launch that needs it).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FilterError {
+    /// This machine's architecture is not one seccompiler supports.
+    #[error("seccomp: {0:?}")]
+    Arch(#[source] std::sync::Arc<BackendError>),
+    #[error("seccomp: {0}")]
+    Compile(#[source] std::sync::Arc<BackendError>),
+}
+
+impl From<BackendError> for FilterError {
+    fn from(e: BackendError) -> FilterError {
+        FilterError::Compile(e.into())
+    }
+}
+
 impl Filter {
     /// Compiles the filters; an error names what failed (e.g. an unsupported
     /// architecture).
-    pub fn new() -> Result<Filter, String> {
+    pub fn new() -> Result<Filter, FilterError> {
         let arch = std::env::consts::ARCH
             .try_into()
-            .map_err(|e| format!("seccomp: {e:?}"))?;
+            .map_err(|e: BackendError| FilterError::Arch(e.into()))?;
         let mut refused: BTreeMap<i64, Vec<SeccompRule>> =
             REFUSED.iter().map(|&nr| (nr, Vec::new())).collect();
         refused.insert(libc::SYS_mount_setattr, Vec::new());
@@ -302,7 +319,7 @@ impl Filter {
             rules(NAMESPACE_FLAGS.iter().map(|&f| (0, f as u64, f as u64)))?,
         );
         let clone3 = [(libc::SYS_clone3, Vec::new())].into_iter().collect();
-        let compile = |rules, errno: i32| -> Result<BpfProgram, String> {
+        let compile = |rules, errno: i32| -> Result<BpfProgram, FilterError> {
             SeccompFilter::new(
                 rules,
                 SeccompAction::Allow,
@@ -310,7 +327,7 @@ impl Filter {
                 arch,
             )
             .and_then(BpfProgram::try_from)
-            .map_err(|e| format!("seccomp: {e}"))
+            .map_err(FilterError::from)
         };
         Ok(Filter {
             programs: vec![
@@ -352,13 +369,14 @@ impl Filter {
 
 /// One rule per `(argument, mask, value)`: the call matches when `argument & mask ==
 /// value` (a 64-bit comparison) for any of them.
-fn rules(matches: impl IntoIterator<Item = (u8, u64, u64)>) -> Result<Vec<SeccompRule>, String> {
+fn rules(
+    matches: impl IntoIterator<Item = (u8, u64, u64)>,
+) -> Result<Vec<SeccompRule>, FilterError> {
     matches
         .into_iter()
         .map(|(arg, mask, value)| {
-            let c = SeccompCondition::new(arg, Len::Qword, Op::MaskedEq(mask), value)
-                .map_err(|e| format!("seccomp: {e}"))?;
-            SeccompRule::new(vec![c]).map_err(|e| format!("seccomp: {e}"))
+            let c = SeccompCondition::new(arg, Len::Qword, Op::MaskedEq(mask), value)?;
+            Ok(SeccompRule::new(vec![c])?)
         })
         .collect()
 }
@@ -662,6 +680,19 @@ pub(crate) fn decimal(n: i64, out: &mut [u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// seccompiler's refusals read as before ("seccomp: ...") and stay the source.
+    #[test]
+    fn filter_errors_keep_seccompilers_error() {
+        let bad_arg = SeccompCondition::new(6, Len::Qword, Op::Eq, 0).unwrap_err();
+        let e = FilterError::from(bad_arg);
+        assert!(matches!(e, FilterError::Compile(_)), "{e:?}");
+        assert!(e.to_string().starts_with("seccomp: "), "{e}");
+        assert!(std::error::Error::source(&e).is_some());
+        let arch = seccompiler::TargetArch::try_from("sparc").unwrap_err();
+        let e = FilterError::Arch(arch.into());
+        assert_eq!(e.to_string(), "seccomp: InvalidTargetArch(\"sparc\")");
+    }
 
     #[test]
     fn a_descriptor_path_is_written_without_allocating() {

@@ -11,7 +11,7 @@
 //! ([`Confinements::of_task`]); dropping this value moves the interfaces back.
 
 use crate::confine::{resolve_user, Confinement};
-use crate::RunError;
+use crate::{RunError, Unrunnable};
 use bulkhead_model::{Network, Partition, PartitionKind, Service, System, Task};
 use bulkhead_os::lock::Kind;
 use bulkhead_os::netdev::private_netns;
@@ -46,10 +46,15 @@ impl Confinements {
         let mut identities = Identities::new(system.user_range());
         for (i, p) in system.partitions.iter().enumerate() {
             let gateway = system.buses.iter().any(|b| b.gateway == p.name);
-            let invalid = |e| RunError::invalid(format!("partition `{}`: {e}", p.name));
+            let invalid = |source| {
+                RunError::Invalid(Unrunnable::Identity {
+                    partition: p.name.clone(),
+                    source,
+                })
+            };
             let remove_ipc = p.sandbox.remove_ipc;
             let identity = match p.user.as_deref() {
-                Some(user) => Some(resolve_user(user)),
+                Some(user) => Some(resolve_user(user).map_err(IdentityError::from)),
                 // bulkhead's own gateway service reaches the bus as the supervisor does.
                 None if gateway => None,
                 None => identities.allocate(remove_ipc).transpose(),
@@ -159,6 +164,25 @@ struct Identities {
 /// Where the uid locks live.
 const LOCK_FILE: &str = "/run/bulkhead/uids.lock";
 
+/// Why a partition has no identity: its `user:` names none, or no uid of
+/// `system.user_range` can be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error(transparent)]
+    User(#[from] bulkhead_model::users::UserError),
+    /// The uid lock file cannot be opened or locked.
+    #[error("{path}: {source}")]
+    Lock {
+        path: &'static str,
+        source: std::io::Error,
+    },
+    #[error(
+        "no free uid left in system.user_range (up to {last}): other partitions and running \
+         bulkheads hold them; widen the range"
+    )]
+    Exhausted { last: u32 },
+}
+
 impl Identities {
     fn new((first, last): (u32, u32)) -> Identities {
         let enabled = bulkhead_os::proc::euid() == 0;
@@ -174,7 +198,7 @@ impl Identities {
 
     /// The next free uid as (uid, gid), what it owns removed first with `remove_ipc`;
     /// `Ok(None)` when not enabled.
-    fn allocate(&mut self, remove_ipc: bool) -> Result<Option<(u32, u32)>, String> {
+    fn allocate(&mut self, remove_ipc: bool) -> Result<Option<(u32, u32)>, IdentityError> {
         if !self.enabled {
             return Ok(None);
         }
@@ -186,7 +210,7 @@ impl Identities {
             if bulkhead_model::users::is_taken(uid) {
                 continue;
             }
-            if lock_byte(file, uid).map_err(|e| format!("{path}: {e}"))? {
+            if lock_byte(file, uid).map_err(|source| IdentityError::Lock { path, source })? {
                 if remove_ipc {
                     remove_leftovers(uid);
                     self.cleaned.push(uid);
@@ -194,17 +218,14 @@ impl Identities {
                 return Ok(Some((uid, uid)));
             }
         }
-        Err(format!(
-            "no free uid left in system.user_range (up to {}): other partitions and running \
-             bulkheads hold them; widen the range",
-            self.last
-        ))
+        Err(IdentityError::Exhausted { last: self.last })
     }
 
     /// Opens the lock file on first use (its directory created).
-    fn open_lock_file(&mut self) -> Result<(), String> {
+    fn open_lock_file(&mut self) -> Result<(), IdentityError> {
         if self.locks.is_none() {
-            let io = |e: std::io::Error| format!("{}: {e}", self.path);
+            let path = self.path;
+            let io = |source| IdentityError::Lock { path, source };
             let dir = std::path::Path::new(self.path)
                 .parent()
                 .expect("a directory");
@@ -303,5 +324,44 @@ mod tests {
         };
         assert_eq!(freed, [4_000_000], "a's uids are free once it ended");
         std::fs::remove_file(path).unwrap();
+    }
+
+    /// A range with no uid left, and a lock file that cannot be made, are errors that
+    /// say so (the latter keeping the system's error as its source).
+    #[test]
+    fn no_uid_left_and_no_lock_file_are_typed_errors() {
+        let path =
+            std::env::temp_dir().join(format!("bulkhead-uids-none-{}.lock", std::process::id()));
+        let path: &'static str = Box::leak(path.to_string_lossy().into_owned().into_boxed_str());
+        let mut none_left = Identities {
+            next: 5,
+            last: 4,
+            enabled: true,
+            path,
+            locks: None,
+            cleaned: Vec::new(),
+        };
+        let e = none_left.allocate(false).unwrap_err();
+        assert!(matches!(e, IdentityError::Exhausted { last: 4 }), "{e:?}");
+        assert!(e
+            .to_string()
+            .starts_with("no free uid left in system.user_range (up to 4)"));
+        std::fs::remove_file(path).unwrap();
+        let mut no_file = Identities {
+            next: 5,
+            last: 4,
+            enabled: true,
+            path: "/proc/bulkhead-no-such-dir/uids.lock",
+            locks: None,
+            cleaned: Vec::new(),
+        };
+        let e = no_file.allocate(false).unwrap_err();
+        assert!(matches!(e, IdentityError::Lock { .. }), "{e:?}");
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(
+            e.to_string()
+                .starts_with("/proc/bulkhead-no-such-dir/uids.lock: "),
+            "{e}"
+        );
     }
 }

@@ -37,6 +37,7 @@ mod supervisor;
 pub mod tasks;
 
 pub use bulkhead_os::cgroup::Hierarchy;
+pub use isolation::IdentityError;
 pub use links::{shell_words, stage_var};
 pub use power::PowerOptions;
 pub use supervisor::{clean_leftovers, Outcome};
@@ -180,6 +181,11 @@ pub enum Unrunnable {
         what: String,
         source: std::io::Error,
     },
+    /// A partition has no uid and gid to run as.
+    Identity {
+        partition: String,
+        source: isolation::IdentityError,
+    },
 }
 
 impl std::fmt::Display for Unrunnable {
@@ -192,6 +198,9 @@ impl std::fmt::Display for Unrunnable {
             Unrunnable::Program(e) => write!(f, "{e}"),
             Unrunnable::Reserve(e) => write!(f, "{e}"),
             Unrunnable::Exec { what, source } => write!(f, "{what}: {source}"),
+            Unrunnable::Identity { partition, source } => {
+                write!(f, "partition `{partition}`: {source}")
+            }
         }
     }
 }
@@ -206,6 +215,7 @@ impl std::error::Error for Unrunnable {
             Unrunnable::Program(e) => Some(e.as_ref()),
             Unrunnable::Reserve(e) => Some(e),
             Unrunnable::Exec { source, .. } => Some(source),
+            Unrunnable::Identity { source, .. } => Some(source),
         }
     }
 }

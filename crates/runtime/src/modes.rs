@@ -315,7 +315,7 @@ impl ModeManager {
     fn go_on(&mut self, steps: Result<Vec<Step>, bulkhead_modes::SwitchError>) -> Option<Response> {
         let steps = match steps {
             Ok(steps) => steps,
-            Err(e) => return self.fail(e.to_string()),
+            Err(e) => return self.fail(e.into()),
         };
         for step in steps {
             if let Err(e) = self.perform(step) {
@@ -329,7 +329,7 @@ impl ModeManager {
     }
 
     /// Records one step and does what it asks.
-    fn perform(&mut self, step: Step) -> Result<(), String> {
+    fn perform(&mut self, step: Step) -> Result<(), SwitchFailure> {
         let r = self.running.as_ref().expect("a switch in progress");
         let now = Instant::now();
         let latency = now.duration_since(r.started).as_nanos() as Nanos;
@@ -378,20 +378,25 @@ impl ModeManager {
     }
 
     /// A partition's running task set must fit its interface (no VM overload).
-    fn check_demand(&self, member: usize, interface: bulkhead_modes::Ppm) -> Result<(), String> {
+    fn check_demand(
+        &self,
+        member: usize,
+        interface: bulkhead_modes::Ppm,
+    ) -> Result<(), SwitchFailure> {
         let local = &self.table.modes[self.tasks_in[member]].locals[member];
         let demand = bulkhead_modes::demand(&local.tasks);
         match demand <= interface {
             true => Ok(()),
-            false => Err(format!(
-                "partition `{}` would demand {demand} ppm on an interface of {interface} ppm",
-                self.table.members[member].name
-            )),
+            false => Err(SwitchFailure::Overload {
+                partition: self.table.members[member].name.clone(),
+                demand,
+                interface,
+            }),
         }
     }
 
     /// Hands member `member`'s switch to mode `to` to its agent.
-    fn ask(&mut self, member: usize, to: usize, boost: bool) -> Result<(), String> {
+    fn ask(&mut self, member: usize, to: usize, boost: bool) -> Result<(), SwitchFailure> {
         let old = &self.table.modes[self.current].locals[member].tasks;
         let new = &self.table.modes[to].locals[member].tasks;
         let name = &self.table.members[member].name;
@@ -403,7 +408,7 @@ impl ModeManager {
             .is_some_and(|p| p.reclaim);
         let agent = self.agents[member]
             .as_mut()
-            .ok_or_else(|| format!("partition `{name}` has no mode agent"))?;
+            .ok_or_else(|| SwitchFailure::NoAgent(name.clone()))?;
         let (actions, notify) = plan(&agent.tasks, old, new, reclaim)?;
         if boost {
             // The manager boosts the agent before it sends the request (M2-Xen V-B), so
@@ -414,7 +419,10 @@ impl ModeManager {
                     priority: BOOST_PRIORITY,
                 },
             )
-            .map_err(|e| format!("boosting the mode agent of `{name}`: {e}"))?;
+            .map_err(|source| SwitchFailure::Boost {
+                partition: name.clone(),
+                source,
+            })?;
             agent.boosted = true;
         }
         let command = Command {
@@ -426,7 +434,7 @@ impl ModeManager {
             .tx
             .as_ref()
             .and_then(|tx| tx.send(command).ok())
-            .ok_or_else(|| format!("the mode agent of `{name}` has stopped"))
+            .ok_or_else(|| SwitchFailure::AgentStopped(name.clone()))
     }
 
     /// Takes the agents' acknowledgements; returns the replies of switches that ended.
@@ -485,7 +493,7 @@ impl ModeManager {
 
     /// The switch cannot go on (an agent stopped, a check failed): it is abandoned
     /// where it is and reported; the system keeps running.
-    fn fail(&mut self, why: String) -> Option<Response> {
+    fn fail(&mut self, why: SwitchFailure) -> Option<Response> {
         let r = self.running.take().expect("a switch in progress");
         let line = format!(
             "switch to `{}` abandoned: {why}",
@@ -493,7 +501,7 @@ impl ModeManager {
         );
         eprintln!("bulkhead: {line}");
         self.warnings.push(line);
-        Some(Response::error(None, ErrorCode::Internal, why))
+        Some(Response::error(None, ErrorCode::Internal, why.to_string()))
     }
 
     fn record(&self, at: Instant, kind: EventKind) {
@@ -538,15 +546,65 @@ fn monotonic_of(at: Instant) -> u64 {
 /// Per task (its index in the agent's list) what to do, in order; and the tasks to notify.
 type Plan = (Vec<(usize, Action)>, Vec<usize>);
 
+/// Why a mode switch cannot go on: it is abandoned where it is ([`ModeManager::fail`]).
+#[derive(Debug, thiserror::Error)]
+enum SwitchFailure {
+    #[error(transparent)]
+    Machine(#[from] bulkhead_modes::SwitchError),
+    #[error(
+        "partition `{partition}` would demand {demand} ppm on an interface of {interface} ppm"
+    )]
+    Overload {
+        partition: String,
+        demand: bulkhead_modes::Ppm,
+        interface: bulkhead_modes::Ppm,
+    },
+    #[error("partition `{0}` has no mode agent")]
+    NoAgent(String),
+    #[error("boosting the mode agent of `{partition}`: {source}")]
+    Boost {
+        partition: String,
+        source: bulkhead_os::Error,
+    },
+    #[error("the mode agent of `{0}` has stopped")]
+    AgentStopped(String),
+    /// A task's parameters are no SCHED_DEADLINE reservation.
+    #[error("task `{task}`: {source}")]
+    Reservation {
+        task: String,
+        source: bulkhead_os::Error,
+    },
+}
+
+/// Why an agent could not carry out one task's action (reported, the switch goes on).
+#[derive(Debug, thiserror::Error)]
+enum ActError {
+    #[error(transparent)]
+    Sched(#[from] bulkhead_os::Error),
+    #[error(transparent)]
+    Stat(#[from] std::io::Error),
+    /// The task's state in /proc/PID/stat when the agent gave up waiting.
+    #[error("not stopped yet (state {0:?}) after SIGSTOP")]
+    NotStopped(Option<char>),
+}
+
 /// What an agent does to go from task set `old` to `new` (mode agent excluded): tasks
 /// that leave first, then changed ones, smaller reservations before larger ones, then
 /// tasks that join; and which tasks run afterwards (to notify).
-fn plan(tasks: &[String], old: &[Task], new: &[Task], reclaim: bool) -> Result<Plan, String> {
+fn plan(
+    tasks: &[String],
+    old: &[Task],
+    new: &[Task],
+    reclaim: bool,
+) -> Result<Plan, SwitchFailure> {
     let find = |set: &[Task], name: &str| set.iter().find(|t| t.name == name).cloned();
     let params = |t: &Task| {
         DeadlineParams::for_task(t.budget, t.deadline, t.period)
             .map(|p| p.reclaiming(reclaim))
-            .map_err(|e| format!("task `{}`: {e}", t.name))
+            .map_err(|source| SwitchFailure::Reservation {
+                task: t.name.clone(),
+                source,
+            })
     };
     let (mut leave, mut change, mut join, mut notify) = (vec![], vec![], vec![], vec![]);
     for (i, name) in tasks.iter().enumerate() {
@@ -668,14 +726,14 @@ fn switch_tasks(tasks: &[TaskPort], command: &Command, ack_timeout: Duration) ->
     problems
 }
 
-fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), String> {
+fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), ActError> {
     let pid = t.pid as i32;
     let kill = |sig| signal(t.pid, sig);
     match action {
         Action::Park => {
             t.judged_from.store(u64::MAX, Ordering::Release);
             kill(bulkhead_os::proc::SIGSTOP);
-            sched::set_process(pid, &Policy::Other { nice: 0 }).map_err(|e| e.to_string())?;
+            sched::set_process(pid, &Policy::Other { nice: 0 })?;
             wait_stopped(t.pid, until)
         }
         Action::Set(p, times) => {
@@ -698,15 +756,15 @@ fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), String> {
 /// Waits until process `pid` is stopped (`T` in /proc/PID/stat): `kill` only queues the
 /// SIGSTOP, which a task running on another CPU takes a moment later, and a task that
 /// leaves must not run once its agent has acknowledged. Gives up at `until`.
-fn wait_stopped(pid: u32, until: Instant) -> Result<(), String> {
+fn wait_stopped(pid: u32, until: Instant) -> Result<(), ActError> {
     loop {
-        let stat = bulkhead_os::proc::proc_stat(pid).map_err(|e| e.to_string())?;
+        let stat = bulkhead_os::proc::proc_stat(pid)?;
         let state = Some(stat.state());
         if matches!(state, Some('T' | 't')) {
             return Ok(());
         }
         if Instant::now() >= until {
-            return Err(format!("not stopped yet (state {state:?}) after SIGSTOP"));
+            return Err(ActError::NotStopped(state));
         }
         std::thread::sleep(Duration::from_micros(20));
     }
@@ -721,13 +779,13 @@ const ADMISSION_RETRY: Duration = Duration::from_micros(50);
 /// until that task's 0-lag time, at most one of its periods later; docs/modes.md
 /// shows how often); so a refusal is asked again every [`ADMISSION_RETRY`] until
 /// `until`, and the last refusal is returned.
-fn reserve(pid: i32, p: DeadlineParams, until: Instant) -> Result<(), String> {
+fn reserve(pid: i32, p: DeadlineParams, until: Instant) -> Result<(), ActError> {
     loop {
         match sched::set_process(pid, &Policy::Deadline(p)) {
             Err(e) if e.errno() == Some(bulkhead_os::errno::EBUSY) && Instant::now() < until => {
                 std::thread::sleep(ADMISSION_RETRY)
             }
-            r => return r.map(|_| ()).map_err(|e| e.to_string()),
+            r => return Ok(r.map(|_| ())?),
         }
     }
 }
@@ -744,12 +802,14 @@ mod tests {
             .unwrap();
         let soon = || Instant::now() + Duration::from_millis(200);
         let running = wait_stopped(child.id(), soon()).unwrap_err();
-        assert!(running.contains("not stopped yet"), "{running}");
-        signal(child.id(), bulkhead_os::proc::SIGSTOP);
-        assert_eq!(
-            wait_stopped(child.id(), Instant::now() + Duration::from_secs(5)),
-            Ok(())
+        assert!(
+            matches!(running, ActError::NotStopped(Some('S' | 'R'))),
+            "{running:?}"
         );
+        assert!(running.to_string().contains("not stopped yet"), "{running}");
+        signal(child.id(), bulkhead_os::proc::SIGSTOP);
+        let stopped = wait_stopped(child.id(), Instant::now() + Duration::from_secs(5));
+        assert!(stopped.is_ok(), "{stopped:?}");
         child.kill().unwrap();
         child.wait().unwrap();
     }

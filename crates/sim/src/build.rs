@@ -42,7 +42,7 @@ pub enum ServerChoice {
 impl ServerChoice {
     /// Parses `none`, `sporadic`, `deferrable`, `cbs` or `io:PERMILLE` (1..=1000), the
     /// syntax of a description's `server:`.
-    pub fn parse(text: &str) -> Result<ServerChoice, String> {
+    pub fn parse(text: &str) -> Result<ServerChoice, bulkhead_model::TaskServerError> {
         TaskServer::parse(text).map(ServerChoice::from)
     }
 }
@@ -124,11 +124,15 @@ pub struct Link {
     pub readers: Vec<String>,
 }
 
+/// A `--link` text that is not `CHANNEL=WRITER>READER[,READER...]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}`: expected CHANNEL=WRITER_TASK>READER_TASK[,READER_TASK...]")]
+pub struct LinkSyntax(pub String);
+
 impl Link {
     /// Parses `CHANNEL=WRITER>READER[,READER...]`.
-    pub fn parse(text: &str) -> Result<Link, String> {
-        let usage =
-            || format!("`{text}`: expected CHANNEL=WRITER_TASK>READER_TASK[,READER_TASK...]");
+    pub fn parse(text: &str) -> Result<Link, LinkSyntax> {
+        let usage = || LinkSyntax(text.into());
         let (channel, rest) = text.split_once('=').ok_or_else(usage)?;
         let (writer, readers) = rest.split_once('>').ok_or_else(usage)?;
         let readers: Vec<String> = readers.split(',').map(|r| r.trim().to_string()).collect();

@@ -9,6 +9,7 @@
 //! CPU-bound process's speed is proportional to the clock). Clusters start at their top
 //! frequency (also under `none`, which leaves the frequency to the kernel).
 
+use crate::error::SimError;
 use bulkhead_model::power::PowerCluster;
 use bulkhead_model::CpuSet;
 use bulkhead_model::Nanos;
@@ -89,7 +90,7 @@ pub(crate) struct Power {
 }
 
 impl Power {
-    pub fn new(spec: &PowerSpec, schedule: &Schedule) -> Result<Power, String> {
+    pub fn new(spec: &PowerSpec, schedule: &Schedule) -> Result<Power, SimError> {
         let clusters: Vec<Cluster> = spec
             .clusters
             .iter()
@@ -104,12 +105,10 @@ impl Power {
                 }
             })
             .collect();
-        let mut governor = Governor::new(spec.policy.clone(), clusters, schedule)
-            .map_err(|e| format!("power policy: {e}"))?;
+        let mut governor =
+            Governor::new(spec.policy.clone(), clusters, schedule).map_err(SimError::Power)?;
         let mut changes = Vec::new();
-        governor
-            .start(&mut changes)
-            .map_err(|e| format!("power policy: {e}"))?;
+        governor.start(&mut changes).map_err(SimError::Power)?;
         let per_cpu = |c: &PowerCluster| vec![0u128; c.cpus.len()];
         let mut power = Power {
             governor,

@@ -8,6 +8,7 @@
 //! deadline checks, suspensions), then every touched domain is dispatched once.
 
 use crate::channels::{Channels, Origin};
+use crate::error::SimError;
 use crate::report::{Report, TaskStats};
 use crate::spec::*;
 use crate::windows::Driver;
@@ -269,7 +270,7 @@ pub struct Sim<'a> {
 
 impl<'a> Sim<'a> {
     /// Prepares a simulation of `spec`; `tracing` says whether to record events.
-    pub fn new(spec: &'a Spec, opts: Options, tracing: bool) -> Result<Sim<'a>, String> {
+    pub fn new(spec: &'a Spec, opts: Options, tracing: bool) -> Result<Sim<'a>, SimError> {
         spec.validate()?;
         if let Some(windows) = &spec.windows {
             windows.check()?;

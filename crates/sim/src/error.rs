@@ -1,7 +1,55 @@
 //! Why a description cannot be simulated.
 
+use bulkhead_power::PowerError;
 use bulkhead_windows::ScheduleError;
 use std::fmt;
+
+/// A check a hand-built [`crate::Spec`] fails ([`crate::Spec::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("domain {index} (`{name}`) has no CPUs")]
+    NoCpus { index: usize, name: String },
+    #[error("server {server}: no domain {domain}")]
+    NoDomain { server: usize, domain: usize },
+    #[error("server {0}: needs 0 < budget <= period")]
+    Budget(usize),
+    /// `task` is `PARTITION/TASK`.
+    #[error("task {task}: no server {server}")]
+    NoServer { task: String, server: usize },
+    #[error("task {task}: no channel {channel}")]
+    NoChannel { task: String, channel: usize },
+    #[error("task {0}: period must be positive")]
+    Period(String),
+    #[error("task {0}: arrival times must be sorted")]
+    Arrivals(String),
+    #[error("task {0}: execution time range is empty")]
+    Exec(String),
+    #[error("channel `{0}`: depth must be positive")]
+    Depth(String),
+}
+
+/// Why a spec cannot be simulated with the given options ([`crate::Sim::new`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// The power policy refuses the clusters or the window schedule.
+    #[error("power policy: {0}")]
+    Power(#[source] PowerError),
+    /// `--mode-switch` to a description without modes (the mode asked for).
+    #[error("--mode-switch {0}: the description has no modes")]
+    NoModes(String),
+    /// `--mode-switch` to a mode the description does not have.
+    #[error("--mode-switch {0}: no mode `{0}`")]
+    NoMode(String),
+}
+
+/// The message, for the layers that report in text (the conformance suite).
+impl From<SimError> for String {
+    fn from(e: SimError) -> String {
+        e.to_string()
+    }
+}
 
 /// Why a system description cannot be simulated with the given options.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +76,7 @@ pub enum BuildError {
     /// A power policy for a description without `power:`.
     NoPowerModel,
     /// The built simulation fails [`crate::Spec::validate`].
-    Spec(String),
+    Spec(SpecError),
 }
 
 impl From<ScheduleError> for BuildError {
@@ -68,7 +116,7 @@ impl fmt::Display for BuildError {
             BuildError::NoPowerModel => f.write_str(
                 "a power policy needs the description's `power:` section (the clusters' operating points) to simulate",
             ),
-            BuildError::Spec(m) => f.write_str(m),
+            BuildError::Spec(e) => write!(f, "{e}"),
         }
     }
 }
@@ -77,6 +125,7 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::Schedule(e) => Some(e),
+            BuildError::Spec(e) => Some(e),
             _ => None,
         }
     }

@@ -32,13 +32,13 @@ mod windows;
 
 pub use build::{
     hyperperiod, link_warnings, priority_ranks, Arrivals, BuildOptions, ExecModel, Link,
-    ServerChoice,
+    LinkSyntax, ServerChoice,
 };
 pub use channels::{ChainStats, ChannelStats};
 pub use energy::{CpuEnergy, EnergyStats, PowerSpec};
 pub use engine::{random_stalls, Options, Sim, Stall, Suspension, MAX_BACKLOG};
-pub use error::BuildError;
-pub use modes::{ModeSwitch, ModesSpec};
+pub use error::{BuildError, SimError, SpecError};
+pub use modes::{ModeSwitch, ModeSwitchError, ModesSpec};
 pub use report::{Report, SwitchStats, TaskStats};
 pub use spec::*;
 pub use windows::{Behaviour, WindowStats, WindowsSpec};
@@ -79,7 +79,7 @@ pub(crate) fn placements(system: &bulkhead_model::System) -> bulkhead_plan::Plac
 
 /// Simulates `spec` to the end of `options`, sending events to `sink` (none are
 /// recorded when `sink.enabled()` is false).
-pub fn simulate(spec: &Spec, options: Options, sink: &mut dyn Sink) -> Result<Report, String> {
+pub fn simulate(spec: &Spec, options: Options, sink: &mut dyn Sink) -> Result<Report, SimError> {
     let tracing = sink.enabled();
     Ok(Sim::new(spec, options, tracing)?.run(sink))
 }

@@ -27,13 +27,29 @@ pub struct ModeSwitch {
     pub mode: String,
 }
 
+/// Why a `--mode-switch` text is not `AT:MODE`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModeSwitchError {
+    #[error("`{0}`: expected AT:MODE, e.g. 50ms:highway")]
+    Syntax(String),
+    #[error(transparent)]
+    At(#[from] bulkhead_model::units::UnitError),
+}
+
+/// The message, for the layers that report in text (the conformance suite's headers).
+impl From<ModeSwitchError> for String {
+    fn from(e: ModeSwitchError) -> String {
+        e.to_string()
+    }
+}
+
 impl ModeSwitch {
     /// Parses `AT:MODE`, e.g. `50ms:highway`.
-    pub fn parse(text: &str) -> Result<ModeSwitch, String> {
+    pub fn parse(text: &str) -> Result<ModeSwitch, ModeSwitchError> {
         let (at, mode) = text
             .split_once(':')
             .filter(|(_, m)| !m.is_empty())
-            .ok_or_else(|| format!("`{text}`: expected AT:MODE, e.g. 50ms:highway"))?;
+            .ok_or_else(|| ModeSwitchError::Syntax(text.into()))?;
         Ok(ModeSwitch {
             at: bulkhead_model::units::parse_duration(at, None)?,
             mode: mode.to_string(),

@@ -6,6 +6,7 @@
 
 pub use bulkhead_model::Nanos;
 
+use crate::error::SpecError;
 use bulkhead_model::{ChannelKind, Overflow, Resume, SwitchPolicy};
 use bulkhead_modes::Table;
 use bulkhead_trace::Name;
@@ -172,26 +173,33 @@ pub struct Spec {
 
 impl Spec {
     /// Checks the references and parameters a hand-built spec could get wrong.
-    pub fn validate(&self) -> Result<(), String> {
-        for (i, d) in self.domains.iter().enumerate() {
+    pub fn validate(&self) -> Result<(), SpecError> {
+        for (index, d) in self.domains.iter().enumerate() {
             if d.cpus.is_empty() {
-                return Err(format!("domain {i} (`{}`) has no CPUs", d.name));
+                let name = d.name.to_string();
+                return Err(SpecError::NoCpus { index, name });
             }
         }
         for (i, s) in self.servers.iter().enumerate() {
             if s.domain >= self.domains.len() {
-                return Err(format!("server {i}: no domain {}", s.domain));
+                return Err(SpecError::NoDomain {
+                    server: i,
+                    domain: s.domain,
+                });
             }
             if s.kind != ServerKind::Unlimited
                 && (s.budget == 0 || s.period == 0 || s.budget > s.period)
             {
-                return Err(format!("server {i}: needs 0 < budget <= period"));
+                return Err(SpecError::Budget(i));
             }
         }
         for t in &self.tasks {
-            let who = format!("task {}/{}", t.partition, t.name);
+            let who = || format!("{}/{}", t.partition, t.name);
             if t.server >= self.servers.len() {
-                return Err(format!("{who}: no server {}", t.server));
+                return Err(SpecError::NoServer {
+                    task: who(),
+                    server: t.server,
+                });
             }
             if let Some(&c) = t
                 .inputs
@@ -199,26 +207,29 @@ impl Spec {
                 .chain(&t.outputs)
                 .find(|&&c| c >= self.channels.len())
             {
-                return Err(format!("{who}: no channel {c}"));
+                return Err(SpecError::NoChannel {
+                    task: who(),
+                    channel: c,
+                });
             }
             match &t.release {
                 Release::Periodic { period: 0, .. } | Release::Sporadic { min_gap: 0, .. } => {
-                    return Err(format!("{who}: period must be positive"))
+                    return Err(SpecError::Period(who()))
                 }
                 Release::At(times) if times.windows(2).any(|w| w[0] > w[1]) => {
-                    return Err(format!("{who}: arrival times must be sorted"))
+                    return Err(SpecError::Arrivals(who()))
                 }
                 _ => {}
             }
             if let Exec::Uniform { min, max } = t.exec {
                 if min > max {
-                    return Err(format!("{who}: execution time range is empty"));
+                    return Err(SpecError::Exec(who()));
                 }
             }
         }
         for c in &self.channels {
             if c.depth == 0 {
-                return Err(format!("channel `{}`: depth must be positive", c.name));
+                return Err(SpecError::Depth(c.name.to_string()));
             }
         }
         Ok(())

@@ -3,6 +3,7 @@
 //! simulated time, with a model of what each process does when it runs.
 
 use crate::energy::{EnergyStats, Power, PowerSpec};
+use crate::error::SimError;
 use bulkhead_model::Nanos;
 use bulkhead_trace::{CpuSet, EventKind, GrantEnd, Name};
 use bulkhead_windows::drive::{finish_init, Progress};
@@ -22,7 +23,7 @@ pub struct WindowsSpec {
 
 impl WindowsSpec {
     /// Whether the power policy accepts the schedule and the power model.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), SimError> {
         match &self.power {
             Some(p) => Power::new(p, &self.schedule).map(|_| ()),
             None => Ok(()),

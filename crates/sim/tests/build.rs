@@ -118,7 +118,24 @@ fn bad_links_name_what_is_missing() {
         "--link frames: no task `planner` in partition(s) sensors"
     );
     assert!(Link::parse("frames=camera").is_err());
-    assert!(Link::parse("=a>b").is_err());
+    assert_eq!(Link::parse("=a>b"), Err(LinkSyntax("=a>b".into())));
+    assert_eq!(
+        LinkSyntax("=a>b".into()).to_string(),
+        "`=a>b`: expected CHANNEL=WRITER_TASK>READER_TASK[,READER_TASK...]"
+    );
+}
+
+#[test]
+fn a_spec_that_fails_its_checks_is_not_simulated() {
+    let mut spec = from_system(&system(PIPELINE), &BuildOptions::default()).unwrap();
+    spec.channels[0].depth = 0;
+    let e = simulate(&spec, Options::until(1_000_000), &mut trace::Discard).unwrap_err();
+    assert_eq!(e, SimError::Spec(SpecError::Depth("frames".into())));
+    assert_eq!(e.to_string(), "channel `frames`: depth must be positive");
+    assert_eq!(
+        ServerChoice::parse("io:0"),
+        Err(bulkhead_model::TaskServerError("io:0".into()))
+    );
 }
 
 #[test]

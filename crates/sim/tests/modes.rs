@@ -312,7 +312,8 @@ fn requests_too_soon_in_progress_or_not_allowed_are_refused() {
         ..Options::until(MS)
     };
     let e = simulate(&spec, options, &mut Vec::new()).unwrap_err();
-    assert_eq!(e, "--mode-switch parking: no mode `parking`");
+    assert_eq!(e, bulkhead_sim::SimError::NoMode("parking".into()));
+    assert_eq!(e.to_string(), "--mode-switch parking: no mode `parking`");
 }
 
 #[test]

@@ -23,7 +23,7 @@ pub mod perfetto;
 pub mod schedule_log;
 
 pub use bulkhead_model::{CpuSet, Nanos};
-pub use schedule_log::{read_schedule_log, ScheduleLogWriter};
+pub use schedule_log::{read_schedule_log, LogError, ScheduleLogWriter};
 
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

@@ -42,15 +42,43 @@ pub fn line(event: &Event) -> String {
     text
 }
 
+/// A schedule log that cannot be read back: its 1-based line, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("line {line}: {source}")]
+pub struct LogError {
+    pub line: usize,
+    pub source: LineError,
+}
+
+/// Why a schedule-log line cannot be read: the input failed, or it is not an event.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+/// The message, for the layers that report in text (the conformance suite).
+impl From<LogError> for String {
+    fn from(e: LogError) -> String {
+        e.to_string()
+    }
+}
+
 /// Reads a schedule log back; errors name the 1-based line.
-pub fn read_schedule_log(input: impl BufRead) -> Result<Vec<Event>, String> {
+pub fn read_schedule_log(input: impl BufRead) -> Result<Vec<Event>, LogError> {
     let mut events = Vec::new();
     for (i, text) in input.lines().enumerate() {
-        let text = text.map_err(|e| format!("line {}: {e}", i + 1))?;
+        let at = |e: LineError| LogError {
+            line: i + 1,
+            source: e,
+        };
+        let text = text.map_err(|e| at(e.into()))?;
         if text.trim().is_empty() {
             continue;
         }
-        events.push(serde_json::from_str(&text).map_err(|e| format!("line {}: {e}", i + 1))?);
+        events.push(serde_json::from_str(&text).map_err(|e| at(e.into()))?);
     }
     Ok(events)
 }

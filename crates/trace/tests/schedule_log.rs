@@ -127,6 +127,12 @@ fn every_event_kind_round_trips_through_a_line() {
 fn a_bad_line_is_reported_by_number() {
     let input = "{\"t_ns\":0,\"event\":\"window_end\",\"window\":0}\n{\"t_ns\":1,\"event\":\"no_such_event\"}\n";
     let err = read_schedule_log(input.as_bytes()).unwrap_err();
+    assert_eq!(err.line, 2);
+    assert!(
+        matches!(err.source, bulkhead_trace::schedule_log::LineError::Json(_)),
+        "{err:?}"
+    );
+    let err = err.to_string();
     assert!(err.starts_with("line 2: "), "{err}");
     assert!(err.contains("no_such_event"), "{err}");
 }

@@ -3,6 +3,7 @@
 //! that change, interfaces that change, and boosted VCPUs.
 
 use super::{Ev, Sim};
+use crate::error::SimError;
 use crate::modes::{ModeSwitch, TaskParams};
 use crate::report::SwitchStats;
 use crate::spec::*;
@@ -28,13 +29,10 @@ struct Running {
 
 impl ModeState {
     /// The mode manager of `spec`, with `requests` checked against its modes.
-    pub(super) fn new(spec: &Spec, requests: &[ModeSwitch]) -> Result<Option<ModeState>, String> {
+    pub(super) fn new(spec: &Spec, requests: &[ModeSwitch]) -> Result<Option<ModeState>, SimError> {
         let Some(modes) = &spec.modes else {
             return match requests.first() {
-                Some(r) => Err(format!(
-                    "--mode-switch {}: the description has no modes",
-                    r.mode
-                )),
+                Some(r) => Err(SimError::NoModes(r.mode.clone())),
                 None => Ok(None),
             };
         };
@@ -42,7 +40,7 @@ impl ModeState {
             .iter()
             .map(|r| match modes.table.mode(&r.mode) {
                 Some(m) => Ok((r.at, m)),
-                None => Err(format!("--mode-switch {}: no mode `{}`", r.mode, r.mode)),
+                None => Err(SimError::NoMode(r.mode.clone())),
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Some(ModeState {
