@@ -50,6 +50,27 @@ fn chrt(pid: u32) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Starts `sys`'s rt partitions. Other bulkhead instances (other test suites) may hold
+/// these CPUs for a moment: an exclusive cpuset cannot overlap them. Waits for them up
+/// to 20 s, then gives up (`None`, the test skips).
+fn start_when_free(sys: &bulkhead_model::System, options: &RtOptions) -> Option<RtPartitions> {
+    let mut tries = 0;
+    loop {
+        match RtPartitions::start(sys, options) {
+            Ok(rt) => return Some(rt),
+            Err(e) if e.to_string().contains("sibling cpuset") && tries < 200 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) if e.to_string().contains("sibling cpuset") => {
+                eprintln!("skipping: another bulkhead instance holds CPU 0 or 1: {e}");
+                return None;
+            }
+            Err(e) => panic!("rt partitions start: {e}"),
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn rt_tasks_run_with_their_reservations_and_report_every_job() {
@@ -78,22 +99,8 @@ fn rt_tasks_run_with_their_reservations_and_report_every_job() {
         ring_depth: 1024,
         shield: false,
     };
-    // Other bulkhead instances (other test suites) may hold these CPUs for a moment: an
-    // exclusive cpuset cannot overlap them. Wait for them up to 20 s, then skip.
-    let mut tries = 0;
-    let mut rt = loop {
-        match RtPartitions::start(&sys, &options) {
-            Ok(rt) => break rt,
-            Err(e) if e.to_string().contains("sibling cpuset") && tries < 200 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) if e.to_string().contains("sibling cpuset") => {
-                eprintln!("skipping: another bulkhead instance holds CPU 0 or 1: {e}");
-                return;
-            }
-            Err(e) => panic!("rt partitions start: {e}"),
-        }
+    let Some(mut rt) = start_when_free(&sys, &options) else {
+        return;
     };
     std::thread::sleep(Duration::from_millis(100));
     let pids = rt.pids();
