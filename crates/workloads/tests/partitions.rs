@@ -71,6 +71,30 @@ fn start_when_free(sys: &bulkhead_model::System, options: &RtOptions) -> Option<
     }
 }
 
+/// The reservations `chrt` showed for tasks a, b and c, and whether each reclaims.
+fn assert_reservations(shown: &[String], flags: &[Option<bool>]) {
+    assert!(
+        shown[0].contains("SCHED_DEADLINE") && shown[0].contains("2000000/10000000/10000000"),
+        "{}",
+        shown[0]
+    );
+    assert!(
+        shown[1].contains("5000000/40000000/50000000"),
+        "{}",
+        shown[1]
+    );
+    assert!(
+        shown[2].contains("SCHED_FIFO") && shown[2].contains("priority: 98"),
+        "{}",
+        shown[2]
+    );
+    assert_eq!(
+        flags,
+        [Some(true), Some(true), None],
+        "`reclaim: true` of ctl"
+    );
+}
+
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn rt_tasks_run_with_their_reservations_and_report_every_job() {
@@ -123,26 +147,7 @@ fn rt_tasks_run_with_their_reservations_and_report_every_job() {
     rt.drain(&mut |e| events.push(e));
     let summary = rt.stop(&mut |e| events.push(e));
 
-    assert!(
-        shown[0].contains("SCHED_DEADLINE") && shown[0].contains("2000000/10000000/10000000"),
-        "{}",
-        shown[0]
-    );
-    assert!(
-        shown[1].contains("5000000/40000000/50000000"),
-        "{}",
-        shown[1]
-    );
-    assert!(
-        shown[2].contains("SCHED_FIFO") && shown[2].contains("priority: 98"),
-        "{}",
-        shown[2]
-    );
-    assert_eq!(
-        flags,
-        [Some(true), Some(true), None],
-        "`reclaim: true` of ctl"
-    );
+    assert_reservations(&shown, &flags);
     eprintln!("{summary:#?}");
     for s in &summary {
         // A VM's host takes milliseconds now and then (a 14 ms response was seen in CI):
