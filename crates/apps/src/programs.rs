@@ -1011,31 +1011,11 @@ fn plant(flags: &Flags) -> R<()> {
     let mut due = [0u64; 4];
     let (mut a_cmd, mut commands, mut sent) = (0.0f64, 0u64, 0u64);
     let mut next_print = 0u64;
-    let hvac_command = CanId::standard(HVAC_COMMAND_ID).expect("11 bits");
-    let hvac_status = CanId::standard(HVAC_STATUS_ID).expect("11 bits");
     let (mut k, mut tag, mut delays, mut logged) = (0u64, 0u8, Delays::default(), 0);
     while !stop.load(Relaxed) {
         k += 1;
         sleep_until(start + k * dt_ns);
-        while let Some(r) = node.try_recv().map_err(|e| e.to_string())? {
-            if r.frame.id() == hvac_command {
-                // The HVAC unit takes the setting and reports it.
-                let status = Frame::new(hvac_status, r.frame.data()).expect("same length");
-                node.send(&status).map_err(|e| e.to_string())?;
-            }
-            if r.frame.id() == ACC_CONTROL {
-                if let Ok(d) = db.decode(&r.frame) {
-                    let get = |n: &str| d.signals.iter().find(|s| s.0 == n).map(|s| s.1);
-                    if let Some(a) = get("ACCEL_CMD") {
-                        a_cmd = a;
-                        commands += 1;
-                    }
-                    if let Some(t) = get("ITS_CONNECT_LEAD") {
-                        delays.answered(t as u8, r.t_ns);
-                    }
-                }
-            }
-        }
+        commands += answer(&mut node, &db, &mut a_cmd, &mut delays)?;
         p.step(a_cmd, 1e-3);
         let t_us = k * 1000;
         for (i, (message, period)) in periods.iter().enumerate() {
@@ -1081,6 +1061,40 @@ fn plant(flags: &Flags) -> R<()> {
         log_delays(f, &delays.delays[logged..]).map_err(|e| format!("--delays: {e}"))?;
     }
     Ok(())
+}
+
+/// Takes the frames the plant received: answers an HVAC command with its status, and
+/// applies an ACC_CONTROL command (`a_cmd`, its tag answered in `delays`); how many
+/// commands it applied.
+fn answer(
+    node: &mut Node,
+    db: &bulkhead_can::dbc::Database,
+    a_cmd: &mut f64,
+    delays: &mut Delays,
+) -> R<u64> {
+    let hvac_command = CanId::standard(HVAC_COMMAND_ID).expect("11 bits");
+    let hvac_status = CanId::standard(HVAC_STATUS_ID).expect("11 bits");
+    let mut commands = 0;
+    while let Some(r) = node.try_recv().map_err(|e| e.to_string())? {
+        if r.frame.id() == hvac_command {
+            // The HVAC unit takes the setting and reports it.
+            let status = Frame::new(hvac_status, r.frame.data()).expect("same length");
+            node.send(&status).map_err(|e| e.to_string())?;
+        }
+        if r.frame.id() == ACC_CONTROL {
+            if let Ok(d) = db.decode(&r.frame) {
+                let get = |n: &str| d.signals.iter().find(|s| s.0 == n).map(|s| s.1);
+                if let Some(a) = get("ACCEL_CMD") {
+                    *a_cmd = a;
+                    commands += 1;
+                }
+                if let Some(t) = get("ITS_CONNECT_LEAD") {
+                    delays.answered(t as u8, r.t_ns);
+                }
+            }
+        }
+    }
+    Ok(commands)
 }
 
 /// The plant's messages and their periods (us): the real rates, with SPEED at

@@ -138,66 +138,74 @@ pub fn run(args: Args) -> ExitCode {
     let _ = bulkhead_os::oom::shield_supervisor();
     let _janitor = crate::janitor::Janitor::start();
     match bulkhead_runtime::run(&system, &options) {
-        Ok(outcome) => {
-            for w in &outcome.warnings {
-                crate::fail::warning_line(w);
-            }
-            match outcome.windows {
-                0 => eprintln!("bulkhead run: {}", outcome.reason.text()),
-                n => eprintln!(
-                    "bulkhead run: {} after {n} windows and {} grants",
-                    outcome.reason.text(),
-                    outcome.grants
-                ),
-            }
-            for t in &outcome.rt_tasks {
-                let ended = match &t.ended_early {
-                    Some(how) => format!("; ended on its own before the stop ({how})"),
-                    None => String::new(),
-                };
-                let throttled = match t.throttled {
-                    Some(n) => format!(", throttled in {n} periods"),
-                    None => String::new(),
-                };
-                eprintln!(
-                    "  task `{}` of `{}` ({}, pid {}): {} jobs, max response {:.3} ms, {} misses{throttled}{ended}",
-                    t.task,
-                    t.partition,
-                    t.policy,
-                    t.pid,
-                    t.jobs,
-                    t.max_response_ns as f64 / 1e6,
-                    t.misses
-                );
-            }
-            let counters: Vec<_> = outcome
-                .rt_tasks
-                .iter()
-                .map(|t| (t.partition.as_str(), t.task.as_str(), t.counters.as_slice()))
-                .collect();
-            let pipelines = crate::run_pipes::stats(&system, &counters);
-            crate::run_pipes::print(&pipelines, &solutions);
-            crate::run_pipes::print_stages(&system, &counters);
-            let early: Vec<_> = outcome
-                .rt_tasks
-                .iter()
-                .filter(|t| t.ended_early.is_some())
-                .collect();
-            for t in &early {
-                error_line(format!(
-                    "task `{}` of `{}` ended before the stop",
-                    t.task, t.partition
-                ));
-            }
-            for e in &outcome.errors {
-                error_line(e);
-            }
-            match early.is_empty() && outcome.errors.is_empty() {
-                true => ExitCode::SUCCESS,
-                false => ExitCode::from(INVALID),
-            }
-        }
+        Ok(outcome) => report(&outcome, &system, &solutions),
         Err(e) => run_failed(&e, &args.file),
+    }
+}
+
+/// Prints what `outcome` says (warnings, the stop, each rt task's figures, the
+/// pipelines' statistics, errors); success unless a task ended early or an error came.
+fn report(
+    outcome: &bulkhead_runtime::Outcome,
+    system: &bulkhead_model::System,
+    solutions: &[bulkhead_analysis::pipes::Solution],
+) -> ExitCode {
+    for w in &outcome.warnings {
+        crate::fail::warning_line(w);
+    }
+    match outcome.windows {
+        0 => eprintln!("bulkhead run: {}", outcome.reason.text()),
+        n => eprintln!(
+            "bulkhead run: {} after {n} windows and {} grants",
+            outcome.reason.text(),
+            outcome.grants
+        ),
+    }
+    for t in &outcome.rt_tasks {
+        let ended = match &t.ended_early {
+            Some(how) => format!("; ended on its own before the stop ({how})"),
+            None => String::new(),
+        };
+        let throttled = match t.throttled {
+            Some(n) => format!(", throttled in {n} periods"),
+            None => String::new(),
+        };
+        eprintln!(
+            "  task `{}` of `{}` ({}, pid {}): {} jobs, max response {:.3} ms, {} misses{throttled}{ended}",
+            t.task,
+            t.partition,
+            t.policy,
+            t.pid,
+            t.jobs,
+            t.max_response_ns as f64 / 1e6,
+            t.misses
+        );
+    }
+    let counters: Vec<_> = outcome
+        .rt_tasks
+        .iter()
+        .map(|t| (t.partition.as_str(), t.task.as_str(), t.counters.as_slice()))
+        .collect();
+    let pipelines = crate::run_pipes::stats(system, &counters);
+    crate::run_pipes::print(&pipelines, solutions);
+    crate::run_pipes::print_stages(system, &counters);
+    let early: Vec<_> = outcome
+        .rt_tasks
+        .iter()
+        .filter(|t| t.ended_early.is_some())
+        .collect();
+    for t in &early {
+        error_line(format!(
+            "task `{}` of `{}` ended before the stop",
+            t.task, t.partition
+        ));
+    }
+    for e in &outcome.errors {
+        error_line(e);
+    }
+    match early.is_empty() && outcome.errors.is_empty() {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::from(INVALID),
     }
 }
 

@@ -520,31 +520,7 @@ pub fn run(args: Args) -> ExitCode {
 
 fn stage(args: &Args) -> R<()> {
     let stop = bulkhead_can::service::stop_on_signals().map_err(|e| e.to_string())?;
-    let (mut inputs, mut outputs) = match args.baseline {
-        Some(_) => (
-            args.input
-                .iter()
-                .map(|p| pipe_in(p, args.latest))
-                .collect::<R<Vec<_>>>()?,
-            args.output
-                .iter()
-                .map(|p| pipe_out(p))
-                .collect::<R<Vec<_>>>()?,
-        ),
-        None => (
-            args.input
-                .iter()
-                .map(|n| chan_in(n))
-                .collect::<R<Vec<_>>>()?,
-            args.output
-                .iter()
-                .map(|n| chan_out(n))
-                .collect::<R<Vec<_>>>()?,
-        ),
-    };
-    if let (Some(var), Some(id)) = (&args.can_output, args.can_output_id) {
-        outputs.push(Output::Can(Box::new(can_sender(var)?), id));
-    }
+    let (mut inputs, mut outputs) = open_ends(args)?;
     let can_input = RefCell::new(match &args.can_input {
         Some(var) => Some(CanInput {
             rx: can_receiver(var)?,
@@ -554,7 +530,7 @@ fn stage(args: &Args) -> R<()> {
     });
     let mut ended = vec![false; inputs.len()];
     let rest_cpu = Cell::new(thread_cpu_ns());
-    let mut job = |release_ns: u64, phase: Phase, counts: &mut Counts| -> bool {
+    let job = |release_ns: u64, phase: Phase, counts: &mut Counts| -> bool {
         if phase == Phase::Closing {
             for o in outputs.iter_mut().filter(|o| !matches!(o, Output::Can(..))) {
                 o.put(&Message::END, stop);
@@ -626,62 +602,113 @@ fn stage(args: &Args) -> R<()> {
     };
     match args.baseline {
         Some(period) => {
-            let mut counts = Counts::default();
-            let start = now_ns() + args.start_after;
-            let mut next = now_ns() + period;
-            while !stop.load(Relaxed) {
-                sleep_until(next);
-                let phase = match next >= start {
-                    true => Phase::Running,
-                    false => Phase::Waiting,
-                };
-                job(next, phase, &mut counts);
-                next += period;
-            }
-            let fields: Vec<String> = COUNTERS
-                .iter()
-                .zip(counts.values)
-                .map(|(n, v)| format!("\"{n}\":{v}"))
-                .collect();
-            outln!(
-                "{{\"pipeline\":\"{}\",\"stage\":\"{}\",{}}}",
-                args.pipeline,
-                args.stage,
-                fields.join(",")
-            );
+            baseline(args, period, stop, job);
             Ok(())
         }
-        None => {
-            let handshake = Handshake {
-                from: args
-                    .ready_from
-                    .iter()
-                    .map(|n| ready_in(n))
-                    .collect::<R<_>>()?,
-                to: args
-                    .ready_to
-                    .iter()
-                    .map(|n| ready_out(n))
-                    .collect::<R<_>>()?,
-                unfed_since: None,
-                fed: Box::new(|| {
-                    let input = can_input.borrow();
-                    input.as_ref().is_none_or(|c| c.rx.writer_attached())
-                }),
-                ready: false,
-            };
-            // One write per line: the stages share the supervisor's stderr, and
-            // `eprintln!` writes a line in pieces that other stages' lines split.
-            let say = |what: &str| {
-                let line = format!(
-                    "bulkhead stage: pipeline `{}`, stage `{}`: {what}\n",
-                    args.pipeline, args.stage
-                );
-                let _ = std::io::stderr().write_all(line.as_bytes());
-            };
-            periodic(stop, handshake, say, job)
-        }
+        None => supervised(args, stop, &can_input, job),
     }
+}
+
+/// The stage's channels (or, for a baseline, its pipes), in and out; the CAN gateway's
+/// channel as one more output if it has one.
+fn open_ends(args: &Args) -> R<(Vec<Input>, Vec<Output>)> {
+    let (inputs, mut outputs) = match args.baseline {
+        Some(_) => (
+            args.input
+                .iter()
+                .map(|p| pipe_in(p, args.latest))
+                .collect::<R<Vec<_>>>()?,
+            args.output
+                .iter()
+                .map(|p| pipe_out(p))
+                .collect::<R<Vec<_>>>()?,
+        ),
+        None => (
+            args.input
+                .iter()
+                .map(|n| chan_in(n))
+                .collect::<R<Vec<_>>>()?,
+            args.output
+                .iter()
+                .map(|n| chan_out(n))
+                .collect::<R<Vec<_>>>()?,
+        ),
+    };
+    if let (Some(var), Some(id)) = (&args.can_output, args.can_output_id) {
+        outputs.push(Output::Can(Box::new(can_sender(var)?), id));
+    }
+    Ok((inputs, outputs))
+}
+
+/// Runs `job` every `period` on its own clock until `stop` (the baseline, outside
+/// bulkhead), then prints the counters as one JSON line.
+fn baseline(
+    args: &Args,
+    period: u64,
+    stop: &AtomicBool,
+    mut job: impl FnMut(u64, Phase, &mut Counts) -> bool,
+) {
+    let mut counts = Counts::default();
+    let start = now_ns() + args.start_after;
+    let mut next = now_ns() + period;
+    while !stop.load(Relaxed) {
+        sleep_until(next);
+        let phase = match next >= start {
+            true => Phase::Running,
+            false => Phase::Waiting,
+        };
+        job(next, phase, &mut counts);
+        next += period;
+    }
+    let fields: Vec<String> = COUNTERS
+        .iter()
+        .zip(counts.values)
+        .map(|(n, v)| format!("\"{n}\":{v}"))
+        .collect();
+    outln!(
+        "{{\"pipeline\":\"{}\",\"stage\":\"{}\",{}}}",
+        args.pipeline,
+        args.stage,
+        fields.join(",")
+    );
+}
+
+/// Runs `job` as an rt task under bulkhead, after the ready hand-shake with its
+/// pipeline's neighbours.
+fn supervised(
+    args: &Args,
+    stop: &AtomicBool,
+    can_input: &RefCell<Option<CanInput>>,
+    job: impl FnMut(u64, Phase, &mut Counts) -> bool,
+) -> R<()> {
+    let handshake = Handshake {
+        from: args
+            .ready_from
+            .iter()
+            .map(|n| ready_in(n))
+            .collect::<R<_>>()?,
+        to: args
+            .ready_to
+            .iter()
+            .map(|n| ready_out(n))
+            .collect::<R<_>>()?,
+        unfed_since: None,
+        fed: Box::new(|| {
+            let input = can_input.borrow();
+            input.as_ref().is_none_or(|c| c.rx.writer_attached())
+        }),
+        ready: false,
+    };
+    // One write per line: the stages share the supervisor's stderr, and
+    // `eprintln!` writes a line in pieces that other stages' lines split.
+    let say = |what: &str| {
+        let line = format!(
+            "bulkhead stage: pipeline `{}`, stage `{}`: {what}\n",
+            args.pipeline, args.stage
+        );
+        let _ = std::io::stderr().write_all(line.as_bytes());
+    };
+    periodic(stop, handshake, say, job)
 }
 
 /// Where a stage is in its pipeline's life (Boomerang's Start-of-Task and End-of-Task).

@@ -31,6 +31,39 @@ fn raw(path: &Path, bytes: &[u8]) -> String {
     line
 }
 
+/// Bad requests to the running system's `socket`: error replies, nothing else.
+fn refuses_bad_requests(socket: &Path) {
+    assert!(raw(socket, b"status\n").contains("\"code\":\"malformed\""));
+    assert!(raw(socket, b"{\"request\":\"reboot\"}\n").contains("unknown_request"));
+    let mut long = vec![b'x'; 100_000];
+    long.push(b'\n');
+    assert!(raw(socket, &long).contains("too_long"));
+    let no_modes = ctl(socket, &["mode", "highway"]);
+    assert_eq!(no_modes.status.code(), Some(1));
+    assert!(
+        text(&no_modes.stderr).contains("not_allowed"),
+        "{}",
+        text(&no_modes.stderr)
+    );
+}
+
+/// Another user: kept out of `socket` by the file mode, then by SO_PEERCRED.
+fn refuses_other_users(socket: &Path) {
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let other = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["ctl", "--control", socket.to_str().unwrap(), "status"])
+        .output()
+        .unwrap();
+    assert_eq!(other.status.code(), Some(1));
+    assert!(
+        text(&other.stderr).contains("permission_denied"),
+        "{}",
+        text(&other.stderr)
+    );
+}
+
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn ctl_talks_to_a_running_system_and_bad_peers_do_not_disturb_it() {
@@ -94,34 +127,8 @@ fn ctl_talks_to_a_running_system_and_bad_peers_do_not_disturb_it() {
     let chrt = common::chrt(pid as u32);
     assert!(chrt.contains("2000000/10000000/10000000"), "{chrt}");
 
-    // Bad requests: error replies, nothing else.
-    assert!(raw(&socket, b"status\n").contains("\"code\":\"malformed\""));
-    assert!(raw(&socket, b"{\"request\":\"reboot\"}\n").contains("unknown_request"));
-    let mut long = vec![b'x'; 100_000];
-    long.push(b'\n');
-    assert!(raw(&socket, &long).contains("too_long"));
-    let no_modes = ctl(&socket, &["mode", "highway"]);
-    assert_eq!(no_modes.status.code(), Some(1));
-    assert!(
-        text(&no_modes.stderr).contains("not_allowed"),
-        "{}",
-        text(&no_modes.stderr)
-    );
-
-    // Another user: kept out by the file mode, then by SO_PEERCRED.
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let other = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_bulkhead"))
-        .args(["ctl", "--control", socket.to_str().unwrap(), "status"])
-        .output()
-        .unwrap();
-    assert_eq!(other.status.code(), Some(1));
-    assert!(
-        text(&other.stderr).contains("permission_denied"),
-        "{}",
-        text(&other.stderr)
-    );
+    refuses_bad_requests(&socket);
+    refuses_other_users(&socket);
 
     // Still running, still answering, and its jobs go on.
     std::thread::sleep(Duration::from_millis(300));

@@ -106,6 +106,66 @@ fn description(dir: &Scratch) -> std::path::PathBuf {
     file
 }
 
+/// Mode one of the running system's `socket`: y is parked (stopped, no reservation),
+/// x and z run under theirs; the pids of y and z.
+fn parked_in_mode_one(socket: &Path) -> (u64, u64) {
+    std::thread::sleep(Duration::from_millis(200));
+    let s = status(socket);
+    assert_eq!(s["mode"], "one", "{s}");
+    assert_eq!(s["partitions"][0]["interface"]["budget_ns"], 100_000, "{s}");
+    let y = task(&s, "y")["pid"].as_u64().unwrap();
+    let z = task(&s, "z")["pid"].as_u64().unwrap();
+    assert_eq!(state(y), 'T');
+    assert!(common::chrt(y as u32).contains("SCHED_OTHER"));
+    assert_eq!(task(&s, "y")["jobs"], 0, "{s}");
+    assert!(common::chrt(z as u32).contains("100000/2000000/2000000"));
+    // y's program was let run up to its start gate once (the switch that starts it does
+    // not wait for it to load): it attached and declared that it acknowledges modes at
+    // once (bulkhead-periodic does), which its agent counts as its acknowledgement.
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    let mut s = s;
+    while task(&s, "y")["counters"][bulkhead_task::ACK_AT_ONCE] != 1 {
+        assert!(std::time::Instant::now() < end, "{s}");
+        std::thread::sleep(Duration::from_millis(50));
+        s = status(socket);
+    }
+    assert_eq!(state(y), 'T');
+    assert_eq!(task(&s, "y")["jobs"], 0, "{s}");
+    (y, z)
+}
+
+/// Refused switches: the system keeps running and stays in mode two.
+fn refuses_bad_switches(socket: &Path) {
+    let again = ctl(socket, &["mode", "one"]);
+    assert_eq!(
+        again.status.code(),
+        Some(1),
+        "{}{}",
+        text(&again.stdout),
+        text(&again.stderr)
+    );
+    assert!(
+        text(&again.stderr).contains("refused"),
+        "{}",
+        text(&again.stderr)
+    );
+    let moon = ctl(socket, &["mode", "moon"]);
+    assert!(
+        text(&moon.stderr).contains("unknown_mode"),
+        "{}",
+        text(&moon.stderr)
+    );
+    let same = ctl(socket, &["mode", "two"]);
+    assert!(
+        text(&same.stderr).contains("not_allowed"),
+        "{}",
+        text(&same.stderr)
+    );
+    let bad = raw(socket, b"{\"request\":\"mode\",\"name\":7}\n", 1);
+    assert!(bad[0].contains("malformed"), "{bad:?}");
+    std::thread::sleep(Duration::from_millis(350));
+}
+
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn ctl_mode_switches_a_running_system_as_sim_does() {
@@ -127,29 +187,7 @@ fn ctl_mode_switches_a_running_system_as_sim_does() {
     ));
     wait_for(&socket);
 
-    // Mode one: y is parked (stopped, no reservation), x and z run under theirs.
-    std::thread::sleep(Duration::from_millis(200));
-    let s = status(&socket);
-    assert_eq!(s["mode"], "one", "{s}");
-    assert_eq!(s["partitions"][0]["interface"]["budget_ns"], 100_000, "{s}");
-    let y = task(&s, "y")["pid"].as_u64().unwrap();
-    let z = task(&s, "z")["pid"].as_u64().unwrap();
-    assert_eq!(state(y), 'T');
-    assert!(common::chrt(y as u32).contains("SCHED_OTHER"));
-    assert_eq!(task(&s, "y")["jobs"], 0, "{s}");
-    assert!(common::chrt(z as u32).contains("100000/2000000/2000000"));
-    // y's program was let run up to its start gate once (the switch that starts it does
-    // not wait for it to load): it attached and declared that it acknowledges modes at
-    // once (bulkhead-periodic does), which its agent counts as its acknowledgement.
-    let end = std::time::Instant::now() + Duration::from_secs(5);
-    let mut s = s;
-    while task(&s, "y")["counters"][bulkhead_task::ACK_AT_ONCE] != 1 {
-        assert!(std::time::Instant::now() < end, "{s}");
-        std::thread::sleep(Duration::from_millis(50));
-        s = status(&socket);
-    }
-    assert_eq!(state(y), 'T');
-    assert_eq!(task(&s, "y")["jobs"], 0, "{s}");
+    let (y, z) = parked_in_mode_one(&socket);
 
     // Switch to two (sequential): y runs, z has its new reservation, the interfaces grew.
     let m = switch(&socket, "two");
@@ -175,35 +213,7 @@ fn ctl_mode_switches_a_running_system_as_sim_does() {
     assert_eq!(s["partitions"][0]["interface"]["budget_ns"], 200_000, "{s}");
     assert!(task(&s, "y")["jobs"].as_u64().unwrap() > 10, "{s}");
 
-    // Errors: the system keeps running and stays in mode two.
-    let again = ctl(&socket, &["mode", "one"]);
-    assert_eq!(
-        again.status.code(),
-        Some(1),
-        "{}{}",
-        text(&again.stdout),
-        text(&again.stderr)
-    );
-    assert!(
-        text(&again.stderr).contains("refused"),
-        "{}",
-        text(&again.stderr)
-    );
-    let moon = ctl(&socket, &["mode", "moon"]);
-    assert!(
-        text(&moon.stderr).contains("unknown_mode"),
-        "{}",
-        text(&moon.stderr)
-    );
-    let same = ctl(&socket, &["mode", "two"]);
-    assert!(
-        text(&same.stderr).contains("not_allowed"),
-        "{}",
-        text(&same.stderr)
-    );
-    let bad = raw(&socket, b"{\"request\":\"mode\",\"name\":7}\n", 1);
-    assert!(bad[0].contains("malformed"), "{bad:?}");
-    std::thread::sleep(Duration::from_millis(350));
+    refuses_bad_switches(&socket);
 
     // Back to one (boost), with a second request on the same connection while it runs.
     let replies = raw(
@@ -365,6 +375,56 @@ fn one_task_two_modes(dir: &Scratch, slow: &str) -> std::path::PathBuf {
     file
 }
 
+/// x's jobs in the schedule `log` of a run that switched from fast to slow and back, as
+/// (release, relative deadline) in release order: those of fast, of slow, of fast again.
+fn jobs_per_mode(log: &str) -> (Vec<Job>, Vec<Job>, Vec<Job>) {
+    let events: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let requests: Vec<u64> = events
+        .iter()
+        .filter(|e| e["event"] == "mode_request")
+        .map(|e| e["t_ns"].as_u64().unwrap())
+        .collect();
+    assert_eq!(requests.len(), 2, "{log}");
+    // (release, relative deadline) of x's jobs, in release order.
+    let mut releases: Vec<(u64, u64)> = events
+        .iter()
+        .filter(|e| e["event"] == "job_release" && e["task"] == "x")
+        .map(|e| {
+            let t = e["t_ns"].as_u64().unwrap();
+            (t, e["deadline_ns"].as_u64().unwrap() - t)
+        })
+        .collect();
+    releases.sort();
+    releases.dedup();
+    let phase = |from: u64, to: u64| -> Vec<Job> {
+        releases
+            .iter()
+            .copied()
+            .filter(|&(t, _)| t > from && t < to)
+            .collect()
+    };
+    // A switch takes effect when its agent has published the new times, at the old
+    // grid's next release: jobs released after the request may still be old ones.
+    let split = |jobs: Vec<Job>, old: u64| -> (Vec<Job>, Vec<Job>) {
+        let k = jobs
+            .iter()
+            .position(|&(_, d)| d != old)
+            .unwrap_or(jobs.len());
+        (jobs[..k].to_vec(), jobs[k..].to_vec())
+    };
+    let (mut fast, (tail, mut slow)) = (
+        phase(0, requests[0]),
+        split(phase(requests[0], requests[1]), 2_000_000),
+    );
+    fast.extend(tail);
+    let (tail, back) = split(phase(requests[1], u64::MAX), 4_000_000);
+    slow.extend(tail);
+    (fast, slow, back)
+}
+
 /// A mode may give a task another period (and deadline): its program's releases move to
 /// the new period from the old grid's first release after the switch on (none sooner,
 /// none twice), the kernel holds the new reservation (`chrt -p`), and the supervisor
@@ -414,50 +474,7 @@ fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 
     let log = std::fs::read_to_string(&log).unwrap();
-    let events: Vec<Value> = log
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let requests: Vec<u64> = events
-        .iter()
-        .filter(|e| e["event"] == "mode_request")
-        .map(|e| e["t_ns"].as_u64().unwrap())
-        .collect();
-    assert_eq!(requests.len(), 2, "{log}");
-    // (release, relative deadline) of x's jobs, in release order.
-    let mut releases: Vec<(u64, u64)> = events
-        .iter()
-        .filter(|e| e["event"] == "job_release" && e["task"] == "x")
-        .map(|e| {
-            let t = e["t_ns"].as_u64().unwrap();
-            (t, e["deadline_ns"].as_u64().unwrap() - t)
-        })
-        .collect();
-    releases.sort();
-    releases.dedup();
-    let phase = |from: u64, to: u64| -> Vec<Job> {
-        releases
-            .iter()
-            .copied()
-            .filter(|&(t, _)| t > from && t < to)
-            .collect()
-    };
-    // A switch takes effect when its agent has published the new times, at the old
-    // grid's next release: jobs released after the request may still be old ones.
-    let split = |jobs: Vec<Job>, old: u64| -> (Vec<Job>, Vec<Job>) {
-        let k = jobs
-            .iter()
-            .position(|&(_, d)| d != old)
-            .unwrap_or(jobs.len());
-        (jobs[..k].to_vec(), jobs[k..].to_vec())
-    };
-    let (mut fast, (tail, mut slow)) = (
-        phase(0, requests[0]),
-        split(phase(requests[0], requests[1]), 2_000_000),
-    );
-    fast.extend(tail);
-    let (tail, back) = split(phase(requests[1], u64::MAX), 4_000_000);
-    slow.extend(tail);
+    let (fast, slow, back) = jobs_per_mode(&log);
     assert!(
         fast.len() > 50 && slow.len() > 50 && back.len() > 50,
         "{fast:?}\n{slow:?}\n{back:?}"

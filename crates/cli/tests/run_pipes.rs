@@ -76,6 +76,32 @@ fn bounds(file: &str) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// Where the messages went, per stage: a stage's `lost` counts what its inputs never
+/// gave it, so it never falls along a path (the stages are listed in the path's
+/// order), a source counts none, and the sink's is the pipeline's.
+fn stage_losses_add_up(stderr: &str) {
+    for name in ["p1", "p2"] {
+        let stages = stage_counters(stderr, name);
+        let s = stats(stderr, name);
+        let count = |st: &serde_json::Value, key: &str| st[key].as_u64().unwrap();
+        assert_eq!(count(&stages[0], "in"), s["messages_in"].as_u64().unwrap());
+        assert_eq!(count(&stages[0], "lost"), 0, "{name}: {stages:?}");
+        assert_eq!(
+            count(stages.last().unwrap(), "lost"),
+            s["lost"].as_u64().unwrap()
+        );
+        for pair in stages.windows(2) {
+            assert!(
+                count(&pair[0], "lost") <= count(&pair[1], "lost"),
+                "{stages:?}"
+            );
+        }
+        assert!(stages
+            .iter()
+            .all(|st| st["max_job_cpu_ns"].as_u64().unwrap() > 0));
+    }
+}
+
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE, cgroups and exclusive CPUs"]
 fn table_i_pipelines_run_within_their_bounds_and_the_fifo_loses_nothing() {
@@ -127,29 +153,7 @@ fn table_i_pipelines_run_within_their_bounds_and_the_fifo_loses_nothing() {
         );
         assert!(n("min_e2e_ns") > 0, "{name}: {s}");
     }
-    // Where the messages went, per stage: a stage's `lost` counts what its inputs never
-    // gave it, so it never falls along a path (the stages are listed in the path's
-    // order), a source counts none, and the sink's is the pipeline's.
-    for name in ["p1", "p2"] {
-        let stages = stage_counters(&stderr, name);
-        let s = stats(&stderr, name);
-        let count = |st: &serde_json::Value, key: &str| st[key].as_u64().unwrap();
-        assert_eq!(count(&stages[0], "in"), s["messages_in"].as_u64().unwrap());
-        assert_eq!(count(&stages[0], "lost"), 0, "{name}: {stages:?}");
-        assert_eq!(
-            count(stages.last().unwrap(), "lost"),
-            s["lost"].as_u64().unwrap()
-        );
-        for pair in stages.windows(2) {
-            assert!(
-                count(&pair[0], "lost") <= count(&pair[1], "lost"),
-                "{stages:?}"
-            );
-        }
-        assert!(stages
-            .iter()
-            .all(|st| st["max_job_cpu_ns"].as_u64().unwrap() > 0));
-    }
+    stage_losses_add_up(&stderr);
     // The FIFO pipeline loses nothing: every message taken in came out, in order, but
     // for those still in its buffers and stages at the stop.
     let p1 = stats(&stderr, "p1");

@@ -135,6 +135,43 @@ fn order(reply: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// A suspend while suspended: refused, and every process of `pids` stays frozen.
+fn refuses_a_second_suspend(socket: &Path, pids: &[u32]) {
+    let again = ctl(socket, &["suspend"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        text(&again.stderr).contains("already suspended"),
+        "{}",
+        text(&again.stderr)
+    );
+    for pid in pids {
+        assert_eq!(
+            freezer_state(*pid),
+            "FROZEN",
+            "pid {pid} after a refused suspend"
+        );
+    }
+}
+
+/// A second request while a suspend is in progress (it waits 30 ms for `deaf`): the
+/// reply is `busy`, and the suspend goes through.
+fn busy_during_a_suspend(socket: &Path) {
+    let mut first = UnixStream::connect(socket).unwrap();
+    let mut second = UnixStream::connect(socket).unwrap();
+    first.write_all(b"{\"request\":\"suspend\"}\n").unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    second.write_all(b"{\"request\":\"resume\"}\n").unwrap();
+    let read = |s: UnixStream| {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        line
+    };
+    let busy = read(second);
+    assert!(busy.contains("\"busy\""), "{busy}");
+    assert!(read(first).contains("\"ok\":true"));
+}
+
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE and freezer cgroups"]
 fn suspend_freezes_in_order_resume_thaws_in_reverse_and_bad_requests_disturb_nothing() {
@@ -182,20 +219,7 @@ fn suspend_freezes_in_order_resume_thaws_in_reverse_and_bad_requests_disturb_not
     assert_eq!(status["status"]["state"], "suspended");
     assert_eq!(status["status"]["stop_start"]["state"], "suspended");
 
-    let again = ctl(&socket, &["suspend"]);
-    assert_eq!(again.status.code(), Some(1));
-    assert!(
-        text(&again.stderr).contains("already suspended"),
-        "{}",
-        text(&again.stderr)
-    );
-    for pid in &pids {
-        assert_eq!(
-            freezer_state(*pid),
-            "FROZEN",
-            "pid {pid} after a refused suspend"
-        );
-    }
+    refuses_a_second_suspend(&socket, &pids);
 
     let resumed = ctl_ok(&socket, &["resume", "--json"]);
     assert_eq!(order(&json(&resumed)), ["ctl", "hmi", "ivi"]);
@@ -207,21 +231,7 @@ fn suspend_freezes_in_order_resume_thaws_in_reverse_and_bad_requests_disturb_not
         );
     }
 
-    // A second request while a suspend is in progress (it waits 30 ms for `deaf`).
-    let mut first = UnixStream::connect(&socket).unwrap();
-    let mut second = UnixStream::connect(&socket).unwrap();
-    first.write_all(b"{\"request\":\"suspend\"}\n").unwrap();
-    std::thread::sleep(Duration::from_millis(5));
-    second.write_all(b"{\"request\":\"resume\"}\n").unwrap();
-    let read = |s: UnixStream| {
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut line = String::new();
-        BufReader::new(s).read_line(&mut line).unwrap();
-        line
-    };
-    let busy = read(second);
-    assert!(busy.contains("\"busy\""), "{busy}");
-    assert!(read(first).contains("\"ok\":true"));
+    busy_during_a_suspend(&socket);
     ctl_ok(&socket, &["resume"]);
     let status = ctl(&socket, &["status"]);
     assert!(
@@ -248,33 +258,19 @@ fn suspend_freezes_in_order_resume_thaws_in_reverse_and_bad_requests_disturb_not
     );
 
     let log = std::fs::read_to_string(&log).unwrap();
-    let stages: Vec<String> = log
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|e| {
-            let event = e["event"].as_str().unwrap_or("");
-            event.starts_with("partition_")
-                || event.starts_with("system_")
-                || event.ends_with("_request")
-        })
-        .map(|e| match e["partition"].as_str() {
-            Some(p) => format!("{} {p}", e["event"].as_str().unwrap()),
-            None => e["event"].as_str().unwrap().to_string(),
-        })
-        .collect();
     let cycle = [
-        "suspend_request",
+        "suspend_request ctl",
         "partition_suspended ivi",
         "partition_suspended hmi",
         "partition_suspended ctl",
         "system_suspended",
-        "resume_request",
+        "resume_request ctl",
         "partition_resumed ctl",
         "partition_resumed hmi",
         "partition_resumed ivi",
         "system_resumed",
     ];
-    assert_eq!(stages, [cycle, cycle].concat(), "{log}");
+    assert_eq!(stages(&log), [cycle, cycle].concat(), "{log}");
     let ctl_suspended = log
         .lines()
         .find(|l| l.contains("\"partition_suspended\",\"partition\":\"ctl\""))
@@ -493,29 +489,9 @@ fn stages(log: &str) -> Vec<String> {
         .collect()
 }
 
-/// A signal condition on the replayed RAV4 log suspends the running system and a later
-/// one resumes it (JuMP2start 2.1: the stop and start requests come from the vehicle).
-/// The car never stops in the excerpt (SPEED 65-70 km/h), so the conditions are inside
-/// its range: SPEED < 68 km/h held 300 ms of bus time (met from log time 3.86 s, counted
-/// at 4.16 s) suspends, SPEED < 66 (from 4.60 s) resumes. The gateway partition stays
-/// awake to hear the resume condition; the be partition is frozen in between (read back
-/// from its cgroup), and the log names the triggers as the causes.
-#[test]
-#[ignore = "needs root: SCHED_DEADLINE and freezer cgroups"]
-fn a_speed_condition_on_the_replayed_rav4_log_suspends_and_later_resumes_the_system() {
-    if skip() {
-        return;
-    }
-    let _lock = exclusive_cpus_lock();
-    let dir = Scratch::new("stopstart-trigger");
-    let tag = format!("{}5", std::process::id());
-    let bus = format!("ss-trig-{}", std::process::id());
-    let _bus = Running(Some(
-        common::bulkhead()
-            .args(["can", "bus", &bus])
-            .spawn()
-            .unwrap(),
-    ));
+/// A description in `dir`: the be partition hmi (`sleep 305.TAG`) and the gateway
+/// partition gw of `bus`, suspended while SPEED < 68 km/h for 300 ms, resumed below 66.
+fn trigger_system(dir: &Scratch, tag: &str, bus: &str) -> PathBuf {
     let file = dir.file("car.yaml");
     std::fs::write(
         &file,
@@ -547,6 +523,33 @@ stop_start:
         ),
     )
     .unwrap();
+    file
+}
+
+/// A signal condition on the replayed RAV4 log suspends the running system and a later
+/// one resumes it (JuMP2start 2.1: the stop and start requests come from the vehicle).
+/// The car never stops in the excerpt (SPEED 65-70 km/h), so the conditions are inside
+/// its range: SPEED < 68 km/h held 300 ms of bus time (met from log time 3.86 s, counted
+/// at 4.16 s) suspends, SPEED < 66 (from 4.60 s) resumes. The gateway partition stays
+/// awake to hear the resume condition; the be partition is frozen in between (read back
+/// from its cgroup), and the log names the triggers as the causes.
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE and freezer cgroups"]
+fn a_speed_condition_on_the_replayed_rav4_log_suspends_and_later_resumes_the_system() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("stopstart-trigger");
+    let tag = format!("{}5", std::process::id());
+    let bus = format!("ss-trig-{}", std::process::id());
+    let _bus = Running(Some(
+        common::bulkhead()
+            .args(["can", "bus", &bus])
+            .spawn()
+            .unwrap(),
+    ));
+    let file = trigger_system(&dir, &tag, &bus);
     let (socket, log) = (dir.file("car.sock"), dir.file("log.jsonl"));
     let mut run = start(&file, &socket, &log, "30s");
     wait_for(&socket);

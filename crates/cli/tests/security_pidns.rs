@@ -387,6 +387,33 @@ impl Drop for Killed {
     }
 }
 
+/// Replays three frames on `bus` until the client has mapped them all, then waits for
+/// the rt writer's report (in `dir`), until `deadline`.
+fn replay_until_mapped(dir: &Scratch, bus: &str, deadline: Instant) {
+    let log = dir.file("frames.log");
+    std::fs::write(
+        &log,
+        "(0.000000) can0 123#11\n(0.010000) can0 456#22\n(0.020000) can0 789#33\n",
+    )
+    .unwrap();
+    // The client waits for frames once it has written `started`; replay until
+    // it has mapped three (a frame sent before it listened is not kept).
+    while !std::fs::read_to_string(dir.file("mapped")).is_ok_and(|m| m.contains("789#33"))
+        && Instant::now() < deadline
+    {
+        let replay = bulkhead()
+            .args(["can", "replay", log.to_str().unwrap(), "--bus", bus])
+            .output()
+            .unwrap();
+        assert!(replay.status.success());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let sent = || std::fs::read_to_string(dir.file("writer")).unwrap_or_default();
+    while sent().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Runs a CAN client partition (extra keys `keys`) on a gateway of `bus`: its process
 /// leaves a `setsid`, double-forked `marker` behind, counts the processes it sees, maps
 /// 3 frames of the bus to `{dir}/mapped` and stays. With `peers`, a second be partition
@@ -463,28 +490,7 @@ partitions:
     }
     assert_eq!(running(&marker).len(), 1, "the orphan started");
     if peers {
-        let log = dir.file("frames.log");
-        std::fs::write(
-            &log,
-            "(0.000000) can0 123#11\n(0.010000) can0 456#22\n(0.020000) can0 789#33\n",
-        )
-        .unwrap();
-        // The client waits for frames once it has written `started`; replay until
-        // it has mapped three (a frame sent before it listened is not kept).
-        while !std::fs::read_to_string(dir.file("mapped")).is_ok_and(|m| m.contains("789#33"))
-            && Instant::now() < deadline
-        {
-            let replay = bulkhead()
-                .args(["can", "replay", log.to_str().unwrap(), "--bus", bus])
-                .output()
-                .unwrap();
-            assert!(replay.status.success());
-            std::thread::sleep(Duration::from_millis(300));
-        }
-        let sent = || std::fs::read_to_string(dir.file("writer")).unwrap_or_default();
-        while sent().is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        replay_until_mapped(dir, bus, deadline);
     }
     // Without the janitor, as in `survives`.
     let janitors = common::kill_janitor(cleanup.supervisor.as_ref().unwrap().id());

@@ -224,6 +224,11 @@ fn fds_wanted(system: &System, before: usize) -> u64 {
 }
 
 /// Runs `system`'s window schedule; see [`crate::run`].
+#[expect(
+    clippy::too_many_lines,
+    reason = "split into deciding and doing once issue 33's cgroup, health and shared-CPU \
+              changes to it are merged; the expectation fails when it is short enough"
+)]
 pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let launch = Instant::now();
     let fds_before = count_fds();

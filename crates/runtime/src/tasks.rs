@@ -322,6 +322,31 @@ impl RtPartitions {
         Ok(rt)
     }
 
+    /// The index in `self.domains` of the exclusive domain `name` (first CPU `cpu`, CPUs
+    /// `set`) of partition `p`, created the first time a task needs it; `domains` maps a
+    /// domain's name and first CPU to its index.
+    fn domain(
+        &mut self,
+        domains: &mut BTreeMap<(String, u32), usize>,
+        (name, cpu, set): (String, u32, &CpuSet),
+        p: &Partition,
+        h: &CpusetMount,
+        options: &RtOptions,
+    ) -> Result<usize> {
+        let key = (name, cpu);
+        if let Some(&d) = domains.get(&key) {
+            return Ok(d);
+        }
+        let rel = options.instance.join(&key.0);
+        let domain = ExclusiveDomain::create(h, &rel, &set.to_string())?;
+        if matches!(h, CpusetMount::V2(_)) {
+            limit_v2(domain.dir(), p)?;
+        }
+        self.domains.push(domain);
+        domains.insert(key, self.domains.len() - 1);
+        Ok(self.domains.len() - 1)
+    }
+
     fn spawn_all(
         &mut self,
         system: &System,
@@ -350,35 +375,9 @@ impl RtPartitions {
                 let verdict = verdict(report, &p.name, &task.name).ok_or_else(|| {
                     Error::Invalid(format!("no analysis verdict for task `{}`", task.name))
                 })?;
-                let (cpu, set, name) = match pool_cpus(system, p) {
-                    Some(pool) => {
-                        let first = pool.iter().next().expect("a non-empty pool");
-                        (first, pool, format!("pool-cpu{first}"))
-                    }
-                    None => domain_of(p, &task.name, &verdict.placement)?,
-                };
-                let key = (name.clone(), cpu);
-                let d = match domains.get(&key) {
-                    Some(&d) => d,
-                    None => {
-                        let rel = options.instance.join(&name);
-                        let domain = ExclusiveDomain::create(h, &rel, &set.to_string())?;
-                        if matches!(h, CpusetMount::V2(_)) {
-                            limit_v2(domain.dir(), p)?;
-                        }
-                        self.domains.push(domain);
-                        domains.insert(key, self.domains.len() - 1);
-                        self.domains.len() - 1
-                    }
-                };
-                let policy = match (now, p.scheduler) {
-                    (None, _) => Policy::Other { nice: 0 },
-                    (Some(now), Scheduler::Edf) => Policy::Deadline(
-                        DeadlineParams::for_task(now.budget, now.deadline, now.period)?
-                            .reclaiming(p.reclaim),
-                    ),
-                    (Some(_), Scheduler::FixedPriority) => Policy::Fifo { priority: fifo[ti] },
-                };
+                let (cpu, set, name) = cpus_of(system, p, &task.name, &verdict.placement)?;
+                let d = self.domain(&mut domains, (name, cpu, &set), p, h, options)?;
+                let policy = initial_policy(now, p, &fifo, ti)?;
                 let spec = LinkSpec {
                     name: task.name.clone(),
                     task_index: index,
@@ -1007,6 +1006,35 @@ fn pool_cpus(system: &System, p: &Partition) -> Option<CpuSet> {
 /// Sends `sig` to process `pid` (a task child of this process, not yet reaped).
 fn signal(pid: u32, sig: i32) {
     let _ = bulkhead_os::proc::kill(pid as i32, sig);
+}
+
+/// Where `task` of `p` runs: its CPU, the CPUs of its exclusive domain and the domain's
+/// name (a pool's shared CPUs, or the domain its placement decided).
+fn cpus_of(
+    system: &System,
+    p: &Partition,
+    task: &str,
+    placement: &Placement,
+) -> Result<(u32, CpuSet, String)> {
+    match pool_cpus(system, p) {
+        Some(pool) => {
+            let first = pool.iter().next().expect("a non-empty pool");
+            Ok((first, pool, format!("pool-cpu{first}")))
+        }
+        None => domain_of(p, task, placement),
+    }
+}
+
+/// The policy the `ti`-th task of `p` starts under: `now`, its parameters in the initial
+/// mode (none: parked, SCHED_OTHER), under SCHED_DEADLINE or at its level of `fifo`.
+fn initial_policy(now: Option<&Task>, p: &Partition, fifo: &[u32], ti: usize) -> Result<Policy> {
+    Ok(match (now, p.scheduler) {
+        (None, _) => Policy::Other { nice: 0 },
+        (Some(now), Scheduler::Edf) => Policy::Deadline(
+            DeadlineParams::for_task(now.budget, now.deadline, now.period)?.reclaiming(p.reclaim),
+        ),
+        (Some(_), Scheduler::FixedPriority) => Policy::Fifo { priority: fifo[ti] },
+    })
 }
 
 /// The CPU the analysis placed a task on, resolving `all` against the system's CPUs.

@@ -307,6 +307,26 @@ impl<'a> Sim<'a> {
     }
 
     fn init(&mut self) {
+        self.init_domains();
+        self.init_servers();
+        self.init_tasks();
+        for (i, s) in self.opts.suspensions.iter().enumerate() {
+            self.heap.push(s.at, Ev::Suspend(i as u32), 0);
+        }
+        self.init_stalls();
+        self.init_modes();
+        if let Some(windows) = &self.spec.windows {
+            let mut driver = Driver::new(windows, self.opts.seed, self.opts.until);
+            let mut out = Vec::new();
+            driver.start(&mut out);
+            self.windows = Some(driver);
+            self.emit_windows(out);
+            self.arm_windows();
+        }
+    }
+
+    /// Each domain's CPUs, idle.
+    fn init_domains(&mut self) {
         let spec = self.spec;
         self.domains = spec
             .domains
@@ -328,6 +348,12 @@ impl<'a> Sim<'a> {
                 dirty: false,
             })
             .collect();
+    }
+
+    /// Each server's state, with its tasks in priority order; in a fixed-priority
+    /// domain its servers in theirs.
+    fn init_servers(&mut self) {
+        let spec = self.spec;
         let mut served: Vec<Vec<u32>> = vec![Vec::new(); spec.servers.len()];
         for (t, task) in spec.tasks.iter().enumerate() {
             served[task.server].push(t as u32);
@@ -364,6 +390,11 @@ impl<'a> Sim<'a> {
                     .sort_by_key(|&s| (spec.servers[s as usize].priority, s));
             }
         }
+    }
+
+    /// Each task's state; the first release of each task active in the initial mode.
+    fn init_tasks(&mut self) {
+        let spec = self.spec;
         for (i, t) in spec.tasks.iter().enumerate() {
             let active = spec
                 .modes
@@ -399,19 +430,6 @@ impl<'a> Sim<'a> {
             if let Some(first) = first {
                 self.schedule_release(i, first);
             }
-        }
-        for (i, s) in self.opts.suspensions.iter().enumerate() {
-            self.heap.push(s.at, Ev::Suspend(i as u32), 0);
-        }
-        self.init_stalls();
-        self.init_modes();
-        if let Some(windows) = &spec.windows {
-            let mut driver = Driver::new(windows, self.opts.seed, self.opts.until);
-            let mut out = Vec::new();
-            driver.start(&mut out);
-            self.windows = Some(driver);
-            self.emit_windows(out);
-            self.arm_windows();
         }
     }
 

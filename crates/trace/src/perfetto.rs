@@ -205,45 +205,109 @@ impl<W: Write> Writer<W> {
         let t = event.t_ns;
         self.now = self.now.max(t);
         match &event.kind {
+            EventKind::JobRelease { .. }
+            | EventKind::JobStart { .. }
+            | EventKind::JobPreempt { .. }
+            | EventKind::JobAbort { .. }
+            | EventKind::JobComplete { .. }
+            | EventKind::DeadlineMiss { .. }
+            | EventKind::Budget { .. } => self.add_job(t, &event.kind),
+            EventKind::WindowStart { window, length_ns } => {
+                self.window_start(t, *window, *length_ns);
+            }
+            EventKind::WindowEnd { window } => self.end(t, &OpenKey::Window(*window)),
+            EventKind::Run {
+                cpus,
+                partition,
+                cmd,
+                budget_ns,
+            } => self.run(t, cpus, partition, cmd, *budget_ns),
+            EventKind::Stop {
+                cpus,
+                partition,
+                cmd,
+                ..
+            } => self.stop(t, cpus, partition, cmd),
+            EventKind::ChannelWrite {
+                cpu, channel, msg, ..
+            } => {
+                self.writes.insert((channel.clone(), *msg), (t, *cpu));
+                self.see_cpu(*cpu);
+            }
+            EventKind::ChannelRead {
+                cpu, channel, msg, ..
+            } => self.flow(t, *cpu, channel, *msg),
+            EventKind::ChannelLoss { channel, msg } => {
+                let track = Track {
+                    pid: PID_SCHEDULE,
+                    tid: TID_CHANNELS,
+                };
+                self.instant(t, track, format!("loss {channel}"), json!({"msg": msg}));
+            }
+            EventKind::ModeRequest { .. }
+            | EventKind::InterfaceChange { .. }
+            | EventKind::AgentRequest { .. }
+            | EventKind::AgentAck { .. }
+            | EventKind::ModeDone { .. } => self.add_mode(t, &event.kind),
+            EventKind::CpuFrequency { cpu, khz } => {
+                self.counter(t, format!("CPU {cpu} frequency"), json!({"khz": khz}))
+            }
+            EventKind::Suspend {} => self.global(t, "suspend".into(), json!({})),
+            EventKind::Resume { suspended_ns } => {
+                self.global(t, "resume".into(), json!({"suspended_ns": suspended_ns}))
+            }
+            EventKind::SuspendRequest { .. }
+            | EventKind::PartitionSuspended { .. }
+            | EventKind::SystemSuspended { .. }
+            | EventKind::HealthAction { .. }
+            | EventKind::ResumeRequest { .. }
+            | EventKind::PartitionResumed { .. }
+            | EventKind::SystemResumed { .. }
+            | EventKind::FirstFreshFrame { .. } => self.as_recorded(t, &event.kind),
+            EventKind::Message {
+                partition,
+                task,
+                e2e_ns,
+                ..
+            } => {
+                // The value alone: every argument of a counter event is a series of its
+                // own, and the id (source << 48 | sequence) would dwarf the delays.
+                let track = format!("{}{MESSAGE_TRACK}", job_name(partition, task));
+                self.series(t, track, *e2e_ns);
+            }
+            EventKind::Counter {
+                partition,
+                task,
+                name,
+                value,
+            } => self.series(t, format!("{} {name}", job_name(partition, task)), *value),
+        }
+    }
+
+    /// The events of jobs: slices on their CPU's track, releases and misses as instants,
+    /// budgets as counters.
+    fn add_job(&mut self, t: Nanos, kind: &EventKind) {
+        match kind {
             EventKind::JobRelease {
                 cpu,
                 partition,
                 task,
                 job,
                 deadline_ns,
-            } => {
-                let args = json!({"job": job, "deadline_ns": deadline_ns});
-                self.instant(
-                    t,
-                    cpu_track(*cpu),
-                    format!("release {}", job_name(partition, task)),
-                    args,
-                );
-                self.see_cpu(*cpu);
-            }
+            } => self.job_instant(
+                t,
+                "release",
+                *cpu,
+                job_name(partition, task),
+                *job,
+                *deadline_ns,
+            ),
             EventKind::JobStart {
                 cpu,
                 partition,
                 task,
                 job,
-            } => {
-                let key = OpenKey::Job {
-                    cpu: *cpu,
-                    partition: partition.clone(),
-                    task: task.clone(),
-                    job: *job,
-                };
-                let args = json!({"partition": &**partition, "task": &**task, "job": job});
-                self.begin(
-                    t,
-                    key,
-                    cpu_track(*cpu),
-                    job_name(partition, task),
-                    "job",
-                    args,
-                );
-                self.see_cpu(*cpu);
-            }
+            } => self.job_start(t, *cpu, partition, task, *job),
             EventKind::JobPreempt {
                 cpu,
                 partition,
@@ -263,15 +327,14 @@ impl<W: Write> Writer<W> {
                 job,
                 ..
             } => {
-                self.end(
-                    t,
-                    &OpenKey::Job {
-                        cpu: *cpu,
-                        partition: partition.clone(),
-                        task: task.clone(),
-                        job: *job,
-                    },
-                );
+                let (partition, task) = (partition.clone(), task.clone());
+                let key = OpenKey::Job {
+                    cpu: *cpu,
+                    partition,
+                    task,
+                    job: *job,
+                };
+                self.end(t, &key);
             }
             EventKind::DeadlineMiss {
                 cpu,
@@ -280,14 +343,8 @@ impl<W: Write> Writer<W> {
                 job,
                 deadline_ns,
             } => {
-                let args = json!({"job": job, "deadline_ns": deadline_ns});
-                self.instant(
-                    t,
-                    cpu_track(*cpu),
-                    format!("deadline miss {}", job_name(partition, task)),
-                    args,
-                );
-                self.see_cpu(*cpu);
+                let name = job_name(partition, task);
+                self.job_instant(t, "deadline miss", *cpu, name, *job, *deadline_ns);
             }
             EventKind::Budget {
                 partition,
@@ -298,61 +355,15 @@ impl<W: Write> Writer<W> {
                 let name = format!("budget {}", job_name(partition, task));
                 self.counter(t, name, json!({"remaining_ns": remaining_ns}));
             }
-            EventKind::WindowStart { window, length_ns } => {
-                let track = Track {
-                    pid: PID_SCHEDULE,
-                    tid: TID_WINDOWS,
-                };
-                let args = json!({"window": window, "length_ns": length_ns});
-                self.begin(
-                    t,
-                    OpenKey::Window(*window),
-                    track,
-                    format!("window {window}"),
-                    "window",
-                    args,
-                );
-            }
-            EventKind::WindowEnd { window } => self.end(t, &OpenKey::Window(*window)),
-            EventKind::Run {
-                cpus,
-                partition,
-                cmd,
-                budget_ns,
-            } => self.run(t, cpus, partition, cmd, *budget_ns),
-            EventKind::Stop {
-                cpus,
-                partition,
-                cmd,
-                ..
-            } => {
-                for cpu in cpus.iter() {
-                    self.end(
-                        t,
-                        &OpenKey::Process {
-                            cpu,
-                            partition: partition.clone(),
-                            cmd: cmd.clone(),
-                        },
-                    );
-                }
-            }
-            EventKind::ChannelWrite {
-                cpu, channel, msg, ..
-            } => {
-                self.writes.insert((channel.clone(), *msg), (t, *cpu));
-                self.see_cpu(*cpu);
-            }
-            EventKind::ChannelRead {
-                cpu, channel, msg, ..
-            } => self.flow(t, *cpu, channel, *msg),
-            EventKind::ChannelLoss { channel, msg } => {
-                let track = Track {
-                    pid: PID_SCHEDULE,
-                    tid: TID_CHANNELS,
-                };
-                self.instant(t, track, format!("loss {channel}"), json!({"msg": msg}));
-            }
+            // The other events are `add`'s.
+            _ => {}
+        }
+    }
+
+    /// The events of mode switches (M2-Xen IV-B): the switch and each agent's request as
+    /// slices, interface changes as instants, the shared CPUs' bandwidth as counters.
+    fn add_mode(&mut self, t: Nanos, kind: &EventKind) {
+        match kind {
             EventKind::ModeRequest {
                 from,
                 to,
@@ -407,55 +418,75 @@ impl<W: Write> Writer<W> {
                 self.end(t, &OpenKey::Mode);
                 self.global(t, format!("mode {mode}"), json!({}));
             }
-            EventKind::CpuFrequency { cpu, khz } => {
-                self.counter(t, format!("CPU {cpu} frequency"), json!({"khz": khz}))
-            }
-            EventKind::Suspend {} => self.global(t, "suspend".into(), json!({})),
-            EventKind::Resume { suspended_ns } => {
-                self.global(t, "resume".into(), json!({"suspended_ns": suspended_ns}))
-            }
-            EventKind::SuspendRequest { .. }
-            | EventKind::PartitionSuspended { .. }
-            | EventKind::SystemSuspended { .. }
-            | EventKind::HealthAction { .. }
-            | EventKind::ResumeRequest { .. }
-            | EventKind::PartitionResumed { .. }
-            | EventKind::SystemResumed { .. }
-            | EventKind::FirstFreshFrame { .. } => {
-                let mut args = serde_json::to_value(&event.kind).unwrap_or_default();
-                let name = args["event"].as_str().unwrap_or_default().replace('_', " ");
-                if let Some(o) = args.as_object_mut() {
-                    o.remove("event");
-                }
-                self.global(t, name, args);
-            }
-            EventKind::Message {
-                partition,
-                task,
-                e2e_ns,
-                ..
-            } => {
-                // The value alone: every argument of a counter event is a series of its
-                // own, and the id (source << 48 | sequence) would dwarf the delays.
-                let track = format!("{}{MESSAGE_TRACK}", job_name(partition, task));
-                self.point(
-                    t,
-                    json!({"ph": "C", "name": track, "pid": PID_PARTITIONS, "args": {"value": e2e_ns}}),
-                );
-            }
-            EventKind::Counter {
-                partition,
-                task,
-                name,
-                value,
-            } => {
-                let track = format!("{} {name}", job_name(partition, task));
-                self.point(
-                    t,
-                    json!({"ph": "C", "name": track, "pid": PID_PARTITIONS, "args": {"value": value}}),
-                );
-            }
+            // The other events are `add`'s.
+            _ => {}
         }
+    }
+
+    /// An instant on `cpu`'s track about a job: `what` and the job's name.
+    fn job_instant(
+        &mut self,
+        t: Nanos,
+        what: &str,
+        cpu: u32,
+        name: String,
+        job: u64,
+        deadline_ns: Nanos,
+    ) {
+        let args = json!({"job": job, "deadline_ns": deadline_ns});
+        self.instant(t, cpu_track(cpu), format!("{what} {name}"), args);
+        self.see_cpu(cpu);
+    }
+
+    fn job_start(&mut self, t: Nanos, cpu: u32, partition: &Name, task: &Name, job: u64) {
+        let key = OpenKey::Job {
+            cpu,
+            partition: partition.clone(),
+            task: task.clone(),
+            job,
+        };
+        let args = json!({"partition": &**partition, "task": &**task, "job": job});
+        let name = job_name(partition, task);
+        self.begin(t, key, cpu_track(cpu), name, "job", args);
+        self.see_cpu(cpu);
+    }
+
+    fn window_start(&mut self, t: Nanos, window: u32, length_ns: Nanos) {
+        let track = Track {
+            pid: PID_SCHEDULE,
+            tid: TID_WINDOWS,
+        };
+        let args = json!({"window": window, "length_ns": length_ns});
+        let name = format!("window {window}");
+        self.begin(t, OpenKey::Window(window), track, name, "window", args);
+    }
+
+    fn stop(&mut self, t: Nanos, cpus: &CpuSet, partition: &Name, cmd: &Name) {
+        for cpu in cpus.iter() {
+            let key = OpenKey::Process {
+                cpu,
+                partition: partition.clone(),
+                cmd: cmd.clone(),
+            };
+            self.end(t, &key);
+        }
+    }
+
+    /// A global instant named after the event, with its fields as recorded.
+    fn as_recorded(&mut self, t: Nanos, kind: &EventKind) {
+        let mut args = serde_json::to_value(kind).unwrap_or_default();
+        let name = args["event"].as_str().unwrap_or_default().replace('_', " ");
+        if let Some(o) = args.as_object_mut() {
+            o.remove("event");
+        }
+        self.global(t, name, args);
+    }
+
+    /// One value of the counter series `track` of the partitions' process.
+    fn series(&mut self, t: Nanos, track: String, value: impl serde::Serialize) {
+        let value =
+            json!({"ph": "C", "name": track, "pid": PID_PARTITIONS, "args": {"value": value}});
+        self.point(t, value);
     }
 
     fn run(&mut self, t: Nanos, cpus: &CpuSet, partition: &Name, cmd: &Name, budget_ns: Nanos) {

@@ -50,6 +50,51 @@ fn chrt(pid: u32) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Starts `sys`'s rt partitions. Other bulkhead instances (other test suites) may hold
+/// these CPUs for a moment: an exclusive cpuset cannot overlap them. Waits for them up
+/// to 20 s, then gives up (`None`, the test skips).
+fn start_when_free(sys: &bulkhead_model::System, options: &RtOptions) -> Option<RtPartitions> {
+    let mut tries = 0;
+    loop {
+        match RtPartitions::start(sys, options) {
+            Ok(rt) => return Some(rt),
+            Err(e) if e.to_string().contains("sibling cpuset") && tries < 200 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) if e.to_string().contains("sibling cpuset") => {
+                eprintln!("skipping: another bulkhead instance holds CPU 0 or 1: {e}");
+                return None;
+            }
+            Err(e) => panic!("rt partitions start: {e}"),
+        }
+    }
+}
+
+/// The reservations `chrt` showed for tasks a, b and c, and whether each reclaims.
+fn assert_reservations(shown: &[String], flags: &[Option<bool>]) {
+    assert!(
+        shown[0].contains("SCHED_DEADLINE") && shown[0].contains("2000000/10000000/10000000"),
+        "{}",
+        shown[0]
+    );
+    assert!(
+        shown[1].contains("5000000/40000000/50000000"),
+        "{}",
+        shown[1]
+    );
+    assert!(
+        shown[2].contains("SCHED_FIFO") && shown[2].contains("priority: 98"),
+        "{}",
+        shown[2]
+    );
+    assert_eq!(
+        flags,
+        [Some(true), Some(true), None],
+        "`reclaim: true` of ctl"
+    );
+}
+
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn rt_tasks_run_with_their_reservations_and_report_every_job() {
@@ -78,22 +123,8 @@ fn rt_tasks_run_with_their_reservations_and_report_every_job() {
         ring_depth: 1024,
         shield: false,
     };
-    // Other bulkhead instances (other test suites) may hold these CPUs for a moment: an
-    // exclusive cpuset cannot overlap them. Wait for them up to 20 s, then skip.
-    let mut tries = 0;
-    let mut rt = loop {
-        match RtPartitions::start(&sys, &options) {
-            Ok(rt) => break rt,
-            Err(e) if e.to_string().contains("sibling cpuset") && tries < 200 => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) if e.to_string().contains("sibling cpuset") => {
-                eprintln!("skipping: another bulkhead instance holds CPU 0 or 1: {e}");
-                return;
-            }
-            Err(e) => panic!("rt partitions start: {e}"),
-        }
+    let Some(mut rt) = start_when_free(&sys, &options) else {
+        return;
     };
     std::thread::sleep(Duration::from_millis(100));
     let pids = rt.pids();
@@ -116,26 +147,7 @@ fn rt_tasks_run_with_their_reservations_and_report_every_job() {
     rt.drain(&mut |e| events.push(e));
     let summary = rt.stop(&mut |e| events.push(e));
 
-    assert!(
-        shown[0].contains("SCHED_DEADLINE") && shown[0].contains("2000000/10000000/10000000"),
-        "{}",
-        shown[0]
-    );
-    assert!(
-        shown[1].contains("5000000/40000000/50000000"),
-        "{}",
-        shown[1]
-    );
-    assert!(
-        shown[2].contains("SCHED_FIFO") && shown[2].contains("priority: 98"),
-        "{}",
-        shown[2]
-    );
-    assert_eq!(
-        flags,
-        [Some(true), Some(true), None],
-        "`reclaim: true` of ctl"
-    );
+    assert_reservations(&shown, &flags);
     eprintln!("{summary:#?}");
     for s in &summary {
         // A VM's host takes milliseconds now and then (a 14 ms response was seen in CI):

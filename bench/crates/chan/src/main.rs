@@ -13,6 +13,7 @@
 use bulkhead_chan::{Channel, End, Handover, Receiver, RecvError, SendError, Sender, Spec};
 use iceoryx2::prelude::*;
 use rustix::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -719,7 +720,7 @@ fn main() {
         "transport", "rtt median", "rtt p99", "one-way msg/s"
     );
     let mut json = Vec::new();
-    let mut med = std::collections::HashMap::new();
+    let mut med = HashMap::new();
     // Optional arguments select transports (for investigation); the JSON
     // line then lacks the others' keys and the targets are skipped.
     let only: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -753,6 +754,14 @@ fn main() {
         }
         med.insert(key.to_string(), m);
     }
+    remove_ice_files();
+    check_targets(&med, &mut json);
+    println!("{{{}}}", json.join(","));
+}
+
+/// Prints each target against the medians `med` (rtt in ns, `KEY-tput` in msg/s) and
+/// adds its value and verdict to `json`.
+fn check_targets(med: &HashMap<String, u64>, json: &mut Vec<String>) {
     let r = |a: &str, b: &str| med[a] as f64 / med[b] as f64;
     let checks = [
         (
@@ -792,7 +801,6 @@ fn main() {
             "fifo >= 10 M msg/s",
         ),
     ];
-    remove_ice_files();
     println!("targets:");
     for (key, value, limit, text) in checks {
         let met = if limit < 0.0 {
@@ -807,5 +815,4 @@ fn main() {
         json.push(format!("\"{key}\":{value:.3}"));
         json.push(format!("\"{key}_met\":{met}"));
     }
-    println!("{{{}}}", json.join(","));
 }

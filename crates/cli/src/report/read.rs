@@ -126,6 +126,66 @@ impl LogState {
         let t = event.t_ns;
         b.saw(t);
         match event.kind {
+            kind @ (EventKind::JobRelease { .. }
+            | EventKind::JobStart { .. }
+            | EventKind::JobPreempt { .. }
+            | EventKind::JobAbort { .. }
+            | EventKind::JobComplete { .. }
+            | EventKind::DeadlineMiss { .. }) => self.add_job(t, kind, b),
+            EventKind::WindowStart { window, .. } => {
+                self.windows.insert(window, t);
+            }
+            EventKind::WindowEnd { window } => {
+                if let Some(start) = self.windows.remove(&window) {
+                    b.window(start, t, &format!("window {window}"));
+                }
+            }
+            EventKind::Run {
+                partition,
+                cmd,
+                budget_ns,
+                ..
+            } => {
+                let row = b.row(&partition, &cmd, RowKind::Process);
+                if let Some((start, end)) =
+                    self.granted.insert(row, (t, t.saturating_add(budget_ns)))
+                {
+                    b.slice(row, start, end.min(t));
+                }
+            }
+            EventKind::Stop { partition, cmd, .. } => {
+                let row = b.row(&partition, &cmd, RowKind::Process);
+                if let Some((start, _)) = self.granted.remove(&row) {
+                    b.slice(row, start, t);
+                }
+            }
+            EventKind::ChannelWrite { channel, msg, .. } => {
+                self.writes.insert((channel.to_string(), msg), t);
+            }
+            EventKind::ChannelRead { channel, msg, .. } => {
+                let written = self.writes.get(&(channel.to_string(), msg)).copied();
+                b.channel_read(&channel, written.map(|w| t.saturating_sub(w)));
+            }
+            EventKind::ChannelLoss { channel, .. } => b.channel_loss(&channel),
+            EventKind::Counter {
+                partition,
+                task,
+                name,
+                value,
+            } => b.counter(&format!("{partition}/{task} {name}"), t, value),
+            EventKind::Message {
+                partition,
+                task,
+                e2e_ns,
+                ..
+            } => b.message(&partition, &task, e2e_ns),
+            _ => {}
+        }
+    }
+
+    /// A job's event at `t`: its release, executions, completion and misses.
+    fn add_job(&mut self, t: u64, kind: EventKind, b: &mut Builder) {
+        match kind {
             EventKind::JobRelease {
                 partition,
                 task,
@@ -181,53 +241,7 @@ impl LogState {
                 let row = b.row(&partition, &task, RowKind::Task);
                 b.miss(row, t);
             }
-            EventKind::WindowStart { window, .. } => {
-                self.windows.insert(window, t);
-            }
-            EventKind::WindowEnd { window } => {
-                if let Some(start) = self.windows.remove(&window) {
-                    b.window(start, t, &format!("window {window}"));
-                }
-            }
-            EventKind::Run {
-                partition,
-                cmd,
-                budget_ns,
-                ..
-            } => {
-                let row = b.row(&partition, &cmd, RowKind::Process);
-                if let Some((start, end)) =
-                    self.granted.insert(row, (t, t.saturating_add(budget_ns)))
-                {
-                    b.slice(row, start, end.min(t));
-                }
-            }
-            EventKind::Stop { partition, cmd, .. } => {
-                let row = b.row(&partition, &cmd, RowKind::Process);
-                if let Some((start, _)) = self.granted.remove(&row) {
-                    b.slice(row, start, t);
-                }
-            }
-            EventKind::ChannelWrite { channel, msg, .. } => {
-                self.writes.insert((channel.to_string(), msg), t);
-            }
-            EventKind::ChannelRead { channel, msg, .. } => {
-                let written = self.writes.get(&(channel.to_string(), msg)).copied();
-                b.channel_read(&channel, written.map(|w| t.saturating_sub(w)));
-            }
-            EventKind::ChannelLoss { channel, .. } => b.channel_loss(&channel),
-            EventKind::Counter {
-                partition,
-                task,
-                name,
-                value,
-            } => b.counter(&format!("{partition}/{task} {name}"), t, value),
-            EventKind::Message {
-                partition,
-                task,
-                e2e_ns,
-                ..
-            } => b.message(&partition, &task, e2e_ns),
+            // The other events are `add`'s.
             _ => {}
         }
     }
