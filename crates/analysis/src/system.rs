@@ -318,6 +318,23 @@ pub fn priority_ranks(p: &Partition) -> Vec<usize> {
     bulkhead_model::priority::ranks(&p.tasks)
 }
 
+/// Adds the verdicts of partition `p`'s tasks on one CPU to that CPU's account: their
+/// utilization, the tightest slack, the failures.
+fn accumulate(acc: &mut CpuAcc, p: &Partition, tasks: &[Task], verdicts: &[TaskVerdict]) {
+    for v in verdicts {
+        acc.utilization += tasks[index_of(p, &v.name)].utilization();
+        if let Some(s) = v.slack_ns {
+            if acc.tightest.as_ref().is_none_or(|(old, _)| s < *old) {
+                acc.tightest = Some((s, format!("task `{}` of `{}`", v.name, p.name)));
+            }
+        }
+        if !v.schedulable {
+            acc.failures
+                .push(format!("task `{}` of `{}`: {}", v.name, p.name, v.binding));
+        }
+    }
+}
+
 fn analyze_partition(
     system: &System,
     p: &Partition,
@@ -400,18 +417,7 @@ fn analyze_partition(
                 p.name
             ));
         }
-        for v in &verdicts {
-            acc.utilization += tasks[index_of(p, &v.name)].utilization();
-            if let Some(s) = v.slack_ns {
-                if acc.tightest.as_ref().is_none_or(|(old, _)| s < *old) {
-                    acc.tightest = Some((s, format!("task `{}` of `{}`", v.name, p.name)));
-                }
-            }
-            if !v.schedulable {
-                acc.failures
-                    .push(format!("task `{}` of `{}`: {}", v.name, p.name, v.binding));
-            }
-        }
+        accumulate(acc, p, tasks, &verdicts);
         interfaces.push(interface(tasks, &rank, &members, edf, cpu));
         let placement = numbers
             .as_ref()

@@ -75,6 +75,25 @@ fn status_line(pid: u32, key: &str) -> String {
     line.split(':').nth(1).unwrap_or("").trim().to_string()
 }
 
+/// The pid of the `bulkhead-hog` the run `run` started, looked for until 2 s after
+/// `started`. It runs under its pid namespace's monitor and init: two levels down.
+fn find_hog(run: u32, started: Instant) -> Option<u32> {
+    let is_hog = |pid: &u32| {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        cmdline.windows(12).any(|w| w == b"bulkhead-hog")
+    };
+    while started.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(50));
+        let all = partition_children(run);
+        let below = all.iter().flat_map(|&p| common::children(p));
+        let deeper: Vec<u32> = below.flat_map(common::children).collect();
+        if let Some(pid) = all.into_iter().chain(deeper).find(is_hog) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
 /// Both CPUs belong to rt partitions (`quest` owns CPU 0, as in Boomerang's set-up): the
 /// be partition's cgroups have no CPU of their own to start from.
 #[test]
@@ -124,19 +143,7 @@ partitions:
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let is_hog = |pid: &u32| {
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        cmdline.windows(12).any(|w| w == b"bulkhead-hog")
-    };
-    let mut hog_pid = None;
-    while hog_pid.is_none() && started.elapsed() < Duration::from_secs(2) {
-        std::thread::sleep(Duration::from_millis(50));
-        // The hog runs under its pid namespace's monitor and init: look two levels down.
-        let all = partition_children(run.id());
-        let below = all.iter().flat_map(|&p| common::children(p));
-        let deeper: Vec<u32> = below.flat_map(common::children).collect();
-        hog_pid = all.into_iter().chain(deeper).find(is_hog);
-    }
+    let hog_pid = find_hog(run.id(), started);
     std::thread::sleep(Duration::from_millis(2500).saturating_sub(started.elapsed()));
     let hog_pid = hog_pid.expect("the be process started");
     let (affinity, cgroups, ticks) = (

@@ -90,6 +90,29 @@ pub(crate) fn block_list<T>(
     out
 }
 
+/// The `sandbox:` line of a partition: the parts it relaxes; `None` when it relaxes none.
+fn sandbox_line(sandbox: &Sandbox) -> Option<String> {
+    let relaxed: Vec<&str> = [
+        (!sandbox.clean_env).then_some("clean_env: false"),
+        (!sandbox.no_new_privs).then_some("no_new_privs: false"),
+        (!sandbox.no_capabilities).then_some("no_capabilities: false"),
+        (!sandbox.seccomp).then_some("seccomp: false"),
+        (!sandbox.private_tmp).then_some("private_tmp: false"),
+        (!sandbox.pid_namespace).then_some("pid_namespace: false"),
+        (!sandbox.private_users).then_some("private_users: false"),
+        (!sandbox.protect_system).then_some("protect_system: false"),
+        (!sandbox.protect_kernel).then_some("protect_kernel: false"),
+        (!sandbox.protect_cgroups).then_some("protect_cgroups: false"),
+        (!sandbox.hide_runtime_dir).then_some("hide_runtime_dir: false"),
+        (!sandbox.private_ipc).then_some("private_ipc: false"),
+        (!sandbox.remove_ipc).then_some("remove_ipc: false"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!relaxed.is_empty()).then(|| format!("sandbox: {{{}}}", relaxed.join(", ")))
+}
+
 fn partition(p: &Partition, health: &[crate::health::Supervised]) -> Vec<String> {
     use crate::health::Member;
     let of = |m: Member| {
@@ -148,27 +171,7 @@ fn partition(p: &Partition, health: &[crate::health::Supervised]) -> Vec<String>
         Some(Network::Private) => lines.push("network: private".into()),
         None => {}
     }
-    let relaxed: Vec<&str> = [
-        (!p.sandbox.clean_env).then_some("clean_env: false"),
-        (!p.sandbox.no_new_privs).then_some("no_new_privs: false"),
-        (!p.sandbox.no_capabilities).then_some("no_capabilities: false"),
-        (!p.sandbox.seccomp).then_some("seccomp: false"),
-        (!p.sandbox.private_tmp).then_some("private_tmp: false"),
-        (!p.sandbox.pid_namespace).then_some("pid_namespace: false"),
-        (!p.sandbox.private_users).then_some("private_users: false"),
-        (!p.sandbox.protect_system).then_some("protect_system: false"),
-        (!p.sandbox.protect_kernel).then_some("protect_kernel: false"),
-        (!p.sandbox.protect_cgroups).then_some("protect_cgroups: false"),
-        (!p.sandbox.hide_runtime_dir).then_some("hide_runtime_dir: false"),
-        (!p.sandbox.private_ipc).then_some("private_ipc: false"),
-        (!p.sandbox.remove_ipc).then_some("remove_ipc: false"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if !relaxed.is_empty() {
-        lines.push(format!("sandbox: {{{}}}", relaxed.join(", ")));
-    }
+    lines.extend(sandbox_line(&p.sandbox));
     if let Some(path) = &p.path {
         lines.push(format!("path: {}", quote(path)));
     }

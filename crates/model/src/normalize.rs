@@ -233,26 +233,8 @@ impl Normalizer {
                 .cpus
                 .map(|c| cpus(&c, &format!("{path}.cpus")))
                 .transpose()?,
-            exclusive: match def.exclusive {
-                Some(_) if kind != PartitionKind::Rt => {
-                    return err(
-                        child(path, "exclusive"),
-                        "applies to rt partitions only (a best-effort partition never owns \
-                         its CPUs)",
-                    )
-                }
-                e => e.unwrap_or(true),
-            },
-            cpu: match def.cpu {
-                Some(_) if kind == PartitionKind::Rt => {
-                    return err(
-                        child(path, "cpu"),
-                        "applies to best-effort partitions only (rt tasks have reservations)",
-                    )
-                }
-                Some(text) => Some(cpu_percent(&text, &child(path, "cpu"))?),
-                None => None,
-            },
+            exclusive: exclusive(def.exclusive, kind, path)?,
+            cpu: be_cpu(def.cpu, kind, path)?,
             scheduler,
             reclaim,
             memory: def
@@ -297,21 +279,7 @@ impl Normalizer {
                 self.bare_unit,
                 &child(path, "interface"),
             )?,
-            sandbox: def.sandbox.map_or_else(Sandbox::default, |s| Sandbox {
-                clean_env: s.clean_env.unwrap_or(true),
-                no_new_privs: s.no_new_privs.unwrap_or(true),
-                no_capabilities: s.no_capabilities.unwrap_or(true),
-                seccomp: s.seccomp.unwrap_or(true),
-                private_tmp: s.private_tmp.unwrap_or(true),
-                pid_namespace: s.pid_namespace.unwrap_or(true),
-                private_users: s.private_users.unwrap_or(true),
-                protect_system: s.protect_system.unwrap_or(true),
-                protect_kernel: s.protect_kernel.unwrap_or(true),
-                protect_cgroups: s.protect_cgroups.unwrap_or(true),
-                hide_runtime_dir: s.hide_runtime_dir.unwrap_or(true),
-                private_ipc: s.private_ipc.unwrap_or(true),
-                remove_ipc: s.remove_ipc.unwrap_or(true),
-            }),
+            sandbox: def.sandbox.map_or_else(Sandbox::default, sandbox),
             path: def
                 .path
                 .map(|p| search_path(p, &child(path, "path")))
@@ -1062,6 +1030,48 @@ fn non_empty(text: String, path: &str) -> Result<String> {
 fn opt_cpuset(text: Option<String>, path: &str) -> Result<Option<CpuSet>> {
     text.map(|t| CpuSet::parse(&t).or_else(|e| err(path, e)))
         .transpose()
+}
+
+/// `exclusive:`, of rt partitions only (default: they own their CPUs).
+fn exclusive(value: Option<bool>, kind: PartitionKind, path: &str) -> Result<bool> {
+    match value {
+        Some(_) if kind != PartitionKind::Rt => err(
+            child(path, "exclusive"),
+            "applies to rt partitions only (a best-effort partition never owns its CPUs)",
+        ),
+        e => Ok(e.unwrap_or(true)),
+    }
+}
+
+/// `cpu: N%`, the CFS bandwidth of best-effort partitions only.
+fn be_cpu(value: Option<String>, kind: PartitionKind, path: &str) -> Result<Option<u32>> {
+    match value {
+        Some(_) if kind == PartitionKind::Rt => err(
+            child(path, "cpu"),
+            "applies to best-effort partitions only (rt tasks have reservations)",
+        ),
+        Some(text) => cpu_percent(&text, &child(path, "cpu")).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The sandbox a `sandbox:` key describes: every part on unless relaxed by name.
+fn sandbox(s: RawSandbox) -> Sandbox {
+    Sandbox {
+        clean_env: s.clean_env.unwrap_or(true),
+        no_new_privs: s.no_new_privs.unwrap_or(true),
+        no_capabilities: s.no_capabilities.unwrap_or(true),
+        seccomp: s.seccomp.unwrap_or(true),
+        private_tmp: s.private_tmp.unwrap_or(true),
+        pid_namespace: s.pid_namespace.unwrap_or(true),
+        private_users: s.private_users.unwrap_or(true),
+        protect_system: s.protect_system.unwrap_or(true),
+        protect_kernel: s.protect_kernel.unwrap_or(true),
+        protect_cgroups: s.protect_cgroups.unwrap_or(true),
+        hide_runtime_dir: s.hide_runtime_dir.unwrap_or(true),
+        private_ipc: s.private_ipc.unwrap_or(true),
+        remove_ipc: s.remove_ipc.unwrap_or(true),
+    }
 }
 
 /// `cpu: 30%`: a whole percentage of one CPU, 1 to 100 per CPU of a 1024-CPU machine.

@@ -246,15 +246,7 @@ pub fn spawn(launch: Launch<'_>) -> io::Result<Child> {
         fds,
         wait_exec,
     } = launch;
-    let floor = if fds.channel.is_some() { CHANNEL_FD } else { 2 };
-    if let Some(fd) = fds.keep.iter().find(|&&fd| fd <= floor) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "descriptor {fd} cannot be kept at its number: the child's 0..={floor} are its own"
-            ),
-        ));
-    }
+    check_keep(&fds)?;
     if confine.seccomp {
         if let Err(e) = FILTER.get_or_init(Filter::new) {
             return Err(io::Error::other(e.clone()));
@@ -417,6 +409,21 @@ struct Plan {
     /// The write end of the report pipe ([`Launch::wait_exec`]), or -1.
     report: RawFd,
     parent: libc::pid_t,
+}
+
+/// Refuses a descriptor of `fds.keep` at a number the child's standard streams or
+/// channel take: the child's own would replace it.
+fn check_keep(fds: &Fds<'_>) -> io::Result<()> {
+    let floor = if fds.channel.is_some() { CHANNEL_FD } else { 2 };
+    match fds.keep.iter().find(|&&fd| fd <= floor) {
+        Some(fd) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "descriptor {fd} cannot be kept at its number: the child's 0..={floor} are its own"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The descriptors of `fds` (above the standard streams and the channel: [`spawn`]

@@ -378,21 +378,7 @@ impl RtPartitions {
                 let (cpu, set, name) = cpus_of(system, p, &task.name, &verdict.placement)?;
                 let d = self.domain(&mut domains, (name, cpu, &set), p, h, options)?;
                 let policy = initial_policy(now, p, &fifo, ti)?;
-                let spec = LinkSpec {
-                    name: task.name.clone(),
-                    task_index: index,
-                    budget_ns: task.budget,
-                    period_ns: task.period,
-                    deadline_ns: task.deadline,
-                    epoch_ns: options.epoch_ns,
-                    ring_depth: options.ring_depth,
-                };
-                let link = TaskLink::create(&spec).map_err(|source| RtError::Link {
-                    task: task.name.clone(),
-                    what: "control block and trace ring",
-                    source,
-                })?;
-                link.set_release_offset_ns(task.offset);
+                let link = task_link(task, index, options)?;
                 let cgroups: Vec<PathBuf> = std::iter::once(self.domains[d].dir())
                     .chain(joins.iter().map(PathBuf::as_path))
                     .map(Path::to_path_buf)
@@ -1006,6 +992,27 @@ fn pool_cpus(system: &System, p: &Partition) -> Option<CpuSet> {
 /// Sends `sig` to process `pid` (a task child of this process, not yet reaped).
 fn signal(pid: u32, sig: i32) {
     let _ = bulkhead_os::proc::kill(pid as i32, sig);
+}
+
+/// The control block and trace ring of `task`, the `index`th rt task, released from
+/// the run's epoch at the task's offset.
+fn task_link(task: &Task, index: u32, options: &RtOptions) -> Result<TaskLink> {
+    let spec = LinkSpec {
+        name: task.name.clone(),
+        task_index: index,
+        budget_ns: task.budget,
+        period_ns: task.period,
+        deadline_ns: task.deadline,
+        epoch_ns: options.epoch_ns,
+        ring_depth: options.ring_depth,
+    };
+    let link = TaskLink::create(&spec).map_err(|source| RtError::Link {
+        task: task.name.clone(),
+        what: "control block and trace ring",
+        source,
+    })?;
+    link.set_release_offset_ns(task.offset);
+    Ok(link)
 }
 
 /// Where `task` of `p` runs: its CPU, the CPUs of its exclusive domain and the domain's
