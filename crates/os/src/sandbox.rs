@@ -421,14 +421,20 @@ impl Mounts {
             .collect();
         wanted.sort_by_key(|(p, _)| p.components().count());
         let mut binds: Vec<Bind> = Vec::new();
-        let mut shown: Vec<std::path::PathBuf> = Vec::new();
+        let mut shown: Vec<(std::path::PathBuf, bool)> = Vec::new();
         for (path, read_only) in wanted {
-            if shown.iter().any(|s| path.starts_with(s)) {
+            // Shown already, with at least the rights it needs: a writable working
+            // directory below a read-only bind (a program's install prefix) is bound
+            // again, writable, over it.
+            let covered = |(s, s_read_only): &(std::path::PathBuf, bool)| {
+                path.starts_with(s) && (read_only || !s_read_only)
+            };
+            if shown.iter().any(covered) {
                 continue;
             }
             if let Some(bind) = Bind::new(&path, read_only) {
                 binds.push(bind);
-                shown.push(path);
+                shown.push((path, read_only));
             }
         }
         binds.truncate(MAX_BINDS);
@@ -752,6 +758,20 @@ mod tests {
                 (b"/tmp/clone/target/release", true),
             ]
         );
+    }
+
+    /// A working directory below a read-only path (a program's install prefix) stays
+    /// writable: it is bound again over the read-only one, after it.
+    #[test]
+    fn a_working_directory_below_a_read_only_path_stays_writable() {
+        let needs = ["/tmp/x/bin/prog", "/tmp/x"].map(std::path::PathBuf::from);
+        let m = Mounts::new(Some(Path::new("/tmp/x/desc")), &needs);
+        let paths: Vec<(&[u8], bool)> = m
+            .binds
+            .iter()
+            .map(|b| (b.path.as_bytes(), b.read_only))
+            .collect();
+        assert_eq!(paths, [(&b"/tmp/x"[..], true), (b"/tmp/x/desc", false)]);
     }
 
     /// A forked child that loads the filter cannot switch itself to SCHED_FIFO or change
