@@ -46,7 +46,7 @@ impl CanBus for SocketCan {
     }
 }
 
-pub use bulkhead_canwire::SOCKETCAN_PREFIX;
+pub use bulkhead_gateway_protocol::SOCKETCAN_PREFIX;
 
 /// Why a bus spec cannot be opened.
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! room for CAN FD (up to 64 bytes), and the Linux SocketCAN `struct can_frame`
 //! byte layout (`linux/can.h`).
 
-pub use bulkhead_canwire::{CanId, MAX_EXTENDED_ID, MAX_STANDARD_ID};
+pub use bulkhead_gateway_protocol::{CanId, MAX_EXTENDED_ID, MAX_STANDARD_ID};
 use std::fmt::{self, Write as _};
 
 /// Data bytes in a classic CAN frame, at most.
@@ -194,7 +194,7 @@ impl Frame {
 }
 
 /// `sizeof(struct can_frame)` on Linux.
-pub const CAN_FRAME_SIZE: usize = bulkhead_canwire::FRAME_SIZE;
+pub const CAN_FRAME_SIZE: usize = bulkhead_gateway_protocol::FRAME_SIZE;
 
 /// Why raw SocketCAN bytes are not a frame of this crate.
 #[derive(Debug, Clone, PartialEq, Eq)]

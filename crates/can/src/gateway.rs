@@ -25,13 +25,13 @@
 //! reception timestamp (u64 ns, little-endian), a per-bus sequence number (u64,
 //! little-endian; gaps reveal drops) and the Linux `struct can_frame`; the
 //! timestamp and sequence number of partition-to-gateway messages are ignored. The
-//! layout, like the gateway's command line and [`Role`], is `bulkhead-canwire`'s,
+//! layout, like the gateway's command line and [`Role`], is `bulkhead-gateway-protocol`'s,
 //! which the supervisor uses without this crate.
 
 use crate::bus::{CanBus, Received};
 use crate::frame::{CanId, Frame, RawFrameError};
-pub use bulkhead_canwire::{Role, WIRE_SIZE};
 use bulkhead_chan::{Receiver, RecvError, Sender};
+pub use bulkhead_gateway_protocol::{Role, WIRE_SIZE};
 use bulkhead_trace::{Event, EventKind, Sink};
 use serde_json::{json, Value};
 use std::cmp::Reverse;
@@ -45,12 +45,12 @@ use std::time::Duration;
 /// A gateway channel message: timestamp, sequence number, frame.
 pub fn encode(t_ns: u64, seq: u64, frame: &Frame) -> Option<[u8; WIRE_SIZE]> {
     let raw = frame.to_can_frame_bytes().ok()?;
-    Some(bulkhead_canwire::join(t_ns, seq, &raw))
+    Some(bulkhead_gateway_protocol::join(t_ns, seq, &raw))
 }
 
 /// The timestamp, sequence number and frame of a gateway channel message.
 pub fn decode(msg: &[u8; WIRE_SIZE]) -> Result<(u64, u64, Frame), RawFrameError> {
-    let (t_ns, seq, raw) = bulkhead_canwire::split(msg);
+    let (t_ns, seq, raw) = bulkhead_gateway_protocol::split(msg);
     Ok((t_ns, seq, Frame::from_can_frame_bytes(&raw)?))
 }
 

@@ -8,8 +8,8 @@
 use crate::dbc::Database;
 use crate::frame::{CanId, Frame};
 use crate::gateway::{self, WIRE_SIZE};
-pub use bulkhead_canwire::env_var;
 use bulkhead_chan::{Error as ChanError, OpenError, Receiver, RecvError, SendError, Sender};
+pub use bulkhead_gateway_protocol::env_var;
 use std::collections::HashMap;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -33,7 +33,7 @@ pub enum MapperError {
     Encode(String),
     /// [`Mapper::from_env`]: the partition's channels to the bus are not in the
     /// environment, or are not there.
-    Env(bulkhead_canwire::ClientError),
+    Env(bulkhead_gateway_protocol::ClientError),
 }
 
 impl fmt::Display for MapperError {
@@ -140,7 +140,7 @@ impl Mapper {
     /// (two values of [`Channel::open_handed`], comma-separated), as `bulkhead run`
     /// provides them to the processes of a client partition.
     pub fn from_env(bus: &str) -> Result<Mapper, MapperError> {
-        let (rx, tx) = bulkhead_canwire::client_channels(bus).map_err(MapperError::Env)?;
+        let (rx, tx) = bulkhead_gateway_protocol::client_channels(bus).map_err(MapperError::Env)?;
         Mapper::new(rx.receiver()?, tx.sender()?)
     }
 

@@ -34,8 +34,8 @@ use crate::bus;
 use crate::frame::CanId;
 use crate::gateway::{BusReader, BusWriter, Counters, Limit, LinkError, Role, WriterLink};
 use crate::trigger::{Trigger, Triggers};
-pub use bulkhead_canwire::parse_ids;
 use bulkhead_chan::{Channel, OpenError};
+pub use bulkhead_gateway_protocol::parse_ids;
 use bulkhead_task::clock::{now_ns, realtime_to_monotonic, sleep_until};
 use bulkhead_task::{Counter, Task};
 use bulkhead_trace::Discard;
@@ -454,7 +454,7 @@ mod tests {
         c.rate.clear();
         c.from[1].0 = "a".into();
         assert!(check(&c).unwrap_err().to_string().contains("twice"));
-        let speed = bulkhead_canwire::parse_trigger("SPEED<1").unwrap();
+        let speed = bulkhead_gateway_protocol::parse_trigger("SPEED<1").unwrap();
         c.from.pop();
         c.suspend_when = Some(speed.clone());
         assert!(check(&c)

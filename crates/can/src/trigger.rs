@@ -7,7 +7,7 @@
 
 use crate::dbc::Database;
 use crate::frame::{CanId, Frame};
-pub use bulkhead_canwire::Trigger;
+pub use bulkhead_gateway_protocol::Trigger;
 
 /// One watched condition.
 struct Watch {
@@ -128,7 +128,7 @@ impl Triggers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bulkhead_canwire::parse_trigger;
+    use bulkhead_gateway_protocol::parse_trigger;
 
     const DBC: &str = "BO_ 180 SPEED: 8 XXX\n SG_ SPEED : 47|16@0+ (0.01,0) [0|250] \"kph\" XXX\n";
 

@@ -58,7 +58,7 @@ pub fn socket_name(name: &str) -> String {
 
 /// Checks a bus name: 1..=64 characters of `[A-Za-z0-9_.-]`.
 pub fn check_name(name: &str) -> Result<(), BusError> {
-    if bulkhead_canwire::is_bus_name(name) {
+    if bulkhead_gateway_protocol::is_bus_name(name) {
         Ok(())
     } else {
         Err(BusError::BadName(name.to_string()))

@@ -25,8 +25,8 @@
 
 use crate::out::outln;
 use bulkhead_can::{gateway, CanId, Frame};
-use bulkhead_canwire::WIRE_SIZE;
 use bulkhead_chan::{Channel, Receiver, Sender};
+use bulkhead_gateway_protocol::WIRE_SIZE;
 use bulkhead_task::clock::{burn_cpu_until, now_ns, thread_cpu_ns};
 use bulkhead_task::{Counter, Task};
 use std::cell::{Cell, RefCell};

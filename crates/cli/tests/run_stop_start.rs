@@ -179,7 +179,7 @@ fn suspend_freezes_in_order_resume_thaws_in_reverse_and_bad_requests_disturb_not
         return;
     }
     let _lock = exclusive_cpus_lock();
-    let dir = Scratch::new("stopstart");
+    let dir = Scratch::new("stop-start");
     let tag = std::process::id().to_string();
     let file = system(&dir, &tag);
     let (socket, log) = (dir.file("car.sock"), dir.file("log.jsonl"));
@@ -310,7 +310,7 @@ fn a_best_effort_program_learns_of_each_stop_and_drops_inputs_from_before_the_re
         return;
     };
     let _lock = exclusive_cpus_lock();
-    let dir = Scratch::new("stopstart-be");
+    let dir = Scratch::new("stop-start-be");
     let (file, out) = (dir.file("car.yaml"), dir.file("events.txt"));
     let yaml = format!(
         "system: {{cpus: 0-1}}\npartitions:\n  - name: ivi\n    cpus: 1\n    processes: [{{cmd: {} {}}}]\n",
@@ -382,7 +382,7 @@ fn a_supervisor_killed_while_suspended_is_cleaned_up_by_the_next_start() {
     }
     let _lock = exclusive_cpus_lock();
     let _clean = common::CleanLeftovers;
-    let dir = Scratch::new("stopstart-kill");
+    let dir = Scratch::new("stop-start-kill");
     let tag = format!("{}9", std::process::id());
     let file = system(&dir, &tag);
     let (socket, log) = (dir.file("car.sock"), dir.file("log.jsonl"));
@@ -434,7 +434,7 @@ fn a_supervisor_killed_while_suspended_is_cleaned_up_by_the_next_start() {
 #[test]
 #[ignore = "needs root: cgroups"]
 fn suspend_to_ram_is_refused_before_anything_starts_where_the_platform_lacks_it() {
-    let dir = Scratch::new("stopstart-s3");
+    let dir = Scratch::new("stop-start-s3");
     let sysfs = dir.file("sys");
     std::fs::create_dir_all(sysfs.join("power")).unwrap();
     std::fs::write(sysfs.join("power/state"), "freeze disk\n").unwrap();
@@ -540,7 +540,7 @@ fn a_speed_condition_on_the_replayed_rav4_log_suspends_and_later_resumes_the_sys
         return;
     }
     let _lock = exclusive_cpus_lock();
-    let dir = Scratch::new("stopstart-trigger");
+    let dir = Scratch::new("stop-start-trigger");
     let tag = format!("{}5", std::process::id());
     let bus = format!("ss-trig-{}", std::process::id());
     let _bus = Running(Some(
@@ -632,7 +632,7 @@ fn a_best_effort_can_client_uses_only_frames_received_after_each_resume() {
         return;
     };
     let _lock = exclusive_cpus_lock();
-    let dir = Scratch::new("stopstart-be-can");
+    let dir = Scratch::new("stop-start-be-can");
     let bus = format!("ss-becan-{}", std::process::id());
     let _bus = Running(Some(
         common::bulkhead()

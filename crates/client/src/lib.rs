@@ -17,7 +17,7 @@ use bulkhead_os::fd::{read_raw, send_nonblocking, write_raw};
 use std::ffi::c_int;
 use std::sync::Mutex;
 
-pub mod stopstart;
+pub mod stop_start;
 
 /// Why a call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +29,7 @@ pub enum Error {
     /// Reading or writing the channel failed (errno).
     Io(i32),
     /// `BULKHEAD_STOP_START` is not set: not a best-effort program of a run without
-    /// windows ([`stopstart`]).
+    /// windows ([`stop_start`]).
     NoStopStart,
     /// `BULKHEAD_STOP_START` does not name a stop-start notice page.
     BadNotice,
@@ -291,21 +291,21 @@ pub struct CStopStartEvent {
     pub suspended_ns: u64,
 }
 
-static STOP_START: std::sync::OnceLock<stopstart::StopStart> = std::sync::OnceLock::new();
+static STOP_START: std::sync::OnceLock<stop_start::StopStart> = std::sync::OnceLock::new();
 static STOP_START_INIT: Mutex<()> = Mutex::new(());
 
 /// Runs `f` on the process's notice page, mapped at the first call (a failed mapping is
 /// tried again at the next call). The page is shared by the program's threads: a thread
 /// waiting for an event does not hold up another's `fresh`.
 fn with_stop_start<T>(
-    f: impl FnOnce(&stopstart::StopStart) -> Result<T, Error>,
+    f: impl FnOnce(&stop_start::StopStart) -> Result<T, Error>,
 ) -> Result<T, Error> {
     if let Some(s) = STOP_START.get() {
         return f(s);
     }
     let _guard = STOP_START_INIT.lock().unwrap_or_else(|e| e.into_inner());
     if STOP_START.get().is_none() {
-        let _ = STOP_START.set(stopstart::StopStart::open()?);
+        let _ = STOP_START.set(stop_start::StopStart::open()?);
     }
     f(STOP_START.get().expect("set above"))
 }
@@ -343,13 +343,13 @@ pub unsafe extern "C" fn bulkhead_stop_start_event(
         .map(std::time::Duration::from_nanos);
     let got = with_stop_start(|s| Ok(s.wait_event(timeout)));
     let c = match got {
-        Ok(Some(stopstart::Event::Suspending { seq, deadline_ns })) => CStopStartEvent {
+        Ok(Some(stop_start::Event::Suspending { seq, deadline_ns })) => CStopStartEvent {
             kind: 1,
             seq,
             at_ns: deadline_ns,
             suspended_ns: 0,
         },
-        Ok(Some(stopstart::Event::Resumed {
+        Ok(Some(stop_start::Event::Resumed {
             seq,
             resumed_at_ns,
             suspended_ns,
@@ -377,7 +377,7 @@ pub extern "C" fn bulkhead_stop_start_resumed_at_ns() -> u64 {
 /// CLOCK_MONOTONIC when not available).
 #[no_mangle]
 pub extern "C" fn bulkhead_stop_start_system_time_ns() -> u64 {
-    with_stop_start(|s| Ok(s.system_time_ns())).unwrap_or_else(|_| stopstart::monotonic_ns())
+    with_stop_start(|s| Ok(s.system_time_ns())).unwrap_or_else(|_| stop_start::monotonic_ns())
 }
 
 /// C: the stale/fresh rule for an input stamped `stamp_ns` on CLOCK_MONOTONIC: 1 fresh

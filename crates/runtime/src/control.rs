@@ -10,7 +10,7 @@
 use crate::health::{Managers, SharedHealth};
 use crate::links::Links;
 use crate::modes::ModeManager;
-use crate::stopstart::{Phase, StopStartManager};
+use crate::stop_start::{Phase, StopStartManager};
 use crate::tasks::TaskSummary;
 use crate::{LiveTasks, RunError};
 use bulkhead_chan::Channel;

@@ -1,6 +1,6 @@
 //! The health monitor of a run (docs/health.md): the pure machine of
 //! `bulkhead_model::health::monitor` fed by the threads that see the evidence (the
-//! free keeper reaps exits, the rt drain thread sees deadline misses), with the
+//! unwindowed keeper reaps exits, the rt drain thread sees deadline misses), with the
 //! actions those threads cannot take themselves (a mode switch, the run's stop) queued
 //! for the supervisor's loop. Each action taken is a warning line on stderr and a
 //! `health_action` event.
@@ -9,7 +9,7 @@
 //! call but the clock read).
 
 use crate::modes::ModeManager;
-use crate::stopstart::StopStartManager;
+use crate::stop_start::StopStartManager;
 use crate::tasks::RtPartitions;
 use crate::RunError;
 use bulkhead_control::SupervisionStatus;
@@ -27,7 +27,7 @@ pub struct Health {
     monitor: Monitor,
     /// Mode switches and stops for the supervisor's loop, in order.
     requests: Vec<Decision>,
-    /// Restarts of best-effort processes (`restart`, `restart_partition`), for the free
+    /// Restarts of best-effort processes (`restart`, `restart_partition`), for the unwindowed
     /// keeper.
     be_restarts: Vec<Decision>,
     /// Restarts of rt tasks, for the rt drain thread.
@@ -221,7 +221,7 @@ impl Health {
     }
 
     /// Sends `d` where it is carried out: a `log` is done at once; a restart goes to
-    /// the keeper of its member (the free keeper for a process, the rt drain thread for
+    /// the keeper of its member (the unwindowed keeper for a process, the rt drain thread for
     /// a task); a mode switch, a suspend and a stop (which stops the run, `why`) to the
     /// supervisor's loop.
     pub fn route(&mut self, d: Decision, why: String) {

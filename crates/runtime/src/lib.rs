@@ -18,7 +18,6 @@ pub mod enforce;
 mod event_loop;
 #[cfg(test)]
 mod fake_cgroups;
-mod free;
 mod health;
 pub mod housekeeping;
 mod isolation;
@@ -32,9 +31,10 @@ mod power;
 pub mod prio;
 mod rt;
 pub mod spawn;
-mod stopstart;
+mod stop_start;
 mod supervisor;
 pub mod tasks;
+mod unwindowed;
 
 pub use bulkhead_os::cgroup::Hierarchy;
 pub use isolation::IdentityError;
@@ -102,7 +102,7 @@ pub struct RunOptions {
 pub type Messages = std::sync::Arc<std::sync::Mutex<Vec<u8>>>;
 
 /// Per-task figures of the rt partitions, refreshed by the drain thread (`rt`), read by
-/// the control socket's `status` (`control`) and the stop-start manager (`stopstart`).
+/// the control socket's `status` (`control`) and the stop-start manager (`stop_start`).
 pub(crate) type LiveTasks = std::sync::Arc<std::sync::Mutex<Vec<crate::tasks::TaskSummary>>>;
 
 /// Why a run could not be carried out.

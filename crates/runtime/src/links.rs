@@ -10,7 +10,7 @@
 //!   [`bulkhead_chan::Channel::open_env`]).
 //! * Each bus (DriveOS 6.4.1, Programs 3-5) gets, per client partition, two fifo channels
 //!   of gateway messages (gateway to partition, partition to gateway); the client gets
-//!   `BULKHEAD_CAN_<BUS>` with both ([`bulkhead_canwire::env_var`]); the gateway's
+//!   `BULKHEAD_CAN_<BUS>` with both ([`bulkhead_gateway_protocol::env_var`]); the gateway's
 //!   reader and writer tasks get their command lines (`bulkhead can gateway`,
 //!   [`GatewayArgs`]: the writer each client's allowlist, its `rate` and `queue` where the
 //!   description sets them, and the bus's DBC, whose cycle times give the others). A
@@ -32,8 +32,8 @@
 
 use crate::isolation::PartitionEnv;
 use crate::RunError;
-use bulkhead_canwire::{env_var, CanId, GatewayArgs, Role, SOCKETCAN_PREFIX, WIRE_SIZE};
 use bulkhead_chan::{Channel, End, Spec};
+use bulkhead_gateway_protocol::{env_var, CanId, GatewayArgs, Role, SOCKETCAN_PREFIX, WIRE_SIZE};
 use bulkhead_model::{Bus, Channel as ModelChannel, ChannelKind, Endpoint, System};
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -401,7 +401,7 @@ fn triggers(system: &System, bus: &Bus, reader: &mut GatewayArgs) -> Result<(), 
             )));
         };
         reader.dbc = Some(dbc.clone());
-        let trigger = bulkhead_canwire::parse_trigger(&t.spec())
+        let trigger = bulkhead_gateway_protocol::parse_trigger(&t.spec())
             .map_err(|e| RunError::invalid(format!("stop_start.{key}: {e}")))?;
         match key {
             "suspend_when" => reader.suspend_when = Some(trigger),

@@ -56,7 +56,7 @@ impl Environment {
 
     /// [`Environment::demos`] of a best-effort partition in no window, whose channels
     /// the supervisor reads for heartbeats (`BULKHEAD_HEARTBEAT=1`).
-    pub fn free(confine: &Confinement) -> Environment {
+    pub fn unwindowed(confine: &Confinement) -> Environment {
         Environment::with_channel(false, confine, &[(bulkhead_client::HEARTBEAT_VAR, "1")])
     }
 

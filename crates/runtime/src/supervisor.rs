@@ -4,7 +4,6 @@
 
 use crate::control::Control;
 use crate::event_loop::{EventLoop, Wake};
-use crate::free::{FreeKeeper, FreeRun};
 use crate::health::{lock, Health, Managers, SharedHealth};
 use crate::isolation::Confinements;
 use crate::limits;
@@ -14,6 +13,7 @@ use crate::output::{Output, Relay};
 use crate::rt::{self, RtRun};
 use crate::spawn::{self, Environment, Prepared};
 use crate::tasks::TaskSummary;
+use crate::unwindowed::{UnwindowedKeeper, UnwindowedRun};
 use crate::{leftovers, CgroupsUnusable, RunError, RunOptions, Unrunnable};
 use bulkhead_model::{CpuSet, Nanos, System};
 use bulkhead_os::cgroup::{self, CgroupManager, Hierarchy, Partition, Process};
@@ -240,7 +240,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let host = Host::current(&options.workdir);
     resolve_programs(system, &host)?;
     crate::affinity::check(system, &own_cpus())?;
-    crate::stopstart::check_suspend_to_ram(system)?;
+    crate::stop_start::check_suspend_to_ram(system)?;
     let health = Health::start(system, options.control.is_some())?;
     let mut warnings = clean_leftovers(Some(&hierarchy));
     let mut control = options
@@ -250,7 +250,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         .transpose()?;
     let exe = std::env::current_exe().map_err(|e| RunError::io("the path of this program", e))?;
     let mut links = Links::create(system, &exe)?;
-    let notice = crate::stopstart::hand_notice(system, options, &mut links)?;
+    let notice = crate::stop_start::hand_notice(system, options, &mut links)?;
     links.listen(system)?;
     if let Some(c) = control.as_mut() {
         if let Some(h) = &health {
@@ -289,7 +289,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     }
     let own = own_cpus();
     let output = relay.as_ref().map(Relay::output);
-    let inputs = crate::free::Inputs {
+    let inputs = crate::unwindowed::Inputs {
         confinements: &confinements,
         programs: &programs,
         output: output.as_ref(),
@@ -297,20 +297,20 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         health: health.as_ref(),
         rt_cpusets: rt.as_ref().map_or(&[], |rt| rt.cpusets.as_slice()),
     };
-    let free = FreeRun::start(system, &hierarchy, &own, &inputs)?;
-    if let (Some(c), Some(f)) = (&mut control, &free) {
+    let unwindowed = UnwindowedRun::start(system, &hierarchy, &own, &inputs)?;
+    if let (Some(c), Some(f)) = (&mut control, &unwindowed) {
         c.measure_memory(f.memory_dirs());
     }
-    let free = free.map(FreeKeeper::keep).transpose()?;
+    let unwindowed = unwindowed.map(UnwindowedKeeper::keep).transpose()?;
     if system.windows.is_empty() {
         crate::affinity::pin(system, &mut warnings);
         if let Some(c) = &mut control {
-            let manager = stop_start(system, &hierarchy, rt.as_mut(), free.as_ref(), notice)?;
+            let manager = stop_start(system, &hierarchy, rt.as_mut(), unwindowed.as_ref(), notice)?;
             c.stop_start(manager);
         }
         let started = Started {
             rt,
-            free,
+            unwindowed,
             launch,
             fds_before,
             control,
@@ -379,8 +379,8 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let rt_tasks = rt.map(|rt| rt.finish().summaries).unwrap_or_default();
     sup.finish()?;
     let mut errors = std::mem::take(&mut sup.errors);
-    if let Some(free) = free {
-        let (w, e) = free.finish();
+    if let Some(unwindowed) = unwindowed {
+        let (w, e) = unwindowed.finish();
         warnings.extend(w);
         errors.extend(e);
     }
@@ -419,9 +419,9 @@ fn stop_start(
     system: &System,
     hierarchy: &Hierarchy,
     rt: Option<&mut RtRun>,
-    free: Option<&FreeKeeper>,
-    notice: Option<bulkhead_client::stopstart::NoticeWriter>,
-) -> Result<crate::stopstart::StopStartManager, RunError> {
+    unwindowed: Option<&UnwindowedKeeper>,
+    notice: Option<bulkhead_client::stop_start::NoticeWriter>,
+) -> Result<crate::stop_start::StopStartManager, RunError> {
     let (tasks, live, events, epoch_ns) = match rt {
         Some(rt) => (
             std::mem::take(&mut rt.stop_start),
@@ -436,11 +436,11 @@ fn stop_start(
             monotonic_ns(),
         ),
     };
-    crate::stopstart::StopStartManager::start(crate::stopstart::Inputs {
+    crate::stop_start::StopStartManager::start(crate::stop_start::Inputs {
         system,
         hierarchy,
         tasks,
-        be_dirs: free.map(|f| f.dirs.clone()).unwrap_or_default(),
+        be_dirs: unwindowed.map(|f| f.dirs.clone()).unwrap_or_default(),
         notice,
         live,
         events,
@@ -451,7 +451,7 @@ fn stop_start(
 /// What a system without windows started: rt partitions and unwindowed be partitions.
 struct Started {
     rt: Option<RtRun>,
-    free: Option<FreeKeeper>,
+    unwindowed: Option<UnwindowedKeeper>,
     launch: Instant,
     fds_before: usize,
     control: Option<Control>,
@@ -465,7 +465,7 @@ fn run_services(
     options: &RunOptions,
     mut warnings: Vec<String>,
 ) -> Result<Outcome, RunError> {
-    if s.rt.is_none() && s.free.is_none() {
+    if s.rt.is_none() && s.unwindowed.is_none() {
         return Err(RunError::invalid(
             "nothing to run: no windows, no rt tasks and no best-effort processes",
         ));
@@ -477,7 +477,7 @@ fn run_services(
     let health = s.health.as_ref().map(|h| (h, modes.as_mut()));
     let mut all_exited = || {
         s.rt.as_ref().is_none_or(|rt| rt.all_exited())
-            && s.free.as_ref().is_none_or(|f| f.all_exited())
+            && s.unwindowed.as_ref().is_none_or(|f| f.all_exited())
     };
     // The control socket's requests (a resume, a mode change) are served from this
     // loop: under SCHED_FIFO, as the windowed supervisor, they do not wait behind
@@ -499,7 +499,10 @@ fn run_services(
         c.stop_modes();
         warnings.extend(c.take_refused());
     }
-    let (w, mut errors) = s.free.map(FreeKeeper::finish).unwrap_or_default();
+    let (w, mut errors) = s
+        .unwindowed
+        .map(UnwindowedKeeper::finish)
+        .unwrap_or_default();
     warnings.extend(w);
     if let Some(why) = s
         .health

@@ -17,8 +17,8 @@
 
 pub mod be;
 
-use bulkhead_canwire::{client_channels, join, CanId, FRAME_SIZE};
 use bulkhead_chan::SendError;
+use bulkhead_gateway_protocol::{client_channels, join, CanId, FRAME_SIZE};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::FromRawFd;
 use std::path::Path;

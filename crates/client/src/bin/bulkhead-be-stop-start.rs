@@ -3,7 +3,7 @@
 //! it took at its start is still fresh (never, after a resume) and whether one taken
 //! now is. Exit 2 with a message when not run by `bulkhead run` with stop-start.
 
-use bulkhead_client::stopstart::{monotonic_ns, Event, StopStart};
+use bulkhead_client::stop_start::{monotonic_ns, Event, StopStart};
 use std::io::Write;
 use std::process::ExitCode;
 

@@ -12,9 +12,9 @@
 //! sequence numbers) between the resume and it. Exit 2 on bad arguments or when not run
 //! by `bulkhead run` with stop-start and a bus, 1 when OUT cannot be written.
 
-use bulkhead_canwire::{client_receiver, split, WIRE_SIZE};
 use bulkhead_chan::Receiver;
-use bulkhead_client::stopstart::{monotonic_ns, Event, StopStart};
+use bulkhead_client::stop_start::{monotonic_ns, Event, StopStart};
+use bulkhead_gateway_protocol::{client_receiver, split, WIRE_SIZE};
 use bulkhead_task::clock;
 use std::io::Write;
 use std::process::ExitCode;

@@ -46,7 +46,7 @@ fn main() -> ExitCode {
             },
             ("io", "--dir") => dir = value.into(),
             ("can", "--bus") => bus = Some(value.clone()),
-            ("can", "--id") => match bulkhead_canwire::parse_ids(value).as_deref() {
+            ("can", "--id") => match bulkhead_gateway_protocol::parse_ids(value).as_deref() {
                 Ok([one]) => id = Some(*one),
                 _ => return usage(&format!("--id: `{value}` is not one CAN id")),
             },

@@ -23,8 +23,8 @@
 //! `ss.steady_ns` the time from each resume to the first job whose newest frame was at
 //! most [`STEADY_AGE_NS`] old (back to steady-state throughput).
 
-use bulkhead_canwire::{client_receiver, split, WIRE_SIZE};
 use bulkhead_chan::{Receiver, RecvError};
+use bulkhead_gateway_protocol::{client_receiver, split, WIRE_SIZE};
 use bulkhead_task::{clock, flags, Counter, Error, Task, Wake};
 use std::cell::RefCell;
 use std::ops::ControlFlow;

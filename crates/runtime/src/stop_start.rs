@@ -13,7 +13,7 @@
 //! comes, not when the CPUs' reservations and SCHED_OTHER load leave the worker time. Best-effort programs
 //! have no control block and no way to acknowledge: they learn of the suspend and the
 //! resume through the client library's read-only notice page
-//! ([`bulkhead_client::stopstart`], published at the request and before the thaw) and
+//! ([`bulkhead_client::stop_start`], published at the request and before the thaw) and
 //! are frozen directly. Then, if asked and offered, suspend-to-RAM (`mem` into
 //! `<sysfs>/power/state`).
 //!
@@ -41,7 +41,7 @@ use crate::mailbox::{self, Receiver, Recv, Sender};
 use crate::modes::ModeEvents;
 use crate::tasks::StopStartTask;
 use crate::{leftovers, LiveTasks, RunError, RunOptions};
-use bulkhead_client::stopstart::{NoticeWriter, NOTICE_VAR};
+use bulkhead_client::stop_start::{NoticeWriter, NOTICE_VAR};
 use bulkhead_control::{ErrorCode, PartitionPower, PowerOutcome, Response, Ticket};
 use bulkhead_model::{Nanos, PartitionKind, Resume, StopStart, System};
 use bulkhead_os::cgroup::{self, Hierarchy, Version};

@@ -3,7 +3,7 @@
 //! memory limit), user and network namespace. An unwindowed partition with `cpus: all`
 //! (or none) gets every CPU the system may use except the rt partitions'.
 //!
-//! Postcondition of dropping a [`FreeRun`]: every process it started is dead and every
+//! Postcondition of dropping a [`UnwindowedRun`]: every process it started is dead and every
 //! cgroup it created is removed.
 
 use crate::health::{lock, SharedHealth};
@@ -39,13 +39,13 @@ pub fn partitions(system: &System) -> Vec<&Partition> {
         .collect()
 }
 
-struct FreeProc {
+struct UnwindowedProc {
     pid: i32,
     cgroup: Process,
     /// Its partition's cgroup: whom a `restart_partition` restarts with it.
     partition: cgroup::Partition,
-    /// The index of its command in [`FreeRun::plans`] and of its environment in
-    /// [`FreeRun::envs`]: what a restart needs.
+    /// The index of its command in [`UnwindowedRun::plans`] and of its environment in
+    /// [`UnwindowedRun::envs`]: what a restart needs.
     plan: usize,
     env: usize,
     /// The DEmOS channel's supervisor end: the process's heartbeats arrive on it
@@ -83,13 +83,13 @@ enum State {
 ///
 /// Field order matters: processes are killed in `Drop` before the commands and
 /// environments they may still read (v1, before exec) are freed.
-pub struct FreeRun {
+pub struct UnwindowedRun {
     cgroups: Box<dyn CgroupManager>,
     /// The hierarchy's version (v2 cannot put a partition below an rt cpuset).
     version: cgroup::Version,
     /// Each partition's name and freezer cgroup.
     dirs: Vec<(String, PathBuf)>,
-    procs: Vec<FreeProc>,
+    procs: Vec<UnwindowedProc>,
     /// Per partition: the cgroup directory holding its memory limit, if it has one.
     memory: Vec<Option<PathBuf>>,
     plans: Vec<Prepared>,
@@ -117,7 +117,7 @@ pub struct Inputs<'a> {
     pub rt_cpusets: &'a [(CpuSet, PathBuf)],
 }
 
-impl FreeRun {
+impl UnwindowedRun {
     /// Each partition with a memory limit: its name and the cgroup directory holding it.
     pub fn memory_dirs(&self) -> Vec<(String, PathBuf)> {
         let dirs = self.dirs.iter().zip(&self.memory);
@@ -131,12 +131,12 @@ impl FreeRun {
         hierarchy: &Hierarchy,
         own_cpus: &CpuSet,
         inputs: &Inputs<'_>,
-    ) -> Result<Option<FreeRun>, RunError> {
-        let free = partitions(system);
-        if free.is_empty() {
+    ) -> Result<Option<UnwindowedRun>, RunError> {
+        let unwindowed = partitions(system);
+        if unwindowed.is_empty() {
             return Ok(None);
         }
-        let cpus: Vec<CpuSet> = free
+        let cpus: Vec<CpuSet> = unwindowed
             .iter()
             .map(|p| partition_cpus(system, p, own_cpus))
             .collect::<Result<_, _>>()?;
@@ -146,7 +146,7 @@ impl FreeRun {
         let all = CpuSet::from_cpus(apart.flat_map(|c| c.iter())).map(|all| all.to_string());
         let cgroups = cgroup::create(hierarchy, &leftovers::instance_name(), all.as_deref())
             .map_err(RunError::Cgroup)?;
-        let mut run = FreeRun {
+        let mut run = UnwindowedRun {
             cgroups,
             version: hierarchy.version,
             dirs: Vec::new(),
@@ -158,7 +158,7 @@ impl FreeRun {
             errors: Vec::new(),
             health: inputs.health.cloned(),
         };
-        for (i, (p, cpus)) in free.iter().zip(&cpus).enumerate() {
+        for (i, (p, cpus)) in unwindowed.iter().zip(&cpus).enumerate() {
             let model = system
                 .partition_index(&p.name)
                 .expect("a partition of `system`");
@@ -206,7 +206,7 @@ impl FreeRun {
         self.memory
             .push(limits::apply(self.cgroups.as_mut(), p, cg)?);
         let confine = confinements.of(&p.name);
-        self.envs.push(Environment::free(&confine));
+        self.envs.push(Environment::unwindowed(&confine));
         for (k, process) in p.processes.iter().enumerate() {
             let where_ = || format!("partition `{}`, process {k} (`{}`)", p.name, process.cmd);
             let site = Site::Process {
@@ -240,7 +240,7 @@ impl FreeRun {
                     what: where_(),
                     source,
                 })?;
-            self.procs.push(FreeProc {
+            self.procs.push(UnwindowedProc {
                 pid: child.pid,
                 cgroup: pcg,
                 partition: cg,
@@ -496,14 +496,14 @@ impl FreeRun {
 }
 
 /// What a (re)start reads and where it starts: the commands, environments and
-/// cgroups of a [`FreeRun`].
+/// cgroups of a [`UnwindowedRun`].
 struct Files<'a> {
     plans: &'a [Prepared],
     envs: &'a [Environment],
     cgroups: &'a mut dyn CgroupManager,
 }
 
-impl FreeProc {
+impl UnwindowedProc {
     /// Kills it (its whole cgroup) and reaps it if it runs; started again at the next
     /// poll after `now`.
     fn end_for_restart(&mut self, cgroups: &mut dyn CgroupManager, now: Instant) {
@@ -535,9 +535,9 @@ impl Files<'_> {
     }
 }
 
-/// A [`FreeRun`] owned by a thread of its own that reaps and restarts its processes
+/// A [`UnwindowedRun`] owned by a thread of its own that reaps and restarts its processes
 /// every [`KEEP_PERIOD`] while the supervisor runs the rest.
-pub struct FreeKeeper {
+pub struct UnwindowedKeeper {
     /// Each partition's name and freezer cgroup.
     pub dirs: Vec<(String, PathBuf)>,
     stop: Arc<AtomicBool>,
@@ -545,26 +545,26 @@ pub struct FreeKeeper {
     thread: Option<JoinHandle<Reports>>,
 }
 
-/// What [`FreeKeeper::finish`] returns: warnings, and errors that fail the run.
+/// What [`UnwindowedKeeper::finish`] returns: warnings, and errors that fail the run.
 pub type Reports = (Vec<String>, Vec<String>);
 
 /// How often the keeper looks at its processes.
 const KEEP_PERIOD: Duration = Duration::from_millis(10);
 
-/// A [`FreeRun`] handed to the keeper thread.
-struct Owned(FreeRun);
+/// A [`UnwindowedRun`] handed to the keeper thread.
+struct Owned(UnwindowedRun);
 
-// SAFETY: the raw pointers inside a FreeRun (commands, environments, child stacks) point
-// into allocations the FreeRun itself owns; nothing else refers to them from this
-// process, so moving the whole FreeRun to another thread, which then owns it alone, is
+// SAFETY: the raw pointers inside a UnwindowedRun (commands, environments, child stacks) point
+// into allocations the UnwindowedRun itself owns; nothing else refers to them from this
+// process, so moving the whole UnwindowedRun to another thread, which then owns it alone, is
 // sound.
 unsafe impl Send for Owned {}
 
-impl FreeKeeper {
-    /// Hands `run` to a thread that keeps it until [`FreeKeeper::finish`]. Processes it
+impl UnwindowedKeeper {
+    /// Hands `run` to a thread that keeps it until [`UnwindowedKeeper::finish`]. Processes it
     /// restarts are that thread's children, whose parent-death signal fires when it
     /// ends: it ends only after its last look, when the run stops them anyway.
-    pub fn keep(run: FreeRun) -> Result<FreeKeeper, RunError> {
+    pub fn keep(run: UnwindowedRun) -> Result<UnwindowedKeeper, RunError> {
         let stop = Arc::new(AtomicBool::new(false));
         let all_exited = Arc::new(AtomicBool::new(false));
         let (s, a) = (stop.clone(), all_exited.clone());
@@ -577,7 +577,7 @@ impl FreeKeeper {
                 keep_until_stopped(&mut owned.0, &s, &a)
             })
             .map_err(|e| RunError::io("best-effort keeper thread", e))?;
-        Ok(FreeKeeper {
+        Ok(UnwindowedKeeper {
             dirs,
             stop,
             all_exited,
@@ -603,13 +603,17 @@ impl FreeKeeper {
     }
 }
 
-impl Drop for FreeKeeper {
+impl Drop for UnwindowedKeeper {
     fn drop(&mut self) {
         self.join();
     }
 }
 
-fn keep_until_stopped(run: &mut FreeRun, stop: &AtomicBool, all_exited: &AtomicBool) -> Reports {
+fn keep_until_stopped(
+    run: &mut UnwindowedRun,
+    stop: &AtomicBool,
+    all_exited: &AtomicBool,
+) -> Reports {
     while !stop.load(Ordering::Acquire) {
         run.poll(true);
         all_exited.store(run.all_exited(), Ordering::Release);
@@ -619,7 +623,7 @@ fn keep_until_stopped(run: &mut FreeRun, stop: &AtomicBool, all_exited: &AtomicB
     run.reports()
 }
 
-impl Drop for FreeRun {
+impl Drop for UnwindowedRun {
     fn drop(&mut self) {
         self.cgroups.kill_all();
         let deadline = Instant::now() + Duration::from_secs(5);
