@@ -7,8 +7,8 @@ use bulkhead_model::units::{format_duration, parse_duration};
 use bulkhead_model::CpuSet;
 use bulkhead_sim::trace::{perfetto, Event, ScheduleLogWriter, Sink};
 use bulkhead_sim::{
-    Arrivals, Behaviour, BuildOptions, ExecModel, Link, ModeSwitch, Options, Report, ServerChoice,
-    ServerKind, Sim, Stall, Suspension,
+    Arrivals, Behaviour, BuildOptions, ExecModel, Fault, Link, ModeSwitch, Options, Report,
+    ServerChoice, ServerKind, Sim, Stall, Suspension,
 };
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -40,6 +40,15 @@ pub struct Args {
     /// SEED (see docs/platform.md)
     #[arg(long, value_name = "SEED:RATE:MAX", value_parser = random_stalls)]
     stalls: Option<RandomStalls>,
+    /// The COUNT jobs of rt task TASK (NAME or PARTITION/NAME) released from system
+    /// time AT on overrun past their deadlines, as its `health:` sees misses
+    /// (repeatable; see docs/health.md)
+    #[arg(long, value_name = "TASK:AT:COUNT", value_parser = Fault::parse_miss)]
+    inject_miss: Vec<Fault>,
+    /// rt task TASK (NAME or PARTITION/NAME) exits at system time AT: it releases no
+    /// more jobs until its `health:` restarts it (repeatable; see docs/health.md)
+    #[arg(long, value_name = "TASK:AT", value_parser = Fault::parse_exit)]
+    inject_exit: Vec<Fault>,
     /// Request a switch to mode MODE at system time AT (repeatable; see docs/modes.md)
     #[arg(long, value_name = "AT:MODE", value_parser = ModeSwitch::parse)]
     mode_switch: Vec<ModeSwitch>,
@@ -254,6 +263,9 @@ pub fn run(args: Args) -> ExitCode {
     match simulate(&args) {
         Ok(report) => {
             out!("{}", summary(&report));
+            if let Some(why) = &report.health_ended {
+                return fail(format!("{}: {why}", args.file.display()));
+            }
             match report.energy.as_ref().and_then(|e| e.policy_error.as_ref()) {
                 Some(e) => fail(format!("{}: power policy: {e}", args.file.display())),
                 None => ExitCode::SUCCESS,
@@ -327,6 +339,8 @@ fn simulate(args: &Args) -> Result<Report, ExitCode> {
         mode_switches: args.mode_switch.clone(),
         stop: bulkhead_sim::stop::StopSpec::of(&system),
         stalls: stalls_of(args, &spec, until)?,
+        health: system.health.clone(),
+        faults: [args.inject_miss.clone(), args.inject_exit.clone()].concat(),
     };
     let sim = Sim::new(&spec, sim_options, outputs.enabled())
         .map_err(|e| fail(format!("{file}: {e}")))?;

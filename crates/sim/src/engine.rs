@@ -19,12 +19,14 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 
+mod health;
 mod io;
 mod modes;
 mod resume;
 mod servers;
 mod stalls;
 
+pub use health::{Fault, FaultKind};
 pub use stalls::{random_stalls, Stall};
 
 /// Jobs a task may have queued; releases beyond this backlog (a heavily overloaded
@@ -55,6 +57,11 @@ pub struct Options {
     pub stop: crate::stop::StopSpec,
     /// CPUs taken away for a while (`--inject-stall`, `--stalls`).
     pub stalls: Vec<Stall>,
+    /// The supervised tasks and processes (the description's `health:` keys); the
+    /// tasks among them are monitored ([`health`]).
+    pub health: Vec<bulkhead_model::health::Supervised>,
+    /// Faults injected on purpose (`--inject-miss`, `--inject-exit`).
+    pub faults: Vec<Fault>,
 }
 
 impl Options {
@@ -67,6 +74,8 @@ impl Options {
             mode_switches: Vec::new(),
             stop: crate::stop::StopSpec::default(),
             stalls: Vec::new(),
+            health: Vec::new(),
+            faults: Vec::new(),
         }
     }
 }
@@ -92,6 +101,10 @@ enum Ev {
     Mode(u32),
     /// The agent of member `i` of the mode table has completed its job.
     Ack(u32),
+    /// Injected fault `i` happens.
+    Fault(u32),
+    /// The health monitor's next watchdog expiry.
+    HealthTick,
 }
 
 /// The event queue: a binary heap of `(time, class | index | generation)` packed in
@@ -111,11 +124,13 @@ impl Queue {
             Ev::Windows => (5, 0, gen as u32),
             Ev::Mode(i) => (6, i, 0),
             Ev::Ack(i) => (7, i, 0),
+            Ev::Fault(i) => (8, i, 0),
+            Ev::HealthTick => (9, 0, gen as u32),
         };
-        debug_assert!(index < 1 << 29);
+        debug_assert!(index < 1 << 28);
         self.0.push(Reverse((
             at,
-            class << 61 | (index as u64) << 32 | gen as u64,
+            class << 60 | (index as u64) << 32 | gen as u64,
         )));
     }
 
@@ -126,9 +141,9 @@ impl Queue {
     /// The next event: time, event and generation.
     fn pop(&mut self) -> Option<(Nanos, Ev, u32)> {
         let Reverse((t, packed)) = self.0.pop()?;
-        let index = (packed >> 32) as u32 & ((1 << 29) - 1);
+        let index = (packed >> 32) as u32 & ((1 << 28) - 1);
         let gen = packed as u32;
-        let ev = match packed >> 61 {
+        let ev = match packed >> 60 {
             0 => Ev::Stall(index),
             1 => Ev::Replenish(index),
             2 => Ev::Release(index),
@@ -139,7 +154,9 @@ impl Queue {
             4 => Ev::Suspend(index),
             5 => Ev::Windows,
             6 => Ev::Mode(index),
-            _ => Ev::Ack(index),
+            7 => Ev::Ack(index),
+            8 => Ev::Fault(index),
+            _ => Ev::HealthTick,
         };
         Some((t, ev, gen))
     }
@@ -266,6 +283,8 @@ pub struct Sim<'a> {
     wall_offset: Nanos,
     /// Tasks whose head job waits for room in a fifo.
     blocked_writers: u32,
+    /// The health monitor, when tasks are supervised or faults injected.
+    health: Option<health::HealthState>,
 }
 
 impl<'a> Sim<'a> {
@@ -276,6 +295,7 @@ impl<'a> Sim<'a> {
             windows.check()?;
         }
         let modes = modes::ModeState::new(spec, &opts.mode_switches)?;
+        let health = health::HealthState::new(spec, &opts.health, &opts.faults)?;
         let mut sim = Sim {
             spec,
             rng: XorShiftRng::seed_from_u64(opts.seed),
@@ -300,6 +320,7 @@ impl<'a> Sim<'a> {
             stop_events: Vec::new(),
             wall_offset: 0,
             blocked_writers: 0,
+            health,
             opts,
         };
         sim.init();
@@ -315,6 +336,7 @@ impl<'a> Sim<'a> {
         }
         self.init_stalls();
         self.init_modes();
+        self.init_health();
         if let Some(windows) = &self.spec.windows {
             let mut driver = Driver::new(windows, self.opts.seed, self.opts.until);
             let mut out = Vec::new();
@@ -507,12 +529,14 @@ impl<'a> Sim<'a> {
             self.opts.until
         };
         while let Some(t) = self.next_time() {
-            if t >= end || t > limit {
+            if t >= end || t > limit || self.ended_by_health() {
                 break;
             }
             self.step(t);
         }
-        if self.next_time().is_none_or(|t| t >= end) {
+        if self.ended_by_health() {
+            self.finish(self.now);
+        } else if self.next_time().is_none_or(|t| t >= end) {
             self.finish(if self.opts.drain { self.now } else { end });
         } else {
             // Nothing happens before the next event: time has reached `limit`.
@@ -521,6 +545,11 @@ impl<'a> Sim<'a> {
         for event in self.events.drain(..) {
             sink.emit(event);
         }
+    }
+
+    /// Whether a health action (`stop`, `suspend`) ended the simulation.
+    fn ended_by_health(&self) -> bool {
+        self.health.as_ref().is_some_and(|h| h.ended.is_some())
     }
 
     /// Runs to the end and returns the statistics.
@@ -597,6 +626,8 @@ impl<'a> Sim<'a> {
             }
             Ev::Mode(i) => self.mode_request(i as usize, t),
             Ev::Ack(member) => self.agent_done(member as usize, t),
+            Ev::Fault(i) => self.fault(i as usize, t),
+            Ev::HealthTick => self.health_tick(gen, t),
         }
     }
 
@@ -625,12 +656,18 @@ impl<'a> Sim<'a> {
             Exec::Fixed(c) => c,
             Exec::Uniform { min, max } => self.rng.random_range(min..=max),
         };
+        let relative_deadline = params.map_or(spec.deadline, |p| p.deadline);
+        let exec = exec
+            + self
+                .health
+                .as_mut()
+                .map_or(0, |h| h.take_overrun(task, relative_deadline));
         let state = &mut self.tasks[task];
         let index = state.released;
         state.released += 1;
         state.stats.released += 1;
         state.last_release = Some(t);
-        let deadline = t.saturating_add(params.map_or(spec.deadline, |p| p.deadline));
+        let deadline = t.saturating_add(relative_deadline);
         let dropped = state.jobs.len() >= MAX_BACKLOG;
         if dropped {
             state.stats.dropped += 1;
@@ -685,6 +722,8 @@ impl<'a> Sim<'a> {
                     deadline_ns: deadline,
                 },
             );
+        }
+        if self.tracing || self.health.as_ref().is_some_and(|h| h.watches_misses(task)) {
             let check = Ev::Check {
                 task: task as u32,
                 job: index as u32,
@@ -745,6 +784,11 @@ impl<'a> Sim<'a> {
             self.write_outputs(task, cpu, t, messages);
         }
         self.fresh_frame(task, t);
+        self.evidence(
+            task,
+            bulkhead_model::health::monitor::Evidence::Heartbeat,
+            t,
+        );
         let s = spec.server;
         self.servers[s].pending -= 1;
         if self.servers[s].pending == 0 {
@@ -770,6 +814,7 @@ impl<'a> Sim<'a> {
                 deadline_ns: t,
             };
             self.emit(t, kind);
+            self.evidence(task, bulkhead_model::health::monitor::Evidence::Miss, t);
         }
     }
 
@@ -1038,6 +1083,7 @@ impl<'a> Sim<'a> {
             pipelines: Vec::new(),
             energy: self.windows.as_ref().and_then(Driver::energy),
             stops: self.stop_events.clone(),
+            health_ended: self.health.as_ref().and_then(|h| h.ended.clone()),
             background: crate::background::stats(&self.spec.background, self.now, |cpu| {
                 self.busy.get(cpu as usize).copied().unwrap_or(0)
             }),

@@ -42,6 +42,12 @@ pub enum SimError {
     /// `--mode-switch` to a mode the description does not have.
     #[error("--mode-switch {0}: no mode `{0}`")]
     NoMode(String),
+    /// `--inject-miss` or `--inject-exit` names no rt task.
+    #[error("injected fault on `{0}`: no rt task of that name (NAME or PARTITION/NAME)")]
+    NoTask(String),
+    /// `--inject-miss` or `--inject-exit` names a task of several partitions.
+    #[error("injected fault on `{0}`: several partitions have a task of that name; write PARTITION/NAME")]
+    AmbiguousTask(String),
 }
 
 /// The message, for the layers that report in text (the conformance suite).

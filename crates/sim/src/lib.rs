@@ -36,7 +36,7 @@ pub use build::{
 };
 pub use channels::{ChainStats, ChannelStats};
 pub use energy::{CpuEnergy, EnergyStats, PowerSpec};
-pub use engine::{random_stalls, Options, Sim, Stall, Suspension, MAX_BACKLOG};
+pub use engine::{random_stalls, Fault, FaultKind, Options, Sim, Stall, Suspension, MAX_BACKLOG};
 pub use error::{BuildError, SimError, SpecError};
 pub use modes::{ModeSwitch, ModeSwitchError, ModesSpec};
 pub use report::{Report, SwitchStats, TaskStats};
@@ -111,5 +111,6 @@ pub fn in_schedule_log(kind: &bulkhead_trace::EventKind) -> bool {
             | K::ModeDone { .. }
             | K::CpuFrequency { .. }
             | K::Message { .. }
+            | K::HealthAction { .. }
     )
 }

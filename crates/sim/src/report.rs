@@ -34,6 +34,9 @@ pub struct Report {
     /// got in the background of the rt tasks ([`crate::background`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub background: Vec<BackgroundStats>,
+    /// Why a health action (`stop`, `suspend`) ended the simulation early.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health_ended: Option<String>,
 }
 
 /// What a best-effort partition on rt CPUs got.

@@ -147,6 +147,26 @@ impl Sim<'_> {
         }
     }
 
+    /// A request for mode `name` at `t` from inside the simulation (a health action):
+    /// handled as a `--mode-switch` request; its refusal as the error.
+    pub(super) fn request_mode(&mut self, name: &str, t: Nanos) -> Result<(), String> {
+        let Some(modes) = self.spec_ref().modes.as_ref() else {
+            return Err("the system has no mode manager".to_string());
+        };
+        let Some(mode) = modes.table.mode(name) else {
+            return Err(format!("no mode `{name}`"));
+        };
+        let state = self.modes.as_mut().expect("mode state");
+        state.requests.push((t, mode));
+        let i = state.requests.len() - 1;
+        self.mode_request(i, t);
+        let state = self.modes.as_ref().expect("mode state");
+        match state.stats.last().and_then(|s| s.refused.clone()) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
+
     /// Carries out `steps` and records them.
     fn perform(&mut self, steps: Vec<Step>, t: Nanos) {
         for step in steps {
@@ -249,7 +269,7 @@ impl Sim<'_> {
     }
 
     /// The task stops: no more releases, its queued jobs are aborted.
-    fn deactivate(&mut self, task: usize, t: Nanos) {
+    pub(super) fn deactivate(&mut self, task: usize, t: Nanos) {
         let s = self.spec.tasks[task].server;
         let domain = self.spec.servers[s].domain;
         self.touch(domain, t);
