@@ -171,6 +171,21 @@ def run_memory(ctx):
     return measured, {"name": "the same run without outputs", "growth_kb": d["growth_kb_quiet"]}, verdict
 
 
+def health(ctx):
+    argv = ["bench/health"] + (["--quick"] if ctx.quick else [])
+    d = ctx.bench_json(argv, timeout=1800)
+    measured = {"faults": d["faults"]}
+    for key in ("crash_restart", "silence_restart", "miss_mode"):
+        for what, s in d[key].items():
+            measured.update({f"{key}_{what}_{k}": v for k, v in s.items()})
+    baseline = {"name": "the platform's floor in the same run (bulkhead probe, CPUs 0-1)",
+                "probe_max_us": d["floor"].get("max_us")}
+    p99 = measured.get("crash_restart_to_first_job_p99_us")
+    verdict = {"restart": target("a crashed task's next job within one period (10 ms), p99",
+                                 p99, p99 is not None and p99 <= 10_000)}
+    return measured, baseline, verdict
+
+
 def rt_isolation(ctx):
     d = ctx.bench_json(["bench/rt-isolation", "--duration", str(pick(ctx.quick, 5, 30))],
                        timeout=1800)
@@ -236,6 +251,10 @@ EXPERIMENTS = [
     Experiment("run-memory", "Supervisor memory over a long run", None, {},
                "bench/run-memory: a 1 kHz rt task, 60 s per run, without outputs, with a "
                "schedule log, with a trace.", "", run_memory, rt=True),
+    Experiment("health", "Health monitoring: from a fault's evidence to its action's end", None, {},
+               "bench/health: an rt task that crashes every 2 jobs (restart), a process that "
+               "falls silent (watchdog 20 ms, restart), a task that misses (mode switch, switched "
+               "back by ctl); 25 s each.", "", health, rt=True, timescale_us=10000),
     Experiment("rt-isolation", "DriveOS Table 3's tasks beside 20 hogs", None, {},
                "bench/rt-isolation: Table 3's Quest tasks as an rt partition on CPU 0, 20 hogs "
                "on CPU 1, 30 s; then as SCHED_OTHER processes.", "", rt_isolation,
