@@ -14,6 +14,18 @@
 //! from its own index), so a peer that scribbles on its own words only loses
 //! its own messages.
 //!
+//! **Cached indices** (the local copies of the peer's index of MCRingBuffer: Lee, Bu,
+//! Chandranmenon, "A lock-free, cache-efficient multi-core synchronization mechanism
+//! for line-rate network traffic monitoring", IPDPS 2010): the writer keeps the room its
+//! last read of the reader's index left ([`Producer`]'s `room`), the reader the writer's
+//! index it last read, and each reads the peer's word again only when the ring looks
+//! full (empty) by them: while it is neither, a side does not read the peer's index
+//! (its line stays where the peer writes it). A cached value is a lower bound of the room (messages) there is:
+//! the peer's index only moves forward. The orderings are those of the uncached ring:
+//! the writer reuses only slots whose release it acquired (the reader's Release store
+//! of its index after copying them out, the writer's Acquire load), and the reader
+//! copies only messages whose publication it acquired.
+//!
 //! Blocking spins `spin` times, then sleeps on the futex of the peer's `seq`
 //! word. No wake-up is lost: the sleeper sets its own `waiting` flag, issues a
 //! SeqCst fence, re-reads the peer's word and sleeps only while that word still
@@ -83,7 +95,8 @@ struct Ends {
     depth: u32,
     /// This process is registered for heavy barriers and can issue them.
     barriers: bool,
-    /// This side's publications since it last slept, up to [`CALM_OPS`].
+    /// Publications left before this side sets its `fence_free` (counting down from
+    /// [`CALM_OPS`] after each sleep; 0 once it did, or once it found it cannot).
     calm: u32,
     /// The value this side last stored in its `fence_free`.
     fence_free: bool,
@@ -104,7 +117,7 @@ impl Ends {
             peer,
             depth,
             barriers: sync::barriers_ready(),
-            calm: 0,
+            calm: CALM_OPS,
             fence_free,
         }
     }
@@ -164,9 +177,18 @@ impl Ends {
                 sync::wake(&self.mine().seq);
             }
         }
-        if self.calm < CALM_OPS {
-            self.calm += 1;
-        } else if self.barriers && !self.fence_free {
+        if self.calm != 0 {
+            self.calm -= 1;
+            if self.calm == 0 {
+                self.go_fence_free();
+            }
+        }
+    }
+    /// After [`CALM_OPS`] publications without a sleep: sets this side's `fence_free`
+    /// if its heavy barrier works (module doc). Out of line: once per calm spell.
+    #[cold]
+    fn go_fence_free(&mut self) {
+        if self.barriers && !self.fence_free {
             self.fence_free = true;
             self.mine().fence_free.store(1, Relaxed);
         }
@@ -190,7 +212,7 @@ impl Ends {
         seen: u32,
         wait: impl FnOnce(&AtomicU32, u32) -> Result<(), E>,
     ) -> Result<bool, E> {
-        self.calm = 0;
+        self.calm = CALM_OPS;
         self.mine().waiting.store(1, Relaxed);
         if self.fence_free {
             self.fence_free = false;
@@ -218,7 +240,12 @@ pub const DEFAULT_SPIN: u32 = 2000;
 pub struct Producer {
     ends: Ends,
     head: u32,
+    /// The reader's index as this side last read it (validated).
     tail_seen: u32,
+    /// Slots free at `head` by `tail_seen`: while it is not 0, a reserve needs neither
+    /// the reader's index nor a bounds check (the index is re-read only when the ring
+    /// looks full; Lamport's cached index, as in FastForward and MCRingBuffer).
+    room: u32,
     /// Overwriting mode: (messages written, oldest position not dropped).
     overwrite: Option<(u64, u64)>,
     /// Spin iterations before sleeping.
@@ -252,16 +279,16 @@ impl Producer {
         let tail = ends.peer().seq.load(Acquire) & INDEX;
         // A corrupt peer index is not this side's failure: it shows as an
         // error on each operation until the peer repairs it.
-        let tail = if ends.used(head, tail).is_ok() {
-            tail
-        } else {
-            head
+        let (tail, used) = match ends.used(head, tail) {
+            Ok(used) => (tail, used),
+            Err(_) => (head, 0),
         };
         ends.mine().seq.store(head, Release);
         Ok(Producer {
             ends,
             head,
             tail_seen: tail,
+            room: depth - used,
             overwrite: None,
             spin: DEFAULT_SPIN,
             sleeps: 0,
@@ -299,15 +326,20 @@ impl Producer {
     /// Slot number free for the next message, or `Full` / `Closed`.
     #[inline]
     pub fn try_reserve(&mut self) -> Result<usize, SendError> {
-        let used = self.ends.used(self.head, self.tail_seen);
-        if used.map_err(SendError::Corrupt)? < self.ends.depth {
+        if self.room != 0 {
             return Ok(self.ends.slot(self.head));
         }
         let t = self.ends.peer().seq.load(Acquire);
+        if t == self.tail_seen {
+            // Still full: the same (valid) index, not closed. A busy-polling writer
+            // stays on this short path.
+            return Err(SendError::Full);
+        }
         let used = self.ends.used(self.head, t & INDEX);
         let used = used.map_err(SendError::Corrupt)?;
         self.tail_seen = t & INDEX;
-        if used < self.ends.depth {
+        self.room = self.ends.depth - used;
+        if self.room != 0 {
             Ok(self.ends.slot(self.head))
         } else if t & CLOSED != 0 {
             Err(SendError::Closed)
@@ -338,11 +370,15 @@ impl Producer {
     }
 
     /// Publishes the message written into the reserved slot.
+    ///
+    /// Precondition: a reserve returned that slot since the last commit.
     #[inline]
     pub fn commit(&mut self) {
         if let Some((written, _)) = &mut self.overwrite {
             *written += 1;
             self.ends.mine().pos.store(*written, Release);
+        } else {
+            self.room -= 1;
         }
         self.head = self.ends.next(self.head);
         self.ends.publish(self.head);
@@ -461,6 +497,11 @@ impl Consumer {
             return Ok(self.ends.slot(self.tail));
         }
         let h = self.ends.peer().seq.load(Acquire);
+        if h == self.tail {
+            // Still empty: the same (valid) index, not closed. A busy-polling reader
+            // stays on this short path.
+            return Err(RecvError::Empty);
+        }
         let used = self.ends.used(h & INDEX, self.tail);
         used.map_err(RecvError::Corrupt)?;
         self.head_seen = h & INDEX;

@@ -143,6 +143,7 @@ pub fn heavy_barrier() -> bool {
 /// The light half of the pair: keeps the compiler from moving memory accesses across
 /// it; the processor's reordering across it is what [`heavy_barrier`] undoes.
 #[cfg(not(loom))]
+#[inline]
 pub fn light_barrier() {
     std::sync::atomic::compiler_fence(Ordering::SeqCst);
 }
@@ -171,6 +172,7 @@ pub fn light_barrier() {
 
 /// Spin-wait hint.
 #[cfg(not(loom))]
+#[inline]
 pub fn spin_hint() {
     std::hint::spin_loop();
 }
