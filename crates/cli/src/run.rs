@@ -96,6 +96,9 @@ pub fn run(args: Args) -> ExitCode {
     if let Err(code) = crate::common::resolve_programs(&system, (&args.file, &text)) {
         return code;
     }
+    if let Err(code) = crate::common::check_cgroups(&system, (&args.file, &text)) {
+        return code;
+    }
     if let Err(why) = create_outputs(&args) {
         return fail(why);
     }

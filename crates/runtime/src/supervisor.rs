@@ -223,6 +223,14 @@ fn fds_wanted(system: &System, before: usize) -> u64 {
     4 * programs as u64 + 64 + before as u64
 }
 
+/// The plan's name of the cgroup hierarchy `version`.
+pub fn plan_version(version: cgroup::Version) -> bulkhead_plan::CgroupVersion {
+    match version {
+        cgroup::Version::V1 => bulkhead_plan::CgroupVersion::V1,
+        cgroup::Version::V2 => bulkhead_plan::CgroupVersion::V2,
+    }
+}
+
 /// Runs `system`'s window schedule; see [`crate::run`].
 #[expect(
     clippy::too_many_lines,
@@ -237,6 +245,8 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         Some(h) => h.clone(),
         None => Hierarchy::detect().map_err(|m| RunError::Cgroups(CgroupsUnusable::Detect(m)))?,
     };
+    bulkhead_plan::cgroups::check(system, plan_version(hierarchy.version))
+        .map_err(|e| RunError::Invalid(Unrunnable::Unplaceable(e)))?;
     let host = Host::current(&options.workdir);
     resolve_programs(system, &host)?;
     crate::affinity::check(system, &own_cpus())?;
@@ -1396,5 +1406,30 @@ windows:
         assert!(thawed_again(&batch[1..], 0));
         assert!(!thawed_again(&batch[2..], 1));
         assert!(!thawed_again(&batch[5..], 0), "only later thaws count");
+    }
+
+    /// A be partition on a non-exclusive rt partition's CPUs on a cgroup v2 host: the
+    /// plan refuses it before anything starts (no rt task, no cgroup, no leftover
+    /// cleanup in the hierarchy).
+    #[test]
+    fn a_be_partition_below_rt_cpus_on_v2_is_refused_before_anything_starts() {
+        let yaml = "system: {cpus: 0-1}\npartitions:\n  - {name: r, kind: rt, cpus: 1, exclusive: false, tasks: [{name: t, cmd: sleep 1, budget: 1ms, period: 10ms}]}\n  - {name: b, cpus: 1, processes: [{cmd: sleep 1}]}\n";
+        let system = bulkhead_model::load_str(yaml, "shared.yaml")
+            .expect("valid")
+            .system;
+        let base =
+            std::env::temp_dir().join(format!("bulkhead-v2-refusal-{}-absent", std::process::id()));
+        let options = RunOptions {
+            hierarchy: Some(Hierarchy::v2_at(&base, true)),
+            workdir: std::env::temp_dir(),
+            ..RunOptions::default()
+        };
+        let e = run(&system, &options).expect_err("refused");
+        let RunError::Invalid(Unrunnable::Unplaceable(why)) = &e else {
+            panic!("not the plan's refusal: {e}");
+        };
+        assert_eq!(why.key_path, "partitions[1].cpus");
+        assert!(e.to_string().starts_with("partitions[1].cpus: partition `b` runs on CPUs 1 of the non-exclusive rt partition `r`"), "{e}");
+        assert!(!base.exists());
     }
 }
