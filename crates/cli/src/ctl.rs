@@ -55,9 +55,7 @@ fn system_name(text: &str) -> Result<String, String> {
     let ok = (1..=255).contains(&text.len())
         && text != "."
         && text != ".."
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        && bulkhead_os::name::safe_name(text) == text;
     match ok {
         true => Ok(text.to_string()),
         false => Err(
