@@ -239,20 +239,10 @@ fn local_tasks(p: &Partition, local: &LocalMode) -> Vec<Task> {
 
 fn agent_task(agent: Agent) -> Task {
     Task {
-        name: AGENT_TASK.to_string(),
-        cmd: String::new(),
-        budget: agent.budget,
-        period: agent.period,
-        deadline: agent.period,
         priority: Some(0),
-        release_jitter: 0,
-        offset: 0,
-        blocking: 0,
         resume: Resume::Restartable,
-        wcet_khz: None,
-        memory_bound_ppm: 0,
         service: Some(Service::ModeAgent),
-        server: None,
+        ..Task::periodic(AGENT_TASK, agent.budget, agent.period)
     }
 }
 
