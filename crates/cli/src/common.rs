@@ -123,6 +123,15 @@ pub fn check_cgroups(
     })
 }
 
+/// A positive duration with a unit (`500us`, `2ms`, `1s`): the syntax of every
+/// duration flag (`run --timeout`, `ctl --timeout`, `can ... --timeout`).
+pub fn positive_duration(text: &str) -> Result<std::time::Duration, String> {
+    match bulkhead_model::units::parse_duration(text, None)? {
+        0 => Err("must be a positive duration".into()),
+        ns => Ok(std::time::Duration::from_nanos(ns)),
+    }
+}
+
 /// How messages name `path`: `<stdin>` for `-`.
 pub fn name(path: &Path) -> String {
     if path == Path::new("-") {

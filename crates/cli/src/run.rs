@@ -1,9 +1,8 @@
 //! `bulkhead run`: execute a system description's window schedule on real cgroups.
 
-use crate::common::{load_system_on, this_machine};
+use crate::common::{load_system_on, positive_duration, this_machine};
 use crate::fail::{error_line, fail, run_failed, INVALID};
 use bulkhead_control::default_path;
-use bulkhead_model::units::parse_duration;
 use bulkhead_runtime::{RunOptions, StopReasonText};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,7 +22,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Stop this long after the schedule starts, e.g. 500ms or 10s (also bounds the init phase)
-    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", value_parser = duration)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", value_parser = positive_duration)]
     timeout: Option<Duration>,
     /// Print MSG as a line on stdout at the start of each window
     #[arg(long, value_name = "MSG")]
@@ -62,14 +61,6 @@ pub(crate) const REALTIME_PRIORITY: i32 = 40;
 /// A CPU list (`0`, `0-2,5`).
 fn cpu_list(text: &str) -> Result<bulkhead_model::CpuSet, String> {
     Ok(bulkhead_model::CpuSet::parse(text)?)
-}
-
-/// A positive duration with a unit (`500us`, `2ms`, `1s`).
-fn duration(text: &str) -> Result<Duration, String> {
-    match parse_duration(text, None)? {
-        0 => Err("must be a positive duration".into()),
-        ns => Ok(Duration::from_nanos(ns)),
-    }
 }
 
 pub fn run(args: Args) -> ExitCode {
