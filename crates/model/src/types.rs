@@ -5,8 +5,7 @@
 
 use crate::cpuset::CpuSet;
 
-/// A duration or instant in integer nanoseconds.
-pub type Nanos = u64;
+pub use crate::units::Nanos;
 
 /// A whole system description.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
