@@ -26,9 +26,10 @@
 //! some mode is *modal*: it has a mode agent (M2-Xen's DMM), a task of `agent.budget`
 //! every `agent.period` (the minimum time between two mode requests) above all its tasks.
 
-use crate::normalize::{err, Result};
-use crate::types::{Cpus, Nanos, Partition, PartitionKind, Resume, Service, System, Task};
+use crate::path_error::{err, Result};
+use crate::types::{Cpus, Partition, PartitionKind, Resume, Service, System, Task};
 use crate::units::parse_duration;
+use crate::units::Nanos;
 use serde::de::{self, value::MapAccessDeserializer, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet};

@@ -19,21 +19,7 @@ use crate::raw::*;
 use crate::types::*;
 use crate::units::{parse_duration, parse_size};
 
-/// An error or warning about the node at `path` (e.g. `windows[0].slices[1].cpu`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathError {
-    pub path: String,
-    pub message: String,
-}
-
-pub type Result<T> = std::result::Result<T, PathError>;
-
-pub fn err<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T> {
-    Err(PathError {
-        path: path.into(),
-        message: message.into(),
-    })
-}
+pub use crate::path_error::{err, PathError, Result};
 
 /// A partition referenced by name from a slice, checked once all partitions are known.
 #[derive(Debug, Clone)]
