@@ -86,11 +86,7 @@ pub fn check(system: &System, version: CgroupVersion) -> Result<(), Box<Unplacea
 mod tests {
     use super::*;
 
-    fn load(yaml: &str) -> System {
-        bulkhead_model::load_bytes(yaml.as_bytes(), "t.yaml")
-            .unwrap()
-            .system
-    }
+    use crate::tests::load;
 
     const SHARED: &str = "system: {cpus: 0-1}\npartitions:\n  - {name: r, kind: rt, cpus: 1, exclusive: false, tasks: [{name: t, cmd: x, budget: 1ms, period: 10ms}]}\n  - {name: b, cpus: 1, processes: [{cmd: y}]}\n";
 

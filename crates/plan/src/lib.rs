@@ -22,3 +22,13 @@ pub use bulkhead_analysis::system::Placement;
 pub use cgroups::{CgroupVersion, Unplaceable};
 pub use placement::Placements;
 pub use programs::{CommandError, Exec, Host, ProgramError, Programs, Search};
+
+#[cfg(test)]
+mod tests {
+    /// The system a description in `yaml` loads to (the plan's tests' inputs).
+    pub fn load(yaml: &str) -> bulkhead_model::System {
+        bulkhead_model::load_bytes(yaml.as_bytes(), "t.yaml")
+            .unwrap()
+            .system
+    }
+}

@@ -239,11 +239,7 @@ fn only_an_install_prefix_or_a_virtual_environment_is_kept_visible() {
     );
 }
 
-fn load(yaml: &str) -> System {
-    bulkhead_model::load_bytes(yaml.as_bytes(), "t.yaml")
-        .unwrap()
-        .system
-}
+use crate::tests::load;
 
 #[test]
 fn every_task_and_process_is_resolved_and_the_first_missing_one_named() {
