@@ -13,7 +13,9 @@
 //!   multiprocessor periodic resource model ([`prm`]), static window supply
 //!   ([`supply::WindowSupply`], [`windows`]);
 //! * an adapter from the system model with verdicts per task, partition and CPU
-//!   ([`system::analyze_system`]) and its text form ([`text::render_text`]);
+//!   ([`system::analyze_system`]) and its text form ([`text::render_text`]); the verdicts
+//!   and what builds them in [`report`], below the analyses of one mode ([`system`]), of
+//!   partitions as servers ([`servers`]) and of every mode and switch ([`modes`]);
 //! * end-to-end bounds of stage chains and tuned-pipe buffer sizes ([`pipeline`]);
 //! * UUniFast-discard task-set generation ([`generate`]).
 
@@ -28,6 +30,7 @@ pub mod pipeline;
 pub mod pipes;
 pub mod platform;
 pub mod prm;
+pub mod report;
 pub mod reservation;
 pub mod rta;
 pub mod sensitivity;

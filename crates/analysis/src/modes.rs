@@ -14,117 +14,18 @@
 //! one after), the task set must be schedulable on that interface. A switch that cannot
 //! be made safe is refused, naming the step and the partition.
 
+use crate::report::{cpu_names, Options, Report};
+pub use crate::report::{
+    LocalReport, ModeReport, ModesReport, PoolReport, Refusal, StepReport, TransitionReport,
+};
+pub use crate::reservation::{cap_ppm, CPU};
 use crate::servers::{resolve, ServerSet};
-use crate::system::{analyze_system_with, cpu_names, Options, Report};
-use crate::task::Time;
 use bulkhead_model::units::format_duration as fmt;
 use bulkhead_model::{Cpus, PartitionKind, SwitchPolicy, System};
 use bulkhead_modes::{
     bandwidth, demand, dry_run, verify, AckOrder, Interface, Local, Member, Pool, Ppm, Step,
     SwitchError, Table, TableMode, Violation,
 };
-use serde::Serialize;
-
-/// One CPU in ppm.
-pub const CPU: Ppm = bulkhead_modes::CPU_PPM;
-
-/// What the reservations of a pool's tasks may take of one of its CPUs in ppm (rounded
-/// down): the bandwidth cap `runtime/period` less the kernel's fair server
-/// ([`crate::reservation::FAIR_SERVER`]), as SCHED_DEADLINE admission counts them.
-pub fn cap_ppm(cap: (Time, Time)) -> Ppm {
-    let ppm = |(runtime, period): (Time, Time)| {
-        (runtime as u128 * CPU as u128 / period.max(1) as u128) as Ppm
-    };
-    match cap.0 >= cap.1 {
-        true => ppm(cap),
-        false => ppm(cap).saturating_sub(ppm(crate::reservation::FAIR_SERVER)),
-    }
-}
-
-/// What `bulkhead analyze` reports about the modes of a system.
-#[derive(Debug, Clone, Serialize)]
-pub struct ModesReport {
-    pub initial: String,
-    pub agent_budget_ns: Time,
-    pub agent_period_ns: Time,
-    /// Whether a boost reserve is held (some allowed switch boosts).
-    pub boost_reserved: bool,
-    pub pools: Vec<PoolReport>,
-    pub modes: Vec<ModeReport>,
-    pub transitions: Vec<TransitionReport>,
-}
-
-/// A pool of CPUs shared by partitions scheduled as servers.
-#[derive(Debug, Clone, Serialize)]
-pub struct PoolReport {
-    pub cpus: String,
-    pub capacity_ppm: Ppm,
-    /// The boost reserve (M2-Xen V-B's hypothetical VCPU): the agent budgets of the
-    /// pool's modal partitions per agent period.
-    pub reserve_ppm: Ppm,
-}
-
-/// The verdict on one mode.
-#[derive(Debug, Clone, Serialize)]
-pub struct ModeReport {
-    pub name: String,
-    pub schedulable: bool,
-    /// Per rt partition: its interface and demand in this mode.
-    pub partitions: Vec<LocalReport>,
-    /// Per pool: the bandwidth its interfaces and reserve take.
-    pub loads_ppm: Vec<Ppm>,
-    pub binding: String,
-    /// The full analysis of the system in this mode.
-    pub report: Report,
-}
-
-/// One partition in one mode.
-#[derive(Debug, Clone, Serialize)]
-pub struct LocalReport {
-    pub partition: String,
-    pub tasks: Vec<String>,
-    pub demand_ppm: Ppm,
-    /// The interface (partitions scheduled as servers): budget and period per CPU.
-    pub budget_ns: Option<Time>,
-    pub period_ns: Option<Time>,
-    pub bandwidth_ppm: Option<Ppm>,
-    /// Which of budget and period analysis derived.
-    pub derived: Vec<&'static str>,
-}
-
-/// The verdict on one allowed switch.
-#[derive(Debug, Clone, Serialize)]
-pub struct TransitionReport {
-    pub from: String,
-    pub to: String,
-    pub policy: &'static str,
-    pub safe: bool,
-    /// The steps of a dry run (acknowledgements in request order).
-    pub steps: Vec<StepReport>,
-    /// Per pool: the highest load during the switch.
-    pub peak_ppm: Vec<Ppm>,
-    pub refusal: Option<Refusal>,
-}
-
-/// One step of a switch.
-#[derive(Debug, Clone, Serialize)]
-pub struct StepReport {
-    /// `interface_change`, `agent_request`, `agent_ack` or `mode_done`.
-    pub event: &'static str,
-    pub partition: Option<String>,
-    pub boost: bool,
-    /// The load of the partition's pool after an interface change.
-    pub load_ppm: Option<Ppm>,
-}
-
-/// Why a switch is refused: the instant (the step about to be taken, 0-based) and the
-/// partition that would be overloaded.
-#[derive(Debug, Clone, Serialize)]
-pub struct Refusal {
-    pub step: usize,
-    pub partition: Option<String>,
-    pub message: String,
-}
 
 /// The global mode table of `system` with every interface resolved, as the mode
 /// manager of `sim` and `run` uses it. A budget no value makes schedulable is taken as
@@ -205,12 +106,18 @@ fn pool_cpus(system: &System, p: &bulkhead_model::Partition) -> Option<bulkhead_
 }
 
 /// The analysis of a system with modes: the initial mode as the main report, and
-/// every mode and allowed switch in [`Report::modes`].
-pub fn analyze(system: &System, options: &Options) -> Report {
+/// every mode and allowed switch in [`Report::modes`]. `analyze_mode` analyses the
+/// system as it runs in one mode, a system without modes (`crate::system`'s analysis,
+/// which calls this one for a system with modes).
+pub fn analyze(
+    system: &System,
+    options: &Options,
+    analyze_mode: &dyn Fn(&System) -> Report,
+) -> Report {
     let modes = system.modes.as_ref().expect("a system with modes");
     let table = mode_table(system, options);
     let mode_reports: Vec<ModeReport> = (0..table.modes.len())
-        .map(|m| mode_report(system, &table, m, options))
+        .map(|m| mode_report(system, &table, m, analyze_mode))
         .collect();
     let transitions: Vec<TransitionReport> = modes
         .allowed()
@@ -241,10 +148,15 @@ pub fn analyze(system: &System, options: &Options) -> Report {
     report
 }
 
-fn mode_report(system: &System, table: &Table, m: usize, options: &Options) -> ModeReport {
+fn mode_report(
+    system: &System,
+    table: &Table,
+    m: usize,
+    analyze_mode: &dyn Fn(&System) -> Report,
+) -> ModeReport {
     let name = &table.modes[m].name;
     let view = system.in_mode(name).expect("a mode of the table");
-    let report = analyze_system_with(&view, options);
+    let report = analyze_mode(&view);
     let loads = table.loads(m);
     let overloaded = table
         .pools

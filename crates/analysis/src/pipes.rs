@@ -221,20 +221,11 @@ fn add_stages(system: &mut System, p: &Pipeline, s: &Solution) {
 
 fn stage_task(stage: &bulkhead_model::Stage, solved: &SolvedStage) -> Task {
     Task {
-        name: stage.name.clone(),
         cmd: stage.cmd.clone(),
-        budget: solved.budget_ns,
-        period: solved.period_ns,
-        deadline: solved.period_ns,
         priority: stage.priority,
-        release_jitter: 0,
         offset: solved.offset_ns,
-        blocking: 0,
         resume: Resume::Continuable,
-        wcet_khz: None,
-        memory_bound_ppm: 0,
-        service: None,
-        server: None,
+        ..Task::periodic(stage.name.clone(), solved.budget_ns, solved.period_ns)
     }
 }
 

@@ -104,6 +104,22 @@ pub fn io_reservation(served: &Task, io_num: Time, io_den: Time) -> Task {
     Task::new(budget.max(1), served.period, served.period)
 }
 
+/// One CPU in ppm.
+pub const CPU: bulkhead_modes::Ppm = bulkhead_modes::CPU_PPM;
+
+/// What the reservations of a pool's tasks may take of one of its CPUs in ppm (rounded
+/// down): the bandwidth cap `runtime/period` less the kernel's fair server
+/// ([`FAIR_SERVER`]), as SCHED_DEADLINE admission counts them.
+pub fn cap_ppm(cap: (Time, Time)) -> bulkhead_modes::Ppm {
+    let ppm = |(runtime, period): (Time, Time)| {
+        (runtime as u128 * CPU as u128 / period.max(1) as u128) as bulkhead_modes::Ppm
+    };
+    match cap.0 >= cap.1 {
+        true => ppm(cap),
+        false => ppm(cap).saturating_sub(ppm(FAIR_SERVER)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

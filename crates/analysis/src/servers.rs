@@ -14,11 +14,11 @@
 use crate::assign::{first_fit_decreasing, CpuPolicy};
 use crate::edf::demand_test;
 use crate::prm::{gedf_schedulable, minimal_budget, minimal_mpr_budget, Bound, Mpr, Policy};
-use crate::rta::levels;
-use crate::supply::PeriodicSupply;
-use crate::system::{
+use crate::report::{
     partition_verdict, resume_warnings, CpuAcc, Interface, Placement, Report, TaskVerdict,
 };
+use crate::rta::levels;
+use crate::supply::PeriodicSupply;
 use crate::task::{Task, Time};
 use bulkhead_model::units::format_duration as fmt;
 use bulkhead_model::{Partition, Scheduler};
@@ -68,9 +68,9 @@ impl ServerSet {
     /// The tasks of `p` on `cpus` CPUs.
     pub fn of(p: &Partition, cpus: usize) -> ServerSet {
         ServerSet {
-            tasks: p.tasks.iter().map(crate::system::to_task).collect(),
+            tasks: p.tasks.iter().map(crate::report::to_task).collect(),
             names: p.tasks.iter().map(|t| t.name.clone()).collect(),
-            rank: crate::system::priority_ranks(p),
+            rank: crate::report::priority_ranks(p),
             edf: p.scheduler == Scheduler::Edf,
             cpus: cpus.max(1),
         }
@@ -358,7 +358,7 @@ pub(crate) fn analyze(
             1.0
         };
         acc.utilization += on_cpu.map(|i| set.tasks[i].utilization()).sum::<f64>() / share;
-        let load = acc.servers.unwrap_or(0) + budget_ppm.unwrap_or(crate::modes::CPU);
+        let load = acc.servers.unwrap_or(0) + budget_ppm.unwrap_or(crate::reservation::CPU);
         acc.servers = Some(load);
         acc.note = Some(format!(
             "server partition `{}`: {}",

@@ -4,6 +4,7 @@
 //! send (cansend), gen (cangen), in `can_utils.rs`. The logic lives in `bulkhead-can`.
 
 use crate::can_utils;
+use crate::common::positive_duration;
 use crate::fail::{fail, gateway_failed, usage};
 use bulkhead_can::candump::{self, open_log, Record};
 use bulkhead_can::dbc::LoadError;
@@ -15,9 +16,7 @@ use bulkhead_can::socketcand::Server;
 use bulkhead_can::vbus::{self, Bus};
 use bulkhead_can::Database;
 use bulkhead_can::Frame;
-pub(crate) use bulkhead_gateway_protocol::parse_bus_spec;
 use bulkhead_gateway_protocol::GatewayArgs;
-use bulkhead_model::units::parse_duration;
 use clap::Subcommand;
 use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
@@ -64,7 +63,7 @@ struct GatewayCmd {
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_frames: u64,
     /// Job period when not run by bulkhead (e.g. 2ms)
-    #[arg(allow_hyphen_values = true, long, default_value = "2ms", value_parser = parse_timeout)]
+    #[arg(allow_hyphen_values = true, long, default_value = "2ms", value_parser = positive_duration)]
     period: Duration,
 }
 
@@ -80,7 +79,7 @@ struct MapArgs {
     #[arg(long)]
     count: Option<u64>,
     /// Stop after this long (e.g. 2s, 500ms)
-    #[arg(allow_hyphen_values = true, long, value_parser = parse_timeout)]
+    #[arg(allow_hyphen_values = true, long, value_parser = positive_duration)]
     timeout: Option<Duration>,
 }
 
@@ -132,14 +131,6 @@ fn parse_listen(text: &str) -> Result<SocketAddr, String> {
 pub(crate) fn parse_bus_name(text: &str) -> Result<String, String> {
     vbus::check_name(text).map_err(|e| e.to_string())?;
     Ok(text.to_string())
-}
-
-/// A positive duration with a unit (`500us`, `2ms`, `1s`): the syntax of `run --timeout`.
-pub(crate) fn parse_timeout(text: &str) -> Result<Duration, String> {
-    match parse_duration(text, None)? {
-        0 => Err("must be a positive duration".into()),
-        ns => Ok(Duration::from_nanos(ns)),
-    }
 }
 
 pub fn run(args: Args) -> ExitCode {

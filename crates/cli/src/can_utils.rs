@@ -2,13 +2,14 @@
 //! `replay` (canplayer), `dump` (candump), `send` (cansend) and `gen` (cangen), with
 //! their options under the same letters where they exist.
 
-use crate::can::{parse_bus_spec, parse_timeout};
+use crate::common::positive_duration;
 use bulkhead_can::bus::{self, CanBus, SOCKETCAN_PREFIX};
 use bulkhead_can::candump::{self, open_log};
 use bulkhead_can::dump::{self, Filter, Filters, Format, Limits, Printer, Timestamps};
 use bulkhead_can::generate::{self, Generator, Mode, Spec};
 use bulkhead_can::replay::{self, Options, ReplayError, ReplayStats, Route};
 use bulkhead_can::Frame;
+use bulkhead_gateway_protocol::parse_bus_spec;
 use bulkhead_model::units::{format_duration, parse_duration};
 use std::io::Write;
 use std::path::PathBuf;
@@ -38,7 +39,7 @@ pub struct ReplayArgs {
     speed: f64,
     /// Skip gaps in log time longer than this (canplayer -s): the next record goes out
     /// at once
-    #[arg(allow_hyphen_values = true, short = 's', long, value_name = "DURATION", default_value = "10s", value_parser = parse_timeout)]
+    #[arg(allow_hyphen_values = true, short = 's', long, value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
     max_gap: Duration,
     /// Ignore the timestamps: send the records --gap apart (canplayer -t)
     #[arg(short = 't', long)]
@@ -242,7 +243,7 @@ pub struct DumpArgs {
     #[arg(short = 'n', long)]
     count: Option<u64>,
     /// Stop after this long (e.g. 2s, 500ms)
-    #[arg(allow_hyphen_values = true, long, value_parser = parse_timeout)]
+    #[arg(allow_hyphen_values = true, long, value_parser = positive_duration)]
     timeout: Option<Duration>,
 }
 

@@ -41,6 +41,11 @@ pub fn run(args: Args) -> ExitCode {
         if let Err(code) = crate::common::resolve_programs(&system, described) {
             return code;
         }
+        if host.is_some() {
+            if let Err(code) = crate::common::check_cgroups(&system, described) {
+                return code;
+            }
+        }
         outln!("{}: ok", crate::common::name(&args.file));
         outln!("{}", summary(&system));
         if !loaded.system.pipelines.is_empty() {

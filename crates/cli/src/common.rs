@@ -101,6 +101,37 @@ pub fn resolve_programs(
     })
 }
 
+/// Refuses what this machine's cgroup hierarchy cannot hold, as `run` will
+/// ([`bulkhead_plan::cgroups::check`]), at its position (`file:line:col: key.path: ...`),
+/// exit 1; nothing when no usable hierarchy is detected (`run` then fails on that).
+pub fn check_cgroups(
+    system: &bulkhead_model::System,
+    (file, text): (&Path, &str),
+) -> Result<(), ExitCode> {
+    let Ok(hierarchy) = bulkhead_os::cgroup::Hierarchy::detect() else {
+        return Ok(());
+    };
+    let version = bulkhead_runtime::plan_version(hierarchy.version);
+    bulkhead_plan::cgroups::check(system, version).map_err(|e| {
+        let why = e.to_string();
+        fail(bulkhead_model::diagnostic_at(
+            text,
+            &name(file),
+            &e.key_path,
+            why,
+        ))
+    })
+}
+
+/// A positive duration with a unit (`500us`, `2ms`, `1s`): the syntax of every
+/// duration flag (`run --timeout`, `ctl --timeout`, `can ... --timeout`).
+pub fn positive_duration(text: &str) -> Result<std::time::Duration, String> {
+    match bulkhead_model::units::parse_duration(text, None)? {
+        0 => Err("must be a positive duration".into()),
+        ns => Ok(std::time::Duration::from_nanos(ns)),
+    }
+}
+
 /// How messages name `path`: `<stdin>` for `-`.
 pub fn name(path: &Path) -> String {
     if path == Path::new("-") {

@@ -1,12 +1,13 @@
 //! `bulkhead ctl`: talk to a running system through its control socket (docs/control.md).
 
+use crate::common::positive_duration;
 use crate::fail::{error_line, fail, INVALID};
 use crate::out::{out, outln};
 use bulkhead_control::{
     discover, Client, ModeOutcome, PowerOutcome, Request, Response, Status, WindowsStatus,
     SOCKET_DIR,
 };
-use bulkhead_model::units::{format_duration, format_size, parse_duration};
+use bulkhead_model::units::{format_duration, format_size};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -27,7 +28,7 @@ pub struct Args {
     #[arg(long, global = true)]
     json: bool,
     /// How long to wait for the reply, e.g. 500ms or 30s
-    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", global = true, default_value = "10s", value_parser = duration)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", global = true, default_value = "10s", value_parser = positive_duration)]
     timeout: Duration,
     #[command(subcommand)]
     command: Command,
@@ -55,22 +56,13 @@ fn system_name(text: &str) -> Result<String, String> {
     let ok = (1..=255).contains(&text.len())
         && text != "."
         && text != ".."
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        && bulkhead_os::name::safe_name(text) == text;
     match ok {
         true => Ok(text.to_string()),
         false => Err(
             "want 1 to 255 of A-Z a-z 0-9 - _ . (the description's file name without extension)"
                 .into(),
         ),
-    }
-}
-
-fn duration(text: &str) -> Result<Duration, String> {
-    match parse_duration(text, None)? {
-        0 => Err("must be a positive duration".into()),
-        ns => Ok(Duration::from_nanos(ns)),
     }
 }
 

@@ -1,9 +1,8 @@
 //! `bulkhead run`: execute a system description's window schedule on real cgroups.
 
-use crate::common::{load_system_on, this_machine};
+use crate::common::{load_system_on, positive_duration, this_machine};
 use crate::fail::{error_line, fail, run_failed, INVALID};
 use bulkhead_control::default_path;
-use bulkhead_model::units::parse_duration;
 use bulkhead_runtime::{RunOptions, StopReasonText};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,7 +22,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Stop this long after the schedule starts, e.g. 500ms or 10s (also bounds the init phase)
-    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", value_parser = duration)]
+    #[arg(allow_hyphen_values = true, long, value_name = "DURATION", value_parser = positive_duration)]
     timeout: Option<Duration>,
     /// Print MSG as a line on stdout at the start of each window
     #[arg(long, value_name = "MSG")]
@@ -64,14 +63,6 @@ fn cpu_list(text: &str) -> Result<bulkhead_model::CpuSet, String> {
     Ok(bulkhead_model::CpuSet::parse(text)?)
 }
 
-/// A positive duration with a unit (`500us`, `2ms`, `1s`).
-fn duration(text: &str) -> Result<Duration, String> {
-    match parse_duration(text, None)? {
-        0 => Err("must be a positive duration".into()),
-        ns => Ok(Duration::from_nanos(ns)),
-    }
-}
-
 pub fn run(args: Args) -> ExitCode {
     let (loaded, text) = match load_system_on(&args.file, Some(&this_machine())) {
         Ok(loaded) => loaded,
@@ -94,6 +85,9 @@ pub fn run(args: Args) -> ExitCode {
         return fail(at);
     }
     if let Err(code) = crate::common::resolve_programs(&system, (&args.file, &text)) {
+        return code;
+    }
+    if let Err(code) = crate::common::check_cgroups(&system, (&args.file, &text)) {
         return code;
     }
     if let Err(why) = create_outputs(&args) {

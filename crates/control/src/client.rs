@@ -165,22 +165,14 @@ fn is_socket(path: &Path) -> bool {
 pub const SOCKET_DIR: &str = "/run/bulkhead";
 
 /// The default control socket of the system described by `description`:
-/// `/run/bulkhead/NAME.sock`, NAME being the file name without its extension.
+/// `/run/bulkhead/NAME.sock`, NAME being the file name without its extension
+/// ([`bulkhead_os::name::safe_name`]).
 pub fn default_path(description: &Path) -> PathBuf {
     let stem = description
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "bulkhead".into());
-    let name: String = stem
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let name = bulkhead_os::name::safe_name(&stem);
     Path::new(SOCKET_DIR).join(format!("{name}.sock"))
 }
 

@@ -4,6 +4,7 @@
 
 use crate::types::*;
 use crate::units::format_duration as dur;
+use crate::yaml::quote;
 use std::fmt::Write;
 
 /// Prints `system` as canonical YAML.
@@ -382,21 +383,4 @@ fn cpus_text(cpus: &Cpus) -> String {
         Cpus::All => "all".into(),
         Cpus::Set(set) => quote(&set.to_string()),
     }
-}
-
-/// A YAML double-quoted scalar.
-pub(crate) fn quote(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => write!(out, "\\u{:04x}", c as u32).unwrap(),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }

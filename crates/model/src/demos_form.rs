@@ -125,7 +125,7 @@ fn scalar(s: &str) -> String {
     if plain_is_safe(s) {
         s.to_string()
     } else {
-        crate::canonical::quote(s)
+        crate::yaml::quote(s)
     }
 }
 

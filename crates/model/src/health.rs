@@ -19,8 +19,8 @@
 
 pub mod monitor;
 
-use crate::normalize::{err, Result};
-use crate::types::{Nanos, System};
+use crate::path_error::{err, Result};
+use crate::units::Nanos;
 use crate::units::{format_duration, parse_duration};
 use serde::de::{self, value::MapAccessDeserializer, Deserializer, Visitor};
 use serde::Deserialize;
@@ -324,79 +324,6 @@ fn parse_action(raw: RawAction, path: &str) -> Result<Action> {
     }
 }
 
-/// Checks every `health:` key against the system (`paths` parallel to
-/// `system.health`): `on_miss` and `on_overrun` only on rt tasks; `restart` of a process
-/// only in a partition in no window (a windowed process is not restarted); a `mode:`
-/// action needs `modes:`, the mode, and a transition into it; `suspend` needs a system
-/// without windows (stop-start runs there only).
-pub fn validate(system: &System, paths: &[String]) -> Result<()> {
-    let windowed = system.windowed_partitions();
-    for (s, path) in system.health.iter().zip(paths) {
-        if let Member::Process(_) = s.member {
-            for (key, given) in [
-                ("on_miss", s.health.on_miss.is_some()),
-                ("on_overrun", s.health.on_overrun.is_some()),
-            ] {
-                if given {
-                    return err(
-                        format!("{path}.{key}"),
-                        "applies to rt tasks (a best-effort process has no deadline or budget to supervise)",
-                    );
-                }
-            }
-        }
-        for (key, escalation) in s.health.escalations() {
-            let steps = escalation.steps.iter().enumerate();
-            for (i, step) in steps {
-                let at = format!("{path}.{key}{}.action", ".then".repeat(i));
-                check_action(system, &step.action, &at, &s.partition, &windowed)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-fn check_action(
-    system: &System,
-    action: &Action,
-    path: &str,
-    partition: &str,
-    windowed: &std::collections::HashSet<&str>,
-) -> Result<()> {
-    match action {
-        Action::Restart | Action::RestartPartition if windowed.contains(partition) => err(
-            path,
-            format!(
-                "partition `{partition}` runs in windows, where a process is not restarted: restarts apply to partitions in no window"
-            ),
-        ),
-        Action::Suspend if !system.windows.is_empty() => err(
-            path,
-            "a system with a window schedule is not suspended (stop-start runs without windows)",
-        ),
-        Action::Mode(name) => {
-            let Some(modes) = &system.modes else {
-                return err(path, "a mode switch needs a `modes:` section");
-            };
-            if modes.mode(name).is_none() {
-                let names: Vec<&str> = modes.table.iter().map(|m| m.name.as_str()).collect();
-                return err(
-                    format!("{path}.mode"),
-                    format!("unknown mode `{name}` (modes: {})", names.join(", ")),
-                );
-            }
-            if !modes.allowed().iter().any(|(_, to, _)| to == name) {
-                return err(
-                    format!("{path}.mode"),
-                    format!("no transition in `modes.transitions` leads to `{name}`"),
-                );
-            }
-            Ok(())
-        }
-        _ => Ok(()),
-    }
-}
-
 /// The canonical text of a `health:` value (one flow mapping).
 pub fn canonical(h: &Health) -> String {
     let mut parts = Vec::new();
@@ -426,7 +353,7 @@ pub fn canonical(h: &Health) -> String {
 
 fn escalation_text(e: &Escalation) -> String {
     let action = |a: &Action| match a {
-        Action::Mode(m) => format!("{{mode: {}}}", crate::canonical::quote(m)),
+        Action::Mode(m) => format!("{{mode: {}}}", crate::yaml::quote(m)),
         other => other.text(),
     };
     let mut text = format!("action: {}", action(&e.steps[0].action));

@@ -16,6 +16,7 @@ pub mod host;
 pub mod input;
 pub mod modes;
 mod normalize;
+mod path_error;
 pub mod pipes;
 pub mod platform;
 pub mod power;

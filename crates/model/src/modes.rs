@@ -26,9 +26,10 @@
 //! some mode is *modal*: it has a mode agent (M2-Xen's DMM), a task of `agent.budget`
 //! every `agent.period` (the minimum time between two mode requests) above all its tasks.
 
-use crate::normalize::{err, Result};
-use crate::types::{Cpus, Nanos, Partition, PartitionKind, Resume, Service, System, Task};
+use crate::path_error::{err, Result};
+use crate::types::{Cpus, Partition, PartitionKind, Resume, Service, System, Task};
 use crate::units::parse_duration;
+use crate::units::Nanos;
 use serde::de::{self, value::MapAccessDeserializer, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet};
@@ -239,20 +240,10 @@ fn local_tasks(p: &Partition, local: &LocalMode) -> Vec<Task> {
 
 fn agent_task(agent: Agent) -> Task {
     Task {
-        name: AGENT_TASK.to_string(),
-        cmd: String::new(),
-        budget: agent.budget,
-        period: agent.period,
-        deadline: agent.period,
         priority: Some(0),
-        release_jitter: 0,
-        offset: 0,
-        blocking: 0,
         resume: Resume::Restartable,
-        wcet_khz: None,
-        memory_bound_ppm: 0,
         service: Some(Service::ModeAgent),
-        server: None,
+        ..Task::periodic(AGENT_TASK, agent.budget, agent.period)
     }
 }
 

@@ -19,21 +19,7 @@ use crate::raw::*;
 use crate::types::*;
 use crate::units::{parse_duration, parse_size};
 
-/// An error or warning about the node at `path` (e.g. `windows[0].slices[1].cpu`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathError {
-    pub path: String,
-    pub message: String,
-}
-
-pub type Result<T> = std::result::Result<T, PathError>;
-
-pub fn err<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T> {
-    Err(PathError {
-        path: path.into(),
-        message: message.into(),
-    })
-}
+pub use crate::path_error::{err, PathError, Result};
 
 /// A partition referenced by name from a slice, checked once all partitions are known.
 #[derive(Debug, Clone)]
@@ -977,20 +963,9 @@ pub fn add_gateway_tasks(system: &mut System) {
         ];
         for (name, budget, service) in services {
             p.tasks.push(Task {
-                name,
-                cmd: String::new(),
-                budget,
-                period: b.period,
-                deadline: b.period,
-                priority: None,
-                release_jitter: 0,
-                offset: 0,
-                blocking: 0,
                 resume: Resume::Restartable,
-                wcet_khz: None,
-                memory_bound_ppm: 0,
                 service: Some(service),
-                server: None,
+                ..Task::periodic(name, budget, b.period)
             });
         }
     }

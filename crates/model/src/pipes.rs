@@ -24,8 +24,9 @@
 //!                                          then the delay (10ms); a lone duration is the delay
 //! ```
 
-use crate::normalize::PathError;
-use crate::types::{ChannelKind, Nanos, Overflow, PartitionKind, System};
+use crate::path_error::PathError;
+use crate::types::{ChannelKind, Overflow, PartitionKind, System};
+use crate::units::Nanos;
 use crate::units::{format_duration, parse_duration};
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -11,8 +11,8 @@
 //!     - {cpu: 0, stall: 8ms}
 //! ```
 
-use crate::normalize::{err, Result};
-use crate::types::Nanos;
+use crate::path_error::{err, Result};
+use crate::units::Nanos;
 use crate::units::{format_duration, parse_duration};
 use serde::Deserialize;
 use std::collections::BTreeMap;

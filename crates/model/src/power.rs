@@ -15,7 +15,7 @@
 //! ```
 
 use crate::cpuset::CpuSet;
-use crate::normalize::{err, Result};
+use crate::path_error::{err, Result};
 use serde::Deserialize;
 
 #[derive(Deserialize, Debug)]

@@ -16,8 +16,9 @@
 //! partitions go first, the partition that holds the vehicle's I/O last (2.1: "the
 //! master sandbox's BSP core is the last to suspend"); the resume runs it backwards.
 
-use crate::normalize::{err, Result};
-use crate::types::{Bus, Nanos, PartitionKind, System};
+use crate::path_error::{err, Result};
+use crate::types::{Bus, PartitionKind, System};
+use crate::units::Nanos;
 use crate::units::{format_duration, parse_duration};
 use serde::Deserialize;
 

@@ -5,8 +5,7 @@
 
 use crate::cpuset::CpuSet;
 
-/// A duration or instant in integer nanoseconds.
-pub type Nanos = u64;
+pub use crate::units::Nanos;
 
 /// A whole system description.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -578,6 +577,29 @@ impl System {
 }
 
 impl Task {
+    /// A periodic task `name` with WCET `budget` and period `period`, its deadline the
+    /// period (implicit), and every other key at the description's default: no command,
+    /// deadline-monotonic priority, no jitter, offset or blocking, continuable, CPU-bound
+    /// at the top frequency, no service, no server.
+    pub fn periodic(name: impl Into<String>, budget: Nanos, period: Nanos) -> Task {
+        Task {
+            name: name.into(),
+            cmd: String::new(),
+            budget,
+            period,
+            deadline: period,
+            priority: None,
+            release_jitter: 0,
+            offset: 0,
+            blocking: 0,
+            resume: Resume::default(),
+            wcet_khz: None,
+            memory_bound_ppm: 0,
+            service: None,
+            server: None,
+        }
+    }
+
     /// The WCET at `khz` on CPUs whose top frequency is `top_khz`, rounded up: with `m`
     /// the memory-bound fraction and `f_wcet` the measuring frequency (`top_khz` when
     /// not given), `C(f) = C x (m + (1 - m) x f_wcet / f)`. The standard linear model

@@ -1,7 +1,8 @@
 //! Durations and sizes as written in a system description, parsed exactly
 //! (decimal arithmetic, no floating point) into integer nanoseconds and bytes.
 
-use crate::types::Nanos;
+/// A duration or instant in integer nanoseconds (the one time type; `types` re-exports it).
+pub type Nanos = u64;
 
 const UNITS_NS: [(&str, u64); 6] = [
     ("ns", 1),

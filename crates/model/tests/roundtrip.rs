@@ -378,20 +378,9 @@ fn bus(gateway: String, clients: Vec<String>) -> impl Strategy<Value = (Bus, [Ta
                 clients,
             };
             let task = |name: String, service| Task {
-                name,
-                cmd: String::new(),
-                budget,
-                period,
-                deadline: period,
-                priority: None,
-                release_jitter: 0,
-                offset: 0,
-                blocking: 0,
                 resume: Resume::Restartable,
-                wcet_khz: None,
-                memory_bound_ppm: 0,
                 service: Some(service),
-                server: None,
+                ..Task::periodic(name, budget, period)
             };
             let tasks = [
                 task(bus.reader_task(), Service::CanReader { bus: "pt".into() }),
@@ -546,4 +535,17 @@ proptest! {
         let loaded = load_str(&yaml, "canonical.yaml").map_err(|e| TestCaseError::fail(format!("{e}\n{yaml}")))?;
         prop_assert_eq!(&loaded.system, &sys, "{}", yaml);
     }
+}
+
+/// `Task::periodic` is the task a description makes of a name, budget and period alone:
+/// every other key at its default.
+#[test]
+fn a_periodic_task_is_what_a_description_of_name_budget_and_period_loads_to() {
+    let loaded = load_str(
+        "system: {cpus: 0}\npartitions:\n  - {name: p, kind: rt, cpus: 0, tasks: [{name: t, budget: 1ms, period: 10ms}]}\n",
+        "t.yaml",
+    )
+    .unwrap();
+    let task = &loaded.system.partitions[0].tasks[0];
+    assert_eq!(*task, Task::periodic("t", 1_000_000, 10_000_000));
 }

@@ -10,22 +10,7 @@ const MS: u64 = 1_000_000;
 
 /// A task set that differs per `tag` (so that the agent has to switch it).
 fn tasks(tag: u64) -> Vec<Task> {
-    vec![Task {
-        name: format!("t{tag}"),
-        cmd: "x".into(),
-        budget: MS,
-        period: 100 * MS,
-        deadline: 100 * MS,
-        priority: None,
-        release_jitter: 0,
-        offset: 0,
-        blocking: 0,
-        resume: Default::default(),
-        wcet_khz: None,
-        memory_bound_ppm: 0,
-        service: None,
-        server: None,
-    }]
+    vec![Task::periodic(format!("t{tag}"), MS, 100 * MS)]
 }
 
 /// A pool of `cpus` CPUs (full capacity) shared by members with 3 VCPUs each; mode 0

@@ -11,22 +11,7 @@ const PERIOD: u64 = 10_000_000;
 
 /// A task of period 1 ms whose demand is exactly `ppm` (its budget in ns).
 fn task(k: usize, ppm: u64) -> Task {
-    Task {
-        name: format!("t{k}"),
-        cmd: "x".into(),
-        budget: ppm.max(1),
-        period: 1_000_000,
-        deadline: 1_000_000,
-        priority: None,
-        release_jitter: 0,
-        offset: 0,
-        blocking: 0,
-        resume: Default::default(),
-        wcet_khz: None,
-        memory_bound_ppm: 0,
-        service: None,
-        server: None,
-    }
+    Task::periodic(format!("t{k}"), ppm.max(1), 1_000_000)
 }
 
 /// Per member of a mode: (share of its pool in 1..=100, demand as percent of its

@@ -30,7 +30,8 @@
 //!   [`harden`] (read-only host, hidden runtime directory, IPC and user namespaces),
 //!   [`oom`] (the OOM scores of the supervisor and of programs) and `pidns` (a pid
 //!   namespace under a minimal init);
-//! - [`ipc`]: what a uid left in the host's System V IPC and shared directories.
+//! - [`ipc`]: what a uid left in the host's System V IPC and shared directories;
+//! - [`name`]: the one rule for names bulkhead makes for the file system.
 //!
 //! It sits at the bottom of the OS layers: it imports no other bulkhead crate; the
 //! crates above (`plan` decides, `runtime` carries out) decide *what* to start, it
@@ -57,6 +58,7 @@ pub mod ipc;
 pub mod launch;
 pub mod limit;
 pub mod lock;
+pub mod name;
 pub mod netdev;
 pub mod oom;
 pub mod owner;

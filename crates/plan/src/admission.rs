@@ -133,11 +133,7 @@ fn mode_refusal(report: &Report) -> Option<Refusal> {
 mod tests {
     use super::*;
 
-    fn load(yaml: &str) -> System {
-        bulkhead_model::load_bytes(yaml.as_bytes(), "t.yaml")
-            .unwrap()
-            .system
-    }
+    use crate::tests::load;
 
     const CAP: (u64, u64) = (950_000, 1_000_000);
 

@@ -42,11 +42,7 @@ mod tests {
     use super::*;
     use bulkhead_analysis::system::analyze_system;
 
-    fn load(yaml: &str) -> bulkhead_model::System {
-        bulkhead_model::load_bytes(yaml.as_bytes(), "t.yaml")
-            .unwrap()
-            .system
-    }
+    use crate::tests::load;
 
     /// Fixed priority on two CPUs is partitioned (first-fit decreasing puts the two
     /// 60% tasks on different CPUs); EDF on two CPUs is global over both.

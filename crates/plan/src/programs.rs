@@ -20,7 +20,8 @@
 //! `/usr/local/bin:/usr/bin:/bin` ([`DEFAULT_PATH`]), unless `path` says otherwise.
 //!
 //! What the sandbox must keep visible ([`Exec::needs`]): the program (with the directory
-//! of a link to it and its installation prefix, [`program_needs`]), the files its
+//! of a link to it and its installation prefix, a virtual environment or a directory
+//! with `lib/`, [`program_needs`]), the files its
 //! arguments name (the script an interpreter is given, a log to replay), and the directories of the partition's
 //! `PATH`, each as an absolute path with its symbolic links resolved. The launcher
 //! shows those that a private `/tmp` or `/dev/shm` would hide, read-only
@@ -286,19 +287,28 @@ fn is_executable(path: &Path) -> bool {
 
 /// What running the program at `path` (absolute, as named) needs to see: the file its
 /// links lead to; the directory that holds it as named, when it is reached through a
-/// link (a Python virtual environment's `bin/python`), so that the name resolves as outside; and the
-/// installation prefix of a program in a `bin` directory (its parent: where a virtual
-/// environment keeps `pyvenv.cfg` and its packages, an install prefix its `lib` and
-/// `share`), which the program finds from the path it was started by.
+/// link (a Python virtual environment's `bin/python`), so that the name resolves as
+/// outside; and the installation prefix of a program in a `bin` directory (its parent),
+/// which the program finds from the path it was started by, when it is one
+/// ([`is_prefix`]).
 fn program_needs(path: &Path) -> Vec<PathBuf> {
     let target = canonical(path);
     let dir = path.parent().and_then(canonical);
     let prefix = dir
         .as_ref()
         .filter(|d| d.file_name().is_some_and(|n| n == "bin"))
-        .and_then(|d| d.parent().map(Path::to_path_buf));
+        .and_then(|d| d.parent().map(Path::to_path_buf))
+        .filter(|p| is_prefix(p));
     let named_dir = dir.filter(|_| target.as_deref() != Some(path));
     target.into_iter().chain(named_dir).chain(prefix).collect()
+}
+
+/// Whether the parent `dir` of a `bin` directory is an installation prefix its programs
+/// read: a virtual environment (it holds `pyvenv.cfg`, beside its packages) or a prefix
+/// with a `lib` directory. Any other parent (a project's directory holding `bin/tool`)
+/// is not made visible: read-only, it would hide what the partition writes there.
+fn is_prefix(dir: &Path) -> bool {
+    dir.join("pyvenv.cfg").is_file() || dir.join("lib").is_dir()
 }
 
 /// `path` with its links resolved, if it exists.

@@ -40,7 +40,7 @@ pub use bulkhead_os::cgroup::Hierarchy;
 pub use isolation::IdentityError;
 pub use links::{shell_words, stage_var};
 pub use power::PowerOptions;
-pub use supervisor::{clean_leftovers, Outcome};
+pub use supervisor::{clean_leftovers, plan_version, Outcome};
 
 use bulkhead_model::System;
 use std::path::PathBuf;
@@ -173,6 +173,8 @@ pub enum Unrunnable {
     Schedule(bulkhead_windows::ScheduleError),
     /// A task's or process's program cannot be found or run (`bulkhead-plan`).
     Program(Box<bulkhead_plan::ProgramError>),
+    /// A best-effort partition cannot be placed in this host's cgroups (`bulkhead-plan`).
+    Unplaceable(Box<bulkhead_plan::Unplaceable>),
     /// The reservations refuse the rt partitions' description (their commands and
     /// parameters) or the housekeeping isolation.
     Reserve(tasks::RtError),
@@ -196,6 +198,7 @@ impl std::fmt::Display for Unrunnable {
             Unrunnable::Cpufreq(e) => write!(f, "{e}"),
             Unrunnable::Schedule(e) => write!(f, "{e}"),
             Unrunnable::Program(e) => write!(f, "{e}"),
+            Unrunnable::Unplaceable(e) => write!(f, "{}: {e}", e.key_path),
             Unrunnable::Reserve(e) => write!(f, "{e}"),
             Unrunnable::Exec { what, source } => write!(f, "{what}: {source}"),
             Unrunnable::Identity { partition, source } => {
@@ -213,6 +216,7 @@ impl std::error::Error for Unrunnable {
             Unrunnable::Cpufreq(e) => Some(e),
             Unrunnable::Schedule(e) => Some(e),
             Unrunnable::Program(e) => Some(e.as_ref()),
+            Unrunnable::Unplaceable(e) => Some(e.as_ref()),
             Unrunnable::Reserve(e) => Some(e),
             Unrunnable::Exec { source, .. } => Some(source),
             Unrunnable::Identity { source, .. } => Some(source),

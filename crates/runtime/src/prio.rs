@@ -75,22 +75,7 @@ mod tests {
     use bulkhead_model::Task;
 
     fn task(name: &str, budget_us: u64, period_us: u64) -> Task {
-        Task {
-            name: name.into(),
-            cmd: String::new(),
-            budget: budget_us * 1000,
-            period: period_us * 1000,
-            deadline: period_us * 1000,
-            priority: None,
-            release_jitter: 0,
-            offset: 0,
-            blocking: 0,
-            resume: Default::default(),
-            wcet_khz: None,
-            memory_bound_ppm: 0,
-            service: None,
-            server: None,
-        }
+        Task::periodic(name, budget_us * 1000, period_us * 1000)
     }
 
     /// DriveOS Table 3, the Quest tasks A-H (budget, period in ms).

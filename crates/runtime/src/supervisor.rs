@@ -223,24 +223,37 @@ fn fds_wanted(system: &System, before: usize) -> u64 {
     4 * programs as u64 + 64 + before as u64
 }
 
-/// Runs `system`'s window schedule; see [`crate::run`].
-#[expect(
-    clippy::too_many_lines,
-    reason = "split into deciding and doing once issue 33's cgroup, health and shared-CPU \
-              changes to it are merged; the expectation fails when it is short enough"
-)]
-pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
-    let launch = Instant::now();
-    let fds_before = count_fds();
-    let fd_limit = bulkhead_os::sched::raise_fd_limit(fds_wanted(system, fds_before));
+/// The plan's name of the cgroup hierarchy `version`.
+pub fn plan_version(version: cgroup::Version) -> bulkhead_plan::CgroupVersion {
+    match version {
+        cgroup::Version::V1 => bulkhead_plan::CgroupVersion::V1,
+        cgroup::Version::V2 => bulkhead_plan::CgroupVersion::V2,
+    }
+}
+
+/// This machine's cgroups and programs, after every check that refuses `system` before
+/// anything starts: the plan's (the cgroups can hold its partitions, its programs
+/// resolve), its CPUs and its suspend-to-RAM trigger.
+fn refusals(system: &System, options: &RunOptions) -> Result<(Hierarchy, Host), RunError> {
     let hierarchy = match &options.hierarchy {
         Some(h) => h.clone(),
         None => Hierarchy::detect().map_err(|m| RunError::Cgroups(CgroupsUnusable::Detect(m)))?,
     };
+    bulkhead_plan::cgroups::check(system, plan_version(hierarchy.version))
+        .map_err(|e| RunError::Invalid(Unrunnable::Unplaceable(e)))?;
     let host = Host::current(&options.workdir);
     resolve_programs(system, &host)?;
     crate::affinity::check(system, &own_cpus())?;
     crate::stop_start::check_suspend_to_ram(system)?;
+    Ok((hierarchy, host))
+}
+
+/// Runs `system`'s window schedule; see [`crate::run`].
+pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
+    let launch = Instant::now();
+    let fds_before = count_fds();
+    let fd_limit = bulkhead_os::sched::raise_fd_limit(fds_wanted(system, fds_before));
+    let (hierarchy, host) = refusals(system, options)?;
     let health = Health::start(system, options.control.is_some())?;
     let mut warnings = clean_leftovers(Some(&hierarchy));
     let mut control = options
@@ -302,37 +315,92 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         c.measure_memory(f.memory_dirs());
     }
     let unwindowed = unwindowed.map(UnwindowedKeeper::keep).transpose()?;
+    let started = Started {
+        rt,
+        unwindowed,
+        launch,
+        fds_before,
+        control,
+        health,
+    };
     if system.windows.is_empty() {
-        crate::affinity::pin(system, &mut warnings);
-        if let Some(c) = &mut control {
-            let manager = stop_start(system, &hierarchy, rt.as_mut(), unwindowed.as_ref(), notice)?;
-            c.stop_start(manager);
-        }
-        let started = Started {
-            rt,
-            unwindowed,
-            launch,
-            fds_before,
-            control,
-            health,
-        };
-        return run_services(started, options, warnings);
+        let stop_start = (&hierarchy, notice);
+        return run_windowless(system, started, stop_start, options, warnings);
     }
-    let schedule = Schedule::from_system(system, &own)
+    let windowed = Windowed {
+        hierarchy: &hierarchy,
+        programs: &programs,
+        confinements: &confinements,
+        output: output.as_ref(),
+        own: &own,
+        fd_limit,
+        shared: shared.expect("a run with windows shares its outputs"),
+    };
+    run_windowed(system, started, windowed, options, warnings)
+}
+
+/// A system without windows, its rt and unwindowed be partitions `started`: pins the
+/// supervisor, hands the control socket its stop-start manager and runs the services.
+fn run_windowless(
+    system: &System,
+    mut started: Started,
+    (hierarchy, notice): (
+        &Hierarchy,
+        Option<bulkhead_client::stop_start::NoticeWriter>,
+    ),
+    options: &RunOptions,
+    mut warnings: Vec<String>,
+) -> Result<Outcome, RunError> {
+    crate::affinity::pin(system, &mut warnings);
+    if let Some(c) = &mut started.control {
+        let (rt, unwindowed) = (started.rt.as_mut(), started.unwindowed.as_ref());
+        let manager = stop_start(system, hierarchy, rt, unwindowed, notice)?;
+        c.stop_start(manager);
+    }
+    run_services(started, options, warnings)
+}
+
+/// What the window schedule's processes are started with besides the system.
+struct Windowed<'a> {
+    hierarchy: &'a Hierarchy,
+    programs: &'a Programs,
+    confinements: &'a Confinements,
+    output: Option<&'a Output>,
+    /// The CPUs this process may use.
+    own: &'a CpuSet,
+    /// The descriptors this process may hold.
+    fd_limit: u64,
+    /// The schedule log and trace the supervisor writes.
+    shared: Shared,
+}
+
+/// A system with windows, its rt and unwindowed be partitions `started`: starts the
+/// window schedule's processes frozen and drives the schedule until it stops.
+fn run_windowed(
+    system: &System,
+    started: Started,
+    w: Windowed<'_>,
+    options: &RunOptions,
+    mut warnings: Vec<String>,
+) -> Result<Outcome, RunError> {
+    // In the order `run` made them: dropped in reverse (unwindowed, rt, control).
+    let Started {
+        launch,
+        fds_before,
+        health: _,
+        mut control,
+        rt,
+        unwindowed,
+    } = started;
+    let schedule = Schedule::from_system(system, w.own)
         .map_err(|e| RunError::Invalid(Unrunnable::Schedule(e)))?;
     check_cpus(&schedule)?;
-    let plans = plan_commands(
-        &schedule,
-        &programs,
-        options,
-        &confinements,
-        output.as_ref(),
-    )?;
+    let plans = plan_commands(&schedule, w.programs, options, w.confinements, w.output)?;
     let mut run = Run {
         plans,
-        envs: environments(&schedule, &confinements),
+        envs: environments(&schedule, w.confinements),
         cgroups: cgroup::create(
-            &hierarchy,
+            w.hierarchy,
             &leftovers::instance_name(),
             Some(&schedule_cpus(&schedule).to_string()),
         )
@@ -343,12 +411,13 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     };
     // Two fds per process (channel, freeze file) when they fit; else one (the
     // freeze file is then opened at each switch).
-    let keep_open = 2 * schedule.processes.len() as u64 + 64 + fds_before as u64 <= fd_limit;
-    if schedule.processes.len() as u64 + 64 + fds_before as u64 > fd_limit {
+    let keep_open = 2 * schedule.processes.len() as u64 + 64 + fds_before as u64 <= w.fd_limit;
+    if schedule.processes.len() as u64 + 64 + fds_before as u64 > w.fd_limit {
         return Err(RunError::invalid(format!(
-            "{} processes need at least {} file descriptors, the limit is {fd_limit} (raise it with ulimit -n)",
+            "{} processes need at least {} file descriptors, the limit is {} (raise it with ulimit -n)",
             schedule.processes.len(),
-            schedule.processes.len() + 64
+            schedule.processes.len() + 64,
+            w.fd_limit
         )));
     }
     let power = match &options.power {
@@ -367,8 +436,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         .realtime_priority
         .map(|p| enter_realtime(p, &mut warnings));
     let must_run = must_run(system, &schedule);
-    let shared = shared.expect("a run with windows shares its outputs");
-    let mut sup = Supervisor::new(schedule, options, run, control, shared)?;
+    let mut sup = Supervisor::new(schedule, options, run, control, w.shared)?;
     sup.must_run = must_run;
     sup.power = power;
     let fds_held = count_fds().saturating_sub(fds_before);
@@ -1396,5 +1464,30 @@ windows:
         assert!(thawed_again(&batch[1..], 0));
         assert!(!thawed_again(&batch[2..], 1));
         assert!(!thawed_again(&batch[5..], 0), "only later thaws count");
+    }
+
+    /// A be partition on a non-exclusive rt partition's CPUs on a cgroup v2 host: the
+    /// plan refuses it before anything starts (no rt task, no cgroup, no leftover
+    /// cleanup in the hierarchy).
+    #[test]
+    fn a_be_partition_below_rt_cpus_on_v2_is_refused_before_anything_starts() {
+        let yaml = "system: {cpus: 0-1}\npartitions:\n  - {name: r, kind: rt, cpus: 1, exclusive: false, tasks: [{name: t, cmd: sleep 1, budget: 1ms, period: 10ms}]}\n  - {name: b, cpus: 1, processes: [{cmd: sleep 1}]}\n";
+        let system = bulkhead_model::load_str(yaml, "shared.yaml")
+            .expect("valid")
+            .system;
+        let base =
+            std::env::temp_dir().join(format!("bulkhead-v2-refusal-{}-absent", std::process::id()));
+        let options = RunOptions {
+            hierarchy: Some(Hierarchy::v2_at(&base, true)),
+            workdir: std::env::temp_dir(),
+            ..RunOptions::default()
+        };
+        let e = run(&system, &options).expect_err("refused");
+        let RunError::Invalid(Unrunnable::Unplaceable(why)) = &e else {
+            panic!("not the plan's refusal: {e}");
+        };
+        assert_eq!(why.key_path, "partitions[1].cpus");
+        assert!(e.to_string().starts_with("partitions[1].cpus: partition `b` runs on CPUs 1 of the non-exclusive rt partition `r`"), "{e}");
+        assert!(!base.exists());
     }
 }

@@ -28,17 +28,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// The unwindowed best-effort partitions of a system.
-pub fn partitions(system: &System) -> Vec<&Partition> {
-    let windowed = system.windowed_partitions();
-    system
-        .partitions
-        .iter()
-        .filter(|p| p.kind == PartitionKind::Be && !p.processes.is_empty())
-        .filter(|p| !windowed.contains(p.name.as_str()))
-        .collect()
-}
-
 struct UnwindowedProc {
     pid: i32,
     cgroup: Process,
@@ -85,8 +74,6 @@ enum State {
 /// environments they may still read (v1, before exec) are freed.
 pub struct UnwindowedRun {
     cgroups: Box<dyn CgroupManager>,
-    /// The hierarchy's version (v2 cannot put a partition below an rt cpuset).
-    version: cgroup::Version,
     /// Each partition's name and freezer cgroup.
     dirs: Vec<(String, PathBuf)>,
     procs: Vec<UnwindowedProc>,
@@ -132,13 +119,13 @@ impl UnwindowedRun {
         own_cpus: &CpuSet,
         inputs: &Inputs<'_>,
     ) -> Result<Option<UnwindowedRun>, RunError> {
-        let unwindowed = partitions(system);
+        let unwindowed = bulkhead_plan::cgroups::unwindowed(system);
         if unwindowed.is_empty() {
             return Ok(None);
         }
         let cpus: Vec<CpuSet> = unwindowed
             .iter()
-            .map(|p| partition_cpus(system, p, own_cpus))
+            .map(|(_, p)| partition_cpus(system, p, own_cpus))
             .collect::<Result<_, _>>()?;
         let apart = cpus
             .iter()
@@ -148,7 +135,6 @@ impl UnwindowedRun {
             .map_err(RunError::Cgroup)?;
         let mut run = UnwindowedRun {
             cgroups,
-            version: hierarchy.version,
             dirs: Vec::new(),
             procs: Vec::new(),
             memory: Vec::new(),
@@ -158,11 +144,8 @@ impl UnwindowedRun {
             errors: Vec::new(),
             health: inputs.health.cloned(),
         };
-        for (i, (p, cpus)) in unwindowed.iter().zip(&cpus).enumerate() {
-            let model = system
-                .partition_index(&p.name)
-                .expect("a partition of `system`");
-            run.start_partition((i, model), p, cpus, inputs)?;
+        for (i, ((model, p), cpus)) in unwindowed.iter().zip(&cpus).enumerate() {
+            run.start_partition((i, *model), p, cpus, inputs)?;
         }
         Ok(Some(run))
     }
@@ -188,14 +171,6 @@ impl UnwindowedRun {
         let cpus_text = cpus.to_string();
         let cg = match rt_cpuset(cpus, rt_cpusets) {
             None => self.cgroups.add_partition(&dir_name, &cpus_text),
-            Some(_) if self.version == cgroup::Version::V2 => {
-                return Err(RunError::invalid(format!(
-                    "partition `{}` runs on CPUs {cpus} of a non-exclusive rt partition: that \
-                     needs the cgroup v1 cpuset hierarchy (on v2 the rt partition's CPUs are a \
-                     cpuset partition whose tasks cannot share it with a child cgroup)",
-                    p.name
-                )))
-            }
             Some(parent) => self
                 .cgroups
                 .add_partition_below(&dir_name, &cpus_text, parent),

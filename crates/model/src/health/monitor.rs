@@ -9,7 +9,7 @@
 //! escalation as `then:` (docs/health.md).
 
 use super::{Action, Escalation, Health, Member, Supervised};
-use crate::types::Nanos;
+use crate::units::Nanos;
 use std::collections::VecDeque;
 
 /// What the supervisor saw of a supervised task or process.

@@ -262,20 +262,10 @@ pub(super) fn write_cpus(dir: &Path, cpus: &str) -> Result<()> {
     })
 }
 
-/// A cgroup-safe name for a partition: letters, digits, `-`, `_` and `.` kept,
-/// anything else replaced by `_`; prefixed with its index so that names stay unique.
+/// A cgroup-safe name for a partition ([`crate::name::safe_name`]), prefixed with its
+/// index so that names stay unique.
 pub fn partition_dir_name(index: usize, name: &str) -> String {
-    let clean: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("p{index}-{clean}")
+    format!("p{index}-{}", crate::name::safe_name(name))
 }
 
 #[cfg(test)]

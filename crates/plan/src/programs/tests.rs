@@ -204,6 +204,7 @@ fn a_program_reached_through_a_link_needs_its_directory_and_prefix() {
     let real = dir.file("real/python3", true);
     let venv = dir.0.join("venv");
     std::fs::create_dir_all(venv.join("bin")).unwrap();
+    std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
     std::os::unix::fs::symlink(&real, venv.join("bin/python")).unwrap();
     let h = host(&dir.0, None);
     let e = plan_in("venv/bin/python app.py", &h).unwrap();
@@ -216,11 +217,29 @@ fn a_program_reached_through_a_link_needs_its_directory_and_prefix() {
     assert_eq!(below, [&real], "{e:?}");
 }
 
-fn load(yaml: &str) -> System {
-    bulkhead_model::load_bytes(yaml.as_bytes(), "t.yaml")
-        .unwrap()
-        .system
+/// A program in a `bin` directory keeps its parent visible only when that is an
+/// installation prefix: one with `lib/`, or a virtual environment (`pyvenv.cfg`); a
+/// project's directory holding `bin/tool` is not one.
+#[test]
+fn only_an_install_prefix_or_a_virtual_environment_is_kept_visible() {
+    let dir = Dir::new("prefix");
+    let h = host(&dir.0, None);
+    let needs = |cmd: &str| plan_in(cmd, &h).unwrap().needs;
+    dir.file("project/bin/tool", true);
+    let project = dir.0.join("project");
+    assert!(!needs("project/bin/tool").contains(&project), "no prefix");
+    dir.file("usr/bin/tool", true);
+    std::fs::create_dir_all(dir.0.join("usr/lib")).unwrap();
+    assert!(needs("usr/bin/tool").contains(&dir.0.join("usr")), "lib/");
+    dir.file("env/bin/tool", true);
+    dir.file("env/pyvenv.cfg", false);
+    assert!(
+        needs("env/bin/tool").contains(&dir.0.join("env")),
+        "pyvenv.cfg"
+    );
 }
+
+use crate::tests::load;
 
 #[test]
 fn every_task_and_process_is_resolved_and_the_first_missing_one_named() {
