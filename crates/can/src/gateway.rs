@@ -525,10 +525,11 @@ pub struct BusWriter {
 
 /// What one frame may cost a writer job at most, ns: taking its message from a
 /// partition's channel (read, decode, allowlist, bucket) and handing it to the bus (one
-/// non-blocking send, a system call that wakes the bus). Measured on the shared 2-vCPU
-/// development VM (load average about 20; `BusWriter::step` over a virtual bus): taking a
-/// message 0.04 µs in a release build and 3.8 µs in a debug one, taking and sending a
-/// frame 8.1 µs (release) and 4.2 µs (debug) on average; 20 µs is about twice the larger.
+/// non-blocking send, a system call that wakes the bus). Measured in thread CPU time on
+/// the shared 2-vCPU development VM (load average about 12; `BusWriter::step` over a
+/// virtual bus): taking a message 0.04 µs in a release build and 0.45 µs in a debug one;
+/// taking and sending a frame 3.3 µs (release) and 7.2 µs (debug) on average, 5.8 and
+/// 12.6 µs in the worst job of 8 frames. 20 µs is about 1.6 times the debug worst.
 pub const FRAME_COST_NS: u64 = 20_000;
 
 /// What a writer job costs besides its frames, ns: refilling the buckets, publishing
