@@ -996,21 +996,15 @@ mod tests {
     #[test]
     fn a_job_takes_at_most_its_frames_in_turn_and_leaves_the_rest() {
         let wire = Wire::default();
-        let (mut w, counters, mut tx) = writer(
-            "turn",
-            &wire,
-            &[
-                ("flood", 0x100, Limit { rate: 0, queue: 0 }),
-                (
-                    "calm",
-                    0x200,
-                    Limit {
-                        rate: 1000,
-                        queue: 4,
-                    },
-                ),
-            ],
+        let (none, calm) = (
+            Limit { rate: 0, queue: 0 },
+            Limit {
+                rate: 1000,
+                queue: 4,
+            },
         );
+        let partitions = [("flood", 0x100, none), ("calm", 0x200, calm)];
+        let (mut w, counters, mut tx) = writer("turn", &wire, &partitions);
         wire.give(100);
         put(&mut tx[0].0, 0x100, 16);
         put(&mut tx[1].0, 0x200, 2);
