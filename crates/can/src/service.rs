@@ -14,7 +14,8 @@
 //!   the cycle times of `--dbc`), the frames of all in arbitration order, never waiting
 //!   for the bus.
 //!
-//! Each job handles at most `max_frames` frames and never waits for the bus or a
+//! Each job handles at most `max_frames` frames, and under a supervisor a writer's job
+//! no more than its budget covers ([`frames_per_job`]), and never waits for the bus or a
 //! partition. Under a supervisor (the [`bulkhead_task::ENV`] variable is set) a job is
 //! one activation: the writer's is released periodically ([`Task::wait_next_period`]),
 //! the reader's by the reception of a frame ([`Task::wait_arrival`]: between jobs it
@@ -32,7 +33,9 @@
 
 use crate::bus;
 use crate::frame::CanId;
-use crate::gateway::{BusReader, BusWriter, Counters, Limit, LinkError, Role, WriterLink};
+use crate::gateway::{
+    frames_per_job, BusReader, BusWriter, Counters, Limit, LinkError, Role, WriterLink,
+};
 use crate::trigger::{Trigger, Triggers};
 use bulkhead_chan::{Channel, OpenError};
 pub use bulkhead_gateway_protocol::parse_ids;
@@ -365,7 +368,7 @@ fn run_task(
             Err(bulkhead_task::Error::Stopped) => break,
             Err(e) => return Err(failed(e)),
         }
-        let result = job.step(config.max_frames);
+        let result = job.step(job_frames(config, &task));
         let mut slot = slots.iter();
         counters.for_each_value(config.role, |value| {
             if let Some(&counter) = slot.next() {
@@ -378,6 +381,18 @@ fn run_task(
         result?;
     }
     Ok(())
+}
+
+/// The frames of one job under a supervisor: `--max-frames`, and for the writer no more
+/// than its budget covers ([`frames_per_job`] of the budget the supervisor set, read at
+/// every job since a mode change may set another).
+fn job_frames(config: &Config, task: &Task) -> usize {
+    match config.role {
+        Role::Reader => config.max_frames,
+        Role::Writer => config
+            .max_frames
+            .min(frames_per_job(task.params().budget_ns)),
+    }
 }
 
 /// One job every `config.period` on an absolute grid; releases that passed while a

@@ -87,13 +87,6 @@ buses:
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    let writer = format!("{bus}-writer");
-    let of_writer = |event: &str| {
-        events
-            .iter()
-            .filter(|e| e["event"] == event && e["task"] == writer.as_str())
-            .count()
-    };
     let counter = |name: &str| {
         let last = events
             .iter()
@@ -103,15 +96,23 @@ buses:
     };
 
     // The writer ran its jobs, period after period.
-    let (jobs, misses) = (of_writer("job_complete"), of_writer("deadline_miss"));
+    let (jobs, misses) = writer_jobs(&events, &format!("{bus}-writer"));
+    eprintln!(
+        "evil.tx_sent={} evil.tx_dropped={} ic.tx_sent={} ic.tx_dropped={}",
+        counter("evil.tx_sent"),
+        counter("evil.tx_dropped"),
+        counter("ic.tx_sent"),
+        counter("ic.tx_dropped"),
+    );
     assert!(jobs >= 500, "{jobs} writer jobs\n{stderr}");
-    // Blocked on the bus it missed most of them (2,000 and more of 2,500, issue 35). With
-    // the limits it still misses some: draining the flooder's channel each job (a depth
-    // of frames to count and drop) overruns its 100 us now and then, 0 to 4% of its jobs
-    // on a quiet machine in bench/can-flood, up to 49% (710 of 1,440) in a run of this
-    // test from a clone under /tmp: bounded here below what blocking cost, at 60%.
+    // Blocked on the bus it missed most of them (2,000 and more of 2,500, issue 35).
+    // Draining the flooder's channel down to its depth each job (256 messages to count and
+    // drop, 116 us of CPU in a debug build) then overran its 200 us budget in up to 58% of its jobs
+    // (936 of 1,605 from a fresh clone). A job now handles the frames its budget covers
+    // (9), the partitions in turn: 0 to 14 misses in 2,000 jobs over 5 runs of each build
+    // on the shared machine; a tenth leaves room for a busy one.
     assert!(
-        misses * 5 <= jobs * 3,
+        misses * 10 <= jobs,
         "{misses} writer misses in {jobs} jobs\n{stderr}"
     );
     // The flooder: no more than its rate over the run (and its burst), the rest dropped.
@@ -132,4 +133,23 @@ buses:
     let frames_of = |id: &str| on_bus.lines().filter(|l| l.contains(id)).count() as u64;
     assert_eq!(frames_of(" 100#"), CALM, "frames of 0x100 on the bus");
     assert_eq!(frames_of(" 050#"), sent, "the flooder's frames on the bus");
+}
+
+/// The jobs `writer` completed and the deadlines it missed in the schedule log `events`;
+/// its figures, with its largest response, go to stderr for the record of a run
+/// (`--nocapture`).
+fn writer_jobs(events: &[Value], writer: &str) -> (usize, usize) {
+    let of_writer = |event: &'static str| {
+        events
+            .iter()
+            .filter(move |e| e["event"] == event && e["task"] == writer)
+    };
+    let (jobs, misses) = (of_writer("job_complete"), of_writer("deadline_miss"));
+    let largest = jobs.clone().filter_map(|e| e["response_ns"].as_u64()).max();
+    let (jobs, misses) = (jobs.count(), misses.count());
+    eprintln!(
+        "writer: {misses} misses in {jobs} jobs, largest response {:.2} ms",
+        largest.unwrap_or(0) as f64 / 1e6
+    );
+    (jobs, misses)
 }
