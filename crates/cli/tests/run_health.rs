@@ -199,6 +199,17 @@ fn a_silent_process_is_restarted_by_its_watchdog() {
         !stderr.contains("process 1 of partition `hm-wd`: silence"),
         "{stderr}"
     );
+    // A system without rt tasks logs its health actions too, one per restart (and one
+    // the stop may have cut short).
+    let logged = health_actions(&events(&scratch));
+    let restarts = count("silent") - 1;
+    assert!(
+        (restarts..=restarts + 1).contains(&logged.len()),
+        "{logged:?}"
+    );
+    assert!(logged
+        .iter()
+        .all(|(c, a)| (c.as_str(), a.as_str()) == ("silence", "restart")));
 }
 
 /// An rt task's completed jobs feed its watchdog: a task that never completes one (a

@@ -591,9 +591,10 @@ fn run_services(
             d.summaries
         }
         None => {
-            if let Some(path) = &options.trace {
-                write_trace(path, &[])?;
-            }
+            // No rt drain thread streamed the outputs: the health monitor's events are
+            // all there is to write.
+            let events = s.health.as_ref().map(|h| lock(h).take_events());
+            write_unstreamed(options, &events.unwrap_or_default())?;
             Vec::new()
         }
     };
@@ -647,6 +648,26 @@ fn output_error(flag: &str, path: &Path, source: std::io::Error) -> RunError {
 }
 
 /// Writes `events` to `path` as a Perfetto trace, flushed: every write error is returned.
+/// The outputs of a run without rt tasks: `events` (the health monitor's) in the
+/// schedule log, created empty before the start, and in the trace.
+fn write_unstreamed(options: &RunOptions, events: &[TraceEvent]) -> Result<(), RunError> {
+    if let Some(path) = &options.schedule_log {
+        let err = |e| output_error("--schedule-log", path, e);
+        let file = std::fs::OpenOptions::new().append(true).open(path);
+        let mut log = bulkhead_trace::schedule_log::ScheduleLogWriter::new(BufWriter::new(
+            file.map_err(err)?,
+        ));
+        for e in events {
+            log.write(e).map_err(err)?;
+        }
+        log.into_inner().flush().map_err(err)?;
+    }
+    match &options.trace {
+        Some(path) => write_trace(path, events),
+        None => Ok(()),
+    }
+}
+
 fn write_trace(path: &Path, events: &[TraceEvent]) -> Result<(), RunError> {
     let err = |e| output_error("--trace", path, e);
     let mut out = BufWriter::new(File::create(path).map_err(err)?);
