@@ -328,7 +328,7 @@ fn modes(rt: Vec<Partition>) -> impl Strategy<Value = Option<Modes>> {
             );
             (table, 0..n, transitions, 1u64..1_000, 1u64..1_000)
         })
-        .prop_map(|(table, initial, transitions, budget, extra)| {
+        .prop_map(move |(table, initial, transitions, budget, extra)| {
             Some(Modes {
                 initial: format!("m{initial}"),
                 agent: Agent {
