@@ -55,13 +55,9 @@ modes:
     )
 }
 
-/// `bulkhead run` of `yaml` for `timeout`, its schedule log in `log.jsonl`: the exit
-/// code, the stderr and the log's events.
-fn run(
-    scratch: &Scratch,
-    yaml: &str,
-    timeout: &str,
-) -> (Option<i32>, String, Vec<serde_json::Value>) {
+/// `bulkhead run` of `yaml` for `timeout`, its schedule log in `log.jsonl`, which must
+/// end at the timeout (exit status 0): its stderr and the log's events.
+fn run(scratch: &Scratch, yaml: &str, timeout: &str) -> (String, Vec<serde_json::Value>) {
     let name = scratch.0.file_name().unwrap().to_string_lossy();
     let file = scratch.file(&format!("{name}.yaml"));
     std::fs::write(&file, yaml).unwrap();
@@ -78,11 +74,9 @@ fn run(
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        events,
-    )
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    (stderr, events)
 }
 
 /// The contents of file `name` of the scratch directory, trimmed ("" when missing).
@@ -121,8 +115,7 @@ fn an_allowed_request_switches_the_mode() {
         "sleep 30",
         "[{partition: rq-ivi, modes: [highway]}]",
     );
-    let (code, stderr, events) = run(&scratch, &yaml, "2s");
-    assert_eq!(code, Some(0), "{stderr}");
+    let (stderr, events) = run(&scratch, &yaml, "2s");
     assert_eq!(
         read(&scratch, "ivi-status"),
         "0",
@@ -162,8 +155,7 @@ fn a_request_the_description_does_not_allow_gets_eperm_and_changes_nothing() {
         media,
         "[{partition: rq-ivi, modes: [highway]}]",
     );
-    let (code, stderr, events) = run(&scratch, &yaml, "2s");
-    assert_eq!(code, Some(0), "{stderr}");
+    let (stderr, events) = run(&scratch, &yaml, "2s");
     for who in ["ivi", "media"] {
         assert_eq!(read(&scratch, &format!("{who}-status")), "1", "{stderr}");
         let err = read(&scratch, &format!("{who}-err"));
@@ -219,8 +211,7 @@ fn a_partition_cannot_forge_another_partitions_request() {
         "  - name: rq-media\n",
         "  - name: rq-media\n    sandbox: {pid_namespace: false}\n",
     );
-    let (code, stderr, events) = run(&scratch, &yaml, "6s");
-    assert_eq!(code, Some(0), "{stderr}");
+    let (stderr, events) = run(&scratch, &yaml, "6s");
     let err = read(&scratch, "attack-err");
     let tried = read(&scratch, "tried").lines().count();
     assert!(tried >= 3, "it saw the host's processes: {tried}, {err}");
@@ -255,8 +246,7 @@ fn a_requester_with_suspend_suspends_the_system() {
     let requesters =
         "[{partition: rq-ivi, suspend: true}, {partition: rq-media, modes: [highway]}]";
     let yaml = system(&periodic, ivi, media, requesters);
-    let (code, stderr, events) = run(&scratch, &yaml, "2s");
-    assert_eq!(code, Some(0), "{stderr}");
+    let (stderr, events) = run(&scratch, &yaml, "2s");
     assert_eq!(read(&scratch, "media-status"), "1", "{stderr}");
     let suspended = events.iter().any(|e| e["event"] == "system_suspended");
     assert!(suspended, "the system suspended: {stderr}");
@@ -274,4 +264,38 @@ fn a_requester_with_suspend_suspends_the_system() {
         ],
         "{stderr}"
     );
+}
+
+/// `run` refuses, before anything starts, a requester it reads no requests from: an rt
+/// partition (the task library sends none yet). `check` accepts the description.
+#[test]
+#[ignore = "needs root: cgroups, SCHED_DEADLINE"]
+fn run_refuses_a_requester_it_reads_no_requests_from() {
+    let Some((periodic, _lock)) = setup() else {
+        return;
+    };
+    let scratch = Scratch::new("request-rt");
+    let ivi = "echo x > started; sleep 30";
+    let yaml = system(
+        &periodic,
+        ivi,
+        "sleep 30",
+        "[{partition: rq-ctl, modes: [highway]}]",
+    );
+    let file = scratch.file("rt.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let check = common::bulkhead().arg("check").arg(&file).output().unwrap();
+    assert!(check.status.success(), "{check:?}");
+    let out = common::bulkhead()
+        .current_dir(&scratch.0)
+        .args(["run", file.to_str().unwrap(), "--timeout", "2s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("modes.requesters[0]: partition `rq-ctl`: requests from inside are read from the processes of best-effort partitions in no window only"),
+        "{stderr}"
+    );
+    assert_eq!(read(&scratch, "started"), "", "nothing started");
 }
