@@ -29,3 +29,18 @@ def heartbeat() -> None:
     """Feeds the process's watchdog (``health: {watchdog: ...}``, docs/health.md) without
     blocking; does nothing where bulkhead reads no heartbeats (a windowed process)."""
     _native.heartbeat()
+
+
+def request_mode(name: str) -> None:
+    """Asks the supervisor to switch the system to mode ``name`` (docs/modes.md,
+    "Requests from inside"), on this process's own channel; returns once the mode
+    manager took the request. Raises RequestRefusedError (``errno`` 1, EPERM) when the
+    description's ``modes.requesters`` does not allow this partition that mode, and
+    ClientError where no supervisor reads requests."""
+    _native.request_mode(name)
+
+
+def request_suspend() -> None:
+    """Asks the supervisor to suspend the system (stop-start), as :func:`request_mode`
+    does a mode (allowed by ``suspend: true`` in the partition's requester entry)."""
+    _native.request_suspend()

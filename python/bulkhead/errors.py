@@ -107,3 +107,14 @@ class TaskStopped(TaskError):
 
 class ClientError(BulkheadError):
     """Talking to the window scheduler failed."""
+
+
+class RequestRefusedError(ClientError):
+    """The supervisor refused a request from inside (:func:`bulkhead.client.request_mode`,
+    :func:`bulkhead.client.request_suspend`). ``errno`` is what the C API reports:
+    EPERM (1) when the description's ``modes.requesters`` does not allow it, EBUSY or
+    EINVAL when the manager did not take it."""
+
+    def __init__(self, message: str, errno: int) -> None:
+        super().__init__(message)
+        self.errno = errno

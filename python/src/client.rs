@@ -8,6 +8,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(completed, m)?)?;
     m.add_function(wrap_pyfunction!(initialization_pending, m)?)?;
     m.add_function(wrap_pyfunction!(heartbeat, m)?)?;
+    m.add_function(wrap_pyfunction!(request_mode, m)?)?;
+    m.add_function(wrap_pyfunction!(request_suspend, m)?)?;
     Ok(())
 }
 
@@ -35,4 +37,19 @@ fn initialization_pending(py: Python<'_>) -> PyResult<bool> {
 #[pyfunction]
 fn heartbeat(py: Python<'_>) -> PyResult<()> {
     bulkhead_client::heartbeat().map_err(|e| client_err(py, e))
+}
+
+/// Asks the supervisor for a switch to mode `name` (docs/modes.md, "Requests from
+/// inside"); blocks, with the GIL released, until the manager took it.
+#[pyfunction]
+fn request_mode(py: Python<'_>, name: &str) -> PyResult<()> {
+    py.detach(|| bulkhead_client::request_mode(name))
+        .map_err(|e| client_err(py, e))
+}
+
+/// Asks the supervisor for a suspend of the system, as `request_mode` a mode.
+#[pyfunction]
+fn request_suspend(py: Python<'_>) -> PyResult<()> {
+    py.detach(bulkhead_client::request_suspend)
+        .map_err(|e| client_err(py, e))
 }

@@ -51,6 +51,7 @@ pub fn client(py: Python<'_>, e: bulkhead_client::Error) -> PyErr {
     use bulkhead_client::Error as E;
     match e {
         E::NotScheduled => raise(py, "NotAttachedError", (e.to_string(),)),
+        E::Refused(errno) => raise(py, "RequestRefusedError", (e.to_string(), errno)),
         _ => raise(py, "ClientError", (e.to_string(),)),
     }
 }

@@ -3,7 +3,7 @@
 import pytest
 
 from bulkhead import client, task
-from bulkhead.errors import NotAttachedError
+from bulkhead.errors import ClientError, NotAttachedError
 
 
 def test_task_outside_bulkhead_run(monkeypatch):
@@ -28,3 +28,11 @@ def test_heartbeat_does_nothing_where_no_watchdog_listens(monkeypatch):
     monkeypatch.setenv("BULKHEAD_HEARTBEAT", "1")
     with pytest.raises(NotAttachedError, match="DEMOS_PARAMETERS is not set"):
         client.heartbeat()
+
+
+def test_requests_from_inside_fail_where_no_supervisor_reads_them(monkeypatch):
+    monkeypatch.delenv("BULKHEAD_HEARTBEAT", raising=False)
+    with pytest.raises(ClientError, match="not connected"):
+        client.request_mode("highway")
+    with pytest.raises(ClientError, match="not connected"):
+        client.request_suspend()

@@ -129,3 +129,62 @@ def _running(needle: str) -> list:
         except OSError:
             pass
     return pids
+
+
+REQUEST = """
+import sys, time
+from bulkhead import client
+from bulkhead.errors import RequestRefusedError
+time.sleep(0.3)
+with open(sys.argv[1], "w") as out:
+    try:
+        client.request_mode("highway")
+        print("granted", file=out, flush=True)
+    except RequestRefusedError as e:
+        print("refused", e.errno, file=out, flush=True)
+time.sleep(30)
+"""
+
+
+def test_python_requests_a_mode_from_inside(scratch):
+    """A requester partition's program switches the mode with client.request_mode; a
+    program of another partition gets RequestRefusedError with errno EPERM (1)."""
+    (scratch / "request.py").write_text(REQUEST)
+    ivi_out, media_out = scratch / "ivi.out", scratch / "media.out"
+    py = sys.executable
+    periodic = BULKHEAD.with_name("bulkhead-periodic")
+    be = "user: root\n            shared_user: true\n            sandbox: {private_users: false}"
+    (scratch / "system.yaml").write_text(textwrap.dedent(f"""\
+        system: {{cpus: 0-1}}
+        partitions:
+          - name: pyr-ctl
+            kind: rt
+            cpus: 1
+            scheduler: edf
+            tasks:
+              - {{name: loop, cmd: {periodic} --exec-us 300, budget: 2ms, period: 10ms}}
+          - name: pyr-ivi
+            {be}
+            processes: [{{cmd: {py} {scratch}/request.py {ivi_out}}}]
+          - name: pyr-media
+            {be}
+            processes: [{{cmd: {py} {scratch}/request.py {media_out}}}]
+        modes:
+          initial: normal
+          table:
+            - {{name: normal, partitions: {{pyr-ctl: {{tasks: [loop]}}}}}}
+            - {{name: highway, partitions: {{pyr-ctl: {{tasks: [{{name: loop, period: 20ms, deadline: 20ms}}]}}}}}}
+          requesters: [{{partition: pyr-ivi, modes: [highway]}}]
+        """))
+    log = scratch / "schedule.jsonl"
+    run = subprocess.run([str(BULKHEAD), "run", str(scratch / "system.yaml"), "--timeout",
+                          "3s", "--schedule-log", str(log)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert ivi_out.read_text().split() == ["granted"], run.stderr
+    assert media_out.read_text().split() == ["refused", "1"], run.stderr
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    verdicts = sorted((e["partition"], e["verdict"]) for e in events
+                      if e["event"] == "partition_request")
+    assert verdicts == [("pyr-ivi", "granted"), ("pyr-media", "refused")], run.stderr
+    assert any(e["event"] == "mode_done" and e["mode"] == "highway" for e in events)

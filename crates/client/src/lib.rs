@@ -17,6 +17,7 @@ use bulkhead_os::fd::{read_raw, send_nonblocking, write_raw};
 use std::ffi::c_int;
 use std::sync::Mutex;
 
+pub mod request;
 pub mod stop_start;
 
 /// Why a call failed.
@@ -36,6 +37,9 @@ pub enum Error {
     /// DEmOS's `demos_initialization_completed` without a pending initialization (no
     /// `init: yes`, or it was already completed).
     NoInitialization,
+    /// The supervisor refused a request from inside ([`request_mode`],
+    /// [`request_suspend`]) with this errno (`EPERM`: the description does not allow it).
+    Refused(i32),
 }
 
 impl Error {
@@ -45,7 +49,7 @@ impl Error {
             Error::NotScheduled | Error::NoStopStart => errno::ENOKEY,
             Error::BadParameters | Error::BadNotice => errno::EBADMSG,
             Error::NoInitialization => errno::EWOULDBLOCK,
-            Error::Io(e) => e,
+            Error::Io(e) | Error::Refused(e) => e,
         }
     }
 }
@@ -71,6 +75,11 @@ impl std::fmt::Display for Error {
             Error::Io(e) => write!(
                 f,
                 "scheduler channel: {}",
+                std::io::Error::from_raw_os_error(*e)
+            ),
+            Error::Refused(e) => write!(
+                f,
+                "bulkhead refused the request: {}",
                 std::io::Error::from_raw_os_error(*e)
             ),
         }
@@ -196,6 +205,60 @@ pub fn heartbeat() -> Result<(), Error> {
     }
 }
 
+/// One request at a time on the channel: a reply belongs to the request before it.
+static REQUESTS: Mutex<()> = Mutex::new(());
+
+/// Asks the supervisor to switch the system to mode `name` (docs/modes.md, "Requests
+/// from inside"); returns once the mode manager took the request (the switch then runs;
+/// `mode_done` in the schedule log ends it). Errors: [`Error::Refused`] with `EPERM`
+/// when `modes.requesters` does not allow this program's partition that mode, `EBUSY`
+/// when a switch or a stop-start is under way or the last switch was less than the
+/// agent period ago, `EINVAL` for a name too long or a switch the manager does not
+/// make (no such transition, already in that mode); `ENOTCONN` where no supervisor
+/// reads requests (not a process of a best-effort partition in no window of `bulkhead
+/// run`).
+pub fn request_mode(name: &str) -> Result<(), Error> {
+    if name.is_empty() || name.len() > request::MAX_NAME {
+        return Err(Error::Io(errno::EINVAL));
+    }
+    ask(&request::Want::Mode(name.to_string()))
+}
+
+/// Asks the supervisor to suspend the system (stop-start, docs/stop-start.md), as
+/// [`request_mode`] does a mode (`EPERM` unless the partition's requester entry has
+/// `suspend: true`).
+pub fn request_suspend() -> Result<(), Error> {
+    ask(&request::Want::Suspend)
+}
+
+/// Sends `want` on the channel and waits for the supervisor's reply.
+fn ask(want: &request::Want) -> Result<(), Error> {
+    if std::env::var_os(HEARTBEAT_VAR).is_none() {
+        return Err(Error::Io(errno::ENOTCONN));
+    }
+    let params = with_state(|s| Ok(s.params))?;
+    let _one = REQUESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let bytes = request::encode(want);
+    match write_raw(params.completed_fd, &bytes) {
+        Ok(n) if n == bytes.len() => {}
+        Ok(_) => return Err(Error::Io(errno::EIO)),
+        Err(e) => return Err(Error::Io(errno::of(&e))),
+    }
+    let mut reply = [0u8; 8];
+    loop {
+        match read_raw(params.continue_fd, &mut reply) {
+            Ok(8) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::Io(errno::of(&e))),
+            Ok(_) => return Err(Error::Io(errno::EPIPE)),
+        }
+    }
+    match u64::from_ne_bytes(reply) {
+        0 => Ok(()),
+        e => Err(Error::Refused(i32::try_from(e).unwrap_or(errno::EIO))),
+    }
+}
+
 /// One round of the protocol: [`notify`], then [`wait`].
 pub fn signal(params: Parameters) -> Result<(), Error> {
     notify(params)?;
@@ -277,6 +340,30 @@ pub extern "C" fn bulkhead_initialization_completed() -> c_int {
 #[no_mangle]
 pub extern "C" fn bulkhead_heartbeat() -> c_int {
     c_result(heartbeat())
+}
+
+/// C: asks for a switch to mode `name` ([`request_mode`]). 0, or -1 with errno
+/// (`EPERM`: not allowed by the description).
+///
+/// # Safety
+/// `name` is null or points to a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn bulkhead_request_mode(name: *const std::ffi::c_char) -> c_int {
+    if name.is_null() {
+        return c_result(Err(Error::Io(errno::EFAULT)));
+    }
+    // SAFETY: the caller guarantees a NUL-terminated string (checked non-null).
+    let name = unsafe { std::ffi::CStr::from_ptr(name) };
+    match name.to_str() {
+        Ok(name) => c_result(request_mode(name)),
+        Err(_) => c_result(Err(Error::Io(errno::EINVAL))),
+    }
+}
+
+/// C: asks for a suspend of the system ([`request_suspend`]). 0, or -1 with errno.
+#[no_mangle]
+pub extern "C" fn bulkhead_request_suspend() -> c_int {
+    c_result(request_suspend())
 }
 
 /// The C view of a stop-start event (`struct bulkhead_stop_start_event`).

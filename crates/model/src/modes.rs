@@ -68,6 +68,32 @@ pub struct Modes {
     /// The switches allowed; `None`: every switch between two different modes, under
     /// [`SwitchPolicy::Boost`].
     pub transitions: Option<Vec<Transition>>,
+    /// The partitions whose programs may request a mode or a suspend from inside
+    /// (docs/modes.md, "Requests from inside"); empty: none may.
+    pub requesters: Vec<Requester>,
+}
+
+/// A partition allowed to request switches to `modes` and, when `suspend`, a suspend
+/// of the system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requester {
+    pub partition: String,
+    pub modes: Vec<String>,
+    pub suspend: bool,
+}
+
+impl Modes {
+    /// Whether a program of `partition` may request the mode `name`.
+    pub fn may_request_mode(&self, partition: &str, name: &str) -> bool {
+        let mut of = self.requesters.iter().filter(|r| r.partition == partition);
+        of.any(|r| r.modes.iter().any(|m| m == name))
+    }
+
+    /// Whether a program of `partition` may request a suspend.
+    pub fn may_request_suspend(&self, partition: &str) -> bool {
+        let mut of = self.requesters.iter().filter(|r| r.partition == partition);
+        of.any(|r| r.suspend)
+    }
 }
 
 /// The mode agent of a partition as a task (M2-Xen Sec. IV-A: "we can model the DMM as a
@@ -264,6 +290,15 @@ pub struct RawModes {
     pub agent: Option<RawAgent>,
     pub table: Vec<RawMode>,
     pub transitions: Option<Vec<RawTransition>>,
+    pub requesters: Option<Vec<RawRequester>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawRequester {
+    pub partition: String,
+    pub modes: Option<Vec<String>>,
+    pub suspend: Option<bool>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -454,11 +489,18 @@ pub fn normalize(raw: Option<RawModes>, bare: Option<Nanos>) -> Result<Option<Mo
             })
             .collect()
     });
+    let requesters = raw.requesters.unwrap_or_default().into_iter();
+    let requesters = requesters.map(|r| Requester {
+        partition: r.partition,
+        modes: r.modes.unwrap_or_default(),
+        suspend: r.suspend.unwrap_or(false),
+    });
     Ok(Some(Modes {
         initial: raw.initial,
         agent,
         table,
         transitions,
+        requesters: requesters.collect(),
     }))
 }
 
@@ -540,7 +582,51 @@ pub fn validate(system: &System, paths: &[String]) -> Result<()> {
         return err("modes.initial", format!("unknown mode `{}`", modes.initial));
     }
     check_transitions(modes, &names)?;
+    check_requesters(system, modes, &names)?;
     check_agent_names(system, modes, paths)
+}
+
+/// Each requester names a declared partition, at most once, modes of the table, and
+/// asks for something (a mode or the suspend).
+fn check_requesters(system: &System, modes: &Modes, names: &HashSet<&str>) -> Result<()> {
+    for (i, r) in modes.requesters.iter().enumerate() {
+        let path = format!("modes.requesters[{i}]");
+        if system.partition(&r.partition).is_none() {
+            let known: Vec<&str> = system.partitions.iter().map(|p| p.name.as_str()).collect();
+            return err(
+                format!("{path}.partition"),
+                format!(
+                    "unknown partition `{}` (partitions: {})",
+                    r.partition,
+                    known.join(", ")
+                ),
+            );
+        }
+        if modes.requesters[..i]
+            .iter()
+            .any(|o| o.partition == r.partition)
+        {
+            return err(
+                format!("{path}.partition"),
+                format!("partition `{}` is listed twice", r.partition),
+            );
+        }
+        if let Some(j) = r.modes.iter().position(|m| !names.contains(m.as_str())) {
+            let known: Vec<&str> = modes.table.iter().map(|m| m.name.as_str()).collect();
+            return err(
+                format!("{path}.modes[{j}]"),
+                format!(
+                    "unknown mode `{}` (modes: {})",
+                    r.modes[j],
+                    known.join(", ")
+                ),
+            );
+        }
+        if r.modes.is_empty() && !r.suspend {
+            return err(path, "allows nothing: give `modes` or `suspend: true`");
+        }
+    }
+    Ok(())
 }
 
 fn check_mode(system: &System, m: &Mode, path: &str) -> Result<()> {
@@ -684,6 +770,18 @@ pub fn canonical_lines(modes: &Modes, quote: impl Fn(&str) -> String) -> Vec<Str
             )
         }));
     }
+    if !modes.requesters.is_empty() {
+        lines.push("requesters:".to_string());
+    }
+    lines.extend(modes.requesters.iter().map(|r| {
+        let allowed: Vec<String> = r.modes.iter().map(|m| quote(m)).collect();
+        format!(
+            "  - {{partition: {}, modes: [{}], suspend: {}}}",
+            quote(&r.partition),
+            allowed.join(", "),
+            r.suspend
+        )
+    }));
     lines
 }
 

@@ -303,3 +303,47 @@ fn the_canonical_form_keeps_modes_and_interfaces() {
     );
     assert_eq!(load(&text), s);
 }
+
+#[test]
+fn requesters_allow_named_modes_and_the_suspend_per_partition() {
+    let src = format!(
+        "{VEHICLE}  requesters:\n    - {{partition: logger, modes: [highway]}}\n    - {{partition: nav, suspend: true}}\n"
+    );
+    let modes = load(&src).modes.unwrap();
+    assert!(modes.may_request_mode("logger", "highway"));
+    assert!(!modes.may_request_mode("logger", "urban"));
+    assert!(!modes.may_request_suspend("logger"));
+    assert!(modes.may_request_suspend("nav"));
+    assert!(!modes.may_request_mode("nav", "highway"));
+    assert!(!modes.may_request_mode("control", "highway"));
+    assert!(load(VEHICLE).modes.unwrap().requesters.is_empty());
+}
+
+#[test]
+fn requester_errors_name_the_key_path() {
+    let with = |r: &str| error(&format!("{VEHICLE}  requesters:\n{r}"));
+    let e = with("    - {partition: radio, modes: [urban]}\n");
+    assert!(
+        e.contains("modes.requesters[0].partition: unknown partition `radio` (partitions: control, nav, logger)"),
+        "{e}"
+    );
+    let e = with("    - {partition: logger, modes: [urban, parking]}\n");
+    assert!(
+        e.contains("modes.requesters[0].modes[1]: unknown mode `parking` (modes: urban, highway)"),
+        "{e}"
+    );
+    let e = with(
+        "    - {partition: logger, modes: [urban]}\n    - {partition: logger, suspend: true}\n",
+    );
+    assert!(
+        e.contains("modes.requesters[1].partition: partition `logger` is listed twice"),
+        "{e}"
+    );
+    let e = with("    - {partition: logger}\n");
+    assert!(e.contains("modes.requesters[0]: allows nothing"), "{e}");
+    let e = with("    - {partition: logger, mode: [urban]}\n");
+    assert!(
+        e.contains("modes.requesters[0]") && e.contains("mode"),
+        "{e}"
+    );
+}

@@ -279,6 +279,7 @@ fn modes(rt: Vec<Partition>) -> impl Strategy<Value = Option<Modes>> {
     if rt.is_empty() {
         return Just(None).boxed();
     }
+    let requester = rt[0].name.clone();
     let mode = move |i: usize| {
         let locals: Vec<_> = rt.iter().map(local_mode).collect();
         (locals, proptest::collection::vec(any::<bool>(), rt.len())).prop_map(
@@ -327,7 +328,7 @@ fn modes(rt: Vec<Partition>) -> impl Strategy<Value = Option<Modes>> {
             );
             (table, 0..n, transitions, 1u64..1_000, 1u64..1_000)
         })
-        .prop_map(|(table, initial, transitions, budget, extra)| {
+        .prop_map(move |(table, initial, transitions, budget, extra)| {
             Some(Modes {
                 initial: format!("m{initial}"),
                 agent: Agent {
@@ -336,6 +337,11 @@ fn modes(rt: Vec<Partition>) -> impl Strategy<Value = Option<Modes>> {
                 },
                 table,
                 transitions,
+                requesters: vec![Requester {
+                    partition: requester.clone(),
+                    modes: vec![format!("m{initial}")],
+                    suspend: budget % 2 == 1,
+                }],
             })
         })
         .boxed()

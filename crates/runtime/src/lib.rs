@@ -29,6 +29,7 @@ mod modes;
 mod output;
 mod power;
 pub mod prio;
+mod requests;
 mod rt;
 pub mod spawn;
 mod stop_start;

@@ -10,6 +10,7 @@ use crate::limits;
 use crate::links::Links;
 use crate::modes::ModeManager;
 use crate::output::{Output, Relay};
+use crate::requests::SharedRequests;
 use crate::rt::{self, RtRun};
 use crate::spawn::{self, Environment, Prepared};
 use crate::tasks::TaskSummary;
@@ -255,6 +256,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let fd_limit = bulkhead_os::sched::raise_fd_limit(fds_wanted(system, fds_before));
     let (hierarchy, host) = refusals(system, options)?;
     let health = Health::start(system, options.control.is_some())?;
+    crate::requests::check(system)?;
     let mut warnings = clean_leftovers(Some(&hierarchy));
     let mut control = options
         .control
@@ -302,12 +304,15 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     }
     let own = own_cpus();
     let output = relay.as_ref().map(Relay::output);
+    let events = rt.as_ref().map(|rt| (rt.events.clone(), rt.epoch_ns));
+    let requests = crate::requests::start(system, events);
     let inputs = crate::unwindowed::Inputs {
         confinements: &confinements,
         programs: &programs,
         output: output.as_ref(),
         workdir: &options.workdir,
         health: health.as_ref(),
+        requests: Some(&requests),
         rt_cpusets: rt.as_ref().map_or(&[], |rt| rt.cpusets.as_slice()),
     };
     let unwindowed = UnwindowedRun::start(system, &hierarchy, &own, &inputs)?;
@@ -322,6 +327,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         fds_before,
         control,
         health,
+        requests,
     };
     if system.windows.is_empty() {
         let stop_start = (&hierarchy, notice);
@@ -388,6 +394,7 @@ fn run_windowed(
         launch,
         fds_before,
         health: _,
+        requests: _,
         mut control,
         rt,
         unwindowed,
@@ -524,6 +531,7 @@ struct Started {
     fds_before: usize,
     control: Option<Control>,
     health: Option<SharedHealth>,
+    requests: SharedRequests,
 }
 
 /// A system without windows: runs its rt and best-effort partitions until the timeout,
@@ -542,7 +550,11 @@ fn run_services(
     let fds_held = count_fds().saturating_sub(s.fds_before);
     // Without a control socket, the mode manager serves the health monitor alone.
     let mut modes = s.rt.as_mut().and_then(|rt| rt.modes.take());
-    let health = s.health.as_ref().map(|h| (h, modes.as_mut()));
+    let served = Served {
+        health: s.health.as_ref(),
+        requests: &s.requests,
+        modes: modes.as_mut(),
+    };
     let mut all_exited = || {
         s.rt.as_ref().is_none_or(|rt| rt.all_exited())
             && s.unwindowed.as_ref().is_none_or(|f| f.all_exited())
@@ -558,7 +570,7 @@ fn run_services(
         options.timeout,
         options.handle_signals,
         s.control.as_mut(),
-        health,
+        served,
     )?;
     drop(realtime);
     drop(modes);
@@ -820,33 +832,51 @@ fn spawn_process(
 /// How often a run without windows looks whether its tasks and processes all exited.
 const SERVICES_TICK: Duration = Duration::from_millis(10);
 
+/// What the loop of a run without windows serves besides the control socket: the
+/// health monitor, the requests from inside, and the mode manager they use when there
+/// is no control socket.
+struct Served<'a> {
+    health: Option<&'a SharedHealth>,
+    requests: &'a SharedRequests,
+    modes: Option<&'a mut ModeManager>,
+}
+
+impl Served<'_> {
+    /// The managers health actions and requests are carried out with: the control
+    /// socket's, else the run's own mode manager.
+    fn managers<'m>(&'m mut self, control: Option<&'m mut Control>) -> Managers<'m> {
+        match control {
+            Some(c) => c.managers(),
+            None => Managers {
+                modes: self.modes.as_deref_mut(),
+                stop_start: None,
+            },
+        }
+    }
+}
+
 /// A system without windows: waits in the event loop for `timeout`, SIGINT/SIGTERM
 /// (when `signals`), a health action's stop or until `all_exited` (every task and
 /// process exited), serving the control socket and, at least every tick, the health
-/// monitor (its watchdogs and the mode switches its actions request, with the control
-/// socket's mode manager, else the one in `health`).
+/// monitor (its watchdogs and the mode switches its actions request) and the requests
+/// from inside, with the control socket's managers, else the mode manager in `served`.
 fn wait_services(
     all_exited: &mut dyn FnMut() -> bool,
     timeout: Option<Duration>,
     signals: bool,
     mut control: Option<&mut Control>,
-    mut health: Option<(&SharedHealth, Option<&mut ModeManager>)>,
+    mut served: Served<'_>,
 ) -> Result<StopReason, RunError> {
     let mut events = EventLoop::new(signals, control.as_deref())?;
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
-        if let Some((h, modes)) = &mut health {
-            let managers = match control.as_deref_mut() {
-                Some(c) => c.managers(),
-                None => Managers {
-                    modes: modes.as_deref_mut(),
-                    stop_start: None,
-                },
-            };
-            if crate::health::serve(h, managers) {
+        if let Some(h) = served.health {
+            if crate::health::serve(h, served.managers(control.as_deref_mut())) {
                 return Ok(StopReason::Requested);
             }
         }
+        let requests = served.requests;
+        crate::requests::serve(requests, served.managers(control.as_deref_mut()));
         if all_exited() {
             return Ok(StopReason::AllExited);
         }

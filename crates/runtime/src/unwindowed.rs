@@ -10,8 +10,10 @@ use crate::health::{lock, SharedHealth};
 use crate::isolation::Confinements;
 use crate::limits;
 use crate::output::Output;
+use crate::requests::{Asker, SharedRequests};
 use crate::spawn::{self, Environment, Prepared};
 use crate::{leftovers, RunError, Unrunnable};
+use bulkhead_client::request::{Decoder, Message};
 use bulkhead_model::health::monitor::{Decision, Evidence};
 use bulkhead_model::health::{Action, Member};
 use bulkhead_model::units::format_duration;
@@ -19,7 +21,7 @@ use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Restart, RestartWhe
 use bulkhead_os::cgroup::{self, CgroupManager, Hierarchy, Process};
 use bulkhead_plan::programs::{Programs, Site};
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -37,9 +39,15 @@ struct UnwindowedProc {
     /// [`UnwindowedRun::envs`]: what a restart needs.
     plan: usize,
     env: usize,
-    /// The DEmOS channel's supervisor end: the process's heartbeats arrive on it
-    /// (`bulkhead_heartbeat()`); nothing is ever sent on it.
+    /// The DEmOS channel's supervisor end: the process's heartbeats
+    /// (`bulkhead_heartbeat()`) and requests from inside (`bulkhead_request_mode()`)
+    /// arrive on it; only the replies to its requests are sent on it.
     channel: OwnedFd,
+    /// Splits what arrives on the channel into messages (new with each channel).
+    decoder: Decoder,
+    /// Its partition's name and its index there: who a request on its channel is from.
+    partition_name: String,
+    index: usize,
     /// What a v1 child reads until it execs; freed only after it is dead.
     memory: Option<spawn::ChildMemory>,
     state: State,
@@ -85,6 +93,8 @@ pub struct UnwindowedRun {
     warnings: Vec<String>,
     errors: Vec<String>,
     health: Option<SharedHealth>,
+    /// Where the requests from inside go.
+    requests: Option<SharedRequests>,
 }
 
 /// What starting the partitions takes besides the system: each partition's
@@ -99,6 +109,8 @@ pub struct Inputs<'a> {
     pub workdir: &'a Path,
     /// The run's health monitor, if any process or task has a `health:` key.
     pub health: Option<&'a SharedHealth>,
+    /// Where the requests from inside go ([`crate::requests`]).
+    pub requests: Option<&'a SharedRequests>,
     /// The rt CPUs' cpusets, smallest first ([`crate::rt::RtRun::cpusets`]): a partition
     /// on CPUs of a non-exclusive rt partition gets its cpuset under one of them.
     pub rt_cpusets: &'a [(CpuSet, PathBuf)],
@@ -143,6 +155,7 @@ impl UnwindowedRun {
             warnings: Vec::new(),
             errors: Vec::new(),
             health: inputs.health.cloned(),
+            requests: inputs.requests.cloned(),
         };
         for (i, ((model, p), cpus)) in unwindowed.iter().zip(&cpus).enumerate() {
             run.start_partition((i, *model), p, cpus, inputs)?;
@@ -166,6 +179,7 @@ impl UnwindowedRun {
             workdir,
             health,
             rt_cpusets,
+            requests: _,
         } = inputs;
         let dir_name = cgroup::partition_dir_name(index, &p.name);
         let cpus_text = cpus.to_string();
@@ -222,6 +236,9 @@ impl UnwindowedRun {
                 plan,
                 env,
                 channel: child.channel,
+                decoder: Decoder::default(),
+                partition_name: p.name.clone(),
+                index: k,
                 memory: child.memory,
                 state: State::Running,
                 what: where_(),
@@ -245,7 +262,7 @@ impl UnwindowedRun {
             self.restart_decided(now);
         }
         for i in 0..self.procs.len() {
-            self.beats(i);
+            self.read_channel(i);
             match self.procs[i].state {
                 State::Running => self.reap(i, restart, now),
                 State::Restarting(at) if restart && at <= now => self.restart(i),
@@ -308,12 +325,13 @@ impl UnwindowedRun {
         }
     }
 
-    /// Reads the heartbeats process `i` sent since the last call and feeds them to the
-    /// health monitor (other messages are dropped: nothing waits for them here).
-    fn beats(&mut self, i: usize) {
-        let p = &self.procs[i];
-        let mut beat = false;
-        let mut buf = [0u8; 64];
+    /// Reads what process `i` sent since the last call: its heartbeats go to the
+    /// health monitor, its requests to [`crate::requests::receive`] (other messages are
+    /// dropped: nothing waits for them here).
+    fn read_channel(&mut self, i: usize) {
+        let p = &mut self.procs[i];
+        let mut messages = Vec::new();
+        let mut buf = [0u8; 512];
         loop {
             // SAFETY: reading into a valid buffer of its length, without blocking.
             let n = unsafe {
@@ -327,13 +345,21 @@ impl UnwindowedRun {
             if n <= 0 {
                 break;
             }
-            let beats = buf[..n as usize].chunks_exact(8);
-            beat |= beats
-                .into_iter()
-                .any(|c| c == bulkhead_client::HEARTBEAT.to_ne_bytes());
+            messages.extend(p.decoder.push(&buf[..n as usize]));
         }
+        let beat = messages.contains(&Message::Heartbeat);
         if let (true, Some(h), Some(health)) = (beat, p.supervised, &self.health) {
             lock(health).observe(h, Evidence::Heartbeat);
+        }
+        let asker = Asker {
+            partition: &p.partition_name,
+            process: p.index,
+            channel: p.channel.as_fd(),
+        };
+        for m in messages {
+            if let (Message::Request(want), Some(r)) = (m, &self.requests) {
+                crate::requests::receive(r, &asker, want);
+            }
         }
     }
 
@@ -424,6 +450,7 @@ impl UnwindowedRun {
             Ok(child) => {
                 p.pid = child.pid;
                 p.channel = child.channel;
+                p.decoder = Decoder::default();
                 p.memory = child.memory;
                 p.state = State::Running;
                 p.starts.push_back(Instant::now());

@@ -271,6 +271,19 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         failed: Option<Name>,
     },
+    /// Process `process` (its index) of `partition` requested from inside a switch to
+    /// `mode` or, without one, a suspend; `verdict` is `granted` (the manager took it),
+    /// `refused` (the description does not allow it: the caller got EPERM) or `failed`
+    /// (the manager did not take it, `reason` says why) (docs/modes.md).
+    PartitionRequest {
+        partition: Name,
+        process: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<Name>,
+        verdict: Name,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<Name>,
+    },
     /// Task `task` of `partition` (a pipeline's sink) finished message `id` at `t_ns`,
     /// `e2e_ns` after the message's origin stamp (its end-to-end delay).
     Message {

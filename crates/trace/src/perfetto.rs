@@ -260,6 +260,7 @@ impl<W: Write> Writer<W> {
             | EventKind::PartitionSuspended { .. }
             | EventKind::SystemSuspended { .. }
             | EventKind::HealthAction { .. }
+            | EventKind::PartitionRequest { .. }
             | EventKind::ResumeRequest { .. }
             | EventKind::PartitionResumed { .. }
             | EventKind::SystemResumed { .. }

@@ -24,6 +24,16 @@ int bulkhead_completed(void);
 /* Feeds this process's watchdog (health: {watchdog: ...}, docs/health.md) without
  * blocking; does nothing where bulkhead reads no heartbeats (BULKHEAD_HEARTBEAT unset). */
 int bulkhead_heartbeat(void);
+/* Requests from inside (docs/modes.md): ask the supervisor to switch the system to
+ * mode `name`, or to suspend it (stop-start), on this process's own channel; the
+ * supervisor knows the partition from the channel. Blocks until the manager took the
+ * request: 0, or -1 with errno: EPERM (modes.requesters does not allow this partition
+ * the request; nothing changes), EBUSY (a switch or stop-start under way, or sooner
+ * than the agent period after the last switch), EINVAL (a name too long, or a switch
+ * the manager does not make), ENOTCONN (no supervisor reads requests here: not a
+ * process of a best-effort partition in no window). */
+int bulkhead_request_mode(const char *name);
+int bulkhead_request_suspend(void);
 
 /* DEmOS names (also in demos-sch.h, DEmOS's header, beside bulkhead/); with DEmOS's
  * semantics: demos_initialization_completed without a pending initialization returns
