@@ -10,10 +10,9 @@ use crate::health::SharedHealth;
 use crate::housekeeping::Housekeeping;
 use crate::isolation::Confinements;
 use crate::modes::{ModeEvents, ModeManager};
-use crate::tasks::{RtOptions, RtPartitions, StopStartTask, TaskSummary};
+use crate::tasks::{Epoch, RtOptions, RtPartitions, StopStartTask, TaskSummary};
 use crate::{leftovers, CgroupsUnusable, LiveTasks, RunError, RunOptions, Unrunnable};
 use bulkhead_model::{CpuSet, Partition, PartitionKind, System, Task};
-use bulkhead_os::clock::now_ns as monotonic_ns;
 use bulkhead_os::cpuset;
 use bulkhead_os::netdev::IsolatedInterface;
 use bulkhead_plan::Programs;
@@ -29,8 +28,13 @@ use std::time::Duration;
 
 /// How often the tasks' trace rings are drained.
 const DRAIN_PERIOD: Duration = Duration::from_millis(10);
-/// Release 0 of every task lies at least this far after the tasks are started.
+/// Release 0 of every task lies at least this far after the last task attached to the
+/// task library ([`Epoch::after_attach_ns`]).
 const START_DELAY_NS: u64 = 50_000_000;
+/// The longest the tasks are given to attach ([`Epoch::attach_within`]): a program
+/// starts under its own reservation (a gateway writer of 100 µs per 2 ms took up to
+/// 230 ms on a loaded machine).
+const ATTACH_WITHIN: Duration = Duration::from_secs(5);
 /// Release 0 of every task is a multiple of this on CLOCK_MONOTONIC (10 ms: a multiple
 /// of the periods of 1, 2, 2.5 and 5 ms), so that an input from outside the system, such
 /// as a CAN frame generator on a grid of its own (`bulkhead can gen --phase`), can keep
@@ -262,14 +266,13 @@ pub fn start(
     }
     let workdir = &options.workdir;
     let hierarchy = cpuset::detect().map_err(|e| RunError::Cgroups(CgroupsUnusable::Cpuset(e)))?;
-    let epoch_ns = (monotonic_ns() + START_DELAY_NS).next_multiple_of(EPOCH_GRID_NS);
-    sink.epoch_ns = epoch_ns;
-    if let Some(h) = &sink.health {
-        crate::health::lock(h).set_epoch(epoch_ns);
-    }
     let rt_options = RtOptions {
         instance: instance_path(hierarchy.mount(), cpuset_base)?,
-        epoch_ns,
+        epoch: Epoch {
+            after_attach_ns: START_DELAY_NS,
+            grid_ns: EPOCH_GRID_NS,
+            attach_within: ATTACH_WITHIN,
+        },
         workdir: workdir.to_path_buf(),
         programs: programs.clone(),
         ring_depth: 4096,
@@ -282,6 +285,11 @@ pub fn start(
             false => RunError::reserve("rt partitions", e),
         }
     })?;
+    let epoch_ns = rt.epoch_ns();
+    sink.epoch_ns = epoch_ns;
+    if let Some(h) = &sink.health {
+        crate::health::lock(h).set_epoch(epoch_ns);
+    }
     let housekeeping = match options.isolate_housekeeping {
         true => Some(isolate_housekeeping(
             &rt.cpus(),

@@ -2,7 +2,7 @@
 //! (`bulkhead run`). This is the hook the window supervisor calls:
 //!
 //! ```text
-//! let rt = RtPartitions::start(&system, &RtOptions { instance, epoch_ns, .. })?; // admit, spawn
+//! let rt = RtPartitions::start(&system, &RtOptions { instance, epoch, .. })?; // admit, spawn
 //! loop { ...; rt.drain(&mut |event| log(event)); ... }                          // each tick
 //! let summary = rt.stop(&mut |event| log(event));                                // at the end
 //! ```
@@ -20,6 +20,9 @@
 //!   ([`crate::enforce`]).
 //! * Each task process gets its control block and trace ring (`bulkhead-task`); it joins
 //!   its domain and takes its reservation before `exec`, so the program starts reserved.
+//! * Release 0 (the epoch) is fixed once every task has attached ([`Epoch`]): each task
+//!   is created held at its start gate, so however long its program takes to start under
+//!   its reservation, its first job is release 0 on the same grid as everyone's.
 //! * [`RtPartitions::drain`] turns the tasks' records into trace events (job release,
 //!   start, completion, deadline miss) on the schedule's time line (ns since `epoch_ns`).
 
@@ -45,6 +48,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Why the rt partitions cannot be started or watched.
 #[derive(Debug)]
@@ -61,6 +65,13 @@ pub enum RtError {
     /// A reservation, cpuset or limit cannot be set up (or the description asks for one
     /// that cannot exist here).
     Os(Error),
+    /// A task's program did not attach to the task library within the bound
+    /// ([`Epoch::attach_within`]), or ended (`ended`: how) before it did.
+    NotAttached {
+        task: String,
+        ended: Option<String>,
+        within: Duration,
+    },
 }
 
 /// A result of the rt partitions' start.
@@ -78,6 +89,25 @@ impl std::fmt::Display for RtError {
             RtError::Refused(r) => write!(f, "{r}"),
             RtError::Link { task, what, source } => write!(f, "task `{task}`: {what}: {source}"),
             RtError::Os(e) => write!(f, "{e}"),
+            RtError::NotAttached {
+                task,
+                ended: Some(how),
+                ..
+            } => write!(
+                f,
+                "task `{task}` ended ({how}) before it attached to the task library"
+            ),
+            RtError::NotAttached {
+                task,
+                ended: None,
+                within,
+            } => write!(
+                f,
+                "task `{task}` did not attach to the task library within {} s: an rt \
+                 task's program calls bulkhead_task::Task::attach (C: bulkhead_task_attach) \
+                 before its first job (docs/rt.md)",
+                within.as_secs_f64()
+            ),
         }
     }
 }
@@ -88,15 +118,20 @@ impl std::error::Error for RtError {
             RtError::Refused(r) => Some(r.as_ref()),
             RtError::Link { source, .. } => Some(source),
             RtError::Os(e) => Some(e),
+            RtError::NotAttached { .. } => None,
         }
     }
 }
 
 impl RtError {
-    /// Whether the description, not the machine, is at fault: a refusal or an
-    /// impossible request (`run` reports it as invalid input).
+    /// Whether the description, not the machine, is at fault: a refusal, an impossible
+    /// request, or a task program that does not attach (`run` reports it as invalid
+    /// input).
     pub fn is_invalid(&self) -> bool {
-        matches!(self, RtError::Refused(_) | RtError::Os(Error::Invalid(_)))
+        matches!(
+            self,
+            RtError::Refused(_) | RtError::Os(Error::Invalid(_)) | RtError::NotAttached { .. }
+        )
     }
 }
 
@@ -106,8 +141,8 @@ pub struct RtOptions {
     /// The instance's cgroup name under the cpuset mount (contains "bulkhead"); the
     /// partitions' domains are created below it.
     pub instance: PathBuf,
-    /// CLOCK_MONOTONIC time of every task's release 0 (the schedule start).
-    pub epoch_ns: u64,
+    /// Where every task's release 0 (the schedule start) is put.
+    pub epoch: Epoch,
     /// Working directory of the task processes.
     pub workdir: PathBuf,
     /// The programs of the system's tasks, resolved ([`Programs::resolve`]).
@@ -118,6 +153,25 @@ pub struct RtOptions {
     /// run ([`crate::cpuset::Shield`], cgroup v1). Off by default: it affects the whole
     /// machine.
     pub shield: bool,
+}
+
+/// Where [`RtPartitions::start`] puts release 0 (the epoch), once it has spawned every
+/// task: at the first multiple of `grid_ns` on CLOCK_MONOTONIC at least `after_attach_ns`
+/// after the last task (of the initial mode) attached to the task library. A task starts
+/// (exec, loading, its program's set-up) under its own reservation, which for a small one
+/// (100 µs per 2 ms) takes tens of milliseconds; an epoch fixed before that would find its
+/// first releases passed (skipped, missed) and its reservation in debt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Epoch {
+    /// The least time from the last attach to release 0: room to store the epoch in every
+    /// control block, open the gates and start the enforcers, and for a reservation to
+    /// repay what its start-up overran.
+    pub after_attach_ns: u64,
+    /// Release 0 is a multiple of this (1: anywhere).
+    pub grid_ns: u64,
+    /// The longest the supervisor waits for every task to attach; then it fails with
+    /// [`RtError::NotAttached`].
+    pub attach_within: Duration,
 }
 
 /// The program of every rt task, in start order, as `programs` resolved it. A task
@@ -295,7 +349,7 @@ impl RtPartitions {
         let report = admit(&system, cap).map_err(|r| RtError::Refused(Box::new(r)))?;
         let hierarchy = cpuset::detect()?;
         let mut rt = RtPartitions {
-            epoch_ns: options.epoch_ns,
+            epoch_ns: 0,
             stopping: false,
             tasks: Vec::new(),
             enforcers: Vec::new(),
@@ -318,8 +372,74 @@ impl RtPartitions {
             rt.shield = Some(shield(&hierarchy, &system, &report, options)?);
         }
         rt.spawn_all(&system, &report, &hierarchy, options, &plans, confine)?;
+        rt.await_attach(options.epoch.attach_within)?;
+        rt.fix_epoch(&options.epoch);
         rt.start_enforcers()?;
+        rt.open_gates();
         Ok(rt)
+    }
+
+    /// CLOCK_MONOTONIC time of every task's release 0, as [`Epoch`] fixed it.
+    pub fn epoch_ns(&self) -> u64 {
+        self.epoch_ns
+    }
+
+    /// Waits until every task of the initial mode has attached to its control block
+    /// (one not in it is stopped at spawn and attaches in its mode agent's warm-up).
+    /// Fails, naming the first task, if one ends before it attached or `within` passes.
+    fn await_attach(&mut self, within: Duration) -> Result<()> {
+        let until = Instant::now() + within;
+        loop {
+            let mut waiting = None;
+            for t in self
+                .tasks
+                .iter_mut()
+                .filter(|t| !t.parked && !t.link.attached())
+            {
+                let task = format!("{}/{}", t.partition, t.task);
+                if let Ok(Some(status)) = t.child.try_wait() {
+                    let ended = Some(status.to_string());
+                    return Err(RtError::NotAttached {
+                        task,
+                        ended,
+                        within,
+                    });
+                }
+                waiting.get_or_insert(task);
+            }
+            match waiting {
+                None => return Ok(()),
+                Some(task) if Instant::now() >= until => {
+                    return Err(RtError::NotAttached {
+                        task,
+                        ended: None,
+                        within,
+                    })
+                }
+                Some(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+    }
+
+    /// Puts release 0 where `rule` says, from now (the last attach), in every task's
+    /// control block. Precondition: every task is held at its start gate, so none has
+    /// planned a release on the epoch it was created with.
+    fn fix_epoch(&mut self, rule: &Epoch) {
+        let after = bulkhead_task::clock::now_ns() + rule.after_attach_ns;
+        self.epoch_ns = after.next_multiple_of(rule.grid_ns.max(1));
+        for t in &self.tasks {
+            t.link.set_epoch_ns(self.epoch_ns);
+        }
+    }
+
+    /// Opens the start gate of every task of the initial mode (the others' agents open
+    /// theirs when their mode starts them). Postcondition: each such task plans its
+    /// releases on the epoch [`Self::fix_epoch`] stored (the gate's Release store orders
+    /// it before).
+    fn open_gates(&self) {
+        for t in self.tasks.iter().filter(|t| !t.parked) {
+            t.link.release();
+        }
     }
 
     /// The index in `self.domains` of the exclusive domain `name` (first CPU `cpu`, CPUs
@@ -390,11 +510,10 @@ impl RtPartitions {
                     workdir: &options.workdir,
                     confine: &confinement,
                 };
-                if now.is_none() {
-                    // Not in the initial mode: no job before its mode agent starts it,
-                    // however late the SIGSTOP below lands.
-                    link.hold();
-                }
+                // No job before the epoch is fixed ([`Self::open_gates`]), nor, for a task
+                // not in the initial mode, before its mode agent starts it, however late
+                // the SIGSTOP below lands.
+                link.hold();
                 let child = spawn(&plans[index as usize], &link, &target).map_err(|e| {
                     Error::os(
                         format!("starting task `{}` ({})", task.name, task.cmd),
@@ -1003,7 +1122,8 @@ fn task_link(task: &Task, index: u32, options: &RtOptions) -> Result<TaskLink> {
         budget_ns: task.budget,
         period_ns: task.period,
         deadline_ns: task.deadline,
-        epoch_ns: options.epoch_ns,
+        // Fixed once every task attached (`RtPartitions::fix_epoch`), before any plans.
+        epoch_ns: 0,
         ring_depth: options.ring_depth,
     };
     let link = TaskLink::create(&spec).map_err(|source| RtError::Link {

@@ -215,6 +215,18 @@ impl TaskLink {
         self.ctl.get().held.store(1, Release);
     }
 
+    /// Opens the start gate closed by [`TaskLink::hold`] and wakes a task waiting at it
+    /// (the supervisor's start of a task in the initial mode, once the epoch is fixed).
+    pub fn release(&self) {
+        self.ctl.get().release();
+    }
+
+    /// Whether a process has attached to the control block (the task library stores its
+    /// pid there in [`crate::Task::attach`], after the program's own set-up before it).
+    pub fn attached(&self) -> bool {
+        self.ctl.get().pid.load(Acquire) != 0
+    }
+
     /// Prepares the link for a new process of the same task after the old one died: drains
     /// the old ring into `out`, creates a fresh ring (the old writer closed it), counts the
     /// restart (the new process's first activation carries `RESTARTED`) and clears a stop
