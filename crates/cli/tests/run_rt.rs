@@ -487,8 +487,8 @@ fn run_logged(
     (out.status.code(), stderr, events)
 }
 
-/// Release 0 waits for every task to attach: a task whose program takes 300 ms to start
-/// (six times the margin the epoch keeps after the last attach) still runs release 0,
+/// Release 0 waits for every task to attach: a task whose program takes 500 ms to start
+/// (more than the 200 ms the epoch keeps after the last attach) still runs release 0,
 /// as does a task that starts at once. With the epoch fixed 50 ms after the spawn, the
 /// first job of the slow one was the 35th (35 misses) and of the quick one the 5th on
 /// this machine.
@@ -503,7 +503,7 @@ fn release_zero_waits_for_a_task_that_starts_slowly() {
     let (code, stderr, events) = run_logged(
         &dir,
         &format!(
-            "      - {{name: slow, cmd: \"sh -c 'sleep 0.3; exec {p} --exec-us 100'\", budget: 1ms, period: 10ms}}\n      - {{name: quick, cmd: {p} --exec-us 100, budget: 1ms, period: 10ms}}\n"
+            "      - {{name: slow, cmd: \"sh -c 'sleep 0.5; exec {p} --exec-us 100'\", budget: 1ms, period: 10ms}}\n      - {{name: quick, cmd: {p} --exec-us 100, budget: 1ms, period: 10ms}}\n"
         ),
         "1s",
     );
