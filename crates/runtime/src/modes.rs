@@ -740,7 +740,10 @@ fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), ActError> {
             t.judged_from.store(u64::MAX, Ordering::Release);
             kill(bulkhead_os::proc::SIGSTOP);
             sched::set_process(pid, &Policy::Other { nice: 0 })?;
-            wait_stopped(t.pid, until)
+            wait_stopped(t.pid, until)?;
+            let now = bulkhead_task::clock::now_ns();
+            t.parked_at.store(now, Ordering::Release);
+            Ok(())
         }
         Action::Set(p, times) => {
             reserve(pid, p, until)?;

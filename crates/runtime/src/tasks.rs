@@ -218,6 +218,9 @@ struct Running {
     /// Releases before this CLOCK_MONOTONIC time are not judged (the task was parked by
     /// its mode agent, which moves it: `u64::MAX` while parked, the start time after).
     judged_from: Arc<AtomicU64>,
+    /// When its mode agent last saw it stopped (CLOCK_MONOTONIC, 0: never parked): a job
+    /// released before and completed after was cut by the park.
+    parked_at: Arc<AtomicU64>,
     exited: bool,
     /// What a restart starts it with again: its program, cgroups, confinement, and
     /// whether it continues on its release grid or begins a new one.
@@ -274,6 +277,8 @@ pub struct TaskPort {
     /// Releases before this CLOCK_MONOTONIC time are not deadline misses: the agent
     /// stores `u64::MAX` when it parks the task and the time it starts it again.
     pub judged_from: Arc<AtomicU64>,
+    /// The agent stores the time it saw the task stopped when it parks it.
+    pub parked_at: Arc<AtomicU64>,
 }
 
 /// A task as the supervisor's stop-start sees it ([`RtPartitions::stop_start_ports`]).
@@ -553,6 +558,7 @@ impl RtPartitions {
                         Some(_) => 0,
                         None => u64::MAX,
                     })),
+                    parked_at: Arc::new(AtomicU64::new(0)),
                     exited: false,
                     exec: plans[index as usize].clone(),
                     cgroups,
@@ -641,6 +647,7 @@ impl RtPartitions {
                     parked: t.parked,
                     reclaim: t.reclaim,
                     judged_from: t.judged_from.clone(),
+                    parked_at: t.parked_at.clone(),
                     port: t.link.mode_port().map_err(|source| RtError::Link {
                         task: t.task.to_string(),
                         what: "mode words",
@@ -923,7 +930,17 @@ impl Running {
         at.unwrap_or(&self.timings[0]).1
     }
 
-    /// Emits release/start/complete (and miss) events for one record.
+    /// Whether the job of `r` was in progress (released, not completed) when its mode
+    /// agent parked the task: it completed only once the task was continued (at a later
+    /// start, or to stop at the end of the run), so it is aborted, as `sim` aborts the
+    /// jobs of a task that leaves at the acknowledgement.
+    fn cut_by_park(&self, r: &Record) -> bool {
+        let at = self.parked_at.load(Ordering::Acquire);
+        at != 0 && r.release_ns < at && r.end_ns > at
+    }
+
+    /// Emits release/start/complete (and miss) events for one record; a job cut by a
+    /// park ([`Running::cut_by_park`]) is aborted instead of completed.
     fn report(&mut self, r: &Record, epoch: u64, sink: &mut impl FnMut(Event)) {
         let timing = self.timing_at(r.release_ns);
         let (p, task, cpu, d) = (
@@ -971,15 +988,30 @@ impl Running {
                 deadline_ns,
             },
         ));
-        sink(Event::new(
-            rel(r.start_ns),
-            EventKind::JobStart {
+        let cut = self.cut_by_park(r);
+        let at = self.parked_at.load(Ordering::Acquire);
+        if !cut || r.start_ns < at {
+            sink(Event::new(
+                rel(r.start_ns),
+                EventKind::JobStart {
+                    cpu,
+                    partition: p.clone(),
+                    task: task.clone(),
+                    job,
+                },
+            ));
+        }
+        if cut {
+            let kind = EventKind::JobAbort {
                 cpu,
-                partition: p.clone(),
-                task: task.clone(),
+                partition: p,
+                task,
                 job,
-            },
-        ));
+            };
+            sink(Event::new(rel(at), kind));
+            self.reported = job + 1;
+            return;
+        }
         if r.missed(d) && r.release_ns >= judged {
             sink(Event::new(
                 deadline_ns,
