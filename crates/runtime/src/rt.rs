@@ -31,9 +31,9 @@ const DRAIN_PERIOD: Duration = Duration::from_millis(10);
 /// Release 0 of every task lies at least this far after the last task attached to the
 /// task library ([`Epoch::after_attach_ns`]): room for a reservation to repay what its
 /// start-up overran. With 50 ms the gateway writer of `stop-start-triggers` (100 µs per
-/// 2 ms) still missed its first or second job by 6-30 ms in 4 of 8 conformance runs on
+/// 2 ms) still missed one of its first 11 jobs by 6-32 ms in 6 of 9 conformance runs on
 /// a loaded machine (a SCHED_DEADLINE task overruns by up to a tick and repays it at its
-/// bandwidth); with 200 ms in none of 6.
+/// bandwidth); with 200 ms in none of 8.
 const START_DELAY_NS: u64 = 200_000_000;
 /// The longest the tasks are given to attach ([`Epoch::attach_within`]): a program
 /// starts under its own reservation (a gateway writer of 100 µs per 2 ms took up to
