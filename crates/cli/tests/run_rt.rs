@@ -225,7 +225,10 @@ fn mask_cpus(mask: &str) -> u64 {
 fn housekeeping_leaves_the_rt_cpu_while_the_run_lasts() {
     let file = write_description(
         "housekeeping",
-        "      - {name: t, cmd: sleep 3, budget: 1ms, period: 10ms}\n",
+        &format!(
+            "      - {{name: t, cmd: {} --exec-us 100, budget: 1ms, period: 10ms}}\n",
+            common::bin("bulkhead-periodic").display()
+        ),
     );
     let lock = exclusive_cpus_lock();
     let masks = housekeeping_masks(&file, "--isolate-housekeeping");
@@ -528,46 +531,25 @@ fn release_zero_waits_for_a_task_that_starts_slowly() {
     }
 }
 
-/// A task program that ends before it attaches, or never attaches, stops the run before
-/// release 0 with an error naming the task (the bound is 5 s), and leaves nothing running.
+/// A task program that does not use the task library (`sleep`) delays release 0 by the
+/// bound (2 s), and the run says so, naming the task, then runs to its timeout.
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
-fn a_task_that_never_attaches_is_named_and_nothing_is_left_running() {
+fn a_task_that_never_attaches_is_named_and_the_run_goes_on() {
     let Some((_, _lock)) = common::rt_test_setup() else {
         return;
     };
     let dir = common::Scratch::new("rt-no-attach");
-    let (code, stderr, _) = run_logged(
-        &dir,
-        "      - {name: quits, cmd: sh -c 'exit 3', budget: 1ms, period: 10ms}\n",
-        "10s",
-    );
-    assert_eq!(code, Some(1), "{stderr}");
-    assert!(
-        stderr.contains(
-            "task `ctl/quits` ended (exit status: 3) before it attached to the task library"
-        ),
-        "{stderr}"
-    );
-    let marker = format!("30.{}", std::process::id());
     let started = Instant::now();
     let (code, stderr, _) = run_logged(
         &dir,
-        &format!("      - {{name: sleeps, cmd: sleep {marker}, budget: 1ms, period: 10ms}}\n"),
-        "20s",
+        "      - {name: sleeps, cmd: sleep 30, budget: 1ms, period: 10ms}\n",
+        "500ms",
     );
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(0), "{stderr}");
     assert!(
-        stderr.contains("task `ctl/sleeps` did not attach to the task library within 5 s"),
+        stderr.contains("task `ctl/sleeps` did not attach to the task library within 2 s"),
         "{stderr}"
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "the bound, not the timeout"
-    );
-    assert_eq!(
-        processes_running(&["sleep", &marker]),
-        0,
-        "the task was killed"
-    );
+    assert!(started.elapsed() >= Duration::from_secs(2), "the bound");
 }

@@ -37,8 +37,9 @@ const DRAIN_PERIOD: Duration = Duration::from_millis(10);
 const START_DELAY_NS: u64 = 200_000_000;
 /// The longest the tasks are given to attach ([`Epoch::attach_within`]): a program
 /// starts under its own reservation (a gateway writer of 100 µs per 2 ms took up to
-/// 230 ms on a loaded machine).
-const ATTACH_WITHIN: Duration = Duration::from_secs(5);
+/// 230 ms on a loaded machine); one that does not use the task library delays the
+/// start by this much.
+const ATTACH_WITHIN: Duration = Duration::from_secs(2);
 /// Release 0 of every task is a multiple of this on CLOCK_MONOTONIC (10 ms: a multiple
 /// of the periods of 1, 2, 2.5 and 5 ms), so that an input from outside the system, such
 /// as a CAN frame generator on a grid of its own (`bulkhead can gen --phase`), can keep
@@ -289,6 +290,13 @@ pub fn start(
             false => RunError::reserve("rt partitions", e),
         }
     })?;
+    warnings.extend(rt.unattached().iter().map(|t| {
+        format!(
+            "task `{t}` did not attach to the task library within {} s: release 0 was \
+             fixed without it (its program runs, but no job of it is seen)",
+            ATTACH_WITHIN.as_secs()
+        )
+    }));
     let epoch_ns = rt.epoch_ns();
     sink.epoch_ns = epoch_ns;
     if let Some(h) = &sink.health {

@@ -65,13 +65,6 @@ pub enum RtError {
     /// A reservation, cpuset or limit cannot be set up (or the description asks for one
     /// that cannot exist here).
     Os(Error),
-    /// A task's program did not attach to the task library within the bound
-    /// ([`Epoch::attach_within`]), or ended (`ended`: how) before it did.
-    NotAttached {
-        task: String,
-        ended: Option<String>,
-        within: Duration,
-    },
 }
 
 /// A result of the rt partitions' start.
@@ -89,25 +82,6 @@ impl std::fmt::Display for RtError {
             RtError::Refused(r) => write!(f, "{r}"),
             RtError::Link { task, what, source } => write!(f, "task `{task}`: {what}: {source}"),
             RtError::Os(e) => write!(f, "{e}"),
-            RtError::NotAttached {
-                task,
-                ended: Some(how),
-                ..
-            } => write!(
-                f,
-                "task `{task}` ended ({how}) before it attached to the task library"
-            ),
-            RtError::NotAttached {
-                task,
-                ended: None,
-                within,
-            } => write!(
-                f,
-                "task `{task}` did not attach to the task library within {} s: an rt \
-                 task's program calls bulkhead_task::Task::attach (C: bulkhead_task_attach) \
-                 before its first job (docs/rt.md)",
-                within.as_secs_f64()
-            ),
         }
     }
 }
@@ -118,20 +92,15 @@ impl std::error::Error for RtError {
             RtError::Refused(r) => Some(r.as_ref()),
             RtError::Link { source, .. } => Some(source),
             RtError::Os(e) => Some(e),
-            RtError::NotAttached { .. } => None,
         }
     }
 }
 
 impl RtError {
-    /// Whether the description, not the machine, is at fault: a refusal, an impossible
-    /// request, or a task program that does not attach (`run` reports it as invalid
-    /// input).
+    /// Whether the description, not the machine, is at fault: a refusal or an
+    /// impossible request (`run` reports it as invalid input).
     pub fn is_invalid(&self) -> bool {
-        matches!(
-            self,
-            RtError::Refused(_) | RtError::Os(Error::Invalid(_)) | RtError::NotAttached { .. }
-        )
+        matches!(self, RtError::Refused(_) | RtError::Os(Error::Invalid(_)))
     }
 }
 
@@ -169,8 +138,8 @@ pub struct Epoch {
     pub after_attach_ns: u64,
     /// Release 0 is a multiple of this (1: anywhere).
     pub grid_ns: u64,
-    /// The longest the supervisor waits for every task to attach; then it fails with
-    /// [`RtError::NotAttached`].
+    /// The longest the supervisor waits for every task to attach; then it fixes the
+    /// epoch without the tasks still missing ([`RtPartitions::unattached`]).
     pub attach_within: Duration,
 }
 
@@ -307,6 +276,8 @@ pub struct RtPartitions {
     limits: Vec<V1Limit>,
     /// Working directory of the task processes (of a restarted one too).
     workdir: PathBuf,
+    /// The tasks that had not attached when the epoch was fixed.
+    unattached: Vec<String>,
     /// Tasks seen to end on their own since the last [`Self::take_exits`]: (partition,
     /// task, how it ended).
     exits: Vec<(String, String, String)>,
@@ -363,6 +334,7 @@ impl RtPartitions {
             shield: None,
             limits: Vec::new(),
             workdir: options.workdir.clone(),
+            unattached: Vec::new(),
             exits: Vec::new(),
         };
         let dir = hierarchy.mount().join(&options.instance);
@@ -377,7 +349,7 @@ impl RtPartitions {
             rt.shield = Some(shield(&hierarchy, &system, &report, options)?);
         }
         rt.spawn_all(&system, &report, &hierarchy, options, &plans, confine)?;
-        rt.await_attach(options.epoch.attach_within)?;
+        rt.unattached = rt.await_attach(options.epoch.attach_within);
         rt.fix_epoch(&options.epoch);
         rt.start_enforcers()?;
         rt.open_gates();
@@ -389,40 +361,32 @@ impl RtPartitions {
         self.epoch_ns
     }
 
-    /// Waits until every task of the initial mode has attached to its control block
-    /// (one not in it is stopped at spawn and attaches in its mode agent's warm-up).
-    /// Fails, naming the first task, if one ends before it attached or `within` passes.
-    fn await_attach(&mut self, within: Duration) -> Result<()> {
+    /// The tasks (`partition/task`) that had not attached when the epoch was fixed:
+    /// programs that do not use the task library (a health watchdog notices them), or
+    /// that took longer than [`Epoch::attach_within`].
+    pub fn unattached(&self) -> &[String] {
+        &self.unattached
+    }
+
+    /// Waits until every task of the initial mode has attached to its control block or
+    /// ended (one not in the initial mode is stopped at spawn and attaches in its mode
+    /// agent's warm-up), at most `within`. Returns the tasks still waited for then.
+    fn await_attach(&mut self, within: Duration) -> Vec<String> {
         let until = Instant::now() + within;
         loop {
-            let mut waiting = None;
-            for t in self
+            let waiting: Vec<String> = self
                 .tasks
                 .iter_mut()
                 .filter(|t| !t.parked && !t.link.attached())
-            {
-                let task = format!("{}/{}", t.partition, t.task);
-                if let Ok(Some(status)) = t.child.try_wait() {
-                    let ended = Some(status.to_string());
-                    return Err(RtError::NotAttached {
-                        task,
-                        ended,
-                        within,
-                    });
-                }
-                waiting.get_or_insert(task);
+                .filter_map(|t| match t.child.try_wait() {
+                    Ok(Some(_)) => None,
+                    _ => Some(format!("{}/{}", t.partition, t.task)),
+                })
+                .collect();
+            if waiting.is_empty() || Instant::now() >= until {
+                return waiting;
             }
-            match waiting {
-                None => return Ok(()),
-                Some(task) if Instant::now() >= until => {
-                    return Err(RtError::NotAttached {
-                        task,
-                        ended: None,
-                        within,
-                    })
-                }
-                Some(_) => std::thread::sleep(Duration::from_millis(1)),
-            }
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
