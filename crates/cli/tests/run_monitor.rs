@@ -97,9 +97,12 @@ fn the_status_shows_memory_against_the_limit_of_rt_and_be_partitions() {
     let socket = dir.file("mem.sock");
     // `tail` holds 4 MiB it read from /dev/zero (no newline: one line in memory).
     let hog = "sh -c 'head -c 4194304 /dev/zero | tail -n 1 | sleep 30'";
+    // An rt task program attaches to the task library (the run waits for that).
+    let periodic = common::bin("bulkhead-periodic");
+    let periodic = periodic.display();
     std::fs::write(
         &file,
-        format!("system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    memory: 64MiB\n    tasks:\n      - {{name: t, cmd: sleep 30, budget: 1ms, period: 10ms}}\n  - name: ivi\n    kind: be\n    cpus: 1\n    memory: 48MiB\n    processes:\n      - {{cmd: \"{hog}\"}}\n  - name: free\n    kind: be\n    cpus: 1\n    processes:\n      - {{cmd: sleep 30}}\n"),
+        format!("system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    memory: 64MiB\n    tasks:\n      - {{name: t, cmd: {periodic} --exec-us 100, budget: 1ms, period: 10ms}}\n  - name: ivi\n    kind: be\n    cpus: 1\n    memory: 48MiB\n    processes:\n      - {{cmd: \"{hog}\"}}\n  - name: free\n    kind: be\n    cpus: 1\n    processes:\n      - {{cmd: sleep 30}}\n"),
     )
     .unwrap();
     let _run = Running(Some(

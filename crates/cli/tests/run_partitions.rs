@@ -96,9 +96,12 @@ fn an_io_task_runs_with_the_derived_reservation() {
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("io");
     let desc = dir.file("system.yaml");
+    // rt task programs attach to the task library (the run waits for that before
+    // release 0).
+    let periodic = common::bin("bulkhead-periodic");
     std::fs::write(
         &desc,
-        "system: {}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n      - {name: main, cmd: sleep 3, budget: 2ms, period: 10ms}\n      - {name: can-bh, cmd: sleep 3, serves: main, io_utilization: 0.1}\n",
+        format!("system: {{}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n      - {{name: main, cmd: {p} --exec-us 100, budget: 2ms, period: 10ms}}\n      - {{name: can-bh, cmd: {p} --exec-us 100, serves: main, io_utilization: 0.1}}\n", p = periodic.display()),
     )
     .unwrap();
     let run = Command::new(env!("CARGO_BIN_EXE_bulkhead"))

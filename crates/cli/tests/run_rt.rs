@@ -225,7 +225,10 @@ fn mask_cpus(mask: &str) -> u64 {
 fn housekeeping_leaves_the_rt_cpu_while_the_run_lasts() {
     let file = write_description(
         "housekeeping",
-        "      - {name: t, cmd: sleep 3, budget: 1ms, period: 10ms}\n",
+        &format!(
+            "      - {{name: t, cmd: {} --exec-us 100, budget: 1ms, period: 10ms}}\n",
+            common::bin("bulkhead-periodic").display()
+        ),
     );
     let lock = exclusive_cpus_lock();
     let masks = housekeeping_masks(&file, "--isolate-housekeeping");
@@ -456,4 +459,97 @@ fn the_summary_counts_the_periods_a_fifo_task_was_throttled_in() {
     assert!(over.contains(", throttled in "), "{over}");
     assert!(2 * throttled >= jobs, "{throttled} of {jobs}: {over}");
     assert!(!line("fits").contains("throttled"), "{stderr}");
+}
+
+/// Runs `tasks` (YAML lines of partition `ctl`'s task list) for `timeout`; returns the
+/// exit code, the stderr and the schedule log's events.
+fn run_logged(
+    dir: &common::Scratch,
+    tasks: &str,
+    timeout: &str,
+) -> (Option<i32>, String, Vec<serde_json::Value>) {
+    let file = dir.file("system.yaml");
+    std::fs::write(
+        &file,
+        format!("system: {{cpus: 0-1}}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n{tasks}"),
+    )
+    .unwrap();
+    let log = dir.file("log.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["run", file.to_str().unwrap(), "--timeout", timeout])
+        .arg("--schedule-log")
+        .arg(&log)
+        .output()
+        .unwrap();
+    let events = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), stderr, events)
+}
+
+/// Release 0 waits for every task to attach: a task whose program takes 500 ms to start
+/// (more than the 200 ms the epoch keeps after the last attach) still runs release 0,
+/// as does a task that starts at once. With the epoch fixed 50 ms after the spawn, the
+/// first job of the slow one was the 35th (35 misses) and of the quick one the 5th on
+/// this machine.
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
+fn release_zero_waits_for_a_task_that_starts_slowly() {
+    let Some((periodic, _lock)) = common::rt_test_setup() else {
+        return;
+    };
+    let dir = common::Scratch::new("rt-slow-start");
+    let p = periodic.display();
+    let (code, stderr, events) = run_logged(
+        &dir,
+        &format!(
+            "      - {{name: slow, cmd: \"sh -c 'sleep 0.5; exec {p} --exec-us 100'\", budget: 1ms, period: 10ms}}\n      - {{name: quick, cmd: {p} --exec-us 100, budget: 1ms, period: 10ms}}\n"
+        ),
+        "1s",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    for task in ["slow", "quick"] {
+        let of = |kind: &str| -> Vec<u64> {
+            let mine = events
+                .iter()
+                .filter(|e| e["event"] == kind && e["task"] == task);
+            mine.map(|e| e["job"].as_u64().unwrap()).collect()
+        };
+        let released = of("job_release");
+        assert_eq!(
+            released.first(),
+            Some(&0),
+            "{task}'s first job: {released:?}\n{stderr}"
+        );
+        assert!(released.len() >= 20, "{task}: {released:?}\n{stderr}");
+        // Wide: a loaded machine may make a job late; the skipped releases were 30.
+        let missed = of("deadline_miss");
+        assert!(missed.len() < 10, "{task}: {missed:?}\n{stderr}");
+    }
+}
+
+/// A task program that does not use the task library (`sleep`) delays release 0 by the
+/// bound (2 s), and the run says so, naming the task, then runs to its timeout.
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
+fn a_task_that_never_attaches_is_named_and_the_run_goes_on() {
+    let Some((_, _lock)) = common::rt_test_setup() else {
+        return;
+    };
+    let dir = common::Scratch::new("rt-no-attach");
+    let started = Instant::now();
+    let (code, stderr, _) = run_logged(
+        &dir,
+        "      - {name: sleeps, cmd: sleep 30, budget: 1ms, period: 10ms}\n",
+        "500ms",
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("task `ctl/sleeps` did not attach to the task library within 2 s"),
+        "{stderr}"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(2), "the bound");
 }

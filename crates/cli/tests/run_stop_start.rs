@@ -185,7 +185,9 @@ fn suspend_freezes_in_order_resume_thaws_in_reverse_and_bad_requests_disturb_not
     let (socket, log) = (dir.file("car.sock"), dir.file("log.jsonl"));
     let mut run = start(&file, &socket, &log, "20s");
     wait_for(&socket);
-    std::thread::sleep(Duration::from_millis(300));
+    // The deaf task (no task library) holds release 0, and the partitions started after
+    // the rt ones, for the run's 2 s wait for it to attach.
+    std::thread::sleep(Duration::from_millis(2500));
     let watched: Vec<Vec<u32>> = ["301", "302", "303"]
         .iter()
         .map(|n| pids_of(&["sleep", &format!("{n}.{tag}")]))
@@ -388,7 +390,9 @@ fn a_supervisor_killed_while_suspended_is_cleaned_up_by_the_next_start() {
     let (socket, log) = (dir.file("car.sock"), dir.file("log.jsonl"));
     let mut run = start(&file, &socket, &log, "20s");
     wait_for(&socket);
-    std::thread::sleep(Duration::from_millis(300));
+    // The deaf task (no task library) holds release 0, and the partitions started after
+    // the rt ones, for the run's 2 s wait for it to attach.
+    std::thread::sleep(Duration::from_millis(2500));
     let hmi = pids_of(&["sleep", &format!("301.{tag}")]);
     assert_eq!(hmi.len(), 1, "{hmi:?}");
     ctl_ok(&socket, &["suspend"]);

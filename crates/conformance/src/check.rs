@@ -225,8 +225,9 @@ pub fn against_reference(
 /// not those of a task that overruns its budget, whose jobs each reservation cuts at
 /// instants of its own, nor a partition's mode agent, a task in the simulation and a
 /// thread of the supervisor in a run (M2-Xen IV-A's DMM either way), nor, in a scenario
-/// that stops, a partition kept awake ([`awake`]), nor a task that joins in a later mode
-/// ([`joining`]).
+/// that stops, a partition kept awake ([`awake`]). A task that joins in a later mode
+/// ([`joining`]) is released at its start in both executions but numbers its jobs from
+/// there in `sim` and on its grid in `run`: its jobs are labelled by their rank instead.
 fn completions(
     s: &Scenario,
     o: &Observation,
@@ -236,18 +237,26 @@ fn completions(
     let (awake, joining) = (awake(s), joining(s));
     let compared = |j: &&Job| {
         let name = j.task_name();
-        let own = !awake.contains(&j.partition) && !joining.contains(&name);
-        own && !s.overruns(&name) && j.task != AGENT_TASK
+        !awake.contains(&j.partition) && !s.overruns(&name) && j.task != AGENT_TASK
     };
+    let mut ranks: BTreeMap<String, u64> = BTreeMap::new();
     for job in o.jobs_before(s.header.until).filter(compared) {
         let name = job.task_name();
         let (Some(bound), Some(done)) = (bounds.task(&name), job.completed) else {
             continue;
         };
+        let index = match joining.contains(&name) {
+            true => {
+                let rank = ranks.entry(name.clone()).or_default();
+                *rank += 1;
+                *rank - 1
+            }
+            false => job.index,
+        };
         let cpus: Vec<String> = bound.cpus.iter().map(u32::to_string).collect();
         out.entry(cpus.join(","))
             .or_default()
-            .push((done, format!("{name}#{}", job.index)));
+            .push((done, format!("{name}#{index}")));
     }
     for sequence in out.values_mut() {
         sequence.sort();
@@ -267,13 +276,6 @@ fn awake(s: &Scenario) -> Vec<String> {
 }
 
 /// The tasks (`partition/task`) of a modal scenario that its initial mode does not run.
-/// Their releases are phased differently by the two executions, a disagreement left to
-/// the plan (issue 33; docs/conformance.md, "Known disagreements"): `sim` releases such a
-/// task first when its partition's agent acknowledges the switch and every period from
-/// there, numbering its jobs from 0, `run` on the grid of its epoch, multiples of its
-/// period from the schedule's start, numbering them from there. A task of 2 ms that joins at 115.48 ms is released at 199.48 ms in one and at
-/// 200 ms in the other, so its completions interleave differently with those of the
-/// tasks beside it; they are held to their bounds but their order is not compared.
 fn joining(s: &Scenario) -> Vec<String> {
     let Ok(system) = s.system() else {
         return Vec::new();

@@ -11,35 +11,7 @@ use bulkhead_conformance::{conform, scenario, Executor, Scenario};
 /// ours not fixed yet: listed, with what disagrees, until it is fixed (their simulation
 /// is still checked by tests/sim.rs). A scenario `run` cannot execute on a machine like
 /// this one says so in its own header (`# run-cannot:`, `Run::cannot`).
-const KNOWN: &[(&str, &str)] = &[
-    (
-        "stop-start-triggers",
-        "the trigger bus's gateway writer (100 us per 2 ms) misses 9-43 of ~720 jobs, \
-         responses up to 65 ms, also in runs without a stop and without its DBC (so \
-         neither the stop nor the limits' DBC); its first releases, on an epoch fixed \
-         50 ms after the spawn (runtime rt.rs START_DELAY_NS), may come before it started",
-    ),
-    (
-        "modes-boost",
-        "the first job of x and of z 10-16 ms late (deadline 2 ms) in three runs out of \
-         three, from a clone under /tmp on a quiet machine",
-    ),
-    (
-        "modes-sequential",
-        "the first job of x and of z 10-16 ms late (deadline 2 ms) in three runs out of \
-         three, from a clone under /tmp on a quiet machine",
-    ),
-    (
-        "modes-batch",
-        "single jobs of x or z 6-60 ms late and the two server partitions' job order on \
-         CPU 1 unlike sim's, in three runs out of three on some runs of the suite",
-    ),
-    (
-        "modes-greedy",
-        "single jobs of x or z 6-60 ms late and the two server partitions' job order on \
-         CPU 1 unlike sim's, in three runs out of three on some runs of the suite",
-    ),
-];
+const KNOWN: &[(&str, &str)] = &[];
 
 /// Runs of one scenario before a disagreement fails the suite.
 const ATTEMPTS: usize = 3;

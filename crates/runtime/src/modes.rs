@@ -84,6 +84,12 @@ impl Times {
         }
     }
 
+    /// Publishes them to a task its agent starts, on a grid whose first release is now
+    /// (a joining task's first job is released at its start, as in the simulation).
+    fn start(self, t: &TaskPort) {
+        t.port.start_timing(self.budget, self.period, self.deadline);
+    }
+
     /// Publishes them to the task's program unless it has them already.
     fn publish(self, t: &TaskPort) {
         let now = t.port.timing();
@@ -734,7 +740,10 @@ fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), ActError> {
             t.judged_from.store(u64::MAX, Ordering::Release);
             kill(bulkhead_os::proc::SIGSTOP);
             sched::set_process(pid, &Policy::Other { nice: 0 })?;
-            wait_stopped(t.pid, until)
+            wait_stopped(t.pid, until)?;
+            let now = bulkhead_task::clock::now_ns();
+            t.parked_at.store(now, Ordering::Release);
+            Ok(())
         }
         Action::Set(p, times) => {
             reserve(pid, p, until)?;
@@ -743,9 +752,9 @@ fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), ActError> {
         }
         Action::Start(p, times) => {
             reserve(pid, p, until)?;
-            times.publish(t);
             t.judged_from
                 .store(bulkhead_task::clock::now_ns(), Ordering::Release);
+            times.start(t);
             t.port.release();
             kill(bulkhead_os::proc::SIGCONT);
             Ok(())

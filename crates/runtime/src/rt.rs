@@ -10,10 +10,9 @@ use crate::health::SharedHealth;
 use crate::housekeeping::Housekeeping;
 use crate::isolation::Confinements;
 use crate::modes::{ModeEvents, ModeManager};
-use crate::tasks::{RtOptions, RtPartitions, StopStartTask, TaskSummary};
+use crate::tasks::{Epoch, RtOptions, RtPartitions, StopStartTask, TaskSummary};
 use crate::{leftovers, CgroupsUnusable, LiveTasks, RunError, RunOptions, Unrunnable};
 use bulkhead_model::{CpuSet, Partition, PartitionKind, System, Task};
-use bulkhead_os::clock::now_ns as monotonic_ns;
 use bulkhead_os::cpuset;
 use bulkhead_os::netdev::IsolatedInterface;
 use bulkhead_plan::Programs;
@@ -29,8 +28,18 @@ use std::time::Duration;
 
 /// How often the tasks' trace rings are drained.
 const DRAIN_PERIOD: Duration = Duration::from_millis(10);
-/// Release 0 of every task lies at least this far after the tasks are started.
-const START_DELAY_NS: u64 = 50_000_000;
+/// Release 0 of every task lies at least this far after the last task attached to the
+/// task library ([`Epoch::after_attach_ns`]): room for a reservation to repay what its
+/// start-up overran. With 50 ms the gateway writer of `stop-start-triggers` (100 µs per
+/// 2 ms) still missed one of its first 11 jobs by 6-32 ms in 6 of 9 conformance runs on
+/// a loaded machine (a SCHED_DEADLINE task overruns by up to a tick and repays it at its
+/// bandwidth); with 200 ms in none of 8.
+const START_DELAY_NS: u64 = 200_000_000;
+/// The longest the tasks are given to attach ([`Epoch::attach_within`]): a program
+/// starts under its own reservation (a gateway writer of 100 µs per 2 ms took up to
+/// 230 ms on a loaded machine); one that does not use the task library delays the
+/// start by this much.
+const ATTACH_WITHIN: Duration = Duration::from_secs(2);
 /// Release 0 of every task is a multiple of this on CLOCK_MONOTONIC (10 ms: a multiple
 /// of the periods of 1, 2, 2.5 and 5 ms), so that an input from outside the system, such
 /// as a CAN frame generator on a grid of its own (`bulkhead can gen --phase`), can keep
@@ -262,14 +271,13 @@ pub fn start(
     }
     let workdir = &options.workdir;
     let hierarchy = cpuset::detect().map_err(|e| RunError::Cgroups(CgroupsUnusable::Cpuset(e)))?;
-    let epoch_ns = (monotonic_ns() + START_DELAY_NS).next_multiple_of(EPOCH_GRID_NS);
-    sink.epoch_ns = epoch_ns;
-    if let Some(h) = &sink.health {
-        crate::health::lock(h).set_epoch(epoch_ns);
-    }
     let rt_options = RtOptions {
         instance: instance_path(hierarchy.mount(), cpuset_base)?,
-        epoch_ns,
+        epoch: Epoch {
+            after_attach_ns: START_DELAY_NS,
+            grid_ns: EPOCH_GRID_NS,
+            attach_within: ATTACH_WITHIN,
+        },
         workdir: workdir.to_path_buf(),
         programs: programs.clone(),
         ring_depth: 4096,
@@ -282,6 +290,18 @@ pub fn start(
             false => RunError::reserve("rt partitions", e),
         }
     })?;
+    warnings.extend(rt.unattached().iter().map(|t| {
+        format!(
+            "task `{t}` did not attach to the task library within {} s: release 0 was \
+             fixed without it (its program runs, but no job of it is seen)",
+            ATTACH_WITHIN.as_secs()
+        )
+    }));
+    let epoch_ns = rt.epoch_ns();
+    sink.epoch_ns = epoch_ns;
+    if let Some(h) = &sink.health {
+        crate::health::lock(h).set_epoch(epoch_ns);
+    }
     let housekeeping = match options.isolate_housekeeping {
         true => Some(isolate_housekeeping(
             &rt.cpus(),

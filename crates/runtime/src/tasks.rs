@@ -2,7 +2,7 @@
 //! (`bulkhead run`). This is the hook the window supervisor calls:
 //!
 //! ```text
-//! let rt = RtPartitions::start(&system, &RtOptions { instance, epoch_ns, .. })?; // admit, spawn
+//! let rt = RtPartitions::start(&system, &RtOptions { instance, epoch, .. })?; // admit, spawn
 //! loop { ...; rt.drain(&mut |event| log(event)); ... }                          // each tick
 //! let summary = rt.stop(&mut |event| log(event));                                // at the end
 //! ```
@@ -20,6 +20,9 @@
 //!   ([`crate::enforce`]).
 //! * Each task process gets its control block and trace ring (`bulkhead-task`); it joins
 //!   its domain and takes its reservation before `exec`, so the program starts reserved.
+//! * Release 0 (the epoch) is fixed once every task has attached ([`Epoch`]): each task
+//!   is created held at its start gate, so however long its program takes to start under
+//!   its reservation, its first job is release 0 on the same grid as everyone's.
 //! * [`RtPartitions::drain`] turns the tasks' records into trace events (job release,
 //!   start, completion, deadline miss) on the schedule's time line (ns since `epoch_ns`).
 
@@ -45,6 +48,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Why the rt partitions cannot be started or watched.
 #[derive(Debug)]
@@ -106,8 +110,8 @@ pub struct RtOptions {
     /// The instance's cgroup name under the cpuset mount (contains "bulkhead"); the
     /// partitions' domains are created below it.
     pub instance: PathBuf,
-    /// CLOCK_MONOTONIC time of every task's release 0 (the schedule start).
-    pub epoch_ns: u64,
+    /// Where every task's release 0 (the schedule start) is put.
+    pub epoch: Epoch,
     /// Working directory of the task processes.
     pub workdir: PathBuf,
     /// The programs of the system's tasks, resolved ([`Programs::resolve`]).
@@ -118,6 +122,25 @@ pub struct RtOptions {
     /// run ([`crate::cpuset::Shield`], cgroup v1). Off by default: it affects the whole
     /// machine.
     pub shield: bool,
+}
+
+/// Where [`RtPartitions::start`] puts release 0 (the epoch), once it has spawned every
+/// task: at the first multiple of `grid_ns` on CLOCK_MONOTONIC at least `after_attach_ns`
+/// after the last task (of the initial mode) attached to the task library. A task starts
+/// (exec, loading, its program's set-up) under its own reservation, which for a small one
+/// (100 µs per 2 ms) takes tens of milliseconds; an epoch fixed before that would find its
+/// first releases passed (skipped, missed) and its reservation in debt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Epoch {
+    /// The least time from the last attach to release 0: room to store the epoch in every
+    /// control block, open the gates and start the enforcers, and for a reservation to
+    /// repay what its start-up overran.
+    pub after_attach_ns: u64,
+    /// Release 0 is a multiple of this (1: anywhere).
+    pub grid_ns: u64,
+    /// The longest the supervisor waits for every task to attach; then it fixes the
+    /// epoch without the tasks still missing ([`RtPartitions::unattached`]).
+    pub attach_within: Duration,
 }
 
 /// The program of every rt task, in start order, as `programs` resolved it. A task
@@ -164,6 +187,9 @@ struct Running {
     /// Releases before this CLOCK_MONOTONIC time are not judged (the task was parked by
     /// its mode agent, which moves it: `u64::MAX` while parked, the start time after).
     judged_from: Arc<AtomicU64>,
+    /// When its mode agent last saw it stopped (CLOCK_MONOTONIC, 0: never parked): a job
+    /// released before and completed after was cut by the park.
+    parked_at: Arc<AtomicU64>,
     exited: bool,
     /// What a restart starts it with again: its program, cgroups, confinement, and
     /// whether it continues on its release grid or begins a new one.
@@ -220,6 +246,8 @@ pub struct TaskPort {
     /// Releases before this CLOCK_MONOTONIC time are not deadline misses: the agent
     /// stores `u64::MAX` when it parks the task and the time it starts it again.
     pub judged_from: Arc<AtomicU64>,
+    /// The agent stores the time it saw the task stopped when it parks it.
+    pub parked_at: Arc<AtomicU64>,
 }
 
 /// A task as the supervisor's stop-start sees it ([`RtPartitions::stop_start_ports`]).
@@ -248,6 +276,8 @@ pub struct RtPartitions {
     limits: Vec<V1Limit>,
     /// Working directory of the task processes (of a restarted one too).
     workdir: PathBuf,
+    /// The tasks that had not attached when the epoch was fixed.
+    unattached: Vec<String>,
     /// Tasks seen to end on their own since the last [`Self::take_exits`]: (partition,
     /// task, how it ended).
     exits: Vec<(String, String, String)>,
@@ -295,7 +325,7 @@ impl RtPartitions {
         let report = admit(&system, cap).map_err(|r| RtError::Refused(Box::new(r)))?;
         let hierarchy = cpuset::detect()?;
         let mut rt = RtPartitions {
-            epoch_ns: options.epoch_ns,
+            epoch_ns: 0,
             stopping: false,
             tasks: Vec::new(),
             enforcers: Vec::new(),
@@ -304,6 +334,7 @@ impl RtPartitions {
             shield: None,
             limits: Vec::new(),
             workdir: options.workdir.clone(),
+            unattached: Vec::new(),
             exits: Vec::new(),
         };
         let dir = hierarchy.mount().join(&options.instance);
@@ -318,8 +349,66 @@ impl RtPartitions {
             rt.shield = Some(shield(&hierarchy, &system, &report, options)?);
         }
         rt.spawn_all(&system, &report, &hierarchy, options, &plans, confine)?;
+        rt.unattached = rt.await_attach(options.epoch.attach_within);
+        rt.fix_epoch(&options.epoch);
         rt.start_enforcers()?;
+        rt.open_gates();
         Ok(rt)
+    }
+
+    /// CLOCK_MONOTONIC time of every task's release 0, as [`Epoch`] fixed it.
+    pub fn epoch_ns(&self) -> u64 {
+        self.epoch_ns
+    }
+
+    /// The tasks (`partition/task`) that had not attached when the epoch was fixed:
+    /// programs that do not use the task library (a health watchdog notices them), or
+    /// that took longer than [`Epoch::attach_within`].
+    pub fn unattached(&self) -> &[String] {
+        &self.unattached
+    }
+
+    /// Waits until every task of the initial mode has attached to its control block or
+    /// ended (one not in the initial mode is stopped at spawn and attaches in its mode
+    /// agent's warm-up), at most `within`. Returns the tasks still waited for then.
+    fn await_attach(&mut self, within: Duration) -> Vec<String> {
+        let until = Instant::now() + within;
+        loop {
+            let waiting: Vec<String> = self
+                .tasks
+                .iter_mut()
+                .filter(|t| !t.parked && !t.link.attached())
+                .filter_map(|t| match t.child.try_wait() {
+                    Ok(Some(_)) => None,
+                    _ => Some(format!("{}/{}", t.partition, t.task)),
+                })
+                .collect();
+            if waiting.is_empty() || Instant::now() >= until {
+                return waiting;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Puts release 0 where `rule` says, from now (the last attach), in every task's
+    /// control block. Precondition: every task is held at its start gate, so none has
+    /// planned a release on the epoch it was created with.
+    fn fix_epoch(&mut self, rule: &Epoch) {
+        let after = bulkhead_task::clock::now_ns() + rule.after_attach_ns;
+        self.epoch_ns = after.next_multiple_of(rule.grid_ns.max(1));
+        for t in &self.tasks {
+            t.link.set_epoch_ns(self.epoch_ns);
+        }
+    }
+
+    /// Opens the start gate of every task of the initial mode (the others' agents open
+    /// theirs when their mode starts them). Postcondition: each such task plans its
+    /// releases on the epoch [`Self::fix_epoch`] stored (the gate's Release store orders
+    /// it before).
+    fn open_gates(&self) {
+        for t in self.tasks.iter().filter(|t| !t.parked) {
+            t.link.release();
+        }
     }
 
     /// The index in `self.domains` of the exclusive domain `name` (first CPU `cpu`, CPUs
@@ -390,11 +479,10 @@ impl RtPartitions {
                     workdir: &options.workdir,
                     confine: &confinement,
                 };
-                if now.is_none() {
-                    // Not in the initial mode: no job before its mode agent starts it,
-                    // however late the SIGSTOP below lands.
-                    link.hold();
-                }
+                // No job before the epoch is fixed ([`Self::open_gates`]), nor, for a task
+                // not in the initial mode, before its mode agent starts it, however late
+                // the SIGSTOP below lands.
+                link.hold();
                 let child = spawn(&plans[index as usize], &link, &target).map_err(|e| {
                     Error::os(
                         format!("starting task `{}` ({})", task.name, task.cmd),
@@ -434,6 +522,7 @@ impl RtPartitions {
                         Some(_) => 0,
                         None => u64::MAX,
                     })),
+                    parked_at: Arc::new(AtomicU64::new(0)),
                     exited: false,
                     exec: plans[index as usize].clone(),
                     cgroups,
@@ -522,6 +611,7 @@ impl RtPartitions {
                     parked: t.parked,
                     reclaim: t.reclaim,
                     judged_from: t.judged_from.clone(),
+                    parked_at: t.parked_at.clone(),
                     port: t.link.mode_port().map_err(|source| RtError::Link {
                         task: t.task.to_string(),
                         what: "mode words",
@@ -804,7 +894,17 @@ impl Running {
         at.unwrap_or(&self.timings[0]).1
     }
 
-    /// Emits release/start/complete (and miss) events for one record.
+    /// Whether the job of `r` was in progress (released, not completed) when its mode
+    /// agent parked the task: it completed only once the task was continued (at a later
+    /// start, or to stop at the end of the run), so it is aborted, as `sim` aborts the
+    /// jobs of a task that leaves at the acknowledgement.
+    fn cut_by_park(&self, r: &Record) -> bool {
+        let at = self.parked_at.load(Ordering::Acquire);
+        at != 0 && r.release_ns < at && r.end_ns > at
+    }
+
+    /// Emits release/start/complete (and miss) events for one record; a job cut by a
+    /// park ([`Running::cut_by_park`]) is aborted instead of completed.
     fn report(&mut self, r: &Record, epoch: u64, sink: &mut impl FnMut(Event)) {
         let timing = self.timing_at(r.release_ns);
         let (p, task, cpu, d) = (
@@ -852,15 +952,30 @@ impl Running {
                 deadline_ns,
             },
         ));
-        sink(Event::new(
-            rel(r.start_ns),
-            EventKind::JobStart {
+        let cut = self.cut_by_park(r);
+        let at = self.parked_at.load(Ordering::Acquire);
+        if !cut || r.start_ns < at {
+            sink(Event::new(
+                rel(r.start_ns),
+                EventKind::JobStart {
+                    cpu,
+                    partition: p.clone(),
+                    task: task.clone(),
+                    job,
+                },
+            ));
+        }
+        if cut {
+            let kind = EventKind::JobAbort {
                 cpu,
-                partition: p.clone(),
-                task: task.clone(),
+                partition: p,
+                task,
                 job,
-            },
-        ));
+            };
+            sink(Event::new(rel(at), kind));
+            self.reported = job + 1;
+            return;
+        }
         if r.missed(d) && r.release_ns >= judged {
             sink(Event::new(
                 deadline_ns,
@@ -1003,7 +1118,8 @@ fn task_link(task: &Task, index: u32, options: &RtOptions) -> Result<TaskLink> {
         budget_ns: task.budget,
         period_ns: task.period,
         deadline_ns: task.deadline,
-        epoch_ns: options.epoch_ns,
+        // Fixed once every task attached (`RtPartitions::fix_epoch`), before any plans.
+        epoch_ns: 0,
         ring_depth: options.ring_depth,
     };
     let link = TaskLink::create(&spec).map_err(|source| RtError::Link {

@@ -611,14 +611,53 @@ impl Control {
         } else {
             from_ns % period_ns
         };
-        self.timing_seq.store(old.seq.wrapping_add(1), Relaxed);
+        self.store_timing(
+            old.seq,
+            [budget_ns, period_ns, deadline_ns, offset_ns],
+            from_ns,
+        )
+    }
+
+    /// Gives a task that its mode agent starts (it joins at a mode switch) budget C,
+    /// period T and deadline D on a grid whose first release is CLOCK_MONOTONIC `at_ns`,
+    /// the start: M2-Xen IV-C's task engine starts a task by continuing it (SIGCONT)
+    /// while its DMM changes the task set, before the DMM acknowledges (IV-B, Step 4), so
+    /// its first job is released there, not on the grid of the schedule's start (the
+    /// simulation releases it at the acknowledgement). Returns the new timing; same
+    /// precondition as [`Control::set_timing`].
+    pub fn start_timing(
+        &self,
+        budget_ns: u64,
+        period_ns: u64,
+        deadline_ns: u64,
+        at_ns: u64,
+    ) -> Timing {
+        let old = self.timing();
+        let from_ns = at_ns.saturating_sub(self.epoch_ns.load(Acquire));
+        let offset_ns = from_ns % period_ns;
+        self.store_timing(
+            old.seq,
+            [budget_ns, period_ns, deadline_ns, offset_ns],
+            from_ns,
+        )
+    }
+
+    /// Stores C, T, D, O (`[budget, period, deadline, offset]`) and `from_ns` under the
+    /// timing seqlock whose last even value is `seq`.
+    fn store_timing(
+        &self,
+        seq: u32,
+        [budget_ns, period_ns, deadline_ns, offset_ns]: [u64; 4],
+        from_ns: u64,
+    ) -> Timing {
+        self.timing_seq.store(seq.wrapping_add(1), Relaxed);
         fence(Release);
         self.budget_ns.store(budget_ns, Relaxed);
         self.period_ns.store(period_ns, Relaxed);
         self.deadline_ns.store(deadline_ns, Relaxed);
         self.offset_ns.store(offset_ns, Relaxed);
         self.timing_from_ns.store(from_ns, Relaxed);
-        let seq = old.seq.wrapping_add(2);
+        let seq = seq.wrapping_add(2);
         self.timing_seq.store(seq, Release);
         Timing {
             seq,

@@ -215,6 +215,18 @@ impl TaskLink {
         self.ctl.get().held.store(1, Release);
     }
 
+    /// Opens the start gate closed by [`TaskLink::hold`] and wakes a task waiting at it
+    /// (the supervisor's start of a task in the initial mode, once the epoch is fixed).
+    pub fn release(&self) {
+        self.ctl.get().release();
+    }
+
+    /// Whether a process has attached to the control block (the task library stores its
+    /// pid there in [`crate::Task::attach`], after the program's own set-up before it).
+    pub fn attached(&self) -> bool {
+        self.ctl.get().pid.load(Acquire) != 0
+    }
+
     /// Prepares the link for a new process of the same task after the old one died: drains
     /// the old ring into `out`, creates a fresh ring (the old writer closed it), counts the
     /// restart (the new process's first activation carries `RESTARTED`) and clears a stop
@@ -302,6 +314,16 @@ impl ModePort {
         self.ctl
             .get()
             .set_timing(budget_ns, period_ns, deadline_ns, now)
+    }
+
+    /// Gives the task budget, period and deadline (ns) on a grid whose first release is
+    /// now, for a task its agent starts ([`crate::control::Control::start_timing`]).
+    /// Same precondition as [`ModePort::set_timing`].
+    pub fn start_timing(&self, budget_ns: u64, period_ns: u64, deadline_ns: u64) -> Timing {
+        let now = crate::clock::now_ns();
+        self.ctl
+            .get()
+            .start_timing(budget_ns, period_ns, deadline_ns, now)
     }
 
     /// The task's current timing.
@@ -649,6 +671,38 @@ mod tests {
         assert!(!link.mode_acked(seq));
         task.ack_mode(change);
         assert!(link.mode_port().unwrap().mode_acked(seq));
+    }
+
+    /// A task its agent starts (it joins at a mode switch, M2-Xen IV-C) is first
+    /// released at its start, not on the grid of the schedule's start, whether it never
+    /// ran (held at its gate) or ran before on another phase; then every period.
+    #[test]
+    fn a_started_task_is_first_released_at_its_start() {
+        let link = TaskLink::create(&spec()).unwrap();
+        let epoch = crate::clock::now_ns() - 10_300_000;
+        link.set_epoch_ns(epoch);
+        link.hold();
+        let port = link.mode_port().unwrap();
+        let mut task = attach(&link);
+        for _ in 0..2 {
+            let started = port.start_timing(100_000, 1_000_000, 900_000);
+            let at = epoch + started.from_ns;
+            port.release();
+            // At the start, or on its grid when this thread ran a period late; the
+            // schedule's grid lies 0.3 ms off it (but for a start exactly on it).
+            let first = task.wait_next_period().unwrap();
+            assert!(first.release_ns >= at, "{first:?} {started:?}");
+            assert_eq!(
+                (first.release_ns - at) % 1_000_000,
+                0,
+                "{first:?} {started:?}"
+            );
+            let next = task.wait_next_period().unwrap();
+            assert_eq!((next.release_ns - at) % 1_000_000, 0, "{next:?}");
+            assert!(next.release_ns > first.release_ns, "{next:?}");
+            // Parked a while: the next start lies on another phase of the period.
+            std::thread::sleep(std::time::Duration::from_micros(2_300));
+        }
     }
 
     #[test]

@@ -9,8 +9,7 @@ use bulkhead_os::cpuset;
 use bulkhead_os::sched::{self, Policy};
 use bulkhead_plan::admit;
 use bulkhead_plan::{Host, Programs};
-use bulkhead_runtime::tasks::{RtOptions, RtPartitions};
-use bulkhead_task::clock::now_ns;
+use bulkhead_runtime::tasks::{Epoch, RtOptions, RtPartitions};
 use bulkhead_trace::{Event, EventKind};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -117,7 +116,11 @@ fn rt_tasks_run_with_their_reservations_and_report_every_job() {
     let instance = PathBuf::from(format!("bulkhead-rt-test-{}-run", std::process::id()));
     let options = RtOptions {
         instance: instance.clone(),
-        epoch_ns: now_ns() + 50_000_000,
+        epoch: Epoch {
+            after_attach_ns: 50_000_000,
+            grid_ns: 1,
+            attach_within: Duration::from_secs(5),
+        },
         workdir: std::env::temp_dir(),
         programs: Programs::resolve(&sys, &Host::current(&std::env::temp_dir())).unwrap(),
         ring_depth: 1024,
