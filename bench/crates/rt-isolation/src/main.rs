@@ -24,7 +24,7 @@ use bulkhead_model::{CpuSet, System};
 use bulkhead_plan::admit;
 use bulkhead_plan::{Host, Programs};
 use bulkhead_runtime::housekeeping::Housekeeping;
-use bulkhead_runtime::tasks::{RtOptions, RtPartitions};
+use bulkhead_runtime::tasks::{Epoch, RtOptions, RtPartitions};
 use bulkhead_task::clock::now_ns;
 use bulkhead_task::link::{LinkSpec, TaskLink};
 use bulkhead_task::Record;
@@ -392,17 +392,21 @@ fn run_bulkhead(
     let mut children = start_hogs(&be, hog, hogs);
     let options = RtOptions {
         instance: PathBuf::from(format!("{name}-rt")),
-        // Release 0 one second ahead: housekeeping, the shield and eight spawns take up to
-        // ~0.3 s on this loaded VM, and releases before a task runs count as misses.
-        epoch_ns: now_ns() + 1_000_000_000,
+        // Release 0 once every task has attached, and 200 ms later: room to open the
+        // gates and for a reservation to repay its start-up (docs/rt.md).
+        epoch: Epoch {
+            after_attach_ns: 200_000_000,
+            grid_ns: 1,
+            attach_within: Duration::from_secs(5),
+        },
         workdir: std::env::temp_dir(),
         programs: Programs::resolve(system, &Host::current(&std::env::temp_dir()))
             .expect("the tasks' programs exist"),
         ring_depth: 16384,
         shield: std::env::var_os("BULKHEAD_NO_SHIELD").is_none(),
     };
-    misses.epoch_ns = options.epoch_ns;
     let mut rt = RtPartitions::start(system, &options).expect("rt partition starts");
+    misses.epoch_ns = rt.epoch_ns();
     let end = Instant::now() + secs + Duration::from_secs(1);
     while Instant::now() < end {
         std::thread::sleep(Duration::from_millis(100));
