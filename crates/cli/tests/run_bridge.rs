@@ -54,7 +54,7 @@ channels:
     )
 }
 
-/// The bridge program beside `bulkhead`, or `None` (said) when it is not built.
+/// Whether the bridge program is built beside `bulkhead` (said when it is not).
 fn bridge_built() -> bool {
     let bridge = common::bin("bulkhead-bridge");
     if !bridge.exists() {
@@ -64,6 +64,22 @@ fn bridge_built() -> bool {
         );
     }
     bridge.exists()
+}
+
+/// The exclusive CPUs' lock, a scratch directory holding `system.yaml` and the key of
+/// its bridges (`bh-test/PID/NAME`, on a port of its own: `k` tells the tests apart);
+/// `None` (said) without the programs.
+fn setup(name: &str, k: u16) -> Option<(std::fs::File, Scratch, String)> {
+    let (periodic, lock) = rt_test_setup()?;
+    if !bridge_built() {
+        return None;
+    }
+    let dir = Scratch::new(&format!("bridge-{name}"));
+    let key = format!("bh-test/{}/{name}", std::process::id());
+    let port = 20000 + (std::process::id() % 20000) as u16 * 2 + k;
+    let text = description(&periodic, &dir, &key, port);
+    std::fs::write(dir.file("system.yaml"), text).unwrap();
+    Some((lock, dir, key))
 }
 
 /// `bulkhead run FILE --timeout T`, its output piped.
@@ -103,18 +119,10 @@ fn finished(child: std::process::Child) -> (Output, String) {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE, cgroups, users and namespaces"]
 fn every_message_crosses_the_bridges_in_order() {
-    let Some((periodic, _lock)) = rt_test_setup() else {
+    let Some((_lock, dir, key)) = setup("order", 0) else {
         return;
     };
-    if !bridge_built() {
-        return;
-    }
-    let dir = Scratch::new("bridge-order");
-    let key = format!("bh-test/{}/speed", std::process::id());
-    let port = 20000 + (std::process::id() % 20000) as u16;
-    let file = dir.file("system.yaml");
-    std::fs::write(&file, description(&periodic, &dir, &key, port)).unwrap();
-    let (out, stderr) = finished(run(&file, "5s"));
+    let (out, stderr) = finished(run(&dir.file("system.yaml"), "5s"));
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let read = std::fs::read_to_string(dir.file("read.err")).unwrap_or_default();
     let want = format!(
@@ -128,19 +136,11 @@ fn every_message_crosses_the_bridges_in_order() {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE, cgroups, users and namespaces"]
 fn a_killed_publisher_is_a_peer_loss_not_a_hang() {
-    let Some((periodic, _lock)) = rt_test_setup() else {
+    let Some((_lock, dir, key)) = setup("loss", 1) else {
         return;
     };
-    if !bridge_built() {
-        return;
-    }
-    let dir = Scratch::new("bridge-loss");
-    let key = format!("bh-test/{}/loss", std::process::id());
-    let port = 20000 + (std::process::id() % 20000) as u16 + 1;
-    let file = dir.file("system.yaml");
-    std::fs::write(&file, description(&periodic, &dir, &key, port)).unwrap();
     let started = Instant::now();
-    let child = run(&file, "6s");
+    let child = run(&dir.file("system.yaml"), "6s");
     let publisher = process_with(&["bulkhead-bridge", "publish", &key]);
     std::thread::sleep(Duration::from_secs(2));
     Command::new("kill")

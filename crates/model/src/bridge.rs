@@ -19,8 +19,8 @@
 use crate::normalize::{err, Result};
 use crate::raw::{RawBridge, RawZenoh};
 use crate::types::{
-    Bridge, BridgeDirection, Channel, Nanos, Network, PartitionKind, Resume, Service, System, Task,
-    Zenoh, ZenohMode,
+    Bridge, BridgeDirection, Channel, Nanos, Network, PartitionKind, Service, System, Task, Zenoh,
+    ZenohMode,
 };
 use crate::units::parse_duration;
 
@@ -207,23 +207,10 @@ pub fn add_tasks(system: &mut System) {
             BridgeDirection::Publish => c.reader_tasks = vec![Some(name.clone())],
             BridgeDirection::Subscribe => c.writer_task = Some(name.clone()),
         }
-        p.tasks.push(Task {
-            name,
-            cmd: String::new(),
-            budget: b.budget,
-            period: b.period,
-            deadline: b.period,
-            priority: None,
-            release_jitter: 0,
-            offset: 0,
-            blocking: 0,
-            resume: Resume::Restartable,
-            wcet_khz: None,
-            memory_bound_ppm: 0,
-            service: Some(Service::Bridge {
-                channel: c.name.clone(),
-            }),
-            server: None,
-        });
+        let service = Service::Bridge {
+            channel: c.name.clone(),
+        };
+        p.tasks
+            .push(Task::service(name, b.budget, b.period, service));
     }
 }

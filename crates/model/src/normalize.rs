@@ -979,22 +979,7 @@ pub fn add_gateway_tasks(system: &mut System) {
             ),
         ];
         for (name, budget, service) in services {
-            p.tasks.push(Task {
-                name,
-                cmd: String::new(),
-                budget,
-                period: b.period,
-                deadline: b.period,
-                priority: None,
-                release_jitter: 0,
-                offset: 0,
-                blocking: 0,
-                resume: Resume::Restartable,
-                wcet_khz: None,
-                memory_bound_ppm: 0,
-                service: Some(service),
-                server: None,
-            });
+            p.tasks.push(Task::service(name, budget, b.period, service));
         }
     }
 }

@@ -650,6 +650,27 @@ impl System {
 }
 
 impl Task {
+    /// A restartable task bulkhead provides itself (its `cmd` filled in by `run`),
+    /// reserved `budget` every `period`, its deadline the period.
+    pub fn service(name: String, budget: Nanos, period: Nanos, service: Service) -> Task {
+        Task {
+            name,
+            cmd: String::new(),
+            budget,
+            period,
+            deadline: period,
+            priority: None,
+            release_jitter: 0,
+            offset: 0,
+            blocking: 0,
+            resume: Resume::Restartable,
+            wcet_khz: None,
+            memory_bound_ppm: 0,
+            service: Some(service),
+            server: None,
+        }
+    }
+
     /// The WCET at `khz` on CPUs whose top frequency is `top_khz`, rounded up: with `m`
     /// the memory-bound fraction and `f_wcet` the measuring frequency (`top_khz` when
     /// not given), `C(f) = C x (m + (1 - m) x f_wcet / f)`. The standard linear model
