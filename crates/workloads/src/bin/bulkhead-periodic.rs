@@ -229,6 +229,19 @@ fn open_output(name: &str) -> Result<Sender, String> {
     open_jobs_channel(name)?.sender().map_err(|e| e.to_string())
 }
 
+/// The ends `--write` and `--read` name; an error names the flag and the channel.
+fn job_channels(args: &Args) -> Result<(Option<Sender>, Option<JobCheck>), String> {
+    let output = match &args.write {
+        Some(name) => Some(open_output(name).map_err(|e| format!("--write {name}: {e}"))?),
+        None => None,
+    };
+    let check = match &args.read {
+        Some(name) => Some(JobCheck::open(name).map_err(|e| format!("--read {name}: {e}"))?),
+        None => None,
+    };
+    Ok((output, check))
+}
+
 /// `--read`: the job messages read, and whether their indexes grew.
 struct JobCheck {
     rx: Receiver,
@@ -310,23 +323,10 @@ fn main() -> ExitCode {
         },
         None => None,
     };
-    let mut output = match args.write.as_deref().map(open_output).transpose() {
-        Ok(o) => o,
+    let (mut output, mut check) = match job_channels(&args) {
+        Ok(ends) => ends,
         Err(e) => {
-            eprintln!(
-                "bulkhead-periodic: --write {}: {e}",
-                args.write.unwrap_or_default()
-            );
-            return ExitCode::from(1);
-        }
-    };
-    let mut check = match args.read.as_deref().map(JobCheck::open).transpose() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!(
-                "bulkhead-periodic: --read {}: {e}",
-                args.read.unwrap_or_default()
-            );
+            eprintln!("bulkhead-periodic: {e}");
             return ExitCode::from(1);
         }
     };
