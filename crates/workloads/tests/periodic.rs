@@ -217,7 +217,7 @@ fn write_refuses_a_channel_of_another_message_size() {
 fn read_checks_that_the_indexes_follow_each_other() {
     let (channel, var) = jobs_channel("periodic-read", 16);
     let mut tx = channel.0.sender().unwrap();
-    for index in [0u64, 1, 3, 2] {
+    for index in [0u64, 1, 3, 2, 4] {
         let mut msg = [0u8; 16];
         msg[..8].copy_from_slice(&index.to_le_bytes());
         tx.write(&msg).unwrap();
@@ -231,7 +231,7 @@ fn read_checks_that_the_indexes_follow_each_other() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(
-        stderr.contains("read 4 messages, indexes 0..2, 1 out of order"),
+        stderr.contains("read 5 messages, indexes 0..4, 1 gaps, 1 out of order"),
         "{stderr}"
     );
 }

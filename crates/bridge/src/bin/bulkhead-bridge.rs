@@ -113,7 +113,8 @@ fn publish(
         while matched {
             match rx.try_read(&mut msg) {
                 Ok(()) => {}
-                Err(RecvError::Empty) => break,
+                // A writer that ended has nothing more to send; the bridge runs on.
+                Err(RecvError::Empty | RecvError::Closed) => break,
                 Err(e) => return Err(e.into()),
             }
             publisher.put(msg.as_slice()).wait()?;

@@ -20,7 +20,7 @@
 //! ([`job_message`]), so experiments and tests drive a channel, or a Zenoh bridge
 //! (docs/zenoh.md), without a program of their own. `--read CHANNEL`: each job takes
 //! every message waiting in such a channel and checks that each index is above the last
-//! (a writer's skipped release leaves a gap, not a disorder); at its end the task prints `read N messages, indexes A..B, G out of order`
+//! (a writer's skipped release leaves a gap, not a disorder); at its end the task prints `read N messages, indexes A..B, G gaps, D out of order`
 //! on stderr. What it saw goes to named counters
 //! (the stop-start benchmark reads them from the schedule log):
 //! `can.frames` frames used, `can.fresh_lost` frames missing (gaps in the gateway's
@@ -248,6 +248,7 @@ struct JobCheck {
     count: u64,
     first: Option<u64>,
     last: Option<u64>,
+    gaps: u64,
     out_of_order: u64,
 }
 
@@ -259,6 +260,7 @@ impl JobCheck {
             count: 0,
             first: None,
             last: None,
+            gaps: 0,
             out_of_order: 0,
         })
     }
@@ -268,8 +270,10 @@ impl JobCheck {
         let mut msg = [0u8; MESSAGE_SIZE];
         while self.rx.try_read(&mut msg).is_ok() {
             let index = u64::from_le_bytes(msg[..8].try_into().expect("8 bytes"));
-            if self.last.is_some_and(|l| index <= l) {
-                self.out_of_order += 1;
+            match self.last {
+                Some(l) if index <= l => self.out_of_order += 1,
+                Some(l) if index > l + 1 => self.gaps += 1,
+                _ => {}
             }
             self.first = self.first.or(Some(index));
             self.last = Some(index);
@@ -280,10 +284,11 @@ impl JobCheck {
     fn summary(&self) -> String {
         let index = |i: Option<u64>| i.map_or("-".into(), |i| i.to_string());
         format!(
-            "read {} messages, indexes {}..{}, {} out of order",
+            "read {} messages, indexes {}..{}, {} gaps, {} out of order",
             self.count,
             index(self.first),
             index(self.last),
+            self.gaps,
             self.out_of_order
         )
     }
