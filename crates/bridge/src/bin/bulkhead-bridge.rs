@@ -110,18 +110,31 @@ fn publish(
         let now = publisher.matching_status().wait()?.matching();
         counters.peer(task, &args.key, matched, now);
         matched = now;
-        while matched {
-            match rx.try_read(&mut msg) {
-                Ok(()) => {}
-                // A writer that ended has nothing more to send; the bridge runs on.
-                Err(RecvError::Empty | RecvError::Closed) => break,
-                Err(e) => return Err(e.into()),
-            }
-            publisher.put(msg.as_slice()).wait()?;
-            task.add_counter(counters.messages, 1);
+        if matched {
+            forward(&mut rx, &mut msg, &publisher, task, counters)?;
         }
     }
     Ok(())
+}
+
+/// Puts every message waiting in the channel, through `msg`.
+fn forward(
+    rx: &mut Receiver,
+    msg: &mut [u8],
+    publisher: &zenoh::pubsub::Publisher<'_>,
+    task: &Task,
+    counters: &Counters,
+) -> Result<(), Failure> {
+    loop {
+        match rx.try_read(msg) {
+            Ok(()) => {}
+            // A writer that ended has nothing more to send; the bridge runs on.
+            Err(RecvError::Empty | RecvError::Closed) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        publisher.put(&*msg).wait()?;
+        task.add_counter(counters.messages, 1);
+    }
 }
 
 /// Key to channel: each job writes every sample received since the last one.
