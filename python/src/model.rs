@@ -164,11 +164,12 @@ fn lower<T: std::fmt::Debug>(v: T) -> String {
     out
 }
 
-/// `can-reader:BUS`, `can-writer:BUS` or `mode-agent`.
+/// `can-reader:BUS`, `can-writer:BUS`, `bridge:CHANNEL` or `mode-agent`.
 fn service_name(s: &Service) -> String {
     match s {
         Service::CanReader { bus } => format!("can-reader:{bus}"),
         Service::CanWriter { bus } => format!("can-writer:{bus}"),
+        Service::Bridge { channel } => format!("bridge:{channel}"),
         Service::ModeAgent => "mode-agent".into(),
     }
 }

@@ -86,6 +86,7 @@ fn edge_channel(p: &Pipeline, e: usize) -> Channel {
         readers: vec![b.partition.clone()],
         writer_task: Some(a.name.clone()),
         reader_tasks: vec![Some(b.name.clone())],
+        bridge: None,
     }
 }
 
@@ -107,6 +108,7 @@ fn ready_channel(p: &Pipeline, from: usize, to: usize) -> Channel {
         readers: vec![a.partition.clone()],
         writer_task: Some(b.name.clone()),
         reader_tasks: vec![Some(a.name.clone())],
+        bridge: None,
     }
 }
 

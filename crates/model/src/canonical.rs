@@ -335,12 +335,38 @@ fn channel(c: &Channel) -> String {
         .zip(&c.reader_tasks)
         .map(|(r, t)| end(r, t))
         .collect();
+    // A bridge's end is written as the description wrote it: `writer: zenoh`, no readers.
+    let (writer, readers) = match c.bridge.as_ref().map(|b| b.direction) {
+        None => (
+            end(&c.writer, &c.writer_task),
+            format!(", readers: [{}]", readers.join(", ")),
+        ),
+        Some(BridgeDirection::Publish) => (end(&c.writer, &c.writer_task), String::new()),
+        Some(BridgeDirection::Subscribe) => (
+            crate::bridge::ZENOH_WRITER.to_string(),
+            format!(", readers: [{}]", readers.join(", ")),
+        ),
+    };
+    let bridge = c.bridge.as_ref().map(bridge).unwrap_or_default();
     format!(
-        "{{name: {}, kind: {kind}, message_size: {}{depth}, writer: {}, readers: [{}]}}",
+        "{{name: {}, kind: {kind}, message_size: {}{depth}, writer: {writer}{readers}{bridge}}}",
         quote(&c.name),
         c.message_size,
-        end(&c.writer, &c.writer_task),
-        readers.join(", ")
+    )
+}
+
+fn bridge(b: &Bridge) -> String {
+    let list = |l: &[String]| l.iter().map(|e| quote(e)).collect::<Vec<_>>().join(", ");
+    let z = &b.zenoh;
+    format!(
+        ", bridge: {{partition: {}, period: {}, budget: {}, zenoh: {{key: {}, listen: [{}], connect: [{}], mode: {}}}}}",
+        quote(&b.partition),
+        dur(b.period),
+        dur(b.budget),
+        quote(&z.key),
+        list(&z.listen),
+        list(&z.connect),
+        z.mode.name()
     )
 }
 

@@ -6,6 +6,7 @@
 //! (canonical and simplified forms, DEmOS thesis Appendix 2) load into the same
 //! [`System`]. Needs no privileges and no Linux specifics.
 
+pub mod bridge;
 mod canonical;
 pub mod cpuset;
 mod de;
@@ -210,6 +211,7 @@ pub fn load_str_with(
     normalized.system.pipelines = pipes::normalize(raw_pipelines, &normalized.system)
         .map_err(|e| at(pipe_mark(&root, &e), e.path, e.message))?;
     normalize::add_gateway_tasks(&mut normalized.system);
+    bridge::add_tasks(&mut normalized.system);
     let places = Places {
         partitions: &normalized.partition_paths,
         slices: &normalized.slice_paths,

@@ -93,8 +93,11 @@ pub fn normalize(raw: RawFile) -> Result<Normalized> {
         true => (text.to_string(), None),
         false => endpoint(text),
     };
-    for (i, c) in raw.channels.unwrap_or_default().into_iter().enumerate() {
-        let channel = channel(c, &format!("channels[{i}]"), &end)?;
+    for (i, mut c) in raw.channels.unwrap_or_default().into_iter().enumerate() {
+        let path = format!("channels[{i}]");
+        let bridge = c.bridge.take();
+        let bridge = bridge.map(|b| crate::bridge::normalize(b, &c.writer, &path, n.bare_unit));
+        let channel = channel(c, &path, &end, bridge.transpose()?)?;
         n.out.system.channels.push(channel);
     }
     for (i, b) in raw.buses.unwrap_or_default().into_iter().enumerate() {
@@ -962,11 +965,7 @@ pub fn add_gateway_tasks(system: &mut System) {
             ),
         ];
         for (name, budget, service) in services {
-            p.tasks.push(Task {
-                resume: Resume::Restartable,
-                service: Some(service),
-                ..Task::periodic(name, budget, b.period)
-            });
+            p.tasks.push(Task::service(name, budget, b.period, service));
         }
     }
 }
@@ -1112,11 +1111,13 @@ fn check_capacity(message_size: u32, depth: u32, path: &str) -> Result<()> {
     Ok(())
 }
 
-/// A channel; `end` splits an endpoint into partition and task.
+/// A channel; `end` splits an endpoint into partition and task. A bridged channel's end
+/// across the bridge becomes the bridge's partition.
 fn channel(
     c: RawChannel,
     path: &str,
     end: &dyn Fn(&str) -> (String, Option<String>),
+    bridge: Option<Bridge>,
 ) -> Result<Channel> {
     if c.name.trim().is_empty() {
         return err(child(path, "name"), "must not be empty");
@@ -1145,17 +1146,53 @@ fn channel(
             "a `latest` channel never fills (four-slot: the newest message replaces the last): omit overflow",
         );
     }
+    let (writer, readers) = bridged_ends(&c, path, bridge.as_ref())?;
     Ok(Channel {
         name: c.name,
         kind: c.kind,
         message_size: c.message_size,
         depth,
         overflow: c.overflow.unwrap_or_default(),
-        writer: end(&c.writer).0,
-        writer_task: end(&c.writer).1,
-        readers: c.readers.iter().map(|r| end(r).0).collect(),
-        reader_tasks: c.readers.iter().map(|r| end(r).1).collect(),
+        writer: end(&writer).0,
+        writer_task: end(&writer).1,
+        readers: readers.iter().map(|r| end(r).0).collect(),
+        reader_tasks: readers.iter().map(|r| end(r).1).collect(),
+        bridge,
     })
+}
+
+/// The writer and readers of channel `c`: as written, with the bridge's partition at the
+/// end across a bridge (the readers of a published channel, the writer `zenoh` of a
+/// subscribed one).
+fn bridged_ends(
+    c: &RawChannel,
+    path: &str,
+    bridge: Option<&Bridge>,
+) -> Result<(String, Vec<String>)> {
+    let zenoh = crate::bridge::ZENOH_WRITER;
+    let Some(b) = bridge else {
+        if c.writer == zenoh {
+            let msg =
+                format!("writer `{zenoh}` receives from a Zenoh key: the channel needs a `bridge`");
+            return err(child(path, "writer"), msg);
+        }
+        return match &c.readers {
+            Some(r) => Ok((c.writer.clone(), r.clone())),
+            None => err(path, "missing `readers`"),
+        };
+    };
+    match (b.direction, &c.readers) {
+        (BridgeDirection::Publish, Some(_)) => err(
+            child(path, "readers"),
+            "the reader of a published channel is its bridge: omit readers (or set `writer: zenoh` to receive from the key)",
+        ),
+        (BridgeDirection::Publish, None) => Ok((c.writer.clone(), vec![b.partition.clone()])),
+        (BridgeDirection::Subscribe, Some(r)) => Ok((b.partition.clone(), r.clone())),
+        (BridgeDirection::Subscribe, None) => err(
+            path,
+            "missing `readers` (the local partition that reads what the bridge receives)",
+        ),
+    }
 }
 
 /// A DEmOS `frequency` (MHz, may have decimals: `345.6`) in kHz, as CPUFreq counts.

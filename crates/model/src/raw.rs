@@ -219,7 +219,27 @@ pub struct RawChannel {
     pub depth: Option<u32>,
     pub overflow: Option<crate::types::Overflow>,
     pub writer: String,
-    pub readers: Vec<String>,
+    /// Absent on a published channel (its reader is the bridge).
+    pub readers: Option<Vec<String>>,
+    pub bridge: Option<RawBridge>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawBridge {
+    pub partition: Option<String>,
+    pub period: Option<String>,
+    pub budget: Option<String>,
+    pub zenoh: RawZenoh,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawZenoh {
+    pub key: String,
+    pub listen: Option<Vec<String>>,
+    pub connect: Option<Vec<String>>,
+    pub mode: Option<crate::types::ZenohMode>,
 }
 
 #[derive(Deserialize, Debug)]

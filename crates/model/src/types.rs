@@ -325,6 +325,8 @@ pub enum Service {
     CanReader { bus: String },
     /// The CAN gateway's writer of bus `bus` (partitions to CAN, allowlisted; Program 5).
     CanWriter { bus: String },
+    /// The Zenoh bridge of channel `channel` ([`Bridge`]).
+    Bridge { channel: String },
     /// The partition's mode agent (M2-Xen's DMM), in the view of one mode
     /// ([`System::in_mode`]).
     ModeAgent,
@@ -515,6 +517,73 @@ pub struct Channel {
     pub writer_task: Option<String>,
     /// Per reader, the task that reads (`partition/task`), if named.
     pub reader_tasks: Vec<Option<String>>,
+    /// `bridge`: the channel crosses to other machines over Zenoh; its end there (the
+    /// reader of a published channel, the writer of a subscribed one) is the bridge's
+    /// task in the bridge's partition.
+    pub bridge: Option<Bridge>,
+}
+
+/// A channel's bridge to other machines over Zenoh (issue 40; docs/zenoh.md): an rt task
+/// of its own, [`Bridge::task`], in partition `partition`, reserved `budget` every
+/// `period` like the CAN gateway's tasks, in that partition's network namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bridge {
+    /// `partition` (default `bridge`): the rt partition the bridge runs in, never the
+    /// channel's local writer's or reader's.
+    pub partition: String,
+    /// Publish the channel's messages on the key (the channel names a local writer), or
+    /// write the key's samples into the channel (`writer: zenoh`).
+    pub direction: BridgeDirection,
+    pub period: Nanos,
+    pub budget: Nanos,
+    pub zenoh: Zenoh,
+}
+
+/// Which way a bridge carries messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BridgeDirection {
+    /// Channel to key.
+    Publish,
+    /// Key to channel.
+    Subscribe,
+}
+
+/// The Zenoh side of a bridge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Zenoh {
+    /// The key expression the messages travel on (no wildcards).
+    pub key: String,
+    /// Endpoints the bridge listens on (`tcp/ADDR:PORT`).
+    pub listen: Vec<String>,
+    /// Endpoints the bridge connects to.
+    pub connect: Vec<String>,
+    /// `peer` (default) or `client`.
+    pub mode: ZenohMode,
+}
+
+/// A Zenoh session's mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ZenohMode {
+    Peer,
+    Client,
+}
+
+impl ZenohMode {
+    /// The mode as the description and Zenoh spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ZenohMode::Peer => "peer",
+            ZenohMode::Client => "client",
+        }
+    }
+}
+
+impl Channel {
+    /// The name of the bridge task of channel `channel`.
+    pub fn bridge_task(channel: &str) -> String {
+        format!("{channel}-bridge")
+    }
 }
 
 /// A channel endpoint `partition/task` split at its last `/`: (partition, task); one
@@ -559,9 +628,12 @@ impl System {
 
     /// The network partition `p` runs in: as configured, else private for a partition
     /// with `listen` (its socket comes from the host's network already) or in a system
-    /// with buses (so that only the gateways reach a bus; DriveOS 3.3.2), host otherwise.
+    /// with buses (so that only the gateways reach a bus; DriveOS 3.3.2), host otherwise;
+    /// a partition running a channel's Zenoh bridge is on the host's network.
     pub fn network_of(&self, p: &Partition) -> Network {
-        let gateway = self.buses.iter().any(|b| b.gateway == p.name);
+        let mut bridges = self.channels.iter().filter_map(|c| c.bridge.as_ref());
+        let gateway = self.buses.iter().any(|b| b.gateway == p.name)
+            || bridges.any(|b| b.partition == p.name);
         match p.network {
             Some(n) => n,
             None if p.listen.is_some() => Network::Private,
@@ -597,6 +669,21 @@ impl Task {
             memory_bound_ppm: 0,
             service: None,
             server: None,
+        }
+    }
+
+    /// A restartable task bulkhead provides itself (its `cmd` filled in by `run`),
+    /// reserved `budget` every `period`, its deadline the period.
+    pub fn service(
+        name: impl Into<String>,
+        budget: Nanos,
+        period: Nanos,
+        service: Service,
+    ) -> Task {
+        Task {
+            resume: Resume::Restartable,
+            service: Some(service),
+            ..Task::periodic(name, budget, period)
         }
     }
 

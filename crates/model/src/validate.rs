@@ -20,6 +20,7 @@ pub fn validate(n: &Normalized) -> Result<Vec<PathError>> {
     check_cpus(n)?;
     check_users(n)?;
     check_listen(n)?;
+    crate::bridge::validate(&n.system)?;
     check_channels(&n.system, &names)?;
     check_buses(n, &names)?;
     crate::modes::validate(&n.system, &n.partition_paths)?;
@@ -94,7 +95,8 @@ fn check_name_lengths(n: &Normalized) -> Result<()> {
 /// gateway tasks included), one per process, and two more per process of a be
 /// partition in a pid namespace of its own (its monitor and init, docs/security.md).
 fn pids_needed(sys: &System, p: &Partition) -> usize {
-    let gateway_tasks = 2 * sys.buses.iter().filter(|b| b.gateway == p.name).count();
+    let gateway_tasks = 2 * sys.buses.iter().filter(|b| b.gateway == p.name).count()
+        + crate::bridge::tasks_in(sys, &p.name);
     let per_process = match p.kind == PartitionKind::Be && p.sandbox.pid_namespace {
         true => 3,
         false => 1,

@@ -449,6 +449,7 @@ fn channel(k: usize, names: Vec<String>) -> impl Strategy<Value = Channel> {
                 readers: vec![reader],
                 writer_task: None,
                 reader_tasks: vec![None],
+                bridge: None,
             },
         )
 }

@@ -125,7 +125,7 @@ impl Confinements {
         let mut c = self.of(&p.name);
         let bus = match &task.service {
             Some(Service::CanReader { bus } | Service::CanWriter { bus }) => bus,
-            Some(Service::ModeAgent) | None => return c,
+            Some(Service::Bridge { .. } | Service::ModeAgent) | None => return c,
         };
         c.bulkhead_own = true;
         if let Some(iface) = self.interfaces.get(bus) {

@@ -34,7 +34,9 @@ use crate::isolation::PartitionEnv;
 use crate::RunError;
 use bulkhead_chan::{Channel, End, Spec};
 use bulkhead_gateway_protocol::{env_var, CanId, GatewayArgs, Role, SOCKETCAN_PREFIX, WIRE_SIZE};
-use bulkhead_model::{Bus, Channel as ModelChannel, ChannelKind, Endpoint, System};
+use bulkhead_model::{
+    Bridge, BridgeDirection, Bus, Channel as ModelChannel, ChannelKind, Endpoint, System,
+};
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -76,6 +78,11 @@ impl Links {
         };
         for (i, c) in system.channels.iter().enumerate() {
             out.add_channel(i, c)?;
+            if let Some(b) = &c.bridge {
+                let task = ModelChannel::bridge_task(&c.name);
+                let command = bridge_command(exe, c, b);
+                out.commands.insert((b.partition.clone(), task), command);
+            }
         }
         for (b, bus) in system.buses.iter().enumerate() {
             let mut reader = GatewayArgs::new(Role::Reader, &bus_spec(bus));
@@ -368,6 +375,40 @@ fn gateway_command(exe: &Path, args: &GatewayArgs) -> String {
     let words = [exe.display().to_string(), "can".into(), "gateway".into()];
     shell_words(&[&words[..], &args.to_argv()].concat())
 }
+
+/// The command line of channel `c`'s bridge `b`: `bulkhead-bridge` beside `exe`
+/// (`bulkhead-bridge publish|subscribe --channel NAME --key KEY ...`, docs/zenoh.md).
+fn bridge_command(exe: &Path, c: &ModelChannel, b: &Bridge) -> String {
+    let direction = match b.direction {
+        BridgeDirection::Publish => "publish",
+        BridgeDirection::Subscribe => "subscribe",
+    };
+    let mut words = vec![
+        exe.with_file_name(BRIDGE_PROGRAM).display().to_string(),
+        direction.into(),
+    ];
+    let flags = [
+        ("--channel", &c.name),
+        ("--key", &b.zenoh.key),
+        ("--mode", &b.zenoh.mode.name().to_string()),
+    ];
+    for (flag, value) in flags {
+        words.extend([flag.to_string(), value.clone()]);
+    }
+    for (flag, list) in [
+        ("--listen", &b.zenoh.listen),
+        ("--connect", &b.zenoh.connect),
+    ] {
+        for e in list {
+            words.extend([flag.to_string(), e.clone()]);
+        }
+    }
+    shell_words(&words)
+}
+
+/// The program of a channel's Zenoh bridge, installed beside `bulkhead` (a crate of its
+/// own, so that only it links Zenoh).
+pub const BRIDGE_PROGRAM: &str = "bulkhead-bridge";
 
 /// The words as one command line: a word with characters the shell treats specially is
 /// single-quoted (the task spawner runs such lines through `/bin/sh -c`).

@@ -153,3 +153,85 @@ fn without_a_supervisor_the_program_says_why() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--exec-us"));
 }
+
+/// A named channel of the test, removed from `/dev/shm` when dropped.
+struct Named(bulkhead_chan::Channel);
+
+impl Drop for Named {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(format!("/dev/shm/bulkhead-chan-{}", self.0.meta().name));
+    }
+}
+
+/// A named channel `name` of `size`-byte messages and the variable that hands it to a
+/// program as the description's channel `jobs`.
+fn jobs_channel(name: &str, size: u32) -> (Named, (String, String)) {
+    let name = format!("{name}-{}", std::process::id());
+    let spec = bulkhead_chan::Spec::fifo(&name, size, 64);
+    let channel = bulkhead_chan::Channel::create_named(&spec).unwrap();
+    (Named(channel), (bulkhead_chan::env_var("jobs"), name))
+}
+
+#[test]
+fn write_sends_each_jobs_index_and_release() {
+    let (channel, var) = jobs_channel("periodic-write", 16);
+    let link = TaskLink::create(&spec("writer", 2 * MS, 5 * MS, 5 * MS, 20 * MS)).unwrap();
+    let mut cmd = periodic(
+        &link,
+        &["--exec-us", "100", "--activations", "10", "--write", "jobs"],
+    );
+    assert_eq!(run(cmd.env(var.0, var.1)), 0);
+    let mut rx = channel.0.receiver().unwrap();
+    let mut msg = [0u8; 16];
+    let mut last = None;
+    for _ in 0..10 {
+        rx.try_read(&mut msg).expect("one message per job");
+        let word = |i: usize| u64::from_le_bytes(msg[i..i + 8].try_into().unwrap());
+        // A loaded machine may skip a release: indexes grow, by one unless skipped.
+        assert!(
+            last < Some(word(0)),
+            "the job's index: {last:?} then {}",
+            word(0)
+        );
+        assert_eq!(word(8), link.epoch_ns() + word(0) * 5 * MS, "its release");
+        last = Some(word(0));
+    }
+    assert!(rx.try_read(&mut msg).is_err(), "no more than one per job");
+}
+
+#[test]
+fn write_refuses_a_channel_of_another_message_size() {
+    let (_channel, var) = jobs_channel("periodic-write-size", 32);
+    let link = TaskLink::create(&spec("writer32", 2 * MS, 5 * MS, 5 * MS, 20 * MS)).unwrap();
+    let mut cmd = periodic(&link, &["--activations", "1", "--write", "jobs"]);
+    let out = cmd.env(var.0, var.1).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--write jobs: its messages are 32 bytes; a job message is 16"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn read_checks_that_the_indexes_follow_each_other() {
+    let (channel, var) = jobs_channel("periodic-read", 16);
+    let mut tx = channel.0.sender().unwrap();
+    for index in [0u64, 1, 3, 2, 4] {
+        let mut msg = [0u8; 16];
+        msg[..8].copy_from_slice(&index.to_le_bytes());
+        tx.write(&msg).unwrap();
+    }
+    let link = TaskLink::create(&spec("reader", 2 * MS, 5 * MS, 5 * MS, 20 * MS)).unwrap();
+    let mut cmd = periodic(
+        &link,
+        &["--exec-us", "100", "--activations", "2", "--read", "jobs"],
+    );
+    let out = cmd.env(var.0, var.1).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("read 5 messages, indexes 0..4, 2 gaps, 1 out of order"),
+        "{stderr}"
+    );
+}

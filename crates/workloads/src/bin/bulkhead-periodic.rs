@@ -2,7 +2,7 @@
 //! amount of CPU time, through the bulkhead task library.
 //!
 //! `bulkhead-periodic [--exec-us N] [--activations N] [--can BUS [--on-arrival]]
-//! [--restartable]`: N µs
+//! [--restartable] [--write CHANNEL] [--read CHANNEL]`: N µs
 //! of CPU time per activation (default: the task's budget minus 10%); stop after N
 //! activations (default: when the supervisor asks). It runs the same code in every mode:
 //! a mode request (docs/modes.md) is acknowledged as soon as it arrives, also while the
@@ -14,7 +14,14 @@
 //! through ([`Task::fresh_can`]); `--restartable` runs it as a restartable task
 //! ([`Task::run_restartable`], docs/stop-start.md). `--on-arrival` makes it sporadic:
 //! each job is released when a frame arrives on that channel ([`Task::wait_arrival`]),
-//! not every period. What it saw goes to named counters
+//! not every period. `--write CHANNEL`: each job writes one 16-byte message to the
+//! description's channel CHANNEL (`BULKHEAD_CHAN_<CHANNEL>`, of message size 16): the
+//! job's index and its release time (CLOCK_MONOTONIC ns), little-endian u64 each
+//! ([`job_message`]), so experiments and tests drive a channel, or a Zenoh bridge
+//! (docs/zenoh.md), without a program of their own. `--read CHANNEL`: each job takes
+//! every message waiting in such a channel and checks that each index is above the last
+//! (a writer's skipped release leaves a gap, not a disorder); at its end the task prints `read N messages, indexes A..B, G gaps, D out of order`
+//! on stderr. What it saw goes to named counters
 //! (the stop-start benchmark reads them from the schedule log):
 //! `can.frames` frames used, `can.fresh_lost` frames missing (gaps in the gateway's
 //! sequence numbers) just before a frame it used, `can.stale_used` frames it used that
@@ -23,9 +30,9 @@
 //! `ss.steady_ns` the time from each resume to the first job whose newest frame was at
 //! most [`STEADY_AGE_NS`] old (back to steady-state throughput).
 
-use bulkhead_chan::{Receiver, RecvError};
+use bulkhead_chan::{Channel, Receiver, RecvError, Sender};
 use bulkhead_gateway_protocol::{client_receiver, split, WIRE_SIZE};
-use bulkhead_task::{clock, flags, Counter, Error, Task, Wake};
+use bulkhead_task::{clock, flags, Activation, Counter, Error, Task, Wake};
 use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::process::ExitCode;
@@ -40,6 +47,8 @@ struct Args {
     can: Option<String>,
     restartable: bool,
     on_arrival: bool,
+    write: Option<String>,
+    read: Option<String>,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -49,6 +58,8 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         can: None,
         restartable: false,
         on_arrival: false,
+        write: None,
+        read: None,
     };
     while let Some(flag) = args.next() {
         let mut value = |name: &str| -> Result<String, String> {
@@ -64,6 +75,8 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
                 out.activations = Some(number("--activations", value("--activations")?)?)
             }
             "--can" => out.can = Some(value("--can")?),
+            "--write" => out.write = Some(value("--write")?),
+            "--read" => out.read = Some(value("--read")?),
             "--restartable" => out.restartable = true,
             "--on-arrival" => out.on_arrival = true,
             "-h" | "--help" => return Err(String::new()),
@@ -188,6 +201,99 @@ impl CanInput {
     }
 }
 
+/// The size of a `--write` message.
+const MESSAGE_SIZE: usize = 16;
+
+/// The `--write` message of job `act`: its index and release time, little-endian.
+fn job_message(act: &Activation) -> [u8; MESSAGE_SIZE] {
+    let mut msg = [0u8; MESSAGE_SIZE];
+    msg[..8].copy_from_slice(&act.index.to_le_bytes());
+    msg[8..].copy_from_slice(&act.release_ns.to_le_bytes());
+    msg
+}
+
+/// The description's channel `name`, whose messages must be [`MESSAGE_SIZE`] bytes.
+fn open_jobs_channel(name: &str) -> Result<Channel, String> {
+    let channel = Channel::open_env(name).map_err(|e| e.to_string())?;
+    let size = channel.meta().msg_size;
+    if size as usize != MESSAGE_SIZE {
+        return Err(format!(
+            "its messages are {size} bytes; a job message is {MESSAGE_SIZE} (index and release, u64 each)"
+        ));
+    }
+    Ok(channel)
+}
+
+/// The writing end of `--write`'s channel.
+fn open_output(name: &str) -> Result<Sender, String> {
+    open_jobs_channel(name)?.sender().map_err(|e| e.to_string())
+}
+
+/// The ends `--write` and `--read` name; an error names the flag and the channel.
+fn job_channels(args: &Args) -> Result<(Option<Sender>, Option<JobCheck>), String> {
+    let output = match &args.write {
+        Some(name) => Some(open_output(name).map_err(|e| format!("--write {name}: {e}"))?),
+        None => None,
+    };
+    let check = match &args.read {
+        Some(name) => Some(JobCheck::open(name).map_err(|e| format!("--read {name}: {e}"))?),
+        None => None,
+    };
+    Ok((output, check))
+}
+
+/// `--read`: the job messages read, and whether their indexes grew.
+struct JobCheck {
+    rx: Receiver,
+    count: u64,
+    first: Option<u64>,
+    last: Option<u64>,
+    gaps: u64,
+    out_of_order: u64,
+}
+
+impl JobCheck {
+    fn open(name: &str) -> Result<JobCheck, String> {
+        let rx = open_jobs_channel(name)?.receiver();
+        Ok(JobCheck {
+            rx: rx.map_err(|e| e.to_string())?,
+            count: 0,
+            first: None,
+            last: None,
+            gaps: 0,
+            out_of_order: 0,
+        })
+    }
+
+    /// Takes every message waiting.
+    fn take(&mut self) {
+        let mut msg = [0u8; MESSAGE_SIZE];
+        while self.rx.try_read(&mut msg).is_ok() {
+            let index = u64::from_le_bytes(msg[..8].try_into().expect("8 bytes"));
+            match self.last {
+                Some(l) if index <= l => self.out_of_order += 1,
+                Some(l) if index > l + 1 => self.gaps += 1,
+                _ => {}
+            }
+            self.first = self.first.or(Some(index));
+            self.last = Some(index);
+            self.count += 1;
+        }
+    }
+
+    fn summary(&self) -> String {
+        let index = |i: Option<u64>| i.map_or("-".into(), |i| i.to_string());
+        format!(
+            "read {} messages, indexes {}..{}, {} gaps, {} out of order",
+            self.count,
+            index(self.first),
+            index(self.last),
+            self.gaps,
+            self.out_of_order
+        )
+    }
+}
+
 fn main() -> ExitCode {
     let args = match parse(std::env::args().skip(1)) {
         Ok(a) => a,
@@ -196,7 +302,7 @@ fn main() -> ExitCode {
                 eprintln!("bulkhead-periodic: {msg}");
             }
             eprintln!(
-                "usage: bulkhead-periodic [--exec-us N] [--activations N] [--can BUS [--on-arrival]] [--restartable]"
+                "usage: bulkhead-periodic [--exec-us N] [--activations N] [--can BUS [--on-arrival]] [--restartable] [--write CHANNEL] [--read CHANNEL]"
             );
             return ExitCode::from(if msg.is_empty() { 0 } else { 2 });
         }
@@ -222,6 +328,13 @@ fn main() -> ExitCode {
         },
         None => None,
     };
+    let (mut output, mut check) = match job_channels(&args) {
+        Ok(ends) => ends,
+        Err(e) => {
+            eprintln!("bulkhead-periodic: {e}");
+            return ExitCode::from(1);
+        }
+    };
     // The arrival wait and the job both use the input, one after the other.
     let input = RefCell::new(input);
     let arrival = |wake: Wake<'_>| match input.borrow_mut().as_mut() {
@@ -229,11 +342,20 @@ fn main() -> ExitCode {
         None => Ok(None),
     };
     let mut done = 0u64;
-    let mut job = |task: &mut Task, flags_now: u32| {
+    let mut job = |task: &mut Task, act: &Activation| {
         if let Some(input) = input.borrow_mut().as_mut() {
-            input.take(task, flags_now);
+            input.take(task, act.flags);
         }
         clock::burn_cpu(exec_ns);
+        if let Some(check) = check.as_mut() {
+            check.take();
+        }
+        if let Some(tx) = output.as_mut() {
+            if let Err(e) = tx.write(&job_message(act)) {
+                eprintln!("bulkhead-periodic: --write: {e}");
+                return ControlFlow::Break(());
+            }
+        }
         done += 1;
         match args.activations.is_none_or(|n| done < n) {
             true => ControlFlow::Continue(()),
@@ -241,9 +363,9 @@ fn main() -> ExitCode {
         }
     };
     let ended = match (args.restartable, args.on_arrival) {
-        (true, false) => task.run_restartable(|_| Ok(()), |_, t, act| job(t, act.flags)),
+        (true, false) => task.run_restartable(|_| Ok(()), |_, t, act| job(t, &act)),
         (true, true) => {
-            task.run_restartable_on_arrival(|_| Ok(()), arrival, |_, t, act| job(t, act.flags))
+            task.run_restartable_on_arrival(|_| Ok(()), arrival, |_, t, act| job(t, &act))
         }
         (false, on_arrival) => {
             let mut arrival = arrival;
@@ -254,7 +376,7 @@ fn main() -> ExitCode {
                 };
                 match act {
                     Ok(act) => {
-                        if job(&mut task, act.flags).is_break() {
+                        if job(&mut task, &act).is_break() {
                             break Ok(());
                         }
                     }
@@ -264,6 +386,9 @@ fn main() -> ExitCode {
             }
         }
     };
+    if let Some(check) = &check {
+        eprintln!("bulkhead-periodic: {}", check.summary());
+    }
     if let Err(e) = ended {
         eprintln!("bulkhead-periodic: {e}");
         return ExitCode::from(1);

@@ -1,0 +1,163 @@
+//! `bulkhead run` with channels bridged over Zenoh (issue 40, docs/zenoh.md): a
+//! `bulkhead-periodic --write` task's messages cross a publishing bridge, Zenoh over TCP,
+//! and a subscribing bridge into a channel a `bulkhead-periodic --read` task reads; each
+//! bridge is an rt task of the `bridge` partition. Killing the publishing bridge shows as
+//! a peer loss in the subscribing one, and the run goes on to its end. Observed from
+//! outside: what the reader printed, the run's exit code and stderr.
+//!
+//! Both bridges run in one `bulkhead run`, over the loopback interface: two runs need an
+//! rt partition each for their task and their bridge, four exclusive CPUs where the test
+//! machine has two.
+
+mod common;
+use common::{rt_test_setup, Scratch};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Messages the reader must see at least: the writer writes one per 10 ms job until the
+/// run's end.
+const MESSAGES: u64 = 100;
+
+/// Two rt partitions: `app` (the writer of channel `speed`, the reader of `remote`) and
+/// `bridge` (`speed` published on `key`, listening on `port`; `remote` subscribed to
+/// `key`, connecting to `port`).
+fn description(periodic: &Path, dir: &Scratch, key: &str, port: u16) -> String {
+    let p = periodic.display();
+    let d = dir.0.display();
+    let bridge = "period: 5ms, budget: 2ms";
+    format!(
+        "system: {{}}
+partitions:
+  - name: app
+    kind: rt
+    cpus: 0
+    scheduler: edf
+    tasks:
+      - {{name: w, cmd: \"{p} --exec-us 100 --write speed\", budget: 1ms, period: 10ms}}
+      - {{name: r, cmd: \"{p} --exec-us 100 --read remote 2> {d}/read.err\", budget: 1ms, period: 10ms}}
+  - {{name: bridge, kind: rt, cpus: 1, scheduler: edf, tasks: []}}
+channels:
+  - name: speed
+    kind: fifo
+    message_size: 16
+    depth: 256
+    writer: app/w
+    bridge: {{{bridge}, zenoh: {{key: {key}, listen: [\"tcp/127.0.0.1:{port}\"]}}}}
+  - name: remote
+    kind: fifo
+    message_size: 16
+    depth: 256
+    writer: zenoh
+    readers: [app/r]
+    bridge: {{{bridge}, zenoh: {{key: {key}, connect: [\"tcp/127.0.0.1:{port}\"]}}}}
+"
+    )
+}
+
+/// Whether the bridge program is built beside `bulkhead` (said when it is not).
+fn bridge_built() -> bool {
+    let bridge = common::bin("bulkhead-bridge");
+    if !bridge.exists() {
+        eprintln!(
+            "skipping: {} is not built (cargo build --release -p bulkhead-bridge)",
+            bridge.display()
+        );
+    }
+    bridge.exists()
+}
+
+/// The exclusive CPUs' lock, a scratch directory holding `system.yaml` and the key of
+/// its bridges (`bh-test/PID/NAME`, on a port of its own: `k` tells the tests apart);
+/// `None` (said) without the programs.
+fn setup(name: &str, k: u16) -> Option<(std::fs::File, Scratch, String)> {
+    let (periodic, lock) = rt_test_setup()?;
+    if !bridge_built() {
+        return None;
+    }
+    let dir = Scratch::new(&format!("bridge-{name}"));
+    let key = format!("bh-test/{}/{name}", std::process::id());
+    let port = 20000 + (std::process::id() % 20000) as u16 * 2 + k;
+    let text = description(&periodic, &dir, &key, port);
+    std::fs::write(dir.file("system.yaml"), text).unwrap();
+    Some((lock, dir, key))
+}
+
+/// `bulkhead run FILE --timeout T`, its output piped.
+fn run(file: &Path, timeout: &str) -> std::process::Child {
+    common::bulkhead()
+        .args(["run", file.to_str().unwrap(), "--timeout", timeout])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The pid of the process whose command line holds `words`, within 10 s.
+fn process_with(words: &[&str]) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = std::fs::read_dir("/proc").unwrap().find_map(|e| {
+            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            words.iter().all(|w| cmdline.contains(w)).then_some(pid)
+        });
+        if let Some(pid) = found {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no process with {words:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn finished(child: std::process::Child) -> (Output, String) {
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, stderr)
+}
+
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE, cgroups, users and namespaces"]
+fn every_message_crosses_the_bridges_in_order() {
+    let Some((_lock, dir, key)) = setup("order", 0) else {
+        return;
+    };
+    let (out, stderr) = finished(run(&dir.file("system.yaml"), "5s"));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let read = std::fs::read_to_string(dir.file("read.err")).unwrap_or_default();
+    // The writer is reserved on a CPU of its own: it skips no release, so the indexes
+    // the reader sees run from 0 without a gap (those in flight at the stop are cut).
+    let summary = read
+        .lines()
+        .find_map(|l| l.strip_prefix("bulkhead-periodic: read "));
+    let summary = summary.unwrap_or_else(|| panic!("reader: {read}\nrun: {stderr}"));
+    let count: u64 = summary.split(' ').next().unwrap().parse().unwrap();
+    assert!(count >= MESSAGES, "reader: {read}\nrun: {stderr}");
+    let want = format!("messages, indexes 0..{}, 0 gaps, 0 out of order", count - 1);
+    assert!(summary.contains(&want), "reader: {read}\nrun: {stderr}");
+    assert!(stderr.contains(&format!("{key}: peer present")), "{stderr}");
+}
+
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE, cgroups, users and namespaces"]
+fn a_killed_publisher_is_a_peer_loss_not_a_hang() {
+    let Some((_lock, dir, key)) = setup("loss", 1) else {
+        return;
+    };
+    let started = Instant::now();
+    let child = run(&dir.file("system.yaml"), "6s");
+    let publisher = process_with(&["bulkhead-bridge", "publish", &key]);
+    std::thread::sleep(Duration::from_secs(2));
+    Command::new("kill")
+        .args(["-KILL", &publisher.to_string()])
+        .status()
+        .unwrap();
+    let (out, stderr) = finished(child);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the run ended at its timeout, not stuck on the lost peer: {stderr}"
+    );
+    assert!(stderr.contains(&format!("{key}: peer lost")), "{stderr}");
+    assert!(out.status.code().is_some(), "{stderr}");
+}

@@ -1,0 +1,216 @@
+//! Channels bridged to other machines over Zenoh (issue 40; docs/zenoh.md): the
+//! `bridge:` key of a channel, its checks, and the bridge tasks added to the bridge
+//! partitions.
+//!
+//! ```yaml
+//! channels:
+//!   - {name: speed, kind: fifo, message_size: 16, depth: 64, writer: ctl,
+//!      bridge: {zenoh: {key: vehicle/speed, listen: ["tcp/0.0.0.0:7447"]}}}
+//!   - {name: remote, kind: fifo, message_size: 16, depth: 64, writer: zenoh, readers: [log],
+//!      bridge: {partition: net, period: 5ms, budget: 500us,
+//!               zenoh: {key: vehicle/speed, connect: ["tcp/10.0.0.1:7447"], mode: client}}}
+//! ```
+//!
+//! A published channel (one that names a local writer) has the bridge as its reader; a
+//! subscribed one (`writer: zenoh`) has it as its writer. Normalization puts the bridge's
+//! partition at that end, so analysis, `sim` and `run` see a channel between two
+//! partitions; [`add_tasks`] names the bridge's task there once validation has passed.
+
+use crate::normalize::{err, Result};
+use crate::raw::{RawBridge, RawZenoh};
+use crate::types::{
+    Bridge, BridgeDirection, Channel, Nanos, Network, PartitionKind, Service, System, Task, Zenoh,
+    ZenohMode,
+};
+use crate::units::parse_duration;
+
+/// The writer a subscribed channel names.
+pub const ZENOH_WRITER: &str = "zenoh";
+/// The partition of a bridge that names none.
+pub const DEFAULT_PARTITION: &str = "bridge";
+/// A bridge's reservation when the description gives none: 1 ms every 10 ms.
+const DEFAULT_PERIOD: Nanos = 10_000_000;
+const DEFAULT_BUDGET: Nanos = 1_000_000;
+
+/// The `bridge:` of the channel at `path`, whose writer is `writer` as written.
+pub fn normalize(
+    raw: RawBridge,
+    writer: &str,
+    path: &str,
+    bare_unit: Option<Nanos>,
+) -> Result<Bridge> {
+    let path = format!("{path}.bridge");
+    let duration = |text: Option<String>, key: &str, default: Nanos| match text {
+        None => Ok(default),
+        Some(t) => match parse_duration(&t, bare_unit) {
+            Ok(0) => err(format!("{path}.{key}"), "must be positive"),
+            Ok(d) => Ok(d),
+            Err(e) => err(format!("{path}.{key}"), e),
+        },
+    };
+    let bridge = Bridge {
+        partition: raw.partition.unwrap_or_else(|| DEFAULT_PARTITION.into()),
+        direction: match writer == ZENOH_WRITER {
+            true => BridgeDirection::Subscribe,
+            false => BridgeDirection::Publish,
+        },
+        period: duration(raw.period, "period", DEFAULT_PERIOD)?,
+        budget: duration(raw.budget, "budget", DEFAULT_BUDGET)?,
+        zenoh: zenoh(raw.zenoh, &format!("{path}.zenoh"))?,
+    };
+    if bridge.budget > bridge.period {
+        return err(format!("{path}.budget"), "must not exceed the period");
+    }
+    Ok(bridge)
+}
+
+fn zenoh(raw: RawZenoh, path: &str) -> Result<Zenoh> {
+    check_key(&raw.key).or_else(|m| err(format!("{path}.key"), m))?;
+    let endpoints = |list: Option<Vec<String>>, key: &str| -> Result<Vec<String>> {
+        let list = list.unwrap_or_default();
+        for (i, e) in list.iter().enumerate() {
+            check_endpoint(e).or_else(|m| err(format!("{path}.{key}[{i}]"), m))?;
+        }
+        Ok(list)
+    };
+    let out = Zenoh {
+        key: raw.key,
+        listen: endpoints(raw.listen, "listen")?,
+        connect: endpoints(raw.connect, "connect")?,
+        mode: raw.mode.unwrap_or(ZenohMode::Peer),
+    };
+    if out.mode == ZenohMode::Client && out.connect.is_empty() {
+        return err(
+            format!("{path}.connect"),
+            "a client connects to a router or peer: name at least one endpoint",
+        );
+    }
+    Ok(out)
+}
+
+/// A Zenoh key without wildcards: chunks separated by `/`, none empty, none of the
+/// characters Zenoh reserves (`*`, `$`, `#`, `?`).
+fn check_key(key: &str) -> std::result::Result<(), String> {
+    if key.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if key.split('/').any(str::is_empty) {
+        return Err(format!(
+            "`{key}`: a key has no empty chunk (no leading, trailing or double `/`)"
+        ));
+    }
+    match key.chars().find(|c| "*$#?".contains(*c)) {
+        Some(c) => Err(format!(
+            "`{key}`: `{c}` is reserved by Zenoh (a bridge's key names one key, no wildcards)"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `tcp/HOST:PORT`: TCP is the one transport the bridge is built with.
+fn check_endpoint(endpoint: &str) -> std::result::Result<(), String> {
+    let want = "want tcp/HOST:PORT (e.g. tcp/0.0.0.0:7447, tcp/[::1]:7447)";
+    let Some(address) = endpoint.strip_prefix("tcp/") else {
+        return Err(format!("`{endpoint}`: {want}"));
+    };
+    match address.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
+        _ => Err(format!("`{endpoint}`: {want}")),
+    }
+}
+
+/// The bridges' partitions exist, are rt partitions on the machine's network, and are
+/// neither end of their channels here; their task names are free; and no two bridges
+/// share a channel name's task.
+pub fn validate(sys: &System) -> Result<()> {
+    for (i, c) in sys.channels.iter().enumerate() {
+        let Some(b) = &c.bridge else { continue };
+        let path = format!("channels[{i}].bridge");
+        let at = |key: &str| format!("{path}.{key}");
+        if !c
+            .name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+        {
+            return err(
+                format!("channels[{i}].name"),
+                "a bridged channel's name uses only letters, digits, `-`, `_` and `.` (it names the bridge's task)",
+            );
+        }
+        let Some(p) = sys.partitions.iter().find(|p| p.name == b.partition) else {
+            return err(
+                at("partition"),
+                format!(
+                    "unknown partition `{}` (a bridge runs in an rt partition of its own; `{DEFAULT_PARTITION}` unless named)",
+                    b.partition
+                ),
+            );
+        };
+        if p.kind != PartitionKind::Rt {
+            return err(
+                at("partition"),
+                format!(
+                    "`{}` is not an rt partition: the bridge runs as a reserved task",
+                    p.name
+                ),
+            );
+        }
+        if p.network == Some(Network::Private) {
+            return err(
+                at("partition"),
+                format!(
+                    "`{}` has a private network: the bridge must reach the other machines",
+                    p.name
+                ),
+            );
+        }
+        let (local, key) = match b.direction {
+            BridgeDirection::Publish => (Some(&c.writer), "writer"),
+            BridgeDirection::Subscribe => (c.readers.first(), "readers[0]"),
+        };
+        if local == Some(&b.partition) {
+            return err(
+                format!("channels[{i}].{key}"),
+                format!("`{}` runs the bridge: a bridge never runs in its channel's writer's or reader's partition", b.partition),
+            );
+        }
+        let task = Channel::bridge_task(&c.name);
+        if p.tasks.iter().any(|t| t.name == task) {
+            return err(
+                at("partition"),
+                format!(
+                    "task name `{task}` is taken by the bridge of channel `{}`",
+                    c.name
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The bridge tasks partition `partition` will run (before [`add_tasks`]).
+pub fn tasks_in(sys: &System, partition: &str) -> usize {
+    let bridges = sys.channels.iter().filter_map(|c| c.bridge.as_ref());
+    bridges.filter(|b| b.partition == partition).count()
+}
+
+/// Adds each bridge's task to its partition and names it as the channel's end there
+/// (after validation).
+pub fn add_tasks(system: &mut System) {
+    for c in &mut system.channels {
+        let Some(b) = &c.bridge else { continue };
+        let Some(p) = system.partitions.iter_mut().find(|p| p.name == b.partition) else {
+            continue;
+        };
+        let name = Channel::bridge_task(&c.name);
+        match b.direction {
+            BridgeDirection::Publish => c.reader_tasks = vec![Some(name.clone())],
+            BridgeDirection::Subscribe => c.writer_task = Some(name.clone()),
+        }
+        let service = Service::Bridge {
+            channel: c.name.clone(),
+        };
+        p.tasks
+            .push(Task::service(name, b.budget, b.period, service));
+    }
+}
