@@ -23,9 +23,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// What a run gets beyond the schedule time compared and its tail: room for the last
-/// jobs' wake-ups on a loaded machine.
-pub const START: Duration = Duration::from_millis(100);
+/// What a run gets beyond the schedule time compared and its tail: `run`'s timeout
+/// counts from the start, and release 0 comes once every task attached and 200 ms
+/// later, on a 10 ms grid (docs/rt.md); then room for the last jobs' wake-ups on a
+/// loaded machine.
+pub const START: Duration = Duration::from_millis(500);
 
 /// How much later than their schedule times a run may receive the scenario's stimuli
 /// (each a `bulkhead ctl` started and answered on a loaded machine) and still go on long
