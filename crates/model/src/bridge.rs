@@ -16,7 +16,7 @@
 //! partition at that end, so analysis, `sim` and `run` see a channel between two
 //! partitions; [`add_tasks`] names the bridge's task there once validation has passed.
 
-use crate::normalize::{err, Result};
+use crate::path_error::{err, Result};
 use crate::raw::{RawBridge, RawZenoh};
 use crate::types::{
     Bridge, BridgeDirection, Channel, Nanos, Network, PartitionKind, Service, System, Task, Zenoh,
