@@ -449,7 +449,9 @@ fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
             .unwrap(),
     ));
     wait_for(&socket);
-    std::thread::sleep(Duration::from_millis(300));
+    // Release 0 comes 200 ms after the last attach (docs/rt.md): 500 ms more of mode
+    // `fast` before the switch.
+    std::thread::sleep(Duration::from_millis(700));
     let x = task(&status(&socket), "x")["pid"].as_u64().unwrap() as u32;
     assert!(
         common::chrt(x).contains("200000/2000000/2000000"),
