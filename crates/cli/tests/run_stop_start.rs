@@ -557,9 +557,15 @@ fn a_speed_condition_on_the_replayed_rav4_log_suspends_and_later_resumes_the_sys
     let (socket, log) = (dir.file("car.sock"), dir.file("log.jsonl"));
     let mut run = start(&file, &socket, &log, "30s");
     wait_for(&socket);
-    std::thread::sleep(Duration::from_millis(500));
-    let hmi = pids_of(&["sleep", &format!("305.{tag}")]);
+    // The be partition starts after the rt partitions' tasks have attached (docs/rt.md).
+    let started = Instant::now();
+    let mut hmi = pids_of(&["sleep", &format!("305.{tag}")]);
+    while hmi.is_empty() && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+        hmi = pids_of(&["sleep", &format!("305.{tag}")]);
+    }
     assert_eq!(hmi.len(), 1, "{hmi:?}");
+    std::thread::sleep(Duration::from_millis(300));
     let replay = common::bulkhead()
         .args(["can", "replay", "--bus", &bus, "--iface", "can0"])
         .arg(can_data("comma2k19_rav4_seg40_excerpt.log.gz"))
