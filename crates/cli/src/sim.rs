@@ -232,7 +232,10 @@ fn behaviour(text: &str) -> Result<(String, Behaviour), String> {
     let (cmd, behaviour) = text
         .rsplit_once('=')
         .ok_or("expected CMD=BEHAVIOUR, e.g. './ctl=yield:2ms'")?;
-    Ok((cmd.to_string(), Behaviour::parse(behaviour)?))
+    Ok((
+        cmd.to_string(),
+        Behaviour::parse(behaviour).map_err(|e| e.to_string())?,
+    ))
 }
 
 /// Writes schedule-log lines and the trace as events arrive.

@@ -68,7 +68,7 @@ pub fn dir() -> PathBuf {
 
 /// Every scenario of `dir`, by name.
 pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
-    let names = bulkhead_windows::corpus::names(dir, "")?;
+    let names = bulkhead_windows::corpus::names(dir, "").map_err(|e| e.to_string())?;
     names.iter().map(|n| Scenario::load(dir, n)).collect()
 }
 
@@ -109,7 +109,8 @@ impl Scenario {
             run_cannot: None,
             expected_log,
         };
-        scenario.header = Header::read(name, &yaml, |line| scenario.key(line))?;
+        scenario.header = Header::read(name, &yaml, |line| scenario.key(line).err())
+            .map_err(|e| e.to_string())?;
         if scenario.paper.is_empty() {
             return Err(format!("{name}.yaml: no `# paper:` line"));
         }

@@ -15,9 +15,45 @@
 //! yields or exits after its own CPU time, which a loaded machine gives it late, so
 //! those few are checked with bounds in the real suites' own tests instead.
 
-use crate::drive::Behaviour;
+use crate::drive::{BadBehaviour, Behaviour};
+use bulkhead_model::units::UnitError;
 use bulkhead_model::{Nanos, System};
 use std::path::{Path, PathBuf};
+
+/// Why the corpus, or one of its scenarios, could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum CorpusError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A header line of `NAME.yaml` (`line` counts from 1).
+    #[error("{name}.yaml:{line}: {problem}")]
+    Header {
+        name: String,
+        line: usize,
+        problem: HeaderProblem,
+    },
+    #[error("{name}.yaml: no `# until:` line")]
+    NoUntil { name: String },
+}
+
+/// What is wrong with one header line.
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderProblem {
+    #[error("{0}")]
+    Duration(#[from] UnitError),
+    #[error("bad seed")]
+    Seed,
+    #[error("want CMD=BEHAVIOUR")]
+    Process,
+    #[error("{0}")]
+    Behaviour(#[from] BadBehaviour),
+    /// A key of the reader that extends the header ([`Header::read`]'s `other`).
+    #[error("{0}")]
+    Other(String),
+}
 
 /// One scenario of the corpus.
 #[derive(Debug, Clone)]
@@ -46,38 +82,46 @@ pub struct Header {
 impl Header {
     /// Reads the header of description `NAME.yaml` (`yaml`): its leading lines that
     /// start with `# `. A line whose key is not `until`, `seed` or `process` (or that has
-    /// none) goes to `other`, without the `# `. Errors name `NAME.yaml:LINE`.
+    /// none) goes to `other`, without the `# `, which answers what is wrong with it, if
+    /// anything. Errors name `NAME.yaml:LINE`.
     pub fn read(
         name: &str,
         yaml: &str,
-        mut other: impl FnMut(&str) -> Result<(), String>,
-    ) -> Result<Header, String> {
+        mut other: impl FnMut(&str) -> Option<String>,
+    ) -> Result<Header, CorpusError> {
         let mut header = Header::default();
-        let at = |line: usize, e: String| format!("{name}.yaml:{}: {e}", line + 1);
         for (i, line) in yaml.lines().enumerate() {
             let Some(rest) = line.strip_prefix("# ") else {
                 break;
             };
-            match header.key(rest) {
-                Ok(true) => {}
-                Ok(false) => other(rest).map_err(|e| at(i, e))?,
-                Err(e) => return Err(at(i, e)),
+            let problem = match header.key(rest) {
+                Ok(true) => None,
+                Ok(false) => other(rest).map(HeaderProblem::Other),
+                Err(e) => Some(e),
+            };
+            if let Some(problem) = problem {
+                let (name, line) = (name.to_string(), i + 1);
+                return Err(CorpusError::Header {
+                    name,
+                    line,
+                    problem,
+                });
             }
         }
         if header.until == 0 {
-            return Err(format!("{name}.yaml: no `# until:` line"));
+            return Err(CorpusError::NoUntil { name: name.into() });
         }
         Ok(header)
     }
 
     /// Reads `line` if its key is one of the header's; false if it is not.
-    fn key(&mut self, line: &str) -> Result<bool, String> {
+    fn key(&mut self, line: &str) -> Result<bool, HeaderProblem> {
         let duration = |v: &str| bulkhead_model::units::parse_duration(v.trim(), None);
         match line.split_once(':') {
             Some(("until", v)) => self.until = duration(v)?,
-            Some(("seed", v)) => self.seed = v.trim().parse().map_err(|_| "bad seed")?,
+            Some(("seed", v)) => self.seed = v.trim().parse().map_err(|_| HeaderProblem::Seed)?,
             Some(("process", v)) => {
-                let (cmd, b) = v.trim().rsplit_once('=').ok_or("want CMD=BEHAVIOUR")?;
+                let (cmd, b) = v.trim().rsplit_once('=').ok_or(HeaderProblem::Process)?;
                 self.behaviours
                     .push((cmd.to_string(), Behaviour::parse(b)?));
             }
@@ -104,8 +148,11 @@ impl Header {
 }
 
 /// The names of the descriptions (`NAME.yaml`) of `dir` that start with `prefix`, sorted.
-pub fn names(dir: &Path, prefix: &str) -> Result<Vec<String>, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub fn names(dir: &Path, prefix: &str) -> Result<Vec<String>, CorpusError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| CorpusError::Read {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let mut names: Vec<String> = entries
         .flatten()
         .filter_map(|e| {
@@ -130,7 +177,7 @@ pub fn dir() -> PathBuf {
 pub const PREFIX: &str = "windows-";
 
 /// Every scenario of `dir` whose name starts with [`PREFIX`], by name.
-pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
+pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, CorpusError> {
     let names = names(dir, PREFIX)?;
     names.iter().map(|n| Scenario::load(dir, n)).collect()
 }
@@ -142,15 +189,15 @@ pub fn all() -> Vec<Scenario> {
 
 impl Scenario {
     /// Reads `dir/NAME.yaml` and `dir/NAME.log`.
-    pub fn load(dir: &Path, name: &str) -> Result<Scenario, String> {
+    pub fn load(dir: &Path, name: &str) -> Result<Scenario, CorpusError> {
         let read = |ext: &str| {
             let path = dir.join(format!("{name}.{ext}"));
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+            std::fs::read_to_string(&path).map_err(|source| CorpusError::Read { path, source })
         };
         let yaml = read("yaml")?;
         let expected = read("log")?.lines().map(String::from).collect();
         // Other lines are prose.
-        let header = Header::read(name, &yaml, |_| Ok(()))?;
+        let header = Header::read(name, &yaml, |_| None)?;
         Ok(Scenario {
             name: name.to_string(),
             yaml,
@@ -202,15 +249,22 @@ impl Scenario {
 }
 
 /// Whether `actual` is `expected`; the error shows both.
-pub fn check(actual: &[String], expected: &[String]) -> Result<(), String> {
+pub fn check(actual: &[String], expected: &[String]) -> Result<(), Mismatch> {
     match actual == expected {
         true => Ok(()),
-        false => Err(format!(
-            "expected:\n{}\nactual:\n{}",
-            expected.join("\n"),
-            actual.join("\n")
-        )),
+        false => Err(Mismatch {
+            expected: expected.to_vec(),
+            actual: actual.to_vec(),
+        }),
     }
+}
+
+/// A schedule that is not the expected one ([`check`]).
+#[derive(Debug, thiserror::Error)]
+#[error("expected:\n{}\nactual:\n{}", expected.join("\n"), actual.join("\n"))]
+pub struct Mismatch {
+    pub expected: Vec<String>,
+    pub actual: Vec<String>,
 }
 
 #[cfg(test)]
@@ -231,8 +285,8 @@ mod tests {
         assert!(s.header.is_timed_by_processes());
         assert_eq!(s.behaviour("a b"), Behaviour::YieldAfter(1_000_000));
         assert_eq!(s.expected, ["x"]);
-        let e = Scenario::load(&dir, "bad").unwrap_err();
-        assert!(e.starts_with("bad.yaml:1: "), "{e}");
+        let e = Scenario::load(&dir, "bad").unwrap_err().to_string();
+        assert_eq!(e, "bad.yaml:1: bad seed");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -26,20 +26,35 @@ pub enum Behaviour {
 
 impl Behaviour {
     /// Parses `busy`, `yield:DUR`, `exit:DUR` or `init:DUR` (DUR with a unit, e.g. `2ms`).
-    pub fn parse(text: &str) -> Result<Behaviour, String> {
+    pub fn parse(text: &str) -> Result<Behaviour, BadBehaviour> {
         let duration = |d: &str| {
-            bulkhead_model::units::parse_duration(d, None).map_err(|e| format!("`{text}`: {e}"))
+            bulkhead_model::units::parse_duration(d, None).map_err(|e| BadBehaviour::Duration {
+                text: text.to_string(),
+                source: e,
+            })
         };
         match text.split_once(':') {
             None if text == "busy" => Ok(Behaviour::Busy),
             Some(("yield", d)) => Ok(Behaviour::YieldAfter(duration(d)?)),
             Some(("exit", d)) => Ok(Behaviour::ExitAfter(duration(d)?)),
             Some(("init", d)) => Ok(Behaviour::InitFor(duration(d)?)),
-            _ => Err(format!(
-                "`{text}`: expected busy, yield:DURATION, exit:DURATION or init:DURATION"
-            )),
+            _ => Err(BadBehaviour::Kind {
+                text: text.to_string(),
+            }),
         }
     }
+}
+
+/// Why a behaviour could not be parsed ([`Behaviour::parse`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BadBehaviour {
+    #[error("`{text}`: expected busy, yield:DURATION, exit:DURATION or init:DURATION")]
+    Kind { text: String },
+    #[error("`{text}`: {source}")]
+    Duration {
+        text: String,
+        source: bulkhead_model::units::UnitError,
+    },
 }
 
 /// How fast a process's work progresses: `num/den` ns of work per ns of run time.
