@@ -37,40 +37,67 @@ pub enum FaultKind {
 
 impl Fault {
     /// `TASK:AT:COUNT` (`--inject-miss`).
-    pub fn parse_miss(text: &str) -> Result<Fault, String> {
-        let usage = || format!("`{text}`: expected TASK:AT:COUNT, e.g. ctl:1s:3");
+    pub fn parse_miss(text: &str) -> Result<Fault, BadFault> {
+        let bad = |problem| BadFault {
+            text: text.to_string(),
+            problem,
+        };
         let mut parts = text.splitn(3, ':');
         let (task, at, count) = match (parts.next(), parts.next(), parts.next()) {
             (Some(task), Some(at), Some(count)) if !task.is_empty() => (task, at, count),
-            _ => return Err(usage()),
+            _ => return Err(bad(FaultProblem::MissForm)),
         };
         let count = count
             .parse()
             .ok()
             .filter(|&c| c > 0)
-            .ok_or_else(|| format!("`{text}`: COUNT must be a whole number above 0"))?;
+            .ok_or_else(|| bad(FaultProblem::Count))?;
         Ok(Fault {
             task: task.to_string(),
-            at: at_of(at)?,
+            at: at_of(at).map_err(|e| bad(FaultProblem::At(e)))?,
             kind: FaultKind::Miss { count },
         })
     }
 
     /// `TASK:AT` (`--inject-exit`).
-    pub fn parse_exit(text: &str) -> Result<Fault, String> {
+    pub fn parse_exit(text: &str) -> Result<Fault, BadFault> {
+        let bad = |problem| BadFault {
+            text: text.to_string(),
+            problem,
+        };
         match text.split_once(':') {
             Some((task, at)) if !task.is_empty() => Ok(Fault {
                 task: task.to_string(),
-                at: at_of(at)?,
+                at: at_of(at).map_err(|e| bad(FaultProblem::At(e)))?,
                 kind: FaultKind::Exit,
             }),
-            _ => Err(format!("`{text}`: expected TASK:AT, e.g. ctl:1s")),
+            _ => Err(bad(FaultProblem::ExitForm)),
         }
     }
 }
 
-fn at_of(text: &str) -> Result<Nanos, String> {
-    bulkhead_model::units::parse_duration(text, None).map_err(|e| e.to_string())
+/// A fault flag that does not parse ([`Fault::parse_miss`], [`Fault::parse_exit`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}`: {problem}")]
+pub struct BadFault {
+    pub text: String,
+    pub problem: FaultProblem,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultProblem {
+    #[error("expected TASK:AT:COUNT, e.g. ctl:1s:3")]
+    MissForm,
+    #[error("expected TASK:AT, e.g. ctl:1s")]
+    ExitForm,
+    #[error("COUNT must be a whole number above 0")]
+    Count,
+    #[error("{0}")]
+    At(bulkhead_model::units::UnitError),
+}
+
+fn at_of(text: &str) -> Result<Nanos, bulkhead_model::units::UnitError> {
+    bulkhead_model::units::parse_duration(text, None)
 }
 
 /// The monitor and what it watches, by simulated task.
@@ -259,7 +286,7 @@ impl Sim<'_> {
                 }
                 None
             }
-            Action::Mode(name) => self.request_mode(name, t).err(),
+            Action::Mode(name) => self.request_mode(name, t).err().map(|e| e.to_string()),
             Action::Suspend | Action::Stop => {
                 let spec = &self.spec.tasks[task];
                 let why = format!(
@@ -358,12 +385,19 @@ mod tests {
             (f.task.as_str(), f.at, f.kind),
             ("loop", 20_000_000, FaultKind::Exit)
         );
-        assert!(Fault::parse_miss("loop:1s")
-            .unwrap_err()
-            .contains("TASK:AT:COUNT"));
-        assert!(Fault::parse_miss("loop:1s:0")
-            .unwrap_err()
-            .contains("above 0"));
-        assert!(Fault::parse_exit("loop").unwrap_err().contains("TASK:AT"));
+        let error = |e: BadFault| e.to_string();
+        assert_eq!(
+            error(Fault::parse_miss("loop:1s").unwrap_err()),
+            "`loop:1s`: expected TASK:AT:COUNT, e.g. ctl:1s:3"
+        );
+        assert_eq!(
+            error(Fault::parse_miss("loop:1s:0").unwrap_err()),
+            "`loop:1s:0`: COUNT must be a whole number above 0"
+        );
+        assert_eq!(
+            error(Fault::parse_exit("loop").unwrap_err()),
+            "`loop`: expected TASK:AT, e.g. ctl:1s"
+        );
+        assert!(Fault::parse_exit("loop:soon").is_err());
     }
 }

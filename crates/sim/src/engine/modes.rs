@@ -10,6 +10,18 @@ use crate::spec::*;
 use bulkhead_modes::{Interface, Step, Switch};
 use bulkhead_trace::EventKind;
 
+/// Why a mode requested from inside the simulation (a health action) is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Refused {
+    #[error("the system has no mode manager")]
+    NoModeManager,
+    #[error("no mode `{0}`")]
+    NoMode(String),
+    /// The mode manager refused the switch (its reason, as the switch statistics say).
+    #[error("{0}")]
+    Switch(String),
+}
+
 /// The mode manager's state.
 pub(super) struct ModeState {
     pub(super) current: usize,
@@ -149,12 +161,12 @@ impl Sim<'_> {
 
     /// A request for mode `name` at `t` from inside the simulation (a health action):
     /// handled as a `--mode-switch` request; its refusal as the error.
-    pub(super) fn request_mode(&mut self, name: &str, t: Nanos) -> Result<(), String> {
+    pub(super) fn request_mode(&mut self, name: &str, t: Nanos) -> Result<(), Refused> {
         let Some(modes) = self.spec_ref().modes.as_ref() else {
-            return Err("the system has no mode manager".to_string());
+            return Err(Refused::NoModeManager);
         };
         let Some(mode) = modes.table.mode(name) else {
-            return Err(format!("no mode `{name}`"));
+            return Err(Refused::NoMode(name.to_string()));
         };
         let state = self.modes.as_mut().expect("mode state");
         state.requests.push((t, mode));
@@ -162,7 +174,7 @@ impl Sim<'_> {
         self.mode_request(i, t);
         let state = self.modes.as_ref().expect("mode state");
         match state.stats.last().and_then(|s| s.refused.clone()) {
-            Some(why) => Err(why),
+            Some(why) => Err(Refused::Switch(why)),
             None => Ok(()),
         }
     }
