@@ -42,12 +42,14 @@ pub struct MinEnergy {
     pub saved_joules: f64,
 }
 
+/// The description has no `power:` section, which [`min_energy`] needs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--min-energy needs the description's `power:` section")]
+pub struct NoPowerSection;
+
 /// Finds the lowest static frequency per cluster; needs the `power:` section.
-pub fn min_energy(system: &System, options: &Options) -> Result<MinEnergy, String> {
-    let power = system
-        .power
-        .as_ref()
-        .ok_or("--min-energy needs the description's `power:` section")?;
+pub fn min_energy(system: &System, options: &Options) -> Result<MinEnergy, NoPowerSection> {
+    let power = system.power.as_ref().ok_or(NoPowerSection)?;
     let clusters = &power.clusters;
     let mut chosen: Vec<u64> = clusters.iter().map(top).collect();
     let mut found = vec![true; clusters.len()];

@@ -52,9 +52,10 @@ fn a_set_unschedulable_at_the_top_has_no_frequency() {
     let found = min_energy(&system, &Options::default()).unwrap();
     assert_eq!(found.clusters[0].frequency_hz, None);
     let plain = bulkhead_model::load_str("partitions: [{name: a, kind: rt, cpus: 0, tasks: [{name: t, cmd: x, budget: 1ms, period: 10ms}]}]\nsystem: {}\n", "t.yaml").unwrap().system;
-    assert!(min_energy(&plain, &Options::default())
-        .unwrap_err()
-        .contains("`power:` section"));
+    assert_eq!(
+        min_energy(&plain, &Options::default()).unwrap_err().to_string(),
+        "--min-energy needs the description's `power:` section"
+    );
 }
 
 /// The task's 8 ms were measured at 600 MHz. CPU-bound, it needs 8 x 600/500 = 9.6 ms at

@@ -228,8 +228,8 @@ impl std::error::Error for Unrunnable {
 /// Why the cgroups cannot be used ([`RunError::Cgroups`]).
 #[derive(Debug)]
 pub enum CgroupsUnusable {
-    /// No hierarchy for the window partitions ([`Hierarchy::detect`]'s message).
-    Detect(String),
+    /// No hierarchy for the window partitions.
+    Detect(bulkhead_os::cgroup::DetectError),
     /// No cpuset mount for the rt partitions' reservations.
     Cpuset(bulkhead_os::Error),
     /// bulkhead's cpuset cgroup `base` is not under the reservations' cpuset `mount`.
@@ -246,7 +246,7 @@ pub enum CgroupsUnusable {
 impl std::fmt::Display for CgroupsUnusable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CgroupsUnusable::Detect(m) => f.write_str(m),
+            CgroupsUnusable::Detect(e) => write!(f, "{e}"),
             CgroupsUnusable::Cpuset(e) => write!(f, "{e}"),
             CgroupsUnusable::Outside { base, mount } => write!(
                 f,
@@ -266,7 +266,8 @@ impl std::fmt::Display for CgroupsUnusable {
 impl std::error::Error for CgroupsUnusable {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            CgroupsUnusable::Detect(_) | CgroupsUnusable::Outside { .. } => None,
+            CgroupsUnusable::Outside { .. } => None,
+            CgroupsUnusable::Detect(e) => Some(e),
             CgroupsUnusable::Cpuset(e) | CgroupsUnusable::Limit { source: e, .. } => Some(e),
         }
     }

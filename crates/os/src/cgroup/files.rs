@@ -109,6 +109,28 @@ pub fn procs(dir: &Path) -> Vec<i32> {
         .unwrap_or_default()
 }
 
+/// Why this machine's cgroups cannot hold partitions ([`Hierarchy::detect`]).
+#[derive(Debug, thiserror::Error)]
+pub enum DetectError {
+    #[error("no usable cgroups: {0}")]
+    NoCgroups(io::Error),
+    /// The mount table could not be read.
+    #[error("{0}")]
+    Mounts(io::Error),
+    /// The supervisor's own cgroup is not listed in `/proc/self/cgroup`.
+    #[error("{0}")]
+    OwnCgroup(io::Error),
+    #[error(
+        "the cpuset controller is not available in {} (cgroup.controllers: `{offered}`): \
+         enable it for this cgroup (as root: echo +cpuset > <parent>/cgroup.subtree_control), \
+         or run under systemd-run --user --scope -p Delegate=yes",
+        base.display()
+    )]
+    NoCpuset { base: PathBuf, offered: String },
+    #[error("no usable cgroups: the cpuset controller is mounted as cgroup v1, the freezer controller is not")]
+    NoV1Freezer,
+}
+
 impl Hierarchy {
     /// The supervisor's cgroups in the one detection of this machine's cgroups
     /// ([`super::Layout::detect`]): v1 (with the freezer mounted too)
@@ -116,27 +138,24 @@ impl Hierarchy {
     /// (which must be available to the supervisor's own cgroup too). The supervisor's
     /// own cgroup in each hierarchy is read from `/proc/self/cgroup`; a missing line is
     /// an error, never the hierarchy's root.
-    pub fn detect() -> std::result::Result<Hierarchy, String> {
+    pub fn detect() -> std::result::Result<Hierarchy, DetectError> {
         use super::{controllers, CpusetMount, Layout};
         let layout = Layout::detect().map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => format!("no usable cgroups: {e}"),
-            _ => e.to_string(),
+            io::ErrorKind::NotFound => DetectError::NoCgroups(e),
+            _ => DetectError::Mounts(e),
         })?;
         let own = |mount: &Path, controller| {
-            Layout::own_dir(mount, controller).map_err(|e| e.to_string())
+            Layout::own_dir(mount, controller).map_err(DetectError::OwnCgroup)
         };
         match (&layout.cpuset, &layout.freezer) {
             (CpusetMount::V2(root), _) => {
                 let base = own(root, None)?;
                 let offered = controllers(&base);
                 if !offered.split_whitespace().any(|c| c == "cpuset") {
-                    return Err(format!(
-                        "the cpuset controller is not available in {} (cgroup.controllers: `{}`): \
-                         enable it for this cgroup (as root: echo +cpuset > <parent>/cgroup.subtree_control), \
-                         or run under systemd-run --user --scope -p Delegate=yes",
-                        base.display(),
-                        offered.trim()
-                    ));
+                    return Err(DetectError::NoCpuset {
+                        base,
+                        offered: offered.trim().to_string(),
+                    });
                 }
                 Ok(Hierarchy {
                     version: Version::V2,
@@ -149,10 +168,7 @@ impl Hierarchy {
                 freezer_base: own(freezer, Some("freezer"))?,
                 cpuset_base: Some(own(cpuset, Some("cpuset"))?),
             }),
-            (CpusetMount::V1(_), None) => Err(
-                "no usable cgroups: the cpuset controller is mounted as cgroup v1, the freezer controller is not"
-                    .into(),
-            ),
+            (CpusetMount::V1(_), None) => Err(DetectError::NoV1Freezer),
         }
     }
 
