@@ -159,16 +159,17 @@ fn analyze_partition(
         }
         let acc = per_cpu.entry(cpu.clone()).or_default();
         let search = options.sensitivity && members.len() <= SENSITIVITY_MAX_TASKS;
-        let be = match cpu.parse() {
-            Ok(n) => crate::shared::sharers(system, p, n),
-            Err(_) => Vec::new(),
-        };
+        let sharing = cpu
+            .parse()
+            .ok()
+            .and_then(|n| crate::shared::sharing(system, p, n, options));
         let shared;
-        let tasks = match be.is_empty() {
-            true => &tasks,
-            false => {
-                acc.best_effort = Some(crate::shared::note(p, &be));
-                shared = crate::shared::with_fair_server(p, &tasks);
+        let tasks = match sharing {
+            None => &tasks,
+            Some(sharing) => {
+                acc.best_effort = Some(crate::shared::note(p, &sharing));
+                shared = crate::shared::with_sharing(&sharing, &tasks);
+                acc.sharing = Some(sharing);
                 &shared
             }
         };
@@ -345,7 +346,11 @@ fn edf_cpu(
     if let Some(msg) = &over_cap {
         acc.failures.push(msg.clone());
     }
-    let demand = qpa(&local);
+    // Beside be work, its non-preemptible section is one more demand.
+    let demand = match acc.sharing {
+        Some(_) => qpa(&crate::shared::with_blocking_demand(&local)),
+        None => qpa(&local),
+    };
     acc.note = Some(format!(
         "EDF demand (QPA) of partition `{}` passes up to {}",
         p.name,

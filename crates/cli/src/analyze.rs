@@ -3,6 +3,7 @@
 use crate::common::load_system;
 use crate::fail::{fail, INVALID};
 use crate::out::{out, outln};
+use bulkhead_analysis::shared::FairServer;
 use bulkhead_analysis::system::{analyze_system_with, Options};
 use bulkhead_analysis::text::render_text;
 use std::path::PathBuf;
@@ -38,6 +39,9 @@ pub fn run(args: Args) -> ExitCode {
     };
     let options = Options {
         deadline_cap: (args.deadline_cap * 10_000, 1_000_000),
+        fair_server: FairServer::read(bulkhead_os::bandwidth::fair_servers(std::path::Path::new(
+            bulkhead_os::bandwidth::FAIR_SERVER_DIR,
+        ))),
         ..Options::default()
     };
     let system = match crate::common::solved_system(&loaded.system, &args.file) {
