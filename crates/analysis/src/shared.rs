@@ -95,10 +95,10 @@ pub struct Sharing {
     /// RT throttling: the time (ns) SCHED_FIFO tasks are held every period (ns), from
     /// the bandwidth cap `sched_rt_runtime_us / sched_rt_period_us`.
     pub rt_throttle_ns: (Time, Time),
-    /// The longest non-preemptible section of the be work, the largest `nonpreemptible`
-    /// of `partitions`, or [`DEFAULT_NONPREEMPTIBLE`].
+    /// The longest non-preemptible section of the be work: the largest `nonpreemptible`
+    /// of `partitions`, [`DEFAULT_NONPREEMPTIBLE`] for one that declares none.
     pub nonpreemptible_ns: Time,
-    /// Whether a partition declared it.
+    /// Whether every one of `partitions` declared its own.
     pub nonpreemptible_declared: bool,
     /// The partition's scheduler is SCHED_FIFO: normal tasks can run above it.
     pub fifo: bool,
@@ -143,7 +143,11 @@ pub fn sharing(system: &System, p: &Partition, cpu: u32, options: &Options) -> O
     if be.is_empty() {
         return None;
     }
-    let declared = be.iter().filter_map(|b| b.nonpreemptible).max();
+    let each = be.iter().map(|b| b.nonpreemptible);
+    let longest = each
+        .clone()
+        .map(|n| n.unwrap_or(DEFAULT_NONPREEMPTIBLE))
+        .max();
     let (runtime, period) = options.deadline_cap;
     Some(Sharing {
         partitions: be.iter().map(|b| b.name.clone()).collect(),
@@ -152,8 +156,8 @@ pub fn sharing(system: &System, p: &Partition, cpu: u32, options: &Options) -> O
             period.saturating_sub(runtime).saturating_mul(1_000),
             period.saturating_mul(1_000),
         ),
-        nonpreemptible_ns: declared.unwrap_or(DEFAULT_NONPREEMPTIBLE),
-        nonpreemptible_declared: declared.is_some(),
+        nonpreemptible_ns: longest.unwrap_or(DEFAULT_NONPREEMPTIBLE),
+        nonpreemptible_declared: each.clone().all(|n| n.is_some()),
         fifo: p.scheduler == Scheduler::FixedPriority,
     })
 }

@@ -142,7 +142,8 @@ fn the_fair_server_read_from_the_machine_replaces_the_default() {
 
 /// Boomerang IV-A's ProcData (0.2 ms every 2 ms) under SCHED_DEADLINE beside the load:
 /// a declared section of 1.5 ms still fits (dbf(2 ms) + B = 1.7 ms <= 2 ms), one of
-/// 1.9 ms does not (2.1 ms > 2 ms); the largest declaration of the sharers counts.
+/// 1.9 ms does not (2.1 ms > 2 ms); the largest declaration of the sharers counts, and
+/// a sharer that declares none counts with the default 1 ms.
 #[test]
 fn a_declared_nonpreemptible_section_is_one_more_demand_under_edf() {
     let with = |b: &str| {
@@ -163,6 +164,12 @@ fn a_declared_nonpreemptible_section_is_one_more_demand_under_edf() {
     assert!(
         note.contains("up to 1500 µs (declared by `nonpreemptible`"),
         "{note}"
+    );
+    let one_undeclared = analyze(&with("500us").replace(", nonpreemptible: 10us", ""));
+    let s = one_undeclared.cpus[0].sharing.as_ref().unwrap();
+    assert_eq!(
+        (s.nonpreemptible_ns, s.nonpreemptible_declared),
+        (MS, false)
     );
     let misses = analyze(&with("1900us"));
     assert!(!misses.schedulable);
