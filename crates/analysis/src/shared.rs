@@ -223,11 +223,13 @@ pub fn note(p: &Partition, s: &Sharing) -> String {
         ),
     };
     let np = match s.nonpreemptible_declared {
-        true => "declared by `nonpreemptible`".to_string(),
-        false => "the default: declare `nonpreemptible` as measured".to_string(),
+        true => "declared by `nonpreemptible`; `bulkhead probe` beside them measures it",
+        false => {
+            "the default: measure it with `bulkhead probe` beside them and declare `nonpreemptible`"
+        }
     };
     format!(
-        "shared with best-effort partition(s) {names} (SCHED_OTHER below the reservations, DriveOS 7.1): {server}; a non-preemptible kernel section they enter blocks each job once for up to {} ({np} by `bulkhead probe` beside them)",
+        "shared with best-effort partition(s) {names} (SCHED_OTHER below the reservations, DriveOS 7.1): {server}; a non-preemptible kernel section they enter blocks each job once for up to {} ({np})",
         ms(s.nonpreemptible_ns)
     )
 }

@@ -58,6 +58,83 @@ fn check_analyze_and_sim_take_be_partitions_on_a_non_exclusive_rt_partitions_cpu
     assert!(err.contains("declare `exclusive: false`"), "{err}");
 }
 
+/// examples/driveos-linux.yaml, DriveOS 7.1's Linux side: K and L under SCHED_DEADLINE
+/// on CPU 1 beside five be partitions that declare a 100 µs non-preemptible section.
+fn driveos_linux() -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/driveos-linux.yaml"
+    );
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn the_driveos_linux_side_is_checked_analysed_and_simulated_beside_its_be_work() {
+    let scratch = Scratch::new("driveos-linux");
+    let file = scratch.file("driveos-linux.yaml");
+    std::fs::write(&file, driveos_linux()).unwrap();
+    let path = file.to_str().unwrap();
+    for args in [&["check", path][..], &["sim", path, "--for", "10ms"]] {
+        let out = bulkhead().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("warning"), "{args:?}: {err}");
+    }
+    let out = bulkhead()
+        .args(["analyze", "--json", path])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cpu1 = report["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cpu"] == "1")
+        .expect("CPU 1 in the report");
+    let sharing = &cpu1["sharing"];
+    assert_eq!(
+        sharing["partitions"].as_array().unwrap().len(),
+        5,
+        "{sharing}"
+    );
+    assert_eq!(sharing["nonpreemptible_ns"], 100_000);
+    assert_eq!(sharing["nonpreemptible_declared"], true);
+    assert_eq!(sharing["fifo"], false);
+    assert_eq!(report["cpus"][0]["sharing"], serde_json::Value::Null);
+}
+
+/// The same Linux side with a non-preemptible section its 1 ms tasks cannot absorb, or
+/// with `linux` exclusive: `analyze` fails CPU 1, `check` names the be partition's
+/// `cpus` and the key to declare.
+#[test]
+fn the_driveos_linux_side_is_refused_when_the_be_work_cannot_fit_beside_it() {
+    let scratch = Scratch::new("driveos-linux-refused");
+    let file = scratch.file("driveos-linux.yaml");
+    let path = file.to_str().unwrap();
+    std::fs::write(
+        &file,
+        driveos_linux().replacen("nonpreemptible: 100us", "nonpreemptible: 900us", 1),
+    )
+    .unwrap();
+    let out = bulkhead().args(["analyze", path]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("CPU 1:") && text.contains("FAILS"), "{text}");
+    assert!(text.contains("up to 900 µs"), "{text}");
+    let exclusive = driveos_linux().replace("    exclusive: false ", "    # exclusive: false ");
+    std::fs::write(&file, exclusive).unwrap();
+    let out = bulkhead().args(["check", path]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("driveos-linux.yaml:54:")
+            && err.contains("partitions[2].cpus: overlaps the CPUs of partition `linux`"),
+        "{err}"
+    );
+    assert!(err.contains("declare `exclusive: false`"), "{err}");
+}
+
 /// The be process's utime + stime in clock ticks (`/proc/PID/stat` fields 14 and 15).
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
