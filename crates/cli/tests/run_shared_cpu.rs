@@ -2,7 +2,8 @@
 //! an rt partition with `exclusive: false` (issue 39.4; DriveOS 7.1's Linux side,
 //! Boomerang IV-A's ProcData beside its load). `run` is observed from outside: the be process's CPU affinity, cgroups and
 //! CPU time (`/proc/PID/status`, `/proc/PID/cgroup`, `/proc/PID/stat`), the rt task's
-//! jobs and misses in the schedule log, and nothing left behind.
+//! jobs and misses in the schedule log against a probe beside them, and nothing left
+//! behind.
 
 mod common;
 use common::{bin, bulkhead, partition_children, Scratch};
@@ -220,9 +221,25 @@ partitions:
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let hog_pid = find_hog(run.id(), started);
+    // The platform's floor beside them: a SCHED_FIFO 99 timer every 10 ms on CPU 1, the
+    // mapper's period, for as long as the run (docs/platform.md).
+    let probe = bulkhead()
+        .args(["probe", "--json", "--cpus", "1", "--interval", "10ms"])
+        .args(["--priority", "99", "--for", "4s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let Some(hog_pid) = find_hog(run.id(), started) else {
+        // Refused (another run's exclusive cpuset on our CPUs?) or slow: say which.
+        let out = run.wait_with_output().unwrap();
+        panic!(
+            "the be process did not start: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
     std::thread::sleep(Duration::from_millis(2500).saturating_sub(started.elapsed()));
-    let hog_pid = hog_pid.expect("the be process started");
     let (affinity, cgroups, ticks) = (
         status_line(hog_pid, "Cpus_allowed_list"),
         std::fs::read_to_string(format!("/proc/{hog_pid}/cgroup")).unwrap_or_default(),
@@ -230,9 +247,18 @@ partitions:
     );
     let elapsed_ticks = started.elapsed().as_millis() as u64 / 10;
     let out = run.wait_with_output().unwrap();
+    let probed = probe.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let schedule = std::fs::read_to_string(&log).unwrap_or_default();
     let count = |event: &str| schedule.matches(&format!("\"event\":\"{event}\"")).count();
+    let of_mapper = |event: &str| {
+        let lines = schedule
+            .lines()
+            .filter(|l| l.contains("\"task\":\"mapper\""));
+        lines
+            .filter(|l| l.contains(&format!("\"event\":\"{event}\"")))
+            .count()
+    };
 
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     // The be process runs on the rt partition's CPU, in a cpuset below the rt domain
@@ -267,6 +293,26 @@ partitions:
     assert!(
         misses * 20 <= jobs,
         "{misses} misses of {jobs} jobs beside the be work"
+    );
+    // The mapper beside the burner misses no more than the platform lets a task of its
+    // period miss: the probe's wake-ups later than 10 ms, twice over, and 5 to spare.
+    let report: serde_json::Value = serde_json::from_slice(&probed.stdout).unwrap_or_else(|e| {
+        panic!(
+            "probe --json: {e}: {}",
+            String::from_utf8_lossy(&probed.stderr)
+        )
+    });
+    let late = report["cpus"][0]["missed"]
+        .as_u64()
+        .expect("the probe's CPU 1");
+    let (mapper_jobs, mapper_misses) = (of_mapper("job_complete"), of_mapper("deadline_miss"));
+    assert!(
+        mapper_jobs >= 200,
+        "{mapper_jobs} jobs of the mapper in 4 s"
+    );
+    assert!(
+        mapper_misses as u64 <= 2 * late + 5,
+        "the mapper missed {mapper_misses} of {mapper_jobs} deadlines beside the be work; the probe beside it woke {late} times later than 10 ms"
     );
     // Nothing is left: no process, no cgroup of the run.
     assert!(!std::path::Path::new(&format!("/proc/{hog_pid}")).exists());
