@@ -35,7 +35,6 @@
 //! read the machine's (`/sys/kernel/debug/sched/fair_server/cpuN/{runtime,period}`,
 //! root and an unlocked debugfs: [`FairServer::read`]).
 
-use crate::report::Options;
 use crate::reservation::FAIR_SERVER;
 use crate::task::{Task, Time};
 use bulkhead_model::{Cpus, Partition, PartitionKind, Scheduler, System};
@@ -136,9 +135,15 @@ pub fn sharers<'a>(system: &'a System, p: &Partition, cpu: u32) -> Vec<&'a Parti
         .collect()
 }
 
-/// What CPU `cpu` of rt partition `p` shares with best-effort partitions under
-/// `options`; `None` if it shares nothing.
-pub fn sharing(system: &System, p: &Partition, cpu: u32, options: &Options) -> Option<Sharing> {
+/// What CPU `cpu` of rt partition `p` shares with best-effort partitions, with the
+/// kernel's `fair_server` and bandwidth cap `deadline_cap` (`sched_rt_runtime_us`,
+/// `sched_rt_period_us`); `None` if it shares nothing.
+pub fn sharing(
+    system: &System,
+    p: &Partition,
+    cpu: u32,
+    (fair_server, deadline_cap): (FairServer, (Time, Time)),
+) -> Option<Sharing> {
     let be = sharers(system, p, cpu);
     if be.is_empty() {
         return None;
@@ -148,10 +153,10 @@ pub fn sharing(system: &System, p: &Partition, cpu: u32, options: &Options) -> O
         .clone()
         .map(|n| n.unwrap_or(DEFAULT_NONPREEMPTIBLE))
         .max();
-    let (runtime, period) = options.deadline_cap;
+    let (runtime, period) = deadline_cap;
     Some(Sharing {
         partitions: be.iter().map(|b| b.name.clone()).collect(),
-        fair_server: options.fair_server,
+        fair_server,
         rt_throttle_ns: (
             period.saturating_sub(runtime).saturating_mul(1_000),
             period.saturating_mul(1_000),

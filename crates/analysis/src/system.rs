@@ -159,10 +159,10 @@ fn analyze_partition(
         }
         let acc = per_cpu.entry(cpu.clone()).or_default();
         let search = options.sensitivity && members.len() <= SENSITIVITY_MAX_TASKS;
-        let sharing = cpu
-            .parse()
-            .ok()
-            .and_then(|n| crate::shared::sharing(system, p, n, options));
+        let sharing = cpu.parse().ok().and_then(|n| {
+            let kernel = (options.fair_server, options.deadline_cap);
+            crate::shared::sharing(system, p, n, kernel)
+        });
         let shared;
         let tasks = match sharing {
             None => &tasks,
