@@ -159,20 +159,8 @@ fn analyze_partition(
         }
         let acc = per_cpu.entry(cpu.clone()).or_default();
         let search = options.sensitivity && members.len() <= SENSITIVITY_MAX_TASKS;
-        let sharing = cpu.parse().ok().and_then(|n| {
-            let kernel = (options.fair_server, options.deadline_cap);
-            crate::shared::sharing(system, p, n, kernel)
-        });
-        let shared;
-        let tasks = match sharing {
-            None => &tasks,
-            Some(sharing) => {
-                acc.best_effort = Some(crate::shared::note(p, &sharing));
-                shared = crate::shared::with_sharing(&sharing, &tasks);
-                acc.sharing = Some(sharing);
-                &shared
-            }
-        };
+        let shared = shared_tasks(system, p, cpu, options, acc, &tasks);
+        let tasks = shared.as_deref().unwrap_or(&tasks);
         let verdicts = if edf {
             edf_cpu(p, tasks, &members, cpu, options, acc)
         } else {
@@ -215,6 +203,24 @@ fn analyze_partition(
     report
         .partitions
         .push(partition_verdict(p, &tasks, &cpus, mine, interfaces, edf));
+}
+
+/// `tasks` of `p` with what the be partitions sharing `cpu` can still do to them
+/// ([`crate::shared`]), noted on the CPU; `None` if no be partition shares it.
+fn shared_tasks(
+    system: &System,
+    p: &Partition,
+    cpu: &str,
+    options: &Options,
+    acc: &mut CpuAcc,
+    tasks: &[Task],
+) -> Option<Vec<Task>> {
+    let kernel = (options.fair_server, options.deadline_cap);
+    let sharing = crate::shared::sharing(system, p, cpu.parse().ok()?, kernel)?;
+    acc.best_effort = Some(crate::shared::note(p, &sharing));
+    let shared = crate::shared::with_sharing(&sharing, tasks);
+    acc.sharing = Some(sharing);
+    Some(shared)
 }
 
 /// The verdicts of the tasks `members` of `p` on `cpu` under fixed priority; C max by

@@ -172,22 +172,42 @@ fn find_hog(run: u32, started: Instant) -> Option<u32> {
     None
 }
 
-/// Both CPUs belong to rt partitions (`quest` owns CPU 0, as in Boomerang's set-up): the
-/// be partition's cgroups have no CPU of their own to start from.
-#[test]
-#[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
-fn a_be_partition_burns_the_cpu_of_a_non_exclusive_rt_partition_below_its_reservation() {
-    let Some((periodic, _lock)) = common::rt_test_setup() else {
-        return;
+/// The mapper beside the burner misses no more than the platform lets a task of its
+/// period miss: the probe's wake-ups later than 10 ms, twice over, and 5 to spare.
+fn assert_within_the_probes_floor(schedule: &str, probed: &std::process::Output) {
+    let of_mapper = |event: &str| {
+        let lines = schedule
+            .lines()
+            .filter(|l| l.contains("\"task\":\"mapper\""));
+        lines
+            .filter(|l| l.contains(&format!("\"event\":\"{event}\"")))
+            .count()
     };
-    let scratch = Scratch::new("shared-cpu");
-    let file = scratch.file("system.yaml");
-    let log = scratch.file("schedule.jsonl");
-    let hog = bin("bulkhead-hog");
-    std::fs::write(
-        &file,
-        format!(
-            "system: {{cpus: 0-1}}
+    let report: serde_json::Value = serde_json::from_slice(&probed.stdout).unwrap_or_else(|e| {
+        panic!(
+            "probe --json: {e}: {}",
+            String::from_utf8_lossy(&probed.stderr)
+        )
+    });
+    let late = report["cpus"][0]["missed"]
+        .as_u64()
+        .expect("the probe's CPU 1");
+    let (mapper_jobs, mapper_misses) = (of_mapper("job_complete"), of_mapper("deadline_miss"));
+    assert!(
+        mapper_jobs >= 200,
+        "{mapper_jobs} jobs of the mapper in 4 s"
+    );
+    assert!(
+        mapper_misses as u64 <= 2 * late + 5,
+        "the mapper missed {mapper_misses} of {mapper_jobs} deadlines beside the be work; the probe beside it woke {late} times later than 10 ms"
+    );
+}
+
+/// `quest` owns CPU 0 with `control`; `linux-rt` (`exclusive: false`) reserves `mapper`
+/// (1 ms every 10 ms, SCHED_DEADLINE) on CPU 1, where `background` burns CPU within 30%.
+fn burner_beside_mapper(periodic: &std::path::Path, hog: &std::path::Path) -> String {
+    format!(
+        "system: {{cpus: 0-1}}
 partitions:
   - name: quest
     kind: rt
@@ -207,12 +227,25 @@ partitions:
     cpu: 30%
     processes: [{} cpu]
 ",
-            periodic.display(),
-            periodic.display(),
-            hog.display()
-        ),
+        periodic.display(),
+        periodic.display(),
+        hog.display()
     )
-    .unwrap();
+}
+
+/// Both CPUs belong to rt partitions (`quest` owns CPU 0, as in Boomerang's set-up): the
+/// be partition's cgroups have no CPU of their own to start from.
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
+fn a_be_partition_burns_the_cpu_of_a_non_exclusive_rt_partition_below_its_reservation() {
+    let Some((periodic, _lock)) = common::rt_test_setup() else {
+        return;
+    };
+    let scratch = Scratch::new("shared-cpu");
+    let file = scratch.file("system.yaml");
+    let log = scratch.file("schedule.jsonl");
+    let hog = bin("bulkhead-hog");
+    std::fs::write(&file, burner_beside_mapper(&periodic, &hog)).unwrap();
     let started = Instant::now();
     let run = bulkhead()
         .args(["run", file.to_str().unwrap(), "--timeout", "4s"])
@@ -251,14 +284,6 @@ partitions:
     let stderr = String::from_utf8_lossy(&out.stderr);
     let schedule = std::fs::read_to_string(&log).unwrap_or_default();
     let count = |event: &str| schedule.matches(&format!("\"event\":\"{event}\"")).count();
-    let of_mapper = |event: &str| {
-        let lines = schedule
-            .lines()
-            .filter(|l| l.contains("\"task\":\"mapper\""));
-        lines
-            .filter(|l| l.contains(&format!("\"event\":\"{event}\"")))
-            .count()
-    };
 
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     // The be process runs on the rt partition's CPU, in a cpuset below the rt domain
@@ -294,26 +319,7 @@ partitions:
         misses * 20 <= jobs,
         "{misses} misses of {jobs} jobs beside the be work"
     );
-    // The mapper beside the burner misses no more than the platform lets a task of its
-    // period miss: the probe's wake-ups later than 10 ms, twice over, and 5 to spare.
-    let report: serde_json::Value = serde_json::from_slice(&probed.stdout).unwrap_or_else(|e| {
-        panic!(
-            "probe --json: {e}: {}",
-            String::from_utf8_lossy(&probed.stderr)
-        )
-    });
-    let late = report["cpus"][0]["missed"]
-        .as_u64()
-        .expect("the probe's CPU 1");
-    let (mapper_jobs, mapper_misses) = (of_mapper("job_complete"), of_mapper("deadline_miss"));
-    assert!(
-        mapper_jobs >= 200,
-        "{mapper_jobs} jobs of the mapper in 4 s"
-    );
-    assert!(
-        mapper_misses as u64 <= 2 * late + 5,
-        "the mapper missed {mapper_misses} of {mapper_jobs} deadlines beside the be work; the probe beside it woke {late} times later than 10 ms"
-    );
+    assert_within_the_probes_floor(&schedule, &probed);
     // Nothing is left: no process, no cgroup of the run.
     assert!(!std::path::Path::new(&format!("/proc/{hog_pid}")).exists());
     for line in cgroups.lines().filter(|l| l.contains("bulkhead-")) {
