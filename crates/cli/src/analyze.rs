@@ -23,7 +23,8 @@ pub struct Args {
     /// `with_platform`: the verdicts with the description's platform stall) instead of text
     #[arg(long)]
     json: bool,
-    /// SCHED_DEADLINE bandwidth cap per CPU in percent (the kernel's sched_rt_runtime_us/sched_rt_period_us)
+    /// SCHED_DEADLINE bandwidth cap per CPU in percent (the kernel's sched_rt_runtime_us/sched_rt_period_us);
+    /// the rest of each second is RT throttling of SCHED_FIFO tasks on CPUs shared with be partitions
     #[arg(long, value_name = "PERCENT", default_value_t = 95, value_parser = clap::value_parser!(u64).range(1..=100))]
     deadline_cap: u64,
     /// Find per CPU cluster of the power section the lowest static frequency at which
