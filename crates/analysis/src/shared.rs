@@ -4,14 +4,16 @@
 //! runs beside the load of Core 1 (Boomerang IV-A).
 //!
 //! The be work runs as SCHED_OTHER tasks, which the kernel runs only when no
-//! SCHED_DEADLINE or SCHED_FIFO task of the CPU is runnable, with one exception: the
+//! SCHED_DEADLINE or SCHED_FIFO task of the CPU is runnable, with two exceptions: the
 //! kernel's fair server ([`FAIR_SERVER`], Linux 6.12 and later), a SCHED_DEADLINE server
-//! of 50 ms every second that runs SCHED_OTHER tasks starved by real-time ones.
+//! of 50 ms every second that runs SCHED_OTHER tasks starved by real-time ones, and the
+//! non-preemptible kernel sections the be work is inside when a task wakes.
 //!
 //! * SCHED_DEADLINE tasks (`scheduler: edf`): the fair server is one more reservation of
 //!   the CPU's EDF schedule, and its bandwidth is already deducted from what the admission
 //!   gives the tasks ([`crate::reservation::task_bandwidth`]); EDF with a total bandwidth
-//!   within the CPU keeps every reservation's C every T, so the be work adds nothing.
+//!   within the CPU keeps every reservation's C every T, so the fair server takes nothing
+//!   from them.
 //! * SCHED_FIFO tasks (`fixed-priority`): normal tasks can run above every FIFO level,
 //!   through the fair server (up to its runtime every period) on kernels that have it,
 //!   or, on older ones, while RT throttling holds the FIFO tasks (`sched_rt_period_us -
