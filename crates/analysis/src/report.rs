@@ -102,6 +102,8 @@ pub struct CpuVerdict {
     /// The best-effort partitions that share this CPU with a non-exclusive rt partition,
     /// and what they can still do to its tasks ([`crate::shared`]).
     pub best_effort: Option<String>,
+    /// What the kernel and that be work can still take from the rt tasks, in numbers.
+    pub sharing: Option<crate::shared::Sharing>,
 }
 
 /// Everything `bulkhead analyze` reports.
@@ -134,6 +136,9 @@ pub struct Options {
     /// Compute each task's `wcet_limit_ns` (C max, sensitivity analysis); default true.
     /// Admission needs the verdicts alone.
     pub sensitivity: bool,
+    /// The kernel's fair server, for CPUs rt partitions share with best-effort ones
+    /// (`crate::shared`); default: the kernel's defaults.
+    pub fair_server: crate::shared::FairServer,
 }
 
 impl Default for Options {
@@ -141,6 +146,7 @@ impl Default for Options {
         Options {
             deadline_cap: DEFAULT_CAP,
             sensitivity: true,
+            fair_server: crate::shared::FairServer::default(),
         }
     }
 }
@@ -153,6 +159,7 @@ pub(crate) struct CpuAcc {
     pub(crate) dl_bw: Option<(u64, u64)>,
     pub(crate) window_load: Option<f64>,
     pub(crate) best_effort: Option<String>,
+    pub(crate) sharing: Option<crate::shared::Sharing>,
     pub(crate) tightest: Option<(i64, String)>,
     pub(crate) failures: Vec<String>,
     /// What proved an EDF CPU schedulable (no per-task slack there).
@@ -195,6 +202,7 @@ impl CpuAcc {
             binding,
             cpu,
             best_effort: self.best_effort,
+            sharing: self.sharing,
         }
     }
 }

@@ -159,19 +159,8 @@ fn analyze_partition(
         }
         let acc = per_cpu.entry(cpu.clone()).or_default();
         let search = options.sensitivity && members.len() <= SENSITIVITY_MAX_TASKS;
-        let be = match cpu.parse() {
-            Ok(n) => crate::shared::sharers(system, p, n),
-            Err(_) => Vec::new(),
-        };
-        let shared;
-        let tasks = match be.is_empty() {
-            true => &tasks,
-            false => {
-                acc.best_effort = Some(crate::shared::note(p, &be));
-                shared = crate::shared::with_fair_server(p, &tasks);
-                &shared
-            }
-        };
+        let shared = shared_tasks(system, p, cpu, options, acc, &tasks);
+        let tasks = shared.as_deref().unwrap_or(&tasks);
         let verdicts = if edf {
             edf_cpu(p, tasks, &members, cpu, options, acc)
         } else {
@@ -214,6 +203,24 @@ fn analyze_partition(
     report
         .partitions
         .push(partition_verdict(p, &tasks, &cpus, mine, interfaces, edf));
+}
+
+/// `tasks` of `p` with what the be partitions sharing `cpu` can still do to them
+/// ([`crate::shared`]), noted on the CPU; `None` if no be partition shares it.
+fn shared_tasks(
+    system: &System,
+    p: &Partition,
+    cpu: &str,
+    options: &Options,
+    acc: &mut CpuAcc,
+    tasks: &[Task],
+) -> Option<Vec<Task>> {
+    let kernel = (options.fair_server, options.deadline_cap);
+    let sharing = crate::shared::sharing(system, p, cpu.parse().ok()?, kernel)?;
+    acc.best_effort = Some(crate::shared::note(p, &sharing));
+    let shared = crate::shared::with_sharing(&sharing, tasks);
+    acc.sharing = Some(sharing);
+    Some(shared)
 }
 
 /// The verdicts of the tasks `members` of `p` on `cpu` under fixed priority; C max by
@@ -345,7 +352,11 @@ fn edf_cpu(
     if let Some(msg) = &over_cap {
         acc.failures.push(msg.clone());
     }
-    let demand = qpa(&local);
+    // Beside be work, its non-preemptible section is one more demand.
+    let demand = match acc.sharing {
+        Some(_) => qpa(&crate::shared::with_blocking_demand(&local)),
+        None => qpa(&local),
+    };
     acc.note = Some(format!(
         "EDF demand (QPA) of partition `{}` passes up to {}",
         p.name,

@@ -3,6 +3,7 @@
 use crate::common::load_system;
 use crate::fail::{fail, INVALID};
 use crate::out::{out, outln};
+use bulkhead_analysis::shared::FairServer;
 use bulkhead_analysis::system::{analyze_system_with, Options};
 use bulkhead_analysis::text::render_text;
 use std::path::PathBuf;
@@ -22,7 +23,8 @@ pub struct Args {
     /// `with_platform`: the verdicts with the description's platform stall) instead of text
     #[arg(long)]
     json: bool,
-    /// SCHED_DEADLINE bandwidth cap per CPU in percent (the kernel's sched_rt_runtime_us/sched_rt_period_us)
+    /// SCHED_DEADLINE bandwidth cap per CPU in percent (the kernel's sched_rt_runtime_us/sched_rt_period_us);
+    /// the rest of each second is RT throttling of SCHED_FIFO tasks on CPUs shared with be partitions
     #[arg(long, value_name = "PERCENT", default_value_t = 95, value_parser = clap::value_parser!(u64).range(1..=100))]
     deadline_cap: u64,
     /// Find per CPU cluster of the power section the lowest static frequency at which
@@ -38,6 +40,9 @@ pub fn run(args: Args) -> ExitCode {
     };
     let options = Options {
         deadline_cap: (args.deadline_cap * 10_000, 1_000_000),
+        fair_server: FairServer::read(bulkhead_os::bandwidth::fair_servers(std::path::Path::new(
+            bulkhead_os::bandwidth::FAIR_SERVER_DIR,
+        ))),
         ..Options::default()
     };
     let system = match crate::common::solved_system(&loaded.system, &args.file) {

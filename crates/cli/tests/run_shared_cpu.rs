@@ -2,7 +2,8 @@
 //! an rt partition with `exclusive: false` (issue 39.4; DriveOS 7.1's Linux side,
 //! Boomerang IV-A's ProcData beside its load). `run` is observed from outside: the be process's CPU affinity, cgroups and
 //! CPU time (`/proc/PID/status`, `/proc/PID/cgroup`, `/proc/PID/stat`), the rt task's
-//! jobs and misses in the schedule log, and nothing left behind.
+//! jobs and misses in the schedule log against a probe beside them, and nothing left
+//! behind.
 
 mod common;
 use common::{bin, bulkhead, partition_children, Scratch};
@@ -58,6 +59,83 @@ fn check_analyze_and_sim_take_be_partitions_on_a_non_exclusive_rt_partitions_cpu
     assert!(err.contains("declare `exclusive: false`"), "{err}");
 }
 
+/// examples/driveos-linux.yaml, DriveOS 7.1's Linux side: K and L under SCHED_DEADLINE
+/// on CPU 1 beside five be partitions that declare a 100 µs non-preemptible section.
+fn driveos_linux() -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/driveos-linux.yaml"
+    );
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn the_driveos_linux_side_is_checked_analysed_and_simulated_beside_its_be_work() {
+    let scratch = Scratch::new("driveos-linux");
+    let file = scratch.file("driveos-linux.yaml");
+    std::fs::write(&file, driveos_linux()).unwrap();
+    let path = file.to_str().unwrap();
+    for args in [&["check", path][..], &["sim", path, "--for", "10ms"]] {
+        let out = bulkhead().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("warning"), "{args:?}: {err}");
+    }
+    let out = bulkhead()
+        .args(["analyze", "--json", path])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cpu1 = report["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cpu"] == "1")
+        .expect("CPU 1 in the report");
+    let sharing = &cpu1["sharing"];
+    assert_eq!(
+        sharing["partitions"].as_array().unwrap().len(),
+        5,
+        "{sharing}"
+    );
+    assert_eq!(sharing["nonpreemptible_ns"], 100_000);
+    assert_eq!(sharing["nonpreemptible_declared"], true);
+    assert_eq!(sharing["fifo"], false);
+    assert_eq!(report["cpus"][0]["sharing"], serde_json::Value::Null);
+}
+
+/// The same Linux side with a non-preemptible section its 1 ms tasks cannot absorb, or
+/// with `linux` exclusive: `analyze` fails CPU 1, `check` names the be partition's
+/// `cpus` and the key to declare.
+#[test]
+fn the_driveos_linux_side_is_refused_when_the_be_work_cannot_fit_beside_it() {
+    let scratch = Scratch::new("driveos-linux-refused");
+    let file = scratch.file("driveos-linux.yaml");
+    let path = file.to_str().unwrap();
+    std::fs::write(
+        &file,
+        driveos_linux().replacen("nonpreemptible: 100us", "nonpreemptible: 900us", 1),
+    )
+    .unwrap();
+    let out = bulkhead().args(["analyze", path]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("CPU 1:") && text.contains("FAILS"), "{text}");
+    assert!(text.contains("up to 900 µs"), "{text}");
+    let exclusive = driveos_linux().replace("    exclusive: false ", "    # exclusive: false ");
+    std::fs::write(&file, exclusive).unwrap();
+    let out = bulkhead().args(["check", path]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("driveos-linux.yaml:54:")
+            && err.contains("partitions[2].cpus: overlaps the CPUs of partition `linux`"),
+        "{err}"
+    );
+    assert!(err.contains("declare `exclusive: false`"), "{err}");
+}
+
 /// The be process's utime + stime in clock ticks (`/proc/PID/stat` fields 14 and 15).
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -94,22 +172,42 @@ fn find_hog(run: u32, started: Instant) -> Option<u32> {
     None
 }
 
-/// Both CPUs belong to rt partitions (`quest` owns CPU 0, as in Boomerang's set-up): the
-/// be partition's cgroups have no CPU of their own to start from.
-#[test]
-#[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
-fn a_be_partition_burns_the_cpu_of_a_non_exclusive_rt_partition_below_its_reservation() {
-    let Some((periodic, _lock)) = common::rt_test_setup() else {
-        return;
+/// The mapper beside the burner misses no more than the platform lets a task of its
+/// period miss: the probe's wake-ups later than 10 ms, twice over, and 5 to spare.
+fn assert_within_the_probes_floor(schedule: &str, probed: &std::process::Output) {
+    let of_mapper = |event: &str| {
+        let lines = schedule
+            .lines()
+            .filter(|l| l.contains("\"task\":\"mapper\""));
+        lines
+            .filter(|l| l.contains(&format!("\"event\":\"{event}\"")))
+            .count()
     };
-    let scratch = Scratch::new("shared-cpu");
-    let file = scratch.file("system.yaml");
-    let log = scratch.file("schedule.jsonl");
-    let hog = bin("bulkhead-hog");
-    std::fs::write(
-        &file,
-        format!(
-            "system: {{cpus: 0-1}}
+    let report: serde_json::Value = serde_json::from_slice(&probed.stdout).unwrap_or_else(|e| {
+        panic!(
+            "probe --json: {e}: {}",
+            String::from_utf8_lossy(&probed.stderr)
+        )
+    });
+    let late = report["cpus"][0]["missed"]
+        .as_u64()
+        .expect("the probe's CPU 1");
+    let (mapper_jobs, mapper_misses) = (of_mapper("job_complete"), of_mapper("deadline_miss"));
+    assert!(
+        mapper_jobs >= 200,
+        "{mapper_jobs} jobs of the mapper in 4 s"
+    );
+    assert!(
+        mapper_misses as u64 <= 2 * late + 5,
+        "the mapper missed {mapper_misses} of {mapper_jobs} deadlines beside the be work; the probe beside it woke {late} times later than 10 ms"
+    );
+}
+
+/// `quest` owns CPU 0 with `control`; `linux-rt` (`exclusive: false`) reserves `mapper`
+/// (1 ms every 10 ms, SCHED_DEADLINE) on CPU 1, where `background` burns CPU within 30%.
+fn burner_beside_mapper(periodic: &std::path::Path, hog: &std::path::Path) -> String {
+    format!(
+        "system: {{cpus: 0-1}}
 partitions:
   - name: quest
     kind: rt
@@ -129,12 +227,25 @@ partitions:
     cpu: 30%
     processes: [{} cpu]
 ",
-            periodic.display(),
-            periodic.display(),
-            hog.display()
-        ),
+        periodic.display(),
+        periodic.display(),
+        hog.display()
     )
-    .unwrap();
+}
+
+/// Both CPUs belong to rt partitions (`quest` owns CPU 0, as in Boomerang's set-up): the
+/// be partition's cgroups have no CPU of their own to start from.
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
+fn a_be_partition_burns_the_cpu_of_a_non_exclusive_rt_partition_below_its_reservation() {
+    let Some((periodic, _lock)) = common::rt_test_setup() else {
+        return;
+    };
+    let scratch = Scratch::new("shared-cpu");
+    let file = scratch.file("system.yaml");
+    let log = scratch.file("schedule.jsonl");
+    let hog = bin("bulkhead-hog");
+    std::fs::write(&file, burner_beside_mapper(&periodic, &hog)).unwrap();
     let started = Instant::now();
     let run = bulkhead()
         .args(["run", file.to_str().unwrap(), "--timeout", "4s"])
@@ -143,9 +254,25 @@ partitions:
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let hog_pid = find_hog(run.id(), started);
+    // The platform's floor beside them: a SCHED_FIFO 99 timer every 10 ms on CPU 1, the
+    // mapper's period, for as long as the run (docs/platform.md).
+    let probe = bulkhead()
+        .args(["probe", "--json", "--cpus", "1", "--interval", "10ms"])
+        .args(["--priority", "99", "--for", "4s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let Some(hog_pid) = find_hog(run.id(), started) else {
+        // Refused (another run's exclusive cpuset on our CPUs?) or slow: say which.
+        let out = run.wait_with_output().unwrap();
+        panic!(
+            "the be process did not start: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
     std::thread::sleep(Duration::from_millis(2500).saturating_sub(started.elapsed()));
-    let hog_pid = hog_pid.expect("the be process started");
     let (affinity, cgroups, ticks) = (
         status_line(hog_pid, "Cpus_allowed_list"),
         std::fs::read_to_string(format!("/proc/{hog_pid}/cgroup")).unwrap_or_default(),
@@ -153,6 +280,7 @@ partitions:
     );
     let elapsed_ticks = started.elapsed().as_millis() as u64 / 10;
     let out = run.wait_with_output().unwrap();
+    let probed = probe.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let schedule = std::fs::read_to_string(&log).unwrap_or_default();
     let count = |event: &str| schedule.matches(&format!("\"event\":\"{event}\"")).count();
@@ -191,6 +319,7 @@ partitions:
         misses * 20 <= jobs,
         "{misses} misses of {jobs} jobs beside the be work"
     );
+    assert_within_the_probes_floor(&schedule, &probed);
     // Nothing is left: no process, no cgroup of the run.
     assert!(!std::path::Path::new(&format!("/proc/{hog_pid}")).exists());
     for line in cgroups.lines().filter(|l| l.contains("bulkhead-")) {

@@ -149,6 +149,9 @@ fn partition(p: &Partition, health: &[crate::health::Supervised]) -> Vec<String>
     if let Some(percent) = p.cpu {
         lines.push(format!("cpu: {percent}%"));
     }
+    if let Some(ns) = p.nonpreemptible {
+        lines.push(format!("nonpreemptible: {}", dur(ns)));
+    }
     if let Some(bytes) = p.memory {
         lines.push(format!("memory: {}", crate::units::format_size(bytes)));
     }

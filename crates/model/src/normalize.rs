@@ -135,6 +135,26 @@ impl Normalizer {
         }
     }
 
+    /// `nonpreemptible: 200us`, of best-effort partitions only: the bound on the kernel
+    /// sections their processes make rt tasks beside them wait for.
+    fn nonpreemptible(
+        &self,
+        value: Option<String>,
+        kind: PartitionKind,
+        path: &str,
+    ) -> Result<Option<Nanos>> {
+        let key = child(path, "nonpreemptible");
+        match value {
+            Some(_) if kind == PartitionKind::Rt => err(
+                key,
+                "applies to best-effort partitions only (it bounds what their processes \
+                 make the rt tasks beside them wait for)",
+            ),
+            Some(text) => self.duration(&text, &key).map(Some),
+            None => Ok(None),
+        }
+    }
+
     fn top_level_partition(&mut self, spec: PartitionEntry, path: &str) -> Result<()> {
         match spec {
             PartitionEntry::Name(name) => {
@@ -160,6 +180,7 @@ impl Normalizer {
                 cpus: None,
                 exclusive: true,
                 cpu: None,
+                nonpreemptible: None,
                 scheduler: Scheduler::FixedPriority,
                 reclaim: false,
                 memory: None,
@@ -224,6 +245,7 @@ impl Normalizer {
                 .transpose()?,
             exclusive: exclusive(def.exclusive, kind, path)?,
             cpu: be_cpu(def.cpu, kind, path)?,
+            nonpreemptible: self.nonpreemptible(def.nonpreemptible, kind, path)?,
             scheduler,
             reclaim,
             memory: def

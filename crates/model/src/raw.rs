@@ -58,6 +58,7 @@ pub struct RawPartition {
     pub cpus: Option<String>,
     pub exclusive: Option<bool>,
     pub cpu: Option<String>,
+    pub nonpreemptible: Option<String>,
     pub scheduler: Option<Scheduler>,
     pub reclaim: Option<bool>,
     pub memory: Option<String>,

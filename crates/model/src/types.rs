@@ -98,6 +98,12 @@ pub struct Partition {
     /// one CPU (`cpu: 30%`), enforced by the cgroup's CFS bandwidth (`cpu.max` on v2,
     /// `cpu.cfs_quota_us` over a 100 ms period on v1); `None`: unlimited.
     pub cpu: Option<u32>,
+    /// `nonpreemptible` (be partitions): the longest non-preemptible kernel section its
+    /// processes can enter (system calls, page faults, interrupts they cause), which
+    /// delays a task of a non-exclusive rt partition on its CPUs once per busy period;
+    /// measured by `bulkhead probe` beside the be work. `None`: the analysis's default
+    /// (`bulkhead_analysis::shared::DEFAULT_NONPREEMPTIBLE`).
+    pub nonpreemptible: Option<Nanos>,
     /// Policy for `tasks` (meaningful for rt partitions; default fixed priority).
     pub scheduler: Scheduler,
     /// `reclaim` (edf partitions only): the tasks' SCHED_DEADLINE reservations carry

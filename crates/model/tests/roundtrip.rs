@@ -83,6 +83,7 @@ fn be_partition(i: usize) -> impl Strategy<Value = Partition> {
                     exclusive: true,
                     // Some of the be partitions have a CPU bandwidth (a percentage).
                     cpu: memory.map(|m| (m % 400) as u32 + 1),
+                    nonpreemptible: memory.map(|m| m % 3_000_000),
                     cpus,
                     scheduler: Scheduler::FixedPriority,
                     reclaim: false,
@@ -204,6 +205,7 @@ fn rt_partition(i: usize) -> impl Strategy<Value = Partition> {
             cpus: Some(Cpus::Set(CpuSet::from_cpus([100 + i as u32]).unwrap())),
             exclusive: i % 2 == 0,
             cpu: None,
+            nonpreemptible: None,
             scheduler,
             reclaim,
             memory: None,

@@ -117,3 +117,32 @@ fn exclusive_and_cpu_name_their_key_when_misplaced() {
         );
     }
 }
+
+/// `nonpreemptible:` bounds the kernel sections a be partition's processes enter: a
+/// duration on be partitions, kept by the canonical form, refused on rt partitions and
+/// when it is no duration, with its key path.
+#[test]
+fn nonpreemptible_is_a_duration_of_be_partitions() {
+    let src = SHARED.replace(
+        "    cpu: 30%\n",
+        "    cpu: 30%\n    nonpreemptible: 250us\n",
+    );
+    let s = load_str(&src, "t.yaml").expect("valid").system;
+    assert_eq!(s.partitions[1].nonpreemptible, Some(250_000));
+    assert_eq!(s.partitions[0].nonpreemptible, None);
+    let text = to_canonical_yaml(&s);
+    assert!(text.contains("nonpreemptible: 250us"), "{text}");
+    assert_eq!(load_str(&text, "c.yaml").expect("canonical").system, s);
+    let e = error(&SHARED.replace(
+        "    exclusive: false\n",
+        "    exclusive: false\n    nonpreemptible: 1ms\n",
+    ));
+    assert!(e.contains("t.yaml:6:"), "{e}");
+    assert!(
+        e.contains("partitions[0].nonpreemptible: applies to best-effort partitions only"),
+        "{e}"
+    );
+    let e = error(&src.replace("250us", "soon"));
+    assert!(e.contains("t.yaml:12:"), "{e}");
+    assert!(e.contains("partitions[1].nonpreemptible:"), "{e}");
+}

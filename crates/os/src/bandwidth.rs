@@ -52,9 +52,47 @@ pub fn cap(dir: &Path) -> Result<(u64, u64)> {
     Ok((runtime as u64, period as u64))
 }
 
+/// Where Linux 6.12 and later publish each CPU's fair server (`cpuN/runtime`,
+/// `cpuN/period`, in ns): debugfs, readable by root when the kernel is not locked down.
+pub const FAIR_SERVER_DIR: &str = "/sys/kernel/debug/sched/fair_server";
+
+/// The fair servers of the CPUs below `dir` (normally [`FAIR_SERVER_DIR`]) that can be
+/// read, as `(runtime, period)` in ns; none on a kernel without them, without root or
+/// under lockdown (which refuses even root: EPERM). A malformed pair is left out.
+pub fn fair_servers(dir: &Path) -> Vec<(u64, u64)> {
+    let read = |cpu: &Path, name: &str| -> Option<u64> {
+        std::fs::read_to_string(cpu.join(name))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter_map(|cpu| Some((read(&cpu, "runtime")?, read(&cpu, "period")?)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_fair_servers_that_can_be_read() {
+        let root = std::env::temp_dir().join(format!("bulkhead-fair-{}", std::process::id()));
+        for (cpu, runtime, period) in [("cpu0", "50000000", "1000000000"), ("cpu1", "x", "1")] {
+            std::fs::create_dir_all(root.join(cpu)).unwrap();
+            std::fs::write(root.join(cpu).join("runtime"), format!("{runtime}\n")).unwrap();
+            std::fs::write(root.join(cpu).join("period"), format!("{period}\n")).unwrap();
+        }
+        assert_eq!(fair_servers(&root), [(50_000_000, 1_000_000_000)]);
+        std::fs::remove_dir_all(&root).unwrap();
+        assert!(fair_servers(&root).is_empty());
+    }
 
     fn dir(runtime: &str, period: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!(

@@ -76,6 +76,7 @@ pub fn admit(system: &System, cap: (u64, u64)) -> Result<Report, Refusal> {
     let options = Options {
         deadline_cap: cap,
         sensitivity: false,
+        ..Options::default()
     };
     let report = analyze_system_with(system, &options);
     refusal(&report).map_or(Ok(report), Err)
