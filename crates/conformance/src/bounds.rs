@@ -3,7 +3,7 @@
 //! bounds.
 
 use bulkhead_analysis::system::{analyze_system, Placement, Report};
-use bulkhead_model::{Nanos, System};
+use bulkhead_model::{Nanos, Scheduler, System};
 
 /// One rt task's promise.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,6 +14,9 @@ pub struct TaskBound {
     pub wcrt: Option<Nanos>,
     /// The CPUs it runs on (one, or a set it migrates over).
     pub cpus: Vec<u32>,
+    /// Its SCHED_DEADLINE reservation in a run (a task of an `edf` partition), as
+    /// (runtime, period): its smallest budget and its longest period in any mode.
+    pub reservation: Option<(Nanos, Nanos)>,
 }
 
 /// One pipeline's promise.
@@ -47,6 +50,12 @@ impl Bounds {
     /// The promises of `system` (its pipelines solved, as executions run it).
     pub fn of(system: &System) -> Bounds {
         let report = analyze_system(system);
+        let reserved = |partition: &str| {
+            system
+                .partitions
+                .iter()
+                .any(|p| p.name == partition && p.scheduler == Scheduler::Edf)
+        };
         let mut tasks: Vec<TaskBound> = Vec::new();
         for r in reports(&report) {
             for t in &r.tasks {
@@ -56,12 +65,20 @@ impl Bounds {
                     Placement::Global(set) => set.clone(),
                     Placement::Unplaced => Vec::new(),
                 };
+                let reservation = reserved(&t.partition).then_some((t.wcet_ns, t.period_ns));
                 match tasks.iter_mut().find(|b| b.task == name) {
-                    Some(b) => b.wcrt = max_known(b.wcrt, t.wcrt_ns),
+                    Some(b) => {
+                        b.wcrt = max_known(b.wcrt, t.wcrt_ns);
+                        b.reservation = b
+                            .reservation
+                            .zip(reservation)
+                            .map(|((q, p), (q2, p2))| (q.min(q2), p.max(p2)));
+                    }
                     None => tasks.push(TaskBound {
                         task: name,
                         wcrt: t.wcrt_ns,
                         cpus,
+                        reservation,
                     }),
                 }
             }

@@ -28,5 +28,5 @@ pub use client::{
 pub use protocol::*;
 pub use server::{
     BindError, Handled, Handler, Limits, Peer, Server, Ticket, IDLE_TIMEOUT, MAX_CONNECTIONS,
-    MAX_PER_USER, MAX_REQUEST, READ_ONLY,
+    MAX_PER_USER, MAX_REQUEST, READ_ONLY, STOPPED,
 };

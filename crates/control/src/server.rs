@@ -452,10 +452,7 @@ impl Server {
             self.full(peer.uid).map(busy)
         };
         if let Some(refusal) = refusal {
-            // Best effort: a non-blocking write of one short line, then close.
-            let mut stream = stream;
-            let _ = stream.set_nonblocking(true);
-            let _ = stream.write(refusal.to_line().as_bytes());
+            answer_and_close(stream, &refusal);
             return;
         }
         if stream.set_nonblocking(true).is_err() {
@@ -686,8 +683,58 @@ impl AsFd for Server {
 }
 
 impl Drop for Server {
-    /// Removes the socket file, so that clients see that the system is gone.
+    /// Removes the socket file, so that clients see that the system is gone, then tells
+    /// every client it owes a reply that the system stopped ([`STOPPED`]): those whose
+    /// request it has read or not yet read, and those still waiting to be accepted.
+    /// Closed without that, a connection still in the listening queue is reset (the
+    /// client reads "Connection reset by peer") and one whose request was read sees a
+    /// bare end of stream.
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+        let stopped = Response::error(None, ErrorCode::Refused, STOPPED);
+        for i in (0..self.connections.len()).rev() {
+            self.flush(i);
+        }
+        for c in self.connections.drain(..) {
+            let mut stream = c.stream;
+            if drain(&mut stream) > 0 || c.awaited > 0 {
+                answer_and_close(stream, &stopped);
+            }
+        }
+        while let Ok((stream, _)) = self.listener.accept() {
+            answer_and_close(stream, &stopped);
+        }
     }
+}
+
+/// The message of the error a client gets whose request a stopping system did not
+/// answer.
+pub const STOPPED: &str = "the system stopped before answering";
+
+/// Sends `reply` on `stream` and closes it so that the peer reads the reply: one
+/// non-blocking write of a short line, the sending side shut, and what the peer sent
+/// read and dropped (closed with unread input, the socket would make the peer's next
+/// read fail with "Connection reset by peer"). Best effort: a peer that is gone gets
+/// nothing.
+fn answer_and_close(mut stream: UnixStream, reply: &Response) {
+    let _ = stream.set_nonblocking(true);
+    let _ = stream.write(reply.to_line().as_bytes());
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    drain(&mut stream);
+}
+
+/// Reads and drops what has arrived on the non-blocking `stream` (at most
+/// [`READ_PER_POLL`] bytes); how much that was.
+fn drain(stream: &mut UnixStream) -> usize {
+    let mut buf = [0u8; 8192];
+    let mut taken = 0;
+    while taken < READ_PER_POLL {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => taken += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    taken
 }

@@ -525,3 +525,42 @@ fn a_connection_waiting_for_its_reply_is_not_idle() {
     assert!(done.ok, "{done:?}");
     assert!(client.request(Request::Status, WAIT).unwrap().ok);
 }
+
+/// A system that stops (a run whose processes all exited) with a request it has not
+/// answered, from a client it accepted and from one still waiting to be accepted: each
+/// client reads that the system stopped, where it got "Connection reset by peer" (the
+/// waiting one) or a bare end of stream (the accepted one), as `bulkhead ctl status`
+/// from the host did in the CLI's security test when the partition's own refused `ctl`
+/// ended the run.
+#[test]
+fn a_system_that_stops_tells_the_clients_it_did_not_answer() {
+    let dir = std::env::temp_dir().join(format!("bulkhead-control-{}-stops", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("vehicle.sock");
+    let mut server = Server::bind(&path, &[0, me()]).unwrap();
+    let mut fake = Fake {
+        mode: "urban".into(),
+        switching: None,
+        refused: Arc::new(Mutex::new(Vec::new())),
+    };
+    let mut switching = Client::connect(&path).unwrap();
+    let mode = Request::Mode {
+        name: "highway".into(),
+    };
+    let switcher = std::thread::spawn(move || switching.request(mode, WAIT));
+    let deadline = Instant::now() + WAIT;
+    while fake.switching.is_none() && Instant::now() < deadline {
+        server.poll_within(&mut fake, TICK).unwrap();
+    }
+    assert!(fake.switching.is_some(), "the switch was not requested");
+    let mut waiting = Client::connect(&path).unwrap();
+    let status = std::thread::spawn(move || waiting.request(Request::Status, WAIT));
+    std::thread::sleep(Duration::from_millis(50));
+    drop(server);
+    for reply in [switcher.join().unwrap(), status.join().unwrap()] {
+        let error = reply.expect("a reply, not a reset").error.unwrap();
+        assert_eq!(error.code, ErrorCode::Refused);
+        assert_eq!(error.message, STOPPED);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
