@@ -69,11 +69,7 @@ fn run(scratch: &Scratch, yaml: &str, timeout: &str) -> (String, Vec<serde_json:
         .arg(&log)
         .output()
         .unwrap();
-    let log = std::fs::read_to_string(&log).unwrap_or_default();
-    let events = log
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = common::log_events(&log);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     (stderr, events)

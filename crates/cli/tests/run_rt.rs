@@ -399,11 +399,8 @@ fn an_offset_task_is_released_and_judged_on_its_own_grid() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let events: Vec<serde_json::Value> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = common::log_events(&log);
+    assert!(!events.is_empty(), "no schedule log");
     let at = |kind: &str, key: &str| -> Vec<u64> {
         let of_kind = events.iter().filter(|e| e["event"] == kind);
         of_kind.map(|e| e[key].as_u64().unwrap()).collect()
@@ -481,11 +478,7 @@ fn run_logged(
         .arg(&log)
         .output()
         .unwrap();
-    let events = std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = common::log_events(&log);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     (out.status.code(), stderr, events)
 }

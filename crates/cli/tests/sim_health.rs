@@ -20,11 +20,7 @@ fn sim(name: &str, yaml: &str, args: &[&str]) -> (Option<i32>, String, Vec<Value
         .args(args)
         .output()
         .expect("bulkhead runs");
-    let events = std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = common::log_events(&log);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     (out.status.code(), stderr, events)
 }

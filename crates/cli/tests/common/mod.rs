@@ -7,6 +7,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
+/// The events of the schedule log at `path`, one JSON object per line (none if the
+/// run wrote no log); a line that is not JSON fails the test, naming it.
+pub fn log_events(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let event = |l: &str| {
+        serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: `{l}`: {e}", path.display()))
+    };
+    text.lines().map(event).collect()
+}
+
 /// A program built next to `bulkhead` (e.g. `bulkhead-periodic` of bulkhead-workloads).
 pub fn bin(name: &str) -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_bulkhead")).with_file_name(name)
