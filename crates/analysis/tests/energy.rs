@@ -53,7 +53,9 @@ fn a_set_unschedulable_at_the_top_has_no_frequency() {
     assert_eq!(found.clusters[0].frequency_hz, None);
     let plain = bulkhead_model::load_str("partitions: [{name: a, kind: rt, cpus: 0, tasks: [{name: t, cmd: x, budget: 1ms, period: 10ms}]}]\nsystem: {}\n", "t.yaml").unwrap().system;
     assert_eq!(
-        min_energy(&plain, &Options::default()).unwrap_err().to_string(),
+        min_energy(&plain, &Options::default())
+            .unwrap_err()
+            .to_string(),
         "--min-energy needs the description's `power:` section"
     );
 }

@@ -14,9 +14,8 @@ mod v1;
 mod v2;
 
 pub use files::{
-    DetectError,
     enable_controller, is_frozen, kill_cgroup, partition_dir_name, procs, set_frozen, write_file,
-    CgroupError, Hierarchy, Result, Version,
+    CgroupError, DetectError, Hierarchy, Result, Version,
 };
 pub use manager::{
     create, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process,
