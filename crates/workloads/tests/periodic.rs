@@ -234,4 +234,53 @@ fn read_checks_that_the_indexes_follow_each_other() {
         stderr.contains("read 5 messages, indexes 0..4, 2 gaps, 1 out of order"),
         "{stderr}"
     );
+    // Released (stamp 0) before the reader's first read: none counts in the delay.
+    assert!(
+        stderr.contains("max delay 0 us of 0 released after the first arrived"),
+        "{stderr}"
+    );
+}
+
+/// A job message: `index`, released at `release` (CLOCK_MONOTONIC ns).
+fn job(index: u64, release: u64) -> [u8; 16] {
+    let mut msg = [0u8; 16];
+    msg[..8].copy_from_slice(&index.to_le_bytes());
+    msg[8..].copy_from_slice(&release.to_le_bytes());
+    msg
+}
+
+#[test]
+fn read_measures_the_delay_of_what_was_released_after_the_first_arrival() {
+    let (channel, var) = jobs_channel("periodic-delay", 16);
+    let mut tx = channel.0.sender().unwrap();
+    tx.write(&job(0, 0)).unwrap();
+    let link = TaskLink::create(&spec("delay", 2 * MS, 10 * MS, 10 * MS, 20 * MS)).unwrap();
+    let mut cmd = periodic(
+        &link,
+        &["--exec-us", "100", "--activations", "100", "--read", "jobs"],
+    );
+    let child = cmd
+        .env(var.0, var.1)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader reads message 0 at its first job, 20 ms from now; message 1 is
+    // released after that and read at most a period (10 ms) later.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    tx.write(&job(1, now_ns())).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let delay: u64 = stderr
+        .split("max delay ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|d| d.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        stderr.contains("us of 1 released after the first arrived"),
+        "{stderr}"
+    );
+    // Wide margin: a period is 10 ms, the shared test machine may delay a job.
+    assert!(delay < 500_000, "{stderr}");
 }

@@ -20,8 +20,11 @@
 //! ([`job_message`]), so experiments and tests drive a channel, or a Zenoh bridge
 //! (docs/zenoh.md), without a program of their own. `--read CHANNEL`: each job takes
 //! every message waiting in such a channel and checks that each index is above the last
-//! (a writer's skipped release leaves a gap, not a disorder); at its end the task prints `read N messages, indexes A..B, G gaps, D out of order`
-//! on stderr. What it saw goes to named counters
+//! (a writer's skipped release leaves a gap, not a disorder); at its end the task prints `read N messages, indexes A..B, G gaps, D out of order,
+//! max delay U us of M released after the first arrived` on stderr: the delay is the
+//! read instant minus the message's release (CLOCK_MONOTONIC, so writer and reader share
+//! one machine's clock), over the messages released after the first one was read (those
+//! released earlier may have waited for a late subscriber). What it saw goes to named counters
 //! (the stop-start benchmark reads them from the schedule log):
 //! `can.frames` frames used, `can.fresh_lost` frames missing (gaps in the gateway's
 //! sequence numbers) just before a frame it used, `can.stale_used` frames it used that
@@ -250,6 +253,12 @@ struct JobCheck {
     last: Option<u64>,
     gaps: u64,
     out_of_order: u64,
+    /// CLOCK_MONOTONIC instant the first message was read.
+    first_at: Option<u64>,
+    /// Of the messages released after `first_at`: how many, and their largest delay
+    /// (read instant minus release, ns; writer and reader on one machine's clock).
+    steady: u64,
+    max_delay: u64,
 }
 
 impl JobCheck {
@@ -262,6 +271,9 @@ impl JobCheck {
             last: None,
             gaps: 0,
             out_of_order: 0,
+            first_at: None,
+            steady: 0,
+            max_delay: 0,
         })
     }
 
@@ -269,7 +281,14 @@ impl JobCheck {
     fn take(&mut self) {
         let mut msg = [0u8; MESSAGE_SIZE];
         while self.rx.try_read(&mut msg).is_ok() {
+            let now = clock::now_ns();
             let index = u64::from_le_bytes(msg[..8].try_into().expect("8 bytes"));
+            let release = u64::from_le_bytes(msg[8..].try_into().expect("8 bytes"));
+            let first_at = *self.first_at.get_or_insert(now);
+            if release >= first_at {
+                self.steady += 1;
+                self.max_delay = self.max_delay.max(now.saturating_sub(release));
+            }
             match self.last {
                 Some(l) if index <= l => self.out_of_order += 1,
                 Some(l) if index > l + 1 => self.gaps += 1,
@@ -284,12 +303,15 @@ impl JobCheck {
     fn summary(&self) -> String {
         let index = |i: Option<u64>| i.map_or("-".into(), |i| i.to_string());
         format!(
-            "read {} messages, indexes {}..{}, {} gaps, {} out of order",
+            "read {} messages, indexes {}..{}, {} gaps, {} out of order, \
+             max delay {} us of {} released after the first arrived",
             self.count,
             index(self.first),
             index(self.last),
             self.gaps,
-            self.out_of_order
+            self.out_of_order,
+            self.max_delay / 1000,
+            self.steady
         )
     }
 }

@@ -1,0 +1,342 @@
+//! Two systems, two network namespaces (issue 40.3, docs/zenoh.md): a `bulkhead run` in
+//! one namespace writes channel `speed` (a 100 Hz `bulkhead-periodic --write` task) and
+//! publishes it over Zenoh; a second `bulkhead run` in another namespace, joined to the
+//! first by a veth pair (10.240.0.1/30 – 10.240.0.2/30), subscribes to it and reads it
+//! (`bulkhead-periodic --read`). Observed from outside: what the reader printed, each
+//! run's exit code and stderr.
+//!
+//! Each run is `nsenter --net=/run/netns/NS bulkhead run`, not `ip netns exec`, which
+//! also remounts `/sys` (and so hides the cgroup hierarchies the run needs). The two runs
+//! share the machine's two CPUs: each takes one, its writer or reader partition and its
+//! bridge partition being servers of one pool there (`interface`), since two rt
+//! partitions never share a CPU otherwise.
+
+mod common;
+use common::{rt_test_setup, Scratch};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Messages the reader must see at least (4 s of a 100 Hz writer).
+const MESSAGES: u64 = 100;
+
+/// The network hop's allowance in the delay bound: TCP over a veth pair on one machine,
+/// taken wide (the Zenoh threads are not reserved; the machine is shared).
+const HOP_NS: u64 = 50_000_000;
+
+/// Two network namespaces joined by a veth pair, removed (with the pair) on drop.
+struct Namespaces {
+    writer: String,
+    reader: String,
+}
+
+/// `ip ARGS`, which must succeed.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ip {}: {stderr}", args.join(" "));
+}
+
+impl Namespaces {
+    /// `bhw<TAG><PID>` (10.240.0.1) and `bhr<TAG><PID>` (10.240.0.2), a veth end of the
+    /// same name in each (unique per test and test process, at most 15 bytes).
+    fn new(tag: &str) -> Namespaces {
+        let pid = std::process::id();
+        let ns = Namespaces {
+            writer: format!("bhw{tag}{pid}"),
+            reader: format!("bhr{tag}{pid}"),
+        };
+        for name in [&ns.writer, &ns.reader] {
+            // Left by a test process of the same pid that was killed.
+            let _ = Command::new("ip")
+                .args(["netns", "del", name])
+                .stderr(Stdio::null())
+                .status();
+            ip(&["netns", "add", name]);
+        }
+        let (w, r) = (ns.writer.as_str(), ns.reader.as_str());
+        ip(&["link", "add", w, "type", "veth", "peer", "name", r]);
+        for (name, addr) in [(w, "10.240.0.1/30"), (r, "10.240.0.2/30")] {
+            ip(&["link", "set", name, "netns", name]);
+            ip(&["-n", name, "addr", "add", addr, "dev", name]);
+            ip(&["-n", name, "link", "set", name, "up"]);
+            ip(&["-n", name, "link", "set", "lo", "up"]);
+        }
+        ns
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for name in [&self.writer, &self.reader] {
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+        }
+    }
+}
+
+/// A running `bulkhead run`, stopped (SIGTERM, then waited for) if the test leaves
+/// before it ends.
+struct Run(Option<Child>);
+
+impl Run {
+    /// `bulkhead run FILE --timeout T` in network namespace `ns`, its output piped.
+    fn start(ns: &str, file: &Path, timeout: &str) -> Run {
+        let child = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{ns}"))
+            .arg(env!("CARGO_BIN_EXE_bulkhead"))
+            .args(["run", file.to_str().unwrap(), "--timeout", timeout])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Run(Some(child))
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.as_ref().expect("running").id()
+    }
+
+    /// Its output and stderr once it ended.
+    fn finished(mut self) -> (Output, String) {
+        let out = self.0.take().unwrap().wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out, stderr)
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            // SAFETY: kill has no memory preconditions; `child` is not reaped yet.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The two systems' descriptions: `writer` publishes `speed` on `key`, connecting to
+/// the reader's namespace; `reader` listens there, subscribed, and its task `r` prints
+/// what it read to `read.err`. Each system's two partitions are servers on one CPU.
+fn descriptions(periodic: &Path, dir: &Scratch, key: &str) -> (String, String) {
+    let p = periodic.display();
+    let d = dir.0.display();
+    let system = |cpu: u32, task: &str, end: &str, zenoh: &str| {
+        format!(
+            "system: {{}}
+partitions:
+  - name: app
+    kind: rt
+    cpus: {cpu}
+    interface: {{period: 5ms}}
+    scheduler: edf
+    tasks:
+      - {{name: {task}, cmd: \"{p} --exec-us 100 {end}\", budget: 500us, period: 10ms}}
+  - {{name: bridge, kind: rt, cpus: {cpu}, interface: {{period: 5ms}}, scheduler: edf, tasks: []}}
+channels:
+  - name: speed
+    kind: fifo
+    message_size: 16
+    depth: 256
+{zenoh}"
+        )
+    };
+    let bridge = "bridge: {period: 5ms, budget: 1ms, zenoh: {key";
+    let writer =
+        format!("    writer: app/w\n    {bridge}: {key}, connect: [\"tcp/10.240.0.2:7447\"]}}}}\n");
+    let reader = format!(
+        "    writer: zenoh\n    readers: [app/r]\n    {bridge}: {key}, listen: [\"tcp/10.240.0.2:7447\"]}}}}\n"
+    );
+    (
+        system(0, "w", "--write speed", &writer),
+        system(1, "r", &format!("--read speed 2> {d}/read.err"), &reader),
+    )
+}
+
+/// What a test needs: the exclusive CPUs' lock, the scratch directory with both
+/// descriptions, their paths and the key; `None` (said) without the programs.
+struct Setup {
+    _lock: std::fs::File,
+    dir: Scratch,
+    writer: PathBuf,
+    reader: PathBuf,
+    key: String,
+}
+
+fn setup(name: &str) -> Option<Setup> {
+    let (periodic, lock) = rt_test_setup()?;
+    let bridge = common::bin("bulkhead-bridge");
+    if !bridge.exists() {
+        eprintln!("skipping: {} is not built", bridge.display());
+        return None;
+    }
+    let pid = std::process::id();
+    let dir = Scratch::new(&format!("netns-{name}"));
+    let key = format!("bh-test/{pid}/netns-{name}");
+    let (w, r) = descriptions(&periodic, &dir, &key);
+    // The file names make the control sockets (`/run/bulkhead/NAME.sock`) distinct.
+    let writer = dir.file(&format!("netns-writer-{pid}.yaml"));
+    let reader = dir.file(&format!("netns-reader-{pid}.yaml"));
+    std::fs::write(&writer, w).unwrap();
+    std::fs::write(&reader, r).unwrap();
+    Some(Setup {
+        _lock: lock,
+        dir,
+        writer,
+        reader,
+        key,
+    })
+}
+
+/// A duration as `analyze` prints it (`10ms`, `500us`, `1.5ms`), in ns.
+fn ns_of(text: &str) -> u64 {
+    let (number, unit) = text.split_at(text.find(|c: char| c.is_alphabetic()).unwrap());
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => panic!("no duration: {text}"),
+    };
+    (number.parse::<f64>().unwrap() * scale) as u64
+}
+
+/// The period T and worst-case response time R of `task` as `bulkhead analyze FILE`
+/// reports them (it must admit the system).
+fn analyzed(file: &Path, task: &str) -> (u64, u64) {
+    let out = common::bulkhead()
+        .args(["analyze", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "analyze {}: {text}",
+        file.display()
+    );
+    let row: Vec<&str> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.first() == Some(&task) && w.len() > 7)
+        .unwrap_or_else(|| panic!("no row of `{task}`: {text}"));
+    // task cpu C T D prio WCRT ...
+    (ns_of(row[3]), ns_of(row[6]))
+}
+
+/// The bound of a message's delay from its release to its read: the writer's response
+/// R_w; the publishing bridge's next job T + R; the hop; the subscribing bridge's next
+/// job T + R; the reader's next job T + R (each stage may just miss the next job).
+fn delay_bound(s: &Setup) -> u64 {
+    let (_, write) = analyzed(&s.writer, "w");
+    let (pt, pr) = analyzed(&s.writer, "speed-bridge");
+    let (st, sr) = analyzed(&s.reader, "speed-bridge");
+    let (rt, rr) = analyzed(&s.reader, "r");
+    write + pt + pr + HOP_NS + st + sr + rt + rr
+}
+
+/// The pid of a process whose command line holds `words`, if one runs.
+fn process_with(words: &[&str]) -> Option<u32> {
+    std::fs::read_dir("/proc").unwrap().find_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        words.iter().all(|w| cmdline.contains(w)).then_some(pid)
+    })
+}
+
+/// Waits (at most 10 s) until a process with `words` in its command line runs.
+fn await_process(words: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while process_with(words).is_none() {
+        assert!(Instant::now() < deadline, "no process with {words:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The number after `before` in `text`.
+fn number_after(text: &str, before: &str) -> u64 {
+    text.split(before)
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {before:?} in {text}"))
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, SCHED_DEADLINE, cgroups"]
+fn every_message_crosses_two_namespaces_in_order_within_the_bound() {
+    let Some(s) = setup("order") else {
+        return;
+    };
+    let bound = delay_bound(&s);
+    let ns = Namespaces::new("o");
+    let reader = Run::start(&ns.reader, &s.reader, "8s");
+    await_process(&["bulkhead-bridge", "subscribe", &s.key]);
+    let writer = Run::start(&ns.writer, &s.writer, "4s");
+    let (w_out, w_err) = writer.finished();
+    let (r_out, r_err) = reader.finished();
+    assert_eq!(w_out.status.code(), Some(0), "writer: {w_err}");
+    assert_eq!(r_out.status.code(), Some(0), "reader: {r_err}");
+    let read = std::fs::read_to_string(s.dir.file("read.err")).unwrap_or_default();
+    let all = format!("read: {read}\nwriter: {w_err}\nreader: {r_err}");
+    // The subscriber may join late: what is asserted runs from the first index read to
+    // the last, every one present once, in order (the publisher reads the channel only
+    // once matched, so here the first is 0 unless the channel overflowed meanwhile).
+    let count = number_after(&read, "read ");
+    let first = number_after(&read, "indexes ");
+    let last = number_after(&read, "..");
+    assert!(count >= MESSAGES, "{all}");
+    assert_eq!(last + 1 - first, count, "{all}");
+    assert!(read.contains(" 0 gaps, 0 out of order"), "{all}");
+    // The delay of every message released once the path carried one (read instant
+    // minus release, both CLOCK_MONOTONIC on this one machine) is within the bound.
+    let delay_ns = number_after(&read, "max delay ") * 1000;
+    assert!(number_after(&read, "us of ") >= MESSAGES, "{all}");
+    assert!(delay_ns <= bound, "{delay_ns} ns > bound {bound} ns: {all}");
+    eprintln!("{read} (bound {} us)", bound / 1000);
+    for (side, stderr) in [("writer", &w_err), ("reader", &r_err)] {
+        assert!(
+            stderr.contains(&format!("{}: peer present", s.key)),
+            "{side}: {all}"
+        );
+    }
+    // The writer's system ended first: the reader's saw its publisher go.
+    assert!(r_err.contains(&format!("{}: peer lost", s.key)), "{all}");
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, SCHED_DEADLINE, cgroups"]
+fn a_killed_system_is_a_peer_loss_for_the_other_not_a_hang() {
+    let Some(s) = setup("loss") else {
+        return;
+    };
+    let ns = Namespaces::new("l");
+    let started = Instant::now();
+    let reader = Run::start(&ns.reader, &s.reader, "20s");
+    await_process(&["bulkhead-bridge", "subscribe", &s.key]);
+    let writer = Run::start(&ns.writer, &s.writer, "6s");
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: kill has no memory preconditions; the reader's run is our unreaped child.
+    assert_eq!(unsafe { libc::kill(reader.pid() as i32, libc::SIGKILL) }, 0);
+    let _ = reader.finished();
+    let (out, stderr) = writer.finished();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the writer's run ended at its timeout, not stuck on the lost peer: {stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("{}: peer present", s.key)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("{}: peer lost", s.key)),
+        "{stderr}"
+    );
+    // The killed system's janitor ends its bridge too.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while process_with(&["bulkhead-bridge", &s.key]).is_some() {
+        assert!(Instant::now() < deadline, "a bridge of {} is left", s.key);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
