@@ -7,7 +7,6 @@ in this test's process, outside the run: it must receive every message, indexes 
 without a gap, in order, each release one period after the one before.
 """
 
-import fcntl
 import os
 import socket
 import struct
@@ -30,15 +29,6 @@ pytestmark = [
                        reason=f"{RELEASE}/bulkhead-bridge is not built "
                        "(cargo build --release)"),
 ]
-
-
-@pytest.fixture
-def scratch(tmp_path):
-    lock = open("/run/bulkhead-rt-tests.lock", "w")
-    fcntl.flock(lock, fcntl.LOCK_EX)  # the CPUs of the rt tests are exclusive
-    os.chmod(tmp_path, 0o1777)
-    yield tmp_path
-    lock.close()
 
 
 def _free_port() -> int:
