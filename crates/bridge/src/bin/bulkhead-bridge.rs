@@ -10,7 +10,8 @@
 //! within 5 s.
 
 use bulkhead_bridge::{
-    declare_echo, publisher_token, summary, Args, Direction, ProbeArgs, ECHOES, PROBE_USAGE, USAGE,
+    declare_echo, publisher_token, summary, Args, Direction, ProbeArgs, UsageError, ECHOES,
+    PROBE_USAGE, USAGE,
 };
 use bulkhead_chan::{Channel, Receiver, RecvError, Sender};
 use bulkhead_task::{Counter, Error, Task};
@@ -27,38 +28,33 @@ const PROBE_WAIT: Duration = Duration::from_secs(5);
 fn main() -> ExitCode {
     let mut words = std::env::args().skip(1).peekable();
     if words.peek().map(String::as_str) == Some("probe") {
-        return probe_main(words.skip(1));
+        let args = ProbeArgs::parse(words.skip(1));
+        return exit(args, PROBE_USAGE, |a| format!("probe {}", a.connect), probe);
     }
-    let args = match Args::parse(words) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("bulkhead-bridge: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("bulkhead-bridge: {}: {e}", args.key);
-            ExitCode::from(1)
-        }
-    }
+    exit(Args::parse(words), USAGE, |a| a.key.clone(), run)
 }
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
-fn probe_main(words: impl Iterator<Item = String>) -> ExitCode {
-    let args = match ProbeArgs::parse(words) {
+/// Runs `job` on the parsed command line: exit 0 when it ends well, 1 when it fails
+/// (said, after what `name` names), 2 on a usage error (said, with `usage`).
+fn exit<A>(
+    args: Result<A, UsageError>,
+    usage: &str,
+    name: impl Fn(&A) -> String,
+    job: impl Fn(&A) -> Result<(), Failure>,
+) -> ExitCode {
+    let args = match args {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("bulkhead-bridge: probe: {e}\n{PROBE_USAGE}");
+            eprintln!("bulkhead-bridge: {e}\n{usage}");
             return ExitCode::from(2);
         }
     };
-    match probe(&args) {
+    match job(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("bulkhead-bridge: probe {}: {e}", args.connect);
+            eprintln!("bulkhead-bridge: {}: {e}", name(&args));
             ExitCode::from(1)
         }
     }
