@@ -4,8 +4,9 @@
 # network-namespace tests, python3-venv for the Python test environment, chromium for the
 # browser tests, bats with bats-support and bats-assert for DEmOS's test suite), a Rust
 # toolchain through rustup, and .venv: a Python virtual environment in the repository
-# with the pinned packages of python/requirements-test.txt (python-can, cantools, and
-# maturin, pytest, numpy, pandas) and the Python package bulkhead built from python/.
+# with the pinned packages of python/requirements-test.txt (python-can, cantools,
+# eclipse-zenoh, and maturin, pytest, numpy, pandas) and the Python package bulkhead
+# built from python/.
 # Safe to run again. Sourced by demo.sh and test.sh.
 set -euo pipefail
 

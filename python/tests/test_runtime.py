@@ -2,7 +2,6 @@
 that publishes on a described channel, and a window-scheduled process written with
 bulkhead.client that reads it, observed through the schedule log and their outputs."""
 
-import fcntl
 import json
 import os
 import subprocess
@@ -50,15 +49,6 @@ with open(sys.argv[1], "w") as out:
               flush=True)
         client.completed()
 """
-
-
-@pytest.fixture
-def scratch(tmp_path):
-    lock = open("/run/bulkhead-rt-tests.lock", "w")
-    fcntl.flock(lock, fcntl.LOCK_EX)  # the CPUs of the rt tests are exclusive
-    os.chmod(tmp_path, 0o1777)
-    yield tmp_path
-    lock.close()
 
 
 def test_python_rt_task_and_window_client_under_bulkhead_run(scratch):

@@ -57,7 +57,9 @@
 use crate::platform::{partition_stall, stall_busy_period};
 use crate::system::{analyze_system_with, Options, Report};
 use crate::task::{Task as PlainTask, Time};
-use bulkhead_model::{ChannelKind, EdgeBuffer, Endpoint, Overflow, Pipeline, Resume, System, Task};
+use bulkhead_model::{
+    Bridge, Channel, ChannelKind, EdgeBuffer, Endpoint, Overflow, Pipeline, Resume, System, Task,
+};
 use serde::Serialize;
 
 /// α of III-E: the factor solved periods grow by while the system is not schedulable.
@@ -322,8 +324,17 @@ impl<'a> Solver<'a> {
     }
 
     /// The gateway task behind a `can:BUS` endpoint (its reader for an input, its
-    /// writer for an output): its partition, name and period.
+    /// writer for an output), or the bridge task behind a `zenoh:CHANNEL` one: its
+    /// partition, name and period.
     fn gateway_task(&self, e: &Option<Endpoint>, input: bool) -> Option<(&str, String, Time)> {
+        if let Some(Endpoint::Zenoh { channel }) = e {
+            let b = self.bridge(channel)?;
+            return Some((
+                b.partition.as_str(),
+                Channel::bridge_task(channel),
+                b.period,
+            ));
+        }
         let Some(Endpoint::Can { bus, .. }) = e else {
             return None;
         };
@@ -336,7 +347,53 @@ impl<'a> Solver<'a> {
         Some((b.gateway.as_str(), task, b.period))
     }
 
-    /// The gateway tasks at the ends of `path`.
+    /// The bridge of channel `channel`.
+    fn bridge(&self, channel: &str) -> Option<&Bridge> {
+        let c = self.system.channels.iter().find(|c| c.name == channel)?;
+        c.bridge.as_ref()
+    }
+
+    /// The bridges `path` crosses: its first stage's input and its last's output when
+    /// they are `zenoh:CHANNEL`.
+    fn path_hops(&self, path: &[usize]) -> Vec<&Bridge> {
+        let (Some(&first), Some(&last)) = (path.first(), path.last()) else {
+            return Vec::new();
+        };
+        let stages = &self.pipeline.stages;
+        [&stages[first].input, &stages[last].output]
+            .into_iter()
+            .filter_map(|e| match e {
+                Some(Endpoint::Zenoh { channel }) => self.bridge(channel),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The declared one-way latency of the hops `path` crosses (docs/zenoh.md).
+    fn hop_latency(&self, path: &[usize]) -> Time {
+        self.path_hops(path).iter().map(|b| b.latency).sum()
+    }
+
+    /// The fraction of messages the hops of `path` may lose, independently:
+    /// `1 - Π (1 - loss_h)`.
+    fn hop_loss(&self, path: &[usize]) -> f64 {
+        let kept: f64 = self
+            .path_hops(path)
+            .iter()
+            .map(|b| 1.0 - b.loss_ppm as f64 / 1e6)
+            .product();
+        1.0 - kept
+    }
+
+    /// The largest [`Self::hop_loss`] over the paths.
+    fn hops_loss(&self) -> f64 {
+        self.paths
+            .iter()
+            .map(|p| self.hop_loss(p))
+            .fold(0.0, f64::max)
+    }
+
+    /// The gateway and bridge tasks at the ends of `path`.
     fn path_gateways(&self, path: &[usize]) -> Vec<(&str, String, Time)> {
         let (Some(&first), Some(&last)) = (path.first(), path.last()) else {
             return Vec::new();
@@ -351,9 +408,10 @@ impl<'a> Solver<'a> {
         .collect()
     }
 
-    /// The periods of the gateway tasks at the ends of `path` (a bus period each).
+    /// The periods of the gateway and bridge tasks at the ends of `path` (a bus or
+    /// bridge period each) and the declared latency of the hops it crosses.
     fn device_time(&self, path: &[usize]) -> Time {
-        self.path_gateways(path).iter().map(|g| g.2).sum()
+        self.path_gateways(path).iter().map(|g| g.2).sum::<Time>() + self.hop_latency(path)
     }
 
     /// The paper's bound: max over paths of Σ T_i plus the gateway tasks' periods.
@@ -506,7 +564,7 @@ impl<'a> Solver<'a> {
                     stage: first.clone(),
                     test: "e2e-delay".into(),
                     message: format!(
-                        "the fixed stages and the gateway alone take {} ns of the {delay} ns delay on the path from `{first}`",
+                        "the fixed stages, the gateway and bridge tasks and the hops' latency alone take {} ns of the {delay} ns delay on the path from `{first}`",
                         fixed
                     ),
                 });
@@ -659,8 +717,10 @@ impl<'a> Solver<'a> {
             .collect()
     }
 
+    /// The edges' largest loss, and what the hops lose of the messages it leaves.
     fn loss_bound(&self) -> f64 {
-        self.edge_losses().into_iter().fold(0.0, f64::max)
+        let edges = self.edge_losses().into_iter().fold(0.0, f64::max);
+        1.0 - (1.0 - edges) * (1.0 - self.hops_loss())
     }
 
     fn current(&self) -> Solution {
@@ -785,7 +845,7 @@ impl<'a> Solver<'a> {
             for (gateway, task, period) in self.path_gateways(path) {
                 sum += period + wcrt(report, gateway, &task)?;
             }
-            worst = worst.max(sum);
+            worst = worst.max(sum + self.hop_latency(path));
         }
         Some(worst)
     }
@@ -962,6 +1022,9 @@ impl<'a> Solver<'a> {
                 });
             }
         }
+        if let Some(f) = self.hop_loss_failure() {
+            return Err(f);
+        }
         if !self.loss_ok() {
             let losses = self.edge_losses();
             let worst = (0..losses.len()).max_by(|&a, &b| losses[a].total_cmp(&losses[b]));
@@ -970,13 +1033,42 @@ impl<'a> Solver<'a> {
                 stage: stage_name(c),
                 test: "loss".into(),
                 message: format!(
-                    "1 - T_p/T_c = {:.4} from `{}` exceeds the loss rate",
+                    "1 - T_p/T_c = {:.4} from `{}`, with the hops' loss {:.4}, exceeds the loss rate",
                     crate::pipeline::four_slot_loss(self.vars[p].period, self.vars[c].period),
-                    stage_name(p)
+                    stage_name(p),
+                    self.hops_loss()
                 ),
             });
         }
         Ok(())
+    }
+
+    /// A hop that alone loses more than the pipeline may: any loss in a `*` pipeline
+    /// (lossless), more than its loss rate in a four-slot one.
+    fn hop_loss_failure(&self) -> Option<Failure> {
+        let limit = match self.pipeline.buffering {
+            ChannelKind::Fifo => 0.0,
+            _ => self.pipeline.qos.loss_ppm? as f64 / 1e6,
+        };
+        let stages = self.pipeline.stages.iter();
+        let ends = stages.flat_map(|s| [(s, &s.input), (s, &s.output)]);
+        let lossy = ends.filter_map(|(s, e)| match e {
+            Some(Endpoint::Zenoh { channel }) => Some((s, channel, self.bridge(channel)?.loss_ppm)),
+            _ => None,
+        });
+        let (stage, channel, ppm) = lossy.max_by_key(|h| h.2)?;
+        let what = match self.pipeline.buffering {
+            ChannelKind::Fifo => "a `*` pipeline is lossless".to_string(),
+            _ => format!("more than the loss rate {:.4}", limit),
+        };
+        (ppm as f64 / 1e6 > limit + 1e-12).then(|| Failure {
+            stage: stage.name.clone(),
+            test: "loss".into(),
+            message: format!(
+                "the hop of `zenoh:{channel}` may lose {:.4} of the messages (its bridge's `loss:`): {what}",
+                ppm as f64 / 1e6
+            ),
+        })
     }
 
     /// A consumer the description fixes below its inputs' rate cannot stay within the

@@ -448,3 +448,116 @@ proptest! {
         }
     }
 }
+
+/// A pipeline between two machines' bridges (docs/zenoh.md): `A` reads channel `remote`,
+/// subscribed from a Zenoh key (its bridge every 5 ms, the hop declared `hop`), `B`
+/// writes channel `out`, published (its bridge every 5 ms, no hop declared).
+fn bridged(spec: &str, hop: &str, periods: &str) -> Solution {
+    solved_text(&format!(
+        "system: {{}}
+partitions:
+  - {{name: app, kind: rt, cpus: 0}}
+  - {{name: bridge, kind: rt, cpus: 1}}
+channels:
+  - {{name: remote, kind: fifo, message_size: 16, depth: 64, writer: zenoh, readers: [app],
+     bridge: {{period: 5ms, budget: 1ms, {hop} zenoh: {{key: v/remote, connect: ['tcp/10.0.0.1:7447']}}}}}}
+  - {{name: out, kind: fifo, message_size: 16, depth: 64, writer: app,
+     bridge: {{period: 5ms, budget: 1ms, zenoh: {{key: v/out, listen: ['tcp/0.0.0.0:7447']}}}}}}
+pipelines:
+  - name: p
+    spec: '{spec}'
+    stages:
+      A: {{partition: app, wcet: 100us, {periods} input: 'zenoh:remote'}}
+      B: {{partition: app, wcet: 100us, {periods} output: 'zenoh:out'}}
+"
+    ))
+}
+
+/// The hop across a bridge is in the bounds: each bridge task's period (and, in the
+/// exact bound, its WCRT) like the CAN gateway's, plus the declared latency; its loss
+/// joins the four-slot loss bound.
+#[test]
+fn a_bridged_edge_adds_the_hop_to_the_bounds() {
+    let fixed = "period: 2ms,";
+    let none = bridged("A|B", "", fixed);
+    let hop = bridged("A|B", "latency: 2ms, loss: 1%,", fixed);
+    assert!(
+        none.feasible && hop.feasible,
+        "{:?} {:?}",
+        none.failure,
+        hop.failure
+    );
+    // Σ T = 2 + 2 ms, the two bridges' 5 ms periods, and the hop's 2 ms.
+    assert_eq!(none.e2e_delay_bound_ns, 14 * MS);
+    assert_eq!(hop.e2e_delay_bound_ns, 16 * MS);
+    let (exact, exact_hop) = (
+        none.exact_delay_bound_ns.unwrap(),
+        hop.exact_delay_bound_ns.unwrap(),
+    );
+    assert_eq!(
+        exact_hop - exact,
+        2 * MS,
+        "the latency once, on top of the exact bound"
+    );
+    // Each stage k T + R (R = 100 and 200 us on `app`), each bridge T + R (1 and 2 ms:
+    // the two 1 ms budgets of `bridge` at fixed priority).
+    assert_eq!(
+        exact,
+        2 * MS + 100 * US + 2 * MS + 200 * US + 5 * MS + MS + 5 * MS + 2 * MS
+    );
+    // Equal periods: the four-slot edge loses nothing, the hop 1%.
+    assert_eq!(none.loss_bound, 0.0);
+    assert!((hop.loss_bound - 0.01).abs() < 1e-12, "{}", hop.loss_bound);
+}
+
+/// Rate matching shares the delay left after the bridges and the hop: (20 - 5 - 5 -
+/// 2) ms over two stages; a hop that alone takes the delay is infeasible (`e2e-delay`).
+#[test]
+fn the_hop_latency_comes_off_the_delay_the_stages_share() {
+    let s = bridged("A|B[0%,20ms]", "latency: 2ms,", "");
+    assert!(s.feasible, "{:?}", s.failure);
+    assert_eq!(periods(&s), p(&[("A", 4 * MS), ("B", 4 * MS)]));
+    assert_eq!(s.e2e_delay_bound_ns, 20 * MS);
+    let s = bridged("A|B[0%,20ms]", "latency: 10ms,", "");
+    assert!(!s.feasible);
+    let f = s.failure.unwrap();
+    assert_eq!(
+        (f.stage.as_str(), f.test.as_str()),
+        ("A", "e2e-delay"),
+        "{}",
+        f.message
+    );
+    assert!(
+        f.message.contains("take 20000000 ns of the 20000000 ns"),
+        "{}",
+        f.message
+    );
+}
+
+/// A hop that loses more than the pipeline may is named: any loss in a `*` (lossless)
+/// pipeline, more than the loss rate in a four-slot one.
+#[test]
+fn a_lossy_hop_beyond_the_loss_rate_is_infeasible() {
+    let fixed = "period: 2ms,";
+    for (spec, hop) in [
+        ("A|B[0.5%,30ms]", "loss: 1%,"),
+        ("*A|B[100/s,30ms]", "loss: 0.01%,"),
+    ] {
+        let s = bridged(spec, hop, fixed);
+        assert!(!s.feasible, "{spec} with {hop}");
+        let f = s.failure.unwrap();
+        assert_eq!(
+            (f.stage.as_str(), f.test.as_str()),
+            ("A", "loss"),
+            "{}",
+            f.message
+        );
+        assert!(
+            f.message.contains("the hop of `zenoh:remote` may lose"),
+            "{}",
+            f.message
+        );
+    }
+    assert!(bridged("A|B[1%,30ms]", "loss: 1%,", fixed).feasible);
+    assert!(bridged("*A|B[100/s,30ms]", "", fixed).feasible);
+}

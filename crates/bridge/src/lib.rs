@@ -18,8 +18,13 @@
 //! `bulkhead-bridge: KEY: peer lost` on stderr and counts in the task's counter
 //! `bridge.lost`; `bridge.peers` is 1 while a peer is present, `bridge.messages` counts the
 //! messages bridged and `bridge.refused` the samples refused.
+//!
+//! Every bridge answers queries on its echo ([`echo_key`]) on Zenoh's own threads, so
+//! that `bulkhead-bridge probe` ([`ProbeArgs`], run by `bulkhead probe --zenoh PEER`) can
+//! time the round trip to the bridges at a peer: what a bridge's hop `latency:` declares.
 
 use std::fmt;
+use zenoh::Wait;
 
 /// The direction of a bridge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +126,86 @@ pub fn publisher_token(key: &str) -> String {
     format!("bulkhead/bridge/publisher/{key}")
 }
 
+/// The key of the echo every bridge of `key` answers (`bulkhead-bridge probe` times the
+/// round trip of a query to it; [`ECHOES`] matches them all).
+pub fn echo_key(key: &str) -> String {
+    format!("bulkhead/bridge/echo/{key}")
+}
+
+/// Answers the probes' queries on the echo of `key` ([`echo_key`]), on Zenoh's threads.
+pub fn declare_echo(
+    session: &zenoh::Session,
+    key: &str,
+) -> zenoh::Result<zenoh::query::Queryable<()>> {
+    let echo = echo_key(key);
+    let reply_key = echo.clone();
+    session
+        .declare_queryable(echo)
+        .callback(move |query| {
+            // A probe gone before the reply is nothing to report.
+            let _ = query.reply(reply_key.clone(), Vec::<u8>::new()).wait();
+        })
+        .wait()
+}
+
+/// The key expression of every bridge's echo.
+pub const ECHOES: &str = "bulkhead/bridge/echo/**";
+
+/// `bulkhead-bridge probe --connect ENDPOINT [--count N]`: the round trip to the bridges
+/// at a peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeArgs {
+    pub connect: String,
+    /// Round trips to time.
+    pub count: u32,
+}
+
+/// The usage line of `bulkhead-bridge probe`.
+pub const PROBE_USAGE: &str = "usage: bulkhead-bridge probe --connect ENDPOINT [--count N]";
+
+impl ProbeArgs {
+    /// Parses the flags after `probe`.
+    pub fn parse(mut args: impl Iterator<Item = String>) -> Result<ProbeArgs, UsageError> {
+        let (mut connect, mut count) = (None, 20);
+        while let Some(flag) = args.next() {
+            let Some(value) = args.next() else {
+                return Err(UsageError(format!("{flag} needs a value")));
+            };
+            match flag.as_str() {
+                "--connect" => connect = Some(value),
+                "--count" => match value.parse::<u32>() {
+                    Ok(n) if n > 0 => count = n,
+                    _ => {
+                        return Err(UsageError(format!(
+                            "--count: `{value}`: want a positive number"
+                        )))
+                    }
+                },
+                other => return Err(UsageError(format!("unknown argument `{other}`"))),
+            }
+        }
+        let connect = connect.ok_or_else(|| UsageError("missing --connect".into()))?;
+        Ok(ProbeArgs { connect, count })
+    }
+
+    /// A peer that connects to the endpoint only (no listening, no scouting).
+    pub fn zenoh_config(&self) -> zenoh::Result<zenoh::Config> {
+        let mut config = zenoh::Config::default();
+        config.insert_json5("mode", r#""peer""#)?;
+        config.insert_json5("scouting/multicast/enabled", "false")?;
+        config.insert_json5("listen/endpoints", "[]")?;
+        let connect = serde_json::Value::from(vec![self.connect.clone()]).to_string();
+        config.insert_json5("connect/endpoints", &connect)?;
+        Ok(config)
+    }
+}
+
+/// Round trips in nanoseconds, summarized: (min, median, max).
+pub fn summary(mut rtts: Vec<u64>) -> Option<(u64, u64, u64)> {
+    rtts.sort_unstable();
+    Some((*rtts.first()?, rtts[rtts.len() / 2], *rtts.last()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +238,32 @@ mod tests {
             "--mode: `router`: want peer or client"
         );
         assert_eq!(err("publish --channel"), "--channel needs a value");
+    }
+
+    #[test]
+    fn the_probe_command_line_is_read() {
+        let args = ProbeArgs::parse(words("--connect tcp/10.0.0.1:7447 --count 5")).unwrap();
+        assert_eq!(
+            (args.connect.as_str(), args.count),
+            ("tcp/10.0.0.1:7447", 5)
+        );
+        let err = |s: &str| ProbeArgs::parse(words(s)).unwrap_err().0;
+        assert_eq!(err("--count 5"), "missing --connect");
+        assert_eq!(
+            err("--connect e --count 0"),
+            "--count: `0`: want a positive number"
+        );
+        assert_eq!(err("--connect"), "--connect needs a value");
+        let config = args.zenoh_config().unwrap();
+        let get = |k: &str| config.get_json(k).unwrap().replace(' ', "");
+        assert_eq!(get("connect/endpoints"), r#"["tcp/10.0.0.1:7447"]"#);
+        assert_eq!(get("listen/endpoints"), "[]");
+    }
+
+    #[test]
+    fn a_summary_is_min_median_max() {
+        assert_eq!(summary(vec![30, 10, 20]), Some((10, 20, 30)));
+        assert_eq!(summary(Vec::new()), None);
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! `bulkhead probe`: the platform's floor, measured per CPU as cyclictest does (timer
 //! wake-ups at SCHED_FIFO, or SCHED_DEADLINE), optionally beside a load, with the
-//! `platform:` section of a description written from it (docs/platform.md).
+//! `platform:` section of a description written from it (docs/platform.md); or, with
+//! `--zenoh PEER`, the round trip to the Zenoh bridges at a peer, by
+//! `bulkhead-bridge probe` beside this program (only the bridge links Zenoh;
+//! docs/zenoh.md).
 
 use crate::fail::fail;
 use crate::out::{out, outln};
@@ -45,6 +48,13 @@ pub struct Args {
     /// latency, rounded up to 100 µs, as the stall it is designed for
     #[arg(long, value_name = "FILE")]
     write_platform: Option<PathBuf>,
+    /// Time round trips of a Zenoh query to the bridges of a run at ENDPOINT
+    /// (tcp/HOST:PORT, a bridge's `listen`) instead: a bridge's hop `latency:`
+    #[arg(long, value_name = "ENDPOINT")]
+    zenoh: Option<String>,
+    /// With --zenoh: how many round trips to time
+    #[arg(long, default_value_t = 20, requires = "zenoh", value_parser = clap::value_parser!(u32).range(1..))]
+    count: u32,
 }
 
 fn duration(text: &str) -> Result<u64, String> {
@@ -55,6 +65,9 @@ fn duration(text: &str) -> Result<u64, String> {
 }
 
 pub fn run(args: Args) -> ExitCode {
+    if let Some(peer) = &args.zenoh {
+        return zenoh(peer, args.count);
+    }
     let cpus: Vec<u32> = match &args.cpus {
         Some(set) => set.iter().collect(),
         None => bulkhead_os::sched::own_cpus(),
@@ -95,6 +108,23 @@ pub fn run(args: Args) -> ExitCode {
         false => out!("{}", text(&summaries, &spec)),
     }
     ExitCode::SUCCESS
+}
+
+/// `bulkhead-bridge probe --connect PEER --count N`, its output and exit status passed on.
+fn zenoh(peer: &str, count: u32) -> ExitCode {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("bulkhead"));
+    let bridge = exe.with_file_name("bulkhead-bridge");
+    let status = std::process::Command::new(&bridge)
+        .args(["probe", "--connect", peer, "--count", &count.to_string()])
+        .status();
+    match status {
+        Ok(s) if s.success() => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(1),
+        Err(e) => fail(format!(
+            "--zenoh {peer}: {}: {e} (built by cargo build --release -p bulkhead-bridge)",
+            bridge.display()
+        )),
+    }
 }
 
 fn us(ns: u64) -> f64 {

@@ -67,8 +67,13 @@ fn bridge_built() -> bool {
     bridge.exists()
 }
 
+/// The loopback port of test `k`'s bridges.
+fn port(k: u16) -> u16 {
+    20000 + (std::process::id() % 20000) as u16 * 2 + k
+}
+
 /// The exclusive CPUs' lock, a scratch directory holding `system.yaml` and the key of
-/// its bridges (`bh-test/PID/NAME`, on a port of its own: `k` tells the tests apart);
+/// its bridges (`bh-test/PID/NAME`, on [`port`]`(k)`: `k` tells the tests apart);
 /// `None` (said) without the programs.
 fn setup(name: &str, k: u16) -> Option<(std::fs::File, Scratch, String)> {
     let (periodic, lock) = rt_test_setup()?;
@@ -77,8 +82,7 @@ fn setup(name: &str, k: u16) -> Option<(std::fs::File, Scratch, String)> {
     }
     let dir = Scratch::new(&format!("bridge-{name}"));
     let key = format!("bh-test/{}/{name}", std::process::id());
-    let port = 20000 + (std::process::id() % 20000) as u16 * 2 + k;
-    let text = description(&periodic, &dir, &key, port);
+    let text = description(&periodic, &dir, &key, port(k));
     std::fs::write(dir.file("system.yaml"), text).unwrap();
     Some((lock, dir, key))
 }
@@ -160,4 +164,63 @@ fn a_killed_publisher_is_a_peer_loss_not_a_hang() {
     );
     assert!(stderr.contains(&format!("{key}: peer lost")), "{stderr}");
     assert!(out.status.code().is_some(), "{stderr}");
+}
+
+/// `bulkhead probe --zenoh ENDPOINT` (docs/zenoh.md) against the publishing bridge of a
+/// run, listening on loopback: the round trips of queries to its echo, printed.
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE, cgroups, users and namespaces"]
+fn probe_zenoh_times_round_trips_to_a_running_bridge() {
+    let Some((_lock, dir, key)) = setup("probe", 2) else {
+        return;
+    };
+    let child = run(&dir.file("system.yaml"), "5s");
+    process_with(&["bulkhead-bridge", "publish", &key]);
+    let endpoint = format!("tcp/127.0.0.1:{}", port(2));
+    let probe = common::bulkhead()
+        .args(["probe", "--zenoh", &endpoint, "--count", "10"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&probe.stdout).into_owned();
+    let (out, stderr) = finished(child);
+    assert_eq!(
+        probe.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    let want = format!("zenoh round trip to {endpoint}: min ");
+    assert!(stdout.starts_with(&want), "{stdout}");
+    assert!(stdout.contains("over 10 queries"), "{stdout}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
+
+/// Where no bridge answers, `bulkhead probe --zenoh` fails and says so (no hang);
+/// `--count` goes with `--zenoh` only.
+#[test]
+fn probe_zenoh_without_a_bridge_there_fails() {
+    if !bridge_built() {
+        return;
+    }
+    let endpoint = "tcp/127.0.0.1:9";
+    let out = common::bulkhead()
+        .args(["probe", "--zenoh", endpoint, "--count", "3"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("probe tcp/127.0.0.1:9: no bridge answered within 5 s"),
+        "{stderr}"
+    );
+    let out = common::bulkhead()
+        .args(["probe", "--count", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

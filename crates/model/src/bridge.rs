@@ -11,6 +11,10 @@
 //!               zenoh: {key: vehicle/speed, connect: ["tcp/10.0.0.1:7447"], mode: client}}}
 //! ```
 //!
+//! A bridge may declare its hop across the network, `latency: 2ms` (the one-way delay)
+//! and `loss: 0.5%` (the messages it may lose): `solve` adds them to the bounds of a
+//! pipeline whose stage reads or writes the channel (`input`/`output: zenoh:CHANNEL`).
+//!
 //! A published channel (one that names a local writer) has the bridge as its reader; a
 //! subscribed one (`writer: zenoh`) has it as its writer. Normalization puts the bridge's
 //! partition at that end, so analysis, `sim` and `run` see a channel between two
@@ -22,7 +26,7 @@ use crate::types::{
     Bridge, BridgeDirection, Channel, Nanos, Network, PartitionKind, Service, System, Task, Zenoh,
     ZenohMode,
 };
-use crate::units::parse_duration;
+use crate::units::{parse_duration, percent_ppm};
 
 /// The writer a subscribed channel names.
 pub const ZENOH_WRITER: &str = "zenoh";
@@ -56,12 +60,33 @@ pub fn normalize(
         },
         period: duration(raw.period, "period", DEFAULT_PERIOD)?,
         budget: duration(raw.budget, "budget", DEFAULT_BUDGET)?,
+        latency: match raw.latency {
+            None => 0,
+            Some(t) => {
+                parse_duration(&t, bare_unit).or_else(|e| err(format!("{path}.latency"), e))?
+            }
+        },
+        loss_ppm: match raw.loss {
+            None => 0,
+            Some(t) => loss(&t).or_else(|m| err(format!("{path}.loss"), m))?,
+        },
         zenoh: zenoh(raw.zenoh, &format!("{path}.zenoh"))?,
     };
     if bridge.budget > bridge.period {
         return err(format!("{path}.budget"), "must not exceed the period");
     }
     Ok(bridge)
+}
+
+/// `loss: 0.5%`: the hop's loss rate, a percentage below 100%, in millionths.
+fn loss(text: &str) -> std::result::Result<u32, String> {
+    let ppm = text.strip_suffix('%').and_then(|n| percent_ppm(n.trim()));
+    match ppm {
+        Some(ppm) if ppm < 1_000_000 => Ok(ppm),
+        _ => Err(format!(
+            "`{text}`: a loss rate is a percentage from 0% to below 100%, e.g. `0.5%`"
+        )),
+    }
 }
 
 fn zenoh(raw: RawZenoh, path: &str) -> Result<Zenoh> {

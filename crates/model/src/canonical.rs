@@ -362,10 +362,12 @@ fn bridge(b: &Bridge) -> String {
     let list = |l: &[String]| l.iter().map(|e| quote(e)).collect::<Vec<_>>().join(", ");
     let z = &b.zenoh;
     format!(
-        ", bridge: {{partition: {}, period: {}, budget: {}, zenoh: {{key: {}, listen: [{}], connect: [{}], mode: {}}}}}",
+        ", bridge: {{partition: {}, period: {}, budget: {}, latency: {}, loss: {}%, zenoh: {{key: {}, listen: [{}], connect: [{}], mode: {}}}}}",
         quote(&b.partition),
         dur(b.period),
         dur(b.budget),
+        dur(b.latency),
+        crate::power::decimal(b.loss_ppm.into(), 10_000),
         quote(&z.key),
         list(&z.listen),
         list(&z.connect),

@@ -25,9 +25,9 @@
 //! ```
 
 use crate::path_error::PathError;
-use crate::types::{ChannelKind, Overflow, PartitionKind, System};
+use crate::types::{BridgeDirection, ChannelKind, Overflow, PartitionKind, System};
 use crate::units::Nanos;
-use crate::units::{format_duration, parse_duration};
+use crate::units::{format_duration, parse_duration, percent_ppm};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -105,6 +105,12 @@ pub enum Endpoint {
     /// for the stage). Without ids the stage exchanges no frames: the device path is
     /// sampled at the stage's release and only its timing (the gateway's tasks) counts.
     Can { bus: String, ids: Vec<u32> },
+    /// `zenoh:CHANNEL`: a channel bridged to another machine over Zenoh (docs/zenoh.md),
+    /// whose local reader (as input: a subscribed channel) or writer (as output: a
+    /// published one) the stage's partition is. The hop crosses the bridge's task and
+    /// the network: `solve` adds the task's period and WCRT and the bridge's declared
+    /// `latency` and `loss` to the pipeline's bounds.
+    Zenoh { channel: String },
     /// `partition/task/endpoint`: an endpoint of another task.
     Task {
         partition: String,
@@ -121,6 +127,7 @@ impl fmt::Display for Endpoint {
                 let ids: Vec<String> = ids.iter().map(|id| format!("{id:#x}")).collect();
                 write!(f, "can:{bus}:{}", ids.join(","))
             }
+            Endpoint::Zenoh { channel } => write!(f, "zenoh:{channel}"),
             Endpoint::Task {
                 partition,
                 task,
@@ -138,7 +145,11 @@ pub enum EndpointError {
     NoBusName,
     #[error("`{0}` is not a CAN id: want hex (0x1A0) or decimal, at most 29 bits")]
     CanId(String),
-    #[error("`{0}` is not an endpoint: use `can:BUS` or `partition/task/endpoint`")]
+    #[error("`zenoh:` needs a channel name, e.g. `zenoh:speed`")]
+    NoChannelName,
+    #[error(
+        "`{0}` is not an endpoint: use `can:BUS`, `zenoh:CHANNEL` or `partition/task/endpoint`"
+    )]
     Syntax(String),
     #[error("no bus `{0}` in `buses`")]
     NoBus(String),
@@ -146,11 +157,34 @@ pub enum EndpointError {
     NotOnBus { partition: String, bus: String },
     #[error("no partition `{0}`")]
     NoPartition(String),
+    #[error("no channel `{0}` with a `bridge` in `channels`")]
+    NoBridge(String),
+    #[error("channel `{channel}` is {direction}: a stage's {key} is a channel {want}")]
+    BridgeDirection {
+        channel: String,
+        direction: &'static str,
+        key: &'static str,
+        want: &'static str,
+    },
+    #[error("partition `{partition}` is not the channel's local {end}: the stage would not reach `{channel}`")]
+    NotOnBridge {
+        partition: String,
+        channel: String,
+        end: &'static str,
+    },
 }
 
 impl Endpoint {
-    /// Parses `can:BUS`, `can:BUS:ID,ID,...` or `partition/task/endpoint`.
+    /// Parses `can:BUS`, `can:BUS:ID,ID,...`, `zenoh:CHANNEL` or `partition/task/endpoint`.
     pub fn parse(text: &str) -> Result<Endpoint, EndpointError> {
+        if let Some(channel) = text.strip_prefix("zenoh:") {
+            return match channel.is_empty() {
+                true => Err(EndpointError::NoChannelName),
+                false => Ok(Endpoint::Zenoh {
+                    channel: channel.into(),
+                }),
+            };
+        }
         if let Some(rest) = text.strip_prefix("can:") {
             let (bus, ids) = rest.split_once(':').unwrap_or((rest, ""));
             if bus.is_empty() {
@@ -486,10 +520,10 @@ fn stage(name: &str, s: RawStage, path: &str, system: &System) -> Result<Stage, 
             );
         }
     }
-    let endpoint = |text: Option<String>, key: &str| -> Result<Option<Endpoint>, PipeError> {
+    let endpoint = |text: Option<String>, key: &str, input: bool| -> Result<_, PipeError> {
         let Some(text) = text else { return Ok(None) };
         let e = Endpoint::parse(&text).or_else(|e| at(format!("{path}.{key}"), e.to_string()))?;
-        check_endpoint(&e, &s.partition, system)
+        check_endpoint(&e, &s.partition, input, system)
             .or_else(|e| at(format!("{path}.{key}"), e.to_string()))?;
         Ok(Some(e))
     };
@@ -498,8 +532,8 @@ fn stage(name: &str, s: RawStage, path: &str, system: &System) -> Result<Stage, 
         partition: s.partition.clone(),
         cmd: s.cmd.clone().unwrap_or_default(),
         wcet,
-        input: endpoint(s.input.clone(), "input")?,
-        output: endpoint(s.output.clone(), "output")?,
+        input: endpoint(s.input.clone(), "input", true)?,
+        output: endpoint(s.output.clone(), "output", false)?,
         period,
         budget,
         priority: s.priority,
@@ -507,9 +541,17 @@ fn stage(name: &str, s: RawStage, path: &str, system: &System) -> Result<Stage, 
 }
 
 /// The access rule: a stage reaches a bus only from the bus's gateway partition or a
-/// client partition of that bus; a task endpoint must name a partition.
-fn check_endpoint(e: &Endpoint, partition: &str, system: &System) -> Result<(), EndpointError> {
+/// client partition of that bus, and a bridged channel only as its local reader (an
+/// `input`, of a subscribed channel) or writer (an `output`, of a published one); a task
+/// endpoint must name a partition.
+fn check_endpoint(
+    e: &Endpoint,
+    partition: &str,
+    input: bool,
+    system: &System,
+) -> Result<(), EndpointError> {
     match e {
+        Endpoint::Zenoh { channel } => check_bridged(channel, partition, input, system),
         Endpoint::Can { bus, .. } => {
             let Some(b) = system.buses.iter().find(|b| &b.name == bus) else {
                 return Err(EndpointError::NoBus(bus.clone()));
@@ -527,6 +569,51 @@ fn check_endpoint(e: &Endpoint, partition: &str, system: &System) -> Result<(), 
             Some(_) => Ok(()),
             None => Err(EndpointError::NoPartition(p.clone())),
         },
+    }
+}
+
+/// `zenoh:CHANNEL` as a stage's input (`input`) or output, from `partition`.
+fn check_bridged(
+    channel: &str,
+    partition: &str,
+    input: bool,
+    system: &System,
+) -> Result<(), EndpointError> {
+    let c = system.channels.iter().find(|c| c.name == channel);
+    let Some((c, b)) = c.and_then(|c| Some((c, c.bridge.as_ref()?))) else {
+        return Err(EndpointError::NoBridge(channel.into()));
+    };
+    let (key, want, end) = match input {
+        true => (
+            "input",
+            "subscribed from a Zenoh key (`writer: zenoh`)",
+            "reader",
+        ),
+        false => ("output", "published on a Zenoh key", "writer"),
+    };
+    let direction = match b.direction {
+        BridgeDirection::Publish => "published",
+        BridgeDirection::Subscribe => "subscribed (`writer: zenoh`)",
+    };
+    if (b.direction == BridgeDirection::Subscribe) != input {
+        return Err(EndpointError::BridgeDirection {
+            channel: channel.into(),
+            direction,
+            key,
+            want,
+        });
+    }
+    let local = match input {
+        true => c.readers.iter().any(|r| r == partition),
+        false => c.writer == partition,
+    };
+    match local {
+        true => Ok(()),
+        false => Err(EndpointError::NotOnBridge {
+            partition: partition.into(),
+            channel: channel.into(),
+            end,
+        }),
     }
 }
 
@@ -603,21 +690,6 @@ fn qos_value(text: &str) -> Result<QosValue, QosError> {
         Ok(d) => Ok(QosValue::Delay(d)),
         Err(e) => Err(QosError::Delay(e)),
     }
-}
-
-/// `12.5` (percent) as millionths: 125000; `None` above 100 or with more than 4 decimals.
-fn percent_ppm(n: &str) -> Option<u32> {
-    let (whole, frac) = n.split_once('.').unwrap_or((n, ""));
-    if frac.len() > 4 || whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    if !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let whole: u64 = whole.parse().ok()?;
-    let frac_ppm: u64 = format!("{frac:0<4}").parse().ok()?;
-    let ppm = whole.checked_mul(10_000)? + frac_ppm;
-    (ppm <= 1_000_000).then_some(ppm as u32)
 }
 
 /// A parsed spec: stages by first appearance, edges, buffering, QoS items.
@@ -1008,8 +1080,17 @@ pipelines:
         assert_eq!(e, EndpointError::Syntax("a/b".into()));
         assert_eq!(
             e.to_string(),
-            "`a/b` is not an endpoint: use `can:BUS` or `partition/task/endpoint`"
+            "`a/b` is not an endpoint: use `can:BUS`, `zenoh:CHANNEL` or `partition/task/endpoint`"
         );
         assert!(Endpoint::parse("a//c").is_err());
+        let e = Endpoint::parse("zenoh:speed").unwrap();
+        assert_eq!(
+            e,
+            Endpoint::Zenoh {
+                channel: "speed".into()
+            }
+        );
+        assert_eq!(e.to_string(), "zenoh:speed");
+        assert_eq!(Endpoint::parse("zenoh:"), Err(EndpointError::NoChannelName));
     }
 }

@@ -231,6 +231,8 @@ pub struct RawBridge {
     pub partition: Option<String>,
     pub period: Option<String>,
     pub budget: Option<String>,
+    pub latency: Option<String>,
+    pub loss: Option<String>,
     pub zenoh: RawZenoh,
 }
 

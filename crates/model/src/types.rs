@@ -542,6 +542,13 @@ pub struct Bridge {
     pub direction: BridgeDirection,
     pub period: Nanos,
     pub budget: Nanos,
+    /// `latency`: the hop's one-way delay across the network, as declared (0 when not):
+    /// `solve` adds it to the bounds of a pipeline whose stage reads or writes the
+    /// channel through the bridge (`input`/`output: zenoh:CHANNEL`).
+    pub latency: Nanos,
+    /// `loss`: the fraction of messages the hop may lose, in millionths (0 when not
+    /// declared; Zenoh's reliable TCP transport loses none while the peer is present).
+    pub loss_ppm: u32,
     pub zenoh: Zenoh,
 }
 

@@ -122,6 +122,21 @@ pub fn parse_size(text: &str) -> Result<u64, UnitError> {
     scaled(text, number, scale)
 }
 
+/// `12.5` (percent) as millionths: 125000; `None` above 100 or with more than 4 decimals.
+pub fn percent_ppm(n: &str) -> Option<u32> {
+    let (whole, frac) = n.split_once('.').unwrap_or((n, ""));
+    if frac.len() > 4 || whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let whole: u64 = whole.parse().ok()?;
+    let frac_ppm: u64 = format!("{frac:0<4}").parse().ok()?;
+    let ppm = whole.checked_mul(10_000)? + frac_ppm;
+    (ppm <= 1_000_000).then_some(ppm as u32)
+}
+
 /// Formats a duration with the largest unit that represents it exactly: `2ms`, `500us`.
 pub fn format_duration(ns: Nanos) -> String {
     let unit = [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)]

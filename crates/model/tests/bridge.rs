@@ -37,6 +37,8 @@ channels:
       partition: net
       period: 5ms
       budget: 500us
+      latency: 2ms
+      loss: 0.5%
       zenoh: {key: vehicle/speed, connect: [\"tcp/10.0.0.1:7447\"], mode: client}
 ";
 
@@ -84,6 +86,67 @@ fn a_subscribed_channel_is_written_by_its_bridge_task() {
     );
     let task = &s.partitions[3].tasks[0];
     assert_eq!((task.budget, task.period), (MS / 2, 5 * MS));
+}
+
+#[test]
+fn a_bridge_declares_its_hop_latency_and_loss() {
+    let s = load(BRIDGED);
+    let hop = |i: usize| {
+        let b = s.channels[i].bridge.as_ref().unwrap();
+        (b.latency, b.loss_ppm)
+    };
+    assert_eq!(hop(0), (0, 0), "not declared: none");
+    assert_eq!(hop(1), (2 * MS, 5_000), "2ms, 0.5%");
+}
+
+/// A pipeline's stage reaches a bridged channel as its local end: the reader of a
+/// subscribed channel (`input`), the writer of a published one (`output`).
+#[test]
+fn a_stage_reads_and_writes_bridged_channels_from_their_local_end() {
+    let pipeline = |input: &str, output: &str| {
+        format!(
+            "{BRIDGED}pipelines:\n  - name: p\n    spec: A|B\n    stages:\n      A: {{partition: log, wcet: 100us, input: '{input}'}}\n      B: {{partition: ctl, wcet: 100us, output: '{output}'}}\n"
+        )
+    };
+    let s = load(&pipeline("zenoh:remote", "zenoh:speed"));
+    let stages = &s.pipelines[0].stages;
+    assert_eq!(
+        stages[0].input.as_ref().unwrap().to_string(),
+        "zenoh:remote"
+    );
+    assert_eq!(
+        stages[1].output.as_ref().unwrap().to_string(),
+        "zenoh:speed"
+    );
+    assert_eq!(load(&to_canonical_yaml(&s)), s);
+    let error = |input: &str, output: &str| match load_str(&pipeline(input, output), "t.yaml") {
+        Ok(_) => panic!("{input} -> {output} loads"),
+        Err(e) => e.to_string(),
+    };
+    let e = error("zenoh:speed", "zenoh:speed");
+    assert!(e.contains("pipelines[0].stages.A.input: channel `speed` is published: a stage's input is a channel subscribed from a Zenoh key"), "{e}");
+    let e = error("zenoh:remote", "zenoh:remote");
+    assert!(
+        e.contains("pipelines[0].stages.B.output: channel `remote` is subscribed"),
+        "{e}"
+    );
+    let e = error("zenoh:nothing", "zenoh:speed");
+    assert!(
+        e.contains("stages.A.input: no channel `nothing` with a `bridge`"),
+        "{e}"
+    );
+    let e = error("zenoh:", "zenoh:speed");
+    assert!(
+        e.contains("stages.A.input: `zenoh:` needs a channel name"),
+        "{e}"
+    );
+    let swapped =
+        pipeline("zenoh:remote", "zenoh:speed").replace("B: {partition: ctl", "B: {partition: log");
+    let e = load_str(&swapped, "t.yaml").unwrap_err().to_string();
+    assert!(
+        e.contains("stages.B.output: partition `log` is not the channel's local writer"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -3,33 +3,108 @@
 //! by `bulkhead run` as an rt task of the bridge's partition (see the library's doc).
 //! Exit 0 when the supervisor asks it to stop, 1 on a failure (the channel, the Zenoh
 //! session, not attached), 2 on bad flags.
+//!
+//! `bulkhead-bridge probe --connect ENDPOINT [--count N]` (what `bulkhead probe --zenoh`
+//! runs): the round trip of a Zenoh query to the echo of the bridges at a peer, which
+//! every bridge answers; it prints min, median and max. Exit 1 when no bridge answers
+//! within 5 s.
 
-use bulkhead_bridge::{publisher_token, Args, Direction, USAGE};
+use bulkhead_bridge::{
+    declare_echo, publisher_token, summary, Args, Direction, ProbeArgs, UsageError, ECHOES,
+    PROBE_USAGE, USAGE,
+};
 use bulkhead_chan::{Channel, Receiver, RecvError, Sender};
 use bulkhead_task::{Counter, Error, Task};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 use zenoh::qos::CongestionControl;
+use zenoh::query::QueryTarget;
 use zenoh::sample::SampleKind;
 use zenoh::Wait;
 
+/// How long a probe waits for the first answer of a bridge at the peer.
+const PROBE_WAIT: Duration = Duration::from_secs(5);
+
 fn main() -> ExitCode {
-    let args = match Args::parse(std::env::args().skip(1)) {
+    let mut words = std::env::args().skip(1).peekable();
+    if words.peek().map(String::as_str) == Some("probe") {
+        let args = ProbeArgs::parse(words.skip(1));
+        return exit(args, PROBE_USAGE, |a| format!("probe {}", a.connect), probe);
+    }
+    exit(Args::parse(words), USAGE, |a| a.key.clone(), run)
+}
+
+type Failure = Box<dyn std::error::Error + Send + Sync>;
+
+/// Runs `job` on the parsed command line: exit 0 when it ends well, 1 when it fails
+/// (said, after what `name` names), 2 on a usage error (said, with `usage`).
+fn exit<A>(
+    args: Result<A, UsageError>,
+    usage: &str,
+    name: impl Fn(&A) -> String,
+    job: impl Fn(&A) -> Result<(), Failure>,
+) -> ExitCode {
+    let args = match args {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("bulkhead-bridge: {e}\n{USAGE}");
+            eprintln!("bulkhead-bridge: {e}\n{usage}");
             return ExitCode::from(2);
         }
     };
-    match run(&args) {
+    match job(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("bulkhead-bridge: {}: {e}", args.key);
+            eprintln!("bulkhead-bridge: {}: {e}", name(&args));
             ExitCode::from(1)
         }
     }
 }
 
-type Failure = Box<dyn std::error::Error + Send + Sync>;
+/// Times `args.count` round trips of a query to the bridges' echo at the peer, after a
+/// first answer (the peer connected and its echo declared) within [`PROBE_WAIT`].
+fn probe(args: &ProbeArgs) -> Result<(), Failure> {
+    let session = zenoh::open(args.zenoh_config()?).wait()?;
+    let deadline = Instant::now() + PROBE_WAIT;
+    while round_trip(&session)?.is_none() {
+        if Instant::now() >= deadline {
+            session.close().wait()?;
+            return Err(format!(
+                "no bridge answered within {} s (is a bridge of a run listening there?)",
+                PROBE_WAIT.as_secs()
+            )
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut rtts = Vec::new();
+    for _ in 0..args.count {
+        let rtt = round_trip(&session)?.ok_or("the peer's bridges stopped answering")?;
+        rtts.push(rtt);
+    }
+    session.close().wait()?;
+    let (min, median, max) = summary(rtts).ok_or("no round trip")?;
+    let us = |ns: u64| ns as f64 / 1e3;
+    println!(
+        "zenoh round trip to {}: min {:.0} us, median {:.0} us, max {:.0} us over {} queries; a bridge's `latency:` of at least {:.0} us (half the max)",
+        args.connect, us(min), us(median), us(max), args.count, us(max.div_ceil(2))
+    );
+    Ok(())
+}
+
+/// The time to the first answer of a query to the bridges' echo; `None` when none
+/// answered (the query's end came first).
+fn round_trip(session: &zenoh::Session) -> Result<Option<u64>, Failure> {
+    let start = Instant::now();
+    let replies = session
+        .get(ECHOES)
+        .target(QueryTarget::BestMatching)
+        .timeout(Duration::from_secs(1))
+        .wait()?;
+    let answered = matches!(replies.recv(), Ok(reply) if reply.result().is_ok());
+    let elapsed = start.elapsed().as_nanos() as u64;
+    while replies.recv().is_ok() {}
+    Ok(answered.then_some(elapsed))
+}
 
 /// The task's counters (the library's doc names them).
 struct Counters {
@@ -68,6 +143,7 @@ fn run(args: &Args) -> Result<(), Failure> {
     let mut task = Task::attach()?;
     let counters = Counters::new(&mut task)?;
     let session = zenoh::open(args.zenoh_config()?).wait()?;
+    let _echo = declare_echo(&session, &args.key)?;
     let ended = match args.direction {
         Direction::Publish => publish(args, channel.receiver()?, &session, &mut task, &counters),
         Direction::Subscribe => subscribe(args, channel.sender()?, &session, &mut task, &counters),
