@@ -11,6 +11,7 @@
 use crate::modes::ModeManager;
 use crate::stop_start::StopStartManager;
 use crate::tasks::RtPartitions;
+use crate::wake::Wakers;
 use crate::RunError;
 use bulkhead_control::SupervisionStatus;
 use bulkhead_model::health::monitor::{Decision, Evidence, Monitor, SupervisionState};
@@ -37,6 +38,8 @@ pub struct Health {
     epoch_ns: u64,
     /// Set by a `stop` action: why the run stops (an error of the run).
     stop: Option<String>,
+    /// Wake the thread a decision is routed to.
+    wakers: Wakers,
 }
 
 /// What the supervisor's loop carries out health actions with: the mode manager (a
@@ -188,7 +191,11 @@ impl Health {
     /// The monitor of `system`'s `health:` keys; `None` when it has none. Refuses the
     /// supervisions and actions `run` does not carry out, naming them (`control`: the
     /// run has a control socket).
-    pub fn start(system: &System, control: bool) -> Result<Option<SharedHealth>, RunError> {
+    pub fn start(
+        system: &System,
+        control: bool,
+        wakers: &Wakers,
+    ) -> Result<Option<SharedHealth>, RunError> {
         if system.health.is_empty() {
             return Ok(None);
         }
@@ -202,12 +209,18 @@ impl Health {
             events: Vec::new(),
             epoch_ns: now,
             stop: None,
+            wakers: wakers.clone(),
         }))))
     }
 
     /// Event times count from `epoch_ns` (the rt tasks' release 0).
     pub fn set_epoch(&mut self, epoch_ns: u64) {
         self.epoch_ns = epoch_ns;
+    }
+
+    /// When the next watchdog expires (CLOCK_MONOTONIC), if any member has one.
+    pub fn next_expiry(&self) -> Option<u64> {
+        self.monitor.next_expiry()
     }
 
     /// The monitor's index of `member` of `partition`, if supervised.
@@ -223,21 +236,27 @@ impl Health {
     /// Sends `d` where it is carried out: a `log` is done at once; a restart goes to
     /// the keeper of its member (the unwindowed keeper for a process, the rt drain thread for
     /// a task); a mode switch, a suspend and a stop (which stops the run, `why`) to the
-    /// supervisor's loop.
+    /// supervisor's loop; the thread it goes to is woken at once.
     pub fn route(&mut self, d: Decision, why: String) {
         match (&d.action, self.monitor.member(d.member).1) {
             (Action::Log, _) => self.done(&d, Ok(())),
             (Action::Restart | Action::RestartPartition, Member::Process(_)) => {
-                self.be_restarts.push(d)
+                self.be_restarts.push(d);
+                self.wakers.keeper.notify();
             }
             (Action::Restart | Action::RestartPartition, Member::Task(_)) => {
-                self.rt_restarts.push(d)
+                self.rt_restarts.push(d);
+                self.wakers.drain.notify();
             }
             (Action::Stop, _) => {
                 self.stop(why);
                 self.requests.push(d);
+                self.wakers.services.notify();
             }
-            (Action::Mode(_) | Action::Suspend, _) => self.requests.push(d),
+            (Action::Mode(_) | Action::Suspend, _) => {
+                self.requests.push(d);
+                self.wakers.services.notify();
+            }
         }
     }
 

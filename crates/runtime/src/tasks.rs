@@ -646,6 +646,12 @@ impl RtPartitions {
         self.tasks.iter().map(|t| t.child.id()).collect()
     }
 
+    /// The pids of the task processes not yet seen to exit (by [`Self::all_exited`]).
+    pub fn running_pids(&self) -> Vec<u32> {
+        let running = self.tasks.iter().filter(|t| !t.exited);
+        running.map(|t| t.child.id()).collect()
+    }
+
     /// Per-task figures so far (jobs, worst response, misses), in declaration order.
     pub fn summaries(&self) -> Vec<TaskSummary> {
         self.tasks.iter().map(|t| t.stats.clone()).collect()
