@@ -117,8 +117,9 @@ pub fn job_event(health: &SharedHealth, event: &Event) {
     }
 }
 
-/// Feeds the exits of rt tasks the drain thread reaped since its last call, and carries
-/// out the restarts decided for tasks (`restart`, `restart_partition` of an rt
+/// Feeds the exits of rt tasks the drain thread reaped since its last call and the jobs
+/// drained over their budget (`on_overrun`), and carries out the restarts decided for
+/// tasks (`restart`, `restart_partition` of an rt
 /// partition): each in `rt`, its `health_action` ending at the new process's start.
 pub fn serve_rt(health: &SharedHealth, rt: &mut RtPartitions) {
     let mut h = lock(health);
@@ -131,6 +132,19 @@ pub fn serve_rt(health: &SharedHealth, rt: &mut RtPartitions) {
                 "task `{task}` of partition `{partition}` exited: {status}; health action: stop"
             );
             h.route(d, why);
+        }
+    }
+    for (partition, task, jobs) in rt.take_overruns() {
+        let Some(i) = h.find(&partition, &Member::Task(task.clone())) else {
+            continue;
+        };
+        for _ in 0..jobs {
+            if let Some(d) = h.observe(i, Evidence::Overrun) {
+                let why = format!(
+                    "task `{task}` of partition `{partition}` overran its budget; health action: stop"
+                );
+                h.route(d, why);
+            }
         }
     }
     for d in std::mem::take(&mut h.rt_restarts) {
@@ -318,8 +332,8 @@ impl Health {
     }
 }
 
-/// What `run` carries out: every supervision but `on_overrun`, in a system without
-/// windows, with every action, where its manager exists: `suspend` needs the control
+/// What `run` carries out: every supervision, in a system without windows, with every
+/// action, where its manager exists: `suspend` needs the control
 /// socket's stop-start manager (`control`: the run has one), a restart of an rt task a
 /// system without modes (the mode agents hold the tasks' processes). The rest is
 /// refused before anything starts.
@@ -335,12 +349,6 @@ fn check(system: &System, control: bool) -> Result<(), RunError> {
             .is_some_and(|p| p.kind == PartitionKind::Rt);
         let who = who(&s.member);
         let h = &s.health;
-        if h.on_overrun.is_some() {
-            return Err(RunError::invalid(format!(
-                "partition `{}`, {who}: health.on_overrun: not carried out by `run` yet (check, analyze and sim accept it)",
-                s.partition
-            )));
-        }
         for (key, escalation) in h.escalations() {
             for step in &escalation.steps {
                 let why = match step.action {
