@@ -142,29 +142,80 @@ fn repeated_misses_switch_the_system_to_its_degraded_mode() {
     );
 }
 
-/// `run` refuses what it does not carry out, before anything starts: an `on_overrun`,
-/// and a restart of an rt task in a system with modes (its mode agent holds the task's
-/// process).
+/// A task whose jobs use more CPU time than its budget (the task library's accounting)
+/// switches the system to its degraded mode, the `health_action` logged with the cause
+/// `overrun`, within a second of its first release; a task beside it that keeps its
+/// budget fires nothing.
+#[test]
+#[ignore = "needs root: cgroups, SCHED_DEADLINE"]
+fn an_overrunning_task_switches_the_system_to_its_degraded_mode() {
+    let Some((periodic, _lock)) = common::rt_test_setup() else {
+        return;
+    };
+    let scratch = Scratch::new("health-overrun");
+    let p = periodic.display();
+    let yaml = format!(
+        "system: {{cpus: 0-1}}\npartitions:\n  - name: ho-ctl\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - name: greedy\n        cmd: {p} --exec-us 6000\n        budget: 4ms\n        period: 20ms\n        health: {{on_overrun: {{action: {{mode: safe}}}}}}\n      - name: modest\n        cmd: {p} --exec-us 300\n        budget: 2ms\n        period: 20ms\n        health: {{on_overrun: {{action: log}}}}\nmodes:\n  initial: normal\n  agent: {{budget: 100us, period: 100ms}}\n  table:\n    - name: normal\n      partitions:\n        ho-ctl: {{tasks: [greedy, modest]}}\n    - name: safe\n      partitions:\n        ho-ctl: {{tasks: [{{name: greedy, period: 40ms, deadline: 40ms, budget: 8ms}}, modest]}}\n"
+    );
+    let (code, stderr) = run(&scratch, &yaml, "2s");
+    assert_eq!(code, Some(0), "{stderr}");
+    let events = events(&scratch);
+    let actions: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["event"] == "health_action")
+        .collect();
+    assert!(!actions.is_empty(), "no health_action: {stderr}");
+    assert!(
+        actions.iter().all(|a| a["task"] == "greedy"),
+        "the modest task fired nothing: {actions:?}"
+    );
+    let first = actions[0];
+    assert_eq!(
+        (&first["cause"], &first["action"]),
+        (
+            &serde_json::json!("overrun"),
+            &serde_json::json!("mode: safe")
+        ),
+        "{first}"
+    );
+    assert!(first.get("failed").is_none(), "{first}");
+    let t = |e: &serde_json::Value| e["t_ns"].as_u64().unwrap();
+    let released = events
+        .iter()
+        .find(|e| e["event"] == "job_release" && e["task"] == "greedy")
+        .map(t)
+        .expect("greedy was released");
+    let done = events
+        .iter()
+        .find(|e| e["event"] == "mode_done" && e["mode"] == "safe")
+        .map(t)
+        .expect("the switch to safe finished");
+    assert!(
+        done > released && done - released < 1_000_000_000,
+        "mode_done at {done} ns, first release at {released} ns"
+    );
+    assert!(
+        stderr
+            .contains("bulkhead: health: task `greedy` of partition `ho-ctl`: overrun: mode: safe"),
+        "{stderr}"
+    );
+}
+
+/// `run` refuses what it does not carry out, before anything starts: a restart of an rt
+/// task in a system with modes (its mode agent holds the task's process).
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn run_refuses_a_supervision_it_does_not_carry_out() {
     let scratch = Scratch::new("health-refused");
     let task = "{name: t, cmd: \"sh -c 'echo x >> started; sleep 30'\", budget: 1ms, period: 10ms";
-    let overrun = format!(
-        "system: {{}}\npartitions:\n  - name: hm-svc\n    kind: rt\n    cpus: 1\n    tasks:\n      - {task}, health: {{on_overrun: {{action: log}}}}}}\n"
-    );
     let restart = format!(
         "system: {{}}\npartitions:\n  - name: hm-svc\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - {task}, health: {{on_exit: {{action: restart}}}}}}\nmodes:\n  initial: a\n  agent: {{budget: 100us, period: 100ms}}\n  table:\n    - name: a\n      partitions:\n        hm-svc: {{tasks: [t]}}\n"
     );
-    for (yaml, want) in [
-        (overrun, "partition `hm-svc`, task `t`: health.on_overrun: not carried out by `run` yet"),
-        (restart, "partition `hm-svc`, task `t`: health.on_exit: the action `restart` restarts no rt task in a system with modes yet"),
-    ] {
-        let (code, stderr) = run(&scratch, &yaml, "2s");
-        assert_eq!(code, Some(1), "{stderr}");
-        assert!(stderr.contains(want), "{stderr}");
-        assert_eq!(lines(&scratch, "started"), 0, "nothing started: {stderr}");
-    }
+    let want = "partition `hm-svc`, task `t`: health.on_exit: the action `restart` restarts no rt task in a system with modes yet";
+    let (code, stderr) = run(&scratch, &restart, "2s");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains(want), "{stderr}");
+    assert_eq!(lines(&scratch, "started"), 0, "nothing started: {stderr}");
 }
 
 /// A process that stops sending heartbeats (8-byte messages 2 on its channel, fd 3,

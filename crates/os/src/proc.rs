@@ -139,6 +139,12 @@ impl Process {
         })))
     }
 
+    /// The pidfd, to watch in an epoll set: readable once the process has ended (and
+    /// until the descriptor is closed, reaped or not).
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.0.as_raw_fd()
+    }
+
     /// Blocks until the process has ended (the pidfd polls readable).
     pub fn wait_exit(&self) -> io::Result<()> {
         let mut poll = libc::pollfd {

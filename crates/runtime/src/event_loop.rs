@@ -1,8 +1,9 @@
 //! The supervisor's one event loop, over the epoll set of `bulkhead-os`: the window
 //! schedule's timer and the processes' channels (a run with windows), SIGINT and SIGTERM
 //! (with [`crate::RunOptions::handle_signals`]), and the control socket with the mode
-//! and stop-start managers' replies. A run without windows waits in the same loop, woken
-//! at least every tick to look whether its tasks and processes all exited.
+//! and stop-start managers' replies. A run without windows waits in the same loop, on
+//! the health monitor's watchdog timer and wakeup too, woken at least every tick to look
+//! whether its tasks and processes all exited.
 
 use crate::control::Control;
 use crate::RunError;
@@ -14,12 +15,14 @@ use std::os::fd::RawFd;
 /// priority), then a stop signal, then the control socket, then the channels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wake {
-    /// The window schedule's timer expired.
+    /// The window schedule's timer (a run without windows: the next watchdog's) expired.
     Timer,
     /// SIGINT or SIGTERM arrived (consumed).
     Stop,
     /// The control socket or a manager's reply is ready.
     Control,
+    /// The health monitor queued a decision for the loop ([`crate::wake::Wakers`]).
+    Health,
     /// Process `index`'s channel is readable, or its peer hung up.
     Channel { index: usize, hung_up: bool },
 }
@@ -27,6 +30,7 @@ pub(crate) enum Wake {
 const TOKEN_TIMER: u64 = u64::MAX;
 const TOKEN_SIGNAL: u64 = u64::MAX - 1;
 const TOKEN_CONTROL: u64 = u64::MAX - 2;
+const TOKEN_HEALTH: u64 = u64::MAX - 3;
 
 /// The loop's epoll set and the stop signals it owns.
 pub(crate) struct EventLoop {
@@ -60,6 +64,13 @@ impl EventLoop {
     pub fn watch_timer(&self, fd: RawFd) -> Result<(), RunError> {
         self.epoll
             .add(fd, TOKEN_TIMER)
+            .map_err(|e| RunError::io("event loop", e))
+    }
+
+    /// Watches the health monitor's wakeup of the loop.
+    pub fn watch_health(&self, fd: RawFd) -> Result<(), RunError> {
+        self.epoll
+            .add(fd, TOKEN_HEALTH)
             .map_err(|e| RunError::io("event loop", e))
     }
 
@@ -97,7 +108,10 @@ impl EventLoop {
         if has(TOKEN_CONTROL) {
             wakes.push(Wake::Control);
         }
-        let channels = ready.iter().filter(|r| r.token < TOKEN_CONTROL);
+        if has(TOKEN_HEALTH) {
+            wakes.push(Wake::Health);
+        }
+        let channels = ready.iter().filter(|r| r.token < TOKEN_HEALTH);
         wakes.extend(channels.map(|r| Wake::Channel {
             index: r.token as usize,
             hung_up: r.closed(),

@@ -11,6 +11,7 @@
 use crate::modes::ModeManager;
 use crate::stop_start::StopStartManager;
 use crate::tasks::RtPartitions;
+use crate::wake::Wakers;
 use crate::RunError;
 use bulkhead_control::SupervisionStatus;
 use bulkhead_model::health::monitor::{Decision, Evidence, Monitor, SupervisionState};
@@ -37,6 +38,8 @@ pub struct Health {
     epoch_ns: u64,
     /// Set by a `stop` action: why the run stops (an error of the run).
     stop: Option<String>,
+    /// Wake the thread a decision is routed to.
+    wakers: Wakers,
 }
 
 /// What the supervisor's loop carries out health actions with: the mode manager (a
@@ -114,8 +117,9 @@ pub fn job_event(health: &SharedHealth, event: &Event) {
     }
 }
 
-/// Feeds the exits of rt tasks the drain thread reaped since its last call, and carries
-/// out the restarts decided for tasks (`restart`, `restart_partition` of an rt
+/// Feeds the exits of rt tasks the drain thread reaped since its last call and the jobs
+/// drained over their budget (`on_overrun`), and carries out the restarts decided for
+/// tasks (`restart`, `restart_partition` of an rt
 /// partition): each in `rt`, its `health_action` ending at the new process's start.
 pub fn serve_rt(health: &SharedHealth, rt: &mut RtPartitions) {
     let mut h = lock(health);
@@ -128,6 +132,19 @@ pub fn serve_rt(health: &SharedHealth, rt: &mut RtPartitions) {
                 "task `{task}` of partition `{partition}` exited: {status}; health action: stop"
             );
             h.route(d, why);
+        }
+    }
+    for (partition, task, jobs) in rt.take_overruns() {
+        let Some(i) = h.find(&partition, &Member::Task(task.clone())) else {
+            continue;
+        };
+        for _ in 0..jobs {
+            if let Some(d) = h.observe(i, Evidence::Overrun) {
+                let why = format!(
+                    "task `{task}` of partition `{partition}` overran its budget; health action: stop"
+                );
+                h.route(d, why);
+            }
         }
     }
     for d in std::mem::take(&mut h.rt_restarts) {
@@ -188,7 +205,11 @@ impl Health {
     /// The monitor of `system`'s `health:` keys; `None` when it has none. Refuses the
     /// supervisions and actions `run` does not carry out, naming them (`control`: the
     /// run has a control socket).
-    pub fn start(system: &System, control: bool) -> Result<Option<SharedHealth>, RunError> {
+    pub fn start(
+        system: &System,
+        control: bool,
+        wakers: &Wakers,
+    ) -> Result<Option<SharedHealth>, RunError> {
         if system.health.is_empty() {
             return Ok(None);
         }
@@ -202,12 +223,18 @@ impl Health {
             events: Vec::new(),
             epoch_ns: now,
             stop: None,
+            wakers: wakers.clone(),
         }))))
     }
 
     /// Event times count from `epoch_ns` (the rt tasks' release 0).
     pub fn set_epoch(&mut self, epoch_ns: u64) {
         self.epoch_ns = epoch_ns;
+    }
+
+    /// When the next watchdog expires (CLOCK_MONOTONIC), if any member has one.
+    pub fn next_expiry(&self) -> Option<u64> {
+        self.monitor.next_expiry()
     }
 
     /// The monitor's index of `member` of `partition`, if supervised.
@@ -223,21 +250,27 @@ impl Health {
     /// Sends `d` where it is carried out: a `log` is done at once; a restart goes to
     /// the keeper of its member (the unwindowed keeper for a process, the rt drain thread for
     /// a task); a mode switch, a suspend and a stop (which stops the run, `why`) to the
-    /// supervisor's loop.
+    /// supervisor's loop; the thread it goes to is woken at once.
     pub fn route(&mut self, d: Decision, why: String) {
         match (&d.action, self.monitor.member(d.member).1) {
             (Action::Log, _) => self.done(&d, Ok(())),
             (Action::Restart | Action::RestartPartition, Member::Process(_)) => {
-                self.be_restarts.push(d)
+                self.be_restarts.push(d);
+                self.wakers.keeper.notify();
             }
             (Action::Restart | Action::RestartPartition, Member::Task(_)) => {
-                self.rt_restarts.push(d)
+                self.rt_restarts.push(d);
+                self.wakers.drain.notify();
             }
             (Action::Stop, _) => {
                 self.stop(why);
                 self.requests.push(d);
+                self.wakers.services.notify();
             }
-            (Action::Mode(_) | Action::Suspend, _) => self.requests.push(d),
+            (Action::Mode(_) | Action::Suspend, _) => {
+                self.requests.push(d);
+                self.wakers.services.notify();
+            }
         }
     }
 
@@ -299,8 +332,8 @@ impl Health {
     }
 }
 
-/// What `run` carries out: every supervision but `on_overrun`, in a system without
-/// windows, with every action, where its manager exists: `suspend` needs the control
+/// What `run` carries out: every supervision, in a system without windows, with every
+/// action, where its manager exists: `suspend` needs the control
 /// socket's stop-start manager (`control`: the run has one), a restart of an rt task a
 /// system without modes (the mode agents hold the tasks' processes). The rest is
 /// refused before anything starts.
@@ -316,12 +349,6 @@ fn check(system: &System, control: bool) -> Result<(), RunError> {
             .is_some_and(|p| p.kind == PartitionKind::Rt);
         let who = who(&s.member);
         let h = &s.health;
-        if h.on_overrun.is_some() {
-            return Err(RunError::invalid(format!(
-                "partition `{}`, {who}: health.on_overrun: not carried out by `run` yet (check, analyze and sim accept it)",
-                s.partition
-            )));
-        }
         for (key, escalation) in h.escalations() {
             for step in &escalation.steps {
                 let why = match step.action {

@@ -36,6 +36,7 @@ mod stop_start;
 mod supervisor;
 pub mod tasks;
 mod unwindowed;
+mod wake;
 
 pub use bulkhead_os::cgroup::Hierarchy;
 pub use isolation::IdentityError;

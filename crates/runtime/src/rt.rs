@@ -11,10 +11,13 @@ use crate::housekeeping::Housekeeping;
 use crate::isolation::Confinements;
 use crate::modes::{ModeEvents, ModeManager};
 use crate::tasks::{Epoch, RtOptions, RtPartitions, StopStartTask, TaskSummary};
+use crate::wake::Waiter;
 use crate::{leftovers, CgroupsUnusable, LiveTasks, RunError, RunOptions, Unrunnable};
 use bulkhead_model::{CpuSet, Partition, PartitionKind, System, Task};
 use bulkhead_os::cpuset;
+use bulkhead_os::event::Wakeup;
 use bulkhead_os::netdev::IsolatedInterface;
+use bulkhead_os::proc::Process;
 use bulkhead_plan::Programs;
 use bulkhead_trace::schedule_log::ScheduleLogWriter;
 use bulkhead_trace::{perfetto, Event};
@@ -26,7 +29,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How often the tasks' trace rings are drained.
+/// How often the tasks' trace rings are drained. The drain thread is woken sooner by
+/// the exit of a task process (its pidfd) and by a health decision for it (its wakeup).
 const DRAIN_PERIOD: Duration = Duration::from_millis(10);
 /// Release 0 of every task lies at least this far after the last task attached to the
 /// task library ([`Epoch::after_attach_ns`]): room for a reservation to repay what its
@@ -133,6 +137,8 @@ pub struct Sink {
     pending: Vec<Event>,
     /// The run's health monitor: fed the drained misses, its events written here.
     pub health: Option<SharedHealth>,
+    /// Wakes the drain thread: a restart the monitor decided, the run's stop.
+    pub wakeup: Option<Arc<Wakeup>>,
 }
 
 enum Target {
@@ -151,6 +157,7 @@ impl Sink {
             epoch_ns: 0,
             pending: Vec::new(),
             health: None,
+            wakeup: None,
         }
     }
 
@@ -162,6 +169,7 @@ impl Sink {
             epoch_ns: 0,
             pending: Vec::new(),
             health: None,
+            wakeup: None,
         }
     }
 
@@ -213,6 +221,8 @@ pub struct RtRun {
     /// CLOCK_MONOTONIC time of release 0; event times count from it.
     pub epoch_ns: u64,
     stop: Arc<AtomicBool>,
+    /// Wakes the drain thread (to stop).
+    wakeup: Arc<Wakeup>,
     all_exited: Arc<AtomicBool>,
     /// Per-task figures, refreshed at each drain (for the control socket's `status`).
     pub live: LiveTasks,
@@ -330,14 +340,26 @@ pub fn start(
     let stop = Arc::new(AtomicBool::new(false));
     let all_exited = Arc::new(AtomicBool::new(false));
     let live = LiveTasks::new(Mutex::new(rt.summaries()));
+    let wakeup = match sink.wakeup.clone() {
+        Some(w) => w,
+        None => Arc::new(Wakeup::new().map_err(|e| RunError::io("eventfd", e))?),
+    };
+    let waiter = Waiter::new(wakeup.clone()).map_err(|e| RunError::io("epoll", e))?;
     let (s, a, l) = (stop.clone(), all_exited.clone(), live.clone());
     let thread = std::thread::Builder::new()
         .name("bulkhead-rt-drain".into())
-        .spawn(move || drain_until_stopped(rt, sink, &mode_events, &s, &a, &l))
+        .spawn(move || {
+            let flags = Flags {
+                stop: &s,
+                all_exited: &a,
+            };
+            drain_until_stopped(rt, sink, waiter, &mode_events, flags, &l)
+        })
         .map_err(|e| RunError::io("rt drain thread", e))?;
     Ok(Some(RtRun {
         epoch_ns,
         stop,
+        wakeup,
         all_exited,
         live,
         modes,
@@ -388,17 +410,28 @@ fn instance_path(mount: &Path, cpuset_base: Option<&Path>) -> Result<PathBuf, Ru
     Ok(parent.join(leftovers::instance_name()))
 }
 
+/// What the drain thread shares with the run: the run's stop, and whether every task
+/// exited.
+struct Flags<'a> {
+    stop: &'a AtomicBool,
+    all_exited: &'a AtomicBool,
+}
+
+/// Drains the tasks every [`DRAIN_PERIOD`], and at once when a task process exits or the
+/// health monitor routes a restart to the thread (`waiter`), until the run stops.
 fn drain_until_stopped(
     mut rt: RtPartitions,
     mut sink: Sink,
+    mut waiter: Waiter,
     mode_events: &ModeEvents,
-    stop: &AtomicBool,
-    all_exited: &AtomicBool,
+    Flags { stop, all_exited }: Flags<'_>,
     live: &LiveTasks,
 ) -> Drained {
     let health = sink.health.clone();
+    let mut exits = Vec::new();
     while !stop.load(Ordering::Acquire) {
-        std::thread::sleep(DRAIN_PERIOD);
+        watch_exits(&rt, &waiter, &mut exits);
+        waiter.wait(DRAIN_PERIOD);
         rt.drain(&mut |e| {
             if let Some(h) = &health {
                 crate::health::job_event(h, &e);
@@ -422,6 +455,26 @@ fn drain_until_stopped(
     put_mode_steps(mode_events, &mut sink);
     let summaries = rt.stop(&mut |e| sink.put(e));
     sink.finish(summaries)
+}
+
+/// Keeps `watched` (a pidfd per task process, watched by `waiter`) the running task
+/// processes of `rt`: a process seen to exit (reaped) or replaced by a restart is
+/// dropped, a new one opened. A process that cannot be opened is seen at the next
+/// drain.
+fn watch_exits(rt: &RtPartitions, waiter: &Waiter, watched: &mut Vec<(u32, Process)>) {
+    let running = rt.running_pids();
+    // Closing a pidfd removes it from the epoll set.
+    watched.retain(|(pid, _)| running.contains(pid));
+    for pid in running {
+        if watched.iter().any(|(p, _)| *p == pid) {
+            continue;
+        }
+        if let Ok(Some(process)) = Process::open(pid) {
+            if waiter.watch(process.fd()).is_ok() {
+                watched.push((pid, process));
+            }
+        }
+    }
 }
 
 /// Moves the mode manager's steps recorded since the last drain into `sink`, so that
@@ -451,6 +504,7 @@ impl RtRun {
 
     fn join(&mut self) -> Option<Drained> {
         self.stop.store(true, Ordering::Release);
+        self.wakeup.notify();
         self.thread.take().and_then(|t| t.join().ok())
     }
 }

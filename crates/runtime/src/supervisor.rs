@@ -15,11 +15,12 @@ use crate::rt::{self, RtRun};
 use crate::spawn::{self, Environment, Prepared};
 use crate::tasks::TaskSummary;
 use crate::unwindowed::{UnwindowedKeeper, UnwindowedRun};
+use crate::wake::Wakers;
 use crate::{leftovers, CgroupsUnusable, RunError, RunOptions, Unrunnable};
 use bulkhead_model::{CpuSet, Nanos, System};
 use bulkhead_os::cgroup::{self, CgroupManager, Hierarchy, Partition, Process};
 use bulkhead_os::clock::now_ns as monotonic_ns;
-use bulkhead_os::event::{self, Timer};
+use bulkhead_os::event::{self, Timer, Wakeup};
 use bulkhead_os::sched::Realtime;
 use bulkhead_plan::programs::{Host, Programs, Site};
 use bulkhead_trace::{Event as TraceEvent, EventKind, GrantEnd as TraceStop};
@@ -255,7 +256,8 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let fds_before = count_fds();
     let fd_limit = bulkhead_os::sched::raise_fd_limit(fds_wanted(system, fds_before));
     let (hierarchy, host) = refusals(system, options)?;
-    let health = Health::start(system, options.control.is_some())?;
+    let wakers = Wakers::new()?;
+    let health = Health::start(system, options.control.is_some(), &wakers)?;
     crate::requests::check(system)?;
     let mut warnings = clean_leftovers(Some(&hierarchy));
     let mut control = options
@@ -287,6 +289,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     confinements.pass_fds(&links.fds);
     let (mut sink, shared) = outputs(system, options)?;
     sink.health = health.clone();
+    sink.wakeup = Some(wakers.drain.clone());
     let mut rt = rt::start(
         system,
         options,
@@ -319,7 +322,8 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     if let (Some(c), Some(f)) = (&mut control, &unwindowed) {
         c.measure_memory(f.memory_dirs());
     }
-    let unwindowed = unwindowed.map(UnwindowedKeeper::keep).transpose()?;
+    let keep = |u| UnwindowedKeeper::keep(u, wakers.keeper.clone(), options.realtime_priority);
+    let unwindowed = unwindowed.map(keep).transpose()?;
     let started = Started {
         rt,
         unwindowed,
@@ -328,6 +332,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
         control,
         health,
         requests,
+        wakers,
     };
     if system.windows.is_empty() {
         let stop_start = (&hierarchy, notice);
@@ -395,6 +400,7 @@ fn run_windowed(
         fds_before,
         health: _,
         requests: _,
+        wakers: _,
         mut control,
         rt,
         unwindowed,
@@ -532,6 +538,8 @@ struct Started {
     control: Option<Control>,
     health: Option<SharedHealth>,
     requests: SharedRequests,
+    /// Wake the threads of the run on a health decision for them.
+    wakers: Wakers,
 }
 
 /// A system without windows: runs its rt and best-effort partitions until the timeout,
@@ -554,6 +562,7 @@ fn run_services(
         health: s.health.as_ref(),
         requests: &s.requests,
         modes: modes.as_mut(),
+        wakeup: &s.wakers.services,
     };
     let mut all_exited = || {
         s.rt.as_ref().is_none_or(|rt| rt.all_exited())
@@ -839,6 +848,8 @@ struct Served<'a> {
     health: Option<&'a SharedHealth>,
     requests: &'a SharedRequests,
     modes: Option<&'a mut ModeManager>,
+    /// Notified by the health monitor when it queues a decision for the loop.
+    wakeup: &'a Wakeup,
 }
 
 impl Served<'_> {
@@ -857,9 +868,10 @@ impl Served<'_> {
 
 /// A system without windows: waits in the event loop for `timeout`, SIGINT/SIGTERM
 /// (when `signals`), a health action's stop or until `all_exited` (every task and
-/// process exited), serving the control socket and, at least every tick, the health
-/// monitor (its watchdogs and the mode switches its actions request) and the requests
-/// from inside, with the control socket's managers, else the mode manager in `served`.
+/// process exited), serving the control socket and the health monitor (its watchdogs,
+/// woken by a timer at the next expiry, and the mode switches, suspends and stops its
+/// actions request, woken by its wakeup) and, at least every tick, the requests from
+/// inside, with the control socket's managers, else the mode manager in `served`.
 fn wait_services(
     all_exited: &mut dyn FnMut() -> bool,
     timeout: Option<Duration>,
@@ -868,12 +880,21 @@ fn wait_services(
     mut served: Served<'_>,
 ) -> Result<StopReason, RunError> {
     let mut events = EventLoop::new(signals, control.as_deref())?;
+    let watchdogs = Timer::new().map_err(|e| RunError::io("timerfd", e))?;
+    events.watch_timer(watchdogs.fd())?;
+    events.watch_health(served.wakeup.fd())?;
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
+        watchdogs.clear();
+        served.wakeup.clear();
         if let Some(h) = served.health {
             if crate::health::serve(h, served.managers(control.as_deref_mut())) {
                 return Ok(StopReason::Requested);
             }
+            let expiry = lock(h).next_expiry();
+            watchdogs
+                .set(expiry)
+                .map_err(|e| RunError::io("timerfd", e))?;
         }
         let requests = served.requests;
         crate::requests::serve(requests, served.managers(control.as_deref_mut()));
@@ -1029,6 +1050,8 @@ impl Supervisor {
                 self.execute(None, launch)
             }
             Wake::Control => self.control.as_mut().map_or(Ok(()), Control::poll),
+            // Not watched: a run with windows has no health monitor (`health::check`).
+            Wake::Health => Ok(()),
             Wake::Channel { index, hung_up } => self.on_channel(index, hung_up, launch),
         }
     }

@@ -39,7 +39,7 @@ use bulkhead_os::Error;
 use bulkhead_plan::admission::{admit, Refusal};
 use bulkhead_plan::programs::{Exec, Programs, Site};
 use bulkhead_task::link::{LinkSpec, ModePort, StopStartPort, TaskLink};
-use bulkhead_task::{Record, Timing};
+use bulkhead_task::{flags, Record, Timing};
 use bulkhead_trace::{Event, EventKind, Name};
 use std::collections::BTreeMap;
 use std::fs;
@@ -203,6 +203,9 @@ struct Running {
     reported: u64,
     /// Message events the task dropped, as last reported.
     msg_dropped: u64,
+    /// Jobs reported over their budget ([`flags::OVER_BUDGET`]) since the last
+    /// [`RtPartitions::take_overruns`].
+    overruns: u32,
     stats: TaskSummary,
 }
 
@@ -515,6 +518,7 @@ impl RtPartitions {
                         ended_early: None,
                     },
                     msg_dropped: 0,
+                    overruns: 0,
                     child,
                     parked: now.is_none(),
                     reclaim: p.reclaim,
@@ -646,6 +650,12 @@ impl RtPartitions {
         self.tasks.iter().map(|t| t.child.id()).collect()
     }
 
+    /// The pids of the task processes not yet seen to exit (by [`Self::all_exited`]).
+    pub fn running_pids(&self) -> Vec<u32> {
+        let running = self.tasks.iter().filter(|t| !t.exited);
+        running.map(|t| t.child.id()).collect()
+    }
+
     /// Per-task figures so far (jobs, worst response, misses), in declaration order.
     pub fn summaries(&self) -> Vec<TaskSummary> {
         self.tasks.iter().map(|t| t.stats.clone()).collect()
@@ -671,6 +681,17 @@ impl RtPartitions {
     /// ended).
     pub fn take_exits(&mut self) -> Vec<(String, String, String)> {
         std::mem::take(&mut self.exits)
+    }
+
+    /// The tasks with jobs reported over their budget since the last call (the task
+    /// library's budget accounting, [`flags::OVER_BUDGET`]): (partition, task, how many).
+    pub fn take_overruns(&mut self) -> Vec<(String, String, u32)> {
+        let over = self.tasks.iter_mut().filter(|t| t.overruns > 0);
+        let take = |t: &mut Running| {
+            let n = std::mem::take(&mut t.overruns);
+            (t.partition.to_string(), t.task.to_string(), n)
+        };
+        over.map(take).collect()
     }
 
     /// Starts again the tasks `names` of `partition` (every task of it when `names` is
@@ -975,6 +996,9 @@ impl Running {
             sink(Event::new(rel(at), kind));
             self.reported = job + 1;
             return;
+        }
+        if r.flags & flags::OVER_BUDGET != 0 && r.release_ns >= judged {
+            self.overruns += 1;
         }
         if r.missed(d) && r.release_ns >= judged {
             sink(Event::new(

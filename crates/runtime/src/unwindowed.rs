@@ -12,6 +12,7 @@ use crate::limits;
 use crate::output::Output;
 use crate::requests::{Asker, SharedRequests};
 use crate::spawn::{self, Environment, Prepared};
+use crate::wake::Waiter;
 use crate::{leftovers, RunError, Unrunnable};
 use bulkhead_client::request::{Decoder, Message};
 use bulkhead_model::health::monitor::{Decision, Evidence};
@@ -19,9 +20,11 @@ use bulkhead_model::health::{Action, Member};
 use bulkhead_model::units::format_duration;
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Restart, RestartWhen, System};
 use bulkhead_os::cgroup::{self, CgroupManager, Hierarchy, Process};
+use bulkhead_os::event::Wakeup;
+use bulkhead_os::sched::Realtime;
 use bulkhead_plan::programs::{Programs, Site};
 use std::collections::VecDeque;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -64,6 +67,18 @@ struct UnwindowedProc {
     supervised: Option<usize>,
     /// The health decision a pending restart carries out.
     healing: Option<Decision>,
+    /// Its channel's peer closed it (nothing more can arrive on it).
+    hung_up: bool,
+    /// What the keeper watches of it while it runs ([`UnwindowedRun::watch`]).
+    watched: Option<Watched>,
+}
+
+/// A running process as the keeper's epoll set watches it: its end (a pidfd) and, until
+/// it hangs up, its channel.
+struct Watched {
+    pid: i32,
+    _exit: bulkhead_os::proc::Process,
+    channel: Option<RawFd>,
 }
 
 /// Where a process is in its life.
@@ -249,6 +264,8 @@ impl UnwindowedRun {
                 last_status: None,
                 supervised: health.and_then(|h| lock(h).find(&p.name, &Member::Process(k))),
                 healing: None,
+                hung_up: false,
+                watched: None,
             });
         }
         Ok(())
@@ -342,6 +359,9 @@ impl UnwindowedRun {
                     libc::MSG_DONTWAIT,
                 )
             };
+            if n == 0 {
+                p.hung_up = true;
+            }
             if n <= 0 {
                 break;
             }
@@ -451,6 +471,7 @@ impl UnwindowedRun {
                 p.pid = child.pid;
                 p.channel = child.channel;
                 p.decoder = Decoder::default();
+                p.hung_up = false;
                 p.memory = child.memory;
                 p.state = State::Running;
                 p.starts.push_back(Instant::now());
@@ -472,6 +493,57 @@ impl UnwindowedRun {
                 self.report(i, text);
             }
         }
+    }
+
+    /// Keeps the keeper's epoll set (`waiter`) on what can change a running process:
+    /// its end (a pidfd) and its channel until it hangs up. A process that stopped
+    /// running, or that a restart replaced, is no longer watched (closing its pidfd
+    /// removes it from the set). A process whose pidfd cannot be opened is seen at the
+    /// next look ([`LOOK_AT_LEAST`]).
+    fn watch(&mut self, waiter: &Waiter) {
+        for p in &mut self.procs {
+            let running = p.state == State::Running;
+            if let Some(w) = p.watched.take_if(|w| !running || w.pid != p.pid) {
+                w.channel.into_iter().for_each(|fd| waiter.unwatch(fd));
+            }
+            if !running {
+                continue;
+            }
+            if let Some(w) = &mut p.watched {
+                if p.hung_up {
+                    w.channel
+                        .take()
+                        .into_iter()
+                        .for_each(|fd| waiter.unwatch(fd));
+                }
+                continue;
+            }
+            let Ok(Some(exit)) = bulkhead_os::proc::Process::open(p.pid as u32) else {
+                continue;
+            };
+            if waiter.watch(exit.fd()).is_err() {
+                continue;
+            }
+            let channel = p.channel.as_raw_fd();
+            let channel = (!p.hung_up && waiter.watch(channel).is_ok()).then_some(channel);
+            p.watched = Some(Watched {
+                pid: p.pid,
+                _exit: exit,
+                channel,
+            });
+        }
+    }
+
+    /// How long the keeper may wait for an event before its next look: until the
+    /// earliest pending restart (at least 1 ms: a restart waiting for its cgroup to
+    /// empty tries again then), at most [`LOOK_AT_LEAST`].
+    fn next_look(&self, now: Instant) -> Duration {
+        let restarts = self.procs.iter().filter_map(|p| match p.state {
+            State::Restarting(at) => Some(at.saturating_duration_since(now)),
+            _ => None,
+        });
+        let first = restarts.min().unwrap_or(LOOK_AT_LEAST);
+        first.clamp(Duration::from_millis(1), LOOK_AT_LEAST)
     }
 
     /// True once every process has exited for good.
@@ -538,11 +610,15 @@ impl Files<'_> {
 }
 
 /// A [`UnwindowedRun`] owned by a thread of its own that reaps and restarts its processes
-/// every [`KEEP_PERIOD`] while the supervisor runs the rest.
+/// while the supervisor runs the rest. The thread waits for an event: a process's exit
+/// (its pidfd), a message on its channel (a heartbeat, a request), a restart the health
+/// monitor routed to it, a pending restart's time, or the run's stop.
 pub struct UnwindowedKeeper {
     /// Each partition's name and freezer cgroup.
     pub dirs: Vec<(String, PathBuf)>,
     stop: Arc<AtomicBool>,
+    /// Wakes the keeper thread (to stop).
+    wakeup: Arc<Wakeup>,
     all_exited: Arc<AtomicBool>,
     thread: Option<JoinHandle<Reports>>,
 }
@@ -550,8 +626,9 @@ pub struct UnwindowedKeeper {
 /// What [`UnwindowedKeeper::finish`] returns: warnings, and errors that fail the run.
 pub type Reports = (Vec<String>, Vec<String>);
 
-/// How often the keeper looks at its processes.
-const KEEP_PERIOD: Duration = Duration::from_millis(10);
+/// The keeper looks at its processes at least this often, whatever woke it (or not):
+/// what no event reports (a process whose pidfd could not be opened) is seen then.
+const LOOK_AT_LEAST: Duration = Duration::from_millis(100);
 
 /// A [`UnwindowedRun`] handed to the keeper thread.
 struct Owned(UnwindowedRun);
@@ -566,22 +643,34 @@ impl UnwindowedKeeper {
     /// Hands `run` to a thread that keeps it until [`UnwindowedKeeper::finish`]. Processes it
     /// restarts are that thread's children, whose parent-death signal fires when it
     /// ends: it ends only after its last look, when the run stops them anyway.
-    pub fn keep(run: UnwindowedRun) -> Result<UnwindowedKeeper, RunError> {
+    /// `wakeup` is the keeper's (the health monitor notifies it for a restart). With
+    /// `priority`, the thread runs under SCHED_FIFO at it, as the supervisor's loop does
+    /// (its children start with the normal policy), so that a restart does not wait
+    /// behind best-effort work.
+    pub fn keep(
+        run: UnwindowedRun,
+        wakeup: Arc<Wakeup>,
+        priority: Option<i32>,
+    ) -> Result<UnwindowedKeeper, RunError> {
         let stop = Arc::new(AtomicBool::new(false));
         let all_exited = Arc::new(AtomicBool::new(false));
         let (s, a) = (stop.clone(), all_exited.clone());
         let dirs = run.dirs.clone();
         let owned = Owned(run);
+        let waiter = Waiter::new(wakeup.clone()).map_err(|e| RunError::io("epoll", e))?;
         let thread = std::thread::Builder::new()
             .name("bulkhead-be-keeper".into())
             .spawn(move || {
                 let mut owned = owned;
-                keep_until_stopped(&mut owned.0, &s, &a)
+                // Without it the keeper still works, later (the loop warns of the same).
+                let _realtime = priority.and_then(|p| Realtime::enter(p).ok());
+                keep_until_stopped(&mut owned.0, waiter, &s, &a)
             })
             .map_err(|e| RunError::io("best-effort keeper thread", e))?;
         Ok(UnwindowedKeeper {
             dirs,
             stop,
+            wakeup,
             all_exited,
             thread: Some(thread),
         })
@@ -600,6 +689,7 @@ impl UnwindowedKeeper {
 
     fn join(&mut self) -> Reports {
         self.stop.store(true, Ordering::Release);
+        self.wakeup.notify();
         let thread = self.thread.take();
         thread.and_then(|t| t.join().ok()).unwrap_or_default()
     }
@@ -613,13 +703,15 @@ impl Drop for UnwindowedKeeper {
 
 fn keep_until_stopped(
     run: &mut UnwindowedRun,
+    mut waiter: Waiter,
     stop: &AtomicBool,
     all_exited: &AtomicBool,
 ) -> Reports {
     while !stop.load(Ordering::Acquire) {
         run.poll(true);
         all_exited.store(run.all_exited(), Ordering::Release);
-        std::thread::sleep(KEEP_PERIOD);
+        run.watch(&waiter);
+        waiter.wait(run.next_look(Instant::now()));
     }
     run.poll(false);
     run.reports()

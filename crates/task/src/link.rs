@@ -461,6 +461,26 @@ mod tests {
         assert!(TaskLink::create(&s).is_err());
     }
 
+    /// A job whose thread used more CPU time than the budget (100 us) is reported
+    /// over it; one that used less is not.
+    #[test]
+    fn a_job_over_its_cpu_budget_is_flagged_in_its_record() {
+        let mut link = TaskLink::create(&spec()).unwrap();
+        link.set_epoch_ns(crate::clock::now_ns());
+        let mut task = attach(&link);
+        task.wait_next_period().unwrap();
+        crate::clock::burn_cpu(300_000);
+        task.wait_next_period().unwrap();
+        task.complete();
+        let mut recs = Vec::new();
+        link.drain(&mut recs);
+        let over: Vec<bool> = recs
+            .iter()
+            .map(|r| r.flags & crate::flags::OVER_BUDGET != 0)
+            .collect();
+        assert_eq!(over, [true, false], "{recs:?}");
+    }
+
     #[test]
     fn in_process_round_trip() {
         let mut link = TaskLink::create(&spec()).unwrap();

@@ -12,6 +12,10 @@ pub mod flags {
     pub const RESTARTED: u32 = 4;
     /// The first activation after a system resume (stop-start).
     pub const RESUMED: u32 = 8;
+    /// In a record only: the task's thread used more CPU time than its budget from the
+    /// activation's start to its completion (the task library's own budget accounting,
+    /// the evidence of `health.on_overrun`).
+    pub const OVER_BUDGET: u32 = 16;
 }
 
 /// Size of a record in the ring, bytes.

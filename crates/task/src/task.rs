@@ -83,6 +83,8 @@ struct Current {
     suspended_ns: u64,
     /// The control block's `resume_seq` when the activation started ([`Task::stale`]).
     resume_seq: u32,
+    /// The thread's CPU time when the activation started.
+    cpu_ns: u64,
 }
 
 /// The named counter a task sets to 1 when it acknowledges every mode request at once
@@ -276,13 +278,18 @@ impl Task {
         self.ctl.get().stop.load(Acquire) != 0
     }
 
-    /// Completes the activation in progress (if any): its record goes to the trace ring.
-    /// No system call: the end time comes from the vDSO and the ring write only wakes a
-    /// sleeping reader, and the supervisor never sleeps on it.
+    /// Completes the activation in progress (if any): its record goes to the trace ring,
+    /// with [`flags::OVER_BUDGET`] if the calling thread used more CPU time than the
+    /// budget since the activation started (a job's work done by other threads is not
+    /// counted). One system call (the thread's CPU time); the end time comes from the
+    /// vDSO and the ring write only wakes a sleeping reader, and the supervisor never
+    /// sleeps on it.
     pub fn complete(&mut self) {
         let Some(cur) = self.current.take() else {
             return;
         };
+        let used = clock::thread_cpu_ns().saturating_sub(cur.cpu_ns);
+        let over_budget = self.params.budget_ns > 0 && used > self.params.budget_ns;
         let end_ns = now_ns();
         // A suspension during the activation (frozen before it acknowledged) is no time
         // of the job's: its release and start move by it, as the epoch did.
@@ -292,7 +299,7 @@ impl Task {
             release_ns: cur.act.release_ns + shift,
             start_ns: (cur.start_ns + shift).min(end_ns),
             end_ns,
-            flags: cur.act.flags,
+            flags: cur.act.flags | if over_budget { flags::OVER_BUDGET } else { 0 },
             skipped: cur.act.skipped,
             pid: self.pid,
         };
@@ -363,6 +370,7 @@ impl Task {
             start_ns: now_ns(),
             suspended_ns: self.suspended_ns(),
             resume_seq,
+            cpu_ns: clock::thread_cpu_ns(),
         });
         self.next = act.index + 1;
         self.last_release_ns = Some(act.release_ns);

@@ -27,6 +27,8 @@ extern "C" {
 #define BULKHEAD_RESTARTED 4u /* first activation of a restarted process, or of a
                                  restartable task after a resume (from its checkpoint) */
 #define BULKHEAD_RESUMED   8u /* first activation after a system resume (stop-start) */
+#define BULKHEAD_OVER_BUDGET 16u /* in a trace record only: the job used more CPU time
+                                    than its budget (health.on_overrun) */
 
 struct bulkhead_activation {
     uint64_t index;       /* k: release = epoch + k * period */
