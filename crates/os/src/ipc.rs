@@ -4,6 +4,7 @@
 //! removes them when it releases a partition's uid of its own, and when it takes one,
 //! so that a later run's partition given the same uid reads nothing an earlier one left.
 
+use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -11,13 +12,15 @@ use std::path::Path;
 /// private IPC namespace) may leave files in.
 pub const SHARED_DIRS: [&str; 4] = ["/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue"];
 
-/// Removes every System V IPC object whose owner or creator is `uid`, and every entry
-/// of [`SHARED_DIRS`] that `uid` owns (a directory with all it holds); returns what it
-/// could not remove, one line each.
-pub fn remove_owned_by(uid: u32) -> Vec<String> {
+/// Removes every System V IPC object whose owner or creator is one of `uids`, and every
+/// entry of [`SHARED_DIRS`] that one of them owns (a directory with all it holds), in one
+/// pass over the tables and directories however many uids there are (a run of 10000
+/// partitions releases 10000 uids at once); returns what it could not remove, one line
+/// each.
+pub fn remove_owned_by(uids: &BTreeSet<u32>) -> Vec<String> {
     let mut failed = Vec::new();
     for kind in SysV::ALL {
-        for id in kind.owned_by(uid) {
+        for (id, uid) in kind.owned_by(uids) {
             if let Err(e) = kind.remove(id) {
                 failed.push(format!("System V {} {id} of uid {uid}: {e}", kind.name()));
             }
@@ -29,7 +32,8 @@ pub fn remove_owned_by(uid: u32) -> Vec<String> {
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
-            if meta.uid() != uid {
+            let uid = meta.uid();
+            if !uids.contains(&uid) {
                 continue;
             }
             let removed = match meta.is_dir() {
@@ -72,17 +76,19 @@ impl SysV {
         }
     }
 
-    /// The ids of the objects `uid` owns or created.
-    fn owned_by(self, uid: u32) -> Vec<i32> {
+    /// The ids of the objects one of `uids` owns or created, each with that uid.
+    fn owned_by(self, uids: &BTreeSet<u32>) -> Vec<(i32, u32)> {
         let (file, [id, owner, creator]) = self.table();
         let text = std::fs::read_to_string(Path::new(file)).unwrap_or_default();
         text.lines()
             .skip(1)
             .filter_map(|line| {
                 let cols: Vec<&str> = line.split_whitespace().collect();
-                let num = |i: usize| cols.get(i)?.parse::<u64>().ok();
-                let mine = [owner, creator].iter().any(|&c| num(c) == Some(uid.into()));
-                mine.then(|| cols.get(id)?.parse().ok()).flatten()
+                let num = |i: usize| cols.get(i)?.parse::<u32>().ok();
+                let uid = [owner, creator]
+                    .iter()
+                    .find_map(|&c| num(c).filter(|u| uids.contains(u)))?;
+                Some((cols.get(id)?.parse().ok()?, uid))
             })
             .collect()
     }
@@ -105,11 +111,13 @@ impl SysV {
 mod tests {
     use super::*;
 
-    /// A segment and a file of an unused uid are removed; another uid's are not.
+    /// One call removes what each of several unused uids owns (a segment of one, a file
+    /// of the other), and nothing of another uid.
     #[test]
     #[ignore = "needs root: chown, IPC_SET"]
-    fn a_uids_segments_and_files_are_removed_and_no_one_elses() {
+    fn the_uids_segments_and_files_are_removed_and_no_one_elses() {
         let uid = 3_999_000 + std::process::id() % 1000;
+        let uids = BTreeSet::from([uid, uid + 1000]);
         // SAFETY: a new private segment of one page, owned below.
         let shm = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, 0o600) };
         assert!(shm >= 0);
@@ -124,9 +132,9 @@ mod tests {
         let other = Path::new("/dev/shm").join(format!("bulkhead-ipc-test-{uid}-root"));
         std::fs::write(&file, "x").unwrap();
         std::fs::write(&other, "x").unwrap();
-        std::os::unix::fs::chown(&file, Some(uid), None).unwrap();
-        let failed = remove_owned_by(uid);
-        let left = SysV::Shm.owned_by(uid);
+        std::os::unix::fs::chown(&file, Some(uid + 1000), None).unwrap();
+        let failed = remove_owned_by(&uids);
+        let left = SysV::Shm.owned_by(&uids);
         let (file_left, other_left) = (file.exists(), other.exists());
         let _ = std::fs::remove_file(&other);
         assert!(failed.is_empty(), "{failed:?}");

@@ -3,8 +3,9 @@
 //! of bulkhead fifo (busy-poll and blocking), bulkhead latest, a bare SPSC
 //! ring (the physical limit), a raw futex ping-pong, iceoryx2 and a Unix
 //! socket. Prints a table, the channel targets against what was measured,
-//! and one JSON object as its last line. `--quick`: 20x fewer round trips and
-//! 10x fewer one-way messages, one run each (seconds instead of minutes).
+//! and one JSON object as its last line. Each figure is the median of 3 runs,
+//! interleaved (every transport once, then again). `--quick`: 20x fewer round
+//! trips and 10x fewer one-way messages, one run each (seconds instead of minutes).
 //!
 //! The parent runs each measurement against a child (this same executable,
 //! `child TRANSPORT PHASE COUNT TAG`) that receives its shared-memory fds
@@ -639,20 +640,51 @@ fn child(args: &[String]) {
     ctl.write_all(b"d").expect("done");
 }
 
-/// Best (lowest-median) of `sizes.runs` round-trip measurements: a run disturbed by
-/// other load on the machine (a preempted process) does not stand for the transport.
-fn best_rtt(transport: &str, samples: u64, sizes: &Sizes) -> (u64, u64) {
-    (0..sizes.runs)
-        .map(|_| measure_rtt(transport, samples))
-        .min()
-        .expect("runs")
+/// What one transport measured in each run: (rtt median, rtt p99) and one-way msg/s.
+#[derive(Default)]
+struct Runs {
+    rtt: Vec<(u64, u64)>,
+    tput: Vec<f64>,
 }
 
-/// Best of `sizes.runs` throughput measurements.
-fn best_tput(transport: &str, sizes: &Sizes) -> f64 {
-    (0..sizes.runs)
-        .map(|_| measure_tput(transport, sizes.tput_msgs))
-        .fold(0.0, f64::max)
+impl Runs {
+    /// Median over the runs of the rtt medians and of the rtt p99s.
+    fn rtt(&self) -> (u64, u64) {
+        (
+            median(self.rtt.iter().map(|r| r.0).collect()),
+            median(self.rtt.iter().map(|r| r.1).collect()),
+        )
+    }
+    /// Median over the runs of the throughput, if it was measured.
+    fn tput(&self) -> Option<f64> {
+        (!self.tput.is_empty()).then(|| {
+            let mut t = self.tput.clone();
+            t.sort_unstable_by(f64::total_cmp);
+            t[t.len() / 2]
+        })
+    }
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Measures every transport `sizes.runs` times, one round over all of them after the
+/// other (interleaved), so that a burst of other load on the machine disturbs one run
+/// of several transports rather than every run of one; the median of the runs stands
+/// for the transport.
+fn measure_all(transports: &[(&str, &str, u64)], sizes: &Sizes) -> Vec<Runs> {
+    let mut runs: Vec<Runs> = transports.iter().map(|_| Runs::default()).collect();
+    for _ in 0..sizes.runs {
+        for ((key, _, samples), r) in transports.iter().zip(&mut runs) {
+            r.rtt.push(measure_rtt(key, *samples));
+            if ["fifo", "bare", "iceoryx2"].contains(key) {
+                r.tput.push(measure_tput(key, sizes.tput_msgs));
+            }
+        }
+    }
+    runs
 }
 
 fn measure_rtt(transport: &str, samples: u64) -> (u64, u64) {
@@ -693,7 +725,7 @@ fn main() {
     }
     set_log_level(LogLevel::Error);
     pin(0);
-    let transports = [
+    let all = [
         ("fifo", "bulkhead fifo (busy-poll)", sizes.samples),
         (
             "fifo-blocking",
@@ -706,43 +738,32 @@ fn main() {
         ("iceoryx2", "iceoryx2 0.9 pub/sub", sizes.samples),
         ("unix", "Unix socket", sizes.slow_samples),
     ];
+    // Optional arguments select transports (for investigation); the JSON
+    // line then lacks the others' keys and the targets are skipped.
+    let only: Vec<&str> = args.iter().map(String::as_str).collect();
+    let transports: Vec<_> = all
+        .into_iter()
+        .filter(|t| only.is_empty() || only.contains(&t.0))
+        .collect();
     println!(
         "two processes pinned to CPU 0 and 1, 32-byte messages, {} round trips (fast) / {} \
-         (sleeping), {} one-way; best of {} runs each{}",
+         (sleeping), {} one-way; median of {} interleaved runs each{}",
         sizes.samples,
         sizes.slow_samples,
         sizes.tput_msgs,
         sizes.runs,
         if quick { " (--quick)" } else { "" }
     );
+    let runs = measure_all(&transports, sizes);
+    remove_ice_files();
     println!(
         "{:<28} {:>12} {:>12} {:>16}",
         "transport", "rtt median", "rtt p99", "one-way msg/s"
     );
     let mut json = Vec::new();
     let mut med = HashMap::new();
-    // Optional arguments select transports (for investigation); the JSON
-    // line then lacks the others' keys and the targets are skipped.
-    let only: Vec<&str> = args.iter().map(String::as_str).collect();
-    if !only.is_empty() {
-        for (key, label, samples) in transports.iter().filter(|t| only.contains(&t.0)) {
-            let (m, p) = best_rtt(key, *samples, sizes);
-            let t = ["fifo", "bare", "iceoryx2"]
-                .contains(key)
-                .then(|| best_tput(key, sizes));
-            println!(
-                "{label:<28} {m:>9} ns {p:>9} ns {:>14.2} M",
-                t.unwrap_or(0.0) / 1e6
-            );
-        }
-        remove_ice_files();
-        return;
-    }
-    for (key, label, samples) in transports {
-        let (m, p) = best_rtt(key, samples, sizes);
-        let tput = ["fifo", "bare", "iceoryx2"]
-            .contains(&key)
-            .then(|| best_tput(key, sizes));
+    for ((key, label, _), r) in transports.iter().zip(&runs) {
+        let ((m, p), tput) = (r.rtt(), r.tput());
         let t = tput.map_or("-".to_string(), |t| format!("{:.2} M", t / 1e6));
         println!("{label:<28} {m:>9} ns {p:>9} ns {t:>16}");
         let k = key.replace('-', "_").replace("bare", "bare_ring");
@@ -754,7 +775,9 @@ fn main() {
         }
         med.insert(key.to_string(), m);
     }
-    remove_ice_files();
+    if !only.is_empty() {
+        return;
+    }
     check_targets(&med, &mut json);
     println!("{{{}}}", json.join(","));
 }

@@ -11,8 +11,8 @@
 //! still its children, and cgroups of its instance in the hierarchy; a run that left
 //! anything counts as dirty.
 //!
-//! Usage: bulkhead-bench-startup [--runs K] [--sizes N,N,..] (default: one run of
-//! 100, 1000, 10000). Also prints the time from schedule start to the return of
+//! Usage: bulkhead-bench-startup [--runs K] [--sizes N,N,..] [--raw-output] (default: one
+//! run of 100, 1000, 10000, through the output relay). Also prints the time from schedule start to the return of
 //! `run` (the teardown: kill, wait, remove the cgroups). Last line: one JSON object.
 
 use std::process::Command;
@@ -22,6 +22,10 @@ const SIZES: [usize; 3] = [100, 1000, 10000];
 /// The process of every partition (and of the baseline): blocks, costs no CPU.
 const PROGRAM: &str = "sleep";
 const ARG: &str = "3600";
+/// `run --raw-output`: the partitions write to the supervisor's stdout and stderr
+/// directly, without the output relay, whose two pipes per process (four descriptors
+/// per process in all) do not fit 10000 processes under a hard limit of 20000.
+const RAW: &str = "--raw-output";
 
 fn peak_kb() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -48,13 +52,14 @@ fn description(n: usize) -> String {
     yaml
 }
 
-fn one(n: usize) {
+fn one(n: usize, raw: bool) {
     let system = bulkhead_model::load_str(&description(n), "startup.yaml")
         .expect("valid")
         .system;
     let options = bulkhead_runtime::RunOptions {
         timeout: Some(Duration::from_millis(1)),
         workdir: std::env::temp_dir(),
+        raw_output: raw,
         ..Default::default()
     };
     let start = Instant::now();
@@ -116,9 +121,11 @@ fn baseline(n: usize) -> f64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
+    let mut args: Vec<String> = std::env::args().collect();
+    let raw = args.iter().any(|a| a == RAW);
+    args.retain(|a| a != RAW);
     if args.get(1).map(String::as_str) == Some("--one") {
-        one(args[2].parse().expect("N"));
+        one(args[2].parse().expect("N"), raw);
         return;
     }
     let mut runs = 1;
@@ -134,7 +141,7 @@ fn main() {
                     .map(|n| n.parse().expect("--sizes: numbers"))
                     .collect()
             }
-            _ => panic!("usage: bulkhead-bench-startup [--runs K] [--sizes N,N,..]"),
+            _ => panic!("usage: bulkhead-bench-startup [--runs K] [--sizes N,N,..] [{RAW}]"),
         }
     }
     let me = std::env::current_exe().expect("own path");
@@ -142,7 +149,9 @@ fn main() {
     let mut clean = 0;
     for n in sizes {
         for _ in 0..runs {
-            let Some(row) = measure(&me, n) else { continue };
+            let Some(row) = measure(&me, n, raw) else {
+                continue;
+            };
             clean += usize::from(row.contains("\"left_processes\":0,\"left_cgroups\":0"));
             rows.push(row);
         }
@@ -155,9 +164,10 @@ fn main() {
 }
 
 /// One run of N partitions in a child process, with its baseline; the JSON row.
-fn measure(me: &std::path::Path, n: usize) -> Option<String> {
+fn measure(me: &std::path::Path, n: usize, raw: bool) -> Option<String> {
     let out = Command::new(me)
         .args(["--one", &n.to_string()])
+        .args(raw.then_some(RAW))
         .output()
         .expect("run child");
     let text = String::from_utf8_lossy(&out.stdout);

@@ -17,7 +17,7 @@
 //! (enabled in the subtree of the instance), `cgroup.freeze` on the process cgroups.
 
 use super::files::{
-    err, freeze_file, freeze_value, kill_cgroup, procs, remove_dir, CgroupError, Hierarchy, Result,
+    err, freeze_file, freeze_value, procs, remove_dir, write_file, CgroupError, Hierarchy, Result,
     Version,
 };
 use std::fs::{self, File, OpenOptions};
@@ -298,8 +298,22 @@ impl Tree {
         procs(self.process_dir(p))
     }
 
+    /// Kills the processes of process cgroup `p` as [`super::files::kill_cgroup`] does,
+    /// on v1 through its freeze file kept open and with no write when it is frozen
+    /// already (as most are outside their windows): a teardown of thousands of
+    /// partitions made three opens and two writes per process.
     pub(super) fn kill(&mut self, p: Process) {
-        kill_cgroup(&self.processes[p.0].dir, self.version);
+        let dir = &self.processes[p.0].dir;
+        if self.version == Version::V2 && write_file(&dir.join("cgroup.kill"), "1").is_ok() {
+            return;
+        }
+        // Frozen, nothing forks meanwhile; thawed after, the signals are delivered.
+        let _ = self.set_frozen(p, true);
+        for pid in procs(&self.processes[p.0].dir) {
+            // `pid` is a member of a cgroup this supervisor owns.
+            let _ = crate::proc::kill(pid, crate::proc::SIGKILL);
+        }
+        let _ = self.set_frozen(p, false);
     }
 
     pub(super) fn kill_each(&mut self) {
