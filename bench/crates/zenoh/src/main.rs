@@ -327,3 +327,37 @@ fn zenoh_sink(end: &str, secs: u64) -> Result<String, Failure> {
     s.close().wait()?;
     Ok(json)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sink_counts_gaps_and_disorder_of_the_indexes() {
+        let mut count = Count::new();
+        for i in [0, 1, 2, 5, 6, 4, 5] {
+            assert!(count.add(&message(i), 60));
+        }
+        assert_eq!((count.messages, count.gaps, count.disorder), (7, 1, 1));
+        assert!(count.json().contains(r#""gaps": 1, "out_of_order": 1"#));
+    }
+
+    #[test]
+    fn a_sink_starts_at_any_index_and_stops_after_its_time() {
+        let mut count = Count::new();
+        assert!(count.add(&message(40), 60));
+        assert!(count.add(&message(41), 60));
+        assert!(!count.add(&message(42), 0));
+        assert_eq!((count.messages, count.gaps, count.disorder), (3, 0, 0));
+    }
+
+    #[test]
+    fn round_trips_are_summarised_in_microseconds() {
+        let ns: Vec<u64> = (1..=100).rev().map(|i| i * 1000).collect();
+        assert_eq!(
+            rtt_json(ns),
+            r#"{"round_trips": 100, "min_us": 1.0, "median_us": 51.0, "p99_us": 100.0, "max_us": 100.0}"#
+        );
+        assert!(rtt_json(Vec::new()).contains(r#""median_us": null"#));
+    }
+}
