@@ -199,6 +199,33 @@ def rt_isolation(ctx):
     return measured, baseline, verdict
 
 
+# bench/zenoh's bridges: period 2 ms under EDF with implicit deadlines, so each of the
+# four bridge jobs a round trip waits for ends within T + D = 4 ms of the message.
+ZENOH_RTT_BOUND_US = 4 * 4000
+
+
+def zenoh(ctx):
+    d = ctx.bench_json(["bench/zenoh"] + (["--quick"] if ctx.quick else []), timeout=1800)
+    def figures(who):
+        rtt, flood = d[f"{who}_round_trip"], d[f"{who}_throughput"]
+        out = {f"round_trip_{k}": rtt.get(k) for k in ("median_us", "p99_us", "max_us")}
+        out.update({f"throughput_{k}": flood.get(k)
+                    for k in ("msgs_per_s", "gaps", "out_of_order")})
+        return out
+    measured = figures("bulkhead")
+    baseline = {"name": "plain Zenoh pub/sub between the same endpoints (same run)"}
+    baseline.update(figures("zenoh"))
+    p99 = measured["round_trip_p99_us"]
+    lost = (measured["throughput_gaps"] or 0) + (measured["throughput_out_of_order"] or 0)
+    verdict = {
+        "round_trip": target("p99 round trip within four bridge jobs, 4 x (T + D) = 16 ms",
+                             p99, p99 is not None and p99 <= ZENOH_RTT_BOUND_US),
+        "lossless": target("0 gaps and 0 out of order at full rate", lost,
+                           measured["throughput_msgs_per_s"] is not None and lost == 0),
+    }
+    return measured, baseline, verdict
+
+
 def probe_plot(result):
     m, b = result.get("measured") or {}, result.get("baseline") or {}
     cpus = sorted({k.split("_")[0] for k in m})
@@ -259,4 +286,10 @@ EXPERIMENTS = [
                "bench/rt-isolation: Table 3's Quest tasks as an rt partition on CPU 0, 20 hogs "
                "on CPU 1, 30 s; then as SCHED_OTHER processes.", "", rt_isolation,
                packages=["bulkhead-bench-rt-isolation"], rt=True, timescale_us=1000),
+    Experiment("zenoh", "Channels across machines: bulkhead-bridge beside plain Zenoh", None, {},
+               "bench/zenoh: 32-byte messages over TCP on loopback (one network namespace): "
+               "round trip through four bridges (period 2 ms) and throughput through two, "
+               "beside plain Zenoh pub/sub on the same CPUs, same configuration.", "", zenoh,
+               packages=["bulkhead-bridge", "bulkhead-bench-zenoh"], rt=True,
+               timescale_us=2000),
 ]
