@@ -220,7 +220,10 @@ fn run_refuses_a_supervision_it_does_not_carry_out() {
 
 /// A process that stops sending heartbeats (8-byte messages 2 on its channel, fd 3,
 /// what `bulkhead_heartbeat()` sends) is restarted by its watchdog; one that keeps
-/// beating is left alone.
+/// beating is left alone. The beating one beats every 50 ms under a watchdog of 1 s,
+/// which its silence would reach within the 2 s run: a loaded machine can delay its
+/// `sleep 0.05` by a few hundred ms (it was restarted once under a 300 ms watchdog at a
+/// load average in the hundreds), never by a second.
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn a_silent_process_is_restarted_by_its_watchdog() {
@@ -229,7 +232,7 @@ fn a_silent_process_is_restarted_by_its_watchdog() {
     // Backslashes doubled for YAML's double-quoted string.
     let beat = r"printf '\\002\\000\\000\\000\\000\\000\\000\\000' >&3";
     let yaml = format!(
-        "system: {{}}\npartitions:\n  - name: hm-wd\n    cpus: 1\n    processes:\n      - {{cmd: \"sh -c \\\"echo x >> silent; {beat}; sleep 30\\\"\", health: {{watchdog: {{timeout: 300ms, action: restart}}}}}}\n      - {{cmd: \"sh -c \\\"echo x >> beating; while true; do {beat}; sleep 0.05; done\\\"\", health: {{watchdog: {{timeout: 300ms, action: restart}}}}}}\n"
+        "system: {{}}\npartitions:\n  - name: hm-wd\n    cpus: 1\n    processes:\n      - {{cmd: \"sh -c \\\"echo x >> silent; {beat}; sleep 30\\\"\", health: {{watchdog: {{timeout: 300ms, action: restart}}}}}}\n      - {{cmd: \"sh -c \\\"echo x >> beating; while true; do {beat}; sleep 0.05; done\\\"\", health: {{watchdog: {{timeout: 1s, action: restart}}}}}}\n"
     );
     let (code, stderr) = run(&scratch, &yaml, "2s");
     assert_eq!(code, Some(0), "{stderr}");
