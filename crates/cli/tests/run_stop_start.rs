@@ -724,3 +724,143 @@ buses:
         "{last}"
     );
 }
+
+/// A description in `dir`: the gateway partition gw of `bus` and the modes city and
+/// highway, switched to highway once SPEED stays above 69 km/h for 2 s.
+fn switch_system(dir: &Scratch, tag: &str, bus: &str) -> PathBuf {
+    let file = dir.file("switch.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "system: {{cpus: 0-1}}
+partitions:
+  - name: hmi
+    cpus: 1
+    processes: [{{cmd: sleep 306.{tag}}}]
+  - name: gw
+    kind: rt
+    cpus: 0
+    scheduler: edf
+    tasks: []
+buses:
+  - name: {bus}
+    dbc: {}
+    gateway: gw
+    period: 2ms
+    reader_budget: 300us
+    writer_budget: 100us
+    depth: 256
+    clients: [{{partition: hmi}}]
+modes:
+  initial: city
+  table: [{{name: city}}, {{name: highway}}]
+  switch_when:
+    - {{to: highway, bus: {bus}, signal: SPEED, above: 69, for: 2s}}
+",
+            can_data("toyota_new_mc_pt_generated.dbc").display()
+        ),
+    )
+    .unwrap();
+    file
+}
+
+/// `modes.switch_when` on the replayed RAV4 log: SPEED is above 69 km/h from log time
+/// 0.70 s on and without a break from 0.86 s to 3.23 s, so the condition held for 2 s
+/// is counted at 2.86 s. The mode, read by `ctl status` from outside, is still city for
+/// at least 2.3 s after the replay starts (a switch on the first frame above 69 would
+/// come at 0.70 s) and highway before the replay ends; the schedule log has one switch
+/// (`mode_request`, `mode_done`) and one `signal_switch` event naming the bus, the signal,
+/// the mode and the verdict.
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE and cgroups"]
+fn a_speed_held_above_the_threshold_for_the_declared_time_switches_the_mode() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("switch-when");
+    let tag = format!("{}6", std::process::id());
+    let bus = format!("sw-{}", std::process::id());
+    let _bus = Running(Some(
+        common::bulkhead()
+            .args(["can", "bus", &bus])
+            .spawn()
+            .unwrap(),
+    ));
+    let file = switch_system(&dir, &tag, &bus);
+    let (socket, log) = (dir.file("car.sock"), dir.file("log.jsonl"));
+    let mut run = start(&file, &socket, &log, "30s");
+    wait_for(&socket);
+    let mode = || json(&ctl(&socket, &["status", "--json"]))["status"]["mode"].clone();
+    assert_eq!(mode(), "city");
+    std::thread::sleep(Duration::from_millis(300));
+    let replay = common::bulkhead()
+        .args(["can", "replay", "--bus", &bus, "--iface", "can0"])
+        .arg(can_data("comma2k19_rav4_seg40_excerpt.log.gz"))
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut replay = Running(Some(replay));
+    let mut switched = None;
+    while replay.0.as_mut().unwrap().try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the replay ends"
+        );
+        if switched.is_none() && mode() == "highway" {
+            switched = Some(started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    replay.0 = None;
+    let switched = switched.expect("the mode switched while the log played");
+    assert!(
+        switched >= Duration::from_millis(2300),
+        "switched {switched:?} after the replay started: before SPEED held above 69 for 2 s"
+    );
+
+    let child = run.0.take().unwrap();
+    // SAFETY: signalling our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("modes.switch_when[0]") && stderr.contains("mode `highway`: granted"),
+        "{stderr}"
+    );
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let kinds: Vec<&str> = (events.iter())
+        .filter_map(|e| e["event"].as_str())
+        .filter(|k| ["mode_request", "mode_done"].contains(k))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["mode_request", "mode_done"],
+        "one switch: {events:?}"
+    );
+    let signals: Vec<&serde_json::Value> = (events.iter())
+        .filter(|e| e["event"] == "signal_switch")
+        .collect();
+    assert_eq!(signals.len(), 1, "{events:?}");
+    let signal = signals[0];
+    assert_eq!(
+        (
+            &signal["bus"],
+            &signal["signal"],
+            &signal["to"],
+            &signal["verdict"]
+        ),
+        (
+            &bus.as_str().into(),
+            &"SPEED".into(),
+            &"highway".into(),
+            &"granted".into()
+        ),
+        "{signal}"
+    );
+}
