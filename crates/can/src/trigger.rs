@@ -167,6 +167,18 @@ mod tests {
         t.observe(ms(3), &speed(3.0));
         t.observe(ms(3) + 100, &speed(3.0));
         assert_eq!(t.counts()[0].1, 2, "a new run after a break");
+        let switches = ["SPEED>50@0", "SPEED<10@0"].map(|s| parse_trigger(s).unwrap());
+        let mut t =
+            Triggers::new(Database::parse(DBC).unwrap(), None, None, switches.into()).unwrap();
+        t.observe(0, &speed(60.0));
+        assert_eq!(
+            t.counts(),
+            [
+                ("mode.switch_when.0".to_string(), 1),
+                ("mode.switch_when.1".to_string(), 0)
+            ],
+            "each switch condition has its own counter, named by its rank"
+        );
         let e = Triggers::new(
             Database::parse(DBC).unwrap(),
             None,

@@ -864,3 +864,38 @@ fn a_speed_held_above_the_threshold_for_the_declared_time_switches_the_mode() {
         "{signal}"
     );
 }
+
+/// In a system with a window schedule `run` has no stop-start worker to watch the
+/// readers' counters: it refuses `modes.switch_when` before anything starts (the be
+/// process never runs).
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE and cgroups"]
+fn run_refuses_a_signal_switch_it_would_not_watch() {
+    if skip() {
+        return;
+    }
+    let dir = Scratch::new("switch-when-refused");
+    let tag = format!("{}7", std::process::id());
+    let file = switch_system(&dir, &tag, &format!("sw-no-{}", std::process::id()));
+    let yaml = std::fs::read_to_string(&file).unwrap();
+    let yaml = yaml.replace(
+        "    cpus: 1\n    processes: [{cmd: sleep 306.",
+        "    processes: [{budget: 1ms, cmd: sleep 306.",
+    );
+    let windowed = "windows: [{length: 10ms, slices: [{cpu: 1, be_partition: hmi}]}]\nbuses:";
+    std::fs::write(&file, yaml.replace("buses:", windowed)).unwrap();
+    let out = common::bulkhead()
+        .args(["run", file.to_str().unwrap(), "--timeout", "2s"])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("modes.switch_when: switches from a signal are not carried out in a system with a window schedule"),
+        "{stderr}"
+    );
+    assert!(
+        pids_of(&["sleep", &format!("306.{tag}")]).is_empty(),
+        "nothing started"
+    );
+}

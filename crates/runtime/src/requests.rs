@@ -94,16 +94,18 @@ pub fn start(system: &System, events: Option<(ModeEvents, u64)>) -> SharedReques
 }
 
 /// Refuses, before anything starts, `modes.switch_when` where `run` has no stop-start
-/// worker to watch the readers' counters: a run with windows or without a control
-/// socket (`control`).
+/// worker to watch the readers' counters: a system with windows, or a run without a
+/// control socket (`control`; the command line always serves one).
 pub fn check_switch_when(system: &System, control: bool) -> Result<(), RunError> {
     let switches = system.modes.iter().flat_map(|m| &m.switch_when);
-    if switches.count() == 0 || (control && system.windows.is_empty()) {
-        return Ok(());
-    }
-    Err(RunError::invalid(
-        "modes.switch_when: switches from a signal are carried out in a run without windows and with a control socket (--control), as stop-start triggers are",
-    ))
+    let why = match (switches.count(), control, system.windows.is_empty()) {
+        (0, _, _) | (_, true, true) => return Ok(()),
+        (_, _, false) => "in a system with a window schedule (stop-start does not run there)",
+        (_, false, true) => "in a run without a control socket",
+    };
+    Err(RunError::invalid(format!(
+        "modes.switch_when: switches from a signal are not carried out {why}: the stop-start worker watches the gateway readers' counters"
+    )))
 }
 
 /// `modes.switch_when[index]`'s condition was met (the stop-start worker saw its counter
