@@ -1054,6 +1054,8 @@ stop_start: {order: [c, a, b]}
             live: Default::default(),
             events: events.clone(),
             epoch_ns: 0,
+            requests: crate::requests::start(&system, None),
+            loop_wake: Arc::new(Wakeup::new().unwrap()),
         };
         let mut worker = Worker::new(inputs, Arc::new(Mutex::new(running(false)))).unwrap();
         let state = |n: &str| fs::read_to_string(base.join(n).join("freezer.state")).unwrap();
