@@ -74,6 +74,8 @@ pub struct Config {
     /// Reader: stop-start triggers, counted in `ss.suspend_when` and `ss.resume_when`.
     pub suspend_when: Option<Trigger>,
     pub resume_when: Option<Trigger>,
+    /// Reader: `modes.switch_when` triggers, the K-th counted in `mode.switch_when.K`.
+    pub switch_when: Vec<Trigger>,
 }
 
 /// Why the service did not run or stopped.
@@ -131,13 +133,16 @@ pub fn check(config: &Config) -> Result<(), ServiceError> {
     id_lists("rate", &config.rate, "from", &config.from)?;
     id_lists("queue", &config.queue, "from", &config.from)?;
     id_lists("only", &config.only, "to", &config.to)?;
-    let triggers = config.suspend_when.is_some() || config.resume_when.is_some();
+    let triggers = has_triggers(config);
     if triggers && config.role != Role::Reader {
-        return usage("--suspend-when and --resume-when are for --role reader".into());
+        return usage(
+            "--suspend-when, --resume-when and --switch-when are for --role reader".into(),
+        );
     }
     if triggers && config.dbc.is_none() {
         return usage(
-            "--suspend-when and --resume-when need --dbc PATH to decode the signal".into(),
+            "--suspend-when, --resume-when and --switch-when need --dbc PATH to decode the signal"
+                .into(),
         );
     }
     if config.max_frames == 0 || config.period.is_zero() {
@@ -290,9 +295,14 @@ fn open(config: &Config) -> Result<(Job, Counters), ServiceError> {
     built.map_err(ServiceError::Link)
 }
 
+/// Whether the reader watches a signal condition.
+fn has_triggers(config: &Config) -> bool {
+    config.suspend_when.is_some() || config.resume_when.is_some() || !config.switch_when.is_empty()
+}
+
 /// The triggers of `config`, with the signals checked against its DBC.
 fn triggers(config: &Config) -> Result<Option<Triggers>, ServiceError> {
-    if config.suspend_when.is_none() && config.resume_when.is_none() {
+    if !has_triggers(config) {
         return Ok(None);
     }
     let path = config
@@ -301,7 +311,7 @@ fn triggers(config: &Config) -> Result<Option<Triggers>, ServiceError> {
         .expect("checked: triggers come with --dbc");
     let db = database(path)?;
     let (suspend, resume) = (config.suspend_when.clone(), config.resume_when.clone());
-    Triggers::new(db, suspend, resume)
+    Triggers::new(db, suspend, resume, config.switch_when.clone())
         .map(Some)
         .map_err(|e| ServiceError::Failed(format!("--dbc {}: {e}", path.display())))
 }
@@ -437,6 +447,7 @@ mod tests {
             dbc: None,
             suspend_when: None,
             resume_when: None,
+            switch_when: Vec::new(),
         }
     }
 

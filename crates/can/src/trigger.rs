@@ -1,18 +1,20 @@
 //! Stop-start triggers from the vehicle itself (JuMP2start 2.1: the master receives the
 //! "stop" request as a CAN frame): the gateway reader decodes the configured signal of
 //! every frame it takes from the bus with the bus's DBC and counts each time a
-//! condition is met (`ss.suspend_when`, `ss.resume_when`); the supervisor watches the
-//! counters and suspends or resumes the system. The gateway keeps listening while the
+//! condition is met (`ss.suspend_when`, `ss.resume_when`, and `mode.switch_when.K` for
+//! `modes.switch_when`); the supervisor watches the counters and suspends or resumes the
+//! system, or switches its mode. The gateway keeps listening while the
 //! rest of the system sleeps: its partition is frozen last and thawed first.
 
 use crate::dbc::Database;
 use crate::frame::{CanId, Frame};
+use bulkhead_gateway_protocol::switch_when_counter;
 pub use bulkhead_gateway_protocol::Trigger;
 
 /// One watched condition.
 struct Watch {
-    /// The counter's name: `ss.suspend_when` or `ss.resume_when`.
-    name: &'static str,
+    /// The counter's name: `ss.suspend_when`, `ss.resume_when` or `mode.switch_when.K`.
+    name: String,
     trigger: Trigger,
     /// The messages that carry the signal.
     ids: Vec<CanId>,
@@ -42,18 +44,22 @@ pub struct Triggers {
 }
 
 impl Triggers {
-    /// Watches `suspend` and `resume` (either may be absent) on frames decoded with
-    /// `db`; refuses a signal no message of the DBC has.
+    /// Watches `suspend` and `resume` (either may be absent) and each of `switch` on
+    /// frames decoded with `db`; refuses a signal no message of the DBC has.
     pub fn new(
         db: Database,
         suspend: Option<Trigger>,
         resume: Option<Trigger>,
+        switch: Vec<Trigger>,
     ) -> Result<Triggers, UnknownSignal> {
         let mut watches = Vec::new();
-        for (name, flag, trigger) in [
-            ("ss.suspend_when", "--suspend-when", suspend),
-            ("ss.resume_when", "--resume-when", resume),
-        ] {
+        let stop_start = [
+            ("ss.suspend_when".to_string(), "--suspend-when", suspend),
+            ("ss.resume_when".to_string(), "--resume-when", resume),
+        ];
+        let switch = (switch.into_iter().enumerate())
+            .map(|(k, t)| (switch_when_counter(k), "--switch-when", Some(t)));
+        for (name, flag, trigger) in stop_start.into_iter().chain(switch) {
             let Some(trigger) = trigger else { continue };
             let ids: Vec<CanId> = db
                 .messages()
@@ -114,7 +120,7 @@ impl Triggers {
     pub fn counts(&self) -> Vec<(String, u64)> {
         self.watches
             .iter()
-            .map(|w| (w.name.to_string(), w.count))
+            .map(|w| (w.name.clone(), w.count))
             .collect()
     }
 
@@ -143,7 +149,7 @@ mod tests {
     fn a_condition_counts_once_per_run_that_lasts_the_hold() {
         let db = Database::parse(DBC).unwrap();
         let below = parse_trigger("SPEED<10@100").unwrap();
-        let mut t = Triggers::new(db, Some(below), None).unwrap();
+        let mut t = Triggers::new(db, Some(below), None, Vec::new()).unwrap();
         let ms = |k: u64| k * 1_000_000;
         for (at, kph) in [(0, 20.0), (1, 5.0), (2, 5.0)] {
             t.observe(at * 60, &speed(kph));
@@ -161,10 +167,23 @@ mod tests {
         t.observe(ms(3), &speed(3.0));
         t.observe(ms(3) + 100, &speed(3.0));
         assert_eq!(t.counts()[0].1, 2, "a new run after a break");
+        let switches = ["SPEED>50@0", "SPEED<10@0"].map(|s| parse_trigger(s).unwrap());
+        let mut t =
+            Triggers::new(Database::parse(DBC).unwrap(), None, None, switches.into()).unwrap();
+        t.observe(0, &speed(60.0));
+        assert_eq!(
+            t.counts(),
+            [
+                ("mode.switch_when.0".to_string(), 1),
+                ("mode.switch_when.1".to_string(), 0)
+            ],
+            "each switch condition has its own counter, named by its rank"
+        );
         let e = Triggers::new(
             Database::parse(DBC).unwrap(),
             None,
             Some(parse_trigger("GAS>0").unwrap()),
+            Vec::new(),
         )
         .err()
         .unwrap();

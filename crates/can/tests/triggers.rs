@@ -34,7 +34,7 @@ fn reader(bus: &str, chan: &str, suspend: &str, resume: &str) -> (BusReader, Cha
         parse_trigger(suspend).unwrap(),
         parse_trigger(resume).unwrap(),
     );
-    r.set_triggers(Triggers::new(db, Some(s), Some(re)).unwrap());
+    r.set_triggers(Triggers::new(db, Some(s), Some(re), Vec::new()).unwrap());
     (r, channel)
 }
 

@@ -257,6 +257,7 @@ fn run_gateway(a: GatewayCmd) -> ExitCode {
         dbc: a.link.dbc.map(PathBuf::from),
         suspend_when: a.link.suspend_when,
         resume_when: a.link.resume_when,
+        switch_when: a.link.switch_when,
     };
     let stop = match service::stop_on_signals() {
         Ok(stop) => stop,

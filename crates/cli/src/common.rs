@@ -186,8 +186,8 @@ pub fn this_machine() -> Host {
 }
 
 /// Each bus's DBC must load (relative to the description's directory: the gateway's
-/// writer takes its messages' cycle times), and each stop-start trigger's signal must be
-/// in its bus's DBC: an error names the key path.
+/// writer takes its messages' cycle times), and each stop-start trigger's and
+/// `modes.switch_when`'s signal must be in its bus's DBC: an error names the key path.
 fn check_dbcs(system: &bulkhead_model::System, description: &Path) -> Result<(), (String, String)> {
     let dir = match description.parent() {
         Some(d) if description != Path::new("-") => d.to_path_buf(),
@@ -202,15 +202,22 @@ fn check_dbcs(system: &bulkhead_model::System, description: &Path) -> Result<(),
                     .map_err(|e| format!("{}: {e}", file.display()))
             })
             .map_err(|e| (format!("buses[{i}].dbc"), e))?;
-        let triggers = system.stop_start.iter().flat_map(|ss| ss.triggers());
-        for (key, trigger) in triggers.filter(|(_, t)| t.bus == bus.name) {
+        let stop_start = system.stop_start.iter().flat_map(|ss| ss.triggers());
+        let stop_start = stop_start.map(|(key, t)| (format!("stop_start.{key}"), t));
+        let switches = system.modes.iter().flat_map(|m| m.switch_when.iter());
+        let switches =
+            (switches.enumerate()).map(|(i, s)| (format!("modes.switch_when[{i}]"), &s.when));
+        for (key, trigger) in stop_start
+            .chain(switches)
+            .filter(|(_, t)| t.bus == bus.name)
+        {
             let found = db
                 .messages()
                 .iter()
                 .any(|m| m.signals.iter().any(|s| s.name == trigger.signal));
             if !found {
                 return Err((
-                    format!("stop_start.{key}.signal"),
+                    format!("{key}.signal"),
                     format!(
                         "no signal `{}` in the DBC of bus `{}` ({dbc})",
                         trigger.signal, bus.name

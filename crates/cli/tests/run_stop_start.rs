@@ -493,10 +493,10 @@ fn stages(log: &str) -> Vec<String> {
         .collect()
 }
 
-/// A description in `dir`: the be partition hmi (`sleep 305.TAG`) and the gateway
-/// partition gw of `bus`, suspended while SPEED < 68 km/h for 300 ms, resumed below 66.
-fn trigger_system(dir: &Scratch, tag: &str, bus: &str) -> PathBuf {
-    let file = dir.file("car.yaml");
+/// A description in `dir` (file `name`): the be partition hmi (`sleep SLEEP`, a unique
+/// argument) and the gateway partition gw of `bus`, then `tail` (the triggers).
+fn gateway_system(dir: &Scratch, name: &str, sleep: &str, bus: &str, tail: &str) -> PathBuf {
+    let file = dir.file(name);
     std::fs::write(
         &file,
         format!(
@@ -504,7 +504,7 @@ fn trigger_system(dir: &Scratch, tag: &str, bus: &str) -> PathBuf {
 partitions:
   - name: hmi
     cpus: 1
-    processes: [{{cmd: sleep 305.{tag}}}]
+    processes: [{{cmd: sleep {sleep}}}]
   - name: gw
     kind: rt
     cpus: 0
@@ -519,15 +519,44 @@ buses:
     writer_budget: 100us
     depth: 256
     clients: [{{partition: hmi}}]
-stop_start:
-  suspend_when: {{bus: {bus}, signal: SPEED, below: 68, for: 300ms}}
-  resume_when: {{bus: {bus}, signal: SPEED, below: 66}}
-",
+{tail}",
             can_data("toyota_new_mc_pt_generated.dbc").display()
         ),
     )
     .unwrap();
     file
+}
+
+/// The description of [`gateway_system`], suspended while SPEED < 68 km/h for 300 ms,
+/// resumed below 66.
+fn trigger_system(dir: &Scratch, tag: &str, bus: &str) -> PathBuf {
+    let tail = format!(
+        "stop_start:
+  suspend_when: {{bus: {bus}, signal: SPEED, below: 68, for: 300ms}}
+  resume_when: {{bus: {bus}, signal: SPEED, below: 66}}
+"
+    );
+    gateway_system(dir, "car.yaml", &format!("305.{tag}"), bus, &tail)
+}
+
+/// A virtual CAN bus named `bus`, served until dropped.
+fn serve_bus(bus: &str) -> Running {
+    Running(Some(
+        common::bulkhead()
+            .args(["can", "bus", bus])
+            .spawn()
+            .unwrap(),
+    ))
+}
+
+/// The RAV4 excerpt's can0 frames replayed onto `bus` in real time (about 6 s).
+fn replay(bus: &str) -> Running {
+    let replay = common::bulkhead()
+        .args(["can", "replay", "--bus", bus, "--iface", "can0"])
+        .arg(can_data("comma2k19_rav4_seg40_excerpt.log.gz"))
+        .spawn()
+        .unwrap();
+    Running(Some(replay))
 }
 
 /// A signal condition on the replayed RAV4 log suspends the running system and a later
@@ -547,12 +576,7 @@ fn a_speed_condition_on_the_replayed_rav4_log_suspends_and_later_resumes_the_sys
     let dir = Scratch::new("stop-start-trigger");
     let tag = format!("{}5", std::process::id());
     let bus = format!("ss-trig-{}", std::process::id());
-    let _bus = Running(Some(
-        common::bulkhead()
-            .args(["can", "bus", &bus])
-            .spawn()
-            .unwrap(),
-    ));
+    let _bus = serve_bus(&bus);
     let file = trigger_system(&dir, &tag, &bus);
     let (socket, log) = (dir.file("car.sock"), dir.file("log.jsonl"));
     let mut run = start(&file, &socket, &log, "30s");
@@ -566,12 +590,7 @@ fn a_speed_condition_on_the_replayed_rav4_log_suspends_and_later_resumes_the_sys
     }
     assert_eq!(hmi.len(), 1, "{hmi:?}");
     std::thread::sleep(Duration::from_millis(300));
-    let replay = common::bulkhead()
-        .args(["can", "replay", "--bus", &bus, "--iface", "can0"])
-        .arg(can_data("comma2k19_rav4_seg40_excerpt.log.gz"))
-        .spawn()
-        .unwrap();
-    let mut replay = Running(Some(replay));
+    let mut replay = replay(&bus);
     // Watch the be process's freezer from outside while the log plays (about 6 s).
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -644,12 +663,7 @@ fn a_best_effort_can_client_uses_only_frames_received_after_each_resume() {
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("stop-start-be-can");
     let bus = format!("ss-becan-{}", std::process::id());
-    let _bus = Running(Some(
-        common::bulkhead()
-            .args(["can", "bus", &bus])
-            .spawn()
-            .unwrap(),
-    ));
+    let _bus = serve_bus(&bus);
     let (file, out) = (dir.file("car.yaml"), dir.file("first-fresh.txt"));
     std::fs::write(
         &file,
@@ -722,5 +736,145 @@ buses:
     assert!(
         field(last, "stale_dropped").parse::<u64>().unwrap() > 0,
         "{last}"
+    );
+}
+
+/// The description of [`gateway_system`] with the modes city and highway, switched to
+/// highway once SPEED stays above 69 km/h for 2 s.
+fn switch_system(dir: &Scratch, tag: &str, bus: &str) -> PathBuf {
+    let tail = format!(
+        "modes:
+  initial: city
+  table: [{{name: city}}, {{name: highway}}]
+  switch_when:
+    - {{to: highway, bus: {bus}, signal: SPEED, above: 69, for: 2s}}
+"
+    );
+    gateway_system(dir, "switch.yaml", &format!("306.{tag}"), bus, &tail)
+}
+
+/// `modes.switch_when` on the replayed RAV4 log: SPEED is above 69 km/h from log time
+/// 0.70 s on and without a break from 0.86 s to 3.23 s, so the condition held for 2 s
+/// is counted at 2.86 s. The mode, read by `ctl status` from outside, is still city for
+/// at least 2.3 s after the replay starts (a switch on the first frame above 69 would
+/// come at 0.70 s) and highway before the replay ends; the schedule log has one switch
+/// (`mode_request`, `mode_done`) and one `signal_switch` event naming the bus, the signal,
+/// the mode and the verdict.
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE and cgroups"]
+fn a_speed_held_above_the_threshold_for_the_declared_time_switches_the_mode() {
+    if skip() {
+        return;
+    }
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("switch-when");
+    let tag = format!("{}6", std::process::id());
+    let bus = format!("sw-{}", std::process::id());
+    let _bus = serve_bus(&bus);
+    let file = switch_system(&dir, &tag, &bus);
+    let (socket, log) = (dir.file("car.sock"), dir.file("log.jsonl"));
+    let mut run = start(&file, &socket, &log, "30s");
+    wait_for(&socket);
+    let mode = || json(&ctl(&socket, &["status", "--json"]))["status"]["mode"].clone();
+    assert_eq!(mode(), "city");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut replay = replay(&bus);
+    let started = Instant::now();
+    let mut switched = None;
+    while replay.0.as_mut().unwrap().try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the replay ends"
+        );
+        if switched.is_none() && mode() == "highway" {
+            switched = Some(started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    replay.0 = None;
+    let switched = switched.expect("the mode switched while the log played");
+    assert!(
+        switched >= Duration::from_millis(2300),
+        "switched {switched:?} after the replay started: before SPEED held above 69 for 2 s"
+    );
+
+    let child = run.0.take().unwrap();
+    // SAFETY: signalling our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("modes.switch_when[0]") && stderr.contains("mode `highway`: granted"),
+        "{stderr}"
+    );
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let kinds: Vec<&str> = (events.iter())
+        .filter_map(|e| e["event"].as_str())
+        .filter(|k| ["mode_request", "mode_done"].contains(k))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["mode_request", "mode_done"],
+        "one switch: {events:?}"
+    );
+    let signals: Vec<&serde_json::Value> = (events.iter())
+        .filter(|e| e["event"] == "signal_switch")
+        .collect();
+    assert_eq!(signals.len(), 1, "{events:?}");
+    let signal = signals[0];
+    assert_eq!(
+        (
+            &signal["bus"],
+            &signal["signal"],
+            &signal["to"],
+            &signal["verdict"]
+        ),
+        (
+            &bus.as_str().into(),
+            &"SPEED".into(),
+            &"highway".into(),
+            &"granted".into()
+        ),
+        "{signal}"
+    );
+}
+
+/// In a system with a window schedule `run` has no stop-start worker to watch the
+/// readers' counters: it refuses `modes.switch_when` before anything starts (the be
+/// process never runs).
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE and cgroups"]
+fn run_refuses_a_signal_switch_it_would_not_watch() {
+    if skip() {
+        return;
+    }
+    let dir = Scratch::new("switch-when-refused");
+    let tag = format!("{}7", std::process::id());
+    let file = switch_system(&dir, &tag, &format!("sw-no-{}", std::process::id()));
+    let yaml = std::fs::read_to_string(&file).unwrap();
+    let yaml = yaml.replace(
+        "    cpus: 1\n    processes: [{cmd: sleep 306.",
+        "    processes: [{budget: 1ms, cmd: sleep 306.",
+    );
+    let windowed = "windows: [{length: 10ms, slices: [{cpu: 1, be_partition: hmi}]}]\nbuses:";
+    std::fs::write(&file, yaml.replace("buses:", windowed)).unwrap();
+    let out = common::bulkhead()
+        .args(["run", file.to_str().unwrap(), "--timeout", "2s"])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("modes.switch_when: switches from a signal are not carried out in a system with a window schedule"),
+        "{stderr}"
+    );
+    assert!(
+        pids_of(&["sleep", &format!("306.{tag}")]).is_empty(),
+        "nothing started"
     );
 }

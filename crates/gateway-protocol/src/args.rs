@@ -103,6 +103,18 @@ pub struct GatewayArgs {
         arg(long, value_name = "SIGNAL>VALUE@HOLD_NS", value_parser = parse_trigger, allow_hyphen_values = true)
     )]
     pub resume_when: Option<Trigger>,
+    /// Reader: count `mode.switch_when.K` up each time the K-th (from 0) of these signal
+    /// conditions is met (`modes.switch_when`)
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "SIGNAL>VALUE@HOLD_NS", value_parser = parse_trigger, allow_hyphen_values = true)
+    )]
+    pub switch_when: Vec<Trigger>,
+}
+
+/// The reader's counter of its `k`-th `--switch-when` condition.
+pub fn switch_when_counter(k: usize) -> String {
+    format!("mode.switch_when.{k}")
 }
 
 impl GatewayArgs {
@@ -120,6 +132,7 @@ impl GatewayArgs {
             dbc: None,
             suspend_when: None,
             resume_when: None,
+            switch_when: Vec::new(),
         }
     }
 
@@ -148,6 +161,11 @@ impl GatewayArgs {
         ] {
             argv.extend(t.iter().map(|t| format!("--{flag}={}", t.spec())));
         }
+        argv.extend(
+            self.switch_when
+                .iter()
+                .map(|t| format!("--switch-when={}", t.spec())),
+        );
         argv
     }
 }
@@ -262,6 +280,10 @@ mod tests {
         reader.dbc = Some("/d/toyota.dbc".into());
         reader.suspend_when = Some(parse_trigger("SPEED<0.5@3000000000").unwrap());
         reader.resume_when = Some(parse_trigger("GAS_PEDAL>-1").unwrap());
+        reader.switch_when = vec![
+            parse_trigger("SPEED>80@2000000000").unwrap(),
+            parse_trigger("SPEED<60").unwrap(),
+        ];
         assert_eq!(parse(&reader.to_argv()).unwrap(), reader);
     }
 

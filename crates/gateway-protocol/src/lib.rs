@@ -14,7 +14,10 @@ mod id;
 mod trigger;
 mod wire;
 
-pub use args::{parse_allow, parse_bus_spec, parse_count, parse_link, ArgError, GatewayArgs, Role};
+pub use args::{
+    parse_allow, parse_bus_spec, parse_count, parse_link, switch_when_counter, ArgError,
+    GatewayArgs, Role,
+};
 pub use id::{parse_ids, CanId, IdError, MAX_EXTENDED_ID, MAX_STANDARD_ID};
 pub use trigger::{parse_trigger, Trigger, TriggerError};
 pub use wire::{join, split, FRAME_SIZE, WIRE_SIZE};

@@ -34,7 +34,8 @@ pub use canonical::to_canonical_yaml;
 pub use cpuset::{CpuListError, CpuSet};
 pub use demos_form::{to_demos_yaml, NotDemos};
 pub use modes::{
-    Agent, LocalMode, Mode, ModeTask, Modes, Requester, ServerInterface, SwitchPolicy, Transition,
+    Agent, LocalMode, Mode, ModeTask, Modes, Requester, ServerInterface, SwitchPolicy, SwitchWhen,
+    Transition,
 };
 pub use pipes::{EdgeBuffer, Endpoint, Pipeline, Qos, Stage};
 pub use stop_start::{Compare, Stale, StopStart, Trigger};

@@ -19,6 +19,8 @@
 //!         nav: {tasks: [route]}
 //!   transitions:
 //!     - {from: urban, to: highway, policy: greedy}
+//!   switch_when:
+//!     - {to: highway, bus: rav4, signal: SPEED, above: 80, for: 2s}
 //! ```
 //!
 //! A partition a mode does not list runs all its declared tasks in that mode; the tasks
@@ -27,7 +29,8 @@
 //! every `agent.period` (the minimum time between two mode requests) above all its tasks.
 
 use crate::path_error::{err, Result};
-use crate::types::{Cpus, Partition, PartitionKind, Resume, Service, System, Task};
+use crate::stop_start::{trigger, RawTrigger, Trigger};
+use crate::types::{Bus, Cpus, Partition, PartitionKind, Resume, Service, System, Task};
 use crate::units::parse_duration;
 use crate::units::Nanos;
 use serde::de::{self, value::MapAccessDeserializer, Deserializer, MapAccess, Visitor};
@@ -71,6 +74,17 @@ pub struct Modes {
     /// The partitions whose programs may request a mode or a suspend from inside
     /// (docs/modes.md, "Requests from inside"); empty: none may.
     pub requesters: Vec<Requester>,
+    /// Switches triggered by a decoded CAN signal (docs/modes.md, "Switches from a
+    /// signal"), in declaration order.
+    pub switch_when: Vec<SwitchWhen>,
+}
+
+/// A switch to mode `to` when the bus's gateway sees `when` met (counted by the reader
+/// like a stop-start trigger).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchWhen {
+    pub to: String,
+    pub when: Trigger,
 }
 
 /// A partition allowed to request switches to `modes` and, when `suspend`, a suspend
@@ -291,6 +305,20 @@ pub struct RawModes {
     pub table: Vec<RawMode>,
     pub transitions: Option<Vec<RawTransition>>,
     pub requesters: Option<Vec<RawRequester>>,
+    pub switch_when: Option<Vec<RawSwitchWhen>>,
+}
+
+/// One `modes.switch_when` entry: the target mode and a stop-start trigger's keys.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawSwitchWhen {
+    pub to: String,
+    pub bus: String,
+    pub signal: String,
+    pub below: Option<f64>,
+    pub above: Option<f64>,
+    #[serde(rename = "for")]
+    pub hold: Option<String>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -451,7 +479,11 @@ pub fn interface(
 
 /// The `modes:` section, checked on its own (names against the partitions are checked
 /// by [`validate`]).
-pub fn normalize(raw: Option<RawModes>, bare: Option<Nanos>) -> Result<Option<Modes>> {
+pub fn normalize(
+    raw: Option<RawModes>,
+    buses: &[Bus],
+    bare: Option<Nanos>,
+) -> Result<Option<Modes>> {
     let Some(raw) = raw else { return Ok(None) };
     let units = Units { bare };
     let agent = match raw.agent {
@@ -495,12 +527,25 @@ pub fn normalize(raw: Option<RawModes>, bare: Option<Nanos>) -> Result<Option<Mo
         modes: r.modes.unwrap_or_default(),
         suspend: r.suspend.unwrap_or(false),
     });
+    let switch_when = raw.switch_when.unwrap_or_default().into_iter().enumerate();
+    let switch_when = switch_when.map(|(i, s)| {
+        let t = RawTrigger {
+            bus: s.bus,
+            signal: s.signal,
+            below: s.below,
+            above: s.above,
+            hold: s.hold,
+        };
+        let when = trigger(t, buses, &format!("modes.switch_when[{i}]"), bare)?;
+        Ok(SwitchWhen { to: s.to, when })
+    });
     Ok(Some(Modes {
         initial: raw.initial,
         agent,
         table,
         transitions,
         requesters: requesters.collect(),
+        switch_when: switch_when.collect::<Result<Vec<_>>>()?,
     }))
 }
 
@@ -583,6 +628,7 @@ pub fn validate(system: &System, paths: &[String]) -> Result<()> {
     }
     check_transitions(modes, &names)?;
     check_requesters(system, modes, &names)?;
+    check_switch_when(modes)?;
     check_agent_names(system, modes, paths)
 }
 
@@ -664,6 +710,26 @@ fn check_mode(system: &System, m: &Mode, path: &str) -> Result<()> {
             if local.tasks[..j].iter().any(|o| o.name == t.name) {
                 return err(tpath, format!("task `{}` is listed twice", t.name));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Each `switch_when` goes to a mode of the table that some allowed switch leads to.
+fn check_switch_when(modes: &Modes) -> Result<()> {
+    let allowed = modes.allowed();
+    for (i, s) in modes.switch_when.iter().enumerate() {
+        let path = format!("modes.switch_when[{i}].to");
+        if modes.mode(&s.to).is_none() {
+            let known: Vec<&str> = modes.table.iter().map(|m| m.name.as_str()).collect();
+            let known = known.join(", ");
+            return err(path, format!("unknown mode `{}` (modes: {known})", s.to));
+        }
+        if !allowed.iter().any(|(_, to, _)| *to == s.to) {
+            return err(
+                path,
+                format!("no transition in `modes.transitions` leads to `{}`", s.to),
+            );
         }
     }
     Ok(())
@@ -781,6 +847,13 @@ pub fn canonical_lines(modes: &Modes, quote: impl Fn(&str) -> String) -> Vec<Str
             allowed.join(", "),
             r.suspend
         )
+    }));
+    if !modes.switch_when.is_empty() {
+        lines.push("switch_when:".to_string());
+    }
+    lines.extend(modes.switch_when.iter().map(|s| {
+        let when = crate::stop_start::trigger_text(&s.when, &quote);
+        format!("  - {{to: {}, {when}}}", quote(&s.to))
     }));
     lines
 }

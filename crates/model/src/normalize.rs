@@ -104,7 +104,7 @@ pub fn normalize(raw: RawFile) -> Result<Normalized> {
         let bus = n.bus(b, &format!("buses[{i}]"))?;
         n.out.system.buses.push(bus);
     }
-    n.out.system.modes = crate::modes::normalize(raw.modes, n.bare_unit)?;
+    n.out.system.modes = crate::modes::normalize(raw.modes, &n.out.system.buses, n.bare_unit)?;
     n.out.system.stop_start =
         crate::stop_start::normalize(raw.stop_start, &n.out.system, n.bare_unit)?;
     Ok(n.out)

@@ -249,7 +249,13 @@ fn order_list(order: Vec<String>, system: &System) -> Result<Vec<String>> {
     Ok(order)
 }
 
-fn trigger(t: RawTrigger, buses: &[Bus], path: &str, bare_unit: Option<u64>) -> Result<Trigger> {
+/// A trigger checked against the buses; errors name `path`'s keys.
+pub(crate) fn trigger(
+    t: RawTrigger,
+    buses: &[Bus],
+    path: &str,
+    bare_unit: Option<u64>,
+) -> Result<Trigger> {
     if !buses.iter().any(|b| b.name == t.bus) {
         let names: Vec<&str> = buses.iter().map(|b| b.name.as_str()).collect();
         let known = match names.is_empty() {
@@ -300,17 +306,22 @@ pub fn canonical_lines(s: &StopStart, quote: impl Fn(&str) -> String) -> Vec<Str
         format!("suspend_to_ram: {}", s.suspend_to_ram),
     ];
     for (key, t) in s.triggers() {
-        let compare = match t.compare {
-            Compare::Below => "below",
-            Compare::Above => "above",
-        };
-        lines.push(format!(
-            "{key}: {{bus: {}, signal: {}, {compare}: {:?}, for: {}}}",
-            quote(&t.bus),
-            quote(&t.signal),
-            t.threshold,
-            format_duration(t.hold)
-        ));
+        lines.push(format!("{key}: {{{}}}", trigger_text(t, &quote)));
     }
     lines
+}
+
+/// A trigger's keys in canonical form: `bus: B, signal: S, below: V, for: D`.
+pub fn trigger_text(t: &Trigger, quote: &impl Fn(&str) -> String) -> String {
+    let compare = match t.compare {
+        Compare::Below => "below",
+        Compare::Above => "above",
+    };
+    format!(
+        "bus: {}, signal: {}, {compare}: {:?}, for: {}",
+        quote(&t.bus),
+        quote(&t.signal),
+        t.threshold,
+        format_duration(t.hold)
+    )
 }

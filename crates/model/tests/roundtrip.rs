@@ -344,6 +344,7 @@ fn modes(rt: Vec<Partition>) -> impl Strategy<Value = Option<Modes>> {
                     modes: vec![format!("m{initial}")],
                     suspend: budget % 2 == 1,
                 }],
+                switch_when: Vec::new(),
             })
         })
         .boxed()

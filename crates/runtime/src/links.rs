@@ -35,7 +35,7 @@ use crate::RunError;
 use bulkhead_chan::{Channel, End, Spec};
 use bulkhead_gateway_protocol::{env_var, CanId, GatewayArgs, Role, SOCKETCAN_PREFIX, WIRE_SIZE};
 use bulkhead_model::{
-    Bridge, BridgeDirection, Bus, Channel as ModelChannel, ChannelKind, Endpoint, System,
+    Bridge, BridgeDirection, Bus, Channel as ModelChannel, ChannelKind, Endpoint, System, Trigger,
 };
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -428,28 +428,45 @@ pub fn shell_words(words: &[String]) -> String {
     quoted.join(" ")
 }
 
-/// The stop-start triggers watched on `bus`: its reader decodes the signal with the bus's
-/// DBC and counts the condition in `ss.suspend_when` / `ss.resume_when` (docs/stop-start.md).
+/// The triggers watched on `bus`: its reader decodes the signal with the bus's DBC and
+/// counts the condition in `ss.suspend_when` / `ss.resume_when` (docs/stop-start.md) and
+/// `mode.switch_when.K` for the bus's K-th `modes.switch_when` ([`switch_triggers`];
+/// docs/modes.md).
 fn triggers(system: &System, bus: &Bus, reader: &mut GatewayArgs) -> Result<(), RunError> {
-    let Some(ss) = &system.stop_start else {
-        return Ok(());
-    };
-    for (key, t) in ss.triggers().filter(|(_, t)| t.bus == bus.name) {
+    let stop_start = system.stop_start.iter().flat_map(|ss| ss.triggers());
+    let stop_start = stop_start.map(|(key, t)| (format!("stop_start.{key}"), key, t));
+    let switches = switch_triggers(system, &bus.name).into_iter();
+    let switches = switches.map(|(i, t)| (format!("modes.switch_when[{i}]"), "switch_when", t));
+    for (path, key, t) in stop_start
+        .chain(switches)
+        .filter(|(_, _, t)| t.bus == bus.name)
+    {
         let Some(dbc) = &bus.dbc else {
             return Err(RunError::invalid(format!(
-                "stop_start.{key}: bus `{}` has no `dbc` to decode signal `{}` with",
+                "{path}: bus `{}` has no `dbc` to decode signal `{}` with",
                 bus.name, t.signal
             )));
         };
         reader.dbc = Some(dbc.clone());
         let trigger = bulkhead_gateway_protocol::parse_trigger(&t.spec())
-            .map_err(|e| RunError::invalid(format!("stop_start.{key}: {e}")))?;
+            .map_err(|e| RunError::invalid(format!("{path}: {e}")))?;
         match key {
             "suspend_when" => reader.suspend_when = Some(trigger),
-            _ => reader.resume_when = Some(trigger),
+            "resume_when" => reader.resume_when = Some(trigger),
+            _ => reader.switch_when.push(trigger),
         }
     }
     Ok(())
+}
+
+/// The `modes.switch_when` entries watched on bus `bus`, each with its index in the
+/// list; the K-th of them is counted by the bus's reader in `mode.switch_when.K`.
+pub fn switch_triggers<'a>(system: &'a System, bus: &str) -> Vec<(usize, &'a Trigger)> {
+    let switches = system.modes.iter().flat_map(|m| m.switch_when.iter());
+    (switches.enumerate())
+        .filter(|(_, s)| s.when.bus == bus)
+        .map(|(i, s)| (i, &s.when))
+        .collect()
 }
 
 /// The description's overflow rule as the channel's header carries it: the rule a

@@ -7,6 +7,11 @@
 //! to the mode or stop-start manager (the path of `ctl mode` and `ctl suspend`) and
 //! answers 0 or the manager's refusal. Each request is a `partition_request` event.
 //!
+//! Switches from a signal (`modes.switch_when`) come the same way: the stop-start worker,
+//! which watches the gateway readers' trigger counters, queues the index of each that
+//! fired ([`signal_fired`]); the loop hands the switch to the mode manager and logs a
+//! `signal_switch` event.
+//!
 //! Concurrency: one [`SharedRequests`] mutex between the keeper and the loop; holders
 //! never block inside it (replies are sent without blocking).
 
@@ -15,7 +20,7 @@ use crate::modes::ModeEvents;
 use crate::RunError;
 use bulkhead_client::request::Want;
 use bulkhead_control::{ErrorCode, Response};
-use bulkhead_model::{Modes, System};
+use bulkhead_model::{Modes, SwitchWhen, System};
 use bulkhead_os::clock::now_ns;
 use bulkhead_os::errno;
 use bulkhead_os::fd::send_nonblocking;
@@ -32,6 +37,8 @@ pub struct Requests {
     modes: Option<Modes>,
     /// Allowed requests for the loop, in order of arrival.
     queue: Vec<Pending>,
+    /// The `modes.switch_when` entries (indices) that fired, in order.
+    signals: Vec<usize>,
     /// Where the events go (the schedule log, through the rt drain), with times since
     /// `epoch_ns`; `None`: a run without a schedule log.
     events: Option<(ModeEvents, u64)>,
@@ -81,8 +88,30 @@ pub fn start(system: &System, events: Option<(ModeEvents, u64)>) -> SharedReques
     Arc::new(Mutex::new(Requests {
         modes: system.modes.clone(),
         queue: Vec::new(),
+        signals: Vec::new(),
         events,
     }))
+}
+
+/// Refuses, before anything starts, `modes.switch_when` where `run` has no stop-start
+/// worker to watch the readers' counters: a system with windows, or a run without a
+/// control socket (`control`; the command line always serves one).
+pub fn check_switch_when(system: &System, control: bool) -> Result<(), RunError> {
+    let switches = system.modes.iter().flat_map(|m| &m.switch_when);
+    let why = match (switches.count(), control, system.windows.is_empty()) {
+        (0, _, _) | (_, true, true) => return Ok(()),
+        (_, _, false) => "in a system with a window schedule (stop-start does not run there)",
+        (_, false, true) => "in a run without a control socket",
+    };
+    Err(RunError::invalid(format!(
+        "modes.switch_when: switches from a signal are not carried out {why}: the stop-start worker watches the gateway readers' counters"
+    )))
+}
+
+/// `modes.switch_when[index]`'s condition was met (the stop-start worker saw its counter
+/// grow): queued for [`serve`].
+pub fn signal_fired(requests: &SharedRequests, index: usize) {
+    lock(requests).signals.push(index);
 }
 
 /// Locks `r`, whatever a panicking holder left (each update is a push or a take).
@@ -130,6 +159,21 @@ pub fn serve(requests: &SharedRequests, managers: Managers<'_>) {
         mut stop_start,
     } = managers;
     let mut r = lock(requests);
+    for index in std::mem::take(&mut r.signals) {
+        let Some(s) = r
+            .modes
+            .as_ref()
+            .and_then(|m| m.switch_when.get(index))
+            .cloned()
+        else {
+            continue;
+        };
+        let refusal = match modes.as_deref_mut() {
+            Some(m) => m.request(&s.to, None).and_then(refused),
+            None => Some((errno::EINVAL, "the run has no mode manager".to_string())),
+        };
+        r.record_signal(index, &s, refusal.map(|(_, why)| why));
+    }
     for p in std::mem::take(&mut r.queue) {
         let refusal = match &p.want {
             Want::Mode(name) => match modes.as_deref_mut() {
@@ -173,6 +217,36 @@ enum Verdict {
 }
 
 impl Requests {
+    /// A stderr line, and the `signal_switch` event of `modes.switch_when[index]`
+    /// (`refusal`: why the mode manager did not take it).
+    fn record_signal(&mut self, index: usize, s: &SwitchWhen, refusal: Option<String>) {
+        let verdict = if refusal.is_some() {
+            "failed"
+        } else {
+            "granted"
+        };
+        eprintln!(
+            "bulkhead: modes.switch_when[{index}] ({} on bus `{}`): switch to mode `{}`: {verdict}{}",
+            s.when.spec(),
+            s.when.bus,
+            s.to,
+            refusal.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
+        );
+        let Some((events, epoch_ns)) = &self.events else {
+            return;
+        };
+        let kind = EventKind::SignalSwitch {
+            index: index as u32,
+            bus: s.when.bus.as_str().into(),
+            signal: s.when.signal.as_str().into(),
+            to: s.to.as_str().into(),
+            verdict: verdict.into(),
+            reason: refusal.as_deref().map(Into::into),
+        };
+        let event = Event::new(now_ns().saturating_sub(*epoch_ns), kind);
+        events.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+    }
+
     /// A stderr line, and the `partition_request` event.
     fn record(&mut self, partition: &str, process: usize, want: &Want, v: Result<(), Verdict>) {
         let mode = match want {

@@ -39,6 +39,7 @@
 use crate::links::Links;
 use crate::mailbox::{self, Receiver, Recv, Sender};
 use crate::modes::ModeEvents;
+use crate::requests::SharedRequests;
 use crate::tasks::StopStartTask;
 use crate::{leftovers, LiveTasks, RunError, RunOptions};
 use bulkhead_client::stop_start::{NoticeWriter, NOTICE_VAR};
@@ -135,6 +136,16 @@ struct RtTask {
     fresh_before: Option<u64>,
 }
 
+/// A `modes.switch_when` condition, counted in `counter` by the reader `task` of the
+/// gateway partition `partition`; `last` is the value last seen.
+struct SignalWatch {
+    index: usize,
+    partition: String,
+    task: String,
+    counter: String,
+    last: u64,
+}
+
 /// How a partition is frozen.
 enum Freezer {
     /// Freeze this cgroup (its processes are in it already).
@@ -179,6 +190,12 @@ struct Worker {
     triggers: Vec<(usize, &'static str, u64)>,
     /// `suspend_when` fired while a mode switch held suspends off: it starts after.
     pending_suspend: bool,
+    /// The `modes.switch_when` counters of the gateway readers.
+    switches: Vec<SignalWatch>,
+    /// Where a fired `switch_when` goes: the supervisor's loop, which hands it to the
+    /// mode manager ([`crate::requests::signal_fired`]), and the loop's wakeup.
+    requests: SharedRequests,
+    loop_wake: Arc<Wakeup>,
     sysfs: PathBuf,
     /// The best-effort programs' notice page.
     notice: Option<NoticeWriter>,
@@ -197,6 +214,9 @@ pub struct Inputs<'a> {
     pub live: LiveTasks,
     pub events: ModeEvents,
     pub epoch_ns: u64,
+    /// Where `modes.switch_when` switches go, and the wakeup of the loop that serves them.
+    pub requests: SharedRequests,
+    pub loop_wake: Arc<Wakeup>,
 }
 
 /// The sysfs root (`/sys`, or [`SYSFS_ROOT_VAR`]).
@@ -426,6 +446,9 @@ impl Worker {
             awake_tasks: Vec::new(),
             triggers: Vec::new(),
             pending_suspend: false,
+            switches: Vec::new(),
+            requests: inputs.requests,
+            loop_wake: inputs.loop_wake,
             sysfs: sysfs_root(),
             notice: inputs.notice,
         };
@@ -472,6 +495,7 @@ impl Worker {
             });
         }
         worker.watch_triggers(system);
+        worker.watch_switches(system);
         for i in 0..worker.parts.len() {
             if let Freezer::MoveInto(dir) = &worker.parts[i].freezer {
                 join(dir, &worker.pids(&worker.parts[i].name));
@@ -498,6 +522,49 @@ impl Worker {
             if let Some(i) = at {
                 let value = self.awake_tasks[i].port.counter(counter).unwrap_or(0);
                 self.triggers.push((i, counter, value));
+            }
+        }
+    }
+
+    /// The `modes.switch_when` counters of the trigger buses' readers, and their values now.
+    fn watch_switches(&mut self, system: &System) {
+        for bus in &system.buses {
+            let switches = crate::links::switch_triggers(system, &bus.name);
+            for (k, (index, _)) in switches.into_iter().enumerate() {
+                let mut watch = SignalWatch {
+                    index,
+                    partition: bus.gateway.clone(),
+                    task: bus.reader_task(),
+                    counter: bulkhead_gateway_protocol::switch_when_counter(k),
+                    last: 0,
+                };
+                watch.last = self.counter_of(&watch).unwrap_or(0);
+                self.switches.push(watch);
+            }
+        }
+    }
+
+    /// The value of `w`'s counter in its reader's control block.
+    fn counter_of(&self, w: &SignalWatch) -> Option<u64> {
+        let frozen = self
+            .parts
+            .iter()
+            .flat_map(|p| p.tasks.iter().map(|t| &t.ss));
+        let mut all = self.awake_tasks.iter().chain(frozen);
+        let reader = all.find(|s| s.partition == w.partition && s.task == w.task)?;
+        reader.port.counter(&w.counter)
+    }
+
+    /// Hands each `switch_when` whose counter grew to the supervisor's loop.
+    fn watch_switch_counters(&mut self) {
+        for i in 0..self.switches.len() {
+            let Some(now) = self.counter_of(&self.switches[i]) else {
+                continue;
+            };
+            if now > self.switches[i].last {
+                self.switches[i].last = now;
+                crate::requests::signal_fired(&self.requests, self.switches[i].index);
+                self.loop_wake.notify();
             }
         }
     }
@@ -557,6 +624,7 @@ impl Worker {
     /// the state allows it); restartable tasks' first fresh frames are logged.
     fn watch(&mut self) -> Option<Job> {
         self.watch_fresh();
+        self.watch_switch_counters();
         let mut fired = self.pending_suspend.then_some(SUSPEND_WHEN);
         for (i, counter, last) in &mut self.triggers {
             let now = self.awake_tasks[*i].port.counter(counter).unwrap_or(*last);
@@ -986,6 +1054,8 @@ stop_start: {order: [c, a, b]}
             live: Default::default(),
             events: events.clone(),
             epoch_ns: 0,
+            requests: crate::requests::start(&system, None),
+            loop_wake: Arc::new(Wakeup::new().unwrap()),
         };
         let mut worker = Worker::new(inputs, Arc::new(Mutex::new(running(false)))).unwrap();
         let state = |n: &str| fs::read_to_string(base.join(n).join("freezer.state")).unwrap();

@@ -268,6 +268,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let wakers = Wakers::new()?;
     let health = Health::start(system, options.control.is_some(), &wakers)?;
     crate::requests::check(system)?;
+    crate::requests::check_switch_when(system, options.control.is_some())?;
     let mut warnings = clean_leftovers(Some(&hierarchy));
     let mut control = options
         .control
@@ -374,7 +375,8 @@ fn run_windowless(
     crate::affinity::pin(system, &mut warnings);
     if let Some(c) = &mut started.control {
         let (rt, unwindowed) = (started.rt.as_mut(), started.unwindowed.as_ref());
-        let manager = stop_start(system, hierarchy, rt, unwindowed, notice)?;
+        let loop_side = (started.requests.clone(), started.wakers.services.clone());
+        let manager = stop_start(system, hierarchy, rt, unwindowed, notice, loop_side)?;
         c.stop_start(manager);
     }
     run_services(started, options, warnings)
@@ -511,6 +513,7 @@ fn stop_start(
     rt: Option<&mut RtRun>,
     unwindowed: Option<&UnwindowedKeeper>,
     notice: Option<bulkhead_client::stop_start::NoticeWriter>,
+    (requests, loop_wake): (SharedRequests, Arc<bulkhead_os::event::Wakeup>),
 ) -> Result<crate::stop_start::StopStartManager, RunError> {
     let (tasks, live, events, epoch_ns) = match rt {
         Some(rt) => (
@@ -535,6 +538,8 @@ fn stop_start(
         live,
         events,
         epoch_ns,
+        requests,
+        loop_wake,
     })
 }
 

@@ -271,6 +271,18 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         failed: Option<Name>,
     },
+    /// The gateway reader of `bus` saw `modes.switch_when[index]` met (`signal`): the
+    /// switch to `to` was handed to the mode manager; `verdict` is `granted` (it took
+    /// it) or `failed` (`reason` says why) (docs/modes.md, "Switches from a signal").
+    SignalSwitch {
+        index: u32,
+        bus: Name,
+        signal: Name,
+        to: Name,
+        verdict: Name,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<Name>,
+    },
     /// Process `process` (its index) of `partition` requested from inside a switch to
     /// `mode` or, without one, a suspend; `verdict` is `granted` (the manager took it),
     /// `refused` (the description does not allow it: the caller got EPERM) or `failed`

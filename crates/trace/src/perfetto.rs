@@ -261,6 +261,7 @@ impl<W: Write> Writer<W> {
             | EventKind::SystemSuspended { .. }
             | EventKind::HealthAction { .. }
             | EventKind::PartitionRequest { .. }
+            | EventKind::SignalSwitch { .. }
             | EventKind::ResumeRequest { .. }
             | EventKind::PartitionResumed { .. }
             | EventKind::SystemResumed { .. }
