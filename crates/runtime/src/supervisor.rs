@@ -332,7 +332,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     if let (Some(c), Some(f)) = (&mut control, &unwindowed) {
         c.measure_memory(f.memory_dirs());
     }
-    let keep = |u| UnwindowedKeeper::keep(u, wakers.keeper.clone(), options.realtime_priority);
+    let keep = |u| UnwindowedKeeper::keep(u, wakers.keeper.clone());
     let unwindowed = unwindowed.map(keep).transpose()?;
     let started = Started {
         rt,
