@@ -221,9 +221,10 @@ fn run_refuses_a_supervision_it_does_not_carry_out() {
 /// A process that stops sending heartbeats (8-byte messages 2 on its channel, fd 3,
 /// what `bulkhead_heartbeat()` sends) is restarted by its watchdog; one that keeps
 /// beating is left alone. The beating one beats every 50 ms under a watchdog of 1 s,
-/// which its silence would reach within the 2 s run: a loaded machine can delay its
-/// `sleep 0.05` by a few hundred ms (it was restarted once under a 300 ms watchdog at a
-/// load average in the hundreds), never by a second.
+/// which its silence would reach within the 2 s run: twenty beats of margin for a loaded
+/// machine's `sleep 0.05`. (Under a 300 ms watchdog it was once restarted: that run
+/// had a keeper under SCHED_FIFO, which missed heartbeats and restarts alike, see
+/// `UnwindowedKeeper::keep`.)
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn a_silent_process_is_restarted_by_its_watchdog() {
