@@ -39,7 +39,6 @@
 use crate::links::Links;
 use crate::mailbox::{self, Receiver, Recv, Sender};
 use crate::modes::ModeEvents;
-use crate::requests::SharedRequests;
 use crate::tasks::StopStartTask;
 use crate::{leftovers, LiveTasks, RunError, RunOptions};
 use bulkhead_client::stop_start::{NoticeWriter, NOTICE_VAR};
@@ -55,6 +54,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// Takes the index of a `modes.switch_when` condition that fired, for the supervisor's
+/// loop (`requests::signal_fired`): a callback, so that the worker does not depend on
+/// the requests' queue, which depends on the managers (this one among them). Called
+/// from the worker thread; it must not block.
+pub type SignalFired = Arc<dyn Fn(usize) + Send + Sync>;
 
 /// How often the worker looks at a cgroup's freezer state while it waits for it.
 const SETTLE_POLL: Duration = Duration::from_micros(20);
@@ -192,9 +197,9 @@ struct Worker {
     pending_suspend: bool,
     /// The `modes.switch_when` counters of the gateway readers.
     switches: Vec<SignalWatch>,
-    /// Where a fired `switch_when` goes: the supervisor's loop, which hands it to the
-    /// mode manager ([`crate::requests::signal_fired`]), and the loop's wakeup.
-    requests: SharedRequests,
+    /// Where a fired `switch_when` goes (its index): to the supervisor's loop, which
+    /// hands it to the mode manager; and the loop's wakeup.
+    signal_fired: SignalFired,
     loop_wake: Arc<Wakeup>,
     sysfs: PathBuf,
     /// The best-effort programs' notice page.
@@ -215,7 +220,7 @@ pub struct Inputs<'a> {
     pub events: ModeEvents,
     pub epoch_ns: u64,
     /// Where `modes.switch_when` switches go, and the wakeup of the loop that serves them.
-    pub requests: SharedRequests,
+    pub signal_fired: SignalFired,
     pub loop_wake: Arc<Wakeup>,
 }
 
@@ -447,7 +452,7 @@ impl Worker {
             triggers: Vec::new(),
             pending_suspend: false,
             switches: Vec::new(),
-            requests: inputs.requests,
+            signal_fired: inputs.signal_fired,
             loop_wake: inputs.loop_wake,
             sysfs: sysfs_root(),
             notice: inputs.notice,
@@ -563,7 +568,7 @@ impl Worker {
             };
             if now > self.switches[i].last {
                 self.switches[i].last = now;
-                crate::requests::signal_fired(&self.requests, self.switches[i].index);
+                (self.signal_fired)(self.switches[i].index);
                 self.loop_wake.notify();
             }
         }
@@ -1054,7 +1059,7 @@ stop_start: {order: [c, a, b]}
             live: Default::default(),
             events: events.clone(),
             epoch_ns: 0,
-            requests: crate::requests::start(&system, None),
+            signal_fired: Arc::new(|_| {}),
             loop_wake: Arc::new(Wakeup::new().unwrap()),
         };
         let mut worker = Worker::new(inputs, Arc::new(Mutex::new(running(false)))).unwrap();

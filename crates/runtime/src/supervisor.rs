@@ -538,7 +538,7 @@ fn stop_start(
         live,
         events,
         epoch_ns,
-        requests,
+        signal_fired: Arc::new(move |index| crate::requests::signal_fired(&requests, index)),
         loop_wake,
     })
 }
