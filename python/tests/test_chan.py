@@ -218,13 +218,21 @@ def test_read_latest_drains_a_fifo():
 
 def test_ctrl_c_interrupts_a_blocked_read():
     import signal
+    # A shell without job control starts background commands with SIGINT ignored, and
+    # Python then installs no handler: the signal would be dropped and the read below
+    # would never end. Install Python's own handler for this test.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     c = chan.Channel.create("sigint", message_size=8, depth=1)
     w, r = c.writer(), c.reader()
     timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     start = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        r.read()  # no timeout: only the signal ends it
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            r.read()  # no timeout: only the signal ends it
+    finally:
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - start < 5
     w.write(bytes(8))
     assert r.read(1.0) == bytes(8), "the channel still works after the interruption"
