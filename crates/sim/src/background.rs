@@ -9,6 +9,14 @@
 //! `cpu` bandwidth gets at most its share of each of its CPUs' time (`cpu: 30%` over two
 //! CPUs: 15% of each), what it leaves going to the others (water-filling). The be work
 //! is assumed always runnable (a CPU burner): the figures are what it can get.
+//!
+//! Its non-preemptible sections (`nonpreemptible:`, the kernel paths the be work enters
+//! with preemption off): an rt job released onto a CPU where only be work ran (no rt job
+//! since before the release) waits for the longest section declared on that CPU, as if
+//! the be work had just entered it; once per busy period, the blocking term `analyze`
+//! adds (George, Rivierre & Spuri, INRIA RR-2966, 1996, Sec. 3.3, for EDF; the classic
+//! blocking term of response-time analysis for fixed priorities). A be partition that
+//! declares none is simulated without one; `analyze` assumes 1 ms for it.
 
 use crate::report::BackgroundStats;
 use bulkhead_model::{Cpus, Nanos, PartitionKind, System};
@@ -20,6 +28,8 @@ pub struct BackgroundSpec {
     pub cpus: Vec<u32>,
     /// Its `cpu` bandwidth, percent of one CPU.
     pub cpu_percent: Option<u32>,
+    /// Its declared longest non-preemptible section.
+    pub nonpreemptible: Option<Nanos>,
 }
 
 /// The be partitions of `system` that name CPUs of a non-exclusive rt partition.
@@ -44,11 +54,18 @@ pub fn of_system(system: &System) -> Vec<BackgroundSpec> {
                     partition: p.name.clone(),
                     cpus: set.iter().collect(),
                     cpu_percent: p.cpu,
+                    nonpreemptible: p.nonpreemptible,
                 })
             }
             _ => None,
         })
         .collect()
+}
+
+/// The longest non-preemptible section declared by the be work on `cpu`, if any.
+pub fn section(specs: &[BackgroundSpec], cpu: u32) -> Option<Nanos> {
+    let on_cpu = specs.iter().filter(|s| s.cpus.contains(&cpu));
+    on_cpu.filter_map(|s| s.nonpreemptible).max()
 }
 
 /// What each be partition got over `duration` ns, given the rt jobs' busy time of each

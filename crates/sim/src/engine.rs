@@ -241,6 +241,9 @@ struct Slot {
     speed: (u64, u64),
     /// Stalls of the CPU under way: nothing runs on it while above 0.
     stalled: u32,
+    /// When its last job stopped running (0 before any): from then until the next
+    /// starts, background be work runs on the CPU.
+    idle_from: Nanos,
 }
 
 struct DomainState {
@@ -365,6 +368,7 @@ impl<'a> Sim<'a> {
                         speed: (1, 1),
                         armed: None,
                         stalled: 0,
+                        idle_from: 0,
                     })
                     .collect(),
                 dirty: false,
@@ -614,6 +618,7 @@ impl<'a> Sim<'a> {
                     self.tasks[task as usize].pending_release = None;
                     let domain = self.spec.servers[self.spec.tasks[task as usize].server].domain;
                     self.touch(domain, t);
+                    self.block_by_background(domain, t);
                     self.release(task as usize, t);
                 }
             }
@@ -959,6 +964,7 @@ impl<'a> Sim<'a> {
             return;
         };
         slot.armed = None;
+        slot.idle_from = t;
         self.servers[run.server as usize].slot = None;
         if preempted && self.tracing {
             let spec = &self.spec.tasks[run.task as usize];

@@ -70,3 +70,55 @@ fn be_partitions_beside_an_exclusive_rt_partition_are_no_background() {
     let system = bulkhead_model::load_str(yaml, "t.yaml").unwrap().system;
     assert!(run(&system).background.is_empty());
 }
+
+/// Core 1 with the load declaring its longest non-preemptible section: `section`.
+fn core1_with_section(section: &str) -> bulkhead_model::System {
+    let yaml = format!(
+        "partitions:
+  - name: linux-rt
+    kind: rt
+    cpus: 1
+    exclusive: false
+    scheduler: edf
+    tasks: [{{name: procdata, cmd: p, budget: 200us, period: 2ms}}]
+  - {{name: load, kind: be, cpus: 1, nonpreemptible: {section}, processes: [wget]}}
+"
+    );
+    bulkhead_model::load_str(&yaml, "core1.yaml")
+        .unwrap()
+        .system
+}
+
+/// Every ProcData job is released onto a CPU where only the load ran, so each waits
+/// for the load's 500 µs section before its 200 µs: 700 µs, where it took 200 µs alone
+/// (the test above). The section stays the load's time.
+#[test]
+fn a_job_released_onto_the_be_work_waits_for_its_nonpreemptible_section() {
+    let report = run(&core1_with_section("500us"));
+    let procdata = &report.tasks[0];
+    assert_eq!((procdata.jobs, procdata.misses), (500, 0));
+    assert_eq!(procdata.max_response_ns, 700_000);
+    assert_eq!(run(&core1(false)).tasks[0].max_response_ns, 200_000);
+    assert_eq!(cpu_ns(&report, "load"), 900 * MS);
+}
+
+/// `analyze` (EDF: QPA with the section as a job of length B, George, Rivierre & Spuri)
+/// and `sim` agree on the section: 1 ms leaves ProcData on time, with a response within
+/// the bound; 1.9 ms, with the 200 µs job, exceeds the 2 ms deadline in both.
+#[test]
+fn the_simulated_section_agrees_with_the_analysis() {
+    for (section, late) in [("1ms", false), ("1900us", true)] {
+        let system = core1_with_section(section);
+        let report = run(&system);
+        let misses = report.tasks[0].misses;
+        assert_eq!(misses > 0, late, "section {section}: {misses} misses");
+        let wcrt = bulkhead_analysis::analyze_system(&system).tasks[0].wcrt_ns;
+        match wcrt {
+            Some(w) => assert!(
+                !late && report.tasks[0].max_response_ns <= w,
+                "{section}: {w}"
+            ),
+            None => assert!(late, "{section}: analyze refuses what sim meets"),
+        }
+    }
+}

@@ -56,6 +56,33 @@ impl Sim<'_> {
         }
     }
 
+    /// A job of `domain` released at `t`: each of the domain's idle CPUs on which
+    /// background be work ran since before `t` and declares a non-preemptible section
+    /// (`crate::background::section`) runs nothing for that section's length, as if
+    /// the be work had just entered it. A CPU already busy or stalled is left alone, so
+    /// a busy period is blocked at most once.
+    pub(super) fn block_by_background(&mut self, domain: usize, t: Nanos) {
+        for k in 0..self.domains[domain].slots.len() {
+            let slot = &self.domains[domain].slots[k];
+            if slot.running.is_some() || slot.stalled > 0 || slot.idle_from >= t {
+                continue;
+            }
+            let cpu = slot.cpu;
+            let Some(duration) = crate::background::section(&self.spec.background, cpu) else {
+                continue;
+            };
+            let i = self.opts.stalls.len();
+            self.opts.stalls.push(Stall {
+                cpu,
+                at: t,
+                duration,
+            });
+            self.stall(i, false, t);
+            self.heap
+                .push(t.saturating_add(duration), Ev::Stall(i as u32), 1);
+        }
+    }
+
     /// Stall `i` starts (`end` false) or ends at `t`: the CPU's slot stops or resumes.
     pub(super) fn stall(&mut self, i: usize, end: bool, t: Nanos) {
         let cpu = self.opts.stalls[i].cpu;
