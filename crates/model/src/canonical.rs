@@ -324,7 +324,16 @@ fn channel(c: &Channel) -> String {
         ChannelKind::Latest => "latest",
     };
     let depth = if c.kind == ChannelKind::Fifo {
-        format!(", depth: {}, overflow: {}", c.depth, c.overflow.name())
+        let reads = match c.reads {
+            Reads::Count(1) => String::new(),
+            Reads::Count(n) => format!(", reads: {n}"),
+            Reads::All => ", reads: all".to_string(),
+        };
+        format!(
+            ", depth: {}, overflow: {}{reads}",
+            c.depth,
+            c.overflow.name()
+        )
     } else {
         String::new()
     };

@@ -1133,6 +1133,26 @@ fn check_capacity(message_size: u32, depth: u32, path: &str) -> Result<()> {
     Ok(())
 }
 
+/// A channel's `reads:`: a count of at least 1 or `all`, on a fifo only.
+fn reads(kind: ChannelKind, text: Option<&str>, path: &str) -> Result<Reads> {
+    let Some(text) = text else {
+        return Ok(Reads::ONE);
+    };
+    let key = child(path, "reads");
+    if kind == ChannelKind::Latest {
+        let msg = "a `latest` channel's reader takes the newest message: omit reads";
+        return err(key, msg);
+    }
+    match text.trim() {
+        "all" => Ok(Reads::All),
+        n => match n.parse::<u32>() {
+            Ok(0) => err(key, "must be at least 1"),
+            Ok(n) => Ok(Reads::Count(n)),
+            Err(_) => err(key, format!("`{n}`: a number of messages, or `all`")),
+        },
+    }
+}
+
 /// A channel; `end` splits an endpoint into partition and task. A bridged channel's end
 /// across the bridge becomes the bridge's partition.
 fn channel(
@@ -1168,6 +1188,7 @@ fn channel(
             "a `latest` channel never fills (four-slot: the newest message replaces the last): omit overflow",
         );
     }
+    let reads = reads(c.kind, c.reads.as_deref(), path)?;
     let (writer, readers) = bridged_ends(&c, path, bridge.as_ref())?;
     Ok(Channel {
         name: c.name,
@@ -1175,6 +1196,7 @@ fn channel(
         message_size: c.message_size,
         depth,
         overflow: c.overflow.unwrap_or_default(),
+        reads,
         writer: end(&writer).0,
         writer_task: end(&writer).1,
         readers: readers.iter().map(|r| end(r).0).collect(),

@@ -219,6 +219,8 @@ pub struct RawChannel {
     pub message_size: u32,
     pub depth: Option<u32>,
     pub overflow: Option<crate::types::Overflow>,
+    /// `reads: N` or `reads: all` (fifo).
+    pub reads: Option<String>,
     pub writer: String,
     /// Absent on a published channel (its reader is the bridge).
     pub readers: Option<Vec<String>>,

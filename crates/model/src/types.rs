@@ -478,6 +478,37 @@ pub enum ChannelKind {
     Latest,
 }
 
+/// How many messages of a declared `fifo` its reading task takes per job (`reads:`):
+/// what the reader's program does, which `sim` follows and `run` cannot see. One by
+/// default; `all` for a reader that drains the channel each job, as a gateway or a
+/// polling mapper does (DriveOS's mappers read every frame of a period).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reads {
+    /// At most this many (at least 1).
+    Count(u32),
+    /// Every message there at the job's start.
+    All,
+}
+
+impl Reads {
+    /// The default, one message a job.
+    pub const ONE: Reads = Reads::Count(1);
+
+    /// The most messages a job takes.
+    pub fn most(self) -> u32 {
+        match self {
+            Reads::Count(n) => n,
+            Reads::All => u32::MAX,
+        }
+    }
+}
+
+impl Default for Reads {
+    fn default() -> Reads {
+        Reads::ONE
+    }
+}
+
 /// What a write to a full `fifo` does (`overflow:` of a channel or a pipeline): the
 /// one rule both `sim` and `run` apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
@@ -514,6 +545,8 @@ pub struct Channel {
     pub depth: u32,
     /// What a write to a full fifo does (`latest` never fills: [`Overflow::Block`]).
     pub overflow: Overflow,
+    /// How many messages its reading task takes per job (`fifo`; one for `latest`).
+    pub reads: Reads,
     /// Partition that writes.
     pub writer: String,
     /// Partitions that read.

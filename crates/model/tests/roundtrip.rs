@@ -429,16 +429,21 @@ fn channel(k: usize, names: Vec<String>) -> impl Strategy<Value = Channel> {
         Just(Overflow::DropNewest),
         Just(Overflow::DropOldest)
     ];
+    let reads = prop_oneof![
+        Just(Reads::ONE),
+        (2u32..9).prop_map(Reads::Count),
+        Just(Reads::All)
+    ];
     (
         kind,
         1u32..4096,
         1u32..100,
         proptest::sample::select(names.clone()),
         proptest::sample::select(names),
-        overflow,
+        (overflow, reads),
     )
         .prop_map(
-            move |(kind, message_size, depth, writer, reader, overflow)| Channel {
+            move |(kind, message_size, depth, writer, reader, (overflow, reads))| Channel {
                 name: format!("c{k}"),
                 kind,
                 message_size,
@@ -447,6 +452,11 @@ fn channel(k: usize, names: Vec<String>) -> impl Strategy<Value = Channel> {
                     overflow
                 } else {
                     Overflow::Block
+                },
+                reads: if kind == ChannelKind::Fifo {
+                    reads
+                } else {
+                    Reads::ONE
                 },
                 writer,
                 readers: vec![reader],

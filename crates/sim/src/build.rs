@@ -465,7 +465,7 @@ fn link_channels(
             kind: channel.kind,
             depth: channel.depth.max(1),
             overflow: channel.overflow,
-            per_read: 1,
+            per_read: channel.reads.most(),
             pipeline: false,
         });
         let link = options.links.iter().find(|l| l.channel == channel.name);

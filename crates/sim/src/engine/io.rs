@@ -7,7 +7,7 @@
 //! as `bulkhead stage` does under `run`; the messages read from `latest` channels are
 //! merged into one (the newest origin per source). A pipeline stage takes at most its m
 //! messages per job over all of its fifo inputs, in turns; a task reading declared
-//! channels takes one message of each.
+//! channels takes its `reads:` of each (one by default).
 
 use super::Sim;
 use crate::channels::{Origin, Write};
