@@ -72,6 +72,7 @@ fn a_demos_program_runs_unchanged_under_bulkhead_run() {
     use std::os::unix::fs::PermissionsExt;
     let dir = std::env::temp_dir().join(format!("bulkhead-api-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let _gone = RemovedOnDrop(dir.clone());
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
     let inside = dir.join("under");
     std::fs::rename(&program, &inside).unwrap();
@@ -91,7 +92,14 @@ fn a_demos_program_runs_unchanged_under_bulkhead_run() {
     };
     let outcome = bulkhead_runtime::run(&system, &options).unwrap();
     assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
-    let written = std::fs::read_to_string(&out);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(written.unwrap(), "first\nsecond\n");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "first\nsecond\n");
+}
+
+/// A directory removed when the test ends, failed or not.
+struct RemovedOnDrop(std::path::PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

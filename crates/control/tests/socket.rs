@@ -282,8 +282,7 @@ fn the_socket_is_private_and_a_live_one_is_not_taken_over() {
 
 #[test]
 fn clients_say_when_no_system_runs() {
-    let dir = std::env::temp_dir().join(format!("bulkhead-control-{}-none", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Dir::new("none");
     let missing = dir.join("gone.sock");
     let e = Client::connect(&missing).err().unwrap();
     assert!(matches!(e, ClientError::NotRunning(_)));
@@ -306,7 +305,7 @@ fn clients_say_when_no_system_runs() {
     assert!(!stale.exists());
     let none = discover(&dir).unwrap_err();
     assert!(
-        matches!(&none, DiscoverError::NoSocket(d) if d == &dir),
+        matches!(&none, DiscoverError::NoSocket(d) if d == &dir.0),
         "{none:?}"
     );
     assert!(none.to_string().contains("no socket in"));
@@ -329,7 +328,6 @@ fn clients_say_when_no_system_runs() {
             dir.join("b.sock").display()
         )
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -534,8 +532,7 @@ fn a_connection_waiting_for_its_reply_is_not_idle() {
 /// ended the run.
 #[test]
 fn a_system_that_stops_tells_the_clients_it_did_not_answer() {
-    let dir = std::env::temp_dir().join(format!("bulkhead-control-{}-stops", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Dir::new("stops");
     let path = dir.join("vehicle.sock");
     let mut server = Server::bind(&path, &[0, me()]).unwrap();
     let mut fake = Fake {
@@ -562,5 +559,30 @@ fn a_system_that_stops_tells_the_clients_it_did_not_answer() {
         assert_eq!(error.code, ErrorCode::Refused);
         assert_eq!(error.message, STOPPED);
     }
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A directory of this test process under the temporary directory, removed on drop,
+/// so that a failing test leaves nothing behind either.
+struct Dir(std::path::PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let dir =
+            std::env::temp_dir().join(format!("bulkhead-control-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Dir(dir)
+    }
+}
+
+impl std::ops::Deref for Dir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
