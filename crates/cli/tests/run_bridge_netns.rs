@@ -27,11 +27,13 @@ struct Namespaces {
     reader: String,
 }
 
-/// `ip ARGS`, which must succeed.
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ip {}: {stderr}", args.join(" "));
+/// `scripts/netns-pair WHAT WRITER READER` (bench/zenoh makes its namespaces with it too).
+fn netns_pair(what: &str, ns: &Namespaces) -> Output {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/netns-pair");
+    Command::new(script)
+        .args([what, &ns.writer, &ns.reader])
+        .output()
+        .unwrap()
 }
 
 impl Namespaces {
@@ -43,31 +45,16 @@ impl Namespaces {
             writer: format!("bhw{tag}{pid}"),
             reader: format!("bhr{tag}{pid}"),
         };
-        for name in [&ns.writer, &ns.reader] {
-            // Left by a test process of the same pid that was killed.
-            let _ = Command::new("ip")
-                .args(["netns", "del", name])
-                .stderr(Stdio::null())
-                .status();
-            ip(&["netns", "add", name]);
-        }
-        let (w, r) = (ns.writer.as_str(), ns.reader.as_str());
-        ip(&["link", "add", w, "type", "veth", "peer", "name", r]);
-        for (name, addr) in [(w, "10.240.0.1/30"), (r, "10.240.0.2/30")] {
-            ip(&["link", "set", name, "netns", name]);
-            ip(&["-n", name, "addr", "add", addr, "dev", name]);
-            ip(&["-n", name, "link", "set", name, "up"]);
-            ip(&["-n", name, "link", "set", "lo", "up"]);
-        }
+        let out = netns_pair("up", &ns);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "netns-pair up: {stderr}");
         ns
     }
 }
 
 impl Drop for Namespaces {
     fn drop(&mut self) {
-        for name in [&self.writer, &self.reader] {
-            let _ = Command::new("ip").args(["netns", "del", name]).status();
-        }
+        netns_pair("down", self);
     }
 }
 
