@@ -10,7 +10,9 @@
 //!   written before any subscriber exists waits in the channel instead of being lost.
 //! * `subscribe`: the bridge is the channel's writer. Each job writes every sample
 //!   received on the key into the channel for its local readers (by the channel's overflow
-//!   rule); a sample whose size is not the channel's message size is refused.
+//!   rule); a sample whose size is not the channel's message size is refused. Zenoh
+//!   queues the samples between jobs in the subscriber's queue ([`subscriber_queue`]);
+//!   a full queue holds Zenoh's receiving thread back (and so the sender: no loss).
 //!
 //! A peer's loss is reported, not waited on: the publisher when the key's last subscriber
 //! goes, the subscriber when the last publishing bridge's liveliness token goes (each
@@ -200,6 +202,17 @@ impl ProbeArgs {
     }
 }
 
+/// Zenoh's default subscriber queue: the samples its `FifoChannel` holds.
+pub const ZENOH_QUEUE: usize = 256;
+
+/// The samples a subscribing bridge's queue holds between two jobs: as many as its
+/// channel of `depth` messages (what one job can write there without waiting for the
+/// readers), at least Zenoh's default [`ZENOH_QUEUE`]. With the default alone a bridge
+/// moved at most 256 samples per period (128,000 per second at 2 ms, docs/zenoh.md).
+pub fn subscriber_queue(depth: u32) -> usize {
+    (depth as usize).max(ZENOH_QUEUE)
+}
+
 /// Round trips in nanoseconds, summarized: (min, median, max).
 pub fn summary(mut rtts: Vec<u64>) -> Option<(u64, u64, u64)> {
     rtts.sort_unstable();
@@ -209,6 +222,13 @@ pub fn summary(mut rtts: Vec<u64>) -> Option<(u64, u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_subscriber_queue_holds_a_channel_full_and_never_less_than_zenohs() {
+        assert_eq!(subscriber_queue(4096), 4096);
+        assert_eq!(subscriber_queue(257), 257);
+        assert_eq!(subscriber_queue(16), ZENOH_QUEUE);
+    }
 
     fn words(s: &str) -> impl Iterator<Item = String> + '_ {
         s.split_whitespace().map(String::from)

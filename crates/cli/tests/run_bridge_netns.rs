@@ -1,9 +1,10 @@
 //! Two systems, two network namespaces (issue 40.3, docs/zenoh.md): a `bulkhead run` in
-//! one namespace writes channel `speed` (a 100 Hz `bulkhead-periodic --write` task) and
-//! publishes it over Zenoh; a second `bulkhead run` in another namespace, joined to the
-//! first by a veth pair (10.240.0.1/30 – 10.240.0.2/30), subscribes to it and reads it
-//! (`bulkhead-periodic --read`). Observed from outside: what the reader printed, each
-//! run's exit code and stderr.
+//! one namespace writes channel `speed` (a 100 Hz `bulkhead-periodic --write` task, the
+//! one stage of a pipeline) and publishes it over Zenoh; a second `bulkhead run` in
+//! another namespace, joined to the first by a veth pair (10.240.0.1/30 – 10.240.0.2/30),
+//! subscribes to it and reads it (`bulkhead-periodic --read`, a pipeline's stage too). The delay bound is what
+//! `bulkhead solve` gives each half, the reader's bridge declaring the hop's `latency`.
+//! Observed from outside: what the reader printed, each run's exit code and stderr.
 //!
 //! Each run is `nsenter --net=/run/netns/NS bulkhead run`, not `ip netns exec`, which
 //! also remounts `/sys` (and so hides the cgroup hierarchies the run needs). The two runs
@@ -20,21 +21,19 @@ use std::time::{Duration, Instant};
 /// Messages the reader must see at least (4 s of a 100 Hz writer).
 const MESSAGES: u64 = 100;
 
-/// The network hop's allowance in the delay bound: TCP over a veth pair on one machine,
-/// taken wide (the Zenoh threads are not reserved; the machine is shared).
-const HOP_NS: u64 = 50_000_000;
-
 /// Two network namespaces joined by a veth pair, removed (with the pair) on drop.
 struct Namespaces {
     writer: String,
     reader: String,
 }
 
-/// `ip ARGS`, which must succeed.
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "ip {}: {stderr}", args.join(" "));
+/// `scripts/netns-pair WHAT WRITER READER` (bench/zenoh makes its namespaces with it too).
+fn netns_pair(what: &str, ns: &Namespaces) -> Output {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/netns-pair");
+    Command::new(script)
+        .args([what, &ns.writer, &ns.reader])
+        .output()
+        .unwrap()
 }
 
 impl Namespaces {
@@ -46,31 +45,16 @@ impl Namespaces {
             writer: format!("bhw{tag}{pid}"),
             reader: format!("bhr{tag}{pid}"),
         };
-        for name in [&ns.writer, &ns.reader] {
-            // Left by a test process of the same pid that was killed.
-            let _ = Command::new("ip")
-                .args(["netns", "del", name])
-                .stderr(Stdio::null())
-                .status();
-            ip(&["netns", "add", name]);
-        }
-        let (w, r) = (ns.writer.as_str(), ns.reader.as_str());
-        ip(&["link", "add", w, "type", "veth", "peer", "name", r]);
-        for (name, addr) in [(w, "10.240.0.1/30"), (r, "10.240.0.2/30")] {
-            ip(&["link", "set", name, "netns", name]);
-            ip(&["-n", name, "addr", "add", addr, "dev", name]);
-            ip(&["-n", name, "link", "set", name, "up"]);
-            ip(&["-n", name, "link", "set", "lo", "up"]);
-        }
+        let out = netns_pair("up", &ns);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "netns-pair up: {stderr}");
         ns
     }
 }
 
 impl Drop for Namespaces {
     fn drop(&mut self) {
-        for name in [&self.writer, &self.reader] {
-            let _ = Command::new("ip").args(["netns", "del", name]).status();
-        }
+        netns_pair("down", self);
     }
 }
 
@@ -115,40 +99,49 @@ impl Drop for Run {
 }
 
 /// The two systems' descriptions: `writer` publishes `speed` on `key`, connecting to
-/// the reader's namespace; `reader` listens there, subscribed, and its task `r` prints
-/// what it read to `read.err`. Each system's two partitions are servers on one CPU.
+/// the reader's namespace; `reader` listens there, subscribed, its bridge declaring the
+/// hop (`latency: 50ms`: TCP over a veth pair on one shared machine, Zenoh's threads
+/// unreserved, taken wide), and its task `R` prints what it read to `read.err`. Each
+/// task is the one stage of a pipeline (`*W` whose output is `zenoh:speed`, `*R` whose
+/// input is), so that `solve` bounds each half of the path, the bridge and the hop
+/// included. Each system's two partitions are servers on one CPU.
 fn descriptions(periodic: &Path, dir: &Scratch, key: &str) -> (String, String) {
     let p = periodic.display();
     let d = dir.0.display();
-    let system = |cpu: u32, task: &str, end: &str, zenoh: &str| {
+    let system = |cpu: u32, stage: &str, end: &str, zenoh: &str| {
+        let (name, endpoint) = match stage {
+            "W" => ("w", "output: \"zenoh:speed\""),
+            _ => ("r", "input: \"zenoh:speed\", output: \"app/R/stderr\""),
+        };
         format!(
             "system: {{}}
 partitions:
-  - name: app
-    kind: rt
-    cpus: {cpu}
-    interface: {{period: 5ms}}
-    scheduler: edf
-    tasks:
-      - {{name: {task}, cmd: \"{p} --exec-us 100 {end}\", budget: 500us, period: 10ms}}
+  - {{name: app, kind: rt, cpus: {cpu}, interface: {{period: 5ms}}, scheduler: edf, tasks: []}}
   - {{name: bridge, kind: rt, cpus: {cpu}, interface: {{period: 5ms}}, scheduler: edf, tasks: []}}
 channels:
   - name: speed
     kind: fifo
     message_size: 16
     depth: 256
-{zenoh}"
+{zenoh}pipelines:
+  - name: {name}
+    spec: \"*{stage}\"
+    stages:
+      {stage}: {{partition: app, wcet: 500us, period: 10ms, budget: 500us, {endpoint}, cmd: \"{p} --exec-us 100 {end}\"}}
+"
         )
     };
-    let bridge = "bridge: {period: 5ms, budget: 1ms, zenoh: {key";
-    let writer =
-        format!("    writer: app/w\n    {bridge}: {key}, connect: [\"tcp/10.240.0.2:7447\"]}}}}\n");
+    let bridge = "bridge: {period: 5ms, budget: 1ms";
+    let zenoh = "zenoh: {key";
+    let writer = format!(
+        "    writer: app\n    {bridge}, {zenoh}: {key}, connect: [\"tcp/10.240.0.2:7447\"]}}}}\n"
+    );
     let reader = format!(
-        "    writer: zenoh\n    readers: [app/r]\n    {bridge}: {key}, listen: [\"tcp/10.240.0.2:7447\"]}}}}\n"
+        "    writer: zenoh\n    readers: [app]\n    {bridge}, latency: 50ms, {zenoh}: {key}, listen: [\"tcp/10.240.0.2:7447\"]}}}}\n"
     );
     (
-        system(0, "w", "--write speed", &writer),
-        system(1, "r", &format!("--read speed 2> {d}/read.err"), &reader),
+        system(0, "W", "--write speed", &writer),
+        system(1, "R", &format!("--read speed 2> {d}/read.err"), &reader),
     )
 }
 
@@ -187,51 +180,32 @@ fn setup(name: &str) -> Option<Setup> {
     })
 }
 
-/// A duration as `analyze` prints it (`10ms`, `500us`, `1.5ms`), in ns.
-fn ns_of(text: &str) -> u64 {
-    let (number, unit) = text.split_at(text.find(|c: char| c.is_alphabetic()).unwrap());
-    let scale = match unit {
-        "ns" => 1.0,
-        "us" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        _ => panic!("no duration: {text}"),
-    };
-    (number.parse::<f64>().unwrap() * scale) as u64
-}
-
-/// The period T and worst-case response time R of `task` as `bulkhead analyze FILE`
-/// reports them (it must admit the system).
-fn analyzed(file: &Path, task: &str) -> (u64, u64) {
+/// The exact delay bound (Σ (k T + R), the bridge's task and declared hop included)
+/// `bulkhead solve --json FILE` gives its one pipeline (which must be feasible), in ns.
+fn solved_bound(file: &Path) -> u64 {
     let out = common::bulkhead()
-        .args(["analyze", file.to_str().unwrap()])
+        .args(["solve", "--json", file.to_str().unwrap()])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
         Some(0),
-        "analyze {}: {text}",
+        "solve {}: {text}",
         file.display()
     );
-    let row: Vec<&str> = text
-        .lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|w| w.first() == Some(&task) && w.len() > 7)
-        .unwrap_or_else(|| panic!("no row of `{task}`: {text}"));
-    // task cpu C T D prio WCRT ...
-    (ns_of(row[3]), ns_of(row[6]))
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    doc["pipelines"][0]["exact_delay_bound_ns"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no exact bound: {text}"))
 }
 
-/// The bound of a message's delay from its release to its read: the writer's response
-/// R_w; the publishing bridge's next job T + R; the hop; the subscribing bridge's next
-/// job T + R; the reader's next job T + R (each stage may just miss the next job).
+/// The bound of a message's delay from its release to its read, what `solve` bounds
+/// on each machine added up (docs/zenoh.md: each machine solves its own half): the
+/// writer's job `T + R` and the publishing bridge's `T + R`; the hop's declared
+/// latency, the subscribing bridge's `T + R` and the reader's `T + R`.
 fn delay_bound(s: &Setup) -> u64 {
-    let (_, write) = analyzed(&s.writer, "w");
-    let (pt, pr) = analyzed(&s.writer, "speed-bridge");
-    let (st, sr) = analyzed(&s.reader, "speed-bridge");
-    let (rt, rr) = analyzed(&s.reader, "r");
-    write + pt + pr + HOP_NS + st + sr + rt + rr
+    solved_bound(&s.writer) + solved_bound(&s.reader)
 }
 
 /// The pid of a process whose command line holds `words`, if one runs.

@@ -10,13 +10,14 @@
 //! within 5 s.
 
 use bulkhead_bridge::{
-    declare_echo, publisher_token, summary, Args, Direction, ProbeArgs, UsageError, ECHOES,
-    PROBE_USAGE, USAGE,
+    declare_echo, publisher_token, subscriber_queue, summary, Args, Direction, ProbeArgs,
+    UsageError, ECHOES, PROBE_USAGE, USAGE,
 };
 use bulkhead_chan::{Channel, Receiver, RecvError, Sender};
 use bulkhead_task::{Counter, Error, Task};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use zenoh::handlers::FifoChannel;
 use zenoh::qos::CongestionControl;
 use zenoh::query::QueryTarget;
 use zenoh::sample::SampleKind;
@@ -222,7 +223,11 @@ fn subscribe(
     counters: &Counters,
 ) -> Result<(), Failure> {
     let size = tx.meta().msg_size as usize;
-    let subscriber = session.declare_subscriber(args.key.clone()).wait()?;
+    let queue = subscriber_queue(tx.meta().depth);
+    let subscriber = session
+        .declare_subscriber(args.key.clone())
+        .with(FifoChannel::new(queue))
+        .wait()?;
     let publishers = session
         .liveliness()
         .declare_subscriber(publisher_token(&args.key))

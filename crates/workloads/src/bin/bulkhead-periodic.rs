@@ -21,7 +21,8 @@
 //! (docs/zenoh.md), without a program of their own. `--read CHANNEL`: each job takes
 //! every message waiting in such a channel and checks that each index is above the last
 //! (a writer's skipped release leaves a gap, not a disorder); at its end the task prints `read N messages, indexes A..B, G gaps, D out of order,
-//! max delay U us of M released after the first arrived` on stderr: the delay is the
+//! max delay U us of M released after the first arrived (median V us, p99 W us)` on
+//! stderr (`-` for V and W when M is 0): the delay is the
 //! read instant minus the message's release (CLOCK_MONOTONIC, so writer and reader share
 //! one machine's clock), over the messages released after the first one was read (those
 //! released earlier may have waited for a late subscriber). What it saw goes to named counters
@@ -255,10 +256,9 @@ struct JobCheck {
     out_of_order: u64,
     /// CLOCK_MONOTONIC instant the first message was read.
     first_at: Option<u64>,
-    /// Of the messages released after `first_at`: how many, and their largest delay
-    /// (read instant minus release, ns; writer and reader on one machine's clock).
-    steady: u64,
-    max_delay: u64,
+    /// The delays of the messages released after `first_at` (read instant minus
+    /// release, ns; writer and reader on one machine's clock).
+    delays: Vec<u64>,
 }
 
 impl JobCheck {
@@ -272,8 +272,7 @@ impl JobCheck {
             gaps: 0,
             out_of_order: 0,
             first_at: None,
-            steady: 0,
-            max_delay: 0,
+            delays: Vec::new(),
         })
     }
 
@@ -286,8 +285,7 @@ impl JobCheck {
             let release = u64::from_le_bytes(msg[8..].try_into().expect("8 bytes"));
             let first_at = *self.first_at.get_or_insert(now);
             if release >= first_at {
-                self.steady += 1;
-                self.max_delay = self.max_delay.max(now.saturating_sub(release));
+                self.delays.push(now.saturating_sub(release));
             }
             match self.last {
                 Some(l) if index <= l => self.out_of_order += 1,
@@ -302,16 +300,27 @@ impl JobCheck {
 
     fn summary(&self) -> String {
         let index = |i: Option<u64>| i.map_or("-".into(), |i| i.to_string());
+        let mut delays = self.delays.clone();
+        delays.sort_unstable();
+        let us = |q: f64| {
+            let at = ((delays.len() as f64 * q) as usize).min(delays.len().saturating_sub(1));
+            delays
+                .get(at)
+                .map_or("-".into(), |d| (d / 1000).to_string())
+        };
         format!(
             "read {} messages, indexes {}..{}, {} gaps, {} out of order, \
-             max delay {} us of {} released after the first arrived",
+             max delay {} us of {} released after the first arrived \
+             (median {} us, p99 {} us)",
             self.count,
             index(self.first),
             index(self.last),
             self.gaps,
             self.out_of_order,
-            self.max_delay / 1000,
-            self.steady
+            delays.last().map_or(0, |d| d / 1000),
+            delays.len(),
+            us(0.5),
+            us(0.99)
         )
     }
 }
