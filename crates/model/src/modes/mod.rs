@@ -36,7 +36,7 @@ pub use table::{
 };
 
 use crate::path_error::{err, Result};
-use crate::stop_start::{trigger, RawTrigger};
+use crate::stop_start::{trigger, RawTrigger, TriggerReader};
 use crate::types::{Bus, Cpus, Partition, PartitionKind, Resume, Service, System, Task};
 use crate::units::parse_duration;
 use crate::units::Nanos;
@@ -126,17 +126,19 @@ pub struct RawModes {
     pub switch_when: Option<Vec<RawSwitchWhen>>,
 }
 
-/// One `modes.switch_when` entry: the target mode and a stop-start trigger's keys.
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+/// One `modes.switch_when` entry: the target mode, and a stop-start trigger's keys read
+/// beside it by the trigger's reader.
+#[derive(Debug)]
 pub struct RawSwitchWhen {
     pub to: String,
-    pub bus: String,
-    pub signal: String,
-    pub below: Option<f64>,
-    pub above: Option<f64>,
-    #[serde(rename = "for")]
-    pub hold: Option<String>,
+    pub when: RawTrigger,
+}
+
+impl<'de> Deserialize<'de> for RawSwitchWhen {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let (to, when) = d.deserialize_map(TriggerReader { to: true })?;
+        Ok(RawSwitchWhen { to, when })
+    }
 }
 
 #[derive(Deserialize, Debug)]
@@ -347,14 +349,7 @@ pub fn normalize(
     });
     let switch_when = raw.switch_when.unwrap_or_default().into_iter().enumerate();
     let switch_when = switch_when.map(|(i, s)| {
-        let t = RawTrigger {
-            bus: s.bus,
-            signal: s.signal,
-            below: s.below,
-            above: s.above,
-            hold: s.hold,
-        };
-        let when = trigger(t, buses, &format!("modes.switch_when[{i}]"), bare)?;
+        let when = trigger(s.when, buses, &format!("modes.switch_when[{i}]"), bare)?;
         Ok(SwitchWhen { to: s.to, when })
     });
     Ok(Some(Modes {

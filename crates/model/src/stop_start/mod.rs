@@ -23,6 +23,7 @@ pub use settings::{Compare, Stale, StopStart, Trigger, DEFAULT_ACK_DEADLINE};
 use crate::path_error::{err, Result};
 use crate::types::{Bus, PartitionKind, System};
 use crate::units::{format_duration, parse_duration};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
 #[derive(Deserialize, Debug, Default)]
@@ -36,15 +37,107 @@ pub struct RawStopStart {
     pub resume_when: Option<RawTrigger>,
 }
 
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+/// A trigger's keys as written: `suspend_when` and `resume_when`, and each
+/// `modes.switch_when` entry beside its `to` ([`TriggerReader`] reads them all).
+#[derive(Debug)]
 pub struct RawTrigger {
     pub bus: String,
     pub signal: String,
     pub below: Option<f64>,
     pub above: Option<f64>,
-    #[serde(rename = "for")]
+    /// `for`.
     pub hold: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for RawTrigger {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let (_, trigger) = d.deserialize_map(TriggerReader { to: false })?;
+        Ok(trigger)
+    }
+}
+
+/// The one reader of a trigger's keys, with a `to` beside them when `to` is set (then
+/// required): a mapping of these keys only, as `deny_unknown_fields` reads it (serde's
+/// `flatten` cannot deny unknown keys). What it reads: `to`'s value (empty without
+/// `to`), and the trigger.
+pub(crate) struct TriggerReader {
+    pub to: bool,
+}
+
+impl TriggerReader {
+    /// The keys it takes, in the order an unknown key's error lists them.
+    fn keys(&self) -> &'static [&'static str] {
+        match self.to {
+            true => &["to", "bus", "signal", "below", "above", "for"],
+            false => &["bus", "signal", "below", "above", "for"],
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for TriggerReader {
+    type Value = (String, RawTrigger);
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "a mapping of {}", self.keys().join(", "))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let (mut to, mut bus, mut signal) = (None, None, None);
+        let (mut below, mut above, mut hold) = (None, None, None);
+        while let Some(key) = map.next_key_seed(Key(self.keys()))? {
+            match key {
+                "to" => to = Some(map.next_value()?),
+                "bus" => bus = Some(map.next_value()?),
+                "signal" => signal = Some(map.next_value()?),
+                "below" => below = map.next_value()?,
+                "above" => above = map.next_value()?,
+                _ => hold = map.next_value()?, // `for`, the last key `Key` lets through
+            }
+        }
+        let missing = de::Error::missing_field;
+        if self.to && to.is_none() {
+            return Err(missing("to"));
+        }
+        let trigger = RawTrigger {
+            bus: bus.ok_or_else(|| missing("bus"))?,
+            signal: signal.ok_or_else(|| missing("signal"))?,
+            below,
+            above,
+            hold,
+        };
+        Ok((to.unwrap_or_default(), trigger))
+    }
+}
+
+/// A key of a trigger's mapping: one of these, else refused where it stands (its line,
+/// column and key path), as a derived reader refuses it.
+struct Key(&'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = &'static str;
+
+    fn deserialize<D: Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<&'static str, D::Error> {
+        d.deserialize_identifier(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = &'static str;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "one of {}", self.0.join(", "))
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> std::result::Result<&'static str, E> {
+        let known = self.0.iter().find(|k| **k == key);
+        known.copied().ok_or_else(|| E::unknown_field(key, self.0))
+    }
 }
 
 impl StopStart {
