@@ -358,9 +358,33 @@ fn cpu_list(text: &str) -> Vec<u32> {
     text.split(',').filter_map(|c| c.parse().ok()).collect()
 }
 
+/// Where a sequence of completed jobs first leaves the reference's order.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OrderMismatch {
+    #[error(
+        "{got} jobs completed where the simulation completes {want}; first missing: {missing}"
+    )]
+    Missing {
+        got: usize,
+        want: usize,
+        missing: String,
+    },
+    #[error("after {at} jobs in the same order, the simulation completes {need:?}, this {have:?}")]
+    Order {
+        at: usize,
+        need: Vec<String>,
+        have: Vec<String>,
+    },
+    #[error("a job the simulation does not complete: {0}")]
+    Extra(String),
+}
+
 /// Whether `got` lists the jobs of `reference` in its order, where jobs the reference
 /// completes within [`TIE`] of each other may come in either order.
-pub fn same_order(reference: &[(Nanos, String)], got: &[(Nanos, String)]) -> Result<(), String> {
+pub fn same_order(
+    reference: &[(Nanos, String)],
+    got: &[(Nanos, String)],
+) -> Result<(), OrderMismatch> {
     let blocks = |seq: &[(Nanos, String)], tie_of: &dyn Fn(usize) -> bool| {
         let mut out: Vec<Vec<String>> = Vec::new();
         for (i, (_, job)) in seq.iter().enumerate() {
@@ -377,27 +401,24 @@ pub fn same_order(reference: &[(Nanos, String)], got: &[(Nanos, String)]) -> Res
     for block in &want {
         let end = at + block.len();
         let Some(part) = got.get(at..end) else {
-            return Err(format!(
-                "{} jobs completed where the simulation completes {}; first missing: {}",
-                got.len(),
-                reference.len(),
-                block[0]
-            ));
+            return Err(OrderMismatch::Missing {
+                got: got.len(),
+                want: reference.len(),
+                missing: block[0].clone(),
+            });
         };
-        let mut have: Vec<&String> = part.iter().map(|(_, j)| j).collect();
-        let mut need: Vec<&String> = block.iter().collect();
+        let mut have: Vec<String> = part.iter().map(|(_, j)| j.clone()).collect();
+        let mut need = block.clone();
         have.sort();
         need.sort();
         if have != need {
-            return Err(format!(
-                "after {at} jobs in the same order, the simulation completes {need:?}, this {have:?}"
-            ));
+            return Err(OrderMismatch::Order { at, need, have });
         }
         at = end;
     }
     match got.get(at) {
         None => Ok(()),
-        Some((_, extra)) => Err(format!("a job the simulation does not complete: {extra}")),
+        Some((_, extra)) => Err(OrderMismatch::Extra(extra.clone())),
     }
 }
 
@@ -514,13 +535,14 @@ mod tests {
         ]);
         assert_eq!(same_order(&reference, &tied), Ok(()));
         let swapped = seq(&[(1, "p/a#0"), (2, "p/b#0"), (3, "p/c#0")]);
-        let e = same_order(&reference, &swapped).unwrap_err();
+        let e = same_order(&reference, &swapped).unwrap_err().to_string();
         assert!(e.contains("after 0 jobs in the same order"), "{e}");
         let short = seq(&[(1, "p/b#0")]);
-        let e = same_order(&reference, &short).unwrap_err();
+        let e = same_order(&reference, &short).unwrap_err().to_string();
         assert!(e.contains("first missing: p/a#0"), "{e}");
         let long = seq(&[(1, "p/b#0"), (2, "p/a#0"), (3, "p/c#0"), (4, "p/b#1")]);
-        assert!(same_order(&reference, &long).unwrap_err().contains("p/b#1"));
+        let e = same_order(&reference, &long).unwrap_err().to_string();
+        assert!(e.contains("p/b#1"), "{e}");
     }
 
     fn pipeline_run(lost: u64, messages_in: u64, max_e2e_ns: Nanos, floor: Nanos) -> Verdict {

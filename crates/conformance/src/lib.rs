@@ -24,8 +24,21 @@ pub use bounds::Bounds;
 pub use check::Verdict;
 pub use machine::Machine;
 pub use observation::Observation;
-pub use scenario::Scenario;
+pub use scenario::{Scenario, ScenarioError};
 pub use sim::Sim;
+
+/// Why an executor could not execute a scenario at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecuteError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error(transparent)]
+    Simulate(#[from] sim::SimulateError),
+    #[error(transparent)]
+    Schedule(#[from] bulkhead_windows::ScheduleError),
+    #[error(transparent)]
+    Run(#[from] run::RunError),
+}
 
 /// One implementation of bulkhead's semantics that executes scenarios.
 pub trait Executor {
@@ -36,7 +49,7 @@ pub trait Executor {
 
     /// Executes `scenario` and reports what it showed; an error when it could not run
     /// it at all.
-    fn execute(&self, scenario: &Scenario) -> Result<Observation, String>;
+    fn execute(&self, scenario: &Scenario) -> Result<Observation, ExecuteError>;
 }
 
 /// The verdict on `executor`'s execution of `s`: its observation against the bounds
@@ -45,7 +58,7 @@ pub trait Executor {
 pub fn conform(executor: &dyn Executor, s: &Scenario) -> Verdict {
     let bounds = match s.solved() {
         Ok(system) => Bounds::of(&system),
-        Err(e) => return failed(e),
+        Err(e) => return failed(e.to_string()),
     };
     match executor.execute(s) {
         Ok(o) => {

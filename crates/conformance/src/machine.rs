@@ -5,7 +5,7 @@
 
 use crate::observation::Observation;
 use crate::scenario::Scenario;
-use crate::Executor;
+use crate::{ExecuteError, Executor};
 use bulkhead_model::{CpuSet, PartitionKind};
 use bulkhead_windows::drive::{drive, run_events};
 use bulkhead_windows::{Behaviour, Config, Schedule};
@@ -21,7 +21,7 @@ impl Executor for Machine {
     fn cannot(&self, s: &Scenario) -> Option<String> {
         let system = match s.system() {
             Ok(system) => system,
-            Err(e) => return Some(e),
+            Err(e) => return Some(e.to_string()),
         };
         let rt = system
             .partitions
@@ -36,10 +36,10 @@ impl Executor for Machine {
         }
     }
 
-    fn execute(&self, s: &Scenario) -> Result<Observation, String> {
+    fn execute(&self, s: &Scenario) -> Result<Observation, ExecuteError> {
         let system = s.system()?;
         let all = CpuSet::parse("0-1").expect("a CPU list");
-        let schedule = Schedule::from_system(&system, &all).map_err(|e| e.to_string())?;
+        let schedule = Schedule::from_system(&system, &all)?;
         let behaviours: Vec<Behaviour> = schedule
             .processes
             .iter()

@@ -14,10 +14,10 @@
 //! platform's floor in this run ([`Observation::floor`]).
 
 use crate::observation::{Observation, PipelineTotals};
-use crate::scenario::Scenario;
-use crate::Executor;
+use crate::scenario::{Scenario, ScenarioError};
+use crate::{ExecuteError, Executor};
 use bulkhead_model::{Nanos, PartitionKind, System, TaskServer};
-use bulkhead_trace::{Event, EventKind};
+use bulkhead_trace::{Event, EventKind, LogError};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -41,6 +41,67 @@ const STARTING: Duration = Duration::from_secs(10);
 /// What a run may take beyond its timeout before it counts as hung.
 const GRACE: Duration = Duration::from_secs(30);
 
+/// Why `run` could not execute a scenario, or cannot run here.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("bulkhead run needs root (cgroups, SCHED_DEADLINE, cpusets)")]
+    NotRoot,
+    #[error("no bulkhead and bulkhead-periodic in {}: cargo build --release", target.display())]
+    NoPrograms { target: PathBuf },
+    #[error("{} is not built", path.display())]
+    NotBuilt { path: PathBuf },
+    /// A file or directory of the run (its scratch directory, description, log, lock).
+    #[error("{}: {source}", path.display())]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{program}: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Wait(std::io::Error),
+    #[error("still running {within:?} after it should have ended")]
+    Hung { within: Duration },
+    #[error("bulkhead run exited with {status:?}:\n{stderr}")]
+    RunExited { status: Option<i32>, stderr: String },
+    #[error("bulkhead probe exited with {status:?}")]
+    ProbeExited { status: Option<i32> },
+    #[error("bulkhead probe --json: {0}")]
+    ProbeJson(serde_json::Error),
+    #[error("bulkhead probe --json: no cpus")]
+    ProbeNoCpus,
+    #[error("a power policy needs the description's power: section")]
+    NoPower,
+    #[error("no task of the run at {} released a job within {STARTING:?}", socket.display())]
+    NoStart { socket: PathBuf },
+    #[error("bulkhead ctl: {0}")]
+    Ctl(std::io::Error),
+    /// The requests the run refused, one line each (`ctl ARGS: WHY`).
+    #[error("{}", refused.join("\n"))]
+    Refused { refused: Vec<String> },
+    /// The stimuli failed: why, and the run's stderr.
+    #[error("{source}\n{stderr}")]
+    Stimuli {
+        source: Box<RunError>,
+        stderr: String,
+    },
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+}
+
+/// `source` on `path` as a [`RunError::File`].
+fn file_error(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+    move |source| RunError::File {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// The programs a run executes, from the directory `bulkhead` was built in.
 #[derive(Debug, Clone)]
 pub struct Programs {
@@ -52,23 +113,20 @@ pub struct Programs {
 
 impl Programs {
     /// The programs of `target/release` (else `target/debug`) of this workspace.
-    pub fn find() -> Result<Programs, String> {
+    pub fn find() -> Result<Programs, RunError> {
         let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
         let dir = ["release", "debug"]
             .iter()
             .map(|p| target.join(p))
             .find(|d| d.join("bulkhead").exists() && d.join("bulkhead-periodic").exists())
-            .ok_or_else(|| {
-                format!(
-                    "no bulkhead and bulkhead-periodic in {}: cargo build --release",
-                    target.display()
-                )
+            .ok_or_else(|| RunError::NoPrograms {
+                target: target.clone(),
             })?;
-        let program = |name: &str| -> Result<PathBuf, String> {
+        let program = |name: &str| {
             let path = dir.join(name);
             match path.exists() {
                 true => Ok(path.canonicalize().unwrap_or(path)),
-                false => Err(format!("{} is not built", path.display())),
+                false => Err(RunError::NotBuilt { path }),
             }
         };
         Ok(Programs {
@@ -114,26 +172,26 @@ pub struct Run {
 pub struct RtLock(#[allow(dead_code)] std::fs::File);
 
 /// Waits for the rt tests' lock.
-pub fn rt_lock() -> Result<RtLock, String> {
-    let path = "/run/bulkhead-rt-tests.lock";
-    let lock = std::fs::File::create(path).map_err(|e| format!("{path}: {e}"))?;
+pub fn rt_lock() -> Result<RtLock, RunError> {
+    let path = Path::new("/run/bulkhead-rt-tests.lock");
+    let lock = std::fs::File::create(path).map_err(file_error(path))?;
     // SAFETY: flock on a descriptor we own; it stays open as long as the guard.
     match unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } {
         0 => Ok(RtLock(lock)),
-        _ => Err(format!("{path}: {}", std::io::Error::last_os_error())),
+        _ => Err(file_error(path)(std::io::Error::last_os_error())),
     }
 }
 
 impl Run {
     /// The executor, or why it cannot run here (it needs root and the built programs).
-    pub fn new() -> Result<Run, String> {
+    pub fn new() -> Result<Run, RunError> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            return Err("bulkhead run needs root (cgroups, SCHED_DEADLINE, cpusets)".into());
+            return Err(RunError::NotRoot);
         }
         let programs = Programs::find()?;
         let scratch = std::env::temp_dir().join(format!("bulkhead-conform-{}", std::process::id()));
-        std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+        std::fs::create_dir_all(&scratch).map_err(file_error(&scratch))?;
         open_to_all(&scratch)?;
         Ok(Run { programs, scratch })
     }
@@ -146,10 +204,9 @@ impl Drop for Run {
 }
 
 /// Lets every user write `dir` (partitions run as users of their own).
-fn open_to_all(dir: &Path) -> Result<(), String> {
+fn open_to_all(dir: &Path) -> Result<(), RunError> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777))
-        .map_err(|e| format!("{}: {e}", dir.display()))
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777)).map_err(file_error(dir))
 }
 
 impl Executor for Run {
@@ -163,7 +220,7 @@ impl Executor for Run {
         }
         let system = match s.system() {
             Ok(system) => system,
-            Err(e) => return Some(e),
+            Err(e) => return Some(e.to_string()),
         };
         if s.header.is_timed_by_processes() {
             return Some("a real process yields or exits after its own CPU time, which a loaded machine gives it late".into());
@@ -187,10 +244,17 @@ impl Executor for Run {
         None
     }
 
-    fn execute(&self, s: &Scenario) -> Result<Observation, String> {
+    fn execute(&self, s: &Scenario) -> Result<Observation, ExecuteError> {
+        Ok(self.run(s)?)
+    }
+}
+
+impl Run {
+    /// [`Executor::execute`]: runs `s` and reads back what the run showed.
+    fn run(&self, s: &Scenario) -> Result<Observation, RunError> {
         let dir = self.scratch.join(&s.name);
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir).map_err(file_error(&dir))?;
         open_to_all(&dir)?;
         let system = self.runnable(s)?;
         let file = dir.join("system.yaml");
@@ -226,7 +290,7 @@ impl Executor for Run {
         let stimuli = self.stimuli(s, &socket);
         let (stderr, status) = run.finish(timeout + GRACE)?;
         if status != Some(0) {
-            return Err(format!("bulkhead run exited with {status:?}:\n{stderr}"));
+            return Err(RunError::RunExited { status, stderr });
         }
         let mut o = self.observe(s, &log, &stderr)?;
         o.floor = match probe {
@@ -234,7 +298,8 @@ impl Executor for Run {
             None => Vec::new(),
         };
         if let Err(e) = stimuli {
-            return Err(format!("{e}\n{stderr}"));
+            let source = Box::new(e);
+            return Err(RunError::Stimuli { source, stderr });
         }
         Ok(o)
     }
@@ -281,7 +346,7 @@ impl Run {
     /// `s`'s system with the scenario's workload as its programs (a best-effort
     /// partition outside the window schedule keeps its own), and every file it names
     /// absolute (the description is written elsewhere).
-    fn runnable(&self, s: &Scenario) -> Result<System, String> {
+    fn runnable(&self, s: &Scenario) -> Result<System, RunError> {
         let mut system = s.system()?;
         let channels = system.channels.clone();
         let windowed: Vec<String> = system
@@ -330,7 +395,7 @@ impl Run {
     }
 
     /// `bulkhead can bus NAME`, the virtual bus a description's bus stands for.
-    fn virtual_bus(&self, name: &str) -> Result<Stopping, String> {
+    fn virtual_bus(&self, name: &str) -> Result<Stopping, RunError> {
         let mut bus = Command::new(&self.programs.bulkhead);
         bus.args(["can", "bus", name]);
         let bus = Stopping::spawn(bus, Capture::Nothing)?;
@@ -339,7 +404,7 @@ impl Run {
     }
 
     /// `bulkhead probe` on the CPUs of the rt tasks for `long`, if there are any.
-    fn probe(&self, s: &Scenario, long: Duration) -> Result<Option<Stopping>, String> {
+    fn probe(&self, s: &Scenario, long: Duration) -> Result<Option<Stopping>, RunError> {
         let bounds = crate::Bounds::of(&s.solved()?);
         let mut cpus: Vec<u32> = bounds
             .tasks
@@ -364,7 +429,7 @@ impl Run {
 
     /// Sends the scenario's mode switches and suspensions to the run's control socket
     /// at their schedule times.
-    fn stimuli(&self, s: &Scenario, socket: &Path) -> Result<(), String> {
+    fn stimuli(&self, s: &Scenario, socket: &Path) -> Result<(), RunError> {
         let mut timeline: Vec<(Nanos, Vec<String>)> = Vec::new();
         for m in &s.mode_switches {
             timeline.push((m.at, vec!["mode".into(), m.mode.clone()]));
@@ -394,7 +459,7 @@ impl Run {
                 .arg(socket)
                 .args(&args)
                 .output()
-                .map_err(|e| format!("bulkhead ctl: {e}"))?;
+                .map_err(RunError::Ctl)?;
             previous = (Instant::now(), at);
             if !out.status.success() {
                 let why = String::from_utf8_lossy(&out.stderr);
@@ -403,13 +468,13 @@ impl Run {
         }
         match refused.is_empty() {
             true => Ok(()),
-            false => Err(refused.join("\n")),
+            false => Err(RunError::Refused { refused }),
         }
     }
 
     /// What the run's schedule log and summary show.
-    fn observe(&self, s: &Scenario, log: &Path, stderr: &str) -> Result<Observation, String> {
-        let file = std::fs::File::open(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    fn observe(&self, s: &Scenario, log: &Path, stderr: &str) -> Result<Observation, RunError> {
+        let file = std::fs::File::open(log).map_err(file_error(log))?;
         let events = bulkhead_trace::read_schedule_log(std::io::BufReader::new(file))?;
         let events: Vec<Event> = events.into_iter().map(scenario_command).collect();
         let mut o = Observation::from_events(&events, s.header.until);
@@ -422,7 +487,7 @@ impl Run {
 /// refreshed in and a job: the first instant its `status` shows a task that released a
 /// job (the socket appears before the tasks' Start-of-Task handshake, which a loaded
 /// machine may take hundreds of milliseconds over).
-fn schedule_start(socket: &Path) -> Result<Instant, String> {
+fn schedule_start(socket: &Path) -> Result<Instant, RunError> {
     use std::io::{BufRead, Write};
     let given_up = Instant::now() + STARTING;
     while Instant::now() < given_up {
@@ -447,10 +512,9 @@ fn schedule_start(socket: &Path) -> Result<Instant, String> {
             return Ok(Instant::now());
         }
     }
-    Err(format!(
-        "no task of the run at {} released a job within {STARTING:?}",
-        socket.display()
-    ))
+    Err(RunError::NoStart {
+        socket: socket.to_path_buf(),
+    })
 }
 
 /// Whether a `status` reply shows a task with a job.
@@ -488,16 +552,13 @@ fn pipeline_totals(line: &str) -> Option<PipelineTotals> {
 }
 
 /// Per CPU, the longest latency of the probe's JSON report.
-fn floor(probe: Stopping) -> Result<Vec<(u32, Nanos)>, String> {
+fn floor(probe: Stopping) -> Result<Vec<(u32, Nanos)>, RunError> {
     let (stdout, status) = probe.finish(GRACE)?;
     if status != Some(0) {
-        return Err(format!("bulkhead probe exited with {status:?}"));
+        return Err(RunError::ProbeExited { status });
     }
-    let v: serde_json::Value =
-        serde_json::from_str(&stdout).map_err(|e| format!("bulkhead probe --json: {e}"))?;
-    let cpus = v["cpus"]
-        .as_array()
-        .ok_or("bulkhead probe --json: no cpus")?;
+    let v: serde_json::Value = serde_json::from_str(&stdout).map_err(RunError::ProbeJson)?;
+    let cpus = v["cpus"].as_array().ok_or(RunError::ProbeNoCpus)?;
     Ok(cpus
         .iter()
         .filter_map(|c| {
@@ -558,15 +619,12 @@ pub fn deadline_busy(system: &System, cpu: u32) -> Nanos {
 
 /// A tree imitating CPUFreq (`run --cpufreq-root`) with a policy per cluster of the
 /// description's `power:` section, under the kernel's own governor at first.
-fn cpufreq_tree(dir: &Path, system: &System) -> Result<PathBuf, String> {
+fn cpufreq_tree(dir: &Path, system: &System) -> Result<PathBuf, RunError> {
     let root = dir.join("sys");
-    let power = system
-        .power
-        .as_ref()
-        .ok_or("a power policy needs the description's power: section")?;
+    let power = system.power.as_ref().ok_or(RunError::NoPower)?;
     for (i, c) in power.clusters.iter().enumerate() {
         let policy = root.join(format!("devices/system/cpu/cpufreq/policy{i}"));
-        std::fs::create_dir_all(&policy).map_err(|e| format!("{}: {e}", policy.display()))?;
+        std::fs::create_dir_all(&policy).map_err(file_error(&policy))?;
         let khz: Vec<String> = c.points.iter().map(|p| p.khz.to_string()).collect();
         let cpus: Vec<String> = c.cpus.iter().map(|c| c.to_string()).collect();
         let files = [
@@ -585,8 +643,8 @@ fn cpufreq_tree(dir: &Path, system: &System) -> Result<PathBuf, String> {
     Ok(root)
 }
 
-fn write(path: &Path, text: &str) -> Result<(), String> {
-    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+fn write(path: &Path, text: &str) -> Result<(), RunError> {
+    std::fs::write(path, text).map_err(file_error(path))
 }
 
 /// Which output of a child is kept.
@@ -606,7 +664,7 @@ struct Stopping {
 }
 
 impl Stopping {
-    fn spawn(mut command: Command, capture: Capture) -> Result<Stopping, String> {
+    fn spawn(mut command: Command, capture: Capture) -> Result<Stopping, RunError> {
         let piped = |yes: bool| match yes {
             true => Stdio::piped(),
             false => Stdio::null(),
@@ -615,9 +673,10 @@ impl Stopping {
             .stdin(Stdio::null())
             .stdout(piped(capture == Capture::Stdout))
             .stderr(piped(capture == Capture::Stderr));
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("{}: {e}", command.get_program().to_string_lossy()))?;
+        let mut child = command.spawn().map_err(|source| RunError::Spawn {
+            program: command.get_program().to_string_lossy().into_owned(),
+            source,
+        })?;
         let stream: Option<Box<dyn std::io::Read + Send>> = match capture {
             Capture::Stdout => child.stdout.take().map(|s| Box::new(s) as _),
             Capture::Stderr => child.stderr.take().map(|s| Box::new(s) as _),
@@ -637,17 +696,15 @@ impl Stopping {
     }
 
     /// Waits at most `within` for the child's end: the output it kept and its exit code.
-    fn finish(mut self, within: Duration) -> Result<(String, Option<i32>), String> {
+    fn finish(mut self, within: Duration) -> Result<(String, Option<i32>), RunError> {
         let deadline = Instant::now() + within;
         let child = self.child.as_mut().expect("running until finished");
         let status = loop {
-            if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            if let Some(status) = child.try_wait().map_err(RunError::Wait)? {
                 break status;
             }
             if Instant::now() > deadline {
-                return Err(format!(
-                    "still running {within:?} after it should have ended"
-                ));
+                return Err(RunError::Hung { within });
             }
             std::thread::sleep(Duration::from_millis(20));
         };

@@ -26,11 +26,43 @@
 //!   ([`crate::run::Run`]'s `cannot` prints it and skips the scenario).
 
 use crate::observation::Stimuli;
-use bulkhead_model::units::parse_duration;
-use bulkhead_model::{Nanos, System};
-use bulkhead_sim::{ModeSwitch, Suspension};
-use bulkhead_windows::corpus::Header;
+use bulkhead_model::units::{parse_duration, UnitError};
+use bulkhead_model::{LoadError, Nanos, System};
+use bulkhead_sim::{ModeSwitch, ModeSwitchError, Suspension};
+use bulkhead_windows::corpus::{CorpusError, Header};
 use std::path::{Path, PathBuf};
+
+/// Why a scenario could not be read, or gives no system to execute.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The directory's listing or a header line (`NAME.yaml:LINE`).
+    #[error(transparent)]
+    Corpus(#[from] CorpusError),
+    #[error("{name}.yaml: no `# paper:` line")]
+    NoPaper { name: String },
+    #[error("{name}: {source}")]
+    Description { name: String, source: LoadError },
+    #[error("{name}: pipeline `{pipeline}` is infeasible")]
+    Infeasible { name: String, pipeline: String },
+}
+
+/// What is wrong with a header line of the suite's own keys.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("want {0}")]
+    Syntax(&'static str),
+    #[error("`{text}`: want 1% to {max}%")]
+    Percent { text: String, max: u32 },
+    #[error(transparent)]
+    Duration(#[from] UnitError),
+    #[error(transparent)]
+    ModeSwitch(#[from] ModeSwitchError),
+}
 
 /// One scenario.
 #[derive(Debug, Clone)]
@@ -67,8 +99,8 @@ pub fn dir() -> PathBuf {
 }
 
 /// Every scenario of `dir`, by name.
-pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, String> {
-    let names = bulkhead_windows::corpus::names(dir, "").map_err(|e| e.to_string())?;
+pub fn load_dir(dir: &Path) -> Result<Vec<Scenario>, ScenarioError> {
+    let names = bulkhead_windows::corpus::names(dir, "")?;
     names.iter().map(|n| Scenario::load(dir, n)).collect()
 }
 
@@ -79,19 +111,11 @@ pub fn all() -> Vec<Scenario> {
 
 impl Scenario {
     /// Reads `dir/NAME.yaml` and, if it exists, `dir/NAME.log`.
-    pub fn load(dir: &Path, name: &str) -> Result<Scenario, String> {
-        let path = dir.join(format!("{name}.yaml"));
-        let yaml =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn load(dir: &Path, name: &str) -> Result<Scenario, ScenarioError> {
+        let yaml = read(&dir.join(format!("{name}.yaml")))?;
         let log = dir.join(format!("{name}.log"));
         let expected_log = match log.exists() {
-            true => Some(
-                std::fs::read_to_string(&log)
-                    .map_err(|e| format!("{}: {e}", log.display()))?
-                    .lines()
-                    .map(String::from)
-                    .collect(),
-            ),
+            true => Some(read(&log)?.lines().map(String::from).collect()),
             false => None,
         };
         let mut scenario = Scenario {
@@ -109,19 +133,22 @@ impl Scenario {
             run_cannot: None,
             expected_log,
         };
-        scenario.header = Header::read(name, &yaml, |line| scenario.key(line).err())
-            .map_err(|e| e.to_string())?;
+        scenario.header = Header::read(name, &yaml, |line| {
+            scenario.key(line).err().map(|e| e.to_string())
+        })?;
         if scenario.paper.is_empty() {
-            return Err(format!("{name}.yaml: no `# paper:` line"));
+            let name = name.to_string();
+            return Err(ScenarioError::NoPaper { name });
         }
         Ok(scenario)
     }
 
     /// Reads a header line of the suite's own keys; other lines are prose.
-    fn key(&mut self, line: &str) -> Result<(), String> {
+    fn key(&mut self, line: &str) -> Result<(), KeyError> {
         let duration = |v: &str| parse_duration(v, None);
         let Some((key, value)) = line.split_once(':') else {
-            return self.prose(line);
+            self.prose(line);
+            return Ok(());
         };
         let value = value.trim();
         match key {
@@ -133,7 +160,9 @@ impl Scenario {
             },
             "mode-switch" => self.mode_switches.push(ModeSwitch::parse(value)?),
             "suspend" => {
-                let (at, long) = value.split_once(':').ok_or("want AT:DURATION")?;
+                let (at, long) = value
+                    .split_once(':')
+                    .ok_or(KeyError::Syntax("AT:DURATION"))?;
                 self.suspensions.push(Suspension {
                     at: duration(at)?,
                     duration: duration(long)?,
@@ -143,10 +172,10 @@ impl Scenario {
             "wcrt" => {
                 let (task, wcrt) = value
                     .split_once('=')
-                    .ok_or("want PARTITION/TASK=DURATION")?;
+                    .ok_or(KeyError::Syntax("PARTITION/TASK=DURATION"))?;
                 self.wcrts.push((task.to_string(), duration(wcrt)?));
             }
-            _ => return self.prose(line),
+            _ => self.prose(line),
         }
         Ok(())
     }
@@ -162,25 +191,27 @@ impl Scenario {
         self.exec_pct_of(task) > 100
     }
 
-    fn prose(&mut self, line: &str) -> Result<(), String> {
+    fn prose(&mut self, line: &str) {
         if !self.about.is_empty() {
             self.about.push(' ');
         }
         self.about.push_str(line);
-        Ok(())
     }
 
     /// The description as a system.
-    pub fn system(&self) -> Result<System, String> {
+    pub fn system(&self) -> Result<System, ScenarioError> {
         bulkhead_model::load_str(&self.yaml, &format!("{}.yaml", self.name))
             .map(|l| l.system)
-            .map_err(|e| format!("{}: {e}", self.name))
+            .map_err(|source| ScenarioError::Description {
+                name: self.name.clone(),
+                source,
+            })
     }
 
     /// The system every execution runs: its pipelines solved and lowered
     /// (`bulkhead_analysis::pipes::apply`, as `sim` and `run` do); an infeasible
     /// pipeline is an error naming it.
-    pub fn solved(&self) -> Result<System, String> {
+    pub fn solved(&self) -> Result<System, ScenarioError> {
         let system = self.system()?;
         if system.pipelines.is_empty() {
             return Ok(system);
@@ -188,10 +219,10 @@ impl Scenario {
         let options = bulkhead_analysis::system::Options::default();
         let solutions = bulkhead_analysis::pipes::solve(&system, &options);
         if let Some(s) = solutions.iter().find(|s| !s.feasible) {
-            return Err(format!(
-                "{}: pipeline `{}` is infeasible",
-                self.name, s.name
-            ));
+            return Err(ScenarioError::Infeasible {
+                name: self.name.clone(),
+                pipeline: s.name.clone(),
+            });
         }
         Ok(bulkhead_analysis::pipes::apply(&system, &solutions))
     }
@@ -217,12 +248,25 @@ impl Scenario {
 }
 
 /// `P%` with `1 <= P <= max`.
-fn percent(text: &str, max: u32) -> Result<u32, String> {
-    let pct = text.trim().strip_suffix('%').ok_or("want P%, e.g. 50%")?;
+fn percent(text: &str, max: u32) -> Result<u32, KeyError> {
+    let pct = text
+        .trim()
+        .strip_suffix('%')
+        .ok_or(KeyError::Syntax("P%, e.g. 50%"))?;
     match pct.parse() {
         Ok(p) if (1..=max).contains(&p) => Ok(p),
-        _ => Err(format!("`{text}`: want 1% to {max}%")),
+        _ => Err(KeyError::Percent {
+            text: text.to_string(),
+            max,
+        }),
     }
+}
+
+fn read(path: &Path) -> Result<String, ScenarioError> {
+    std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(test)]
@@ -260,9 +304,9 @@ mod tests {
         assert_eq!(s.suspensions[0].duration, 3_000_000);
         assert_eq!(s.wcrts, [("p/a".to_string(), 8_000_000)]);
         assert_eq!(s.expected_log.as_deref(), Some(&["x".to_string()][..]));
-        let e = Scenario::load(&dir, "bad").unwrap_err();
+        let e = Scenario::load(&dir, "bad").unwrap_err().to_string();
         assert!(e.starts_with("bad.yaml:2: "), "{e}");
-        let e = Scenario::load(&dir, "nopaper").unwrap_err();
+        let e = Scenario::load(&dir, "nopaper").unwrap_err().to_string();
         assert!(e.contains("no `# paper:` line"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

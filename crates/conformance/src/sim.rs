@@ -5,14 +5,26 @@
 
 use crate::observation::{Message, Observation, PipelineTotals};
 use crate::scenario::Scenario;
-use crate::Executor;
+use crate::{ExecuteError, Executor};
 use bulkhead_model::{Nanos, PartitionKind, System};
+use bulkhead_power::PolicyError;
 use bulkhead_sim::stop::StopSpec;
-use bulkhead_sim::{BuildOptions, Exec, ExecModel, Options};
+use bulkhead_sim::{BuildError, BuildOptions, Exec, ExecModel, Options, SimError};
 use bulkhead_trace::{Event, EventKind};
 
 /// The simulator.
 pub struct Sim;
+
+/// Why a scenario could not be simulated.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    #[error(transparent)]
+    Sim(#[from] SimError),
+}
 
 impl Executor for Sim {
     fn name(&self) -> &'static str {
@@ -23,17 +35,21 @@ impl Executor for Sim {
         None
     }
 
-    fn execute(&self, s: &Scenario) -> Result<Observation, String> {
+    fn execute(&self, s: &Scenario) -> Result<Observation, ExecuteError> {
         let exec = ExecModel::Uniform {
             min_pct: s.exec_pct,
             max_pct: s.exec_pct,
         };
-        simulate(s, &s.solved()?, exec)
+        Ok(simulate(s, &s.solved()?, exec)?)
     }
 }
 
 /// The simulation of `s`'s `system` with every rt job executing as `exec` says.
-pub fn simulate(s: &Scenario, system: &System, exec: ExecModel) -> Result<Observation, String> {
+pub fn simulate(
+    s: &Scenario,
+    system: &System,
+    exec: ExecModel,
+) -> Result<Observation, SimulateError> {
     let power_policy = match &s.power_policy {
         Some(name) => Some(bulkhead_power::Policy::parse(name)?),
         None => None,
@@ -44,7 +60,7 @@ pub fn simulate(s: &Scenario, system: &System, exec: ExecModel) -> Result<Observ
         power_policy,
         ..BuildOptions::default()
     };
-    let mut spec = bulkhead_sim::from_system(system, &options).map_err(|e| e.to_string())?;
+    let mut spec = bulkhead_sim::from_system(system, &options)?;
     for t in &mut spec.tasks {
         let name = format!("{}/{}", t.partition, t.name);
         let own = s.exec_of.iter().find(|(task, _)| *task == name);

@@ -68,7 +68,7 @@ pub fn normalize(
         },
         loss_ppm: match raw.loss {
             None => 0,
-            Some(t) => loss(&t).or_else(|m| err(format!("{path}.loss"), m))?,
+            Some(t) => loss(&t).or_else(|m| err(format!("{path}.loss"), m.to_string()))?,
         },
         zenoh: zenoh(raw.zenoh, &format!("{path}.zenoh"))?,
     };
@@ -78,23 +78,38 @@ pub fn normalize(
     Ok(bridge)
 }
 
+/// What is wrong with a value of a bridge's keys (`loss`, `zenoh.key`, an endpoint).
+#[derive(Debug, thiserror::Error)]
+enum BadValue {
+    #[error("`{0}`: a loss rate is a percentage from 0% to below 100%, e.g. `0.5%`")]
+    Loss(String),
+    #[error("must not be empty")]
+    EmptyKey,
+    #[error("`{0}`: a key has no empty chunk (no leading, trailing or double `/`)")]
+    EmptyChunk(String),
+    #[error(
+        "`{key}`: `{reserved}` is reserved by Zenoh (a bridge's key names one key, no wildcards)"
+    )]
+    Reserved { key: String, reserved: char },
+    #[error("`{0}`: want tcp/HOST:PORT (e.g. tcp/0.0.0.0:7447, tcp/[::1]:7447)")]
+    Endpoint(String),
+}
+
 /// `loss: 0.5%`: the hop's loss rate, a percentage below 100%, in millionths.
-fn loss(text: &str) -> std::result::Result<u32, String> {
+fn loss(text: &str) -> std::result::Result<u32, BadValue> {
     let ppm = text.strip_suffix('%').and_then(|n| percent_ppm(n.trim()));
     match ppm {
         Some(ppm) if ppm < 1_000_000 => Ok(ppm),
-        _ => Err(format!(
-            "`{text}`: a loss rate is a percentage from 0% to below 100%, e.g. `0.5%`"
-        )),
+        _ => Err(BadValue::Loss(text.to_string())),
     }
 }
 
 fn zenoh(raw: RawZenoh, path: &str) -> Result<Zenoh> {
-    check_key(&raw.key).or_else(|m| err(format!("{path}.key"), m))?;
+    check_key(&raw.key).or_else(|m| err(format!("{path}.key"), m.to_string()))?;
     let endpoints = |list: Option<Vec<String>>, key: &str| -> Result<Vec<String>> {
         let list = list.unwrap_or_default();
         for (i, e) in list.iter().enumerate() {
-            check_endpoint(e).or_else(|m| err(format!("{path}.{key}[{i}]"), m))?;
+            check_endpoint(e).or_else(|m| err(format!("{path}.{key}[{i}]"), m.to_string()))?;
         }
         Ok(list)
     };
@@ -115,32 +130,28 @@ fn zenoh(raw: RawZenoh, path: &str) -> Result<Zenoh> {
 
 /// A Zenoh key without wildcards: chunks separated by `/`, none empty, none of the
 /// characters Zenoh reserves (`*`, `$`, `#`, `?`).
-fn check_key(key: &str) -> std::result::Result<(), String> {
+fn check_key(key: &str) -> std::result::Result<(), BadValue> {
     if key.is_empty() {
-        return Err("must not be empty".into());
+        return Err(BadValue::EmptyKey);
     }
     if key.split('/').any(str::is_empty) {
-        return Err(format!(
-            "`{key}`: a key has no empty chunk (no leading, trailing or double `/`)"
-        ));
+        return Err(BadValue::EmptyChunk(key.to_string()));
     }
     match key.chars().find(|c| "*$#?".contains(*c)) {
-        Some(c) => Err(format!(
-            "`{key}`: `{c}` is reserved by Zenoh (a bridge's key names one key, no wildcards)"
-        )),
+        Some(reserved) => Err(BadValue::Reserved {
+            key: key.to_string(),
+            reserved,
+        }),
         None => Ok(()),
     }
 }
 
 /// `tcp/HOST:PORT`: TCP is the one transport the bridge is built with.
-fn check_endpoint(endpoint: &str) -> std::result::Result<(), String> {
-    let want = "want tcp/HOST:PORT (e.g. tcp/0.0.0.0:7447, tcp/[::1]:7447)";
-    let Some(address) = endpoint.strip_prefix("tcp/") else {
-        return Err(format!("`{endpoint}`: {want}"));
-    };
-    match address.rsplit_once(':') {
+fn check_endpoint(endpoint: &str) -> std::result::Result<(), BadValue> {
+    let address = endpoint.strip_prefix("tcp/");
+    match address.and_then(|a| a.rsplit_once(':')) {
         Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
-        _ => Err(format!("`{endpoint}`: {want}")),
+        _ => Err(BadValue::Endpoint(endpoint.to_string())),
     }
 }
 

@@ -7,6 +7,7 @@
 //! [`System`]. Needs no privileges and no Linux specifics.
 
 pub mod bridge;
+mod buffering;
 mod canonical;
 pub mod cpuset;
 mod de;

@@ -5,6 +5,7 @@
 
 use crate::cpuset::CpuSet;
 
+pub use crate::buffering::{ChannelKind, Overflow, Reads};
 pub use crate::units::Nanos;
 
 /// A whole system description.
@@ -26,7 +27,7 @@ pub struct System {
     /// CAN buses, each owned by the gateway service of one rt partition.
     pub buses: Vec<Bus>,
     /// The global mode table (`modes:`); `None` for a system with one mode.
-    pub modes: Option<crate::modes::Modes>,
+    pub modes: Option<crate::modes::table::Modes>,
     /// The power model (`power:`): clusters and operating points; `None` = not given.
     pub power: Option<crate::power::Power>,
     /// `system.user_range`: the uids (and equal gids) bulkhead gives partitions without
@@ -38,10 +39,10 @@ pub struct System {
     pub path: Option<String>,
     /// Pipelines of tuned pipes (`pipelines:`), their stages not yet tasks: the solver
     /// (`bulkhead-analysis`) derives their reservations.
-    pub pipelines: Vec<crate::pipes::Pipeline>,
+    pub pipelines: Vec<crate::pipes::graph::Pipeline>,
     /// How the system is suspended and resumed (`stop_start:`); `None`: not given,
     /// [`System::stop_start`] gives the defaults.
-    pub stop_start: Option<crate::stop_start::StopStart>,
+    pub stop_start: Option<crate::stop_start::settings::StopStart>,
     /// The platform's floor (`platform:`): the longest stall of a CPU the system is
     /// designed to tolerate; `None` = an ideal machine.
     pub platform: Option<crate::platform::Platform>,
@@ -141,7 +142,7 @@ pub struct Partition {
     pub listen: Option<std::net::SocketAddr>,
     /// `interface` (rt partitions): the partition is scheduled as a server with this
     /// resource interface and may share its CPUs with other servers; `None`: it owns them.
-    pub interface: Option<crate::modes::ServerInterface>,
+    pub interface: Option<crate::modes::table::ServerInterface>,
     /// `sandbox`: which parts of the partition processes' sandbox apply (all by default).
     pub sandbox: Sandbox,
     /// `path`: the `PATH` of the partition's processes and tasks, also where their bare
@@ -466,73 +467,6 @@ pub struct Slice {
     /// The CPU frequency its CPUs run at during its window, in kHz (DEmOS `frequency`,
     /// given in MHz; honoured by the `per_slice` power policy, see docs/power.md).
     pub frequency_khz: Option<u64>,
-}
-
-/// Buffering semantics of a channel (Boomerang II-B, DriveOS 5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ChannelKind {
-    /// Lossless single-producer single-consumer ring.
-    Fifo,
-    /// Simpson's four-slot: the reader gets the latest complete message.
-    Latest,
-}
-
-/// How many messages of a declared `fifo` its reading task takes per job (`reads:`):
-/// what the reader's program does, which `sim` follows and `run` cannot see. One by
-/// default; `all` for a reader that drains the channel each job, as a gateway or a
-/// polling mapper does (DriveOS's mappers read every frame of a period).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Reads {
-    /// At most this many (at least 1).
-    Count(u32),
-    /// Every message there at the job's start.
-    All,
-}
-
-impl Reads {
-    /// The default, one message a job.
-    pub const ONE: Reads = Reads::Count(1);
-
-    /// The most messages a job takes.
-    pub fn most(self) -> u32 {
-        match self {
-            Reads::Count(n) => n,
-            Reads::All => u32::MAX,
-        }
-    }
-}
-
-impl Default for Reads {
-    fn default() -> Reads {
-        Reads::ONE
-    }
-}
-
-/// What a write to a full `fifo` does (`overflow:` of a channel or a pipeline): the
-/// one rule both `sim` and `run` apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Overflow {
-    /// The writer waits for room (Boomerang III-B, `RT_FIFO`: "the sender must block
-    /// when the buffer is full"); nothing is lost at the buffer.
-    #[default]
-    Block,
-    /// The new message is dropped (and counted lost).
-    DropNewest,
-    /// The oldest unread message is dropped to make room (and counted lost).
-    DropOldest,
-}
-
-impl Overflow {
-    /// The name as written in a description.
-    pub fn name(self) -> &'static str {
-        match self {
-            Overflow::Block => "block",
-            Overflow::DropNewest => "drop_newest",
-            Overflow::DropOldest => "drop_oldest",
-        }
-    }
 }
 
 /// A shared-memory channel with fixed message size.

@@ -890,8 +890,23 @@ fn cg_error(what: &str, path: &Path, e: std::io::Error) -> RunError {
     RunError::io(what, e)
 }
 
+/// Why a partition could not be frozen or thawed.
+#[derive(Debug, thiserror::Error)]
+enum FreezeError {
+    #[error(transparent)]
+    Write(#[from] cgroup::CgroupError),
+    /// Its cgroup `dir` did not settle in [`SETTLE`].
+    #[error("{} is not {} after {SETTLE:?}", dir.display(), if *frozen { "frozen" } else { "thawed" })]
+    Unsettled { dir: PathBuf, frozen: bool },
+}
+
 /// Freezes (`frozen`) or thaws a partition and waits until its cgroups say so.
-fn freeze(f: &mut Freezer, version: Version, pids: &[u32], frozen: bool) -> Result<(), String> {
+fn freeze(
+    f: &mut Freezer,
+    version: Version,
+    pids: &[u32],
+    frozen: bool,
+) -> Result<(), FreezeError> {
     let dirs: Vec<PathBuf> = match f {
         Freezer::Dir(dir) => vec![dir.clone()],
         Freezer::MoveInto(dir) => {
@@ -908,14 +923,14 @@ fn freeze(f: &mut Freezer, version: Version, pids: &[u32], frozen: bool) -> Resu
         }
     };
     for dir in &dirs {
-        cgroup::set_frozen(dir, version, frozen).map_err(|e| e.to_string())?;
+        cgroup::set_frozen(dir, version, frozen)?;
     }
     let until = Instant::now() + SETTLE;
     for dir in &dirs {
         while cgroup::is_frozen(dir, version) != Some(frozen) {
             if Instant::now() >= until {
-                let want = if frozen { "frozen" } else { "thawed" };
-                return Err(format!("{} is not {want} after {SETTLE:?}", dir.display()));
+                let dir = dir.clone();
+                return Err(FreezeError::Unsettled { dir, frozen });
             }
             std::thread::sleep(SETTLE_POLL);
         }

@@ -17,6 +17,28 @@
 
 pub mod be;
 
+/// Why a workload could not open, or use, a channel or a facility of its process.
+#[derive(Debug, thiserror::Error)]
+pub enum EndError {
+    #[error(transparent)]
+    Chan(#[from] bulkhead_chan::OpenError),
+    #[error(transparent)]
+    Can(#[from] bulkhead_gateway_protocol::ClientError),
+    #[error(transparent)]
+    Task(#[from] bulkhead_task::Error),
+    #[error(transparent)]
+    StopStart(#[from] bulkhead_client::Error),
+    /// Writing a frame to bus `bus` failed.
+    #[error("bus {bus}: {source}")]
+    Send { bus: String, source: SendError },
+    /// A channel whose messages are `size` bytes where the workload writes or reads
+    /// `want` (`bulkhead-periodic`'s job messages).
+    #[error(
+        "its messages are {size} bytes; a job message is {want} (index and release, u64 each)"
+    )]
+    MessageSize { size: u32, want: usize },
+}
+
 use bulkhead_chan::SendError;
 use bulkhead_gateway_protocol::{client_channels, join, CanId, FRAME_SIZE};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -90,9 +112,9 @@ pub fn can(
     id: CanId,
     every: Option<Duration>,
     count: Option<u64>,
-) -> Result<u64, String> {
+) -> Result<u64, EndError> {
     let (_, to_gateway) = client_channels(bus)?;
-    let mut tx = to_gateway.sender().map_err(|e| e.to_string())?;
+    let mut tx = to_gateway.sender()?;
     let mut frame = [0u8; FRAME_SIZE];
     let flag = if id.is_extended() { 0x8000_0000 } else { 0 };
     frame[..4].copy_from_slice(&(id.raw() | flag).to_le_bytes());
@@ -108,7 +130,10 @@ pub fn can(
         match tx.try_write(&join(0, 0, &frame)) {
             Ok(()) => sent += 1,
             Err(SendError::Full) => std::thread::yield_now(),
-            Err(e) => return Err(format!("bus {bus}: {e}")),
+            Err(source) => {
+                let bus = bus.to_string();
+                return Err(EndError::Send { bus, source });
+            }
         }
     }
     Ok(sent)

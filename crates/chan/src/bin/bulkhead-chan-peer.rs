@@ -50,6 +50,50 @@ mod peer {
 
     const TIMEOUT: Duration = Duration::from_secs(30);
 
+    /// Why a role failed; printed once, by [`main`].
+    #[derive(Debug)]
+    enum Failure {
+        /// A call failed: what the role was doing (empty: the error says it), and why.
+        Call {
+            doing: String,
+            source: Box<dyn std::error::Error>,
+        },
+        /// An environment variable the role reads is not set.
+        Unset(String),
+        /// What the role checks does not hold (order, content, an attack's refusal).
+        Check(String),
+    }
+
+    impl Failure {
+        fn call(doing: impl Into<String>, source: impl std::error::Error + 'static) -> Failure {
+            let (doing, source) = (doing.into(), Box::new(source));
+            Failure::Call { doing, source }
+        }
+    }
+
+    /// `?` on any error: a failed call that says what it was.
+    impl<E: std::error::Error + 'static> From<E> for Failure {
+        fn from(source: E) -> Failure {
+            Failure::call("", source)
+        }
+    }
+
+    impl std::fmt::Display for Failure {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            match self {
+                Failure::Call { doing, source } if doing.is_empty() => write!(f, "{source}"),
+                Failure::Call { doing, source } => write!(f, "{doing}: {source}"),
+                Failure::Unset(var) => write!(f, "{var} is not set"),
+                Failure::Check(what) => f.write_str(what),
+            }
+        }
+    }
+
+    /// The value of environment variable `var`.
+    fn env(var: &str) -> Result<String, Failure> {
+        std::env::var(var).map_err(|_| Failure::Unset(var.to_string()))
+    }
+
     fn message(n: u64) -> [u8; 32] {
         let mut m = [0u8; 32];
         for (i, w) in [n, !n, n.wrapping_mul(7), n ^ 0x5555].iter().enumerate() {
@@ -58,10 +102,10 @@ mod peer {
         m
     }
 
-    fn number(m: &[u8; 32]) -> Result<u64, String> {
+    fn number(m: &[u8; 32]) -> Result<u64, Failure> {
         let n = u64::from_le_bytes(m[..8].try_into().expect("8 bytes"));
         if *m != message(n) {
-            return Err(format!("torn or corrupt message {m:?}"));
+            return Err(Failure::Check(format!("torn or corrupt message {m:?}")));
         }
         Ok(n)
     }
@@ -72,47 +116,51 @@ mod peer {
     }
 
     /// The channel given by `bulkhead run` (`PEER_CHANNEL`), else the one on fd 3.
-    fn channel() -> Result<Channel, String> {
+    fn channel() -> Result<Channel, Failure> {
         match std::env::var("PEER_CHANNEL") {
             Ok(name) => Channel::open_env(&name),
             Err(_) => Channel::receive_from(socket()),
         }
-        .map_err(|e| e.to_string())
+        .map_err(Failure::from)
     }
 
-    fn fifo_recv(count: u64) -> Result<String, String> {
+    fn fifo_recv(count: u64) -> Result<String, Failure> {
         let chan = channel()?;
-        let mut rx = chan.receiver().map_err(|e| e.to_string())?;
+        let mut rx = chan.receiver()?;
         let mut m = [0u8; 32];
         for want in 0..count {
             rx.read_timeout(&mut m, TIMEOUT)
-                .map_err(|e| format!("read {want}: {e}"))?;
+                .map_err(|e| Failure::call(format!("read {want}"), e))?;
             let got = number(&m)?;
             if got != want {
-                return Err(format!("expected message {want}, got {got}"));
+                return Err(Failure::Check(format!(
+                    "expected message {want}, got {got}"
+                )));
             }
         }
         match rx.read_timeout(&mut m, TIMEOUT) {
             Err(RecvError::Closed) => {
                 Ok(format!("received {count} in order; sleeps {}", rx.sleeps()))
             }
-            other => Err(format!("after the last message: {other:?}, want Closed")),
+            other => Err(Failure::Check(format!(
+                "after the last message: {other:?}, want Closed"
+            ))),
         }
     }
 
-    fn fifo_drain() -> Result<String, String> {
+    fn fifo_drain() -> Result<String, Failure> {
         let chan = channel()?;
-        let mut rx = chan.receiver().map_err(|e| e.to_string())?;
+        let mut rx = chan.receiver()?;
         let mut m = [0u8; 32];
         let mut got: Vec<u64> = Vec::new();
         loop {
             match rx.read_timeout(&mut m, TIMEOUT) {
                 Err(RecvError::Closed) => break,
-                r => r.map_err(|e| format!("read after {}: {e}", got.len()))?,
+                r => r.map_err(|e| Failure::call(format!("read after {}", got.len()), e))?,
             }
             let n = number(&m)?;
             if got.last().is_some_and(|&last| n <= last) {
-                return Err(format!("message {n} after {got:?}"));
+                return Err(Failure::Check(format!("message {n} after {got:?}")));
             }
             got.push(n);
         }
@@ -123,33 +171,35 @@ mod peer {
         ))
     }
 
-    fn fifo_send(count: u64) -> Result<String, String> {
+    fn fifo_send(count: u64) -> Result<String, Failure> {
         let chan = channel()?;
-        let mut tx = chan.sender().map_err(|e| e.to_string())?;
+        let mut tx = chan.sender()?;
         for n in 0..count {
             tx.write_timeout(&message(n), TIMEOUT)
-                .map_err(|e| format!("write {n}: {e}"))?;
+                .map_err(|e| Failure::call(format!("write {n}"), e))?;
         }
         Ok(format!("sent {count}; sleeps {}", tx.sleeps()))
     }
 
-    fn latest_recv(count: u64) -> Result<String, String> {
+    fn latest_recv(count: u64) -> Result<String, Failure> {
         let chan = channel()?;
-        let mut rx = chan.receiver().map_err(|e| e.to_string())?;
+        let mut rx = chan.receiver()?;
         let (mut last, mut reads, mut distinct) = (0u64, 0u64, 0u64);
         let mut m = [0u8; 32];
         let start = std::time::Instant::now();
         while last + 1 < count {
             if start.elapsed() > TIMEOUT {
-                return Err(format!("timed out at message {last}"));
+                return Err(Failure::Check(format!("timed out at message {last}")));
             }
             match rx.try_read(&mut m) {
                 Err(RecvError::Empty) => continue,
-                r => r.map_err(|e| e.to_string())?,
+                r => r?,
             }
             let n = number(&m)?;
             if n < last {
-                return Err(format!("freshness went back from {last} to {n}"));
+                return Err(Failure::Check(format!(
+                    "freshness went back from {last} to {n}"
+                )));
             }
             distinct += u64::from(n > last || reads == 0);
             (last, reads) = (n, reads + 1);
@@ -161,17 +211,17 @@ mod peer {
 
     /// Writes COUNT messages to each latest channel of `PEER_CHANNEL` (a
     /// comma-separated list), about one per 20 µs; fails on the first error.
-    fn latest_send(count: u64) -> Result<String, String> {
-        let names = std::env::var("PEER_CHANNEL").map_err(|_| "PEER_CHANNEL is not set")?;
+    fn latest_send(count: u64) -> Result<String, Failure> {
+        let names = env("PEER_CHANNEL")?;
         let mut txs = Vec::new();
         for name in names.split(',') {
-            let chan = Channel::open_env(name).map_err(|e| e.to_string())?;
-            txs.push(chan.sender().map_err(|e| format!("{name}: {e}"))?);
+            let chan = Channel::open_env(name)?;
+            txs.push(chan.sender().map_err(|e| Failure::call(name, e))?);
         }
         for n in 0..count {
             for tx in &mut txs {
                 tx.write(&message(n))
-                    .map_err(|e| format!("write {n}: {e}"))?;
+                    .map_err(|e| Failure::call(format!("write {n}"), e))?;
             }
             std::thread::sleep(Duration::from_micros(20));
         }
@@ -182,10 +232,9 @@ mod peer {
     /// for `PEER_CHANNEL` (`fd:<data>:<region>:...`): `/proc/self/fd/<data>` and the
     /// region's fd, or the
     /// `/dev/shm` path of a named channel and no region.
-    fn handed_paths() -> Result<(String, Option<i32>), String> {
-        let name = std::env::var("PEER_CHANNEL").map_err(|_| "PEER_CHANNEL is not set")?;
-        let var = bulkhead_chan::env_var(&name);
-        let value = std::env::var(&var).map_err(|_| format!("{var} is not set"))?;
+    fn handed_paths() -> Result<(String, Option<i32>), Failure> {
+        let name = env("PEER_CHANNEL")?;
+        let value = env(&bulkhead_chan::env_var(&name))?;
         let fds: Option<Vec<&str>> = value.strip_prefix("fd:").map(|v| v.split(':').collect());
         match fds.as_deref() {
             Some([data, region, ..]) => Ok((format!("/proc/self/fd/{data}"), region.parse().ok())),
@@ -205,7 +254,7 @@ mod peer {
     /// A reader's attacks on the message file of its channel (open it read-write,
     /// pwrite it, mprotect a read-only mapping to writable, truncate it), then the
     /// COUNT messages of the fifo, in order. Fails if any attack succeeded.
-    fn attack_reader(count: u64) -> Result<String, String> {
+    fn attack_reader(count: u64) -> Result<String, Failure> {
         use std::os::fd::AsFd;
         use std::os::unix::fs::FileExt;
         let (path, _) = handed_paths()?;
@@ -223,7 +272,7 @@ mod peer {
             Err(_) => inherited_or_open(&path)?,
         };
         let mut page = [0u8; 64];
-        file.read_at(&mut page, 4096).map_err(|e| e.to_string())?;
+        file.read_at(&mut page, 4096)?;
         // Writing the bytes just read proves the right without changing them.
         refused += attack("pwrite", file.write_at(&page, 4096).map(|_| ())) as u32;
         refused += attack("mprotect to write", remap_writable(file.as_fd())) as u32;
@@ -236,13 +285,16 @@ mod peer {
         refused += attack("truncate by path", cut) as u32;
         let got = fifo_recv(count)?;
         if refused < 5 {
-            return Err(format!("{} of 5 attacks succeeded; {got}", 5 - refused));
+            return Err(Failure::Check(format!(
+                "{} of 5 attacks succeeded; {got}",
+                5 - refused
+            )));
         }
         Ok(format!("all 5 attacks refused; {got}"))
     }
 
     /// The inherited descriptor behind `/proc/self/fd/N` (duplicated), else `path` opened.
-    fn inherited_or_open(path: &str) -> Result<std::fs::File, String> {
+    fn inherited_or_open(path: &str) -> Result<std::fs::File, Failure> {
         use std::os::fd::BorrowedFd;
         if let Some(n) = path
             .strip_prefix("/proc/self/fd/")
@@ -250,10 +302,10 @@ mod peer {
         {
             // SAFETY: the supervisor handed us this descriptor; only borrowed to dup it.
             let fd = unsafe { BorrowedFd::borrow_raw(n) };
-            let fd = rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(|e| e.to_string())?;
+            let fd = rustix::io::fcntl_dupfd_cloexec(fd, 0)?;
             return Ok(fd.into());
         }
-        std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))
+        std::fs::File::open(path).map_err(|e| Failure::call(path, e))
     }
 
     fn clone_err(e: &std::io::Error) -> std::io::Error {
@@ -284,7 +336,7 @@ mod peer {
 
     /// A reader writes garbage over its own control words for COUNT milliseconds:
     /// the reader region of a split channel, or the reader page of a named one.
-    fn scribble(count: u64) -> Result<String, String> {
+    fn scribble(count: u64) -> Result<String, Failure> {
         use rustix::mm::{MapFlags, ProtFlags};
         use std::os::fd::{BorrowedFd, OwnedFd};
         let (path, region) = handed_paths()?;
@@ -292,7 +344,7 @@ mod peer {
             Some(r) => {
                 // SAFETY: the supervisor handed us this descriptor; only borrowed to dup it.
                 let r = unsafe { BorrowedFd::borrow_raw(r) };
-                let fd = rustix::io::fcntl_dupfd_cloexec(r, 0).map_err(|e| e.to_string())?;
+                let fd = rustix::io::fcntl_dupfd_cloexec(r, 0)?;
                 (fd, 0)
             }
             None => {
@@ -300,7 +352,7 @@ mod peer {
                     .read(true)
                     .write(true)
                     .open(&path);
-                (f.map_err(|e| format!("{path}: {e}"))?.into(), 2 * 4096)
+                (f.map_err(|e| Failure::call(&path, e))?.into(), 2 * 4096)
             }
         };
         // SAFETY: a fresh shared mapping of one page of the file.
@@ -314,7 +366,7 @@ mod peer {
                 offset,
             )
         }
-        .map_err(|e| format!("map the control words: {e}"))?;
+        .map_err(|e| Failure::call("map the control words", e))?;
         let start = std::time::Instant::now();
         let mut writes = 0u64;
         while start.elapsed() < Duration::from_millis(count) {
@@ -331,12 +383,12 @@ mod peer {
     /// truncate every handed file, then write garbage over everything it can write
     /// (its reader region, the message file it writes) for COUNT ms. Fails if a
     /// truncation succeeded.
-    fn attack_can(count: u64) -> Result<String, String> {
+    fn attack_can(count: u64) -> Result<String, Failure> {
         use std::os::fd::{BorrowedFd, OwnedFd};
         use std::os::unix::fs::FileExt;
-        let bus = std::env::var("PEER_BUS").map_err(|_| "PEER_BUS is not set")?;
+        let bus = env("PEER_BUS")?;
         let var = bulkhead_chan::env_name("BULKHEAD_CAN_", &bus);
-        let value = std::env::var(&var).map_err(|_| format!("{var} is not set"))?;
+        let value = env(&var)?;
         let mut files = Vec::new();
         for part in value.split(',') {
             let Some(fds) = part.strip_prefix("fd:") else {
@@ -346,15 +398,16 @@ mod peer {
                     .read(true)
                     .write(true)
                     .open(&path);
-                files.push(f.map_err(|e| format!("{path}: {e}"))?);
+                files.push(f.map_err(|e| Failure::call(&path, e))?);
                 continue;
             };
             for n in fds.split(':') {
-                let n: i32 = n.parse().map_err(|_| format!("{var}={value}"))?;
+                let n: i32 = n
+                    .parse()
+                    .map_err(|e| Failure::call(format!("{var}={value}"), e))?;
                 // SAFETY: the supervisor handed us this descriptor; only borrowed to dup it.
                 let fd = unsafe { BorrowedFd::borrow_raw(n) };
-                let fd: OwnedFd =
-                    rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(|e| e.to_string())?;
+                let fd: OwnedFd = rustix::io::fcntl_dupfd_cloexec(fd, 0)?;
                 files.push(std::fs::File::from(fd));
             }
         }
@@ -374,29 +427,29 @@ mod peer {
             std::thread::sleep(Duration::from_micros(200));
         }
         if refused < files.len() {
-            return Err(format!("{} truncations succeeded", files.len() - refused));
+            return Err(Failure::Check(format!(
+                "{} truncations succeeded",
+                files.len() - refused
+            )));
         }
         Ok(format!(
             "all {refused} truncations refused; {writes} garbage pages written"
         ))
     }
 
-    fn echo(count: u64, spin: u32) -> Result<String, String> {
+    fn echo(count: u64, spin: u32) -> Result<String, Failure> {
         let sock = socket();
-        let input = Channel::receive_from(&sock).map_err(|e| e.to_string())?;
-        let output = Channel::receive_from(&sock).map_err(|e| e.to_string())?;
-        let (mut rx, mut tx) = (
-            input.receiver().map_err(|e| e.to_string())?,
-            output.sender().map_err(|e| e.to_string())?,
-        );
+        let input = Channel::receive_from(&sock)?;
+        let output = Channel::receive_from(&sock)?;
+        let (mut rx, mut tx) = (input.receiver()?, output.sender()?);
         rx.set_spin(spin);
         tx.set_spin(spin);
         let mut m = [0u8; 32];
         for n in 0..count {
             rx.read_timeout(&mut m, TIMEOUT)
-                .map_err(|e| format!("echo read {n}: {e}"))?;
+                .map_err(|e| Failure::call(format!("echo read {n}"), e))?;
             tx.write_timeout(&m, TIMEOUT)
-                .map_err(|e| format!("echo write {n}: {e}"))?;
+                .map_err(|e| Failure::call(format!("echo write {n}"), e))?;
         }
         Ok(format!(
             "echoed {count}; sleeps {}",
@@ -406,10 +459,10 @@ mod peer {
 
     /// Creates named fifo channel `stale-COUNT`, attaches a sender and exits
     /// without destroying it, as a crashed creator would.
-    fn create_named(id: u64) -> Result<String, String> {
+    fn create_named(id: u64) -> Result<String, Failure> {
         let spec = bulkhead_chan::Spec::fifo(&format!("stale-{id}"), 32, 4);
-        let chan = Channel::create_named(&spec).map_err(|e| e.to_string())?;
-        let tx = chan.sender().map_err(|e| e.to_string())?;
+        let chan = Channel::create_named(&spec)?;
+        let tx = chan.sender()?;
         std::mem::forget(tx);
         Ok(format!("created stale-{id}"))
     }

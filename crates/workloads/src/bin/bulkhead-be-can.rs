@@ -16,6 +16,7 @@ use bulkhead_chan::Receiver;
 use bulkhead_client::stop_start::{monotonic_ns, Event, StopStart};
 use bulkhead_gateway_protocol::{client_receiver, split, WIRE_SIZE};
 use bulkhead_task::clock;
+use bulkhead_workloads::EndError;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -45,9 +46,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn open(bus: &str) -> Result<(StopStart, Receiver), String> {
-    let ss = StopStart::open().map_err(|e| e.to_string())?;
-    Ok((ss, client_receiver(bus)?))
+fn open(bus: &str) -> Result<(StopStart, Receiver), EndError> {
+    Ok((StopStart::open()?, client_receiver(bus)?))
 }
 
 /// Takes frames until the channel's writer is gone; after each resume, reports the first

@@ -37,6 +37,7 @@
 use bulkhead_chan::{Channel, Receiver, RecvError, Sender};
 use bulkhead_gateway_protocol::{client_receiver, split, WIRE_SIZE};
 use bulkhead_task::{clock, flags, Activation, Counter, Error, Task, Wake};
+use bulkhead_workloads::EndError;
 use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::process::ExitCode;
@@ -55,7 +56,33 @@ struct Args {
     read: Option<String>,
 }
 
-fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
+/// What is wrong with the command line (`Help`: it asks for the usage).
+#[derive(Debug)]
+enum ArgError {
+    Help,
+    NeedsValue(String),
+    NotNumber { flag: String, value: String },
+    Unknown(String),
+    OnArrivalWithoutCan,
+}
+
+impl std::fmt::Display for ArgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArgError::Help => Ok(()),
+            ArgError::NeedsValue(flag) => write!(f, "{flag} needs a value"),
+            ArgError::NotNumber { flag, value } => {
+                write!(f, "{flag}: `{value}` is not a non-negative integer")
+            }
+            ArgError::Unknown(arg) => write!(f, "unknown argument `{arg}`"),
+            ArgError::OnArrivalWithoutCan => f.write_str(
+                "--on-arrival needs --can BUS (the input whose arrivals release the jobs)",
+            ),
+        }
+    }
+}
+
+fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, ArgError> {
     let mut out = Args {
         exec_us: None,
         activations: None,
@@ -66,12 +93,15 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         read: None,
     };
     while let Some(flag) = args.next() {
-        let mut value = |name: &str| -> Result<String, String> {
-            args.next().ok_or_else(|| format!("{name} needs a value"))
+        let mut value = |name: &str| {
+            args.next()
+                .ok_or_else(|| ArgError::NeedsValue(name.to_string()))
         };
-        let number = |name: &str, v: String| -> Result<u64, String> {
-            v.parse()
-                .map_err(|_| format!("{name}: `{v}` is not a non-negative integer"))
+        let number = |name: &str, value: String| {
+            value.parse().map_err(|_| ArgError::NotNumber {
+                flag: name.to_string(),
+                value,
+            })
         };
         match flag.as_str() {
             "--exec-us" => out.exec_us = Some(number("--exec-us", value("--exec-us")?)?),
@@ -83,14 +113,12 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--read" => out.read = Some(value("--read")?),
             "--restartable" => out.restartable = true,
             "--on-arrival" => out.on_arrival = true,
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument `{other}`")),
+            "-h" | "--help" => return Err(ArgError::Help),
+            other => return Err(ArgError::Unknown(other.to_string())),
         }
     }
     if out.on_arrival && out.can.is_none() {
-        return Err(
-            "--on-arrival needs --can BUS (the input whose arrivals release the jobs)".into(),
-        );
+        return Err(ArgError::OnArrivalWithoutCan);
     }
     Ok(out)
 }
@@ -116,9 +144,9 @@ struct CanInput {
 }
 
 impl CanInput {
-    fn open(bus: &str, restartable: bool, task: &mut Task) -> Result<CanInput, String> {
+    fn open(bus: &str, restartable: bool, task: &mut Task) -> Result<CanInput, EndError> {
         let rx = client_receiver(bus)?;
-        let mut counter = |name: &str| task.counter(name).map_err(|e| e.to_string());
+        let mut counter = |name: &str| task.counter(name);
         Ok(CanInput {
             rx,
             pending: None,
@@ -217,30 +245,51 @@ fn job_message(act: &Activation) -> [u8; MESSAGE_SIZE] {
 }
 
 /// The description's channel `name`, whose messages must be [`MESSAGE_SIZE`] bytes.
-fn open_jobs_channel(name: &str) -> Result<Channel, String> {
-    let channel = Channel::open_env(name).map_err(|e| e.to_string())?;
+fn open_jobs_channel(name: &str) -> Result<Channel, EndError> {
+    let channel = Channel::open_env(name)?;
     let size = channel.meta().msg_size;
     if size as usize != MESSAGE_SIZE {
-        return Err(format!(
-            "its messages are {size} bytes; a job message is {MESSAGE_SIZE} (index and release, u64 each)"
-        ));
+        let want = MESSAGE_SIZE;
+        return Err(EndError::MessageSize { size, want });
     }
     Ok(channel)
 }
 
 /// The writing end of `--write`'s channel.
-fn open_output(name: &str) -> Result<Sender, String> {
-    open_jobs_channel(name)?.sender().map_err(|e| e.to_string())
+fn open_output(name: &str) -> Result<Sender, EndError> {
+    Ok(open_jobs_channel(name)?.sender()?)
+}
+
+/// A channel end a flag names that could not be opened.
+#[derive(Debug)]
+struct FlagError {
+    flag: &'static str,
+    channel: String,
+    source: EndError,
+}
+
+impl std::fmt::Display for FlagError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.flag, self.channel, self.source)
+    }
 }
 
 /// The ends `--write` and `--read` name; an error names the flag and the channel.
-fn job_channels(args: &Args) -> Result<(Option<Sender>, Option<JobCheck>), String> {
+fn job_channels(args: &Args) -> Result<(Option<Sender>, Option<JobCheck>), FlagError> {
+    let flagged = |flag, name: &String| {
+        let channel = name.clone();
+        move |source| FlagError {
+            flag,
+            channel,
+            source,
+        }
+    };
     let output = match &args.write {
-        Some(name) => Some(open_output(name).map_err(|e| format!("--write {name}: {e}"))?),
+        Some(name) => Some(open_output(name).map_err(flagged("--write", name))?),
         None => None,
     };
     let check = match &args.read {
-        Some(name) => Some(JobCheck::open(name).map_err(|e| format!("--read {name}: {e}"))?),
+        Some(name) => Some(JobCheck::open(name).map_err(flagged("--read", name))?),
         None => None,
     };
     Ok((output, check))
@@ -262,10 +311,9 @@ struct JobCheck {
 }
 
 impl JobCheck {
-    fn open(name: &str) -> Result<JobCheck, String> {
-        let rx = open_jobs_channel(name)?.receiver();
+    fn open(name: &str) -> Result<JobCheck, EndError> {
         Ok(JobCheck {
-            rx: rx.map_err(|e| e.to_string())?,
+            rx: open_jobs_channel(name)?.receiver()?,
             count: 0,
             first: None,
             last: None,
@@ -328,14 +376,15 @@ impl JobCheck {
 fn main() -> ExitCode {
     let args = match parse(std::env::args().skip(1)) {
         Ok(a) => a,
-        Err(msg) => {
-            if !msg.is_empty() {
-                eprintln!("bulkhead-periodic: {msg}");
+        Err(e) => {
+            let help = matches!(e, ArgError::Help);
+            if !help {
+                eprintln!("bulkhead-periodic: {e}");
             }
             eprintln!(
                 "usage: bulkhead-periodic [--exec-us N] [--activations N] [--can BUS [--on-arrival]] [--restartable] [--write CHANNEL] [--read CHANNEL]"
             );
-            return ExitCode::from(if msg.is_empty() { 0 } else { 2 });
+            return ExitCode::from(if help { 0 } else { 2 });
         }
     };
     let mut task = match Task::attach() {

@@ -16,10 +16,14 @@
 //! partitions go first, the partition that holds the vehicle's I/O last (2.1: "the
 //! master sandbox's BSP core is the last to suspend"); the resume runs it backwards.
 
+pub(crate) mod settings;
+
+pub use settings::{Compare, Stale, StopStart, Trigger, DEFAULT_ACK_DEADLINE};
+
 use crate::path_error::{err, Result};
 use crate::types::{Bus, PartitionKind, System};
-use crate::units::Nanos;
 use crate::units::{format_duration, parse_duration};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
 #[derive(Deserialize, Debug, Default)]
@@ -33,96 +37,106 @@ pub struct RawStopStart {
     pub resume_when: Option<RawTrigger>,
 }
 
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+/// A trigger's keys as written: `suspend_when` and `resume_when`, and each
+/// `modes.switch_when` entry beside its `to` ([`TriggerReader`] reads them all).
+#[derive(Debug)]
 pub struct RawTrigger {
     pub bus: String,
     pub signal: String,
     pub below: Option<f64>,
     pub above: Option<f64>,
-    #[serde(rename = "for")]
+    /// `for`.
     pub hold: Option<String>,
 }
 
-/// What the gateway does with frames around a stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Stale {
-    /// Frames received before the resume completes are never delivered to restartable
-    /// tasks; fresh frames from the first instant after it are buffered until they are
-    /// ready. (The only choice: a restartable task exists not to act on old data,
-    /// JuMP2start 2.2; a continuable task keeps whatever it had read.)
-    #[default]
-    Drop,
-}
-
-/// The stop-start settings of a system; [`StopStart::defaults`] for a system without
-/// the section.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StopStart {
-    /// Every partition once, in suspend order; resume goes in reverse.
-    pub order: Vec<String>,
-    /// How long each program has to acknowledge a suspend request.
-    pub ack_deadline: Nanos,
-    pub stale: Stale,
-    /// Enter suspend-to-RAM once every partition is frozen.
-    pub suspend_to_ram: bool,
-    pub suspend_when: Option<Trigger>,
-    pub resume_when: Option<Trigger>,
-}
-
-/// The default acknowledgement deadline: 5 ms, the suspend latency target of a
-/// system-wide stop (JuMP2start's Quest userspace suspend took 6.5-58 ms, Table 5).
-pub const DEFAULT_ACK_DEADLINE: Nanos = 5_000_000;
-
-/// A condition on a decoded CAN signal that the bus's gateway watches.
-#[derive(Debug, Clone)]
-pub struct Trigger {
-    pub bus: String,
-    /// The signal's name in the bus's DBC.
-    pub signal: String,
-    pub compare: Compare,
-    /// The threshold, a finite physical value (the DBC's unit).
-    pub threshold: f64,
-    /// How long the condition must hold without a break (0: one frame is enough).
-    pub hold: Nanos,
-}
-
-impl PartialEq for Trigger {
-    fn eq(&self, o: &Trigger) -> bool {
-        (&self.bus, &self.signal, self.compare, self.hold) == (&o.bus, &o.signal, o.compare, o.hold)
-            && self.threshold.to_bits() == o.threshold.to_bits()
+impl<'de> Deserialize<'de> for RawTrigger {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let (_, trigger) = d.deserialize_map(TriggerReader { to: false })?;
+        Ok(trigger)
     }
 }
 
-/// Finite thresholds only (checked at load), so equality is an equivalence.
-impl Eq for Trigger {}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Compare {
-    /// The signal is strictly below the threshold.
-    Below,
-    /// The signal is strictly above the threshold.
-    Above,
+/// The one reader of a trigger's keys, with a `to` beside them when `to` is set (then
+/// required): a mapping of these keys only, as `deny_unknown_fields` reads it (serde's
+/// `flatten` cannot deny unknown keys). What it reads: `to`'s value (empty without
+/// `to`), and the trigger.
+pub(crate) struct TriggerReader {
+    pub to: bool,
 }
 
-impl Trigger {
-    /// Whether `value` meets the condition (not counting `hold`).
-    pub fn met(&self, value: f64) -> bool {
-        match self.compare {
-            Compare::Below => value < self.threshold,
-            Compare::Above => value > self.threshold,
+impl TriggerReader {
+    /// The keys it takes, in the order an unknown key's error lists them.
+    fn keys(&self) -> &'static [&'static str] {
+        match self.to {
+            true => &["to", "bus", "signal", "below", "above", "for"],
+            false => &["bus", "signal", "below", "above", "for"],
         }
     }
+}
 
-    /// `SIGNAL<VALUE` or `SIGNAL>VALUE`, with `@HOLD_NS` when it must hold: the form
-    /// the gateway's command line takes.
-    pub fn spec(&self) -> String {
-        let op = match self.compare {
-            Compare::Below => '<',
-            Compare::Above => '>',
+impl<'de> Visitor<'de> for TriggerReader {
+    type Value = (String, RawTrigger);
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "a mapping of {}", self.keys().join(", "))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let (mut to, mut bus, mut signal) = (None, None, None);
+        let (mut below, mut above, mut hold) = (None, None, None);
+        while let Some(key) = map.next_key_seed(Key(self.keys()))? {
+            match key {
+                "to" => to = Some(map.next_value()?),
+                "bus" => bus = Some(map.next_value()?),
+                "signal" => signal = Some(map.next_value()?),
+                "below" => below = map.next_value()?,
+                "above" => above = map.next_value()?,
+                _ => hold = map.next_value()?, // `for`, the last key `Key` lets through
+            }
+        }
+        let missing = de::Error::missing_field;
+        if self.to && to.is_none() {
+            return Err(missing("to"));
+        }
+        let trigger = RawTrigger {
+            bus: bus.ok_or_else(|| missing("bus"))?,
+            signal: signal.ok_or_else(|| missing("signal"))?,
+            below,
+            above,
+            hold,
         };
-        format!("{}{op}{}@{}", self.signal, self.threshold, self.hold)
+        Ok((to.unwrap_or_default(), trigger))
+    }
+}
+
+/// A key of a trigger's mapping: one of these, else refused where it stands (its line,
+/// column and key path), as a derived reader refuses it.
+struct Key(&'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = &'static str;
+
+    fn deserialize<D: Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<&'static str, D::Error> {
+        d.deserialize_identifier(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = &'static str;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "one of {}", self.0.join(", "))
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> std::result::Result<&'static str, E> {
+        let known = self.0.iter().find(|k| **k == key);
+        known.copied().ok_or_else(|| E::unknown_field(key, self.0))
     }
 }
 
