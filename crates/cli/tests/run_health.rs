@@ -202,14 +202,14 @@ fn an_overrunning_task_switches_the_system_to_its_degraded_mode() {
 }
 
 /// `run` refuses what it does not carry out, before anything starts: a `health:` in a
-/// system with a window schedule (here an exit's `log` of a windowed process, which
-/// `check` accepts).
+/// system with a window schedule (here an exit's `log` of a windowed process; `check`
+/// refuses it too, `invalid/health-in-windowed-system.yaml`).
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn run_refuses_a_supervision_it_does_not_carry_out() {
     let scratch = Scratch::new("health-refused");
     let yaml = "windows:\n  - length: 20\n    slices:\n      - {cpu: 0, sc_partition: hm-win}\npartitions:\n  - name: hm-win\n    processes:\n      - {budget: 5, cmd: \"sh -c 'echo x >> started; sleep 30'\", health: {on_exit: {action: log}}}\n";
-    let want = "health: not carried out by `run` yet in a system with a window schedule";
+    let want = "partitions[0].processes[0].health: `health:` is not carried out by `run` yet in a system with a window schedule";
     let (code, stderr) = run(&scratch, yaml, "2s");
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains(want), "{stderr}");

@@ -332,16 +332,11 @@ impl Health {
     }
 }
 
-/// What `run` carries out: every supervision, in a system without windows, with every
-/// action, where its manager exists: `suspend` needs the control
-/// socket's stop-start manager (`control`: the run has one). The rest is refused before
-/// anything starts.
+/// What `run` carries out (in a system without windows, [`bulkhead_plan::scope`]):
+/// every supervision, with every action, where its manager exists: `suspend` needs the
+/// control socket's stop-start manager (`control`: the run has one). The rest is refused
+/// before anything starts.
 fn check(system: &System, control: bool) -> Result<(), RunError> {
-    if !system.windows.is_empty() {
-        return Err(RunError::invalid(
-            "health: not carried out by `run` yet in a system with a window schedule",
-        ));
-    }
     for s in &system.health {
         let who = who(&s.member);
         let h = &s.health;
