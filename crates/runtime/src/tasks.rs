@@ -661,6 +661,17 @@ impl RtPartitions {
             .collect()
     }
 
+    /// The descriptors that become readable when a task reports a late job (each task
+    /// link's wake eventfd, the same across restarts).
+    pub fn wake_fds(&self) -> Vec<i32> {
+        self.tasks.iter().map(|t| t.link.wake_fd()).collect()
+    }
+
+    /// Consumes the tasks' late-job notifications.
+    pub fn clear_wakes(&self) {
+        self.tasks.iter().for_each(|t| t.link.clear_wake());
+    }
+
     /// The task processes' pids, in declaration order.
     pub fn pids(&self) -> Vec<u32> {
         self.tasks.iter().map(|t| t.child.id()).collect()
