@@ -41,6 +41,9 @@ pub fn run(args: Args) -> ExitCode {
         if let Err(code) = crate::common::resolve_programs(&system, described) {
             return code;
         }
+        if let Err(e) = bulkhead_plan::scope::check(&loaded.system) {
+            return crate::common::refuse_at(described, &e.key_path, e.why);
+        }
         if host.is_some() {
             if let Err(code) = crate::common::check_cgroups(&system, described) {
                 return code;

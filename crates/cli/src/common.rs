@@ -90,15 +90,8 @@ pub fn resolve_programs(
     (file, text): (&Path, &str),
 ) -> Result<bulkhead_plan::Programs, ExitCode> {
     let host = bulkhead_plan::Host::current(&workdir(system, file));
-    bulkhead_plan::Programs::resolve(system, &host).map_err(|e| {
-        let why = e.source.to_string();
-        fail(bulkhead_model::diagnostic_at(
-            text,
-            &name(file),
-            &e.key_path,
-            why,
-        ))
-    })
+    bulkhead_plan::Programs::resolve(system, &host)
+        .map_err(|e| refuse_at((file, text), &e.key_path, e.source.to_string()))
 }
 
 /// Refuses what this machine's cgroup hierarchy cannot hold, as `run` will
@@ -112,15 +105,19 @@ pub fn check_cgroups(
         return Ok(());
     };
     let version = bulkhead_runtime::plan_version(hierarchy.version);
-    bulkhead_plan::cgroups::check(system, version).map_err(|e| {
-        let why = e.to_string();
-        fail(bulkhead_model::diagnostic_at(
-            text,
-            &name(file),
-            &e.key_path,
-            why,
-        ))
-    })
+    bulkhead_plan::cgroups::check(system, version)
+        .map_err(|e| refuse_at((file, text), &e.key_path, e.to_string()))
+}
+
+/// Fails with `why` at the position of `key_path` in the description (`file:line:col:
+/// key.path: why`), exit 1.
+pub fn refuse_at((file, text): (&Path, &str), key_path: &str, why: String) -> ExitCode {
+    fail(bulkhead_model::diagnostic_at(
+        text,
+        &name(file),
+        key_path,
+        why,
+    ))
 }
 
 /// A positive duration with a unit (`500us`, `2ms`, `1s`): the syntax of every

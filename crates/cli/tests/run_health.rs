@@ -201,18 +201,16 @@ fn an_overrunning_task_switches_the_system_to_its_degraded_mode() {
     );
 }
 
-/// `run` refuses what it does not carry out, before anything starts: a restart of an rt
-/// task in a system with modes (its mode agent holds the task's process).
+/// `run` refuses what it does not carry out, before anything starts: a `health:` in a
+/// system with a window schedule (here an exit's `log` of a windowed process; `check`
+/// refuses it too, `invalid/health-in-windowed-system.yaml`).
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn run_refuses_a_supervision_it_does_not_carry_out() {
     let scratch = Scratch::new("health-refused");
-    let task = "{name: t, cmd: \"sh -c 'echo x >> started; sleep 30'\", budget: 1ms, period: 10ms";
-    let restart = format!(
-        "system: {{}}\npartitions:\n  - name: hm-svc\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - {task}, health: {{on_exit: {{action: restart}}}}}}\nmodes:\n  initial: a\n  agent: {{budget: 100us, period: 100ms}}\n  table:\n    - name: a\n      partitions:\n        hm-svc: {{tasks: [t]}}\n"
-    );
-    let want = "partition `hm-svc`, task `t`: health.on_exit: the action `restart` restarts no rt task in a system with modes yet";
-    let (code, stderr) = run(&scratch, &restart, "2s");
+    let yaml = "windows:\n  - length: 20\n    slices:\n      - {cpu: 0, sc_partition: hm-win}\npartitions:\n  - name: hm-win\n    processes:\n      - {budget: 5, cmd: \"sh -c 'echo x >> started; sleep 30'\", health: {on_exit: {action: log}}}\n";
+    let want = "partitions[0].processes[0].health: `health:` is not carried out by `run` yet in a system with a window schedule";
+    let (code, stderr) = run(&scratch, yaml, "2s");
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains(want), "{stderr}");
     assert_eq!(lines(&scratch, "started"), 0, "nothing started: {stderr}");
@@ -220,10 +218,9 @@ fn run_refuses_a_supervision_it_does_not_carry_out() {
 
 /// A process that stops sending heartbeats (8-byte messages 2 on its channel, fd 3,
 /// what `bulkhead_heartbeat()` sends) is restarted by its watchdog; one that keeps
-/// beating is left alone. The beating one beats every 50 ms under a watchdog of 1 s,
-/// which its silence would reach within the 2 s run: twenty beats of margin for a loaded
-/// machine's `sleep 0.05`. (Under a 300 ms watchdog it was once restarted: that run
-/// had a keeper under SCHED_FIFO, which missed heartbeats and restarts alike, see
+/// beating under the same 300 ms watchdog is left alone: it beats every 50 ms, six beats
+/// of margin for a loaded machine's `sleep 0.05`. (It was once restarted: that run had
+/// a keeper under SCHED_FIFO, which missed heartbeats and restarts alike, see
 /// `UnwindowedKeeper::keep`.)
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
@@ -233,7 +230,7 @@ fn a_silent_process_is_restarted_by_its_watchdog() {
     // Backslashes doubled for YAML's double-quoted string.
     let beat = r"printf '\\002\\000\\000\\000\\000\\000\\000\\000' >&3";
     let yaml = format!(
-        "system: {{}}\npartitions:\n  - name: hm-wd\n    cpus: 1\n    processes:\n      - {{cmd: \"sh -c \\\"echo x >> silent; {beat}; sleep 30\\\"\", health: {{watchdog: {{timeout: 300ms, action: restart}}}}}}\n      - {{cmd: \"sh -c \\\"echo x >> beating; while true; do {beat}; sleep 0.05; done\\\"\", health: {{watchdog: {{timeout: 1s, action: restart}}}}}}\n"
+        "system: {{}}\npartitions:\n  - name: hm-wd\n    cpus: 1\n    processes:\n      - {{cmd: \"sh -c \\\"echo x >> silent; {beat}; sleep 30\\\"\", health: {{watchdog: {{timeout: 300ms, action: restart}}}}}}\n      - {{cmd: \"sh -c \\\"echo x >> beating; while true; do {beat}; sleep 0.05; done\\\"\", health: {{watchdog: {{timeout: 300ms, action: restart}}}}}}\n"
     );
     let (code, stderr) = run(&scratch, &yaml, "2s");
     assert_eq!(code, Some(0), "{stderr}");
@@ -346,6 +343,62 @@ fn an_exited_rt_task_is_restarted_continuable_or_restartable_as_declared() {
         stderr.contains("bulkhead: health: task `cont` of partition `hm-rs`: exit: restart"),
         "{stderr}"
     );
+}
+
+/// An rt task killed from inside its partition (SIGKILL after the work of its 20th job,
+/// before it completes: `bulkhead-periodic --kill-self`) is restarted by its `on_exit`
+/// at its next period: the continuable task's grid goes on, so its first release after
+/// the restart is the first point of the grid after the restart's end (a wide margin of
+/// three periods for the new process's start-up on a loaded machine), never one before
+/// the kill. In a system without modes and in one whose mode agent holds the task.
+#[test]
+#[ignore = "needs root: cgroups, SCHED_DEADLINE"]
+fn a_killed_rt_task_is_restarted_at_its_next_period() {
+    let Some((periodic, _lock)) = common::rt_test_setup() else {
+        return;
+    };
+    let modes = "modes:\n  initial: run\n  agent: {budget: 100us, period: 100ms}\n  table:\n    - name: run\n      partitions:\n        hm-kill: {tasks: [k]}\n";
+    for (case, modes) in [("without modes", ""), ("with modes", modes)] {
+        let scratch = Scratch::new("health-rt-kill");
+        let yaml = format!(
+            "system: {{cpus: 0-1}}\npartitions:\n  - name: hm-kill\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - {{name: k, cmd: {} --activations 20 --kill-self --exec-us 200, budget: 2ms, period: 10ms, resume: continuable, health: {{on_exit: {{action: restart, then: {{after: 1, action: log}}}}}}}}\n{modes}",
+            periodic.display()
+        );
+        let (_, stderr) = run(&scratch, &yaml, "10s");
+        let events = events(&scratch);
+        let want = [("exit", "restart"), ("exit", "log")].map(|(c, a)| (c.into(), a.into()));
+        assert_eq!(health_actions(&events), want.to_vec(), "{case}: {stderr}");
+        assert!(
+            stderr.contains("bulkhead: health: task `k` of partition `hm-kill`: exit: restart"),
+            "{case}: {stderr}"
+        );
+        let at = |e: &serde_json::Value| e["t_ns"].as_u64().unwrap();
+        let restart = events
+            .iter()
+            .find(|e| e["event"] == "health_action")
+            .unwrap();
+        let released = |e: &&serde_json::Value| {
+            e["event"] == "job_release" && e["task"] == "k" && at(e) > at(restart)
+        };
+        let first = events
+            .iter()
+            .find(released)
+            .expect("released after the restart");
+        let (job, period) = (first["job"].as_u64().unwrap(), 10_000_000);
+        let next = at(restart).div_ceil(period);
+        assert!(
+            job >= 20,
+            "{case}: the grid goes on past the killed job 19: {first}"
+        );
+        assert!(
+            (next..=next + 3).contains(&job),
+            "{case}: job {job} released at the restart's next period {next}: {first} {restart}"
+        );
+        let completed = events.iter().filter(|e| {
+            e["event"] == "job_complete" && e["task"] == "k" && e["job"].as_u64() >= Some(job)
+        });
+        assert!(completed.count() >= 10, "{case}: it runs on: {stderr}");
+    }
 }
 
 /// `restart_partition`: a process's exit starts every process of its partition again

@@ -263,7 +263,7 @@ fn a_requester_with_suspend_suspends_the_system() {
 }
 
 /// `run` refuses, before anything starts, a requester it reads no requests from: an rt
-/// partition (the task library sends none yet). `check` accepts the description.
+/// partition (the task library sends none yet). `check` refuses it too, at its key.
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn run_refuses_a_requester_it_reads_no_requests_from() {
@@ -281,7 +281,14 @@ fn run_refuses_a_requester_it_reads_no_requests_from() {
     let file = scratch.file("rt.yaml");
     std::fs::write(&file, yaml).unwrap();
     let check = common::bulkhead().arg("check").arg(&file).output().unwrap();
-    assert!(check.status.success(), "{check:?}");
+    let refused = String::from_utf8_lossy(&check.stderr);
+    assert_eq!(check.status.code(), Some(1), "{refused}");
+    assert!(
+        refused.contains(
+            "modes.requesters[0]: partition `rq-ctl`: requests from inside are read from"
+        ),
+        "{refused}"
+    );
     let out = common::bulkhead()
         .current_dir(&scratch.0)
         .args(["run", file.to_str().unwrap(), "--timeout", "2s"])

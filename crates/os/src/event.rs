@@ -161,6 +161,12 @@ impl Wakeup {
         Ok(Wakeup { fd })
     }
 
+    /// A wakeup over an eventfd another process created and passed down (the task
+    /// library's wakeup of the supervisor's drain). Precondition: `fd` is an eventfd.
+    pub fn from_eventfd(fd: OwnedFd) -> Wakeup {
+        Wakeup { fd }
+    }
+
     /// The descriptor to watch: readable once notified.
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()

@@ -6,7 +6,9 @@
 //! resolved to the file it executes, how it is executed, the `PATH` its partition's
 //! processes get, and the files the sandbox must keep visible for it; and where every
 //! rt task runs ([`placement`]), as the analysis that admits the system placed it; and
-//! whether the host's cgroup hierarchy can hold its best-effort partitions ([`cgroups`]).
+//! whether the host's cgroup hierarchy can hold its best-effort partitions ([`cgroups`]);
+//! and which of its keys `run` does not carry out yet, which `check` refuses too
+//! ([`scope`]).
 //! The fixed-priority order is the model's one function, `bulkhead_model::priority::ranks`.
 //!
 //! The crate is pure apart from looking files up (it reads the file system, it changes
@@ -16,6 +18,7 @@ pub mod admission;
 pub mod cgroups;
 pub mod placement;
 pub mod programs;
+pub mod scope;
 
 pub use admission::{admit, Refusal};
 pub use bulkhead_analysis::system::Placement;

@@ -16,7 +16,7 @@ use crate::RunError;
 use bulkhead_control::SupervisionStatus;
 use bulkhead_model::health::monitor::{Decision, Evidence, Monitor, SupervisionState};
 use bulkhead_model::health::{Action, Member};
-use bulkhead_model::{PartitionKind, System};
+use bulkhead_model::System;
 use bulkhead_os::clock::now_ns;
 use bulkhead_trace::{Event, EventKind};
 use std::sync::{Arc, Mutex};
@@ -332,40 +332,27 @@ impl Health {
     }
 }
 
-/// What `run` carries out: every supervision, in a system without windows, with every
-/// action, where its manager exists: `suspend` needs the control
-/// socket's stop-start manager (`control`: the run has one), a restart of an rt task a
-/// system without modes (the mode agents hold the tasks' processes). The rest is
-/// refused before anything starts.
+/// What `run` carries out (in a system without windows, [`bulkhead_plan::scope`]):
+/// every supervision, with every action, where its manager exists: `suspend` needs the
+/// control socket's stop-start manager (`control`: the run has one). The rest is refused
+/// before anything starts.
 fn check(system: &System, control: bool) -> Result<(), RunError> {
-    if !system.windows.is_empty() {
-        return Err(RunError::invalid(
-            "health: not carried out by `run` yet in a system with a window schedule",
-        ));
-    }
     for s in &system.health {
-        let rt = system
-            .partition(&s.partition)
-            .is_some_and(|p| p.kind == PartitionKind::Rt);
         let who = who(&s.member);
         let h = &s.health;
         for (key, escalation) in h.escalations() {
-            for step in &escalation.steps {
-                let why = match step.action {
-                    Action::Suspend if !control => {
-                        "needs the stop-start manager of a run with a control socket (--control)"
-                    }
-                    Action::Restart | Action::RestartPartition if rt && system.modes.is_some() => {
-                        "restarts no rt task in a system with modes yet"
-                    }
-                    _ => continue,
-                };
-                return Err(RunError::invalid(format!(
-                    "partition `{}`, {who}: health.{key}: the action `{}` {why}",
-                    s.partition,
-                    step.action.text()
-                )));
+            if control
+                || !escalation
+                    .steps
+                    .iter()
+                    .any(|s| matches!(s.action, Action::Suspend))
+            {
+                continue;
             }
+            return Err(RunError::invalid(format!(
+                "partition `{}`, {who}: health.{key}: the action `suspend` needs the stop-start manager of a run with a control socket (--control)",
+                s.partition
+            )));
         }
     }
     Ok(())

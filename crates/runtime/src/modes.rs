@@ -36,7 +36,7 @@
 //! lowers it back when it has the acknowledgement.
 
 use crate::mailbox::{self, Receiver, Sender};
-use crate::tasks::TaskPort;
+use crate::tasks::{lock_pid, TaskPort};
 use bulkhead_control::{ErrorCode, InterfaceStatus, ModeOutcome, Response, StepRecord, Ticket};
 use bulkhead_model::{Nanos, SwitchPolicy, System, Task};
 use bulkhead_modes::{Interface, Step, Switch, Table};
@@ -681,20 +681,21 @@ const WARM_UP_LIMIT: Duration = Duration::from_secs(2);
 fn warm_up(tasks: &[TaskPort]) {
     let parked: Vec<&TaskPort> = tasks.iter().filter(|t| t.parked).collect();
     for t in &parked {
-        signal(t.pid, bulkhead_os::proc::SIGCONT);
+        signal(*lock_pid(&t.pid), bulkhead_os::proc::SIGCONT);
     }
     let until = Instant::now() + WARM_UP_LIMIT;
     for t in &parked {
         while !t.port.attached() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(1));
         }
-        signal(t.pid, bulkhead_os::proc::SIGSTOP);
+        signal(*lock_pid(&t.pid), bulkhead_os::proc::SIGSTOP);
     }
 }
 
 /// Sends `sig` to task process `pid`.
 fn signal(pid: u32, sig: i32) {
-    // The pid is a task child of this process, reaped only after the agents stopped.
+    // The pid, read under its lock, is a task child of this process not yet reaped: a
+    // restart reaps it only under the same lock, the run's stop after the agents stopped.
     let _ = bulkhead_os::proc::kill(pid as i32, sig);
 }
 
@@ -732,15 +733,18 @@ fn switch_tasks(tasks: &[TaskPort], command: &Command, ack_timeout: Duration) ->
     problems
 }
 
+/// Carries out `action` on task `t`'s process, holding its pid's lock (a restart of the
+/// task waits, [`crate::tasks::SharedPid`]).
 fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), ActError> {
-    let pid = t.pid as i32;
-    let kill = |sig| signal(t.pid, sig);
+    let guard = lock_pid(&t.pid);
+    let pid = *guard as i32;
+    let kill = |sig| signal(*guard, sig);
     match action {
         Action::Park => {
             t.judged_from.store(u64::MAX, Ordering::Release);
             kill(bulkhead_os::proc::SIGSTOP);
             sched::set_process(pid, &Policy::Other { nice: 0 })?;
-            wait_stopped(t.pid, until)?;
+            wait_stopped(*guard, until)?;
             let now = bulkhead_task::clock::now_ns();
             t.parked_at.store(now, Ordering::Release);
             Ok(())

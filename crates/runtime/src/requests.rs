@@ -60,27 +60,6 @@ pub struct Asker<'a> {
     pub channel: BorrowedFd<'a>,
 }
 
-/// Refuses, before anything starts, requesters whose programs `run` does not read
-/// requests from (rt partitions, windowed ones, any in a system with windows).
-pub fn check(system: &System) -> Result<(), RunError> {
-    let requesters = system.modes.iter().flat_map(|m| &m.requesters);
-    if !system.windows.is_empty() && requesters.clone().next().is_some() {
-        return Err(RunError::invalid(
-            "modes.requesters: requests from inside are not served in a system with a window schedule yet",
-        ));
-    }
-    let unwindowed = bulkhead_plan::cgroups::unwindowed(system);
-    for (i, r) in requesters.enumerate() {
-        if !unwindowed.iter().any(|(_, p)| p.name == r.partition) {
-            return Err(RunError::invalid(format!(
-                "modes.requesters[{i}]: partition `{}`: requests from inside are read from the processes of best-effort partitions in no window only (not yet from rt tasks or windows)",
-                r.partition
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// The requests of `system`'s unwindowed best-effort processes (those allowed by its
 /// `modes.requesters`, and the refusals of the others). `events`: the rt run's event
 /// list and its epoch.
@@ -93,19 +72,18 @@ pub fn start(system: &System, events: Option<(ModeEvents, u64)>) -> SharedReques
     }))
 }
 
-/// Refuses, before anything starts, `modes.switch_when` where `run` has no stop-start
-/// worker to watch the readers' counters: a system with windows, or a run without a
-/// control socket (`control`; the command line always serves one).
+/// Refuses, before anything starts, `modes.switch_when` in a run without a control socket
+/// (`control`; the command line always serves one), which has no stop-start worker to
+/// watch the readers' counters (a system with windows is refused by
+/// [`bulkhead_plan::scope`]).
 pub fn check_switch_when(system: &System, control: bool) -> Result<(), RunError> {
     let switches = system.modes.iter().flat_map(|m| &m.switch_when);
-    let why = match (switches.count(), control, system.windows.is_empty()) {
-        (0, _, _) | (_, true, true) => return Ok(()),
-        (_, _, false) => "in a system with a window schedule (stop-start does not run there)",
-        (_, false, true) => "in a run without a control socket",
-    };
-    Err(RunError::invalid(format!(
-        "modes.switch_when: switches from a signal are not carried out {why}: the stop-start worker watches the gateway readers' counters"
-    )))
+    if control || switches.count() == 0 {
+        return Ok(());
+    }
+    Err(RunError::invalid(
+        "modes.switch_when: switches from a signal are not carried out in a run without a control socket: the stop-start worker watches the gateway readers' counters",
+    ))
 }
 
 /// `modes.switch_when[index]`'s condition was met (the stop-start worker saw its counter

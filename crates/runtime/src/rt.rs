@@ -27,11 +27,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often the tasks' trace rings are drained. The drain thread is woken sooner by
-/// the exit of a task process (its pidfd) and by a health decision for it (its wakeup).
+/// the exit of a task process (its pidfd), a late job its task library reports (the
+/// task link's wake eventfd) and a health decision for it (its wakeup).
 const DRAIN_PERIOD: Duration = Duration::from_millis(10);
+/// The least time between two drains: a task that notifies its wake eventfd over and
+/// over (it holds the descriptor) makes the drain thread run at most this often.
+const DRAIN_GAP: Duration = Duration::from_millis(1);
 /// Release 0 of every task lies at least this far after the last task attached to the
 /// task library ([`Epoch::after_attach_ns`]): room for a reservation to repay what its
 /// start-up overran. With 50 ms the gateway writer of `stop-start-triggers` (100 µs per
@@ -417,8 +421,9 @@ struct Flags<'a> {
     all_exited: &'a AtomicBool,
 }
 
-/// Drains the tasks every [`DRAIN_PERIOD`], and at once when a task process exits or the
-/// health monitor routes a restart to the thread (`waiter`), until the run stops.
+/// Drains the tasks every [`DRAIN_PERIOD`], and at once (but [`DRAIN_GAP`] apart at
+/// least) when a task process exits, a task reports a late job, or the health monitor
+/// routes a restart to the thread (`waiter`), until the run stops.
 fn drain_until_stopped(
     mut rt: RtPartitions,
     mut sink: Sink,
@@ -429,9 +434,17 @@ fn drain_until_stopped(
 ) -> Drained {
     let health = sink.health.clone();
     let mut exits = Vec::new();
+    for fd in rt.wake_fds() {
+        // Not watched: the task's late jobs are seen at the next drain.
+        let _ = waiter.watch(fd);
+    }
+    let mut last = Instant::now();
     while !stop.load(Ordering::Acquire) {
         watch_exits(&rt, &waiter, &mut exits);
         waiter.wait(DRAIN_PERIOD);
+        std::thread::sleep(DRAIN_GAP.saturating_sub(last.elapsed()));
+        last = Instant::now();
+        rt.clear_wakes();
         rt.drain(&mut |e| {
             if let Some(h) = &health {
                 crate::health::job_event(h, &e);

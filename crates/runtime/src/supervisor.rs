@@ -244,7 +244,7 @@ pub fn plan_version(version: cgroup::Version) -> bulkhead_plan::CgroupVersion {
 
 /// This machine's cgroups and programs, after every check that refuses `system` before
 /// anything starts: the plan's (the cgroups can hold its partitions, its programs
-/// resolve), its CPUs and its suspend-to-RAM trigger.
+/// resolve, `run` carries out its keys), its CPUs and its suspend-to-RAM trigger.
 fn refusals(system: &System, options: &RunOptions) -> Result<(Hierarchy, Host), RunError> {
     let hierarchy = match &options.hierarchy {
         Some(h) => h.clone(),
@@ -252,6 +252,7 @@ fn refusals(system: &System, options: &RunOptions) -> Result<(Hierarchy, Host), 
     };
     bulkhead_plan::cgroups::check(system, plan_version(hierarchy.version))
         .map_err(|e| RunError::Invalid(Unrunnable::Unplaceable(e)))?;
+    bulkhead_plan::scope::check(system).map_err(|e| RunError::invalid(e.to_string()))?;
     let host = Host::current(&options.workdir);
     resolve_programs(system, &host)?;
     crate::affinity::check(system, &own_cpus())?;
@@ -267,7 +268,6 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let (hierarchy, host) = refusals(system, options)?;
     let wakers = Wakers::new()?;
     let health = Health::start(system, options.control.is_some(), &wakers)?;
-    crate::requests::check(system)?;
     crate::requests::check_switch_when(system, options.control.is_some())?;
     let mut warnings = clean_leftovers(Some(&hierarchy));
     let mut control = options

@@ -47,7 +47,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Why the rt partitions cannot be started or watched.
@@ -169,6 +169,18 @@ fn task_programs(system: &System, programs: &Programs) -> Result<Vec<Exec>> {
     Ok(plans)
 }
 
+/// A task's process id, shared by the rt drain thread and the task's mode agent. Each
+/// holds the lock while it acts on the process (the agent to stop, continue or reserve
+/// it, a restart to kill, reap and replace it), so that the agent never acts on a
+/// process a restart reaped, nor on a new one before its pid is stored; the pid read
+/// under the lock is the task's live (or not yet reaped) process.
+pub type SharedPid = Arc<Mutex<u32>>;
+
+/// Locks `pid`, whatever a panicking holder left (the value is one store).
+pub fn lock_pid(pid: &SharedPid) -> MutexGuard<'_, u32> {
+    pid.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// One running task.
 struct Running {
     partition: Name,
@@ -180,6 +192,8 @@ struct Running {
     policy: Policy,
     link: TaskLink,
     child: TaskChild,
+    /// The child's pid, as its mode agent sees it.
+    pid: SharedPid,
     /// Started parked (stopped, SCHED_OTHER): its task is not in the initial mode.
     parked: bool,
     /// Whether its partition reclaims (SCHED_FLAG_RECLAIM) when it runs under EDF.
@@ -240,7 +254,8 @@ pub struct TaskSummary {
 pub struct TaskPort {
     pub partition: String,
     pub task: String,
-    pub pid: u32,
+    /// Hold it while acting on the process (a restart replaces it).
+    pub pid: SharedPid,
     /// Stopped and without a reservation: not in the initial mode.
     pub parked: bool,
     /// Its reservation reclaims (`SCHED_FLAG_RECLAIM`, the partition's `reclaim`).
@@ -519,6 +534,7 @@ impl RtPartitions {
                     },
                     msg_dropped: 0,
                     overruns: 0,
+                    pid: Arc::new(Mutex::new(child.id())),
                     child,
                     parked: now.is_none(),
                     reclaim: p.reclaim,
@@ -611,7 +627,7 @@ impl RtPartitions {
                 Ok(TaskPort {
                     partition: t.partition.to_string(),
                     task: t.task.to_string(),
-                    pid: t.child.id(),
+                    pid: t.pid.clone(),
                     parked: t.parked,
                     reclaim: t.reclaim,
                     judged_from: t.judged_from.clone(),
@@ -643,6 +659,17 @@ impl RtPartitions {
                 })
             })
             .collect()
+    }
+
+    /// The descriptors that become readable when a task reports a late job (each task
+    /// link's wake eventfd, the same across restarts).
+    pub fn wake_fds(&self) -> Vec<i32> {
+        self.tasks.iter().map(|t| t.link.wake_fd()).collect()
+    }
+
+    /// Consumes the tasks' late-job notifications.
+    pub fn clear_wakes(&self) {
+        self.tasks.iter().for_each(|t| t.link.clear_wake());
     }
 
     /// The task processes' pids, in declaration order.
@@ -700,9 +727,11 @@ impl RtPartitions {
     /// first release of its grid after the restart, a restartable one begins a new grid
     /// at the restart instant; the new process's first activation carries `RESTARTED`).
     /// Releases before the restart are not judged. SCHED_FIFO budget enforcers are
-    /// started again for the new pids. Returns the restarted tasks' names; on error the
-    /// tasks restarted before it stay running.
-    /// Precondition: no mode agent holds the tasks (a system without modes).
+    /// started again for the new pids. In a system with modes, a task restarts as its
+    /// mode agent left it: parked (held at its start gate, stopped, SCHED_OTHER) when
+    /// its mode does not run it, else under the reservation of its timing now
+    /// ([`Running::respawn`]). Returns the restarted tasks' names; on error the tasks
+    /// restarted before it stay running.
     pub fn restart(
         &mut self,
         partition: &str,
@@ -812,7 +841,13 @@ impl Drop for RtPartitions {
 impl Running {
     /// Kills and reaps its process if it runs, and starts it again (see
     /// [`RtPartitions::restart`]).
+    /// Kills, reaps and starts again the task's process, holding its [`SharedPid`]
+    /// throughout: its mode agent waits, then acts on the new process. A task its agent
+    /// parked (`judged_from` is `u64::MAX`) starts parked again, held at its start gate
+    /// and stopped, for the agent to start when its mode comes.
     fn respawn(&mut self, workdir: &Path) -> std::result::Result<(), String> {
+        let shared = self.pid.clone();
+        let mut pid = lock_pid(&shared);
         self.child.kill();
         self.child.wait();
         self.link
@@ -823,19 +858,44 @@ impl Running {
             self.link.set_epoch_ns(now);
         }
         self.judged_from.fetch_max(now, Ordering::AcqRel);
+        let parked = self.judged_from.load(Ordering::Acquire) == u64::MAX;
+        if parked {
+            self.link.hold();
+        }
         let target = Target {
             cgroups: &self.cgroups,
-            policy: self.policy,
+            policy: self.restart_policy(parked)?,
             workdir,
             confine: &self.confinement,
         };
         let child = spawn(&self.exec, &self.link, &target)
             .map_err(|e| format!("restarting task `{}`: {e}", self.task))?;
+        if parked {
+            signal(child.id(), bulkhead_os::proc::SIGSTOP);
+        }
+        *pid = child.id();
         self.stats.pid = child.id();
         self.stats.ended_early = None;
         self.child = child;
         self.exited = false;
         Ok(())
+    }
+
+    /// The policy a restart starts the task under, as its mode agent left it: parked,
+    /// SCHED_OTHER; at its SCHED_FIFO level; else the SCHED_DEADLINE reservation of its
+    /// timing now (a mode switch may have changed it since the start, and a task started
+    /// parked got its reservation from its agent).
+    fn restart_policy(&self, parked: bool) -> std::result::Result<Policy, String> {
+        if parked {
+            return Ok(Policy::Other { nice: 0 });
+        }
+        if matches!(self.policy, Policy::Fifo { .. }) {
+            return Ok(self.policy);
+        }
+        let t = self.link.timing();
+        DeadlineParams::for_task(t.budget_ns, t.deadline_ns, t.period_ns)
+            .map(|p| Policy::Deadline(p.reclaiming(self.reclaim)))
+            .map_err(|e| format!("restarting task `{}`: {e}", self.task))
     }
 
     /// Emits a `message` event per message the task finished (a pipeline's sink), and

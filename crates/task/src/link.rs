@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::record::{Record, RECORD_SIZE};
 use crate::ENV;
 use bulkhead_chan::{Channel, Receiver, Spec};
+use bulkhead_os::event::Wakeup;
 use bulkhead_os::shm;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -44,6 +45,10 @@ pub struct TaskLink {
     ctl: Mapping,
     trace: Channel,
     rx: Receiver,
+    /// The eventfd the task's library notifies when it reports a late job (a deadline
+    /// miss, skipped releases, a job over its budget), so that the supervisor drains
+    /// the ring at once. The task can only wake the supervisor's drain through it.
+    wake: Wakeup,
 }
 
 impl TaskLink {
@@ -65,29 +70,47 @@ impl TaskLink {
         c.name[..n].copy_from_slice(&spec.name.as_bytes()[..n]);
         c.magic.store(MAGIC, Release);
         let (trace, rx) = ring(spec)?;
+        let wake = Wakeup::new().map_err(|e| Error::io("eventfd", e))?;
         Ok(TaskLink {
             spec: spec.clone(),
             ctl_fd,
             ctl,
             trace,
             rx,
+            wake,
         })
     }
 
-    /// The two descriptors the task's process must inherit (control, trace). They are
-    /// close-on-exec in the supervisor; [`TaskLink::prepare`] clears that in the child.
-    pub fn fds(&self) -> [RawFd; 2] {
-        [self.ctl_fd.as_raw_fd(), self.trace.as_fd().as_raw_fd()]
+    /// The three descriptors the task's process must inherit (control, trace, wake).
+    /// They are close-on-exec in the supervisor; [`TaskLink::prepare`] clears that in
+    /// the child.
+    pub fn fds(&self) -> [RawFd; 3] {
+        [
+            self.ctl_fd.as_raw_fd(),
+            self.trace.as_fd().as_raw_fd(),
+            self.wake.fd(),
+        ]
     }
 
-    /// The environment entry that names them: ([`ENV`], `"<control>,<trace>"`).
+    /// The environment entry that names them: ([`ENV`], `"<control>,<trace>,<wake>"`).
     pub fn env(&self) -> (&'static str, String) {
-        let [c, t] = self.fds();
-        (ENV, format!("{c},{t}"))
+        let [c, t, w] = self.fds();
+        (ENV, format!("{c},{t},{w}"))
+    }
+
+    /// The descriptor that becomes readable when the task reports a late job; the same
+    /// across restarts.
+    pub fn wake_fd(&self) -> RawFd {
+        self.wake.fd()
+    }
+
+    /// Consumes the task's wake notifications.
+    pub fn clear_wake(&self) {
+        self.wake.clear();
     }
 
     /// Sets up `cmd` to start the task: the environment entry, and a `pre_exec` step that
-    /// lets exactly the two descriptors survive `exec` (async-signal-safe: two fcntl calls).
+    /// lets exactly the three descriptors survive `exec` (async-signal-safe: fcntl calls).
     pub fn prepare(&self, cmd: &mut Command) {
         let (key, value) = self.env();
         cmd.env(key, value);
@@ -279,7 +302,7 @@ fn memfd(name: &str) -> Result<OwnedFd> {
 }
 
 /// In a forked child: clears close-on-exec on `fds` so they reach the task program.
-fn inherit(fds: &[RawFd; 2]) -> std::io::Result<()> {
+fn inherit(fds: &[RawFd; 3]) -> std::io::Result<()> {
     for &fd in fds {
         bulkhead_os::fd::set_cloexec(fd, false)?;
     }
@@ -423,7 +446,7 @@ mod tests {
 
     /// A task attached to `link` through duplicates of its descriptors.
     fn attach(link: &TaskLink) -> crate::Task {
-        let [c, t] = link.fds();
+        let [c, t, _] = link.fds();
         // SAFETY: the link's descriptors stay open while it lives; only borrowed to dup.
         let (c, t) = unsafe {
             (
@@ -479,6 +502,44 @@ mod tests {
             .map(|r| r.flags & crate::flags::OVER_BUDGET != 0)
             .collect();
         assert_eq!(over, [true, false], "{recs:?}");
+    }
+
+    /// Whether `fd` is readable now.
+    fn readable(fd: RawFd) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: polling one valid pollfd, without waiting.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    }
+
+    /// A job completed past its deadline makes the link's wake descriptor readable (the
+    /// supervisor's drain wakes and sees the miss at once); a job on time does not.
+    /// Period 100 ms, deadline 90 ms: the late job sleeps 95 ms.
+    #[test]
+    fn a_late_job_wakes_the_supervisor_and_a_job_on_time_does_not() {
+        let spec = LinkSpec {
+            budget_ns: 50_000_000,
+            period_ns: 100_000_000,
+            deadline_ns: 90_000_000,
+            ..spec()
+        };
+        let link = TaskLink::create(&spec).unwrap();
+        link.set_epoch_ns(crate::clock::now_ns());
+        // SAFETY: the link's descriptor stays open while it lives; only borrowed to dup.
+        let wake = unsafe { std::os::fd::BorrowedFd::borrow_raw(link.wake_fd()) };
+        let wake = wake.try_clone_to_owned().unwrap();
+        let mut task = attach(&link).waking(Some(wake)).unwrap();
+        task.wait_next_period().unwrap();
+        task.wait_next_period().unwrap();
+        assert!(!readable(link.wake_fd()), "job 0 was on time");
+        std::thread::sleep(std::time::Duration::from_millis(95));
+        task.complete();
+        assert!(readable(link.wake_fd()), "job 1 missed its deadline");
+        link.clear_wake();
+        assert!(!readable(link.wake_fd()));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::record::{flags, Record, RECORD_SIZE};
 use crate::ENV;
 use bulkhead_chan::{Channel, Sender};
+use bulkhead_os::event::Wakeup;
 use std::ops::ControlFlow;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::AtomicU32;
@@ -130,22 +131,37 @@ pub struct Task {
     fresh_reported: u64,
     /// Acknowledge mode requests as soon as they arrive ([`Task::ack_modes_at_once`]).
     ack_at_once: bool,
+    /// Notified after a late job's record ([`Task::complete`]): the supervisor's drain
+    /// wakes and sees the miss at once. `None`: attached without one.
+    wake: Option<Wakeup>,
 }
 
 impl Task {
-    /// Attaches to what the supervisor provides through [`ENV`] (`<control fd>,<trace fd>`).
-    /// The descriptors are taken over (and closed with the task).
+    /// Attaches to what the supervisor provides through [`ENV`] (`<control fd>,<trace
+    /// fd>[,<wake fd>]`). The descriptors are taken over (and closed with the task).
     pub fn attach() -> Result<Task> {
         let value = std::env::var(ENV).map_err(|_| {
             Error::NotAttached(format!(
                 "{ENV} is not set: start the task with bulkhead run"
             ))
         })?;
-        let (ctl, trace) = parse_env(&value)?;
+        let (ctl, trace, wake) = parse_env(&value)?;
         // SAFETY: the supervisor passed these descriptors to this process for the task
         // library alone; nothing else in the process owns them.
         let (ctl, trace) = unsafe { (OwnedFd::from_raw_fd(ctl), OwnedFd::from_raw_fd(trace)) };
-        Task::from_fds(ctl, trace)
+        // SAFETY: as above; the supervisor's third descriptor is the link's eventfd.
+        let wake = wake.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+        Task::from_fds(ctl, trace)?.waking(wake)
+    }
+
+    /// The task with `wake` (the supervisor's eventfd, taken over) to notify after a
+    /// late job's record ([`Task::complete`]).
+    pub(crate) fn waking(mut self, wake: Option<OwnedFd>) -> Result<Task> {
+        if let Some(fd) = wake {
+            set_cloexec(&fd)?;
+            self.wake = Some(Wakeup::from_eventfd(fd));
+        }
+        Ok(self)
     }
 
     /// Attaches to a control block and a trace channel given as descriptors.
@@ -188,6 +204,7 @@ impl Task {
             seen_resume,
             fresh_reported: 0,
             ack_at_once: false,
+            wake: None,
         })
     }
 
@@ -305,6 +322,10 @@ impl Task {
         };
         if self.tx.try_write(&rec.to_bytes()).is_err() {
             self.ctl.get().dropped.fetch_add(1, Relaxed);
+        }
+        let late = rec.missed(self.params.deadline_ns) || rec.skipped > 0 || over_budget;
+        if let Some(wake) = self.wake.as_ref().filter(|_| late) {
+            wake.notify();
         }
     }
 
@@ -729,10 +750,13 @@ impl Drop for Task {
     }
 }
 
-/// Parses `<control fd>,<trace fd>`.
-fn parse_env(value: &str) -> Result<(i32, i32)> {
-    let bad = || Error::NotAttached(format!("{ENV}={value:?}: want `<control fd>,<trace fd>`"));
-    let (a, b) = value.split_once(',').ok_or_else(bad)?;
+/// Parses `<control fd>,<trace fd>[,<wake fd>]`: three distinct open descriptors above 2.
+fn parse_env(value: &str) -> Result<(i32, i32, Option<i32>)> {
+    let bad = || {
+        Error::NotAttached(format!(
+            "{ENV}={value:?}: want `<control fd>,<trace fd>[,<wake fd>]`"
+        ))
+    };
     let fd = |s: &str| {
         s.trim()
             .parse::<i32>()
@@ -740,18 +764,23 @@ fn parse_env(value: &str) -> Result<(i32, i32)> {
             .filter(|&fd| fd > 2)
             .ok_or_else(bad)
     };
-    let (ctl, trace) = (fd(a)?, fd(b)?);
+    let fds = value.split(',').map(fd).collect::<Result<Vec<i32>>>()?;
+    let (ctl, trace, wake) = match fds[..] {
+        [c, t] => (c, t, None),
+        [c, t, w] if w != c && w != t => (c, t, Some(w)),
+        _ => return Err(bad()),
+    };
     if ctl == trace {
         return Err(bad());
     }
-    for fd in [ctl, trace] {
+    for fd in [ctl, trace].into_iter().chain(wake) {
         if !bulkhead_os::fd::is_open(fd) {
             return Err(Error::NotAttached(format!(
                 "{ENV}: descriptor {fd} is not open"
             )));
         }
     }
-    Ok((ctl, trace))
+    Ok((ctl, trace, wake))
 }
 
 /// Keeps the descriptor from leaking into programs the task executes.

@@ -1,10 +1,12 @@
 //! A periodic real-time task for experiments: each activation burns a configurable
 //! amount of CPU time, through the bulkhead task library.
 //!
-//! `bulkhead-periodic [--exec-us N] [--activations N] [--can BUS [--on-arrival]]
-//! [--restartable] [--write CHANNEL] [--read CHANNEL]`: N µs
+//! `bulkhead-periodic [--exec-us N] [--activations N [--kill-self]] [--can BUS
+//! [--on-arrival]] [--restartable] [--write CHANNEL] [--read CHANNEL]`: N µs
 //! of CPU time per activation (default: the task's budget minus 10%); stop after N
-//! activations (default: when the supervisor asks). It runs the same code in every mode:
+//! activations (default: when the supervisor asks); `--kill-self`: instead of stopping
+//! there, the task kills itself with SIGKILL after its last job's work, before it
+//! reports the job complete (a crash from inside, for the health monitor). It runs the same code in every mode:
 //! a mode request (docs/modes.md) is acknowledged as soon as it arrives, also while the
 //! task waits for its next release. Exit 0 when done or asked to stop, 1 if not
 //! attached, 2 on bad flags.
@@ -52,6 +54,7 @@ struct Args {
     can: Option<String>,
     restartable: bool,
     on_arrival: bool,
+    kill_self: bool,
     write: Option<String>,
     read: Option<String>,
 }
@@ -64,6 +67,7 @@ enum ArgError {
     NotNumber { flag: String, value: String },
     Unknown(String),
     OnArrivalWithoutCan,
+    KillSelfWithoutActivations,
 }
 
 impl std::fmt::Display for ArgError {
@@ -78,6 +82,9 @@ impl std::fmt::Display for ArgError {
             ArgError::OnArrivalWithoutCan => f.write_str(
                 "--on-arrival needs --can BUS (the input whose arrivals release the jobs)",
             ),
+            ArgError::KillSelfWithoutActivations => {
+                f.write_str("--kill-self needs --activations N (the job after which it dies)")
+            }
         }
     }
 }
@@ -89,6 +96,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, ArgError> {
         can: None,
         restartable: false,
         on_arrival: false,
+        kill_self: false,
         write: None,
         read: None,
     };
@@ -113,12 +121,16 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, ArgError> {
             "--read" => out.read = Some(value("--read")?),
             "--restartable" => out.restartable = true,
             "--on-arrival" => out.on_arrival = true,
+            "--kill-self" => out.kill_self = true,
             "-h" | "--help" => return Err(ArgError::Help),
             other => return Err(ArgError::Unknown(other.to_string())),
         }
     }
     if out.on_arrival && out.can.is_none() {
         return Err(ArgError::OnArrivalWithoutCan);
+    }
+    if out.kill_self && out.activations.is_none() {
+        return Err(ArgError::KillSelfWithoutActivations);
     }
     Ok(out)
 }
@@ -373,6 +385,14 @@ impl JobCheck {
     }
 }
 
+/// Ends the process by SIGKILL, as a crash or an outside kill would.
+fn kill_self() -> ! {
+    // SAFETY: kill(2) with this process's own pid and a valid signal number; it touches
+    // no memory of ours.
+    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    unreachable!("SIGKILL cannot be caught or ignored")
+}
+
 fn main() -> ExitCode {
     let args = match parse(std::env::args().skip(1)) {
         Ok(a) => a,
@@ -382,7 +402,7 @@ fn main() -> ExitCode {
                 eprintln!("bulkhead-periodic: {e}");
             }
             eprintln!(
-                "usage: bulkhead-periodic [--exec-us N] [--activations N] [--can BUS [--on-arrival]] [--restartable] [--write CHANNEL] [--read CHANNEL]"
+                "usage: bulkhead-periodic [--exec-us N] [--activations N [--kill-self]] [--can BUS [--on-arrival]] [--restartable] [--write CHANNEL] [--read CHANNEL]"
             );
             return ExitCode::from(if help { 0 } else { 2 });
         }
@@ -439,6 +459,7 @@ fn main() -> ExitCode {
         done += 1;
         match args.activations.is_none_or(|n| done < n) {
             true => ControlFlow::Continue(()),
+            false if args.kill_self => kill_self(),
             false => ControlFlow::Break(()),
         }
     };
