@@ -393,19 +393,25 @@ fn kill_self() -> ! {
     unreachable!("SIGKILL cannot be caught or ignored")
 }
 
-fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
-        Ok(a) => a,
-        Err(e) => {
-            let help = matches!(e, ArgError::Help);
-            if !help {
-                eprintln!("bulkhead-periodic: {e}");
-            }
-            eprintln!(
-                "usage: bulkhead-periodic [--exec-us N] [--activations N [--kill-self]] [--can BUS [--on-arrival]] [--restartable] [--write CHANNEL] [--read CHANNEL]"
-            );
-            return ExitCode::from(if help { 0 } else { 2 });
+/// The command line, or the exit code after printing the usage (0 for `--help`, 2 for a
+/// bad argument, named).
+fn args() -> Result<Args, ExitCode> {
+    parse(std::env::args().skip(1)).map_err(|e| {
+        let help = matches!(e, ArgError::Help);
+        if !help {
+            eprintln!("bulkhead-periodic: {e}");
         }
+        eprintln!(
+            "usage: bulkhead-periodic [--exec-us N] [--activations N [--kill-self]] [--can BUS [--on-arrival]] [--restartable] [--write CHANNEL] [--read CHANNEL]"
+        );
+        ExitCode::from(if help { 0 } else { 2 })
+    })
+}
+
+fn main() -> ExitCode {
+    let args = match args() {
+        Ok(a) => a,
+        Err(code) => return code,
     };
     let mut task = match Task::attach() {
         Ok(t) => t,
