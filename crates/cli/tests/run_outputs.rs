@@ -115,3 +115,63 @@ fn the_trace_of_an_rt_run_holds_its_jobs_as_slices_on_their_cpu() {
         "no track name for CPU 0"
     );
 }
+
+/// `n` one-process partitions in 1 ms windows, each process's output through the relay.
+fn many_partitions(n: usize) -> String {
+    let mut yaml = String::from("system: {user_range: 100000-199999}\npartitions:\n");
+    for i in 0..n {
+        yaml += &format!("  - {{name: p{i}, processes: [{{cmd: sleep 30, budget: 1ms}}]}}\n");
+    }
+    yaml += "windows:\n";
+    for i in 0..n {
+        yaml += &format!("  - {{length: 1ms, cpu: 0, sc_partition: p{i}}}\n");
+    }
+    yaml
+}
+
+/// The output relay holds two pipes per process beside its channel: a run whose
+/// descriptors cannot fit the limit it cannot raise is refused before anything starts,
+/// naming the limit, instead of failing with EMFILE once the spawning reaches it (a
+/// 10,000-partition run failed so after minutes; 500 under a hard limit of 1200, after
+/// about 300 spawns). A supervisor that may raise its hard limit (CAP_SYS_RESOURCE)
+/// runs the schedule instead.
+#[test]
+#[ignore = "needs root: cgroups"]
+fn a_run_whose_descriptors_cannot_fit_the_limit_is_refused_before_it_starts() {
+    let _lock = exclusive_cpus_lock();
+    let scratch = Scratch::new("out-fd-limit");
+    let file = scratch.file("system.yaml");
+    std::fs::write(&file, many_partitions(500)).unwrap();
+    let mut run = common::bulkhead();
+    run.args(["run", file.to_str().unwrap(), "--timeout", "300ms"]);
+    // SAFETY: setrlimit is async-signal-safe; lowering a limit needs no privilege.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut run, || {
+            let limit = libc::rlimit {
+                rlim_cur: 1200,
+                rlim_max: 1200,
+            };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            Ok(())
+        });
+    }
+    let child = run
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(common::cgroups_of(pid).is_empty(), "{stderr}");
+    if out.status.success() {
+        assert!(stderr.contains("timeout reached"), "{stderr}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("500 processes need at least")
+            && stderr.contains("the descriptor limit (RLIMIT_NOFILE) is 1200"),
+        "{stderr}"
+    );
+}

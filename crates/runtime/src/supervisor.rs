@@ -234,6 +234,39 @@ fn fds_wanted(system: &System, before: usize) -> u64 {
     4 * programs as u64 + 64 + before as u64
 }
 
+/// The descriptors a run of `system` cannot do without: per be process its channel and,
+/// through the output relay, the reading ends of its two pipes; 64 for the run itself,
+/// and what was open before.
+fn fds_needed(system: &System, before: usize, relay: bool) -> u64 {
+    let processes: usize = system.partitions.iter().map(|p| p.processes.len()).sum();
+    let per_process = if relay { 3 } else { 1 };
+    per_process * processes as u64 + 64 + before as u64
+}
+
+/// Refuses, before anything starts, a run whose descriptors cannot fit `limit` (the
+/// limit [`bulkhead_os::sched::raise_fd_limit`] left in force): it would fail only once
+/// the spawning reached the limit, minutes in for 10,000 processes.
+fn check_fd_limit(system: &System, before: usize, limit: u64, relay: bool) -> Result<(), RunError> {
+    let needed = fds_needed(system, before, relay);
+    if needed <= limit {
+        return Ok(());
+    }
+    let processes: usize = system.partitions.iter().map(|p| p.processes.len()).sum();
+    let how = match relay {
+        true => "a channel and two output pipes each",
+        false => "a channel each",
+    };
+    let raw = match relay && fds_needed(system, before, false) <= limit {
+        true => ", or run without the output relay (`RunOptions::raw_output`: one each)",
+        false => "",
+    };
+    Err(RunError::invalid(format!(
+        "{processes} processes need at least {needed} file descriptors ({how}), and the \
+         descriptor limit (RLIMIT_NOFILE) is {limit}: raise the hard limit (ulimit -Hn, \
+         or run with CAP_SYS_RESOURCE){raw}"
+    )))
+}
+
 /// The plan's name of the cgroup hierarchy `version`.
 pub fn plan_version(version: cgroup::Version) -> bulkhead_plan::CgroupVersion {
     match version {
@@ -265,6 +298,7 @@ pub fn run(system: &System, options: &RunOptions) -> Result<Outcome, RunError> {
     let launch = Instant::now();
     let fds_before = count_fds();
     let fd_limit = bulkhead_os::sched::raise_fd_limit(fds_wanted(system, fds_before));
+    check_fd_limit(system, fds_before, fd_limit, !options.raw_output)?;
     let (hierarchy, host) = refusals(system, options)?;
     let wakers = Wakers::new()?;
     let health = Health::start(system, options.control.is_some(), &wakers)?;
@@ -433,17 +467,10 @@ fn run_windowed(
         partitions: Vec::new(),
         memory: Vec::new(),
     };
-    // Two fds per process (channel, freeze file) when they fit; else one (the
-    // freeze file is then opened at each switch).
-    let keep_open = 2 * schedule.processes.len() as u64 + 64 + fds_before as u64 <= w.fd_limit;
-    if schedule.processes.len() as u64 + 64 + fds_before as u64 > w.fd_limit {
-        return Err(RunError::invalid(format!(
-            "{} processes need at least {} file descriptors, the limit is {} (raise it with ulimit -n)",
-            schedule.processes.len(),
-            schedule.processes.len() + 64,
-            w.fd_limit
-        )));
-    }
+    // The freeze file of each process kept open when it fits beside what `run` checked
+    // (channel and output pipes); else it is opened at each switch.
+    let needed = fds_needed(system, fds_before, w.output.is_some());
+    let keep_open = needed + schedule.processes.len() as u64 <= w.fd_limit;
     let power = match &options.power {
         Some(p) => crate::power::Power::start(p, &schedule, &mut warnings)?,
         None => None,

@@ -63,7 +63,15 @@ fn one(n: usize, raw: bool) {
         ..Default::default()
     };
     let start = Instant::now();
-    let outcome = bulkhead_runtime::run(&system, &options).expect("run");
+    let outcome = match bulkhead_runtime::run(&system, &options) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            // A refusal (e.g. the descriptor limit without --raw-output) is the row's
+            // failure, printed by `measure`, not a panic.
+            eprintln!("{e} (bench/startup: {RAW} runs without the output relay)");
+            std::process::exit(1);
+        }
+    };
     let teardown = start.elapsed().saturating_sub(outcome.startup);
     let (processes, cgroups) = left_behind();
     println!(
