@@ -15,7 +15,7 @@
 //! most [`MAX_DEPTH`]) times a logarithm, plus, for nested multiplexing only, the other
 //! switches hanging on a switch of its path at a bit.
 
-use crate::dbc::{MessageDef, Presence};
+use crate::dbc_def::{MessageDef, Presence};
 use std::collections::{BTreeMap, HashMap};
 
 /// The deepest multiplexing accepted (real DBCs nest one or two levels); a deeper

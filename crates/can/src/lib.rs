@@ -19,6 +19,7 @@ pub mod bus;
 pub mod candump;
 pub mod dbc;
 pub mod dbc_check;
+mod dbc_def;
 mod dbc_overlap;
 pub mod decode;
 pub mod dump;

@@ -18,8 +18,8 @@
 //! blocking term of response-time analysis for fixed priorities). A be partition that
 //! declares none is simulated without one; `analyze` assumes 1 ms for it.
 
-use crate::report::BackgroundStats;
 use bulkhead_model::{Cpus, Nanos, PartitionKind, System};
+use serde::Serialize;
 
 /// A best-effort partition on CPUs of a non-exclusive rt partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +30,17 @@ pub struct BackgroundSpec {
     pub cpu_percent: Option<u32>,
     /// Its declared longest non-preemptible section.
     pub nonpreemptible: Option<Nanos>,
+}
+
+/// What a best-effort partition on rt CPUs got.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct BackgroundStats {
+    pub partition: String,
+    pub cpus: Vec<u32>,
+    /// CPU time, all its CPUs together.
+    pub cpu_ns: Nanos,
+    /// `cpu_ns` over the simulated time (1.0 = one whole CPU).
+    pub share_of_one_cpu: f64,
 }
 
 /// The be partitions of `system` that name CPUs of a non-exclusive rt partition.

@@ -1,5 +1,6 @@
 //! What a simulation measured (`bulkhead sim --stats-json`).
 
+pub use crate::background::BackgroundStats;
 use crate::channels::{ChainStats, ChannelStats};
 pub use crate::windows::WindowStats;
 use bulkhead_model::Nanos;
@@ -37,17 +38,6 @@ pub struct Report {
     /// Why a health action (`stop`, `suspend`) ended the simulation early.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub health_ended: Option<String>,
-}
-
-/// What a best-effort partition on rt CPUs got.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct BackgroundStats {
-    pub partition: String,
-    pub cpus: Vec<u32>,
-    /// CPU time, all its CPUs together.
-    pub cpu_ns: Nanos,
-    /// `cpu_ns` over the simulated time (1.0 = one whole CPU).
-    pub share_of_one_cpu: f64,
 }
 
 /// One mode switch request and how it went.
