@@ -536,6 +536,8 @@ fn leftovers_of_a_dead_supervisor_are_removed_and_live_ones_kept() {
 fn cgroup_v2_freeze_spawn_and_kill_on_the_unified_mount() {
     require_cgroups!();
     let unified = Path::new("/sys/fs/cgroup/unified");
+    // A root CI machine in cgroup v1 legacy mode has no cgroup2 mount (bulkhead runs
+    // there on v1).
     if !unified.join("cgroup.procs").exists() {
         eprintln!("skipped: no cgroup2 mount at {}", unified.display());
         return;
@@ -606,6 +608,8 @@ fn a_missing_command_is_a_clear_error_and_leaves_nothing() {
 fn cgroup_v2_an_unwindowed_partition_runs_unfrozen_as_its_user() {
     require_cgroups!();
     let unified = Path::new("/sys/fs/cgroup/unified");
+    // A root CI machine in cgroup v1 legacy mode has no cgroup2 mount (bulkhead runs
+    // there on v1).
     if !unified.join("cgroup.procs").exists() {
         eprintln!("skipped: no cgroup2 mount at {}", unified.display());
         return;
