@@ -55,36 +55,22 @@ channels:
     )
 }
 
-/// Whether the bridge program is built beside `bulkhead` (said when it is not).
-fn bridge_built() -> bool {
-    let bridge = common::bin("bulkhead-bridge");
-    if !bridge.exists() {
-        eprintln!(
-            "skipping: {} is not built (cargo build --release -p bulkhead-bridge)",
-            bridge.display()
-        );
-    }
-    bridge.exists()
-}
-
 /// The loopback port of test `k`'s bridges.
 fn port(k: u16) -> u16 {
     20000 + (std::process::id() % 20000) as u16 * 2 + k
 }
 
 /// The exclusive CPUs' lock, a scratch directory holding `system.yaml` and the key of
-/// its bridges (`bh-test/PID/NAME`, on [`port`]`(k)`: `k` tells the tests apart);
-/// `None` (said) without the programs.
-fn setup(name: &str, k: u16) -> Option<(std::fs::File, Scratch, String)> {
-    let (periodic, lock) = rt_test_setup()?;
-    if !bridge_built() {
-        return None;
-    }
+/// its bridges (`bh-test/PID/NAME`, on [`port`]`(k)`: `k` tells the tests apart); fails
+/// without the programs.
+fn setup(name: &str, k: u16) -> (std::fs::File, Scratch, String) {
+    let (periodic, lock) = rt_test_setup();
+    common::built("bulkhead-bridge");
     let dir = Scratch::new(&format!("bridge-{name}"));
     let key = format!("bh-test/{}/{name}", std::process::id());
     let text = description(&periodic, &dir, &key, port(k));
     std::fs::write(dir.file("system.yaml"), text).unwrap();
-    Some((lock, dir, key))
+    (lock, dir, key)
 }
 
 /// `bulkhead run FILE --timeout T`, its output piped.
@@ -124,9 +110,7 @@ fn finished(child: std::process::Child) -> (Output, String) {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE, cgroups, users and namespaces"]
 fn every_message_crosses_the_bridges_in_order() {
-    let Some((_lock, dir, key)) = setup("order", 0) else {
-        return;
-    };
+    let (_lock, dir, key) = setup("order", 0);
     let (out, stderr) = finished(run(&dir.file("system.yaml"), "5s"));
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let read = std::fs::read_to_string(dir.file("read.err")).unwrap_or_default();
@@ -146,9 +130,7 @@ fn every_message_crosses_the_bridges_in_order() {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE, cgroups, users and namespaces"]
 fn a_killed_publisher_is_a_peer_loss_not_a_hang() {
-    let Some((_lock, dir, key)) = setup("loss", 1) else {
-        return;
-    };
+    let (_lock, dir, key) = setup("loss", 1);
     let started = Instant::now();
     let child = run(&dir.file("system.yaml"), "6s");
     let publisher = process_with(&["bulkhead-bridge", "publish", &key]);
@@ -171,9 +153,7 @@ fn a_killed_publisher_is_a_peer_loss_not_a_hang() {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE, cgroups, users and namespaces"]
 fn probe_zenoh_times_round_trips_to_a_running_bridge() {
-    let Some((_lock, dir, key)) = setup("probe", 2) else {
-        return;
-    };
+    let (_lock, dir, key) = setup("probe", 2);
     let child = run(&dir.file("system.yaml"), "5s");
     process_with(&["bulkhead-bridge", "publish", &key]);
     let endpoint = format!("tcp/127.0.0.1:{}", port(2));
@@ -199,8 +179,9 @@ fn probe_zenoh_times_round_trips_to_a_running_bridge() {
 /// `--count` goes with `--zenoh` only.
 #[test]
 fn probe_zenoh_without_a_bridge_there_fails() {
-    if !bridge_built() {
-        return;
+    let bridge = common::bin("bulkhead-bridge");
+    if !bridge.exists() {
+        return eprintln!("skipping: {} is not built", bridge.display());
     }
     let endpoint = "tcp/127.0.0.1:9";
     let out = common::bulkhead()

@@ -155,13 +155,9 @@ struct Setup {
     key: String,
 }
 
-fn setup(name: &str) -> Option<Setup> {
-    let (periodic, lock) = rt_test_setup()?;
-    let bridge = common::bin("bulkhead-bridge");
-    if !bridge.exists() {
-        eprintln!("skipping: {} is not built", bridge.display());
-        return None;
-    }
+fn setup(name: &str) -> Setup {
+    let (periodic, lock) = rt_test_setup();
+    common::built("bulkhead-bridge");
     let pid = std::process::id();
     let dir = Scratch::new(&format!("netns-{name}"));
     let key = format!("bh-test/{pid}/netns-{name}");
@@ -171,13 +167,13 @@ fn setup(name: &str) -> Option<Setup> {
     let reader = dir.file(&format!("netns-reader-{pid}.yaml"));
     std::fs::write(&writer, w).unwrap();
     std::fs::write(&reader, r).unwrap();
-    Some(Setup {
+    Setup {
         _lock: lock,
         dir,
         writer,
         reader,
         key,
-    })
+    }
 }
 
 /// The exact delay bound (Σ (k T + R), the bridge's task and declared hop included)
@@ -239,9 +235,7 @@ fn number_after(text: &str, before: &str) -> u64 {
 #[test]
 #[ignore = "needs root: network namespaces, SCHED_DEADLINE, cgroups"]
 fn every_message_crosses_two_namespaces_in_order_within_the_bound() {
-    let Some(s) = setup("order") else {
-        return;
-    };
+    let s = setup("order");
     let bound = delay_bound(&s);
     let ns = Namespaces::new("o");
     let reader = Run::start(&ns.reader, &s.reader, "8s");
@@ -281,9 +275,7 @@ fn every_message_crosses_two_namespaces_in_order_within_the_bound() {
 #[test]
 #[ignore = "needs root: network namespaces, SCHED_DEADLINE, cgroups"]
 fn a_killed_system_is_a_peer_loss_for_the_other_not_a_hang() {
-    let Some(s) = setup("loss") else {
-        return;
-    };
+    let s = setup("loss");
     let ns = Namespaces::new("l");
     let started = Instant::now();
     let reader = Run::start(&ns.reader, &s.reader, "20s");

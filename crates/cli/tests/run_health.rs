@@ -94,10 +94,9 @@ fn an_exiting_process_is_restarted_then_the_escalation_stops_the_run() {
 /// switches the system to mode `safe`, seen in the schedule log as the monitor's
 /// `health_action` and the mode manager's finished switch.
 #[test]
+#[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn repeated_misses_switch_the_system_to_its_degraded_mode() {
-    let Some((periodic, _lock)) = common::rt_test_setup() else {
-        return;
-    };
+    let (periodic, _lock) = common::rt_test_setup();
     let scratch = Scratch::new("health-miss");
     let yaml = format!(
         "system: {{cpus: 0-1}}\npartitions:\n  - name: hm-ctl\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - name: late\n        cmd: {} --exec-us 15000\n        budget: 8ms\n        period: 10ms\n        health: {{on_miss: {{misses: 3, within: 1s, action: {{mode: safe}}}}}}\nmodes:\n  initial: normal\n  agent: {{budget: 100us, period: 100ms}}\n  table:\n    - name: normal\n      partitions:\n        hm-ctl: {{tasks: [late]}}\n    - name: safe\n      partitions:\n        hm-ctl: {{tasks: [{{name: late, period: 20ms, deadline: 20ms}}]}}\n",
@@ -149,9 +148,7 @@ fn repeated_misses_switch_the_system_to_its_degraded_mode() {
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn an_overrunning_task_switches_the_system_to_its_degraded_mode() {
-    let Some((periodic, _lock)) = common::rt_test_setup() else {
-        return;
-    };
+    let (periodic, _lock) = common::rt_test_setup();
     let scratch = Scratch::new("health-overrun");
     let p = periodic.display();
     let yaml = format!(
@@ -268,10 +265,9 @@ fn a_silent_process_is_restarted_by_its_watchdog() {
 /// program without the task library) falls silent, and its watchdog's `stop` ends the
 /// run, which fails.
 #[test]
+#[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn a_task_that_completes_no_job_is_silent_and_its_watchdog_stops_the_run() {
-    let Some((_periodic, _lock)) = common::rt_test_setup() else {
-        return;
-    };
+    let (_periodic, _lock) = common::rt_test_setup();
     let scratch = Scratch::new("health-rt-watchdog");
     let (code, stderr) = run(
         &scratch,
@@ -294,9 +290,7 @@ fn a_task_that_completes_no_job_is_silent_and_its_watchdog_stops_the_run() {
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn an_exited_rt_task_is_restarted_continuable_or_restartable_as_declared() {
-    let Some((periodic, _lock)) = common::rt_test_setup() else {
-        return;
-    };
+    let (periodic, _lock) = common::rt_test_setup();
     let scratch = Scratch::new("health-rt-restart");
     let task = |name: &str, resume: &str| {
         format!(
@@ -354,9 +348,7 @@ fn an_exited_rt_task_is_restarted_continuable_or_restartable_as_declared() {
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn a_killed_rt_task_is_restarted_at_its_next_period() {
-    let Some((periodic, _lock)) = common::rt_test_setup() else {
-        return;
-    };
+    let (periodic, _lock) = common::rt_test_setup();
     let modes = "modes:\n  initial: run\n  agent: {budget: 100us, period: 100ms}\n  table:\n    - name: run\n      partitions:\n        hm-kill: {tasks: [k]}\n";
     for (case, modes) in [("without modes", ""), ("with modes", modes)] {
         let scratch = Scratch::new("health-rt-kill");
@@ -440,9 +432,7 @@ fn an_exit_restarts_the_whole_partition() {
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn an_exit_suspends_the_system_through_stop_start() {
-    let Some((periodic, _lock)) = common::rt_test_setup() else {
-        return;
-    };
+    let (periodic, _lock) = common::rt_test_setup();
     let scratch = Scratch::new("health-suspend");
     let yaml = format!(
         "system: {{cpus: 0-1}}\npartitions:\n  - name: hm-ss-rt\n    kind: rt\n    cpus: 1\n    scheduler: edf\n    tasks:\n      - {{name: work, cmd: {} --exec-us 200, budget: 2ms, period: 10ms}}\n  - name: hm-ss-be\n    cpus: 0\n    processes:\n      - {{cmd: \"sh -c 'sleep 0.3; exit 2'\", health: {{on_exit: {{action: suspend}}}}}}\n      - sleep 30\n",
@@ -592,9 +582,7 @@ fn ctl_status_shows_each_supervisions_state() {
 #[test]
 #[ignore = "needs root: cgroups, SCHED_FIFO"]
 fn a_restarted_fifo_task_stays_under_its_budget_enforcer() {
-    let Some((periodic, _lock)) = common::rt_test_setup() else {
-        return;
-    };
+    let (periodic, _lock) = common::rt_test_setup();
     let scratch = Scratch::new("health-fifo-restart");
     let yaml = format!(
         "system: {{cpus: 0-1}}\npartitions:\n  - name: hm-fifo\n    kind: rt\n    cpus: 1\n    tasks:\n      - {{name: over, cmd: {} --activations 3 --exec-us 3000, budget: 1ms, period: 10ms, health: {{on_exit: {{action: restart}}}}}}\n",

@@ -8,9 +8,9 @@ mod common;
 use common::Scratch;
 use std::path::Path;
 
-/// The rt test setup (`bulkhead-periodic` and the CPU lock), once
-/// `bulkhead-request-mode` is known to lie beside `bulkhead`.
-fn setup() -> Option<(std::path::PathBuf, std::fs::File)> {
+/// The rt test setup (`bulkhead-periodic` and the CPU lock); fails unless
+/// `bulkhead-request-mode` lies beside `bulkhead`.
+fn setup() -> (std::path::PathBuf, std::fs::File) {
     let command = common::bin("bulkhead-request-mode");
     assert!(
         command.exists(),
@@ -100,9 +100,7 @@ fn count(events: &[serde_json::Value], kind: &str) -> usize {
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn an_allowed_request_switches_the_mode() {
-    let Some((periodic, _lock)) = setup() else {
-        return;
-    };
+    let (periodic, _lock) = setup();
     let scratch = Scratch::new("request-granted");
     let ivi = "sleep 0.3; bulkhead-request-mode highway 2> ivi-err; echo $? > ivi-status; sleep 30";
     let yaml = system(
@@ -138,9 +136,7 @@ fn an_allowed_request_switches_the_mode() {
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn a_request_the_description_does_not_allow_gets_eperm_and_changes_nothing() {
-    let Some((periodic, _lock)) = setup() else {
-        return;
-    };
+    let (periodic, _lock) = setup();
     let scratch = Scratch::new("request-refused");
     let ivi = "sleep 0.3; bulkhead-request-mode normal 2> ivi-err; echo $? > ivi-status; sleep 30";
     let media =
@@ -182,9 +178,7 @@ fn a_request_the_description_does_not_allow_gets_eperm_and_changes_nothing() {
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn a_partition_cannot_forge_another_partitions_request() {
-    let Some((periodic, _lock)) = setup() else {
-        return;
-    };
+    let (periodic, _lock) = setup();
     let scratch = Scratch::new("request-forged");
     let media = "sleep 0.3; \
         bulkhead-request-mode rq-ivi:highway 2>> attack-err || echo named >> refused; \
@@ -232,9 +226,7 @@ fn a_partition_cannot_forge_another_partitions_request() {
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn a_requester_with_suspend_suspends_the_system() {
-    let Some((periodic, _lock)) = setup() else {
-        return;
-    };
+    let (periodic, _lock) = setup();
     let scratch = Scratch::new("request-suspend");
     let ivi =
         "sleep 0.3; bulkhead-request-mode --suspend 2> ivi-err; echo $? > ivi-status; sleep 30";
@@ -267,9 +259,7 @@ fn a_requester_with_suspend_suspends_the_system() {
 #[test]
 #[ignore = "needs root: cgroups, SCHED_DEADLINE"]
 fn run_refuses_a_requester_it_reads_no_requests_from() {
-    let Some((periodic, _lock)) = setup() else {
-        return;
-    };
+    let (periodic, _lock) = setup();
     let scratch = Scratch::new("request-rt");
     let ivi = "echo x > started; sleep 30";
     let yaml = system(

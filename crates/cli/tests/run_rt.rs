@@ -18,9 +18,7 @@ fn write_description(name: &str, tasks: &str) -> PathBuf {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
 fn rt_tasks_run_with_the_configured_sched_deadline_reservation() {
-    let Some((periodic, _lock)) = common::rt_test_setup() else {
-        return;
-    };
+    let (periodic, _lock) = common::rt_test_setup();
     let periodic = periodic.display();
     let file = write_description(
         "deadline",
@@ -277,9 +275,7 @@ fn quest_and_linux(
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
 fn housekeeping_leaves_the_chosen_rt_cpu_when_rt_partitions_own_every_cpu() {
-    let Some((periodic, _lock)) = common::rt_test_setup() else {
-        return;
-    };
+    let (periodic, _lock) = common::rt_test_setup();
     let dir = common::Scratch::new("rt-housekeeping-0");
     let file = quest_and_linux(&dir, &periodic, ("q", 100), ("l", 100));
     let Some((wq, irq, stderr)) = housekeeping_masks(&file, "--isolate-housekeeping=0") else {
@@ -377,9 +373,7 @@ fn a_fork_bomb_in_an_rt_partition_is_held_at_its_pids_limit() {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
 fn an_offset_task_is_released_and_judged_on_its_own_grid() {
-    let Some((periodic, _lock)) = common::rt_test_setup() else {
-        return;
-    };
+    let (periodic, _lock) = common::rt_test_setup();
     let dir = common::Scratch::new("rt-offset");
     let file = dir.file("offset.yaml");
     std::fs::write(
@@ -422,9 +416,7 @@ fn an_offset_task_is_released_and_judged_on_its_own_grid() {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
 fn the_summary_counts_the_periods_a_fifo_task_was_throttled_in() {
-    let Some((periodic, _lock)) = common::rt_test_setup() else {
-        return;
-    };
+    let (periodic, _lock) = common::rt_test_setup();
     let dir = common::Scratch::new("rt-throttled");
     let file = quest_and_linux(&dir, &periodic, ("over", 3000), ("fits", 100));
     let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
@@ -491,9 +483,7 @@ fn run_logged(
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
 fn release_zero_waits_for_a_task_that_starts_slowly() {
-    let Some((periodic, _lock)) = common::rt_test_setup() else {
-        return;
-    };
+    let (periodic, _lock) = common::rt_test_setup();
     let dir = common::Scratch::new("rt-slow-start");
     let p = periodic.display();
     let (code, stderr, events) = run_logged(
@@ -529,9 +519,7 @@ fn release_zero_waits_for_a_task_that_starts_slowly() {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
 fn a_task_that_never_attaches_is_named_and_the_run_goes_on() {
-    let Some((_, _lock)) = common::rt_test_setup() else {
-        return;
-    };
+    let (_, _lock) = common::rt_test_setup();
     let dir = common::Scratch::new("rt-no-attach");
     let started = Instant::now();
     let (code, stderr, _) = run_logged(

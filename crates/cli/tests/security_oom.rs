@@ -42,9 +42,9 @@ fn jobs(stderr: &str) -> Option<u64> {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE, cgroups and cpusets"]
 fn a_be_partition_filling_its_memory_leaves_the_supervisor_and_the_rt_task_running() {
-    let Some((periodic, _lock)) = rt_test_setup() else {
-        return;
-    };
+    let (periodic, _lock) = rt_test_setup();
+    // A root machine may boot with the memory controller off (`cgroup_disable=memory`,
+    // as some embedded boards do): bulkhead runs there without memory limits.
     if !std::path::Path::new("/sys/fs/cgroup/memory/tasks").exists()
         && !std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
     {

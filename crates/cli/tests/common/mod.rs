@@ -84,19 +84,22 @@ pub fn partition_children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// For a test of rt tasks: `bulkhead-periodic` and the exclusive-CPU lock, or `None`
-/// (the reason printed) without the built workload. The tests that call it need root
-/// (`#[ignore = "needs root: ..."]`).
-pub fn rt_test_setup() -> Option<(PathBuf, std::fs::File)> {
-    let periodic = bin("bulkhead-periodic");
-    if !periodic.exists() {
-        eprintln!(
-            "skipping: {} is not built (cargo build -p bulkhead-workloads)",
-            periodic.display()
-        );
-        return None;
-    }
-    Some((periodic, exclusive_cpus_lock()))
+/// Program `name` built next to `bulkhead`, for a test that needs root: the test fails
+/// without it (`scripts/test.sh` builds every program before it runs those tests).
+pub fn built(name: &str) -> PathBuf {
+    let path = bin(name);
+    assert!(
+        path.exists(),
+        "{} is not built (cargo build --workspace)",
+        path.display()
+    );
+    path
+}
+
+/// For a test of rt tasks (`#[ignore = "needs root: ..."]`): `bulkhead-periodic`, which
+/// must be built, and the exclusive-CPU lock.
+pub fn rt_test_setup() -> (PathBuf, std::fs::File) {
+    (built("bulkhead-periodic"), exclusive_cpus_lock())
 }
 
 /// SIGKILLs the janitor of supervisor `pid` (its child `bulkhead janitor --watch PID`),
