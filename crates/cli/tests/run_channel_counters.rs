@@ -57,23 +57,16 @@ fn channels_once(socket: &Path, what: &str, settled: impl Fn(&Value) -> bool) ->
     }
 }
 
-/// The channel peer program and the exclusive CPUs' lock; `None` (said) without the
-/// peer. The tests that call it need root.
-fn peer_and_cpus() -> Option<(std::path::PathBuf, std::fs::File)> {
-    let peer = common::bin("bulkhead-chan-peer");
-    if !peer.exists() {
-        eprintln!("skipping: {} is not built", peer.display());
-        return None;
-    }
-    Some((peer, exclusive_cpus_lock()))
+/// The channel peer program, which must be built, and the exclusive CPUs' lock. The
+/// tests that call it need root.
+fn peer_and_cpus() -> (std::path::PathBuf, std::fs::File) {
+    (common::built("bulkhead-chan-peer"), exclusive_cpus_lock())
 }
 
 #[test]
 #[ignore = "needs root: the partitions' cpusets"]
 fn status_reports_each_channels_counters_and_ends() {
-    let Some((peer, _lock)) = peer_and_cpus() else {
-        return;
-    };
+    let (peer, _lock) = peer_and_cpus();
     let dir = Scratch::new("chan-counters");
     let file = dir.file("car.yaml");
     let socket = dir.file("car.sock");
@@ -153,9 +146,7 @@ channels:
 #[test]
 #[ignore = "needs root: the partitions' cpusets"]
 fn a_full_fifo_follows_its_overflow_rule() {
-    let Some((peer, _lock)) = peer_and_cpus() else {
-        return;
-    };
+    let (peer, _lock) = peer_and_cpus();
     let cases = [
         (
             "drop_newest",

@@ -67,11 +67,7 @@ fn refuses_other_users(socket: &Path) {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn ctl_talks_to_a_running_system_and_bad_peers_do_not_disturb_it() {
-    let periodic = common::bin("bulkhead-periodic");
-    if !periodic.exists() {
-        eprintln!("skipping: {} is not built", periodic.display());
-        return;
-    }
+    let periodic = common::built("bulkhead-periodic");
     let _lock = exclusive_cpus_lock();
     let dir = Dir(std::env::temp_dir().join(format!("bulkhead-ctlrun-{}", std::process::id())));
     std::fs::create_dir_all(&dir.0).unwrap();

@@ -60,11 +60,7 @@ fn an_output_that_cannot_be_written_fails_a_window_schedule_naming_its_option() 
 #[test]
 #[ignore = "needs root: cgroups"]
 fn an_output_that_cannot_be_written_fails_an_rt_run_naming_its_option() {
-    let periodic = common::bin("bulkhead-periodic");
-    if !periodic.exists() {
-        eprintln!("skipping: {} is not built", periodic.display());
-        return;
-    }
+    let periodic = common::built("bulkhead-periodic");
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("out-rt");
     let description = format!(
@@ -81,11 +77,7 @@ fn an_output_that_cannot_be_written_fails_an_rt_run_naming_its_option() {
 #[test]
 #[ignore = "needs root: cgroups"]
 fn the_trace_of_an_rt_run_holds_its_jobs_as_slices_on_their_cpu() {
-    let periodic = common::bin("bulkhead-periodic");
-    if !periodic.exists() {
-        eprintln!("skipping: {} is not built", periodic.display());
-        return;
-    }
+    let periodic = common::built("bulkhead-periodic");
     let _lock = exclusive_cpus_lock();
     let scratch = Scratch::new("out-rt-trace");
     let description = format!(

@@ -4,7 +4,7 @@
 //! clients' counters), the frames on the bus (`can dump`), what the other client sent.
 
 mod common;
-use common::{bin, bulkhead, exclusive_cpus_lock, Running, Scratch};
+use common::{bulkhead, exclusive_cpus_lock, Running, Scratch};
 use serde_json::Value;
 use std::io::Read;
 use std::process::Stdio;
@@ -30,10 +30,7 @@ const CALM_QUEUE: u64 = 32;
 #[test]
 #[ignore = "needs root: rt partitions, cgroups and network namespaces"]
 fn a_can_client_flooding_its_allowed_id_gets_its_limit_and_stalls_nothing() {
-    let hog = bin("bulkhead-hog");
-    if !hog.exists() {
-        return eprintln!("skipping: needs bulkhead-hog (cargo build -p bulkhead-workloads)");
-    }
+    let hog = common::built("bulkhead-hog");
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-can-flood");
     let bus = format!("bh-flood-{}", std::process::id());

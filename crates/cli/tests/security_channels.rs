@@ -9,13 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-fn peer() -> Option<PathBuf> {
-    let peer = Path::new(env!("CARGO_BIN_EXE_bulkhead")).with_file_name("bulkhead-chan-peer");
-    if !peer.exists() {
-        eprintln!("skipping: {} is not built", peer.display());
-        return None;
-    }
-    Some(peer)
+fn peer() -> PathBuf {
+    common::built("bulkhead-chan-peer")
 }
 
 /// Runs the description `desc` (written to `dir`) for at most `timeout`; returns stderr.
@@ -41,9 +36,7 @@ fn read(dir: &Scratch, name: &str) -> String {
 #[test]
 #[ignore = "needs root: users and cgroups"]
 fn a_reader_cannot_write_resize_or_remap_the_message_file() {
-    let Some(peer) = peer() else {
-        return eprintln!("skipping: bulkhead-chan-peer is not built");
-    };
+    let peer = peer();
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-reader");
     let (peer, d) = (peer.display(), dir.0.display());
@@ -87,9 +80,7 @@ channels:
 #[test]
 #[ignore = "needs root: users and cgroups"]
 fn a_reader_scribbling_on_its_own_words_hurts_neither_the_writer_nor_another_reader() {
-    let Some(peer) = peer() else {
-        return eprintln!("skipping: bulkhead-chan-peer is not built");
-    };
+    let peer = peer();
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-scribble");
     let (peer, d) = (peer.display(), dir.0.display());
@@ -137,9 +128,7 @@ impl Drop for Killed {
 #[test]
 #[ignore = "needs root: users and cgroups"]
 fn a_can_client_cannot_take_the_bus_from_the_others() {
-    let Some(peer) = peer() else {
-        return eprintln!("skipping: bulkhead-chan-peer is not built");
-    };
+    let peer = peer();
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("sec-can");
     let bus = format!("bh-sec-{}", std::process::id());
