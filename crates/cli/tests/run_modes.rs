@@ -75,16 +75,6 @@ fn log_steps(log: &str) -> Vec<Vec<(String, String)>> {
     switches
 }
 
-/// Whether the run tests (which need root) can run here (`bulkhead-periodic` built);
-/// says why not.
-fn can_run() -> bool {
-    let built = common::bin("bulkhead-periodic").exists();
-    if !built {
-        eprintln!("skipping: bulkhead-periodic is not built");
-    }
-    built
-}
-
 fn description(dir: &Scratch) -> std::path::PathBuf {
     let p = common::bin("bulkhead-periodic");
     let file = dir.file("car.yaml");
@@ -169,9 +159,7 @@ fn refuses_bad_switches(socket: &Path) {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn ctl_mode_switches_a_running_system_as_sim_does() {
-    if !can_run() {
-        return;
-    }
+    common::built("bulkhead-periodic");
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("modes");
     let file = description(&dir);
@@ -281,9 +269,7 @@ fn ctl_mode_switches_a_running_system_as_sim_does() {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn the_example_runs_and_switches_through_every_policy() {
-    if !can_run() {
-        return;
-    }
+    common::built("bulkhead-periodic");
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("modes-example");
     let socket = dir.file("car.sock");
@@ -432,9 +418,7 @@ fn jobs_per_mode(log: &str) -> (Vec<Job>, Vec<Job>, Vec<Job>) {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
-    if !can_run() {
-        return;
-    }
+    common::built("bulkhead-periodic");
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("modes-period");
     let file = one_task_two_modes(&dir, "period: 5ms, deadline: 4ms");
@@ -515,9 +499,7 @@ fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
 #[test]
 #[ignore = "needs root: SCHED_DEADLINE and cpusets"]
 fn a_mode_switch_is_refused_while_the_system_is_suspended() {
-    if !can_run() {
-        return;
-    }
+    common::built("bulkhead-periodic");
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("modes-suspended");
     let file = one_task_two_modes(&dir, "budget: 300us");

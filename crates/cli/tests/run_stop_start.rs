@@ -99,28 +99,24 @@ fn start(file: &Path, socket: &Path, log: &Path, timeout: &str) -> Running {
     ))
 }
 
-/// Whether the tests (which need root) cannot run here: no v1 freezer or no
-/// `bulkhead-periodic` (said).
+/// Whether the tests (ignored without root) cannot run here: no v1 freezer, which a root
+/// machine on cgroup v2 only lacks (said). `bulkhead-periodic` not built fails them.
 fn skip() -> bool {
+    common::built("bulkhead-periodic");
     if !freezer_v1() {
         eprintln!("skipping: needs the cgroup v1 freezer");
-        return true;
-    }
-    if !common::bin("bulkhead-periodic").exists() {
-        eprintln!("skipping: bulkhead-periodic is not built");
         return true;
     }
     false
 }
 
-/// The built program `name` of `package`, or `None` (said why) when the test cannot run.
-fn program(name: &str, package: &str) -> Option<PathBuf> {
-    let program = common::bin(name);
-    if skip() || !program.exists() {
-        eprintln!("skipping: needs {name} (cargo build -p {package})");
+/// The built program `name` (a failure when it is not built), or `None` when the test
+/// cannot run here ([`skip`]).
+fn program(name: &str) -> Option<PathBuf> {
+    if skip() {
         return None;
     }
-    Some(program)
+    Some(common::built(name))
 }
 
 /// The names in the `partitions` of a suspend or resume reply.
@@ -308,7 +304,7 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
 #[test]
 #[ignore = "needs root: freezer cgroups"]
 fn a_best_effort_program_learns_of_each_stop_and_drops_inputs_from_before_the_resume() {
-    let Some(program) = program("bulkhead-be-stop-start", "bulkhead-client") else {
+    let Some(program) = program("bulkhead-be-stop-start") else {
         return;
     };
     let _lock = exclusive_cpus_lock();
@@ -657,7 +653,7 @@ fn a_speed_condition_on_the_replayed_rav4_log_suspends_and_later_resumes_the_sys
 #[test]
 #[ignore = "needs root: freezer cgroups"]
 fn a_best_effort_can_client_uses_only_frames_received_after_each_resume() {
-    let Some(program) = program("bulkhead-be-can", "bulkhead-workloads") else {
+    let Some(program) = program("bulkhead-be-can") else {
         return;
     };
     let _lock = exclusive_cpus_lock();
