@@ -18,7 +18,7 @@ use crate::report::{cpu_names, Options, Report};
 pub use crate::report::{
     LocalReport, ModeReport, ModesReport, PoolReport, Refusal, StepReport, TransitionReport,
 };
-pub use crate::reservation::{cap_ppm, CPU};
+pub use crate::reservation::CPU;
 use crate::servers::{resolve, ServerSet};
 use bulkhead_model::units::format_duration as fmt;
 use bulkhead_model::{Cpus, PartitionKind, SwitchPolicy, System};
@@ -50,7 +50,7 @@ pub fn mode_table(system: &System, options: &Options) -> Table {
                 Some(i) => i,
                 None => {
                     table.pools.push(Pool {
-                        capacity: n as Ppm * cap_ppm(options.deadline_cap),
+                        capacity: n as Ppm * options.kernel().cap_ppm(),
                         cpus,
                         reserve: 0,
                     });

@@ -4,7 +4,7 @@
 //! every mode and switch ([`crate::modes`]), which build on it and not on each other.
 
 use crate::bounds::{hyperbolic, liu_layland, Quick};
-use crate::reservation::{cap_ppm, DEFAULT_CAP};
+use crate::reservation::{Kernel, DEFAULT_CAP};
 use crate::task::{Task, Time};
 use crate::windows::WindowReport;
 use bulkhead_model::{units::format_duration, Cpus, Partition, Resume, System};
@@ -141,6 +141,16 @@ pub struct Options {
     pub fair_server: crate::shared::FairServer,
 }
 
+impl Options {
+    /// The cap and the fair server, as SCHED_DEADLINE admission counts them.
+    pub fn kernel(&self) -> Kernel {
+        Kernel {
+            cap: self.deadline_cap,
+            fair_server: (self.fair_server.runtime_ns, self.fair_server.period_ns),
+        }
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -167,9 +177,10 @@ pub(crate) struct CpuAcc {
 }
 
 impl CpuAcc {
-    pub(crate) fn verdict(self, cpu: String, cap: (Time, Time)) -> CpuVerdict {
+    pub(crate) fn verdict(self, cpu: String, kernel: Kernel) -> CpuVerdict {
         let mut failures = self.failures;
-        let cap_ppm = cap_ppm(cap);
+        let cap_ppm = kernel.cap_ppm();
+        let cap = kernel.cap;
         if let Some(load) = self.servers.filter(|&l| l > cap_ppm) {
             failures.push(format!(
                 "the interfaces of the partitions scheduled as servers take {:.2}% of CPU {cpu}, above the cap {:.2}%",
@@ -207,10 +218,11 @@ impl CpuAcc {
     }
 }
 
-/// What SCHED_DEADLINE tasks may take of a CPU under `cap`, in words: the cap less the
-/// kernel's fair server ([`crate::reservation::task_bandwidth`]).
-pub(crate) fn tasks_cap(cap: (Time, Time)) -> String {
-    let tasks = crate::reservation::task_bandwidth(cap) as f64 / (1u64 << 20) as f64;
+/// What SCHED_DEADLINE tasks may take of a CPU under `kernel`, in words: the cap less the
+/// kernel's fair server ([`Kernel::task_bandwidth`]).
+pub(crate) fn tasks_cap(kernel: Kernel) -> String {
+    let cap = kernel.cap;
+    let tasks = kernel.task_bandwidth() as f64 / (1u64 << 20) as f64;
     let whole = cap.0 as f64 / cap.1 as f64;
     match cap.0 >= cap.1 {
         true => format!("the kernel cap {whole:.2}"),

@@ -20,14 +20,53 @@ pub const DEFAULT_CAP: (Time, Time) = (950_000, 1_000_000);
 /// two, a margin on the safe side.
 pub const FAIR_SERVER: (Time, Time) = (50_000, 1_000_000);
 
-/// What SCHED_DEADLINE reservations of tasks may take of one CPU under `cap`, in the
-/// kernel's fixed point: the cap less the [`FAIR_SERVER`]; a cap of the whole period
-/// (`sched_rt_runtime_us = -1`) is no admission control at all.
-pub fn task_bandwidth(cap: (Time, Time)) -> u64 {
-    let whole = to_ratio(cap.1, cap.0);
-    match cap.0 >= cap.1 {
-        true => whole,
-        false => whole.saturating_sub(to_ratio(FAIR_SERVER.1, FAIR_SERVER.0)),
+/// What the kernel keeps of every CPU before SCHED_DEADLINE admits tasks: the bandwidth
+/// cap (`sched_rt_runtime_us / sched_rt_period_us`) and the fair server (runtime,
+/// period; any unit, only their ratio counts), whose share the kernel counts in the same
+/// admission total.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kernel {
+    pub cap: (Time, Time),
+    pub fair_server: (Time, Time),
+}
+
+/// The kernel's defaults: [`DEFAULT_CAP`] and [`FAIR_SERVER`].
+pub const DEFAULT_KERNEL: Kernel = Kernel {
+    cap: DEFAULT_CAP,
+    fair_server: FAIR_SERVER,
+};
+
+impl Kernel {
+    /// The default fair server under `cap`.
+    pub fn with_cap(cap: (Time, Time)) -> Kernel {
+        Kernel {
+            cap,
+            ..DEFAULT_KERNEL
+        }
+    }
+
+    /// What SCHED_DEADLINE reservations of tasks may take of one CPU, in the kernel's
+    /// fixed point: the cap less the fair server's share; a cap of the whole period
+    /// (`sched_rt_runtime_us = -1`) is no admission control at all.
+    pub fn task_bandwidth(self) -> u64 {
+        let (runtime, period) = self.fair_server;
+        let whole = to_ratio(self.cap.1, self.cap.0);
+        match self.cap.0 >= self.cap.1 {
+            true => whole,
+            false => whole.saturating_sub(to_ratio(period, runtime)),
+        }
+    }
+
+    /// [`Kernel::task_bandwidth`] in ppm of a CPU (rounded down), as the mode table
+    /// counts a pool's capacity.
+    pub fn cap_ppm(self) -> bulkhead_modes::Ppm {
+        let ppm = |(runtime, period): (Time, Time)| {
+            (runtime as u128 * CPU as u128 / period.max(1) as u128) as bulkhead_modes::Ppm
+        };
+        match self.cap.0 >= self.cap.1 {
+            true => ppm(self.cap),
+            false => ppm(self.cap).saturating_sub(ppm(self.fair_server)),
+        }
     }
 }
 
@@ -63,10 +102,10 @@ pub fn to_ratio(period: Time, runtime: Time) -> u64 {
 /// kernel enforces it (Documentation/scheduler/sched-deadline.rst, Sec. 5 "Bandwidth
 /// management"; kernel/sched/deadline.c `__dl_overflow`): each reservation must satisfy
 /// `0 < runtime <= deadline <= period`, and `Σ to_ratio(period, runtime) <= cpus ×`
-/// [`task_bandwidth`]`(cap)` (the cap less the fair servers' shares, which the kernel
+/// [`Kernel::task_bandwidth`] (the cap less the fair servers' shares, which the kernel
 /// counts in the same total). With one CPU per partition's cpuset this is the per-CPU
 /// cap.
-pub fn admit(reservations: &[Reservation], cpus: u64, cap: (Time, Time)) -> Admission {
+pub fn admit(reservations: &[Reservation], cpus: u64, kernel: Kernel) -> Admission {
     let invalid = reservations
         .iter()
         .position(|r| r.runtime == 0 || r.runtime > r.deadline || r.deadline > r.period);
@@ -74,7 +113,7 @@ pub fn admit(reservations: &[Reservation], cpus: u64, cap: (Time, Time)) -> Admi
         .iter()
         .map(|r| to_ratio(r.period, r.runtime))
         .sum();
-    let cap_bw = cpus * task_bandwidth(cap);
+    let cap_bw = cpus * kernel.task_bandwidth();
     Admission {
         admitted: invalid.is_none() && total_bw <= cap_bw,
         total_bw,
@@ -107,19 +146,6 @@ pub fn io_reservation(served: &Task, io_num: Time, io_den: Time) -> Task {
 /// One CPU in ppm.
 pub const CPU: bulkhead_modes::Ppm = bulkhead_modes::CPU_PPM;
 
-/// What the reservations of a pool's tasks may take of one of its CPUs in ppm (rounded
-/// down): the bandwidth cap `runtime/period` less the kernel's fair server
-/// ([`FAIR_SERVER`]), as SCHED_DEADLINE admission counts them.
-pub fn cap_ppm(cap: (Time, Time)) -> bulkhead_modes::Ppm {
-    let ppm = |(runtime, period): (Time, Time)| {
-        (runtime as u128 * CPU as u128 / period.max(1) as u128) as bulkhead_modes::Ppm
-    };
-    match cap.0 >= cap.1 {
-        true => ppm(cap),
-        false => ppm(cap).saturating_sub(ppm(FAIR_SERVER)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,16 +165,16 @@ mod tests {
             admit(
                 &[r(40 * ms / 100, ms), r(50 * ms / 100, ms)],
                 1,
-                DEFAULT_CAP
+                DEFAULT_KERNEL
             )
             .admitted
         );
-        assert!(!admit(&[r(93 * ms / 100, ms)], 1, DEFAULT_CAP).admitted);
-        assert!(admit(&[r(99 * ms / 100, ms)], 1, (ms, ms)).admitted);
+        assert!(!admit(&[r(93 * ms / 100, ms)], 1, DEFAULT_KERNEL).admitted);
+        assert!(admit(&[r(99 * ms / 100, ms)], 1, Kernel::with_cap((ms, ms))).admitted);
         let over = admit(
             &[r(50 * ms / 100, ms), r(46 * ms / 100, ms)],
             1,
-            DEFAULT_CAP,
+            DEFAULT_KERNEL,
         );
         assert!(!over.admitted);
         assert!(over.total_bw > over.cap_bw);
@@ -156,7 +182,7 @@ mod tests {
             admit(
                 &[r(50 * ms / 100, ms), r(46 * ms / 100, ms)],
                 2,
-                DEFAULT_CAP
+                DEFAULT_KERNEL
             )
             .admitted
         );
@@ -165,7 +191,30 @@ mod tests {
             deadline: 2,
             period: 10,
         };
-        assert_eq!(admit(&[bad], 1, DEFAULT_CAP).invalid, Some(0));
+        assert_eq!(admit(&[bad], 1, DEFAULT_KERNEL).invalid, Some(0));
+    }
+
+    /// The machine's fair server counts, not the default: disabled (runtime 0, as
+    /// real-time set-ups often write it) 0.93 ms every 1 ms is admitted under the 95% cap;
+    /// at 100 ms every second, 0.88 ms is refused (85% is left).
+    #[test]
+    fn the_machines_fair_server_is_deducted_not_the_default() {
+        let ms = 1_000_000;
+        let r = |rt: Time| Reservation {
+            runtime: rt,
+            deadline: ms,
+            period: ms,
+        };
+        let kernel = |fair_server| Kernel {
+            cap: DEFAULT_CAP,
+            fair_server,
+        };
+        assert!(!admit(&[r(93 * ms / 100)], 1, DEFAULT_KERNEL).admitted);
+        assert!(admit(&[r(93 * ms / 100)], 1, kernel((0, 1_000))).admitted);
+        assert!(admit(&[r(88 * ms / 100)], 1, DEFAULT_KERNEL).admitted);
+        assert!(!admit(&[r(88 * ms / 100)], 1, kernel((100, 1_000))).admitted);
+        assert_eq!(kernel((100, 1_000)).cap_ppm(), 850_000);
+        assert_eq!(DEFAULT_KERNEL.cap_ppm(), 900_000);
     }
 
     /// DriveOS TECS 2023, Sec. 4.1 worked example: an I/O VCPU with U_io = 10% serving

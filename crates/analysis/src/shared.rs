@@ -11,7 +11,7 @@
 //!
 //! * SCHED_DEADLINE tasks (`scheduler: edf`): the fair server is one more reservation of
 //!   the CPU's EDF schedule, and its bandwidth is already deducted from what the admission
-//!   gives the tasks ([`crate::reservation::task_bandwidth`]); EDF with a total bandwidth
+//!   gives the tasks ([`crate::reservation::Kernel::task_bandwidth`]); EDF with a total bandwidth
 //!   within the CPU keeps every reservation's C every T, so the fair server takes nothing
 //!   from them.
 //! * SCHED_FIFO tasks (`fixed-priority`): normal tasks can run above every FIFO level,

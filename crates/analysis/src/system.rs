@@ -11,7 +11,7 @@ pub use crate::report::{
     priority_ranks, CpuVerdict, Interface, Options, PartitionVerdict, Placement, Report,
     TaskVerdict,
 };
-use crate::reservation::{admit, reservation_of};
+use crate::reservation::{admit, reservation_of, Kernel};
 use crate::rta::{response_times, ResponseTime};
 use crate::sensitivity::{fp_max_wcets, max_wcet};
 use crate::supply::PeriodicSupply;
@@ -81,7 +81,7 @@ pub fn analyze_system_with(system: &System, options: &Options) -> Report {
         report.windows = Some(w);
     }
     for (cpu, acc) in per_cpu {
-        let v = acc.verdict(cpu, options.deadline_cap);
+        let v = acc.verdict(cpu, options.kernel());
         report.schedulable &= v.schedulable;
         report.cpus.push(v);
     }
@@ -131,7 +131,7 @@ fn analyze_partition(
     let edf = p.scheduler == Scheduler::Edf;
     if edf && cpus.len() > 1 {
         let first = report.tasks.len();
-        global_edf(p, &tasks, &cpus, options.deadline_cap, report, per_cpu);
+        global_edf(p, &tasks, &cpus, options.kernel(), report, per_cpu);
         let placement = numbers.map_or(Placement::Unplaced, Placement::Global);
         for v in &mut report.tasks[first..] {
             v.placement = placement.clone();
@@ -335,10 +335,10 @@ fn edf_cpu(
     options: &Options,
     acc: &mut CpuAcc,
 ) -> Vec<TaskVerdict> {
-    let cap = options.deadline_cap;
+    let kernel = options.kernel();
     let local: Vec<Task> = members.iter().map(|&i| tasks[i]).collect();
     let reservations: Vec<_> = local.iter().map(reservation_of).collect();
-    let adm = admit(&reservations, 1, cap);
+    let adm = admit(&reservations, 1, kernel);
     let prev = acc.dl_bw.unwrap_or((0, adm.cap_bw));
     let total = prev.0 + adm.total_bw;
     acc.dl_bw = Some((total, adm.cap_bw));
@@ -346,7 +346,7 @@ fn edf_cpu(
         format!(
             "SCHED_DEADLINE admission: Σ runtime/period = {:.4} exceeds {} (the kernel refuses the last reservation)",
             total as f64 / (1u64 << 20) as f64,
-            tasks_cap(cap)
+            tasks_cap(kernel)
         )
     });
     if let Some(msg) = &over_cap {
@@ -423,14 +423,14 @@ fn global_edf(
     p: &Partition,
     tasks: &[Task],
     cpus: &[String],
-    cap: (Time, Time),
+    kernel: Kernel,
     report: &mut Report,
     per_cpu: &mut BTreeMap<String, CpuAcc>,
 ) {
     let m = cpus.len() as Time;
     let cpulist = cpus.join(",");
     let reservations: Vec<_> = tasks.iter().map(reservation_of).collect();
-    let adm = admit(&reservations, m, cap);
+    let adm = admit(&reservations, m, kernel);
     let period = tasks.iter().map(|t| t.period).min().unwrap_or(1);
     let dedicated = Mpr {
         period,
@@ -449,7 +449,7 @@ fn global_edf(
         Some(format!(
             "SCHED_DEADLINE admission: Σ runtime/period = {:.4} exceeds {m} × {}",
             adm.total_bw as f64 / (1u64 << 20) as f64,
-            tasks_cap(cap)
+            tasks_cap(kernel)
         ))
     } else {
         match test {
@@ -631,7 +631,7 @@ mod tests {
             cap in prop_oneof![Just((950_000, 1_000_000)), Just((1, 1)), Just((1, 2))],
         ) {
             let reservations: Vec<_> = local.iter().map(reservation_of).collect();
-            let adm = admit(&reservations, 1, cap);
+            let adm = admit(&reservations, 1, Kernel::with_cap(cap));
             for k in 0..local.len() {
                 prop_assert_eq!(edf_wcet_limit(&local, k, &adm), searched(&local, k, &adm), "task {} of {:?}", k, local);
             }

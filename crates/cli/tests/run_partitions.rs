@@ -279,14 +279,7 @@ fn a_killed_supervisors_processes_die_with_it_and_the_next_run_removes_its_cgrou
 #[test]
 #[ignore = "needs root: cgroups and users"]
 fn a_described_channel_connects_two_partitions() {
-    let peer = Path::new(env!("CARGO_BIN_EXE_bulkhead")).with_file_name("bulkhead-chan-peer");
-    if !peer.exists() {
-        eprintln!(
-            "skipping: {} is not built (cargo build -p bulkhead-chan)",
-            peer.display()
-        );
-        return;
-    }
+    let peer = common::built("bulkhead-chan-peer");
     let _lock = exclusive_cpus_lock();
     let dir = Scratch::new("chan");
     let (desc, got) = (dir.file("system.yaml"), dir.file("received"));

@@ -6,6 +6,7 @@
 //! mode switch and why (DriveOS 3.2: a task is admitted as a service only if its
 //! reservation fits).
 
+pub use bulkhead_analysis::shared::FairServer;
 use bulkhead_analysis::system::{analyze_system_with, Options, Report};
 use bulkhead_model::System;
 use std::fmt;
@@ -68,15 +69,16 @@ impl fmt::Display for Refusal {
 impl std::error::Error for Refusal {}
 
 /// Admits `system` with SCHED_DEADLINE bandwidth `cap` (`(runtime, period)`, the
-/// machine's) per CPU of each partition's root domain: its analysis report, or the first
-/// verdict that refuses it. With modes, every mode and every allowed switch must pass: a
-/// switch then never fails for lack of bandwidth (docs/modes.md).
-pub fn admit(system: &System, cap: (u64, u64)) -> Result<Report, Refusal> {
+/// machine's) per CPU of each partition's root domain, less the machine's
+/// `fair_server`: its analysis report, or the first verdict that refuses it. With modes,
+/// every mode and every allowed switch must pass: a switch then never fails for lack of
+/// bandwidth (docs/modes.md).
+pub fn admit(system: &System, cap: (u64, u64), fair_server: FairServer) -> Result<Report, Refusal> {
     // Admission needs the verdicts, not C max.
     let options = Options {
         deadline_cap: cap,
         sensitivity: false,
-        ..Options::default()
+        fair_server,
     };
     let report = analyze_system_with(system, &options);
     refusal(&report).map_or(Ok(report), Err)
@@ -145,7 +147,7 @@ mod tests {
         let two = load(
             "system: {cpus: 0}\npartitions:\n  - {name: p, kind: rt, cpus: 0, tasks: [{name: a, budget: 6ms, period: 10ms}, {name: b, budget: 6ms, period: 10ms}]}\n",
         );
-        let refusal = admit(&two, CAP).unwrap_err();
+        let refusal = admit(&two, CAP, FairServer::default()).unwrap_err();
         assert!(
             matches!(&refusal, Refusal::Task { task, partition, cpu, .. } if task == "b" && partition == "p" && cpu == "0"),
             "{refusal:?}"
@@ -158,6 +160,25 @@ mod tests {
         let one = load(
             "system: {cpus: 0}\npartitions:\n  - {name: p, kind: rt, cpus: 0, tasks: [{name: a, budget: 6ms, period: 10ms}]}\n",
         );
-        assert!(admit(&one, CAP).is_ok());
+        assert!(admit(&one, CAP, FairServer::default()).is_ok());
+    }
+
+    /// `run` admits against the machine's fair server (`FairServer::read` of debugfs),
+    /// not the kernel's default: 88% of a CPU under SCHED_DEADLINE fits beside the
+    /// default 50 ms every second, not beside 150 ms, as the kernel would refuse it.
+    #[test]
+    fn the_machines_fair_server_decides_admission() {
+        let edf = load(
+            "system: {cpus: 0}\npartitions:\n  - {name: p, kind: rt, cpus: 0, scheduler: edf, tasks: [{name: a, budget: 8800us, period: 10ms}]}\n",
+        );
+        assert!(admit(&edf, CAP, FairServer::default()).is_ok());
+        let larger = FairServer::read([(150_000_000, 1_000_000_000)]);
+        let refusal = admit(&edf, CAP, larger).unwrap_err();
+        assert!(
+            refusal
+                .to_string()
+                .contains("0.80 (the kernel cap 0.95 less its fair server's share)"),
+            "{refusal}"
+        );
     }
 }

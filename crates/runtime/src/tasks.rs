@@ -38,6 +38,7 @@ use bulkhead_os::sched::{detect, DeadlineParams, Policy};
 use bulkhead_os::Error;
 use bulkhead_plan::admission::{admit, Refusal};
 use bulkhead_plan::programs::{Exec, Programs, Site};
+use bulkhead_plan::FairServer;
 use bulkhead_task::link::{LinkSpec, ModePort, StopStartPort, TaskLink};
 use bulkhead_task::{flags, Record, Timing};
 use bulkhead_trace::{Event, EventKind, Name};
@@ -301,6 +302,17 @@ pub struct RtPartitions {
     exits: Vec<(String, String, String)>,
 }
 
+/// Admits `system` as this machine's kernel will: under its SCHED_DEADLINE cap
+/// (`/proc/sys/kernel/sched_rt_*`) less its fair servers (debugfs; the kernel's defaults
+/// where they cannot be read, as under lockdown).
+pub fn admit_here(system: &System) -> Result<Report> {
+    let cap = bulkhead_os::bandwidth::cap(Path::new(bulkhead_os::bandwidth::SYSCTL_DIR))?;
+    let fair_server = FairServer::read(bulkhead_os::bandwidth::fair_servers(Path::new(
+        bulkhead_os::bandwidth::FAIR_SERVER_DIR,
+    )));
+    admit(system, cap, fair_server).map_err(|r| RtError::Refused(Box::new(r)))
+}
+
 impl RtPartitions {
     /// Admits `system`, creates the domains and starts every rt task. On error everything
     /// started so far is stopped and removed.
@@ -339,8 +351,7 @@ impl RtPartitions {
             }
         }
         let plans = task_programs(&system, &options.programs)?;
-        let cap = bulkhead_os::bandwidth::cap(Path::new(bulkhead_os::bandwidth::SYSCTL_DIR))?;
-        let report = admit(&system, cap).map_err(|r| RtError::Refused(Box::new(r)))?;
+        let report = admit_here(&system)?;
         let hierarchy = cpuset::detect()?;
         let mut rt = RtPartitions {
             epoch_ns: 0,

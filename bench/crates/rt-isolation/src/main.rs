@@ -21,7 +21,6 @@
 //! response-time analysis for fixed priority, the deadline for EDF (CBS guarantee).
 
 use bulkhead_model::{CpuSet, System};
-use bulkhead_plan::admit;
 use bulkhead_plan::{Host, Programs};
 use bulkhead_runtime::housekeeping::Housekeeping;
 use bulkhead_runtime::tasks::{Epoch, RtOptions, RtPartitions};
@@ -147,11 +146,7 @@ fn main() {
         .unwrap()
         .to_path_buf();
     let system = quest_system(&bin.join("bulkhead-periodic"), &scheduler, o.reclaim);
-    let sysctl = std::path::Path::new(bulkhead_os::bandwidth::SYSCTL_DIR);
-    let admitted = bulkhead_os::bandwidth::cap(sysctl)
-        .map_err(|e| e.to_string())
-        .and_then(|cap| admit(&system, cap).map_err(|e| e.to_string()));
-    let report = match admitted {
+    let report = match bulkhead_runtime::tasks::admit_here(&system) {
         Ok(r) => r,
         Err(e) => {
             println!("{{\"error\": {e:?}}}");
