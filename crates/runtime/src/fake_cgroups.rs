@@ -2,11 +2,13 @@
 //! its cgroups in memory and records every call that changes them, and a spawner that
 //! "starts" processes into them (a pid no process has, a real channel), so that the
 //! supervisor's decisions (start order, freeze order, cleanup, CPU changes) are
-//! checked from the recorded calls.
+//! checked from the recorded calls; and the stop-start worker's [`Freezers`] on the
+//! same host, recorded alike.
 
 use crate::spawn::Child;
 use bulkhead_os::cgroup::{
-    CgroupError, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process, Result,
+    CgroupError, CgroupManager, Controller, FreezeError, Freezers, Group, Joins, LimitError,
+    Limited, Partition, Process, Result,
 };
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
@@ -49,6 +51,23 @@ pub enum Call {
     },
     KillAll,
     Remove,
+    /// A stop-start freezer group: the adopted cgroup's directory, the created cgroup's
+    /// name, or `own` (the processes' own cgroups).
+    AddFreezer {
+        name: String,
+    },
+    /// Processes brought into a freezer group (by its name).
+    Join {
+        freezer: String,
+        pids: Vec<u32>,
+    },
+    FreezeGroup {
+        freezer: String,
+    },
+    ThawGroup {
+        freezer: String,
+    },
+    ReleaseFreezers,
 }
 
 /// A fake process cgroup.
@@ -69,6 +88,8 @@ struct State {
     exists: bool,
     /// The first call for which this returns true fails (and is not carried out).
     fail: Option<fn(&Call) -> bool>,
+    /// The freezer groups, by name, and whether each was created (to be removed).
+    freezers: Vec<(String, bool)>,
 }
 
 /// The test's handle on the fake host; [`Fake::cgroups`] is the supervisor's.
@@ -90,6 +111,20 @@ impl Fake {
     pub fn cgroups(&self) -> Box<dyn CgroupManager> {
         self.state().exists = true;
         Box::new(FakeCgroups(self.clone()))
+    }
+
+    /// The stop-start worker's freezers on this host.
+    pub fn freezers(&self) -> Box<dyn Freezers> {
+        Box::new(FakeFreezers(self.clone()))
+    }
+
+    /// The freezer cgroups created and not removed.
+    pub fn freezers_left(&self) -> usize {
+        self.state()
+            .freezers
+            .iter()
+            .filter(|(_, made)| *made)
+            .count()
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -254,5 +289,58 @@ impl CgroupManager for FakeCgroups {
 
     fn cgroups_left(&self) -> usize {
         self.0.left().0
+    }
+}
+
+/// The [`Freezers`] of a [`Fake`].
+struct FakeFreezers(Fake);
+
+impl FakeFreezers {
+    fn add(&mut self, name: String, made: bool) -> Result<Group> {
+        self.0.record(Call::AddFreezer { name: name.clone() })?;
+        let mut s = self.0.state();
+        s.freezers.push((name, made));
+        Ok(Group(s.freezers.len() - 1))
+    }
+
+    fn name(&self, g: Group) -> String {
+        self.0.state().freezers[g.0].0.clone()
+    }
+}
+
+impl Freezers for FakeFreezers {
+    fn adopt(&mut self, dir: &Path) -> Group {
+        let name = dir.display().to_string();
+        self.add(name, false).expect("adopting cannot fail")
+    }
+
+    fn add_group(&mut self, name: &str) -> Result<Group> {
+        self.add(name.to_string(), true)
+    }
+
+    fn add_own(&mut self) -> Group {
+        self.add("own".to_string(), false).expect("own cannot fail")
+    }
+
+    fn join(&mut self, g: Group, pids: &[u32]) {
+        let freezer = self.name(g);
+        let _ = self.0.record(Call::Join {
+            freezer,
+            pids: pids.to_vec(),
+        });
+    }
+
+    fn set_frozen(&mut self, g: Group, frozen: bool) -> std::result::Result<(), FreezeError> {
+        let freezer = self.name(g);
+        Ok(self.0.record(match frozen {
+            true => Call::FreezeGroup { freezer },
+            false => Call::ThawGroup { freezer },
+        })?)
+    }
+
+    fn release(&mut self) {
+        if self.0.record(Call::ReleaseFreezers).is_ok() {
+            self.0.state().freezers.clear();
+        }
     }
 }

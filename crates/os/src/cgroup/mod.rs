@@ -6,9 +6,12 @@
 //!
 //! The cgroups of a run are behind one interface, [`CgroupManager`], with a backend per
 //! version ([`V1Cgroups`], [`V2Cgroups`]) chosen at run time ([`create`]); the cgroup
-//! files they and the cleanup of leftovers use are in `files`.
+//! files they and the cleanup of leftovers use are in `files`. The stop-start worker's
+//! freezers are behind a second interface, [`Freezers`] ([`HostFreezers`] on this
+//! machine), for the reason given in `freezers`.
 
 mod files;
+mod freezers;
 mod manager;
 mod v1;
 mod v2;
@@ -17,6 +20,7 @@ pub use files::{
     enable_controller, is_frozen, kill_cgroup, partition_dir_name, procs, set_frozen, write_file,
     CgroupError, DetectError, Hierarchy, Result, Version,
 };
+pub use freezers::{FreezeError, Freezers, Group, HostFreezers, SETTLE};
 pub use manager::{
     create, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process,
 };
