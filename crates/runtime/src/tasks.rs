@@ -1294,7 +1294,7 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<TaskC
     let procs: Vec<PathBuf> = target
         .cgroups
         .iter()
-        .map(|dir| dir.join("cgroup.procs"))
+        .map(|dir| bulkhead_os::cgroup::procs_file(dir))
         .collect();
     let keep: Vec<i32> = link
         .fds()
