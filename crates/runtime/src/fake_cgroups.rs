@@ -2,14 +2,15 @@
 //! its cgroups in memory and records every call that changes them, and a spawner that
 //! "starts" processes into them (a pid no process has, a real channel), so that the
 //! supervisor's decisions (start order, freeze order, cleanup, CPU changes) are
-//! checked from the recorded calls; and the stop-start worker's [`Freezers`] on the
-//! same host, recorded alike.
+//! checked from the recorded calls; and the stop-start worker's [`Freezers`] and the
+//! rt partitions' exclusive [`Cpusets`] on the same host, recorded alike.
 
 use crate::spawn::Child;
 use bulkhead_os::cgroup::{
     CgroupError, CgroupManager, Controller, FreezeError, Freezers, Group, Joins, LimitError,
     Limited, Partition, Process, Result,
 };
+use bulkhead_os::cpuset::{Cpusets, Domain};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -68,6 +69,14 @@ pub enum Call {
         freezer: String,
     },
     ReleaseFreezers,
+    /// An exclusive cpuset domain, `rel` below the cpuset mount.
+    AddDomain {
+        rel: String,
+        cpus: String,
+    },
+    RemoveDomain {
+        rel: String,
+    },
 }
 
 /// A fake process cgroup.
@@ -90,6 +99,8 @@ struct State {
     fail: Option<fn(&Call) -> bool>,
     /// The freezer groups, by name, and whether each was created (to be removed).
     freezers: Vec<(String, bool)>,
+    /// Per exclusive domain, whether it still exists.
+    domains: Vec<bool>,
 }
 
 /// The test's handle on the fake host; [`Fake::cgroups`] is the supervisor's.
@@ -125,6 +136,16 @@ impl Fake {
             .iter()
             .filter(|(_, made)| *made)
             .count()
+    }
+
+    /// The rt partitions' exclusive cpusets on this host.
+    pub fn cpusets(&self) -> Box<dyn Cpusets> {
+        Box::new(FakeCpusets(self.clone(), Vec::new()))
+    }
+
+    /// The exclusive domains created and not removed.
+    pub fn domains_left(&self) -> usize {
+        self.state().domains.iter().filter(|&&d| d).count()
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -342,5 +363,47 @@ impl Freezers for FakeFreezers {
         if self.0.record(Call::ReleaseFreezers).is_ok() {
             self.0.state().freezers.clear();
         }
+    }
+}
+
+/// The [`Cpusets`] of a [`Fake`]: each domain's directory and CPUs; a call that fails
+/// is an invalid-input error.
+struct FakeCpusets(Fake, Vec<(PathBuf, String)>);
+
+fn invalid(e: CgroupError) -> bulkhead_os::Error {
+    bulkhead_os::Error::Invalid(e.to_string())
+}
+
+impl Cpusets for FakeCpusets {
+    fn add_domain(&mut self, rel: &Path, cpus: &str) -> bulkhead_os::Result<Domain> {
+        let call = Call::AddDomain {
+            rel: rel.display().to_string(),
+            cpus: cpus.to_string(),
+        };
+        self.0.record(call).map_err(invalid)?;
+        self.0.state().domains.push(true);
+        self.1
+            .push((Path::new("/fake").join(rel), cpus.to_string()));
+        Ok(Domain(self.1.len() - 1))
+    }
+
+    fn dir(&self, d: Domain) -> &Path {
+        &self.1[d.0].0
+    }
+
+    fn cpus(&self, d: Domain) -> &str {
+        &self.1[d.0].1
+    }
+
+    fn remove(&mut self, d: Domain) -> bulkhead_os::Result<()> {
+        let dir = &self.1[d.0].0;
+        let rel = dir
+            .strip_prefix("/fake")
+            .unwrap_or(dir)
+            .display()
+            .to_string();
+        self.0.record(Call::RemoveDomain { rel }).map_err(invalid)?;
+        self.0.state().domains[d.0] = false;
+        Ok(())
     }
 }
