@@ -1062,20 +1062,13 @@ stop_start: {order: [nav, hmi, ctl], ack_deadline: 1ms}
                 port: link.stop_start_port().unwrap(),
                 judged_from: Default::default(),
             });
-            live.push(crate::tasks::TaskSummary {
-                partition: partition.into(),
-                task: task.into(),
-                pid: 1 << 30 | i as u32,
-                policy: "SCHED_DEADLINE",
-                jobs: 0,
-                max_response_ns: 0,
-                last_response_ns: 0,
-                counters: Vec::new(),
-                misses: 0,
-                dropped: 0,
-                throttled: None,
-                ended_early: None,
-            });
+            let pid = 1 << 30 | i as u32;
+            live.push(crate::tasks::TaskSummary::new(
+                partition,
+                task,
+                pid,
+                "SCHED_DEADLINE",
+            ));
         }
         (tasks, Arc::new(Mutex::new(live)))
     }

@@ -258,6 +258,27 @@ pub struct TaskSummary {
     pub ended_early: Option<String>,
 }
 
+impl TaskSummary {
+    /// The figures of task `task` of `partition`, process `pid` under `policy`, before
+    /// its first job.
+    pub fn new(partition: &str, task: &str, pid: u32, policy: &'static str) -> TaskSummary {
+        TaskSummary {
+            partition: partition.to_string(),
+            task: task.to_string(),
+            pid,
+            policy,
+            jobs: 0,
+            max_response_ns: 0,
+            last_response_ns: 0,
+            counters: Vec::new(),
+            misses: 0,
+            dropped: 0,
+            throttled: None,
+            ended_early: None,
+        }
+    }
+}
+
 /// A task as its partition's mode agent sees it ([`RtPartitions::mode_ports`]).
 pub struct TaskPort {
     pub partition: String,
@@ -552,20 +573,7 @@ impl RtPartitions {
                     timings: vec![(0, link.timing())],
                     policy,
                     link,
-                    stats: TaskSummary {
-                        partition: p.name.clone(),
-                        task: task.name.clone(),
-                        pid: child.id(),
-                        policy: policy.name(),
-                        jobs: 0,
-                        max_response_ns: 0,
-                        last_response_ns: 0,
-                        counters: Vec::new(),
-                        misses: 0,
-                        dropped: 0,
-                        throttled: None,
-                        ended_early: None,
-                    },
+                    stats: TaskSummary::new(&p.name, &task.name, child.id(), policy.name()),
                     msg_dropped: 0,
                     overruns: 0,
                     pid: Arc::new(Mutex::new(child.id())),
