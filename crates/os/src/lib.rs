@@ -46,7 +46,8 @@
 pub mod bandwidth;
 pub mod cgroup;
 pub mod clock;
-pub mod cpuset;
+/// The exclusive cpusets, in [`cgroup`] with the rest of the cgroup files.
+pub use cgroup::cpuset;
 pub mod errno;
 mod error;
 pub mod event;

@@ -2,12 +2,15 @@
 //! its cgroups in memory and records every call that changes them, and a spawner that
 //! "starts" processes into them (a pid no process has, a real channel), so that the
 //! supervisor's decisions (start order, freeze order, cleanup, CPU changes) are
-//! checked from the recorded calls.
+//! checked from the recorded calls; and the stop-start worker's [`Freezers`] and the
+//! rt partitions' exclusive [`Cpusets`] on the same host, recorded alike.
 
 use crate::spawn::Child;
 use bulkhead_os::cgroup::{
-    CgroupError, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process, Result,
+    CgroupError, CgroupManager, Controller, FreezeError, Freezers, Group, Joins, LimitError,
+    Limited, Partition, Process, Result,
 };
+use bulkhead_os::cpuset::{Cpusets, Domain};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -49,6 +52,31 @@ pub enum Call {
     },
     KillAll,
     Remove,
+    /// A stop-start freezer group: the adopted cgroup's directory, the created cgroup's
+    /// name, or `own` (the processes' own cgroups).
+    AddFreezer {
+        name: String,
+    },
+    /// Processes brought into a freezer group (by its name).
+    Join {
+        freezer: String,
+        pids: Vec<u32>,
+    },
+    FreezeGroup {
+        freezer: String,
+    },
+    ThawGroup {
+        freezer: String,
+    },
+    ReleaseFreezers,
+    /// An exclusive cpuset domain, `rel` below the cpuset mount.
+    AddDomain {
+        rel: String,
+        cpus: String,
+    },
+    RemoveDomain {
+        rel: String,
+    },
 }
 
 /// A fake process cgroup.
@@ -69,6 +97,10 @@ struct State {
     exists: bool,
     /// The first call for which this returns true fails (and is not carried out).
     fail: Option<fn(&Call) -> bool>,
+    /// The freezer groups, by name, and whether each was created (to be removed).
+    freezers: Vec<(String, bool)>,
+    /// Per exclusive domain, whether it still exists.
+    domains: Vec<bool>,
 }
 
 /// The test's handle on the fake host; [`Fake::cgroups`] is the supervisor's.
@@ -90,6 +122,30 @@ impl Fake {
     pub fn cgroups(&self) -> Box<dyn CgroupManager> {
         self.state().exists = true;
         Box::new(FakeCgroups(self.clone()))
+    }
+
+    /// The stop-start worker's freezers on this host.
+    pub fn freezers(&self) -> Box<dyn Freezers> {
+        Box::new(FakeFreezers(self.clone()))
+    }
+
+    /// The freezer cgroups created and not removed.
+    pub fn freezers_left(&self) -> usize {
+        self.state()
+            .freezers
+            .iter()
+            .filter(|(_, made)| *made)
+            .count()
+    }
+
+    /// The rt partitions' exclusive cpusets on this host.
+    pub fn cpusets(&self) -> Box<dyn Cpusets> {
+        Box::new(FakeCpusets(self.clone(), Vec::new()))
+    }
+
+    /// The exclusive domains created and not removed.
+    pub fn domains_left(&self) -> usize {
+        self.state().domains.iter().filter(|&&d| d).count()
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -254,5 +310,100 @@ impl CgroupManager for FakeCgroups {
 
     fn cgroups_left(&self) -> usize {
         self.0.left().0
+    }
+}
+
+/// The [`Freezers`] of a [`Fake`].
+struct FakeFreezers(Fake);
+
+impl FakeFreezers {
+    fn add(&mut self, name: String, made: bool) -> Result<Group> {
+        self.0.record(Call::AddFreezer { name: name.clone() })?;
+        let mut s = self.0.state();
+        s.freezers.push((name, made));
+        Ok(Group(s.freezers.len() - 1))
+    }
+
+    fn name(&self, g: Group) -> String {
+        self.0.state().freezers[g.0].0.clone()
+    }
+}
+
+impl Freezers for FakeFreezers {
+    fn adopt(&mut self, dir: &Path) -> Group {
+        let name = dir.display().to_string();
+        self.add(name, false).expect("adopting cannot fail")
+    }
+
+    fn add_group(&mut self, name: &str) -> Result<Group> {
+        self.add(name.to_string(), true)
+    }
+
+    fn add_own(&mut self) -> Group {
+        self.add("own".to_string(), false).expect("own cannot fail")
+    }
+
+    fn join(&mut self, g: Group, pids: &[u32]) {
+        let freezer = self.name(g);
+        let _ = self.0.record(Call::Join {
+            freezer,
+            pids: pids.to_vec(),
+        });
+    }
+
+    fn set_frozen(&mut self, g: Group, frozen: bool) -> std::result::Result<(), FreezeError> {
+        let freezer = self.name(g);
+        Ok(self.0.record(match frozen {
+            true => Call::FreezeGroup { freezer },
+            false => Call::ThawGroup { freezer },
+        })?)
+    }
+
+    fn release(&mut self) {
+        if self.0.record(Call::ReleaseFreezers).is_ok() {
+            self.0.state().freezers.clear();
+        }
+    }
+}
+
+/// The [`Cpusets`] of a [`Fake`]: each domain's directory and CPUs; a call that fails
+/// is an invalid-input error.
+struct FakeCpusets(Fake, Vec<(PathBuf, String)>);
+
+fn invalid(e: CgroupError) -> bulkhead_os::Error {
+    bulkhead_os::Error::Invalid(e.to_string())
+}
+
+impl Cpusets for FakeCpusets {
+    fn add_domain(&mut self, rel: &Path, cpus: &str) -> bulkhead_os::Result<Domain> {
+        let call = Call::AddDomain {
+            rel: rel.display().to_string(),
+            cpus: cpus.to_string(),
+        };
+        self.0.record(call).map_err(invalid)?;
+        self.0.state().domains.push(true);
+        self.1
+            .push((Path::new("/fake").join(rel), cpus.to_string()));
+        Ok(Domain(self.1.len() - 1))
+    }
+
+    fn dir(&self, d: Domain) -> &Path {
+        &self.1[d.0].0
+    }
+
+    fn cpus(&self, d: Domain) -> &str {
+        &self.1[d.0].1
+    }
+
+    fn remove(&mut self, d: Domain) -> bulkhead_os::Result<()> {
+        let dir = &self.1[d.0].0;
+        let rel = dir
+            .strip_prefix("/fake")
+            .unwrap_or(dir)
+            .display()
+            .to_string();
+        self.0.record(Call::RemoveDomain { rel }).map_err(invalid)?;
+        self.0.state().domains[d.0] = false;
+        Ok(())
     }
 }

@@ -23,7 +23,8 @@
 //! resume published with the total time suspended (2.3: system time = CLOCK_MONOTONIC minus that total); then the cgroup is
 //! thawed and its state read back.
 //!
-//! **Freezing.** cgroup v1 `freezer.state` or v2 `cgroup.freeze`, as detected at start.
+//! **Freezing.** cgroup v1 `freezer.state` or v2 `cgroup.freeze`, as detected at start,
+//! through [`Freezers`] (a fake host records the worker's freezes in tests).
 //! Best-effort partitions are frozen at their own freezer cgroup. rt tasks live in
 //! cpuset cgroups (`bulkhead_runtime::tasks`): when the freezer is in another hierarchy (v1, or
 //! v2 beside v1 controllers on a hybrid machine) each task joins a freezer cgroup of its
@@ -44,7 +45,7 @@ use crate::{leftovers, LiveTasks, RunError, RunOptions};
 use bulkhead_client::stop_start::{NoticeWriter, NOTICE_VAR};
 use bulkhead_control::{ErrorCode, PartitionPower, PowerOutcome, Response, Ticket};
 use bulkhead_model::{Nanos, PartitionKind, Resume, StopStart, System};
-use bulkhead_os::cgroup::{self, Hierarchy, Version};
+use bulkhead_os::cgroup::{self, Freezers, Group, Hierarchy, HostFreezers, Version};
 use bulkhead_os::clock::now_ns as monotonic_ns;
 use bulkhead_os::event::Wakeup;
 use bulkhead_trace::{Event, EventKind, Name};
@@ -61,16 +62,12 @@ use std::time::{Duration, Instant};
 /// from the worker thread; it must not block.
 pub type SignalFired = Arc<dyn Fn(usize) + Send + Sync>;
 
-/// How often the worker looks at a cgroup's freezer state while it waits for it.
-const SETTLE_POLL: Duration = Duration::from_micros(20);
 /// SCHED_FIFO priority of the worker: above the supervisor's 40, below a boosted mode
 /// agent's 45 and the kernel's threaded interrupts at 50. Reserved tasks preempt it (their
 /// SCHED_DEADLINE, or their FIFO levels from 98 down); every SCHED_OTHER thread waits.
 pub const WORKER_PRIORITY: i32 = 44;
 /// How often the idle worker looks at the trigger and first-fresh-frame counters.
 const WATCH_PERIOD: Duration = Duration::from_millis(1);
-/// How long a freeze or thaw may take to show in the cgroup's state.
-const SETTLE: Duration = Duration::from_secs(1);
 /// How long after a resume the worker waits for restartable tasks' first fresh frames.
 const FRESH_WINDOW: Duration = Duration::from_secs(2);
 /// The named counter a restartable task sets to the CLOCK_MONOTONIC instant at which it
@@ -151,32 +148,23 @@ struct SignalWatch {
     last: u64,
 }
 
-/// How a partition is frozen.
-enum Freezer {
-    /// Freeze this cgroup (its processes are in it already).
-    Dir(PathBuf),
-    /// The tasks join this cgroup of the freezer hierarchy (once, at the start, and again
-    /// after a restart gave one a new process), which is frozen; they go back to the
-    /// supervisor's own cgroup when the worker ends.
-    MoveInto(PathBuf),
-    /// Freeze each task's own cgroup (pure v2: the cpuset domain).
-    Own(Vec<PathBuf>),
-}
-
+/// A partition the worker freezes and thaws.
 struct Part {
     name: String,
-    freezer: Freezer,
+    /// A be partition: its own cgroup ([`Freezers::adopt`]). rt tasks: a cgroup of the
+    /// partition's in the freezer hierarchy that they join (at the start, and again
+    /// after a restart gave one a new process) and leave when the worker ends
+    /// ([`Freezers::add_group`]); or, when the cpuset is in the freezer's hierarchy
+    /// (pure v2), each task's own cgroup ([`Freezers::add_own`]).
+    freezer: Group,
     tasks: Vec<RtTask>,
 }
 
 /// What the worker owns.
 struct Worker {
     settings: StopStart,
-    version: Version,
-    /// The supervisor's own freezer cgroup (where moved tasks go back).
-    home: PathBuf,
-    /// The stop-start freezer instance (`MoveInto` parents), removed at the end.
-    instance: Option<PathBuf>,
+    /// The partitions' freezers; released when the worker is dropped, however it ends.
+    freezers: Box<dyn Freezers>,
     /// In suspend order, without the partitions that stay awake.
     parts: Vec<Part>,
     awake: Vec<String>,
@@ -417,27 +405,33 @@ impl Drop for StopStartManager {
 }
 
 impl Worker {
+    /// The worker on this machine's freezers ([`HostFreezers`]).
     fn new(inputs: Inputs<'_>, shared: Arc<Mutex<Snapshot>>) -> Result<Worker, RunError> {
+        let own = own_freezers(inputs.hierarchy);
+        let instance = (!own).then(leftovers::instance_name);
+        let freezers = HostFreezers::create(inputs.hierarchy, instance.as_deref())
+            .map_err(|e| cg_error("create", &e.path, e.source))?;
+        Worker::with(inputs, shared, Box::new(freezers), own)
+    }
+
+    /// The worker on `freezers`; `own`: rt tasks are frozen in their own cgroups
+    /// ([`own_freezers`]). On failure, what it created in `freezers` is released.
+    fn with(
+        inputs: Inputs<'_>,
+        shared: Arc<Mutex<Snapshot>>,
+        freezers: Box<dyn Freezers>,
+        own: bool,
+    ) -> Result<Worker, RunError> {
         let system = inputs.system;
         let settings = system.stop_start();
-        let h = inputs.hierarchy;
         let awake: Vec<String> = settings
             .awake(system)
             .iter()
             .map(|s| s.to_string())
             .collect();
-        // rt tasks' freezer: their own cgroups when the cpuset is in the freezer's
-        // hierarchy (pure v2), else a cgroup of the partition's in the freezer hierarchy.
-        let own = h.version == Version::V2 && h.cpuset_base.is_some();
-        let instance = (!own).then(|| h.freezer_base.join(leftovers::instance_name()));
-        if let Some(dir) = &instance {
-            fs::create_dir(dir).map_err(|e| cg_error("create", dir, e))?;
-        }
         let mut worker = Worker {
             settings: settings.clone(),
-            version: h.version,
-            home: h.freezer_base.clone(),
-            instance,
+            freezers,
             parts: Vec::new(),
             awake,
             live: inputs.live,
@@ -482,16 +476,16 @@ impl Worker {
                 })
                 .collect();
             let be = inputs.be_dirs.iter().find(|(n, _)| n == name);
-            let freezer = match (be, &worker.instance) {
-                (Some((_, dir)), _) => Freezer::Dir(dir.clone()),
-                (None, Some(inst)) if !mine.is_empty() => {
-                    let dir = inst.join(cgroup::partition_dir_name(i, name));
-                    fs::create_dir(&dir).map_err(|e| cg_error("create", &dir, e))?;
-                    Freezer::MoveInto(dir)
-                }
-                (None, _) if !mine.is_empty() => Freezer::Own(Vec::new()),
+            let freezer = match be {
+                Some((_, dir)) => worker.freezers.adopt(dir),
                 // Nothing of it runs (e.g. a windowed partition): nothing to freeze.
-                (None, _) => continue,
+                None if mine.is_empty() => continue,
+                None if own => worker.freezers.add_own(),
+                None => {
+                    let dir = cgroup::partition_dir_name(i, name);
+                    let added = worker.freezers.add_group(&dir);
+                    added.map_err(|e| cg_error("create", &e.path, e.source))?
+                }
             };
             worker.parts.push(Part {
                 name: name.clone(),
@@ -502,9 +496,8 @@ impl Worker {
         worker.watch_triggers(system);
         worker.watch_switches(system);
         for i in 0..worker.parts.len() {
-            if let Freezer::MoveInto(dir) = &worker.parts[i].freezer {
-                join(dir, &worker.pids(&worker.parts[i].name));
-            }
+            let pids = worker.pids(&worker.parts[i].name);
+            worker.freezers.join(worker.parts[i].freezer, &pids);
         }
         Ok(worker)
     }
@@ -606,15 +599,6 @@ impl Worker {
             self.set_phase(Phase::Resuming);
             self.resume("stop");
         }
-        if let Some(dir) = &self.instance {
-            for p in &self.parts {
-                if let Freezer::MoveInto(d) = &p.freezer {
-                    join(&self.home, &members(d));
-                    let _ = fs::remove_dir(d);
-                }
-            }
-            let _ = fs::remove_dir(dir);
-        }
     }
 
     fn phase(&self) -> Phase {
@@ -709,7 +693,9 @@ impl Worker {
         for i in 0..self.parts.len() {
             let unacked = self.wait_acks(i, seq, deadline);
             let pids = self.pids(&self.parts[i].name);
-            if let Err(e) = freeze(&mut self.parts[i].freezer, self.version, &pids, true) {
+            let freezer = self.parts[i].freezer;
+            self.freezers.join(freezer, &pids);
+            if let Err(e) = self.freezers.set_frozen(freezer, true) {
                 problems.push(format!("partition `{}`: {e}", self.parts[i].name));
             }
             let latency_ns = monotonic_ns() - start;
@@ -797,8 +783,7 @@ impl Worker {
         let mut problems = Vec::new();
         for i in (0..self.parts.len()).rev() {
             self.restart_context(i, seq, start, suspended);
-            let pids = self.pids(&self.parts[i].name);
-            if let Err(e) = freeze(&mut self.parts[i].freezer, self.version, &pids, false) {
+            if let Err(e) = self.freezers.set_frozen(self.parts[i].freezer, false) {
                 problems.push(format!("partition `{}`: {e}", self.parts[i].name));
             }
             let latency_ns = monotonic_ns() - start;
@@ -890,83 +875,24 @@ fn cg_error(what: &str, path: &Path, e: std::io::Error) -> RunError {
     RunError::io(what, e)
 }
 
-/// Why a partition could not be frozen or thawed.
-#[derive(Debug, thiserror::Error)]
-enum FreezeError {
-    #[error(transparent)]
-    Write(#[from] cgroup::CgroupError),
-    /// Its cgroup `dir` did not settle in [`SETTLE`].
-    #[error("{} is not {} after {SETTLE:?}", dir.display(), if *frozen { "frozen" } else { "thawed" })]
-    Unsettled { dir: PathBuf, frozen: bool },
+/// Whether rt tasks are frozen in their own cgroups: the cpuset is in the freezer's
+/// hierarchy (pure v2); else each rt partition gets a cgroup in the freezer hierarchy.
+fn own_freezers(h: &Hierarchy) -> bool {
+    h.version == Version::V2 && h.cpuset_base.is_some()
 }
 
-/// Freezes (`frozen`) or thaws a partition and waits until its cgroups say so.
-fn freeze(
-    f: &mut Freezer,
-    version: Version,
-    pids: &[u32],
-    frozen: bool,
-) -> Result<(), FreezeError> {
-    let dirs: Vec<PathBuf> = match f {
-        Freezer::Dir(dir) => vec![dir.clone()],
-        Freezer::MoveInto(dir) => {
-            if frozen {
-                join(dir, pids);
-            }
-            vec![dir.clone()]
-        }
-        Freezer::Own(dirs) => {
-            if frozen {
-                *dirs = pids.iter().filter_map(|&p| own_cgroup(p)).collect();
-            }
-            dirs.clone()
-        }
-    };
-    for dir in &dirs {
-        cgroup::set_frozen(dir, version, frozen)?;
+impl Drop for Worker {
+    /// The moved tasks go back to the supervisor's own cgroup and the worker's cgroups
+    /// are removed, whether the worker ran or failed half-way through [`Worker::with`].
+    fn drop(&mut self) {
+        self.freezers.release();
     }
-    let until = Instant::now() + SETTLE;
-    for dir in &dirs {
-        while cgroup::is_frozen(dir, version) != Some(frozen) {
-            if Instant::now() >= until {
-                let dir = dir.clone();
-                return Err(FreezeError::Unsettled { dir, frozen });
-            }
-            std::thread::sleep(SETTLE_POLL);
-        }
-    }
-    Ok(())
-}
-
-/// Moves the processes `pids` that are not in cgroup `dir` yet into it. Only the missing
-/// ones are written: each migration takes the kernel's cgroup threadgroup lock, whose
-/// first taking after a quiet time waits for an RCU grace period (about 10 ms here), so
-/// the tasks stay in their partition's freezer cgroup between suspends instead of moving
-/// at each one. A task that exited meanwhile is not an error.
-fn join(dir: &Path, pids: &[u32]) {
-    let there = members(dir);
-    let procs = dir.join("cgroup.procs");
-    for pid in pids.iter().filter(|p| !there.contains(p)) {
-        let _ = cgroup::write_file(&procs, &pid.to_string());
-    }
-}
-
-/// The processes in cgroup `dir` now.
-fn members(dir: &Path) -> Vec<u32> {
-    let text = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
-}
-
-/// The v2 cgroup directory of process `pid` (`0::/path` in `/proc/PID/cgroup`).
-fn own_cgroup(pid: u32) -> Option<PathBuf> {
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
-    Some(Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake_cgroups::{Call, Fake};
 
     /// Freezes and thaws a real process in a cgroup of `base`, read back from the kernel.
     fn freeze_and_thaw(base: &Path, version: Version) {
@@ -977,15 +903,21 @@ mod tests {
             .spawn()
             .unwrap();
         cgroup::write_file(&dir.join("cgroup.procs"), &child.id().to_string()).unwrap();
-        let mut f = Freezer::Dir(dir.clone());
-        freeze(&mut f, version, &[], true).unwrap();
+        let hierarchy = Hierarchy {
+            version,
+            freezer_base: base.to_path_buf(),
+            cpuset_base: None,
+        };
+        let mut freezers = HostFreezers::create(&hierarchy, None).unwrap();
+        let f = freezers.adopt(&dir);
+        freezers.set_frozen(f, true).unwrap();
         assert_eq!(cgroup::is_frozen(&dir, version), Some(true));
         let state = fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
         assert!(
             !state.contains("State:\tR"),
             "a frozen process does not run"
         );
-        freeze(&mut f, version, &[], false).unwrap();
+        freezers.set_frozen(f, false).unwrap();
         assert_eq!(cgroup::is_frozen(&dir, version), Some(false));
         child.kill().unwrap();
         child.wait().unwrap();
@@ -1088,6 +1020,159 @@ stop_start: {order: [c, a, b]}
         assert_eq!(order(&events, false), ["b", "a", "c"]);
         assert_eq!(frozen, ["FROZEN"; 3]);
         assert_eq!(thawed, ["THAWED"; 3]);
+    }
+
+    /// Two rt partitions and a best-effort one, suspended in the order `nav`, `hmi`,
+    /// `ctl` (none in the description's order).
+    const MIXED: &str = "
+system: {cpus: 0-2}
+partitions:
+  - {name: hmi, cpus: 1, processes: [{cmd: hmi}]}
+  - name: ctl
+    kind: rt
+    cpus: 0
+    scheduler: edf
+    tasks: [{name: loop, cmd: loop, budget: 1ms, period: 10ms}]
+  - name: nav
+    kind: rt
+    cpus: 2
+    scheduler: edf
+    tasks: [{name: map, cmd: map, budget: 1ms, period: 10ms}]
+stop_start: {order: [nav, hmi, ctl], ack_deadline: 1ms}
+";
+
+    /// The rt tasks of [`MIXED`] as the worker gets them (real control blocks whose
+    /// tasks never acknowledge), and their pids (ones no process has).
+    fn mixed_tasks() -> (Vec<StopStartTask>, LiveTasks) {
+        let (mut tasks, mut live) = (Vec::new(), Vec::new());
+        for (i, (partition, task)) in [("ctl", "loop"), ("nav", "map")].into_iter().enumerate() {
+            let spec = bulkhead_task::link::LinkSpec {
+                name: task.into(),
+                task_index: i as u32,
+                budget_ns: 1_000_000,
+                period_ns: 10_000_000,
+                deadline_ns: 10_000_000,
+                epoch_ns: 0,
+                ring_depth: 4,
+            };
+            let link = bulkhead_task::link::TaskLink::create(&spec).unwrap();
+            tasks.push(StopStartTask {
+                partition: partition.into(),
+                task: task.into(),
+                port: link.stop_start_port().unwrap(),
+                judged_from: Default::default(),
+            });
+            let pid = 1 << 30 | i as u32;
+            live.push(crate::tasks::TaskSummary::new(
+                partition,
+                task,
+                pid,
+                "SCHED_DEADLINE",
+            ));
+        }
+        (tasks, Arc::new(Mutex::new(live)))
+    }
+
+    /// The worker of [`MIXED`] on the fake host `fake`; `own`: rt tasks frozen in their
+    /// own cgroups.
+    fn mixed_worker(fake: &Fake, own: bool) -> Result<Worker, RunError> {
+        let system = bulkhead_model::load_str(MIXED, "mixed.yaml")
+            .unwrap()
+            .system;
+        let (tasks, live) = mixed_tasks();
+        let inputs = Inputs {
+            system: &system,
+            hierarchy: &Hierarchy::v2_at(Path::new("/fake"), true),
+            tasks,
+            be_dirs: vec![("hmi".into(), PathBuf::from("/fake/hmi"))],
+            notice: None,
+            live,
+            events: ModeEvents::default(),
+            epoch_ns: 0,
+            signal_fired: Arc::new(|_| {}),
+            loop_wake: Arc::new(Wakeup::new().unwrap()),
+        };
+        let shared = Arc::new(Mutex::new(running(false)));
+        Worker::with(inputs, shared, fake.freezers(), own)
+    }
+
+    /// The freezes, thaws, joins and releases among `calls`, in their order.
+    fn freezer_steps(calls: &[Call]) -> Vec<String> {
+        let step = |c: &Call| match c {
+            Call::Join { freezer, pids } => Some(format!("join {freezer} {pids:?}")),
+            Call::FreezeGroup { freezer } => Some(format!("freeze {freezer}")),
+            Call::ThawGroup { freezer } => Some(format!("thaw {freezer}")),
+            Call::ReleaseFreezers => Some("release".into()),
+            _ => None,
+        };
+        calls.iter().filter_map(step).collect()
+    }
+
+    /// A suspend brings each rt partition's tasks into its freezer cgroup (a restarted
+    /// task has a new pid) and freezes the partitions in `stop_start.order`, rt and
+    /// best-effort alike; a resume thaws them in reverse; the end releases the cgroups.
+    #[test]
+    fn rt_and_be_partitions_freeze_in_the_configured_order_and_thaw_in_reverse() {
+        let fake = Fake::default();
+        let mut worker = mixed_worker(&fake, false).unwrap();
+        let created: Vec<Call> = ["p0-nav", "/fake/hmi", "p2-ctl"]
+            .map(|name| Call::AddFreezer { name: name.into() })
+            .into();
+        assert_eq!(fake.calls()[..3], created[..], "one freezer per partition");
+        assert_eq!(fake.freezers_left(), 2, "the rt partitions' cgroups");
+        let started = fake.calls().len();
+        assert!(worker.suspend("test").error.is_none());
+        assert!(worker.resume("test").error.is_none());
+        drop(worker);
+        let steps = freezer_steps(&fake.calls()[started..]);
+        let (nav, ctl) = (1 << 30 | 1, 1 << 30);
+        let expected = [
+            format!("join p0-nav [{nav}]"),
+            "freeze p0-nav".into(),
+            "join /fake/hmi []".into(),
+            "freeze /fake/hmi".into(),
+            format!("join p2-ctl [{ctl}]"),
+            "freeze p2-ctl".into(),
+            "thaw p2-ctl".into(),
+            "thaw /fake/hmi".into(),
+            "thaw p0-nav".into(),
+            "release".into(),
+        ];
+        assert_eq!(steps, expected);
+        assert_eq!(fake.freezers_left(), 0);
+    }
+
+    /// On pure v2 the rt tasks are frozen in their own cgroups: nothing is created.
+    #[test]
+    fn with_the_cpuset_in_the_freezer_hierarchy_rt_tasks_freeze_in_their_own_cgroups() {
+        let fake = Fake::default();
+        let worker = mixed_worker(&fake, true).unwrap();
+        let names: Vec<Call> = ["own", "/fake/hmi", "own"]
+            .map(|name| Call::AddFreezer { name: name.into() })
+            .into();
+        assert_eq!(fake.calls()[..3], names[..]);
+        assert_eq!(fake.freezers_left(), 0);
+        drop(worker);
+    }
+
+    /// A freezer cgroup that cannot be created half-way fails the start with the
+    /// cgroup named, and the cgroups created before it are released.
+    #[test]
+    fn a_freezer_that_cannot_be_created_releases_those_created_before() {
+        let fake = Fake::failing(|c| matches!(c, Call::AddFreezer { name } if name == "p2-ctl"));
+        let e = mixed_worker(&fake, false).err().expect("fails");
+        assert!(
+            e.to_string()
+                .contains("stop-start: cannot create cgroup /fake/AddFreezer"),
+            "{e}"
+        );
+        let steps = freezer_steps(&fake.calls());
+        assert_eq!(
+            steps.last().map(String::as_str),
+            Some("release"),
+            "{steps:?}"
+        );
+        assert_eq!(fake.freezers_left(), 0, "p0-nav removed");
     }
 
     fn running(held: bool) -> Snapshot {

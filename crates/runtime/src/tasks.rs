@@ -31,7 +31,7 @@ use crate::enforce::{Budgeted, Enforcer};
 use crate::prio;
 use bulkhead_analysis::system::{Placement, Report};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Resume, Scheduler, System, Task};
-use bulkhead_os::cpuset::{self, CpusetMount, ExclusiveDomain, Shield};
+use bulkhead_os::cpuset::{self, CpusetMount, Cpusets, Domain, HostCpusets, Shield};
 use bulkhead_os::launch::{self, Env, Fds, Join, Launch, Program};
 use bulkhead_os::limit::V1Limit;
 use bulkhead_os::sched::{detect, DeadlineParams, Policy};
@@ -103,6 +103,14 @@ impl RtError {
     pub fn is_invalid(&self) -> bool {
         matches!(self, RtError::Refused(_) | RtError::Os(Error::Invalid(_)))
     }
+}
+
+/// An admitted system, as [`RtPartitions::start_on`] starts it.
+struct Start<'a> {
+    system: &'a System,
+    report: &'a Report,
+    hierarchy: &'a CpusetMount,
+    plans: &'a [Exec],
 }
 
 /// How to start the rt partitions.
@@ -251,6 +259,27 @@ pub struct TaskSummary {
     pub ended_early: Option<String>,
 }
 
+impl TaskSummary {
+    /// The figures of task `task` of `partition`, process `pid` under `policy`, before
+    /// its first job.
+    pub fn new(partition: &str, task: &str, pid: u32, policy: &'static str) -> TaskSummary {
+        TaskSummary {
+            partition: partition.to_string(),
+            task: task.to_string(),
+            pid,
+            policy,
+            jobs: 0,
+            max_response_ns: 0,
+            last_response_ns: 0,
+            counters: Vec::new(),
+            misses: 0,
+            dropped: 0,
+            throttled: None,
+            ended_early: None,
+        }
+    }
+}
+
 /// A task as its partition's mode agent sees it ([`RtPartitions::mode_ports`]).
 pub struct TaskPort {
     pub partition: String,
@@ -285,11 +314,13 @@ pub struct RtPartitions {
     stopping: bool,
     tasks: Vec<Running>,
     enforcers: Vec<Enforcer>,
+    /// Where the domains are made ([`HostCpusets`]; a fake host in tests).
+    cpusets: Box<dyn Cpusets>,
     /// One domain per (partition, CPU), removed in reverse order of creation.
-    domains: Vec<ExclusiveDomain>,
+    domains: Vec<Domain>,
     /// The instance's cpuset on every rt CPU, created first and removed last when this
     /// run created it (the window supervisor may own it instead).
-    instance: Option<ExclusiveDomain>,
+    instance: Option<Domain>,
     shield: Option<Shield>,
     /// v1 memory and pids cgroups of partitions with a memory or pids limit.
     limits: Vec<V1Limit>,
@@ -353,11 +384,36 @@ impl RtPartitions {
         let plans = task_programs(&system, &options.programs)?;
         let report = admit_here(&system)?;
         let hierarchy = cpuset::detect()?;
+        let cpusets = Box::new(HostCpusets::new(&hierarchy));
+        let start = Start {
+            system: &system,
+            report: &report,
+            hierarchy: &hierarchy,
+            plans: &plans,
+        };
+        RtPartitions::start_on(start, cpusets, options, confine)
+    }
+
+    /// [`RtPartitions::start_confined`] of an admitted system, its domains made in
+    /// `cpusets`. On error everything started so far is stopped and removed.
+    fn start_on(
+        start: Start<'_>,
+        cpusets: Box<dyn Cpusets>,
+        options: &RtOptions,
+        confine: &dyn Fn(&Partition, &Task) -> Confinement,
+    ) -> Result<RtPartitions> {
+        let Start {
+            system,
+            report,
+            hierarchy,
+            plans,
+        } = start;
         let mut rt = RtPartitions {
             epoch_ns: 0,
             stopping: false,
             tasks: Vec::new(),
             enforcers: Vec::new(),
+            cpusets,
             domains: Vec::new(),
             instance: None,
             shield: None,
@@ -367,17 +423,16 @@ impl RtPartitions {
             exits: Vec::new(),
         };
         let dir = hierarchy.mount().join(&options.instance);
-        if let (false, Some(cpus)) = (dir.exists(), rt_cpus(&system, &report)?) {
-            rt.instance = Some(ExclusiveDomain::create(
-                &hierarchy,
-                &options.instance,
-                &cpus.to_string(),
-            )?);
+        if let (false, Some(cpus)) = (dir.exists(), rt_cpus(system, report)?) {
+            let instance = rt
+                .cpusets
+                .add_domain(&options.instance, &cpus.to_string())?;
+            rt.instance = Some(instance);
         }
         if options.shield {
-            rt.shield = Some(shield(&hierarchy, &system, &report, options)?);
+            rt.shield = Some(shield(hierarchy, system, report, options)?);
         }
-        rt.spawn_all(&system, &report, &hierarchy, options, &plans, confine)?;
+        rt.spawn_all(system, report, hierarchy, options, plans, confine)?;
         rt.unattached = rt.await_attach(options.epoch.attach_within);
         rt.fix_epoch(&options.epoch);
         rt.start_enforcers()?;
@@ -456,9 +511,9 @@ impl RtPartitions {
             return Ok(d);
         }
         let rel = options.instance.join(&key.0);
-        let domain = ExclusiveDomain::create(h, &rel, &set.to_string())?;
+        let domain = self.cpusets.add_domain(&rel, &set.to_string())?;
         if matches!(h, CpusetMount::V2(_)) {
-            limit_v2(domain.dir(), p)?;
+            limit_v2(self.cpusets.dir(domain), p)?;
         }
         self.domains.push(domain);
         domains.insert(key, self.domains.len() - 1);
@@ -497,7 +552,7 @@ impl RtPartitions {
                 let d = self.domain(&mut domains, (name, cpu, &set), p, h, options)?;
                 let policy = initial_policy(now, p, &fifo, ti)?;
                 let link = task_link(task, index, options)?;
-                let cgroups: Vec<PathBuf> = std::iter::once(self.domains[d].dir())
+                let cgroups: Vec<PathBuf> = std::iter::once(self.cpusets.dir(self.domains[d]))
                     .chain(joins.iter().map(PathBuf::as_path))
                     .map(Path::to_path_buf)
                     .collect();
@@ -529,20 +584,7 @@ impl RtPartitions {
                     timings: vec![(0, link.timing())],
                     policy,
                     link,
-                    stats: TaskSummary {
-                        partition: p.name.clone(),
-                        task: task.name.clone(),
-                        pid: child.id(),
-                        policy: policy.name(),
-                        jobs: 0,
-                        max_response_ns: 0,
-                        last_response_ns: 0,
-                        counters: Vec::new(),
-                        misses: 0,
-                        dropped: 0,
-                        throttled: None,
-                        ended_early: None,
-                    },
+                    stats: TaskSummary::new(&p.name, &task.name, child.id(), policy.name()),
                     msg_dropped: 0,
                     overruns: 0,
                     pid: Arc::new(Mutex::new(child.id())),
@@ -623,7 +665,8 @@ impl RtPartitions {
             .domains
             .iter()
             .chain(&self.instance)
-            .filter_map(|d| Some((CpuSet::parse(d.cpus()).ok()?, d.dir().to_path_buf())))
+            .map(|&d| (self.cpusets.cpus(d), self.cpusets.dir(d)))
+            .filter_map(|(cpus, dir)| Some((CpuSet::parse(cpus).ok()?, dir.to_path_buf())))
             .collect();
         all.sort_by_key(|(cpus, _)| cpus.iter().count());
         all
@@ -831,13 +874,13 @@ impl RtPartitions {
         // The domains kill what the tasks left (their children) as they go; the limit
         // cgroups those children are in can be removed only after that.
         while let Some(d) = self.domains.pop() {
-            if let Err(e) = d.remove() {
+            if let Err(e) = self.cpusets.remove(d) {
                 eprintln!("bulkhead: {e}");
             }
         }
         self.limits.clear();
         self.shield = None;
-        if let Some(Err(e)) = self.instance.take().map(ExclusiveDomain::remove) {
+        if let Some(Err(e)) = self.instance.take().map(|d| self.cpusets.remove(d)) {
             eprintln!("bulkhead: {e}");
         }
     }
@@ -1305,7 +1348,7 @@ fn spawn(exec: &Exec, link: &TaskLink, target: &Target) -> std::io::Result<TaskC
     let procs: Vec<PathBuf> = target
         .cgroups
         .iter()
-        .map(|dir| dir.join("cgroup.procs"))
+        .map(|dir| bulkhead_os::cgroup::procs_file(dir))
         .collect();
     let keep: Vec<i32> = link
         .fds()
@@ -1396,4 +1439,70 @@ fn limit_v2(domain: &Path, p: &Partition) -> Result<()> {
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_cgroups::{Call, Fake};
+
+    /// An rt partition on CPU 0 (one task).
+    const CTL: &str = "
+system: {cpus: 0-1}
+partitions:
+  - name: ctl
+    kind: rt
+    cpus: 0
+    scheduler: edf
+    tasks: [{name: loop, cmd: loop, budget: 1ms, period: 10ms}]
+";
+
+    /// The partitions of `CTL` started on the fake host `fake` (no task can start: the
+    /// domains are the first thing that fails there).
+    fn start_on(fake: &Fake) -> Result<RtPartitions> {
+        let system = bulkhead_model::load_str(CTL, "ctl.yaml").unwrap().system;
+        let report = admit(&system, (950_000, 1_000_000)).unwrap();
+        let options = RtOptions {
+            instance: PathBuf::from("bulkhead-fake"),
+            epoch: Epoch {
+                after_attach_ns: 0,
+                grid_ns: 1,
+                attach_within: Duration::ZERO,
+            },
+            workdir: PathBuf::from("/"),
+            programs: Programs::default(),
+            ring_depth: 4,
+            shield: false,
+        };
+        let start = Start {
+            system: &system,
+            report: &report,
+            hierarchy: &CpusetMount::V1(PathBuf::from("/nonexistent-bulkhead-fake")),
+            plans: &[],
+        };
+        RtPartitions::start_on(start, fake.cpusets(), &options, &|_, _| {
+            Confinement::default()
+        })
+    }
+
+    /// The instance's cpuset is made first, on every rt CPU; when a partition's domain
+    /// cannot be made after it, the start fails with its error and the instance is
+    /// removed: nothing is left.
+    #[test]
+    fn a_domain_that_cannot_be_made_removes_the_instance_made_before_it() {
+        let fake =
+            Fake::failing(|c| matches!(c, Call::AddDomain { rel, .. } if rel != "bulkhead-fake"));
+        let e = start_on(&fake).err().expect("fails");
+        assert!(e.to_string().contains("/fake/AddDomain"), "{e}");
+        let instance = "bulkhead-fake".to_string();
+        let expected = [
+            Call::AddDomain {
+                rel: instance.clone(),
+                cpus: "0".into(),
+            },
+            Call::RemoveDomain { rel: instance },
+        ];
+        assert_eq!(fake.calls(), expected);
+        assert_eq!(fake.domains_left(), 0);
+    }
 }

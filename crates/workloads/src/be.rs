@@ -3,6 +3,7 @@
 //! Used by the isolation test and `bench/rt-isolation` until `bulkhead run` starts
 //! best-effort partitions that are in no window.
 
+use bulkhead_os::cgroup::{self, Version};
 use std::fs;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
@@ -70,11 +71,7 @@ impl BeCgroups {
 
     /// The processes in the partition.
     pub fn procs(&self) -> Vec<i32> {
-        fs::read_to_string(self.freezer.join("cgroup.procs"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect()
+        cgroup::procs(&self.freezer)
     }
 
     /// Spawns `cmd` inside every cgroup, as uid/gid nobody, before it runs its program;
@@ -86,7 +83,7 @@ impl BeCgroups {
             .map(|d| {
                 fs::OpenOptions::new()
                     .write(true)
-                    .open(d.join("cgroup.procs"))
+                    .open(cgroup::procs_file(d))
             })
             .collect::<std::io::Result<_>>()?;
         let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
@@ -123,16 +120,8 @@ impl BeCgroups {
 
 impl Drop for BeCgroups {
     fn drop(&mut self) {
-        let state = self.freezer.join("freezer.state");
-        let _ = fs::write(&state, "FROZEN");
-        for _ in 0..200 {
-            if fs::read_to_string(&state).unwrap_or_default().trim() != "FREEZING" {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        self.kill_all();
-        let _ = fs::write(&state, "THAWED");
+        // Frozen while killed, so that nothing forks meanwhile; stragglers below.
+        cgroup::kill_cgroup(&self.freezer, Version::V1);
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.procs().is_empty() && Instant::now() < deadline {
             self.kill_all();

@@ -102,9 +102,15 @@ pub(super) fn read_file(path: &Path) -> Result<String> {
     Ok(text)
 }
 
+/// The file of cgroup `dir` that lists its processes and that a process is written
+/// into to join it.
+pub fn procs_file(dir: &Path) -> PathBuf {
+    dir.join("cgroup.procs")
+}
+
 /// The pids listed in `<dir>/cgroup.procs` (empty if the cgroup is gone).
 pub fn procs(dir: &Path) -> Vec<i32> {
-    fs::read_to_string(dir.join("cgroup.procs"))
+    fs::read_to_string(procs_file(dir))
         .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
         .unwrap_or_default()
 }

@@ -6,17 +6,24 @@
 //!
 //! The cgroups of a run are behind one interface, [`CgroupManager`], with a backend per
 //! version ([`V1Cgroups`], [`V2Cgroups`]) chosen at run time ([`create`]); the cgroup
-//! files they and the cleanup of leftovers use are in `files`.
+//! files they and the cleanup of leftovers use are in `files`. The stop-start worker's
+//! freezers are behind a second interface, [`Freezers`] ([`HostFreezers`] on this
+//! machine), for the reason given in `freezers`. The exclusive cpusets of rt partitions
+//! and the shield (host-wide, not a run's: their own lock and undo log) are in
+//! [`cpuset`].
 
+pub mod cpuset;
 mod files;
+mod freezers;
 mod manager;
 mod v1;
 mod v2;
 
 pub use files::{
-    enable_controller, is_frozen, kill_cgroup, partition_dir_name, procs, set_frozen, write_file,
-    CgroupError, DetectError, Hierarchy, Result, Version,
+    enable_controller, is_frozen, kill_cgroup, partition_dir_name, procs, procs_file, set_frozen,
+    write_file, CgroupError, DetectError, Hierarchy, Result, Version,
 };
+pub use freezers::{FreezeError, Freezers, Group, HostFreezers, SETTLE};
 pub use manager::{
     create, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process,
 };

@@ -50,6 +50,66 @@ pub fn detect() -> Result<CpusetMount> {
     }
 }
 
+/// An exclusive domain of a [`Cpusets`]: the `n`th one added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Domain(pub usize);
+
+/// What the rt partitions do with their exclusive cpusets: create them (cpus, mems,
+/// exclusivity or partition root, all or nothing), and remove them (killing what is
+/// left inside, undoing every setting); the tasks join them when spawned. [`HostCpusets`]
+/// carries it out on this machine's v1 or v2 cpuset hierarchy ([`ExclusiveDomain`]), a
+/// fake host records it in tests without root. Beside [`super::CgroupManager`], not in
+/// it: the domains are shared host state (a lock between processes, the top cpuset's
+/// load balancing saved and restored), and the window supervisor and the rt partitions
+/// each hold their own.
+pub trait Cpusets: Send {
+    /// Makes the cgroup `rel` (relative to the hierarchy's mount; it must contain
+    /// "bulkhead") an exclusive root domain on `cpus`, as [`ExclusiveDomain::create`].
+    fn add_domain(&mut self, rel: &Path, cpus: &str) -> Result<Domain>;
+    /// Domain `d`'s cgroup directory.
+    fn dir(&self, d: Domain) -> &Path;
+    /// Domain `d`'s CPUs, in the kernel's list format.
+    fn cpus(&self, d: Domain) -> &str;
+    /// Kills what is inside domain `d`, removes its cgroups and undoes its settings.
+    fn remove(&mut self, d: Domain) -> Result<()>;
+}
+
+/// The exclusive domains of this machine's cpuset hierarchy. A domain not removed is
+/// removed when this is dropped.
+pub struct HostCpusets {
+    hierarchy: CpusetMount,
+    domains: Vec<ExclusiveDomain>,
+}
+
+impl HostCpusets {
+    pub fn new(hierarchy: &CpusetMount) -> HostCpusets {
+        HostCpusets {
+            hierarchy: hierarchy.clone(),
+            domains: Vec::new(),
+        }
+    }
+}
+
+impl Cpusets for HostCpusets {
+    fn add_domain(&mut self, rel: &Path, cpus: &str) -> Result<Domain> {
+        let domain = ExclusiveDomain::create(&self.hierarchy, rel, cpus)?;
+        self.domains.push(domain);
+        Ok(Domain(self.domains.len() - 1))
+    }
+
+    fn dir(&self, d: Domain) -> &Path {
+        self.domains[d.0].dir()
+    }
+
+    fn cpus(&self, d: Domain) -> &str {
+        self.domains[d.0].cpus()
+    }
+
+    fn remove(&mut self, d: Domain) -> Result<()> {
+        self.domains[d.0].remove_now()
+    }
+}
+
 /// A cpuset cgroup made an exclusive root domain on a set of CPUs. Removing it (or dropping
 /// it) kills processes still inside, removes the cgroups it created and undoes every setting
 /// it changed.
@@ -129,7 +189,14 @@ impl ExclusiveDomain {
     /// Kills what is still inside, removes the cgroups this domain created and undoes its
     /// settings.
     pub fn remove(mut self) -> Result<()> {
-        self.removed = true;
+        self.remove_now()
+    }
+
+    /// [`ExclusiveDomain::remove`] in place; nothing the second time.
+    fn remove_now(&mut self) -> Result<()> {
+        if std::mem::replace(&mut self.removed, true) {
+            return Ok(());
+        }
         self.kill_and_remove()
     }
 
