@@ -1461,7 +1461,7 @@ partitions:
     /// domains are the first thing that fails there).
     fn start_on(fake: &Fake) -> Result<RtPartitions> {
         let system = bulkhead_model::load_str(CTL, "ctl.yaml").unwrap().system;
-        let report = admit(&system, (950_000, 1_000_000)).unwrap();
+        let report = admit(&system, (950_000, 1_000_000), FairServer::default()).unwrap();
         let options = RtOptions {
             instance: PathBuf::from("bulkhead-fake"),
             epoch: Epoch {
