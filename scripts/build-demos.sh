@@ -42,8 +42,6 @@ if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
         git -C "$src" archive "$commit" | tar -x -C "$tree/$path"
     done
     commit="$(git -C "$src" rev-parse HEAD)"
-    # vcs_tag runs `git describe` in the tree; without git it keeps the fallback.
-    echo "$commit" > "$tree/COMMIT"
 else
     [ -f "$src/subprojects/libev/ev.c" ] ||
         { echo "build-demos: $src/subprojects/libev is empty: give DEmOS's git repository, or run git submodule update --init in it" >&2; exit 1; }
@@ -56,4 +54,6 @@ if [ ! -f "$build/out/build.ninja" ]; then
     meson setup "$build/out" "$tree" --buildtype=release >&2
 fi
 ninja -C "$build/out" src/demos-sched >&2
+# Beside the program, for the benchmarks' reports (bench/run demos-window-switch).
+echo "$commit" > "$build/out/src/demos-sched.commit"
 echo "$build/out/src/demos-sched"

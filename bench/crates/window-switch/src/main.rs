@@ -177,7 +177,7 @@ fn main() {
         "load average (1 min) at the end: {load1} (other work on the CPUs inflates every figure)"
     );
     println!(
-        "{{\"bench\":\"window-switch\",\"loadavg_1min\":{load1},\"baseline_ns\":{base_ns:.0},\"work_million_iterations\":{work},\"per_switch_us\":{{{}}},\"target_us_at_1ms\":20,\"demos_installed\":{},\"mechanisms\":{{{}}}}}",
+        "{{\"bench\":\"window-switch\",\"loadavg_1min\":{load1},\"baseline_ns\":{base_ns:.0},\"work_million_iterations\":{work},\"per_switch_us\":{{{}}},\"target_us_at_1ms\":15,\"target_ratio_to_demos\":0.25,\"demos_installed\":{},\"mechanisms\":{{{}}}}}",
         json.join(","),
         demos.is_some(),
         mechanisms.join(",")
