@@ -115,7 +115,9 @@ impl Timer {
     }
 
     /// Arms the timer at CLOCK_MONOTONIC time `at_ns` (an instant in the past, 0
-    /// included, fires at once), or disarms it (`None`).
+    /// included, fires at once), or disarms it (`None`). Postcondition: expirations
+    /// not yet read are dropped (the kernel's `timerfd_setup` resets the count), so the
+    /// descriptor is readable again only once the new time has passed.
     pub fn set(&self, at_ns: Option<u64>) -> io::Result<()> {
         let value = match at_ns {
             // An absolute time of 0 would disarm: 1 ns is as much in the past.
@@ -244,6 +246,33 @@ mod tests {
         timer.clear();
         timer.set(None).unwrap();
         assert!(epoll.wait(0).unwrap().is_empty());
+    }
+
+    /// The supervisor consumes an expiration by arming the next one, without a read.
+    #[test]
+    fn arming_again_drops_the_expirations_not_read() {
+        let mut epoll = Epoll::new().unwrap();
+        let timer = Timer::new().unwrap();
+        epoll.add(timer.fd(), 7).unwrap();
+        timer.set(Some(0)).unwrap();
+        assert_eq!(epoll.wait(5_000).unwrap().len(), 1, "expired");
+        let in_an_hour = crate::clock::now_ns() + 3_600_000_000_000;
+        timer.set(Some(in_an_hour)).unwrap();
+        assert!(
+            epoll.wait(0).unwrap().is_empty(),
+            "not readable after re-arming"
+        );
+        timer.set(Some(1)).unwrap();
+        assert_eq!(
+            epoll.wait(5_000).unwrap().len(),
+            1,
+            "fires again once re-armed"
+        );
+        timer.set(None).unwrap();
+        assert!(
+            epoll.wait(0).unwrap().is_empty(),
+            "not readable once disarmed"
+        );
     }
 
     #[test]

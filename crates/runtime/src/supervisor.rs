@@ -1097,13 +1097,18 @@ impl Supervisor {
         }
     }
 
+    /// The timer's expiration is consumed by arming it again (`timerfd_settime` resets
+    /// its count, [`Timer::set`]): a switch reads the timer only when nothing is next.
     fn on_timer(&mut self, launch: Instant) -> Result<(), RunError> {
-        self.timer.clear();
         if let Some(t) = self.armed.take() {
             if self.now() >= t {
                 self.machine.handle(Event::Timer { t }, &mut self.actions);
             }
+            // `armed` is `None`: arms the timer whenever a next time exists.
             self.execute(None, launch)?;
+        }
+        if self.armed.is_none() {
+            self.timer.clear();
         }
         Ok(())
     }
