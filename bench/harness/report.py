@@ -95,15 +95,30 @@ def section(result, exp, img_dir, rel_img):
     return "\n".join(out)
 
 
+def provenance(results):
+    """Which run the page comes from: one full or quick run, or a full run whose
+    unreached experiments come from an earlier quick one."""
+    full = [r for r in results if not r["quick"]]
+    quick = [r for r in results if r["quick"]]
+    first = (full or quick or [{}])[0].get("date", "?")
+    if full and quick:
+        return (f"from a run of `bench/run --all --report docs/results.md` that started on "
+                f"{first}; the {len(quick)} experiments it did not reach come from an earlier "
+                f"`bench/run --all --quick` run, which the summary marks `quick`")
+    return (f"from a run of `bench/run --all{' --quick' if quick else ''} --report "
+            f"docs/results.md` that started on {first}")
+
+
 def summary(results):
-    rows = ["| experiment | source | targets met | floor max (ms) | noise-dominated | s |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| experiment | source | run | targets met | floor max (ms) | noise-dominated | s |",
+            "|---|---|---|---|---|---|---|"]
     for r in results:
         v = [t["met"] for t in (r.get("verdict") or {}).values() if t["met"] is not None]
         met = "did not complete" if r.get("error") else f"{sum(v)}/{len(v)}" if v else "–"
         fl = r["floor"].get("max_us")
+        run = f"{'quick' if r['quick'] else 'full'}, {r.get('date', '?')[:16].replace('T', ' ')}"
         rows.append(f"| [{r['experiment']}](#{anchor(r)}) | {r['paper']['source'] or 'ours'} | "
-                    f"{met} | {'–' if fl is None else f'{fl / 1000:.1f}'} | "
+                    f"{run} | {met} | {'–' if fl is None else f'{fl / 1000:.1f}'} | "
                     f"{'**yes**' if r.get('noise_dominated') else 'no' if r.get('noise_dominated') is False else '–'} | "
                     f"{r['duration_s']:.0f} |")
     return "\n".join(rows) + "\n"
@@ -123,12 +138,11 @@ def write(path, results, experiments):
     host = first.get("host", {})
     floors = [r["floor"].get("max_us") for r in results if r["floor"].get("max_us") is not None]
     loads = [r["floor"]["loadavg_1min"] for r in results]
-    quick = any(r["quick"] for r in results)
     head = f"""# Results
 
-Every experiment of `bench/run` (the papers' evaluations and our own benchmarks), from a
-run of `bench/run --all{' --quick' if quick else ''} --report docs/results.md` that started on {first.get('date', '?')}
-(an experiment rerun alone afterwards shows its own date). The JSON of that run is kept beside this page (`docs/results.jsonl`, one object an
+Every experiment of `bench/run` (the papers' evaluations and our own benchmarks), {provenance(results)}
+(an experiment rerun alone afterwards shows its own date; the summary's `run` column gives
+each one's kind and date). The JSON of that run is kept beside this page (`docs/results.jsonl`, one object an
 experiment); `bench/run --report docs/results.md --from docs/results.jsonl` writes the page
 again from it. Each experiment names its paper's table or figure, the paper's figures,
 ours (bulkhead) and the baseline's (the peer or plain Linux, measured in the same
