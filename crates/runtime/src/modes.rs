@@ -743,8 +743,8 @@ fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), ActError> {
         Action::Park => {
             t.judged_from.store(u64::MAX, Ordering::Release);
             kill(bulkhead_os::proc::SIGSTOP);
-            leave_deadline(pid)?;
             wait_stopped(*guard, until)?;
+            leave_deadline(pid)?;
             let now = bulkhead_task::clock::now_ns();
             t.parked_at.store(now, Ordering::Release);
             Ok(())
@@ -775,19 +775,36 @@ const EMPTY_RESERVATION: DeadlineParams = DeadlineParams {
     reclaim: false,
 };
 
-/// Takes process `pid` out of SCHED_DEADLINE (to SCHED_OTHER) and gives its bandwidth
-/// back to the root domain at once. Leaving directly would not: the kernel
+/// Takes stopped process `pid` out of SCHED_DEADLINE (to SCHED_OTHER) and gives its
+/// bandwidth back to the root domain at once. Leaving directly would not: the kernel
 /// (kernel/sched/deadline.c) subtracts a leaving task's bandwidth from the root domain's
 /// total only at its 0-lag time, through the inactive timer, and a task that leaves while
-/// asleep past that time (a task that parks between its jobs, the usual case) has no
-/// timer armed, so its bandwidth stays counted until the root domain is rebuilt: every
-/// park leaked its reservation, and after a few switches the kernel refused the starts
-/// the analysis admitted (EBUSY; docs/modes.md, Benchmark). A change within the class
-/// replaces the bandwidth at once, so the task first shrinks to [`EMPTY_RESERVATION`]
-/// and then leaves with nothing left to leak.
-fn leave_deadline(pid: i32) -> Result<usize, bulkhead_os::Error> {
-    sched::set_process(pid, &Policy::Deadline(EMPTY_RESERVATION))?;
-    sched::set_process(pid, &Policy::Other { nice: 0 })
+/// not runnable past that time has no timer armed, so its bandwidth stays counted until
+/// the root domain is rebuilt: every park leaked its reservation, and after a few
+/// switches the kernel refused the starts the analysis admitted (EBUSY; docs/modes.md,
+/// Boost and the kernel's bandwidth). A change within the class is accounted at once, so
+/// each thread first shrinks to [`EMPTY_RESERVATION`] and then leaves with nothing left
+/// to leak.
+///
+/// Precondition: the process is stopped, so no thread runs or is woken under the empty
+/// reservation (one that did would overrun it until the next tick and owe the kernel
+/// hours of its period: it then hung at its next start). A thread with no runtime left
+/// has a replenishment pending, which under the empty reservation would do the same: it
+/// leaves directly and its bandwidth stays counted (the agent's retry covers it).
+fn leave_deadline(pid: i32) -> Result<(), bulkhead_os::Error> {
+    for tid in sched::threads(pid)? {
+        let owes = sched::proc_sched(tid).map(|s| s.dl_runtime.is_some_and(|r| r <= 0));
+        let step = |policy| match sched::set(tid, policy) {
+            // A thread that exited between listing and setting needs nothing.
+            Err(e) if e.errno() == Some(libc::ESRCH) && tid != pid => Ok(()),
+            r => r,
+        };
+        if owes.is_ok_and(|owes| !owes) {
+            step(&Policy::Deadline(EMPTY_RESERVATION))?;
+        }
+        step(&Policy::Other { nice: 0 })?;
+    }
+    Ok(())
 }
 
 /// Waits until process `pid` is stopped (`T` in /proc/PID/stat): `kill` only queues the
