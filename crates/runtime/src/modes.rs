@@ -10,8 +10,8 @@
 //!
 //! An agent changes its partition's task set (Sec. IV-C: "the task engine sends SIGSTOP
 //! signals and SIGCONT signals to the tasks to be stopped and started"): a task that
-//! leaves is stopped and its SCHED_DEADLINE reservation given back (SCHED_OTHER while
-//! parked), a changed task gets its new reservation with `sched_setattr`, a task that
+//! leaves is stopped and its SCHED_DEADLINE reservation given back at once (shrunk to an
+//! empty one, then SCHED_OTHER while parked: [`leave_deadline`]), a changed task gets its new reservation with `sched_setattr`, a task that
 //! joins gets its reservation and is continued; in that order, so that the kernel's
 //! admission never sees the partition's old and new reservations at once. Then it
 //! publishes the new mode in every running task's control block and waits for the
@@ -743,8 +743,8 @@ fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), ActError> {
         Action::Park => {
             t.judged_from.store(u64::MAX, Ordering::Release);
             kill(bulkhead_os::proc::SIGSTOP);
-            sched::set_process(pid, &Policy::Other { nice: 0 })?;
             wait_stopped(*guard, until)?;
+            leave_deadline(pid)?;
             let now = bulkhead_task::clock::now_ns();
             t.parked_at.store(now, Ordering::Release);
             Ok(())
@@ -764,6 +764,47 @@ fn act(t: &TaskPort, action: Action, until: Instant) -> Result<(), ActError> {
             Ok(())
         }
     }
+}
+
+/// The reservation a leaving task passes through: 1024 ns every 4 s, whose bandwidth the
+/// kernel counts as 0 (`to_ratio`: 1024 << 20 / 4e9 < 1).
+const EMPTY_RESERVATION: DeadlineParams = DeadlineParams {
+    runtime: bulkhead_os::sched::MIN_RUNTIME,
+    deadline: 4_000_000_000,
+    period: 4_000_000_000,
+    reclaim: false,
+};
+
+/// Takes stopped process `pid` out of SCHED_DEADLINE (to SCHED_OTHER) and gives its
+/// bandwidth back to the root domain at once. Leaving directly would not: the kernel
+/// (kernel/sched/deadline.c) subtracts a leaving task's bandwidth from the root domain's
+/// total only at its 0-lag time, through the inactive timer, and a task that leaves while
+/// not runnable past that time has no timer armed, so its bandwidth stays counted until
+/// the root domain is rebuilt: every park leaked its reservation, and after a few
+/// switches the kernel refused the starts the analysis admitted (EBUSY; docs/modes.md,
+/// Boost and the kernel's bandwidth). A change within the class is accounted at once, so
+/// each thread first shrinks to [`EMPTY_RESERVATION`] and then leaves with nothing left
+/// to leak.
+///
+/// Precondition: the process is stopped, so no thread runs or is woken under the empty
+/// reservation (one that did would overrun it until the next tick and owe the kernel
+/// hours of its period: it then hung at its next start). A thread with no runtime left
+/// has a replenishment pending, which under the empty reservation would do the same: it
+/// leaves directly and its bandwidth stays counted (the agent's retry covers it).
+fn leave_deadline(pid: i32) -> Result<(), bulkhead_os::Error> {
+    for tid in sched::threads(pid)? {
+        let owes = sched::proc_sched(tid).map(|s| s.dl_runtime.is_some_and(|r| r <= 0));
+        let step = |policy| match sched::set(tid, policy) {
+            // A thread that exited between listing and setting needs nothing.
+            Err(e) if e.errno() == Some(libc::ESRCH) && tid != pid => Ok(()),
+            r => r,
+        };
+        if owes.is_ok_and(|owes| !owes) {
+            step(&Policy::Deadline(EMPTY_RESERVATION))?;
+        }
+        step(&Policy::Other { nice: 0 })?;
+    }
+    Ok(())
 }
 
 /// Waits until process `pid` is stopped (`T` in /proc/PID/stat): `kill` only queues the
@@ -786,12 +827,11 @@ fn wait_stopped(pid: u32, until: Instant) -> Result<(), ActError> {
 /// How often [`reserve`] asks the kernel again after a refusal.
 const ADMISSION_RETRY: Duration = Duration::from_micros(50);
 
-/// Gives process `pid` the reservation `p`. The kernel refuses admission (EBUSY) for a
-/// while after other tasks of the pool were parked, although the analysis counted their
-/// bandwidth as free (likely: it keeps the bandwidth of a task that left SCHED_DEADLINE
-/// until that task's 0-lag time, at most one of its periods later; docs/modes.md
-/// shows how often); so a refusal is asked again every [`ADMISSION_RETRY`] until
-/// `until`, and the last refusal is returned.
+/// Gives process `pid` the reservation `p`. Should the kernel refuse admission (EBUSY)
+/// although the analysis admits the step (the pool's root domain shared with
+/// reservations outside bulkhead's, or one rebuilt by a cpuset change elsewhere), the
+/// request is asked again every [`ADMISSION_RETRY`] until `until`, and the last refusal
+/// is returned. Parked tasks give their bandwidth back at once ([`leave_deadline`]).
 fn reserve(pid: i32, p: DeadlineParams, until: Instant) -> Result<(), ActError> {
     loop {
         match sched::set_process(pid, &Policy::Deadline(p)) {
