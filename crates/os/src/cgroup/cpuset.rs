@@ -23,6 +23,7 @@
 //! rolled back: nothing is left half-applied. Creations and removals are serialized between
 //! processes with a lock file, because they read and write shared state (the top cpuset).
 
+use super::procs_file;
 use crate::error::{Error, Result};
 use crate::proc::start_time;
 use std::collections::BTreeSet;
@@ -175,12 +176,12 @@ impl ExclusiveDomain {
 
     /// Moves process `pid` (all its threads) into the domain.
     pub fn add_process(&self, pid: i32) -> Result<()> {
-        write(&self.dir.join("cgroup.procs"), &pid.to_string())
+        write(&procs_file(&self.dir), &pid.to_string())
     }
 
     /// The processes in the domain.
     pub fn processes(&self) -> Result<Vec<i32>> {
-        Ok(read(self.dir.join("cgroup.procs"))?
+        Ok(read(procs_file(&self.dir))?
             .lines()
             .filter_map(|l| l.trim().parse().ok())
             .collect())
@@ -463,7 +464,7 @@ impl Drop for Shield {
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
             move_procs(&self.dir, &self.mount);
-            let empty = read(self.dir.join("cgroup.procs")).is_ok_and(|p| p.is_empty());
+            let empty = read(procs_file(&self.dir)).is_ok_and(|p| p.is_empty());
             if (empty && fs::remove_dir(&self.dir).is_ok()) || Instant::now() > deadline {
                 break;
             }
@@ -517,11 +518,11 @@ pub fn release_stale_shields(mount: &Path) -> Vec<String> {
 /// Moves every process of cpuset `from` except this one to `to`; returns how many moved.
 fn move_procs(from: &Path, to: &Path) -> usize {
     let me = std::process::id().to_string();
-    let procs = read(from.join("cgroup.procs")).unwrap_or_default();
+    let procs = read(procs_file(from)).unwrap_or_default();
     procs
         .lines()
         .filter(|p| *p != me)
-        .filter(|p| fs::write(to.join("cgroup.procs"), p).is_ok())
+        .filter(|p| fs::write(procs_file(to), p).is_ok())
         .count()
 }
 
@@ -661,7 +662,7 @@ fn cpuset_of(file: &Path) -> Result<Option<BTreeSet<u32>>> {
 
 /// SIGKILLs every process in cgroup `dir` and waits (up to 2 s) until it is empty.
 fn kill_all(dir: &Path) -> Result<()> {
-    let procs = dir.join("cgroup.procs");
+    let procs = procs_file(dir);
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
         let pids: Vec<i32> = read(&procs)?

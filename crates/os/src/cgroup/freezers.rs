@@ -10,8 +10,10 @@
 //! cpusets), while it freezes cgroups others own (a best-effort partition's, the rt
 //! tasks' own v2 cgroups); the run's manager is held by the supervisor's loop.
 
-use super::files::{err, is_frozen, procs, remove_dir, set_frozen, write_file, CgroupError};
-use super::{Hierarchy, Result, Version};
+use super::files::{
+    err, is_frozen, procs, procs_file, remove_dir, set_frozen, write_file, CgroupError,
+};
+use super::{own_cgroup_in, Hierarchy, Mounts, Result, Version};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -69,6 +71,8 @@ pub struct HostFreezers {
     home: PathBuf,
     /// The instance directory that [`Freezers::add_group`] creates cgroups in.
     instance: Option<PathBuf>,
+    /// The cgroup2 mount point, where [`Freezers::add_own`]'s processes' cgroups are.
+    unified: Option<PathBuf>,
     groups: Vec<HostGroup>,
 }
 
@@ -81,10 +85,14 @@ impl HostFreezers {
         if let Some(dir) = &instance {
             fs::create_dir(dir).map_err(err("create cgroup", dir))?;
         }
+        let unified = Mounts::read()
+            .ok()
+            .and_then(|m| m.v2().next().map(Path::to_path_buf));
         Ok(HostFreezers {
             version: hierarchy.version,
             home,
             instance,
+            unified,
             groups: Vec::new(),
         })
     }
@@ -122,7 +130,13 @@ impl Freezers for HostFreezers {
         match &mut self.groups[g.0] {
             HostGroup::Adopted(_) => {}
             HostGroup::Created(dir) => move_into(dir, pids),
-            HostGroup::Own(dirs) => *dirs = pids.iter().filter_map(|&p| own_cgroup(p)).collect(),
+            HostGroup::Own(dirs) => {
+                let unified = self.unified.as_deref();
+                *dirs = pids
+                    .iter()
+                    .filter_map(|&p| own_cgroup(unified?, p))
+                    .collect();
+            }
         }
     }
 
@@ -164,15 +178,34 @@ impl Freezers for HostFreezers {
 /// at each one. A task that exited meanwhile is not an error.
 fn move_into(dir: &Path, pids: &[u32]) {
     let there = procs(dir);
-    let file = dir.join("cgroup.procs");
+    let file = procs_file(dir);
     for &pid in pids.iter().filter(|&&p| !there.contains(&(p as i32))) {
         let _ = write_file(&file, &pid.to_string());
     }
 }
 
-/// The v2 cgroup directory of process `pid` (`0::/path` in `/proc/PID/cgroup`).
-fn own_cgroup(pid: u32) -> Option<PathBuf> {
+/// The cgroup directory of process `pid` in the cgroup2 hierarchy mounted at `unified`
+/// (its `0::/path` line in `/proc/PID/cgroup`).
+fn own_cgroup(unified: &Path, pid: u32) -> Option<PathBuf> {
     let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
-    Some(Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')))
+    Some(unified.join(own_cgroup_in(&text, None)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process's own v2 cgroup is found under the cgroup2 mount wherever it is (on a
+    /// hybrid machine, `/sys/fs/cgroup/unified`), not under a fixed `/sys/fs/cgroup`.
+    #[test]
+    fn a_process_is_found_in_its_cgroup_under_the_unified_mount() {
+        let Some(unified) = Mounts::read().unwrap().v2().next().map(Path::to_path_buf) else {
+            eprintln!("skipped: no cgroup2 mount on this machine");
+            return;
+        };
+        let me = std::process::id();
+        let dir = own_cgroup(&unified, me).expect("a 0:: line in /proc/self/cgroup");
+        assert!(dir.starts_with(&unified), "{}", dir.display());
+        assert!(procs(&dir).contains(&(me as i32)), "{} does not list us", dir.display());
+    }
 }

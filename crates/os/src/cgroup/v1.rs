@@ -4,7 +4,7 @@
 //! (`freezer/.../<partition>/proc<i>`), each limit in a hierarchy of its own
 //! ([`crate::limit::V1Limit`]).
 
-use super::files::{read_file, write_cpus, write_file, Hierarchy, Result, Version};
+use super::files::{procs_file, read_file, write_cpus, write_file, Hierarchy, Result, Version};
 use super::manager::{
     on_tree, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process, Tree,
 };
@@ -111,8 +111,8 @@ impl CgroupManager for V1Cgroups {
         let dir = limit.dir().to_path_buf();
         let (all, program) = &mut self.joins[p.0];
         match controller {
-            Controller::Memory => program.push(dir.join("cgroup.procs")),
-            Controller::Pids | Controller::Cpu => all.push(dir.join("cgroup.procs")),
+            Controller::Memory => program.push(procs_file(&dir)),
+            Controller::Pids | Controller::Cpu => all.push(procs_file(&dir)),
         }
         self.limits.push(limit);
         Ok(dir)
@@ -122,8 +122,8 @@ impl CgroupManager for V1Cgroups {
         let Partition(partition) = self.tree.partition_of(p);
         let (all, program) = &self.joins[partition];
         let mut procs = vec![
-            self.cpusets[partition].join("cgroup.procs"),
-            self.tree.process_dir(p).join("cgroup.procs"),
+            procs_file(&self.cpusets[partition]),
+            procs_file(self.tree.process_dir(p)),
         ];
         procs.extend(all.iter().cloned());
         Joins::Hold {
