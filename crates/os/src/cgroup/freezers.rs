@@ -206,6 +206,10 @@ mod tests {
         let me = std::process::id();
         let dir = own_cgroup(&unified, me).expect("a 0:: line in /proc/self/cgroup");
         assert!(dir.starts_with(&unified), "{}", dir.display());
-        assert!(procs(&dir).contains(&(me as i32)), "{} does not list us", dir.display());
+        assert!(
+            procs(&dir).contains(&(me as i32)),
+            "{} does not list us",
+            dir.display()
+        );
     }
 }

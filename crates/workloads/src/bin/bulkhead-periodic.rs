@@ -20,7 +20,9 @@
 //! description's channel CHANNEL (`BULKHEAD_CHAN_<CHANNEL>`, of message size 16): the
 //! job's index and its release time (CLOCK_MONOTONIC ns), little-endian u64 each
 //! ([`job_message`]), so experiments and tests drive a channel, or a Zenoh bridge
-//! (docs/zenoh.md), without a program of their own. `--read CHANNEL`: each job takes
+//! (docs/zenoh.md), without a program of their own; at its end the task prints
+//! `wrote N messages, releases skipped: S` on stderr, S being the releases it skipped
+//! when it ran late (the indexes no message carries). `--read CHANNEL`: each job takes
 //! every message waiting in such a channel and checks that each index is above the last
 //! (a writer's skipped release leaves a gap, not a disorder); at its end the task prints `read N messages, indexes A..B, G gaps, D out of order,
 //! max delay U us of M released after the first arrived (median V us, p99 W us)` on
@@ -448,6 +450,7 @@ fn main() -> ExitCode {
         None => Ok(None),
     };
     let mut done = 0u64;
+    let mut skipped = 0u64;
     let mut job = |task: &mut Task, act: &Activation| {
         if let Some(input) = input.borrow_mut().as_mut() {
             input.take(task, act.flags);
@@ -461,6 +464,7 @@ fn main() -> ExitCode {
                 eprintln!("bulkhead-periodic: --write: {e}");
                 return ControlFlow::Break(());
             }
+            skipped += u64::from(act.skipped);
         }
         done += 1;
         match args.activations.is_none_or(|n| done < n) {
@@ -495,6 +499,9 @@ fn main() -> ExitCode {
     };
     if let Some(check) = &check {
         eprintln!("bulkhead-periodic: {}", check.summary());
+    }
+    if output.is_some() {
+        eprintln!("bulkhead-periodic: wrote {done} messages, releases skipped: {skipped}");
     }
     if let Err(e) = ended {
         eprintln!("bulkhead-periodic: {e}");
