@@ -37,6 +37,7 @@
 
 use crate::mailbox::{self, Receiver, Sender};
 use crate::tasks::{lock_pid, TaskPort};
+use bulkhead_analysis::report::Options;
 use bulkhead_control::{ErrorCode, InterfaceStatus, ModeOutcome, Response, StepRecord, Ticket};
 use bulkhead_model::{Nanos, SwitchPolicy, System, Task};
 use bulkhead_modes::{Interface, Step, Switch, Table};
@@ -161,16 +162,18 @@ pub struct ModeManager {
 impl ModeManager {
     /// Starts an agent per modal partition over the tasks in `ports` (every rt task,
     /// started by `crate::tasks` in the initial mode) and publishes the initial
-    /// mode in their control blocks. Events are recorded in `events` with times since
-    /// `epoch_ns` (CLOCK_MONOTONIC).
+    /// mode in their control blocks. The mode table is computed with `options`, the
+    /// ones admission used ([`crate::tasks::machine_options`]). Events are recorded in
+    /// `events` with times since `epoch_ns` (CLOCK_MONOTONIC).
     pub fn start(
         system: &System,
+        options: &Options,
         ports: Vec<TaskPort>,
         epoch_ns: u64,
         events: ModeEvents,
     ) -> std::io::Result<ModeManager> {
         let modes = system.modes.as_ref().expect("a system with modes");
-        let table = bulkhead_analysis::modes::mode_table(system, &Default::default());
+        let table = bulkhead_analysis::modes::mode_table(system, options);
         let current = table.mode(&modes.initial).expect("the initial mode");
         let wake = Arc::new(Wakeup::new()?);
         let (done_tx, done_rx) = mailbox::channel();

@@ -29,6 +29,7 @@
 use crate::confine::Confinement;
 use crate::enforce::{Budgeted, Enforcer};
 use crate::prio;
+use bulkhead_analysis::report::Options;
 use bulkhead_analysis::system::{Placement, Report};
 use bulkhead_model::{CpuSet, Cpus, Partition, PartitionKind, Resume, Scheduler, System, Task};
 use bulkhead_os::cpuset::{self, CpusetMount, Cpusets, Domain, HostCpusets, Shield};
@@ -333,15 +334,28 @@ pub struct RtPartitions {
     exits: Vec<(String, String, String)>,
 }
 
-/// Admits `system` as this machine's kernel will: under its SCHED_DEADLINE cap
-/// (`/proc/sys/kernel/sched_rt_*`) less its fair servers (debugfs; the kernel's defaults
-/// where they cannot be read, as under lockdown).
-pub fn admit_here(system: &System) -> Result<Report> {
+/// The analysis options of this machine's kernel, as admission counts them: its
+/// SCHED_DEADLINE cap (`/proc/sys/kernel/sched_rt_*`) and its fair servers (debugfs; the
+/// kernel's defaults where they cannot be read, as under lockdown). Admission
+/// ([`admit_here`]) and the mode agents' table ([`crate::modes::ModeManager::start`])
+/// both take them from here.
+pub fn machine_options() -> Result<Options> {
     let cap = bulkhead_os::bandwidth::cap(Path::new(bulkhead_os::bandwidth::SYSCTL_DIR))?;
     let fair_server = FairServer::read(bulkhead_os::bandwidth::fair_servers(Path::new(
         bulkhead_os::bandwidth::FAIR_SERVER_DIR,
     )));
-    admit(system, cap, fair_server).map_err(|r| RtError::Refused(Box::new(r)))
+    Ok(Options {
+        deadline_cap: cap,
+        sensitivity: false,
+        fair_server,
+    })
+}
+
+/// Admits `system` as this machine's kernel will ([`machine_options`]).
+pub fn admit_here(system: &System) -> Result<Report> {
+    let options = machine_options()?;
+    admit(system, options.deadline_cap, options.fair_server)
+        .map_err(|r| RtError::Refused(Box::new(r)))
 }
 
 impl RtPartitions {
