@@ -711,17 +711,26 @@ fn switch_tasks(tasks: &[TaskPort], command: &Command, ack_timeout: Duration) ->
             problems.push(format!("task `{}`: {e}", t.task));
         }
     }
+    // A program that acknowledges every request at once has acknowledged already: its
+    // mode is published without waking it (it reads the mode when it asks, and would
+    // only wake on the pool's CPU to acknowledge what nobody waits for: a wake-up across
+    // CPUs for the agent and a job's overhead on that CPU per task and switch). The
+    // others are woken, and each one's acknowledgement wakes the agent through its
+    // control block's futex.
     let seqs: Vec<(usize, u32)> = command
         .notify
         .iter()
-        .map(|&i| (i, tasks[i].port.request_mode(command.mode)))
+        .filter_map(|&i| match tasks[i].port.acks_at_once() {
+            true => {
+                tasks[i].port.publish_mode(command.mode);
+                None
+            }
+            false => Some((i, tasks[i].port.request_mode(command.mode))),
+        })
         .collect();
-    // Each program's acknowledgement wakes the agent through its control block's futex;
-    // a program that acknowledges every request at once has acknowledged already.
     let deadline = bulkhead_task::clock::now_ns() + ack_timeout.as_nanos() as u64;
     let waiting = seqs
         .into_iter()
-        .filter(|&(i, _)| !tasks[i].port.acks_at_once())
         .filter(|&(i, seq)| !tasks[i].port.wait_mode_ack(seq, deadline));
     for (i, _) in waiting {
         problems.push(format!(
