@@ -820,7 +820,9 @@ fn leave_deadline(pid: i32) -> Result<(), bulkhead_os::Error> {
 /// before it sleeps between them: a task on the pool's CPU takes its SIGSTOP a median
 /// 28 µs after the `kill` and within 80 µs in 9 of 10 parks (ftrace, docs/modes.md,
 /// Where a Boost switch's time goes), while a sleep of 20 µs lasted 40 µs at the median
-/// on the supervisor's CPU, and each look at /proc/PID/stat 21 µs.
+/// on the supervisor's CPU, and each look at /proc/PID/stat 21 µs. The spin cannot delay
+/// the stop: the task runs under SCHED_DEADLINE, above a boosted agent's SCHED_FIFO,
+/// even on the same CPU.
 const STOP_SPIN: Duration = Duration::from_micros(200);
 
 /// Waits until process `pid` is stopped, every thread of it: `kill` only queues the
