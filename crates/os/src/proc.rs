@@ -98,6 +98,30 @@ pub fn try_wait(pid: i32) -> io::Result<Option<i32>> {
     Ok((r != 0).then_some(status))
 }
 
+/// Whether child `pid` of this process (of any of its threads) is stopped by a signal,
+/// every thread of it: asked of the kernel's wait state, `waitid(WSTOPPED | WNOHANG |
+/// WNOWAIT)`, a system call and no /proc read. `WNOWAIT` leaves the stop to be waited for
+/// by anyone else; a continued process reports no stop. `None` when `pid` is no child of
+/// this process (ECHILD), which only /proc can tell about.
+pub fn child_stopped(pid: u32) -> io::Result<Option<bool>> {
+    // SAFETY: an all-zero siginfo_t is a valid value (plain integers and a union of them).
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let flags = libc::WSTOPPED | libc::WNOHANG | libc::WNOWAIT;
+    // SAFETY: waitid with a valid siginfo pointer; WNOHANG does not block, WNOWAIT reaps
+    // nothing and leaves the child's state as it was.
+    let r = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ECHILD) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: waitid filled `info` (si_pid stays 0 when no child changed state).
+    let who = unsafe { info.si_pid() };
+    Ok(Some(who != 0 && info.si_code == libc::CLD_STOPPED))
+}
+
 /// Sends signal `sig` to process `pid`.
 pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
     // SAFETY: kill(2) takes two integers and touches no memory.
@@ -185,6 +209,36 @@ mod tests {
             .parse()
             .unwrap();
         assert!(Process::open(pid_max + 1).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_stopped_child_is_seen_stopped_and_left_to_be_waited_for() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert_eq!(child_stopped(pid).unwrap(), Some(false), "it runs");
+        kill(pid as i32, SIGSTOP).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while child_stopped(pid).unwrap() != Some(true) {
+            assert!(std::time::Instant::now() < deadline, "never seen stopped");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(proc_stat(pid).unwrap().state(), 'T');
+        // WNOWAIT: the stop is still there for a waiter, and for the next look.
+        assert_eq!(child_stopped(pid).unwrap(), Some(true));
+        let mut status = 0;
+        // SAFETY: waitpid on our child with a valid status pointer; WNOHANG does not block.
+        let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WUNTRACED | libc::WNOHANG) };
+        assert_eq!(r, pid as i32);
+        assert!(libc::WIFSTOPPED(status), "{status:#x}");
+        kill(pid as i32, SIGCONT).unwrap();
+        assert_eq!(child_stopped(pid).unwrap(), Some(false), "continued");
+        // Not a child of this process: only /proc knows.
+        assert_eq!(child_stopped(1).unwrap(), None);
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

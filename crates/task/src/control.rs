@@ -428,13 +428,23 @@ impl Control {
     /// Publishes a request to switch to `mode` and wakes the waiting task (supervisor
     /// side). Returns its sequence number.
     pub fn request_mode(&self, mode: u32) -> u32 {
-        self.mode.store(mode, Relaxed);
-        let seq = self.mode_seq.fetch_add(1, Release).wrapping_add(1);
-        futex_wake_all(&self.mode_seq);
+        let seq = self.publish_mode(mode);
         // The task's sleep for its next release waits on `suspend_seq`
         // ([`Control::sleep_until_suspend`]): wake it too, so a task that acknowledges
         // at once sees the request without waiting for its release.
         futex_wake_all(&self.suspend_seq);
+        seq
+    }
+
+    /// Publishes a request to switch to `mode`, waking a task that waits for one
+    /// ([`Control::wait_mode`]) but not its sleep for its next release (supervisor side):
+    /// for a program that declared it acknowledges every request at once, which reads
+    /// the mode here whenever it asks and acknowledges at its next release, and whose
+    /// acknowledgement nobody waits for. Returns its sequence number.
+    pub fn publish_mode(&self, mode: u32) -> u32 {
+        self.mode.store(mode, Relaxed);
+        let seq = self.mode_seq.fetch_add(1, Release).wrapping_add(1);
+        futex_wake_all(&self.mode_seq);
         seq
     }
 
@@ -745,6 +755,32 @@ mod tests {
             assert_eq!(task.join().unwrap(), ModeChange { seq, mode: 4 });
         });
         assert!(!c.wait_mode_ack(9, crate::clock::now_ns() + 1_000_000));
+    }
+
+    #[test]
+    fn a_published_mode_leaves_the_release_sleep_alone_and_a_request_wakes_it() {
+        let c = block();
+        let c = &*c;
+        // Whether the task's sleep for a release `for_ns` away ended before it.
+        let woken_early = |announce: &dyn Fn() -> u32, for_ns: u64| {
+            std::thread::scope(|s| {
+                let task = s.spawn(|| {
+                    let seen = c.suspend_seq.load(Acquire);
+                    let until = crate::clock::now_ns() + for_ns;
+                    c.sleep_until_suspend(seen, until);
+                    crate::clock::now_ns() < until
+                });
+                std::thread::sleep(Duration::from_millis(50));
+                let seq = announce();
+                (task.join().unwrap(), seq)
+            })
+        };
+        let (early, seq) = woken_early(&|| c.publish_mode(2), 300_000_000);
+        assert!(!early, "published: slept until its release");
+        assert_eq!(c.mode_change(), ModeChange { seq, mode: 2 });
+        let (early, seq) = woken_early(&|| c.request_mode(3), 5_000_000_000);
+        assert!(early, "requested: woken before its release");
+        assert_eq!(c.mode_change(), ModeChange { seq, mode: 3 });
     }
 
     #[test]

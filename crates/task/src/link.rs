@@ -359,6 +359,14 @@ impl ModePort {
         self.ctl.get().request_mode(mode)
     }
 
+    /// Publishes mode request `mode` without waking the task's sleep for its next
+    /// release ([`crate::control::Control::publish_mode`]), for a program that
+    /// acknowledges every request at once ([`ModePort::acks_at_once`]). Returns its
+    /// sequence number.
+    pub fn publish_mode(&self, mode: u32) -> u32 {
+        self.ctl.get().publish_mode(mode)
+    }
+
     /// Whether a process has attached to the control block (the task library stores
     /// its pid there in [`crate::Task::attach`]).
     pub fn attached(&self) -> bool {

@@ -129,7 +129,7 @@ pub struct Task {
     seen_resume: u32,
     /// The resume instant whose first fresh input [`Task::fresh`] has reported.
     fresh_reported: u64,
-    /// Acknowledge mode requests as soon as they arrive ([`Task::ack_modes_at_once`]).
+    /// Acknowledge mode requests at each release ([`Task::ack_modes_at_once`]).
     ack_at_once: bool,
     /// Notified after a late job's record ([`Task::complete`]): the supervisor's drain
     /// wakes and sees the miss at once. `None`: attached without one.
@@ -273,16 +273,17 @@ impl Task {
     }
 
     /// For a program with nothing to adapt (the same code in every mode): from now on
-    /// [`Task::wait_next_period`] acknowledges a mode request as soon as it arrives,
-    /// while the task waits for its next release (a mode request wakes the release
-    /// sleep, [`crate::control::Control::request_mode`]), and a request pending when it
-    /// is called. The declaration is published as the named counter [`ACK_AT_ONCE`]
-    /// (value 1), from which the mode agent counts the task's acknowledgement as given
-    /// and does not wait for it: the task would need CPU time of its reservation to say
-    /// so, which it may not have until its next replenishment. A switch then waits for
-    /// nothing of the task; [`Task::current_mode`] still tells the mode. Without a free
-    /// counter slot the declaration is not published and the agent waits as for any
-    /// task.
+    /// [`Task::wait_next_period`] acknowledges a pending mode request at each release
+    /// and when it is called. The declaration is published as the named counter
+    /// [`ACK_AT_ONCE`] (value 1), from which the mode agent counts the task's
+    /// acknowledgement as given and does not wait for it: the task would need CPU time
+    /// of its reservation to say so, which it may not have until its next replenishment.
+    /// Nor does the agent wake the task's release sleep for the request
+    /// ([`crate::control::Control::publish_mode`]): the acknowledgement comes at the next
+    /// release. A switch then waits for nothing of the task; [`Task::current_mode`] tells
+    /// the new mode as soon as it is published. Without a free counter slot the
+    /// declaration is not published and the agent wakes the task and waits for it as for
+    /// any task ([`crate::control::Control::request_mode`]).
     pub fn ack_modes_at_once(&mut self) {
         self.ack_at_once = true;
         if let Ok(c) = self.counter(ACK_AT_ONCE) {
