@@ -111,8 +111,10 @@ impl Drop for Run {
             if busy.len() < before {
                 progress = Instant::now();
             }
-            if killed.elapsed() > Duration::from_millis(500) {
-                for &i in &busy {
+            if killed.elapsed() > KILL_AGAIN {
+                let procs = &self.procs;
+                let again = kill_again(&busy, |i| procs[i].reaped, progress.elapsed());
+                for i in again {
                     self.cgroups.kill(self.procs[i].cgroup);
                 }
                 killed = Instant::now();
@@ -149,6 +151,24 @@ impl Drop for Run {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
+}
+
+/// How often the teardown kills again the cgroups of [`kill_again`].
+const KILL_AGAIN: Duration = Duration::from_millis(500);
+
+/// Which of the `busy` processes (indices) the teardown kills again, `since_death` after
+/// the last one was confirmed dead: those `reaped` whose cgroup still has members
+/// (something they forked as they were killed) and, only once none died for
+/// [`KILL_AGAIN`], every one still busy. A process not reaped yet got its SIGKILL,
+/// which it can neither catch nor ignore: killing its cgroup again while thousands are
+/// still exiting (on v1 a freeze, a read of its members and a thaw each) made the
+/// teardown of 10,000 partitions redo the whole kill every 500 ms.
+fn kill_again(busy: &[usize], reaped: impl Fn(usize) -> bool, since_death: Duration) -> Vec<usize> {
+    let stalled = since_death >= KILL_AGAIN;
+    busy.iter()
+        .copied()
+        .filter(|&i| stalled || reaped(i))
+        .collect()
 }
 
 /// The pause between two looks at `busy` processes in the teardown: 1 ms, longer with
@@ -1567,6 +1587,19 @@ windows:
         ];
         assert_eq!(calls, expected);
         assert_eq!(fake.left(), (0, 0));
+    }
+
+    /// While processes keep dying, the teardown kills again only the cgroups of those
+    /// reaped that still have members (what they forked); once none died for
+    /// KILL_AGAIN, every one still busy.
+    #[test]
+    fn the_teardown_kills_again_only_what_forked_until_the_deaths_stall() {
+        let busy = [0, 3, 5, 8];
+        let reaped = |i: usize| i == 3 || i == 8;
+        assert_eq!(kill_again(&busy, reaped, Duration::ZERO), [3, 8]);
+        assert_eq!(kill_again(&busy, reaped, KILL_AGAIN / 2), [3, 8]);
+        assert_eq!(kill_again(&busy, reaped, KILL_AGAIN), busy);
+        assert_eq!(kill_again(&busy, |_| false, Duration::ZERO), [0usize; 0]);
     }
 
     /// The batch of one window end: process 0 is granted again at that instant (left

@@ -114,18 +114,31 @@ fn left_behind() -> (usize, usize) {
     (processes, cgroups)
 }
 
-/// Spawning N processes without bulkhead, then killing them.
-fn baseline(n: usize) -> f64 {
+/// Spawning N processes without bulkhead, then killing them: the seconds each took
+/// (the kill is one SIGKILL and one wait per process).
+fn baseline(n: usize) -> (f64, f64) {
     let start = Instant::now();
     let mut children: Vec<_> = (0..n)
         .map(|_| Command::new(PROGRAM).arg(ARG).spawn().expect("spawn"))
         .collect();
-    let elapsed = start.elapsed().as_secs_f64();
+    let spawned = start.elapsed().as_secs_f64();
+    let start = Instant::now();
     for c in &mut children {
         let _ = c.kill();
+    }
+    for c in &mut children {
         let _ = c.wait();
     }
-    elapsed
+    (spawned, start.elapsed().as_secs_f64())
+}
+
+/// The 1-minute load average now (what else the machine runs meanwhile).
+fn loadavg() -> f64 {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1.0)
 }
 
 fn main() {
@@ -173,6 +186,7 @@ fn main() {
 
 /// One run of N partitions in a child process, with its baseline; the JSON row.
 fn measure(me: &std::path::Path, n: usize, raw: bool) -> Option<String> {
+    let load = loadavg();
     let out = Command::new(me)
         .args(["--one", &n.to_string()])
         .args(raw.then_some(RAW))
@@ -186,13 +200,13 @@ fn measure(me: &std::path::Path, n: usize, raw: bool) -> Option<String> {
         );
         return None;
     };
-    let base = baseline(n);
+    let (base, base_teardown) = baseline(n);
     let field = |key: &str| -> f64 {
         let at = row.find(&format!("\"{key}\":")).expect("field") + key.len() + 3;
         row[at..].split([',', '}']).next().unwrap().parse().unwrap()
     };
     println!(
-        "N = {n:>5}: launch to schedule start {:7.3} s (plain spawn of N processes: {base:7.3} s, ratio {:5.2}), teardown {:7.3} s, peak memory {:8.0} KiB, {:.2} fds per process, left behind: {} processes, {} cgroups",
+        "N = {n:>5}: launch to schedule start {:7.3} s (plain spawn of N processes: {base:7.3} s, ratio {:5.2}), teardown {:7.3} s (plain kill and wait: {base_teardown:7.3} s), peak memory {:8.0} KiB, {:.2} fds per process, left behind: {} processes, {} cgroups",
         field("startup_s"),
         field("startup_s") / base,
         field("teardown_s"),
@@ -201,8 +215,9 @@ fn measure(me: &std::path::Path, n: usize, raw: bool) -> Option<String> {
         field("left_processes"),
         field("left_cgroups"),
     );
+    println!("        load average before the run: {load:.2}");
     Some(format!(
-        "{},\"baseline_spawn_s\":{base:.4}}}",
+        "{},\"baseline_spawn_s\":{base:.4},\"baseline_teardown_s\":{base_teardown:.4},\"loadavg_1min\":{load:.2}}}",
         row.trim_end_matches('}')
     ))
 }
