@@ -21,8 +21,8 @@
 //! ([`switch_losses`]), medians of [`ALTERNATE_RUNS`] runs, bulkhead's and DEmOS's
 //! interleaved.
 //!
-//! Usage: bulkhead-bench-window-switch BULKHEAD SPIN [--power | --alternate] (`--alternate`:
-//! the alternating case alone). Last line: one JSON object.
+//! Usage: bulkhead-bench-window-switch BULKHEAD SPIN [--power | --alternate | --mechanisms]
+//! (`--alternate`, `--mechanisms`: that part alone). Last line: one JSON object.
 
 use std::process::Command;
 
@@ -47,7 +47,7 @@ pub(crate) fn baseline(spin: &str, work: u64) -> f64 {
 }
 
 /// The wall time `spin_args` (a spin and its arguments) prints, run pinned alone on CPU 1.
-fn baseline_of(spin_args: &[&str]) -> f64 {
+pub(crate) fn baseline_of(spin_args: &[&str]) -> f64 {
     let out = Command::new("taskset")
         .args(["-c", "1"])
         .args(spin_args)
@@ -88,7 +88,7 @@ impl Drop for TempFile {
 
 /// The wall time of the first of several spins to finish (the smallest printed; under
 /// `bulkhead run` each line is prefixed with its process's name, `NAME[i]: `).
-fn first_spin_ns(output: &[u8]) -> f64 {
+pub(crate) fn first_spin_ns(output: &[u8]) -> f64 {
     let text = String::from_utf8_lossy(output);
     let times = text
         .lines()
@@ -142,6 +142,15 @@ fn main() {
     let work = calibrate(spin);
     if args.get(3).is_some_and(|a| a == "--power") {
         return power::main(bulkhead, spin, work);
+    }
+    if args.get(3).is_some_and(|a| a == "--mechanisms") {
+        let json = mechanisms::main(spin, work);
+        println!(
+            "{{\"bench\":\"window-switch\",\"loadavg_1min\":{},\"mechanisms\":{{{}}}}}",
+            load1(),
+            json.join(",")
+        );
+        return;
     }
     if args.get(3).is_some_and(|a| a == "--alternate") {
         let entry = alternate_runs(bulkhead, spin, work, which("demos-sched").is_some());
@@ -339,7 +348,7 @@ fn gap(line: &str) -> Option<(&str, u64, u64)> {
 /// last reading before it stopped to this first reading after. Second, the overlaps:
 /// how often the other was not stopped then (no gap of half a window covers the instant;
 /// counted up to the other's last resume, after which it may have ended).
-fn switch_losses(output: &str, window_ns: u64) -> (Vec<u64>, usize) {
+pub(crate) fn switch_losses(output: &str, window_ns: u64) -> (Vec<u64>, usize) {
     let mut spins: std::collections::BTreeMap<&str, Vec<(u64, u64)>> = Default::default();
     for (tag, start, end) in output.lines().filter_map(gap) {
         spins.entry(tag).or_default().push((start, end));
