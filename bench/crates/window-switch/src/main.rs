@@ -345,9 +345,10 @@ fn gap(line: &str) -> Option<(&str, u64, u64)> {
 
 /// The CPU time each switch took from the work, ns, from the gaps two alternating spins
 /// printed: each time one resumed after at least half a window away, from the other's
-/// last reading before it stopped to this first reading after. Second, the overlaps:
-/// how often the other was not stopped then (no gap of half a window covers the instant;
-/// counted up to the other's last resume, after which it may have ended).
+/// last reading before it stopped to this first reading after (the other's gap then may
+/// be short: a switch made late shortens the next window). Second, the overlaps: how
+/// often the other was still running then (no gap of it covers the instant; counted up
+/// to the other's last resume, after which it may have ended).
 pub(crate) fn switch_losses(output: &str, window_ns: u64) -> (Vec<u64>, usize) {
     let mut spins: std::collections::BTreeMap<&str, Vec<(u64, u64)>> = Default::default();
     for (tag, start, end) in output.lines().filter_map(gap) {
@@ -363,8 +364,8 @@ pub(crate) fn switch_losses(output: &str, window_ns: u64) -> (Vec<u64>, usize) {
         let until = other.iter().map(|g| g.1).max().unwrap_or(0);
         for &(_, resumed) in me.iter().filter(|g| long(g) && g.1 <= until) {
             match other.iter().find(|o| o.0 <= resumed && resumed < o.1) {
-                Some(o) if long(o) => lost.push(resumed - o.0),
-                _ => overlaps += 1,
+                Some(o) => lost.push(resumed - o.0),
+                None => overlaps += 1,
             }
         }
     }
@@ -401,17 +402,22 @@ mod tests {
 
     /// A stops at 1000 and B resumes at 1030 (30 ns lost); B stops at 2000 and A resumes
     /// at 2010 (10 ns); at 2990 B resumes while A still runs (A's gap of 2500-2700 is
-    /// shorter than half a window, no switch): an overlap. A's resume at 4000 comes after
-    /// B's last resume (B may have ended): not counted.
+    /// over, and shorter than half a window: A's resume at 2700 is no switch): an
+    /// overlap. B stops at 3900, A resumes at 4000 (100 ns). B's resume at 5000 lies in
+    /// A's short gap 4950-5100 (a late switch shortened A's window): 50 ns lost. A's
+    /// resume at 6500 comes after B's last resume (B may have ended): not counted.
     #[test]
     fn each_switch_loses_the_time_from_the_last_instant_of_one_to_the_first_of_the_other() {
         let out = "A[0]: gap A 1000 2010\n\
                    gap B 0 1030\n\
                    gap B 2000 2990\n\
                    gap A 2500 2700\n\
-                   A[0]: gap A 3100 4000\n";
+                   A[0]: gap A 3100 4000\n\
+                   gap B 3900 5000\n\
+                   gap A 4950 5100\n\
+                   gap A 5200 6500\n";
         let (lost, overlaps) = super::switch_losses(out, 1000);
-        assert_eq!(lost, vec![10, 30]);
+        assert_eq!(lost, vec![10, 100, 30, 50]);
         assert_eq!(overlaps, 1);
     }
 
