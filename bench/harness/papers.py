@@ -479,22 +479,39 @@ def timeline(log):
 
 def demos_window_switch(ctx):
     """bench/window-switch, with DEmOS beside bulkhead when DEMOS_SCHED names a build
-    of it (scripts/build-demos.sh): the 1 ms figures, DEmOS's and the ratio picked out
-    and checked against issue 36's goals (<= 15 us, <= 0.25x DEmOS)."""
-    d = ctx.bench_json(["bench/window-switch"], timeout=3600)
+    of it (scripts/build-demos.sh), checked against issue 36's goals (<= 15 us,
+    <= 0.25x DEmOS) on two partitions alternating in 1 ms windows (`alternate_1`), the
+    fair case: both schedulers must freeze one and thaw the other at every switch. With
+    one partition alone bulkhead never freezes it (granted again at once) while DEmOS
+    does, so its 1 ms figures are reported but judge nothing. The figure judged is the
+    direct one (the CPU time lost per switch, from the spins' own clocks) when the
+    bench has it, else the difference of wall times."""
+    return window_switch_figures(ctx.bench_json(["bench/window-switch"], timeout=3600))
+
+
+def window_switch_figures(d):
+    """The measured, baseline and verdict of `demos_window_switch` from the bench's JSON."""
     one = d["per_switch_us"].get("1") or {}
-    measured = {"raw": d, "median_us_at_1ms": one.get("median_us")}
+    alt = d["per_switch_us"].get("alternate_1") or {}
+    direct = alt.get("gap_median_us") is not None
+    ours = alt.get("gap_median_us") if direct else alt.get("median_us")
+    theirs = alt.get("demos_gap_median_us") if direct else alt.get("demos_median_us")
+    how = "CPU time lost per switch, two partitions alternating" if direct else \
+        "overhead per switch (wall times), two partitions alternating"
+    measured = {"raw": d, "alternate_median_us_at_1ms": ours,
+                "one_partition_median_us_at_1ms": one.get("median_us"),
+                "one_partition_demos_median_us_at_1ms": one.get("demos_median_us")}
     baseline = {"name": "the work pinned alone, no windows (in the same run)"}
     verdict = {}
-    if one.get("median_us") is not None:
-        verdict["switch"] = target("median overhead per switch at 1 ms <= 15 us",
-                                   one["median_us"], one["median_us"] <= 15)
-    if one.get("demos_median_us") is not None:
+    if ours is not None:
+        verdict["switch"] = target(f"{how}, 1 ms windows, median <= 15 us", ours, ours <= 15)
+    if theirs is not None:
         baseline = {"name": f"DEmOS's demos-sched ({demos_commit()}), same work and windows, "
-                            "same run", "median_us_at_1ms": one["demos_median_us"]}
-        measured["ratio_to_demos_at_1ms"] = one.get("ratio_to_demos")
-        ratio = one.get("ratio_to_demos")
-        verdict["ratio"] = target("at most 0.25x DEmOS's median at 1 ms", ratio,
+                            "same run", "alternate_median_us_at_1ms": theirs,
+                    "one_partition_median_us_at_1ms": one.get("demos_median_us")}
+        ratio = ours / theirs if ours is not None and theirs > 0 else None
+        measured["alternate_ratio_to_demos_at_1ms"] = ratio
+        verdict["ratio"] = target(f"{how}, 1 ms windows: at most 0.25x DEmOS's median", ratio,
                                   ratio is not None and ratio <= 0.25)
     return measured, baseline, verdict
 

@@ -1205,25 +1205,25 @@ impl Supervisor {
         let window_ended = actions
             .iter()
             .any(|a| matches!(a, Action::WindowEnd { .. }));
+        // The instant's cgroup writes first, in the machine's order (a window's freezes
+        // before the next one's thaws), the bookkeeping after: the time between stopping
+        // one partition and resuming the next is taken from the work (issue 36).
         for (k, action) in actions.iter().enumerate() {
             let runs_on = matches!(action, Action::Freeze { process } if thawed_again(&actions[k + 1..], *process));
-            self.act(action, cause, window_ended, runs_on, launch)?;
+            self.write(action, runs_on)?;
+        }
+        for action in &actions {
+            self.act(action, cause, window_ended, launch)?;
         }
         self.actions = actions;
         self.actions.clear();
         self.arm()
     }
 
-    /// Carries out `action`; `runs_on`: a freeze of a process granted again at the
-    /// same instant, which is then left running (its grant still ends in the trace).
-    fn act(
-        &mut self,
-        action: &Action,
-        cause: Option<TraceStop>,
-        window_ended: bool,
-        runs_on: bool,
-        launch: Instant,
-    ) -> Result<(), RunError> {
+    /// The cgroup writes of `action`: thaws, freezes and CPU changes. `runs_on`: a
+    /// freeze of a process granted again at the same instant, which is then left
+    /// running (its grant still ends in the trace).
+    fn write(&mut self, action: &Action, runs_on: bool) -> Result<(), RunError> {
         let cg_err = RunError::Cgroup;
         match action {
             Action::InitStart { processes } => {
@@ -1231,6 +1231,35 @@ impl Supervisor {
                     self.thaw(p).map_err(cg_err)?;
                 }
             }
+            Action::SetCpus { partition, cpus } => {
+                let p = self.run.partitions[*partition];
+                let cpus = cpus.to_string();
+                self.run.cgroups.set_cpus(p, &cpus).map_err(cg_err)?
+            }
+            Action::Thaw { process } => self.thaw(*process).map_err(cg_err)?,
+            Action::Freeze { process } if !runs_on => {
+                let cg = self.run.procs[*process].cgroup;
+                self.run.cgroups.set_frozen(cg, true).map_err(cg_err)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Carries out the rest of `action` (after [`Self::write`]): the schedule log, the
+    /// trace, messages, control and power.
+    fn act(
+        &mut self,
+        action: &Action,
+        cause: Option<TraceStop>,
+        window_ended: bool,
+        launch: Instant,
+    ) -> Result<(), RunError> {
+        match action {
+            Action::InitStart { .. }
+            | Action::SetCpus { .. }
+            | Action::Thaw { .. }
+            | Action::BeStart { .. } => {}
             Action::ScheduleStart => {
                 let t0 = monotonic_ns();
                 self.t0 = Some(t0);
@@ -1265,18 +1294,7 @@ impl Supervisor {
                     window: *window as u32,
                 },
             ),
-            Action::BeStart { .. } => {}
-            Action::SetCpus { partition, cpus } => {
-                let p = self.run.partitions[*partition];
-                let cpus = cpus.to_string();
-                self.run.cgroups.set_cpus(p, &cpus).map_err(cg_err)?
-            }
-            Action::Thaw { process } => self.thaw(*process).map_err(cg_err)?,
             Action::Freeze { process } => {
-                if !runs_on {
-                    let cg = self.run.procs[*process].cgroup;
-                    self.run.cgroups.set_frozen(cg, true).map_err(cg_err)?;
-                }
                 let reason = cause.unwrap_or(if window_ended {
                     TraceStop::WindowEnd
                 } else {
@@ -1539,7 +1557,17 @@ windows:
     /// Drives the supervisor of a started run through its windows until `until`
     /// (schedule time), then stops it; returns the calls made from the schedule's start.
     fn drive(fake: &Fake, run: Run, schedule: Schedule, until: Nanos) -> Vec<Call> {
-        let options = RunOptions::default();
+        drive_with(fake, run, schedule, until, RunOptions::default())
+    }
+
+    /// [`drive`] with `options`.
+    fn drive_with(
+        fake: &Fake,
+        run: Run,
+        schedule: Schedule,
+        until: Nanos,
+        options: RunOptions,
+    ) -> Vec<Call> {
         let (_, shared) = outputs(&system(), &options).unwrap();
         let mut sup = Supervisor::new(schedule, &options, run, None, shared.unwrap()).unwrap();
         let from = fake.calls().len();
@@ -1600,6 +1628,45 @@ windows:
         assert_eq!(kill_again(&busy, reaped, KILL_AGAIN / 2), [3, 8]);
         assert_eq!(kill_again(&busy, reaped, KILL_AGAIN), busy);
         assert_eq!(kill_again(&busy, |_| false, Duration::ZERO), [0usize; 0]);
+    }
+
+    /// At an instant the cgroup writes come before the bookkeeping (issue 36: nothing
+    /// between stopping one partition and resuming the next): when a window's first
+    /// process is thawed, that window's start message (DEmOS `-m`) is not printed yet.
+    /// Thaws at 0 (window 0), 5 (a1, same window), 10 (window 1), 20 (window 2), 25.
+    #[test]
+    fn a_window_is_thawed_before_its_start_is_announced() {
+        thread_local! {
+            static LINES: std::cell::RefCell<Option<crate::Messages>> = const { std::cell::RefCell::new(None) };
+            static AT_THAWS: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let messages = crate::Messages::default();
+        LINES.set(Some(messages.clone()));
+        // Never fails: notes how many messages were printed at each thaw.
+        let fake = Fake::failing(|call| {
+            if matches!(call, Call::Thaw { .. }) {
+                let printed = LINES.with_borrow(|m| {
+                    let m = m.as_ref().expect("set").lock().unwrap();
+                    m.iter().filter(|&&b| b == b'\n').count()
+                });
+                AT_THAWS.with_borrow_mut(|v| v.push(printed));
+            }
+            false
+        });
+        let system = system();
+        let (run, r) = started(&system, &fake);
+        r.unwrap();
+        let options = RunOptions {
+            window_message: Some("window".into()),
+            messages: Some(messages.clone()),
+            ..RunOptions::default()
+        };
+        drive_with(&fake, run, schedule(&system), 25_000_000, options);
+        assert_eq!(AT_THAWS.take(), [0, 1, 1, 2, 3]);
+        assert_eq!(
+            messages.lock().unwrap().as_slice(),
+            b"window\nwindow\nwindow\n"
+        );
     }
 
     /// The batch of one window end: process 0 is granted again at that instant (left

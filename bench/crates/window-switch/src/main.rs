@@ -14,8 +14,15 @@
 //! With `--power`, the effect of CPU frequency changes on the switch instead
 //! ([`power`]).
 //!
-//! Usage: bulkhead-bench-window-switch BULKHEAD SPIN [--power]. Last line: one JSON
-//! object.
+//! The alternating case is measured twice over: by wall times as above, and directly:
+//! the spins run as `bulkhead-spin --gaps` and print when they stopped and resumed on
+//! CLOCK_MONOTONIC, so that the CPU time each switch takes from the work (the outgoing
+//! spin's last instant to the incoming one's first) is read per switch
+//! ([`switch_losses`]), medians of [`ALTERNATE_RUNS`] runs, bulkhead's and DEmOS's
+//! interleaved.
+//!
+//! Usage: bulkhead-bench-window-switch BULKHEAD SPIN [--power | --alternate | --mechanisms]
+//! (`--alternate`, `--mechanisms`: that part alone). Last line: one JSON object.
 
 use std::process::Command;
 
@@ -36,20 +43,31 @@ pub(crate) fn spin_ns(output: &[u8]) -> f64 {
 }
 
 pub(crate) fn baseline(spin: &str, work: u64) -> f64 {
+    baseline_of(&[spin, &work.to_string()])
+}
+
+/// The wall time `spin_args` (a spin and its arguments) prints, run pinned alone on CPU 1.
+pub(crate) fn baseline_of(spin_args: &[&str]) -> f64 {
     let out = Command::new("taskset")
-        .args(["-c", "1", spin, &work.to_string()])
+        .args(["-c", "1"])
+        .args(spin_args)
         .output()
         .expect("taskset");
     assert!(out.status.success(), "baseline run failed");
     spin_ns(&out.stdout)
 }
 
-/// Two partitions, each a spin of `work` alone in its own 1 ms window, alternating.
+/// Two partitions, each a spin of `work` alone in its own 1 ms window, alternating; the
+/// spins report the intervals they did not run (`bulkhead-spin --gaps A|B`).
 fn alternating(spin: &str, work: u64) -> TempFile {
     let path = std::env::temp_dir().join("bulkhead-bench-window-alternate.yaml");
-    let window =
-        format!("{{length: 1, cpu: 1, be_processes: [{{cmd: {spin} {work}, budget: 1}}]}}");
-    std::fs::write(&path, format!("windows: [{window}, {window}]\n")).expect("write config");
+    let window = |tag: &str| {
+        format!(
+            "{{length: 1, cpu: 1, be_processes: [{{cmd: {spin} --gaps {tag} {work}, budget: 1}}]}}"
+        )
+    };
+    let yaml = format!("windows: [{}, {}]\n", window("A"), window("B"));
+    std::fs::write(&path, yaml).expect("write config");
     TempFile(path)
 }
 
@@ -70,10 +88,11 @@ impl Drop for TempFile {
 
 /// The wall time of the first of several spins to finish (the smallest printed; under
 /// `bulkhead run` each line is prefixed with its process's name, `NAME[i]: `).
-fn first_spin_ns(output: &[u8]) -> f64 {
+pub(crate) fn first_spin_ns(output: &[u8]) -> f64 {
     let text = String::from_utf8_lossy(output);
     let times = text
         .lines()
+        .filter(|l| gap(l).is_none())
         .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok());
     times.fold(f64::INFINITY, f64::min)
 }
@@ -123,6 +142,23 @@ fn main() {
     let work = calibrate(spin);
     if args.get(3).is_some_and(|a| a == "--power") {
         return power::main(bulkhead, spin, work);
+    }
+    if args.get(3).is_some_and(|a| a == "--mechanisms") {
+        let json = mechanisms::main(spin, work);
+        println!(
+            "{{\"bench\":\"window-switch\",\"loadavg_1min\":{},\"mechanisms\":{{{}}}}}",
+            load1(),
+            json.join(",")
+        );
+        return;
+    }
+    if args.get(3).is_some_and(|a| a == "--alternate") {
+        let entry = alternate_runs(bulkhead, spin, work, which("demos-sched").is_some());
+        println!(
+            "{{\"bench\":\"window-switch\",\"loadavg_1min\":{},\"per_switch_us\":{{{entry}}}}}",
+            load1()
+        );
+        return;
     }
     let base: Vec<f64> = (0..RUNS).map(|_| baseline(spin, work)).collect();
     let base_ns = median(base.clone());
@@ -174,8 +210,7 @@ fn main() {
     }
     json.push(alternate_runs(bulkhead, spin, work, demos.is_some()));
     let mechanisms = mechanisms::main(spin, work);
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let load1 = load.split_whitespace().next().unwrap_or("0").to_string();
+    let load1 = load1();
     println!(
         "load average (1 min) at the end: {load1} (other work on the CPUs inflates every figure)"
     );
@@ -199,45 +234,148 @@ fn beside_demos(ours: f64, theirs: f64) -> (String, String) {
     )
 }
 
+/// Runs of the alternating case, bulkhead's and DEmOS's interleaved (one of each in turn,
+/// after one baseline), so that a change of the machine's load meets both.
+const ALTERNATE_RUNS: usize = 9;
+
+/// One run of the alternating case: the overhead per switch from wall times (µs), and
+/// from the spins' gaps ([`switch_losses`]) the median CPU time lost per switch (µs),
+/// the switches seen and the overlaps.
+struct Alternation {
+    wall_us: f64,
+    lost_us: f64,
+    switches: usize,
+    overlaps: usize,
+}
+
 /// Two partitions alternating in 1 ms windows: every switch freezes one spin and thaws
 /// the other, under `bulkhead run` and, when installed, under DEmOS with the same
 /// description (the fair comparison: neither scheduler can skip a freeze here).
 fn alternate_runs(bulkhead: &str, spin: &str, work: u64, demos: bool) -> String {
     let file = alternating(spin, work);
     let cfg = file.path();
-    let Some((lo, med)) = alternate_under(bulkhead, &["run", cfg], spin, work) else {
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..ALTERNATE_RUNS {
+        let base = baseline_of(&[spin, "--gaps", "base", &work.to_string()]);
+        ours.extend(alternate_once(bulkhead, &["run", cfg], base));
+        if demos {
+            theirs.extend(alternate_once("demos-sched", &["-c", cfg], base));
+        }
+    }
+    let Some((ours_shown, ours_json)) = alternation_figures(&ours, "") else {
         println!("two partitions alternating, 1 ms: bulkhead run failed");
         return "\"alternate_1\":null".into();
     };
-    print!("two partitions alternating, 1 ms windows: overhead per switch min {lo:8.2} us, median {med:8.2} us");
-    let mut entry = format!("\"alternate_1\":{{\"min_us\":{lo:.3},\"median_us\":{med:.3}");
-    if let Some((_, theirs)) = demos
-        .then(|| alternate_under("demos-sched", &["-c", cfg], spin, work))
-        .flatten()
-    {
-        let (shown, fields) = beside_demos(med, theirs);
-        print!("{shown}");
-        entry += &fields;
+    print!("two partitions alternating, 1 ms windows: {ours_shown}");
+    let mut entry = format!("\"alternate_1\":{{{ours_json}");
+    if let Some((shown, json)) = alternation_figures(&theirs, "demos_") {
+        let ratio = |f: fn(&Alternation) -> f64| {
+            let (a, b) = (median_of(&ours, f), median_of(&theirs, f));
+            if b > 0.0 {
+                format!("{:.3}", a / b)
+            } else {
+                "null".into()
+            }
+        };
+        let (lost, wall) = (ratio(|a| a.lost_us), ratio(|a| a.wall_us));
+        print!("; DEmOS: {shown}; ratio {lost} (lost CPU time), {wall} (wall time)");
+        entry += &format!(",{json},\"gap_ratio_to_demos\":{lost},\"ratio_to_demos\":{wall}");
     }
     println!();
     entry + "}"
 }
 
-/// Min and median overhead per switch of `program args` running the alternating
-/// description, each run against a baseline taken just before it.
-fn alternate_under(program: &str, args: &[&str], spin: &str, work: u64) -> Option<(f64, f64)> {
-    let us: Vec<f64> = (0..RUNS)
-        .filter_map(|_| {
-            let base = baseline(spin, work);
-            let out = Command::new(program).args(args).output().ok()?;
-            // A run that printed no spin time gives no figure (not an infinite one).
-            let t = Some(first_spin_ns(&out.stdout)).filter(|t| t.is_finite())?;
-            out.status
-                .success()
-                .then(|| (t - 2.0 * base) / (t / 1e6) / 1e3)
-        })
-        .collect();
-    (!us.is_empty()).then(|| (min(&us), median(us)))
+fn median_of(runs: &[Alternation], f: fn(&Alternation) -> f64) -> f64 {
+    median(runs.iter().map(f).collect())
+}
+
+/// The words printed and the JSON fields (names prefixed with `prefix`) of some runs of
+/// the alternating case; `None` without runs.
+fn alternation_figures(runs: &[Alternation], prefix: &str) -> Option<(String, String)> {
+    if runs.is_empty() {
+        return None;
+    }
+    let walls: Vec<f64> = runs.iter().map(|a| a.wall_us).collect();
+    let losts: Vec<f64> = runs.iter().map(|a| a.lost_us).collect();
+    let (lost_lo, lost) = (min(&losts), median(losts));
+    let (wall_lo, wall) = (min(&walls), median(walls));
+    let switches: usize = runs.iter().map(|a| a.switches).sum();
+    let overlaps: usize = runs.iter().map(|a| a.overlaps).sum();
+    let shown = format!(
+        "CPU time lost per switch median {lost:.2} us (min {lost_lo:.2}; {switches} switches in {} runs, {overlaps} overlaps), wall-time overhead median {wall:.2} us (min {wall_lo:.2})",
+        runs.len()
+    );
+    let json = format!(
+        "\"{prefix}gap_median_us\":{lost:.3},\"{prefix}gap_min_us\":{lost_lo:.3},\"{prefix}switches\":{switches},\"{prefix}overlaps\":{overlaps},\"{prefix}median_us\":{wall:.3},\"{prefix}min_us\":{wall_lo:.3}"
+    );
+    Some((shown, json))
+}
+
+/// One run of `program args` on the alternating description against the baseline
+/// `base` (ns); `None` if it failed or printed no spin time.
+fn alternate_once(program: &str, args: &[&str], base: f64) -> Option<Alternation> {
+    let out = Command::new(program).args(args).output().ok()?;
+    // A run that printed no spin time gives no figure (not an infinite one).
+    let t = Some(first_spin_ns(&out.stdout)).filter(|t| t.is_finite())?;
+    if !out.status.success() {
+        return None;
+    }
+    let (lost, overlaps) = switch_losses(&String::from_utf8_lossy(&out.stdout), 1_000_000);
+    let switches = lost.len();
+    // A run in which no switch was seen gives no figure.
+    let lost_us =
+        (switches > 0).then(|| median(lost.iter().map(|&ns| ns as f64 / 1e3).collect()))?;
+    Some(Alternation {
+        wall_us: (t - 2.0 * base) / (t / 1e6) / 1e3,
+        lost_us,
+        switches,
+        overlaps,
+    })
+}
+
+/// `gap TAG START END` in a line of `bulkhead-spin --gaps` (after `bulkhead run`'s
+/// `NAME[i]: ` prefix, if any).
+fn gap(line: &str) -> Option<(&str, u64, u64)> {
+    let mut words = line.split_whitespace().skip_while(|w| *w != "gap").skip(1);
+    let tag = words.next()?;
+    let start = words.next()?.parse().ok()?;
+    let end = words.next()?.parse().ok()?;
+    Some((tag, start, end))
+}
+
+/// The CPU time each switch took from the work, ns, from the gaps two alternating spins
+/// printed: each time one resumed after at least half a window away, from the other's
+/// last reading before it stopped to this first reading after (the other's gap then may
+/// be short: a switch made late shortens the next window). Second, the overlaps: how
+/// often the other was still running then (no gap of it covers the instant; counted up
+/// to the other's last resume, after which it may have ended).
+pub(crate) fn switch_losses(output: &str, window_ns: u64) -> (Vec<u64>, usize) {
+    let mut spins: std::collections::BTreeMap<&str, Vec<(u64, u64)>> = Default::default();
+    for (tag, start, end) in output.lines().filter_map(gap) {
+        spins.entry(tag).or_default().push((start, end));
+    }
+    let spins: Vec<&Vec<(u64, u64)>> = spins.values().collect();
+    let [a, b] = spins[..] else {
+        return (Vec::new(), 0);
+    };
+    let long = |g: &(u64, u64)| g.1 - g.0 >= window_ns / 2;
+    let (mut lost, mut overlaps) = (Vec::new(), 0);
+    for (me, other) in [(a, b), (b, a)] {
+        let until = other.iter().map(|g| g.1).max().unwrap_or(0);
+        for &(_, resumed) in me.iter().filter(|g| long(g) && g.1 <= until) {
+            match other.iter().find(|o| o.0 <= resumed && resumed < o.1) {
+                Some(o) => lost.push(resumed - o.0),
+                None => overlaps += 1,
+            }
+        }
+    }
+    (lost, overlaps)
+}
+
+/// The load average over the last minute, as /proc/loadavg gives it.
+fn load1() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    load.split_whitespace().next().unwrap_or("0").to_string()
 }
 
 fn which(program: &str) -> Option<std::path::PathBuf> {
@@ -255,5 +393,37 @@ mod tests {
         let ours = b"spin[0]: 2500000\nspin[1]: 2400000\n";
         assert_eq!(super::first_spin_ns(ours), 2_400_000.0);
         assert_eq!(super::first_spin_ns(b"2500000\n2600000\n"), 2_500_000.0);
+        // The gaps' lines (`--gaps`) are not wall times.
+        assert_eq!(
+            super::first_spin_ns(b"A[0]: gap A 10 20\n2500000\n"),
+            2_500_000.0
+        );
+    }
+
+    /// A stops at 1000 and B resumes at 1030 (30 ns lost); B stops at 2000 and A resumes
+    /// at 2010 (10 ns); at 2990 B resumes while A still runs (A's gap of 2500-2700 is
+    /// over, and shorter than half a window: A's resume at 2700 is no switch): an
+    /// overlap. B stops at 3900, A resumes at 4000 (100 ns). B's resume at 5000 lies in
+    /// A's short gap 4950-5100 (a late switch shortened A's window): 50 ns lost. A's
+    /// resume at 6500 comes after B's last resume (B may have ended): not counted.
+    #[test]
+    fn each_switch_loses_the_time_from_the_last_instant_of_one_to_the_first_of_the_other() {
+        let out = "A[0]: gap A 1000 2010\n\
+                   gap B 0 1030\n\
+                   gap B 2000 2990\n\
+                   gap A 2500 2700\n\
+                   A[0]: gap A 3100 4000\n\
+                   gap B 3900 5000\n\
+                   gap A 4950 5100\n\
+                   gap A 5200 6500\n";
+        let (lost, overlaps) = super::switch_losses(out, 1000);
+        assert_eq!(lost, vec![10, 100, 30, 50]);
+        assert_eq!(overlaps, 1);
+    }
+
+    #[test]
+    fn without_two_spins_no_switch_is_read() {
+        assert_eq!(super::switch_losses("gap A 0 5000\n", 1000), (vec![], 0));
+        assert_eq!(super::gap("gap A x 5"), None);
     }
 }

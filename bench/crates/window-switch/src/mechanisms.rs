@@ -20,7 +20,7 @@
 //! baseline) / switches meanwhile, the baseline run just before; also the switcher's
 //! own time per switch (the two writes or signals).
 
-use crate::{baseline, median, min};
+use crate::{baseline, baseline_of, first_spin_ns, median, min, switch_losses};
 use std::fs;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -140,10 +140,20 @@ fn signaller(pid: i32, signal: i32) -> Action {
     })
 }
 
-/// Starts a spin of `work` on CPU 1 under `mechanism` (`scratch` names its cgroups).
-fn target(spin: &str, work: u64, mechanism: Mechanism, mounts: &Mounts, scratch: &str) -> Target {
+/// Starts a spin of `work` on CPU 1 under `mechanism` (`scratch` names its cgroups);
+/// `spin_args`: the spin's arguments before the work (`--gaps TAG`, or none).
+fn target(
+    spin: &str,
+    spin_args: &[String],
+    work: u64,
+    mechanism: Mechanism,
+    mounts: &Mounts,
+    scratch: &str,
+) -> Target {
     let child = Command::new("taskset")
-        .args(["-c", "1", spin, &work.to_string()])
+        .args(["-c", "1", spin])
+        .args(spin_args)
+        .arg(work.to_string())
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn the spin");
@@ -216,10 +226,11 @@ fn exited(child: &mut Child) -> bool {
 }
 
 /// Switches the spins until one exits; `resume_first`: resume the incoming one
-/// before stopping the outgoing one. Returns the wall time of the first to finish
-/// and the median time the switcher spent in one switch (both ns); `None` if the spin
-/// failed (CPU 1 taken exclusively by another cgroup meanwhile, for instance).
-fn switch(mut targets: Vec<Target>, resume_first: bool) -> Option<(f64, f64)> {
+/// before stopping the outgoing one. Returns the wall time of the first to finish,
+/// the median time the switcher spent in one switch (both ns), and the spins' output
+/// (all of it: the others are resumed and run to their end); `None` if the spin failed
+/// (CPU 1 taken exclusively by another cgroup meanwhile, for instance).
+fn switch(mut targets: Vec<Target>, resume_first: bool) -> Option<(f64, f64, String)> {
     for t in targets.iter_mut().skip(1) {
         (t.stop)();
     }
@@ -248,43 +259,56 @@ fn switch(mut targets: Vec<Target>, resume_first: bool) -> Option<(f64, f64)> {
     for t in &mut targets {
         (t.resume)();
     }
-    let first = finished.expect("one exited");
-    for (k, t) in targets.iter_mut().enumerate() {
-        if k != first {
-            let _ = t.child.kill();
-        }
+    let mut out = Vec::new();
+    for t in &mut targets {
+        let stdout = t.child.stdout.as_mut().expect("piped");
+        stdout.read_to_end(&mut out).expect("spin output");
         let _ = t.child.wait();
     }
-    let mut out = Vec::new();
-    let stdout = targets[first].child.stdout.as_mut().expect("piped");
-    stdout.read_to_end(&mut out).expect("spin output");
-    let text = String::from_utf8_lossy(&out);
-    let ns = text.lines().find_map(|l| l.trim().parse::<f64>().ok());
-    ns.map(|ns| (ns, median(spent)))
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let ns = Some(first_spin_ns(text.as_bytes())).filter(|t| t.is_finite());
+    ns.map(|ns| (ns, median(spent), text))
 }
 
-/// One scenario under `m`, RUNS times: per run the overhead per switch and the
-/// switcher's time per switch (µs).
-fn measure(
-    spin: &str,
-    work: u64,
-    m: Mechanism,
-    spins: usize,
-    resume_first: bool,
-) -> Vec<(f64, f64)> {
+/// One run of a scenario: the overhead per switch, the switcher's time per switch and,
+/// for spins that printed their gaps, the median CPU time a switch took from the work
+/// (all µs).
+type Figures = (f64, f64, Option<f64>);
+
+/// One scenario under `m`, RUNS times. Two spins or more print their gaps
+/// (`bulkhead-spin --gaps`), their baseline too.
+fn measure(spin: &str, work: u64, m: Mechanism, spins: usize, resume_first: bool) -> Vec<Figures> {
     let mounts = mounts();
+    let gaps = spins > 1;
+    let work_arg = work.to_string();
     (0..RUNS)
         .filter_map(|run| {
-            let base = baseline(spin, work);
+            let base = if gaps {
+                baseline_of(&[spin, "--gaps", "base", &work_arg])
+            } else {
+                baseline(spin, work)
+            };
             let targets = (0..spins)
                 .map(|k| {
                     let scratch = format!("bulkhead-bench-switch-{}-{run}-{k}", std::process::id());
-                    target(spin, work, m, &mounts, &scratch)
+                    let args = if gaps {
+                        vec!["--gaps".into(), k.to_string()]
+                    } else {
+                        vec![]
+                    };
+                    target(spin, &args, work, m, &mounts, &scratch)
                 })
                 .collect();
-            let (t, spent) = switch(targets, resume_first)?;
+            let (t, spent, out) = switch(targets, resume_first)?;
             let switches = t / (WINDOW_MS as f64 * 1e6);
-            Some(((t - spins as f64 * base) / switches / 1e3, spent / 1e3))
+            let (lost, _) = switch_losses(&out, WINDOW_MS * 1_000_000);
+            let lost = (!lost.is_empty())
+                .then(|| median(lost.iter().map(|&ns| ns as f64 / 1e3).collect()));
+            Some((
+                (t - spins as f64 * base) / switches / 1e3,
+                spent / 1e3,
+                lost,
+            ))
         })
         .collect()
 }
@@ -323,6 +347,14 @@ pub fn main(spin: &str, work: u64) -> Vec<String> {
         let us: Vec<f64> = runs.iter().map(|r| r.0).collect();
         let spent = median(runs.iter().map(|r| r.1).collect());
         let (lo, med) = (min(&us), median(us.clone()));
+        let losts: Vec<f64> = runs.iter().filter_map(|r| r.2).collect();
+        let lost = (!losts.is_empty()).then(|| median(losts));
+        let (lost_shown, lost_json) = lost.map_or((String::new(), String::new()), |l| {
+            (
+                format!("; CPU time lost per switch {l:6.2} us"),
+                format!(",\"gap_median_us\":{l:.3}"),
+            )
+        });
         if mech == Mechanism::Cpuset {
             // The outgoing spin runs on: no time is taken from it, only the writes count.
             println!(
@@ -335,11 +367,11 @@ pub fn main(spin: &str, work: u64) -> Vec<String> {
             return;
         }
         println!(
-            "  {scenario:<24} {:<8} min {lo:8.2} us, median {med:8.2} us; switcher {spent:6.2} us",
+            "  {scenario:<24} {:<8} min {lo:8.2} us, median {med:8.2} us; switcher {spent:6.2} us{lost_shown}",
             mech.name()
         );
         json.push(format!(
-            "\"{scenario}/{}\":{{\"min_us\":{lo:.3},\"median_us\":{med:.3},\"switcher_us\":{spent:.3}}}",
+            "\"{scenario}/{}\":{{\"min_us\":{lo:.3},\"median_us\":{med:.3},\"switcher_us\":{spent:.3}{lost_json}}}",
             mech.name()
         ));
     };
