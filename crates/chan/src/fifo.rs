@@ -578,3 +578,49 @@ impl Consumer {
         self.ends.close(self.tail);
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    proptest! {
+        /// The cached indices (module doc) under wrap-around: a writer and a reader
+        /// taking turns at random, over many laps of the `2*depth` indices, where each
+        /// side's cached view of the other may be stale. A reserve succeeds exactly when
+        /// fewer than `depth` messages are unread, an acquire exactly when one is, and
+        /// the reader gets every message once, in order.
+        #[test]
+        fn cached_indices_are_exact_across_laps(depth in 1u32..6, writes in proptest::collection::vec(any::<bool>(), 0..400)) {
+            let (w, r) = (Side::new(), Side::new());
+            // SAFETY: both sides live until the end of the test, written only by these.
+            let mut p = unsafe { Producer::new(&w, &r, depth) }.unwrap();
+            // SAFETY: as above.
+            let mut c = unsafe { Consumer::new(&r, &w, depth) }.unwrap();
+            let mut slots = vec![0u64; depth as usize];
+            let mut unread = VecDeque::new();
+            for (n, write) in (1u64..).zip(writes) {
+                if write {
+                    match p.try_reserve() {
+                        Ok(slot) => {
+                            prop_assert!(unread.len() < depth as usize, "reserved a slot of a full ring");
+                            slots[slot] = n;
+                            unread.push_back(n);
+                            p.commit();
+                        }
+                        Err(e) => prop_assert_eq!((e, unread.len()), (SendError::Full, depth as usize)),
+                    }
+                } else {
+                    match c.try_acquire() {
+                        Ok(slot) => {
+                            prop_assert_eq!(Some(slots[slot]), unread.pop_front());
+                            c.release();
+                        }
+                        Err(e) => prop_assert_eq!((e, unread.len()), (RecvError::Empty, 0)),
+                    }
+                }
+            }
+        }
+    }
+}

@@ -222,7 +222,7 @@ impl Link for Bare {
             std::hint::spin_loop();
         }
         // SAFETY: the slot is free (head - tail < depth) and in bounds.
-        unsafe { std::ptr::copy_nonoverlapping(m.as_ptr(), self.slot(self.tx_off, self.head), 32) };
+        unsafe { copy_in(m, self.slot(self.tx_off, self.head)) };
         self.head += 1;
         self.shm
             .at::<AtomicU64>(self.tx_off)
@@ -241,6 +241,25 @@ impl Link for Bare {
         self.shm
             .at::<AtomicU64>(self.rx_off + 128)
             .store(self.tail, Release);
+    }
+}
+
+/// Copies `m` into a slot the way a fifo `Sender` does: by 8-byte words, so that a
+/// message the caller stored by 8-byte words is forwarded from the store buffer to
+/// each load. A 16-byte load over two 8-byte stores (what `copy_nonoverlapping` of
+/// 32 bytes compiles to) cannot be forwarded and waits until those stores, and every
+/// older one, have left the store buffer: the ring would pay a stall the fifo does not.
+///
+/// # Safety
+/// `dst` must be valid for 32 bytes of writes.
+unsafe fn copy_in(m: &Msg, dst: *mut u8) {
+    for (i, word) in m.chunks_exact(8).enumerate() {
+        let mut word = u64::from_ne_bytes(word.try_into().expect("8 bytes"));
+        // SAFETY: an empty asm block that only "changes" a register: it keeps the
+        // compiler from merging the 8-byte loads into wider ones, and does nothing.
+        unsafe { std::arch::asm!("/* {0} */", inout(reg) word, options(pure, nomem, nostack)) };
+        // SAFETY: word `i` of `dst`'s 32 bytes (precondition).
+        unsafe { std::ptr::write_unaligned(dst.cast::<u64>().add(i), word) };
     }
 }
 
@@ -282,32 +301,65 @@ impl Link for Futex {
 
 // ---------- iceoryx2 and the Unix socket ----------
 
-/// iceoryx2 files of this benchmark: their own root and prefix, so that
-/// [`remove_ice_files`] removes exactly them.
-const ICE_ROOT: &str = "/tmp/bulkhead-bench-iceoryx2/";
-const ICE_PREFIX: &str = "bulkhead_bench_iox2_";
-
-fn ice_config() -> Config {
-    let mut config = Config::default();
-    config.global.prefix = FileName::new(ICE_PREFIX.as_bytes()).expect("prefix");
-    config
-        .global
-        .set_root_path(&Path::new(ICE_ROOT.as_bytes()).expect("root"));
-    config
+/// The iceoryx2 files of one invocation of this benchmark (the parent's pid `owner`,
+/// which begins every tag): a root directory and a file prefix of their own, so that
+/// [`IceFiles::remove`] removes exactly them, never another iceoryx2 user's files nor
+/// those of another invocation running at the same time.
+struct IceFiles {
+    root: String,
+    prefix: String,
 }
 
-/// Removes what iceoryx2 keeps after its last node is gone (its global
-/// management segment in /dev/shm and its directories).
-fn remove_ice_files() {
-    let _ = std::fs::remove_dir_all(ICE_ROOT);
-    for entry in std::fs::read_dir("/dev/shm")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        if entry.file_name().to_string_lossy().starts_with(ICE_PREFIX) {
-            let _ = std::fs::remove_file(entry.path());
+impl IceFiles {
+    fn of(owner: &str) -> IceFiles {
+        IceFiles {
+            root: format!("/tmp/bulkhead-bench-iceoryx2-{owner}/"),
+            prefix: format!("bulkhead_bench_iox2_{owner}_"),
         }
+    }
+
+    /// The files of the invocation whose run `tag` is (`PID-TRANSPORT-...`).
+    fn of_tag(tag: &str) -> IceFiles {
+        IceFiles::of(tag.split('-').next().unwrap_or(tag))
+    }
+
+    fn config(&self) -> Config {
+        let mut config = Config::default();
+        config.global.prefix = FileName::new(self.prefix.as_bytes()).expect("prefix");
+        config
+            .global
+            .set_root_path(&Path::new(self.root.as_bytes()).expect("root"));
+        config
+    }
+
+    /// Removes what iceoryx2 keeps after its last node is gone (its global
+    /// management segment `/dev/shm/PREFIX..._node.0_9_3.global_mgmt` and its
+    /// directories), and what a failed run left of its services.
+    fn remove(&self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+        for entry in std::fs::read_dir("/dev/shm")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&self.prefix)
+            {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+/// Removes this invocation's iceoryx2 files when dropped: at the end of `main`, and
+/// while a failed measurement (a panic) unwinds through it.
+struct IceCleanup(IceFiles);
+
+impl Drop for IceCleanup {
+    fn drop(&mut self) {
+        self.0.remove();
     }
 }
 
@@ -321,7 +373,7 @@ struct Ice {
 impl Ice {
     fn new(tag: &str, out: Option<&str>, inp: Option<&str>) -> Ice {
         let node = NodeBuilder::new()
-            .config(&ice_config())
+            .config(&IceFiles::of_tag(tag).config())
             .create::<ipc::Service>()
             .expect("iceoryx2 node");
         let service = |dir: &str| {
@@ -676,19 +728,20 @@ fn median(mut v: Vec<u64>) -> u64 {
 /// for the transport.
 fn measure_all(transports: &[(&str, &str, u64)], sizes: &Sizes) -> Vec<Runs> {
     let mut runs: Vec<Runs> = transports.iter().map(|_| Runs::default()).collect();
-    for _ in 0..sizes.runs {
+    for run in 0..sizes.runs {
         for ((key, _, samples), r) in transports.iter().zip(&mut runs) {
-            r.rtt.push(measure_rtt(key, *samples));
+            r.rtt.push(measure_rtt(key, *samples, run));
             if ["fifo", "bare", "iceoryx2"].contains(key) {
-                r.tput.push(measure_tput(key, sizes.tput_msgs));
+                r.tput.push(measure_tput(key, sizes.tput_msgs, run));
             }
         }
     }
     runs
 }
 
-fn measure_rtt(transport: &str, samples: u64) -> (u64, u64) {
-    let tag = format!("{}-{transport}-rtt", std::process::id());
+/// Run `run`'s round trips; each run has a tag (and iceoryx2 services) of its own.
+fn measure_rtt(transport: &str, samples: u64, run: usize) -> (u64, u64) {
+    let tag = format!("{}-{transport}-rtt{run}", std::process::id());
     let peer = Peer::spawn(transport, "rtt", WARMUP + samples, &tag);
     let mut run = link_for(transport, &peer, &tag, false);
     let mut ready = [0u8; 1];
@@ -698,9 +751,10 @@ fn measure_rtt(transport: &str, samples: u64) -> (u64, u64) {
     (rtt[rtt.len() / 2], rtt[rtt.len() * 99 / 100])
 }
 
-/// One-way throughput in messages per second (until the child has them all).
-fn measure_tput(transport: &str, msgs: u64) -> f64 {
-    let tag = format!("{}-{transport}-tput", std::process::id());
+/// One-way throughput of run `run` in messages per second (until the child has them
+/// all).
+fn measure_tput(transport: &str, msgs: u64, run: usize) -> f64 {
+    let tag = format!("{}-{transport}-tput{run}", std::process::id());
     let peer = Peer::spawn(transport, "tput", msgs, &tag);
     let mut run = link_for(transport, &peer, &tag, true);
     let mut ready = [0u8; 1];
@@ -725,6 +779,7 @@ fn main() {
     }
     set_log_level(LogLevel::Error);
     pin(0);
+    let load_start = loadavg();
     let all = [
         ("fifo", "bulkhead fifo (busy-poll)", sizes.samples),
         (
@@ -754,8 +809,10 @@ fn main() {
         sizes.runs,
         if quick { " (--quick)" } else { "" }
     );
-    let runs = measure_all(&transports, sizes);
-    remove_ice_files();
+    let runs = {
+        let _ice = IceCleanup(IceFiles::of(&std::process::id().to_string()));
+        measure_all(&transports, sizes)
+    };
     println!(
         "{:<28} {:>12} {:>12} {:>16}",
         "transport", "rtt median", "rtt p99", "one-way msg/s"
@@ -779,7 +836,18 @@ fn main() {
         return;
     }
     check_targets(&med, &mut json);
+    json.push(format!("\"loadavg_1m_start\":{load_start}"));
+    json.push(format!("\"loadavg_1m_end\":{}", loadavg()));
     println!("{{{}}}", json.join(","));
+}
+
+/// The machine's load average over the last minute (`/proc/loadavg`), as JSON (`null`
+/// if unreadable): the other work that ran beside the measurement.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "null".into())
 }
 
 /// Prints each target against the medians `med` (rtt in ns, `KEY-tput` in msg/s) and
@@ -837,5 +905,49 @@ fn check_targets(med: &HashMap<String, u64>, json: &mut Vec<String>) {
         );
         json.push(format!("\"{key}\":{value:.3}"));
         json.push(format!("\"{key}_met\":{met}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shm_has(prefix: &str) -> bool {
+        std::fs::read_dir("/dev/shm")
+            .expect("/dev/shm")
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(prefix))
+    }
+
+    #[test]
+    fn a_failed_run_leaves_no_iceoryx2_file_and_removes_no_other() {
+        set_log_level(LogLevel::Error);
+        let owner = format!("test{}", std::process::id());
+        let files = IceFiles::of(&owner);
+        // Another invocation's file: its prefix extends this one's owner.
+        let other = format!("/dev/shm/bulkhead_bench_iox2_{owner}0_keep");
+        std::fs::write(&other, b"").expect("other file");
+        let failed = std::panic::catch_unwind(|| {
+            let _ice = IceCleanup(IceFiles::of(&owner));
+            let node = NodeBuilder::new()
+                .config(&IceFiles::of_tag(&format!("{owner}-iceoryx2-tput0")).config())
+                .create::<ipc::Service>()
+                .expect("node");
+            drop(node);
+            assert!(
+                shm_has(&files.prefix),
+                "iceoryx2 keeps its global management segment"
+            );
+            panic!("a measurement failed");
+        });
+        assert!(failed.is_err());
+        let left = (
+            shm_has(&files.prefix),
+            std::path::Path::new(&files.root).exists(),
+        );
+        let kept = std::path::Path::new(&other).exists();
+        let _ = std::fs::remove_file(&other);
+        assert_eq!(left, (false, false), "this invocation's files are gone");
+        assert!(kept, "another invocation's file is kept");
     }
 }
