@@ -150,8 +150,18 @@ fn target(
     mounts: &Mounts,
     scratch: &str,
 ) -> Target {
-    let child = Command::new("taskset")
-        .args(["-c", "1", spin])
+    // Pinned to CPU 1 by taskset, or under `cpuset` by its cpuset alone: a taskset
+    // still setting its affinity when the first switch takes CPU 1 from its cpuset
+    // would fail (EINVAL) and leave no spin.
+    let mut command = match mechanism {
+        Mechanism::Cpuset => Command::new(spin),
+        _ => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", "1", spin]);
+            c
+        }
+    };
+    let child = command
         .args(spin_args)
         .arg(work.to_string())
         .stdout(Stdio::piped())
