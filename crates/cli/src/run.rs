@@ -53,6 +53,12 @@ pub struct Args {
     /// [default: /run/bulkhead/NAME.sock, NAME = the description's file name without extension]
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
+    /// be processes write straight to this run's stdout and stderr, their lines not
+    /// labelled with their partition: one descriptor per process instead of three, for
+    /// many partitions under a descriptor limit that cannot be raised (a partition's
+    /// line can then pass for the supervisor's; docs/security.md)
+    #[arg(long)]
+    raw_output: bool,
 }
 
 /// SCHED_FIFO priority of the supervisor (below the kernel's threaded IRQs at 50).
@@ -121,7 +127,7 @@ pub fn run(args: Args) -> ExitCode {
             }),
         control: Some(control),
         name,
-        raw_output: false,
+        raw_output: args.raw_output,
     };
     let mut system = system;
     absolute_dbcs(&mut system, &dir);

@@ -126,7 +126,8 @@ fn many_partitions(n: usize) -> String {
 /// naming the limit, instead of failing with EMFILE once the spawning reaches it (a
 /// 10,000-partition run failed so after minutes; 500 under a hard limit of 1200, after
 /// about 300 spawns). A supervisor that may raise its hard limit (CAP_SYS_RESOURCE)
-/// runs the schedule instead.
+/// runs the schedule instead. The refusal names `--raw-output`, with which the same
+/// run (one descriptor per process) starts under the same limit.
 #[test]
 #[ignore = "needs root: cgroups"]
 fn a_run_whose_descriptors_cannot_fit_the_limit_is_refused_before_it_starts() {
@@ -134,8 +135,35 @@ fn a_run_whose_descriptors_cannot_fit_the_limit_is_refused_before_it_starts() {
     let scratch = Scratch::new("out-fd-limit");
     let file = scratch.file("system.yaml");
     std::fs::write(&file, many_partitions(500)).unwrap();
+    let (out, pid) = run_under_1200_descriptors(&file, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(common::cgroups_of(pid).is_empty(), "{stderr}");
+    if out.status.success() {
+        assert!(stderr.contains("timeout reached"), "{stderr}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("500 processes need at least")
+            && stderr.contains("the descriptor limit (RLIMIT_NOFILE) is 1200")
+            && stderr.contains("`bulkhead run --raw-output`"),
+        "{stderr}"
+    );
+    let (out, _) = run_under_1200_descriptors(&file, &["--raw-output"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("timeout reached"), "{stderr}");
+}
+
+/// `bulkhead run FILE --timeout 300ms FLAGS` under a descriptor limit of 1200 (soft and
+/// hard): its output, stdout discarded, and its pid.
+fn run_under_1200_descriptors(
+    file: &std::path::Path,
+    flags: &[&str],
+) -> (std::process::Output, u32) {
     let mut run = common::bulkhead();
     run.args(["run", file.to_str().unwrap(), "--timeout", "300ms"]);
+    run.args(flags);
     // SAFETY: setrlimit is async-signal-safe; lowering a limit needs no privilege.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut run, || {
@@ -153,17 +181,5 @@ fn a_run_whose_descriptors_cannot_fit_the_limit_is_refused_before_it_starts() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(common::cgroups_of(pid).is_empty(), "{stderr}");
-    if out.status.success() {
-        assert!(stderr.contains("timeout reached"), "{stderr}");
-        return;
-    }
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("500 processes need at least")
-            && stderr.contains("the descriptor limit (RLIMIT_NOFILE) is 1200"),
-        "{stderr}"
-    );
+    (child.wait_with_output().unwrap(), pid)
 }

@@ -277,7 +277,7 @@ fn check_fd_limit(system: &System, before: usize, limit: u64, relay: bool) -> Re
         false => "a channel each",
     };
     let raw = match relay && fds_needed(system, before, false) <= limit {
-        true => ", or run without the output relay (`RunOptions::raw_output`: one each)",
+        true => ", or run without the output relay (`bulkhead run --raw-output`: one each)",
         false => "",
     };
     Err(RunError::invalid(format!(
