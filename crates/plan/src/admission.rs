@@ -68,17 +68,16 @@ impl fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
-/// Admits `system` with SCHED_DEADLINE bandwidth `cap` (`(runtime, period)`, the
-/// machine's) per CPU of each partition's root domain, less the machine's
-/// `fair_server`: its analysis report, or the first verdict that refuses it. With modes,
-/// every mode and every allowed switch must pass: a switch then never fails for lack of
-/// bandwidth (docs/modes.md).
-pub fn admit(system: &System, cap: (u64, u64), fair_server: FairServer) -> Result<Report, Refusal> {
+/// Admits `system` as the machine's kernel counts bandwidth (`machine`: its
+/// SCHED_DEADLINE cap per CPU of each partition's root domain, less its fair server):
+/// its analysis report, or the first verdict that refuses it. With modes, every mode and
+/// every allowed switch must pass: a switch then never fails for lack of bandwidth
+/// (docs/modes.md).
+pub fn admit(system: &System, machine: &Options) -> Result<Report, Refusal> {
     // Admission needs the verdicts, not C max.
     let options = Options {
-        deadline_cap: cap,
         sensitivity: false,
-        fair_server,
+        ..*machine
     };
     let report = analyze_system_with(system, &options);
     refusal(&report).map_or(Ok(report), Err)
@@ -138,7 +137,14 @@ mod tests {
 
     use crate::tests::load;
 
-    const CAP: (u64, u64) = (950_000, 1_000_000);
+    /// A machine with the kernel's default cap and `fair_server`.
+    fn machine(fair_server: FairServer) -> Options {
+        Options {
+            deadline_cap: (950_000, 1_000_000),
+            sensitivity: false,
+            fair_server,
+        }
+    }
 
     /// Two 60% tasks on one CPU: the second fails its response-time test, named with
     /// its partition, test and CPU; one of them alone is admitted.
@@ -147,7 +153,7 @@ mod tests {
         let two = load(
             "system: {cpus: 0}\npartitions:\n  - {name: p, kind: rt, cpus: 0, tasks: [{name: a, budget: 6ms, period: 10ms}, {name: b, budget: 6ms, period: 10ms}]}\n",
         );
-        let refusal = admit(&two, CAP, FairServer::default()).unwrap_err();
+        let refusal = admit(&two, &machine(FairServer::default())).unwrap_err();
         assert!(
             matches!(&refusal, Refusal::Task { task, partition, cpu, .. } if task == "b" && partition == "p" && cpu == "0"),
             "{refusal:?}"
@@ -160,7 +166,7 @@ mod tests {
         let one = load(
             "system: {cpus: 0}\npartitions:\n  - {name: p, kind: rt, cpus: 0, tasks: [{name: a, budget: 6ms, period: 10ms}]}\n",
         );
-        assert!(admit(&one, CAP, FairServer::default()).is_ok());
+        assert!(admit(&one, &machine(FairServer::default())).is_ok());
     }
 
     /// `run` admits against the machine's fair server (`FairServer::read` of debugfs),
@@ -171,9 +177,9 @@ mod tests {
         let edf = load(
             "system: {cpus: 0}\npartitions:\n  - {name: p, kind: rt, cpus: 0, scheduler: edf, tasks: [{name: a, budget: 8800us, period: 10ms}]}\n",
         );
-        assert!(admit(&edf, CAP, FairServer::default()).is_ok());
+        assert!(admit(&edf, &machine(FairServer::default())).is_ok());
         let larger = FairServer::read([(150_000_000, 1_000_000_000)]);
-        let refusal = admit(&edf, CAP, larger).unwrap_err();
+        let refusal = admit(&edf, &machine(larger)).unwrap_err();
         assert!(
             refusal
                 .to_string()

@@ -163,7 +163,7 @@ impl ModeManager {
     /// Starts an agent per modal partition over the tasks in `ports` (every rt task,
     /// started by `crate::tasks` in the initial mode) and publishes the initial
     /// mode in their control blocks. The mode table is computed with `options`, the
-    /// ones admission used ([`crate::tasks::machine_options`]). Events are recorded in
+    /// ones admission used ([`crate::tasks::RtPartitions::machine_options`]). Events are recorded in
     /// `events` with times since `epoch_ns` (CLOCK_MONOTONIC).
     pub fn start(
         system: &System,

@@ -330,10 +330,9 @@ pub fn start(
             let ports = rt
                 .mode_ports()
                 .map_err(|e| RunError::reserve("mode agents", e))?;
-            let analysis =
-                crate::tasks::machine_options().map_err(|e| RunError::reserve("mode agents", e))?;
+            let analysis = rt.machine_options();
             let manager =
-                ModeManager::start(system, &analysis, ports, epoch_ns, mode_events.clone())
+                ModeManager::start(system, analysis, ports, epoch_ns, mode_events.clone())
                     .map_err(|e| RunError::io("mode agents", e))?;
             Some(manager)
         }

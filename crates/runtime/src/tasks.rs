@@ -110,6 +110,8 @@ impl RtError {
 struct Start<'a> {
     system: &'a System,
     report: &'a Report,
+    /// The machine's analysis options it was admitted with ([`machine_options`]).
+    machine: Options,
     hierarchy: &'a CpusetMount,
     plans: &'a [Exec],
 }
@@ -323,6 +325,8 @@ pub struct RtPartitions {
     /// run created it (the window supervisor may own it instead).
     instance: Option<Domain>,
     shield: Option<Shield>,
+    /// The machine's analysis options the system was admitted with.
+    machine: Options,
     /// v1 memory and pids cgroups of partitions with a memory or pids limit.
     limits: Vec<V1Limit>,
     /// Working directory of the task processes (of a restarted one too).
@@ -336,10 +340,10 @@ pub struct RtPartitions {
 
 /// The analysis options of this machine's kernel, as admission counts them: its
 /// SCHED_DEADLINE cap (`/proc/sys/kernel/sched_rt_*`) and its fair servers (debugfs; the
-/// kernel's defaults where they cannot be read, as under lockdown). Admission
-/// ([`admit_here`]) and the mode agents' table ([`crate::modes::ModeManager::start`])
-/// both take them from here.
-pub fn machine_options() -> Result<Options> {
+/// kernel's defaults where they cannot be read, as under lockdown). Read once per run by
+/// [`RtPartitions::start_confined`], which admits with them and keeps them for the mode
+/// agents' table ([`RtPartitions::machine_options`]).
+fn machine_options() -> Result<Options> {
     let cap = bulkhead_os::bandwidth::cap(Path::new(bulkhead_os::bandwidth::SYSCTL_DIR))?;
     let fair_server = FairServer::read(bulkhead_os::bandwidth::fair_servers(Path::new(
         bulkhead_os::bandwidth::FAIR_SERVER_DIR,
@@ -349,13 +353,6 @@ pub fn machine_options() -> Result<Options> {
         sensitivity: false,
         fair_server,
     })
-}
-
-/// Admits `system` as this machine's kernel will ([`machine_options`]).
-pub fn admit_here(system: &System) -> Result<Report> {
-    let options = machine_options()?;
-    admit(system, options.deadline_cap, options.fair_server)
-        .map_err(|r| RtError::Refused(Box::new(r)))
 }
 
 impl RtPartitions {
@@ -396,12 +393,14 @@ impl RtPartitions {
             }
         }
         let plans = task_programs(&system, &options.programs)?;
-        let report = admit_here(&system)?;
+        let machine = machine_options()?;
+        let report = admit(&system, &machine).map_err(|r| RtError::Refused(Box::new(r)))?;
         let hierarchy = cpuset::detect()?;
         let cpusets = Box::new(HostCpusets::new(&hierarchy));
         let start = Start {
             system: &system,
             report: &report,
+            machine,
             hierarchy: &hierarchy,
             plans: &plans,
         };
@@ -419,6 +418,7 @@ impl RtPartitions {
         let Start {
             system,
             report,
+            machine,
             hierarchy,
             plans,
         } = start;
@@ -431,6 +431,7 @@ impl RtPartitions {
             domains: Vec::new(),
             instance: None,
             shield: None,
+            machine,
             limits: Vec::new(),
             workdir: options.workdir.clone(),
             unattached: Vec::new(),
@@ -452,6 +453,12 @@ impl RtPartitions {
         rt.start_enforcers()?;
         rt.open_gates();
         Ok(rt)
+    }
+
+    /// The machine's analysis options the system was admitted with: the mode agents'
+    /// table ([`crate::modes::ModeManager::start`]) counts bandwidth as admission did.
+    pub fn machine_options(&self) -> &Options {
+        &self.machine
     }
 
     /// CLOCK_MONOTONIC time of every task's release 0, as [`Epoch`] fixed it.
@@ -1475,7 +1482,12 @@ partitions:
     /// domains are the first thing that fails there).
     fn start_on(fake: &Fake) -> Result<RtPartitions> {
         let system = bulkhead_model::load_str(CTL, "ctl.yaml").unwrap().system;
-        let report = admit(&system, (950_000, 1_000_000), FairServer::default()).unwrap();
+        let machine = Options {
+            deadline_cap: (950_000, 1_000_000),
+            sensitivity: false,
+            fair_server: FairServer::default(),
+        };
+        let report = admit(&system, &machine).unwrap();
         let options = RtOptions {
             instance: PathBuf::from("bulkhead-fake"),
             epoch: Epoch {
@@ -1491,6 +1503,7 @@ partitions:
         let start = Start {
             system: &system,
             report: &report,
+            machine,
             hierarchy: &CpusetMount::V1(PathBuf::from("/nonexistent-bulkhead-fake")),
             plans: &[],
         };
