@@ -62,10 +62,22 @@ fn main() {
         if let Some(y) = yield_ns {
             if cpu - since_yield >= y {
                 writeln!(file, "yield {}", now_ns()).unwrap();
-                bulkhead_client::completed().expect("completed");
+                complete();
                 writeln!(file, "resumed {}", now_ns()).unwrap();
                 since_yield = process_cpu_ns();
             }
         }
+    }
+}
+
+/// Signals completion and waits to be scheduled again; exits quietly when the
+/// supervisor hung up the channel (the run is over: it is being killed).
+fn complete() {
+    match bulkhead_client::completed() {
+        Ok(()) => {}
+        Err(bulkhead_client::Error::Io(e)) if e == libc::ECONNRESET || e == libc::EPIPE => {
+            std::process::exit(0)
+        }
+        Err(e) => panic!("completed: {e:?}"),
     }
 }
