@@ -59,10 +59,46 @@ pub struct Args {
     /// line can then pass for the supervisor's; docs/security.md)
     #[arg(long)]
     raw_output: bool,
+    /// Keep every CPU's wake-up latency at or under US microseconds while the run lasts
+    /// (the kernel's PM QoS request, as cyclictest holds it: idle CPUs poll instead of
+    /// sleeping), or `off` for no bound; needs root [default: 0; docs/runtime.md]
+    #[arg(long, value_name = "US", value_parser = cpu_latency)]
+    cpu_latency_us: Option<LatencyBound>,
 }
 
 /// SCHED_FIFO priority of the supervisor (below the kernel's threaded IRQs at 50).
 pub(crate) const REALTIME_PRIORITY: i32 = 40;
+
+/// `--cpu-latency-us`: a bound in microseconds, or none (`off`).
+#[derive(Debug, Clone, Copy)]
+struct LatencyBound(Option<u32>);
+
+fn cpu_latency(text: &str) -> Result<LatencyBound, String> {
+    match text {
+        "off" => Ok(LatencyBound(None)),
+        _ => text
+            .parse()
+            .map(|us| LatencyBound(Some(us)))
+            .map_err(|_| format!("`{text}` is not a number of microseconds or `off`")),
+    }
+}
+
+/// Requests the wake-up latency bound of `--cpu-latency-us` (0 when absent), held until
+/// the result is dropped. A failure is reported when the bound was asked for, or when it
+/// is not for lack of root (an unprivileged run of be partitions goes without).
+fn hold_cpu_latency(asked: Option<LatencyBound>) -> Option<bulkhead_os::cpu_latency::CpuLatency> {
+    let us = asked.map_or(Some(0), |b| b.0)?;
+    match bulkhead_os::cpu_latency::request(us) {
+        Ok(held) => Some(held),
+        Err(e) if asked.is_none() && e.kind() == std::io::ErrorKind::PermissionDenied => None,
+        Err(e) => {
+            crate::fail::warning_line(&format!(
+                "--cpu-latency-us: no wake-up latency bound ({e}); idle CPUs may sleep"
+            ));
+            None
+        }
+    }
+}
 
 /// A CPU list (`0`, `0-2,5`).
 fn cpu_list(text: &str) -> Result<bulkhead_model::CpuSet, String> {
@@ -137,6 +173,8 @@ pub fn run(args: Args) -> ExitCode {
     // (as root; else nothing changes).
     let _ = bulkhead_os::oom::shield_supervisor();
     let _janitor = crate::janitor::Janitor::start();
+    // Held until the run's own teardown is over; the kernel withdraws it at any exit.
+    let _latency = hold_cpu_latency(args.cpu_latency_us);
     match bulkhead_runtime::run(&system, &options) {
         Ok(outcome) => report(&outcome, &system, &solutions),
         Err(e) => run_failed(&e, &args.file),

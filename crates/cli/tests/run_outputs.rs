@@ -1,7 +1,8 @@
 //! `bulkhead run`'s output files (`--schedule-log`, `--trace`): a path that cannot be
 //! created is reported against its option before anything starts; a file that cannot be
 //! written (`/dev/full`, `/proc/version`) fails the run with exit 1 and a message naming
-//! the option. Observed from outside: exit code and message. Needs root (cgroups).
+//! the option. Observed from outside: exit code and message. Also the wake-up latency
+//! request the run holds (`--cpu-latency-us`). Needs root (cgroups).
 
 mod common;
 use common::{exclusive_cpus_lock, Scratch};
@@ -182,4 +183,42 @@ fn run_under_1200_descriptors(
         .unwrap();
     let pid = child.id();
     (child.wait_with_output().unwrap(), pid)
+}
+
+/// Whether process `pid` has the PM QoS device open (its wake-up latency request).
+fn holds_latency_request(pid: u32) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .any(|target| target == std::path::Path::new("/dev/cpu_dma_latency"))
+}
+
+/// `run` holds a wake-up latency request while it runs (`--cpu-latency-us`, 0 by
+/// default), none with `off`; a value that is not one is a usage error naming the flag.
+#[test]
+#[ignore = "needs root: cgroups"]
+fn the_run_holds_a_cpu_latency_request_unless_told_off() {
+    let _cpus = exclusive_cpus_lock();
+    let scratch = Scratch::new("run-latency");
+    let file = scratch.file("system.yaml");
+    std::fs::write(&file, WINDOWS).unwrap();
+    for (flags, held) in [(&[][..], true), (&["--cpu-latency-us", "off"][..], false)] {
+        let mut child = common::bulkhead()
+            .args(["run", file.to_str().unwrap(), "--timeout", "1500ms"])
+            .args(flags)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        let seen = holds_latency_request(child.id());
+        assert!(child.wait().unwrap().success(), "{flags:?}");
+        assert_eq!(seen, held, "{flags:?}");
+    }
+    let out = run(&scratch, WINDOWS, &["--cpu-latency-us", "soon"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--cpu-latency-us"), "{stderr}");
 }

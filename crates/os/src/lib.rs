@@ -30,6 +30,7 @@
 //!   [`harden`] (read-only host, hidden runtime directory, IPC and user namespaces),
 //!   [`oom`] (the OOM scores of the supervisor and of programs) and `pidns` (a pid
 //!   namespace under a minimal init);
+//! - [`cpu_latency`]: a bound on the CPUs' wake-up latency (PM QoS), held while a run lasts;
 //! - [`ipc`]: what a uid left in the host's System V IPC and shared directories;
 //! - [`name`]: the one rule for names bulkhead makes for the file system.
 //!
@@ -46,6 +47,7 @@
 pub mod bandwidth;
 pub mod cgroup;
 pub mod clock;
+pub mod cpu_latency;
 /// The exclusive cpusets, in [`cgroup`] with the rest of the cgroup files.
 pub use cgroup::cpuset;
 pub mod errno;
