@@ -92,7 +92,7 @@ fn hold_cpu_latency(asked: Option<LatencyBound>) -> Option<bulkhead_os::cpu_late
         Ok(held) => Some(held),
         Err(e) if asked.is_none() && e.kind() == std::io::ErrorKind::PermissionDenied => None,
         Err(e) => {
-            crate::fail::warning_line(&format!(
+            crate::fail::warning_line(format!(
                 "--cpu-latency-us: no wake-up latency bound ({e}); idle CPUs may sleep"
             ));
             None
