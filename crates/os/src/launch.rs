@@ -526,13 +526,22 @@ pub struct ChildMemory {
 }
 
 /// An mmap'd stack with a guard page below it: only the pages the child touches
-/// cost memory, and an overflow faults instead of corrupting the parent.
+/// cost memory, and an overflow faults instead of corrupting the parent. The guard is
+/// a guard region in the page tables (`MADV_GUARD_INSTALL`, Linux 6.13) where the
+/// kernel has them, so that the stacks stay mergeable into few mappings; else a
+/// `PROT_NONE` page, which splits each stack into two mappings of its own. Every
+/// exiting process walks its memory's mappings (`acct_collect`), and a held child
+/// shares the supervisor's: 10,000 stacks made 20,000 mappings walked by each of
+/// 10,000 dying children in a teardown.
 struct Stack {
     base: *mut libc::c_void,
     len: usize,
 }
 
 const PAGE: usize = 4096;
+
+/// `madvise` advice installing a guard region (Linux 6.13; not in the libc crate yet).
+const MADV_GUARD_INSTALL: libc::c_int = 102;
 
 impl Stack {
     fn new() -> io::Result<Stack> {
@@ -551,8 +560,10 @@ impl Stack {
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: the lowest page of our own mapping becomes the guard page.
-        if unsafe { libc::mprotect(base, PAGE, libc::PROT_NONE) } != 0 {
+        // SAFETY: the lowest page of our own mapping becomes the guard region.
+        let guarded = unsafe { libc::madvise(base, PAGE, MADV_GUARD_INSTALL) } == 0;
+        // SAFETY: else the lowest page of our own mapping becomes the guard page.
+        if !guarded && unsafe { libc::mprotect(base, PAGE, libc::PROT_NONE) } != 0 {
             let e = io::Error::last_os_error();
             // SAFETY: unmapping the mapping made above.
             unsafe { libc::munmap(base, len) };

@@ -322,6 +322,32 @@ impl Tree {
         }
     }
 
+    /// v1: kills every process of the instance while all of them stay frozen, then lets
+    /// them die at once. The instance's freezer cgroup is frozen first (a v1 cgroup
+    /// stays frozen while its parent is), every process cgroup's members are signalled
+    /// and its own state set to thawed, and the instance is thawed last. Killing one
+    /// process cgroup after the other (freeze, signal, thaw) let each die while the
+    /// supervisor still killed the next: with thousands of partitions it then had a
+    /// share of the CPUs among thousands of exiting processes. Falls back to
+    /// [`Tree::kill_each`] if the instance cannot be frozen. Frozen, nothing forks
+    /// while its cgroup is read.
+    pub(super) fn kill_under_frozen_instance(&mut self) {
+        let Some(instance) = self.dirs.first().cloned() else {
+            return;
+        };
+        if super::files::set_frozen(&instance, self.version, true).is_err() {
+            return self.kill_each();
+        }
+        for i in 0..self.processes.len() {
+            for pid in procs(&self.processes[i].dir) {
+                // `pid` is a member of a cgroup this supervisor owns.
+                let _ = crate::proc::kill(pid, crate::proc::SIGKILL);
+            }
+            let _ = self.set_frozen(Process(i), false);
+        }
+        let _ = super::files::set_frozen(&instance, self.version, false);
+    }
+
     pub(super) fn cgroups_left(&self) -> usize {
         self.created.len() + self.dirs.len()
     }

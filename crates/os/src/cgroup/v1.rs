@@ -133,12 +133,82 @@ impl CgroupManager for V1Cgroups {
     }
 
     fn kill_all(&mut self) {
-        self.tree.kill_each();
+        self.tree.kill_under_frozen_instance();
     }
 
     fn remove(&mut self) -> Result<()> {
         self.tree.remove()?;
         self.limits.clear();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// The processes of `p`, waited for until there are `n` (at most 5 s).
+    fn members(cgroups: &V1Cgroups, p: Process, n: usize) -> Vec<i32> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let pids = cgroups.pids(p);
+            if pids.len() == n || Instant::now() > deadline {
+                return pids;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// `kill_all` kills every process of the instance: in a frozen process cgroup, one
+    /// its member forked too, and in a thawed one; the instance can then be removed.
+    #[test]
+    #[ignore = "needs root: cgroup v1 freezer"]
+    fn kill_all_kills_the_members_of_frozen_and_thawed_process_cgroups() {
+        let Ok(hierarchy) = Hierarchy::detect() else {
+            return;
+        };
+        if hierarchy.version != Version::V1 {
+            return;
+        }
+        let name = format!("bulkhead-test-kill-all-{}", std::process::id());
+        let mut cgroups = V1Cgroups::create(&hierarchy, &name, Some("0")).unwrap();
+        let p = cgroups.add_partition("p", "0").unwrap();
+        let (forking, thawed) = (
+            cgroups.add_process(p, 0, true).unwrap(),
+            cgroups.add_process(p, 1, false).unwrap(),
+        );
+        let spawn = |script: &str| {
+            let mut c = Command::new("sh");
+            c.args(["-c", script]).stdin(Stdio::piped());
+            c.spawn().unwrap()
+        };
+        let mut parent = spawn("read x; sleep 100 & exec sleep 100");
+        let mut plain = spawn("exec sleep 100");
+        let join = |cg: Process, pid: u32| {
+            write_file(&procs_file(cgroups.tree.process_dir(cg)), &pid.to_string()).unwrap()
+        };
+        join(forking, parent.id());
+        join(thawed, plain.id());
+        cgroups.set_frozen(forking, false).unwrap();
+        cgroups.set_frozen(thawed, false).unwrap();
+        writeln!(parent.stdin.take().unwrap()).unwrap();
+        assert_eq!(
+            members(&cgroups, forking, 2).len(),
+            2,
+            "sh forked its sleep"
+        );
+        cgroups.set_frozen(forking, true).unwrap();
+        cgroups.kill_all();
+        let left = (members(&cgroups, forking, 0), members(&cgroups, thawed, 0));
+        let _ = (parent.wait(), plain.wait());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while cgroups.remove().is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(left, (vec![], vec![]), "every member was killed");
+        assert_eq!(cgroups.cgroups_left(), 0, "the instance was removed");
     }
 }
