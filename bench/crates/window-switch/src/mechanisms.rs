@@ -349,19 +349,48 @@ fn realtime() {
 
 /// The floor of the alternating case: the median CPU time lost per switch (µs, median
 /// of [`RUNS`] runs) when this program's own loop switches the same two spins with the
-/// mechanism and order `bulkhead run` uses for them (the v1 freezer where it is mounted,
-/// else v2; one CPU handed over, so the next is thawed first); with the mechanism's name.
+/// mechanism, order and placement `bulkhead run` uses for them (the v1 freezer where it
+/// is mounted, else v2; one CPU handed over, so the next is thawed first; the switcher
+/// on CPU 0, off the spins' CPU 1, where bulkhead starts its supervisor); with the
+/// mechanism's name.
 pub fn floor(spin: &str, work: u64) -> Option<(f64, &'static str)> {
     realtime();
     let m = match mounts().v1_freezer {
         Some(_) => Mechanism::V1,
         None => Mechanism::V2,
     };
+    let all = affinity();
+    set_affinity(&[0]);
     let losts: Vec<f64> = measure(spin, work, m, 2, true)
         .iter()
         .filter_map(|r| r.2)
         .collect();
+    set_affinity(&all);
     (!losts.is_empty()).then(|| (median(losts), m.name()))
+}
+
+/// The CPUs the calling thread may run on.
+fn affinity() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    // SAFETY: CPU_ISSET reads the set filled above, within CPU_SETSIZE.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+/// Moves the calling thread onto `cpus` (a failure leaves it where it is).
+fn set_affinity(cpus: &[usize]) {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        // SAFETY: CPU_SET writes inside `set` for c < CPU_SETSIZE (from CPU_ISSET or 0).
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
 }
 
 /// Measures every mechanism this host has; returns the JSON members.
