@@ -46,3 +46,26 @@ pub(crate) fn pin(system: &System, warnings: &mut Vec<String>) {
         }
     }
 }
+
+/// Without `demos_cpu` (DEmOS's `all`): moves the calling thread, the supervisor, onto
+/// the CPUs no window uses (`used`: those the windows use), if it may run on one, and
+/// then gives it all its CPUs back. It may still run on every CPU, but a SCHED_FIFO
+/// thread is woken on the CPU it last ran on (the kernel's `select_task_rq_rt` moves it
+/// only off a CPU a real-time task of its priority or higher holds), so it starts
+/// where no partition runs and stays there: woken on a partition's CPU, it preempts
+/// that partition at each switch, and all of the switch is taken from the
+/// partition's work (issue 36; docs/runtime.md).
+pub(crate) fn start_apart(system: &System, used: &CpuSet) {
+    if system.supervisor_cpus.is_some() {
+        return;
+    }
+    let own = bulkhead_os::sched::own_cpus();
+    let free: Vec<u32> = own.iter().copied().filter(|&c| !used.contains(c)).collect();
+    if free.is_empty() || free.len() == own.len() {
+        return;
+    }
+    // On failure the thread keeps its CPUs: no harm, and nothing to report.
+    if bulkhead_os::sched::set_affinity(0, free).is_ok() {
+        let _ = bulkhead_os::sched::set_affinity(0, own);
+    }
+}

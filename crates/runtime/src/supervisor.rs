@@ -503,6 +503,7 @@ fn run_windowed(
         c.follow_windows(&schedule);
     }
     crate::affinity::pin(system, &mut warnings);
+    crate::affinity::start_apart(system, &schedule_cpus(&schedule));
     let _realtime = options
         .realtime_priority
         .map(|p| enter_realtime(p, &mut warnings));
@@ -1205,12 +1206,18 @@ impl Supervisor {
         let window_ended = actions
             .iter()
             .any(|a| matches!(a, Action::WindowEnd { .. }));
-        // The instant's cgroup writes first, in the machine's order (a window's freezes
-        // before the next one's thaws), the bookkeeping after: the time between stopping
-        // one partition and resuming the next is taken from the work (issue 36).
-        for (k, action) in actions.iter().enumerate() {
-            let runs_on = matches!(action, Action::Freeze { process } if thawed_again(&actions[k + 1..], *process));
-            self.write(action, runs_on)?;
+        // The instant's cgroup writes first, the bookkeeping after: the time between
+        // stopping one partition and resuming the next is taken from the work (issue
+        // 36). The machine's order (a window's freezes before the next one's thaws),
+        // except that a handoff of one CPU thaws first ([`Self::hands_over_one_cpu`]).
+        let runs_on = |k: usize| matches!(&actions[k], Action::Freeze { process } if thawed_again(&actions[k + 1..], *process));
+        let mut order: Vec<usize> = (0..actions.len()).collect();
+        if self.hands_over_one_cpu(&actions, runs_on) {
+            // A stable sort: the thaws keep their order, each after its CPU change.
+            order.sort_by_key(|&k| matches!(actions[k], Action::Freeze { .. }));
+        }
+        for k in order {
+            self.write(&actions[k], runs_on(k))?;
         }
         for action in &actions {
             self.act(action, cause, window_ended, launch)?;
@@ -1218,6 +1225,37 @@ impl Supervisor {
         self.actions = actions;
         self.actions.clear();
         self.arm()
+    }
+
+    /// Whether `actions` (one instant's) freeze and thaw processes that all run on the
+    /// same single CPU, the freezes written (not `runs_on`, see [`Self::write`]): the
+    /// switch hands that CPU from the processes it stops to those it starts. Their
+    /// writes are then made thaws first: the thawed process waits on that CPU's run
+    /// queue behind the one still running (or preempts it) and takes the CPU the
+    /// moment the freeze stops the other, so the CPU is never idle in between (an idle
+    /// vCPU halts, and waking it costs a round trip through the host). On one CPU the
+    /// two never run at the same instant; a switch that involves other CPUs keeps the
+    /// machine's order, so that nothing of the next window runs on one CPU while the
+    /// last window still runs on another.
+    fn hands_over_one_cpu(&self, actions: &[Action], runs_on: impl Fn(usize) -> bool) -> bool {
+        // Per freeze written and per thaw (its grant follows it): `true` for a freeze,
+        // and the CPUs the process runs on.
+        let switched: Vec<(bool, Option<&CpuSet>)> = (actions.iter().enumerate())
+            .filter_map(|(k, action)| match action {
+                Action::Freeze { process } if !runs_on(k) => {
+                    Some((true, self.granted[*process].as_ref().map(|g| &g.cpus)))
+                }
+                Action::Grant(g) => Some((false, Some(&g.cpus))),
+                _ => None,
+            })
+            .collect();
+        let Some((_, Some(cpus))) = switched.first() else {
+            return false;
+        };
+        cpus.len() == 1
+            && switched.iter().all(|(_, c)| *c == Some(*cpus))
+            && switched.iter().any(|(freeze, _)| *freeze)
+            && switched.iter().any(|(freeze, _)| !*freeze)
     }
 
     /// The cgroup writes of `action`: thaws, freezes and CPU changes. `runs_on`: a
@@ -1586,10 +1624,13 @@ windows:
     }
 
     /// At each window's end its processes are frozen before the next window's are
-    /// thawed; a partition is given the CPUs of its slice before it is thawed on them;
-    /// at the stop (in a grant of `a1`) everything is killed, then removed.
+    /// thawed (`a1` on CPUs 0-1 before `b0` on CPU 1), except where a switch hands one
+    /// CPU from one process to another (`a0`'s budget ends on CPU 1 at 25 ms, `a1`
+    /// follows there): then the next is thawed first. A partition is given the CPUs
+    /// of its slice before it is thawed on them; at the stop (in a grant of `a1`)
+    /// everything is killed, then removed.
     #[test]
-    fn windows_freeze_before_they_thaw_and_cpus_change_before_the_thaw() {
+    fn windows_freeze_before_they_thaw_unless_one_cpu_is_handed_over() {
         let (system, fake) = (system(), Fake::default());
         let (run, r) = started(&system, &fake);
         r.unwrap();
@@ -1608,8 +1649,8 @@ windows:
                 cpus: "1".into(),
             },
             thaw(0),
-            freeze(0),
             thaw(1),
+            freeze(0),
             Call::KillAll,
             Call::Remove,
         ];

@@ -282,6 +282,10 @@ fn alternate_runs(bulkhead: &str, spin: &str, work: u64, demos: bool) -> String 
         entry += &format!(",{json},\"gap_ratio_to_demos\":{lost},\"ratio_to_demos\":{wall}");
     }
     println!();
+    if let Some((floor, name)) = mechanisms::floor(spin, work) {
+        println!("  floor: the same spins switched by this bench's own loop with bulkhead's mechanism ({name} freezer, the next thawed first, the switcher on CPU 0): {floor:.2} us lost per switch");
+        entry += &format!(",\"floor_gap_median_us\":{floor:.3},\"floor_mechanism\":\"{name}\"");
+    }
     entry + "}"
 }
 

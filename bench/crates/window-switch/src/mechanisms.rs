@@ -3,7 +3,10 @@
 //! bulkhead's supervisor, when it may) wakes every W ms from an absolute timerfd and
 //! switches spins pinned to CPU 1 with one mechanism:
 //!
-//! - `v1`: the v1 freezer (`freezer.state` FROZEN / THAWED), in the freezer hierarchy;
+//! - `v1`: the v1 freezer (`freezer.state` FROZEN / THAWED), in the freezer hierarchy,
+//!   beside an empty cgroup kept frozen meanwhile as bulkhead keeps one (its instance's
+//!   `anchor`): the kernel's count of frozen v1 cgroups then never falls to 0, whose
+//!   every crossing patches the kernel's code (`freezer_active`, about 200 µs);
 //! - `v2`: the v2 `cgroup.freeze` (1 / 0), in the cgroup2 hierarchy (on a hybrid host
 //!   its `unified` mount);
 //! - `sigstop`: SIGSTOP / SIGCONT to the process;
@@ -309,6 +312,7 @@ fn measure(spin: &str, work: u64, m: Mechanism, spins: usize, resume_first: bool
                     target(spin, &args, work, m, &mounts, &scratch)
                 })
                 .collect();
+            let _anchor = (m == Mechanism::V1).then(|| anchor(&mounts, run));
             let (t, spent, out) = switch(targets, resume_first)?;
             let switches = t / (WINDOW_MS as f64 * 1e6);
             let (lost, _) = switch_losses(&out, WINDOW_MS * 1_000_000);
@@ -323,11 +327,70 @@ fn measure(spin: &str, work: u64, m: Mechanism, spins: usize, resume_first: bool
         .collect()
 }
 
-/// Raises this thread to SCHED_FIFO 40 as bulkhead's supervisor does (if allowed).
+/// An empty v1 freezer cgroup, frozen until dropped (see the module's `v1`).
+fn anchor(mounts: &Mounts, run: usize) -> Group {
+    let base = mounts.v1_freezer.as_ref().expect("mounted");
+    let name = format!("bulkhead-bench-switch-{}-{run}-anchor", std::process::id());
+    let g = Group::new(base, &name);
+    g.write("freezer.state", "FROZEN");
+    g
+}
+
+/// Raises this thread to SCHED_FIFO 40 with SCHED_RESET_ON_FORK as bulkhead's
+/// supervisor does (if allowed): the spins it starts keep the normal policy, as
+/// bulkhead's processes do (without it they ran at FIFO 40 too, so that a thawed spin
+/// could not preempt the running one).
 fn realtime() {
     let param = libc::sched_param { sched_priority: 40 };
+    let policy = libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK;
     // SAFETY: setting the calling thread's policy with a valid parameter.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    unsafe { libc::sched_setscheduler(0, policy, &param) };
+}
+
+/// The floor of the alternating case: the median CPU time lost per switch (µs, median
+/// of [`RUNS`] runs) when this program's own loop switches the same two spins with the
+/// mechanism, order and placement `bulkhead run` uses for them (the v1 freezer where it
+/// is mounted, else v2; one CPU handed over, so the next is thawed first; the switcher
+/// on CPU 0, off the spins' CPU 1, where bulkhead starts its supervisor); with the
+/// mechanism's name.
+pub fn floor(spin: &str, work: u64) -> Option<(f64, &'static str)> {
+    realtime();
+    let m = match mounts().v1_freezer {
+        Some(_) => Mechanism::V1,
+        None => Mechanism::V2,
+    };
+    let all = affinity();
+    set_affinity(&[0]);
+    let losts: Vec<f64> = measure(spin, work, m, 2, true)
+        .iter()
+        .filter_map(|r| r.2)
+        .collect();
+    set_affinity(&all);
+    (!losts.is_empty()).then(|| (median(losts), m.name()))
+}
+
+/// The CPUs the calling thread may run on.
+fn affinity() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    // SAFETY: CPU_ISSET reads the set filled above, within CPU_SETSIZE.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+/// Moves the calling thread onto `cpus` (a failure leaves it where it is).
+fn set_affinity(cpus: &[usize]) {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        // SAFETY: CPU_SET writes inside `set` for c < CPU_SETSIZE (from CPU_ISSET or 0).
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
 }
 
 /// Measures every mechanism this host has; returns the JSON members.
