@@ -7,7 +7,8 @@
 //! reservation fits).
 
 pub use bulkhead_analysis::shared::FairServer;
-use bulkhead_analysis::system::{analyze_system_with, Options, Report};
+pub use bulkhead_analysis::system::Options;
+use bulkhead_analysis::system::{analyze_system_with, Report};
 use bulkhead_model::System;
 use std::fmt;
 

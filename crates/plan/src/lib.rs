@@ -20,7 +20,7 @@ pub mod placement;
 pub mod programs;
 pub mod scope;
 
-pub use admission::{admit, FairServer, Refusal};
+pub use admission::{admit, FairServer, Options, Refusal};
 pub use bulkhead_analysis::system::Placement;
 pub use cgroups::{CgroupVersion, Unplaceable};
 pub use placement::Placements;

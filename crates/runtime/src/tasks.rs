@@ -341,8 +341,8 @@ pub struct RtPartitions {
 /// The analysis options of this machine's kernel, as admission counts them: its
 /// SCHED_DEADLINE cap (`/proc/sys/kernel/sched_rt_*`) and its fair servers (debugfs; the
 /// kernel's defaults where they cannot be read, as under lockdown). Read once per run by
-/// [`RtPartitions::start_confined`], which admits with them and keeps them for the mode
-/// agents' table ([`RtPartitions::machine_options`]).
+/// [`admit_here`]: [`RtPartitions::start_confined`] admits with them and keeps them for
+/// the mode agents' table ([`RtPartitions::machine_options`]).
 fn machine_options() -> Result<Options> {
     let cap = bulkhead_os::bandwidth::cap(Path::new(bulkhead_os::bandwidth::SYSCTL_DIR))?;
     let fair_server = FairServer::read(bulkhead_os::bandwidth::fair_servers(Path::new(
@@ -353,6 +353,14 @@ fn machine_options() -> Result<Options> {
         sensitivity: false,
         fair_server,
     })
+}
+
+/// Admits `system` as this machine's kernel will ([`machine_options`]): its report and
+/// the options it was admitted with.
+pub fn admit_here(system: &System) -> Result<(Report, Options)> {
+    let machine = machine_options()?;
+    let report = admit(system, &machine).map_err(|r| RtError::Refused(Box::new(r)))?;
+    Ok((report, machine))
 }
 
 impl RtPartitions {
@@ -393,8 +401,7 @@ impl RtPartitions {
             }
         }
         let plans = task_programs(&system, &options.programs)?;
-        let machine = machine_options()?;
-        let report = admit(&system, &machine).map_err(|r| RtError::Refused(Box::new(r)))?;
+        let (report, machine) = admit_here(&system)?;
         let hierarchy = cpuset::detect()?;
         let cpusets = Box::new(HostCpusets::new(&hierarchy));
         let start = Start {

@@ -147,7 +147,7 @@ fn main() {
         .to_path_buf();
     let system = quest_system(&bin.join("bulkhead-periodic"), &scheduler, o.reclaim);
     let report = match bulkhead_runtime::tasks::admit_here(&system) {
-        Ok(r) => r,
+        Ok((r, _)) => r,
         Err(e) => {
             println!("{{\"error\": {e:?}}}");
             std::process::exit(1);
