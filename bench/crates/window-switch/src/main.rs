@@ -21,6 +21,13 @@
 //! ([`switch_losses`]), medians of [`ALTERNATE_RUNS`] runs, bulkhead's and DEmOS's
 //! interleaved.
 //!
+//! Every side runs with the same wake-up latency bound: the bench holds the PM QoS
+//! request that `bulkhead run` holds by default (0 µs, `bulkhead_os::cpu_latency`) for
+//! its whole length, so DEmOS and the bare mechanisms get the polling idle CPUs that
+//! bulkhead gets, and the ratio compares schedulers, not platform settings. With
+//! `BULKHEAD_BENCH_CPU_LATENCY=off` no side has it (`bulkhead run` is then given
+//! `--cpu-latency-us off`).
+//!
 //! Usage: bulkhead-bench-window-switch BULKHEAD SPIN [--power | --alternate | --mechanisms]
 //! (`--alternate`, `--mechanisms`: that part alone). Last line: one JSON object.
 
@@ -114,6 +121,38 @@ pub(crate) fn under(program: &str, args: &[&str]) -> Option<f64> {
     Some(spin_ns(&out.stdout)).filter(|t| t.is_finite())
 }
 
+/// The PM QoS wake-up latency request of every side (0 µs), unless
+/// `BULKHEAD_BENCH_CPU_LATENCY=off`; said on stdout either way.
+fn hold_cpu_latency() -> Option<bulkhead_os::cpu_latency::CpuLatency> {
+    if no_latency_bound() {
+        println!("CPU wake-up latency: no bound (BULKHEAD_BENCH_CPU_LATENCY=off)");
+        return None;
+    }
+    match bulkhead_os::cpu_latency::request(0) {
+        Ok(held) => {
+            println!("CPU wake-up latency: bound to 0 us for every side (PM QoS)");
+            Some(held)
+        }
+        Err(e) => {
+            println!("CPU wake-up latency: no bound ({e})");
+            None
+        }
+    }
+}
+
+fn no_latency_bound() -> bool {
+    std::env::var("BULKHEAD_BENCH_CPU_LATENCY").is_ok_and(|v| v == "off")
+}
+
+/// `bulkhead run CFG`, without its own latency request when no side has one.
+fn run_args(cfg: &str) -> Vec<&str> {
+    let mut args = vec!["run", cfg];
+    if no_latency_bound() {
+        args.extend(["--cpu-latency-us", "off"]);
+    }
+    args
+}
+
 /// The work (million iterations) that takes about 300 ms pinned alone.
 fn calibrate(spin: &str) -> u64 {
     let probe = baseline(spin, 20);
@@ -139,6 +178,7 @@ fn main() {
             .to_string()
     };
     let (bulkhead, spin) = (&absolute(&args[1]), &absolute(&args[2]));
+    let _latency = hold_cpu_latency();
     let work = calibrate(spin);
     if args.get(3).is_some_and(|a| a == "--power") {
         return power::main(bulkhead, spin, work);
@@ -178,7 +218,7 @@ fn main() {
         let ours: Vec<f64> = (0..RUNS)
             .filter_map(|_| {
                 let base = baseline(spin, work);
-                under(bulkhead, &["run", cfg]).map(|t| per_switch(t, base))
+                under(bulkhead, &run_args(cfg)).map(|t| per_switch(t, base))
             })
             .collect();
         if ours.is_empty() {
@@ -257,7 +297,7 @@ fn alternate_runs(bulkhead: &str, spin: &str, work: u64, demos: bool) -> String 
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..ALTERNATE_RUNS {
         let base = baseline_of(&[spin, "--gaps", "base", &work.to_string()]);
-        ours.extend(alternate_once(bulkhead, &["run", cfg], base));
+        ours.extend(alternate_once(bulkhead, &run_args(cfg), base));
         if demos {
             theirs.extend(alternate_once("demos-sched", &["-c", cfg], base));
         }
