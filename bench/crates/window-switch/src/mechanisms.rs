@@ -336,15 +336,12 @@ fn anchor(mounts: &Mounts, run: usize) -> Group {
     g
 }
 
-/// Raises this thread to SCHED_FIFO 40 with SCHED_RESET_ON_FORK as bulkhead's
-/// supervisor does (if allowed): the spins it starts keep the normal policy, as
-/// bulkhead's processes do (without it they ran at FIFO 40 too, so that a thawed spin
-/// could not preempt the running one).
-fn realtime() {
-    let param = libc::sched_param { sched_priority: 40 };
-    let policy = libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK;
-    // SAFETY: setting the calling thread's policy with a valid parameter.
-    unsafe { libc::sched_setscheduler(0, policy, &param) };
+/// This thread under SCHED_FIFO 40 with SCHED_RESET_ON_FORK, as bulkhead's supervisor
+/// runs (if allowed), until dropped: the spins it starts keep the normal policy, as
+/// bulkhead's processes do (without the reset they ran at FIFO 40 too, so that a thawed
+/// spin could not preempt the running one).
+fn realtime() -> Option<bulkhead_os::sched::Realtime> {
+    bulkhead_os::sched::Realtime::enter(40).ok()
 }
 
 /// The floor of the alternating case: the median CPU time lost per switch (µs, median
@@ -354,48 +351,25 @@ fn realtime() {
 /// on CPU 0, off the spins' CPU 1, where bulkhead starts its supervisor); with the
 /// mechanism's name.
 pub fn floor(spin: &str, work: u64) -> Option<(f64, &'static str)> {
-    realtime();
+    let _realtime = realtime();
     let m = match mounts().v1_freezer {
         Some(_) => Mechanism::V1,
         None => Mechanism::V2,
     };
-    let all = affinity();
-    set_affinity(&[0]);
+    let all = bulkhead_os::sched::own_cpus();
+    // On failure the switcher stays where it is (the floor is then taken from there).
+    let _ = bulkhead_os::sched::set_affinity(0, [0]);
     let losts: Vec<f64> = measure(spin, work, m, 2, true)
         .iter()
         .filter_map(|r| r.2)
         .collect();
-    set_affinity(&all);
+    let _ = bulkhead_os::sched::set_affinity(0, all);
     (!losts.is_empty()).then(|| (median(losts), m.name()))
-}
-
-/// The CPUs the calling thread may run on.
-fn affinity() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid cpu_set_t of the size passed.
-    unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
-    // SAFETY: CPU_ISSET reads the set filled above, within CPU_SETSIZE.
-    (0..libc::CPU_SETSIZE as usize)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect()
-}
-
-/// Moves the calling thread onto `cpus` (a failure leaves it where it is).
-fn set_affinity(cpus: &[usize]) {
-    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cpus {
-        // SAFETY: CPU_SET writes inside `set` for c < CPU_SETSIZE (from CPU_ISSET or 0).
-        unsafe { libc::CPU_SET(c, &mut set) };
-    }
-    // SAFETY: `set` is a valid cpu_set_t of the size passed.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
 }
 
 /// Measures every mechanism this host has; returns the JSON members.
 pub fn main(spin: &str, work: u64) -> Vec<String> {
-    realtime();
+    let _realtime = realtime();
     let m = mounts();
     let mut available = vec![Mechanism::None, Mechanism::Sigstop];
     if m.v1_freezer.is_some() {
