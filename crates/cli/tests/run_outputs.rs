@@ -185,16 +185,6 @@ fn run_under_1200_descriptors(
     (child.wait_with_output().unwrap(), pid)
 }
 
-/// Whether process `pid` has the PM QoS device open (its wake-up latency request).
-fn holds_latency_request(pid: u32) -> bool {
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return false;
-    };
-    fds.flatten()
-        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-        .any(|target| target == std::path::Path::new("/dev/cpu_dma_latency"))
-}
-
 /// `run` holds a wake-up latency request while it runs (`--cpu-latency-us`, 0 by
 /// default), none with `off`; a value that is not one is a usage error naming the flag.
 #[test]
@@ -213,7 +203,7 @@ fn the_run_holds_a_cpu_latency_request_unless_told_off() {
             .spawn()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(700));
-        let seen = holds_latency_request(child.id());
+        let seen = bulkhead_os::cpu_latency::held_by(child.id());
         assert!(child.wait().unwrap().success(), "{flags:?}");
         assert_eq!(seen, held, "{flags:?}");
     }

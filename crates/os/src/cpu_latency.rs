@@ -32,6 +32,16 @@ pub fn request(us: u32) -> std::io::Result<CpuLatency> {
     Ok(CpuLatency { _file: file })
 }
 
+/// Whether process `pid` holds a request (has the device open).
+pub fn held_by(pid: u32) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .any(|target| target == std::path::Path::new(DEVICE))
+}
+
 /// The bound in force now, in microseconds (the smallest request of all processes;
 /// the kernel's "no bound" is 2,000,000,000).
 pub fn current() -> std::io::Result<u32> {
@@ -46,16 +56,9 @@ mod tests {
 
     /// Whether a process has the device open (cyclictest of another test holds 0).
     fn held_elsewhere() -> bool {
-        let links = std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|p| std::fs::read_dir(p.path().join("fd")).ok())
-            .flatten()
-            .flatten();
-        links
-            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-            .any(|target| target == std::path::Path::new(DEVICE))
+        let pids = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+        pids.filter_map(|p| p.file_name().to_str()?.parse().ok())
+            .any(held_by)
     }
 
     /// The request is in force while held and withdrawn when dropped.
