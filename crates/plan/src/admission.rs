@@ -141,9 +141,8 @@ mod tests {
     /// A machine with the kernel's default cap and `fair_server`.
     fn machine(fair_server: FairServer) -> Options {
         Options {
-            deadline_cap: (950_000, 1_000_000),
-            sensitivity: false,
             fair_server,
+            ..Options::default()
         }
     }
 

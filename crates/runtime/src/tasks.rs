@@ -1489,11 +1489,7 @@ partitions:
     /// domains are the first thing that fails there).
     fn start_on(fake: &Fake) -> Result<RtPartitions> {
         let system = bulkhead_model::load_str(CTL, "ctl.yaml").unwrap().system;
-        let machine = Options {
-            deadline_cap: (950_000, 1_000_000),
-            sensitivity: false,
-            fair_server: FairServer::default(),
-        };
+        let machine = Options::default();
         let report = admit(&system, &machine).unwrap();
         let options = RtOptions {
             instance: PathBuf::from("bulkhead-fake"),

@@ -7,7 +7,7 @@
 
 use bulkhead_os::cpuset;
 use bulkhead_os::sched::{self, Policy};
-use bulkhead_plan::{admit, FairServer, Options};
+use bulkhead_plan::{admit, Options};
 use bulkhead_plan::{Host, Programs};
 use bulkhead_runtime::tasks::{Epoch, RtOptions, RtPartitions};
 use bulkhead_trace::{Event, EventKind};
@@ -22,15 +22,6 @@ fn system(yaml: &str) -> bulkhead_model::System {
         .system
 }
 
-/// The kernel's default cap and fair server.
-fn default_machine() -> Options {
-    Options {
-        deadline_cap: (950_000, 1_000_000),
-        sensitivity: false,
-        fair_server: FairServer::default(),
-    }
-}
-
 #[test]
 fn an_overloaded_partition_is_refused_naming_the_task_and_test() {
     let fp = system(
@@ -38,14 +29,14 @@ fn an_overloaded_partition_is_refused_naming_the_task_and_test() {
          \x20     - {name: fast, cmd: x, budget: 6ms, period: 10ms}\n\
          \x20     - {name: slow, cmd: x, budget: 9ms, period: 20ms}\n",
     );
-    let e = admit(&fp, &default_machine()).unwrap_err().to_string();
+    let e = admit(&fp, &Options::default()).unwrap_err().to_string();
     assert!(e.contains("`slow`") && e.contains("rta"), "{e}");
     let edf = system(
         "system: {cpus: 0-1}\npartitions:\n  - name: ctl\n    kind: rt\n    cpus: 0\n    scheduler: edf\n    tasks:\n\
          \x20     - {name: a, cmd: x, budget: 6ms, period: 10ms}\n\
          \x20     - {name: b, cmd: x, budget: 5ms, period: 10ms}\n",
     );
-    let e = admit(&edf, &default_machine()).unwrap_err().to_string();
+    let e = admit(&edf, &Options::default()).unwrap_err().to_string();
     assert!(e.contains("admission refused") && e.contains("ctl"), "{e}");
 }
 
