@@ -1,7 +1,8 @@
 //! Partition identities: `user:` names an account of this machine or a uid, and
 //! `system.user_range` the uids bulkhead allocates to partitions without one. Accounts
-//! are a fact of the machine the description is checked on (read with `getpwnam_r`).
+//! are a fact of the machine the description is checked on (read through the C library's name service, `getpwnam_r`).
 
+use nix::unistd::{Gid, Group, Uid, User};
 use std::ffi::CString;
 
 /// `(uid_t)-1`: `setuid` reads it as "leave unchanged", so it is never an identity.
@@ -20,6 +21,11 @@ pub enum UserError {
     },
     #[error("no user `{0}` on this machine")]
     Unknown(String),
+    #[error("user `{user}`: the account lookup failed: {errno}")]
+    Lookup {
+        user: String,
+        errno: nix::errno::Errno,
+    },
     #[error("`{0}` is not a uid range FIRST-LAST (e.g. 61184-65519)")]
     NotARange(String),
     #[error("`{0}`: FIRST must be at least 1 and at most LAST, LAST below {max}", max = NO_UID)]
@@ -34,23 +40,21 @@ pub fn resolve(user: &str) -> Result<(u32, u32), UserError> {
         return Err(UserError::NoChange);
     }
     let entry = match numeric {
-        Some(uid) => lookup(|pw, buf, len, out| {
-            // SAFETY: valid out-pointers and a buffer of `len` bytes.
-            unsafe { libc::getpwuid_r(uid, pw, buf, len, out) }
-        }),
+        Some(uid) => User::from_uid(Uid::from_raw(uid)),
         None => {
-            let name = CString::new(user).map_err(|source| UserError::Nul {
+            CString::new(user).map_err(|source| UserError::Nul {
                 user: user.into(),
                 source,
             })?;
-            lookup(|pw, buf, len, out| {
-                // SAFETY: as above; `name` is NUL-terminated.
-                unsafe { libc::getpwnam_r(name.as_ptr(), pw, buf, len, out) }
-            })
+            User::from_name(user)
         }
-    };
+    }
+    .map_err(|errno| UserError::Lookup {
+        user: user.into(),
+        errno,
+    })?;
     match (entry, numeric) {
-        (Some(ids), _) => Ok(ids),
+        (Some(account), _) => Ok((account.uid.as_raw(), account.gid.as_raw())),
         (None, Some(uid)) => Ok((uid, uid)),
         (None, None) => Err(UserError::Unknown(user.into())),
     }
@@ -61,19 +65,13 @@ pub fn check(user: &str) -> Result<(), UserError> {
     resolve(user).map(|_| ())
 }
 
-/// Whether `uid` names an account or `gid` a group of this machine.
+/// Whether `uid` names an account or a group of this machine. A lookup that fails
+/// (the name service did not answer) counts as taken: bulkhead never hands out a uid
+/// it could not check.
 pub fn is_taken(uid: u32) -> bool {
-    let account = lookup(|pw, buf, len, out| {
-        // SAFETY: valid out-pointers and a buffer of `len` bytes.
-        unsafe { libc::getpwuid_r(uid, pw, buf, len, out) }
-    });
-    // SAFETY: group is plain data; getgrgid_r fills it and points `out` at it on success.
-    let mut gr: libc::group = unsafe { std::mem::zeroed() };
-    let mut buf = vec![0 as libc::c_char; 64 * 1024];
-    let mut out: *mut libc::group = std::ptr::null_mut();
-    // SAFETY: valid out-pointers and a buffer of `buf.len()` bytes.
-    let r = unsafe { libc::getgrgid_r(uid, &mut gr, buf.as_mut_ptr(), buf.len(), &mut out) };
-    account.is_some() || (r == 0 && !out.is_null())
+    let account = User::from_uid(Uid::from_raw(uid)).map(|a| a.is_some());
+    let group = Group::from_gid(Gid::from_raw(uid)).map(|g| g.is_some());
+    account.unwrap_or(true) || group.unwrap_or(true)
 }
 
 /// `FIRST-LAST` (both included): a range of uids for partitions without `user:`.
@@ -88,17 +86,6 @@ pub fn range(text: &str) -> Result<(u32, u32), UserError> {
         return Err(UserError::BadRange(text.into()));
     }
     Ok((a, b))
-}
-
-fn lookup(
-    get: impl Fn(*mut libc::passwd, *mut libc::c_char, usize, *mut *mut libc::passwd) -> i32,
-) -> Option<(u32, u32)> {
-    // SAFETY: passwd is plain data; getpw*_r fills it and points `out` at it on success.
-    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    let mut out: *mut libc::passwd = std::ptr::null_mut();
-    let r = get(&mut pw, buf.as_mut_ptr(), buf.len(), &mut out);
-    (r == 0 && !out.is_null()).then_some((pw.pw_uid, pw.pw_gid))
 }
 
 #[cfg(test)]
@@ -134,5 +121,19 @@ mod tests {
             "`1-4294967295`: FIRST must be at least 1 and at most LAST, LAST below 4294967295"
         );
         assert!(is_taken(0));
+        assert!(!is_taken(4_000_000));
+    }
+
+    /// A gid with a group but no account of the same number is taken too.
+    #[test]
+    fn a_group_alone_takes_its_number() {
+        let groups = std::fs::read_to_string("/etc/group").unwrap_or_default();
+        let group_only = groups
+            .lines()
+            .filter_map(|l| l.split(':').nth(2)?.parse::<u32>().ok())
+            .find(|&gid| User::from_uid(Uid::from_raw(gid)) == Ok(None));
+        if let Some(gid) = group_only {
+            assert!(is_taken(gid), "group {gid}");
+        }
     }
 }
