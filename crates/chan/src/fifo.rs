@@ -43,6 +43,18 @@
 //! wait. No message is held back (the wait is only on an empty ring, once per batch).
 //! Only timing changes: the reader's loads and their orderings are as above.
 //!
+//! **Prefetching a lone message's slot.** Each message reaches a polling reader in two
+//! cache-line transfers one after the other: the writer's index line, whose new value it
+//! waits for, then the slot's line, which it loads only once the index showed the
+//! message. While reads bring one message each (the wait is [`SLIP_MIN`]: a round trip,
+//! not a stream), [`Consumer::awaited_slot`] names the slot of the next message after
+//! each empty read, and the reader's endpoint prefetches that line as it polls: the
+//! writer's store to the slot takes the line, the next prefetch fetches it back with the
+//! message in it, and the index store that follows finds the slot's line already on its
+//! way. A prefetch is a hint, not a load: it reads nothing the algorithm uses and cannot
+//! fault, so the orderings above are unchanged. A streaming writer's reader (longer
+//! waits) does not prefetch: the line it would pull is the one the writer is filling.
+//!
 //! Blocking spins `spin` times, then sleeps on the futex of the peer's `seq`
 //! word. No wake-up is lost: the sleeper sets its own `waiting` flag, issues a
 //! SeqCst fence, re-reads the peer's word and sleeps only while that word still
@@ -579,6 +591,16 @@ impl Consumer {
         }
     }
 
+    /// The slot of the next message when the last [`Self::try_acquire`] found the ring
+    /// empty while reads bring one message each (its wait, if one was due, done): the
+    /// caller may prefetch that slot's line while it polls (module doc: prefetching a lone
+    /// message's slot). `None` in the overwriting mode and while reads bring batches.
+    #[inline]
+    pub fn awaited_slot(&self) -> Option<usize> {
+        let lone = self.slip == 0 && self.slip_len == SLIP_MIN && self.overwrite.is_none();
+        lone.then(|| self.ends.slot(self.tail))
+    }
+
     /// Like [`Self::try_acquire`] but waits for a message: spins, then sleeps.
     pub fn acquire(&mut self, deadline: Option<Instant>) -> Result<usize, RecvError> {
         self.acquire_with(|word, value| {
@@ -649,6 +671,37 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::VecDeque;
+
+    /// A reader taking messages one by one names the slot the next message will be
+    /// written to (module doc: prefetching a lone message's slot), across laps of the
+    /// indices; once its reads bring batches, it names none.
+    #[test]
+    fn awaited_slot_is_the_next_write_while_messages_come_one_by_one() {
+        let depth = 3;
+        let (w, r) = (Side::new(), Side::new());
+        // SAFETY: both sides live until the end of the test, written only by these.
+        let mut p = unsafe { Producer::new(&w, &r, depth) }.unwrap();
+        // SAFETY: as above.
+        let mut c = unsafe { Consumer::new(&r, &w, depth) }.unwrap();
+        for _ in 0..4 * depth {
+            p.try_reserve().unwrap();
+            p.commit();
+            c.try_acquire().unwrap();
+            c.release();
+            assert_eq!(c.try_acquire(), Err(RecvError::Empty));
+            assert_eq!(c.awaited_slot(), p.try_reserve().ok());
+        }
+        for _ in 0..2 {
+            p.try_reserve().unwrap();
+            p.commit();
+        }
+        for _ in 0..2 {
+            c.try_acquire().unwrap();
+            c.release();
+        }
+        assert_eq!(c.try_acquire(), Err(RecvError::Empty));
+        assert_eq!(c.awaited_slot(), None, "a batch came: the writer streams");
+    }
 
     proptest! {
         /// The cached indices (module doc) under wrap-around: a writer and a reader
