@@ -36,6 +36,17 @@ fn state(pid: u64) -> char {
     after.chars().next().unwrap()
 }
 
+/// Whether `pid` is stopped within a second: a task parked from its sleep between jobs
+/// takes its SIGSTOP after its agent acknowledged, when it next runs as a SCHED_OTHER
+/// task (docs/modes.md, A park that does not need the task to run).
+fn stopped_soon(pid: u64) -> bool {
+    let end = std::time::Instant::now() + Duration::from_secs(1);
+    while state(pid) != 'T' && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    state(pid) == 'T'
+}
+
 fn switch(socket: &Path, mode: &str) -> Value {
     let out = ctl_ok(socket, &["mode", mode, "--json"]);
     serde_json::from_slice::<Value>(&out.stdout).unwrap()["mode"].clone()
@@ -217,7 +228,7 @@ fn ctl_mode_switches_a_running_system_as_sim_does() {
         replies[1].contains("\"id\":1") && replies[1].contains("\"ok\":true"),
         "{replies:?}"
     );
-    assert_eq!(state(y), 'T');
+    assert!(stopped_soon(y));
     assert!(common::chrt(y as u32).contains("SCHED_OTHER"));
     assert!(common::chrt(z as u32).contains("100000/2000000/2000000"));
     let s = status(&socket);
@@ -320,7 +331,7 @@ fn the_example_runs_and_switches_through_every_policy() {
         std::thread::sleep(Duration::from_millis(120));
     }
     assert_eq!(status(&socket)["mode"], "parking");
-    assert_eq!(state(cruise), 'T');
+    assert!(stopped_soon(cruise));
     assert!(common::chrt(acc as u32).contains("SCHED_OTHER"));
     assert!(common::chrt(map).contains("5000000/100000000/100000000"));
 
