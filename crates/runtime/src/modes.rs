@@ -900,7 +900,7 @@ impl ParkFreezers {
         let count = pids.len();
         let mounts = bulkhead_os::cgroup::Mounts::read().ok()?;
         let root = mounts.v1("freezer")?.to_path_buf();
-        let dir = root.join(format!("bulkhead-park-{}-{member}", std::process::id()));
+        let dir = root.join(park_cgroup_name(&crate::leftovers::instance_name(), member));
         std::fs::create_dir(&dir).ok()?;
         let mut made = ParkFreezers {
             root,
@@ -976,6 +976,13 @@ impl ParkFreezers {
         }
         let _ = std::fs::remove_dir(&self.dir);
     }
+}
+
+/// The name of agent `member`'s park cgroups' directory in run `instance`: named as an
+/// instance, so that a supervisor killed mid-run leaves a cgroup that `bulkhead clean`
+/// and the next run's start recognise ([`crate::leftovers`]).
+pub(crate) fn park_cgroup_name(instance: &str, member: usize) -> String {
+    format!("{instance}-park-{member}")
 }
 
 /// How long [`wait_stopped`] asks again at once (yielding the CPU between two looks)
