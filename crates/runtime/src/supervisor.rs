@@ -1210,14 +1210,17 @@ impl Supervisor {
         // stopping one partition and resuming the next is taken from the work (issue
         // 36). The machine's order (a window's freezes before the next one's thaws),
         // except that a handoff of one CPU thaws first ([`Self::hands_over_one_cpu`]).
-        let runs_on = |k: usize| matches!(&actions[k], Action::Freeze { process } if thawed_again(&actions[k + 1..], *process));
+        // `runs_on[k]`: see [`Self::write`].
+        let runs_on: Vec<bool> = (0..actions.len())
+            .map(|k| matches!(&actions[k], Action::Freeze { process } if thawed_again(&actions[k + 1..], *process)))
+            .collect();
         let mut order: Vec<usize> = (0..actions.len()).collect();
-        if self.hands_over_one_cpu(&actions, runs_on) {
+        if self.hands_over_one_cpu(&actions, &runs_on) {
             // A stable sort: the thaws keep their order, each after its CPU change.
             order.sort_by_key(|&k| matches!(actions[k], Action::Freeze { .. }));
         }
         for k in order {
-            self.write(&actions[k], runs_on(k))?;
+            self.write(&actions[k], runs_on[k])?;
         }
         for action in &actions {
             self.act(action, cause, window_ended, launch)?;
@@ -1237,12 +1240,12 @@ impl Supervisor {
     /// two never run at the same instant; a switch that involves other CPUs keeps the
     /// machine's order, so that nothing of the next window runs on one CPU while the
     /// last window still runs on another.
-    fn hands_over_one_cpu(&self, actions: &[Action], runs_on: impl Fn(usize) -> bool) -> bool {
+    fn hands_over_one_cpu(&self, actions: &[Action], runs_on: &[bool]) -> bool {
         // Per freeze written and per thaw (its grant follows it): `true` for a freeze,
         // and the CPUs the process runs on.
         let switched: Vec<(bool, Option<&CpuSet>)> = (actions.iter().enumerate())
             .filter_map(|(k, action)| match action {
-                Action::Freeze { process } if !runs_on(k) => {
+                Action::Freeze { process } if !runs_on[k] => {
                     Some((true, self.granted[*process].as_ref().map(|g| &g.cpus)))
                 }
                 Action::Grant(g) => Some((false, Some(&g.cpus))),

@@ -1,7 +1,8 @@
 //! The ways a window switch can stop and resume a partition, measured side by side
 //! without the rest of the supervisor: a loop of this program (SCHED_FIFO 40, like
-//! bulkhead's supervisor, when it may) wakes every W ms from an absolute timerfd and
-//! switches spins pinned to CPU 1 with one mechanism:
+//! bulkhead's supervisor, when it may) wakes every W ms as the supervisor does (an epoll
+//! wait on a timerfd armed at the absolute time) and switches spins pinned to CPU 1 with
+//! one mechanism:
 //!
 //! - `v1`: the v1 freezer (`freezer.state` FROZEN / THAWED), in the freezer hierarchy,
 //!   beside an empty cgroup kept frozen meanwhile as bulkhead keeps one (its instance's
@@ -24,9 +25,11 @@
 //! own time per switch (the two writes or signals).
 
 use crate::{baseline, baseline_of, first_spin_ns, median, min, switch_losses};
+use bulkhead_os::clock::now_ns;
+use bulkhead_os::event::{Epoll, Timer};
+use bulkhead_os::proc::kill;
 use std::fs;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -137,9 +140,8 @@ fn writer(mut file: fs::File, value: &'static [u8]) -> Action {
 }
 
 fn signaller(pid: i32, signal: i32) -> Action {
-    // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our child.
-    Box::new(move || unsafe {
-        libc::kill(pid, signal);
+    Box::new(move || {
+        let _ = kill(pid, signal);
     })
 }
 
@@ -208,30 +210,11 @@ fn target(
     }
 }
 
-fn timerfd() -> OwnedFd {
-    // SAFETY: creating a new fd; checked below.
-    let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, 0) };
-    assert!(fd >= 0, "timerfd_create");
-    // SAFETY: `fd` was just created and is owned by nobody else.
-    unsafe { OwnedFd::from_raw_fd(fd) }
-}
-
-/// Arms `timer` to fire every `period` from now (absolute times, as bulkhead arms).
-fn arm(timer: &OwnedFd, period: Duration) {
-    let ns = period.as_nanos() as i64;
-    let spec = libc::itimerspec {
-        it_interval: libc::timespec {
-            tv_sec: ns / 1_000_000_000,
-            tv_nsec: ns % 1_000_000_000,
-        },
-        it_value: libc::timespec {
-            tv_sec: 0,
-            tv_nsec: ns,
-        },
-    };
-    // SAFETY: valid timerfd and itimerspec.
-    let r = unsafe { libc::timerfd_settime(timer.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
-    assert_eq!(r, 0, "timerfd_settime");
+/// Waits until CLOCK_MONOTONIC time `at_ns` as the supervisor does: an epoll wait on a
+/// timerfd armed at that absolute time.
+fn wait_until(timer: &Timer, epoll: &mut Epoll, at_ns: u64) {
+    timer.set(Some(at_ns)).expect("timerfd_settime");
+    while epoll.wait(-1).expect("epoll_wait").is_empty() {}
 }
 
 fn exited(child: &mut Child) -> bool {
@@ -247,15 +230,17 @@ fn switch(mut targets: Vec<Target>, resume_first: bool) -> Option<(f64, f64, Str
     for t in targets.iter_mut().skip(1) {
         (t.stop)();
     }
-    let timer = timerfd();
-    arm(&timer, Duration::from_millis(WINDOW_MS));
+    let timer = Timer::new().expect("timerfd_create");
+    let mut epoll = Epoll::new().expect("epoll_create");
+    epoll.add(timer.fd(), 0).expect("epoll_ctl");
+    let period = WINDOW_MS * 1_000_000;
+    let mut at = now_ns() + period;
     let mut running = 0;
     let mut finished = None;
     let mut spent = Vec::new();
     while finished.is_none() {
-        let mut buf = [0u8; 8];
-        // SAFETY: reading 8 bytes into a valid buffer from our timerfd.
-        unsafe { libc::read(timer.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        wait_until(&timer, &mut epoll, at);
+        at += period;
         let next = (running + 1) % targets.len();
         let start = Instant::now();
         if resume_first && next != running {
