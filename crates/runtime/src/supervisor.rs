@@ -1209,17 +1209,23 @@ impl Supervisor {
         // The instant's cgroup writes first, the bookkeeping after: the time between
         // stopping one partition and resuming the next is taken from the work (issue
         // 36). The machine's order (a window's freezes before the next one's thaws),
-        // except that a handoff of one CPU thaws first ([`Self::hands_over_one_cpu`]).
-        // `runs_on[k]`: see [`Self::write`].
+        // except that a handoff of one CPU thaws first ([`Self::hands_over_one_cpu`]) and
+        // freezes [`HANDOVER_FREEZE_DELAY`] later. `runs_on[k]`: see [`Self::write`].
         let runs_on: Vec<bool> = (0..actions.len())
             .map(|k| matches!(&actions[k], Action::Freeze { process } if thawed_again(&actions[k + 1..], *process)))
             .collect();
+        let handover = self.hands_over_one_cpu(&actions, &runs_on);
         let mut order: Vec<usize> = (0..actions.len()).collect();
-        if self.hands_over_one_cpu(&actions, &runs_on) {
+        if handover {
             // A stable sort: the thaws keep their order, each after its CPU change.
             order.sort_by_key(|&k| matches!(actions[k], Action::Freeze { .. }));
         }
+        let mut waited = !handover;
         for k in order {
+            if !waited && matches!(actions[k], Action::Freeze { .. }) && !runs_on[k] {
+                spin_for(HANDOVER_FREEZE_DELAY);
+                waited = true;
+            }
             self.write(&actions[k], runs_on[k])?;
         }
         for action in &actions {
@@ -1457,6 +1463,24 @@ impl Supervisor {
             return Err(output_error("--trace", &path(&self.options.trace), e));
         }
         Ok(())
+    }
+}
+
+/// How long a handoff of one CPU ([`Supervisor::hands_over_one_cpu`]) waits between
+/// its thaws and its freezes. The thaw's wake-up preempts the outgoing process on that
+/// CPU through an interrupt (a reschedule IPI); a freeze written while the outgoing
+/// process still runs there sends a second one (the kernel's `freeze_task` kicks a
+/// running task), and on this project's VM each IPI stops the partitions' vCPU for
+/// about 10 µs of the host's time (docs/runtime.md, *One interrupt per handoff*). Written
+/// once the incoming process has taken the CPU, the freeze finds the outgoing one
+/// preempted and needs no interrupt: it is frozen before it next runs.
+const HANDOVER_FREEZE_DELAY: std::time::Duration = std::time::Duration::from_micros(20);
+
+/// Busy-waits `d` on the supervisor's own CPU (a sleep would end later than `d`).
+fn spin_for(d: std::time::Duration) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
     }
 }
 

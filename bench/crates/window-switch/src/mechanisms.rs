@@ -19,10 +19,11 @@
 //! Two scenarios: `same` (one spin stopped and resumed at every boundary, what a
 //! partition alone in a repeating window costs) and `alternate` (two spins with the
 //! same work, one running per window: the outgoing stopped, the incoming resumed),
-//! the latter both `stop first` and `resume first` (thaw the next before freezing the
-//! last). Overhead per switch = (wall time of the first spin to finish - spins x
-//! baseline) / switches meanwhile, the baseline run just before; also the switcher's
-//! own time per switch (the two writes or signals).
+//! the latter both `stop first` and `resume first` (thaw the next, then freeze the
+//! last [`HANDOVER_FREEZE_DELAY`] later, as bulkhead hands one CPU over). Overhead per
+//! switch = (wall time of the first spin to finish - spins x baseline) / switches
+//! meanwhile, the baseline run just before; also the switcher's
+//! own time per switch (the two writes or signals, and the wait between them).
 
 use crate::{baseline, baseline_of, first_spin_ns, median, min, switch_losses};
 use bulkhead_os::clock::now_ns;
@@ -210,6 +211,18 @@ fn target(
     }
 }
 
+/// What `bulkhead run` waits between thawing the next process and freezing the last
+/// one when a switch hands one CPU over (its `HANDOVER_FREEZE_DELAY`): by then the thaw's
+/// wake-up has preempted the outgoing spin, and the freeze sends no second interrupt.
+const HANDOVER_FREEZE_DELAY: Duration = Duration::from_micros(20);
+
+fn spin_for(d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
 /// Waits until CLOCK_MONOTONIC time `at_ns` as the supervisor does: an epoll wait on a
 /// timerfd armed at that absolute time.
 fn wait_until(timer: &Timer, epoll: &mut Epoll, at_ns: u64) {
@@ -245,6 +258,7 @@ fn switch(mut targets: Vec<Target>, resume_first: bool) -> Option<(f64, f64, Str
         let start = Instant::now();
         if resume_first && next != running {
             (targets[next].resume)();
+            spin_for(HANDOVER_FREEZE_DELAY);
             (targets[running].stop)();
         } else {
             (targets[running].stop)();
@@ -332,9 +346,9 @@ fn realtime() -> Option<bulkhead_os::sched::Realtime> {
 /// The floor of the alternating case: the median CPU time lost per switch (µs, median
 /// of [`RUNS`] runs) when this program's own loop switches the same two spins with the
 /// mechanism, order and placement `bulkhead run` uses for them (the v1 freezer where it
-/// is mounted, else v2; one CPU handed over, so the next is thawed first; the switcher
-/// on CPU 0, off the spins' CPU 1, where bulkhead starts its supervisor); with the
-/// mechanism's name.
+/// is mounted, else v2; one CPU handed over, so the next is thawed first and the last
+/// frozen [`HANDOVER_FREEZE_DELAY`] later; the switcher on CPU 0, off the spins' CPU 1,
+/// where bulkhead starts its supervisor); with the mechanism's name.
 pub fn floor(spin: &str, work: u64) -> Option<(f64, &'static str)> {
     let _realtime = realtime();
     let m = match mounts().v1_freezer {
