@@ -1209,15 +1209,24 @@ impl Supervisor {
         // The instant's cgroup writes first, the bookkeeping after: the time between
         // stopping one partition and resuming the next is taken from the work (issue
         // 36). The machine's order (a window's freezes before the next one's thaws),
-        // except that a handoff of one CPU thaws first ([`Self::hands_over_one_cpu`]).
-        let runs_on = |k: usize| matches!(&actions[k], Action::Freeze { process } if thawed_again(&actions[k + 1..], *process));
+        // except that a handoff of one CPU thaws first ([`Self::hands_over_one_cpu`]) and
+        // freezes [`HANDOVER_FREEZE_DELAY`] later. `runs_on[k]`: see [`Self::write`].
+        let runs_on: Vec<bool> = (0..actions.len())
+            .map(|k| matches!(&actions[k], Action::Freeze { process } if thawed_again(&actions[k + 1..], *process)))
+            .collect();
+        let handover = self.hands_over_one_cpu(&actions, &runs_on);
         let mut order: Vec<usize> = (0..actions.len()).collect();
-        if self.hands_over_one_cpu(&actions, runs_on) {
+        if handover {
             // A stable sort: the thaws keep their order, each after its CPU change.
             order.sort_by_key(|&k| matches!(actions[k], Action::Freeze { .. }));
         }
+        let mut waited = !handover;
         for k in order {
-            self.write(&actions[k], runs_on(k))?;
+            if !waited && matches!(actions[k], Action::Freeze { .. }) && !runs_on[k] {
+                spin_for(HANDOVER_FREEZE_DELAY);
+                waited = true;
+            }
+            self.write(&actions[k], runs_on[k])?;
         }
         for action in &actions {
             self.act(action, cause, window_ended, launch)?;
@@ -1237,12 +1246,12 @@ impl Supervisor {
     /// two never run at the same instant; a switch that involves other CPUs keeps the
     /// machine's order, so that nothing of the next window runs on one CPU while the
     /// last window still runs on another.
-    fn hands_over_one_cpu(&self, actions: &[Action], runs_on: impl Fn(usize) -> bool) -> bool {
+    fn hands_over_one_cpu(&self, actions: &[Action], runs_on: &[bool]) -> bool {
         // Per freeze written and per thaw (its grant follows it): `true` for a freeze,
         // and the CPUs the process runs on.
         let switched: Vec<(bool, Option<&CpuSet>)> = (actions.iter().enumerate())
             .filter_map(|(k, action)| match action {
-                Action::Freeze { process } if !runs_on(k) => {
+                Action::Freeze { process } if !runs_on[k] => {
                     Some((true, self.granted[*process].as_ref().map(|g| &g.cpus)))
                 }
                 Action::Grant(g) => Some((false, Some(&g.cpus))),
@@ -1454,6 +1463,24 @@ impl Supervisor {
             return Err(output_error("--trace", &path(&self.options.trace), e));
         }
         Ok(())
+    }
+}
+
+/// How long a handoff of one CPU ([`Supervisor::hands_over_one_cpu`]) waits between
+/// its thaws and its freezes. The thaw's wake-up preempts the outgoing process on that
+/// CPU through an interrupt (a reschedule IPI); a freeze written while the outgoing
+/// process still runs there sends a second one (the kernel's `freeze_task` kicks a
+/// running task), and on this project's VM each IPI stops the partitions' vCPU for
+/// about 10 µs of the host's time (docs/runtime.md, *One interrupt per handoff*). Written
+/// once the incoming process has taken the CPU, the freeze finds the outgoing one
+/// preempted and needs no interrupt: it is frozen before it next runs.
+const HANDOVER_FREEZE_DELAY: std::time::Duration = std::time::Duration::from_micros(20);
+
+/// Busy-waits `d` on the supervisor's own CPU (a sleep would end later than `d`).
+fn spin_for(d: std::time::Duration) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
     }
 }
 

@@ -323,7 +323,7 @@ fn alternate_runs(bulkhead: &str, spin: &str, work: u64, demos: bool) -> String 
     }
     println!();
     if let Some((floor, name)) = mechanisms::floor(spin, work) {
-        println!("  floor: the same spins switched by this bench's own loop with bulkhead's mechanism ({name} freezer, the next thawed first, the switcher on CPU 0): {floor:.2} us lost per switch");
+        println!("  floor: the same spins switched by this bench's own loop with bulkhead's mechanism ({name} freezer, the next thawed first and the last frozen 20 us later, the switcher on CPU 0): {floor:.2} us lost per switch");
         entry += &format!(",\"floor_gap_median_us\":{floor:.3},\"floor_mechanism\":\"{name}\"");
     }
     entry + "}"

@@ -1,7 +1,8 @@
 //! The ways a window switch can stop and resume a partition, measured side by side
 //! without the rest of the supervisor: a loop of this program (SCHED_FIFO 40, like
-//! bulkhead's supervisor, when it may) wakes every W ms from an absolute timerfd and
-//! switches spins pinned to CPU 1 with one mechanism:
+//! bulkhead's supervisor, when it may) wakes every W ms as the supervisor does (an epoll
+//! wait on a timerfd armed at the absolute time) and switches spins pinned to CPU 1 with
+//! one mechanism:
 //!
 //! - `v1`: the v1 freezer (`freezer.state` FROZEN / THAWED), in the freezer hierarchy,
 //!   beside an empty cgroup kept frozen meanwhile as bulkhead keeps one (its instance's
@@ -18,15 +19,18 @@
 //! Two scenarios: `same` (one spin stopped and resumed at every boundary, what a
 //! partition alone in a repeating window costs) and `alternate` (two spins with the
 //! same work, one running per window: the outgoing stopped, the incoming resumed),
-//! the latter both `stop first` and `resume first` (thaw the next before freezing the
-//! last). Overhead per switch = (wall time of the first spin to finish - spins x
-//! baseline) / switches meanwhile, the baseline run just before; also the switcher's
-//! own time per switch (the two writes or signals).
+//! the latter both `stop first` and `resume first` (thaw the next, then freeze the
+//! last [`HANDOVER_FREEZE_DELAY`] later, as bulkhead hands one CPU over). Overhead per
+//! switch = (wall time of the first spin to finish - spins x baseline) / switches
+//! meanwhile, the baseline run just before; also the switcher's
+//! own time per switch (the two writes or signals, and the wait between them).
 
 use crate::{baseline, baseline_of, first_spin_ns, median, min, switch_losses};
+use bulkhead_os::clock::now_ns;
+use bulkhead_os::event::{Epoll, Timer};
+use bulkhead_os::proc::kill;
 use std::fs;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -137,9 +141,8 @@ fn writer(mut file: fs::File, value: &'static [u8]) -> Action {
 }
 
 fn signaller(pid: i32, signal: i32) -> Action {
-    // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our child.
-    Box::new(move || unsafe {
-        libc::kill(pid, signal);
+    Box::new(move || {
+        let _ = kill(pid, signal);
     })
 }
 
@@ -208,30 +211,23 @@ fn target(
     }
 }
 
-fn timerfd() -> OwnedFd {
-    // SAFETY: creating a new fd; checked below.
-    let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, 0) };
-    assert!(fd >= 0, "timerfd_create");
-    // SAFETY: `fd` was just created and is owned by nobody else.
-    unsafe { OwnedFd::from_raw_fd(fd) }
+/// What `bulkhead run` waits between thawing the next process and freezing the last
+/// one when a switch hands one CPU over (its `HANDOVER_FREEZE_DELAY`): by then the thaw's
+/// wake-up has preempted the outgoing spin, and the freeze sends no second interrupt.
+const HANDOVER_FREEZE_DELAY: Duration = Duration::from_micros(20);
+
+fn spin_for(d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
 }
 
-/// Arms `timer` to fire every `period` from now (absolute times, as bulkhead arms).
-fn arm(timer: &OwnedFd, period: Duration) {
-    let ns = period.as_nanos() as i64;
-    let spec = libc::itimerspec {
-        it_interval: libc::timespec {
-            tv_sec: ns / 1_000_000_000,
-            tv_nsec: ns % 1_000_000_000,
-        },
-        it_value: libc::timespec {
-            tv_sec: 0,
-            tv_nsec: ns,
-        },
-    };
-    // SAFETY: valid timerfd and itimerspec.
-    let r = unsafe { libc::timerfd_settime(timer.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
-    assert_eq!(r, 0, "timerfd_settime");
+/// Waits until CLOCK_MONOTONIC time `at_ns` as the supervisor does: an epoll wait on a
+/// timerfd armed at that absolute time.
+fn wait_until(timer: &Timer, epoll: &mut Epoll, at_ns: u64) {
+    timer.set(Some(at_ns)).expect("timerfd_settime");
+    while epoll.wait(-1).expect("epoll_wait").is_empty() {}
 }
 
 fn exited(child: &mut Child) -> bool {
@@ -247,19 +243,22 @@ fn switch(mut targets: Vec<Target>, resume_first: bool) -> Option<(f64, f64, Str
     for t in targets.iter_mut().skip(1) {
         (t.stop)();
     }
-    let timer = timerfd();
-    arm(&timer, Duration::from_millis(WINDOW_MS));
+    let timer = Timer::new().expect("timerfd_create");
+    let mut epoll = Epoll::new().expect("epoll_create");
+    epoll.add(timer.fd(), 0).expect("epoll_ctl");
+    let period = WINDOW_MS * 1_000_000;
+    let mut at = now_ns() + period;
     let mut running = 0;
     let mut finished = None;
     let mut spent = Vec::new();
     while finished.is_none() {
-        let mut buf = [0u8; 8];
-        // SAFETY: reading 8 bytes into a valid buffer from our timerfd.
-        unsafe { libc::read(timer.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        wait_until(&timer, &mut epoll, at);
+        at += period;
         let next = (running + 1) % targets.len();
         let start = Instant::now();
         if resume_first && next != running {
             (targets[next].resume)();
+            spin_for(HANDOVER_FREEZE_DELAY);
             (targets[running].stop)();
         } else {
             (targets[running].stop)();
@@ -347,9 +346,9 @@ fn realtime() -> Option<bulkhead_os::sched::Realtime> {
 /// The floor of the alternating case: the median CPU time lost per switch (µs, median
 /// of [`RUNS`] runs) when this program's own loop switches the same two spins with the
 /// mechanism, order and placement `bulkhead run` uses for them (the v1 freezer where it
-/// is mounted, else v2; one CPU handed over, so the next is thawed first; the switcher
-/// on CPU 0, off the spins' CPU 1, where bulkhead starts its supervisor); with the
-/// mechanism's name.
+/// is mounted, else v2; one CPU handed over, so the next is thawed first and the last
+/// frozen [`HANDOVER_FREEZE_DELAY`] later; the switcher on CPU 0, off the spins' CPU 1,
+/// where bulkhead starts its supervisor); with the mechanism's name.
 pub fn floor(spin: &str, work: u64) -> Option<(f64, &'static str)> {
     let _realtime = realtime();
     let m = match mounts().v1_freezer {
