@@ -1,7 +1,8 @@
 //! The one launcher: every process bulkhead starts (window and be processes, rt tasks)
 //! is started here, inside its cgroups before it runs one instruction of its program,
 //! under its scheduling policy, credentials, namespaces and sandbox, with exactly the
-//! descriptors it is handed.
+//! descriptors it is handed: the spawner thread clones it from a descriptor table that
+//! holds those alone ([`crate::spawner`]), never from the supervisor's.
 //!
 //! How the child gets into its cgroups ([`Join`]):
 //! - [`Join::Into`] (cgroup v2): `clone3(CLONE_INTO_CGROUP)` creates the child directly
