@@ -1,7 +1,8 @@
 //! The one launcher: every process bulkhead starts (window and be processes, rt tasks)
 //! is started here, inside its cgroups before it runs one instruction of its program,
 //! under its scheduling policy, credentials, namespaces and sandbox, with exactly the
-//! descriptors it is handed.
+//! descriptors it is handed: the spawner thread clones it from a descriptor table that
+//! holds those alone ([`crate::spawner`]), never from the supervisor's.
 //!
 //! How the child gets into its cgroups ([`Join`]):
 //! - [`Join::Into`] (cgroup v2): `clone3(CLONE_INTO_CGROUP)` creates the child directly
@@ -191,8 +192,9 @@ pub enum Join<'a> {
     },
 }
 
-/// The descriptors a child is handed; every other descriptor of the parent is
-/// close-on-exec (or closed with `close_others`).
+/// The descriptors a child is handed, the only ones of the parent's it ever holds (it
+/// is cloned from a table holding those alone, [`crate::spawner`]); the copies it reads
+/// before exec and does not keep are close-on-exec (or closed with `close_others`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Fds<'a> {
     /// A socket that becomes [`CHANNEL_FD`] in the child.
@@ -299,34 +301,35 @@ pub fn spawn(launch: Launch<'_>) -> io::Result<Child> {
         report: report.as_ref().map_or(-1, |(_, w)| w.as_raw_fd()),
         parent: std::process::id() as libc::pid_t,
     };
-    let child = match join {
-        Join::Into(dir) => {
-            let dir = File::open(dir)?;
-            let pid = fork_into(Some(dir.as_raw_fd()), &plan)?;
-            Child { pid, memory: None }
-        }
-        Join::Stay | Join::Write(_) => {
-            let pid = fork_into(None, &plan)?;
-            Child { pid, memory: None }
-        }
-        Join::Hold { peer, freeze, .. } => {
-            // Only a monitor, which never execs, may share the supervisor's memory: a
-            // process that execs sets its OOM score, which the kernel would pass on.
-            let (pid, memory) = match confine.pid_namespace {
-                true => {
-                    let memory = ChildMemory::new(plan)?;
-                    (memory.clone_child()?, Some(memory))
-                }
-                false => (fork_into(None, &plan)?, None),
-            };
-            if let Err(e) = handshake(peer, freeze) {
-                kill_and_reap(pid);
-                return Err(e);
-            }
-            Child { pid, memory }
-        }
+    let dir = match join {
+        Join::Into(dir) => Some(File::open(dir)?),
+        _ => None,
     };
-    drop((files, program_files, null));
+    let dir_fd = dir.as_ref().map(|d| d.as_raw_fd());
+    // Only a monitor, which never execs, may share the supervisor's memory: a process
+    // that execs sets its OOM score, which the kernel would pass on.
+    let shares_memory = hold && confine.pid_namespace;
+    let (pid, memory) = crate::spawner::on_own_table(|table| {
+        let mut plan = plan;
+        plan.copy_into(table)?;
+        let dir = dir_fd.map(|fd| table.copy(fd)).transpose()?;
+        table.seal();
+        match shares_memory {
+            true => {
+                let memory = ChildMemory::new(plan)?;
+                Ok((memory.clone_child()?, Some(memory)))
+            }
+            false => Ok((fork_into(dir, &plan)?, None)),
+        }
+    })?;
+    if let Join::Hold { peer, freeze, .. } = join {
+        if let Err(e) = handshake(peer, freeze) {
+            kill_and_reap(pid);
+            return Err(e);
+        }
+    }
+    let child = Child { pid, memory };
+    drop((files, program_files, null, dir));
     if let Some((read, write)) = report {
         drop(write);
         if let Err(e) = wait_for_exec(&read) {
@@ -409,6 +412,44 @@ struct Plan {
     /// The write end of the report pipe ([`Launch::wait_exec`]), or -1.
     report: RawFd,
     parent: libc::pid_t,
+}
+
+impl Plan {
+    /// Renumbers every descriptor the child reads to a copy in the spawner's `table`
+    /// ([`crate::spawner`]): the kept ones at their numbers first, then the standard
+    /// streams it inherits, then the rest (numbered above [`CHANNEL_FD`], so that moving
+    /// the child's own into place replaces none of them).
+    fn copy_into(&mut self, table: &mut crate::spawner::Table) -> io::Result<()> {
+        for &fd in &self.keep {
+            table.copy_at(fd)?;
+        }
+        if self.stdin < 0 {
+            table.stream(0)?;
+        }
+        if self.output.is_none() {
+            table.stream(1)?;
+            table.stream(2)?;
+        }
+        let copy = |fd: &mut RawFd| -> io::Result<()> {
+            if *fd >= 0 {
+                *fd = table.copy(*fd)?;
+            }
+            Ok(())
+        };
+        self.procs.iter_mut().try_for_each(copy)?;
+        self.program_procs.iter_mut().try_for_each(copy)?;
+        copy(&mut self.channel)?;
+        copy(&mut self.stdin)?;
+        copy(&mut self.report)?;
+        if let Some((out, err)) = &mut self.output {
+            copy(out)?;
+            copy(err)?;
+        }
+        if let Some(netns) = &mut self.confine.netns {
+            copy(netns)?;
+        }
+        Ok(())
+    }
 }
 
 /// Refuses a descriptor of `fds.keep` at a number the child's standard streams or
@@ -941,7 +982,8 @@ unsafe fn child_main(plan: &Plan) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::net::UnixStream;
 
     /// Runs `script` in `/bin/sh` through the launcher (waiting for its exec) with
@@ -1014,9 +1056,9 @@ mod tests {
     #[test]
     fn the_child_gets_its_environment_directory_and_only_the_handed_descriptors() {
         let (channel, _peer) = UnixStream::pair().unwrap();
-        // Handed to no child: left open across exec on purpose, so that only the
-        // launcher's close_others closes it; above every handed descriptor, so that
-        // the closing of the range above the last one is tried.
+        // Handed to no child and left open across exec on purpose: the child never gets
+        // it, with close_others or without (it is cloned from the spawner's table, which
+        // holds only what is handed); above every handed descriptor.
         let null = std::fs::File::open("/dev/null").unwrap();
         // SAFETY: F_DUPFD (without close-on-exec) of a descriptor this test owns; the
         // new descriptor is owned below.
@@ -1041,7 +1083,7 @@ mod tests {
         };
         let (text, status) = run(&script, handed(false));
         assert_eq!(status, 0, "{text}");
-        assert_eq!(text, "/usr/bin:/bin\n/\nopen\nopen\nopen\n");
+        assert_eq!(text, "/usr/bin:/bin\n/\nopen\nopen\nclosed\n");
         let (text, status) = run(&script, handed(true));
         assert_eq!(status, 0, "{text}");
         assert_eq!(text, "/usr/bin:/bin\n/\nopen\nopen\nclosed\n");
@@ -1052,6 +1094,53 @@ mod tests {
             l.fds.close_others = true
         });
         assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
+    }
+
+    /// Before it execs (as a held child stays until its first window), a child holds
+    /// the descriptors it reads and nothing else of its parent's: here it is stopped
+    /// in its cgroup join, writing into a full FIFO named as its `cgroup.procs`, and
+    /// its table is read from outside while this process holds 200 other descriptors.
+    #[test]
+    fn a_child_holds_only_what_it_is_handed_before_it_execs() {
+        let dir = std::env::temp_dir().join(format!("bulkhead-launch-fds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("cgroup.procs");
+        let path = cstr(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo of a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        // Reader and writer at once (no open blocks), filled until a write would block.
+        let full = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        while (&full).write(&[0u8; 4096]).is_ok() {}
+        while (&full).write(&[0u8]).is_ok() {}
+        let marker = dir.join("marker");
+        std::fs::write(&marker, b"").unwrap();
+        let held: Vec<File> = (0..200).map(|_| File::open(&marker).unwrap()).collect();
+        let argv = ["/bin/true".to_string()];
+        let program = Program::new(Path::new("/bin/true"), &argv, None).unwrap();
+        let env = Env::new([]);
+        let procs = [fifo.clone()];
+        let mut launch = plain(&program, &env);
+        launch.join = Join::Write(&procs);
+        launch.wait_exec = false;
+        let child = spawn(launch).expect("starts");
+        let links: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{}/fd", child.pid))
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .collect();
+        let mut drain = vec![0u8; 1 << 16];
+        while (&full).read(&mut drain).is_ok_and(|n| n > 0) {}
+        assert_eq!(crate::proc::wait(child.pid).unwrap(), 0);
+        drop(held);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(!links.contains(&marker), "{links:?}");
+        // The standard streams, the cgroup.procs file and /dev/null as 3.
+        assert!(links.len() <= 5, "{links:?}");
+        assert!(links.contains(&fifo), "{links:?}");
     }
 
     #[test]

@@ -72,6 +72,7 @@ pub mod sandbox;
 pub mod sched;
 pub mod shm;
 pub mod signal;
+mod spawner;
 
 pub use error::{Error, Result};
 

@@ -61,12 +61,20 @@ impl Drop for Scratch {
     }
 }
 
-/// The children of process `pid`.
+/// The children of process `pid`, whichever of its threads cloned them (a run's
+/// partitions are cloned by its spawner thread, not its main one).
 pub fn children(pid: u32) -> Vec<u32> {
-    let path = format!("/proc/{pid}/task/{pid}/children");
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.split_whitespace()
-        .filter_map(|p| p.parse().ok())
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"));
+    tasks
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
         .collect()
 }
 
