@@ -22,12 +22,14 @@
 //! until the call returns (it blocks meanwhile). Every signal is blocked in the spawner
 //! thread, so that no handler ever runs there against the wrong table. The spawner never
 //! exits: a child asking to die with its parent (`PR_SET_PDEATHSIG`, which follows the
-//! thread that cloned it) dies with the process.
+//! thread that cloned it) dies with the process. A process forked from the supervisor
+//! without exec has no spawner thread (only the memory of its queue): it starts its
+//! own at its first launch instead of waiting for one that is not there.
 
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::mpsc::{self, Sender, SyncSender};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// The lowest number a descriptor copied into the spawner's table gets: the numbers
 /// below are the child's standard streams and its channel.
@@ -41,9 +43,12 @@ struct Job(*mut (dyn FnMut() + 'static));
 // it is done: what it borrows is used by one thread at a time.
 unsafe impl Send for Job {}
 
-type Queue = Mutex<Sender<(Job, SyncSender<()>)>>;
+type Queue = Sender<(Job, SyncSender<()>)>;
 
-static SPAWNER: OnceLock<Result<Queue, String>> = OnceLock::new();
+/// The spawner of this process: the pid it was started in, and its queue. A process
+/// forked from that one (without exec) has the queue's memory but not the thread, and
+/// starts a spawner of its own at its first launch.
+static SPAWNER: Mutex<Option<(u32, Queue)>> = Mutex::new(None);
 
 /// The spawner's table during one launch: copies of the supervisor's descriptors.
 pub(crate) struct Table {
@@ -60,10 +65,6 @@ pub(crate) struct Table {
 /// Precondition: every descriptor `job` copies stays open in the supervisor until this
 /// returns.
 pub(crate) fn on_own_table<R>(job: impl FnOnce(&mut Table) -> io::Result<R>) -> io::Result<R> {
-    let queue = match SPAWNER.get_or_init(start) {
-        Ok(queue) => queue,
-        Err(e) => return Err(io::Error::other(e.clone())),
-    };
     let mut job = Some(job);
     let mut result = None;
     let mut run = || {
@@ -79,14 +80,26 @@ pub(crate) fn on_own_table<R>(job: impl FnOnce(&mut Table) -> io::Result<R>) -> 
     // below until the spawner has run it (or has died, and then it never runs again).
     let run: &'static mut dyn FnMut() = unsafe { std::mem::transmute(run) };
     let (done, finished) = mpsc::sync_channel(1);
-    let sent = queue
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .send((Job(run), done));
-    if sent.is_err() || finished.recv().is_err() {
-        return Err(io::Error::other("the spawner thread is gone"));
+    send(Job(run), done)?;
+    if finished.recv().is_err() {
+        return Err(gone());
     }
     result.unwrap_or_else(|| Err(io::Error::other("the spawner thread failed")))
+}
+
+/// Queues `job` for this process's spawner, started first if it has none.
+fn send(job: Job, done: SyncSender<()>) -> io::Result<()> {
+    let mut spawner = SPAWNER.lock().unwrap_or_else(|e| e.into_inner());
+    let me = std::process::id();
+    if spawner.as_ref().is_none_or(|(pid, _)| *pid != me) {
+        *spawner = Some((me, start().map_err(io::Error::other)?));
+    }
+    let (_, queue) = spawner.as_ref().expect("started above");
+    queue.send((job, done)).map_err(|_| gone())
+}
+
+fn gone() -> io::Error {
+    io::Error::other("the spawner thread is gone")
 }
 
 /// Starts the spawner thread: its own table, emptied to the invariant, every signal
@@ -111,7 +124,7 @@ fn start() -> Result<Queue, String> {
         })
         .map_err(|e| format!("cannot start the spawner thread: {e}"))?;
     match setup.recv() {
-        Ok(Ok(())) => Ok(Mutex::new(queue)),
+        Ok(Ok(())) => Ok(queue),
         Ok(Err(e)) => Err(format!("the spawner thread has no table of its own: {e}")),
         Err(_) => Err("the spawner thread died at its start".to_string()),
     }
