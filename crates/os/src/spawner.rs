@@ -184,6 +184,14 @@ impl Table {
     /// the child keeps at its number), close-on-exec. Copy these before any other: a
     /// copy of another may take the number.
     pub(crate) fn copy_at(&mut self, fd: RawFd) -> io::Result<()> {
+        if fd == self.pidfd {
+            // The pidfd sits where the copy goes: move it first, or the copy replaces it.
+            // SAFETY: fcntl F_DUPFD_CLOEXEC on this table's pidfd; `fd` stays open (the
+            // old pidfd) until dup3 below replaces it, so the duplicate lands elsewhere.
+            self.pidfd = crate::check(unsafe {
+                libc::fcntl(self.pidfd, libc::F_DUPFD_CLOEXEC, FIRST_COPY)
+            })?;
+        }
         let copy = self.copy(fd)?;
         if copy != fd {
             // SAFETY: dup3 and close on descriptors of this table.
