@@ -22,6 +22,15 @@ pub fn realtime_ns() -> u64 {
     read_ns(libc::CLOCK_REALTIME).unwrap_or(0)
 }
 
+/// Busy-waits `d` on the caller's CPU: for waits of microseconds, which a sleep would
+/// end later than `d` (its wake-up).
+pub fn spin_for(d: std::time::Duration) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
 /// Sleeps until CLOCK_MONOTONIC reaches `t_ns` (absolute, so no drift accumulates),
 /// resuming after signals.
 pub fn sleep_until(t_ns: u64) {

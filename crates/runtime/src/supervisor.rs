@@ -1223,7 +1223,7 @@ impl Supervisor {
         let mut waited = !handover;
         for k in order {
             if !waited && matches!(actions[k], Action::Freeze { .. }) && !runs_on[k] {
-                spin_for(HANDOVER_FREEZE_DELAY);
+                bulkhead_os::clock::spin_for(HANDOVER_FREEZE_DELAY);
                 waited = true;
             }
             self.write(&actions[k], runs_on[k])?;
@@ -1475,14 +1475,6 @@ impl Supervisor {
 /// once the incoming process has taken the CPU, the freeze finds the outgoing one
 /// preempted and needs no interrupt: it is frozen before it next runs.
 const HANDOVER_FREEZE_DELAY: std::time::Duration = std::time::Duration::from_micros(20);
-
-/// Busy-waits `d` on the supervisor's own CPU (a sleep would end later than `d`).
-fn spin_for(d: std::time::Duration) {
-    let start = std::time::Instant::now();
-    while start.elapsed() < d {
-        std::hint::spin_loop();
-    }
-}
 
 /// Whether `later` (the rest of a batch of actions, all at one instant) thaws
 /// `process` again: a process whose window ends when its next grant starts (a

@@ -26,7 +26,7 @@
 //! own time per switch (the two writes or signals, and the wait between them).
 
 use crate::{baseline, baseline_of, first_spin_ns, median, min, switch_losses};
-use bulkhead_os::clock::now_ns;
+use bulkhead_os::clock::{now_ns, spin_for};
 use bulkhead_os::event::{Epoll, Timer};
 use bulkhead_os::proc::kill;
 use std::fs;
@@ -215,13 +215,6 @@ fn target(
 /// one when a switch hands one CPU over (its `HANDOVER_FREEZE_DELAY`): by then the thaw's
 /// wake-up has preempted the outgoing spin, and the freeze sends no second interrupt.
 const HANDOVER_FREEZE_DELAY: Duration = Duration::from_micros(20);
-
-fn spin_for(d: Duration) {
-    let start = Instant::now();
-    while start.elapsed() < d {
-        std::hint::spin_loop();
-    }
-}
 
 /// Waits until CLOCK_MONOTONIC time `at_ns` as the supervisor does: an epoll wait on a
 /// timerfd armed at that absolute time.
