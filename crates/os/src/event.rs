@@ -221,15 +221,6 @@ pub fn send_nonblocking(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     }
 }
 
-/// Reaps child `pid` if it has ended, without blocking: `Ok(Some(status))` (the wait
-/// status), `Ok(None)` while it runs; an error when it is no child (any more).
-pub fn reap(pid: i32) -> io::Result<Option<i32>> {
-    let mut status = 0;
-    // SAFETY: waitpid on a pid with a valid status pointer.
-    let r = check(unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) })?;
-    Ok((r == pid).then_some(status))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,24 +301,5 @@ mod tests {
         assert_eq!(recv_nonblocking(b.as_raw_fd(), &mut buf).unwrap(), 0);
         epoll.remove(b.as_raw_fd());
         assert!(epoll.wait(0).unwrap().is_empty());
-    }
-
-    #[test]
-    // The test reaps the child by its pid, through `reap`.
-    #[allow(clippy::zombie_processes)]
-    fn a_child_is_reaped_with_its_status() {
-        let child = std::process::Command::new("sh")
-            .args(["-c", "exit 3"])
-            .spawn()
-            .unwrap();
-        let pid = child.id() as i32;
-        let status = loop {
-            if let Some(s) = reap(pid).unwrap() {
-                break s;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        };
-        assert_eq!(libc::WEXITSTATUS(status), 3);
-        assert!(reap(pid).is_err());
     }
 }

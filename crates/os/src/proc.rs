@@ -192,6 +192,25 @@ mod tests {
     use super::*;
 
     #[test]
+    // The test reaps the child by its pid, through `try_wait`.
+    #[allow(clippy::zombie_processes)]
+    fn a_child_is_reaped_with_its_status() {
+        let child = std::process::Command::new("sh")
+            .args(["-c", "exit 3"])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let status = loop {
+            if let Some(s) = try_wait(pid).unwrap() {
+                break s;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        assert_eq!(libc::WEXITSTATUS(status), 3);
+        assert!(try_wait(pid).is_err());
+    }
+
+    #[test]
     fn waiting_for_an_exit_returns_once_the_process_ended() {
         let mut child = std::process::Command::new("sleep")
             .arg("0.2")

@@ -184,7 +184,7 @@ const STALL: Duration = Duration::from_secs(5);
 
 fn reap(p: &mut Proc) {
     if !p.reaped {
-        let r = bulkhead_os::event::reap(p.pid);
+        let r = bulkhead_os::proc::try_wait(p.pid);
         p.reaped = !matches!(r, Ok(None));
         p.status = r.ok().flatten();
     }
@@ -1161,13 +1161,17 @@ impl Supervisor {
         Ok(())
     }
 
-    /// Processes whose channel closed: exited once their cgroup is empty.
+    /// Processes whose channel closed: exited once reaped and their cgroup is empty.
+    /// Reaped first: a process leaves its cgroup before it becomes a zombie
+    /// (`cgroup_exit` precedes `exit_notify` in the kernel's `do_exit`), so an empty
+    /// cgroup alone would report an exit whose status cannot be had yet.
     fn check_lingering(&mut self, launch: Instant) -> Result<(), RunError> {
         let mut k = 0;
         while k < self.lingering.len() {
             let i = self.lingering[k];
-            reap(&mut self.run.procs[i]);
-            if self.run.cgroups.pids(self.run.procs[i].cgroup).is_empty() {
+            let p = &mut self.run.procs[i];
+            reap(p);
+            if p.reaped && self.run.cgroups.pids(p.cgroup).is_empty() {
                 self.lingering.swap_remove(k);
                 self.run.procs[i].exited = true;
                 self.report_exit(i);

@@ -1419,7 +1419,7 @@ impl TaskChild {
     /// How it ended, reaping it if it has; `None` while it runs.
     fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
         if self.status.is_none() {
-            let ended = bulkhead_os::event::reap(self.pid)?;
+            let ended = bulkhead_os::proc::try_wait(self.pid)?;
             self.status = ended.map(ExitStatus::from_raw);
         }
         Ok(self.status)
