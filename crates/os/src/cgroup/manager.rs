@@ -258,6 +258,12 @@ impl Tree {
         Ok(process)
     }
 
+    /// The processes in the cgroups of partition `p`'s processes.
+    pub(super) fn partition_pids(&self, p: Partition) -> Vec<i32> {
+        let of_p = self.processes.iter().filter(|c| c.partition == p);
+        of_p.flat_map(|c| procs(&c.dir)).collect()
+    }
+
     pub(super) fn partition_of(&self, p: Process) -> Partition {
         self.processes[p.0].partition
     }

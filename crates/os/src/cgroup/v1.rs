@@ -1,6 +1,7 @@
 //! The cgroup v1 backend of [`CgroupManager`] (freezer and cpuset hierarchies, as in
 //! systemd's hybrid or legacy mode): the cpuset is set per partition
-//! (`cpuset/.../<partition>`, processes join it directly), the freezer per process
+//! (`cpuset/.../<partition>`, processes join it directly; a partition on the instance's
+//! CPUs stays in the instance's cpuset until it is given others), the freezer per process
 //! (`freezer/.../<partition>/proc<i>`), each limit in a hierarchy of its own
 //! ([`crate::limit::V1Limit`]).
 
@@ -21,8 +22,9 @@ pub struct V1Cgroups {
     /// The CPUs of the instance cpuset, which new partitions inherit (`None`: it has
     /// none; every partition is below an rt cpuset).
     cpus: Option<String>,
-    /// Per partition: its cpuset cgroup.
-    cpusets: Vec<PathBuf>,
+    /// Per partition: its own cpuset cgroup, or `None` while it is in the instance's
+    /// (its CPUs are the instance's).
+    cpusets: Vec<Option<PathBuf>>,
     /// Per partition: the `cgroup.procs` files of its v1 limits that every process
     /// joins (pids) and that the process running the program joins (memory).
     joins: Vec<(Vec<PathBuf>, Vec<PathBuf>)>,
@@ -84,20 +86,60 @@ impl V1Cgroups {
     fn instance_cpuset(&self) -> &Path {
         self.tree.dirs.last().expect("created")
     }
+
+    /// The cpuset cgroup partition `p`'s processes are in.
+    fn cpuset_of(&self, p: Partition) -> &Path {
+        self.cpusets[p.0]
+            .as_deref()
+            .unwrap_or_else(|| self.instance_cpuset())
+    }
+
+    /// Gives partition `p`, so far in the instance's cpuset, a cpuset of its own on
+    /// `cpus` and moves its processes there. Every pass moves the processes it reads;
+    /// one forked before its parent moved is read in the next pass, one forked after is
+    /// born in the new cpuset, so the passes end once one finds nobody new.
+    fn own_cpuset(&mut self, p: Partition, cpus: &str) -> Result<()> {
+        let dir = self.instance_cpuset().join(&self.tree.partitions[p.0].0);
+        self.tree.make(&dir)?;
+        self.cpusets[p.0] = Some(dir.clone());
+        write_cpus(&dir, cpus)?;
+        let mut moved = std::collections::HashSet::new();
+        loop {
+            let new: Vec<i32> = (self.tree.partition_pids(p).into_iter())
+                .filter(|pid| moved.insert(*pid))
+                .collect();
+            if new.is_empty() {
+                return Ok(());
+            }
+            for pid in new {
+                join(&dir, pid)?;
+            }
+        }
+    }
+}
+
+/// Moves process `pid` (its every thread) into cgroup `dir`; a process that ended
+/// meanwhile is no error.
+fn join(dir: &Path, pid: i32) -> Result<()> {
+    match write_file(&procs_file(dir), &pid.to_string()) {
+        Err(e) if e.source.raw_os_error() == Some(crate::errno::ESRCH) => Ok(()),
+        r => r,
+    }
 }
 
 impl CgroupManager for V1Cgroups {
     on_tree!();
 
+    /// A partition on the instance's CPUs gets no cpuset of its own (yet): removing
+    /// thousands of sibling cpusets is quadratic in the kernel (each `rmdir` validates
+    /// the cpuset against its siblings and rebuilds the scheduling domains under
+    /// `cpuset_mutex`), which made the teardown of 10,000 partitions slower than their
+    /// startup.
     fn add_partition(&mut self, name: &str, cpus: &str) -> Result<Partition> {
         let p = self.tree.add_partition(name)?;
-        let dir = self.instance_cpuset().join(name);
-        self.tree.make(&dir)?;
-        self.cpusets.push(dir);
+        self.cpusets.push(None);
         self.joins.push((Vec::new(), Vec::new()));
-        if self.cpus.as_deref() != Some(cpus) {
-            self.set_cpus(p, cpus)?;
-        }
+        self.set_cpus(p, cpus)?;
         Ok(p)
     }
 
@@ -105,7 +147,7 @@ impl CgroupManager for V1Cgroups {
         let p = self.tree.add_partition(name)?;
         let dir = parent.join(format!("{}-{name}", self.tree.name));
         self.tree.make(&dir)?;
-        self.cpusets.push(dir.clone());
+        self.cpusets.push(Some(dir.clone()));
         self.joins.push((Vec::new(), Vec::new()));
         let mems = read_file(&parent.join("cpuset.mems"))?;
         write_file(&dir.join("cpuset.mems"), mems.trim())?;
@@ -114,7 +156,11 @@ impl CgroupManager for V1Cgroups {
     }
 
     fn set_cpus(&mut self, p: Partition, cpus: &str) -> Result<()> {
-        write_cpus(&self.cpusets[p.0], cpus)
+        match &self.cpusets[p.0] {
+            Some(dir) => write_cpus(dir, cpus),
+            None if self.cpus.as_deref() == Some(cpus) => Ok(()),
+            None => self.own_cpuset(p, cpus),
+        }
     }
 
     fn limit(&mut self, p: Partition, controller: Controller, value: u64) -> Limited {
@@ -140,7 +186,7 @@ impl CgroupManager for V1Cgroups {
         let Partition(partition) = self.tree.partition_of(p);
         let (all, program) = &self.joins[partition];
         let mut procs = vec![
-            procs_file(&self.cpusets[partition]),
+            procs_file(self.cpuset_of(Partition(partition))),
             procs_file(self.tree.process_dir(p)),
         ];
         procs.extend(all.iter().cloned());
@@ -178,6 +224,62 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// A partition on the instance's CPUs is in the instance's cpuset; given other
+    /// CPUs, it gets a cpuset of its own, with its processes and what they forked.
+    #[test]
+    #[ignore = "needs root: cgroup v1 cpuset"]
+    fn a_partition_gets_a_cpuset_of_its_own_with_its_processes_once_given_other_cpus() {
+        let Ok(hierarchy) = Hierarchy::detect() else {
+            return;
+        };
+        if hierarchy.version != Version::V1 || crate::sched::own_cpus().len() < 2 {
+            return;
+        }
+        let name = format!("bulkhead-test-own-cpuset-{}", std::process::id());
+        let mut cgroups = V1Cgroups::create(&hierarchy, &name, Some("0-1")).unwrap();
+        let p = cgroups.add_partition("p", "0-1").unwrap();
+        let own = cgroups.instance_cpuset().join("p");
+        let had_own = own.exists();
+        let cg = cgroups.add_process(p, 0, false).unwrap();
+        let mut child = Command::new("sh")
+            .args(["-c", "read x; sleep 100 & exec sleep 100"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let Joins::Hold { procs, .. } = cgroups.joins(cg) else {
+            panic!("v1 joins by holding the child")
+        };
+        for file in &procs {
+            write_file(file, &child.id().to_string()).unwrap();
+        }
+        cgroups.set_frozen(cg, false).unwrap();
+        writeln!(child.stdin.take().unwrap()).unwrap();
+        let pids = members(&cgroups, cg, 2);
+        cgroups.set_cpus(p, "1").unwrap();
+        let mut in_own = super::super::files::procs(&own);
+        in_own.sort();
+        let allowed: Vec<String> = (pids.iter()).map(|pid| cpus_allowed(*pid)).collect();
+        cgroups.kill_all();
+        let _ = child.wait();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while cgroups.remove().is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!had_own, "no cpuset of its own on the instance's CPUs");
+        let mut expected = pids.clone();
+        expected.sort();
+        assert_eq!(in_own, expected, "both processes moved");
+        assert_eq!(allowed, ["1", "1"]);
+        assert_eq!(cgroups.cgroups_left(), 0, "the instance was removed");
+    }
+
+    /// The `Cpus_allowed_list` of process `pid`.
+    fn cpus_allowed(pid: i32) -> String {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:"));
+        line.unwrap().split_whitespace().last().unwrap().to_string()
     }
 
     /// `kill_all` kills every process of the instance: in a frozen process cgroup, one
