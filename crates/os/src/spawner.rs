@@ -266,3 +266,46 @@ fn above_streams(fd: RawFd) -> io::Result<RawFd> {
         crate::check(moved)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// The inode of descriptor `fd` of the calling thread's table.
+    fn inode(fd: RawFd) -> u64 {
+        // SAFETY: an all-zero stat is a valid value; fstat fills it.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat with a valid stat pointer.
+        crate::check(unsafe { libc::fstat(fd, &mut st) }).expect("open");
+        st.st_ino
+    }
+
+    /// A descriptor the child keeps at the number where the table's pidfd happens to
+    /// be (an rt task's channel at 4, the first number a pidfd gets) is copied there,
+    /// and the pidfd still copies what comes after it.
+    #[test]
+    fn a_descriptor_kept_at_the_pidfds_number_leaves_the_pidfd_working() {
+        const AT: RawFd = 900;
+        let (kept, other) = std::io::pipe().unwrap();
+        // SAFETY: dup2 of our pipe's end to a number this test owns, closed below.
+        crate::check(unsafe { libc::dup2(kept.as_raw_fd(), AT) }).unwrap();
+        let inodes = (inode(AT), inode(other.as_raw_fd()));
+        let other_fd = other.as_raw_fd();
+        let seen = on_own_table(|t| {
+            // SAFETY: fcntl and close on this table's pidfd: it moves to AT.
+            t.pidfd = unsafe {
+                let moved = libc::fcntl(t.pidfd, libc::F_DUPFD_CLOEXEC, AT);
+                libc::close(t.pidfd);
+                moved
+            };
+            assert_eq!(t.pidfd, AT, "the pidfd sits where the kept descriptor goes");
+            t.copy_at(AT)?;
+            let copy = t.copy(other_fd)?;
+            Ok((inode(AT), inode(copy)))
+        });
+        // SAFETY: closes the number dup2'd above.
+        unsafe { libc::close(AT) };
+        assert_eq!(seen.unwrap(), inodes);
+    }
+}
