@@ -5,7 +5,9 @@
 //! (`freezer/.../<partition>/proc<i>`), each limit in a hierarchy of its own
 //! ([`crate::limit::V1Limit`]).
 
-use super::files::{procs_file, read_file, write_cpus, write_file, Hierarchy, Result, Version};
+use super::files::{
+    procs, procs_file, read_file, write_cpus, write_file, Hierarchy, Result, Version,
+};
 use super::manager::{
     on_tree, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process, Tree,
 };
@@ -95,23 +97,24 @@ impl V1Cgroups {
     }
 
     /// Gives partition `p`, so far in the instance's cpuset, a cpuset of its own on
-    /// `cpus` and moves its processes there. Every pass moves the processes it reads;
-    /// one forked before its parent moved is read in the next pass, one forked after is
-    /// born in the new cpuset, so the passes end once one finds nobody new.
+    /// `cpus` and moves its processes there. Every pass moves the processes not in it
+    /// yet; one forked before its parent moved is found by the next pass, one forked
+    /// after is born in the new cpuset, so the passes end (forks only between a pass's
+    /// read and its moves make another).
     fn own_cpuset(&mut self, p: Partition, cpus: &str) -> Result<()> {
         let dir = self.instance_cpuset().join(&self.tree.partitions[p.0].0);
         self.tree.make(&dir)?;
         self.cpusets[p.0] = Some(dir.clone());
         write_cpus(&dir, cpus)?;
-        let mut moved = std::collections::HashSet::new();
         loop {
-            let new: Vec<i32> = (self.tree.partition_pids(p).into_iter())
-                .filter(|pid| moved.insert(*pid))
+            let moved = procs(&dir);
+            let left: Vec<i32> = (self.tree.partition_pids(p).into_iter())
+                .filter(|pid| !moved.contains(pid))
                 .collect();
-            if new.is_empty() {
+            if left.is_empty() {
                 return Ok(());
             }
-            for pid in new {
+            for pid in left {
                 join(&dir, pid)?;
             }
         }
@@ -248,17 +251,17 @@ mod tests {
             .stdin(Stdio::piped())
             .spawn()
             .unwrap();
-        let Joins::Hold { procs, .. } = cgroups.joins(cg) else {
+        let Joins::Hold { procs: files, .. } = cgroups.joins(cg) else {
             panic!("v1 joins by holding the child")
         };
-        for file in &procs {
+        for file in &files {
             write_file(file, &child.id().to_string()).unwrap();
         }
         cgroups.set_frozen(cg, false).unwrap();
         writeln!(child.stdin.take().unwrap()).unwrap();
         let pids = members(&cgroups, cg, 2);
         cgroups.set_cpus(p, "1").unwrap();
-        let mut in_own = super::super::files::procs(&own);
+        let mut in_own = procs(&own);
         in_own.sort();
         let allowed: Vec<String> = (pids.iter()).map(|pid| cpus_allowed(*pid)).collect();
         cgroups.kill_all();
