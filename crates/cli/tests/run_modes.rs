@@ -560,6 +560,67 @@ fn a_task_that_leaves_gives_its_bandwidth_back_to_the_kernel() {
     assert!(!stderr.contains("resource busy"), "{stderr}");
 }
 
+/// The CPUs thread `tid` of process `pid` may run on (`Cpus_allowed_list`).
+fn allowed(pid: u32, tid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:"));
+    line.unwrap().split_whitespace().nth(1).unwrap().to_string()
+}
+
+/// The ids of process `pid`'s threads whose name starts with `prefix`.
+fn threads_named(pid: u32, prefix: &str) -> Vec<u32> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let tids = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok());
+    let comm = |tid: u32| std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"));
+    tids.filter(|&tid| comm(tid).is_ok_and(|c| c.starts_with(prefix)))
+        .collect()
+}
+
+/// The mode agents run on the CPU no rt task uses (CPU 0; the partition's is CPU 1), and
+/// the supervisor's own thread, which takes their acknowledgements, may use every CPU
+/// again once a switch is over (it is kept on the agents' CPU only during a switch):
+/// docs/modes.md, An agent on its tasks' CPU.
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE and cpusets"]
+fn the_mode_agents_run_off_the_pools_cpus() {
+    common::built("bulkhead-periodic");
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("modes-agent-cpus");
+    let file = description(&dir);
+    let socket = dir.file("car.sock");
+    let mut run = Running(Some(
+        common::run_with_control(&file, "3s", &socket)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    wait_for(&socket);
+    let pid = run.0.as_ref().unwrap().id();
+    status(&socket);
+    let agents = threads_named(pid, "mode-agent-");
+    assert_eq!(agents.len(), 2, "one agent per modal partition");
+    let before = allowed(pid, pid);
+    for mode in ["two", "one"] {
+        // The agent period (300 ms) must pass between two switches.
+        std::thread::sleep(Duration::from_millis(350));
+        assert_eq!(switch(&socket, mode)["to"], mode);
+        for &tid in &agents {
+            assert_eq!(
+                allowed(pid, tid),
+                "0",
+                "agent thread {tid} after the switch to {mode}"
+            );
+        }
+        assert_eq!(
+            allowed(pid, pid),
+            before,
+            "the supervisor after the switch to {mode}"
+        );
+    }
+    let out = run.0.take().unwrap().wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
 /// A mode switch and a stop-start never overlap: `ctl mode` while the system is
 /// suspended is refused with the reason and changes nothing (the task keeps its
 /// reservation, the mode stays); after the resume the same switch goes through.
