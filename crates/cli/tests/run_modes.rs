@@ -52,6 +52,19 @@ fn switch(socket: &Path, mode: &str) -> Value {
     serde_json::from_slice::<Value>(&out.stdout).unwrap()["mode"].clone()
 }
 
+/// `bulkhead run FILE --control SOCKET` for `timeout`, its stderr piped, once its socket
+/// is there.
+fn started(file: &Path, timeout: &str, socket: &Path) -> Running {
+    let run = Running(Some(
+        common::run_with_control(file, timeout, socket)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    wait_for(socket);
+    run
+}
+
 /// Sends raw request lines on one connection and returns `n` reply lines.
 fn raw(path: &Path, bytes: &[u8], n: usize) -> Vec<String> {
     let mut s = UnixStream::connect(path).unwrap();
@@ -533,13 +546,7 @@ fn a_task_that_leaves_gives_its_bandwidth_back_to_the_kernel() {
     )
     .unwrap();
     let socket = dir.file("car.sock");
-    let mut run = Running(Some(
-        common::run_with_control(&file, "4s", &socket)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    wait_for(&socket);
+    let mut run = started(&file, "4s", &socket);
     std::thread::sleep(Duration::from_millis(500));
     let s = status(&socket);
     let pid = |name: &str| task(&s, name)["pid"].as_u64().unwrap() as u32;
@@ -588,13 +595,7 @@ fn the_mode_agents_run_off_the_pools_cpus() {
     let dir = Scratch::new("modes-agent-cpus");
     let file = description(&dir);
     let socket = dir.file("car.sock");
-    let mut run = Running(Some(
-        common::run_with_control(&file, "3s", &socket)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    wait_for(&socket);
+    let mut run = started(&file, "3s", &socket);
     let pid = run.0.as_ref().unwrap().id();
     status(&socket);
     let agents = threads_named(pid, "mode-agent-");
@@ -634,13 +635,7 @@ fn a_mode_switch_is_refused_while_the_system_is_suspended() {
     let socket = dir.file("car.sock");
     // Ended by `_run`'s drop: the timeout only has to outlast the checks on a loaded
     // machine (a 5 s one ended first once, under a load average of 600).
-    let _run = Running(Some(
-        common::run_with_control(&file, "60s", &socket)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    wait_for(&socket);
+    let _run = started(&file, "60s", &socket);
     std::thread::sleep(Duration::from_millis(300));
     let x = task(&status(&socket), "x")["pid"].as_u64().unwrap() as u32;
     ctl_ok(&socket, &["suspend"]);
