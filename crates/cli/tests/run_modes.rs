@@ -52,6 +52,19 @@ fn switch(socket: &Path, mode: &str) -> Value {
     serde_json::from_slice::<Value>(&out.stdout).unwrap()["mode"].clone()
 }
 
+/// `bulkhead run FILE --control SOCKET` for `timeout`, its stderr piped, once its socket
+/// is there.
+fn started(file: &Path, timeout: &str, socket: &Path) -> Running {
+    let run = Running(Some(
+        common::run_with_control(file, timeout, socket)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    wait_for(socket);
+    run
+}
+
 /// Sends raw request lines on one connection and returns `n` reply lines.
 fn raw(path: &Path, bytes: &[u8], n: usize) -> Vec<String> {
     let mut s = UnixStream::connect(path).unwrap();
@@ -533,13 +546,7 @@ fn a_task_that_leaves_gives_its_bandwidth_back_to_the_kernel() {
     )
     .unwrap();
     let socket = dir.file("car.sock");
-    let mut run = Running(Some(
-        common::run_with_control(&file, "4s", &socket)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    wait_for(&socket);
+    let mut run = started(&file, "4s", &socket);
     std::thread::sleep(Duration::from_millis(500));
     let s = status(&socket);
     let pid = |name: &str| task(&s, name)["pid"].as_u64().unwrap() as u32;
@@ -560,6 +567,61 @@ fn a_task_that_leaves_gives_its_bandwidth_back_to_the_kernel() {
     assert!(!stderr.contains("resource busy"), "{stderr}");
 }
 
+/// The CPUs thread `tid` of process `pid` may run on (`Cpus_allowed_list`).
+fn allowed(pid: u32, tid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:"));
+    line.unwrap().split_whitespace().nth(1).unwrap().to_string()
+}
+
+/// The ids of process `pid`'s threads whose name starts with `prefix`.
+fn threads_named(pid: u32, prefix: &str) -> Vec<u32> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let tids = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok());
+    let comm = |tid: u32| std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"));
+    tids.filter(|&tid| comm(tid).is_ok_and(|c| c.starts_with(prefix)))
+        .collect()
+}
+
+/// The mode agents run on the CPU no rt task uses (CPU 0; the partition's is CPU 1), and
+/// the supervisor's own thread, which takes their acknowledgements, may use every CPU
+/// again once a switch is over (it is kept on the agents' CPU only during a switch):
+/// docs/modes.md, An agent on its tasks' CPU.
+#[test]
+#[ignore = "needs root: SCHED_DEADLINE and cpusets"]
+fn the_mode_agents_run_off_the_pools_cpus() {
+    common::built("bulkhead-periodic");
+    let _lock = exclusive_cpus_lock();
+    let dir = Scratch::new("modes-agent-cpus");
+    let file = description(&dir);
+    let socket = dir.file("car.sock");
+    let mut run = started(&file, "3s", &socket);
+    let pid = run.0.as_ref().unwrap().id();
+    status(&socket);
+    let agents = threads_named(pid, "mode-agent-");
+    assert_eq!(agents.len(), 2, "one agent per modal partition");
+    let before = allowed(pid, pid);
+    for mode in ["two", "one"] {
+        // The agent period (300 ms) must pass between two switches.
+        std::thread::sleep(Duration::from_millis(350));
+        assert_eq!(switch(&socket, mode)["to"], mode);
+        for &tid in &agents {
+            assert_eq!(
+                allowed(pid, tid),
+                "0",
+                "agent thread {tid} after the switch to {mode}"
+            );
+        }
+        assert_eq!(
+            allowed(pid, pid),
+            before,
+            "the supervisor after the switch to {mode}"
+        );
+    }
+    let out = run.0.take().unwrap().wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
 /// A mode switch and a stop-start never overlap: `ctl mode` while the system is
 /// suspended is refused with the reason and changes nothing (the task keeps its
 /// reservation, the mode stays); after the resume the same switch goes through.
@@ -573,13 +635,7 @@ fn a_mode_switch_is_refused_while_the_system_is_suspended() {
     let socket = dir.file("car.sock");
     // Ended by `_run`'s drop: the timeout only has to outlast the checks on a loaded
     // machine (a 5 s one ended first once, under a load average of 600).
-    let _run = Running(Some(
-        common::run_with_control(&file, "60s", &socket)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    wait_for(&socket);
+    let _run = started(&file, "60s", &socket);
     std::thread::sleep(Duration::from_millis(300));
     let x = task(&status(&socket), "x")["pid"].as_u64().unwrap() as u32;
     ctl_ok(&socket, &["suspend"]);

@@ -40,9 +40,9 @@ use crate::mailbox::{self, Receiver, Sender};
 use crate::tasks::{lock_pid, TaskPort};
 use bulkhead_analysis::report::Options;
 use bulkhead_control::{ErrorCode, InterfaceStatus, ModeOutcome, Response, StepRecord, Ticket};
-use bulkhead_model::{Nanos, SwitchPolicy, System, Task};
+use bulkhead_model::{CpuSet, Nanos, SwitchPolicy, System, Task};
 use bulkhead_modes::{Interface, Step, Switch, Table};
-use bulkhead_os::cgroup::{is_frozen, procs, procs_file, set_frozen, write_file, Version::V1};
+use bulkhead_os::cgroup::{procs, procs_file, set_frozen, write_file, Version::V1};
 use bulkhead_os::event::Wakeup;
 use bulkhead_os::sched::{self, DeadlineParams, Policy};
 use bulkhead_trace::{Event, EventKind};
@@ -140,6 +140,9 @@ struct Running {
     started: Instant,
     ticket: Option<Ticket>,
     steps: Vec<StepRecord>,
+    /// The manager's thread and its CPUs before the switch kept it with the agents
+    /// ([`ModeManager::pin_apart`]), given back at the end.
+    pinned: Option<(i32, Vec<u32>)>,
 }
 
 /// The mode manager.
@@ -160,6 +163,8 @@ pub struct ModeManager {
     wake: Arc<Wakeup>,
     /// Problems of past switches, for the run's warnings.
     warnings: Vec<String>,
+    /// The CPUs of the agents ([`agent_cpus`]), where the manager runs during a switch.
+    cpus: Option<Vec<u32>>,
 }
 
 impl ModeManager {
@@ -167,12 +172,15 @@ impl ModeManager {
     /// started by `crate::tasks` in the initial mode) and publishes the initial
     /// mode in their control blocks. The mode table is computed with `options`, the
     /// ones admission used ([`crate::tasks::RtPartitions::machine_options`]). Events are recorded in
-    /// `events` with times since `epoch_ns` (CLOCK_MONOTONIC).
+    /// `events` with times since `epoch_ns` (CLOCK_MONOTONIC). The agents run on this
+    /// thread's CPUs outside `rt_cpus` (those of the rt tasks), where it has any
+    /// ([`agent_cpus`]).
     pub fn start(
         system: &System,
         options: &Options,
         ports: Vec<TaskPort>,
         epoch_ns: u64,
+        rt_cpus: Option<&CpuSet>,
         events: ModeEvents,
     ) -> std::io::Result<ModeManager> {
         let modes = system.modes.as_ref().expect("a system with modes");
@@ -182,6 +190,7 @@ impl ModeManager {
         let (done_tx, done_rx) = mailbox::channel();
         let agent_period = Duration::from_nanos(modes.agent.period);
         let mut ports: Vec<Option<TaskPort>> = ports.into_iter().map(Some).collect();
+        let cpus = agent_cpus(rt_cpus);
         let mut agents = Vec::new();
         for (k, member) in table.members.iter().enumerate() {
             let mine: Vec<TaskPort> = ports
@@ -200,11 +209,11 @@ impl ModeManager {
                 k,
                 &member.name,
                 mine,
-                done_tx.clone(),
-                wake.clone(),
+                (done_tx.clone(), wake.clone()),
                 agent_period,
                 // The stop-start worker moves the tasks into freezer cgroups of its own.
                 system.stop_start.is_none(),
+                cpus.clone(),
             )?));
         }
         let interfaces = table.modes[current]
@@ -227,6 +236,7 @@ impl ModeManager {
             done_rx,
             wake,
             warnings: Vec::new(),
+            cpus,
         })
     }
 
@@ -311,6 +321,7 @@ impl ModeManager {
     ) -> Option<Response> {
         let started = Instant::now();
         self.last_request = Some(started);
+        let pinned = self.pin_apart();
         let mut switch = Switch::new(&self.table, self.current, to, policy);
         self.record(started, switch.request_event());
         let first = switch.start();
@@ -321,8 +332,28 @@ impl ModeManager {
             started,
             ticket,
             steps: Vec::new(),
+            pinned,
         });
         self.go_on(first)
+    }
+
+    /// Keeps the calling thread, the manager, on the agents' CPUs for the switch, and
+    /// returns what to give back (`None`: nothing changed). An agent's acknowledgement
+    /// wakes the manager while the agent, boosted above it, still runs: the kernel
+    /// (`select_task_rq_rt`) then woke the manager on another CPU it may use, a pool's,
+    /// where every task an agent had just started preempted it (SCHED_DEADLINE above
+    /// SCHED_FIFO) and ran its job before the manager could send the next request:
+    /// 170-270 µs between an acknowledgement and the next request instead of 40
+    /// (docs/modes.md, An agent on its tasks' CPU).
+    fn pin_apart(&self) -> Option<(i32, Vec<u32>)> {
+        let apart = self.cpus.as_ref()?;
+        let own = sched::own_cpus();
+        let both: Vec<u32> = own.iter().copied().filter(|c| apart.contains(c)).collect();
+        if both.is_empty() || both.len() == own.len() {
+            return None;
+        }
+        sched::set_affinity(0, both).ok()?;
+        Some((bulkhead_os::proc::tid(), own))
     }
 
     /// Performs `steps`; the reply once the switch is over or failed.
@@ -494,6 +525,7 @@ impl ModeManager {
     /// The switch is over: the new mode is current.
     fn finish(&mut self) -> Option<Response> {
         let r = self.running.take().expect("a switch in progress");
+        unpin(r.pinned.as_ref());
         self.current = r.to;
         let outcome = ModeOutcome {
             from: self.table.modes[r.from].name.clone(),
@@ -509,6 +541,7 @@ impl ModeManager {
     /// where it is and reported; the system keeps running.
     fn fail(&mut self, why: SwitchFailure) -> Option<Response> {
         let r = self.running.take().expect("a switch in progress");
+        unpin(r.pinned.as_ref());
         let line = format!(
             "switch to `{}` abandoned: {why}",
             self.table.modes[r.to].name
@@ -537,6 +570,14 @@ impl Drop for ModeManager {
                 let _ = t.join();
             }
         }
+    }
+}
+
+/// Gives the manager's thread back the CPUs it had before the switch
+/// ([`ModeManager::pin_apart`]); on failure it keeps the agents' (nothing wrong).
+fn unpin(pinned: Option<&(i32, Vec<u32>)>) {
+    if let Some((tid, own)) = pinned {
+        let _ = sched::set_affinity(*tid, own.iter().copied());
     }
 }
 
@@ -598,8 +639,8 @@ enum ActError {
     #[error(transparent)]
     Stat(#[from] std::io::Error),
     /// Thawing the task's freezer cgroup after a park ([`ParkFreezers`]).
-    #[error(transparent)]
-    Thaw(#[from] bulkhead_os::cgroup::CgroupError),
+    #[error("thawing its freezer cgroup: {0}")]
+    Thaw(std::io::Error),
     /// The task's state in /proc/PID/stat when the agent gave up waiting.
     #[error("not stopped yet (state {0:?}) after SIGSTOP")]
     NotStopped(Option<char>),
@@ -645,14 +686,29 @@ fn plan(
     Ok((leave, notify))
 }
 
+/// The CPUs the mode agents run on: the calling thread's that no rt task uses, or `None`
+/// (they keep every CPU) if there is none. An agent free to run on a pool's CPU stayed
+/// there once it had run there (as SCHED_OTHER it is balanced anywhere; boosted, the
+/// kernel wakes it on the CPU it last ran on): then every task it started preempted it
+/// (SCHED_DEADLINE above SCHED_FIFO) and ran its first job before the agent could
+/// acknowledge, 170 µs per start, and a switch took three times as long
+/// (docs/modes.md, An agent on its tasks' CPU).
+fn agent_cpus(rt_cpus: Option<&CpuSet>) -> Option<Vec<u32>> {
+    let rt = rt_cpus?;
+    let free: Vec<u32> = (sched::own_cpus().into_iter())
+        .filter(|&c| !rt.contains(c))
+        .collect();
+    (!free.is_empty()).then_some(free)
+}
+
 fn spawn_agent(
     member: usize,
     name: &str,
     tasks: Vec<TaskPort>,
-    done: Sender<Done>,
-    wake: Arc<Wakeup>,
+    (done, wake): (Sender<Done>, Arc<Wakeup>),
     ack_timeout: Duration,
     freeze_parks: bool,
+    cpus: Option<Vec<u32>>,
 ) -> std::io::Result<Agent> {
     let (tx, rx) = mailbox::channel();
     let (tid_tx, tid_rx) = mailbox::channel();
@@ -662,6 +718,10 @@ fn spawn_agent(
         .spawn(move || {
             // Agents run at normal priority except while boosted.
             let _ = sched::set_current(&Policy::Other { nice: 0 });
+            if let Some(cpus) = cpus {
+                // On failure the agent keeps every CPU: slower switches, nothing wrong.
+                let _ = sched::set_affinity(0, cpus);
+            }
             let _ = tid_tx.send(bulkhead_os::proc::tid());
             warm_up(&tasks);
             let mut freezers = match freeze_parks {
@@ -790,7 +850,7 @@ fn act(
                 // its program ([`ParkFreezers`]).
                 Some((f, i)) => {
                     let left = leave_deadline(pid);
-                    f.thaw(i)?;
+                    f.thaw(i).map_err(ActError::Thaw)?;
                     left
                 }
                 None => {
@@ -888,8 +948,39 @@ struct ParkFreezers {
     root: PathBuf,
     /// The agent's directory.
     dir: PathBuf,
-    /// Per task (the agent's index): its cgroup, and the pid last placed in it (0: none).
-    tasks: Vec<(PathBuf, u32)>,
+    /// Per task (the agent's index): its cgroup, its `freezer.state` held open, and the
+    /// pid last placed in it (0: none).
+    tasks: Vec<(PathBuf, FreezerState, u32)>,
+}
+
+/// A cgroup's v1 `freezer.state`, held open: a freeze, a look at the state and a thaw
+/// are one system call each (`pwrite`/`pread` at offset 0) instead of an open, the
+/// access and a close each; a park made nine of them (opens took 3-7 µs on the 2-vCPU
+/// VM, docs/modes.md, An agent on its tasks' CPU).
+struct FreezerState(std::fs::File);
+
+impl FreezerState {
+    fn open(cg: &std::path::Path) -> std::io::Result<FreezerState> {
+        let path = cg.join("freezer.state");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)?;
+        Ok(FreezerState(file))
+    }
+
+    /// Freezes (`true`) or thaws the cgroup.
+    fn set(&self, frozen: bool) -> std::io::Result<()> {
+        let value: &[u8] = if frozen { b"FROZEN" } else { b"THAWED" };
+        std::os::unix::fs::FileExt::write_at(&self.0, value, 0).map(|_| ())
+    }
+
+    /// Whether the kernel reports the cgroup `FROZEN` (not `FREEZING`); `None` if unreadable.
+    fn frozen(&self) -> Option<bool> {
+        let mut text = [0u8; 16];
+        let n = std::os::unix::fs::FileExt::read_at(&self.0, &mut text, 0).ok()?;
+        Some(text[..n].trim_ascii() == b"FROZEN")
+    }
 }
 
 impl ParkFreezers {
@@ -911,10 +1002,13 @@ impl ParkFreezers {
         let ok = std::fs::create_dir(&anchor).is_ok() && set_frozen(&anchor, V1, true).is_ok();
         for (i, pid) in pids.enumerate().take_while(|_| ok) {
             let cg = made.dir.join(i.to_string());
-            if std::fs::create_dir(&cg).is_err() {
+            let Some(state) = std::fs::create_dir(&cg)
+                .and_then(|_| FreezerState::open(&cg))
+                .ok()
+            else {
                 break;
-            }
-            made.tasks.push((cg, 0));
+            };
+            made.tasks.push((cg, state, 0));
             if !made.place(i, pid) {
                 break;
             }
@@ -930,7 +1024,7 @@ impl ParkFreezers {
 
     /// Puts process `pid` in task `i`'s cgroup unless it is there (a restarted task).
     fn place(&mut self, i: usize, pid: u32) -> bool {
-        let (cg, placed) = &mut self.tasks[i];
+        let (cg, _, placed) = &mut self.tasks[i];
         if *placed != pid {
             if write_file(&procs_file(cg), &pid.to_string()).is_err() {
                 return false;
@@ -946,27 +1040,27 @@ impl ParkFreezers {
         if !self.place(i, pid) {
             return false;
         }
-        let cg = &self.tasks[i].0;
-        if set_frozen(cg, V1, true).is_err() {
+        let state = &self.tasks[i].1;
+        if state.set(true).is_err() {
             return false;
         }
-        let frozen = is_frozen(cg, V1) == Some(true);
+        let frozen = state.frozen() == Some(true);
         if !frozen {
-            let _ = set_frozen(cg, V1, false);
+            let _ = state.set(false);
         }
         frozen
     }
 
     /// Thaws task `i`.
-    fn thaw(&self, i: usize) -> Result<(), bulkhead_os::cgroup::CgroupError> {
-        set_frozen(&self.tasks[i].0, V1, false)
+    fn thaw(&self, i: usize) -> std::io::Result<()> {
+        self.tasks[i].1.set(false)
     }
 
     /// Thaws every cgroup, moves the processes still in them back to the root and
     /// removes them.
     fn remove(self) {
         let anchor = self.dir.join("anchor");
-        let dirs = self.tasks.iter().map(|(cg, _)| cg).chain([&anchor]);
+        let dirs = self.tasks.iter().map(|(cg, ..)| cg).chain([&anchor]);
         for cg in dirs {
             let _ = set_frozen(cg, V1, false);
             for pid in procs(cg) {

@@ -331,8 +331,10 @@ pub fn start(
                 .mode_ports()
                 .map_err(|e| RunError::reserve("mode agents", e))?;
             let analysis = rt.machine_options();
+            let cpus = rt.cpus();
+            let events = mode_events.clone();
             let manager =
-                ModeManager::start(system, analysis, ports, epoch_ns, mode_events.clone())
+                ModeManager::start(system, analysis, ports, epoch_ns, cpus.as_ref(), events)
                     .map_err(|e| RunError::io("mode agents", e))?;
             Some(manager)
         }

@@ -324,8 +324,13 @@ pub struct ProcSched {
 /// Parses `/proc/PID/sched` (the main thread of `pid`).
 pub fn proc_sched(pid: i32) -> Result<ProcSched> {
     let path = format!("/proc/{pid}/sched");
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| Error::os(format!("reading {path}"), e, ""))?;
+    // Room for the whole file (about 1.5 KiB) from the start: `fs::read_to_string` reads
+    // a file without a size (procfs) in growing pieces, eight system calls here, and a
+    // mode agent reads it at every park (docs/modes.md, An agent on its tasks' CPU).
+    let mut text = String::with_capacity(4096);
+    std::fs::File::open(&path)
+        .and_then(|mut f| std::io::Read::read_to_string(&mut f, &mut text))
+        .map_err(|e| Error::os(format!("reading {path}"), e, ""))?;
     parse_proc_sched(&text)
         .ok_or_else(|| Error::Invalid(format!("{path}: no `policy` or `prio` line")))
 }
