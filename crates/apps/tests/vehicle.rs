@@ -8,7 +8,6 @@
 //! attacker: `send-frame --to adas_raw_tx 343#... x3 2E4#...` (three ACC commands,
 //! one STEERING_LKA frame, which its allowlist permits).
 
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -29,10 +28,7 @@ fn bulkhead() -> PathBuf {
 
 /// Serializes the suites that take CPUs exclusively (as crates/cli's do).
 fn exclusive_cpus_lock() -> std::fs::File {
-    let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
-    // SAFETY: flock on an open descriptor.
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
-    lock
+    bulkhead_os::lock::exclusive_cpus().expect("the lock of the rt test suites")
 }
 
 const TASKS: [&str; 10] = [

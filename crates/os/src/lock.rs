@@ -1,10 +1,32 @@
 //! Open-file-description locks on single bytes (`F_OFD_SETLK`, `F_OFD_GETLK`): a lock is
 //! held as long as its open file description, and the kernel drops it when the last
 //! descriptor of that description closes, also when its process is killed. The channels'
-//! liveness and the partitions' uid reservations rest on them.
+//! liveness and the partitions' uid reservations rest on them. Also the whole-file lock
+//! that serializes the runs taking CPUs exclusively on a test machine
+//! ([`exclusive_cpus`]).
 
+use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// The file locked (`flock`) by whatever takes CPUs exclusively on a test or benchmark
+/// machine: the rt test suites, the benchmarks (`flock /run/bulkhead-rt-tests.lock
+/// bench/...`) and any test that needs a CPU no other run holds as an exclusive cpuset.
+/// Two such runs at once would refuse each other's cpusets.
+pub const EXCLUSIVE_CPUS_LOCK: &str = "/run/bulkhead-rt-tests.lock";
+
+/// Waits for [`EXCLUSIVE_CPUS_LOCK`]; it is held until the returned file is dropped.
+pub fn exclusive_cpus() -> io::Result<File> {
+    let lock = File::create(EXCLUSIVE_CPUS_LOCK)?;
+    loop {
+        // SAFETY: flock on a descriptor this function owns.
+        match crate::check(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }) {
+            Ok(_) => return Ok(lock),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
 
 /// Which lock: shared (any number of readers) or exclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

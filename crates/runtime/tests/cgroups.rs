@@ -26,11 +26,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// reservations'): while one holds CPU 0 as an exclusive cpuset, an instance on every
 /// CPU cannot be made.
 fn exclusive_cpus_lock() -> std::fs::File {
-    use std::os::fd::AsRawFd;
-    let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
-    // SAFETY: flock on an open descriptor.
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
-    lock
+    bulkhead_os::lock::exclusive_cpus().expect("the lock of the rt test suites")
 }
 
 macro_rules! require_cgroups {

@@ -34,9 +34,7 @@ impl Reaped {
 /// ignored without root; as root, cpusets missing is a failure, not a skip.
 fn cpuset_locked() -> (CpusetMount, fs::File) {
     let h = cpuset::detect().unwrap_or_else(|e| panic!("needs root and cpusets: {e}"));
-    let lock = fs::File::create("/run/bulkhead-rt-tests.lock").expect("lock file");
-    // SAFETY: flock on an open descriptor.
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let lock = bulkhead_os::lock::exclusive_cpus().expect("the lock of the rt test suites");
     (h, lock)
 }
 

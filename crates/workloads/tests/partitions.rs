@@ -11,7 +11,6 @@ use bulkhead_plan::{admit, Options};
 use bulkhead_plan::{Host, Programs};
 use bulkhead_runtime::tasks::{Epoch, RtOptions, RtPartitions};
 use bulkhead_trace::{Event, EventKind};
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -100,9 +99,7 @@ fn rt_tasks_run_with_their_reservations_and_report_every_job() {
     if let Err(e) = cpuset::detect() {
         panic!("needs root and cpusets: {e}");
     }
-    let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
-    // SAFETY: flock on an open descriptor.
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let _lock = bulkhead_os::lock::exclusive_cpus().expect("the lock of the rt test suites");
     let bin = env!("CARGO_BIN_EXE_bulkhead-periodic");
     let sys = system(&format!(
         "system: {{cpus: 0-1}}\npartitions:\n\

@@ -1,7 +1,6 @@
 //! Helpers shared by the `bulkhead run` test suites (each suite uses some of them).
 #![allow(dead_code)]
 
-use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
@@ -28,10 +27,7 @@ pub fn bulkhead() -> Command {
 
 /// Serializes the suites that take CPUs exclusively (as bulkhead-runtime's reservation tests do).
 pub fn exclusive_cpus_lock() -> std::fs::File {
-    let lock = std::fs::File::create("/run/bulkhead-rt-tests.lock").unwrap();
-    // SAFETY: flock on an open descriptor.
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
-    lock
+    bulkhead_os::lock::exclusive_cpus().expect("the lock of the rt test suites")
 }
 
 /// A scratch directory every user may write (partitions run as `nobody`), removed on drop.

@@ -234,6 +234,8 @@ mod tests {
     #[test]
     #[ignore = "needs root: cgroup v1 cpuset"]
     fn a_partition_gets_a_cpuset_of_its_own_with_its_processes_once_given_other_cpus() {
+        // Another run may hold CPUs as exclusive cpusets: the instance could not have them.
+        let _lock = crate::lock::exclusive_cpus().unwrap();
         let Ok(hierarchy) = Hierarchy::detect() else {
             return;
         };
@@ -290,6 +292,8 @@ mod tests {
     #[test]
     #[ignore = "needs root: cgroup v1 freezer"]
     fn kill_all_kills_the_members_of_frozen_and_thawed_process_cgroups() {
+        // Another run may hold CPUs as exclusive cpusets: the instance could not have them.
+        let _lock = crate::lock::exclusive_cpus().unwrap();
         let Ok(hierarchy) = Hierarchy::detect() else {
             return;
         };
