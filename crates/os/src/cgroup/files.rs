@@ -115,6 +115,26 @@ pub fn procs(dir: &Path) -> Vec<i32> {
         .unwrap_or_default()
 }
 
+/// Moves the processes `pids` that are not in cgroup `dir` yet into it (each with its
+/// every thread) and returns how many it moved. Only the missing ones are written: each
+/// migration takes the kernel's cgroup threadgroup lock, whose first taking after a quiet
+/// time waits for an RCU grace period (about 10 ms here). A process that exited meanwhile
+/// (ESRCH) is no error; after another error the rest are still moved and the first error
+/// is returned.
+pub(super) fn move_into(dir: &Path, pids: &[u32]) -> Result<usize> {
+    let there = procs(dir);
+    let file = procs_file(dir);
+    let (mut moved, mut failed) = (0, None);
+    for &pid in pids.iter().filter(|&&p| !there.contains(&(p as i32))) {
+        match write_file(&file, &pid.to_string()) {
+            Ok(()) => moved += 1,
+            Err(e) if e.source.raw_os_error() == Some(crate::errno::ESRCH) => {}
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    failed.map_or(Ok(moved), Err)
+}
+
 /// Why this machine's cgroups cannot hold partitions ([`Hierarchy::detect`]).
 #[derive(Debug, thiserror::Error)]
 pub enum DetectError {

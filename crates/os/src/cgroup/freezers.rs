@@ -10,9 +10,7 @@
 //! cpusets), while it freezes cgroups others own (a best-effort partition's, the rt
 //! tasks' own v2 cgroups); the run's manager is held by the supervisor's loop.
 
-use super::files::{
-    err, is_frozen, procs, procs_file, remove_dir, set_frozen, write_file, CgroupError,
-};
+use super::files::{err, is_frozen, move_into, procs, remove_dir, set_frozen, CgroupError};
 use super::{own_cgroup_in, Hierarchy, Mounts, Result, Version};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -129,7 +127,12 @@ impl Freezers for HostFreezers {
     fn join(&mut self, g: Group, pids: &[u32]) {
         match &mut self.groups[g.0] {
             HostGroup::Adopted(_) => {}
-            HostGroup::Created(dir) => move_into(dir, pids),
+            // The tasks stay in their partition's freezer cgroup between suspends instead
+            // of moving at each one (the cost in `move_into`); one that cannot move is no
+            // error here.
+            HostGroup::Created(dir) => {
+                let _ = move_into(dir, pids);
+            }
             HostGroup::Own(dirs) => {
                 let unified = self.unified.as_deref();
                 *dirs = pids
@@ -161,26 +164,13 @@ impl Freezers for HostFreezers {
         for group in std::mem::take(&mut self.groups) {
             if let HostGroup::Created(dir) = group {
                 let members: Vec<u32> = procs(&dir).into_iter().map(|p| p as u32).collect();
-                move_into(&self.home, &members);
+                let _ = move_into(&self.home, &members);
                 let _ = remove_dir(&dir);
             }
         }
         if let Some(dir) = self.instance.take() {
             let _ = remove_dir(&dir);
         }
-    }
-}
-
-/// Moves the processes `pids` that are not in cgroup `dir` yet into it. Only the missing
-/// ones are written: each migration takes the kernel's cgroup threadgroup lock, whose
-/// first taking after a quiet time waits for an RCU grace period (about 10 ms here), so
-/// the tasks stay in their partition's freezer cgroup between suspends instead of moving
-/// at each one. A task that exited meanwhile is not an error.
-fn move_into(dir: &Path, pids: &[u32]) {
-    let there = procs(dir);
-    let file = procs_file(dir);
-    for &pid in pids.iter().filter(|&&p| !there.contains(&(p as i32))) {
-        let _ = write_file(&file, &pid.to_string());
     }
 }
 

@@ -6,7 +6,7 @@
 //! ([`crate::limit::V1Limit`]).
 
 use super::files::{
-    procs, procs_file, read_file, write_cpus, write_file, Hierarchy, Result, Version,
+    move_into, procs_file, read_file, write_cpus, write_file, Hierarchy, Result, Version,
 };
 use super::manager::{
     on_tree, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process, Tree,
@@ -107,26 +107,13 @@ impl V1Cgroups {
         self.cpusets[p.0] = Some(dir.clone());
         write_cpus(&dir, cpus)?;
         loop {
-            let moved = procs(&dir);
-            let left: Vec<i32> = (self.tree.partition_pids(p).into_iter())
-                .filter(|pid| !moved.contains(pid))
+            let pids: Vec<u32> = (self.tree.partition_pids(p).into_iter())
+                .map(|pid| pid as u32)
                 .collect();
-            if left.is_empty() {
+            if move_into(&dir, &pids)? == 0 {
                 return Ok(());
             }
-            for pid in left {
-                join(&dir, pid)?;
-            }
         }
-    }
-}
-
-/// Moves process `pid` (its every thread) into cgroup `dir`; a process that ended
-/// meanwhile is no error.
-fn join(dir: &Path, pid: i32) -> Result<()> {
-    match write_file(&procs_file(dir), &pid.to_string()) {
-        Err(e) if e.source.raw_os_error() == Some(crate::errno::ESRCH) => Ok(()),
-        r => r,
     }
 }
 
@@ -213,6 +200,7 @@ impl CgroupManager for V1Cgroups {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cgroup::procs;
     use std::io::Write;
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
