@@ -42,7 +42,7 @@ use bulkhead_analysis::report::Options;
 use bulkhead_control::{ErrorCode, InterfaceStatus, ModeOutcome, Response, StepRecord, Ticket};
 use bulkhead_model::{CpuSet, Nanos, SwitchPolicy, System, Task};
 use bulkhead_modes::{Interface, Step, Switch, Table};
-use bulkhead_os::cgroup::{procs, procs_file, set_frozen, write_file, Version::V1};
+use bulkhead_os::cgroup::{procs, procs_file, set_frozen, write_file, FreezerState, Version::V1};
 use bulkhead_os::event::Wakeup;
 use bulkhead_os::sched::{self, DeadlineParams, Policy};
 use bulkhead_trace::{Event, EventKind};
@@ -951,36 +951,6 @@ struct ParkFreezers {
     /// Per task (the agent's index): its cgroup, its `freezer.state` held open, and the
     /// pid last placed in it (0: none).
     tasks: Vec<(PathBuf, FreezerState, u32)>,
-}
-
-/// A cgroup's v1 `freezer.state`, held open: a freeze, a look at the state and a thaw
-/// are one system call each (`pwrite`/`pread` at offset 0) instead of an open, the
-/// access and a close each; a park made nine of them (opens took 3-7 µs on the 2-vCPU
-/// VM, docs/modes.md, An agent on its tasks' CPU).
-struct FreezerState(std::fs::File);
-
-impl FreezerState {
-    fn open(cg: &std::path::Path) -> std::io::Result<FreezerState> {
-        let path = cg.join("freezer.state");
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)?;
-        Ok(FreezerState(file))
-    }
-
-    /// Freezes (`true`) or thaws the cgroup.
-    fn set(&self, frozen: bool) -> std::io::Result<()> {
-        let value: &[u8] = if frozen { b"FROZEN" } else { b"THAWED" };
-        std::os::unix::fs::FileExt::write_at(&self.0, value, 0).map(|_| ())
-    }
-
-    /// Whether the kernel reports the cgroup `FROZEN` (not `FREEZING`); `None` if unreadable.
-    fn frozen(&self) -> Option<bool> {
-        let mut text = [0u8; 16];
-        let n = std::os::unix::fs::FileExt::read_at(&self.0, &mut text, 0).ok()?;
-        Some(text[..n].trim_ascii() == b"FROZEN")
-    }
 }
 
 impl ParkFreezers {

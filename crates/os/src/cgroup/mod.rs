@@ -21,7 +21,7 @@ mod v2;
 
 pub use files::{
     enable_controller, is_frozen, kill_cgroup, partition_dir_name, procs, procs_file, set_frozen,
-    write_file, CgroupError, DetectError, Hierarchy, Result, Version,
+    write_file, CgroupError, DetectError, FreezerState, Hierarchy, Result, Version,
 };
 pub use freezers::{FreezeError, Freezers, Group, HostFreezers, SETTLE};
 pub use manager::{

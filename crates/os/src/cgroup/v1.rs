@@ -6,7 +6,8 @@
 //! ([`crate::limit::V1Limit`]).
 
 use super::files::{
-    move_into, procs_file, read_file, write_cpus, write_file, Hierarchy, Result, Version,
+    move_into, procs_file, read_file, set_frozen, write_cpus, write_file, Hierarchy, Result,
+    Version,
 };
 use super::manager::{
     on_tree, CgroupManager, Controller, Joins, LimitError, Limited, Partition, Process, Tree,
@@ -81,7 +82,7 @@ impl V1Cgroups {
     fn freeze_anchor(&mut self) -> Result<()> {
         let dir = self.tree.dirs[0].join(ANCHOR);
         self.tree.make(&dir)?;
-        write_file(&dir.join("freezer.state"), "FROZEN")
+        set_frozen(&dir, Version::V1, true)
     }
 
     /// The instance's cgroup in the cpuset hierarchy (created last).
