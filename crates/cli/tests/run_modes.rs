@@ -6,6 +6,7 @@
 //! order as `run`.
 
 mod common;
+use bulkhead_os::sched::affinity;
 use common::{ctl, ctl_ok, exclusive_cpus_lock, text, wait_for, Running, Scratch};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
@@ -567,13 +568,6 @@ fn a_task_that_leaves_gives_its_bandwidth_back_to_the_kernel() {
     assert!(!stderr.contains("resource busy"), "{stderr}");
 }
 
-/// The CPUs thread `tid` of process `pid` may run on (`Cpus_allowed_list`).
-fn allowed(pid: u32, tid: u32) -> String {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:"));
-    line.unwrap().split_whitespace().nth(1).unwrap().to_string()
-}
-
 /// The ids of process `pid`'s threads whose name starts with `prefix`.
 fn threads_named(pid: u32, prefix: &str) -> Vec<u32> {
     let dir = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
@@ -600,20 +594,21 @@ fn the_mode_agents_run_off_the_pools_cpus() {
     status(&socket);
     let agents = threads_named(pid, "mode-agent-");
     assert_eq!(agents.len(), 2, "one agent per modal partition");
-    let before = allowed(pid, pid);
+    let allowed = |tid: u32| affinity(tid as i32).unwrap();
+    let before = allowed(pid);
     for mode in ["two", "one"] {
         // The agent period (300 ms) must pass between two switches.
         std::thread::sleep(Duration::from_millis(350));
         assert_eq!(switch(&socket, mode)["to"], mode);
         for &tid in &agents {
             assert_eq!(
-                allowed(pid, tid),
-                "0",
+                allowed(tid),
+                [0],
                 "agent thread {tid} after the switch to {mode}"
             );
         }
         assert_eq!(
-            allowed(pid, pid),
+            allowed(pid),
             before,
             "the supervisor after the switch to {mode}"
         );
