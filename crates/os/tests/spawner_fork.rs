@@ -4,6 +4,7 @@
 //! in its test binary, so that no other test thread holds a lock across the fork.
 
 use bulkhead_os::launch::{spawn, Confine, Env, Fds, Join, Launch, Program};
+use bulkhead_os::proc;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,7 @@ fn run_true() -> std::io::Result<i32> {
         fds: Fds::default(),
         wait_exec: true,
     })?;
-    bulkhead_os::proc::wait(child.pid)
+    proc::wait(child.pid)
 }
 
 #[test]
@@ -41,23 +42,18 @@ fn a_forked_process_launches_through_a_spawner_of_its_own() {
         unsafe { libc::_exit(code) };
     }
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut status = 0;
-    loop {
-        // SAFETY: waitpid on this test's own child, with a valid status pointer.
-        let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if done == pid {
-            break;
+    let status = loop {
+        if let Some(status) = proc::try_wait(pid).unwrap() {
+            break status;
         }
         if Instant::now() > deadline {
-            // SAFETY: kills and reaps this test's own child.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, &mut status, 0);
-            }
+            // Kills and reaps the hung child.
+            let _ = proc::kill(pid, proc::SIGKILL);
+            let _ = proc::wait(pid);
             panic!("the forked process hung in its launch");
         }
         std::thread::sleep(Duration::from_millis(10));
-    }
+    };
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "status {status:#x}"
