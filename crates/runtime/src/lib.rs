@@ -42,7 +42,7 @@ pub use bulkhead_os::cgroup::Hierarchy;
 pub use isolation::IdentityError;
 pub use links::{shell_words, stage_var};
 pub use power::PowerOptions;
-pub use supervisor::{clean_leftovers, plan_version, Outcome};
+pub use supervisor::{clean_leftovers, plan_version, Outcome, HANDOVER_FREEZE_DELAY};
 
 use bulkhead_model::System;
 use std::path::PathBuf;

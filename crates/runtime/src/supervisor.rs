@@ -1470,15 +1470,16 @@ impl Supervisor {
     }
 }
 
-/// How long a handoff of one CPU ([`Supervisor::hands_over_one_cpu`]) waits between
-/// its thaws and its freezes. The thaw's wake-up preempts the outgoing process on that
+/// How long a handoff of one CPU (`Supervisor::hands_over_one_cpu`) waits between its
+/// thaws and its freezes. The thaw's wake-up preempts the outgoing process on that
 /// CPU through an interrupt (a reschedule IPI); a freeze written while the outgoing
 /// process still runs there sends a second one (the kernel's `freeze_task` kicks a
 /// running task), and on this project's VM each IPI stops the partitions' vCPU for
 /// about 10 µs of the host's time (docs/runtime.md, *One interrupt per handoff*). Written
 /// once the incoming process has taken the CPU, the freeze finds the outgoing one
-/// preempted and needs no interrupt: it is frozen before it next runs.
-const HANDOVER_FREEZE_DELAY: std::time::Duration = std::time::Duration::from_micros(20);
+/// preempted and needs no interrupt: it is frozen before it next runs. The window-switch
+/// benchmark's `resume first` switches wait the same.
+pub const HANDOVER_FREEZE_DELAY: std::time::Duration = std::time::Duration::from_micros(20);
 
 /// Whether `later` (the rest of a batch of actions, all at one instant) thaws
 /// `process` again: a process whose window ends when its next grant starts (a

@@ -29,6 +29,7 @@ use crate::{baseline, baseline_of, first_spin_ns, median, min, switch_losses};
 use bulkhead_os::clock::{now_ns, spin_for};
 use bulkhead_os::event::{Epoll, Timer};
 use bulkhead_os::proc::kill;
+use bulkhead_runtime::HANDOVER_FREEZE_DELAY;
 use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -210,11 +211,6 @@ fn target(
         _groups: groups,
     }
 }
-
-/// What `bulkhead run` waits between thawing the next process and freezing the last
-/// one when a switch hands one CPU over (its `HANDOVER_FREEZE_DELAY`): by then the thaw's
-/// wake-up has preempted the outgoing spin, and the freeze sends no second interrupt.
-const HANDOVER_FREEZE_DELAY: Duration = Duration::from_micros(20);
 
 /// Waits until CLOCK_MONOTONIC time `at_ns` as the supervisor does: an epoll wait on a
 /// timerfd armed at that absolute time.
