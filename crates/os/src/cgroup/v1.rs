@@ -219,6 +219,26 @@ mod tests {
         }
     }
 
+    /// This machine's cgroup v1 hierarchy; `None` (the test is skipped) without one.
+    fn v1_hierarchy() -> Option<Hierarchy> {
+        match Hierarchy::detect() {
+            Ok(hierarchy) if hierarchy.version == Version::V1 => Some(hierarchy),
+            _ => {
+                eprintln!("skipped: no cgroup v1 hierarchy here");
+                None
+            }
+        }
+    }
+
+    /// Removes the instance of `cgroups`, tried again for up to 5 s while the processes
+    /// killed in it leave.
+    fn remove_within_5s(cgroups: &mut V1Cgroups) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while cgroups.remove().is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// A partition on the instance's CPUs is in the instance's cpuset; given other
     /// CPUs, it gets a cpuset of its own, with its processes and what they forked.
     #[test]
@@ -226,10 +246,10 @@ mod tests {
     fn a_partition_gets_a_cpuset_of_its_own_with_its_processes_once_given_other_cpus() {
         // Another run may hold CPUs as exclusive cpusets: the instance could not have them.
         let _lock = crate::lock::exclusive_cpus().unwrap();
-        let Ok(hierarchy) = Hierarchy::detect() else {
+        let Some(hierarchy) = v1_hierarchy() else {
             return;
         };
-        if hierarchy.version != Version::V1 || crate::sched::own_cpus().len() < 2 {
+        if crate::sched::own_cpus().len() < 2 {
             return;
         }
         let name = format!("bulkhead-test-own-cpuset-{}", std::process::id());
@@ -258,10 +278,7 @@ mod tests {
         let allowed: Vec<_> = (pids.iter()).map(|&pid| affinity(pid).ok()).collect();
         cgroups.kill_all();
         let _ = child.wait();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while cgroups.remove().is_err() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        remove_within_5s(&mut cgroups);
         assert!(!had_own, "no cpuset of its own on the instance's CPUs");
         let mut expected = pids.clone();
         expected.sort();
@@ -277,12 +294,9 @@ mod tests {
     fn kill_all_kills_the_members_of_frozen_and_thawed_process_cgroups() {
         // Another run may hold CPUs as exclusive cpusets: the instance could not have them.
         let _lock = crate::lock::exclusive_cpus().unwrap();
-        let Ok(hierarchy) = Hierarchy::detect() else {
+        let Some(hierarchy) = v1_hierarchy() else {
             return;
         };
-        if hierarchy.version != Version::V1 {
-            return;
-        }
         let name = format!("bulkhead-test-kill-all-{}", std::process::id());
         let mut cgroups = V1Cgroups::create(&hierarchy, &name, Some("0")).unwrap();
         let p = cgroups.add_partition("p", "0").unwrap();
@@ -314,10 +328,7 @@ mod tests {
         cgroups.kill_all();
         let left = (members(&cgroups, forking, 0), members(&cgroups, thawed, 0));
         let _ = (parent.wait(), plain.wait());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while cgroups.remove().is_err() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        remove_within_5s(&mut cgroups);
         assert_eq!(left, (vec![], vec![]), "every member was killed");
         assert_eq!(cgroups.cgroups_left(), 0, "the instance was removed");
     }
