@@ -18,7 +18,6 @@ use crate::scenario::{Scenario, ScenarioError};
 use crate::{ExecuteError, Executor};
 use bulkhead_model::{Nanos, PartitionKind, System, TaskServer};
 use bulkhead_trace::{Event, EventKind, LogError};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -165,21 +164,6 @@ fn channel_words(channels: &[bulkhead_model::Channel], name: &str) -> Option<Str
 pub struct Run {
     programs: Programs,
     scratch: PathBuf,
-}
-
-/// Holds `/run/bulkhead-rt-tests.lock`, which serializes the test suites that take CPUs
-/// exclusively (the CLI's and the runtime's rt tests take it too).
-pub struct RtLock(#[allow(dead_code)] std::fs::File);
-
-/// Waits for the rt tests' lock.
-pub fn rt_lock() -> Result<RtLock, RunError> {
-    let path = Path::new("/run/bulkhead-rt-tests.lock");
-    let lock = std::fs::File::create(path).map_err(file_error(path))?;
-    // SAFETY: flock on a descriptor we own; it stays open as long as the guard.
-    match unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } {
-        0 => Ok(RtLock(lock)),
-        _ => Err(file_error(path)(std::io::Error::last_os_error())),
-    }
 }
 
 impl Run {

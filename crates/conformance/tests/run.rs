@@ -4,7 +4,7 @@
 //! against the simulation of the same scenario. `BULKHEAD_CONFORMANCE=NAME,...` runs
 //! only the scenarios whose names start with one of them.
 
-use bulkhead_conformance::run::{rt_lock, Run};
+use bulkhead_conformance::run::Run;
 use bulkhead_conformance::{conform, scenario, Executor, Scenario};
 
 /// Scenarios whose `run` disagrees with their simulation in every run, for a reason of
@@ -27,7 +27,7 @@ fn chosen(s: &Scenario) -> bool {
 #[ignore = "needs root: partitions under users of their own, cgroups and SCHED_DEADLINE"]
 fn every_scenario_runs_as_it_simulates() {
     let run = Run::new().unwrap_or_else(|why| panic!("{why}"));
-    let _lock = rt_lock().unwrap();
+    let _lock = bulkhead_os::lock::exclusive_cpus().expect("the lock of the rt test suites");
     let started = std::time::Instant::now();
     let (mut ran, mut failed) = (0, Vec::new());
     for s in scenario::all().iter().filter(|s| chosen(s)) {
