@@ -41,19 +41,29 @@ pub fn is_leftover(name: &str) -> bool {
 
 /// Removes every leftover instance under the hierarchy's bases (and, on v1, the
 /// limit cgroups `<instance>-<partition>` at the root of the memory, pids and cpu
-/// hierarchies, and the mode agents' park cgroups `<instance>-park-<n>` at the root of
-/// the freezer's, [`crate::modes`]): kills
-/// the processes in its cgroups and removes the cgroups. Returns the removed
+/// hierarchies, the mode agents' park cgroups `<instance>-park-<n>` at the root of
+/// the freezer's, [`crate::modes`], and on a hybrid host the instances at the root of
+/// its cgroup2 mount, where runs on the v2 path and `bench/window-switch` make them):
+/// kills the processes in its cgroups and removes the cgroups. Returns the removed
 /// directories; failures are reported as warnings in the second list.
 pub fn clean(hierarchy: &Hierarchy) -> (Vec<PathBuf>, Vec<String>) {
     let mut removed = Vec::new();
     let mut warnings = Vec::new();
-    let limits = match hierarchy.version {
-        Version::V1 => ["memory", "pids", "cpu", "freezer"].map(bulkhead_os::limit::v1_mount),
-        Version::V2 => [None, None, None, None],
+    let (limits, unified) = match hierarchy.version {
+        Version::V1 => (
+            ["memory", "pids", "cpu", "freezer"].map(bulkhead_os::limit::v1_mount),
+            bulkhead_os::cgroup::Mounts::read()
+                .map(|m| m.v2().map(Path::to_path_buf).collect())
+                .unwrap_or_default(),
+        ),
+        Version::V2 => ([None, None, None, None], Vec::new()),
     };
     let bases = hierarchy.bases().into_iter().map(Path::to_path_buf);
-    for base in bases.chain(limits.into_iter().flatten()) {
+    let bases = bases.chain(limits.into_iter().flatten());
+    let bases = bases
+        .map(|b| (b, hierarchy.version))
+        .chain(unified.into_iter().map(|b| (b, Version::V2)));
+    for (base, version) in bases {
         let Ok(entries) = fs::read_dir(&base) else {
             continue;
         };
@@ -62,7 +72,7 @@ pub fn clean(hierarchy: &Hierarchy) -> (Vec<PathBuf>, Vec<String>) {
             if !entry.path().is_dir() || !is_leftover(&name) {
                 continue;
             }
-            match remove_tree(&entry.path(), hierarchy.version) {
+            match remove_tree(&entry.path(), version) {
                 Ok(()) => removed.push(entry.path()),
                 Err(e) => warnings.push(format!(
                     "cannot remove leftover cgroup {}: {e}",

@@ -512,6 +512,18 @@ fn leftovers_of_a_dead_supervisor_are_removed_and_live_ones_kept() {
         bulkhead_runtime::leftovers::instance_name()
     ));
     std::fs::create_dir(&live).unwrap();
+    // On a hybrid host, a dead instance at the root of the cgroup2 mount too (a run on
+    // the v2 path, or bench/window-switch, killed there).
+    let unified = Path::new("/sys/fs/cgroup/unified");
+    let dead_v2 = (h.version == bulkhead_os::cgroup::Version::V1
+        && unified.join("cgroup.procs").exists())
+    .then(|| {
+        let dir = unified.join("bulkhead-999999999-1-1-switch-0-0");
+        std::fs::create_dir(&dir).unwrap();
+        let child = std::process::Command::new(SPIN).spawn().unwrap();
+        std::fs::write(dir.join("cgroup.procs"), child.id().to_string()).unwrap();
+        (dir, child)
+    });
     run(
         "{windows: [{cpu: 0, length: 2, sc_partition: [{cmd: SPIN, budget: 1}]}]}",
         "leftovers",
@@ -523,6 +535,19 @@ fn leftovers_of_a_dead_supervisor_are_removed_and_live_ones_kept() {
         std::os::unix::process::ExitStatusExt::signal(&killed),
         Some(libc::SIGKILL)
     );
+    if let Some((dir, mut child)) = dead_v2 {
+        let removed = !dir.exists();
+        if !removed {
+            let _ = child.kill();
+        }
+        let killed = child.wait().unwrap();
+        let _ = std::fs::remove_dir(&dir);
+        assert!(removed, "leftover instance on the cgroup2 mount removed");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&killed),
+            Some(libc::SIGKILL)
+        );
+    }
     assert!(live.exists(), "a live instance is never touched");
     std::fs::remove_dir(&live).unwrap();
 }

@@ -291,7 +291,7 @@ fn measure(spin: &str, work: u64, m: Mechanism, spins: usize, resume_first: bool
             };
             let targets = (0..spins)
                 .map(|k| {
-                    let scratch = format!("bulkhead-bench-switch-{}-{run}-{k}", std::process::id());
+                    let scratch = format!("{}-switch-{run}-{k}", instance());
                     let args = if gaps {
                         vec!["--gaps".into(), k.to_string()]
                     } else {
@@ -315,10 +315,18 @@ fn measure(spin: &str, work: u64, m: Mechanism, spins: usize, resume_first: bool
         .collect()
 }
 
+/// This benchmark's instance name: its cgroups are named as a run's instance
+/// (`bulkhead-PID-START-N-switch-...`), so that `bulkhead clean` and the next run's start
+/// remove what a killed benchmark left behind.
+fn instance() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(bulkhead_runtime::leftovers::instance_name)
+}
+
 /// An empty v1 freezer cgroup, frozen until dropped (see the module's `v1`).
 fn anchor(mounts: &Mounts, run: usize) -> Group {
     let base = mounts.v1_freezer.as_ref().expect("mounted");
-    let name = format!("bulkhead-bench-switch-{}-{run}-anchor", std::process::id());
+    let name = format!("{}-switch-{run}-anchor", instance());
     let g = Group::new(base, &name);
     g.write("freezer.state", "FROZEN");
     g
