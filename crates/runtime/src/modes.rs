@@ -848,7 +848,7 @@ fn act(
                 kill(bulkhead_os::proc::SIGSTOP);
                 wait_stopped(*guard, until)?;
             }
-            leave_deadline(pid)?;
+            leave_deadline(pid, until)?;
             let now = bulkhead_task::clock::now_ns();
             t.parked_at.store(now, Ordering::Release);
             Ok(())
@@ -887,6 +887,9 @@ const EMPTY_RESERVATION: DeadlineParams = DeadlineParams {
     reclaim: false,
 };
 
+/// How often [`leave_deadline`] looks again whether a throttled thread was replenished.
+const REPLENISH_POLL: Duration = Duration::from_micros(100);
+
 /// Takes stopped process `pid` out of SCHED_DEADLINE (to SCHED_OTHER) and gives its
 /// bandwidth back to the root domain at once. Leaving directly would not: the kernel
 /// (kernel/sched/deadline.c) subtracts a leaving task's bandwidth from the root domain's
@@ -901,11 +904,23 @@ const EMPTY_RESERVATION: DeadlineParams = DeadlineParams {
 /// Precondition: the process is stopped or frozen, so no thread runs or is woken under the empty
 /// reservation (one that did would overrun it until the next tick and owe the kernel
 /// hours of its period: it then hung at its next start). A thread with no runtime left
-/// has a replenishment pending, which under the empty reservation would do the same: it
-/// leaves directly and its bandwidth stays counted (the agent's retry covers it).
-fn leave_deadline(pid: i32) -> Result<(), bulkhead_os::Error> {
+/// (throttled as it stopped or fell asleep) has a replenishment pending, which under the
+/// empty reservation would do the same; nor may it leave before it: its replenishment
+/// timer does nothing for a task no longer SCHED_DEADLINE, the throttle stays, and at
+/// its next start the kernel never queued it again (`R` for minutes, `dl.runtime`
+/// -232 µs and its deadline long past in /proc/PID/sched, unkillable until made
+/// SCHED_OTHER; docs/modes.md, A park that keeps the task frozen). So it is left under
+/// its own reservation until replenished (at most a period), and given up on at `until`
+/// (then it leaves directly, as before, and its bandwidth stays counted).
+fn leave_deadline(pid: i32, until: Instant) -> Result<(), bulkhead_os::Error> {
     for tid in sched::threads(pid)? {
-        let owes = sched::proc_sched(tid).map(|s| s.dl_runtime.is_some_and(|r| r <= 0));
+        let owes = || sched::proc_sched(tid).map(|s| s.dl_runtime.is_some_and(|r| r <= 0));
+        let mut owes_now = owes();
+        while owes_now.as_ref().is_ok_and(|&o| o) && Instant::now() < until {
+            std::thread::sleep(REPLENISH_POLL);
+            owes_now = owes();
+        }
+        let owes = owes_now;
         let step = |policy| match sched::set(tid, policy) {
             // A thread that exited between listing and setting needs nothing.
             Err(e) if e.errno() == Some(libc::ESRCH) && tid != pid => Ok(()),
@@ -1202,12 +1217,14 @@ fn reserve(pid: i32, p: DeadlineParams, until: Instant) -> Result<(), ActError> 
 mod tests {
     use super::*;
 
-    /// A child process asleep for 10 s (killed by the test).
+    /// A child process asleep for 10 s (killed by the test), once it sleeps.
     fn sleeping_child() -> std::process::Child {
-        std::process::Command::new("sleep")
+        let child = std::process::Command::new("sleep")
             .arg("10")
             .spawn()
-            .unwrap()
+            .unwrap();
+        state_soon(child.id(), 'S');
+        child
     }
 
     #[test]
