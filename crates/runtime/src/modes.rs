@@ -954,7 +954,8 @@ fn leave_deadline(pid: i32, until: Instant) -> Result<(), bulkhead_os::Error> {
 /// task parked at spawn is stopped, never frozen, and continued by SIGCONT.
 ///
 /// A v1-frozen task does not die of SIGKILL until thawed: a restart or the run's stop
-/// thaws the park cgroup of a parked task after its SIGKILL ([`thaw_park_of`]), and at
+/// thaws the park cgroup of a parked task after its SIGKILL
+/// ([`crate::tasks::thaw_park_of`]), and at
 /// the agent's end [`ParkFreezers::remove`] queues a SIGSTOP before each thaw, so that a
 /// task still parked stops instead of running its program again (as a task parked by
 /// SIGSTOP is left: the run's stop continues it to see its stop request).
@@ -1125,29 +1126,6 @@ impl ParkFreezers {
     }
 }
 
-/// Thaws the park cgroup process `pid` is in, if it is in one of this run's: a task
-/// frozen by its mode agent's park does not die of SIGKILL until thawed (v1 freezer), so
-/// a restart or the run's stop, which reap the task after its SIGKILL, calls this after
-/// the signal ([`ParkFreezers`]). Does nothing for a process in no park cgroup.
-pub(crate) fn thaw_park_of(pid: u32) {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
-        return;
-    };
-    let Some(rel) = bulkhead_os::cgroup::own_cgroup_in(&text, Some("freezer")) else {
-        return;
-    };
-    // `bulkhead-PID-START-N-park-MEMBER/TASK` ([`park_cgroup_name`]), PID this process.
-    let top = rel.split('/').next().unwrap_or_default();
-    let ours = top.starts_with(&format!("bulkhead-{}-", std::process::id()));
-    if !(ours && top.contains("-park-")) {
-        return;
-    }
-    let mounts = bulkhead_os::cgroup::Mounts::read().ok();
-    if let Some(root) = mounts.as_ref().and_then(|m| m.v1("freezer")) {
-        let _ = set_frozen(&root.join(rel), V1, false);
-    }
-}
-
 /// The name of agent `member`'s park cgroups' directory in run `instance`: named as an
 /// instance, so that a supervisor killed mid-run leaves a cgroup that `bulkhead clean`
 /// and the next run's start recognise ([`crate::leftovers`]).
@@ -1254,14 +1232,20 @@ mod tests {
         state()
     }
 
+    /// A sleeping child in a park cgroup of its own, frozen by a park.
+    fn parked_frozen_child() -> (std::process::Child, u32, ParkFreezers) {
+        let child = sleeping_child();
+        let pid = child.id();
+        let mut f = ParkFreezers::create(usize::MAX, [pid].into_iter()).expect("a v1 freezer");
+        assert!(f.freeze_asleep(0, pid));
+        (child, pid, f)
+    }
+
     #[test]
     #[ignore = "needs root: cgroups"]
     fn a_sleeping_task_is_parked_frozen_and_its_start_thaws_it() {
-        let mut child = sleeping_child();
-        let pid = child.id();
-        let mut f = ParkFreezers::create(usize::MAX, [pid].into_iter()).expect("a v1 freezer");
+        let (mut child, pid, mut f) = parked_frozen_child();
         let dir = f.dir.clone();
-        assert!(f.freeze_asleep(0, pid));
         std::thread::sleep(Duration::from_millis(20));
         assert_eq!(state_soon(pid, 'D'), 'D', "frozen where it sleeps");
         assert!(f.thaw_parked(0, pid).unwrap());
@@ -1278,10 +1262,7 @@ mod tests {
     #[test]
     #[ignore = "needs root: cgroups"]
     fn a_task_still_parked_frozen_at_the_agents_end_stops_instead_of_running_on() {
-        let mut child = sleeping_child();
-        let pid = child.id();
-        let mut f = ParkFreezers::create(usize::MAX, [pid].into_iter()).expect("a v1 freezer");
-        assert!(f.freeze_asleep(0, pid));
+        let (mut child, pid, f) = parked_frozen_child();
         f.remove();
         assert_eq!(state_soon(pid, 'T'), 'T');
         child.kill().unwrap();
@@ -1291,17 +1272,14 @@ mod tests {
     #[test]
     #[ignore = "needs root: cgroups"]
     fn a_task_parked_frozen_dies_of_sigkill_once_its_park_cgroup_is_thawed() {
-        let mut child = sleeping_child();
-        let pid = child.id();
-        let mut f = ParkFreezers::create(usize::MAX, [pid].into_iter()).expect("a v1 freezer");
-        assert!(f.freeze_asleep(0, pid));
+        let (mut child, pid, f) = parked_frozen_child();
         signal(pid, bulkhead_os::proc::SIGKILL);
         std::thread::sleep(Duration::from_millis(20));
         assert!(
             child.try_wait().unwrap().is_none(),
             "a frozen task outlives SIGKILL"
         );
-        thaw_park_of(pid);
+        crate::tasks::thaw_park_of(pid);
         let end = Instant::now() + Duration::from_secs(1);
         let mut ended = child.try_wait().unwrap();
         while ended.is_none() && Instant::now() < end {
