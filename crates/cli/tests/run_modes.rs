@@ -37,15 +37,30 @@ fn state(pid: u64) -> char {
     after.chars().next().unwrap()
 }
 
-/// Whether `pid` is stopped within a second: a task parked from its sleep between jobs
-/// takes its SIGSTOP after its agent acknowledged, when it next runs as a SCHED_OTHER
-/// task (docs/modes.md, A park that does not need the task to run).
-fn stopped_soon(pid: u64) -> bool {
+/// Whether `pid` is parked within a second: frozen in its agent's park cgroup (`D`, its
+/// v1 `freezer.state` `FROZEN`: a park that caught it asleep between jobs leaves it so
+/// until its start) or stopped (`T`: one that caught it running stopped it by SIGSTOP;
+/// docs/modes.md, A park that keeps the task frozen).
+fn parked_soon(pid: u64) -> bool {
     let end = std::time::Instant::now() + Duration::from_secs(1);
-    while state(pid) != 'T' && std::time::Instant::now() < end {
+    while !(state(pid) == 'T' || frozen(pid)) && std::time::Instant::now() < end {
         std::thread::sleep(Duration::from_millis(1));
     }
-    state(pid) == 'T'
+    state(pid) == 'T' || frozen(pid)
+}
+
+/// Whether `pid` is frozen (`D`) in a park cgroup of the v1 freezer that reads `FROZEN`.
+fn frozen(pid: u64) -> bool {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let Some(path) = cgroups
+        .lines()
+        .find_map(|l| l.split_once(":freezer:").map(|(_, p)| p.to_string()))
+    else {
+        return false;
+    };
+    let file = format!("/sys/fs/cgroup/freezer{path}/freezer.state");
+    let frozen = std::fs::read_to_string(file).is_ok_and(|s| s.trim() == "FROZEN");
+    path.contains("-park-") && frozen && state(pid) == 'D'
 }
 
 fn switch(socket: &Path, mode: &str) -> Value {
@@ -242,7 +257,7 @@ fn ctl_mode_switches_a_running_system_as_sim_does() {
         replies[1].contains("\"id\":1") && replies[1].contains("\"ok\":true"),
         "{replies:?}"
     );
-    assert!(stopped_soon(y));
+    assert!(parked_soon(y));
     assert!(common::chrt(y as u32).contains("SCHED_OTHER"));
     assert!(common::chrt(z as u32).contains("100000/2000000/2000000"));
     let s = status(&socket);
@@ -345,7 +360,7 @@ fn the_example_runs_and_switches_through_every_policy() {
         std::thread::sleep(Duration::from_millis(120));
     }
     assert_eq!(status(&socket)["mode"], "parking");
-    assert!(stopped_soon(cruise));
+    assert!(parked_soon(cruise));
     assert!(common::chrt(acc as u32).contains("SCHED_OTHER"));
     assert!(common::chrt(map).contains("5000000/100000000/100000000"));
 

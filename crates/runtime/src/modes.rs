@@ -10,8 +10,8 @@
 //!
 //! An agent changes its partition's task set (Sec. IV-C: "the task engine sends SIGSTOP
 //! signals and SIGCONT signals to the tasks to be stopped and started"): a task that
-//! leaves is stopped (frozen first where it sleeps, so that the park need not wait for
-//! it to run: [`ParkFreezers`]) and its SCHED_DEADLINE reservation given back at once
+//! leaves is stopped (or, asleep, frozen where it sleeps until its start, so that the
+//! park need not wait for it to run: [`ParkFreezers`]) and its SCHED_DEADLINE reservation given back at once
 //! (shrunk to an empty one, then SCHED_OTHER while parked: [`leave_deadline`]), a changed task gets its new reservation with `sched_setattr`, a task that
 //! joins gets its reservation and is continued; in that order, so that the kernel's
 //! admission never sees the partition's old and new reservations at once. Then it
@@ -638,7 +638,7 @@ enum ActError {
     Sched(#[from] bulkhead_os::Error),
     #[error(transparent)]
     Stat(#[from] std::io::Error),
-    /// Thawing the task's freezer cgroup after a park ([`ParkFreezers`]).
+    /// Thawing the task's freezer cgroup at its start ([`ParkFreezers`]).
     #[error("thawing its freezer cgroup: {0}")]
     Thaw(std::io::Error),
     /// The task's state in /proc/PID/stat when the agent gave up waiting.
@@ -842,23 +842,13 @@ fn act(
     match action {
         Action::Park => {
             t.judged_from.store(u64::MAX, Ordering::Release);
-            let frozen = freezer.and_then(|(f, i)| f.freeze_asleep(i, *guard).then_some((f, i)));
-            kill(bulkhead_os::proc::SIGSTOP);
-            let left = match frozen {
-                // Frozen where it slept: it runs no more until thawed, and then as a
-                // SCHED_OTHER task that takes its pending SIGSTOP before it returns to
-                // its program ([`ParkFreezers`]).
-                Some((f, i)) => {
-                    let left = leave_deadline(pid);
-                    f.thaw(i).map_err(ActError::Thaw)?;
-                    left
-                }
-                None => {
-                    wait_stopped(*guard, until)?;
-                    leave_deadline(pid)
-                }
-            };
-            left?;
+            // Frozen where it slept, it stays frozen until its start ([`ParkFreezers`]);
+            // otherwise it is stopped, and waited for.
+            if !freezer.is_some_and(|(f, i)| f.freeze_asleep(i, *guard)) {
+                kill(bulkhead_os::proc::SIGSTOP);
+                wait_stopped(*guard, until)?;
+            }
+            leave_deadline(pid, until)?;
             let now = bulkhead_task::clock::now_ns();
             t.parked_at.store(now, Ordering::Release);
             Ok(())
@@ -874,7 +864,15 @@ fn act(
                 .store(bulkhead_task::clock::now_ns(), Ordering::Release);
             times.start(t);
             t.port.release();
-            kill(bulkhead_os::proc::SIGCONT);
+            // A task its agent froze is thawed; one stopped (at spawn, or by a park that
+            // found it running) is continued.
+            let thawed = match freezer {
+                Some((f, i)) => f.thaw_parked(i, *guard).map_err(ActError::Thaw)?,
+                None => false,
+            };
+            if !thawed {
+                kill(bulkhead_os::proc::SIGCONT);
+            }
             Ok(())
         }
     }
@@ -888,6 +886,9 @@ const EMPTY_RESERVATION: DeadlineParams = DeadlineParams {
     period: 4_000_000_000,
     reclaim: false,
 };
+
+/// How often [`leave_deadline`] looks again whether a throttled thread was replenished.
+const REPLENISH_POLL: Duration = Duration::from_micros(100);
 
 /// Takes stopped process `pid` out of SCHED_DEADLINE (to SCHED_OTHER) and gives its
 /// bandwidth back to the root domain at once. Leaving directly would not: the kernel
@@ -903,11 +904,23 @@ const EMPTY_RESERVATION: DeadlineParams = DeadlineParams {
 /// Precondition: the process is stopped or frozen, so no thread runs or is woken under the empty
 /// reservation (one that did would overrun it until the next tick and owe the kernel
 /// hours of its period: it then hung at its next start). A thread with no runtime left
-/// has a replenishment pending, which under the empty reservation would do the same: it
-/// leaves directly and its bandwidth stays counted (the agent's retry covers it).
-fn leave_deadline(pid: i32) -> Result<(), bulkhead_os::Error> {
+/// (throttled as it stopped or fell asleep) has a replenishment pending, which under the
+/// empty reservation would do the same; nor may it leave before it: its replenishment
+/// timer does nothing for a task no longer SCHED_DEADLINE, the throttle stays, and at
+/// its next start the kernel never queued it again (`R` for minutes, `dl.runtime`
+/// -232 µs and its deadline long past in /proc/PID/sched, unkillable until made
+/// SCHED_OTHER; docs/modes.md, A park that keeps the task frozen). So it is left under
+/// its own reservation until replenished (at most a period), and given up on at `until`
+/// (then it leaves directly, as before, and its bandwidth stays counted).
+fn leave_deadline(pid: i32, until: Instant) -> Result<(), bulkhead_os::Error> {
     for tid in sched::threads(pid)? {
-        let owes = sched::proc_sched(tid).map(|s| s.dl_runtime.is_some_and(|r| r <= 0));
+        let owes = || sched::proc_sched(tid).map(|s| s.dl_runtime.is_some_and(|r| r <= 0));
+        let mut owes_now = owes();
+        while owes_now.as_ref().is_ok_and(|&o| o) && Instant::now() < until {
+            std::thread::sleep(REPLENISH_POLL);
+            owes_now = owes();
+        }
+        let owes = owes_now;
         let step = |policy| match sched::set(tid, policy) {
             // A thread that exited between listing and setting needs nothing.
             Err(e) if e.errno() == Some(libc::ESRCH) && tid != pid => Ok(()),
@@ -932,12 +945,20 @@ fn leave_deadline(pid: i32) -> Result<(), bulkhead_os::Error> {
 /// `freeze_task` and `__set_task_frozen` in kernel/freezer.c) freezes a task asleep in a
 /// freezable sleep (`futex` and `clock_nanosleep` waits: a task between its jobs) where
 /// it sleeps, without waking it. So a park freezes the task's cgroup; if it reads
-/// `FROZEN` at once, the agent queues the SIGSTOP (a frozen task records the wake-up and
-/// stays frozen), gives the bandwidth back ([`leave_deadline`]: nothing runs under the
-/// empty reservation) and thaws: the task wakes as a SCHED_OTHER task, in time that no
-/// reservation uses, and stops on its way back to its program, after the agent's
-/// acknowledgement. A task that is not asleep (in the middle of a job) is thawed at once
-/// and parked by SIGSTOP as before, the agent waiting for the stop.
+/// `FROZEN` at once, the agent gives the bandwidth back ([`leave_deadline`]: nothing runs
+/// under the empty reservation, the task is frozen) and leaves it frozen: no signal, no
+/// thaw, nothing of the task runs on the pool's CPU (docs/modes.md, A park that keeps the
+/// task frozen). Its start thaws it instead of continuing it (a wake-up that came while
+/// it was frozen, its timer, is delivered then). A task that is not asleep (in the middle
+/// of a job) is thawed at once and parked by SIGSTOP, the agent waiting for the stop; a
+/// task parked at spawn is stopped, never frozen, and continued by SIGCONT.
+///
+/// A v1-frozen task does not die of SIGKILL until thawed: a restart or the run's stop
+/// thaws the park cgroup of a parked task after its SIGKILL
+/// ([`crate::tasks::thaw_park_of`]), and at
+/// the agent's end [`ParkFreezers::remove`] queues a SIGSTOP before each thaw, so that a
+/// task still parked stops instead of running its program again (as a task parked by
+/// SIGSTOP is left: the run's stop continues it to see its stop request).
 ///
 /// The anchor (as the window switch's, docs/runtime.md): the kernel enables the static key `freezer_active` when the first
 /// cgroup freezes and disables it when the last one thaws, each a patch of the kernel's
@@ -948,9 +969,18 @@ struct ParkFreezers {
     root: PathBuf,
     /// The agent's directory.
     dir: PathBuf,
-    /// Per task (the agent's index): its cgroup, its `freezer.state` held open, and the
-    /// pid last placed in it (0: none).
-    tasks: Vec<(PathBuf, FreezerState, u32)>,
+    /// Per task (the agent's index).
+    tasks: Vec<ParkCgroup>,
+}
+
+/// One task's park cgroup.
+struct ParkCgroup {
+    dir: PathBuf,
+    state: FreezerState,
+    /// The pid last placed in it (0: none).
+    placed: u32,
+    /// The pid a park left frozen in it (0: none), which its start thaws.
+    frozen: u32,
 }
 
 impl ParkFreezers {
@@ -978,7 +1008,12 @@ impl ParkFreezers {
             else {
                 break;
             };
-            made.tasks.push((cg, state, 0));
+            made.tasks.push(ParkCgroup {
+                dir: cg,
+                state,
+                placed: 0,
+                frozen: 0,
+            });
             if !made.place(i, pid) {
                 break;
             }
@@ -994,43 +1029,62 @@ impl ParkFreezers {
 
     /// Puts process `pid` in task `i`'s cgroup unless it is there (a restarted task).
     fn place(&mut self, i: usize, pid: u32) -> bool {
-        let (cg, _, placed) = &mut self.tasks[i];
-        if *placed != pid {
-            if write_file(&procs_file(cg), &pid.to_string()).is_err() {
+        let t = &mut self.tasks[i];
+        if t.placed != pid {
+            if write_file(&procs_file(&t.dir), &pid.to_string()).is_err() {
                 return false;
             }
-            *placed = pid;
+            t.placed = pid;
         }
         true
     }
 
     /// Freezes task `i`, process `pid`, if every thread of it is asleep (then frozen at
-    /// once, where it sleeps); otherwise leaves it thawed. Returns whether it is frozen.
+    /// once, where it sleeps, and left so until [`ParkFreezers::thaw_parked`]);
+    /// otherwise leaves it thawed. Returns whether it is frozen.
     fn freeze_asleep(&mut self, i: usize, pid: u32) -> bool {
         if !self.place(i, pid) {
             return false;
         }
-        let state = &self.tasks[i].1;
-        if state.set(true).is_err() {
+        let t = &mut self.tasks[i];
+        if t.state.set(true).is_err() {
             return false;
         }
-        let frozen = state.frozen() == Some(true);
-        if !frozen {
-            let _ = state.set(false);
+        let frozen = t.state.frozen() == Some(true);
+        match frozen {
+            true => t.frozen = pid,
+            false => {
+                let _ = t.state.set(false);
+            }
         }
         frozen
     }
 
-    /// Thaws task `i`.
-    fn thaw(&self, i: usize) -> std::io::Result<()> {
-        self.tasks[i].1.set(false)
+    /// Thaws task `i`, process `pid`, if a park left it frozen; returns whether it did
+    /// (`false`: the task is stopped, at spawn or by a park that found it running, or is
+    /// a new process since, restarted).
+    fn thaw_parked(&mut self, i: usize, pid: u32) -> std::io::Result<bool> {
+        let t = &mut self.tasks[i];
+        if t.frozen != pid || pid == 0 {
+            return Ok(false);
+        }
+        t.state.set(false)?;
+        t.frozen = 0;
+        Ok(true)
     }
 
     /// Thaws every cgroup, moves the processes still in them back to the root and
-    /// removes them.
+    /// removes them. A task still frozen by a park gets a SIGSTOP first, which it takes
+    /// at the thaw, before any of its program runs: it stays parked, stopped.
     fn remove(self) {
+        for t in self.tasks.iter().filter(|t| t.frozen != 0) {
+            // A member of the cgroup is not reaped: its pid is not another process's.
+            for pid in procs(&t.dir) {
+                let _ = bulkhead_os::proc::kill(pid, bulkhead_os::proc::SIGSTOP);
+            }
+        }
         let anchor = self.dir.join("anchor");
-        let dirs = self.tasks.iter().map(|(cg, ..)| cg).chain([&anchor]);
+        let dirs = self.tasks.iter().map(|t| &t.dir).chain([&anchor]);
         for cg in dirs {
             let _ = set_frozen(cg, V1, false);
             for pid in procs(cg) {
@@ -1111,12 +1165,14 @@ fn reserve(pid: i32, p: DeadlineParams, until: Instant) -> Result<(), ActError> 
 mod tests {
     use super::*;
 
-    /// A child process asleep for 10 s (killed by the test).
+    /// A child process asleep for 10 s (killed by the test), once it sleeps.
     fn sleeping_child() -> std::process::Child {
-        std::process::Command::new("sleep")
+        let child = std::process::Command::new("sleep")
             .arg("10")
             .spawn()
-            .unwrap()
+            .unwrap();
+        state_soon(child.id(), 'S');
+        child
     }
 
     #[test]
@@ -1136,28 +1192,75 @@ mod tests {
         child.wait().unwrap();
     }
 
-    #[test]
-    #[ignore = "needs root: cgroups"]
-    fn a_sleeping_task_is_frozen_without_running_and_stops_once_thawed() {
-        let mut child = sleeping_child();
-        let pid = child.id();
+    /// Waits up to 1 s for process `pid` to be in state `want` (/proc/PID/stat).
+    fn state_soon(pid: u32, want: char) -> char {
         let state = || bulkhead_os::proc::proc_stat(pid).unwrap().state();
-        let mut f = ParkFreezers::create(usize::MAX, [pid].into_iter()).expect("a v1 freezer");
-        let dir = f.dir.clone();
-        assert!(f.freeze_asleep(0, pid));
-        // The pending SIGSTOP leaves it frozen (`D`); thawed, it takes it.
-        signal(pid, bulkhead_os::proc::SIGSTOP);
-        std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(state(), 'D');
-        f.thaw(0).unwrap();
         let end = Instant::now() + Duration::from_secs(1);
-        while state() != 'T' && Instant::now() < end {
+        while state() != want && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert_eq!(state(), 'T');
+        state()
+    }
+
+    /// A sleeping child in a park cgroup of its own, frozen by a park.
+    fn parked_frozen_child() -> (std::process::Child, u32, ParkFreezers) {
+        let child = sleeping_child();
+        let pid = child.id();
+        let mut f = ParkFreezers::create(usize::MAX, [pid].into_iter()).expect("a v1 freezer");
+        assert!(f.freeze_asleep(0, pid));
+        (child, pid, f)
+    }
+
+    #[test]
+    #[ignore = "needs root: cgroups"]
+    fn a_sleeping_task_is_parked_frozen_and_its_start_thaws_it() {
+        let (mut child, pid, mut f) = parked_frozen_child();
+        let dir = f.dir.clone();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(state_soon(pid, 'D'), 'D', "frozen where it sleeps");
+        assert!(f.thaw_parked(0, pid).unwrap());
+        assert_eq!(state_soon(pid, 'S'), 'S', "asleep again, not stopped");
+        // Thawed once: a second start, or one of another process, continues by SIGCONT.
+        assert!(!f.thaw_parked(0, pid).unwrap());
+        assert!(!f.thaw_parked(0, pid + 1).unwrap());
         f.remove();
         assert!(!dir.exists());
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    #[test]
+    #[ignore = "needs root: cgroups"]
+    fn a_task_still_parked_frozen_at_the_agents_end_stops_instead_of_running_on() {
+        let (mut child, pid, f) = parked_frozen_child();
+        f.remove();
+        assert_eq!(state_soon(pid, 'T'), 'T');
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    #[ignore = "needs root: cgroups"]
+    fn a_task_parked_frozen_dies_of_sigkill_once_its_park_cgroup_is_thawed() {
+        let (mut child, pid, f) = parked_frozen_child();
+        signal(pid, bulkhead_os::proc::SIGKILL);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "a frozen task outlives SIGKILL"
+        );
+        crate::tasks::thaw_park_of(pid);
+        let end = Instant::now() + Duration::from_secs(1);
+        let mut ended = child.try_wait().unwrap();
+        while ended.is_none() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+            ended = child.try_wait().unwrap();
+        }
+        let ended = ended.expect("dead once thawed");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&ended),
+            Some(9)
+        );
+        f.remove();
     }
 }

@@ -894,7 +894,7 @@ impl RtPartitions {
 
     fn shutdown(&mut self) {
         for t in &mut self.tasks {
-            t.child.kill();
+            t.child.kill(t.parked_by_agent());
             t.child.wait();
             t.stats.dropped = t.link.counters().dropped;
         }
@@ -930,7 +930,7 @@ impl Running {
     fn respawn(&mut self, workdir: &Path) -> std::result::Result<(), String> {
         let shared = self.pid.clone();
         let mut pid = lock_pid(&shared);
-        self.child.kill();
+        self.child.kill(self.parked_by_agent());
         self.child.wait();
         self.link
             .restart(&mut self.leftover)
@@ -940,7 +940,7 @@ impl Running {
             self.link.set_epoch_ns(now);
         }
         self.judged_from.fetch_max(now, Ordering::AcqRel);
-        let parked = self.judged_from.load(Ordering::Acquire) == u64::MAX;
+        let parked = self.parked_by_agent();
         if parked {
             self.link.hold();
         }
@@ -961,6 +961,12 @@ impl Running {
         self.child = child;
         self.exited = false;
         Ok(())
+    }
+
+    /// Whether its mode agent parked it (`judged_from` is `u64::MAX`; stable while the
+    /// task's pid lock is held, under which the agent parks and starts it).
+    fn parked_by_agent(&self) -> bool {
+        self.judged_from.load(Ordering::Acquire) == u64::MAX
     }
 
     /// The policy a restart starts the task under, as its mode agent left it: parked,
@@ -1425,10 +1431,16 @@ impl TaskChild {
         Ok(self.status)
     }
 
-    /// SIGKILL, unless it was reaped (its pid may be another process's by now).
-    fn kill(&self) {
+    /// SIGKILL, unless it was reaped (its pid may be another process's by now). A task
+    /// its mode agent parked (`parked`) may sleep frozen in its park cgroup, where it
+    /// would not die until thawed ([`thaw_park_of`]): thawed after the
+    /// signal, it dies without running its program again.
+    fn kill(&self, parked: bool) {
         if self.status.is_none() {
             let _ = bulkhead_os::proc::kill(self.pid, bulkhead_os::proc::SIGKILL);
+            if parked {
+                thaw_park_of(self.pid as u32);
+            }
         }
     }
 
@@ -1439,6 +1451,34 @@ impl TaskChild {
                 .ok()
                 .map(ExitStatus::from_raw);
         }
+    }
+}
+
+/// Thaws the park cgroup process `pid` is in, if it is in one of this run's: a task
+/// frozen by its mode agent's park does not die of SIGKILL until thawed (v1 freezer), so
+/// a restart or the run's stop, which reap the task after its SIGKILL, calls this after
+/// the signal (the agents' `ParkFreezers` name the cgroups). Does nothing for a process
+/// in no park cgroup.
+pub(crate) fn thaw_park_of(pid: u32) {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+        return;
+    };
+    let Some(rel) = bulkhead_os::cgroup::own_cgroup_in(&text, Some("freezer")) else {
+        return;
+    };
+    // `bulkhead-PID-START-N-park-MEMBER/TASK` (`park_cgroup_name`), PID this process's.
+    let top = rel.split('/').next().unwrap_or_default();
+    let ours = top.starts_with(&format!("bulkhead-{}-", std::process::id()));
+    if !(ours && top.contains("-park-")) {
+        return;
+    }
+    let mounts = bulkhead_os::cgroup::Mounts::read().ok();
+    if let Some(root) = mounts.as_ref().and_then(|m| m.v1("freezer")) {
+        let _ = bulkhead_os::cgroup::set_frozen(
+            &root.join(rel),
+            bulkhead_os::cgroup::Version::V1,
+            false,
+        );
     }
 }
 
