@@ -842,10 +842,12 @@ fn act(
     match action {
         Action::Park => {
             t.judged_from.store(u64::MAX, Ordering::Release);
-            // Frozen where it slept, it stays frozen until its start ([`ParkFreezers`]);
-            // otherwise it is stopped, and waited for.
-            if !freezer.is_some_and(|(f, i)| f.freeze_asleep(i, *guard)) {
-                kill(bulkhead_os::proc::SIGSTOP);
+            // Frozen where it slept, it stays frozen until its start ([`ParkFreezers`]),
+            // its stop queued for whenever it thaws; otherwise it is stopped, and
+            // waited for.
+            let frozen = freezer.is_some_and(|(f, i)| f.freeze_asleep(i, *guard));
+            kill(bulkhead_os::proc::SIGSTOP);
+            if !frozen {
                 wait_stopped(*guard, until)?;
             }
             leave_deadline(pid, until)?;
@@ -864,14 +866,12 @@ fn act(
                 .store(bulkhead_task::clock::now_ns(), Ordering::Release);
             times.start(t);
             t.port.release();
-            // A task its agent froze is thawed; one stopped (at spawn, or by a park that
-            // found it running) is continued.
-            let thawed = match freezer {
-                Some((f, i)) => f.thaw_parked(i, *guard).map_err(ActError::Thaw)?,
-                None => false,
-            };
-            if !thawed {
-                kill(bulkhead_os::proc::SIGCONT);
+            // The SIGCONT discards a stop still queued on a task its park left frozen,
+            // which is then thawed; one stopped (at spawn, or by a park that found it
+            // running or outside its park cgroup) is continued by it.
+            kill(bulkhead_os::proc::SIGCONT);
+            if let Some((f, i)) = freezer {
+                f.thaw_parked(i, *guard).map_err(ActError::Thaw)?;
             }
             Ok(())
         }
@@ -945,20 +945,22 @@ fn leave_deadline(pid: i32, until: Instant) -> Result<(), bulkhead_os::Error> {
 /// `freeze_task` and `__set_task_frozen` in kernel/freezer.c) freezes a task asleep in a
 /// freezable sleep (`futex` and `clock_nanosleep` waits: a task between its jobs) where
 /// it sleeps, without waking it. So a park freezes the task's cgroup; if it reads
-/// `FROZEN` at once, the agent gives the bandwidth back ([`leave_deadline`]: nothing runs
-/// under the empty reservation, the task is frozen) and leaves it frozen: no signal, no
-/// thaw, nothing of the task runs on the pool's CPU (docs/modes.md, A park that keeps the
-/// task frozen). Its start thaws it instead of continuing it (a wake-up that came while
-/// it was frozen, its timer, is delivered then). A task that is not asleep (in the middle
-/// of a job) is thawed at once and parked by SIGSTOP, the agent waiting for the stop; a
-/// task parked at spawn is stopped, never frozen, and continued by SIGCONT.
+/// `FROZEN` at once (with the task in it), the agent queues the SIGSTOP (a frozen task
+/// records it and stays frozen), gives the bandwidth back ([`leave_deadline`]: nothing
+/// runs under the empty reservation, the task is frozen) and leaves it frozen: no thaw,
+/// nothing of the task runs on the pool's CPU (docs/modes.md, A park that keeps the task
+/// frozen). Its start sends SIGCONT, which discards the queued stop, and thaws it (a
+/// wake-up that came while it was frozen, its timer, is delivered then). Whatever else
+/// thaws it first (the stop-start worker, which moves the tasks into cgroups of its own
+/// and thaws them at a resume; the agent's end) lets it take its stop before any of its
+/// program runs: it stays parked, as a task parked by SIGSTOP. A task that is not asleep
+/// (in the middle of a job) is thawed at once and parked by SIGSTOP, the agent waiting
+/// for the stop; a task parked at spawn is stopped, never frozen, and continued by
+/// SIGCONT.
 ///
 /// A v1-frozen task does not die of SIGKILL until thawed: a restart or the run's stop
 /// thaws the park cgroup of a parked task after its SIGKILL
-/// ([`crate::tasks::thaw_park_of`]), and at
-/// the agent's end [`ParkFreezers::remove`] queues a SIGSTOP before each thaw, so that a
-/// task still parked stops instead of running its program again (as a task parked by
-/// SIGSTOP is left: the run's stop continues it to see its stop request).
+/// ([`crate::tasks::thaw_park_of`]).
 ///
 /// The anchor (as the window switch's, docs/runtime.md): the kernel enables the static key `freezer_active` when the first
 /// cgroup freezes and disables it when the last one thaws, each a patch of the kernel's
@@ -1042,6 +1044,11 @@ impl ParkFreezers {
     /// Freezes task `i`, process `pid`, if every thread of it is asleep (then frozen at
     /// once, where it sleeps, and left so until [`ParkFreezers::thaw_parked`]);
     /// otherwise leaves it thawed. Returns whether it is frozen.
+    ///
+    /// The cgroup reads `FROZEN` empty too: the task counts as frozen only if it is still
+    /// a member. The stop-start worker moves the tasks into freezer cgroups of its own
+    /// (at its start and at each suspend, [`crate::stop_start`]); a task it took is
+    /// placed again at its next park and parked by SIGSTOP this time.
     fn freeze_asleep(&mut self, i: usize, pid: u32) -> bool {
         if !self.place(i, pid) {
             return false;
@@ -1050,11 +1057,12 @@ impl ParkFreezers {
         if t.state.set(true).is_err() {
             return false;
         }
-        let frozen = t.state.frozen() == Some(true);
+        let frozen = t.state.frozen() == Some(true) && procs(&t.dir).contains(&(pid as i32));
         match frozen {
             true => t.frozen = pid,
             false => {
                 let _ = t.state.set(false);
+                t.placed = 0;
             }
         }
         frozen
@@ -1074,15 +1082,9 @@ impl ParkFreezers {
     }
 
     /// Thaws every cgroup, moves the processes still in them back to the root and
-    /// removes them. A task still frozen by a park gets a SIGSTOP first, which it takes
-    /// at the thaw, before any of its program runs: it stays parked, stopped.
+    /// removes them. A task still frozen by a park takes the SIGSTOP its park queued at
+    /// the thaw, before any of its program runs: it stays parked, stopped.
     fn remove(self) {
-        for t in self.tasks.iter().filter(|t| t.frozen != 0) {
-            // A member of the cgroup is not reaped: its pid is not another process's.
-            for pid in procs(&t.dir) {
-                let _ = bulkhead_os::proc::kill(pid, bulkhead_os::proc::SIGSTOP);
-            }
-        }
         let anchor = self.dir.join("anchor");
         let dirs = self.tasks.iter().map(|t| &t.dir).chain([&anchor]);
         for cg in dirs {
@@ -1203,11 +1205,13 @@ mod tests {
     }
 
     /// A sleeping child in a park cgroup of its own, frozen by a park.
+    /// (as [`act`]'s park: frozen, its stop queued).
     fn parked_frozen_child() -> (std::process::Child, u32, ParkFreezers) {
         let child = sleeping_child();
         let pid = child.id();
         let mut f = ParkFreezers::create(usize::MAX, [pid].into_iter()).expect("a v1 freezer");
         assert!(f.freeze_asleep(0, pid));
+        signal(pid, bulkhead_os::proc::SIGSTOP);
         (child, pid, f)
     }
 
@@ -1218,6 +1222,8 @@ mod tests {
         let dir = f.dir.clone();
         std::thread::sleep(Duration::from_millis(20));
         assert_eq!(state_soon(pid, 'D'), 'D', "frozen where it sleeps");
+        // The start (as [`act`]'s): the SIGCONT discards the queued stop, then the thaw.
+        signal(pid, bulkhead_os::proc::SIGCONT);
         assert!(f.thaw_parked(0, pid).unwrap());
         assert_eq!(state_soon(pid, 'S'), 'S', "asleep again, not stopped");
         // Thawed once: a second start, or one of another process, continues by SIGCONT.
@@ -1225,6 +1231,27 @@ mod tests {
         assert!(!f.thaw_parked(0, pid + 1).unwrap());
         f.remove();
         assert!(!dir.exists());
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    #[ignore = "needs root: cgroups"]
+    fn a_task_taken_out_of_its_park_cgroup_stops_and_is_not_taken_for_frozen() {
+        let (mut child, pid, mut f) = parked_frozen_child();
+        // Another owner of the freezer hierarchy (the stop-start worker) moves it to a
+        // thawed cgroup: it thaws there and takes its queued stop.
+        write_file(&procs_file(&f.root), &pid.to_string()).unwrap();
+        assert_eq!(state_soon(pid, 'T'), 'T', "stopped, not running on");
+        signal(pid, bulkhead_os::proc::SIGCONT);
+        assert_eq!(state_soon(pid, 'S'), 'S');
+        // Its park cgroup, empty, reads FROZEN: the next park must not believe it frozen.
+        assert!(!f.freeze_asleep(0, pid));
+        assert_eq!(state_soon(pid, 'S'), 'S', "not frozen");
+        // The park after it places it again.
+        assert!(f.freeze_asleep(0, pid));
+        assert_eq!(state_soon(pid, 'D'), 'D', "frozen where it sleeps");
+        f.remove();
         child.kill().unwrap();
         child.wait().unwrap();
     }
