@@ -18,10 +18,17 @@ pub const EXCLUSIVE_CPUS_LOCK: &str = "/run/bulkhead-rt-tests.lock";
 /// Waits for [`EXCLUSIVE_CPUS_LOCK`]; it is held until the returned file is dropped.
 pub fn exclusive_cpus() -> io::Result<File> {
     let lock = File::create(EXCLUSIVE_CPUS_LOCK)?;
+    whole_file(&lock)?;
+    Ok(lock)
+}
+
+/// Waits for an exclusive `flock` on `file`, held until its open file description
+/// closes (a signal's interruption waits again).
+pub fn whole_file(file: &File) -> io::Result<()> {
     loop {
-        // SAFETY: flock on a descriptor this function owns.
-        match crate::check(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }) {
-            Ok(_) => return Ok(lock),
+        // SAFETY: flock on a descriptor `file` keeps open for the call.
+        match crate::check(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }) {
+            Ok(_) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }

@@ -29,7 +29,6 @@ use crate::proc::start_time;
 use std::collections::BTreeSet;
 use std::fs;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -732,14 +731,8 @@ impl Lock {
             .map_err(opening)?;
         file.set_permissions(fs::Permissions::from_mode(0o600))
             .map_err(opening)?;
-        // SAFETY: flock on a valid open descriptor; the lock lives as long as the file.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(Error::os(
-                format!("locking {LOCK_FILE}"),
-                io::Error::last_os_error(),
-                "",
-            ));
-        }
+        crate::lock::whole_file(&file)
+            .map_err(|e| Error::os(format!("locking {LOCK_FILE}"), e, ""))?;
         Ok(Lock { _file: file })
     }
 }
