@@ -230,6 +230,26 @@ mod tests {
         }
     }
 
+    /// A v1 instance `bulkhead-test-TAG-PID` on `cpus` with one partition `p` on them,
+    /// and the lock of the runs that take CPUs exclusively (another could hold `cpus` as
+    /// an exclusive cpuset, which the instance could then not have), held until dropped;
+    /// `None` (the test is skipped) without a v1 hierarchy.
+    fn instance(tag: &str, cpus: &str) -> Option<(std::fs::File, V1Cgroups, Partition)> {
+        let lock = crate::lock::exclusive_cpus().unwrap();
+        let hierarchy = v1_hierarchy()?;
+        let name = format!("bulkhead-test-{tag}-{}", std::process::id());
+        let mut cgroups = V1Cgroups::create(&hierarchy, &name, Some(cpus)).unwrap();
+        let p = cgroups.add_partition("p", cpus).unwrap();
+        Some((lock, cgroups, p))
+    }
+
+    /// `sh -c SCRIPT`, its standard input piped.
+    fn shell(script: &str) -> std::process::Child {
+        let mut c = Command::new("sh");
+        c.args(["-c", script]).stdin(Stdio::piped());
+        c.spawn().unwrap()
+    }
+
     /// Removes the instance of `cgroups`, tried again for up to 5 s while the processes
     /// killed in it leave.
     fn remove_within_5s(cgroups: &mut V1Cgroups) {
@@ -244,25 +264,16 @@ mod tests {
     #[test]
     #[ignore = "needs root: cgroup v1 cpuset"]
     fn a_partition_gets_a_cpuset_of_its_own_with_its_processes_once_given_other_cpus() {
-        // Another run may hold CPUs as exclusive cpusets: the instance could not have them.
-        let _lock = crate::lock::exclusive_cpus().unwrap();
-        let Some(hierarchy) = v1_hierarchy() else {
-            return;
-        };
         if crate::sched::own_cpus().len() < 2 {
             return;
         }
-        let name = format!("bulkhead-test-own-cpuset-{}", std::process::id());
-        let mut cgroups = V1Cgroups::create(&hierarchy, &name, Some("0-1")).unwrap();
-        let p = cgroups.add_partition("p", "0-1").unwrap();
+        let Some((_lock, mut cgroups, p)) = instance("own-cpuset", "0-1") else {
+            return;
+        };
         let own = cgroups.instance_cpuset().join("p");
         let had_own = own.exists();
         let cg = cgroups.add_process(p, 0, false).unwrap();
-        let mut child = Command::new("sh")
-            .args(["-c", "read x; sleep 100 & exec sleep 100"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = shell("read x; sleep 100 & exec sleep 100");
         let Joins::Hold { procs: files, .. } = cgroups.joins(cg) else {
             panic!("v1 joins by holding the child")
         };
@@ -292,25 +303,15 @@ mod tests {
     #[test]
     #[ignore = "needs root: cgroup v1 freezer"]
     fn kill_all_kills_the_members_of_frozen_and_thawed_process_cgroups() {
-        // Another run may hold CPUs as exclusive cpusets: the instance could not have them.
-        let _lock = crate::lock::exclusive_cpus().unwrap();
-        let Some(hierarchy) = v1_hierarchy() else {
+        let Some((_lock, mut cgroups, p)) = instance("kill-all", "0") else {
             return;
         };
-        let name = format!("bulkhead-test-kill-all-{}", std::process::id());
-        let mut cgroups = V1Cgroups::create(&hierarchy, &name, Some("0")).unwrap();
-        let p = cgroups.add_partition("p", "0").unwrap();
         let (forking, thawed) = (
             cgroups.add_process(p, 0, true).unwrap(),
             cgroups.add_process(p, 1, false).unwrap(),
         );
-        let spawn = |script: &str| {
-            let mut c = Command::new("sh");
-            c.args(["-c", script]).stdin(Stdio::piped());
-            c.spawn().unwrap()
-        };
-        let mut parent = spawn("read x; sleep 100 & exec sleep 100");
-        let mut plain = spawn("exec sleep 100");
+        let mut parent = shell("read x; sleep 100 & exec sleep 100");
+        let mut plain = shell("exec sleep 100");
         let join = |cg: Process, pid: u32| {
             write_file(&procs_file(cgroups.tree.process_dir(cg)), &pid.to_string()).unwrap()
         };
