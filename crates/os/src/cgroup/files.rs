@@ -7,6 +7,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 /// Which cgroup version is in use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,13 +117,28 @@ pub fn procs(dir: &Path) -> Vec<i32> {
         .unwrap_or_default()
 }
 
+/// How many times this process moved processes between cgroups with [`move_into`],
+/// counted under a lock its observers share ([`hold_moves`]).
+static MOVES: RwLock<u64> = RwLock::new(0);
+
+/// Holds off every [`move_into`] of this process until the guard is dropped, and gives
+/// how many it made so far. An observer that sees the same count as at an earlier hold
+/// knows that no process was moved by [`move_into`] in between: a mode agent that placed
+/// a task in its park cgroup knows it is still there without reading the cgroup's
+/// processes (which the stop-start worker's moves, the other mover, would change).
+pub fn hold_moves() -> RwLockReadGuard<'static, u64> {
+    MOVES.read().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Moves the processes `pids` that are not in cgroup `dir` yet into it (each with its
 /// every thread) and returns how many it moved. Only the missing ones are written: each
 /// migration takes the kernel's cgroup threadgroup lock, whose first taking after a quiet
 /// time waits for an RCU grace period (about 10 ms here). A process that exited meanwhile
 /// (ESRCH) is no error; after another error the rest are still moved and the first error
-/// is returned.
-pub(super) fn move_into(dir: &Path, pids: &[u32]) -> Result<usize> {
+/// is returned. Counted, and waits for the observers that hold [`hold_moves`].
+pub fn move_into(dir: &Path, pids: &[u32]) -> Result<usize> {
+    let mut moves = MOVES.write().unwrap_or_else(PoisonError::into_inner);
+    *moves += 1;
     let there = procs(dir);
     let file = procs_file(dir);
     let (mut moved, mut failed) = (0, None);

@@ -20,8 +20,9 @@ mod v1;
 mod v2;
 
 pub use files::{
-    enable_controller, is_frozen, kill_cgroup, partition_dir_name, procs, procs_file, set_frozen,
-    write_file, CgroupError, DetectError, FreezerState, Hierarchy, Result, Version,
+    enable_controller, hold_moves, is_frozen, kill_cgroup, move_into, partition_dir_name, procs,
+    procs_file, set_frozen, write_file, CgroupError, DetectError, FreezerState, Hierarchy, Result,
+    Version,
 };
 pub use freezers::{FreezeError, Freezers, Group, HostFreezers, SETTLE};
 pub use manager::{

@@ -254,14 +254,20 @@ pub fn threads(pid: i32) -> Result<Vec<i32>> {
 /// policies: SCHED_OTHER, as the reset-on-fork flag applies to threads too).
 pub fn set_process(pid: i32, policy: &Policy) -> Result<usize> {
     let tids = threads(pid)?;
-    for &tid in &tids {
+    set_threads(pid, &tids, policy)?;
+    Ok(tids.len())
+}
+
+/// Sets the policy of threads `tids` of process `pid`, just listed; one that exited
+/// since (other than the main thread) needs nothing.
+fn set_threads(pid: i32, tids: &[i32], policy: &Policy) -> Result<()> {
+    for &tid in tids {
         match set(tid, policy) {
-            // A thread that exited between listing and setting needs nothing.
             Err(e) if e.errno() == Some(libc::ESRCH) && tid != pid => continue,
             r => r?,
         }
     }
-    Ok(tids.len())
+    Ok(())
 }
 
 fn describe(policy: &Policy) -> String {
@@ -335,19 +341,124 @@ pub fn proc_sched(pid: i32) -> Result<ProcSched> {
         .ok_or_else(|| Error::Invalid(format!("{path}: no `policy` or `prio` line")))
 }
 
+/// The fields [`ProcSched`] needs, in one pass over the file.
 fn parse_proc_sched(text: &str) -> Option<ProcSched> {
-    let field = |key: &str| {
-        text.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k.trim() == key).then(|| v.trim().to_string())
-        })
-    };
+    let (mut policy, mut prio, mut dl_runtime, mut dl_deadline) = (None, None, None, None);
+    for (k, v) in text.lines().filter_map(|l| l.split_once(':')) {
+        let v = v.trim();
+        match k.trim() {
+            "policy" => policy = v.parse().ok(),
+            "prio" => prio = v.parse().ok(),
+            "dl.runtime" => dl_runtime = v.parse().ok(),
+            "dl.deadline" => dl_deadline = v.parse().ok(),
+            _ => {}
+        }
+    }
     Some(ProcSched {
-        policy: field("policy")?.parse().ok()?,
-        prio: field("prio")?.parse().ok()?,
-        dl_runtime: field("dl.runtime").and_then(|v| v.parse().ok()),
-        dl_deadline: field("dl.deadline").and_then(|v| v.parse().ok()),
+        policy: policy?,
+        prio: prio?,
+        dl_runtime,
+        dl_deadline,
     })
+}
+
+/// A process's scheduling files in /proc held open: its thread list and its main
+/// thread's `sched` file each take one system call to read again, instead of an open,
+/// the reads and a close (a mode agent reads both at every park, one after the other in
+/// a Boost switch: docs/modes.md, *Fewer files per step*).
+pub struct ProcFiles {
+    pid: i32,
+    /// `/proc/PID/task`, read again from its start at each listing.
+    tasks: *mut libc::DIR,
+    /// `/proc/PID/sched`: procfs builds it anew at each read from offset 0.
+    sched: std::fs::File,
+}
+
+// SAFETY: the DIR stream is owned by this value alone and used only through `&mut self`,
+// so one thread at a time; glibc's DIR carries no thread-local state.
+unsafe impl Send for ProcFiles {}
+
+impl ProcFiles {
+    /// Opens the files of process `pid`.
+    pub fn open(pid: i32) -> Result<ProcFiles> {
+        let sched_path = format!("/proc/{pid}/sched");
+        let sched = std::fs::File::open(&sched_path)
+            .map_err(|e| Error::os(format!("opening {sched_path}"), e, "no such process?"))?;
+        let dir = std::ffi::CString::new(format!("/proc/{pid}/task")).expect("no NUL in a path");
+        // SAFETY: `dir` is a valid NUL-terminated path; the stream returned is closed in Drop.
+        let tasks = unsafe { libc::opendir(dir.as_ptr()) };
+        if tasks.is_null() {
+            let e = io::Error::last_os_error();
+            return Err(Error::os(
+                format!("reading /proc/{pid}/task"),
+                e,
+                "no such process?",
+            ));
+        }
+        Ok(ProcFiles { pid, tasks, sched })
+    }
+
+    /// The process these files are of.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The thread ids of the process, as [`threads`] lists them.
+    pub fn threads(&mut self) -> Result<Vec<i32>> {
+        let mut tids = Vec::new();
+        // SAFETY: `self.tasks` is the open stream of `open`, used by this thread alone
+        // (`&mut self`); each entry is read before the next call to readdir.
+        unsafe {
+            libc::rewinddir(self.tasks);
+            *libc::__errno_location() = 0;
+            loop {
+                let entry = libc::readdir(self.tasks);
+                if entry.is_null() {
+                    break;
+                }
+                let name = std::ffi::CStr::from_ptr((*entry).d_name.as_ptr());
+                if let Some(tid) = name.to_str().ok().and_then(|n| n.parse().ok()) {
+                    tids.push(tid);
+                }
+            }
+            if *libc::__errno_location() != 0 || tids.is_empty() {
+                let e = io::Error::from_raw_os_error(libc::ESRCH);
+                let dir = format!("/proc/{}/task", self.pid);
+                return Err(Error::os(format!("reading {dir}"), e, "no such process?"));
+            }
+        }
+        tids.sort_unstable();
+        Ok(tids)
+    }
+
+    /// Sets the policy of every thread of the process, as [`set_process`] does.
+    pub fn set_process(&mut self, policy: &Policy) -> Result<usize> {
+        let tids = self.threads()?;
+        set_threads(self.pid, &tids, policy)?;
+        Ok(tids.len())
+    }
+
+    /// What `/proc/TID/sched` says of thread `tid` of the process (the main thread's
+    /// from the file held open, another's by [`proc_sched`]).
+    pub fn sched(&self, tid: i32) -> Result<ProcSched> {
+        if tid != self.pid {
+            return proc_sched(tid);
+        }
+        let path = || format!("/proc/{}/sched", self.pid);
+        let mut buf = [0u8; 4096];
+        let n = std::os::unix::fs::FileExt::read_at(&self.sched, &mut buf, 0)
+            .map_err(|e| Error::os(format!("reading {}", path()), e, ""))?;
+        let text = String::from_utf8_lossy(&buf[..n]);
+        parse_proc_sched(&text)
+            .ok_or_else(|| Error::Invalid(format!("{}: no `policy` or `prio` line", path())))
+    }
+}
+
+impl Drop for ProcFiles {
+    fn drop(&mut self) {
+        // SAFETY: the stream opened in `open`, closed once here.
+        unsafe { libc::closedir(self.tasks) };
+    }
 }
 
 #[cfg(test)]
@@ -407,6 +518,38 @@ mod tests {
         let overrun = text.replace("12531", "-20481");
         assert_eq!(parse_proc_sched(&overrun).unwrap().dl_runtime, Some(-20481));
         assert!(parse_proc_sched("nothing here").is_none());
+    }
+
+    #[test]
+    fn proc_files_read_again_what_a_fresh_open_reads() {
+        let pid = std::process::id() as i32;
+        let mut files = ProcFiles::open(pid).unwrap();
+        let before = files.threads().unwrap();
+        assert_eq!(before, threads(pid).unwrap());
+        // A thread started after the open is listed at the next read.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let extra = std::thread::spawn(move || rx.recv().unwrap_or(()));
+        let during = files.threads().unwrap();
+        assert_eq!(during, threads(pid).unwrap());
+        assert!(during.len() > before.len(), "{during:?} after {before:?}");
+        tx.send(()).unwrap();
+        extra.join().unwrap();
+        assert_eq!(files.sched(pid).unwrap(), proc_sched(pid).unwrap());
+        assert_eq!(
+            files.sched(pid).unwrap(),
+            proc_sched(pid).unwrap(),
+            "read again"
+        );
+    }
+
+    #[test]
+    fn proc_files_of_a_process_that_is_gone_fail_with_an_error() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        let mut files = ProcFiles::open(pid).unwrap();
+        child.wait().unwrap();
+        assert!(files.threads().is_err());
+        assert!(files.sched(pid).is_err());
     }
 
     #[test]
