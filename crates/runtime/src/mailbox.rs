@@ -138,6 +138,11 @@ impl<T> Receiver<T> {
         }
     }
 
+    /// The next item queued now, without waiting.
+    pub fn try_recv(&self) -> Option<T> {
+        self.0.lock().items.pop_front()
+    }
+
     /// Every item queued now, without waiting.
     pub fn drain(&self) -> Vec<T> {
         self.0.lock().items.drain(..).collect()
@@ -167,6 +172,17 @@ mod tests {
         drop(tx2);
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Recv::Closed);
         assert_eq!(rx.recv(), None);
+    }
+
+    #[test]
+    fn try_recv_takes_what_is_queued_in_order_and_does_not_wait() {
+        let (tx, rx) = channel();
+        assert_eq!(rx.try_recv(), None);
+        tx.send(1).unwrap();
+        tx.send(2).unwrap();
+        assert_eq!(rx.try_recv(), Some(1));
+        assert_eq!(rx.try_recv(), Some(2));
+        assert_eq!(rx.try_recv(), None);
     }
 
     #[test]
