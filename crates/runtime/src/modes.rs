@@ -516,8 +516,9 @@ impl ModeManager {
         // A boosted agent on the manager's CPUs preempts it as soon as it has its request
         // and has mostly acknowledged by the time the request's `send` returns: its
         // acknowledgement is taken here at once, not after a round of the event loop for
-        // its wake-up (2-3 µs a step on the development VM, 12 steps in the bench's
-        // Boost switch).
+        // its wake-up (a round per step took the bench's Boost switch of 12 steps from
+        // about 350 to 450-550 µs at the median on the development VM: docs/modes.md,
+        // *Fewer files per step*).
         while let Some(done) = self.done_rx.try_recv() {
             let name = self.table.members[done.member].name.clone();
             for p in done.problems {
