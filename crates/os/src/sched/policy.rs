@@ -239,14 +239,72 @@ pub fn get(tid: i32) -> Result<Policy> {
 
 /// The thread ids of process `pid` (from `/proc/PID/task`).
 pub fn threads(pid: i32) -> Result<Vec<i32>> {
-    let dir = format!("/proc/{pid}/task");
-    let entries = std::fs::read_dir(&dir)
-        .map_err(|e| Error::os(format!("reading {dir}"), e, "no such process?"))?;
-    let mut tids: Vec<i32> = entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    tids.sort_unstable();
-    Ok(tids)
+    TaskDir::open(pid)?.list()
+}
+
+/// A process's `/proc/PID/task` directory, open as a stream that lists it again from
+/// its start at each [`TaskDir::list`].
+struct TaskDir {
+    pid: i32,
+    stream: *mut libc::DIR,
+}
+
+// SAFETY: the DIR stream is owned by this value alone and used only through `&mut self`,
+// so one thread at a time; glibc's DIR carries no thread-local state.
+unsafe impl Send for TaskDir {}
+
+impl TaskDir {
+    fn path(pid: i32) -> String {
+        format!("/proc/{pid}/task")
+    }
+
+    fn open(pid: i32) -> Result<TaskDir> {
+        let path = TaskDir::path(pid);
+        let c_path = std::ffi::CString::new(path.as_str()).expect("no NUL in a path");
+        // SAFETY: `c_path` is a valid NUL-terminated path; the stream is closed in Drop.
+        let stream = unsafe { libc::opendir(c_path.as_ptr()) };
+        if stream.is_null() {
+            let e = io::Error::last_os_error();
+            return Err(Error::os(format!("reading {path}"), e, "no such process?"));
+        }
+        Ok(TaskDir { pid, stream })
+    }
+
+    /// The thread ids listed now, sorted (none once the process is gone).
+    fn list(&mut self) -> Result<Vec<i32>> {
+        let mut tids = Vec::new();
+        // SAFETY: `self.stream` is the open stream of `open`, used by this thread alone
+        // (`&mut self`); each entry is read before the next call to readdir.
+        // readdir returns NULL at the end and on an error, which only errno tells apart.
+        let errno = unsafe {
+            libc::rewinddir(self.stream);
+            loop {
+                *libc::__errno_location() = 0;
+                let entry = libc::readdir(self.stream);
+                if entry.is_null() {
+                    break *libc::__errno_location();
+                }
+                let name = std::ffi::CStr::from_ptr((*entry).d_name.as_ptr());
+                if let Some(tid) = name.to_str().ok().and_then(|n| n.parse().ok()) {
+                    tids.push(tid);
+                }
+            }
+        };
+        if errno != 0 {
+            let e = io::Error::from_raw_os_error(errno);
+            let path = TaskDir::path(self.pid);
+            return Err(Error::os(format!("reading {path}"), e, "no such process?"));
+        }
+        tids.sort_unstable();
+        Ok(tids)
+    }
+}
+
+impl Drop for TaskDir {
+    fn drop(&mut self) {
+        // SAFETY: the stream opened in `open`, closed once here.
+        unsafe { libc::closedir(self.stream) };
+    }
 }
 
 /// Sets the policy of every thread of process `pid`; returns how many threads it set.
@@ -330,14 +388,30 @@ pub struct ProcSched {
 /// Parses `/proc/PID/sched` (the main thread of `pid`).
 pub fn proc_sched(pid: i32) -> Result<ProcSched> {
     let path = format!("/proc/{pid}/sched");
-    // Room for the whole file (about 1.5 KiB) from the start: `fs::read_to_string` reads
-    // a file without a size (procfs) in growing pieces, eight system calls here, and a
-    // mode agent reads it at every park (docs/modes.md, An agent on its tasks' CPU).
-    let mut text = String::with_capacity(4096);
-    std::fs::File::open(&path)
-        .and_then(|mut f| std::io::Read::read_to_string(&mut f, &mut text))
-        .map_err(|e| Error::os(format!("reading {path}"), e, ""))?;
-    parse_proc_sched(&text)
+    let file =
+        std::fs::File::open(&path).map_err(|e| Error::os(format!("reading {path}"), e, ""))?;
+    read_sched(&file, &path)
+}
+
+/// Reads and parses open `/proc/PID/sched` file `file` (at `path`) from its start, in
+/// pieces of 4 KiB: the whole file (about 1.5 KiB) in one `pread` (`fs::read_to_string`
+/// reads a file without a size, as procfs's are, in growing pieces: eight system calls
+/// here, and a mode agent reads it at every park; docs/modes.md, An agent on its tasks'
+/// CPU). procfs builds the file anew at each read from offset 0.
+fn read_sched(file: &std::fs::File, path: &str) -> Result<ProcSched> {
+    const PIECE: usize = 4096;
+    let mut text = Vec::with_capacity(PIECE);
+    loop {
+        let start = text.len();
+        text.resize(start + PIECE, 0);
+        let n = std::os::unix::fs::FileExt::read_at(file, &mut text[start..], start as u64)
+            .map_err(|e| Error::os(format!("reading {path}"), e, ""))?;
+        text.truncate(start + n);
+        if n < PIECE {
+            break;
+        }
+    }
+    parse_proc_sched(&String::from_utf8_lossy(&text))
         .ok_or_else(|| Error::Invalid(format!("{path}: no `policy` or `prio` line")))
 }
 
@@ -368,15 +442,10 @@ fn parse_proc_sched(text: &str) -> Option<ProcSched> {
 /// a Boost switch: docs/modes.md, *Fewer files per step*).
 pub struct ProcFiles {
     pid: i32,
-    /// `/proc/PID/task`, read again from its start at each listing.
-    tasks: *mut libc::DIR,
-    /// `/proc/PID/sched`: procfs builds it anew at each read from offset 0.
+    tasks: TaskDir,
+    /// `/proc/PID/sched`, read again from offset 0 ([`read_sched`]).
     sched: std::fs::File,
 }
-
-// SAFETY: the DIR stream is owned by this value alone and used only through `&mut self`,
-// so one thread at a time; glibc's DIR carries no thread-local state.
-unsafe impl Send for ProcFiles {}
 
 impl ProcFiles {
     /// Opens the files of process `pid`.
@@ -384,17 +453,7 @@ impl ProcFiles {
         let sched_path = format!("/proc/{pid}/sched");
         let sched = std::fs::File::open(&sched_path)
             .map_err(|e| Error::os(format!("opening {sched_path}"), e, "no such process?"))?;
-        let dir = std::ffi::CString::new(format!("/proc/{pid}/task")).expect("no NUL in a path");
-        // SAFETY: `dir` is a valid NUL-terminated path; the stream returned is closed in Drop.
-        let tasks = unsafe { libc::opendir(dir.as_ptr()) };
-        if tasks.is_null() {
-            let e = io::Error::last_os_error();
-            return Err(Error::os(
-                format!("reading /proc/{pid}/task"),
-                e,
-                "no such process?",
-            ));
-        }
+        let tasks = TaskDir::open(pid)?;
         Ok(ProcFiles { pid, tasks, sched })
     }
 
@@ -403,31 +462,15 @@ impl ProcFiles {
         self.pid
     }
 
-    /// The thread ids of the process, as [`threads`] lists them.
+    /// The thread ids of the process, as [`threads`] lists them; an error once the
+    /// process is gone (its directory, held open, lists nothing).
     pub fn threads(&mut self) -> Result<Vec<i32>> {
-        let mut tids = Vec::new();
-        // SAFETY: `self.tasks` is the open stream of `open`, used by this thread alone
-        // (`&mut self`); each entry is read before the next call to readdir.
-        unsafe {
-            libc::rewinddir(self.tasks);
-            *libc::__errno_location() = 0;
-            loop {
-                let entry = libc::readdir(self.tasks);
-                if entry.is_null() {
-                    break;
-                }
-                let name = std::ffi::CStr::from_ptr((*entry).d_name.as_ptr());
-                if let Some(tid) = name.to_str().ok().and_then(|n| n.parse().ok()) {
-                    tids.push(tid);
-                }
-            }
-            if *libc::__errno_location() != 0 || tids.is_empty() {
-                let e = io::Error::from_raw_os_error(libc::ESRCH);
-                let dir = format!("/proc/{}/task", self.pid);
-                return Err(Error::os(format!("reading {dir}"), e, "no such process?"));
-            }
+        let tids = self.tasks.list()?;
+        if tids.is_empty() {
+            let e = io::Error::from_raw_os_error(libc::ESRCH);
+            let path = TaskDir::path(self.pid);
+            return Err(Error::os(format!("reading {path}"), e, "no such process?"));
         }
-        tids.sort_unstable();
         Ok(tids)
     }
 
@@ -444,20 +487,7 @@ impl ProcFiles {
         if tid != self.pid {
             return proc_sched(tid);
         }
-        let path = || format!("/proc/{}/sched", self.pid);
-        let mut buf = [0u8; 4096];
-        let n = std::os::unix::fs::FileExt::read_at(&self.sched, &mut buf, 0)
-            .map_err(|e| Error::os(format!("reading {}", path()), e, ""))?;
-        let text = String::from_utf8_lossy(&buf[..n]);
-        parse_proc_sched(&text)
-            .ok_or_else(|| Error::Invalid(format!("{}: no `policy` or `prio` line", path())))
-    }
-}
-
-impl Drop for ProcFiles {
-    fn drop(&mut self) {
-        // SAFETY: the stream opened in `open`, closed once here.
-        unsafe { libc::closedir(self.tasks) };
+        read_sched(&self.sched, &format!("/proc/{}/sched", self.pid))
     }
 }
 
