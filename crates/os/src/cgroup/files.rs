@@ -117,8 +117,8 @@ pub fn procs(dir: &Path) -> Vec<i32> {
         .unwrap_or_default()
 }
 
-/// How many times this process moved processes between cgroups with [`move_into`],
-/// counted under a lock its observers share ([`hold_moves`]).
+/// How many processes this process moved between cgroups with [`move_into`] (each move
+/// counted as it is tried), under a lock its observers share ([`hold_moves`]).
 static MOVES: RwLock<u64> = RwLock::new(0);
 
 /// Holds off every [`move_into`] of this process until the guard is dropped, and gives
@@ -138,11 +138,14 @@ pub fn hold_moves() -> RwLockReadGuard<'static, u64> {
 /// is returned. Counted, and waits for the observers that hold [`hold_moves`].
 pub fn move_into(dir: &Path, pids: &[u32]) -> Result<usize> {
     let mut moves = MOVES.write().unwrap_or_else(PoisonError::into_inner);
-    *moves += 1;
     let there = procs(dir);
     let file = procs_file(dir);
     let (mut moved, mut failed) = (0, None);
     for &pid in pids.iter().filter(|&&p| !there.contains(&(p as i32))) {
+        // A call that finds every process in place changes no count: a park that placed
+        // its task need not place it again (a write of its pid, and the kernel's
+        // threadgroup lock, for nothing).
+        *moves += 1;
         match write_file(&file, &pid.to_string()) {
             Ok(()) => moved += 1,
             Err(e) if e.source.raw_os_error() == Some(crate::errno::ESRCH) => {}
