@@ -765,8 +765,10 @@ fn spawn_agent(
                 true => ParkFreezers::create(member, tasks.iter().map(|t| *lock_pid(&t.pid))),
                 false => None,
             };
+            let mut files = tasks.iter().map(|_| None).collect::<Vec<_>>();
             while let Some(command) = rx.recv() {
-                let problems = switch_tasks(&tasks, &command, ack_timeout, &mut freezers);
+                let held = (&mut freezers, &mut files[..]);
+                let problems = switch_tasks(&tasks, &command, ack_timeout, held);
                 let _ = done.send(Done { member, problems });
                 wake.notify();
             }
@@ -822,14 +824,14 @@ fn switch_tasks(
     tasks: &[TaskPort],
     command: &Command,
     ack_timeout: Duration,
-    freezers: &mut Option<ParkFreezers>,
+    (freezers, files): (&mut Option<ParkFreezers>, &mut [Option<ProcFiles>]),
 ) -> Vec<String> {
     let mut problems = Vec::new();
     let until = Instant::now() + ack_timeout;
     for &(i, action) in &command.actions {
         let t = &tasks[i];
         let freezer = freezers.as_mut().map(|f| (f, i));
-        if let Err(e) = act(t, action, until, freezer) {
+        if let Err(e) = act(t, action, until, freezer, &mut files[i]) {
             problems.push(format!("task `{}`: {e}", t.task));
         }
     }
@@ -866,12 +868,14 @@ fn switch_tasks(
 
 /// Carries out `action` on task `t`'s process, holding its pid's lock (a restart of the
 /// task waits, [`crate::tasks::SharedPid`]); a park goes through the task's freezer
-/// cgroup when it has one (`freezer`: the agent's cgroups and the task's index).
+/// cgroup when it has one (`freezer`: the agent's cgroups and the task's index). `files`:
+/// the task's /proc files, kept open across switches ([`proc_files`]).
 fn act(
     t: &TaskPort,
     action: Action,
     until: Instant,
-    mut freezer: Option<(&mut ParkFreezers, usize)>,
+    freezer: Option<(&mut ParkFreezers, usize)>,
+    files: &mut Option<ProcFiles>,
 ) -> Result<(), ActError> {
     let guard = lock_pid(&t.pid);
     let pid = *guard as i32;
@@ -882,36 +886,23 @@ fn act(
             // Frozen where it slept, it stays frozen until its start ([`ParkFreezers`]),
             // its stop queued for whenever it thaws; otherwise it is stopped, and
             // waited for.
-            let (frozen, files) = match freezer {
-                Some((f, i)) => (f.freeze_asleep(i, *guard), f.files(i, *guard)),
-                None => (false, None),
-            };
+            let frozen = freezer.is_some_and(|(f, i)| f.freeze_asleep(i, *guard));
             kill(bulkhead_os::proc::SIGSTOP);
             if !frozen {
                 wait_stopped(*guard, until)?;
             }
-            let mut opened = None;
-            let files = match files {
-                Some(f) => f,
-                None => opened.insert(ProcFiles::open(pid)?),
-            };
-            leave_deadline(files, until)?;
+            leave_deadline(proc_files(files, pid)?, until)?;
             let now = bulkhead_task::clock::now_ns();
             t.parked_at.store(now, Ordering::Release);
             Ok(())
         }
         Action::Set(p, times) => {
-            reserve(&mut ProcFiles::open(pid)?, p, until)?;
+            reserve(proc_files(files, pid)?, p, until)?;
             times.publish(t);
             Ok(())
         }
         Action::Start(p, times) => {
-            let mut opened = None;
-            let files = match freezer.as_mut().and_then(|(f, i)| f.files(*i, *guard)) {
-                Some(f) => f,
-                None => opened.insert(ProcFiles::open(pid)?),
-            };
-            reserve(files, p, until)?;
+            reserve(proc_files(files, pid)?, p, until)?;
             t.judged_from
                 .store(bulkhead_task::clock::now_ns(), Ordering::Release);
             times.start(t);
@@ -926,6 +917,21 @@ fn act(
             Ok(())
         }
     }
+}
+
+/// Task process `pid`'s /proc files, kept open in `slot` across switches (a park and a
+/// start read them: docs/modes.md, *Fewer files per step*) and opened again for a new
+/// process, a restarted task. A pid reused by another process within a restart is not
+/// told apart (the kernel hands pids out in turn).
+fn proc_files(
+    slot: &mut Option<ProcFiles>,
+    pid: i32,
+) -> Result<&mut ProcFiles, bulkhead_os::Error> {
+    let files = match slot.take() {
+        Some(f) if f.pid() == pid => f,
+        _ => ProcFiles::open(pid)?,
+    };
+    Ok(slot.insert(files))
 }
 
 /// The reservation a leaving task passes through: 1024 ns every 4 s, whose bandwidth the
@@ -1038,8 +1044,6 @@ struct ParkCgroup {
     /// moves then ([`bulkhead_os::cgroup::hold_moves`]).
     placed: u32,
     moves: u64,
-    /// The task's /proc files, held open for its process ([`ParkFreezers::files`]).
-    files: Option<ProcFiles>,
     /// The pid a park left frozen in it (0: none), which its start thaws.
     frozen: u32,
 }
@@ -1074,7 +1078,6 @@ impl ParkFreezers {
                 state,
                 placed: 0,
                 moves: 0,
-                files: None,
                 frozen: 0,
             });
             if !made.place(i, pid, *hold_moves()) {
@@ -1103,17 +1106,6 @@ impl ParkFreezers {
             (t.placed, t.moves) = (pid, moves);
         }
         true
-    }
-
-    /// Task `i`'s /proc files, held open for process `pid` and opened again for a new
-    /// one (a restarted task); `None` if they cannot be opened. A pid reused by another
-    /// process within a restart is not told apart (the kernel hands pids out in turn).
-    fn files(&mut self, i: usize, pid: u32) -> Option<&mut ProcFiles> {
-        let t = &mut self.tasks[i];
-        if t.files.as_ref().is_none_or(|f| f.pid() != pid as i32) {
-            t.files = ProcFiles::open(pid as i32).ok();
-        }
-        t.files.as_mut()
     }
 
     /// Freezes task `i`, process `pid`, if every thread of it is asleep (then frozen at
