@@ -11,12 +11,15 @@
 //! An agent changes its partition's task set (Sec. IV-C: "the task engine sends SIGSTOP
 //! signals and SIGCONT signals to the tasks to be stopped and started"): a task that
 //! leaves is stopped (or, asleep, frozen where it sleeps until its start, so that the
-//! park need not wait for it to run: [`ParkFreezers`]) and its SCHED_DEADLINE reservation given back at once
-//! (shrunk to an empty one, then SCHED_OTHER while parked: [`leave_deadline`]), a changed task gets its new reservation with `sched_setattr`, a task that
-//! joins gets its reservation and is continued; in that order, so that the kernel's
-//! admission never sees the partition's old and new reservations at once. Then it
-//! publishes the new mode in every running task's control block and waits for the
-//! programs' acknowledgements (at most one agent period), and acknowledges itself.
+//! park need not wait for it to run: [`ParkFreezers`]), a changed task gets its new
+//! reservation with `sched_setattr`, a task that joins gets its reservation and is
+//! continued; in that order. Then it publishes the new mode in every running task's
+//! control block and waits for the programs' acknowledgements (at most one agent
+//! period), and acknowledges itself. A parked task's SCHED_DEADLINE reservation (shrunk
+//! to an empty one, then SCHED_OTHER while parked: [`leave_deadline`]) is given back
+//! after the acknowledgement, once the switch is over ([`ReleaseWindow`]): a parked task
+//! runs nothing, so its reservation is only the kernel's admission count, which a start
+//! the kernel refuses (EBUSY) gives back first.
 //!
 //! Interfaces are held by the kernel: every task of a partition runs under its own
 //! SCHED_DEADLINE reservation (the kernel throttles it at its runtime), so a partition
@@ -50,7 +53,7 @@ use bulkhead_os::sched::{self, DeadlineParams, Policy, ProcFiles};
 use bulkhead_trace::{Event, EventKind};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -116,12 +119,59 @@ struct Command {
     notify: Vec<usize>,
 }
 
-/// An agent's acknowledgement.
+/// An agent's acknowledgement, or (`late`) what went wrong after it, giving back the
+/// parked tasks' reservations ([`ReleaseWindow`]).
 struct Done {
     member: usize,
     /// Tasks that did not acknowledge in time, and what failed.
     problems: Vec<String>,
+    late: bool,
 }
+
+/// When the agents give back the reservations of the tasks they parked
+/// ([`leave_deadline`]): after their acknowledgement, once the window opens: at the end
+/// of the switch (the manager opens it once it has taken the switch's latency), or as
+/// soon as any agent's start is refused by the kernel's admission (EBUSY), which may be
+/// waiting for those reservations.
+///
+/// Why not in the park itself: the reservation of a parked task is only the kernel's
+/// admission count (the task runs nothing, stopped or frozen), and giving it back means
+/// reading the task's `/proc/TID/sched` (does it owe runtime) and two `sched_setattr`
+/// per thread, 12 µs of each 35 µs step of a Boost switch on the development VM, each
+/// step waiting for the one before it (docs/modes.md, *Reservations given back after the
+/// switch*).
+///
+/// Concurrency: the count only grows, under the mutex; an agent reads it when it takes a
+/// command and waits, after acknowledging, until it is larger. The manager opens the
+/// window at the end of every switch (finished or abandoned) and when it stops, so no
+/// agent waits past the switch it acknowledged, nor past the run.
+#[derive(Default)]
+struct ReleaseWindow {
+    opened: Mutex<u64>,
+    changed: Condvar,
+}
+
+impl ReleaseWindow {
+    /// How many times the window has opened.
+    fn count(&self) -> u64 {
+        *self.opened.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn open(&self) {
+        *self.opened.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.changed.notify_all();
+    }
+
+    /// Waits until the window has opened after `count` ([`ReleaseWindow::count`]).
+    fn wait_past(&self, count: u64) {
+        let opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+        let waited = self.changed.wait_while(opened, |n| *n <= count);
+        drop(waited.unwrap_or_else(|e| e.into_inner()));
+    }
+}
+
+/// The tasks an agent parked whose reservations it has not given back yet: index and pid.
+type Pending = Vec<(usize, u32)>;
 
 struct Agent {
     tx: Option<Sender<Command>>,
@@ -169,6 +219,9 @@ pub struct ModeManager {
     cpus: Option<Vec<u32>>,
     /// Per mode, the switch to it from the current mode, built ahead ([`ModeManager::prepare`]).
     prepared: Vec<Option<Switch>>,
+    /// Opened at the end of each switch: the agents then give back their parked tasks'
+    /// reservations.
+    releases: Arc<ReleaseWindow>,
 }
 
 impl ModeManager {
@@ -192,6 +245,7 @@ impl ModeManager {
         let current = table.mode(&modes.initial).expect("the initial mode");
         let wake = Arc::new(Wakeup::new()?);
         let (done_tx, done_rx) = mailbox::channel();
+        let releases = Arc::new(ReleaseWindow::default());
         let agent_period = Duration::from_nanos(modes.agent.period);
         let mut ports: Vec<Option<TaskPort>> = ports.into_iter().map(Some).collect();
         let cpus = agent_cpus(rt_cpus);
@@ -213,7 +267,7 @@ impl ModeManager {
                 k,
                 &member.name,
                 mine,
-                (done_tx.clone(), wake.clone()),
+                (done_tx.clone(), wake.clone(), releases.clone()),
                 agent_period,
                 // The stop-start worker moves the tasks into freezer cgroups of its own.
                 system.stop_start.is_none(),
@@ -242,6 +296,7 @@ impl ModeManager {
             warnings: Vec::new(),
             cpus,
             prepared: Vec::new(),
+            releases,
         };
         manager.prepare();
         Ok(manager)
@@ -524,6 +579,9 @@ impl ModeManager {
             for p in done.problems {
                 self.warnings.push(format!("mode agent of `{name}`: {p}"));
             }
+            if done.late {
+                continue;
+            }
             if let Err(e) = self.lower(done.member) {
                 self.warnings
                     .push(format!("mode agent of `{name}`: lowering the boost: {e}"));
@@ -560,6 +618,7 @@ impl ModeManager {
         let r = self.running.take().expect("a switch in progress");
         // The switch is over at its last acknowledgement: what follows is done after it.
         let latency_ns = r.started.elapsed().as_nanos() as u64;
+        self.releases.open();
         unpin(r.pinned.as_ref());
         self.current = r.to;
         self.prepare();
@@ -577,6 +636,7 @@ impl ModeManager {
     /// where it is and reported; the system keeps running.
     fn fail(&mut self, why: SwitchFailure) -> Option<Response> {
         let r = self.running.take().expect("a switch in progress");
+        self.releases.open();
         unpin(r.pinned.as_ref());
         self.prepare();
         let line = format!(
@@ -602,6 +662,7 @@ impl Drop for ModeManager {
         for a in self.agents.iter_mut().flatten() {
             a.tx = None;
         }
+        self.releases.open();
         for a in self.agents.iter_mut().flatten() {
             if let Some(t) = a.thread.take() {
                 let _ = t.join();
@@ -742,7 +803,7 @@ fn spawn_agent(
     member: usize,
     name: &str,
     tasks: Vec<TaskPort>,
-    (done, wake): (Sender<Done>, Arc<Wakeup>),
+    (done, wake, releases): (Sender<Done>, Arc<Wakeup>, Arc<ReleaseWindow>),
     ack_timeout: Duration,
     freeze_parks: bool,
     cpus: Option<Vec<u32>>,
@@ -766,11 +827,38 @@ fn spawn_agent(
                 false => None,
             };
             let mut files = tasks.iter().map(|_| None).collect::<Vec<_>>();
+            let mut pending = Pending::new();
             while let Some(command) = rx.recv() {
-                let held = (&mut freezers, &mut files[..]);
+                let opened = releases.count();
+                let held = Held {
+                    freezers: &mut freezers,
+                    files: &mut files,
+                    pending: &mut pending,
+                    releases: &releases,
+                };
                 let problems = switch_tasks(&tasks, &command, ack_timeout, held);
-                let _ = done.send(Done { member, problems });
+                let _ = done.send(Done {
+                    member,
+                    problems,
+                    late: false,
+                });
                 wake.notify();
+                if pending.is_empty() {
+                    continue;
+                }
+                releases.wait_past(opened);
+                let mut problems = Vec::new();
+                let until = Instant::now() + ack_timeout;
+                release(&tasks, (&mut pending, &mut files), until, &mut problems);
+                if !problems.is_empty() {
+                    let late = true;
+                    let _ = done.send(Done {
+                        member,
+                        problems,
+                        late,
+                    });
+                    wake.notify();
+                }
             }
             if let Some(f) = freezers {
                 f.remove();
@@ -824,15 +912,13 @@ fn switch_tasks(
     tasks: &[TaskPort],
     command: &Command,
     ack_timeout: Duration,
-    (freezers, files): (&mut Option<ParkFreezers>, &mut [Option<ProcFiles>]),
+    mut held: Held,
 ) -> Vec<String> {
     let mut problems = Vec::new();
     let until = Instant::now() + ack_timeout;
     for &(i, action) in &command.actions {
-        let t = &tasks[i];
-        let freezer = freezers.as_mut().map(|f| (f, i));
-        if let Err(e) = act(t, action, until, freezer, &mut files[i]) {
-            problems.push(format!("task `{}`: {e}", t.task));
+        if let Err(e) = act_on(tasks, i, action, until, &mut held, &mut problems) {
+            problems.push(format!("task `{}`: {e}", tasks[i].task));
         }
     }
     // A program that acknowledges every request at once has acknowledged already: its
@@ -866,17 +952,83 @@ fn switch_tasks(
     problems
 }
 
+/// What an agent keeps across switches, lent to one local switch.
+struct Held<'a> {
+    freezers: &'a mut Option<ParkFreezers>,
+    /// Per task, its /proc files ([`proc_files`]).
+    files: &'a mut [Option<ProcFiles>],
+    /// The tasks parked whose reservations are still to be given back.
+    pending: &'a mut Pending,
+    releases: &'a ReleaseWindow,
+}
+
+/// Carries out `action` on task `i` ([`act`]). A parked task's reservation is left
+/// pending ([`ReleaseWindow`]). A reservation the kernel refuses at once (EBUSY) is asked
+/// again, with retries until `until`, after the agent gave back its own pending ones and
+/// opened the window for the other agents' (what went wrong giving them back is added to
+/// `problems`).
+fn act_on(
+    tasks: &[TaskPort],
+    i: usize,
+    action: Action,
+    until: Instant,
+    held: &mut Held,
+    problems: &mut Vec<String>,
+) -> Result<(), ActError> {
+    let act_until = |held: &mut Held, until| {
+        let freezer = held.freezers.as_mut().map(|f| (f, i));
+        act(&tasks[i], action, until, freezer, &mut held.files[i])
+    };
+    if action == Action::Park {
+        let pid = act_until(held, until)?;
+        held.pending.push((i, pid));
+        return Ok(());
+    }
+    match act_until(held, Instant::now()) {
+        Err(ActError::Sched(e)) if e.errno() == Some(bulkhead_os::errno::EBUSY) => {
+            release(tasks, (held.pending, held.files), until, problems);
+            held.releases.open();
+            act_until(held, until).map(drop)
+        }
+        r => r.map(drop),
+    }
+}
+
+/// Gives back the reservations of the tasks in `pending` ([`leave_deadline`], waiting for
+/// a thread's replenishment until `until`), each under its pid's lock, and empties it. A
+/// task restarted since its park is skipped: a new process, and the parked one's
+/// reservation went with it. What failed is added to `problems`.
+fn release(
+    tasks: &[TaskPort],
+    (pending, files): (&mut Pending, &mut [Option<ProcFiles>]),
+    until: Instant,
+    problems: &mut Vec<String>,
+) {
+    for (i, pid) in pending.drain(..) {
+        let guard = lock_pid(&tasks[i].pid);
+        if *guard != pid {
+            continue;
+        }
+        let left = proc_files(&mut files[i], pid as i32).and_then(|f| leave_deadline(f, until));
+        if let Err(e) = left {
+            let task = &tasks[i].task;
+            problems.push(format!("task `{task}`: giving back its reservation: {e}"));
+        }
+    }
+}
+
 /// Carries out `action` on task `t`'s process, holding its pid's lock (a restart of the
-/// task waits, [`crate::tasks::SharedPid`]); a park goes through the task's freezer
-/// cgroup when it has one (`freezer`: the agent's cgroups and the task's index). `files`:
-/// the task's /proc files, kept open across switches ([`proc_files`]).
+/// task waits, [`crate::tasks::SharedPid`]), and returns the pid; a park goes through
+/// the task's freezer cgroup when it has one (`freezer`: the agent's cgroups and the
+/// task's index) and leaves the task's reservation to [`release`]. `files`: the task's
+/// /proc files, kept open across switches ([`proc_files`]).
 fn act(
     t: &TaskPort,
     action: Action,
     until: Instant,
     freezer: Option<(&mut ParkFreezers, usize)>,
     files: &mut Option<ProcFiles>,
-) -> Result<(), ActError> {
+) -> Result<u32, ActError> {
     let guard = lock_pid(&t.pid);
     let pid = *guard as i32;
     let kill = |sig| signal(*guard, sig);
@@ -891,15 +1043,14 @@ fn act(
             if !frozen {
                 wait_stopped(*guard, until)?;
             }
-            leave_deadline(proc_files(files, pid)?, until)?;
             let now = bulkhead_task::clock::now_ns();
             t.parked_at.store(now, Ordering::Release);
-            Ok(())
+            Ok(*guard)
         }
         Action::Set(p, times) => {
             reserve(proc_files(files, pid)?, p, until)?;
             times.publish(t);
-            Ok(())
+            Ok(*guard)
         }
         Action::Start(p, times) => {
             reserve(proc_files(files, pid)?, p, until)?;
@@ -914,7 +1065,7 @@ fn act(
             if let Some((f, i)) = freezer {
                 f.thaw_parked(i, *guard).map_err(ActError::Thaw)?;
             }
-            Ok(())
+            Ok(*guard)
         }
     }
 }
