@@ -843,21 +843,11 @@ fn spawn_agent(
                     late: false,
                 });
                 wake.notify();
-                if pending.is_empty() {
-                    continue;
-                }
-                releases.wait_past(opened);
-                let mut problems = Vec::new();
-                let until = Instant::now() + ack_timeout;
-                release(&tasks, (&mut pending, &mut files), until, &mut problems);
-                if !problems.is_empty() {
-                    let late = true;
-                    let _ = done.send(Done {
-                        member,
-                        problems,
-                        late,
-                    });
-                    wake.notify();
+                if !pending.is_empty() {
+                    releases.wait_past(opened);
+                    let until = Instant::now() + ack_timeout;
+                    let problems = release(&tasks, (&mut pending, &mut files), until);
+                    report_late(member, problems, (&done, &wake));
                 }
             }
             if let Some(f) = freezers {
@@ -874,6 +864,21 @@ fn spawn_agent(
         boosted: false,
         tasks: names,
     })
+}
+
+/// Sends agent `member`'s `problems` after its acknowledgement, if any, to the manager's
+/// warnings.
+fn report_late(member: usize, problems: Vec<String>, (done, wake): (&Sender<Done>, &Wakeup)) {
+    if problems.is_empty() {
+        return;
+    }
+    let late = true;
+    let _ = done.send(Done {
+        member,
+        problems,
+        late,
+    });
+    wake.notify();
 }
 
 /// Longest a parked task is given to load its program and attach in [`warm_up`].
@@ -964,9 +969,8 @@ struct Held<'a> {
 
 /// Carries out `action` on task `i` ([`act`]). A parked task's reservation is left
 /// pending ([`ReleaseWindow`]). A reservation the kernel refuses at once (EBUSY) is asked
-/// again, with retries until `until`, after the agent gave back its own pending ones and
-/// opened the window for the other agents' (what went wrong giving them back is added to
-/// `problems`).
+/// again, with retries until `until`, after the agent gave back its own pending ones
+/// (what went wrong is added to `problems`) and opened the window for the other agents'.
 fn act_on(
     tasks: &[TaskPort],
     i: usize,
@@ -986,7 +990,7 @@ fn act_on(
     }
     match act_until(held, Instant::now()) {
         Err(ActError::Sched(e)) if e.errno() == Some(bulkhead_os::errno::EBUSY) => {
-            release(tasks, (held.pending, held.files), until, problems);
+            problems.extend(release(tasks, (held.pending, held.files), until));
             held.releases.open();
             act_until(held, until).map(drop)
         }
@@ -997,13 +1001,13 @@ fn act_on(
 /// Gives back the reservations of the tasks in `pending` ([`leave_deadline`], waiting for
 /// a thread's replenishment until `until`), each under its pid's lock, and empties it. A
 /// task restarted since its park is skipped: a new process, and the parked one's
-/// reservation went with it. What failed is added to `problems`.
+/// reservation went with it. Returns what failed.
 fn release(
     tasks: &[TaskPort],
     (pending, files): (&mut Pending, &mut [Option<ProcFiles>]),
     until: Instant,
-    problems: &mut Vec<String>,
-) {
+) -> Vec<String> {
+    let mut problems = Vec::new();
     for (i, pid) in pending.drain(..) {
         let guard = lock_pid(&tasks[i].pid);
         if *guard != pid {
@@ -1015,6 +1019,7 @@ fn release(
             problems.push(format!("task `{task}`: giving back its reservation: {e}"));
         }
     }
+    problems
 }
 
 /// Carries out `action` on task `t`'s process, holding its pid's lock (a restart of the
