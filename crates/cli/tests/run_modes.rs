@@ -42,22 +42,24 @@ fn state(pid: u64) -> char {
 /// until its start) or stopped (`T`: one that caught it running stopped it by SIGSTOP;
 /// docs/modes.md, A park that keeps the task frozen).
 fn parked_soon(pid: u64) -> bool {
-    let end = std::time::Instant::now() + Duration::from_secs(1);
-    while !(state(pid) == 'T' || frozen(pid)) && std::time::Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    state(pid) == 'T' || frozen(pid)
+    within_a_second(|| state(pid) == 'T' || frozen(pid))
 }
 
 /// Whether `pid` is under SCHED_OTHER within a second: its agent gives a parked task's
 /// reservation back once the switch is over, after its reply (docs/modes.md,
 /// *Reservations given back after the switch*).
 fn left_deadline_soon(pid: u32) -> bool {
+    within_a_second(|| common::chrt(pid).contains("SCHED_OTHER"))
+}
+
+/// Whether `holds` is true within a second (looked at every millisecond, and once more
+/// at the end).
+fn within_a_second(holds: impl Fn() -> bool) -> bool {
     let end = std::time::Instant::now() + Duration::from_secs(1);
-    while !common::chrt(pid).contains("SCHED_OTHER") && std::time::Instant::now() < end {
+    while !holds() && std::time::Instant::now() < end {
         std::thread::sleep(Duration::from_millis(1));
     }
-    common::chrt(pid).contains("SCHED_OTHER")
+    holds()
 }
 
 /// Whether `pid` is frozen (`D`) in a park cgroup of the v1 freezer that reads `FROZEN`.
