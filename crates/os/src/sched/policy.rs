@@ -258,14 +258,18 @@ impl TaskDir {
         format!("/proc/{pid}/task")
     }
 
-    fn open(pid: i32) -> Result<TaskDir> {
+    /// Process `pid`'s directory could not be read: `e`.
+    fn error(pid: i32, e: io::Error) -> Error {
         let path = TaskDir::path(pid);
-        let c_path = std::ffi::CString::new(path.as_str()).expect("no NUL in a path");
+        Error::os(format!("reading {path}"), e, "no such process?")
+    }
+
+    fn open(pid: i32) -> Result<TaskDir> {
+        let c_path = std::ffi::CString::new(TaskDir::path(pid)).expect("no NUL in a path");
         // SAFETY: `c_path` is a valid NUL-terminated path; the stream is closed in Drop.
         let stream = unsafe { libc::opendir(c_path.as_ptr()) };
         if stream.is_null() {
-            let e = io::Error::last_os_error();
-            return Err(Error::os(format!("reading {path}"), e, "no such process?"));
+            return Err(TaskDir::error(pid, io::Error::last_os_error()));
         }
         Ok(TaskDir { pid, stream })
     }
@@ -291,9 +295,10 @@ impl TaskDir {
             }
         };
         if errno != 0 {
-            let e = io::Error::from_raw_os_error(errno);
-            let path = TaskDir::path(self.pid);
-            return Err(Error::os(format!("reading {path}"), e, "no such process?"));
+            return Err(TaskDir::error(
+                self.pid,
+                io::Error::from_raw_os_error(errno),
+            ));
         }
         tids.sort_unstable();
         Ok(tids)
@@ -468,8 +473,7 @@ impl ProcFiles {
         let tids = self.tasks.list()?;
         if tids.is_empty() {
             let e = io::Error::from_raw_os_error(libc::ESRCH);
-            let path = TaskDir::path(self.pid);
-            return Err(Error::os(format!("reading {path}"), e, "no such process?"));
+            return Err(TaskDir::error(self.pid, e));
         }
         Ok(tids)
     }
