@@ -747,13 +747,13 @@ enum ActError {
 /// What an agent does to go from task set `old` to `new` (mode agent excluded): tasks
 /// that leave first, then changed ones, smaller reservations before larger ones, then
 /// tasks that join; and which tasks run afterwards (to notify).
-fn plan(
+fn plan<'a>(
     tasks: &[String],
-    old: &[Task],
-    new: &[Task],
+    old: &'a [Task],
+    new: &'a [Task],
     reclaim: bool,
 ) -> Result<Plan, SwitchFailure> {
-    let find = |set: &[Task], name: &str| set.iter().find(|t| t.name == name).cloned();
+    let find = |set: &'a [Task], name: &str| set.iter().find(|t| t.name == name);
     let params = |t: &Task| {
         DeadlineParams::for_task(t.budget, t.deadline, t.period)
             .map(|p| p.reclaiming(reclaim))
@@ -766,11 +766,11 @@ fn plan(
     for (i, name) in tasks.iter().enumerate() {
         match (find(old, name), find(new, name)) {
             (Some(_), None) => leave.push((i, Action::Park)),
-            (None, Some(t)) => join.push((i, Action::Start(params(&t)?, Times::of(&t)))),
+            (None, Some(t)) => join.push((i, Action::Start(params(t)?, Times::of(t)))),
             (Some(a), Some(b)) if a != b => {
                 let delta =
                     b.budget as i128 * a.period as i128 - a.budget as i128 * b.period as i128;
-                change.push((delta, (i, Action::Set(params(&b)?, Times::of(&b)))));
+                change.push((delta, (i, Action::Set(params(b)?, Times::of(b)))));
             }
             _ => {}
         }
