@@ -128,6 +128,16 @@ struct Done {
     late: bool,
 }
 
+impl Done {
+    fn new(member: usize, problems: Vec<String>, late: bool) -> Done {
+        Done {
+            member,
+            problems,
+            late,
+        }
+    }
+}
+
 /// When the agents give back the reservations of the tasks they parked
 /// ([`leave_deadline`]): after their acknowledgement, once the window opens: at the end
 /// of the switch (the manager opens it once it has taken the switch's latency), or as
@@ -837,12 +847,7 @@ fn spawn_agent(
                     releases: &releases,
                 };
                 let problems = switch_tasks(&tasks, &command, ack_timeout, held);
-                let _ = done.send(Done {
-                    member,
-                    problems,
-                    late: false,
-                });
-                wake.notify();
+                send_done(Done::new(member, problems, false), (&done, &wake));
                 if !pending.is_empty() {
                     releases.wait_past(opened);
                     let until = Instant::now() + ack_timeout;
@@ -868,16 +873,15 @@ fn spawn_agent(
 
 /// Sends agent `member`'s `problems` after its acknowledgement, if any, to the manager's
 /// warnings.
-fn report_late(member: usize, problems: Vec<String>, (done, wake): (&Sender<Done>, &Wakeup)) {
-    if problems.is_empty() {
-        return;
+fn report_late(member: usize, problems: Vec<String>, to: (&Sender<Done>, &Wakeup)) {
+    if !problems.is_empty() {
+        send_done(Done::new(member, problems, true), to);
     }
-    let late = true;
-    let _ = done.send(Done {
-        member,
-        problems,
-        late,
-    });
+}
+
+/// Hands `d` to the manager and wakes its event loop.
+fn send_done(d: Done, (done, wake): (&Sender<Done>, &Wakeup)) {
+    let _ = done.send(d);
     wake.notify();
 }
 
