@@ -885,14 +885,17 @@ fn send_done(d: Done, (done, wake): (&Sender<Done>, &Wakeup)) {
     wake.notify();
 }
 
-/// Longest a parked task is given to load its program and attach in [`warm_up`].
+/// Longest a parked task is given to load its program and reach its start gate in
+/// [`warm_up`].
 const WARM_UP_LIMIT: Duration = Duration::from_secs(2);
 
 /// Lets the tasks created parked (held at their start gate and stopped at spawn) load
-/// their programs once: each is continued, given up to [`WARM_UP_LIMIT`] to attach (it
-/// then waits at its gate, running no job), and stopped again. So the switch that first
+/// their programs once: each is continued, given up to [`WARM_UP_LIMIT`] to reach its
+/// gate (where it waits, running no job), and stopped again. So the switch that first
 /// starts a task only continues a program waiting at its gate, instead of waiting for
-/// an exec and the library's start-up under the task's small reservation.
+/// an exec and the library's start-up under the task's small reservation. The agent
+/// waits for the gate, not for the attach: what the program declares between the two
+/// (that it acknowledges modes at once) must be seen by the first switch.
 fn warm_up(tasks: &[TaskPort]) {
     let parked: Vec<&TaskPort> = tasks.iter().filter(|t| t.parked).collect();
     for t in &parked {
@@ -900,7 +903,7 @@ fn warm_up(tasks: &[TaskPort]) {
     }
     let until = Instant::now() + WARM_UP_LIMIT;
     for t in &parked {
-        while !t.port.attached() && Instant::now() < until {
+        while !t.port.waits_at_gate() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(1));
         }
         signal(*lock_pid(&t.pid), bulkhead_os::proc::SIGSTOP);

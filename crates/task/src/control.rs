@@ -41,7 +41,9 @@
 //! **Start gate**: a task that is not in the initial mode is created held: the
 //! supervisor stores 1 in `held` before it starts the process, and the task's first
 //! activation waits (futex on `held`) until the word is 0, so the process may attach but
-//! runs no job before its mode agent starts it. Releasing stores 0 (Release) and wakes
+//! runs no job before its mode agent starts it. A task that reaches the closed gate
+//! first stores 2 (1 to 2, compare-and-swap), so its agent sees when the program has
+//! done its own set-up and sleeps at the gate. Releasing stores 0 (Release) and wakes
 //! the futex; a stop request releases the gate too, so a held task can still stop. The
 //! gate closes only once, before the process starts: parking a running task again is the
 //! mode agent's SIGSTOP.
@@ -79,7 +81,7 @@ use bulkhead_os::futex::{
 };
 use bulkhead_os::shm::{self, SharedMap};
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64};
 
 /// `b"BHTASK01"` as a little-endian integer.
@@ -161,7 +163,8 @@ pub struct Control {
     /// CLOCK_MONOTONIC instant at which the latest resume thawed the system (supervisor;
     /// stored before `resume_seq`).
     pub resumed_at_ns: AtomicU64,
-    /// Non-zero: the task runs no activation yet (supervisor; futex word; start gate).
+    /// Non-zero: the task runs no activation yet (supervisor; futex word; start gate);
+    /// 2: the task has reached the gate and waits there (task).
     pub held: AtomicU32,
     _pad5: u32,
     /// Release offset O, ns: releases are `epoch_ns + offset_ns + k * T` (supervisor;
@@ -413,16 +416,23 @@ impl Control {
         futex_wake_all(&self.held);
     }
 
-    /// Waits while the start gate is closed (task side). Returns at once when it is open;
+    /// Waits while the start gate is closed (task side), first marking the gate as
+    /// reached (1 to 2) for [`Control::waits_at_gate`]. Returns at once when it is open;
     /// a wake-up without the gate opening (a spurious one) returns too: the caller loops.
     pub fn wait_released(&self) {
-        if self.held.load(Acquire) == 0 {
+        if let Err(0) = self.held.compare_exchange(1, 2, AcqRel, Acquire) {
             return;
         }
-        // FUTEX_WAIT sleeps only while the word is still 1, so a release between the load
-        // above and the call is not lost; no timeout (the release or a stop request wakes
-        // it).
-        futex_wait(&self.held, 1, None);
+        // FUTEX_WAIT sleeps only while the word is still 2, so a release between the
+        // exchange above and the call is not lost; no timeout (the release or a stop
+        // request wakes it).
+        futex_wait(&self.held, 2, None);
+    }
+
+    /// Whether the task has reached its closed start gate ([`Control::wait_released`]):
+    /// its program has done its own set-up and waits to be started (supervisor side).
+    pub fn waits_at_gate(&self) -> bool {
+        self.held.load(Acquire) == 2
     }
 
     /// Publishes a request to switch to `mode` and wakes the waiting task (supervisor

@@ -367,10 +367,11 @@ impl ModePort {
         self.ctl.get().publish_mode(mode)
     }
 
-    /// Whether a process has attached to the control block (the task library stores
-    /// its pid there in [`crate::Task::attach`]).
-    pub fn attached(&self) -> bool {
-        self.ctl.get().pid.load(Acquire) != 0
+    /// Whether the task's program has reached its closed start gate
+    /// ([`crate::control::Control::waits_at_gate`]): what it declared in its own set-up
+    /// before (e.g. [`ModePort::acks_at_once`]) is visible.
+    pub fn waits_at_gate(&self) -> bool {
+        self.ctl.get().waits_at_gate()
     }
 
     /// Whether the program declared that it acknowledges every mode request at once
@@ -795,16 +796,29 @@ mod tests {
     }
 
     #[test]
-    fn the_mode_port_sees_the_program_attach_and_declare_acks_at_once() {
+    fn the_mode_port_sees_the_program_declare_acks_at_once_and_reach_its_gate() {
         let link = TaskLink::create(&spec()).unwrap();
+        link.set_epoch_ns(crate::clock::now_ns());
+        link.hold();
         let port = link.mode_port().unwrap();
-        assert!(!port.attached());
         let mut task = attach(&link);
-        assert!(port.attached());
         assert!(!port.acks_at_once());
         task.ack_modes_at_once();
         assert!(port.acks_at_once());
         assert_eq!(link.named_counters(), vec![(crate::ACK_AT_ONCE.into(), 1)]);
+        // Attached and set up, but not at its gate until it waits for its first job.
+        assert!(!port.waits_at_gate());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(task.wait_next_period().is_ok()).unwrap());
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !port.waits_at_gate() {
+            assert!(std::time::Instant::now() < until, "never reached its gate");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(rx.try_recv().is_err(), "a held task ran a job");
+        port.release();
+        assert!(rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap());
+        assert!(!port.waits_at_gate());
     }
 
     #[test]
