@@ -358,7 +358,7 @@ def m2xen_89(ctx):
     verdict = {"boost": target("boost p99 <= 1.5 ms (paper: < 1.5 ms)", boost,
                                boost is not None and boost <= 1.5),
                "order": target("boost p99 below greedy's (paper: 2.7x lower)",
-                               None if not boost else round(greedy / boost, 2),
+                               round(greedy / boost, 2) if boost and greedy else None,
                                boost is not None and greedy is not None and boost < greedy),
                "boost_ours": target("boost p99 <= 0.5 ms (issue 36)", boost,
                                     boost is not None and boost <= 0.5),
