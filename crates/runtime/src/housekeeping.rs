@@ -53,8 +53,8 @@ pub struct Housekeeping {
     changes: Vec<Change>,
     warnings: Vec<String>,
     record: Option<PathBuf>,
-    /// `/dev/cpu_dma_latency`, holding the 0 µs request while open.
-    _latency: Option<fs::File>,
+    /// The 0 µs CPU latency request, withdrawn when dropped.
+    _latency: Option<bulkhead_os::cpu_latency::CpuLatency>,
 }
 
 impl Housekeeping {
@@ -338,12 +338,11 @@ fn live_owner() -> Option<i32> {
         .map(|o| o.0)
 }
 
-fn request_zero_latency(warnings: &mut Vec<String>) -> Option<fs::File> {
-    let r = fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/cpu_dma_latency")
-        .and_then(|mut f| f.write_all(&0i32.to_ne_bytes()).map(|()| f));
-    r.map_err(|e| warnings.push(format!("housekeeping: /dev/cpu_dma_latency: {e}")))
+fn request_zero_latency(
+    warnings: &mut Vec<String>,
+) -> Option<bulkhead_os::cpu_latency::CpuLatency> {
+    bulkhead_os::cpu_latency::request(0)
+        .map_err(|e| warnings.push(format!("housekeeping: /dev/cpu_dma_latency: {e}")))
         .ok()
 }
 

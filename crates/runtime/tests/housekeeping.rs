@@ -139,7 +139,16 @@ fn isolates_and_restores_exactly() {
     let text = fs::read_to_string(&record).expect("record written");
     assert!(text.starts_with(&format!("owner {} ", std::process::id())));
     assert_eq!(text.lines().count(), hk.changed().len() + 1);
+    let me = std::process::id();
+    assert!(
+        bulkhead_os::cpu_latency::held_by(me),
+        "no CPU latency request held while isolated"
+    );
     drop(hk);
+    assert!(
+        !bulkhead_os::cpu_latency::held_by(me),
+        "the CPU latency request outlived the isolation"
+    );
     assert_restored(
         &before,
         &snapshot(),
