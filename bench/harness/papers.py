@@ -338,6 +338,10 @@ def m2xen_89(ctx):
             measured[f"{pol}_p50_ms"] = round(by[pol]["median_us"] / 1e3, 3)
             measured[f"{pol}_p99_ms"] = round(by[pol]["p99_us"] / 1e3, 3)
             measured[f"{pol}_kept_misses_per_s"] = by[pol]["kept_task_misses_per_s"]
+    if by.get("boost", {}).get("steal_read"):
+        clean = by["boost"]["without_steal_p99_us"]
+        measured["boost_switches_without_steal"] = by["boost"]["switches_without_steal"]
+        measured["boost_p99_without_steal_ms"] = round(clean / 1e3, 3) if clean else None
     base, strict = by.get("baseline", {}), by.get("baseline-strict", {})
     cpu1 = d["platform_floor"].get("cpu1_wakeups", {})
     baseline = {"name": "the same run without switches (kept tasks' misses in the measured "
@@ -355,6 +359,7 @@ def m2xen_89(ctx):
                     d["platform_floor"].get("cross_cpu_busy", {}).get("wake_call_us", 0) / 1e3,
                     4)}
     boost, greedy = measured.get("boost_p99_ms"), measured.get("greedy_p99_ms")
+    clean_p99 = measured.get("boost_p99_without_steal_ms")
     verdict = {"boost": target("boost p99 <= 1.5 ms (paper: < 1.5 ms)", boost,
                                boost is not None and boost <= 1.5),
                "order": target("boost p99 below greedy's (paper: 2.7x lower)",
@@ -362,6 +367,9 @@ def m2xen_89(ctx):
                                boost is not None and greedy is not None and boost < greedy),
                "boost_ours": target("boost p99 <= 0.5 ms (issue 36)", boost,
                                     boost is not None and boost <= 0.5),
+               "boost_ours_without_steal": target(
+                   "boost p99 <= 0.5 ms over the switches the host took no time from "
+                   "(issue 36)", clean_p99, None if clean_p99 is None else clean_p99 <= 0.5),
                "baseline": target("kept tasks' misses without switches <= 1 per second",
                                   baseline["kept_misses_per_s"],
                                   baseline["kept_misses_per_s"] is not None
