@@ -79,7 +79,7 @@ class Replay:
 
 def mode_switch_judged_without_steal():
     """issue 36 item 2: the Boost goal is judged on every switch and on the switches the
-    host took no time from; the latter unmeasured (null) where the bench read no steal."""
+    host took less than 10 us from; the latter unmeasured (null) where the bench read no steal."""
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     from harness.papers import m2xen_89
     boost = {"policy": "boost", "median_us": 400.0, "p99_us": 900.0,
