@@ -37,7 +37,12 @@
 //! manager raises the agent of the partition being switched to SCHED_FIFO
 //! [`BOOST_PRIORITY`], a priority nothing else of bulkhead uses (above the supervisor's
 //! 40, below the kernel's threaded interrupts at 50), before it sends the request, and
-//! lowers it back when it has the acknowledgement.
+//! lowers it back when it has the acknowledgement. When nothing in a partition's local
+//! switch waits (its programs acknowledge at once, its parks find their tasks asleep,
+//! the kernel admits its reservations at once), the manager carries it out itself at
+//! that priority, in the agent's place ([`ModeManager::switch_here`]): the agent is a
+//! thread of the manager's own process, and handing it the request was about half of
+//! each step's time.
 
 use crate::mailbox::{self, Receiver, Sender};
 use crate::tasks::{lock_pid, TaskPort};
@@ -184,7 +189,7 @@ impl ReleaseWindow {
 type Pending = Vec<(usize, u32)>;
 
 struct Agent {
-    tx: Option<Sender<Command>>,
+    tx: Option<Sender<Work>>,
     thread: Option<JoinHandle<()>>,
     /// The agent thread's id, which the manager boosts.
     tid: i32,
@@ -192,6 +197,55 @@ struct Agent {
     boosted: bool,
     /// The agent's tasks' names, in its order.
     tasks: Vec<String>,
+    /// Its tasks and what it keeps across switches, which the manager uses when it
+    /// carries out a local switch itself ([`ModeManager::switch_here`]).
+    shared: Arc<AgentShared>,
+}
+
+/// What an agent thread is handed.
+enum Work {
+    /// A local switch to carry out and acknowledge.
+    Switch(Command),
+    /// Give back the reservations of the tasks the manager parked in the agent's place
+    /// ([`ModeManager::switch_here`]) once the release window has opened after this
+    /// count ([`ReleaseWindow::count`]).
+    Release(u64),
+}
+
+/// An agent's tasks, and what it keeps across switches under a lock that its thread
+/// holds while it acts (from before the manager learns its id to the end of its
+/// warm-up, during each local switch and while it gives reservations back) and the
+/// manager takes, when free, for a local switch it carries out itself.
+struct AgentShared {
+    tasks: Vec<TaskPort>,
+    kept: Mutex<Kept>,
+}
+
+impl AgentShared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What an agent keeps across switches.
+struct Kept {
+    freezers: Option<ParkFreezers>,
+    /// Per task, its /proc files ([`proc_files`]).
+    files: Vec<Option<ProcFiles>>,
+    /// The tasks parked whose reservations are still to be given back.
+    pending: Pending,
+}
+
+impl Kept {
+    /// Lends it to one local switch.
+    fn held<'a>(&'a mut self, releases: &'a ReleaseWindow) -> Held<'a> {
+        Held {
+            freezers: &mut self.freezers,
+            files: &mut self.files,
+            pending: &mut self.pending,
+            releases,
+        }
+    }
 }
 
 /// A switch in progress.
@@ -205,6 +259,18 @@ struct Running {
     /// The manager's thread and its CPUs before the switch kept it with the agents
     /// ([`ModeManager::pin_apart`]), given back at the end.
     pinned: Option<(i32, Vec<u32>)>,
+    /// The release window's count at the request ([`ReleaseWindow::count`]).
+    opened: u64,
+}
+
+/// The manager's thread at [`BOOST_PRIORITY`] for the local switches it carries out in
+/// the agents' place ([`ModeManager::switch_here`]), until the switch ends or a request
+/// goes to an agent thread.
+enum Raised {
+    /// It ran at least there already.
+    Already,
+    /// Raised; its own policy comes back when this is dropped.
+    Entered { _restores: sched::Realtime },
 }
 
 /// The mode manager.
@@ -232,6 +298,13 @@ pub struct ModeManager {
     /// Opened at the end of each switch: the agents then give back their parked tasks'
     /// reservations.
     releases: Arc<ReleaseWindow>,
+    /// The acknowledgements of the local switches the manager carried out itself, to
+    /// take in order ([`ModeManager::settle`]).
+    acked: std::collections::VecDeque<Done>,
+    /// The members whose tasks the manager parked in their agents' place, whose agents
+    /// are yet to be told to give the reservations back ([`ModeManager::hand_back`]).
+    to_release: Vec<usize>,
+    raised: Option<Raised>,
 }
 
 impl ModeManager {
@@ -307,6 +380,9 @@ impl ModeManager {
             cpus,
             prepared: Vec::new(),
             releases,
+            acked: Default::default(),
+            to_release: Vec::new(),
+            raised: None,
         };
         manager.prepare();
         Ok(manager)
@@ -425,8 +501,9 @@ impl ModeManager {
             ticket,
             steps: Vec::new(),
             pinned,
+            opened: self.releases.count(),
         });
-        self.go_on(first)
+        self.go_on(first).or_else(|| self.settle())
     }
 
     /// Keeps the calling thread, the manager, on the agents' CPUs for the switch, and
@@ -532,7 +609,8 @@ impl ModeManager {
         }
     }
 
-    /// Hands member `member`'s switch to mode `to` to its agent.
+    /// Hands member `member`'s switch to mode `to` to its agent; under Boost the manager
+    /// carries it out itself when it can ([`Self::switch_here`]).
     fn ask(&mut self, member: usize, to: usize, boost: bool) -> Result<(), SwitchFailure> {
         let old = &self.table.modes[self.current].locals[member].tasks;
         let new = &self.table.modes[to].locals[member].tasks;
@@ -544,9 +622,24 @@ impl ModeManager {
             .find(|p| &p.name == name)
             .is_some_and(|p| p.reclaim);
         let agent = self.agents[member]
-            .as_mut()
+            .as_ref()
             .ok_or_else(|| SwitchFailure::NoAgent(name.clone()))?;
         let (actions, notify) = plan(&agent.tasks, old, new, reclaim)?;
+        let mut command = Command {
+            mode: to as u32,
+            actions,
+            notify,
+        };
+        if boost {
+            command = match self.switch_here(member, command) {
+                Ok(()) => return Ok(()),
+                Err(rest) => rest,
+            };
+        }
+        let opened = self.running.as_ref().map_or(0, |r| r.opened);
+        self.hand_back(opened);
+        let name = &self.table.members[member].name;
+        let agent = self.agents[member].as_mut().expect("checked above");
         if boost {
             // The manager boosts the agent before it sends the request (M2-Xen V-B), so
             // that the agent runs at once whatever else waits on the supervisor's CPUs.
@@ -562,16 +655,100 @@ impl ModeManager {
             })?;
             agent.boosted = true;
         }
-        let command = Command {
-            mode: to as u32,
-            actions,
-            notify,
-        };
         agent
             .tx
             .as_ref()
-            .and_then(|tx| tx.send(command).ok())
+            .and_then(|tx| tx.send(Work::Switch(command)).ok())
             .ok_or_else(|| SwitchFailure::AgentStopped(name.clone()))
+    }
+
+    /// Boost in the agent's place: the manager carries out member `member`'s local
+    /// switch itself, at [`BOOST_PRIORITY`] or above, when nothing in it waits: its
+    /// agent is idle (its lock free), every program told the mode acknowledges at once,
+    /// every park finds its task asleep and every reservation is admitted at once. M2-Xen
+    /// boosts the agent so that it runs at once (Sec. V-B); here the agent is a thread of
+    /// the manager's own process, and handing it the request cost two context switches,
+    /// a wake-up and two `sched_setattr` per step, about half of each step of a Boost
+    /// switch (docs/modes.md, The agent's step in the manager). Its acknowledgement is
+    /// queued for [`Self::settle`]. Returns what is left of the command when the agent
+    /// must do it (an action that would wait, and every action after it).
+    fn switch_here(&mut self, member: usize, command: Command) -> Result<(), Command> {
+        let agent = self.agents[member].as_ref().expect("asked");
+        let shared = agent.shared.clone();
+        let tasks = &shared.tasks;
+        if !command.notify.iter().all(|&i| tasks[i].port.acks_at_once()) {
+            return Err(command);
+        }
+        let mut kept = match shared.kept.try_lock() {
+            Ok(kept) => kept,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Err(command),
+        };
+        if !self.raise() {
+            return Err(command);
+        }
+        let releases = self.releases.clone();
+        let held = kept.held(&releases);
+        let mut problems = Vec::new();
+        for (k, &(i, action)) in command.actions.iter().enumerate() {
+            let freezer = held.freezers.as_mut().map(|f| (f, i));
+            match act(&tasks[i], action, None, freezer, &mut held.files[i]) {
+                Ok(pid) if action == Action::Park => held.pending.push((i, pid)),
+                Ok(_) => {}
+                Err(ActError::WouldWait) => {
+                    let name = &self.table.members[member].name;
+                    let warnings = problems
+                        .into_iter()
+                        .map(|p| format!("mode agent of `{name}`: {p}"));
+                    self.warnings.extend(warnings);
+                    let actions = command.actions[k..].to_vec();
+                    return Err(Command { actions, ..command });
+                }
+                Err(e) => problems.push(format!("task `{}`: {e}", tasks[i].task)),
+            }
+        }
+        for &i in &command.notify {
+            tasks[i].port.publish_mode(command.mode);
+        }
+        if !kept.pending.is_empty() {
+            self.to_release.push(member);
+        }
+        self.acked.push_back(Done::new(member, problems, false));
+        Ok(())
+    }
+
+    /// Raises the manager's thread to [`BOOST_PRIORITY`] unless it runs there or above
+    /// or is raised already; `false` if the kernel refuses.
+    fn raise(&mut self) -> bool {
+        if self.raised.is_none() {
+            self.raised = match sched::get(0) {
+                Ok(Policy::Fifo { priority } | Policy::RoundRobin { priority })
+                    if priority >= BOOST_PRIORITY =>
+                {
+                    Some(Raised::Already)
+                }
+                _ => sched::Realtime::enter(BOOST_PRIORITY as i32)
+                    .ok()
+                    .map(|r| Raised::Entered { _restores: r }),
+            };
+        }
+        self.raised.is_some()
+    }
+
+    /// Before a request goes to an agent thread, and at the end of a switch: the
+    /// manager's own priority comes back (a boosted agent then runs at once, above it),
+    /// and each agent whose tasks the manager parked in its place is told to give their
+    /// reservations back once the release window opens (at the end of the switch, or
+    /// when a start the kernel refuses opens it).
+    /// `opened`: the release window's count at the switch's request.
+    fn hand_back(&mut self, opened: u64) {
+        self.raised = None;
+        for member in self.to_release.drain(..) {
+            let tx = self.agents[member].as_ref().and_then(|a| a.tx.as_ref());
+            if let Some(tx) = tx {
+                let _ = tx.send(Work::Release(opened));
+            }
+        }
     }
 
     /// Takes the agents' acknowledgements; returns the replies of switches that ended.
@@ -585,29 +762,43 @@ impl ModeManager {
         // about 350 to 450-550 µs at the median on the development VM: docs/modes.md,
         // *Fewer files per step*).
         while let Some(done) = self.done_rx.try_recv() {
-            let name = self.table.members[done.member].name.clone();
-            for p in done.problems {
-                self.warnings.push(format!("mode agent of `{name}`: {p}"));
-            }
-            if done.late {
-                continue;
-            }
-            if let Err(e) = self.lower(done.member) {
-                self.warnings
-                    .push(format!("mode agent of `{name}`: lowering the boost: {e}"));
-            }
-            let Some(r) = self.running.as_mut() else {
-                continue;
-            };
-            let steps = r.switch.ack(done.member);
-            let ticket = r.ticket;
-            if let Some(response) = self.go_on(steps) {
+            let ticket = self.running.as_ref().and_then(|r| r.ticket);
+            if let Some(response) = self.take(done).or_else(|| self.settle()) {
                 if let Some(t) = ticket {
                     replies.push((t, response));
                 }
             }
         }
         replies
+    }
+
+    /// Takes the acknowledgements of the local switches the manager carried out itself,
+    /// in order; the reply once the switch is over or failed.
+    fn settle(&mut self) -> Option<Response> {
+        while let Some(done) = self.acked.pop_front() {
+            if let Some(response) = self.take(done) {
+                return Some(response);
+            }
+        }
+        None
+    }
+
+    /// Takes one acknowledgement (or late problems) of agent `done.member`; the reply
+    /// once the switch is over or failed.
+    fn take(&mut self, done: Done) -> Option<Response> {
+        let name = self.table.members[done.member].name.clone();
+        for p in done.problems {
+            self.warnings.push(format!("mode agent of `{name}`: {p}"));
+        }
+        if done.late {
+            return None;
+        }
+        if let Err(e) = self.lower(done.member) {
+            self.warnings
+                .push(format!("mode agent of `{name}`: lowering the boost: {e}"));
+        }
+        let steps = self.running.as_mut()?.switch.ack(done.member);
+        self.go_on(steps)
     }
 
     /// Returns a boosted agent to normal priority, now that the manager has its
@@ -629,6 +820,7 @@ impl ModeManager {
         // The switch is over at its last acknowledgement: what follows is done after it.
         let latency_ns = r.started.elapsed().as_nanos() as u64;
         self.releases.open();
+        self.hand_back(r.opened);
         unpin(r.pinned.as_ref());
         self.current = r.to;
         self.prepare();
@@ -647,6 +839,8 @@ impl ModeManager {
     fn fail(&mut self, why: SwitchFailure) -> Option<Response> {
         let r = self.running.take().expect("a switch in progress");
         self.releases.open();
+        self.hand_back(r.opened);
+        self.acked.clear();
         unpin(r.pinned.as_ref());
         self.prepare();
         let line = format!(
@@ -752,6 +946,11 @@ enum ActError {
     /// The task's state in /proc/PID/stat when the agent gave up waiting.
     #[error("not stopped yet (state {0:?}) after SIGSTOP")]
     NotStopped(Option<char>),
+    /// The action would have to wait (for the task to take its stop, or for the kernel
+    /// to admit its reservation), and its caller may not ([`act`] without `until`):
+    /// nothing was signalled nor reserved.
+    #[error("the action would have to wait")]
+    WouldWait,
 }
 
 /// What an agent does to go from task set `old` to `new` (mode agent excluded): tasks
@@ -821,6 +1020,16 @@ fn spawn_agent(
     let (tx, rx) = mailbox::channel();
     let (tid_tx, tid_rx) = mailbox::channel();
     let names = tasks.iter().map(|t| t.task.clone()).collect();
+    let kept = Kept {
+        freezers: None,
+        files: tasks.iter().map(|_| None).collect(),
+        pending: Pending::new(),
+    };
+    let shared = Arc::new(AgentShared {
+        tasks,
+        kept: Mutex::new(kept),
+    });
+    let mine = shared.clone();
     let thread = std::thread::Builder::new()
         .name(format!("mode-agent-{name}"))
         .spawn(move || {
@@ -830,32 +1039,33 @@ fn spawn_agent(
                 // On failure the agent keeps every CPU: slower switches, nothing wrong.
                 let _ = sched::set_affinity(0, cpus);
             }
+            // Held through the warm-up: meanwhile the manager hands every local switch
+            // to this thread, which takes it after.
+            let mut kept = mine.lock();
             let _ = tid_tx.send(bulkhead_os::proc::tid());
-            warm_up(&tasks);
-            let mut freezers = match freeze_parks {
-                true => ParkFreezers::create(member, tasks.iter().map(|t| *lock_pid(&t.pid))),
-                false => None,
-            };
-            let mut files = tasks.iter().map(|_| None).collect::<Vec<_>>();
-            let mut pending = Pending::new();
-            while let Some(command) = rx.recv() {
-                let opened = releases.count();
-                let held = Held {
-                    freezers: &mut freezers,
-                    files: &mut files,
-                    pending: &mut pending,
-                    releases: &releases,
-                };
-                let problems = switch_tasks(&tasks, &command, ack_timeout, held);
-                send_done(Done::new(member, problems, false), (&done, &wake));
-                if !pending.is_empty() {
-                    releases.wait_past(opened);
-                    let until = Instant::now() + ack_timeout;
-                    let problems = release(&tasks, (&mut pending, &mut files), until);
-                    report_late(member, problems, (&done, &wake));
-                }
+            warm_up(&mine.tasks);
+            if freeze_parks {
+                let pids = mine.tasks.iter().map(|t| *lock_pid(&t.pid));
+                kept.freezers = ParkFreezers::create(member, pids);
             }
-            if let Some(f) = freezers {
+            drop(kept);
+            while let Some(work) = rx.recv() {
+                let opened = match work {
+                    Work::Switch(command) => {
+                        let opened = releases.count();
+                        let mut kept = mine.lock();
+                        let held = kept.held(&releases);
+                        let problems = switch_tasks(&mine.tasks, &command, ack_timeout, held);
+                        drop(kept);
+                        send_done(Done::new(member, problems, false), (&done, &wake));
+                        opened
+                    }
+                    Work::Release(opened) => opened,
+                };
+                let problems = release_after(&mine, opened, &releases, ack_timeout);
+                report_late(member, problems, (&done, &wake));
+            }
+            if let Some(f) = mine.lock().freezers.take() {
                 f.remove();
             }
         })?;
@@ -868,7 +1078,26 @@ fn spawn_agent(
         tid,
         boosted: false,
         tasks: names,
+        shared,
     })
+}
+
+/// Gives back the reservations of the tasks the agent (or the manager in its place)
+/// parked, once the release window has opened after `opened`; returns what failed.
+fn release_after(
+    agent: &AgentShared,
+    opened: u64,
+    releases: &ReleaseWindow,
+    ack_timeout: Duration,
+) -> Vec<String> {
+    if agent.lock().pending.is_empty() {
+        return Vec::new();
+    }
+    releases.wait_past(opened);
+    let until = Instant::now() + ack_timeout;
+    let mut kept = agent.lock();
+    let Kept { pending, files, .. } = &mut *kept;
+    release(&agent.tasks, (pending, files), until)
 }
 
 /// Sends agent `member`'s `problems` after its acknowledgement, if any, to the manager's
@@ -964,12 +1193,10 @@ fn switch_tasks(
     problems
 }
 
-/// What an agent keeps across switches, lent to one local switch.
+/// What an agent keeps across switches ([`Kept`]), lent to one local switch.
 struct Held<'a> {
     freezers: &'a mut Option<ParkFreezers>,
-    /// Per task, its /proc files ([`proc_files`]).
     files: &'a mut [Option<ProcFiles>],
-    /// The tasks parked whose reservations are still to be given back.
     pending: &'a mut Pending,
     releases: &'a ReleaseWindow,
 }
@@ -988,7 +1215,7 @@ fn act_on(
 ) -> Result<(), ActError> {
     let act_until = |held: &mut Held, until| {
         let freezer = held.freezers.as_mut().map(|f| (f, i));
-        act(&tasks[i], action, until, freezer, &mut held.files[i])
+        act(&tasks[i], action, Some(until), freezer, &mut held.files[i])
     };
     if action == Action::Park {
         let pid = act_until(held, until)?;
@@ -1033,17 +1260,29 @@ fn release(
 /// task waits, [`crate::tasks::SharedPid`]), and returns the pid; a park goes through
 /// the task's freezer cgroup when it has one (`freezer`: the agent's cgroups and the
 /// task's index) and leaves the task's reservation to [`release`]. `files`: the task's
-/// /proc files, kept open across switches ([`proc_files`]).
+/// /proc files, kept open across switches ([`proc_files`]). It waits until `until` for
+/// the task to take its stop and for the kernel's admission; without `until` it waits
+/// for neither: a park that does not find its task asleep, or a reservation the kernel
+/// refuses at once, is [`ActError::WouldWait`], and nothing was signalled or reserved.
 fn act(
     t: &TaskPort,
     action: Action,
-    until: Instant,
+    until: Option<Instant>,
     freezer: Option<(&mut ParkFreezers, usize)>,
     files: &mut Option<ProcFiles>,
 ) -> Result<u32, ActError> {
     let guard = lock_pid(&t.pid);
     let pid = *guard as i32;
     let kill = |sig| signal(*guard, sig);
+    let admit = |files, p| match until {
+        Some(until) => reserve(files, p, until),
+        None => match reserve(files, p, Instant::now()) {
+            Err(ActError::Sched(e)) if e.errno() == Some(bulkhead_os::errno::EBUSY) => {
+                Err(ActError::WouldWait)
+            }
+            r => r,
+        },
+    };
     match action {
         Action::Park => {
             t.judged_from.store(u64::MAX, Ordering::Release);
@@ -1051,8 +1290,13 @@ fn act(
             // its stop queued for whenever it thaws; otherwise it is stopped, and
             // waited for.
             let frozen = freezer.is_some_and(|(f, i)| f.freeze_asleep(i, *guard));
+            let wait = match (frozen, until) {
+                (true, _) => None,
+                (false, Some(until)) => Some(until),
+                (false, None) => return Err(ActError::WouldWait),
+            };
             kill(bulkhead_os::proc::SIGSTOP);
-            if !frozen {
+            if let Some(until) = wait {
                 wait_stopped(*guard, until)?;
             }
             let now = bulkhead_task::clock::now_ns();
@@ -1060,12 +1304,12 @@ fn act(
             Ok(*guard)
         }
         Action::Set(p, times) => {
-            reserve(proc_files(files, pid)?, p, until)?;
+            admit(proc_files(files, pid)?, p)?;
             times.publish(t);
             Ok(*guard)
         }
         Action::Start(p, times) => {
-            reserve(proc_files(files, pid)?, p, until)?;
+            admit(proc_files(files, pid)?, p)?;
             t.judged_from
                 .store(bulkhead_task::clock::now_ns(), Ordering::Release);
             times.start(t);
