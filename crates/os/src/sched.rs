@@ -120,12 +120,28 @@ impl Realtime {
     /// Enters SCHED_FIFO at `priority`; the error is the kernel's refusal (or a failure
     /// to read the policy in force, which could then not be restored).
     pub fn enter(priority: i32) -> std::io::Result<Realtime> {
-        // SAFETY: querying the calling thread's policy; `param` is a valid sched_param.
-        let policy = crate::check(unsafe { libc::sched_getscheduler(0) })?;
-        // SAFETY: as above.
-        let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
-        // SAFETY: `param` is a valid sched_param for the kernel to fill.
-        crate::check(unsafe { libc::sched_getparam(0, &mut param) })?;
+        let (policy, param) = in_force()?;
+        Realtime::raise(policy, param, priority)
+    }
+
+    /// Enters SCHED_FIFO at `priority` unless the thread runs under SCHED_FIFO or
+    /// SCHED_RR at `priority` or above already: then `None`, and nothing changed. One
+    /// system call fewer than reading the policy before [`Realtime::enter`].
+    pub fn at_least(priority: i32) -> std::io::Result<Option<Realtime>> {
+        let (policy, param) = in_force()?;
+        let fixed = matches!(
+            policy & !libc::SCHED_RESET_ON_FORK,
+            libc::SCHED_FIFO | libc::SCHED_RR
+        );
+        match fixed && param.sched_priority >= priority {
+            true => Ok(None),
+            false => Realtime::raise(policy, param, priority).map(Some),
+        }
+    }
+
+    /// Sets SCHED_FIFO at `priority`; `policy` and `param` are the ones in force, which
+    /// the drop restores.
+    fn raise(policy: i32, param: libc::sched_param, priority: i32) -> std::io::Result<Realtime> {
         let fifo = libc::sched_param {
             sched_priority: priority,
         };
@@ -138,6 +154,17 @@ impl Realtime {
             _thread: std::marker::PhantomData,
         })
     }
+}
+
+/// The calling thread's policy (with SCHED_RESET_ON_FORK when set) and its parameters.
+fn in_force() -> std::io::Result<(i32, libc::sched_param)> {
+    // SAFETY: querying the calling thread's policy.
+    let policy = crate::check(unsafe { libc::sched_getscheduler(0) })?;
+    // SAFETY: a zeroed sched_param is valid.
+    let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+    // SAFETY: `param` is a valid sched_param for the kernel to fill.
+    crate::check(unsafe { libc::sched_getparam(0, &mut param) })?;
+    Ok((policy, param))
 }
 
 impl Drop for Realtime {
@@ -184,6 +211,35 @@ mod tests {
         assert_eq!(own_cpus(), cpus, "the other threads keep theirs");
         let none = set_affinity(0, [libc::CPU_SETSIZE as u32]).unwrap_err();
         assert_eq!(none.raw_os_error(), Some(libc::EINVAL));
+    }
+
+    /// `at_least` raises a thread of normal policy and gives it back at the drop, and
+    /// leaves one that runs higher alone.
+    #[test]
+    fn at_least_raises_only_a_thread_below_the_priority() {
+        let checks = std::thread::spawn(|| {
+            let now = || {
+                in_force()
+                    .map(|(p, param)| (p, param.sched_priority))
+                    .unwrap()
+            };
+            let fifo = |priority| (libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, priority);
+            let normal = now();
+            assert_eq!(normal, (libc::SCHED_OTHER, 0));
+            let Ok(raised) = Realtime::at_least(45) else {
+                return; // without CAP_SYS_NICE there is nothing to check
+            };
+            assert!(raised.is_some());
+            assert_eq!(now(), fifo(45));
+            drop(raised);
+            assert_eq!(now(), normal);
+            let high = Realtime::enter(50).unwrap();
+            assert!(Realtime::at_least(45).unwrap().is_none());
+            assert_eq!(now(), fifo(50));
+            drop(high);
+            assert_eq!(now(), normal);
+        });
+        checks.join().unwrap();
     }
 
     /// The only test that changes the process's limit (tests run in parallel threads).

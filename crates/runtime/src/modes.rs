@@ -721,15 +721,10 @@ impl ModeManager {
     /// or is raised already; `false` if the kernel refuses.
     fn raise(&mut self) -> bool {
         if self.raised.is_none() {
-            self.raised = match sched::get(0) {
-                Ok(Policy::Fifo { priority } | Policy::RoundRobin { priority })
-                    if priority >= BOOST_PRIORITY =>
-                {
-                    Some(Raised::Already)
-                }
-                _ => sched::Realtime::enter(BOOST_PRIORITY as i32)
-                    .ok()
-                    .map(|r| Raised::Entered { _restores: r }),
+            self.raised = match sched::Realtime::at_least(BOOST_PRIORITY as i32) {
+                Ok(None) => Some(Raised::Already),
+                Ok(Some(r)) => Some(Raised::Entered { _restores: r }),
+                Err(_) => None,
             };
         }
         self.raised.is_some()
