@@ -195,8 +195,6 @@ struct Agent {
     tid: i32,
     /// Boosted for the request in progress (lowered at its acknowledgement).
     boosted: bool,
-    /// The agent's tasks' names, in its order.
-    tasks: Vec<String>,
     /// Its tasks and what it keeps across switches, which the manager uses when it
     /// carries out a local switch itself ([`ModeManager::switch_here`]).
     shared: Arc<AgentShared>,
@@ -624,7 +622,7 @@ impl ModeManager {
         let agent = self.agents[member]
             .as_ref()
             .ok_or_else(|| SwitchFailure::NoAgent(name.clone()))?;
-        let (actions, notify) = plan(&agent.tasks, old, new, reclaim)?;
+        let (actions, notify) = plan(&agent.shared.tasks, old, new, reclaim)?;
         let mut command = Command {
             mode: to as u32,
             actions,
@@ -688,24 +686,16 @@ impl ModeManager {
             return Err(command);
         }
         let releases = self.releases.clone();
-        let held = kept.held(&releases);
+        let mut held = kept.held(&releases);
         let mut problems = Vec::new();
-        for (k, &(i, action)) in command.actions.iter().enumerate() {
-            let freezer = held.freezers.as_mut().map(|f| (f, i));
-            match act(&tasks[i], action, None, freezer, &mut held.files[i]) {
-                Ok(pid) if action == Action::Park => held.pending.push((i, pid)),
-                Ok(_) => {}
-                Err(ActError::WouldWait) => {
-                    let name = &self.table.members[member].name;
-                    let warnings = problems
-                        .into_iter()
-                        .map(|p| format!("mode agent of `{name}`: {p}"));
-                    self.warnings.extend(warnings);
-                    let actions = command.actions[k..].to_vec();
-                    return Err(Command { actions, ..command });
-                }
-                Err(e) => problems.push(format!("task `{}`: {e}", tasks[i].task)),
-            }
+        if let Some(k) = act_at_once(tasks, &command.actions, &mut held, &mut problems) {
+            let name = &self.table.members[member].name;
+            let warnings = problems
+                .into_iter()
+                .map(|p| format!("mode agent of `{name}`: {p}"));
+            self.warnings.extend(warnings);
+            let actions = command.actions[k..].to_vec();
+            return Err(Command { actions, ..command });
         }
         for &i in &command.notify {
             tasks[i].port.publish_mode(command.mode);
@@ -952,7 +942,7 @@ enum ActError {
 /// that leave first, then changed ones, smaller reservations before larger ones, then
 /// tasks that join; and which tasks run afterwards (to notify).
 fn plan<'a>(
-    tasks: &[String],
+    tasks: &[TaskPort],
     old: &'a [Task],
     new: &'a [Task],
     reclaim: bool,
@@ -967,7 +957,7 @@ fn plan<'a>(
             })
     };
     let (mut leave, mut change, mut join, mut notify) = (vec![], vec![], vec![], vec![]);
-    for (i, name) in tasks.iter().enumerate() {
+    for (i, name) in tasks.iter().map(|t| &t.task).enumerate() {
         match (find(old, name), find(new, name)) {
             (Some(_), None) => leave.push((i, Action::Park)),
             (None, Some(t)) => join.push((i, Action::Start(params(t)?, Times::of(t)))),
@@ -1014,7 +1004,6 @@ fn spawn_agent(
 ) -> std::io::Result<Agent> {
     let (tx, rx) = mailbox::channel();
     let (tid_tx, tid_rx) = mailbox::channel();
-    let names = tasks.iter().map(|t| t.task.clone()).collect();
     let kept = Kept {
         freezers: None,
         files: tasks.iter().map(|_| None).collect(),
@@ -1072,7 +1061,6 @@ fn spawn_agent(
         thread: Some(thread),
         tid,
         boosted: false,
-        tasks: names,
         shared,
     })
 }
@@ -1194,6 +1182,28 @@ struct Held<'a> {
     files: &'a mut [Option<ProcFiles>],
     pending: &'a mut Pending,
     releases: &'a ReleaseWindow,
+}
+
+/// Carries out `actions` on `tasks` in order without waiting ([`act`] without `until`),
+/// a parked task's reservation left pending, up to the first action that would wait,
+/// whose index it returns (`None`: all were carried out). What went wrong is added to
+/// `problems`.
+fn act_at_once(
+    tasks: &[TaskPort],
+    actions: &[(usize, Action)],
+    held: &mut Held,
+    problems: &mut Vec<String>,
+) -> Option<usize> {
+    for (k, &(i, action)) in actions.iter().enumerate() {
+        let freezer = held.freezers.as_mut().map(|f| (f, i));
+        match act(&tasks[i], action, None, freezer, &mut held.files[i]) {
+            Ok(pid) if action == Action::Park => held.pending.push((i, pid)),
+            Ok(_) => {}
+            Err(ActError::WouldWait) => return Some(k),
+            Err(e) => problems.push(format!("task `{}`: {e}", tasks[i].task)),
+        }
+    }
+    None
 }
 
 /// Carries out `action` on task `i` ([`act`]). A parked task's reservation is left
