@@ -11,7 +11,7 @@ use common::{ctl, ctl_ok, exclusive_cpus_lock, text, wait_for, Running, Scratch}
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -92,6 +92,32 @@ fn started(file: &Path, timeout: &str, socket: &Path) -> Running {
     ));
     wait_for(socket);
     run
+}
+
+/// Waits for `run` to end by itself, which it must do with status 0; its stderr.
+fn ended(run: &mut Running) -> String {
+    let out = run.0.take().unwrap().wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    stderr
+}
+
+/// [`description`]'s system run for 3 s in scratch directory `name`, once its control
+/// socket is there: the directory (which must outlive the run), the socket, the run and
+/// the supervisor's pid.
+fn started_for_3s(name: &str) -> (Scratch, PathBuf, Running, u32) {
+    let dir = Scratch::new(name);
+    let file = description(&dir);
+    let socket = dir.file("car.sock");
+    let run = started(&file, "3s", &socket);
+    let pid = run.0.as_ref().unwrap().id();
+    (dir, socket, run, pid)
+}
+
+/// Switches to `mode` once the agent period (300 ms) has passed since the last switch.
+fn switch_after_the_agent_period(socket: &Path, mode: &str) -> Value {
+    std::thread::sleep(Duration::from_millis(350));
+    switch(socket, mode)
 }
 
 /// Sends raw request lines on one connection and returns `n` reply lines.
@@ -282,9 +308,7 @@ fn ctl_mode_switches_a_running_system_as_sim_does() {
     assert_eq!(s["mode"], "one");
     assert_eq!(s["state"], "running");
 
-    let out = run.0.take().unwrap().wait_with_output().unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    ended(&mut run);
 
     // The log: every step within capacity and every partition within its interface.
     let log = std::fs::read_to_string(&log).unwrap();
@@ -382,9 +406,7 @@ fn the_example_runs_and_switches_through_every_policy() {
     assert!(left_deadline_soon(acc as u32));
     assert!(common::chrt(map).contains("5000000/100000000/100000000"));
 
-    let out = run.0.take().unwrap().wait_with_output().unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    ended(&mut run);
     let log = std::fs::read_to_string(&log).unwrap();
     assert_eq!(log_steps(&log).len(), 4, "{log}");
     for line in log.lines() {
@@ -513,9 +535,7 @@ fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
         "{}",
         common::chrt(x)
     );
-    let out = run.0.take().unwrap().wait_with_output().unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    ended(&mut run);
 
     let log = std::fs::read_to_string(&log).unwrap();
     let (fast, slow, back) = jobs_per_mode(&log);
@@ -598,9 +618,7 @@ fn a_task_that_leaves_gives_its_bandwidth_back_to_the_kernel() {
         assert!(left_deadline_soon(leaves), "mode {mode}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let out = run.0.take().unwrap().wait_with_output().unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let stderr = ended(&mut run);
     assert!(!stderr.contains("resource busy"), "{stderr}");
 }
 
@@ -622,20 +640,14 @@ fn threads_named(pid: u32, prefix: &str) -> Vec<u32> {
 fn the_mode_agents_run_off_the_pools_cpus() {
     common::built("bulkhead-periodic");
     let _lock = exclusive_cpus_lock();
-    let dir = Scratch::new("modes-agent-cpus");
-    let file = description(&dir);
-    let socket = dir.file("car.sock");
-    let mut run = started(&file, "3s", &socket);
-    let pid = run.0.as_ref().unwrap().id();
+    let (_dir, socket, mut run, pid) = started_for_3s("modes-agent-cpus");
     status(&socket);
     let agents = threads_named(pid, "mode-agent-");
     assert_eq!(agents.len(), 2, "one agent per modal partition");
     let allowed = |tid: u32| affinity(tid as i32).unwrap();
     let before = allowed(pid);
     for mode in ["two", "one"] {
-        // The agent period (300 ms) must pass between two switches.
-        std::thread::sleep(Duration::from_millis(350));
-        assert_eq!(switch(&socket, mode)["to"], mode);
+        assert_eq!(switch_after_the_agent_period(&socket, mode)["to"], mode);
         for &tid in &agents {
             assert_eq!(
                 allowed(tid),
@@ -649,8 +661,7 @@ fn the_mode_agents_run_off_the_pools_cpus() {
             "the supervisor after the switch to {mode}"
         );
     }
-    let out = run.0.take().unwrap().wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    ended(&mut run);
 }
 
 /// Thread `tid` of process `pid`: how many times it gave up the CPU to wait.
@@ -678,16 +689,13 @@ fn waits(pid: u32, tid: u32) -> u64 {
 fn a_boost_switch_is_carried_out_by_the_manager_when_nothing_in_it_waits() {
     common::built("bulkhead-periodic");
     let _lock = exclusive_cpus_lock();
-    let dir = Scratch::new("modes-in-place");
-    let file = description(&dir);
-    let socket = dir.file("car.sock");
-    let mut run = started(&file, "3s", &socket);
-    let pid = run.0.as_ref().unwrap().id();
+    let (_dir, socket, mut run, pid) = started_for_3s("modes-in-place");
     let z = task(&status(&socket), "z")["pid"].as_u64().unwrap() as u32;
     let b = threads_named(pid, "mode-agent-b")[0];
     let supervisor = common::chrt(pid);
     for (mode, policy, budget) in [("two", "sequential", "200000"), ("one", "boost", "100000")] {
-        // The agent period (300 ms) must pass between two switches.
+        // The agent period (300 ms) must pass between two switches, and agent b its
+        // last wait (it blocks for its next request after its acknowledgement).
         std::thread::sleep(Duration::from_millis(350));
         let before = waits(pid, b);
         assert_eq!(switch(&socket, mode)["policy"], policy);
@@ -703,8 +711,7 @@ fn a_boost_switch_is_carried_out_by_the_manager_when_nothing_in_it_waits() {
         }
         assert_eq!(common::chrt(pid), supervisor, "the supervisor after {mode}");
     }
-    let out = run.0.take().unwrap().wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    ended(&mut run);
 }
 
 /// A mode switch and a stop-start never overlap: `ctl mode` while the system is
