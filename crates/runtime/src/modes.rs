@@ -689,11 +689,7 @@ impl ModeManager {
         let mut held = kept.held(&releases);
         let mut problems = Vec::new();
         if let Some(k) = act_at_once(tasks, &command.actions, &mut held, &mut problems) {
-            let name = &self.table.members[member].name;
-            let warnings = problems
-                .into_iter()
-                .map(|p| format!("mode agent of `{name}`: {p}"));
-            self.warnings.extend(warnings);
+            self.warn(member, problems);
             let actions = command.actions[k..].to_vec();
             return Err(Command { actions, ..command });
         }
@@ -771,19 +767,25 @@ impl ModeManager {
     /// Takes one acknowledgement (or late problems) of agent `done.member`; the reply
     /// once the switch is over or failed.
     fn take(&mut self, done: Done) -> Option<Response> {
-        let name = self.table.members[done.member].name.clone();
-        for p in done.problems {
-            self.warnings.push(format!("mode agent of `{name}`: {p}"));
-        }
+        self.warn(done.member, done.problems);
         if done.late {
             return None;
         }
         if let Err(e) = self.lower(done.member) {
-            self.warnings
-                .push(format!("mode agent of `{name}`: lowering the boost: {e}"));
+            self.warn(done.member, [format!("lowering the boost: {e}")]);
         }
         let steps = self.running.as_mut()?.switch.ack(done.member);
         self.go_on(steps)
+    }
+
+    /// Adds what went wrong in member `member`'s local switches (its agent's, or the
+    /// manager's in its place) to the run's warnings.
+    fn warn(&mut self, member: usize, problems: impl IntoIterator<Item = String>) {
+        let name = &self.table.members[member].name;
+        let lines = problems
+            .into_iter()
+            .map(|p| format!("mode agent of `{name}`: {p}"));
+        self.warnings.extend(lines);
     }
 
     /// Returns a boosted agent to normal priority, now that the manager has its
