@@ -94,14 +94,6 @@ fn started(file: &Path, timeout: &str, socket: &Path) -> Running {
     run
 }
 
-/// Waits for `run` to end by itself, which it must do with status 0; its stderr.
-fn ended(run: &mut Running) -> String {
-    let out = run.0.take().unwrap().wait_with_output().unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    stderr
-}
-
 /// [`description`]'s system run for 3 s in scratch directory `name`, once its control
 /// socket is there: the directory (which must outlive the run), the socket, the run and
 /// the supervisor's pid.
@@ -112,12 +104,6 @@ fn started_for_3s(name: &str) -> (Scratch, PathBuf, Running, u32) {
     let run = started(&file, "3s", &socket);
     let pid = run.0.as_ref().unwrap().id();
     (dir, socket, run, pid)
-}
-
-/// Switches to `mode` once the agent period (300 ms) has passed since the last switch.
-fn switch_after_the_agent_period(socket: &Path, mode: &str) -> Value {
-    std::thread::sleep(Duration::from_millis(350));
-    switch(socket, mode)
 }
 
 /// Sends raw request lines on one connection and returns `n` reply lines.
@@ -308,7 +294,7 @@ fn ctl_mode_switches_a_running_system_as_sim_does() {
     assert_eq!(s["mode"], "one");
     assert_eq!(s["state"], "running");
 
-    ended(&mut run);
+    run.ended();
 
     // The log: every step within capacity and every partition within its interface.
     let log = std::fs::read_to_string(&log).unwrap();
@@ -406,7 +392,7 @@ fn the_example_runs_and_switches_through_every_policy() {
     assert!(left_deadline_soon(acc as u32));
     assert!(common::chrt(map).contains("5000000/100000000/100000000"));
 
-    ended(&mut run);
+    run.ended();
     let log = std::fs::read_to_string(&log).unwrap();
     assert_eq!(log_steps(&log).len(), 4, "{log}");
     for line in log.lines() {
@@ -535,7 +521,7 @@ fn a_mode_that_changes_a_tasks_period_moves_its_releases_and_its_reservation() {
         "{}",
         common::chrt(x)
     );
-    ended(&mut run);
+    run.ended();
 
     let log = std::fs::read_to_string(&log).unwrap();
     let (fast, slow, back) = jobs_per_mode(&log);
@@ -618,7 +604,7 @@ fn a_task_that_leaves_gives_its_bandwidth_back_to_the_kernel() {
         assert!(left_deadline_soon(leaves), "mode {mode}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let stderr = ended(&mut run);
+    let stderr = run.ended();
     assert!(!stderr.contains("resource busy"), "{stderr}");
 }
 
@@ -647,7 +633,9 @@ fn the_mode_agents_run_off_the_pools_cpus() {
     let allowed = |tid: u32| affinity(tid as i32).unwrap();
     let before = allowed(pid);
     for mode in ["two", "one"] {
-        assert_eq!(switch_after_the_agent_period(&socket, mode)["to"], mode);
+        // The agent period (300 ms) must pass between two switches.
+        std::thread::sleep(Duration::from_millis(350));
+        assert_eq!(switch(&socket, mode)["to"], mode);
         for &tid in &agents {
             assert_eq!(
                 allowed(tid),
@@ -661,7 +649,7 @@ fn the_mode_agents_run_off_the_pools_cpus() {
             "the supervisor after the switch to {mode}"
         );
     }
-    ended(&mut run);
+    run.ended();
 }
 
 /// Thread `tid` of process `pid`: how many times it gave up the CPU to wait.
@@ -711,7 +699,7 @@ fn a_boost_switch_is_carried_out_by_the_manager_when_nothing_in_it_waits() {
         }
         assert_eq!(common::chrt(pid), supervisor, "the supervisor after {mode}");
     }
-    ended(&mut run);
+    run.ended();
 }
 
 /// A mode switch and a stop-start never overlap: `ctl mode` while the system is

@@ -192,6 +192,17 @@ impl Drop for CleanLeftovers {
 /// stops its tasks and removes its cgroups).
 pub struct Running(pub Option<Child>);
 
+impl Running {
+    /// Waits for the run to end by itself, which it must do with status 0 (else the test
+    /// fails showing its stderr); its stderr, empty unless piped.
+    pub fn ended(&mut self) -> String {
+        let out = self.0.take().unwrap().wait_with_output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        stderr
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         if let Some(mut c) = self.0.take() {
