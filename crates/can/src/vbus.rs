@@ -24,7 +24,7 @@ use crate::frame::{Frame, CAN_FRAME_SIZE};
 use crate::timing;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
-use rustix::net::{RecvFlags, SendFlags};
+use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -449,6 +449,35 @@ pub struct Received {
     pub frame: Frame,
 }
 
+/// A connection to a bus that has not acknowledged it yet ([`Node::begin_attach`]).
+pub struct Attaching {
+    /// Non-blocking until the acknowledgement is read.
+    stream: UnixStream,
+    bus: String,
+}
+
+impl Attaching {
+    /// The node once the bus has acknowledged the connection, `None` while it has not;
+    /// never waits. The node then receives every frame whose transmission ends after
+    /// this returned it, as after [`Node::attach`]. An error when the bus went away or
+    /// answered something else: start again with [`Node::begin_attach`].
+    pub fn try_finish(&mut self) -> Result<Option<Node>, BusError> {
+        let mut byte = [0u8];
+        loop {
+            match rustix::net::recv(&self.stream, &mut byte, RecvFlags::DONTWAIT) {
+                Ok((0, _)) => return Err(BusError::NoBus(self.bus.clone())),
+                Ok(_) => break,
+                Err(Errno::AGAIN) => return Ok(None),
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(BusError::Io(e.into())),
+            }
+        }
+        let stream = self.stream.try_clone()?;
+        stream.set_nonblocking(false)?;
+        Node::acknowledged(stream, &self.bus, byte[0]).map(Some)
+    }
+}
+
 /// A node attached to a virtual bus.
 ///
 /// `send` may be called from any thread (`&self`); `recv` needs `&mut self`, so one
@@ -483,7 +512,35 @@ impl Node {
         let mut byte = [0u8];
         (&stream).read_exact(&mut byte)?;
         stream.set_read_timeout(None)?;
-        if byte[0] != ATTACHED {
+        Node::acknowledged(stream, bus, byte[0])
+    }
+
+    /// Starts attaching to the bus named `bus` without waiting for anything: neither for
+    /// room in the bus's queue of connections nor for its acknowledgement, which
+    /// [`Attaching::try_finish`] takes once it is there. For a periodic real-time task,
+    /// whose job must not wait on the process that serves the bus (a best-effort one may
+    /// be starved for a long time). An error when nobody serves the bus or its queue of
+    /// connections is full (`WouldBlock`): try again at a later job.
+    pub fn begin_attach(bus: &str) -> Result<Attaching, BusError> {
+        check_name(bus)?;
+        let addr = rustix::net::SocketAddrUnix::new_abstract_name(socket_name(bus).as_bytes())
+            .map_err(io::Error::from)?;
+        let flags = SocketFlags::CLOEXEC | SocketFlags::NONBLOCK;
+        let fd = rustix::net::socket_with(AddressFamily::UNIX, SocketType::STREAM, flags, None)
+            .map_err(io::Error::from)?;
+        rustix::net::connect(&fd, &addr).map_err(|e| match e {
+            Errno::CONNREFUSED | Errno::NOENT => BusError::NoBus(bus.to_string()),
+            e => BusError::Io(e.into()),
+        })?;
+        Ok(Attaching {
+            stream: UnixStream::from(fd),
+            bus: bus.to_string(),
+        })
+    }
+
+    /// The node on `stream` once the bus sent `byte`, which must be [`ATTACHED`].
+    fn acknowledged(stream: UnixStream, bus: &str, byte: u8) -> Result<Node, BusError> {
+        if byte != ATTACHED {
             return Err(BusError::Io(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("virtual CAN bus {bus:?} did not acknowledge the node"),

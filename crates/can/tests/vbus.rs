@@ -195,3 +195,77 @@ fn a_node_receives_every_frame_sent_after_attach_returns() {
         assert_eq!(got.map(|r| r.frame), Some(std_frame(0x10, &[round])));
     }
 }
+
+/// The process serving a bus may not get to run (a best-effort one, starved): it then
+/// neither accepts a node nor acknowledges it. `begin_attach` and `try_finish` return
+/// all the same, so a real-time task that attaches a little at each job never waits on
+/// it; the first `try_finish` after the acknowledgement gives the node.
+#[test]
+fn attaching_without_waiting_returns_while_the_bus_does_not_answer() {
+    use bulkhead_can::vbus::{socket_name, ATTACHED, TO_BUS_RECORD};
+    use std::io::{Read, Write};
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+
+    let name = bus_name("silent");
+    assert!(matches!(Node::begin_attach(&name), Err(BusError::NoBus(_))));
+    // A bus that never runs: bound, never accepting.
+    let addr = SocketAddr::from_abstract_name(socket_name(&name)).unwrap();
+    let listener = UnixListener::bind_addr(&addr).unwrap();
+    let (done, finished) = std::sync::mpsc::channel();
+    let attaching = std::thread::spawn(move || {
+        let mut attaching = Node::begin_attach(&name).unwrap();
+        let unanswered = (0..100).all(|_| attaching.try_finish().unwrap().is_none());
+        done.send(unanswered).unwrap();
+        attaching
+    });
+    let unanswered = finished
+        .recv_timeout(Duration::from_secs(10))
+        .expect("begin_attach and try_finish returned while the bus did not answer");
+    assert!(
+        unanswered,
+        "a node attached to a bus that never acknowledged it"
+    );
+    let mut attaching = attaching.join().unwrap();
+    let (mut served, _) = listener.accept().unwrap();
+    served.write_all(&[ATTACHED]).unwrap();
+    let node = loop {
+        if let Some(node) = attaching.try_finish().unwrap() {
+            break node;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    // Attached: its frames reach the bus, whole.
+    node.send(&std_frame(0x3E0, &[1, 0x2D, 4])).unwrap();
+    let mut record = [0u8; TO_BUS_RECORD];
+    served.read_exact(&mut record).unwrap();
+    assert_eq!(
+        Frame::from_can_frame_bytes(&record).unwrap(),
+        std_frame(0x3E0, &[1, 0x2D, 4])
+    );
+}
+
+/// Attached without waiting to a real bus, a node receives what another node sends.
+#[test]
+fn a_node_attached_without_waiting_receives_the_bus() {
+    let name = bus_name("nowait");
+    let _bus = Bus::bind(&name, 1_000_000).unwrap().spawn();
+    let mut attaching = Node::begin_attach(&name).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut node = loop {
+        if let Some(node) = attaching.try_finish().unwrap() {
+            break node;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the bus did not acknowledge in 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    Node::attach(&name)
+        .unwrap()
+        .send(&std_frame(0x7, &[9]))
+        .unwrap();
+    let got = node.recv(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(got.map(|r| r.frame), Some(std_frame(0x7, &[9])));
+}
