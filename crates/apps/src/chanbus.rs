@@ -56,46 +56,139 @@ impl CanBus for ChanBus {
     }
 }
 
-/// What one `usb-bh` job moved.
+/// What `usb-bh` moved so far.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct UsbCounts {
+    /// Frames taken from the bus and written into `usb_rx`.
     pub rx: u64,
+    /// Frames taken from the bus and dropped: `usb_rx` was full.
     pub rx_dropped: u64,
+    /// Frames from `usb_tx` the bus took.
     pub tx: u64,
+    /// Jobs that found the bus's transmit queue full: a frame waited for the next job,
+    /// and the frames behind it in `usb_tx`.
+    pub tx_full: u64,
 }
 
-/// One `usb-bh` job: at most `max` frames from the bus to `usb_rx` (dropped and
-/// counted when it is full) and at most `max` from `usb_tx` to the bus.
-pub fn usb_step(
-    bus: &mut dyn CanBus,
-    rx: &mut Sender,
-    tx: &mut Receiver,
-    max: usize,
-    seq: &mut u64,
-    n: &mut UsbCounts,
-) -> io::Result<()> {
-    for _ in 0..max {
-        let Some(r) = bus.recv(Some(Duration::ZERO))? else {
-            break;
-        };
-        *seq += 1;
-        let Some(msg) = encode(r.t_ns, *seq, &r.frame) else {
-            continue;
-        };
-        match rx.try_write(&msg) {
-            Ok(()) => n.rx += 1,
-            Err(_) => n.rx_dropped += 1,
+/// `usb-bh`'s state between jobs: like a CAN controller's transmit mailbox, a frame
+/// the bus did not take waits here for the next job, and the job goes on.
+#[derive(Debug, Default)]
+pub struct UsbBh {
+    pub counts: UsbCounts,
+    seq: u64,
+    held: Option<Frame>,
+}
+
+impl UsbBh {
+    /// One job: at most `max` frames from the bus to `usb_rx` (dropped and counted when
+    /// it is full) and at most `max` from `usb_tx` to the bus. Never waits on the bus:
+    /// the process serving it may be starved, or its queue full of frames that win
+    /// arbitration, and this job's deadline is not the bus's to spend.
+    pub fn step(
+        &mut self,
+        bus: &mut dyn CanBus,
+        rx: &mut Sender,
+        tx: &mut Receiver,
+        max: usize,
+    ) -> io::Result<()> {
+        for _ in 0..max {
+            let Some(r) = bus.recv(Some(Duration::ZERO))? else {
+                break;
+            };
+            self.seq += 1;
+            let Some(msg) = encode(r.t_ns, self.seq, &r.frame) else {
+                continue;
+            };
+            match rx.try_write(&msg) {
+                Ok(()) => self.counts.rx += 1,
+                Err(_) => self.counts.rx_dropped += 1,
+            }
         }
+        for _ in 0..max {
+            let Some(frame) = self.held.take().or_else(|| next_frame(tx)) else {
+                break;
+            };
+            if !bus.try_send(&frame)? {
+                self.held = Some(frame);
+                self.counts.tx_full += 1;
+                break;
+            }
+            self.counts.tx += 1;
+        }
+        Ok(())
     }
+}
+
+/// The next frame in `usb_tx` (a message that is not a frame is skipped).
+fn next_frame(tx: &mut Receiver) -> Option<Frame> {
     let mut buf = [0u8; WIRE_SIZE];
-    for _ in 0..max {
-        if tx.try_read(&mut buf).is_err() {
-            break;
-        }
+    while tx.try_read(&mut buf).is_ok() {
         if let Ok((_, _, frame)) = decode(&buf) {
-            bus.send(&frame)?;
-            n.tx += 1;
+            return Some(frame);
         }
     }
-    Ok(())
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bulkhead_can::CanId;
+    use bulkhead_chan::{Channel, Spec};
+
+    /// A bus whose transmit queue has room for `room` more frames.
+    struct Queue {
+        room: usize,
+        taken: Vec<Frame>,
+    }
+
+    impl CanBus for Queue {
+        fn send(&mut self, _: &Frame) -> io::Result<()> {
+            panic!("usb-bh waited on the bus")
+        }
+        fn try_send(&mut self, frame: &Frame) -> io::Result<bool> {
+            if self.room == 0 {
+                return Ok(false);
+            }
+            self.room -= 1;
+            self.taken.push(*frame);
+            Ok(true)
+        }
+        fn recv(&mut self, _: Option<Duration>) -> io::Result<Option<Received>> {
+            Ok(None)
+        }
+    }
+
+    fn frame(n: u8) -> Frame {
+        Frame::new(CanId::Standard(0x3E0), &[n]).unwrap()
+    }
+
+    /// A full transmit queue holds the frame for the next job, counts the job, and loses
+    /// nothing: once the bus takes frames again they leave in `usb_tx`'s order.
+    #[test]
+    fn a_full_bus_holds_the_frame_for_the_next_job_and_keeps_the_order() {
+        let rx_chan = Channel::create(&Spec::fifo("usb_rx", WIRE_SIZE as u32, 8)).unwrap();
+        let tx_chan = Channel::create(&Spec::fifo("usb_tx", WIRE_SIZE as u32, 8)).unwrap();
+        let (mut rx, mut tx) = (rx_chan.sender().unwrap(), tx_chan.receiver().unwrap());
+        let mut mhydra_tx = tx_chan.sender().unwrap();
+        for n in 0..5 {
+            mhydra_tx
+                .try_write(&encode(0, 0, &frame(n)).unwrap())
+                .unwrap();
+        }
+        let mut bus = Queue {
+            room: 2,
+            taken: vec![],
+        };
+        let mut usb = UsbBh::default();
+        usb.step(&mut bus, &mut rx, &mut tx, 64).unwrap();
+        assert_eq!(bus.taken, [frame(0), frame(1)]);
+        assert_eq!((usb.counts.tx, usb.counts.tx_full), (2, 1));
+        usb.step(&mut bus, &mut rx, &mut tx, 64).unwrap();
+        assert_eq!((usb.counts.tx, usb.counts.tx_full), (2, 2));
+        bus.room = 10;
+        usb.step(&mut bus, &mut rx, &mut tx, 64).unwrap();
+        assert_eq!(bus.taken, (0..5).map(frame).collect::<Vec<_>>());
+        assert_eq!((usb.counts.tx, usb.counts.tx_full), (5, 2));
+    }
 }

@@ -224,8 +224,9 @@ fn replay(bus: &str, log: &str, iface: &str, loops: Option<u64>, stop: &AtomicBo
 fn play(bus: &str, log: &str, iface: &str, loops: Option<u64>) -> R<()> {
     use bulkhead_can::replay::{replay, Options};
     let node = Node::attach(bus).map_err(|e| format!("bus {bus}: {e}"))?;
-    // usb-bh attaches at its next job once the bus exists; a node sees only frames
-    // sent after it attached, so the log starts half a second later.
+    // usb-bh attaches within a few jobs once the bus exists (it begins at one job and
+    // finishes at a later one); a node sees only frames sent after it attached, so the
+    // log starts half a second later.
     std::thread::sleep(Duration::from_millis(500));
     let mut buses: Vec<Box<dyn bulkhead_can::bus::CanBus>> = vec![Box::new(node)];
     let path = std::path::Path::new(log);
