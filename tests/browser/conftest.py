@@ -3,6 +3,7 @@ examples/driveos.yaml (root), stopped with SIGTERM at the end of each test even 
 fails (bulkhead then stops its processes and removes its cgroups; its channels are
 memfds and go with them), and headless Debian chromium driven by Playwright."""
 
+import json
 import os
 import re
 import signal
@@ -68,6 +69,7 @@ class Vehicle:
              "--control", str(self.dir / "driveos.sock")],
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self._wait_for_http()
+        self._wait_for_the_loop()
 
     def _wait_for_http(self):
         deadline = time.monotonic() + 60
@@ -80,6 +82,38 @@ class Vehicle:
             except OSError:
                 time.sleep(0.1)
         raise AssertionError(f"no dashboard at {self.url}:\n{self.output()}")
+
+    def status(self):
+        """The system's status from its control socket (`bulkhead ctl status`)."""
+        out = subprocess.run(
+            [str(RELEASE / "bulkhead"), "ctl", "--control", str(self.dir / "driveos.sock"),
+             "--json", "status"], capture_output=True, text=True, timeout=30)
+        if out.returncode != 0:
+            return None
+        return json.loads(out.stdout)["status"]
+
+    def counters(self, task):
+        """The counters task `task` of the rt partition publishes ({} before its first job)."""
+        for partition in (self.status() or {}).get("partitions", []):
+            for t in partition.get("tasks") or []:
+                if t["name"] == task:
+                    return t.get("counters") or {}
+        return {}
+
+    def _wait_for_the_loop(self):
+        """Waits until the car's bus carries frames both ways through usb_bh and the read
+        mapper has published the cluster's signals: before that, a command sent from a
+        page is lost like any frame sent before the bus is up (the plant serves it), and
+        the channels have nothing to count. A loaded machine takes seconds to get there."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"bulkhead run ended early:\n{self.output()}")
+            usb, reader = self.counters("usb_bh"), self.counters("ivi_read_mapper")
+            if usb.get("rx", 0) > 0 and usb.get("tx", 0) > 0 and reader.get("published", 0) > 0:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"the vehicle's loop did not start in 60 s:\n{self.output()}")
 
     def output(self):
         self.log.flush()

@@ -17,8 +17,10 @@ def wait_for(page, vehicle, js, seconds=30):
         page.wait_for_function(js, timeout=seconds * 1000)
     except PlaywrightTimeout:
         last = page.evaluate("window.lastEvent || null")
+        can = {t: vehicle.counters(t) for t in ("ivi_write_mapper", "mhydra_tx", "usb_bh")}
         pytest.fail(f"{js} did not hold in {seconds} s; console errors {page.console_errors}; "
-                    f"last event {str(last)[:1500]}; run:\n{vehicle.output()[-3000:]}")
+                    f"the CAN path's counters {can}; last event {str(last)[:1500]}; "
+                    f"run:\n{vehicle.output()[-3000:]}")
 
 
 @pytest.mark.replay
@@ -71,8 +73,9 @@ def test_an_hvac_change_reaches_the_bus_and_out_of_range_is_refused(vehicle, pag
 
 def test_the_monitor_lists_every_partition_and_task_with_jobs(vehicle, page):
     page.goto(vehicle.url + "/monitor")
-    wait_for(page, vehicle, "document.querySelectorAll('#tasks tbody tr').length > 0")
-    time.sleep(1)
+    wait_for(page, vehicle, "document.querySelectorAll('#tasks tbody tr').length > 0 && "
+             "Number(document.querySelector('#channels tr[data-channel=ic_dashboard] .written')"
+             "?.textContent) > 0")
     partitions = page.eval_on_selector_all(
         "#partitions tbody tr td:first-child", "cells => cells.map(c => c.textContent)")
     assert sorted(partitions) == ["adas", "dashboard", "hil", "infotainment", "quest"]
