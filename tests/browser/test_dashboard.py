@@ -17,10 +17,33 @@ def wait_for(page, vehicle, js, seconds=30):
         page.wait_for_function(js, timeout=seconds * 1000)
     except PlaywrightTimeout:
         last = page.evaluate("window.lastEvent || null")
-        can = {t: vehicle.counters(t) for t in ("ivi_write_mapper", "mhydra_tx", "usb_bh")}
         pytest.fail(f"{js} did not hold in {seconds} s; console errors {page.console_errors}; "
-                    f"the CAN path's counters {can}; last event {str(last)[:1500]}; "
-                    f"run:\n{vehicle.output()[-3000:]}")
+                    f"the CAN path's counters {can_counters(vehicle)}; "
+                    f"last event {str(last)[:1500]}; run:\n{vehicle.output()[-3000:]}")
+
+
+def can_counters(vehicle):
+    """What the rt tasks on the HVAC command's way to the bus counted."""
+    return {t: vehicle.counters(t) for t in ("ivi_write_mapper", "mhydra_tx", "usb_bh")}
+
+
+def send_until_echoed(page, vehicle, tries=3, seconds=10):
+    """Sends the page's HVAC command until the HVAC unit echoes it, at most `tries` times,
+    and returns the sequence number echoed. A CAN frame dropped on the way is not sent
+    again, and on a loaded machine the plant (best-effort: it serves the bus) can fall
+    behind until the rt partition's transmit ring is full (mhydra_tx counts
+    `usb_tx_dropped`), as the driver would press again."""
+    echoed = "document.getElementById('verdict').textContent.includes('echoed')"
+    for _ in range(tries - 1):
+        page.click("#send")
+        try:
+            page.wait_for_function(echoed, timeout=seconds * 1000)
+            return int(page.inner_text("#cmd"))
+        except PlaywrightTimeout:
+            print(f"no echo in {seconds} s; the CAN path's counters {can_counters(vehicle)}")
+    page.click("#send")
+    wait_for(page, vehicle, echoed, seconds)
+    return int(page.inner_text("#cmd"))
 
 
 @pytest.mark.replay
@@ -54,15 +77,14 @@ def test_an_hvac_change_reaches_the_bus_and_out_of_range_is_refused(vehicle, pag
         time.sleep(0.5)
         page.fill("#temp", "22.5")
         page.fill("#fan", "4")
-        page.click("#send")
-        wait_for(page, vehicle, "document.getElementById('verdict').textContent.includes('echoed')")
+        seq = send_until_echoed(page, vehicle)
         assert "22.5 degC, fan 4" in page.inner_text("#echo")
     finally:
         time.sleep(0.3)
         dump.terminate()
         out, err = dump.communicate(timeout=10)
-    # seq 1, 22.5 degC in half degrees (45 = 0x2D), fan 4.
-    assert "car 3E0#012D04" in out, (out, err)
+    # The command's seq (1 unless sent again), 22.5 degC in half degrees (45 = 0x2D), fan 4.
+    assert f"car 3E0#{seq:02X}2D04" in out, (out, err)
     page.fill("#temp", "40")
     page.click("#send")
     wait_for(page, vehicle, "document.getElementById('verdict').textContent.includes('refused')")
