@@ -129,6 +129,37 @@ fn warnings_go_to_stderr_and_do_not_fail() {
     assert!(!text(&out.stdout).contains("warning"));
 }
 
+/// A fifo from an rt task to a best-effort partition that makes its writer wait when
+/// full lets the best-effort side stall the rt one: `check` warns at the channel's line,
+/// and says nothing once the fifo drops (and counts) instead.
+#[test]
+fn an_rt_writer_waiting_on_a_best_effort_reader_is_warned_about() {
+    let scratch = common::Scratch::new("warn-block");
+    let tmp = scratch.file("block.yaml");
+    let desc = "system: {cpus: 0-1}\npartitions:\n  - {name: ctl, kind: rt, cpus: 0, tasks: [{name: t, cmd: \"true\", budget: 100us, period: 1ms}]}\n  - {name: ui, kind: be, cpus: 1, processes: [\"true x\"]}\nchannels:\n  - {name: speed, kind: fifo, message_size: 8, depth: 4, writer: ctl/t, readers: [ui]}\n";
+    std::fs::write(&tmp, desc).unwrap();
+    let out = bulkhead(&["check", tmp.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("block.yaml:6:"), "{stderr}");
+    assert!(
+        stderr.contains("channels[0].overflow: channel `speed`: its writer in rt partition `ctl` waits while the fifo is full, that is on best-effort partition `ui`"),
+        "{stderr}"
+    );
+    std::fs::write(
+        &tmp,
+        desc.replace("depth: 4,", "depth: 4, overflow: drop_oldest,"),
+    )
+    .unwrap();
+    let out = bulkhead(&["check", tmp.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        !text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 /// `user: root` in a be partition is root of a user namespace of its own; relaxed, it
 /// is the host's root, which `check` warns about with the key's position.
 #[test]

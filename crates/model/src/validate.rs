@@ -650,6 +650,17 @@ fn warnings(n: &Normalized, names: &Names) -> Vec<PathError> {
             }
         }
     }
+    for (i, c) in n.system.channels.iter().enumerate() {
+        if let Some(reader) = rt_writer_waits_on_best_effort(&n.system, names, c) {
+            out.push(PathError {
+                path: format!("channels[{i}].overflow"),
+                message: format!(
+                    "channel `{}`: its writer in rt partition `{}` waits while the fifo is full, that is on best-effort partition `{reader}`, which may be starved or frozen for any time: use `overflow: drop_newest` or `drop_oldest` (counted), or `kind: latest`",
+                    c.name, c.writer
+                ),
+            });
+        }
+    }
     for (p, path) in n.system.partitions.iter().zip(&n.partition_paths) {
         let root = matches!(p.user.as_deref(), Some("root" | "0"));
         if root && p.kind == PartitionKind::Be && !p.sandbox.private_users {
@@ -667,6 +678,25 @@ fn warnings(n: &Normalized, names: &Names) -> Vec<PathError> {
         }
     }
     out
+}
+
+/// The best-effort reader of `c` if `c` is a fifo whose writer, in an rt partition,
+/// waits for room ([`Overflow::Block`]): the rt partition then waits on a partition that
+/// nothing guarantees time to.
+fn rt_writer_waits_on_best_effort<'a>(
+    sys: &System,
+    names: &Names,
+    c: &'a Channel,
+) -> Option<&'a str> {
+    let kind = |p: &str| names.get(p).map(|&i| sys.partitions[i].kind);
+    let blocks = c.kind == ChannelKind::Fifo && c.overflow == Overflow::Block;
+    if !blocks || kind(&c.writer) != Some(PartitionKind::Rt) {
+        return None;
+    }
+    c.readers
+        .iter()
+        .find(|r| kind(r) == Some(PartitionKind::Be))
+        .map(String::as_str)
 }
 
 /// Checks every `health:` key against the system (`paths` parallel to
