@@ -511,8 +511,11 @@ fn figures(
     let both = format!("{stdout}\n{stderr}");
     let mapper = both.lines().rfind(|l| l.starts_with("aml-read: stopped"));
     let writer = both.lines().rfind(|l| l.starts_with("aml-write: stopped"));
+    // The baseline's load prints `load: ...`; bulkhead labels its partition's lines
+    // `load[0]: load: ...`.
     let loads: Vec<f64> = stdout
         .lines()
+        .map(|l| l.strip_prefix("load[0]: ").unwrap_or(l))
         .filter(|l| l.starts_with("load: "))
         .filter_map(|l| number_after(l, "threads, "))
         .skip(1)
