@@ -134,29 +134,13 @@ fn warnings_go_to_stderr_and_do_not_fail() {
 /// and says nothing once the fifo drops (and counts) instead.
 #[test]
 fn an_rt_writer_waiting_on_a_best_effort_reader_is_warned_about() {
-    let scratch = common::Scratch::new("warn-block");
-    let tmp = scratch.file("block.yaml");
     let desc = "system: {cpus: 0-1}\npartitions:\n  - {name: ctl, kind: rt, cpus: 0, tasks: [{name: t, cmd: \"true\", budget: 100us, period: 1ms}]}\n  - {name: ui, kind: be, cpus: 1, processes: [\"true x\"]}\nchannels:\n  - {name: speed, kind: fifo, message_size: 8, depth: 4, writer: ctl/t, readers: [ui]}\n";
-    std::fs::write(&tmp, desc).unwrap();
-    let out = bulkhead(&["check", tmp.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stderr = text(&out.stderr);
-    assert!(stderr.contains("block.yaml:6:"), "{stderr}");
-    assert!(
-        stderr.contains("channels[0].overflow: channel `speed`: its writer in rt partition `ctl` waits while the fifo is full, that is on best-effort partition `ui`"),
-        "{stderr}"
-    );
-    std::fs::write(
-        &tmp,
-        desc.replace("depth: 4,", "depth: 4, overflow: drop_oldest,"),
-    )
-    .unwrap();
-    let out = bulkhead(&["check", tmp.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0));
-    assert!(
-        !text(&out.stderr).contains("warning"),
-        "{}",
-        text(&out.stderr)
+    warns_until_fixed(
+        "block.yaml",
+        desc,
+        "block.yaml:6:",
+        "channels[0].overflow: channel `speed`: its writer in rt partition `ctl` waits while the fifo is full, that is on best-effort partition `ui`",
+        &desc.replace("depth: 4,", "depth: 4, overflow: drop_oldest,"),
     );
 }
 
@@ -164,32 +148,32 @@ fn an_rt_writer_waiting_on_a_best_effort_reader_is_warned_about() {
 /// is the host's root, which `check` warns about with the key's position.
 #[test]
 fn a_be_partition_running_as_the_hosts_root_is_warned_about() {
-    let scratch = common::Scratch::new("warn-root");
-    let tmp = scratch.file("root.yaml");
     let desc = "system: {}\npartitions:\n  - name: ivi\n    user: root\n    sandbox: {private_users: false}\n    processes: [\"true x\"]\n";
+    warns_until_fixed(
+        "root.yaml",
+        desc,
+        "root.yaml:5:",
+        "partitions[0].sandbox.private_users: partition `ivi` runs as the host's root",
+        &desc.replace("    sandbox: {private_users: false}\n", ""),
+    );
+}
+
+/// `check` of `desc` (written to `file`) exits 0 and warns `message` at `position`;
+/// of `fixed`, it exits 0 and warns of nothing.
+fn warns_until_fixed(file: &str, desc: &str, position: &str, message: &str, fixed: &str) {
+    let scratch = common::Scratch::new(&format!("warn-{file}"));
+    let tmp = scratch.file(file);
     std::fs::write(&tmp, desc).unwrap();
     let out = bulkhead(&["check", tmp.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("root.yaml:5:"), "{stderr}");
-    assert!(
-        stderr.contains(
-            "partitions[0].sandbox.private_users: partition `ivi` runs as the host's root"
-        ),
-        "{stderr}"
-    );
-    std::fs::write(
-        &tmp,
-        desc.replace("    sandbox: {private_users: false}\n", ""),
-    )
-    .unwrap();
+    assert!(stderr.contains(position), "{stderr}");
+    assert!(stderr.contains(message), "{stderr}");
+    std::fs::write(&tmp, fixed).unwrap();
     let out = bulkhead(&["check", tmp.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
-    assert!(
-        !text(&out.stderr).contains("warning"),
-        "{}",
-        text(&out.stderr)
-    );
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("warning"), "{stderr}");
 }
 
 #[test]
