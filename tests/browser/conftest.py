@@ -92,13 +92,15 @@ class Vehicle:
             return None
         return json.loads(out.stdout)["status"]
 
-    def counters(self, task):
-        """The counters task `task` of the rt partition publishes ({} before its first job)."""
+    def counters(self, *tasks):
+        """The counters each of `tasks` of the rt partition publishes ({} before its first
+        job), from one status."""
+        found = {task: {} for task in tasks}
         for partition in (self.status() or {}).get("partitions", []):
             for t in partition.get("tasks") or []:
-                if t["name"] == task:
-                    return t.get("counters") or {}
-        return {}
+                if t["name"] in found:
+                    found[t["name"]] = t.get("counters") or {}
+        return found
 
     def _wait_for_the_loop(self):
         """Waits until the car's bus carries frames both ways through usb_bh and the read
@@ -109,7 +111,8 @@ class Vehicle:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"bulkhead run ended early:\n{self.output()}")
-            usb, reader = self.counters("usb_bh"), self.counters("ivi_read_mapper")
+            counters = self.counters("usb_bh", "ivi_read_mapper")
+            usb, reader = counters["usb_bh"], counters["ivi_read_mapper"]
             if usb.get("rx", 0) > 0 and usb.get("tx", 0) > 0 and reader.get("published", 0) > 0:
                 return
             time.sleep(0.1)

@@ -24,7 +24,7 @@ def wait_for(page, vehicle, js, seconds=30):
 
 def can_counters(vehicle):
     """What the rt tasks on the HVAC command's way to the bus counted."""
-    return {t: vehicle.counters(t) for t in ("ivi_write_mapper", "mhydra_tx", "usb_bh")}
+    return vehicle.counters("ivi_write_mapper", "mhydra_tx", "usb_bh")
 
 
 def send_until_echoed(page, vehicle, tries=3, seconds=10):
